@@ -1,0 +1,282 @@
+//! All of a request's tiers, decided with one `now`: admitted only if every enforcing
+//! tier admits; otherwise every tier that moved is rolled back, so a denial leaves no trace.
+
+use super::gcra::{Decision, Quota};
+
+/// Most tiers one route may name; keeps a request's verdict on the stack.
+pub const MAX_TIERS: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Enforce,
+    /// Evaluated and counted, never denies.
+    Shadow,
+}
+
+/// One tier of one request: the limit and the (hashed) key it applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tier {
+    pub quota: Quota,
+    pub mode: Mode,
+    pub max_delay_ns: u64,
+    pub key: u64,
+}
+
+/// Where TATs live. Implementations make `apply` atomic per key.
+pub trait TatTable {
+    /// Reads the key's TAT (0 when absent), runs `decide` on it and, when the decision
+    /// admits, stores `decision.tat` atomically. Returns the TAT it decided on.
+    fn apply(&self, key: u64, decide: &mut dyn FnMut(u64) -> Decision) -> (u64, Decision);
+
+    /// Reads the key's TAT without changing it.
+    fn peek(&self, key: u64) -> u64;
+
+    /// Undoes an admission that moved `key` from `old` to `new` at `now`.
+    fn undo(&self, key: u64, old: u64, new: u64, now: u64);
+}
+
+/// What one tier said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TierOutcome {
+    /// The TAT the tier was decided on.
+    pub prior_tat: u64,
+    pub decision: Decision,
+    pub mode: Mode,
+}
+
+impl TierOutcome {
+    const EMPTY: TierOutcome = TierOutcome {
+        prior_tat: 0,
+        decision: Decision {
+            admitted: true,
+            tat: 0,
+            remaining: 0,
+            wait_ns: 0,
+            delay_ns: 0,
+            until_idle_ns: 0,
+        },
+        mode: Mode::Enforce,
+    };
+
+    fn enforcing(&self) -> bool {
+        self.mode == Mode::Enforce
+    }
+}
+
+/// The decision for a whole request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub admitted: bool,
+    outcomes: [TierOutcome; MAX_TIERS],
+    len: usize,
+    /// Index of the first enforcing tier that denied.
+    pub first_denier: Option<usize>,
+    /// Index of the tier whose numbers go into the response headers: on admission the
+    /// enforcing tier with the fewest remaining, on denial the one with the longest wait.
+    pub reporting: Option<usize>,
+    /// Minimum over enforcing tiers of cost-1 requests admitted right now.
+    pub remaining: u64,
+    /// On denial: nanoseconds until every tier would admit the request.
+    pub wait_ns: u64,
+    /// On admission: nanoseconds to hold the request (`max_delay`), the largest over tiers.
+    pub delay_ns: u64,
+}
+
+impl Verdict {
+    pub fn outcomes(&self) -> &[TierOutcome] {
+        &self.outcomes[..self.len]
+    }
+
+    /// A request on a route with no tiers.
+    pub fn unlimited() -> Self {
+        Self {
+            admitted: true,
+            outcomes: [TierOutcome::EMPTY; MAX_TIERS],
+            len: 0,
+            first_denier: None,
+            reporting: None,
+            remaining: u64::MAX,
+            wait_ns: 0,
+            delay_ns: 0,
+        }
+    }
+}
+
+/// Decides `tiers` (at most [`MAX_TIERS`]; extra tiers are ignored) for one request.
+pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost: u64) -> Verdict {
+    let tiers = &tiers[..tiers.len().min(MAX_TIERS)];
+    let mut verdict = Verdict::unlimited();
+    verdict.len = tiers.len();
+
+    for (i, tier) in tiers.iter().enumerate() {
+        let mut decide = |tat| tier.quota.decide(tat, now, cost, tier.max_delay_ns);
+        // After a denial nothing may move: later tiers are only looked at, for the wait.
+        let (prior_tat, decision) = if verdict.first_denier.is_some() {
+            let tat = table.peek(tier.key);
+            (tat, decide(tat))
+        } else {
+            table.apply(tier.key, &mut decide)
+        };
+        verdict.outcomes[i] = TierOutcome {
+            prior_tat,
+            decision,
+            mode: tier.mode,
+        };
+        if !decision.admitted && tier.mode == Mode::Enforce && verdict.first_denier.is_none() {
+            verdict.first_denier = Some(i);
+        }
+    }
+
+    verdict.admitted = verdict.first_denier.is_none();
+    if !verdict.admitted {
+        roll_back(table, tiers, &verdict.outcomes[..tiers.len()], now);
+    }
+    summarize(&mut verdict, tiers, now);
+    verdict
+}
+
+fn roll_back<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], outcomes: &[TierOutcome], now: u64) {
+    let first_denier = outcomes
+        .iter()
+        .position(|o| o.enforcing() && !o.decision.admitted)
+        .unwrap_or(outcomes.len());
+    for (tier, outcome) in tiers.iter().zip(outcomes).take(first_denier) {
+        if outcome.decision.admitted {
+            table.undo(tier.key, outcome.prior_tat, outcome.decision.tat, now);
+        }
+    }
+}
+
+fn summarize(verdict: &mut Verdict, tiers: &[Tier], now: u64) {
+    let admitted = verdict.admitted;
+    let mut best: Option<(usize, u64)> = None;
+    for (i, (outcome, tier)) in verdict.outcomes[..verdict.len]
+        .iter()
+        .zip(tiers)
+        .enumerate()
+    {
+        if !outcome.enforcing() {
+            continue;
+        }
+        let d = &outcome.decision;
+        // On denial the state is as before the request, so remaining comes from the prior TAT.
+        let remaining = if admitted {
+            d.remaining
+        } else {
+            tier.quota.remaining(outcome.prior_tat, now)
+        };
+        verdict.remaining = verdict.remaining.min(remaining);
+        if admitted {
+            verdict.delay_ns = verdict.delay_ns.max(d.delay_ns);
+            if best.is_none_or(|(_, r)| remaining < r) {
+                best = Some((i, remaining));
+            }
+        } else {
+            verdict.wait_ns = verdict.wait_ns.max(d.wait_ns);
+            if !d.admitted && best.is_none_or(|(_, w)| d.wait_ns > w) {
+                best = Some((i, d.wait_ns));
+            }
+        }
+    }
+    verdict.reporting = best.map(|(i, _)| i);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    /// A single-threaded table for exercising the tier logic.
+    #[derive(Default)]
+    struct MapTable(RefCell<HashMap<u64, u64>>);
+
+    impl TatTable for MapTable {
+        fn apply(&self, key: u64, decide: &mut dyn FnMut(u64) -> Decision) -> (u64, Decision) {
+            let mut map = self.0.borrow_mut();
+            let tat = map.get(&key).copied().unwrap_or(0);
+            let d = decide(tat);
+            if d.admitted {
+                map.insert(key, d.tat);
+            }
+            (tat, d)
+        }
+        fn peek(&self, key: u64) -> u64 {
+            self.0.borrow().get(&key).copied().unwrap_or(0)
+        }
+        fn undo(&self, key: u64, old: u64, _new: u64, _now: u64) {
+            self.0.borrow_mut().insert(key, old);
+        }
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    fn tier(limit: u64, burst: u64, key: u64) -> Tier {
+        Tier {
+            quota: Quota::new(limit, S, burst).expect("valid"),
+            mode: Mode::Enforce,
+            max_delay_ns: 0,
+            key,
+        }
+    }
+
+    #[test]
+    fn later_denial_rolls_back_earlier_tiers() {
+        let table = MapTable::default();
+        let tiers = [tier(100, 10, 1), tier(1, 2, 2)];
+        let now = 10 * S;
+        assert!(evaluate(&table, &tiers, now, 1).admitted);
+        assert!(evaluate(&table, &tiers, now, 1).admitted);
+        let before = table.peek(1);
+        let v = evaluate(&table, &tiers, now, 1);
+        assert!(!v.admitted);
+        assert_eq!(v.first_denier, Some(1));
+        assert_eq!(v.reporting, Some(1));
+        assert_eq!(table.peek(1), before, "tenant tier untouched by the denial");
+        assert_eq!(v.remaining, 0);
+        assert_eq!(v.wait_ns, S);
+    }
+
+    #[test]
+    fn wait_is_the_maximum_over_denying_tiers() {
+        let table = MapTable::default();
+        // Tier 0: 1/s burst 1. Tier 1: 1 per 4 s (limit 1, period 1 s => use burst 1 and 0.25/s).
+        let slow = Tier {
+            quota: Quota::new(1, 4 * S, 1).expect("valid"),
+            ..tier(1, 1, 2)
+        };
+        let tiers = [tier(1, 1, 1), slow];
+        assert!(evaluate(&table, &tiers, S, 1).admitted);
+        let v = evaluate(&table, &tiers, S, 1);
+        assert!(!v.admitted);
+        assert_eq!(v.first_denier, Some(0));
+        assert_eq!(v.wait_ns, 4 * S);
+        assert_eq!(v.reporting, Some(1), "the tier forcing the longest wait");
+    }
+
+    #[test]
+    fn admission_reports_the_tightest_tier() {
+        let table = MapTable::default();
+        let tiers = [tier(100, 10, 1), tier(100, 3, 2)];
+        let v = evaluate(&table, &tiers, S, 1);
+        assert!(v.admitted);
+        assert_eq!(v.remaining, 2);
+        assert_eq!(v.reporting, Some(1));
+    }
+
+    #[test]
+    fn shadow_tiers_never_deny_and_are_not_reported() {
+        let table = MapTable::default();
+        let mut shadow = tier(1, 1, 2);
+        shadow.mode = Mode::Shadow;
+        let tiers = [tier(100, 10, 1), shadow];
+        for _ in 0..5 {
+            let v = evaluate(&table, &tiers, S, 1);
+            assert!(v.admitted);
+            assert_eq!(v.reporting, Some(0));
+        }
+        let v = evaluate(&table, &tiers, S, 1);
+        assert!(!v.outcomes()[1].decision.admitted, "shadow tier would deny");
+    }
+}

@@ -1,0 +1,5 @@
+//! Where limiter state lives: the embedded memory store (default).
+
+pub mod memory;
+
+pub use memory::MemoryStore;
