@@ -1,1 +1,82 @@
-fn main(){}
+//! The `tollgate` binary: parse the command line, set up logging, run, map errors to exit codes
+//! (0 ok, 2 bad config or usage, 1 runtime failure).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tollgate::cli::{Cli, Command, LogFormat};
+use tollgate::gateway::{Gateway, StartError};
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match cli.command {
+        Command::Check { config } => match tollgate::config::load(&config) {
+            Ok(c) => {
+                print!("{}", tollgate::summary::summary(&c));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Run { config } => {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("cannot start the runtime: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            runtime.block_on(async {
+                let gateway = match Gateway::start(&config).await {
+                    Ok(g) => g,
+                    Err(StartError::Config(e)) => {
+                        eprintln!("{e}");
+                        return ExitCode::from(2);
+                    }
+                    Err(e) => {
+                        tracing::error!("{e}");
+                        return ExitCode::from(1);
+                    }
+                };
+                match gateway.run_until_signalled().await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        tracing::error!("signal handling failed: {e}");
+                        ExitCode::from(1)
+                    }
+                }
+            })
+        }
+        Command::Echo { listen } => {
+            let result = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .and_then(|rt| rt.block_on(tollgate::echo::serve(listen)));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("echo upstream failed: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}

@@ -20,7 +20,9 @@ pub enum QuotaError {
     ZeroLimit,
     #[error("burst must be at least 1")]
     ZeroBurst,
-    #[error("period / limit is below 1 ns: the rate is too high to represent (at most 1e9 per second)")]
+    #[error(
+        "period / limit is below 1 ns: the rate is too high to represent (at most 1e9 per second)"
+    )]
     IntervalTooSmall,
     #[error("burst × (period / limit) overflows 584 years: lower burst or period")]
     ToleranceOverflow,
@@ -146,7 +148,10 @@ mod tests {
         assert_eq!(Quota::new(0, S, 1), Err(QuotaError::ZeroLimit));
         assert_eq!(Quota::new(1, S, 0), Err(QuotaError::ZeroBurst));
         assert_eq!(Quota::new(2, 1, 1), Err(QuotaError::IntervalTooSmall));
-        assert_eq!(Quota::new(1, u64::MAX, 2), Err(QuotaError::ToleranceOverflow));
+        assert_eq!(
+            Quota::new(1, u64::MAX, 2),
+            Err(QuotaError::ToleranceOverflow)
+        );
     }
 
     #[test]

@@ -126,7 +126,8 @@ fn apply_to(tat: &AtomicU64, decide: &mut dyn FnMut(u64) -> Decision) -> (u64, D
         if !decision.admitted || decision.tat == current {
             return (current, decision);
         }
-        match tat.compare_exchange_weak(current, decision.tat, Ordering::AcqRel, Ordering::Acquire) {
+        match tat.compare_exchange_weak(current, decision.tat, Ordering::AcqRel, Ordering::Acquire)
+        {
             Ok(_) => return (current, decision),
             Err(actual) => current = actual,
         }

@@ -1,0 +1,215 @@
+//! Every metric tollgate exports, defined once. Label values are config names and fixed
+//! words, never request data, so cardinality stays bounded by the config.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::config::Config;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    pub route: String,
+    pub policy: String,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpstreamLabels {
+    pub upstream: String,
+    pub status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    pub backend: &'static str,
+    pub kind: &'static str,
+}
+
+fn wait_histogram() -> Histogram {
+    // 1 ms … ~9 h: waits span from one emission interval of a fast API to a daily quota.
+    Histogram::new(exponential_buckets(0.001, 4.0, 13))
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub decisions: Family<DecisionLabels, Counter>,
+    pub retry_after: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    pub requests_unmatched: Counter,
+    pub upstream_latency: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
+    pub store_errors: Family<StoreLabels, Counter>,
+    pub store_breaker_open: Gauge,
+    pub reloads: Family<ResultLabels, Counter>,
+    pub keys_tracked: Gauge<i64, AtomicI64Compat>,
+    pub open_connections: Gauge,
+}
+
+/// prometheus-client's default gauge atomic.
+pub type AtomicI64Compat = std::sync::atomic::AtomicI64;
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("tollgate");
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "decisions",
+            "Limiter decisions by route, policy (tier) and outcome",
+            decisions.clone(),
+        );
+        let retry_after = Family::<RouteLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            wait_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "retry_after_seconds",
+            "Wait told to denied clients (Retry-After), by route",
+            retry_after.clone(),
+        );
+        let requests_unmatched = Counter::default();
+        registry.register(
+            "requests_unmatched",
+            "Requests that matched no route (404)",
+            requests_unmatched.clone(),
+        );
+        let upstream_latency =
+            Family::<UpstreamLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "upstream_duration_seconds",
+            "Time to the upstream's response headers, by upstream and status class",
+            upstream_latency.clone(),
+        );
+        let store_errors = Family::<StoreLabels, Counter>::default();
+        registry.register(
+            "store_errors",
+            "Store calls that failed, by backend and kind",
+            store_errors.clone(),
+        );
+        let store_breaker_open = Gauge::default();
+        registry.register(
+            "store_breaker_open",
+            "1 while the store circuit breaker is open",
+            store_breaker_open.clone(),
+        );
+        let reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "config_reloads",
+            "Configuration reloads by result",
+            reloads.clone(),
+        );
+        let keys_tracked = Gauge::<i64, AtomicI64Compat>::default();
+        registry.register(
+            "keys_tracked",
+            "Keys held by the embedded store",
+            keys_tracked.clone(),
+        );
+        let open_connections = Gauge::default();
+        registry.register(
+            "open_connections",
+            "Open data-plane connections",
+            open_connections.clone(),
+        );
+        Self {
+            registry,
+            decisions,
+            retry_after,
+            requests_unmatched,
+            upstream_latency,
+            store_errors,
+            store_breaker_open,
+            reloads,
+            keys_tracked,
+            open_connections,
+        }
+    }
+
+    /// Prometheus text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Counter handles for one config, so the request path only increments atomics.
+    pub fn route_handles(&self, config: &Config) -> Vec<RouteMetrics> {
+        config
+            .routes
+            .iter()
+            .map(|route| RouteMetrics {
+                tiers: route
+                    .policies
+                    .iter()
+                    .map(|p| {
+                        let counter = |outcome| {
+                            self.decisions
+                                .get_or_create(&DecisionLabels {
+                                    route: route.name.clone(),
+                                    policy: p.name.clone(),
+                                    outcome,
+                                })
+                                .clone()
+                        };
+                        TierCounters {
+                            admitted: counter("admitted"),
+                            denied: counter("denied"),
+                            shadow_denied: counter("shadow_denied"),
+                        }
+                    })
+                    .collect(),
+                retry_after: self
+                    .retry_after
+                    .get_or_create(&RouteLabels {
+                        route: route.name.clone(),
+                    })
+                    .clone(),
+            })
+            .collect()
+    }
+
+    pub fn upstream_histogram(&self, upstream: &str, status: &'static str) -> Histogram {
+        self.upstream_latency
+            .get_or_create(&UpstreamLabels {
+                upstream: upstream.to_owned(),
+                status,
+            })
+            .clone()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[derive(Clone)]
+pub struct TierCounters {
+    pub admitted: Counter,
+    pub denied: Counter,
+    pub shadow_denied: Counter,
+}
+
+/// One route's pre-resolved metric handles.
+#[derive(Clone)]
+pub struct RouteMetrics {
+    pub tiers: Vec<TierCounters>,
+    pub retry_after: Histogram,
+}

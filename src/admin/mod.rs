@@ -1,0 +1,4 @@
+//! The admin listener: health, metrics, limiter inspection, reload.
+
+pub mod metrics;
+pub mod service;

@@ -1,0 +1,244 @@
+//! The admin listener's routes. Never served on the data plane.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use crate::app::Shared;
+use crate::key::{KeyHasher, KeyPart};
+use crate::limit::TatTable;
+use crate::proxy::response::{ceil_millis, full, json_error, Body};
+use crate::server::TlsSlot;
+
+const STATUS_PAGE: &str = include_str!("page/index.html");
+
+pub async fn handle(
+    shared: Arc<Shared>,
+    tls: TlsSlot,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let resp = match (req.method(), path.as_str()) {
+        (&Method::GET, "/healthz") => text(StatusCode::OK, "text/plain", "ok\n"),
+        (&Method::GET, "/readyz") => text(StatusCode::OK, "text/plain", "ready\n"),
+        (&Method::GET, "/metrics") => {
+            if let Some(m) = shared.limiter.memory() {
+                shared
+                    .metrics
+                    .keys_tracked
+                    .set(i64::try_from(m.len()).unwrap_or(i64::MAX));
+            }
+            text(
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                shared.metrics.encode(),
+            )
+        }
+        (&Method::GET, "/") => text(StatusCode::OK, "text/html; charset=utf-8", STATUS_PAGE),
+        (&Method::GET, "/admin/config") => json_ok(config_json(&shared)),
+        (&Method::GET, "/admin/stats") => json_ok(stats_json(&shared)),
+        (&Method::POST, "/admin/reload") => match crate::reload::reload(&shared, &tls).await {
+            Ok(report) => json_ok(json!({"status": "ok", "report": report})),
+            Err(e) => json_status(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"status": "error", "errors": e.to_string().lines().collect::<Vec<_>>()}),
+            ),
+        },
+        (&Method::GET, p) if p.starts_with("/admin/limits/") => {
+            limit_json(&shared, &p["/admin/limits/".len()..])
+        }
+        (_, "/admin/reload") => json_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            &[("allow", "POST".into())],
+        ),
+        _ => json_error(StatusCode::NOT_FOUND, "not_found", &[]),
+    };
+    Ok(resp)
+}
+
+fn text(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+fn json_ok(value: serde_json::Value) -> Response<Body> {
+    json_status(StatusCode::OK, value)
+}
+
+fn json_status(status: StatusCode, value: serde_json::Value) -> Response<Body> {
+    text(status, "application/json", value.to_string())
+}
+
+/// `GET /admin/limits/{policy}/{part}[/{part}…]`: one path segment per key source.
+fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
+    let mut segments = rest.split('/');
+    let policy_name = segments.next().unwrap_or("");
+    let config = shared.config();
+    let Some(policy) = config.policy(policy_name) else {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "unknown_policy",
+            &[("policy", policy_name.into())],
+        );
+    };
+    let parts: Vec<String> = segments.map(percent_decode).collect();
+    if parts.len() != policy.key.len() || parts.iter().any(String::is_empty) {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "bad_key",
+            &[(
+                "expected_parts",
+                policy
+                    .key
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join("/")
+                    .into(),
+            )],
+        );
+    }
+    let Some(memory) = shared.limiter.memory() else {
+        return json_error(StatusCode::NOT_IMPLEMENTED, "not_available_for_store", &[]);
+    };
+    let mut hasher = KeyHasher::new(memory.key_hasher(), &policy.name);
+    for p in &parts {
+        hasher.part(&KeyPart::Bytes(p.as_bytes().into()));
+    }
+    let key = hasher.finish();
+    let quota = policy.quota_for(if parts.len() == 1 {
+        Some(parts[0].as_str())
+    } else {
+        None
+    });
+    let now = shared.clock.now_ns();
+    let tat = memory.peek(key);
+    let probe = quota.decide(tat, now, 1, 0);
+    json_ok(json!({
+        "policy": policy.name,
+        "key": parts,
+        "tat_ms": (tat.saturating_sub(now)) as f64 / 1e6,
+        "burst": quota.burst(),
+        "remaining": quota.remaining(tat, now),
+        "next_admit_ms": ceil_millis(probe.wait_ns),
+        "idle_ms": ceil_millis(tat.saturating_sub(now)),
+        "tracked": tat > now,
+    }))
+}
+
+fn percent_decode(s: &str) -> String {
+    form_urlencoded::parse(format!("k={}", s.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// The running configuration; nothing secret is in it except store URLs, which are redacted.
+fn config_json(shared: &Shared) -> serde_json::Value {
+    let c = shared.config();
+    let redis_urls: Vec<String> = match &c.store.backend {
+        crate::config::Backend::Redis { urls } => urls.iter().map(|u| redact_url(u)).collect(),
+        crate::config::Backend::Memory => Vec::new(),
+    };
+    json!({
+        "path": c.path.display().to_string(),
+        "server": {
+            "listen": c.server.listen.to_string(),
+            "admin_listen": c.server.admin_listen.map(|a| a.to_string()),
+            "tls": c.server.tls.is_some(),
+            "max_connections": c.server.max_connections,
+        },
+        "store": {
+            "backend": if redis_urls.is_empty() { "memory" } else { "redis" },
+            "urls": redis_urls,
+            "timeout_ms": c.store.timeout.as_millis() as u64,
+            "on_error": format!("{:?}", c.store.on_error).to_lowercase(),
+            "max_keys": c.store.max_keys,
+        },
+        "upstreams": c.upstreams.iter().map(|u| json!({
+            "name": u.name,
+            "targets": u.targets.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "policies": c.policies.iter().map(|p| json!({
+            "name": p.name,
+            "key": p.key.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+            "limit": p.limit,
+            "period_ms": p.period.as_millis() as u64,
+            "burst": p.quota.burst(),
+            "t_ns": p.quota.interval_ns(),
+            "tau_ns": p.quota.tolerance_ns(),
+            "mode": format!("{:?}", p.mode).to_lowercase(),
+            "max_delay_ms": p.max_delay.as_millis() as u64,
+            "overrides": p.overrides.len(),
+        })).collect::<Vec<_>>(),
+        "routes": c.routes.iter().map(|r| json!({
+            "name": r.name,
+            "path": r.path,
+            "host": r.host,
+            "upstream": r.upstream.name,
+            "policies": r.policies.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            "cost": r.cost,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// `redis://user:secret@host` → `redis://user:***@host`.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let creds = &url[scheme_end + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{}:***{}", &url[..scheme_end + 3], user, &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Cumulative decision counts per route and tier, for the status page's live rates.
+fn stats_json(shared: &Shared) -> serde_json::Value {
+    let snapshot = shared.snapshot.load_full();
+    let routes: Vec<_> = snapshot
+        .config
+        .routes
+        .iter()
+        .zip(&snapshot.route_metrics)
+        .map(|(route, m)| {
+            json!({
+                "route": route.name,
+                "tiers": route.policies.iter().zip(&m.tiers).map(|(p, c)| json!({
+                    "policy": p.name,
+                    "admitted": c.admitted.get(),
+                    "denied": c.denied.get(),
+                    "shadow_denied": c.shadow_denied.get(),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "routes": routes, "keys_tracked": shared.limiter.memory().map(|m| m.len()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords_only() {
+        assert_eq!(
+            redact_url("redis://u:pw@h:6379/0"),
+            "redis://u:***@h:6379/0"
+        );
+        assert_eq!(redact_url("rediss://:pw@h"), "rediss://:***@h");
+        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+    }
+}

@@ -1,0 +1,45 @@
+//! The command line (clap).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tollgate",
+    version,
+    about = "A rate-limiting reverse-proxy gateway"
+)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve until SIGTERM/SIGINT (graceful drain); SIGHUP reloads the config file.
+    Run {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Validate a config file: exit 0 with a summary, or 2 with every error.
+    Check {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Run a small upstream that answers every request with 200 (for demos and benchmarks).
+    Echo {
+        #[arg(long, default_value = "127.0.0.1:3000")]
+        listen: SocketAddr,
+    },
+}

@@ -1,0 +1,663 @@
+//! From the serde mirror to a validated [`Config`]: every problem in the file is
+//! collected, located and reported at once.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::uri::{Scheme, Uri};
+use http::Method;
+use ipnet::IpNet;
+
+use super::error::{locate, ConfigError, Problem};
+use super::model::*;
+use super::raw::{OneOrMany, RawConfig, RawPolicy, RawRoute, RawServer, RawStore, RawUpstream, S};
+use crate::key::{KeySource, TrustedProxies};
+use crate::limit::{Mode, Quota, MAX_TIERS};
+
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(50);
+pub const DEFAULT_MAX_KEYS: usize = 10_000_000;
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads and compiles the file at `path`.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    compile(path, &text)
+}
+
+/// Compiles `text`, read from `path` (relative TLS paths resolve against its folder).
+pub fn compile(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let invalid = |problems| ConfigError::Invalid {
+        path: path.to_owned(),
+        problems: locate(text, problems),
+    };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        invalid(vec![Problem {
+            span: e.span().unwrap_or(0..0),
+            message: e.message().trim().to_owned(),
+            hint: None,
+        }])
+    })?;
+    let base = path.parent().map(Path::to_owned).unwrap_or_default();
+    let mut c = Compiler {
+        problems: Vec::new(),
+        base,
+    };
+    let config = c.config(path, raw);
+    match config {
+        Some(config) if c.problems.is_empty() => Ok(config),
+        _ => Err(invalid(c.problems)),
+    }
+}
+
+struct Compiler {
+    problems: Vec<Problem>,
+    base: PathBuf,
+}
+
+impl Compiler {
+    fn error(
+        &mut self,
+        span: std::ops::Range<usize>,
+        message: impl Into<String>,
+        hint: impl Into<Option<String>>,
+    ) {
+        self.problems.push(Problem {
+            span,
+            message: message.into(),
+            hint: hint.into(),
+        });
+    }
+
+    fn config(&mut self, path: &Path, raw: RawConfig) -> Option<Config> {
+        let server = self.server(raw.server);
+        let store = self.store(raw.store);
+        let upstreams: BTreeMap<String, Arc<Upstream>> = raw
+            .upstreams
+            .into_iter()
+            .filter_map(|(name, u)| Some((name.clone(), Arc::new(self.upstream(name, u)?))))
+            .collect();
+        let policies: BTreeMap<String, Arc<Policy>> = raw
+            .policies
+            .into_iter()
+            .filter_map(|(name, p)| Some((name.clone(), Arc::new(self.policy(name, p)?))))
+            .collect();
+        let mut names = HashSet::new();
+        let mut routes = Vec::new();
+        for (index, r) in raw.routes.into_iter().enumerate() {
+            if !names.insert(r.get_ref().name.get_ref().clone()) {
+                let name = &r.get_ref().name;
+                self.error(
+                    name.span(),
+                    format!("duplicate route name `{}`", name.get_ref()),
+                    Some("give every [[routes]] entry its own name".to_owned()),
+                );
+            }
+            if let Some(route) = self.route(r, &upstreams, &policies) {
+                routes.push((index, route));
+            }
+        }
+        routes.sort_by_key(|(index, r)| {
+            (
+                std::cmp::Reverse(r.path.len()),
+                r.host.is_none(),
+                r.methods.is_none(),
+                *index,
+            )
+        });
+        Some(Config {
+            path: path.to_owned(),
+            server: server?,
+            store: store?,
+            upstreams: upstreams.into_values().collect(),
+            policies: policies.into_values().collect(),
+            routes: routes.into_iter().map(|(_, r)| Arc::new(r)).collect(),
+        })
+    }
+
+    fn server(&mut self, raw: S<RawServer>) -> Option<Server> {
+        let raw = raw.into_inner();
+        let listen = self.socket_addr(&raw.listen);
+        let admin_listen = raw.admin_listen.as_ref().map(|a| self.socket_addr(a));
+        if let (Some(l), Some((Some(a), span))) = (
+            listen,
+            admin_listen.zip(raw.admin_listen.as_ref().map(S::span)),
+        ) {
+            if l == a {
+                self.error(
+                    span,
+                    format!("admin_listen {a} is the same address as listen"),
+                    Some(
+                        "the admin API is never served on the data plane: pick another port"
+                            .to_owned(),
+                    ),
+                );
+            }
+        }
+        let mut nets = Vec::new();
+        for entry in &raw.trusted_proxies {
+            let text = entry.get_ref().trim();
+            let net = text
+                .parse::<IpNet>()
+                .or_else(|_| text.parse::<IpAddr>().map(IpNet::from));
+            match net {
+                Ok(net) => nets.push(net),
+                Err(_) => self.error(
+                    entry.span(),
+                    format!("`{text}` is not an IP address or CIDR"),
+                    Some("write e.g. \"10.0.0.0/8\" or \"127.0.0.1\"".to_owned()),
+                ),
+            }
+        }
+        let tls = raw.tls.map(|t| {
+            let t = t.into_inner();
+            TlsFiles {
+                cert: self.base.join(t.cert.get_ref()),
+                key: self.base.join(t.key.get_ref()),
+            }
+        });
+        let header_read_timeout =
+            self.duration_or(&raw.header_read_timeout, DEFAULT_HEADER_READ_TIMEOUT, false);
+        let drain_timeout = self.duration_or(&raw.drain_timeout, DEFAULT_DRAIN_TIMEOUT, true);
+        let max_connections = self.count_or(
+            &raw.max_connections,
+            DEFAULT_MAX_CONNECTIONS as u64,
+            "max_connections",
+        );
+        let max_header_bytes = self.count_or(
+            &raw.max_header_bytes,
+            DEFAULT_MAX_HEADER_BYTES as u64,
+            "max_header_bytes",
+        );
+        if let Some(m) = &raw.max_header_bytes {
+            if *m.get_ref() < 8192 {
+                self.error(
+                    m.span(),
+                    "max_header_bytes must be at least 8192",
+                    Some("HTTP/1.1 needs room for a request line and headers".to_owned()),
+                );
+            }
+        }
+        Some(Server {
+            listen: listen?,
+            admin_listen: admin_listen.flatten(),
+            trusted_proxies: TrustedProxies::new(nets),
+            tls,
+            header_read_timeout: header_read_timeout?,
+            max_connections: usize::try_from(max_connections?).ok()?,
+            max_header_bytes: usize::try_from(max_header_bytes?).ok()?,
+            drain_timeout: drain_timeout?,
+            access_log: raw.access_log.unwrap_or(true),
+        })
+    }
+
+    fn store(&mut self, raw: Option<S<RawStore>>) -> Option<StoreSettings> {
+        let Some(raw) = raw.map(S::into_inner) else {
+            return Some(StoreSettings {
+                backend: Backend::Memory,
+                timeout: DEFAULT_STORE_TIMEOUT,
+                on_error: OnError::Deny,
+                max_keys: DEFAULT_MAX_KEYS,
+            });
+        };
+        let urls = raw.url.as_ref().map(|u| (u.get_ref().to_vec(), u.span()));
+        let backend = match raw
+            .backend
+            .as_ref()
+            .map(|b| (b.get_ref().as_str(), b.span()))
+        {
+            None | Some(("memory", _)) => Some(Backend::Memory),
+            Some(("redis", span)) => match urls {
+                None => {
+                    self.error(span, "backend = \"redis\" needs `url`", Some("add url = \"redis://127.0.0.1:6379\" (a list of node URLs means Redis Cluster)".to_owned()));
+                    None
+                }
+                Some((urls, span)) => {
+                    let bad: Vec<_> = urls
+                        .iter()
+                        .filter(|u| !(u.starts_with("redis://") || u.starts_with("rediss://")))
+                        .cloned()
+                        .collect();
+                    if urls.is_empty() || !bad.is_empty() {
+                        self.error(
+                            span,
+                            format!("not a Redis URL: {bad:?}"),
+                            Some("use redis://host:port or rediss://host:port".to_owned()),
+                        );
+                        None
+                    } else {
+                        Some(Backend::Redis { urls })
+                    }
+                }
+            },
+            Some((other, span)) => {
+                self.error(
+                    span,
+                    format!("unknown store backend `{other}`"),
+                    Some("use \"memory\" or \"redis\"".to_owned()),
+                );
+                None
+            }
+        };
+        let on_error = match raw
+            .on_error
+            .as_ref()
+            .map(|b| (b.get_ref().as_str(), b.span()))
+        {
+            None | Some(("deny", _)) => Some(OnError::Deny),
+            Some(("allow", _)) => Some(OnError::Allow),
+            Some(("local", _)) => Some(OnError::Local),
+            Some((other, span)) => {
+                self.error(
+                    span,
+                    format!("unknown on_error `{other}`"),
+                    Some("use \"allow\", \"deny\" or \"local\"".to_owned()),
+                );
+                None
+            }
+        };
+        let timeout = self.duration_or(&raw.timeout, DEFAULT_STORE_TIMEOUT, false);
+        let max_keys = self.count_or(&raw.max_keys, DEFAULT_MAX_KEYS as u64, "max_keys");
+        Some(StoreSettings {
+            backend: backend?,
+            timeout: timeout?,
+            on_error: on_error?,
+            max_keys: usize::try_from(max_keys?).ok()?,
+        })
+    }
+
+    fn upstream(&mut self, name: String, raw: S<RawUpstream>) -> Option<Upstream> {
+        let raw = raw.into_inner();
+        if raw.targets.get_ref().is_empty() {
+            self.error(
+                raw.targets.span(),
+                format!("upstream `{name}` has no targets"),
+                Some("add targets = [\"http://127.0.0.1:3000\"]".to_owned()),
+            );
+        }
+        let mut targets = Vec::new();
+        for t in raw.targets.get_ref() {
+            match parse_target(t.get_ref()) {
+                Ok(target) => targets.push(target),
+                Err(why) => self.error(
+                    t.span(),
+                    format!("bad upstream target `{}`: {why}", t.get_ref()),
+                    Some(
+                        "write it as http://host:port or https://host:port, without a path"
+                            .to_owned(),
+                    ),
+                ),
+            }
+        }
+        let connect_timeout =
+            self.duration_or(&raw.connect_timeout, DEFAULT_CONNECT_TIMEOUT, false);
+        let timeout = self.duration_or(&raw.timeout, DEFAULT_UPSTREAM_TIMEOUT, false);
+        (!targets.is_empty() && targets.len() == raw.targets.get_ref().len()).then_some(())?;
+        Some(Upstream {
+            name,
+            targets,
+            connect_timeout: connect_timeout?,
+            timeout: timeout?,
+        })
+    }
+
+    fn policy(&mut self, name: String, raw: S<RawPolicy>) -> Option<Policy> {
+        let raw = raw.into_inner();
+        let mut key = Vec::new();
+        let sources = raw.key.get_ref().to_vec();
+        if sources.is_empty() {
+            self.error(
+                raw.key.span(),
+                format!("policy `{name}` has an empty key"),
+                Some("name at least one source, e.g. key = \"ip\"".to_owned()),
+            );
+        }
+        for s in &sources {
+            match s.parse::<KeySource>() {
+                Ok(src) => key.push(src),
+                Err(e) => self.error(raw.key.span(), e.to_string(), Some("sources: ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, route, method, path".to_owned())),
+            }
+        }
+        let period = self.duration(&raw.period, false);
+        let limit = self.positive(&raw.limit, "limit");
+        let burst = self.positive(&raw.burst, "burst");
+        let quota = self.quota(limit, period, burst, raw.limit.span());
+        let missing = self.choice(
+            &raw.missing,
+            &[
+                ("shared", Missing::Shared),
+                ("skip", Missing::Skip),
+                ("reject", Missing::Reject),
+            ],
+            Missing::Shared,
+            "missing",
+        );
+        let mode = self.choice(
+            &raw.mode,
+            &[("enforce", Mode::Enforce), ("shadow", Mode::Shadow)],
+            Mode::Enforce,
+            "mode",
+        );
+        let max_delay = self.duration_or(&raw.max_delay, Duration::ZERO, true);
+        let mut overrides = HashMap::new();
+        if !raw.overrides.is_empty() && sources.len() != 1 {
+            self.error(
+                raw.key.span(),
+                format!("policy `{name}` has overrides but a composed key"),
+                Some("overrides apply to single-source keys only".to_owned()),
+            );
+        }
+        for (key_text, o) in raw.overrides {
+            let span = o.span();
+            let o = o.into_inner();
+            let limit = o
+                .limit
+                .as_ref()
+                .map_or(limit, |l| self.positive(l, "limit"));
+            let burst = o
+                .burst
+                .as_ref()
+                .map_or(burst, |b| self.positive(b, "burst"));
+            let period = o
+                .period
+                .as_ref()
+                .map_or(period, |p| self.duration(p, false));
+            if let Some(q) = self.quota(limit, period, burst, span) {
+                overrides.insert(key_text, q);
+            }
+        }
+        Some(Policy {
+            name,
+            key,
+            limit: limit?,
+            period: period?,
+            quota: quota?,
+            missing: missing?,
+            mode: mode?,
+            max_delay: max_delay?,
+            overrides,
+        })
+    }
+
+    fn quota(
+        &mut self,
+        limit: Option<u64>,
+        period: Option<Duration>,
+        burst: Option<u64>,
+        span: std::ops::Range<usize>,
+    ) -> Option<Quota> {
+        let period_ns = u64::try_from(period?.as_nanos()).unwrap_or(u64::MAX);
+        match Quota::new(limit?, period_ns, burst?) {
+            Ok(q) => Some(q),
+            Err(e) => {
+                self.error(span, e.to_string(), None);
+                None
+            }
+        }
+    }
+
+    fn route(
+        &mut self,
+        raw: S<RawRoute>,
+        upstreams: &BTreeMap<String, Arc<Upstream>>,
+        policies: &BTreeMap<String, Arc<Policy>>,
+    ) -> Option<Route> {
+        let raw = raw.into_inner();
+        let name = raw.name.get_ref().clone();
+        if name.is_empty() {
+            self.error(raw.name.span(), "route name is empty", None);
+        }
+        let path = raw.path.get_ref().clone();
+        if !path.starts_with('/') {
+            self.error(
+                raw.path.span(),
+                format!("route path `{path}` must start with `/`"),
+                Some(format!(
+                    "write path = \"/{}\"",
+                    path.trim_start_matches('/')
+                )),
+            );
+        }
+        let upstream = match upstreams.get(raw.upstream.get_ref()) {
+            Some(u) => Some((
+                u.clone(),
+                upstreams
+                    .keys()
+                    .position(|k| k == raw.upstream.get_ref())
+                    .unwrap_or(0),
+            )),
+            None => {
+                let hint = suggest(raw.upstream.get_ref(), upstreams.keys(), "[upstreams.");
+                self.error(
+                    raw.upstream.span(),
+                    format!(
+                        "route `{name}` names unknown upstream `{}`",
+                        raw.upstream.get_ref()
+                    ),
+                    hint,
+                );
+                None
+            }
+        };
+        let cost = match &raw.cost {
+            Some(c) => self.positive(c, "cost"),
+            None => Some(1),
+        };
+        let mut tiers = Vec::new();
+        let mut seen = HashSet::new();
+        for p in &raw.policies {
+            if !seen.insert(p.get_ref().as_str()) {
+                self.error(
+                    p.span(),
+                    format!("policy `{}` is listed twice", p.get_ref()),
+                    Some("a tier applies once; remove the repeat".to_owned()),
+                );
+                continue;
+            }
+            match policies.get(p.get_ref()) {
+                Some(policy) => {
+                    if let Some(cost) = cost {
+                        let too_small = std::iter::once(policy.quota.burst())
+                            .chain(policy.overrides.values().map(Quota::burst))
+                            .any(|b| cost > b);
+                        if too_small {
+                            let span = raw.cost.as_ref().map_or(p.span(), S::span);
+                            self.error(span, format!("cost {cost} of route `{name}` exceeds the burst of policy `{}` (or one of its overrides)", p.get_ref()), Some("such a request could never be admitted: lower cost or raise burst".to_owned()));
+                        }
+                    }
+                    tiers.push(policy.clone());
+                }
+                None => {
+                    let hint = suggest(p.get_ref(), policies.keys(), "[policies.");
+                    self.error(
+                        p.span(),
+                        format!("route `{name}` names unknown policy `{}`", p.get_ref()),
+                        hint,
+                    );
+                }
+            }
+        }
+        if raw.policies.len() > MAX_TIERS {
+            self.error(
+                raw.name.span(),
+                format!(
+                    "route `{name}` has {} tiers; at most {MAX_TIERS} are allowed",
+                    raw.policies.len()
+                ),
+                None,
+            );
+        }
+        let host = raw.host.as_ref().map(|h| h.get_ref().to_ascii_lowercase());
+        let methods = raw.methods.as_ref().map(|ms| {
+            ms.iter()
+                .filter_map(|m| {
+                    match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
+                        Ok(method) => Some(method),
+                        Err(_) => {
+                            self.error(
+                                m.span(),
+                                format!("`{}` is not an HTTP method", m.get_ref()),
+                                None,
+                            );
+                            None
+                        }
+                    }
+                })
+                .collect()
+        });
+        let max_body = match &raw.max_body {
+            Some(b) => Some(self.positive(b, "max_body")?),
+            None => None,
+        };
+        Some(Route {
+            name,
+            path,
+            host,
+            methods,
+            upstream: upstream.clone()?.0,
+            upstream_index: upstream?.1,
+            policies: tiers,
+            cost: cost?,
+            max_body,
+        })
+    }
+
+    fn socket_addr(&mut self, raw: &S<String>) -> Option<SocketAddr> {
+        match raw.get_ref().parse() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                self.error(
+                    raw.span(),
+                    format!("`{}` is not a socket address", raw.get_ref()),
+                    Some("write IP:PORT, e.g. \"127.0.0.1:8080\" or \"[::]:8080\"".to_owned()),
+                );
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, raw: &S<String>, zero_ok: bool) -> Option<Duration> {
+        match humantime::parse_duration(raw.get_ref().trim()) {
+            Ok(d) if zero_ok || !d.is_zero() => Some(d),
+            Ok(_) => {
+                self.error(raw.span(), "duration must be greater than zero", None);
+                None
+            }
+            Err(e) => {
+                self.error(
+                    raw.span(),
+                    format!("`{}` is not a duration: {e}", raw.get_ref()),
+                    Some(
+                        "use a number and a unit: \"250ms\", \"1s\", \"5m\", \"1h\", \"1d\""
+                            .to_owned(),
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn duration_or(
+        &mut self,
+        raw: &Option<S<String>>,
+        default: Duration,
+        zero_ok: bool,
+    ) -> Option<Duration> {
+        raw.as_ref()
+            .map_or(Some(default), |r| self.duration(r, zero_ok))
+    }
+
+    fn positive(&mut self, raw: &S<i64>, what: &str) -> Option<u64> {
+        match u64::try_from(*raw.get_ref()) {
+            Ok(v) if v > 0 => Some(v),
+            _ => {
+                self.error(
+                    raw.span(),
+                    format!(
+                        "{what} must be a whole number of at least 1, not {}",
+                        raw.get_ref()
+                    ),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    fn count_or(&mut self, raw: &Option<S<i64>>, default: u64, what: &str) -> Option<u64> {
+        raw.as_ref()
+            .map_or(Some(default), |r| self.positive(r, what))
+    }
+
+    fn choice<T: Copy>(
+        &mut self,
+        raw: &Option<S<String>>,
+        options: &[(&str, T)],
+        default: T,
+        what: &str,
+    ) -> Option<T> {
+        let Some(raw) = raw else { return Some(default) };
+        match options.iter().find(|(name, _)| *name == raw.get_ref()) {
+            Some((_, v)) => Some(*v),
+            None => {
+                let names: Vec<String> = options.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+                self.error(
+                    raw.span(),
+                    format!("unknown {what} `{}`", raw.get_ref()),
+                    Some(format!("use one of {}", names.join(", "))),
+                );
+                None
+            }
+        }
+    }
+}
+
+fn parse_target(text: &str) -> Result<Target, String> {
+    let uri: Uri = text.parse().map_err(|e| format!("{e}"))?;
+    let scheme = uri.scheme().cloned().ok_or("no scheme")?;
+    if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
+        return Err(format!("scheme `{scheme}` is not http or https"));
+    }
+    let authority = uri.authority().cloned().ok_or("no host")?;
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err("a path or query is not allowed".to_owned());
+    }
+    Ok(Target { scheme, authority })
+}
+
+/// "did you mean …" for a misspelt name.
+fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a String>, table: &str) -> Option<String> {
+    let known: Vec<&String> = known.collect();
+    let best = known
+        .iter()
+        .map(|k| (strsim::levenshtein(name, k), *k))
+        .min_by_key(|(d, _)| *d);
+    match best {
+        Some((d, k)) if d <= 3 => Some(format!("did you mean `{k}`?")),
+        _ if known.is_empty() => Some(format!("define it in a {table}{name}] table")),
+        _ => Some(format!(
+            "known: {}",
+            known
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+impl OneOrMany {
+    pub fn is_empty(&self) -> bool {
+        matches!(self, OneOrMany::Many(v) if v.is_empty())
+    }
+}

@@ -1,0 +1,11 @@
+//! Configuration in two stages: `raw` mirrors the TOML, `compile` validates it into
+//! the immutable `model` that the gateway runs on.
+
+pub mod compile;
+pub mod error;
+pub mod model;
+pub mod raw;
+
+pub use compile::{compile, load};
+pub use error::{ConfigError, Located};
+pub use model::*;

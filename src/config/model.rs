@@ -1,0 +1,172 @@
+//! The validated, immutable configuration. Built only by `compile`, so every value
+//! here is already known to be usable.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::uri::{Authority, Scheme};
+use http::Method;
+
+use crate::key::{KeySource, TrustedProxies};
+use crate::limit::{Mode, Quota};
+
+#[derive(Debug)]
+pub struct Config {
+    pub path: PathBuf,
+    pub server: Server,
+    pub store: StoreSettings,
+    pub upstreams: Vec<Arc<Upstream>>,
+    pub policies: Vec<Arc<Policy>>,
+    /// In match order: longest path first, then host-specific, then method-specific.
+    pub routes: Vec<Arc<Route>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    pub listen: SocketAddr,
+    pub admin_listen: Option<SocketAddr>,
+    pub trusted_proxies: TrustedProxies,
+    pub tls: Option<TlsFiles>,
+    pub header_read_timeout: Duration,
+    pub max_connections: usize,
+    pub max_header_bytes: usize,
+    pub drain_timeout: Duration,
+    /// One log line per request (target `tollgate::access`).
+    pub access_log: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSettings {
+    pub backend: Backend,
+    pub timeout: Duration,
+    pub on_error: OnError,
+    pub max_keys: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    /// One URL: a single Redis. Several: the seed nodes of a Redis Cluster.
+    Redis {
+        urls: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    Allow,
+    Deny,
+    Local,
+}
+
+#[derive(Debug)]
+pub struct Upstream {
+    pub name: String,
+    pub targets: Vec<Target>,
+    pub connect_timeout: Duration,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub scheme: Scheme,
+    pub authority: Authority,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}", self.scheme, self.authority)
+    }
+}
+
+/// What to do when a tier's key source is absent from a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// All such requests share one limiter.
+    Shared,
+    /// The tier is not applied.
+    Skip,
+    /// The request is refused with 400.
+    Reject,
+}
+
+#[derive(Debug)]
+pub struct Policy {
+    pub name: String,
+    pub key: Vec<KeySource>,
+    pub limit: u64,
+    pub period: Duration,
+    pub quota: Quota,
+    pub missing: Missing,
+    pub mode: Mode,
+    pub max_delay: Duration,
+    /// Per-key quotas for single-source keys, by the key's text.
+    pub overrides: HashMap<String, Quota>,
+}
+
+impl Policy {
+    /// The quota for a key: its override if it has one.
+    pub fn quota_for(&self, key_text: Option<&str>) -> Quota {
+        match key_text {
+            Some(k) if !self.overrides.is_empty() => {
+                self.overrides.get(k).copied().unwrap_or(self.quota)
+            }
+            _ => self.quota,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Route {
+    pub name: String,
+    pub path: String,
+    /// Lower-case host without port.
+    pub host: Option<String>,
+    pub methods: Option<Vec<Method>>,
+    pub upstream: Arc<Upstream>,
+    /// Position of `upstream` in [`Config::upstreams`].
+    pub upstream_index: usize,
+    /// Tiers in evaluation order.
+    pub policies: Vec<Arc<Policy>>,
+    pub cost: u64,
+    /// Largest request body in bytes; larger ones get 413.
+    pub max_body: Option<u64>,
+}
+
+impl Config {
+    /// The route for a request: exact host (if the route names one, port ignored),
+    /// longest path prefix, then methods. `routes` is kept in that order.
+    pub fn find_route(&self, host: Option<&str>, path: &str, method: &Method) -> Option<usize> {
+        let host = host.map(strip_port);
+        self.routes.iter().position(|r| {
+            path.starts_with(r.path.as_str())
+                && r.host
+                    .as_deref()
+                    .is_none_or(|h| host.is_some_and(|req| req.eq_ignore_ascii_case(h)))
+                && r.methods.as_ref().is_none_or(|m| m.contains(method))
+        })
+    }
+
+    pub fn policy(&self, name: &str) -> Option<&Arc<Policy>> {
+        self.policies.iter().find(|p| p.name == name)
+    }
+}
+
+/// `example.com:8080` → `example.com`, `[::1]:80` → `[::1]`.
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |i| &host[..=i]);
+    }
+    host.rsplit_once(':')
+        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(host, |(h, _)| h)
+}

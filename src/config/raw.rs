@@ -1,0 +1,116 @@
+//! A serde mirror of the TOML file. No logic: every value keeps its span so that
+//! `compile` can point at the exact line and column of a mistake.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+pub type S<T> = Spanned<T>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub server: S<RawServer>,
+    #[serde(default)]
+    pub store: Option<S<RawStore>>,
+    #[serde(default)]
+    pub upstreams: BTreeMap<String, S<RawUpstream>>,
+    #[serde(default)]
+    pub policies: BTreeMap<String, S<RawPolicy>>,
+    #[serde(default)]
+    pub routes: Vec<S<RawRoute>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub listen: S<String>,
+    pub admin_listen: Option<S<String>>,
+    #[serde(default)]
+    pub trusted_proxies: Vec<S<String>>,
+    pub tls: Option<S<RawTls>>,
+    pub header_read_timeout: Option<S<String>>,
+    pub max_connections: Option<S<i64>>,
+    pub max_header_bytes: Option<S<i64>>,
+    pub drain_timeout: Option<S<String>>,
+    pub access_log: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    pub cert: S<String>,
+    pub key: S<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    pub backend: Option<S<String>>,
+    pub url: Option<S<OneOrMany>>,
+    pub timeout: Option<S<String>>,
+    pub on_error: Option<S<String>>,
+    pub max_keys: Option<S<i64>>,
+}
+
+/// A value written either as one string or as a list of strings.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    pub targets: S<Vec<S<String>>>,
+    pub connect_timeout: Option<S<String>>,
+    pub timeout: Option<S<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPolicy {
+    pub key: S<OneOrMany>,
+    pub limit: S<i64>,
+    pub period: S<String>,
+    pub burst: S<i64>,
+    pub missing: Option<S<String>>,
+    pub mode: Option<S<String>>,
+    pub max_delay: Option<S<String>>,
+    #[serde(default)]
+    pub overrides: BTreeMap<String, S<RawOverride>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOverride {
+    pub limit: Option<S<i64>>,
+    pub period: Option<S<String>>,
+    pub burst: Option<S<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    pub name: S<String>,
+    pub path: S<String>,
+    pub host: Option<S<String>>,
+    pub methods: Option<Vec<S<String>>>,
+    pub upstream: S<String>,
+    #[serde(default)]
+    pub policies: Vec<S<String>>,
+    pub cost: Option<S<i64>>,
+    pub max_body: Option<S<i64>>,
+}

@@ -1,0 +1,246 @@
+//! Start-up, signals and shutdown: binds the listeners once, owns every background task,
+//! and stops them in order (stop accepting → drain → exit).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::admin::metrics::Metrics;
+use crate::app::{Shared, Snapshot};
+use crate::clock::{Clock, MonotonicClock};
+use crate::config::{self, Backend, Config, ConfigError};
+use crate::reload::{ReloadError, ReloadReport};
+use crate::server::TlsSlot;
+use crate::store::{Limiter, MemoryStore};
+
+/// How often idle keys are swept from the embedded store.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("store: {0}")]
+    Store(String),
+}
+
+pub struct Gateway {
+    shared: Arc<Shared>,
+    tls: TlsSlot,
+    addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    data_plane: JoinHandle<()>,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Loads `path` and starts serving it.
+    pub async fn start(path: &Path) -> Result<Self, StartError> {
+        let config = config::load(path)?;
+        Self::start_with(config, Arc::new(MonotonicClock::new())).await
+    }
+
+    /// Starts serving `config` with `clock` (tests pass their own clock).
+    pub async fn start_with(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
+        let metrics = Arc::new(Metrics::new());
+        let upstream_tls = crate::tls::upstream_client_config()?;
+        let limiter = match &config.store.backend {
+            Backend::Memory => Limiter::Memory(Arc::new(MemoryStore::new(config.store.max_keys))),
+            Backend::Redis { .. } => {
+                return Err(StartError::Store(
+                    "the redis backend is not available in this build".to_owned(),
+                ));
+            }
+        };
+        let tls: TlsSlot = Arc::new(ArcSwapOption::empty());
+        if let Some(files) = &config.server.tls {
+            tls.store(Some(crate::tls::server_config(&files.cert, &files.key)?));
+        }
+        let listen = config.server.listen;
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: listen,
+            source,
+        })?;
+        let admin_listener = match config.server.admin_listen {
+            Some(a) => Some(
+                TcpListener::bind(a)
+                    .await
+                    .map_err(|source| StartError::Bind { addr: a, source })?,
+            ),
+            None => None,
+        };
+        let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+
+        let config_path = config.path.clone();
+        let snapshot = Snapshot::build(Arc::new(config), None, &metrics, &upstream_tls);
+        let shared = Arc::new(Shared {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            limiter,
+            clock,
+            metrics,
+            config_path,
+            upstream_tls,
+            reload_lock: tokio::sync::Mutex::new(()),
+        });
+        let (shutdown, rx) = watch::channel(false);
+        let data_plane = tokio::spawn(crate::server::serve(
+            listener,
+            shared.clone(),
+            tls.clone(),
+            rx.clone(),
+        ));
+        let mut background = vec![tokio::spawn(sweep(shared.clone(), rx.clone()))];
+        if let Some(l) = admin_listener {
+            background.push(tokio::spawn(serve_admin(
+                l,
+                shared.clone(),
+                tls.clone(),
+                rx,
+            )));
+        }
+        tracing::info!(%addr, admin = ?admin_addr, tls = tls.load().is_some(), "tollgate serving");
+        Ok(Self {
+            shared,
+            tls,
+            addr,
+            admin_addr,
+            shutdown,
+            data_plane,
+            background,
+        })
+    }
+
+    /// The data-plane address actually bound (useful with port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Re-reads the config file, as SIGHUP does.
+    pub async fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        crate::reload::reload(&self.shared, &self.tls).await
+    }
+
+    /// Stops accepting, drains open connections up to the drain deadline, stops the rest.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.data_plane.await;
+        for task in self.background {
+            task.abort();
+            let _ = task.await;
+        }
+        tracing::info!("tollgate stopped");
+    }
+
+    /// Serves until SIGTERM or SIGINT; reloads on SIGHUP.
+    pub async fn run_until_signalled(self) -> std::io::Result<()> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hup = signal(SignalKind::hangup())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        loop {
+            tokio::select! {
+                _ = hup.recv() => {
+                    tracing::info!("SIGHUP: reloading");
+                    let _ = self.reload().await;
+                }
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+            }
+        }
+        tracing::info!("shutting down: no new connections, draining open ones");
+        self.shutdown().await;
+        Ok(())
+    }
+}
+
+/// Drops idle keys every [`SWEEP_INTERVAL`], on a blocking thread so request tasks never wait on it.
+async fn sweep(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let Some(_) = shared.limiter.memory() else {
+        return;
+    };
+    let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let s = shared.clone();
+        let swept = tokio::task::spawn_blocking(move || {
+            let memory = s.limiter.memory()?;
+            let removed = memory.sweep(s.clock.now_ns());
+            s.metrics
+                .keys_tracked
+                .set(i64::try_from(memory.len()).unwrap_or(i64::MAX));
+            Some(removed)
+        })
+        .await;
+        if let Ok(Some(n)) = swept {
+            if n > 0 {
+                tracing::debug!(removed = n, "swept idle keys");
+            }
+        }
+    }
+}
+
+async fn serve_admin(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: TlsSlot,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let (stream, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let shared = shared.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                crate::admin::service::handle(shared.clone(), tls.clone(), req)
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}

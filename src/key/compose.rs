@@ -1,0 +1,31 @@
+//! A limiter key's identity: the policy name and every part, length-prefixed, hashed
+//! with the store's keyed hasher. The request path and the admin API share this.
+
+use std::hash::Hasher;
+
+use super::KeyPart;
+
+pub struct KeyHasher<H: Hasher> {
+    hasher: H,
+}
+
+impl<H: Hasher> KeyHasher<H> {
+    pub fn new(mut hasher: H, policy: &str) -> Self {
+        hasher.write(policy.as_bytes());
+        Self { hasher }
+    }
+
+    pub fn part(&mut self, part: &KeyPart<'_>) {
+        part.hash_into(&mut self.hasher);
+    }
+
+    /// An absent part under `missing = "shared"`: a marker no real part produces,
+    /// since real parts start with their length.
+    pub fn missing(&mut self) {
+        self.hasher.write_u8(0xff);
+    }
+
+    pub fn finish(self) -> u64 {
+        self.hasher.finish()
+    }
+}

@@ -1,0 +1,286 @@
+//! Forwarding to an upstream: a pooled client per upstream, round robin over targets,
+//! passive health (a target that refuses connections rests for a cooldown), hop-by-hop
+//! headers removed, X-Forwarded-* set.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, UPGRADE};
+use http::uri::{PathAndQuery, Uri};
+use http::{HeaderMap, Request, Response, Version};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use prometheus_client::metrics::histogram::Histogram;
+
+use super::response::Body;
+use crate::admin::metrics::Metrics;
+use crate::config::Upstream;
+
+/// How long a target that refused a connection is passed over while others answer.
+pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);
+/// Idle pooled connections kept per target.
+const POOL_IDLE_PER_HOST: usize = 256;
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
+static HOP_BY_HOP: [HeaderName; 8] = [
+    HeaderName::from_static("connection"),
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("proxy-authenticate"),
+    HeaderName::from_static("proxy-authorization"),
+    HeaderName::from_static("te"),
+    HeaderName::from_static("trailer"),
+    HeaderName::from_static("transfer-encoding"),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    #[error("cannot connect to {target}: {source}")]
+    Connect {
+        target: String,
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+    #[error("no response from {target} within {timeout:?}")]
+    Timeout { target: String, timeout: Duration },
+    #[error("upstream {target} failed: {source}")]
+    Broken {
+        target: String,
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+}
+
+/// One upstream's connection pool and target health. Kept across reloads while the
+/// upstream's settings do not change, so warm connections survive a reload.
+pub struct UpstreamPool {
+    pub upstream: Arc<Upstream>,
+    client: Client<HttpsConnector<HttpConnector>, Body>,
+    next: AtomicUsize,
+    /// Per target: clock nanoseconds until which it is passed over.
+    resting_until: Box<[AtomicU64]>,
+    /// Time to response headers, by status class (1xx … 5xx).
+    latency: [Histogram; 5],
+}
+
+impl UpstreamPool {
+    pub fn new(upstream: Arc<Upstream>, tls: rustls::ClientConfig, metrics: &Metrics) -> Self {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(upstream.connect_timeout));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_max_idle_per_host(POOL_IDLE_PER_HOST)
+            .build(connector);
+        let resting_until = upstream.targets.iter().map(|_| AtomicU64::new(0)).collect();
+        let latency = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+            .map(|class| metrics.upstream_histogram(&upstream.name, class));
+        Self {
+            upstream,
+            latency,
+            client,
+            next: AtomicUsize::new(0),
+            resting_until,
+        }
+    }
+
+    /// Whether this pool was built for the same settings.
+    pub fn serves(&self, other: &Upstream) -> bool {
+        let u = &self.upstream;
+        u.name == other.name
+            && u.targets == other.targets
+            && u.connect_timeout == other.connect_timeout
+            && u.timeout == other.timeout
+    }
+
+    /// Records the time to an upstream's response headers.
+    pub fn observe(&self, status: u16, seconds: f64) {
+        let class = usize::from((status / 100).clamp(1, 5) - 1);
+        self.latency[class].observe(seconds);
+    }
+
+    /// Round robin over targets that are not resting; if all rest, plain round robin.
+    fn pick(&self, now_ns: u64) -> usize {
+        let n = self.upstream.targets.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&i| self.resting_until[i].load(Ordering::Relaxed) <= now_ns)
+            .unwrap_or(start % n)
+    }
+
+    /// Sends `req` (its URI already origin-form) to a target. A connection refused by
+    /// one target is retried once on another when the request has no body to replay.
+    pub async fn send(
+        &self,
+        req: Request<Body>,
+        now_ns: u64,
+        replayable: bool,
+    ) -> Result<Response<Incoming>, ForwardError> {
+        let first = self.pick(now_ns);
+        let spare = (replayable && self.upstream.targets.len() > 1).then(|| {
+            let mut copy = Request::new(super::response::empty());
+            *copy.method_mut() = req.method().clone();
+            *copy.uri_mut() = req.uri().clone();
+            *copy.version_mut() = req.version();
+            *copy.headers_mut() = req.headers().clone();
+            copy
+        });
+        let result = self.send_to(first, req, now_ns).await;
+        match (result, spare) {
+            (Err(e @ ForwardError::Connect { .. }), Some(copy)) => {
+                let second = self.pick(now_ns);
+                if second == first {
+                    Err(e)
+                } else {
+                    self.send_to(second, copy, now_ns).await
+                }
+            }
+            (other, _) => other,
+        }
+    }
+
+    async fn send_to(
+        &self,
+        index: usize,
+        mut req: Request<Body>,
+        now_ns: u64,
+    ) -> Result<Response<Incoming>, ForwardError> {
+        let target = &self.upstream.targets[index];
+        let path = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(target.scheme.clone());
+        parts.authority = Some(target.authority.clone());
+        parts.path_and_query = Some(path);
+        if let Ok(uri) = Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+        let timeout = self.upstream.timeout;
+        match tokio::time::timeout(timeout, self.client.request(req)).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) if e.is_connect() => {
+                let cooldown = u64::try_from(TARGET_COOLDOWN.as_nanos()).unwrap_or(u64::MAX);
+                self.resting_until[index].store(now_ns.saturating_add(cooldown), Ordering::Relaxed);
+                Err(ForwardError::Connect {
+                    target: target.to_string(),
+                    source: e,
+                })
+            }
+            Ok(Err(e)) => Err(ForwardError::Broken {
+                target: target.to_string(),
+                source: e,
+            }),
+            Err(_) => Err(ForwardError::Timeout {
+                target: target.to_string(),
+                timeout,
+            }),
+        }
+    }
+}
+
+/// Removes hop-by-hop headers and any header the Connection header names. With
+/// `upgrade`, keeps `Connection: upgrade` and `Upgrade` so the tunnel can be set up.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    if headers.contains_key(CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            if !(upgrade && name == UPGRADE) {
+                headers.remove(name);
+            }
+        }
+    }
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+    if upgrade {
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    } else {
+        headers.remove(UPGRADE);
+    }
+}
+
+/// Prepares an admitted request's head for the upstream: hop-by-hop headers out,
+/// Host kept (taken from an HTTP/2 `:authority` when there is no Host), X-Forwarded-*.
+pub fn prepare_request(req: &mut Request<Body>, peer: IpAddr, tls: bool, upgrade: bool) {
+    let authority = req.uri().authority().map(|a| a.as_str().to_owned());
+    let headers = req.headers_mut();
+    strip_hop_by_hop(headers, upgrade);
+    if !headers.contains_key(HOST) {
+        if let Some(value) = authority.and_then(|a| HeaderValue::try_from(a).ok()) {
+            headers.insert(HOST, value);
+        }
+    }
+    let forwarded_for = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(prior) => HeaderValue::try_from(format!("{prior}, {peer}")),
+        None => HeaderValue::try_from(peer.to_string()),
+    };
+    if let Ok(v) = forwarded_for {
+        headers.insert(X_FORWARDED_FOR.clone(), v);
+    }
+    headers.insert(
+        X_FORWARDED_PROTO.clone(),
+        HeaderValue::from_static(if tls { "https" } else { "http" }),
+    );
+    if let Some(host) = headers.get(HOST).cloned() {
+        headers.insert(X_FORWARDED_HOST.clone(), host);
+    }
+    *req.version_mut() = Version::HTTP_11;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_hop_by_hop_and_connection_named_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, "keep-alive, x-secret".parse().expect("v"));
+        h.insert("keep-alive", "timeout=5".parse().expect("v"));
+        h.insert("x-secret", "1".parse().expect("v"));
+        h.insert("te", "trailers".parse().expect("v"));
+        h.insert("transfer-encoding", "chunked".parse().expect("v"));
+        h.insert("upgrade", "websocket".parse().expect("v"));
+        h.insert("x-keep", "yes".parse().expect("v"));
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(h["x-keep"], "yes");
+    }
+
+    #[test]
+    fn upgrade_keeps_the_upgrade_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, "Upgrade".parse().expect("v"));
+        h.insert(UPGRADE, "websocket".parse().expect("v"));
+        strip_hop_by_hop(&mut h, true);
+        assert_eq!(h[UPGRADE], "websocket");
+        assert_eq!(h[CONNECTION], "upgrade");
+    }
+}

@@ -1,0 +1,5 @@
+//! The data plane: the request path, forwarding, and the responses the gateway writes.
+
+pub mod forward;
+pub mod response;
+pub mod service;

@@ -1,0 +1,149 @@
+//! Responses the gateway writes itself (429, 4xx, 502/504) and the rate-limit headers
+//! that go on every response from a limited route.
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+
+use crate::limit::gcra::NANOS_PER_SEC;
+use crate::limit::{Quota, Verdict};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+
+static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+static X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+pub fn empty() -> Body {
+    full(Bytes::new())
+}
+
+/// A JSON error answer: `{"error": kind, …extra}`.
+pub fn json_error(
+    status: StatusCode,
+    kind: &str,
+    extra: &[(&str, serde_json::Value)],
+) -> Response<Body> {
+    let mut body = serde_json::Map::with_capacity(1 + extra.len());
+    body.insert("error".to_owned(), kind.into());
+    for (k, v) in extra {
+        body.insert((*k).to_owned(), v.clone());
+    }
+    let text = serde_json::Value::Object(body).to_string();
+    let mut resp = Response::new(full(text));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// Whole seconds, rounded up.
+pub fn ceil_secs(ns: u64) -> u64 {
+    ns.div_ceil(NANOS_PER_SEC)
+}
+
+/// Whole milliseconds, rounded up.
+pub fn ceil_millis(ns: u64) -> u64 {
+    ns.div_ceil(1_000_000)
+}
+
+fn number(n: u64) -> HeaderValue {
+    HeaderValue::from(n)
+}
+
+/// The facts of the tier that speaks for a response.
+#[derive(Debug, Clone, Copy)]
+pub struct Reported<'a> {
+    pub policy: &'a str,
+    pub quota: Quota,
+    /// Nanoseconds until that tier has its full burst again.
+    pub until_full_ns: u64,
+    /// Minimum remaining over enforcing tiers.
+    pub remaining: u64,
+}
+
+/// Writes X-RateLimit-* and the IETF draft's RateLimit-Policy / RateLimit fields.
+pub fn rate_limit_headers(headers: &mut HeaderMap, r: &Reported<'_>) {
+    let burst = r.quota.burst();
+    let reset = ceil_secs(r.until_full_ns);
+    let window = ceil_secs(r.quota.tolerance_ns()).max(1);
+    headers.insert(X_RATELIMIT_LIMIT.clone(), number(burst));
+    headers.insert(X_RATELIMIT_REMAINING.clone(), number(r.remaining));
+    headers.insert(X_RATELIMIT_RESET.clone(), number(reset));
+    let policy = format!("\"{}\";q={burst};w={window}", r.policy);
+    let current = format!("\"{}\";r={};t={reset}", r.policy, r.remaining);
+    if let Ok(v) = HeaderValue::try_from(policy) {
+        headers.insert(RATELIMIT_POLICY.clone(), v);
+    }
+    if let Ok(v) = HeaderValue::try_from(current) {
+        headers.insert(RATELIMIT.clone(), v);
+    }
+}
+
+/// The 429 for a denied verdict; `first_denier` names the policy in the body.
+pub fn too_many_requests(
+    verdict: &Verdict,
+    first_denier: &str,
+    reported: Option<&Reported<'_>>,
+) -> Response<Body> {
+    let wait = verdict.wait_ns;
+    let mut resp = json_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        &[
+            ("policy", first_denier.into()),
+            ("retry_after_ms", ceil_millis(wait).into()),
+        ],
+    );
+    let headers = resp.headers_mut();
+    headers.insert(RETRY_AFTER, number(ceil_secs(wait)));
+    if let Some(r) = reported {
+        rate_limit_headers(headers, r);
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_is_up_and_exact_on_boundaries() {
+        assert_eq!(ceil_secs(0), 0);
+        assert_eq!(ceil_secs(1), 1);
+        assert_eq!(ceil_secs(NANOS_PER_SEC), 1);
+        assert_eq!(ceil_secs(NANOS_PER_SEC + 1), 2);
+        assert_eq!(ceil_millis(600_000_000), 600);
+        assert_eq!(ceil_millis(600_000_001), 601);
+    }
+
+    #[test]
+    fn headers_follow_the_contract() {
+        let quota = Quota::new(10, NANOS_PER_SEC, 5).expect("valid");
+        let mut h = HeaderMap::new();
+        rate_limit_headers(
+            &mut h,
+            &Reported {
+                policy: "user",
+                quota,
+                until_full_ns: 300_000_000,
+                remaining: 2,
+            },
+        );
+        assert_eq!(h["x-ratelimit-limit"], "5");
+        assert_eq!(h["x-ratelimit-remaining"], "2");
+        assert_eq!(h["x-ratelimit-reset"], "1");
+        assert_eq!(h["ratelimit-policy"], "\"user\";q=5;w=1");
+        assert_eq!(h["ratelimit"], "\"user\";r=2;t=1");
+    }
+}

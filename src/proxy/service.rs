@@ -1,0 +1,286 @@
+//! The request path, top to bottom in one function: load the snapshot once → match the
+//! route → take each tier's key → decide all tiers → forward, or answer 429.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrayvec::ArrayVec;
+use http::header::{CONNECTION, CONTENT_LENGTH, HOST, UPGRADE};
+use http::{Request, Response, StatusCode};
+use http_body::Body as _;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use super::forward::{prepare_request, strip_hop_by_hop, ForwardError};
+use super::response::{
+    json_error, rate_limit_headers, too_many_requests, Body, BoxError, Reported,
+};
+use crate::app::Shared;
+use crate::config::{Missing, Policy, Route};
+use crate::key::{KeyHasher, KeyPart, RequestView};
+use crate::limit::{Tier, Verdict, MAX_TIERS};
+use crate::store::Limiter;
+
+/// What the accepting connection knows about itself.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub tls: bool,
+}
+
+/// A tier as applied to one request.
+enum TierKey {
+    Apply(Tier),
+    Skip,
+    Reject,
+}
+
+/// Serves one data-plane request. Never fails: every problem is an HTTP answer.
+pub async fn handle(
+    shared: Arc<Shared>,
+    conn: ConnInfo,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let snapshot = shared.snapshot.load_full();
+    let config = &snapshot.config;
+
+    let host = req
+        .uri()
+        .host()
+        .or_else(|| req.headers().get(HOST).and_then(|h| h.to_str().ok()));
+    let Some(route_index) = config.find_route(host, req.uri().path(), req.method()) else {
+        shared.metrics.requests_unmatched.inc();
+        return Ok(json_error(StatusCode::NOT_FOUND, "no_route", &[]));
+    };
+    let route = &config.routes[route_index];
+    let route_metrics = &snapshot.route_metrics[route_index];
+    let client_ip = config
+        .server
+        .trusted_proxies
+        .client_ip(conn.peer.ip(), req.headers());
+
+    // Each applied tier, and the position of its policy in the route.
+    let mut tiers: ArrayVec<Tier, MAX_TIERS> = ArrayVec::new();
+    let mut positions: ArrayVec<usize, MAX_TIERS> = ArrayVec::new();
+    {
+        let view = RequestView {
+            method: req.method(),
+            uri: req.uri(),
+            headers: req.headers(),
+            client_ip,
+            route: &route.name,
+        };
+        for (position, policy) in route.policies.iter().enumerate() {
+            match tier_for(&shared.limiter, policy, &view) {
+                TierKey::Apply(tier) => {
+                    tiers.push(tier);
+                    positions.push(position);
+                }
+                TierKey::Skip => {}
+                TierKey::Reject => {
+                    return Ok(json_error(
+                        StatusCode::BAD_REQUEST,
+                        "missing_key",
+                        &[("policy", policy.name.as_str().into())],
+                    ));
+                }
+            }
+        }
+    }
+
+    let now = shared.clock.now_ns();
+    let verdict = if tiers.is_empty() {
+        Verdict::unlimited()
+    } else {
+        shared.limiter.check(&tiers, now, route.cost).await
+    };
+    count_decisions(&verdict, &positions, route_metrics);
+    let reported = verdict.reporting.map(|k| Reported {
+        policy: &route.policies[positions[k]].name,
+        quota: tiers[k].quota,
+        until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
+        remaining: verdict.remaining,
+    });
+
+    if !verdict.admitted {
+        let first = verdict
+            .first_denier
+            .map_or("", |k| route.policies[positions[k]].name.as_str());
+        route_metrics
+            .retry_after
+            .observe(verdict.wait_ns as f64 / 1e9);
+        if config.server.access_log {
+            tracing::info!(target: "tollgate::access", route = %route.name, method = %req.method(), path = %req.uri().path(), client = %client_ip, decision = "denied", policy = first, wait_ms = super::response::ceil_millis(verdict.wait_ns), status = 429);
+        }
+        return Ok(too_many_requests(&verdict, first, reported.as_ref()));
+    }
+    if verdict.delay_ns > 0 {
+        tokio::time::sleep(Duration::from_nanos(verdict.delay_ns)).await;
+    }
+
+    let pool = &snapshot.pools[route.upstream_index];
+    let mut resp = match forward(&shared, route, pool, conn, req, now).await {
+        Ok(resp) => resp,
+        Err(resp) => resp,
+    };
+    if let Some(r) = &reported {
+        rate_limit_headers(resp.headers_mut(), r);
+    }
+    if config.server.access_log {
+        tracing::info!(target: "tollgate::access", route = %route.name, client = %client_ip, decision = "admitted", delay_ms = super::response::ceil_millis(verdict.delay_ns), status = resp.status().as_u16(), elapsed_ms = shared.clock.now_ns().saturating_sub(now) / 1_000_000);
+    }
+    Ok(resp)
+}
+
+/// Builds the tier of `policy` for this request: its key hash and its quota.
+fn tier_for(limiter: &Limiter, policy: &Policy, view: &RequestView<'_>) -> TierKey {
+    let mut hasher = KeyHasher::new(limiter.key_hasher(), &policy.name);
+    let mut single: Option<KeyPart<'_>> = None;
+    for source in &policy.key {
+        match source.extract(view) {
+            Some(part) => {
+                hasher.part(&part);
+                if policy.key.len() == 1 {
+                    single = Some(part);
+                }
+            }
+            None => match policy.missing {
+                Missing::Skip => return TierKey::Skip,
+                Missing::Reject => return TierKey::Reject,
+                Missing::Shared => hasher.missing(),
+            },
+        }
+    }
+    let quota = match &single {
+        Some(part) if !policy.overrides.is_empty() => policy.quota_for(Some(&part.as_text())),
+        _ => policy.quota,
+    };
+    TierKey::Apply(Tier {
+        quota,
+        mode: policy.mode,
+        max_delay_ns: u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX),
+        key: hasher.finish(),
+    })
+}
+
+fn count_decisions(
+    verdict: &Verdict,
+    positions: &[usize],
+    metrics: &crate::admin::metrics::RouteMetrics,
+) {
+    for (outcome, &position) in verdict.outcomes().iter().zip(positions) {
+        let counters = &metrics.tiers[position];
+        if !outcome.decision.admitted {
+            match outcome.mode {
+                crate::limit::Mode::Enforce => counters.denied.inc(),
+                crate::limit::Mode::Shadow => counters.shadow_denied.inc(),
+            };
+        } else if verdict.admitted {
+            counters.admitted.inc();
+        }
+    }
+}
+
+fn is_upgrade(req: &Request<Incoming>) -> bool {
+    req.headers().contains_key(UPGRADE)
+        && req
+            .headers()
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| {
+                v.split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+            })
+}
+
+/// Sends an admitted request upstream and maps the answer or the failure to a response.
+async fn forward(
+    shared: &Shared,
+    route: &Route,
+    pool: &super::forward::UpstreamPool,
+    conn: ConnInfo,
+    mut req: Request<Incoming>,
+    now: u64,
+) -> Result<Response<Body>, Response<Body>> {
+    let upgrade = is_upgrade(&req);
+    if let Some(max) = route.max_body {
+        let declared = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > max) {
+            return Err(json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                &[("max_body", max.into())],
+            ));
+        }
+    }
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let replayable = req.body().is_end_stream();
+    let (parts, body) = req.into_parts();
+    let body: Body = match route.max_body {
+        Some(max) => Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX)).boxed_unsync(),
+        None => body.map_err(BoxError::from).boxed_unsync(),
+    };
+    let mut outgoing = Request::from_parts(parts, body);
+    prepare_request(&mut outgoing, conn.peer.ip(), conn.tls, upgrade);
+
+    let sent = shared.clock.now_ns();
+    let result = pool.send(outgoing, now, replayable).await;
+    let upstream = &pool.upstream.name;
+    let mut resp = match result {
+        Ok(resp) => resp,
+        Err(e) => {
+            tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
+            return Err(match e {
+                ForwardError::Timeout { .. } => json_error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream_timeout",
+                    &[("upstream", upstream.as_str().into())],
+                ),
+                ForwardError::Broken { ref source, .. } if is_body_limit(source) => {
+                    json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[])
+                }
+                _ => json_error(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_unavailable",
+                    &[("upstream", upstream.as_str().into())],
+                ),
+            });
+        }
+    };
+    pool.observe(resp.status().as_u16(), shared.clock.now_ns().saturating_sub(sent) as f64 / 1e9);
+
+    let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
+    if let (true, Some(client_upgrade)) = (switching, client_upgrade) {
+        let upstream_upgrade = hyper::upgrade::on(&mut resp);
+        // The tunnel ends when either side closes; it owns nothing else.
+        tokio::spawn(async move {
+            let (Ok(client), Ok(server)) = (client_upgrade.await, upstream_upgrade.await) else {
+                return;
+            };
+            let _ =
+                tokio::io::copy_bidirectional(&mut TokioIo::new(client), &mut TokioIo::new(server))
+                    .await;
+        });
+    }
+    strip_hop_by_hop(resp.headers_mut(), switching);
+    Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
+}
+
+fn is_body_limit(e: &hyper_util::client::legacy::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}

@@ -1,0 +1,128 @@
+//! Reload: read and validate the file off the request path, then swap the whole snapshot.
+//! A failed reload keeps the running config; limiter state is never touched.
+
+use std::sync::Arc;
+
+use crate::admin::metrics::ResultLabels;
+use crate::app::{Shared, Snapshot};
+use crate::config::{self, Config, ConfigError};
+
+/// What a successful reload changed that only a restart applies.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct ReloadReport {
+    pub routes: usize,
+    pub policies: usize,
+    pub needs_restart: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("the reload task failed: {0}")]
+    Task(String),
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+}
+
+/// Reloads the file the gateway was started with. Reloads are serialized.
+pub async fn reload(
+    shared: &Shared,
+    tls: &crate::server::TlsSlot,
+) -> Result<ReloadReport, ReloadError> {
+    let _one_at_a_time = shared.reload_lock.lock().await;
+    let result = reload_locked(shared, tls).await;
+    let label = if result.is_ok() { "ok" } else { "error" };
+    shared
+        .metrics
+        .reloads
+        .get_or_create(&ResultLabels { result: label })
+        .inc();
+    match &result {
+        Ok(report) => {
+            tracing::info!(
+                routes = report.routes,
+                policies = report.policies,
+                "configuration reloaded"
+            );
+            for what in &report.needs_restart {
+                tracing::warn!("{what} changed: this takes effect only after a restart");
+            }
+        }
+        Err(e) => {
+            for line in e.to_string().lines() {
+                tracing::error!("reload refused, old configuration still serving: {line}");
+            }
+        }
+    }
+    result
+}
+
+async fn reload_locked(
+    shared: &Shared,
+    tls: &crate::server::TlsSlot,
+) -> Result<ReloadReport, ReloadError> {
+    let path = shared.config_path.clone();
+    let loaded = tokio::task::spawn_blocking(move || {
+        let config = config::load(&path)?;
+        let certs = match &config.server.tls {
+            Some(files) => Some(crate::tls::server_config(&files.cert, &files.key)?),
+            None => None,
+        };
+        Ok::<_, ReloadError>((config, certs))
+    })
+    .await
+    .map_err(|e| ReloadError::Task(e.to_string()))??;
+    let (config, certs) = loaded;
+    let old = shared.config();
+    let needs_restart = restart_only_changes(&old, &config);
+    let report = ReloadReport {
+        routes: config.routes.len(),
+        policies: config.policies.len(),
+        needs_restart,
+    };
+    let previous = shared.snapshot.load_full();
+    let snapshot = Snapshot::build(
+        Arc::new(config),
+        Some(&previous),
+        &shared.metrics,
+        &shared.upstream_tls,
+    );
+    shared.snapshot.store(Arc::new(snapshot));
+    // A listener started without TLS cannot turn into TLS live; only certificates swap.
+    if certs.is_some() && tls.load().is_some() {
+        tls.store(certs);
+    }
+    Ok(report)
+}
+
+fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
+    let (o, n) = (&old.server, &new.server);
+    let mut changed = Vec::new();
+    let mut check = |name: &str, differs: bool| {
+        if differs {
+            changed.push(name.to_owned());
+        }
+    };
+    check("server.listen", o.listen != n.listen);
+    check("server.admin_listen", o.admin_listen != n.admin_listen);
+    check(
+        "server.tls (enabling or disabling)",
+        o.tls.is_some() != n.tls.is_some(),
+    );
+    check(
+        "server.header_read_timeout",
+        o.header_read_timeout != n.header_read_timeout,
+    );
+    check(
+        "server.max_connections",
+        o.max_connections != n.max_connections,
+    );
+    check(
+        "server.max_header_bytes",
+        o.max_header_bytes != n.max_header_bytes,
+    );
+    check("server.drain_timeout", o.drain_timeout != n.drain_timeout);
+    check("store", old.store != new.store);
+    changed
+}

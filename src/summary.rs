@@ -1,0 +1,71 @@
+//! `tollgate check`'s summary: each route, its tiers, and T and τ of each policy.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use crate::config::Config;
+
+fn human(ns: u64) -> String {
+    humantime::format_duration(Duration::from_nanos(ns)).to_string()
+}
+
+pub fn summary(config: &Config) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "configuration {} is valid", config.path.display());
+    let _ = writeln!(
+        out,
+        "listen {}{}",
+        config.server.listen,
+        if config.server.tls.is_some() {
+            " (TLS)"
+        } else {
+            ""
+        }
+    );
+    if let Some(a) = config.server.admin_listen {
+        let _ = writeln!(out, "admin  {a}");
+    }
+    let _ = writeln!(out, "\npolicies:");
+    for p in &config.policies {
+        let keys: Vec<String> = p.key.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  {:<16} key={} limit={} per {} burst={}  T={} τ={}{}{}",
+            p.name,
+            keys.join("+"),
+            p.limit,
+            humantime::format_duration(p.period),
+            p.quota.burst(),
+            human(p.quota.interval_ns()),
+            human(p.quota.tolerance_ns()),
+            if p.mode == crate::limit::Mode::Shadow {
+                " (shadow)"
+            } else {
+                ""
+            },
+            if p.overrides.is_empty() {
+                String::new()
+            } else {
+                format!(" overrides={}", p.overrides.len())
+            },
+        );
+    }
+    let _ = writeln!(out, "\nroutes (in match order):");
+    for r in &config.routes {
+        let tiers: Vec<&str> = r.policies.iter().map(|p| p.name.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "  {:<16} {}{} -> {}  tiers=[{}] cost={}",
+            r.name,
+            r.host
+                .as_deref()
+                .map(|h| format!("{h} "))
+                .unwrap_or_default(),
+            r.path,
+            r.upstream.name,
+            tiers.join(", "),
+            r.cost
+        );
+    }
+    out
+}
