@@ -133,7 +133,7 @@ impl Compiler {
             listen,
             admin_listen.zip(raw.admin_listen.as_ref().map(S::span)),
         ) {
-            if l == a {
+            if l == a && a.port() != 0 {
                 self.error(
                     span,
                     format!("admin_listen {a} is the same address as listen"),

@@ -255,7 +255,10 @@ async fn forward(
             });
         }
     };
-    pool.observe(resp.status().as_u16(), shared.clock.now_ns().saturating_sub(sent) as f64 / 1e9);
+    pool.observe(
+        resp.status().as_u16(),
+        shared.clock.now_ns().saturating_sub(sent) as f64 / 1e9,
+    );
 
     let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
     if let (true, Some(client_upgrade)) = (switching, client_upgrade) {

@@ -1,0 +1,5 @@
+//! Integration tests: the real gateway, real sockets, a real upstream.
+
+mod support;
+
+mod limits;

@@ -1,0 +1,313 @@
+//! Test harness: a real upstream HTTP server, a real gateway on 127.0.0.1:0 and real
+//! HTTP/1.1 and HTTP/2 clients. Nothing is mocked.
+
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tollgate::clock::{Clock, FakeClock};
+use tollgate::gateway::Gateway;
+
+pub const S: u64 = 1_000_000_000;
+pub const MS: u64 = 1_000_000;
+
+/// What the upstream saw.
+#[derive(Default)]
+pub struct Seen {
+    pub requests: AtomicUsize,
+    pub last_headers: Mutex<Option<HeaderMap>>,
+    pub body_bytes: AtomicUsize,
+}
+
+/// A real HTTP upstream on a free loopback port.
+///
+/// Paths: `/slow` answers after 30 s, `/big` streams 8 MiB, anything else echoes 200 and
+/// counts the request body.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub seen: Arc<Seen>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn upstream_answer(
+    seen: Arc<Seen>,
+    req: Request<Incoming>,
+) -> Result<Response<http_body_util::combinators::BoxBody<Bytes, Infallible>>, Infallible> {
+    seen.requests.fetch_add(1, Ordering::SeqCst);
+    *seen.last_headers.lock().expect("lock") = Some(req.headers().clone());
+    let path = req.uri().path().to_owned();
+    if path == "/slow" {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }
+    if path == "/big" {
+        let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+        let stream = futures_util::stream::iter(
+            (0..128).map(move |_| Ok::<_, Infallible>(hyper::body::Frame::data(chunk.clone()))),
+        );
+        return Ok(Response::new(BodyExt::boxed(
+            http_body_util::StreamBody::new(stream),
+        )));
+    }
+    let mut body = req.into_body();
+    let mut n = 0;
+    while let Some(Ok(frame)) = body.frame().await {
+        n += frame.data_ref().map_or(0, |d| d.len());
+    }
+    seen.body_bytes.fetch_add(n, Ordering::SeqCst);
+    Ok(Response::new(
+        Full::new(Bytes::from(format!(
+            "upstream saw {path} with {n} body bytes"
+        )))
+        .boxed(),
+    ))
+}
+
+impl Upstream {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind upstream");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Seen::default());
+        let s = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| upstream_answer(s.clone(), req));
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Self { addr, seen, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn requests(&self) -> usize {
+        self.seen.requests.load(Ordering::SeqCst)
+    }
+
+    pub fn last_headers(&self) -> HeaderMap {
+        self.seen
+            .last_headers
+            .lock()
+            .expect("lock")
+            .clone()
+            .unwrap_or_default()
+    }
+}
+
+/// A WebSocket echo server (raw tokio-tungstenite) on a free loopback port.
+pub async fn websocket_echo() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind ws");
+    let addr = listener.local_addr().expect("addr");
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(msg)) = ws.next().await {
+                    if msg.is_text() || msg.is_binary() {
+                        let _ = ws.send(msg).await;
+                    }
+                }
+            });
+        }
+    });
+    (addr, task)
+}
+
+/// A port that refuses connections (bound, then closed).
+pub async fn dead_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let a = l.local_addr().expect("addr");
+    drop(l);
+    a
+}
+
+/// A gateway started from TOML text (with `{upstream}` replaced), on 127.0.0.1:0.
+pub struct TestGateway {
+    pub gateway: Option<Gateway>,
+    pub clock: FakeClock,
+    pub dir: tempfile::TempDir,
+    pub addr: SocketAddr,
+    pub admin: Option<SocketAddr>,
+}
+
+pub const SERVER: &str =
+    "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\naccess_log = false\n";
+
+impl TestGateway {
+    /// Starts with a fake clock at 1000 s: tests move time explicitly.
+    pub async fn start(toml: &str, upstream: &str) -> Self {
+        Self::start_with_clock(toml, upstream, Some(FakeClock::at(1000 * S))).await
+    }
+
+    /// Starts on the real monotonic clock (for max_delay and reload tests).
+    pub async fn start_real_clock(toml: &str, upstream: &str) -> Self {
+        Self::start_with_clock(toml, upstream, None).await
+    }
+
+    async fn start_with_clock(toml: &str, upstream: &str, fake: Option<FakeClock>) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tollgate.toml");
+        std::fs::write(&path, toml.replace("{upstream}", upstream)).expect("write config");
+        let config =
+            tollgate::config::load(&path).unwrap_or_else(|e| panic!("test config invalid:\n{e}"));
+        let clock_handle = fake.clone().unwrap_or_default();
+        let clock: Arc<dyn Clock> = match fake {
+            Some(f) => Arc::new(f),
+            None => Arc::new(tollgate::clock::MonotonicClock::new()),
+        };
+        let gateway = Gateway::start_with(config, clock)
+            .await
+            .expect("gateway starts");
+        let addr = gateway.addr();
+        let admin = gateway.admin_addr();
+        Self {
+            gateway: Some(gateway),
+            clock: clock_handle,
+            dir,
+            addr,
+            admin,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.admin.expect("admin listener"), path)
+    }
+
+    pub fn config_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("tollgate.toml")
+    }
+
+    pub fn rewrite(&self, toml: &str, upstream: &str) {
+        std::fs::write(self.config_path(), toml.replace("{upstream}", upstream))
+            .expect("write config");
+    }
+
+    pub fn gw(&self) -> &Gateway {
+        self.gateway.as_ref().expect("running")
+    }
+
+    pub fn advance(&self, ns: u64) {
+        self.clock.advance(ns);
+    }
+}
+
+impl Drop for TestGateway {
+    fn drop(&mut self) {
+        if let Some(g) = self.gateway.take() {
+            // Stop accepting and drain in the background; the runtime ends with the test.
+            tokio::spawn(g.shutdown());
+        }
+    }
+}
+
+/// A response, read whole.
+#[derive(Debug)]
+pub struct Got {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Got {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn num(&self, name: &str) -> u64 {
+        self.header(name)
+            .unwrap_or_else(|| panic!("missing header {name}: {self:?}"))
+            .parse()
+            .expect("numeric header")
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+pub type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+pub fn http1() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+pub fn http2() -> HttpClient {
+    Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http()
+}
+
+/// Sends a request and reads the whole answer, bounded in time.
+pub async fn send(
+    client: &HttpClient,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &'static [u8],
+) -> Got {
+    let mut req = Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(Full::new(Bytes::from_static(body)))
+        .expect("request");
+    let fut = async {
+        let resp = client.request(req).await.expect("request completes");
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.expect("body").to_bytes();
+        Got {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .expect("answer within 60 s")
+}
+
+pub async fn get(url: &str, headers: &[(&str, &str)]) -> Got {
+    send(&http1(), "GET", url, headers, b"").await
+}
