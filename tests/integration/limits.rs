@@ -375,16 +375,7 @@ burst = 2
 [policies.tenant.overrides]
 "paid" = { burst = 5 }
 "#;
-    let gw = TestGateway::start(
-        &config(
-            policies,
-            ROUTE_TENANT
-                .replace("[\"tenant\"]", "[\"tenant\"]")
-                .as_str(),
-        ),
-        &up.url(),
-    )
-    .await;
+    let gw = TestGateway::start(&config(policies, ROUTE_TENANT), &up.url()).await;
     let free = get(&gw.url("/"), &[("x-tenant-id", "free")]).await;
     assert_eq!(free.num("x-ratelimit-limit"), 2);
     let paid = get(&gw.url("/"), &[("x-tenant-id", "paid")]).await;
