@@ -1,0 +1,283 @@
+//! Forwarding: routing, upstream failures, passive health, streaming, headers, WebSocket.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+
+use crate::support::*;
+
+fn open_route(upstreams: &str, extra: &str) -> String {
+    format!(
+        "{SERVER}\n{upstreams}\n[policies.ip]\nkey = \"ip\"\nlimit = 1000\nperiod = \"1s\"\nburst = 1000\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"ip\"]\n{extra}"
+    )
+}
+
+fn single(upstream_extra: &str) -> String {
+    open_route(
+        &format!("[upstreams.api]\ntargets = [\"{{upstream}}\"]\n{upstream_extra}"),
+        "",
+    )
+}
+
+#[tokio::test]
+async fn unmatched_requests_get_404_json() {
+    let up = Upstream::start().await;
+    let toml = format!(
+        "{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[[routes]]\nname = \"v1\"\npath = \"/v1/\"\nupstream = \"api\"\nmethods = [\"GET\"]\n\n[[routes]]\nname = \"host\"\npath = \"/\"\nhost = \"api.example.com\"\nupstream = \"api\"\n"
+    );
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let r = get(&gw.url("/v2/x"), &[]).await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["error"], "no_route");
+    assert_eq!(get(&gw.url("/v1/x"), &[]).await.status, 200);
+    assert_eq!(
+        send(&http1(), "POST", &gw.url("/v1/x"), &[], b"")
+            .await
+            .status,
+        404,
+        "method does not match"
+    );
+    assert_eq!(
+        get(&gw.url("/other"), &[("host", "API.example.com:8443")])
+            .await
+            .status,
+        200,
+        "host matches, port ignored"
+    );
+    assert_eq!(up.requests(), 2);
+}
+
+#[tokio::test]
+async fn unreachable_upstream_is_502_and_a_hung_one_504() {
+    let dead = dead_port().await;
+    let gw = TestGateway::start(
+        &single("connect_timeout = \"1s\""),
+        &format!("http://{dead}"),
+    )
+    .await;
+    let r = get(&gw.url("/"), &[]).await;
+    assert_eq!(r.status, 502);
+    assert_eq!(r.json()["error"], "upstream_unavailable");
+
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&single("timeout = \"1s\""), &up.url()).await;
+    let r = get(&gw.url("/slow"), &[]).await;
+    assert_eq!(r.status, 504);
+    assert_eq!(r.json()["error"], "upstream_timeout");
+}
+
+#[tokio::test]
+async fn one_dead_target_of_two_fails_no_request() {
+    let up = Upstream::start().await;
+    let dead = dead_port().await;
+    let toml = open_route(
+        &format!("[upstreams.api]\ntargets = [\"http://{dead}\", \"{{upstream}}\"]\n"),
+        "",
+    );
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for i in 0..20 {
+        let r = get(&gw.url(&format!("/n{i}")), &[]).await;
+        assert_eq!(r.status, 200, "request {i}: {}", r.text());
+    }
+    assert_eq!(up.requests(), 20);
+}
+
+#[tokio::test]
+async fn hop_by_hop_headers_are_stripped_and_forwarding_headers_set() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&single(""), &up.url()).await;
+    let r = get(
+        &gw.url("/h?q=1"),
+        &[
+            ("connection", "keep-alive, x-private"),
+            ("x-private", "secret"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("proxy-authorization", "Basic abc"),
+            ("x-forwarded-for", "203.0.113.7"),
+            ("x-custom", "kept"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "upstream saw /h with 0 body bytes");
+    let h = up.last_headers();
+    for gone in ["x-private", "keep-alive", "te", "proxy-authorization"] {
+        assert!(h.get(gone).is_none(), "{gone} must not be forwarded: {h:?}");
+    }
+    assert_eq!(h["x-custom"], "kept");
+    assert_eq!(h["x-forwarded-for"], "203.0.113.7, 127.0.0.1");
+    assert_eq!(h["x-forwarded-proto"], "http");
+    assert_eq!(h["host"], gw.addr.to_string(), "the original Host is kept");
+    assert_eq!(h["x-forwarded-host"], gw.addr.to_string());
+}
+
+#[tokio::test]
+async fn bodies_stream_both_ways() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&single(""), &up.url()).await;
+    // 64 MiB up, in 1 MiB frames, through a channel body: never one buffer on our side.
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::io::Error>(hyper::body::Frame::data(b)), rx))
+    });
+    let body = http_body_util::StreamBody::new(Box::pin(frames));
+    let sender = tokio::spawn(async move {
+        let chunk = bytes::Bytes::from(vec![7u8; 1 << 20]);
+        for _ in 0..64 {
+            if tx.send(chunk.clone()).await.is_err() {
+                break;
+            }
+        }
+    });
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let req = http::Request::post(gw.url("/upload"))
+        .body(body)
+        .expect("request");
+    let resp = tokio::time::timeout(Duration::from_secs(120), client.request(req))
+        .await
+        .expect("in time")
+        .expect("response");
+    assert_eq!(resp.status(), 200);
+    let text = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(
+        String::from_utf8_lossy(&text),
+        format!("upstream saw /upload with {} body bytes", 64 << 20)
+    );
+    sender.await.expect("sender");
+
+    // 8 MiB down.
+    let r = get(&gw.url("/big"), &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 8 << 20);
+}
+
+#[tokio::test]
+async fn websocket_is_limited_then_tunnelled() {
+    let (ws_addr, _task) = websocket_echo().await;
+    let toml = format!(
+        "{SERVER}\n[upstreams.ws]\ntargets = [\"{{upstream}}\"]\n\n[policies.conn]\nkey = \"ip\"\nlimit = 1\nperiod = \"1m\"\nburst = 1\n\n[[routes]]\nname = \"ws\"\npath = \"/ws\"\nupstream = \"ws\"\npolicies = [\"conn\"]\n"
+    );
+    let gw = TestGateway::start(&toml, &format!("http://{ws_addr}")).await;
+    let (mut ws, resp) = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio_tungstenite::connect_async(format!("ws://{}/ws", gw.addr)),
+    )
+    .await
+    .expect("in time")
+    .expect("websocket handshake through the gateway");
+    assert_eq!(resp.status(), 101);
+    assert_eq!(resp.headers()["x-ratelimit-remaining"], "0");
+    for text in ["hello", "through", "tollgate"] {
+        ws.send(tokio_tungstenite::tungstenite::Message::text(text))
+            .await
+            .expect("send");
+        let echoed = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .expect("in time")
+            .expect("frame")
+            .expect("ok");
+        assert_eq!(echoed.into_text().expect("text").as_str(), text);
+    }
+    // The second upgrade from the same client is over the limit.
+    let second = tokio_tungstenite::connect_async(format!("ws://{}/ws", gw.addr)).await;
+    match second {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 429),
+        other => panic!("expected 429, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn x_forwarded_for_is_believed_only_from_trusted_peers() {
+    let up = Upstream::start().await;
+    let policies = "[policies.ip]\nkey = \"ip\"\nlimit = 1\nperiod = \"1m\"\nburst = 1\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"ip\"]\n";
+    let trusted = format!("{SERVER}trusted_proxies = [\"127.0.0.1/32\"]\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n{policies}");
+    let gw = TestGateway::start(&trusted, &up.url()).await;
+    assert_eq!(
+        get(&gw.url("/"), &[("x-forwarded-for", "198.51.100.1")])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        get(&gw.url("/"), &[("x-forwarded-for", "198.51.100.2")])
+            .await
+            .status,
+        200,
+        "another client behind the proxy"
+    );
+    assert_eq!(
+        get(
+            &gw.url("/"),
+            &[("x-forwarded-for", "6.6.6.6, 198.51.100.1")]
+        )
+        .await
+        .status,
+        429,
+        "right-most untrusted hop wins; a spoofed left entry is ignored"
+    );
+
+    let untrusted = format!("{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n{policies}");
+    let gw = TestGateway::start(&untrusted, &up.url()).await;
+    assert_eq!(
+        get(&gw.url("/"), &[("x-forwarded-for", "198.51.100.1")])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        get(&gw.url("/"), &[("x-forwarded-for", "198.51.100.2")])
+            .await
+            .status,
+        429,
+        "an untrusted peer cannot pick its address"
+    );
+}
+
+#[tokio::test]
+async fn max_delay_holds_then_forwards() {
+    let up = Upstream::start().await;
+    let toml = format!(
+        "{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[policies.smooth]\nkey = \"ip\"\nlimit = 1\nperiod = \"1s\"\nburst = 1\nmax_delay = \"2s\"\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"smooth\"]\n"
+    );
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let clock = tollgate::clock::MonotonicClock::new();
+    use tollgate::clock::Clock;
+    let t0 = clock.now_ns();
+    let first = gw.url("/1");
+    let (a, b, c, d) = tokio::join!(
+        get(&first, &[]),
+        async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            get(&gw.url("/2"), &[]).await
+        },
+        async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            get(&gw.url("/3"), &[]).await
+        },
+        async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            (get(&gw.url("/4"), &[]).await, clock.now_ns())
+        },
+    );
+    let elapsed_ms = (clock.now_ns() - t0) / 1_000_000;
+    assert_eq!(
+        (a.status.as_u16(), b.status.as_u16(), c.status.as_u16()),
+        (200, 200, 200)
+    );
+    let (d, d_done) = d;
+    assert_eq!(d.status, 429, "a fourth would wait ~3 s > max_delay");
+    assert!(
+        (d_done - t0) / 1_000_000 < 1500,
+        "the refusal is immediate, not held"
+    );
+    // The third was held about 2 s (the limiter schedules it two intervals out).
+    assert!(elapsed_ms >= 1500, "requests were held: {elapsed_ms} ms");
+    assert_eq!(up.requests(), 3);
+}
