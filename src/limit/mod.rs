@@ -5,3 +5,6 @@ pub mod tiers;
 
 pub use gcra::{Decision, Quota, QuotaError};
 pub use tiers::{evaluate, Mode, TatTable, Tier, TierOutcome, Verdict, MAX_TIERS};
+
+#[cfg(test)]
+mod model_tests;

@@ -1,0 +1,271 @@
+//! Property tests: GCRA and the tier evaluator against an independent reference model,
+//! a token bucket kept in exact rational arithmetic.
+
+use num_bigint::BigInt;
+use num_rational::BigRational;
+use proptest::prelude::*;
+
+use super::{evaluate, Mode, Quota, TatTable, Tier};
+use crate::store::MemoryStore;
+
+fn r(n: u64) -> BigRational {
+    BigRational::from_integer(BigInt::from(n))
+}
+
+/// The obvious token bucket: `burst` tokens when idle, refilled at one token per `T`
+/// nanoseconds, a request of cost `c` takes `c` tokens; `max_delay` lets the level go
+/// down to `−max_delay / T`.
+#[derive(Clone, Debug)]
+struct Bucket {
+    tokens: BigRational,
+    last: u64,
+    cap: BigRational,
+    t: BigRational,
+    floor: BigRational,
+}
+
+impl Bucket {
+    fn new(q: &Quota, max_delay: u64, start: u64) -> Self {
+        let t = r(q.interval_ns());
+        Self {
+            tokens: r(q.burst()),
+            last: start,
+            cap: r(q.burst()),
+            floor: -(r(max_delay) / &t),
+            t,
+        }
+    }
+
+    fn refill(&mut self, now: u64) {
+        if now > self.last {
+            let refilled = &self.tokens + r(now - self.last) / &self.t;
+            self.tokens = refilled.min(self.cap.clone());
+            self.last = now;
+        }
+    }
+
+    /// (admitted, exact wait in ns when denied) — the wait as a rational.
+    fn offer(&mut self, now: u64, cost: u64) -> (bool, BigRational) {
+        self.refill(now);
+        let after = &self.tokens - r(cost);
+        if after >= self.floor {
+            (true, r(0))
+        } else {
+            ((false), (&self.floor - after) * &self.t)
+        }
+    }
+
+    fn take(&mut self, cost: u64) {
+        self.tokens -= r(cost);
+    }
+}
+
+fn quota_strategy() -> impl Strategy<Value = (Quota, u64)> {
+    (
+        1u64..=1000,
+        1_000_000u64..=3_600_000_000_000,
+        1u64..=40,
+        prop_oneof![Just(0u64), 1u64..=5_000_000_000],
+    )
+        .prop_filter_map("representable", |(limit, period, burst, max_delay)| {
+            Quota::new(limit, period, burst)
+                .ok()
+                .map(|q| (q, max_delay))
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// Same admit/deny sequence, the same exact wait, the same remaining.
+    #[test]
+    fn gcra_matches_the_token_bucket(
+        (quota, max_delay) in quota_strategy(),
+        steps in prop::collection::vec((0u64..=3_000, 1u64..=40), 1..120),
+    ) {
+        let start = 1_000_000_000_000u64;
+        let mut model = Bucket::new(&quota, max_delay, start);
+        let mut tat = 0u64;
+        let mut now = start;
+        let t = quota.interval_ns();
+        for (gap_permille, cost) in steps {
+            let cost = cost.min(quota.burst());
+            now += t / 1000 * gap_permille + gap_permille % 7;
+            let d = quota.decide(tat, now, cost, max_delay);
+            let (admitted, wait) = model.offer(now, cost);
+            prop_assert_eq!(d.admitted, admitted, "now={} cost={}", now, cost);
+            if admitted {
+                model.take(cost);
+                let level = model.tokens.floor().to_integer();
+                let expected = if level < BigInt::from(0) { 0 } else { u64::try_from(level).unwrap_or(u64::MAX) };
+                prop_assert_eq!(d.remaining, expected);
+                prop_assert_eq!(d.tat, tat.max(now) + cost * t);
+                tat = d.tat;
+            } else {
+                prop_assert_eq!(r(d.wait_ns), wait, "exact wait");
+                prop_assert_eq!(d.tat, tat, "a denial changes nothing");
+                // Admitted exactly at now + wait, denied one nanosecond earlier.
+                prop_assert!(quota.decide(tat, now + d.wait_ns, cost, max_delay).admitted);
+                prop_assert!(!quota.decide(tat, now + d.wait_ns - 1, cost, max_delay).admitted);
+            }
+        }
+    }
+
+    /// Tiers: a request passes iff every enforcing bucket has room; a denial leaves every
+    /// TAT exactly as it was; an admission takes from every tier that admitted.
+    #[test]
+    fn tiers_match_independent_buckets(
+        quotas in prop::collection::vec((quota_strategy(), any::<bool>()), 1..=4),
+        steps in prop::collection::vec((0u64..=2_000, 1u64..=3), 1..80),
+    ) {
+        let store = MemoryStore::new(10_000);
+        let start = 1_000_000_000_000u64;
+        let tiers: Vec<Tier> = quotas
+            .iter()
+            .enumerate()
+            .map(|(i, ((q, _), shadow))| Tier {
+                quota: *q,
+                mode: if *shadow && i > 0 { Mode::Shadow } else { Mode::Enforce },
+                max_delay_ns: 0,
+                key: (i as u64 + 1) << 41 | 7,
+            })
+            .collect();
+        let mut models: Vec<Bucket> = tiers.iter().map(|t| Bucket::new(&t.quota, 0, start)).collect();
+        let min_burst = tiers.iter().map(|t| t.quota.burst()).min().unwrap_or(1);
+        let t_min = tiers.iter().map(|t| t.quota.interval_ns()).min().unwrap_or(1);
+        let mut now = start;
+        for (gap, cost) in steps {
+            let cost = cost.min(min_burst);
+            now += t_min / 1000 * gap;
+            let before: Vec<u64> = tiers.iter().map(|t| store.peek(t.key)).collect();
+            let v = evaluate(&store, &tiers, now, cost);
+            let offers: Vec<(bool, BigRational)> = models.iter_mut().map(|m| m.offer(now, cost)).collect();
+            let expected = tiers.iter().zip(&offers).all(|(t, (ok, _))| *ok || t.mode == Mode::Shadow);
+            prop_assert_eq!(v.admitted, expected);
+            if v.admitted {
+                for ((m, (ok, _)), _) in models.iter_mut().zip(&offers).zip(&tiers) {
+                    if *ok {
+                        m.take(cost);
+                    }
+                }
+            } else {
+                let after: Vec<u64> = tiers.iter().map(|t| store.peek(t.key)).collect();
+                prop_assert_eq!(&after, &before, "rollback restores every tier");
+                let max_wait = tiers
+                    .iter()
+                    .zip(&offers)
+                    .filter(|(t, _)| t.mode == Mode::Enforce)
+                    .map(|(_, (_, w))| w.clone())
+                    .max()
+                    .unwrap_or_else(|| r(0));
+                prop_assert_eq!(r(v.wait_ns), max_wait, "the wait is the maximum over tiers");
+            }
+        }
+    }
+}
+
+/// Many threads on one key admit exactly what GCRA allows: the burst, then one per
+/// interval the clock moves, never one more.
+#[test]
+fn threads_hammering_one_key_admit_exactly() {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::{Arc, Barrier};
+
+    const THREADS: usize = 8;
+    const PHASES: u64 = 20;
+    let store = Arc::new(MemoryStore::new(1000));
+    let quota = Quota::new(10, 1_000_000_000, 25).expect("valid");
+    let now = Arc::new(AtomicU64::new(1_000_000_000_000));
+    let admitted = Arc::new(AtomicUsize::new(0));
+    let barrier = Arc::new(Barrier::new(THREADS + 1));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (store, now, admitted, barrier) = (
+                store.clone(),
+                now.clone(),
+                admitted.clone(),
+                barrier.clone(),
+            );
+            std::thread::spawn(move || {
+                let tier = [Tier {
+                    quota,
+                    mode: Mode::Enforce,
+                    max_delay_ns: 0,
+                    key: 42,
+                }];
+                for _ in 0..PHASES {
+                    barrier.wait();
+                    let t = now.load(Ordering::SeqCst);
+                    for _ in 0..200 {
+                        if evaluate(&*store, &tier, t, 1).admitted {
+                            admitted.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    barrier.wait();
+                }
+            })
+        })
+        .collect();
+    let mut expected = 0;
+    for phase in 0..PHASES {
+        barrier.wait();
+        barrier.wait();
+        expected += if phase == 0 { 25 } else { 3 };
+        assert_eq!(admitted.load(Ordering::SeqCst), expected, "phase {phase}");
+        // Three intervals (300 ms) pass between phases.
+        now.fetch_add(300_000_000, Ordering::SeqCst);
+    }
+    for h in handles {
+        h.join().expect("thread");
+    }
+}
+
+/// Rollback under concurrency: two tiers, the second always too small for half the
+/// requests; the first tier is charged exactly once per admitted request.
+#[test]
+fn concurrent_rollback_charges_only_admissions() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let store = Arc::new(MemoryStore::new(1000));
+    let big = Quota::new(1, 1_000_000_000, 1000).expect("valid");
+    let small = Quota::new(1, 1_000_000_000, 10).expect("valid");
+    let now = 1_000_000_000_000u64;
+    let admitted = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (store, admitted) = (store.clone(), admitted.clone());
+            std::thread::spawn(move || {
+                let tiers = [
+                    Tier {
+                        quota: big,
+                        mode: Mode::Enforce,
+                        max_delay_ns: 0,
+                        key: 1,
+                    },
+                    Tier {
+                        quota: small,
+                        mode: Mode::Enforce,
+                        max_delay_ns: 0,
+                        key: 2,
+                    },
+                ];
+                for _ in 0..500 {
+                    if evaluate(&*store, &tiers, now, 1).admitted {
+                        admitted.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("thread");
+    }
+    assert_eq!(admitted.load(Ordering::SeqCst), 10);
+    assert_eq!(
+        store.peek(1),
+        now + 10 * 1_000_000_000,
+        "the first tier holds exactly the admissions"
+    );
+    let _ = <MemoryStore as TatTable>::peek(&store, 2);
+}
