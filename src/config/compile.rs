@@ -60,6 +60,13 @@ pub fn compile(path: &Path, text: &str) -> Result<Config, ConfigError> {
     }
 }
 
+/// Every name the file defines, valid or not, so a broken definition is reported once
+/// and not again as "unknown" wherever it is used.
+struct Defined {
+    upstreams: HashSet<String>,
+    policies: HashSet<String>,
+}
+
 struct Compiler {
     problems: Vec<Problem>,
     base: PathBuf,
@@ -82,6 +89,10 @@ impl Compiler {
     fn config(&mut self, path: &Path, raw: RawConfig) -> Option<Config> {
         let server = self.server(raw.server);
         let store = self.store(raw.store);
+        let defined = Defined {
+            upstreams: raw.upstreams.keys().cloned().collect(),
+            policies: raw.policies.keys().cloned().collect(),
+        };
         let upstreams: BTreeMap<String, Arc<Upstream>> = raw
             .upstreams
             .into_iter()
@@ -103,7 +114,7 @@ impl Compiler {
                     Some("give every [[routes]] entry its own name".to_owned()),
                 );
             }
-            if let Some(route) = self.route(r, &upstreams, &policies) {
+            if let Some(route) = self.route(r, &upstreams, &policies, &defined) {
                 routes.push((index, route));
             }
         }
@@ -411,6 +422,7 @@ impl Compiler {
         raw: S<RawRoute>,
         upstreams: &BTreeMap<String, Arc<Upstream>>,
         policies: &BTreeMap<String, Arc<Policy>>,
+        defined: &Defined,
     ) -> Option<Route> {
         let raw = raw.into_inner();
         let name = raw.name.get_ref().clone();
@@ -436,6 +448,8 @@ impl Compiler {
                     .position(|k| k == raw.upstream.get_ref())
                     .unwrap_or(0),
             )),
+            // Defined but invalid: its own errors are already reported.
+            None if defined.upstreams.contains(raw.upstream.get_ref()) => None,
             None => {
                 let hint = suggest(raw.upstream.get_ref(), upstreams.keys(), "[upstreams.");
                 self.error(
@@ -477,6 +491,7 @@ impl Compiler {
                     }
                     tiers.push(policy.clone());
                 }
+                None if defined.policies.contains(p.get_ref()) => {}
                 None => {
                     let hint = suggest(p.get_ref(), policies.keys(), "[policies.");
                     self.error(

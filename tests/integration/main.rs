@@ -1,6 +1,10 @@
 //! Integration tests: the real gateway, real sockets, a real upstream.
 
+// Tests may read the real clock (timeouts, deadlines); the gateway itself may not.
+#![allow(clippy::disallowed_methods)]
+
 mod support;
 
+mod config;
 mod limits;
 mod proxy;

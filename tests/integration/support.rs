@@ -34,7 +34,7 @@ pub struct Seen {
 
 /// A real HTTP upstream on a free loopback port.
 ///
-/// Paths: `/slow` answers after 30 s, `/big` streams 8 MiB, anything else echoes 200 and
+/// Paths: `/slow` answers after 30 s, `/delay` after 1 s, `/big` streams 8 MiB, anything else echoes 200 and
 /// counts the request body.
 pub struct Upstream {
     pub addr: SocketAddr,
@@ -57,6 +57,9 @@ async fn upstream_answer(
     let path = req.uri().path().to_owned();
     if path == "/slow" {
         tokio::time::sleep(Duration::from_secs(30)).await;
+    }
+    if path == "/delay" {
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     if path == "/big" {
         let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
@@ -310,4 +313,90 @@ pub async fn send(
 
 pub async fn get(url: &str, headers: &[(&str, &str)]) -> Got {
     send(&http1(), "GET", url, headers, b"").await
+}
+
+/// The `tollgate` binary running as a child process, with its stderr collected.
+pub struct Process {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    pub admin: Option<SocketAddr>,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+impl Process {
+    /// Runs `tollgate run --config PATH` and waits for it to report its address.
+    pub fn run(config: &std::path::Path) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["run", "--config"])
+            .arg(config)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn tollgate");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.contains("tollgate serving") {
+                    let _ = tx.send(line.clone());
+                }
+                sink.lock().expect("lock").push_str(&(line + "\n"));
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("tollgate reports its address");
+        let field = |name: &str| -> Option<SocketAddr> {
+            let start = line.find(&format!("{name}="))? + name.len() + 1;
+            let rest = line[start..].trim_start_matches("Some(");
+            let end = rest
+                .find(|c: char| c == ' ' || c == ')')
+                .unwrap_or(rest.len());
+            rest[..end].parse().ok()
+        };
+        Self {
+            child,
+            addr: field("addr").expect("addr in log"),
+            admin: field("admin"),
+            stderr: log,
+        }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([format!("-{sig}"), self.child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -{sig}");
+    }
+
+    /// Waits up to `limit` for the process to exit; its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    pub fn log(&self) -> String {
+        self.stderr.lock().expect("lock").clone()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,0 +1,409 @@
+//! Configuration: every validation error located with a hint, `tollgate check`, reloads
+//! under load, state surviving reloads, SIGHUP and SIGTERM on the real binary.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::*;
+
+const BASE: &str = r#"[server]
+listen = "127.0.0.1:0"
+
+[upstreams.api]
+targets = ["http://127.0.0.1:3000"]
+
+[policies.p]
+key = "ip"
+limit = 10
+period = "1s"
+burst = 5
+
+[[routes]]
+name = "r"
+path = "/"
+upstream = "api"
+policies = ["p"]
+"#;
+
+/// Compiles `text` and returns the error text (panics if it is valid).
+fn errors_of(text: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, text).expect("write");
+    match tollgate::config::load(&path) {
+        Ok(_) => panic!("expected an error for:\n{text}"),
+        Err(e) => e.to_string().replace(&path.display().to_string(), "FILE"),
+    }
+}
+
+#[test]
+fn every_mistake_is_located_with_a_hint() {
+    let cases: &[(&str, &str, &str)] = &[
+        // (replace this, with this, expected "FILE:line:col: message" fragment)
+        (
+            "limit = 10",
+            "limit = 0",
+            "FILE:9:9: limit must be a whole number of at least 1, not 0",
+        ),
+        (
+            "burst = 5",
+            "burst = -2",
+            "FILE:11:9: burst must be a whole number of at least 1",
+        ),
+        (
+            "period = \"1s\"",
+            "period = \"1 fortnight\"",
+            "FILE:10:10: `1 fortnight` is not a duration",
+        ),
+        (
+            "period = \"1s\"",
+            "period = \"0s\"",
+            "FILE:10:10: duration must be greater than zero",
+        ),
+        (
+            "key = \"ip\"",
+            "key = \"ipv6\"",
+            "FILE:8:7: unknown key source `ipv6`",
+        ),
+        (
+            "upstream = \"api\"",
+            "upstream = \"apj\"",
+            "did you mean `api`?",
+        ),
+        (
+            "policies = [\"p\"]",
+            "policies = [\"q\"]",
+            "FILE:17:13: route `r` names unknown policy `q`",
+        ),
+        (
+            "targets = [\"http://127.0.0.1:3000\"]",
+            "targets = [\"ftp://x\"]",
+            "FILE:5:12: bad upstream target `ftp://x`",
+        ),
+        (
+            "listen = \"127.0.0.1:0\"",
+            "listen = \"localhost\"",
+            "FILE:2:10: `localhost` is not a socket address",
+        ),
+        (
+            "limit = 10\n",
+            "limit = 10\ncolour = \"red\"\n",
+            "unknown field `colour`",
+        ),
+        (
+            "period = \"1s\"",
+            "period = \"1ns\"",
+            "FILE:9:9: period / limit is below 1 ns",
+        ),
+        ("burst = 5", "burst = 9_000_000_000_000", "overflows"),
+        (
+            "name = \"r\"",
+            "name = \"r\"\ncost = 6",
+            "cost 6 of route `r` exceeds the burst of policy `p`",
+        ),
+        (
+            "key = \"ip\"",
+            "key = \"ip\"\nmode = \"loud\"",
+            "unknown mode `loud`",
+        ),
+        (
+            "listen = \"127.0.0.1:0\"",
+            "listen = \"127.0.0.1:0\"\ntrusted_proxies = [\"10.0.0.0/33\"]",
+            "`10.0.0.0/33` is not an IP address or CIDR",
+        ),
+        (
+            "listen = \"127.0.0.1:0\"",
+            "listen = \"127.0.0.1:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
+            "is the same address as listen",
+        ),
+        (
+            "[[routes]]",
+            "[store]\nbackend = \"etcd\"\n\n[[routes]]",
+            "unknown store backend `etcd`",
+        ),
+        ("path = \"/\"", "path = \"v1\"", "must start with `/`"),
+    ];
+    for (from, to, expected) in cases {
+        assert!(BASE.contains(from), "case pattern {from:?} not in BASE");
+        let text = BASE.replacen(from, to, 1);
+        let got = errors_of(&text);
+        assert!(
+            got.contains(expected),
+            "for {to:?}\nexpected: {expected}\ngot:      {got}"
+        );
+    }
+}
+
+#[test]
+fn all_errors_are_reported_at_once() {
+    let text = BASE
+        .replace("limit = 10", "limit = 0")
+        .replace("upstream = \"api\"", "upstream = \"nope\"")
+        .replace("key = \"ip\"", "key = \"cookie:\"");
+    let got = errors_of(&text);
+    assert_eq!(got.matches("FILE:").count(), 3, "{got}");
+    let routes = text.clone() + "\n[[routes]]\nname = \"r\"\npath = \"/x\"\nupstream = \"api\"\n";
+    assert!(errors_of(&routes).contains("duplicate route name `r`"));
+}
+
+#[test]
+fn check_command_summarises_or_lists_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, BASE).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(&good)
+        .output()
+        .expect("run check");
+    assert_eq!(out.status.code(), Some(0));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("T=100ms τ=500ms"), "{summary}");
+    assert!(summary.contains("tiers=[p]"), "{summary}");
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        BASE.replace("limit = 10", "limit = 0")
+            .replace("burst = 5", "burst = 0"),
+    )
+    .expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(&bad)
+        .output()
+        .expect("run check");
+    assert_eq!(out.status.code(), Some(2));
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(errors.contains("bad.toml:9:9: limit must be"), "{errors}");
+    assert!(errors.contains("bad.toml:11:9: burst must be"), "{errors}");
+
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config", "/nonexistent/tollgate.toml"])
+        .output()
+        .expect("run check");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/tollgate.toml")
+    );
+}
+
+#[test]
+fn every_shipped_config_is_valid() {
+    let mut checked = 0;
+    for dir in ["config", "examples"] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                if let Err(e) = tollgate::config::load(&path) {
+                    panic!("{} does not load:\n{e}", path.display());
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 1, "config/tollgate.toml at least");
+}
+
+fn reloadable(path_prefix: &str, burst: u64) -> String {
+    format!(
+        "{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1m\"\nburst = {burst}\n\n[policies.open]\nkey = \"ip\"\nlimit = 1000000\nperiod = \"1s\"\nburst = 1000000\n\n[[routes]]\nname = \"limited\"\npath = \"/limited\"\nupstream = \"api\"\npolicies = [\"tenant\"]\n\n[[routes]]\nname = \"load\"\npath = \"{path_prefix}\"\nupstream = \"api\"\npolicies = [\"open\"]\n"
+    )
+}
+
+#[tokio::test]
+async fn limiter_state_survives_a_reload_that_changes_the_numbers() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&reloadable("/load", 3), &up.url()).await;
+    let h = [("x-tenant-id", "acme")];
+    assert_eq!(
+        get(&gw.url("/limited"), &h)
+            .await
+            .num("x-ratelimit-remaining"),
+        2
+    );
+    assert_eq!(
+        get(&gw.url("/limited"), &h)
+            .await
+            .num("x-ratelimit-remaining"),
+        1
+    );
+    gw.rewrite(&reloadable("/load", 5), &up.url());
+    let report = gw.gw().reload().await.expect("reload");
+    assert_eq!(report.routes, 2);
+    let after = get(&gw.url("/limited"), &h).await;
+    assert_eq!(after.num("x-ratelimit-limit"), 5, "new numbers apply");
+    assert_eq!(
+        after.num("x-ratelimit-remaining"),
+        2,
+        "the two earlier requests are still charged"
+    );
+}
+
+#[tokio::test]
+async fn reloads_under_load_drop_nothing() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&reloadable("/v0", 3), &up.url()).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for c in 0..4 {
+        let (stop, ok, addr) = (stop.clone(), ok.clone(), gw.addr);
+        clients.push(tokio::spawn(async move {
+            let client = http1();
+            let mut failures = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                // `/v` is a prefix of every generation's route path: always routed.
+                let r = send(&client, "GET", &format!("http://{addr}/v{c}"), &[], b"").await;
+                if r.status == 200 || r.status == 404 {
+                    ok.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    failures.push(r.status);
+                }
+            }
+            failures
+        }));
+    }
+    for generation in 1..=12u64 {
+        if generation % 3 == 0 {
+            std::fs::write(gw.config_path(), "[server]\nlisten = 3\n").expect("write broken");
+            let err = gw.gw().reload().await.expect_err("broken config refused");
+            assert!(err.to_string().contains("invalid type"), "{err}");
+            assert_eq!(
+                get(&gw.url(&format!("/v{}", generation - 1)), &[])
+                    .await
+                    .status,
+                200,
+                "old config still serving"
+            );
+        } else {
+            gw.rewrite(&reloadable(&format!("/v{generation}"), 3), &up.url());
+            gw.gw().reload().await.expect("good reload");
+            assert_eq!(
+                get(&gw.url(&format!("/v{generation}")), &[]).await.status,
+                200,
+                "generation {generation} visible at once"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        let failures = c.await.expect("client");
+        assert!(
+            failures.is_empty(),
+            "requests failed during reloads: {failures:?}"
+        );
+    }
+    assert!(ok.load(Ordering::SeqCst) > 50, "the clients really ran");
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    assert!(
+        metrics.contains("tollgate_config_reloads_total{result=\"ok\"} 8"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tollgate_config_reloads_total{result=\"error\"} 4"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn admin_reload_reports_errors_as_json() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&reloadable("/load", 3), &up.url()).await;
+    std::fs::write(
+        gw.config_path(),
+        reloadable("/load", 3)
+            .replace("burst = 3", "burst = 0")
+            .replace("{upstream}", &up.url()),
+    )
+    .expect("write");
+    let r = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
+    assert_eq!(r.status, 422);
+    let body = r.json();
+    assert_eq!(body["status"], "error");
+    assert!(
+        body["errors"][0]
+            .as_str()
+            .unwrap_or("")
+            .contains("burst must be a whole number"),
+        "{body}"
+    );
+    gw.rewrite(&reloadable("/load", 4), &up.url());
+    let r = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["status"], "ok");
+    assert_eq!(
+        get(&gw.url("/limited"), &[("x-tenant-id", "t")])
+            .await
+            .num("x-ratelimit-limit"),
+        4
+    );
+    // The data plane never serves the admin API.
+    assert_eq!(
+        send(&http1(), "POST", &gw.url("/admin/reload"), &[], b"")
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn the_binary_reloads_on_sighup_and_drains_on_sigterm() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &path,
+        reloadable("/before", 3).replace("{upstream}", &up.url()),
+    )
+    .expect("write");
+    let mut gw = Process::run(&path);
+    let base = format!("http://{}", gw.addr);
+    assert_eq!(get(&format!("{base}/before"), &[]).await.status, 200);
+
+    std::fs::write(
+        &path,
+        reloadable("/after", 3).replace("{upstream}", &up.url()),
+    )
+    .expect("write");
+    gw.signal("HUP");
+    let mut seen = false;
+    for _ in 0..100 {
+        if get(&format!("{base}/after"), &[]).await.status == 200 {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(seen, "SIGHUP applied the new route; log:\n{}", gw.log());
+
+    // Ten requests in flight on a 1 s upstream, then SIGTERM: every one completes.
+    let mut inflight = Vec::new();
+    for _ in 0..10 {
+        let url = format!("{base}/after/delay");
+        inflight.push(tokio::spawn(async move {
+            send(&http1(), "GET", &url, &[], b"").await.status
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gw.signal("TERM");
+    for r in inflight {
+        assert_eq!(
+            r.await.expect("request task"),
+            200,
+            "an accepted request was cut off"
+        );
+    }
+    let code = tokio::task::spawn_blocking(move || {
+        let code = gw.wait_exit(Duration::from_secs(20));
+        (code, gw.log())
+    })
+    .await
+    .expect("join");
+    assert_eq!(code.0, Some(0), "exit 0 after draining; log:\n{}", code.1);
+}
