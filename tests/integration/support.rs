@@ -356,7 +356,7 @@ impl Process {
             let start = line.find(&format!("{name}="))? + name.len() + 1;
             let rest = line[start..].trim_start_matches("Some(");
             let end = rest
-                .find(|c: char| c == ' ' || c == ')')
+                .find([' ', ')'])
                 .unwrap_or(rest.len());
             rest[..end].parse().ok()
         };
