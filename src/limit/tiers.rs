@@ -1,6 +1,8 @@
 //! All of a request's tiers, decided with one `now`: admitted only if every enforcing
 //! tier admits; otherwise every tier that moved is rolled back, so a denial leaves no trace.
 
+use arrayvec::ArrayVec;
+
 use super::gcra::{Decision, Quota};
 
 /// Most tiers one route may name; keeps a request's verdict on the stack.
@@ -46,30 +48,17 @@ pub struct TierOutcome {
 }
 
 impl TierOutcome {
-    const EMPTY: TierOutcome = TierOutcome {
-        prior_tat: 0,
-        decision: Decision {
-            admitted: true,
-            tat: 0,
-            remaining: 0,
-            wait_ns: 0,
-            delay_ns: 0,
-            until_idle_ns: 0,
-        },
-        mode: Mode::Enforce,
-    };
-
     fn enforcing(&self) -> bool {
         self.mode == Mode::Enforce
     }
 }
 
 /// The decision for a whole request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     pub admitted: bool,
-    outcomes: [TierOutcome; MAX_TIERS],
-    len: usize,
+    /// Not initialised beyond what is used: the verdict is built on every request.
+    outcomes: ArrayVec<TierOutcome, MAX_TIERS>,
     /// Index of the first enforcing tier that denied.
     pub first_denier: Option<usize>,
     /// Index of the tier whose numbers go into the response headers: on admission the
@@ -85,15 +74,14 @@ pub struct Verdict {
 
 impl Verdict {
     pub fn outcomes(&self) -> &[TierOutcome] {
-        &self.outcomes[..self.len]
+        &self.outcomes
     }
 
     /// A request on a route with no tiers.
     pub fn unlimited() -> Self {
         Self {
             admitted: true,
-            outcomes: [TierOutcome::EMPTY; MAX_TIERS],
-            len: 0,
+            outcomes: ArrayVec::new(),
             first_denier: None,
             reporting: None,
             remaining: u64::MAX,
@@ -107,7 +95,6 @@ impl Verdict {
 pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost: u64) -> Verdict {
     let tiers = &tiers[..tiers.len().min(MAX_TIERS)];
     let mut verdict = Verdict::unlimited();
-    verdict.len = tiers.len();
 
     for (i, tier) in tiers.iter().enumerate() {
         let mut decide = |tat| tier.quota.decide(tat, now, cost, tier.max_delay_ns);
@@ -118,11 +105,11 @@ pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost:
         } else {
             table.apply(tier.key, &mut decide)
         };
-        verdict.outcomes[i] = TierOutcome {
+        verdict.outcomes.push(TierOutcome {
             prior_tat,
             decision,
             mode: tier.mode,
-        };
+        });
         if !decision.admitted && tier.mode == Mode::Enforce && verdict.first_denier.is_none() {
             verdict.first_denier = Some(i);
         }
@@ -130,7 +117,7 @@ pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost:
 
     verdict.admitted = verdict.first_denier.is_none();
     if !verdict.admitted {
-        roll_back(table, tiers, &verdict.outcomes[..tiers.len()], now);
+        roll_back(table, tiers, &verdict.outcomes, now);
     }
     summarize(&mut verdict, tiers, now);
     verdict
@@ -151,7 +138,8 @@ fn roll_back<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], outcomes: &[TierOu
 fn summarize(verdict: &mut Verdict, tiers: &[Tier], now: u64) {
     let admitted = verdict.admitted;
     let mut best: Option<(usize, u64)> = None;
-    for (i, (outcome, tier)) in verdict.outcomes[..verdict.len]
+    for (i, (outcome, tier)) in verdict
+        .outcomes
         .iter()
         .zip(tiers)
         .enumerate()
