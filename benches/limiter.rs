@@ -25,7 +25,9 @@ type Governor = governor::DefaultKeyedRateLimiter<u64>;
 /// Everything is admitted in both: the benchmark measures the decision, not denials.
 fn governor() -> Governor {
     let rate = NonZeroU32::new(u32::MAX).expect("nonzero");
-    RateLimiter::dashmap(GQuota::per_second(rate).allow_burst(NonZeroU32::new(1_000).expect("nonzero")))
+    RateLimiter::dashmap(
+        GQuota::per_second(rate).allow_burst(NonZeroU32::new(1_000).expect("nonzero")),
+    )
 }
 
 struct Tollgate {
@@ -88,7 +90,13 @@ fn run<F: Fn(u64, usize) -> bool + Sync>(threads: usize, ops: usize, op: &F) -> 
     ops as f64 / start.elapsed().as_secs_f64()
 }
 
-fn scenario(name: &str, threads: usize, ops: usize, ours: &(impl Fn(u64, usize) -> bool + Sync), theirs: &(impl Fn(u64, usize) -> bool + Sync)) -> f64 {
+fn scenario(
+    name: &str,
+    threads: usize,
+    ops: usize,
+    ours: &(impl Fn(u64, usize) -> bool + Sync),
+    theirs: &(impl Fn(u64, usize) -> bool + Sync),
+) -> f64 {
     // Warm both (and fill key spaces) once.
     run(threads, ops, ours);
     run(threads, ops, theirs);
@@ -99,13 +107,21 @@ fn scenario(name: &str, threads: usize, ops: usize, ours: &(impl Fn(u64, usize) 
     }
     let (a, b) = (median(a), median(b));
     let ratio = a / b;
-    println!("{name:<28} tollgate {:>7.2} M/s   governor {:>7.2} M/s   ratio {ratio:.2}", a / 1e6, b / 1e6);
+    println!(
+        "{name:<28} tollgate {:>7.2} M/s   governor {:>7.2} M/s   ratio {ratio:.2}",
+        a / 1e6,
+        b / 1e6
+    );
     ratio
 }
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
     pages * 4096
 }
 
@@ -134,26 +150,46 @@ fn main() {
     let ops = if quick { 20_000 } else { 2_000_000 };
     println!("tollgate vs governor (keyed, dashmap): median of {ROUNDS} alternating rounds, {ops} ops each");
 
+    // An optional argument picks scenarios by name (e.g. `-- single`), for profiling.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
+
     let single_ours = Tollgate::new(1024);
     let single_theirs = governor();
-    scenario("single key", 1, ops, &|_, _| single_ours.check(0), &|_, _| single_theirs.check_key(&0).is_ok());
+    if wanted("single key") {
+        scenario(
+            "single key",
+            1,
+            ops,
+            &|_, _| single_ours.check(0),
+            &|_, _| single_theirs.check_key(&0).is_ok(),
+        );
+    }
 
     let keys = if quick { 10_000 } else { 1_000_000 };
     let many_ours = Tollgate::new(keys as usize * 2);
     let many_theirs = governor();
-    scenario(
-        &format!("{} distinct keys", keys),
-        1,
-        ops,
-        &|r, _| many_ours.check(r % keys),
-        &|r, _| many_theirs.check_key(&(r % keys)).is_ok(),
-    );
+    let name = format!("{keys} distinct keys");
+    if wanted(&name) {
+        scenario(&name, 1, ops, &|r, _| many_ours.check(r % keys), &|r, _| {
+            many_theirs.check_key(&(r % keys)).is_ok()
+        });
+    }
 
     let hot_ours = Arc::new(Tollgate::new(1024));
     let hot_theirs = Arc::new(governor());
-    scenario("2 threads, one hot key", 2, ops, &|_, _| hot_ours.check(7), &|_, _| hot_theirs.check_key(&7).is_ok());
+    if wanted("2 threads, one hot key") {
+        scenario(
+            "2 threads, one hot key",
+            2,
+            ops,
+            &|_, _| hot_ours.check(7),
+            &|_, _| hot_theirs.check_key(&7).is_ok(),
+        );
+    }
 
-    if quick {
+    if !wanted("bytes per key") {
+    } else if quick {
         bytes_per_key(100_000);
     } else {
         bytes_per_key(1_000_000);

@@ -29,7 +29,7 @@ pub struct Tier {
 pub trait TatTable {
     /// Reads the key's TAT (0 when absent), runs `decide` on it and, when the decision
     /// admits, stores `decision.tat` atomically. Returns the TAT it decided on.
-    fn apply(&self, key: u64, decide: &mut dyn FnMut(u64) -> Decision) -> (u64, Decision);
+    fn apply(&self, key: u64, decide: impl FnMut(u64) -> Decision) -> (u64, Decision);
 
     /// Reads the key's TAT without changing it.
     fn peek(&self, key: u64) -> u64;
@@ -92,6 +92,7 @@ impl Verdict {
 }
 
 /// Decides `tiers` (at most [`MAX_TIERS`]; extra tiers are ignored) for one request.
+#[inline]
 pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost: u64) -> Verdict {
     let tiers = &tiers[..tiers.len().min(MAX_TIERS)];
     let mut verdict = Verdict::unlimited();
@@ -135,15 +136,11 @@ fn roll_back<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], outcomes: &[TierOu
     }
 }
 
+#[inline]
 fn summarize(verdict: &mut Verdict, tiers: &[Tier], now: u64) {
     let admitted = verdict.admitted;
     let mut best: Option<(usize, u64)> = None;
-    for (i, (outcome, tier)) in verdict
-        .outcomes
-        .iter()
-        .zip(tiers)
-        .enumerate()
-    {
+    for (i, (outcome, tier)) in verdict.outcomes.iter().zip(tiers).enumerate() {
         if !outcome.enforcing() {
             continue;
         }
@@ -181,7 +178,7 @@ mod tests {
     struct MapTable(RefCell<HashMap<u64, u64>>);
 
     impl TatTable for MapTable {
-        fn apply(&self, key: u64, decide: &mut dyn FnMut(u64) -> Decision) -> (u64, Decision) {
+        fn apply(&self, key: u64, mut decide: impl FnMut(u64) -> Decision) -> (u64, Decision) {
             let mut map = self.0.borrow_mut();
             let tat = map.get(&key).copied().unwrap_or(0);
             let d = decide(tat);

@@ -355,9 +355,7 @@ impl Process {
         let field = |name: &str| -> Option<SocketAddr> {
             let start = line.find(&format!("{name}="))? + name.len() + 1;
             let rest = line[start..].trim_start_matches("Some(");
-            let end = rest
-                .find([' ', ')'])
-                .unwrap_or(rest.len());
+            let end = rest.find([' ', ')']).unwrap_or(rest.len());
             rest[..end].parse().ok()
         };
         Self {
