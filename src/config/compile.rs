@@ -144,7 +144,9 @@ impl Compiler {
             listen,
             admin_listen.zip(raw.admin_listen.as_ref().map(S::span)),
         ) {
-            if l == a && a.port() != 0 {
+            let overlapping = l.port() == a.port()
+                && (l.ip() == a.ip() || l.ip().is_unspecified() || a.ip().is_unspecified());
+            if overlapping && a.port() != 0 {
                 self.error(
                     span,
                     format!("admin_listen {a} is the same address as listen"),
@@ -411,7 +413,16 @@ impl Compiler {
         match Quota::new(limit?, period_ns, burst?) {
             Ok(q) => Some(q),
             Err(e) => {
-                self.error(span, e.to_string(), None);
+                let hint = match e {
+                    crate::limit::QuotaError::IntervalTooSmall => {
+                        "raise period or lower limit so that period / limit is at least 1 ns"
+                    }
+                    crate::limit::QuotaError::ToleranceOverflow => {
+                        "burst × period / limit must stay below about 584 years"
+                    }
+                    _ => "limit and burst must be at least 1",
+                };
+                self.error(span, e.to_string(), Some(hint.to_owned()));
                 None
             }
         }
@@ -427,7 +438,11 @@ impl Compiler {
         let raw = raw.into_inner();
         let name = raw.name.get_ref().clone();
         if name.is_empty() {
-            self.error(raw.name.span(), "route name is empty", None);
+            self.error(
+                raw.name.span(),
+                "route name is empty",
+                Some("name it, e.g. name = \"search\"; names label metrics and logs".to_owned()),
+            );
         }
         let path = raw.path.get_ref().clone();
         if !path.starts_with('/') {
@@ -509,8 +524,29 @@ impl Compiler {
                     "route `{name}` has {} tiers; at most {MAX_TIERS} are allowed",
                     raw.policies.len()
                 ),
-                None,
+                Some("merge tiers or split the route".to_owned()),
             );
+        }
+        if let Some(h) = &raw.host {
+            let text = h.get_ref();
+            if text.is_empty()
+                || text.contains(['/', ' '])
+                || text
+                    .rsplit_once(':')
+                    .is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+                    && !text.ends_with(']')
+            {
+                self.error(h.span(), format!("route host `{text}` can never match"), Some("write the bare host name without port or scheme, e.g. host = \"api.example.com\" (the request's port is ignored)".to_owned()));
+            }
+        }
+        if let Some(ms) = &raw.methods {
+            if ms.is_empty() {
+                self.error(
+                    raw.name.span(),
+                    format!("route `{name}` has methods = [], which matches nothing"),
+                    Some("remove `methods` to match every method".to_owned()),
+                );
+            }
         }
         let host = raw.host.as_ref().map(|h| h.get_ref().to_ascii_lowercase());
         let methods = raw.methods.as_ref().map(|ms| {
@@ -522,7 +558,7 @@ impl Compiler {
                             self.error(
                                 m.span(),
                                 format!("`{}` is not an HTTP method", m.get_ref()),
-                                None,
+                                Some("write methods = [\"GET\", \"POST\"]".to_owned()),
                             );
                             None
                         }
@@ -565,7 +601,11 @@ impl Compiler {
         match humantime::parse_duration(raw.get_ref().trim()) {
             Ok(d) if zero_ok || !d.is_zero() => Some(d),
             Ok(_) => {
-                self.error(raw.span(), "duration must be greater than zero", None);
+                self.error(
+                    raw.span(),
+                    "duration must be greater than zero",
+                    Some("write e.g. \"1s\"".to_owned()),
+                );
                 None
             }
             Err(e) => {
@@ -602,7 +642,7 @@ impl Compiler {
                         "{what} must be a whole number of at least 1, not {}",
                         raw.get_ref()
                     ),
-                    None,
+                    Some(format!("write {what} = 1 or more, without quotes")),
                 );
                 None
             }

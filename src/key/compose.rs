@@ -20,9 +20,9 @@ impl<H: Hasher> KeyHasher<H> {
     }
 
     /// An absent part under `missing = "shared"`: a marker no real part produces,
-    /// since real parts start with their length.
+    /// since real parts start with their length and no length is `u64::MAX`.
     pub fn missing(&mut self) {
-        self.hasher.write_u8(0xff);
+        self.hasher.write_u64(u64::MAX);
     }
 
     pub fn finish(self) -> u64 {

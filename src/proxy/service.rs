@@ -98,6 +98,11 @@ pub async fn handle(
         shared.limiter.check(&tiers, now, route.cost).await
     };
     count_decisions(&verdict, &positions, route_metrics);
+    for (outcome, &position) in verdict.outcomes().iter().zip(&positions) {
+        if outcome.mode == crate::limit::Mode::Shadow && !outcome.decision.admitted {
+            tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client_ip, wait_ms = super::response::ceil_millis(outcome.decision.wait_ns), "shadow tier would deny");
+        }
+    }
     let reported = verdict.reporting.map(|k| Reported {
         policy: &route.policies[positions[k]].name,
         quota: tiers[k].quota,

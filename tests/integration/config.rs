@@ -123,6 +123,21 @@ fn every_mistake_is_located_with_a_hint() {
             "unknown store backend `etcd`",
         ),
         ("path = \"/\"", "path = \"v1\"", "must start with `/`"),
+        (
+            "path = \"/\"",
+            "path = \"/\"\nhost = \"api.example.com:8443\"",
+            "FILE:16:8: route host `api.example.com:8443` can never match",
+        ),
+        (
+            "path = \"/\"",
+            "path = \"/\"\nmethods = []",
+            "has methods = [], which matches nothing",
+        ),
+        (
+            "listen = \"127.0.0.1:0\"",
+            "listen = \"0.0.0.0:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
+            "is the same address as listen",
+        ),
     ];
     for (from, to, expected) in cases {
         assert!(BASE.contains(from), "case pattern {from:?} not in BASE");
