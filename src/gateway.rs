@@ -19,7 +19,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::config::{self, Backend, Config, ConfigError};
 use crate::reload::{ReloadError, ReloadReport};
 use crate::server::TlsSlot;
-use crate::store::{Limiter, MemoryStore};
+use crate::store::{Limiter, MemoryStore, RedisStore};
 
 /// How often idle keys are swept from the embedded store.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -61,13 +61,19 @@ impl Gateway {
     pub async fn start_with(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
         let metrics = Arc::new(Metrics::new());
         let upstream_tls = crate::tls::upstream_client_config()?;
+        // rustls needs one process-wide crypto provider for the Redis client's TLS.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let local = Arc::new(MemoryStore::new(config.store.max_keys));
         let limiter = match &config.store.backend {
-            Backend::Memory => Limiter::Memory(Arc::new(MemoryStore::new(config.store.max_keys))),
-            Backend::Redis { .. } => {
-                return Err(StartError::Store(
-                    "the redis backend is not available in this build".to_owned(),
-                ));
-            }
+            Backend::Memory => Limiter::Memory(local),
+            Backend::Redis { urls } => Limiter::Redis {
+                remote: Arc::new(
+                    RedisStore::new(urls, config.store.timeout)
+                        .map_err(|e| StartError::Store(e.to_string()))?,
+                ),
+                local,
+                on_error: config.store.on_error,
+            },
         };
         let tls: TlsSlot = Arc::new(ArcSwapOption::empty());
         if let Some(files) = &config.server.tls {
@@ -113,6 +119,9 @@ impl Gateway {
             rx.clone(),
         ));
         let mut background = vec![tokio::spawn(sweep(shared.clone(), rx.clone()))];
+        if let Limiter::Redis { remote, .. } = &shared.limiter {
+            background.push(tokio::spawn(remote.clone().maintain()));
+        }
         if let Some(l) = admin_listener {
             background.push(tokio::spawn(serve_admin(
                 l,

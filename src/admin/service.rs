@@ -10,10 +10,11 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use crate::app::Shared;
-use crate::key::{KeyHasher, KeyPart};
+use crate::key::{KeyHasher, KeyPart, RedisKeyBuilder};
 use crate::limit::TatTable;
 use crate::proxy::response::{ceil_millis, full, json_error, Body};
 use crate::server::TlsSlot;
+use crate::store::snapshot::BASE;
 
 const STATUS_PAGE: &str = include_str!("page/index.html");
 
@@ -25,7 +26,14 @@ pub async fn handle(
     let path = req.uri().path().to_owned();
     let resp = match (req.method(), path.as_str()) {
         (&Method::GET, "/healthz") => text(StatusCode::OK, "text/plain", "ok\n"),
-        (&Method::GET, "/readyz") => text(StatusCode::OK, "text/plain", "ready\n"),
+        (&Method::GET, "/readyz") => match shared.limiter.ready() {
+            true => text(StatusCode::OK, "text/plain", "ready\n"),
+            false => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                "store unavailable\n",
+            ),
+        },
         (&Method::GET, "/metrics") => {
             if let Some(m) = shared.limiter.memory() {
                 shared
@@ -50,7 +58,7 @@ pub async fn handle(
             ),
         },
         (&Method::GET, p) if p.starts_with("/admin/limits/") => {
-            limit_json(&shared, &p["/admin/limits/".len()..])
+            limit_json(&shared, &p["/admin/limits/".len()..]).await
         }
         (_, "/admin/reload") => json_error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -81,7 +89,7 @@ fn json_status(status: StatusCode, value: serde_json::Value) -> Response<Body> {
 }
 
 /// `GET /admin/limits/{policy}/{part}[/{part}…]`: one path segment per key source.
-fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
+async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
     let mut segments = rest.split('/');
     let policy_name = segments.next().unwrap_or("");
     let config = shared.config();
@@ -109,21 +117,37 @@ fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
             )],
         );
     }
-    let Some(memory) = shared.limiter.memory() else {
-        return json_error(StatusCode::NOT_IMPLEMENTED, "not_available_for_store", &[]);
+    let (tat, now) = if let Some(remote) = shared.limiter.remote() {
+        let mut builder = RedisKeyBuilder::default();
+        for p in &parts {
+            builder.part(&KeyPart::Bytes(p.as_bytes().into()));
+        }
+        match remote.debts(&[builder.finish(&policy.name)]).await {
+            Ok(debts) => {
+                let debt = debts.first().copied().unwrap_or(0);
+                (if debt == 0 { 0 } else { BASE + debt }, BASE)
+            }
+            Err(e) => {
+                return json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    &[("detail", e.to_string().into())],
+                );
+            }
+        }
+    } else {
+        let memory = shared.limiter.local();
+        let mut hasher = KeyHasher::new(memory.key_hasher(), &policy.name);
+        for p in &parts {
+            hasher.part(&KeyPart::Bytes(p.as_bytes().into()));
+        }
+        (memory.peek(hasher.finish()), shared.clock.now_ns())
     };
-    let mut hasher = KeyHasher::new(memory.key_hasher(), &policy.name);
-    for p in &parts {
-        hasher.part(&KeyPart::Bytes(p.as_bytes().into()));
-    }
-    let key = hasher.finish();
     let quota = policy.quota_for(if parts.len() == 1 {
         Some(parts[0].as_str())
     } else {
         None
     });
-    let now = shared.clock.now_ns();
-    let tat = memory.peek(key);
     let probe = quota.decide(tat, now, 1, 0);
     json_ok(json!({
         "policy": policy.name,
@@ -225,7 +249,11 @@ fn stats_json(shared: &Shared) -> serde_json::Value {
             })
         })
         .collect();
-    json!({ "routes": routes, "keys_tracked": shared.limiter.memory().map(|m| m.len()) })
+    json!({
+        "routes": routes,
+        "keys_tracked": shared.limiter.memory().map(|m| m.len()),
+        "store_ready": shared.limiter.ready(),
+    })
 }
 
 #[cfg(test)]

@@ -98,6 +98,11 @@ impl Compiler {
             .into_iter()
             .filter_map(|(name, u)| Some((name.clone(), Arc::new(self.upstream(name, u)?))))
             .collect();
+        let raw_policy_spans: BTreeMap<String, std::ops::Range<usize>> = raw
+            .policies
+            .iter()
+            .map(|(name, p)| (name.clone(), p.span()))
+            .collect();
         let policies: BTreeMap<String, Arc<Policy>> = raw
             .policies
             .into_iter()
@@ -126,6 +131,11 @@ impl Compiler {
                 *index,
             )
         });
+        if let (Some(store), true) = (&store, !policies.is_empty()) {
+            if matches!(store.backend, Backend::Redis { .. }) {
+                self.redis_limits(&policies, &raw_policy_spans);
+            }
+        }
         Some(Config {
             path: path.to_owned(),
             server: server?,
@@ -134,6 +144,33 @@ impl Compiler {
             policies: policies.into_values().collect(),
             routes: routes.into_iter().map(|(_, r)| Arc::new(r)).collect(),
         })
+    }
+
+    /// The Redis script keeps debts in doubles: τ + max_delay must stay below 2^52 ns.
+    fn redis_limits(
+        &mut self,
+        policies: &BTreeMap<String, Arc<Policy>>,
+        spans: &BTreeMap<String, std::ops::Range<usize>>,
+    ) {
+        const REDIS_MAX_NS: u64 = 1 << 52;
+        for (name, p) in policies {
+            let max_delay = u64::try_from(p.max_delay.as_nanos()).unwrap_or(u64::MAX);
+            let too_long = std::iter::once(&p.quota)
+                .chain(p.overrides.values())
+                .any(|q| {
+                    q.tolerance_ns()
+                        .saturating_add(max_delay)
+                        .saturating_add(q.interval_ns())
+                        >= REDIS_MAX_NS
+                });
+            if too_long {
+                self.error(
+                    spans.get(name).cloned().unwrap_or(0..0),
+                    format!("policy `{name}`: burst × period / limit + max_delay exceeds 52 days, too long for the redis backend"),
+                    Some("lower burst or period, or use the memory backend".to_owned()),
+                );
+            }
+        }
     }
 
     fn server(&mut self, raw: S<RawServer>) -> Option<Server> {

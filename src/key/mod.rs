@@ -2,8 +2,10 @@
 
 pub mod client_ip;
 pub mod compose;
+pub mod redis_key;
 pub mod source;
 
 pub use client_ip::TrustedProxies;
 pub use compose::KeyHasher;
+pub use redis_key::{RedisKey, RedisKeyBuilder};
 pub use source::{KeyPart, KeySource, KeySourceError, RequestView};

@@ -20,9 +20,9 @@ use super::response::{
 };
 use crate::app::Shared;
 use crate::config::{Missing, Policy, Route};
-use crate::key::{KeyHasher, KeyPart, RequestView};
+use crate::key::{KeyHasher, KeyPart, RedisKey, RedisKeyBuilder, RequestView};
 use crate::limit::{Tier, Verdict, MAX_TIERS};
-use crate::store::Limiter;
+use crate::store::{Limiter, Outcome};
 
 /// What the accepting connection knows about itself.
 #[derive(Debug, Clone, Copy)]
@@ -31,9 +31,9 @@ pub struct ConnInfo {
     pub tls: bool,
 }
 
-/// A tier as applied to one request.
+/// A tier as applied to one request (with its Redis key when the store is Redis).
 enum TierKey {
-    Apply(Tier),
+    Apply(Tier, Option<RedisKey>),
     Skip,
     Reject,
 }
@@ -65,6 +65,7 @@ pub async fn handle(
     // Each applied tier, and the position of its policy in the route.
     let mut tiers: ArrayVec<Tier, MAX_TIERS> = ArrayVec::new();
     let mut positions: ArrayVec<usize, MAX_TIERS> = ArrayVec::new();
+    let mut redis_keys: ArrayVec<RedisKey, MAX_TIERS> = ArrayVec::new();
     {
         let view = RequestView {
             method: req.method(),
@@ -75,9 +76,10 @@ pub async fn handle(
         };
         for (position, policy) in route.policies.iter().enumerate() {
             match tier_for(&shared.limiter, policy, &view) {
-                TierKey::Apply(tier) => {
+                TierKey::Apply(tier, redis_key) => {
                     tiers.push(tier);
                     positions.push(position);
+                    redis_keys.extend(redis_key);
                 }
                 TierKey::Skip => {}
                 TierKey::Reject => {
@@ -95,7 +97,29 @@ pub async fn handle(
     let verdict = if tiers.is_empty() {
         Verdict::unlimited()
     } else {
-        shared.limiter.check(&tiers, now, route.cost).await
+        match shared
+            .limiter
+            .check(&tiers, &redis_keys, now, route.cost)
+            .await
+        {
+            Outcome::Decided(v) => v,
+            Outcome::Local(v, e) => {
+                store_failed(&shared, &e);
+                v
+            }
+            Outcome::FailedOpen(e) => {
+                store_failed(&shared, &e);
+                Verdict::unlimited()
+            }
+            Outcome::FailedClosed(e) => {
+                store_failed(&shared, &e);
+                return Ok(json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    &[],
+                ));
+            }
+        }
     };
     count_decisions(&verdict, &positions, route_metrics);
     for (outcome, &position) in verdict.outcomes().iter().zip(&positions) {
@@ -140,14 +164,34 @@ pub async fn handle(
     Ok(resp)
 }
 
+fn store_failed(shared: &Shared, e: &crate::store::StoreError) {
+    shared
+        .metrics
+        .store_errors
+        .get_or_create(&crate::admin::metrics::StoreLabels {
+            backend: "redis",
+            kind: e.kind(),
+        })
+        .inc();
+    shared
+        .metrics
+        .store_breaker_open
+        .set(i64::from(!shared.limiter.ready()));
+    tracing::debug!(error = %e, "store call failed; applying on_error");
+}
+
 /// Builds the tier of `policy` for this request: its key hash and its quota.
 fn tier_for(limiter: &Limiter, policy: &Policy, view: &RequestView<'_>) -> TierKey {
     let mut hasher = KeyHasher::new(limiter.key_hasher(), &policy.name);
+    let mut redis = limiter.is_remote().then(RedisKeyBuilder::default);
     let mut single: Option<KeyPart<'_>> = None;
     for source in &policy.key {
         match source.extract(view) {
             Some(part) => {
                 hasher.part(&part);
+                if let Some(r) = redis.as_mut() {
+                    r.part(&part);
+                }
                 if policy.key.len() == 1 {
                     single = Some(part);
                 }
@@ -155,7 +199,12 @@ fn tier_for(limiter: &Limiter, policy: &Policy, view: &RequestView<'_>) -> TierK
             None => match policy.missing {
                 Missing::Skip => return TierKey::Skip,
                 Missing::Reject => return TierKey::Reject,
-                Missing::Shared => hasher.missing(),
+                Missing::Shared => {
+                    hasher.missing();
+                    if let Some(r) = redis.as_mut() {
+                        r.missing();
+                    }
+                }
             },
         }
     }
@@ -163,12 +212,15 @@ fn tier_for(limiter: &Limiter, policy: &Policy, view: &RequestView<'_>) -> TierK
         Some(part) if !policy.overrides.is_empty() => policy.quota_for(Some(&part.as_text())),
         _ => policy.quota,
     };
-    TierKey::Apply(Tier {
-        quota,
-        mode: policy.mode,
-        max_delay_ns: u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX),
-        key: hasher.finish(),
-    })
+    TierKey::Apply(
+        Tier {
+            quota,
+            mode: policy.mode,
+            max_delay_ns: u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX),
+            key: hasher.finish(),
+        },
+        redis.map(|r| r.finish(&policy.name)),
+    )
 }
 
 fn count_decisions(

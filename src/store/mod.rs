@@ -1,36 +1,97 @@
-//! Where limiter state lives. The embedded memory store is the default.
+//! Where limiter state lives: the embedded memory store (default) or Redis, shared by a
+//! fleet. Both give the same verdicts; Redis can fail, and `on_error` decides what then.
 
+pub mod breaker;
 pub mod memory;
+pub mod redis;
+pub mod snapshot;
 
-use std::hash::Hasher;
+use std::sync::Arc;
 
 pub use memory::MemoryStore;
+pub use redis::{RedisStore, StoreError};
 
+use crate::config::OnError;
+use crate::key::RedisKey;
 use crate::limit::{evaluate, Tier, Verdict};
 
 /// The store a gateway decides against.
 pub enum Limiter {
-    Memory(std::sync::Arc<MemoryStore>),
+    Memory(Arc<MemoryStore>),
+    Redis {
+        remote: Arc<RedisStore>,
+        /// Used when Redis cannot answer and `on_error = "local"`.
+        local: Arc<MemoryStore>,
+        on_error: OnError,
+    },
+}
+
+/// How a request was decided.
+pub enum Outcome {
+    Decided(Verdict),
+    /// The store failed and `on_error = "allow"`: forward, unlimited.
+    FailedOpen(StoreError),
+    /// The store failed and `on_error = "deny"`.
+    FailedClosed(StoreError),
+    /// The store failed and `on_error = "local"`: decided by this process alone.
+    Local(Verdict, StoreError),
 }
 
 impl Limiter {
-    /// A hasher for (policy, key) identities that stays the same for the process lifetime.
-    pub fn key_hasher(&self) -> impl Hasher {
-        match self {
-            Limiter::Memory(m) => m.key_hasher(),
-        }
-    }
-
-    /// Decides all tiers of one request at `now`.
-    pub async fn check(&self, tiers: &[Tier], now: u64, cost: u64) -> Verdict {
-        match self {
-            Limiter::Memory(m) => evaluate(&**m, tiers, now, cost),
-        }
-    }
-
+    /// The process-local store: the whole store in memory mode, the fallback with Redis.
     pub fn memory(&self) -> Option<&MemoryStore> {
         match self {
             Limiter::Memory(m) => Some(m),
+            Limiter::Redis { .. } => None,
+        }
+    }
+
+    /// The process-local store: all state in memory mode, the `local` fallback with Redis.
+    pub fn local(&self) -> &MemoryStore {
+        match self {
+            Limiter::Memory(m) => m,
+            Limiter::Redis { local, .. } => local,
+        }
+    }
+
+    /// A hasher for (policy, key) identities that stays the same for the process lifetime.
+    pub fn key_hasher(&self) -> ahash::AHasher {
+        self.local().key_hasher()
+    }
+
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Limiter::Redis { .. })
+    }
+
+    pub fn remote(&self) -> Option<&RedisStore> {
+        match self {
+            Limiter::Redis { remote, .. } => Some(remote),
+            Limiter::Memory(_) => None,
+        }
+    }
+
+    /// Whether the store can answer now (readiness).
+    pub fn ready(&self) -> bool {
+        self.remote().is_none_or(|r| !r.breaker.is_open())
+    }
+
+    /// Decides all tiers of one request at `now` (local clock). `keys` are the Redis keys
+    /// of the tiers, empty in memory mode.
+    pub async fn check(&self, tiers: &[Tier], keys: &[RedisKey], now: u64, cost: u64) -> Outcome {
+        match self {
+            Limiter::Memory(m) => Outcome::Decided(evaluate(&**m, tiers, now, cost)),
+            Limiter::Redis {
+                remote,
+                local,
+                on_error,
+            } => match remote.check(tiers, keys, cost, now).await {
+                Ok(v) => Outcome::Decided(v),
+                Err(e) => match on_error {
+                    OnError::Allow => Outcome::FailedOpen(e),
+                    OnError::Deny => Outcome::FailedClosed(e),
+                    OnError::Local => Outcome::Local(evaluate(&**local, tiers, now, cost), e),
+                },
+            },
         }
     }
 }

@@ -1,0 +1,143 @@
+# Shared helpers for bench/proxy.sh and bench/soak.sh (sourced, not run).
+# Everything listens on 127.0.0.1; every process started here is stopped on exit.
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(dirname "$BENCH_DIR")
+PIDS=()
+USED_PORTS=" "
+
+log() { echo "[$(date +%T)] $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Install what is missing (Debian/Ubuntu, as root). Arguments: command=package pairs.
+need_tools() {
+  local missing=() pair
+  for pair in "$@"; do
+    command -v "${pair%%=*}" >/dev/null || missing+=("${pair#*=}")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return
+  [[ $EUID -eq 0 ]] || die "missing ${missing[*]}: run as root to install them"
+  log "installing ${missing[*]}"
+  apt-get update -qq >&2
+  local pkg
+  for pkg in "${missing[@]}"; do
+    # nginx-light is the small build; where it does not exist, plain nginx.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >&2 ||
+      { [[ $pkg == nginx-light ]] && DEBIAN_FRONTEND=noninteractive \
+          apt-get install -y -qq --no-install-recommends nginx >&2; } ||
+      die "cannot install $pkg"
+  done
+}
+
+# TOLLGATE: $TOLLGATE_BIN if set, else a fresh `cargo build --release`.
+find_tollgate() {
+  if [[ -n ${TOLLGATE_BIN:-} ]]; then
+    TOLLGATE=$TOLLGATE_BIN
+  else
+    log "building tollgate (cargo build --release)"
+    (cd "$REPO_DIR" && cargo build --release >&2) || die "cargo build failed"
+    TOLLGATE=$REPO_DIR/target/release/tollgate
+  fi
+  [[ -x $TOLLGATE ]] || die "no tollgate binary at $TOLLGATE"
+}
+
+# A temp dir for configs and logs, removed on exit (KEEP_TMP=1 keeps it).
+make_workdir() {
+  WORK=$(mktemp -d /tmp/tollgate-bench.XXXXXX)
+  chmod 755 "$WORK"
+  mkdir -p "$WORK/tmp"
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+cleanup() {
+  set +e
+  local pid i
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for i in $(seq 50); do   # at most 5 s for a graceful stop, then SIGKILL
+    local alive=0
+    for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [[ $alive -eq 0 ]] && break
+    sleep 0.1
+  done
+  for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+  if [[ ${KEEP_TMP:-0} == 1 ]]; then log "logs kept in $WORK"; else rm -rf "$WORK"; fi
+}
+
+# spawn NAME CMD...: run CMD in the background, output to $WORK/NAME.log.
+spawn() {
+  local name=$1; shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+  LAST_PID=$!
+}
+
+# free_port VAR: a port on 127.0.0.1 that nothing listens on and we have not handed out,
+# below the kernel's ephemeral range (where outgoing connections take their local ports).
+free_port() {
+  local p i low
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+  ((low > 11000)) || low=61000
+  for i in $(seq 500); do
+    p=$((10000 + RANDOM % (low - 10000)))
+    [[ $USED_PORTS == *" $p "* ]] && continue
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+    USED_PORTS+="$p "
+    printf -v "$1" %s "$p"
+    return
+  done
+  die "no free port found"
+}
+
+# wait_port PORT NAME PID: until PORT accepts connections (10 s at most).
+wait_port() {
+  local i
+  for i in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return
+    kill -0 "$3" 2>/dev/null || die "$2 exited at start-up: $(tail -5 "$WORK/$2.log" 2>/dev/null)"
+    sleep 0.1
+  done
+  die "$2 did not listen on 127.0.0.1:$1 within 10 s"
+}
+
+# The nginx main-context and http-context lines every instance here shares.
+nginx_head() { # NAME WORKERS
+  cat <<EOF
+worker_processes $2;
+daemon off;
+pid $WORK/$1.pid;
+error_log $WORK/$1.err warn;
+events { worker_connections 8192; }
+EOF
+}
+nginx_http_common() {
+  cat <<EOF
+    access_log off;
+    keepalive_requests 1000000;   # default 1000 would close client connections mid-run
+    client_body_temp_path $WORK/tmp/body;
+    proxy_temp_path $WORK/tmp/proxy;
+    fastcgi_temp_path $WORK/tmp/fastcgi;
+    uwsgi_temp_path $WORK/tmp/uwsgi;
+    scgi_temp_path $WORK/tmp/scgi;
+EOF
+}
+
+# start_upstream: nginx answering `200 ok` on UPSTREAM_PORT, one worker.
+start_upstream() {
+  free_port UPSTREAM_PORT
+  { nginx_head upstream 1
+    echo "http {"; nginx_http_common
+    echo "    server { listen 127.0.0.1:$UPSTREAM_PORT; location / { return 200 \"ok\\n\"; } }"
+    echo "}"; } >"$WORK/upstream.conf"
+  spawn upstream nginx -p "$WORK/" -c "$WORK/upstream.conf"
+  wait_port "$UPSTREAM_PORT" upstream "$LAST_PID"
+}
+
+# start_tollgate NAME CONFIG PORT: run tollgate with CONFIG, wait for PORT.
+start_tollgate() {
+  "$TOLLGATE" check --config "$2" >/dev/null 2>"$WORK/$1.check" ||
+    die "tollgate check rejected $2: $(cat "$WORK/$1.check")"
+  spawn "$1" "$TOLLGATE" run --config "$2"
+  wait_port "$3" "$1" "$LAST_PID"
+}

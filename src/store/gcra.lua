@@ -1,0 +1,55 @@
+-- tollgate: decide all tiers of one request that live in one slot, atomically, on the
+-- server's clock. A denial by an enforcing tier writes nothing; an admission writes every
+-- tier that admitted, with an expiry equal to its time until idle.
+--
+-- TATs are stored as "seconds:nanoseconds" and all arithmetic is done on the debt
+-- (TAT − now, in ns), which stays far below 2^53, so Lua's doubles are exact.
+--
+-- KEYS[i]  the tier's key
+-- ARGV[1]  cost
+-- ARGV[1 + 4(i−1) + 1 .. 4]  T, tau, max_delay (ns), shadow ("1" or "0")
+-- Returns  { now_s, now_ns, admitted (1/0), debt_1 … debt_n }
+local time = redis.call('TIME')
+local now_s = tonumber(time[1])
+local now_ns = tonumber(time[2]) * 1000
+local cost = tonumber(ARGV[1])
+local n = #KEYS
+local debts, fresh = {}, {}
+local denied = false
+for i = 1, n do
+  local base = 1 + (i - 1) * 4
+  local t = tonumber(ARGV[base + 1])
+  local tau = tonumber(ARGV[base + 2])
+  local max_delay = tonumber(ARGV[base + 3])
+  local shadow = ARGV[base + 4] == '1'
+  local debt = 0
+  local stored = redis.call('GET', KEYS[i])
+  if stored then
+    local s, ns = string.match(stored, '^(%d+):(%d+)$')
+    if s then
+      debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
+    end
+  end
+  if debt < 0 then debt = 0 end
+  debts[i] = debt
+  local ahead = debt + cost * t
+  if ahead <= tau + max_delay then
+    fresh[i] = ahead
+  elseif not shadow then
+    denied = true
+  end
+end
+local reply = { now_s, now_ns, denied and 0 or 1 }
+for i = 1, n do reply[3 + i] = debts[i] end
+if denied then return reply end
+for i = 1, n do
+  local ahead = fresh[i]
+  if ahead then
+    -- fmod is exact on integers; `/` and `%` go through a rounded quotient.
+    local total = now_ns + ahead
+    local ns = math.fmod(total, 1000000000)
+    local s = now_s + (total - ns) / 1000000000
+    redis.call('SET', KEYS[i], string.format('%d:%09d', s, ns), 'PX', math.max(1, math.ceil(ahead / 1000000)))
+  end
+end
+return reply

@@ -1,0 +1,370 @@
+//! The shared store: Redis or Redis Cluster. Each request's tiers are decided by one Lua
+//! script per slot, atomically, on Redis's clock; across slots, later denials roll the
+//! earlier slots back. The verdict is then computed by the same `evaluate` as in memory,
+//! from the TATs the script saw, so answers are identical to the embedded store's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use arrayvec::ArrayVec;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::Script;
+
+use super::breaker::Breaker;
+use super::snapshot::{SnapshotTable, BASE};
+use crate::key::RedisKey;
+use crate::limit::{evaluate, Mode, Tier, Verdict, MAX_TIERS};
+
+const NANOS: u128 = 1_000_000_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the store did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the store is not connected yet")]
+    NotConnected,
+    #[error("the store is failing; calls are paused (circuit breaker open)")]
+    BreakerOpen,
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("unexpected reply from the store script")]
+    Reply,
+}
+
+impl StoreError {
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Timeout(_) => "timeout",
+            StoreError::NotConnected => "not_connected",
+            StoreError::BreakerOpen => "breaker_open",
+            StoreError::Redis(_) => "error",
+            StoreError::Reply => "reply",
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    /// Filled by the background task once the cluster answers (start-up never waits).
+    Cluster(Arc<ArcSwapOption<ClusterConnection>>),
+}
+
+pub struct RedisStore {
+    connection: Connection,
+    cluster_client: Option<redis::cluster::ClusterClient>,
+    timeout: Duration,
+    pub breaker: Breaker,
+    gcra: Script,
+    rollback: Script,
+    peek: Script,
+}
+
+/// What one script call answered: the server's now and each tier's debt (TAT − now).
+struct Reply {
+    now_s: u64,
+    now_ns: u64,
+    admitted: bool,
+    debts: ArrayVec<u64, MAX_TIERS>,
+}
+
+impl Reply {
+    fn parse(values: &[i64], n: usize, with_flag: bool) -> Result<Self, StoreError> {
+        let head = if with_flag { 3 } else { 2 };
+        if values.len() != head + n {
+            return Err(StoreError::Reply);
+        }
+        let nonneg = |v: i64| u64::try_from(v).map_err(|_| StoreError::Reply);
+        Ok(Self {
+            now_s: nonneg(values[0])?,
+            now_ns: nonneg(values[1])?,
+            admitted: !with_flag || values[2] == 1,
+            debts: values[head..]
+                .iter()
+                .map(|&v| nonneg(v))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    fn now_abs(&self) -> u128 {
+        u128::from(self.now_s) * NANOS + u128::from(self.now_ns)
+    }
+}
+
+fn stamp(abs_ns: u128) -> String {
+    format!("{}:{:09}", abs_ns / NANOS, abs_ns % NANOS)
+}
+
+impl RedisStore {
+    /// Prepares clients for `urls` (one: a single Redis; several: Cluster seed nodes).
+    /// Connects lazily: the gateway starts even while Redis is down.
+    pub fn new(urls: &[String], timeout: Duration) -> Result<Self, StoreError> {
+        let (connection, cluster_client) = if urls.len() == 1 {
+            let client = redis::Client::open(urls[0].as_str())?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(timeout))
+                .set_response_timeout(Some(timeout))
+                .set_number_of_retries(1)
+                .set_max_delay(Duration::from_secs(1));
+            (
+                Connection::Single(ConnectionManager::new_lazy_with_config(client, config)?),
+                None,
+            )
+        } else {
+            let client = redis::cluster::ClusterClient::builder(urls.to_vec())
+                .connection_timeout(timeout)
+                .response_timeout(timeout)
+                .retries(2)
+                .build()?;
+            (
+                Connection::Cluster(Arc::new(ArcSwapOption::empty())),
+                Some(client),
+            )
+        };
+        Ok(Self {
+            connection,
+            cluster_client,
+            timeout,
+            breaker: Breaker::default(),
+            gcra: Script::new(include_str!("gcra.lua")),
+            rollback: Script::new(include_str!("rollback.lua")),
+            peek: Script::new(include_str!("peek.lua")),
+        })
+    }
+
+    /// Background upkeep until the process stops: connects a cluster as soon as it
+    /// answers, and while the breaker is open probes with PING so the store recovers by
+    /// itself, even with no traffic.
+    pub async fn maintain(self: Arc<Self>) {
+        loop {
+            if let (Connection::Cluster(slot), Some(client)) =
+                (&self.connection, &self.cluster_client)
+            {
+                if slot.load().is_none() {
+                    match tokio::time::timeout(self.timeout * 20, client.get_async_connection())
+                        .await
+                    {
+                        Ok(Ok(conn)) => {
+                            slot.store(Some(Arc::new(conn)));
+                            tracing::info!("connected to the Redis Cluster");
+                        }
+                        Ok(Err(e)) => tracing::warn!(error = %e, "Redis Cluster not reachable yet"),
+                        Err(_) => tracing::warn!("Redis Cluster did not answer in time"),
+                    }
+                }
+            }
+            if self.breaker.is_open() && self.ping().await.is_ok() {
+                self.breaker.success();
+                tracing::info!("store reachable again; breaker closed");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let cmd = redis::cmd("PING");
+        match &self.connection {
+            Connection::Single(c) => {
+                let mut c = c.clone();
+                self.bounded(cmd.query_async::<String>(&mut c))
+                    .await
+                    .map(|_| ())
+            }
+            Connection::Cluster(slot) => {
+                let mut c = slot
+                    .load_full()
+                    .ok_or(StoreError::NotConnected)?
+                    .as_ref()
+                    .clone();
+                self.bounded(cmd.query_async::<String>(&mut c))
+                    .await
+                    .map(|_| ())
+            }
+        }
+    }
+
+    async fn bounded<T>(
+        &self,
+        fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.timeout, fut).await {
+            Ok(r) => r.map_err(StoreError::from),
+            Err(_) => Err(StoreError::Timeout(self.timeout)),
+        }
+    }
+
+    async fn run(&self, invocation: &redis::ScriptInvocation<'_>) -> Result<Vec<i64>, StoreError> {
+        match &self.connection {
+            Connection::Single(c) => {
+                let mut c = c.clone();
+                self.bounded(invocation.invoke_async(&mut c)).await
+            }
+            Connection::Cluster(slot) => {
+                let mut c = slot
+                    .load_full()
+                    .ok_or(StoreError::NotConnected)?
+                    .as_ref()
+                    .clone();
+                self.bounded(invocation.invoke_async(&mut c)).await
+            }
+        }
+    }
+
+    /// Decides `tiers` (keys in `keys`, same order). `now_ns` is the local clock, used only
+    /// for the breaker.
+    pub async fn check(
+        &self,
+        tiers: &[Tier],
+        keys: &[RedisKey],
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Verdict, StoreError> {
+        if !self.breaker.allow(now_ns) {
+            return Err(StoreError::BreakerOpen);
+        }
+        match self.check_inner(tiers, keys, cost).await {
+            Ok(v) => {
+                self.breaker.success();
+                Ok(v)
+            }
+            Err(e) => {
+                if self.breaker.failure(now_ns) {
+                    tracing::warn!(error = %e, "store failing; breaker open");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn check_inner(
+        &self,
+        tiers: &[Tier],
+        keys: &[RedisKey],
+        cost: u64,
+    ) -> Result<Verdict, StoreError> {
+        // Tiers grouped by hash tag, in order of first appearance: one script call each.
+        let mut groups: ArrayVec<ArrayVec<usize, MAX_TIERS>, MAX_TIERS> = ArrayVec::new();
+        for (i, key) in keys.iter().enumerate().take(tiers.len()) {
+            match groups.iter_mut().find(|g| keys[g[0]].tag == key.tag) {
+                Some(g) => g.push(i),
+                None => groups.push(std::iter::once(i).collect()),
+            }
+        }
+        let snapshot = SnapshotTable::default();
+        let mut written: ArrayVec<(usize, Reply), MAX_TIERS> = ArrayVec::new();
+        let mut denied_at = None;
+        for (g, group) in groups.iter().enumerate() {
+            let mut inv = self.gcra.prepare_invoke();
+            inv.arg(cost);
+            for &i in group {
+                let q = tiers[i].quota;
+                inv.key(keys[i].key.as_str())
+                    .arg(q.interval_ns())
+                    .arg(q.tolerance_ns())
+                    .arg(tiers[i].max_delay_ns)
+                    .arg(if tiers[i].mode == Mode::Shadow {
+                        "1"
+                    } else {
+                        "0"
+                    });
+            }
+            let reply = match self
+                .run(&inv)
+                .await
+                .and_then(|v| Reply::parse(&v, group.len(), true))
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    self.roll_back(&groups, &written, tiers, keys, cost).await;
+                    return Err(e);
+                }
+            };
+            for (&i, &debt) in group.iter().zip(&reply.debts) {
+                snapshot.insert(tiers[i].key, debt);
+            }
+            let admitted = reply.admitted;
+            written.push((g, reply));
+            if !admitted {
+                denied_at = Some(g);
+                break;
+            }
+        }
+        if let Some(g) = denied_at {
+            // The denying group wrote nothing; later groups are only read, for the wait.
+            written.pop();
+            for group in &groups[g + 1..] {
+                let mut inv = self.peek.prepare_invoke();
+                for &i in group {
+                    inv.key(keys[i].key.as_str());
+                }
+                if let Ok(reply) = self
+                    .run(&inv)
+                    .await
+                    .and_then(|v| Reply::parse(&v, group.len(), false))
+                {
+                    for (&i, &debt) in group.iter().zip(&reply.debts) {
+                        snapshot.insert(tiers[i].key, debt);
+                    }
+                }
+            }
+        }
+        let verdict = evaluate(&snapshot, tiers, BASE, cost);
+        if !verdict.admitted && !written.is_empty() {
+            self.roll_back(&groups, &written, tiers, keys, cost).await;
+        }
+        Ok(verdict)
+    }
+
+    /// Takes back what earlier slots wrote for a request that was denied after all.
+    async fn roll_back(
+        &self,
+        groups: &[ArrayVec<usize, MAX_TIERS>],
+        written: &[(usize, Reply)],
+        tiers: &[Tier],
+        keys: &[RedisKey],
+        cost: u64,
+    ) {
+        for (g, reply) in written {
+            let mut inv = self.rollback.prepare_invoke();
+            let mut any = false;
+            for (&i, &debt) in groups[*g].iter().zip(&reply.debts) {
+                let q = tiers[i].quota;
+                let increment = cost.saturating_mul(q.interval_ns());
+                let ahead = debt.saturating_add(increment);
+                if ahead > q.tolerance_ns().saturating_add(tiers[i].max_delay_ns) {
+                    continue; // a shadow tier that did not admit wrote nothing
+                }
+                let now = reply.now_abs();
+                let old = if debt == 0 {
+                    String::new()
+                } else {
+                    stamp(now + u128::from(debt))
+                };
+                inv.key(keys[i].key.as_str())
+                    .arg(stamp(now + u128::from(ahead)))
+                    .arg(old)
+                    .arg(debt.div_ceil(1_000_000))
+                    .arg(increment);
+                any = true;
+            }
+            if any {
+                if let Err(e) = self.run(&inv).await {
+                    tracing::warn!(error = %e, "could not roll back an admission in another slot");
+                }
+            }
+        }
+    }
+
+    /// Current debts (TAT − now, ns; 0 = idle) of `keys`, for the admin API.
+    pub async fn debts(&self, keys: &[RedisKey]) -> Result<Vec<u64>, StoreError> {
+        let mut inv = self.peek.prepare_invoke();
+        for k in keys {
+            inv.key(k.key.as_str());
+        }
+        let reply = Reply::parse(&self.run(&inv).await?, keys.len(), false)?;
+        Ok(reply.debts.to_vec())
+    }
+}
