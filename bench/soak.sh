@@ -3,7 +3,7 @@
 # wrk for DURATION seconds with key churn (bench/keys.lua with TENANTS=1000, USERS=1000000, so
 # nearly every request brings a new user key), a SIGHUP every 10 s (alternating between two
 # configs whose user tier differs, so each reload really swaps the policies), and tollgate's
-# RSS (VmRSS in /proc/PID/status) sampled every 5 s. Tiers run user -> endpoint -> tenant and
+# RSS (VmRSS in /proc/PID/status) and the tollgate_keys_tracked gauge sampled every 5 s. Tiers run user -> endpoint -> tenant and
 # the tenant tier denies part of the load, so denials roll back freshly charged user keys.
 #
 #   sudo bench/soak.sh                        # builds tollgate with cargo build --release
@@ -23,16 +23,17 @@ source "$(dirname "$0")/lib.sh"
 DURATION=${DURATION:-300} THREADS=${THREADS:-2} CONNS=${CONNS:-64}
 [[ $DURATION -ge 20 ]] || die "DURATION must be at least 20 s"
 
-need_tools nginx=nginx-light wrk=wrk
+need_tools nginx=nginx-light wrk=wrk curl=curl
 find_tollgate
 make_workdir
 start_upstream
-free_port TG_PORT
+free_port TG_PORT; free_port ADMIN_PORT
 
 soak_config() { # USER_LIMIT
   cat <<EOF
 [server]
 listen = "127.0.0.1:$TG_PORT"
+admin_listen = "127.0.0.1:$ADMIN_PORT"
 access_log = false
 drain_timeout = "1s"
 
@@ -51,11 +52,11 @@ limit = 1_000_000
 period = "1s"
 burst = 1_000_000
 
-[policies.tenant]    # 1000 tenants share the load: at tens of thousands of req/s, some are denied
+[policies.tenant]    # 1000 tenants x 40/s: at more than 40,000 req/s the excess is denied
 key = "header:x-tenant-id"
-limit = 20
+limit = 40
 period = "1s"
-burst = 40
+burst = 80
 
 [[routes]]
 name = "search"
@@ -71,16 +72,18 @@ start_tollgate tollgate "$WORK/tollgate.toml" "$TG_PORT"
 TG_PID=$LAST_PID
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$TG_PID/status" 2>/dev/null || echo 0; }
+metrics() { curl -s -m 2 "http://127.0.0.1:$ADMIN_PORT/metrics" || true; }
+keys() { metrics | awk '/^tollgate_keys_tracked / { print $2 }'; }
 log "soak: ${DURATION}s, wrk -t$THREADS -c$CONNS, tollgate pid $TG_PID"
 spawn wrk env TENANTS=1000 USERS=1000000 timeout $((DURATION + 30)) \
   wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" -s "$BENCH_DIR/keys.lua" "http://127.0.0.1:$TG_PORT/v1/search"
 WRK_PID=$LAST_PID
 
-SAMPLES=("0 $(rss_kb)") HUPS=0
+SAMPLES=("0 $(rss_kb) $(keys)") HUPS=0
 for ((t = 5; t <= DURATION; t += 5)); do
   sleep 5
   kill -0 "$TG_PID" 2>/dev/null || die "tollgate died at about ${t}s: $(tail -5 "$WORK/tollgate.log")"
-  SAMPLES+=("$t $(rss_kb)")
+  SAMPLES+=("$t $(rss_kb) $(keys)")
   if ((t % 10 == 0 && t < DURATION)); then
     if ((t / 10 % 2)); then cp "$WORK/b.toml" "$WORK/tollgate.toml"; else cp "$WORK/a.toml" "$WORK/tollgate.toml"; fi
     kill -HUP "$TG_PID"; HUPS=$((HUPS + 1))
@@ -101,11 +104,16 @@ mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 
 echo "# tollgate soak: ${DURATION}s, key churn, SIGHUP every 10 s"
 echo
-echo "wrk: $(grep -E 'requests in|Requests/sec|Non-2xx|Socket errors' "$WORK/wrk.log" | tr -s ' ' | paste -sd ';' -)"
+echo "wrk: $(grep -E 'requests in|Requests/sec|Non-2xx|Socket errors' "$WORK/wrk.log" | sed 's/^ *//' | paste -sd ';' - | sed 's/;/; /g')"
 echo
-echo "| t (s) | RSS (MiB) |"
-echo "|---:|---:|"
-awk '{ printf "| %d | %.1f |\n", $1, $2 / 1024 }' "$WORK/rss"
+echo "tollgate at the end (metrics):"
+echo
+metrics | grep -E '^tollgate_(decisions_total|upstream_duration_seconds_count|config_reloads_total|store_errors_total)' |
+  sed 's/^/    /'
+echo
+echo "| t (s) | RSS (MiB) | keys tracked |"
+echo "|---:|---:|---:|"
+awk '{ printf "| %d | %.1f | %s |\n", $1, $2 / 1024, $3 }' "$WORK/rss"
 echo
 echo "RSS first $(mib "$FIRST") MiB, at 25% $(mib "$BASE") MiB, last $(mib "$LAST") MiB, max $(mib "$MAX") MiB."
 echo "SIGHUPs sent $HUPS, reloads logged $RELOADS, refused $REFUSED, panics $PANICS."

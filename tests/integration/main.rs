@@ -3,8 +3,10 @@
 // Tests may read the real clock (timeouts, deadlines); the gateway itself may not.
 #![allow(clippy::disallowed_methods)]
 
+mod redis_support;
 mod support;
 
 mod config;
 mod limits;
 mod proxy;
+mod redis;

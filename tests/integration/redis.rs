@@ -1,0 +1,272 @@
+//! The Redis and Redis Cluster store, against real `redis-server` processes.
+
+use std::time::{Duration, Instant};
+
+use crate::redis_support::*;
+use crate::support::*;
+
+fn gateway_config(url_toml: &str, on_error: &str, policies: &str, route_policies: &str) -> String {
+    format!(
+        "{SERVER}\n[store]\nbackend = \"redis\"\nurl = {url_toml}\ntimeout = \"300ms\"\non_error = \"{on_error}\"\n\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n{policies}\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = {route_policies}\n"
+    )
+}
+
+const TENANT: &str =
+    "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1h\"\nburst = 5\n";
+
+#[tokio::test]
+async fn two_gateways_share_one_limit_exactly() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = gateway_config(
+        &format!("\"{}\"", redis.url()),
+        "deny",
+        TENANT,
+        "[\"tenant\"]",
+    );
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let mut admitted = 0;
+    for i in 0..12 {
+        let gw = if i % 2 == 0 { &a } else { &b };
+        let r = get(&gw.url("/"), &[("x-tenant-id", "acme")]).await;
+        match r.status.as_u16() {
+            200 => admitted += 1,
+            429 => {}
+            other => panic!("unexpected {other}: {}", r.text()),
+        }
+    }
+    assert_eq!(
+        admitted, 5,
+        "one burst across the fleet, not one per gateway"
+    );
+    assert_eq!(up.requests(), 5);
+    // The key is stored under a fixed digest with an expiry equal to its time until idle.
+    let keys = redis.cli(&["KEYS", "tg:*"]);
+    let key = keys.lines().next().expect("one key").trim().to_owned();
+    assert!(
+        key.starts_with("tg:{") && key.contains("}:tenant:"),
+        "{key}"
+    );
+    assert!(
+        !key.contains("acme"),
+        "raw header values never become Redis keys"
+    );
+    let ttl: u64 = redis.cli(&["PTTL", &key]).trim().parse().expect("ttl");
+    assert!(
+        ttl > 4 * 3_600_000 && ttl <= 5 * 3_600_000,
+        "expiry = time until idle (5 h): {ttl}"
+    );
+}
+
+#[tokio::test]
+async fn answers_match_the_memory_backend() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let policies = "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1h\"\nburst = 3\n\n[policies.user]\nkey = [\"header:x-tenant-id\", \"header:x-user-id\"]\nlimit = 1\nperiod = \"2h\"\nburst = 2\n";
+    let remote = TestGateway::start_real_clock(
+        &gateway_config(
+            &format!("\"{}\"", redis.url()),
+            "deny",
+            policies,
+            "[\"tenant\", \"user\"]",
+        ),
+        &up.url(),
+    )
+    .await;
+    let local_toml = format!("{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n{policies}\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"tenant\", \"user\"]\n");
+    let local = TestGateway::start_real_clock(&local_toml, &up.url()).await;
+    let sequence = [
+        ("t", "a"),
+        ("t", "a"),
+        ("t", "a"),
+        ("t", "b"),
+        ("t", "b"),
+        ("u", "a"),
+    ];
+    for (tenant, user) in sequence {
+        let h = [("x-tenant-id", tenant), ("x-user-id", user)];
+        let m = get(&local.url("/"), &h).await;
+        let r = get(&remote.url("/"), &h).await;
+        assert_eq!(m.status, r.status, "{tenant}/{user}");
+        for name in [
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "ratelimit-policy",
+            "retry-after",
+            "content-type",
+        ] {
+            assert_eq!(m.header(name), r.header(name), "{name} for {tenant}/{user}");
+        }
+        if m.status == 429 {
+            let (mb, rb) = (m.json(), r.json());
+            assert_eq!(mb["policy"], rb["policy"]);
+            let (mw, rw) = (
+                mb["retry_after_ms"].as_u64().unwrap_or(0),
+                rb["retry_after_ms"].as_u64().unwrap_or(0),
+            );
+            assert!(
+                mw.abs_diff(rw) < 2_000,
+                "exact waits agree to the time between the requests: {mw} vs {rw}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn cluster_tiers_across_slots_roll_back_and_share_across_gateways() {
+    let cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    // tenant and user share a hash tag (first key part); endpoint ("route") lands elsewhere.
+    let policies = "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1h\"\nburst = 10\n\n[policies.endpoint]\nkey = \"route\"\nlimit = 1\nperiod = \"1h\"\nburst = 3\n\n[policies.user]\nkey = [\"header:x-tenant-id\", \"header:x-user-id\"]\nlimit = 1\nperiod = \"1h\"\nburst = 10\n";
+    let toml = gateway_config(
+        &cluster.urls_toml(),
+        "deny",
+        policies,
+        "[\"tenant\", \"user\", \"endpoint\"]",
+    );
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let gw = if i % 2 == 0 { &a } else { &b };
+        let mut r = get(
+            &gw.url("/"),
+            &[("x-tenant-id", "acme"), ("x-user-id", "bob")],
+        )
+        .await;
+        for _ in 0..50 {
+            // The cluster connection is made in the background right after start.
+            if r.status != 503 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            r = get(
+                &gw.url("/"),
+                &[("x-tenant-id", "acme"), ("x-user-id", "bob")],
+            )
+            .await;
+        }
+        statuses.push(r.status.as_u16());
+        if r.status == 429 {
+            assert_eq!(r.json()["policy"], "endpoint");
+        }
+    }
+    assert_eq!(statuses, vec![200, 200, 200, 429, 429, 429, 429, 429]);
+    // The endpoint tier (another slot) denied five times; tenant and user kept only the
+    // three admissions: the earlier slot was rolled back each time.
+    for (path, expected) in [
+        ("/admin/limits/tenant/acme", 7),
+        ("/admin/limits/user/acme/bob", 7),
+        ("/admin/limits/endpoint/api", 0),
+    ] {
+        let r = get(&a.admin_url(path), &[]).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        assert_eq!(r.json()["remaining"], expected, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn outages_follow_on_error_fail_fast_and_recover() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let policy =
+        "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1h\"\nburst = 2\n";
+    let url = format!("\"{}\"", redis.url());
+    let allow = TestGateway::start_real_clock(
+        &gateway_config(&url, "allow", policy, "[\"tenant\"]"),
+        &up.url(),
+    )
+    .await;
+    let deny = TestGateway::start_real_clock(
+        &gateway_config(&url, "deny", policy, "[\"tenant\"]"),
+        &up.url(),
+    )
+    .await;
+    let local = TestGateway::start_real_clock(
+        &gateway_config(&url, "local", policy, "[\"tenant\"]"),
+        &up.url(),
+    )
+    .await;
+    let h = [("x-tenant-id", "t")];
+    assert_eq!(
+        get(&deny.url("/"), &h).await.status,
+        200,
+        "Redis up: decided by Redis"
+    );
+
+    // A hung Redis: nothing answers. Requests must not each wait out the timeout.
+    redis.pause();
+    let started = Instant::now();
+    for _ in 0..10 {
+        let r = get(&deny.url("/"), &h).await;
+        assert_eq!(r.status, 503);
+        assert_eq!(r.json()["error"], "store_unavailable");
+    }
+    let elapsed = started.elapsed();
+    // Without the breaker ten calls would take 10 × 300 ms = 3 s.
+    assert!(
+        elapsed < Duration::from_millis(2_000),
+        "the breaker makes later requests fail fast: {elapsed:?}"
+    );
+    assert_eq!(
+        get(&deny.admin_url("/readyz"), &[]).await.status,
+        503,
+        "readiness reflects the store"
+    );
+    for _ in 0..5 {
+        assert_eq!(
+            get(&allow.url("/"), &h).await.status,
+            200,
+            "on_error = allow forwards"
+        );
+    }
+    let local_statuses: Vec<u16> = futures_util::future::join_all(
+        (0..4).map(|_| async { get(&local.url("/"), &h).await.status.as_u16() }),
+    )
+    .await;
+    let mut sorted = local_statuses.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        vec![200, 200, 429, 429],
+        "on_error = local limits in process"
+    );
+
+    // Killed outright, then back: recovery without a gateway restart.
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = get(&deny.url("/"), &[("x-tenant-id", "fresh")]).await;
+        if r.status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "did not recover: {} {}",
+            r.status,
+            r.text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(get(&deny.admin_url("/readyz"), &[]).await.status, 200);
+    let metrics = get(&deny.admin_url("/metrics"), &[]).await.text();
+    assert!(
+        metrics.contains("tollgate_store_errors_total{backend=\"redis\""),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn the_gateway_starts_while_redis_is_down() {
+    let port = free_port();
+    let up = Upstream::start().await;
+    let toml = gateway_config(
+        &format!("\"redis://127.0.0.1:{port}\""),
+        "deny",
+        TENANT,
+        "[\"tenant\"]",
+    );
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    assert_eq!(get(&gw.url("/"), &[("x-tenant-id", "a")]).await.status, 503);
+}

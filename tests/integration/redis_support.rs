@@ -1,0 +1,190 @@
+//! Real `redis-server` processes on free loopback ports, and a real 3-node cluster.
+
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free loopback port below 55535 (a cluster node's bus port is port + 10000).
+pub fn free_port() -> u16 {
+    for _ in 0..1000 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        if port < 55_535 {
+            return port;
+        }
+    }
+    panic!("no free port below 55535");
+}
+
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: tempfile::TempDir,
+    cluster: bool,
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("redis-cli is installed (apt-get install redis-tools)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        Self::launch(free_port(), false, tempfile::tempdir().expect("tempdir"))
+    }
+
+    fn launch(port: u16, cluster: bool, dir: tempfile::TempDir) -> Self {
+        let mut cmd = Command::new("redis-server");
+        cmd.args([
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        if cluster {
+            cmd.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "5000",
+            ]);
+        }
+        let child = cmd
+            .spawn()
+            .expect("redis-server is installed (apt-get install redis-server)");
+        let server = Self {
+            child: Some(child),
+            port,
+            dir,
+            cluster,
+        };
+        server.wait_ready();
+        server
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if redis_cli(self.port, &["PING"]).trim() == "PONG" {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server on {} did not start", self.port);
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn cli(&self, args: &[&str]) -> String {
+        redis_cli(self.port, args)
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args([format!("-{sig}"), c.id().to_string()])
+                .status();
+        }
+    }
+
+    /// Freezes the server: connections stay open, nothing answers (a hung Redis).
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    /// Kills the server (connections refused from now on).
+    pub fn kill(&mut self) {
+        self.signal("CONT");
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts a fresh server on the same port (state is gone, as after a crash).
+    pub fn restart(&mut self) {
+        self.kill();
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
+        let fresh = Self::launch(self.port, self.cluster, dir);
+        *self = fresh;
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..3).map(|_| Self::node(free_port())).collect();
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for n in &nodes {
+            create.arg(format!("127.0.0.1:{}", n.port));
+        }
+        let out = create
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = nodes
+                .iter()
+                .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"));
+            if ok {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cluster did not become ok");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Self { nodes }
+    }
+
+    fn node(port: u16) -> RedisServer {
+        RedisServer::launch(port, true, tempfile::tempdir().expect("tempdir"))
+    }
+
+    /// The TOML value for `url`: a list of the node URLs.
+    pub fn urls_toml(&self) -> String {
+        let urls: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("\"{}\"", n.url()))
+            .collect();
+        format!("[{}]", urls.join(", "))
+    }
+}
