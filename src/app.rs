@@ -25,12 +25,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// Builds a snapshot for `config`, reusing the pools of `previous` whose upstream
     /// settings did not change so their warm connections survive.
-    pub fn build(
-        config: Arc<Config>,
-        previous: Option<&Snapshot>,
-        metrics: &Metrics,
-        tls: &rustls::ClientConfig,
-    ) -> Self {
+    pub fn build(config: Arc<Config>, previous: Option<&Snapshot>, metrics: &Metrics) -> Self {
         let pools = config
             .upstreams
             .iter()
@@ -38,7 +33,7 @@ impl Snapshot {
                 previous
                     .and_then(|p| p.pools.iter().find(|pool| pool.serves(u)))
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(UpstreamPool::new(u.clone(), tls.clone(), metrics)))
+                    .unwrap_or_else(|| Arc::new(UpstreamPool::new(u.clone(), metrics)))
             })
             .collect();
         let route_metrics = metrics.route_handles(&config);
@@ -56,7 +51,6 @@ pub struct Shared {
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     pub config_path: PathBuf,
-    pub upstream_tls: rustls::ClientConfig,
     /// Serializes reloads: two SIGHUPs at once cannot interleave.
     pub reload_lock: tokio::sync::Mutex<()>,
 }

@@ -60,7 +60,6 @@ impl Gateway {
     /// Starts serving `config` with `clock` (tests pass their own clock).
     pub async fn start_with(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
         let metrics = Arc::new(Metrics::new());
-        let upstream_tls = crate::tls::upstream_client_config()?;
         // rustls needs one process-wide crypto provider for the Redis client's TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let local = Arc::new(MemoryStore::new(config.store.max_keys));
@@ -76,8 +75,8 @@ impl Gateway {
             },
         };
         let tls: TlsSlot = Arc::new(ArcSwapOption::empty());
-        if let Some(files) = &config.server.tls {
-            tls.store(Some(crate::tls::server_config(&files.cert, &files.key)?));
+        if let Some(server_tls) = &config.server.tls {
+            tls.store(Some(server_tls.config.clone()));
         }
         let listen = config.server.listen;
         let listener = TcpListener::bind(listen)
@@ -101,14 +100,13 @@ impl Gateway {
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
 
         let config_path = config.path.clone();
-        let snapshot = Snapshot::build(Arc::new(config), None, &metrics, &upstream_tls);
+        let snapshot = Snapshot::build(Arc::new(config), None, &metrics);
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             limiter,
             clock,
             metrics,
             config_path,
-            upstream_tls,
             reload_lock: tokio::sync::Mutex::new(()),
         });
         let (shutdown, rx) = watch::channel(false);

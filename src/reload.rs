@@ -21,8 +21,6 @@ pub enum ReloadError {
     Config(#[from] ConfigError),
     #[error("the reload task failed: {0}")]
     Task(String),
-    #[error("TLS: {0}")]
-    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Reloads the file the gateway was started with. Reloads are serialized.
@@ -63,17 +61,11 @@ async fn reload_locked(
     tls: &crate::server::TlsSlot,
 ) -> Result<ReloadReport, ReloadError> {
     let path = shared.config_path.clone();
-    let loaded = tokio::task::spawn_blocking(move || {
-        let config = config::load(&path)?;
-        let certs = match &config.server.tls {
-            Some(files) => Some(crate::tls::server_config(&files.cert, &files.key)?),
-            None => None,
-        };
-        Ok::<_, ReloadError>((config, certs))
-    })
-    .await
-    .map_err(|e| ReloadError::Task(e.to_string()))??;
-    let (config, certs) = loaded;
+    // Reading files (config, certificates) stays off the request path's threads.
+    let config = tokio::task::spawn_blocking(move || config::load(&path))
+        .await
+        .map_err(|e| ReloadError::Task(e.to_string()))??;
+    let certs = config.server.tls.as_ref().map(|t| t.config.clone());
     let old = shared.config();
     let needs_restart = restart_only_changes(&old, &config);
     let report = ReloadReport {
@@ -82,12 +74,7 @@ async fn reload_locked(
         needs_restart,
     };
     let previous = shared.snapshot.load_full();
-    let snapshot = Snapshot::build(
-        Arc::new(config),
-        Some(&previous),
-        &shared.metrics,
-        &shared.upstream_tls,
-    );
+    let snapshot = Snapshot::build(Arc::new(config), Some(&previous), &shared.metrics);
     shared.snapshot.store(Arc::new(snapshot));
     // A listener started without TLS cannot turn into TLS live; only certificates swap.
     if certs.is_some() && tls.load().is_some() {

@@ -1,11 +1,14 @@
-//! TLS with rustls: the data-plane certificate (re-read on reload) and the client
-//! configuration used to reach `https://` upstreams.
+//! TLS with rustls: the data-plane certificates (several chosen by SNI, re-read on
+//! reload) and the client configurations used to reach `https://` upstreams.
 
+use std::collections::HashMap;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -19,8 +22,20 @@ pub enum TlsError {
     NoCertificate(PathBuf),
     #[error("{} holds no PEM private key (PKCS#8, PKCS#1 or SEC1)", .0.display())]
     NoKey(PathBuf),
+    #[error("{}: unsupported private key type", .0.display())]
+    BadKey(PathBuf),
+    #[error("{}: not a usable CA certificate: {reason}", path.display())]
+    BadCa { path: PathBuf, reason: String },
     #[error("certificate and key do not make a usable TLS config: {0}")]
     Rustls(#[from] rustls::Error),
+}
+
+/// One certificate chain and key on disk, served for `names` (empty: the default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertFiles {
+    pub names: Vec<String>,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -34,37 +49,91 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-/// Loads a PEM chain and key into a server config offering h2 and http/1.1 by ALPN.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let cert_pem = read(cert)?;
-    let certs: Vec<CertificateDer<'static>> =
-        rustls_pemfile::certs(&mut BufReader::new(&cert_pem[..]))
-            .filter_map(Result::ok)
-            .collect();
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = read(path)?;
+    let certs: Vec<_> = rustls_pemfile::certs(&mut BufReader::new(&pem[..]))
+        .filter_map(Result::ok)
+        .collect();
     if certs.is_empty() {
-        return Err(TlsError::NoCertificate(cert.to_owned()));
+        return Err(TlsError::NoCertificate(path.to_owned()));
     }
-    let key_pem = read(key)?;
-    let key_der: PrivateKeyDer<'static> =
-        rustls_pemfile::private_key(&mut BufReader::new(&key_pem[..]))
-            .ok()
-            .flatten()
-            .ok_or_else(|| TlsError::NoKey(key.to_owned()))?;
+    Ok(certs)
+}
+
+fn certified_key(files: &CertFiles) -> Result<Arc<CertifiedKey>, TlsError> {
+    let certs = certificates(&files.cert)?;
+    let pem = read(&files.key)?;
+    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut BufReader::new(&pem[..]))
+        .ok()
+        .flatten()
+        .ok_or_else(|| TlsError::NoKey(files.key.clone()))?;
+    let signing = provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(|_| TlsError::BadKey(files.key.clone()))?;
+    let certified = CertifiedKey::new(certs, signing);
+    certified.keys_match().map_err(TlsError::Rustls)?;
+    Ok(Arc::new(certified))
+}
+
+/// Picks the certificate by SNI, falling back to the default one.
+#[derive(Debug)]
+struct SniResolver {
+    by_name: HashMap<String, Arc<CertifiedKey>>,
+    default: Arc<CertifiedKey>,
+}
+
+impl ResolvesServerCert for SniResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let named = hello
+            .server_name()
+            .and_then(|n| self.by_name.get(&n.to_ascii_lowercase()));
+        Some(named.unwrap_or(&self.default).clone())
+    }
+}
+
+/// A server config offering h2 and http/1.1 by ALPN, TLS 1.2 and 1.3 only.
+pub fn server_config(
+    default: &CertFiles,
+    by_sni: &[CertFiles],
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let mut by_name = HashMap::new();
+    for files in by_sni {
+        let key = certified_key(files)?;
+        for name in &files.names {
+            by_name.insert(name.to_ascii_lowercase(), key.clone());
+        }
+    }
+    let resolver = SniResolver {
+        by_name,
+        default: certified_key(default)?,
+    };
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
-        .with_single_cert(certs, key_der)?;
+        .with_cert_resolver(Arc::new(resolver));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
-/// Client config for `https://` upstreams: the bundled web roots.
-pub fn upstream_client_config() -> Result<rustls::ClientConfig, TlsError> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    Ok(rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+/// Client config for `https://` upstreams: the bundled web roots, or only the CAs in `ca`.
+pub fn upstream_client_config(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca {
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        Some(path) => {
+            for cert in certificates(path)? {
+                roots.add(cert).map_err(|e| TlsError::BadCa {
+                    path: path.to_owned(),
+                    reason: e.to_string(),
+                })?;
+            }
+        }
+    }
+    Ok(Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    ))
 }

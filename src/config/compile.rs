@@ -209,13 +209,38 @@ impl Compiler {
                 ),
             }
         }
-        let tls = raw.tls.map(|t| {
-            let t = t.into_inner();
-            TlsFiles {
-                cert: self.base.join(t.cert.get_ref()),
-                key: self.base.join(t.key.get_ref()),
+        let tls = match raw.tls {
+            None => None,
+            Some(t) => {
+                let span = t.span();
+                let t = t.into_inner();
+                let default = CertFiles {
+                    names: Vec::new(),
+                    cert: self.base.join(t.cert.get_ref()),
+                    key: self.base.join(t.key.get_ref()),
+                };
+                let sni: Vec<CertFiles> = t
+                    .sni
+                    .iter()
+                    .map(|s| CertFiles {
+                        names: s.get_ref().names.clone(),
+                        cert: self.base.join(&s.get_ref().cert),
+                        key: self.base.join(&s.get_ref().key),
+                    })
+                    .collect();
+                match crate::tls::server_config(&default, &sni) {
+                    Ok(config) => Some(ServerTls {
+                        default,
+                        sni,
+                        config,
+                    }),
+                    Err(e) => {
+                        self.error(span, format!("[server.tls]: {e}"), Some("point cert and key at PEM files (relative paths start at the config file's folder)".to_owned()));
+                        None
+                    }
+                }
             }
-        });
+        };
         let header_read_timeout =
             self.duration_or(&raw.header_read_timeout, DEFAULT_HEADER_READ_TIMEOUT, false);
         let drain_timeout = self.duration_or(&raw.drain_timeout, DEFAULT_DRAIN_TIMEOUT, true);
@@ -349,6 +374,28 @@ impl Compiler {
                 ),
             }
         }
+        if let Some(sni) = &raw.sni {
+            if rustls::pki_types::ServerName::try_from(sni.get_ref().as_str()).is_err() {
+                self.error(
+                    sni.span(),
+                    format!("`{}` is not a valid TLS server name", sni.get_ref()),
+                    Some("write a DNS name such as \"api.internal\"".to_owned()),
+                );
+            }
+        }
+        let ca = raw.ca.as_ref().map(|c| self.base.join(c.get_ref()));
+        let tls = match crate::tls::upstream_client_config(ca.as_deref()) {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                let span = raw.ca.as_ref().map_or(raw.targets.span(), S::span);
+                self.error(
+                    span,
+                    format!("upstream `{name}`: {e}"),
+                    Some("ca must be a PEM file of CA certificates".to_owned()),
+                );
+                None
+            }
+        };
         let connect_timeout =
             self.duration_or(&raw.connect_timeout, DEFAULT_CONNECT_TIMEOUT, false);
         let timeout = self.duration_or(&raw.timeout, DEFAULT_UPSTREAM_TIMEOUT, false);
@@ -358,6 +405,9 @@ impl Compiler {
             targets,
             connect_timeout: connect_timeout?,
             timeout: timeout?,
+            ca,
+            sni: raw.sni.map(|s| s.into_inner()),
+            tls: tls?,
         })
     }
 

@@ -12,6 +12,7 @@ use http::Method;
 
 use crate::key::{KeySource, TrustedProxies};
 use crate::limit::{Mode, Quota};
+pub use crate::tls::CertFiles;
 
 #[derive(Debug)]
 pub struct Config {
@@ -29,7 +30,7 @@ pub struct Server {
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
     pub trusted_proxies: TrustedProxies,
-    pub tls: Option<TlsFiles>,
+    pub tls: Option<ServerTls>,
     pub header_read_timeout: Duration,
     pub max_connections: usize,
     pub max_header_bytes: usize,
@@ -38,10 +39,29 @@ pub struct Server {
     pub access_log: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsFiles {
-    pub cert: PathBuf,
-    pub key: PathBuf,
+/// The data plane's TLS: the files, and the config built from them at load time.
+#[derive(Clone)]
+pub struct ServerTls {
+    pub default: CertFiles,
+    pub sni: Vec<CertFiles>,
+    pub config: Arc<rustls::ServerConfig>,
+}
+
+impl PartialEq for ServerTls {
+    fn eq(&self, other: &Self) -> bool {
+        self.default == other.default && self.sni == other.sni
+    }
+}
+
+impl Eq for ServerTls {}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("default", &self.default)
+            .field("sni", &self.sni)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +94,10 @@ pub struct Upstream {
     pub targets: Vec<Target>,
     pub connect_timeout: Duration,
     pub timeout: Duration,
+    pub ca: Option<PathBuf>,
+    pub sni: Option<String>,
+    /// For `https://` targets: web roots, or the CAs in `ca`.
+    pub tls: Arc<rustls::ClientConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -42,6 +42,17 @@ pub struct RawServer {
 pub struct RawTls {
     pub cert: S<String>,
     pub key: S<String>,
+    /// More certificates, chosen by the client's SNI.
+    #[serde(default)]
+    pub sni: Vec<S<RawSniCert>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSniCert {
+    pub names: Vec<String>,
+    pub cert: String,
+    pub key: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -75,6 +86,10 @@ impl OneOrMany {
 #[serde(deny_unknown_fields)]
 pub struct RawUpstream {
     pub targets: S<Vec<S<String>>>,
+    /// PEM CA bundle that `https://` targets must chain to (instead of the web roots).
+    pub ca: Option<S<String>>,
+    /// Server name to send and verify instead of the target's host.
+    pub sni: Option<S<String>>,
     pub connect_timeout: Option<S<String>>,
     pub timeout: Option<S<String>>,
 }

@@ -75,16 +75,26 @@ pub struct UpstreamPool {
 }
 
 impl UpstreamPool {
-    pub fn new(upstream: Arc<Upstream>, tls: rustls::ClientConfig, metrics: &Metrics) -> Self {
+    pub fn new(upstream: Arc<Upstream>, metrics: &Metrics) -> Self {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(upstream.connect_timeout));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config((*upstream.tls).clone())
+            .https_or_http();
+        // `sni` was validated as a server name when the config was compiled.
+        let sni = upstream
+            .sni
+            .as_ref()
+            .and_then(|name| rustls::pki_types::ServerName::try_from(name.clone()).ok());
+        let builder = match sni {
+            Some(name) => {
+                builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+            }
+            None => builder,
+        };
+        let connector = builder.enable_http1().wrap_connector(http);
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
@@ -109,6 +119,8 @@ impl UpstreamPool {
             && u.targets == other.targets
             && u.connect_timeout == other.connect_timeout
             && u.timeout == other.timeout
+            && u.ca == other.ca
+            && u.sni == other.sni
     }
 
     /// Records the time to an upstream's response headers.
