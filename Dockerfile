@@ -58,7 +58,8 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 
-RUN useradd --system --uid 10001 --user-group --no-create-home \
+RUN groupadd --system --gid 10001 tollgate \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home \
         --home-dir /nonexistent --shell /usr/sbin/nologin tollgate
 
 COPY --from=builder /out/tollgate /usr/local/bin/tollgate

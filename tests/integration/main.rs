@@ -10,3 +10,4 @@ mod config;
 mod limits;
 mod proxy;
 mod redis;
+mod tls;
