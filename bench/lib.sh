@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for bench/proxy.sh and bench/soak.sh (sourced, not run).
 # Everything listens on 127.0.0.1; every process started here is stopped on exit.
 
@@ -52,9 +53,9 @@ make_workdir() {
 
 cleanup() {
   set +e
-  local pid i
+  local pid
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for i in $(seq 50); do   # at most 5 s for a graceful stop, then SIGKILL
+  for _ in $(seq 50); do   # at most 5 s for a graceful stop, then SIGKILL
     local alive=0
     for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
     [[ $alive -eq 0 ]] && break
@@ -76,10 +77,10 @@ spawn() {
 # free_port VAR: a port on 127.0.0.1 that nothing listens on and we have not handed out,
 # below the kernel's ephemeral range (where outgoing connections take their local ports).
 free_port() {
-  local p i low
+  local p low
   read -r low _ </proc/sys/net/ipv4/ip_local_port_range
   ((low > 11000)) || low=61000
-  for i in $(seq 500); do
+  for _ in $(seq 500); do
     p=$((10000 + RANDOM % (low - 10000)))
     [[ $USED_PORTS == *" $p "* ]] && continue
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
@@ -92,8 +93,8 @@ free_port() {
 
 # wait_port PORT NAME PID: until PORT accepts connections (10 s at most).
 wait_port() {
-  local i
-  for i in $(seq 100); do
+  local _
+  for _ in $(seq 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return
     kill -0 "$3" 2>/dev/null || die "$2 exited at start-up: $(tail -5 "$WORK/$2.log" 2>/dev/null)"
     sleep 0.1

@@ -187,7 +187,7 @@ Ratios: req/s above 1 means tollgate serves more; latency below 1 means tollgate
 |---|---:|---:|---:|
 EOF
 for pair in "tg3 nginx" "tg3 direct" "tg3 tg0"; do
-  set -- $pair
+  set -- $pair   # word splitting wanted: two target names
   echo "| ${LABEL[$1]} / ${LABEL[$2]} | $(ratio "$(med "$1" 1)" "$(med "$2" 1)") |" \
     "$(ratio "$(med "$1" 2)" "$(med "$2" 2)") | $(ratio "$(med "$1" 3)" "$(med "$2" 3)") |"
 done

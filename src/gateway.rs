@@ -185,8 +185,14 @@ impl Gateway {
                 _ = int.recv() => break,
             }
         }
-        tracing::info!("shutting down: no new connections, draining open ones");
-        self.shutdown().await;
+        tracing::info!(
+            "shutting down: no new connections, draining open ones (signal again to stop at once)"
+        );
+        tokio::select! {
+            _ = self.shutdown() => {}
+            _ = term.recv() => tracing::warn!("second signal: stopping without waiting for the drain"),
+            _ = int.recv() => tracing::warn!("second signal: stopping without waiting for the drain"),
+        }
         Ok(())
     }
 }

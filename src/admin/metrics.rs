@@ -23,6 +23,12 @@ pub struct RouteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteStatusLabels {
+    pub route: String,
+    pub status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct UpstreamLabels {
     pub upstream: String,
     pub status: &'static str,
@@ -45,7 +51,8 @@ fn wait_histogram() -> Histogram {
 }
 
 fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+    // 0.5 ms … 65 s: past the default 30 s upstream timeout.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 18))
 }
 
 pub struct Metrics {
@@ -53,6 +60,7 @@ pub struct Metrics {
     pub decisions: Family<DecisionLabels, Counter>,
     pub retry_after: Family<RouteLabels, Histogram, fn() -> Histogram>,
     pub requests_unmatched: Counter,
+    pub responses: Family<RouteStatusLabels, Counter>,
     pub upstream_latency: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
     pub store_errors: Family<StoreLabels, Counter>,
     pub store_breaker_open: Gauge,
@@ -86,6 +94,12 @@ impl Metrics {
             "requests_unmatched",
             "Requests that matched no route (404)",
             requests_unmatched.clone(),
+        );
+        let responses = Family::<RouteStatusLabels, Counter>::default();
+        registry.register(
+            "responses",
+            "Responses by route and status class, the gateway's own 429/502/504 included",
+            responses.clone(),
         );
         let upstream_latency =
             Family::<UpstreamLabels, Histogram, fn() -> Histogram>::new_with_constructor(
@@ -131,6 +145,7 @@ impl Metrics {
             decisions,
             retry_after,
             requests_unmatched,
+            responses,
             upstream_latency,
             store_errors,
             store_breaker_open,
@@ -174,6 +189,14 @@ impl Metrics {
                         }
                     })
                     .collect(),
+                responses: ["1xx", "2xx", "3xx", "4xx", "5xx"].map(|status| {
+                    self.responses
+                        .get_or_create(&RouteStatusLabels {
+                            route: route.name.clone(),
+                            status,
+                        })
+                        .clone()
+                }),
                 retry_after: self
                     .retry_after
                     .get_or_create(&RouteLabels {
@@ -211,5 +234,7 @@ pub struct TierCounters {
 #[derive(Clone)]
 pub struct RouteMetrics {
     pub tiers: Vec<TierCounters>,
+    /// Responses by status class (1xx … 5xx), the gateway's own 429/502/504 included.
+    pub responses: [Counter; 5],
     pub retry_after: Histogram,
 }

@@ -24,7 +24,13 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_owned();
-    let resp = match (req.method(), path.as_str()) {
+    // HEAD is GET without a body (load balancers probe with it); hyper drops the body.
+    let method = if req.method() == Method::HEAD {
+        Method::GET
+    } else {
+        req.method().clone()
+    };
+    let resp = match (&method, path.as_str()) {
         (&Method::GET, "/healthz") => text(StatusCode::OK, "text/plain", "ok\n"),
         (&Method::GET, "/readyz") => match shared.limiter.ready() {
             true => text(StatusCode::OK, "text/plain", "ready\n"),

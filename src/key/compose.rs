@@ -11,6 +11,7 @@ pub struct KeyHasher<H: Hasher> {
 
 impl<H: Hasher> KeyHasher<H> {
     pub fn new(mut hasher: H, policy: &str) -> Self {
+        hasher.write_usize(policy.len());
         hasher.write(policy.as_bytes());
         Self { hasher }
     }

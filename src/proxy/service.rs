@@ -38,6 +38,15 @@ enum TierKey {
     Reject,
 }
 
+/// What the access log line and the response counters need, filled in along the way.
+struct Trace {
+    route: Option<usize>,
+    client: Option<std::net::IpAddr>,
+    decision: &'static str,
+    policy: Option<usize>,
+    wait_ns: u64,
+}
+
 /// Serves one data-plane request. Never fails: every problem is an HTTP answer.
 pub async fn handle(
     shared: Arc<Shared>,
@@ -45,22 +54,78 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let snapshot = shared.snapshot.load_full();
-    let config = &snapshot.config;
+    let started = shared.clock.now_ns();
+    // Cheap clones (reference-counted), taken only when a log line will be written.
+    let head = snapshot
+        .config
+        .server
+        .access_log
+        .then(|| (req.method().clone(), req.uri().clone()));
+    let mut trace = Trace {
+        route: None,
+        client: None,
+        decision: "unmatched",
+        policy: None,
+        wait_ns: 0,
+    };
+    let resp = serve(&shared, &snapshot, conn, req, &mut trace).await;
+    let status = resp.status().as_u16();
+    if let Some(i) = trace.route {
+        snapshot.route_metrics[i].responses[usize::from((status / 100).clamp(1, 5) - 1)].inc();
+    }
+    if let Some((method, uri)) = head {
+        let route = trace.route.map(|i| &snapshot.config.routes[i]);
+        let policy = route
+            .zip(trace.policy)
+            .map(|(r, p)| r.policies[p].name.as_str());
+        tracing::info!(
+            target: "tollgate::access",
+            method = %method,
+            path = %uri.path(),
+            route = route.map_or("", |r| r.name.as_str()),
+            client = %trace.client.unwrap_or(conn.peer.ip()),
+            decision = trace.decision,
+            policy = policy.unwrap_or(""),
+            wait_ms = super::response::ceil_millis(trace.wait_ns),
+            status,
+            elapsed_ms = shared.clock.now_ns().saturating_sub(started) / 1_000_000,
+        );
+    }
+    Ok(resp)
+}
 
+/// The request path proper; `trace` collects what the log line reports.
+async fn serve(
+    shared: &Arc<Shared>,
+    snapshot: &crate::app::Snapshot,
+    conn: ConnInfo,
+    req: Request<Incoming>,
+    trace: &mut Trace,
+) -> Response<Body> {
+    let config = &snapshot.config;
+    if ambiguous_framing(&req) {
+        let mut resp = json_error(StatusCode::BAD_REQUEST, "ambiguous_framing", &[]);
+        resp.headers_mut()
+            .insert(CONNECTION, http::HeaderValue::from_static("close"));
+        trace.decision = "refused";
+        return resp;
+    }
     let host = req
         .uri()
         .host()
         .or_else(|| req.headers().get(HOST).and_then(|h| h.to_str().ok()));
     let Some(route_index) = config.find_route(host, req.uri().path(), req.method()) else {
         shared.metrics.requests_unmatched.inc();
-        return Ok(json_error(StatusCode::NOT_FOUND, "no_route", &[]));
+        return json_error(StatusCode::NOT_FOUND, "no_route", &[]);
     };
+    trace.route = Some(route_index);
     let route = &config.routes[route_index];
     let route_metrics = &snapshot.route_metrics[route_index];
     let client_ip = config
         .server
         .trusted_proxies
         .client_ip(conn.peer.ip(), req.headers());
+    trace.client = Some(client_ip);
 
     // Each applied tier, and the position of its policy in the route.
     let mut tiers: ArrayVec<Tier, MAX_TIERS> = ArrayVec::new();
@@ -83,11 +148,13 @@ pub async fn handle(
                 }
                 TierKey::Skip => {}
                 TierKey::Reject => {
-                    return Ok(json_error(
+                    trace.decision = "missing_key";
+                    trace.policy = Some(position);
+                    return json_error(
                         StatusCode::BAD_REQUEST,
                         "missing_key",
                         &[("policy", policy.name.as_str().into())],
-                    ));
+                    );
                 }
             }
         }
@@ -104,20 +171,17 @@ pub async fn handle(
         {
             Outcome::Decided(v) => v,
             Outcome::Local(v, e) => {
-                store_failed(&shared, &e);
+                store_failed(shared, &e);
                 v
             }
             Outcome::FailedOpen(e) => {
-                store_failed(&shared, &e);
+                store_failed(shared, &e);
                 Verdict::unlimited()
             }
             Outcome::FailedClosed(e) => {
-                store_failed(&shared, &e);
-                return Ok(json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "store_unavailable",
-                    &[],
-                ));
+                store_failed(shared, &e);
+                trace.decision = "store_unavailable";
+                return json_error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &[]);
             }
         }
     };
@@ -141,27 +205,26 @@ pub async fn handle(
         route_metrics
             .retry_after
             .observe(verdict.wait_ns as f64 / 1e9);
-        if config.server.access_log {
-            tracing::info!(target: "tollgate::access", route = %route.name, method = %req.method(), path = %req.uri().path(), client = %client_ip, decision = "denied", policy = first, wait_ms = super::response::ceil_millis(verdict.wait_ns), status = 429);
-        }
-        return Ok(too_many_requests(&verdict, first, reported.as_ref()));
+        trace.decision = "denied";
+        trace.policy = verdict.first_denier.map(|k| positions[k]);
+        trace.wait_ns = verdict.wait_ns;
+        return too_many_requests(&verdict, first, reported.as_ref());
     }
+    trace.decision = "admitted";
+    trace.wait_ns = verdict.delay_ns;
     if verdict.delay_ns > 0 {
         tokio::time::sleep(Duration::from_nanos(verdict.delay_ns)).await;
     }
 
     let pool = &snapshot.pools[route.upstream_index];
-    let mut resp = match forward(&shared, route, pool, conn, req, now).await {
+    let mut resp = match forward(shared, route, pool, conn, req, now).await {
         Ok(resp) => resp,
         Err(resp) => resp,
     };
     if let Some(r) = &reported {
         rate_limit_headers(resp.headers_mut(), r);
     }
-    if config.server.access_log {
-        tracing::info!(target: "tollgate::access", route = %route.name, client = %client_ip, decision = "admitted", delay_ms = super::response::ceil_millis(verdict.delay_ns), status = resp.status().as_u16(), elapsed_ms = shared.clock.now_ns().saturating_sub(now) / 1_000_000);
-    }
-    Ok(resp)
+    resp
 }
 
 fn store_failed(shared: &Shared, e: &crate::store::StoreError) {
@@ -281,9 +344,11 @@ async fn forward(
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let replayable = req.body().is_end_stream();
     let (parts, body) = req.into_parts();
+    // A failure of the client's body is tagged, so it is answered as the client's fault.
+    let body = body.map_err(|e| BoxError::from(ClientBodyError(e)));
     let body: Body = match route.max_body {
         Some(max) => Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX)).boxed_unsync(),
-        None => body.map_err(BoxError::from).boxed_unsync(),
+        None => body.boxed_unsync(),
     };
     let mut outgoing = Request::from_parts(parts, body);
     prepare_request(&mut outgoing, conn.peer.ip(), conn.tls, upgrade);
@@ -301,8 +366,16 @@ async fn forward(
                     "upstream_timeout",
                     &[("upstream", upstream.as_str().into())],
                 ),
-                ForwardError::Broken { ref source, .. } if is_body_limit(source) => {
+                ForwardError::Broken { ref source, .. }
+                    if caused_by::<http_body_util::LengthLimitError>(source) =>
+                {
                     json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[])
+                }
+                ForwardError::Broken { ref source, .. } if caused_by::<ClientBodyError>(source) => {
+                    let mut resp = json_error(StatusCode::BAD_REQUEST, "bad_request_body", &[]);
+                    resp.headers_mut()
+                        .insert(CONNECTION, http::HeaderValue::from_static("close"));
+                    resp
                 }
                 _ => json_error(
                     StatusCode::BAD_GATEWAY,
@@ -334,13 +407,32 @@ async fn forward(
     Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
 }
 
-fn is_body_limit(e: &hyper_util::client::legacy::Error) -> bool {
+/// The client's request body failed (malformed chunked encoding, reset mid-upload).
+#[derive(Debug, thiserror::Error)]
+#[error("client request body: {0}")]
+struct ClientBodyError(hyper::Error);
+
+fn caused_by<E: std::error::Error + 'static>(e: &hyper_util::client::legacy::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
-        if s.is::<http_body_util::LengthLimitError>() {
+        if s.is::<E>() {
             return true;
         }
         source = s.source();
     }
     false
+}
+
+/// HTTP/1.1 framing that two parsers could read differently (RFC 9112 §6.3): refused, and
+/// the connection closed, so nothing ambiguous is forwarded.
+fn ambiguous_framing(req: &Request<Incoming>) -> bool {
+    let h = req.headers();
+    let lengths = h.get_all(CONTENT_LENGTH).iter().count();
+    let te = h.contains_key(http::header::TRANSFER_ENCODING);
+    (te && lengths > 0)
+        || (lengths > 1 && {
+            let mut values = h.get_all(CONTENT_LENGTH).iter();
+            let first = values.next();
+            values.any(|v| Some(v) != first)
+        })
 }

@@ -119,6 +119,8 @@ const KEYS_PER_SHARD_HINT: usize = 8192;
 /// A table grows when it would be fuller than 7/8.
 const MAX_LOAD_NUM: usize = 7;
 const MAX_LOAD_DEN: usize = 8;
+/// A sweep rebuilds a shard once at least 1/SWEEP_SHARE of its keys are idle.
+const SWEEP_SHARE: usize = 8;
 
 /// Each thread keeps the last table it used per shard, with the shard generation it was
 /// current for: a decision then costs no reference-count or arc-swap traffic at all. A
@@ -248,9 +250,9 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    /// Drops every idle key (`TAT ≤ now`): it carries no information. One shard at a
-    /// time; readers of a shard being rebuilt wait only for the slot being moved.
-    /// Returns how many keys were dropped.
+    /// Drops idle keys (`TAT ≤ now`): they carry no information. A shard is rebuilt when
+    /// an eighth of it is idle or it is nearly full; one shard at a time, and readers of a
+    /// shard being rebuilt wait only for the slot being moved. Returns how many were dropped.
     pub fn sweep(&self, now: u64) -> usize {
         let mut removed = 0;
         for shard in self.shards.iter() {
@@ -266,7 +268,13 @@ impl MemoryStore {
                     })
                     .count()
             };
-            if idle > 0 {
+            // Rebuilding costs a pass over the shard: only worth it once idle keys are a
+            // real share of it, or the shard is nearly full. Until then they are harmless.
+            let len = shard.len.load(Ordering::Relaxed);
+            if idle > 0
+                && (idle * SWEEP_SHARE >= len
+                    || len * MAX_LOAD_DEN >= self.shard_cap * MAX_LOAD_NUM)
+            {
                 let _writer = shard.writer.lock();
                 removed += Self::rebuild(shard, Keep::Busy(now), None);
             }

@@ -207,7 +207,7 @@ fn check_command_summarises_or_lists_errors() {
 #[test]
 fn every_shipped_config_is_valid() {
     let mut checked = 0;
-    for dir in ["config", "examples"] {
+    for dir in ["config", "examples", "docker"] {
         let Ok(entries) = std::fs::read_dir(dir) else {
             continue;
         };
@@ -221,7 +221,10 @@ fn every_shipped_config_is_valid() {
             }
         }
     }
-    assert!(checked >= 1, "config/tollgate.toml at least");
+    assert!(
+        checked >= 7,
+        "config/, examples/ and docker/ configs: {checked}"
+    );
 }
 
 fn reloadable(path_prefix: &str, burst: u64) -> String {
