@@ -33,7 +33,9 @@ impl Snapshot {
                 previous
                     .and_then(|p| p.pools.iter().find(|pool| pool.serves(u)))
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(UpstreamPool::new(u.clone(), metrics)))
+                    .unwrap_or_else(|| {
+                        Arc::new(UpstreamPool::new(u.clone(), config.server.workers, metrics))
+                    })
             })
             .collect();
         let route_metrics = metrics.route_handles(&config);

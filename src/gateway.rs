@@ -46,7 +46,7 @@ pub struct Gateway {
     addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
-    data_plane: JoinHandle<()>,
+    data_plane: Vec<crate::workers::Worker>,
     background: Vec<JoinHandle<()>>,
 }
 
@@ -79,16 +79,12 @@ impl Gateway {
             tls.store(Some(server_tls.config.clone()));
         }
         let listen = config.server.listen;
-        let listener = TcpListener::bind(listen)
-            .await
-            .map_err(|source| StartError::Bind {
+        let workers = config.server.workers;
+        let (addr, listeners) =
+            crate::workers::bind_all(listen, workers).map_err(|source| StartError::Bind {
                 addr: listen,
                 source,
             })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Bind {
-            addr: listen,
-            source,
-        })?;
         let admin_listener = match config.server.admin_listen {
             Some(a) => Some(
                 TcpListener::bind(a)
@@ -110,12 +106,8 @@ impl Gateway {
             reload_lock: tokio::sync::Mutex::new(()),
         });
         let (shutdown, rx) = watch::channel(false);
-        let data_plane = tokio::spawn(crate::server::serve(
-            listener,
-            shared.clone(),
-            tls.clone(),
-            rx.clone(),
-        ));
+        let data_plane = crate::workers::spawn(listeners, &shared, &tls, &rx)
+            .map_err(|source| StartError::Bind { addr, source })?;
         let mut background = vec![tokio::spawn(sweep(shared.clone(), rx.clone()))];
         if let Limiter::Redis { remote, .. } = &shared.limiter {
             background.push(tokio::spawn(remote.clone().maintain()));
@@ -128,7 +120,7 @@ impl Gateway {
                 rx,
             )));
         }
-        tracing::info!(%addr, admin = ?admin_addr, tls = tls.load().is_some(), "tollgate serving");
+        tracing::info!(%addr, admin = ?admin_addr, tls = tls.load().is_some(), workers, "tollgate serving");
         Ok(Self {
             shared,
             tls,
@@ -161,7 +153,10 @@ impl Gateway {
     /// Stops accepting, drains open connections up to the drain deadline, stops the rest.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        let _ = self.data_plane.await;
+        for worker in self.data_plane {
+            let _ = worker.done.await;
+            let _ = tokio::task::spawn_blocking(move || worker.thread.join()).await;
+        }
         for task in self.background {
             task.abort();
             let _ = task.await;

@@ -16,3 +16,4 @@ pub mod server;
 pub mod store;
 pub mod summary;
 pub mod tls;
+pub mod workers;

@@ -110,6 +110,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
         o.max_header_bytes != n.max_header_bytes,
     );
     check("server.drain_timeout", o.drain_timeout != n.drain_timeout);
+    check("server.workers", o.workers != n.workers);
     check("store", old.store != new.store);
     changed
 }

@@ -46,11 +46,11 @@ pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     tls: TlsSlot,
+    permits: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let server = shared.config().server.clone();
     let builder = builder(&server);
-    let permits = Arc::new(Semaphore::new(server.max_connections));
     let graceful = GracefulShutdown::new();
     loop {
         // Back-pressure: at the connection limit we stop accepting; the kernel queues.

@@ -244,6 +244,11 @@ impl Compiler {
         let header_read_timeout =
             self.duration_or(&raw.header_read_timeout, DEFAULT_HEADER_READ_TIMEOUT, false);
         let drain_timeout = self.duration_or(&raw.drain_timeout, DEFAULT_DRAIN_TIMEOUT, true);
+        let workers = self.count_or(
+            &raw.workers,
+            crate::workers::default_count() as u64,
+            "workers",
+        );
         let max_connections = self.count_or(
             &raw.max_connections,
             DEFAULT_MAX_CONNECTIONS as u64,
@@ -273,6 +278,7 @@ impl Compiler {
             max_header_bytes: usize::try_from(max_header_bytes?).ok()?,
             drain_timeout: drain_timeout?,
             access_log: raw.access_log.unwrap_or(true),
+            workers: usize::try_from(workers?).ok()?,
         })
     }
 

@@ -37,6 +37,8 @@ pub struct Server {
     pub drain_timeout: Duration,
     /// One log line per request (target `tollgate::access`).
     pub access_log: bool,
+    /// Data-plane worker threads, each with its own runtime and listener.
+    pub workers: usize,
 }
 
 /// The data plane's TLS: the files, and the config built from them at load time.

@@ -66,7 +66,9 @@ pub enum ForwardError {
 /// upstream's settings do not change, so warm connections survive a reload.
 pub struct UpstreamPool {
     pub upstream: Arc<Upstream>,
-    client: Client<HttpsConnector<HttpConnector>, Body>,
+    /// One client (and so one connection pool) per data-plane worker: a pooled
+    /// connection is driven by the worker that uses it, never by another thread.
+    clients: Box<[Client<HttpsConnector<HttpConnector>, Body>]>,
     next: AtomicUsize,
     /// Per target: clock nanoseconds until which it is passed over.
     resting_until: Box<[AtomicU64]>,
@@ -75,7 +77,7 @@ pub struct UpstreamPool {
 }
 
 impl UpstreamPool {
-    pub fn new(upstream: Arc<Upstream>, metrics: &Metrics) -> Self {
+    pub fn new(upstream: Arc<Upstream>, workers: usize, metrics: &Metrics) -> Self {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
@@ -95,18 +97,22 @@ impl UpstreamPool {
             None => builder,
         };
         let connector = builder.enable_http1().wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .pool_max_idle_per_host(POOL_IDLE_PER_HOST)
-            .build(connector);
+        let clients = (0..workers.max(1))
+            .map(|_| {
+                Client::builder(TokioExecutor::new())
+                    .pool_timer(TokioTimer::new())
+                    .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                    .pool_max_idle_per_host(POOL_IDLE_PER_HOST)
+                    .build(connector.clone())
+            })
+            .collect();
         let resting_until = upstream.targets.iter().map(|_| AtomicU64::new(0)).collect();
         let latency = ["1xx", "2xx", "3xx", "4xx", "5xx"]
             .map(|class| metrics.upstream_histogram(&upstream.name, class));
         Self {
             upstream,
             latency,
-            client,
+            clients,
             next: AtomicUsize::new(0),
             resting_until,
         }
@@ -190,7 +196,8 @@ impl UpstreamPool {
             *req.uri_mut() = uri;
         }
         let timeout = self.upstream.timeout;
-        match tokio::time::timeout(timeout, self.client.request(req)).await {
+        let client = &self.clients[crate::workers::current() % self.clients.len()];
+        match tokio::time::timeout(timeout, client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) if e.is_connect() => {
                 let cooldown = u64::try_from(TARGET_COOLDOWN.as_nanos()).unwrap_or(u64::MAX);

@@ -1,0 +1,103 @@
+//! The data plane runs thread-per-core, like nginx's worker processes: each worker thread
+//! has its own single-threaded runtime and its own `SO_REUSEPORT` listener on the same
+//! address, so the kernel spreads connections and a request never crosses threads.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::sync::{oneshot, watch, Semaphore};
+
+use crate::app::Shared;
+use crate::server::TlsSlot;
+
+/// Pending connections the kernel queues per listener.
+const LISTEN_BACKLOG: i32 = 4096;
+
+thread_local! {
+    static WORKER: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Index of the data-plane worker running on this thread (0 elsewhere).
+pub fn current() -> usize {
+    WORKER.with(Cell::get)
+}
+
+/// How many workers to run when the config does not say: one per core.
+pub fn default_count() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+/// Binds `count` listeners on `addr` (the first picks the port when it is 0).
+pub fn bind_all(
+    addr: SocketAddr,
+    count: usize,
+) -> std::io::Result<(SocketAddr, Vec<std::net::TcpListener>)> {
+    let first = bind(addr)?;
+    let bound = first.local_addr()?;
+    let mut listeners = vec![first];
+    for _ in 1..count.max(1) {
+        listeners.push(bind(bound)?);
+    }
+    Ok((bound, listeners))
+}
+
+/// A running worker: it reports on `done` once it has drained.
+pub struct Worker {
+    pub done: oneshot::Receiver<()>,
+    pub thread: std::thread::JoinHandle<()>,
+}
+
+/// Starts one worker thread per listener.
+pub fn spawn(
+    listeners: Vec<std::net::TcpListener>,
+    shared: &Arc<Shared>,
+    tls: &TlsSlot,
+    shutdown: &watch::Receiver<bool>,
+) -> std::io::Result<Vec<Worker>> {
+    let permits = Arc::new(Semaphore::new(shared.config().server.max_connections));
+    let mut workers = Vec::with_capacity(listeners.len());
+    for (index, listener) in listeners.into_iter().enumerate() {
+        let (shared, tls, shutdown, permits) = (
+            shared.clone(),
+            tls.clone(),
+            shutdown.clone(),
+            permits.clone(),
+        );
+        let (done_tx, done) = oneshot::channel();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let thread = std::thread::Builder::new()
+            .name(format!("tollgate-worker-{index}"))
+            .spawn(move || {
+                WORKER.with(|w| w.set(index));
+                runtime.block_on(async move {
+                    match tokio::net::TcpListener::from_std(listener) {
+                        Ok(listener) => {
+                            crate::server::serve(listener, shared, tls, permits, shutdown).await
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "worker {index} cannot use its listener")
+                        }
+                    }
+                });
+                // Tasks still running (tunnels) end with the runtime.
+                drop(runtime);
+                let _ = done_tx.send(());
+            })?;
+        workers.push(Worker { done, thread });
+    }
+    Ok(workers)
+}
