@@ -93,6 +93,21 @@ impl Compiler {
             upstreams: raw.upstreams.keys().cloned().collect(),
             policies: raw.policies.keys().cloned().collect(),
         };
+        for (kind, name, span) in raw
+            .policies
+            .iter()
+            .map(|(n, p)| ("policy", n, p.span()))
+            .chain(raw.upstreams.iter().map(|(n, u)| ("upstream", n, u.span())))
+            .chain(
+                raw.routes
+                    .iter()
+                    .map(|r| ("route", r.get_ref().name.get_ref(), r.get_ref().name.span())),
+            )
+        {
+            if !valid_name(name) {
+                self.error(span, format!("{kind} name `{name}` has characters that cannot go into headers, JSON and metric labels unescaped"), Some("use letters, digits and _ . : - only".to_owned()));
+            }
+        }
         let upstreams: BTreeMap<String, Arc<Upstream>> = raw
             .upstreams
             .into_iter()
@@ -482,12 +497,14 @@ impl Compiler {
                 overrides.insert(key_text, q);
             }
         }
+        let quota = quota?;
         Some(Policy {
+            headers: crate::proxy::response::PolicyHeaders::new(&name, &quota),
             name,
             key,
             limit: limit?,
             period: period?,
-            quota: quota?,
+            quota,
             missing: missing?,
             mode: mode?,
             max_delay: max_delay?,
@@ -768,6 +785,14 @@ impl Compiler {
             }
         }
     }
+}
+
+/// Names appear in headers (`RateLimit-Policy: "name"`), JSON bodies and metric labels.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b))
 }
 
 fn parse_target(text: &str) -> Result<Target, String> {

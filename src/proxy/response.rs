@@ -4,6 +4,8 @@
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
+use std::fmt::Write;
+
 use http_body_util::{BodyExt, Full};
 
 use crate::limit::gcra::NANOS_PER_SEC;
@@ -66,25 +68,49 @@ fn number(n: u64) -> HeaderValue {
 pub struct Reported<'a> {
     pub policy: &'a str,
     pub quota: Quota,
+    /// The policy's constant header values, valid when `quota` is the policy's own.
+    pub constant: Option<&'a PolicyHeaders>,
     /// Nanoseconds until that tier has its full burst again.
     pub until_full_ns: u64,
     /// Minimum remaining over enforcing tiers.
     pub remaining: u64,
 }
 
+/// Header values that depend only on a policy's numbers: built once per config load.
+#[derive(Debug, Clone)]
+pub struct PolicyHeaders {
+    pub limit: HeaderValue,
+    pub policy: HeaderValue,
+}
+
+impl PolicyHeaders {
+    pub fn new(name: &str, quota: &Quota) -> Self {
+        let window = ceil_secs(quota.tolerance_ns()).max(1);
+        let policy = format!("\"{name}\";q={};w={window}", quota.burst());
+        Self {
+            limit: number(quota.burst()),
+            policy: HeaderValue::try_from(policy).unwrap_or_else(|_| HeaderValue::from_static("")),
+        }
+    }
+}
+
 /// Writes X-RateLimit-* and the IETF draft's RateLimit-Policy / RateLimit fields.
 pub fn rate_limit_headers(headers: &mut HeaderMap, r: &Reported<'_>) {
-    let burst = r.quota.burst();
     let reset = ceil_secs(r.until_full_ns);
-    let window = ceil_secs(r.quota.tolerance_ns()).max(1);
-    headers.insert(X_RATELIMIT_LIMIT.clone(), number(burst));
+    let built;
+    let constant = match r.constant {
+        Some(c) => c,
+        None => {
+            built = PolicyHeaders::new(r.policy, &r.quota);
+            &built
+        }
+    };
+    headers.insert(X_RATELIMIT_LIMIT.clone(), constant.limit.clone());
     headers.insert(X_RATELIMIT_REMAINING.clone(), number(r.remaining));
     headers.insert(X_RATELIMIT_RESET.clone(), number(reset));
-    let policy = format!("\"{}\";q={burst};w={window}", r.policy);
-    let current = format!("\"{}\";r={};t={reset}", r.policy, r.remaining);
-    if let Ok(v) = HeaderValue::try_from(policy) {
-        headers.insert(RATELIMIT_POLICY.clone(), v);
-    }
+    headers.insert(RATELIMIT_POLICY.clone(), constant.policy.clone());
+    let mut current = String::with_capacity(r.policy.len() + 32);
+    let _ = write!(current, "\"{}\";r={};t={reset}", r.policy, r.remaining);
     if let Ok(v) = HeaderValue::try_from(current) {
         headers.insert(RATELIMIT.clone(), v);
     }
@@ -97,15 +123,18 @@ pub fn too_many_requests(
     reported: Option<&Reported<'_>>,
 ) -> Response<Body> {
     let wait = verdict.wait_ns;
-    let mut resp = json_error(
-        StatusCode::TOO_MANY_REQUESTS,
-        "rate_limited",
-        &[
-            ("policy", first_denier.into()),
-            ("retry_after_ms", ceil_millis(wait).into()),
-        ],
+    // Policy names are restricted to [A-Za-z0-9_.:-] by config validation: no escaping needed.
+    let mut body = String::with_capacity(64 + first_denier.len());
+    let _ = write!(
+        body,
+        "{{\"error\":\"rate_limited\",\"policy\":\"{first_denier}\",\"retry_after_ms\":{}}}",
+        ceil_millis(wait)
     );
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = resp.headers_mut();
+    headers.reserve(8);
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(RETRY_AFTER, number(ceil_secs(wait)));
     if let Some(r) = reported {
         rate_limit_headers(headers, r);
@@ -136,6 +165,7 @@ mod tests {
             &Reported {
                 policy: "user",
                 quota,
+                constant: None,
                 until_full_ns: 300_000_000,
                 remaining: 2,
             },

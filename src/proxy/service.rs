@@ -194,6 +194,8 @@ async fn serve(
     let reported = verdict.reporting.map(|k| Reported {
         policy: &route.policies[positions[k]].name,
         quota: tiers[k].quota,
+        constant: (tiers[k].quota == route.policies[positions[k]].quota)
+            .then_some(&route.policies[positions[k]].headers),
         until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
         remaining: verdict.remaining,
     });

@@ -124,6 +124,16 @@ fn every_mistake_is_located_with_a_hint() {
         ),
         ("path = \"/\"", "path = \"v1\"", "must start with `/`"),
         (
+            "name = \"r\"",
+            "name = \"my route\"",
+            "route name `my route` has characters",
+        ),
+        (
+            "[upstreams.api]",
+            "[upstreams.\"a\\\"pi\"]",
+            "upstream name `a\"pi` has characters",
+        ),
+        (
             "path = \"/\"",
             "path = \"/\"\nhost = \"api.example.com:8443\"",
             "FILE:16:8: route host `api.example.com:8443` can never match",
