@@ -159,10 +159,12 @@ def run(admin_url: str, data_url: str, shots: str, driver) -> list[str]:
     # 1. Page loads, policies table is filled and the live indicator shows data.
     driver.get(admin_url.rstrip("/") + "/")
     check("tollgate" in driver.title, f"unexpected page title {driver.title!r} at {admin_url}/")
-    s = wait_for(driver, PAGE_READY_TIMEOUT, "policies table filled and live indicator 'live · updated …'",
+    s = wait_for(driver, PAGE_READY_TIMEOUT,
+                 "policies and stats tables filled, live indicator 'live · updated …' and 2 chart points",
                  lambda d: (lambda s: s if (s["policies"] and not s["policiesEmpty"]
                                             and s["liveClass"] == "ok" and s["liveText"].startswith("live")
-                                            and s["statsRows"] > 0 and not s["statsEmpty"]) else None)(state(d)))
+                                            and s["statsRows"] > 0 and not s["statsEmpty"]
+                                            and s["points"] >= 2) else None)(state(d)))
     check(not s["banner"], "the 'admin API unreachable' banner is shown although the API answered")
     for p in s["policies"]:
         check(p["name"] and p["burst"] >= 1 and p["t_ns"] > 0, f"policies table row looks wrong: {p}")
@@ -198,6 +200,11 @@ def run(admin_url: str, data_url: str, shots: str, driver) -> list[str]:
     if (after["admitted"] - before["admitted"], after["denied"] - before["denied"]) != (sent["admitted"], sent["denied"]):
         summary.append("  note: page deltas differ from this script's own counts (other traffic, a skipped "
                        "first tier, or a request denied by several tiers - see the page's rates rule)")
+    # Cosmetic, not a check: two more polls so the screenshot shows the spike as lines, not dots.
+    try:
+        WebDriverWait(driver, 5, poll_frequency=0.2).until(lambda d: state(d)["points"] >= after["points"] + 2)
+    except TimeoutException:
+        pass
     driver.execute_script("window.scrollTo(0, 0)")
     path = os.path.join(shots, "status-page.png")
     check(driver.save_screenshot(path), f"could not write {path}")

@@ -34,7 +34,7 @@ pub struct Seen {
 
 /// A real HTTP upstream on a free loopback port.
 ///
-/// Paths: `/slow` answers after 30 s, `/delay` after 1 s, `/big` streams 8 MiB, anything else echoes 200 and
+/// Paths: `/slow` answers after 30 s, `/delay` after 1 s, `/reset` breaks mid-body, `/big` streams 8 MiB, anything else echoes 200 and
 /// counts the request body.
 pub struct Upstream {
     pub addr: SocketAddr,
@@ -51,7 +51,7 @@ impl Drop for Upstream {
 async fn upstream_answer(
     seen: Arc<Seen>,
     req: Request<Incoming>,
-) -> Result<Response<http_body_util::combinators::BoxBody<Bytes, Infallible>>, Infallible> {
+) -> Result<Response<http_body_util::combinators::BoxBody<Bytes, std::io::Error>>, Infallible> {
     seen.requests.fetch_add(1, Ordering::SeqCst);
     *seen.last_headers.lock().expect("lock") = Some(req.headers().clone());
     let path = req.uri().path().to_owned();
@@ -64,11 +64,34 @@ async fn upstream_answer(
     if path == "/big" {
         let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
         let stream = futures_util::stream::iter(
-            (0..128).map(move |_| Ok::<_, Infallible>(hyper::body::Frame::data(chunk.clone()))),
+            (0..128).map(move |_| Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk.clone()))),
         );
         return Ok(Response::new(BodyExt::boxed(
             http_body_util::StreamBody::new(stream),
         )));
+    }
+    if path == "/reset" {
+        // Headers and one chunk, then the connection breaks mid-body.
+        let frames = futures_util::stream::unfold(0, |step| async move {
+            match step {
+                0 => Some((
+                    Ok(hyper::body::Frame::data(Bytes::from(vec![b'y'; 1024]))),
+                    1,
+                )),
+                1 => {
+                    // Let the headers and the first chunk reach the gateway first.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    Some((Err(std::io::Error::other("upstream died mid-body")), 2))
+                }
+                _ => None,
+            }
+        });
+        let mut resp = Response::new(BodyExt::boxed(http_body_util::StreamBody::new(Box::pin(
+            frames,
+        ))));
+        resp.headers_mut()
+            .insert("content-length", http::HeaderValue::from_static("1000000"));
+        return Ok(resp);
     }
     let mut body = req.into_body();
     let mut n = 0;
@@ -80,6 +103,7 @@ async fn upstream_answer(
         Full::new(Bytes::from(format!(
             "upstream saw {path} with {n} body bytes"
         )))
+        .map_err(|never| match never {})
         .boxed(),
     ))
 }

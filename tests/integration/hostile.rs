@@ -1,0 +1,248 @@
+//! Hostile traffic and failures: smuggling attempts, malformed and oversized requests,
+//! slowloris, races on one key, upstreams that break mid-body, a config file that vanishes.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::*;
+
+fn config(server_extra: &str) -> String {
+    format!(
+        "{SERVER}{server_extra}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[policies.key]\nkey = \"header:x-key\"\nlimit = 1\nperiod = \"1h\"\nburst = 10\nmissing = \"skip\"\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"key\"]\n"
+    )
+}
+
+/// Writes raw bytes, returns the first response line and whether the server then closed.
+async fn raw(addr: std::net::SocketAddr, bytes: &[u8]) -> (String, bool) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    s.write_all(bytes).await.expect("write");
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk)).await {
+            Ok(Ok(0)) => break true,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Ok(Err(_)) => break true,
+            Err(_) => break false,
+        }
+    };
+    let text = String::from_utf8_lossy(&buf);
+    (text.lines().next().unwrap_or("").to_owned(), closed)
+}
+
+#[tokio::test]
+async fn smuggling_attempts_are_refused_or_reframed() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&config(""), &up.url()).await;
+
+    // CL.TE: Transfer-Encoding wins (RFC 9112 §6.3), the connection is closed after the
+    // answer, and the "smuggled" request inside the body is never executed.
+    let cl_te = b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 44\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+    let (line, closed) = raw(gw.addr, cl_te).await;
+    assert!(
+        line.starts_with("HTTP/1.1 200") || line.starts_with("HTTP/1.1 400"),
+        "{line}"
+    );
+    assert!(
+        closed,
+        "the connection is closed after an ambiguous message"
+    );
+
+    let differing =
+        b"POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!";
+    let (line, closed) = raw(gw.addr, differing).await;
+    assert!(line.starts_with("HTTP/1.1 400"), "{line}");
+    assert!(closed);
+
+    let bad_chunk = b"POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nhello\r\n0\r\n\r\n";
+    let (line, closed) = raw(gw.addr, bad_chunk).await;
+    assert!(line.starts_with("HTTP/1.1 400"), "{line}");
+    assert!(closed);
+
+    let te_not_chunked_last =
+        b"POST /d HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n";
+    assert!(raw(gw.addr, te_not_chunked_last)
+        .await
+        .0
+        .starts_with("HTTP/1.1 400"));
+
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let seen = up.requests();
+    assert!(
+        seen <= 2,
+        "only the re-framed CL.TE request and nothing else may reach the upstream: {seen}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_and_oversized_requests_get_4xx_and_the_gateway_stays_up() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&config("max_header_bytes = 16384\n"), &up.url()).await;
+    assert!(raw(gw.addr, b"GARBAGE\r\n\r\n")
+        .await
+        .0
+        .starts_with("HTTP/1.1 400"));
+    assert!(
+        raw(gw.addr, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+            .await
+            .0
+            .starts_with("HTTP/1.1 400"),
+        "TLS on a plaintext port"
+    );
+    let mut huge = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+    huge.extend(std::iter::repeat_n(b'a', 64 * 1024));
+    huge.extend_from_slice(b"\r\n\r\n");
+    assert!(raw(gw.addr, &huge).await.0.starts_with("HTTP/1.1 431"));
+    let mut many = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
+    for i in 0..300 {
+        many.extend_from_slice(format!("X-H{i}: 1\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    assert!(raw(gw.addr, &many).await.0.starts_with("HTTP/1.1 431"));
+    assert_eq!(up.requests(), 0);
+    assert_eq!(
+        get(&gw.url("/fine"), &[]).await.status,
+        200,
+        "still serving"
+    );
+}
+
+#[tokio::test]
+async fn slowloris_connections_do_not_delay_a_normal_request() {
+    let up = Upstream::start().await;
+    let gw =
+        TestGateway::start_real_clock(&config("header_read_timeout = \"2s\"\n"), &up.url()).await;
+    let addr = gw.addr;
+    let mut slow = Vec::new();
+    for _ in 0..200 {
+        slow.push(tokio::spawn(async move {
+            let Ok(mut s) = TcpStream::connect(addr).await else {
+                return None;
+            };
+            let started = Instant::now();
+            for b in b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "
+                .iter()
+                .chain(std::iter::repeat(&b'a'))
+                .take(200)
+            {
+                if s.write_all(&[*b]).await.is_err() {
+                    return Some(started.elapsed());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            None
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let r = get(&gw.url("/normal"), &[]).await;
+    assert_eq!(r.status, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a normal request is served at once: {:?}",
+        started.elapsed()
+    );
+    let mut cut = 0;
+    for task in slow {
+        if let Ok(Some(after)) = task.await {
+            assert!(
+                after < Duration::from_secs(15),
+                "cut after the header timeout, not later: {after:?}"
+            );
+            cut += 1;
+        }
+    }
+    assert!(
+        cut >= 190,
+        "the server closed the slow connections: {cut} of 200"
+    );
+}
+
+#[tokio::test]
+async fn many_connections_racing_one_key_admit_exactly_the_burst() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&config(""), &up.url()).await;
+    let url = gw.url("/race");
+    let results = futures_util::future::join_all((0..60).map(|_| {
+        let url = url.clone();
+        async move { get(&url, &[("x-key", "hot")]).await.status.as_u16() }
+    }))
+    .await;
+    assert_eq!(results.iter().filter(|&&s| s == 200).count(), 10);
+    assert_eq!(results.iter().filter(|&&s| s == 429).count(), 50);
+    assert_eq!(up.requests(), 10);
+}
+
+#[tokio::test]
+async fn an_upstream_breaking_mid_body_cuts_only_that_response() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&config(""), &up.url()).await;
+    let client = http1();
+    let req = http::Request::get(gw.url("/reset"))
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("req");
+    let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
+        .await
+        .expect("headers in time")
+        .expect("headers");
+    assert_eq!(resp.status(), 200, "headers were already on their way");
+    let body = tokio::time::timeout(
+        Duration::from_secs(10),
+        http_body_util::BodyExt::collect(resp.into_body()),
+    )
+    .await
+    .expect("body ends in time");
+    assert!(
+        body.is_err(),
+        "the client sees a broken body, not a silently short one"
+    );
+    assert_eq!(
+        get(&gw.url("/after"), &[]).await.status,
+        200,
+        "the gateway carries on"
+    );
+}
+
+#[tokio::test]
+async fn connections_are_not_leaked() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&config(""), &up.url()).await;
+    for _ in 0..20 {
+        let _ = raw(
+            gw.addr,
+            b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+    }
+    let _ = raw(gw.addr, b"GARBAGE\r\n\r\n").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+        let open = metrics
+            .lines()
+            .find(|l| l.starts_with("tollgate_open_connections "))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("open connections gauge");
+        if open == 0.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "connections still open: {open}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_vanished_or_unreadable_config_keeps_the_old_one_serving() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&config(""), &up.url()).await;
+    std::fs::remove_file(gw.config_path()).expect("remove");
+    let err = gw.gw().reload().await.expect_err("no file");
+    assert!(err.to_string().contains("cannot read"), "{err}");
+    assert_eq!(get(&gw.url("/"), &[]).await.status, 200);
+    std::fs::create_dir(gw.config_path()).expect("a directory where the file was");
+    assert!(gw.gw().reload().await.is_err());
+    assert_eq!(get(&gw.url("/"), &[]).await.status, 200);
+}
