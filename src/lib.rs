@@ -7,6 +7,8 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod echo;
+#[doc(hidden)]
+pub mod fuzz_targets;
 pub mod gateway;
 pub mod key;
 pub mod limit;

@@ -158,7 +158,7 @@ def run(admin_url: str, data_url: str, shots: str, driver) -> list[str]:
 
     # 1. Page loads, policies table is filled and the live indicator shows data.
     driver.get(admin_url.rstrip("/") + "/")
-    check("tollgate" in driver.title, f"unexpected page title {driver.title!r} at {admin_url}/")
+    check("tollgate" in driver.title, f"unexpected page title {driver.title!r} at {admin_url}/ - is ADMIN_URL tollgate's admin listener?")
     s = wait_for(driver, PAGE_READY_TIMEOUT,
                  "policies and stats tables filled, live indicator 'live · updated …' and 2 chart points",
                  lambda d: (lambda s: s if (s["policies"] and not s["policiesEmpty"]

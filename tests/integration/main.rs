@@ -7,6 +7,7 @@ mod redis_support;
 mod support;
 
 mod config;
+mod fuzz_corpus;
 mod hostile;
 mod limits;
 mod proxy;

@@ -1,0 +1,133 @@
+//! Entry points for the fuzzers in `fuzz/` and for the corpus regression test: each takes
+//! arbitrary bytes and panics only if an invariant breaks. Not part of the public API.
+
+use std::path::Path;
+
+use crate::key::{KeySource, RequestView, TrustedProxies};
+use crate::limit::{evaluate, Mode, Quota, TatTable, Tier};
+use crate::store::MemoryStore;
+
+/// Any text given as a config file: compiles or reports located errors, never panics.
+pub fn config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Err(e) = crate::config::compile(Path::new("fuzz.toml"), text) {
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with("fuzz.toml:"),
+            "every error is located: {shown}"
+        );
+    }
+}
+
+/// Bytes split into header lines, a query string and a peer: every key source extracts
+/// without panicking, and the client address is the peer or an address from the header.
+pub fn keys(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut lines = text.split('\n');
+    let query = lines.next().unwrap_or("");
+    let uri: http::Uri = format!(
+        "/p?{}",
+        query.replace(|c: char| c.is_whitespace() || c == '#', "")
+    )
+    .parse()
+    .unwrap_or_else(|_| http::Uri::from_static("/p"));
+    let mut headers = http::HeaderMap::new();
+    for line in lines.take(32) {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let (Ok(name), Ok(value)) = (
+            http::header::HeaderName::from_bytes(name.trim().as_bytes()),
+            http::HeaderValue::from_bytes(value.trim().as_bytes()),
+        ) else {
+            continue;
+        };
+        headers.append(name, value);
+    }
+    let peer: std::net::IpAddr = "127.0.0.1"
+        .parse()
+        .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+    let trusted = TrustedProxies::new(vec![ipnet::IpNet::from(peer)]);
+    let client = trusted.client_ip(peer, &headers);
+    let view = RequestView {
+        method: &http::Method::GET,
+        uri: &uri,
+        headers: &headers,
+        client_ip: client,
+        route: "r",
+    };
+    for source in [
+        "ip",
+        "header:x-tenant-id",
+        "query:user",
+        "cookie:sid",
+        "jwt:sub",
+        "route",
+        "method",
+        "path",
+    ] {
+        if let Ok(s) = source.parse::<KeySource>() {
+            if let Some(part) = s.extract(&view) {
+                let _ = part.as_text();
+            }
+        }
+    }
+}
+
+fn u64_at(data: &[u8], i: usize) -> u64 {
+    let mut b = [0u8; 8];
+    for (k, slot) in b.iter_mut().enumerate() {
+        *slot = data.get(i * 8 + k).copied().unwrap_or(0);
+    }
+    u64::from_le_bytes(b)
+}
+
+/// Arbitrary numbers into the GCRA and the tier evaluator: no panic, denials change
+/// nothing, and an admitted TAT never moves backwards.
+pub fn gcra(data: &[u8]) {
+    let (limit, period, burst) = (
+        u64_at(data, 0) % 1_000_000 + 1,
+        u64_at(data, 1),
+        u64_at(data, 2) % 10_000 + 1,
+    );
+    let Ok(quota) = Quota::new(limit, period, burst) else {
+        return;
+    };
+    let (tat, now, cost, delay) = (
+        u64_at(data, 3),
+        u64_at(data, 4),
+        u64_at(data, 5),
+        u64_at(data, 6),
+    );
+    let d = quota.decide(tat, now, cost, delay);
+    if d.admitted {
+        assert!(
+            d.tat >= tat.max(now) || d.tat == u64::MAX,
+            "TAT never moves back"
+        );
+    } else {
+        assert_eq!(d.tat, tat, "a denial changes nothing");
+    }
+    let store = MemoryStore::new(64);
+    let tiers: Vec<Tier> = (0..(data.len() % 4 + 1))
+        .map(|i| Tier {
+            quota,
+            mode: if i % 2 == 1 {
+                Mode::Shadow
+            } else {
+                Mode::Enforce
+            },
+            max_delay_ns: delay % 1_000_000_000,
+            key: u64_at(data, 7 + i),
+        })
+        .collect();
+    let small_now = now % (1 << 62);
+    let before: Vec<u64> = tiers.iter().map(|t| store.peek(t.key)).collect();
+    let v = evaluate(&store, &tiers, small_now, cost % (burst + 1));
+    if !v.admitted {
+        let after: Vec<u64> = tiers.iter().map(|t| store.peek(t.key)).collect();
+        assert_eq!(before, after, "a denied request leaves no trace");
+    }
+}
