@@ -1,0 +1,63 @@
+//! The admin status page in real headless Chromium (tests/browser/status_page.py): the page
+//! loads, its chart and totals move with real traffic, and the playground denies after the
+//! burst. Needs chromium, chromium-driver and Python's selenium (`.ci/run` installs them);
+//! elsewhere it is skipped with a message, except under CI where their absence fails.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::*;
+
+fn browser_available() -> bool {
+    Path::new("/usr/bin/chromium").exists()
+        && Path::new("/usr/bin/chromedriver").exists()
+        && std::process::Command::new("python3")
+            .args(["-c", "import selenium"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test]
+async fn status_page_in_headless_chromium() {
+    if !browser_available() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must install chromium, chromium-driver and selenium (.ci/run)"
+        );
+        eprintln!("SKIPPED status_page_in_headless_chromium: install chromium, chromium-driver and `pip install selenium`");
+        return;
+    }
+    let up = Upstream::start().await;
+    let toml = format!(
+        "{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[policies.client]\nkey = \"ip\"\nlimit = 1\nperiod = \"1s\"\nburst = 5\n\n[policies.endpoint]\nkey = \"route\"\nlimit = 100\nperiod = \"1s\"\nburst = 20\n\n[[routes]]\nname = \"search\"\npath = \"/v1/search\"\nupstream = \"api\"\npolicies = [\"endpoint\", \"client\"]\n"
+    );
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let shots = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/status_page.py");
+    let args = [
+        script.display().to_string(),
+        gw.admin_url(""),
+        gw.url("/v1/search"),
+        shots.path().display().to_string(),
+    ];
+    let run = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3").args(args).output()
+    });
+    let out = tokio::time::timeout(Duration::from_secs(180), run)
+        .await
+        .expect("the browser check finishes within 3 minutes")
+        .expect("join")
+        .expect("python3 runs");
+    let report = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "status page check failed:\n{report}");
+    for shot in ["status-page.png", "playground.png"] {
+        let size = std::fs::metadata(shots.path().join(shot))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        assert!(size > 10_000, "{shot} was written ({size} bytes)");
+    }
+}
