@@ -34,8 +34,6 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
-    #[error("TLS: {0}")]
-    Tls(#[from] crate::tls::TlsError),
     #[error("store: {0}")]
     Store(String),
 }
@@ -65,9 +63,9 @@ impl Gateway {
         let local = Arc::new(MemoryStore::new(config.store.max_keys));
         let limiter = match &config.store.backend {
             Backend::Memory => Limiter::Memory(local),
-            Backend::Redis { urls } => Limiter::Redis {
+            Backend::Redis { urls, cluster } => Limiter::Redis {
                 remote: Arc::new(
-                    RedisStore::new(urls, config.store.timeout)
+                    RedisStore::new(urls, *cluster, config.store.timeout)
                         .map_err(|e| StartError::Store(e.to_string()))?,
                 ),
                 local,

@@ -22,6 +22,9 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const H2_MAX_CONCURRENT_STREAMS: u32 = 256;
 /// Client-reset HTTP/2 streams tolerated before the connection is closed (rapid reset).
 pub const H2_MAX_PENDING_RESETS: usize = 64;
+/// HTTP/2 keep-alive pings: every 30 s, and a peer that does not answer within 10 s is dropped.
+pub const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+pub const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The live TLS server config; swapped on reload, read by each new connection.
 pub type TlsSlot = Arc<ArcSwapOption<rustls::ServerConfig>>;
@@ -37,7 +40,10 @@ fn builder(server: &Server) -> auto::Builder<TokioExecutor> {
         .timer(TokioTimer::new())
         .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS)
         .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
-        .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX));
+        .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX))
+        // Pings find dead HTTP/2 peers, whose connections would otherwise hold a slot.
+        .keep_alive_interval(H2_PING_INTERVAL)
+        .keep_alive_timeout(H2_PING_TIMEOUT);
     b
 }
 
@@ -83,7 +89,15 @@ pub async fn serve(
             };
             let gauge = shared.metrics.open_connections.clone();
             match tls {
-                None => serve_io(TokioIo::new(stream), conn, shared, &builder, watcher).await,
+                None => {
+                    // hyper's header timeout starts once HTTP/1 is detected; a client that
+                    // connects and sends nothing at all is cut by the same deadline here.
+                    let first_byte =
+                        tokio::time::timeout(server.header_read_timeout, stream.readable()).await;
+                    if matches!(first_byte, Ok(Ok(()))) {
+                        serve_io(TokioIo::new(stream), conn, shared, &builder, watcher).await;
+                    }
+                }
                 Some(cfg) => {
                     if let Some(tls_stream) = handshake(stream, cfg).await {
                         serve_io(TokioIo::new(tls_stream), conn, shared, &builder, watcher).await;

@@ -44,6 +44,11 @@ pub fn bind_all(
     addr: SocketAddr,
     count: usize,
 ) -> std::io::Result<(SocketAddr, Vec<std::net::TcpListener>)> {
+    // SO_REUSEPORT would let us share a port another gateway already serves, splitting its
+    // traffic. A plain bind first fails with "address in use" in that case.
+    if addr.port() != 0 {
+        drop(std::net::TcpListener::bind(addr)?);
+    }
     let first = bind(addr)?;
     let bound = first.local_addr()?;
     let mut listeners = vec![first];

@@ -178,7 +178,7 @@ fn percent_decode(s: &str) -> String {
 fn config_json(shared: &Shared) -> serde_json::Value {
     let c = shared.config();
     let redis_urls: Vec<String> = match &c.store.backend {
-        crate::config::Backend::Redis { urls } => urls.iter().map(|u| redact_url(u)).collect(),
+        crate::config::Backend::Redis { urls, .. } => urls.iter().map(|u| redact_url(u)).collect(),
         crate::config::Backend::Memory => Vec::new(),
     };
     json!({

@@ -181,7 +181,7 @@ impl Compiler {
             if too_long {
                 self.error(
                     spans.get(name).cloned().unwrap_or(0..0),
-                    format!("policy `{name}`: burst × period / limit + max_delay exceeds 52 days, too long for the redis backend"),
+                    format!("policy `{name}`: (burst + 1) × period / limit + max_delay exceeds 52 days, too long for the redis backend"),
                     Some("lower burst or period, or use the memory backend".to_owned()),
                 );
             }
@@ -307,6 +307,10 @@ impl Compiler {
             });
         };
         let urls = raw.url.as_ref().map(|u| (u.get_ref().to_vec(), u.span()));
+        let cluster = raw
+            .url
+            .as_ref()
+            .is_some_and(|u| matches!(u.get_ref(), OneOrMany::Many(_)));
         let backend = match raw
             .backend
             .as_ref()
@@ -332,7 +336,7 @@ impl Compiler {
                         );
                         None
                     } else {
-                        Some(Backend::Redis { urls })
+                        Some(Backend::Redis { urls, cluster })
                     }
                 }
             },

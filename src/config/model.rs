@@ -77,9 +77,10 @@ pub struct StoreSettings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     Memory,
-    /// One URL: a single Redis. Several: the seed nodes of a Redis Cluster.
+    /// `url` as a string: one Redis. As a list (even of one): Redis Cluster seed nodes.
     Redis {
         urls: Vec<String>,
+        cluster: bool,
     },
 }
 

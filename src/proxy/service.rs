@@ -103,13 +103,6 @@ async fn serve(
     trace: &mut Trace,
 ) -> Response<Body> {
     let config = &snapshot.config;
-    if ambiguous_framing(&req) {
-        let mut resp = json_error(StatusCode::BAD_REQUEST, "ambiguous_framing", &[]);
-        resp.headers_mut()
-            .insert(CONNECTION, http::HeaderValue::from_static("close"));
-        trace.decision = "refused";
-        return resp;
-    }
     let host = req
         .uri()
         .host()
@@ -423,18 +416,4 @@ fn caused_by<E: std::error::Error + 'static>(e: &hyper_util::client::legacy::Err
         source = s.source();
     }
     false
-}
-
-/// HTTP/1.1 framing that two parsers could read differently (RFC 9112 §6.3): refused, and
-/// the connection closed, so nothing ambiguous is forwarded.
-fn ambiguous_framing(req: &Request<Incoming>) -> bool {
-    let h = req.headers();
-    let lengths = h.get_all(CONTENT_LENGTH).iter().count();
-    let te = h.contains_key(http::header::TRANSFER_ENCODING);
-    (te && lengths > 0)
-        || (lengths > 1 && {
-            let mut values = h.get_all(CONTENT_LENGTH).iter();
-            let first = values.next();
-            values.any(|v| Some(v) != first)
-        })
 }

@@ -251,8 +251,9 @@ impl MemoryStore {
     }
 
     /// Drops idle keys (`TAT ≤ now`): they carry no information. A shard is rebuilt when
-    /// an eighth of it is idle or it is nearly full; one shard at a time, and readers of a
-    /// shard being rebuilt wait only for the slot being moved. Returns how many were dropped.
+    /// an eighth of it is idle or it is nearly full; one shard at a time. A decision on a key
+    /// being moved waits (yielding) until that shard's new table is published; keys of other
+    /// shards never wait. Returns how many were dropped.
     pub fn sweep(&self, now: u64) -> usize {
         let mut removed = 0;
         for shard in self.shards.iter() {

@@ -38,7 +38,8 @@ pub enum Outcome {
 }
 
 impl Limiter {
-    /// The process-local store: the whole store in memory mode, the fallback with Redis.
+    /// The embedded store when it holds all state (memory mode); `None` with Redis, whose
+    /// local fallback is [`Limiter::local`].
     pub fn memory(&self) -> Option<&MemoryStore> {
         match self {
             Limiter::Memory(m) => Some(m),

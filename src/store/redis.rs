@@ -99,10 +99,10 @@ fn stamp(abs_ns: u128) -> String {
 }
 
 impl RedisStore {
-    /// Prepares clients for `urls` (one: a single Redis; several: Cluster seed nodes).
+    /// Prepares clients for `urls` (a single Redis, or Cluster seed nodes).
     /// Connects lazily: the gateway starts even while Redis is down.
-    pub fn new(urls: &[String], timeout: Duration) -> Result<Self, StoreError> {
-        let (connection, cluster_client) = if urls.len() == 1 {
+    pub fn new(urls: &[String], cluster: bool, timeout: Duration) -> Result<Self, StoreError> {
+        let (connection, cluster_client) = if !cluster {
             let client = redis::Client::open(urls[0].as_str())?;
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(timeout))
@@ -164,26 +164,9 @@ impl RedisStore {
         }
     }
 
+    /// A cheap probe: the read-only script with no keys (and it proves scripting works).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let cmd = redis::cmd("PING");
-        match &self.connection {
-            Connection::Single(c) => {
-                let mut c = c.clone();
-                self.bounded(cmd.query_async::<String>(&mut c))
-                    .await
-                    .map(|_| ())
-            }
-            Connection::Cluster(slot) => {
-                let mut c = slot
-                    .load_full()
-                    .ok_or(StoreError::NotConnected)?
-                    .as_ref()
-                    .clone();
-                self.bounded(cmd.query_async::<String>(&mut c))
-                    .await
-                    .map(|_| ())
-            }
-        }
+        self.run(&self.peek.prepare_invoke()).await.map(|_| ())
     }
 
     async fn bounded<T>(
@@ -245,10 +228,15 @@ impl RedisStore {
         keys: &[RedisKey],
         cost: u64,
     ) -> Result<Verdict, StoreError> {
-        // Tiers grouped by hash tag, in order of first appearance: one script call each.
+        // One script call per group. A single Redis takes all tiers at once (one round trip,
+        // one `now`); a Cluster needs one group per hash tag, in order of first appearance.
+        let single = matches!(self.connection, Connection::Single(_));
         let mut groups: ArrayVec<ArrayVec<usize, MAX_TIERS>, MAX_TIERS> = ArrayVec::new();
         for (i, key) in keys.iter().enumerate().take(tiers.len()) {
-            match groups.iter_mut().find(|g| keys[g[0]].tag == key.tag) {
+            match groups
+                .iter_mut()
+                .find(|g| single || keys[g[0]].tag == key.tag)
+            {
                 Some(g) => g.push(i),
                 None => groups.push(std::iter::once(i).collect()),
             }

@@ -135,6 +135,19 @@ async fn slowloris_connections_do_not_delay_a_normal_request() {
             None
         }));
     }
+    // And connections that never send a byte.
+    let mut silent = Vec::new();
+    for _ in 0..20 {
+        silent.push(tokio::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.ok()?;
+            let started = Instant::now();
+            let mut buf = [0u8; 64];
+            match tokio::time::timeout(Duration::from_secs(15), s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => Some(started.elapsed()),
+                _ => None,
+            }
+        }));
+    }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     let r = get(&gw.url("/normal"), &[]).await;
