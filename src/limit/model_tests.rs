@@ -269,3 +269,35 @@ fn concurrent_rollback_charges_only_admissions() {
     );
     let _ = <MemoryStore as TatTable>::peek(&store, 2);
 }
+
+/// Two tiers on one key (only a fuzzer builds this, but undo must still be exact): the
+/// rollback restores the TAT bit for bit, not merely to an equivalent idle value.
+#[test]
+fn rollback_of_tiers_sharing_a_key_is_exact() {
+    let store = MemoryStore::new(1000);
+    let q = Quota::new(1, 1_000_000_000, 5).expect("valid");
+    let small = Quota::new(1, 1_000_000_000, 1).expect("valid");
+    let now = 1_000_000_000_000u64;
+    let tiers = [
+        Tier {
+            quota: q,
+            mode: Mode::Enforce,
+            max_delay_ns: 0,
+            key: 9,
+        },
+        Tier {
+            quota: q,
+            mode: Mode::Shadow,
+            max_delay_ns: 0,
+            key: 9,
+        },
+        Tier {
+            quota: small,
+            mode: Mode::Enforce,
+            max_delay_ns: 0,
+            key: 9,
+        },
+    ];
+    assert!(!evaluate(&store, &tiers, now, 1).admitted);
+    assert_eq!(store.peek(9), 0, "as if the request never happened");
+}

@@ -129,7 +129,9 @@ fn roll_back<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], outcomes: &[TierOu
         .iter()
         .position(|o| o.enforcing() && !o.decision.admitted)
         .unwrap_or(outcomes.len());
-    for (tier, outcome) in tiers.iter().zip(outcomes).take(first_denier) {
+    // Last in, first out: when two tiers share a key, each undo then finds exactly the
+    // value its own admission wrote and restores the one before it.
+    for (tier, outcome) in tiers.iter().zip(outcomes).take(first_denier).rev() {
         if outcome.decision.admitted {
             table.undo(tier.key, outcome.prior_tat, outcome.decision.tat, now);
         }
