@@ -165,7 +165,7 @@ cat <<EOF
 
 - $(date -u +'%F %T UTC'), $(nproc) CPUs, $(uname -sr), $(nginx -v 2>&1 | sed 's/.*: //'), \
 $(wrk -v 2>&1 | awk 'NR == 1 { print $1, $2 }'), $(h2load --version | head -1), $("$TOLLGATE" --version)
-- nginx proxy: worker_processes $NGINX_WORKERS; tollgate: tokio multi-thread runtime, \
+- nginx proxy: worker_processes $NGINX_WORKERS; tollgate: thread-per-core workers (one current-thread runtime and SO_REUSEPORT listener each), \
 $(nproc) worker threads (\`[server] workers\`, default one per core). Upstream: nginx, 1 worker, \`return 200 "ok\\n"\`.
   Both proxies keep alive to the upstream (nginx: keepalive 64), log nothing per request.
 - wrk -t$THREADS -c$CONNS -d${DURATION}s, $ROUNDS alternating round(s), medians shown.
