@@ -141,13 +141,16 @@ fn bytes_per_key(n: u64) {
     }
     let theirs_bytes = rss_bytes().saturating_sub(before) as f64 / n as f64;
     drop(theirs);
-    println!("bytes per tracked key @ {:>3}M   tollgate {ours_bytes:>6.1}   governor {theirs_bytes:>6.1}", n / 1_000_000);
+    println!("bytes per tracked key @ {:>5}k   tollgate {ours_bytes:>6.1}   governor {theirs_bytes:>6.1}", n / 1_000);
 }
 
 fn main() {
     // `cargo test --benches` runs benches with --bench absent: keep that quick.
     let quick = !std::env::args().any(|a| a == "--bench");
     let ops = if quick { 20_000 } else { 2_000_000 };
+    if quick {
+        println!("limiter bench smoke run under `cargo test` (unoptimised build, {ops} ops): the ratios below are not a measurement; run `cargo bench --bench limiter`");
+    }
     println!("tollgate vs governor (keyed, dashmap): median of {ROUNDS} alternating rounds, {ops} ops each");
 
     // An optional argument picks scenarios by name (e.g. `-- single`), for profiling.
