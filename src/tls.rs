@@ -116,13 +116,22 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
-/// Client config for `https://` upstreams: the bundled web roots, or only the CAs in `ca`.
-pub fn upstream_client_config(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+/// The certificates a client config trusts, as DER: lets a reload notice a CA file that was
+/// rotated in place.
+pub type TrustedCerts = Vec<CertificateDer<'static>>;
+
+/// Client config for `https://` upstreams: the bundled web roots, or only the CAs in `ca`
+/// (returned too, to compare across reloads).
+pub fn upstream_client_config(
+    ca: Option<&Path>,
+) -> Result<(Arc<rustls::ClientConfig>, TrustedCerts), TlsError> {
     let mut roots = rustls::RootCertStore::empty();
+    let mut trusted = Vec::new();
     match ca {
         None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
         Some(path) => {
-            for cert in certificates(path)? {
+            trusted = certificates(path)?;
+            for cert in trusted.iter().cloned() {
                 roots.add(cert).map_err(|e| TlsError::BadCa {
                     path: path.to_owned(),
                     reason: e.to_string(),
@@ -130,10 +139,9 @@ pub fn upstream_client_config(ca: Option<&Path>) -> Result<Arc<rustls::ClientCon
             }
         }
     }
-    Ok(Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    ))
+    let config = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok((Arc::new(config), trusted))
 }

@@ -432,7 +432,8 @@ impl Compiler {
             timeout: timeout?,
             ca,
             sni: raw.sni.map(|s| s.into_inner()),
-            tls: tls?,
+            tls: tls.as_ref()?.0.clone(),
+            ca_certs: tls?.1,
         })
     }
 

@@ -98,6 +98,8 @@ pub struct Upstream {
     pub connect_timeout: Duration,
     pub timeout: Duration,
     pub ca: Option<PathBuf>,
+    /// The certificates read from `ca`, so a reload notices a file rotated in place.
+    pub ca_certs: crate::tls::TrustedCerts,
     pub sni: Option<String>,
     /// For `https://` targets: web roots, or the CAs in `ca`.
     pub tls: Arc<rustls::ClientConfig>,

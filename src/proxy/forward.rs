@@ -126,6 +126,7 @@ impl UpstreamPool {
             && u.connect_timeout == other.connect_timeout
             && u.timeout == other.timeout
             && u.ca == other.ca
+            && u.ca_certs == other.ca_certs
             && u.sni == other.sni
     }
 

@@ -308,4 +308,13 @@ async fn https_upstreams_verify_against_their_ca() {
         r.status, 502,
         "an upstream the CA does not vouch for is refused"
     );
+
+    // The CA file rotated in place (same path) is picked up by a reload.
+    std::fs::write(dir.path().join("wrong-ca.pem"), upstream_ca.pem()).expect("rotate");
+    wrong.gw().reload().await.expect("reload");
+    assert_eq!(
+        get(&wrong.url("/"), &[]).await.status,
+        200,
+        "the rotated CA is in use"
+    );
 }
