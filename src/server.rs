@@ -92,9 +92,12 @@ pub async fn serve(
                 None => {
                     // hyper's header timeout starts once HTTP/1 is detected; a client that
                     // connects and sends nothing at all is cut by the same deadline here.
+                    // (`readable()` may report ready spuriously; `peek` waits for a byte.)
+                    let mut one = [0u8; 1];
                     let first_byte =
-                        tokio::time::timeout(server.header_read_timeout, stream.readable()).await;
-                    if matches!(first_byte, Ok(Ok(()))) {
+                        tokio::time::timeout(server.header_read_timeout, stream.peek(&mut one))
+                            .await;
+                    if matches!(first_byte, Ok(Ok(n)) if n > 0) {
                         serve_io(TokioIo::new(stream), conn, shared, &builder, watcher).await;
                     }
                 }

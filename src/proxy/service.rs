@@ -354,7 +354,15 @@ async fn forward(
     let mut resp = match result {
         Ok(resp) => resp,
         Err(e) => {
-            tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
+            // The client's own body failing (aborted upload, bad chunking, too large) is the
+            // client's fault: not worth an operator's warning.
+            let clients_fault = matches!(&e, ForwardError::Broken { source, .. }
+                if caused_by::<ClientBodyError>(source) || caused_by::<http_body_util::LengthLimitError>(source));
+            if clients_fault {
+                tracing::debug!(route = %route.name, error = %e, "client request body failed");
+            } else {
+                tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
+            }
             return Err(match e {
                 ForwardError::Timeout { .. } => json_error(
                     StatusCode::GATEWAY_TIMEOUT,

@@ -259,3 +259,30 @@ async fn a_vanished_or_unreadable_config_keeps_the_old_one_serving() {
     assert!(gw.gw().reload().await.is_err());
     assert_eq!(get(&gw.url("/"), &[]).await.status, 200);
 }
+
+/// Through the real binary: a client that connects and never sends a byte is cut at
+/// `header_read_timeout`, so silent sockets cannot pile up to `max_connections`.
+#[tokio::test]
+async fn the_binary_closes_silent_connections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &path,
+        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = false\nheader_read_timeout = \"2s\"\n\n[upstreams.api]\ntargets = [\"http://127.0.0.1:9\"]\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\n",
+    )
+    .expect("write");
+    let gw = Process::run(&path);
+    let mut silent = TcpStream::connect(gw.addr).await.expect("connect");
+    let started = Instant::now();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(15), silent.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the server closed the silent connection: {read:?}"
+    );
+    let after = started.elapsed();
+    assert!(
+        after >= Duration::from_millis(1500) && after < Duration::from_secs(10),
+        "closed at the header timeout: {after:?}"
+    );
+}
