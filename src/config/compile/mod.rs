@@ -1,0 +1,204 @@
+//! From the serde mirror to a validated [`Config`]: every problem in the file is
+//! collected, located and reported at once.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::uri::{Scheme, Uri};
+use http::Method;
+use ipnet::IpNet;
+
+use super::error::{locate, ConfigError, Problem};
+
+mod listeners;
+mod policies;
+mod routes;
+mod upstreams;
+mod values;
+use super::model::*;
+use super::raw::{OneOrMany, RawConfig, RawPolicy, RawRoute, RawServer, RawStore, RawUpstream, S};
+use crate::key::{KeySource, TrustedProxies};
+use crate::limit::{Mode, Quota, MAX_TIERS};
+
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(50);
+pub const DEFAULT_MAX_KEYS: usize = 10_000_000;
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads and compiles the file at `path`.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    compile(path, &text)
+}
+
+/// Compiles `text`, read from `path` (relative TLS paths resolve against its folder).
+pub fn compile(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let invalid = |problems| ConfigError::Invalid {
+        path: path.to_owned(),
+        problems: locate(text, problems),
+    };
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        invalid(vec![Problem {
+            span: e.span().unwrap_or(0..0),
+            message: e.message().trim().to_owned(),
+            hint: None,
+        }])
+    })?;
+    let base = path.parent().map(Path::to_owned).unwrap_or_default();
+    let mut c = Compiler {
+        problems: Vec::new(),
+        base,
+    };
+    let config = c.config(path, raw);
+    match config {
+        Some(config) if c.problems.is_empty() => Ok(config),
+        _ => Err(invalid(c.problems)),
+    }
+}
+
+/// Every name the file defines, valid or not, so a broken definition is reported once
+/// and not again as "unknown" wherever it is used.
+struct Defined {
+    upstreams: HashSet<String>,
+    policies: HashSet<String>,
+}
+
+struct Compiler {
+    problems: Vec<Problem>,
+    base: PathBuf,
+}
+
+impl Compiler {
+    fn error(
+        &mut self,
+        span: std::ops::Range<usize>,
+        message: impl Into<String>,
+        hint: impl Into<Option<String>>,
+    ) {
+        self.problems.push(Problem {
+            span,
+            message: message.into(),
+            hint: hint.into(),
+        });
+    }
+
+    fn config(&mut self, path: &Path, raw: RawConfig) -> Option<Config> {
+        let server = self.server(raw.server);
+        let store = self.store(raw.store);
+        let defined = Defined {
+            upstreams: raw.upstreams.keys().cloned().collect(),
+            policies: raw.policies.keys().cloned().collect(),
+        };
+        for (kind, name, span) in raw
+            .policies
+            .iter()
+            .map(|(n, p)| ("policy", n, p.span()))
+            .chain(raw.upstreams.iter().map(|(n, u)| ("upstream", n, u.span())))
+            .chain(
+                raw.routes
+                    .iter()
+                    .map(|r| ("route", r.get_ref().name.get_ref(), r.get_ref().name.span())),
+            )
+        {
+            if !valid_name(name) {
+                self.error(span, format!("{kind} name `{name}` has characters that cannot go into headers, JSON and metric labels unescaped"), Some("use letters, digits and _ . : - only".to_owned()));
+            }
+        }
+        let upstreams: BTreeMap<String, Arc<Upstream>> = raw
+            .upstreams
+            .into_iter()
+            .filter_map(|(name, u)| Some((name.clone(), Arc::new(self.upstream(name, u)?))))
+            .collect();
+        let raw_policy_spans: BTreeMap<String, std::ops::Range<usize>> = raw
+            .policies
+            .iter()
+            .map(|(name, p)| (name.clone(), p.span()))
+            .collect();
+        let policies: BTreeMap<String, Arc<Policy>> = raw
+            .policies
+            .into_iter()
+            .filter_map(|(name, p)| Some((name.clone(), Arc::new(self.policy(name, p)?))))
+            .collect();
+        let mut names = HashSet::new();
+        let mut routes = Vec::new();
+        for (index, r) in raw.routes.into_iter().enumerate() {
+            if !names.insert(r.get_ref().name.get_ref().clone()) {
+                let name = &r.get_ref().name;
+                self.error(
+                    name.span(),
+                    format!("duplicate route name `{}`", name.get_ref()),
+                    Some("give every [[routes]] entry its own name".to_owned()),
+                );
+            }
+            if let Some(route) = self.route(r, &upstreams, &policies, &defined) {
+                routes.push((index, route));
+            }
+        }
+        routes.sort_by_key(|(index, r)| {
+            (
+                std::cmp::Reverse(r.path.len()),
+                r.host.is_none(),
+                r.methods.is_none(),
+                *index,
+            )
+        });
+        if let (Some(store), true) = (&store, !policies.is_empty()) {
+            if matches!(store.backend, Backend::Redis { .. }) {
+                self.redis_limits(&policies, &raw_policy_spans);
+            }
+        }
+        Some(Config {
+            path: path.to_owned(),
+            server: server?,
+            store: store?,
+            upstreams: upstreams.into_values().collect(),
+            policies: policies.into_values().collect(),
+            routes: routes.into_iter().map(|(_, r)| Arc::new(r)).collect(),
+        })
+    }
+}
+
+/// Names appear in headers (`RateLimit-Policy: "name"`), JSON bodies and metric labels.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b))
+}
+
+/// "did you mean …" for a misspelt name.
+fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a String>, table: &str) -> Option<String> {
+    let known: Vec<&String> = known.collect();
+    let best = known
+        .iter()
+        .map(|k| (strsim::levenshtein(name, k), *k))
+        .min_by_key(|(d, _)| *d);
+    match best {
+        Some((d, k)) if d <= 3 => Some(format!("did you mean `{k}`?")),
+        _ if known.is_empty() => Some(format!("define it in a {table}{name}] table")),
+        _ => Some(format!(
+            "known: {}",
+            known
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+impl OneOrMany {
+    pub fn is_empty(&self) -> bool {
+        matches!(self, OneOrMany::Many(v) if v.is_empty())
+    }
+}

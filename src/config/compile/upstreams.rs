@@ -1,0 +1,79 @@
+//! `[upstreams.NAME]`: targets, timeouts, upstream TLS.
+
+use super::*;
+
+impl Compiler {
+    pub(super) fn upstream(&mut self, name: String, raw: S<RawUpstream>) -> Option<Upstream> {
+        let raw = raw.into_inner();
+        if raw.targets.get_ref().is_empty() {
+            self.error(
+                raw.targets.span(),
+                format!("upstream `{name}` has no targets"),
+                Some("add targets = [\"http://127.0.0.1:3000\"]".to_owned()),
+            );
+        }
+        let mut targets = Vec::new();
+        for t in raw.targets.get_ref() {
+            match parse_target(t.get_ref()) {
+                Ok(target) => targets.push(target),
+                Err(why) => self.error(
+                    t.span(),
+                    format!("bad upstream target `{}`: {why}", t.get_ref()),
+                    Some(
+                        "write it as http://host:port or https://host:port, without a path"
+                            .to_owned(),
+                    ),
+                ),
+            }
+        }
+        if let Some(sni) = &raw.sni {
+            if rustls::pki_types::ServerName::try_from(sni.get_ref().as_str()).is_err() {
+                self.error(
+                    sni.span(),
+                    format!("`{}` is not a valid TLS server name", sni.get_ref()),
+                    Some("write a DNS name such as \"api.internal\"".to_owned()),
+                );
+            }
+        }
+        let ca = raw.ca.as_ref().map(|c| self.base.join(c.get_ref()));
+        let tls = match crate::tls::upstream_client_config(ca.as_deref()) {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                let span = raw.ca.as_ref().map_or(raw.targets.span(), S::span);
+                self.error(
+                    span,
+                    format!("upstream `{name}`: {e}"),
+                    Some("ca must be a PEM file of CA certificates".to_owned()),
+                );
+                None
+            }
+        };
+        let connect_timeout =
+            self.duration_or(&raw.connect_timeout, DEFAULT_CONNECT_TIMEOUT, false);
+        let timeout = self.duration_or(&raw.timeout, DEFAULT_UPSTREAM_TIMEOUT, false);
+        (!targets.is_empty() && targets.len() == raw.targets.get_ref().len()).then_some(())?;
+        Some(Upstream {
+            name,
+            targets,
+            connect_timeout: connect_timeout?,
+            timeout: timeout?,
+            ca,
+            sni: raw.sni.map(|s| s.into_inner()),
+            tls: tls.as_ref()?.0.clone(),
+            ca_certs: tls?.1,
+        })
+    }
+}
+
+fn parse_target(text: &str) -> Result<Target, String> {
+    let uri: Uri = text.parse().map_err(|e| format!("{e}"))?;
+    let scheme = uri.scheme().cloned().ok_or("no scheme")?;
+    if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
+        return Err(format!("scheme `{scheme}` is not http or https"));
+    }
+    let authority = uri.authority().cloned().ok_or("no host")?;
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err("a path or query is not allowed".to_owned());
+    }
+    Ok(Target { scheme, authority })
+}

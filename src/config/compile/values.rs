@@ -1,0 +1,103 @@
+//! Single values shared by every table: addresses, durations, counts, choices.
+
+use super::*;
+
+impl Compiler {
+    pub(super) fn socket_addr(&mut self, raw: &S<String>) -> Option<SocketAddr> {
+        match raw.get_ref().parse() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                self.error(
+                    raw.span(),
+                    format!("`{}` is not a socket address", raw.get_ref()),
+                    Some("write IP:PORT, e.g. \"127.0.0.1:8080\" or \"[::]:8080\"".to_owned()),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn duration(&mut self, raw: &S<String>, zero_ok: bool) -> Option<Duration> {
+        match humantime::parse_duration(raw.get_ref().trim()) {
+            Ok(d) if zero_ok || !d.is_zero() => Some(d),
+            Ok(_) => {
+                self.error(
+                    raw.span(),
+                    "duration must be greater than zero",
+                    Some("write e.g. \"1s\"".to_owned()),
+                );
+                None
+            }
+            Err(e) => {
+                self.error(
+                    raw.span(),
+                    format!("`{}` is not a duration: {e}", raw.get_ref()),
+                    Some(
+                        "use a number and a unit: \"250ms\", \"1s\", \"5m\", \"1h\", \"1d\""
+                            .to_owned(),
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn duration_or(
+        &mut self,
+        raw: &Option<S<String>>,
+        default: Duration,
+        zero_ok: bool,
+    ) -> Option<Duration> {
+        raw.as_ref()
+            .map_or(Some(default), |r| self.duration(r, zero_ok))
+    }
+
+    pub(super) fn positive(&mut self, raw: &S<i64>, what: &str) -> Option<u64> {
+        match u64::try_from(*raw.get_ref()) {
+            Ok(v) if v > 0 => Some(v),
+            _ => {
+                self.error(
+                    raw.span(),
+                    format!(
+                        "{what} must be a whole number of at least 1, not {}",
+                        raw.get_ref()
+                    ),
+                    Some(format!("write {what} = 1 or more, without quotes")),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn count_or(
+        &mut self,
+        raw: &Option<S<i64>>,
+        default: u64,
+        what: &str,
+    ) -> Option<u64> {
+        raw.as_ref()
+            .map_or(Some(default), |r| self.positive(r, what))
+    }
+
+    pub(super) fn choice<T: Copy>(
+        &mut self,
+        raw: &Option<S<String>>,
+        options: &[(&str, T)],
+        default: T,
+        what: &str,
+    ) -> Option<T> {
+        let Some(raw) = raw else { return Some(default) };
+        match options.iter().find(|(name, _)| *name == raw.get_ref()) {
+            Some((_, v)) => Some(*v),
+            None => {
+                let names: Vec<String> = options.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+                self.error(
+                    raw.span(),
+                    format!("unknown {what} `{}`", raw.get_ref()),
+                    Some(format!("use one of {}", names.join(", "))),
+                );
+                None
+            }
+        }
+    }
+}
