@@ -264,6 +264,11 @@ async fn limiter_state_survives_a_reload_that_changes_the_numbers() {
     let report = gw.gw().reload().await.expect("reload");
     assert_eq!(report.routes, 2);
     let after = get(&gw.url("/limited"), &h).await;
+    assert!(
+        report.needs_restart.is_empty(),
+        "{:?}",
+        report.needs_restart
+    );
     assert_eq!(after.num("x-ratelimit-limit"), 5, "new numbers apply");
     assert_eq!(
         after.num("x-ratelimit-remaining"),
@@ -434,4 +439,29 @@ async fn the_binary_reloads_on_sighup_and_drains_on_sigterm() {
     .await
     .expect("join");
     assert_eq!(code.0, Some(0), "exit 0 after draining; log:\n{}", code.1);
+}
+
+#[tokio::test]
+async fn a_reload_names_what_needs_a_restart_and_applies_the_rest() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&reloadable("/load", 3), &up.url()).await;
+    let moved = reloadable("/moved", 3).replacen(
+        "\nlisten = \"127.0.0.1:0\"",
+        "\nlisten = \"127.0.0.1:1\"",
+        1,
+    );
+    gw.rewrite(&format!("{moved}\n[store]\nmax_keys = 5000\n"), &up.url());
+    let report = gw.gw().reload().await.expect("reload");
+    assert!(
+        report.needs_restart.contains(&"server.listen".to_owned()),
+        "{:?}",
+        report.needs_restart
+    );
+    assert!(
+        report.needs_restart.contains(&"store".to_owned()),
+        "{:?}",
+        report.needs_restart
+    );
+    // Listeners are never rebound; the new route applies at once on the old address.
+    assert_eq!(get(&gw.url("/moved"), &[]).await.status, 200);
 }

@@ -262,11 +262,22 @@ async fn the_gateway_starts_while_redis_is_down() {
     let port = free_port();
     let up = Upstream::start().await;
     let toml = gateway_config(
-        &format!("\"redis://127.0.0.1:{port}\""),
+        &format!("\"redis://tollgate:s3cret-pw@127.0.0.1:{port}\""),
         "deny",
         TENANT,
         "[\"tenant\"]",
     );
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     assert_eq!(get(&gw.url("/"), &[("x-tenant-id", "a")]).await.status, 503);
+    // Credentials never leave the process: not in /admin/config, not in the metrics.
+    let config = get(&gw.admin_url("/admin/config"), &[]).await.text();
+    assert!(
+        config.contains("redis://tollgate:***@127.0.0.1"),
+        "{config}"
+    );
+    assert!(!config.contains("s3cret-pw"));
+    assert!(!get(&gw.admin_url("/metrics"), &[])
+        .await
+        .text()
+        .contains("s3cret-pw"));
 }
