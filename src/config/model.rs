@@ -39,6 +39,8 @@ pub struct Server {
     pub access_log: bool,
     /// Data-plane worker threads, each with its own runtime and listener.
     pub workers: usize,
+    /// Longest silence allowed inside a request body (408 after it).
+    pub body_read_timeout: Duration,
 }
 
 /// The data plane's TLS: the files, and the config built from them at load time.

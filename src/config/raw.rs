@@ -36,6 +36,7 @@ pub struct RawServer {
     pub drain_timeout: Option<S<String>>,
     pub access_log: Option<bool>,
     pub workers: Option<S<i64>>,
+    pub body_read_timeout: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

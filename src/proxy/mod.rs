@@ -1,5 +1,6 @@
 //! The data plane: the request path, forwarding, and the responses the gateway writes.
 
+pub mod body;
 pub mod forward;
 pub mod response;
 pub mod service;

@@ -322,6 +322,7 @@ async fn forward(
     now: u64,
 ) -> Result<Response<Body>, Response<Body>> {
     let upgrade = is_upgrade(&req);
+    let body_read_timeout = shared.config().server.body_read_timeout;
     if let Some(max) = route.max_body {
         let declared = req
             .headers()
@@ -339,11 +340,18 @@ async fn forward(
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
     let replayable = req.body().is_end_stream();
     let (parts, body) = req.into_parts();
-    // A failure of the client's body is tagged, so it is answered as the client's fault.
+    // A failure of the client's body is tagged, so it is answered as the client's fault;
+    // a client that goes silent mid-body is cut after `body_read_timeout`. A request known
+    // to have no body (most GETs) skips the timer.
     let body = body.map_err(|e| BoxError::from(ClientBodyError(e)));
-    let body: Body = match route.max_body {
-        Some(max) => Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX)).boxed_unsync(),
-        None => body.boxed_unsync(),
+    let body: Body = match (route.max_body, replayable) {
+        (_, true) => body.boxed_unsync(),
+        (None, false) => super::body::IdleTimeout::new(body, body_read_timeout).boxed_unsync(),
+        (Some(max), false) => Limited::new(
+            super::body::IdleTimeout::new(body, body_read_timeout),
+            usize::try_from(max).unwrap_or(usize::MAX),
+        )
+        .boxed_unsync(),
     };
     let mut outgoing = Request::from_parts(parts, body);
     prepare_request(&mut outgoing, conn.peer.ip(), conn.tls, upgrade);
@@ -357,7 +365,9 @@ async fn forward(
             // The client's own body failing (aborted upload, bad chunking, too large) is the
             // client's fault: not worth an operator's warning.
             let clients_fault = matches!(&e, ForwardError::Broken { source, .. }
-                if caused_by::<ClientBodyError>(source) || caused_by::<http_body_util::LengthLimitError>(source));
+                if caused_by::<ClientBodyError>(source)
+                    || caused_by::<http_body_util::LengthLimitError>(source)
+                    || caused_by::<super::body::BodyReadTimeout>(source));
             if clients_fault {
                 tracing::debug!(route = %route.name, error = %e, "client request body failed");
             } else {
@@ -373,6 +383,15 @@ async fn forward(
                     if caused_by::<http_body_util::LengthLimitError>(source) =>
                 {
                     json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[])
+                }
+                ForwardError::Broken { ref source, .. }
+                    if caused_by::<super::body::BodyReadTimeout>(source) =>
+                {
+                    let mut resp =
+                        json_error(StatusCode::REQUEST_TIMEOUT, "request_body_timeout", &[]);
+                    resp.headers_mut()
+                        .insert(CONNECTION, http::HeaderValue::from_static("close"));
+                    resp
                 }
                 ForwardError::Broken { ref source, .. } if caused_by::<ClientBodyError>(source) => {
                     let mut resp = json_error(StatusCode::BAD_REQUEST, "bad_request_body", &[]);

@@ -294,3 +294,24 @@ async fn the_binary_closes_silent_connections() {
         "closed at the header timeout: {after:?}"
     );
 }
+
+#[tokio::test]
+async fn a_client_silent_mid_body_gets_408() {
+    let up = Upstream::start().await;
+    let gw =
+        TestGateway::start_real_clock(&config("body_read_timeout = \"1s\"\n"), &up.url()).await;
+    let started = Instant::now();
+    let (line, closed) = raw(
+        gw.addr,
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly ten b",
+    )
+    .await;
+    assert!(line.starts_with("HTTP/1.1 408"), "{line}");
+    assert!(closed, "the connection is closed after a body timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "cut after about 1 s: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(get(&gw.url("/after"), &[]).await.status, 200);
+}

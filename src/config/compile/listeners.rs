@@ -101,6 +101,8 @@ impl Compiler {
         let header_read_timeout =
             self.duration_or(&raw.header_read_timeout, DEFAULT_HEADER_READ_TIMEOUT, false);
         let drain_timeout = self.duration_or(&raw.drain_timeout, DEFAULT_DRAIN_TIMEOUT, true);
+        let body_read_timeout =
+            self.duration_or(&raw.body_read_timeout, DEFAULT_BODY_READ_TIMEOUT, false);
         let workers = self.count_or(
             &raw.workers,
             crate::workers::default_count() as u64,
@@ -136,6 +138,7 @@ impl Compiler {
             drain_timeout: drain_timeout?,
             access_log: raw.access_log.unwrap_or(true),
             workers: usize::try_from(workers?).ok()?,
+            body_read_timeout: body_read_timeout?,
         })
     }
 

@@ -31,6 +31,7 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Reads and compiles the file at `path`.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
