@@ -250,13 +250,15 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
 /// Prepares an admitted request's head for the upstream: hop-by-hop headers out,
 /// Host kept (taken from an HTTP/2 `:authority` when there is no Host), X-Forwarded-*.
 pub fn prepare_request(req: &mut Request<Body>, peer: IpAddr, tls: bool, upgrade: bool) {
-    let authority = req.uri().authority().map(|a| a.as_str().to_owned());
+    // Only an HTTP/2 request lacks Host; build it from `:authority` just then.
+    let host_from_authority = (!req.headers().contains_key(HOST))
+        .then(|| req.uri().authority())
+        .flatten()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
     let headers = req.headers_mut();
     strip_hop_by_hop(headers, upgrade);
-    if !headers.contains_key(HOST) {
-        if let Some(value) = authority.and_then(|a| HeaderValue::try_from(a).ok()) {
-            headers.insert(HOST, value);
-        }
+    if let Some(value) = host_from_authority {
+        headers.insert(HOST, value);
     }
     let forwarded_for = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
         Some(prior) => HeaderValue::try_from(format!("{prior}, {peer}")),

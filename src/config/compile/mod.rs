@@ -197,9 +197,3 @@ fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a String>, table: &str)
         )),
     }
 }
-
-impl OneOrMany {
-    pub fn is_empty(&self) -> bool {
-        matches!(self, OneOrMany::Many(v) if v.is_empty())
-    }
-}
