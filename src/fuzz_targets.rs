@@ -69,7 +69,7 @@ pub fn keys(data: &[u8]) {
         "path",
     ] {
         if let Ok(s) = source.parse::<KeySource>() {
-            if let Some(part) = s.extract(&view) {
+            for part in s.extract(&view).unwrap_or_default() {
                 let _ = part.as_text();
             }
         }

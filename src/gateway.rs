@@ -7,8 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -45,6 +43,8 @@ pub struct Gateway {
     admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     data_plane: Vec<crate::workers::Worker>,
+    /// The admin listener: drained on shutdown, after the data plane.
+    admin: Option<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
 }
 
@@ -110,14 +110,14 @@ impl Gateway {
         if let Limiter::Redis { remote, .. } = &shared.limiter {
             background.push(tokio::spawn(remote.clone().maintain()));
         }
-        if let Some(l) = admin_listener {
-            background.push(tokio::spawn(serve_admin(
+        let admin = admin_listener.map(|l| {
+            tokio::spawn(crate::admin::listener::serve(
                 l,
                 shared.clone(),
                 tls.clone(),
                 rx,
-            )));
-        }
+            ))
+        });
         tracing::info!(%addr, admin = ?admin_addr, tls = tls.load().is_some(), workers, "tollgate serving");
         Ok(Self {
             shared,
@@ -126,6 +126,7 @@ impl Gateway {
             admin_addr,
             shutdown,
             data_plane,
+            admin,
             background,
         })
     }
@@ -154,6 +155,9 @@ impl Gateway {
         for worker in self.data_plane {
             let _ = worker.done.await;
             let _ = tokio::task::spawn_blocking(move || worker.thread.join()).await;
+        }
+        if let Some(admin) = self.admin {
+            let _ = admin.await;
         }
         for task in self.background {
             task.abort();
@@ -217,36 +221,5 @@ async fn sweep(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
                 tracing::debug!(removed = n, "swept idle keys");
             }
         }
-    }
-}
-
-async fn serve_admin(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    tls: TlsSlot,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let (stream, _) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "admin accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => return,
-        };
-        let shared = shared.clone();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                crate::admin::service::handle(shared.clone(), tls.clone(), req)
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
     }
 }

@@ -30,6 +30,7 @@ pub mod key;
 pub mod limit;
 pub mod proxy;
 pub mod reload;
+pub mod request;
 pub mod server;
 pub mod store;
 pub mod summary;

@@ -1,4 +1,5 @@
 //! The admin listener: health, metrics, limiter inspection, reload.
 
+pub mod listener;
 pub mod metrics;
 pub mod service;

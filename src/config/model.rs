@@ -41,6 +41,8 @@ pub struct Server {
     pub workers: usize,
     /// Longest silence allowed inside a request body (408 after it).
     pub body_read_timeout: Duration,
+    /// How request paths are normalised before routing, keying and forwarding.
+    pub paths: crate::request::path::PathRules,
 }
 
 /// The data plane's TLS: the files, and the config built from them at load time.
@@ -177,15 +179,21 @@ pub struct Route {
 
 impl Config {
     /// The route for a request: exact host (if the route names one, port ignored),
-    /// longest path prefix, then methods. `routes` is kept in that order.
+    /// longest path prefix, then methods (`GET` also admits `HEAD`, as frameworks serve
+    /// HEAD with the GET handler). `routes` is kept in that order.
     pub fn find_route(&self, host: Option<&str>, path: &str, method: &Method) -> Option<usize> {
-        let host = host.map(strip_port);
+        let host = host.map(|h| {
+            let h = strip_port(h);
+            h.strip_suffix('.').unwrap_or(h)
+        });
         self.routes.iter().position(|r| {
             path.starts_with(r.path.as_str())
                 && r.host
                     .as_deref()
                     .is_none_or(|h| host.is_some_and(|req| req.eq_ignore_ascii_case(h)))
-                && r.methods.as_ref().is_none_or(|m| m.contains(method))
+                && r.methods.as_ref().is_none_or(|m| {
+                    m.contains(method) || (method == Method::HEAD && m.contains(&Method::GET))
+                })
         })
     }
 

@@ -37,6 +37,10 @@ pub struct RawServer {
     pub access_log: Option<bool>,
     pub workers: Option<S<i64>>,
     pub body_read_timeout: Option<S<String>>,
+    pub normalize_path: Option<bool>,
+    pub merge_slashes: Option<bool>,
+    pub escaped_slashes: Option<S<String>>,
+    pub allow_backslash: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -28,13 +28,16 @@ impl TrustedProxies {
         if !self.contains(client) {
             return client;
         }
+        // All lines are one list (RFC 9110 §5.3), read as bytes: a junk byte in one
+        // entry must not discard the entries a trusted proxy appended after it.
         let hops = headers
             .get_all(http::header::HeaderName::from_static("x-forwarded-for"))
             .iter()
             .rev()
-            .flat_map(|value| value.to_str().unwrap_or("").rsplit(','));
+            .flat_map(|value| value.as_bytes().rsplit(|&b| b == b','));
         for hop in hops {
-            match parse_hop(hop.trim()) {
+            let hop = std::str::from_utf8(hop.trim_ascii()).ok();
+            match hop.and_then(parse_hop) {
                 Some(ip) => {
                     client = ip;
                     if !self.contains(ip) {
@@ -109,6 +112,25 @@ mod tests {
         assert_eq!(
             trusted().client_ip(peer, &h),
             "10.0.0.5".parse::<IpAddr>().expect("ip")
+        );
+    }
+
+    #[test]
+    fn lines_are_one_list_and_junk_bytes_stay_in_their_entry() {
+        let peer: IpAddr = "127.0.0.1".parse().expect("ip");
+        let mut h = HeaderMap::new();
+        h.append(
+            "x-forwarded-for",
+            http::HeaderValue::from_bytes(b"1.1.1.1, \xff\xfe, 198.51.100.7").expect("obs-text"),
+        );
+        assert_eq!(
+            trusted().client_ip(peer, &h),
+            "198.51.100.7".parse::<IpAddr>().expect("ip")
+        );
+        let h = xff(&["6.6.6.6", "198.51.100.8", "10.0.0.1"]);
+        assert_eq!(
+            trusted().client_ip(peer, &h),
+            "198.51.100.8".parse::<IpAddr>().expect("ip")
         );
     }
 

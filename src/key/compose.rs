@@ -5,6 +5,7 @@ use std::hash::Hasher;
 
 use super::KeyPart;
 
+#[derive(Clone)]
 pub struct KeyHasher<H: Hasher> {
     hasher: H,
 }

@@ -8,4 +8,6 @@ pub mod source;
 pub use client_ip::TrustedProxies;
 pub use compose::KeyHasher;
 pub use redis_key::{RedisKey, RedisKeyBuilder};
-pub use source::{KeyPart, KeySource, KeySourceError, RequestView};
+pub use source::{
+    KeyPart, KeySource, KeySourceError, KeyValues, RequestView, TooManyValues, MAX_KEY_VALUES,
+};

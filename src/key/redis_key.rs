@@ -18,7 +18,7 @@ pub struct RedisKey {
     pub tag: String,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct RedisKeyBuilder {
     tag: Option<String>,
     all: Sha256,

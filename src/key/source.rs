@@ -7,6 +7,7 @@ use std::hash::Hasher;
 use std::net::IpAddr;
 use std::str::FromStr;
 
+use arrayvec::ArrayVec;
 use base64::Engine;
 use http::header::{HeaderName, AUTHORIZATION, COOKIE};
 use http::{HeaderMap, Method, Uri};
@@ -129,70 +130,135 @@ impl KeyPart<'_> {
     }
 }
 
+/// Most distinct values one key source (and one tier's composed key) may take in one
+/// request. Each value's bucket is charged; more than this is refused (400), so a
+/// client cannot make the gateway charge or look up an unbounded number of buckets.
+pub const MAX_KEY_VALUES: usize = crate::limit::MAX_KEYS_PER_TIER;
+
+/// The distinct values of one key source in one request.
+pub type KeyValues<'a> = ArrayVec<KeyPart<'a>, MAX_KEY_VALUES>;
+
+/// A key source appeared with more than [`MAX_KEY_VALUES`] distinct values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a key source has more than {MAX_KEY_VALUES} distinct values")]
+pub struct TooManyValues;
+
+/// Adds `part` unless an equal value is already there.
+fn push_distinct<'a>(values: &mut KeyValues<'a>, part: KeyPart<'a>) -> Result<(), TooManyValues> {
+    if !values.contains(&part) {
+        values.try_push(part).map_err(|_| TooManyValues)?;
+    }
+    Ok(())
+}
+
 impl KeySource {
-    /// The source's value in `req`, or `None` when the request does not carry it.
-    pub fn extract<'a>(&self, req: &RequestView<'a>) -> Option<KeyPart<'a>> {
-        let borrowed = |b: &'a [u8]| Some(KeyPart::Bytes(Cow::Borrowed(b)));
+    /// Every distinct, non-empty value of the source in `req`; empty when the request does
+    /// not carry it. A source given several times (header lines, query parameters,
+    /// cookies of one name, Authorization lines) yields each value, since upstreams
+    /// disagree on whether the first or the last one counts.
+    pub fn extract<'a>(&self, req: &RequestView<'a>) -> Result<KeyValues<'a>, TooManyValues> {
+        let mut values = KeyValues::new();
+        let borrowed = |b: &'a [u8]| KeyPart::Bytes(Cow::Borrowed(b));
         match self {
-            KeySource::Ip => Some(KeyPart::Ip(req.client_ip)),
-            KeySource::Route => borrowed(req.route.as_bytes()),
-            KeySource::Method => borrowed(req.method.as_str().as_bytes()),
-            KeySource::Path => borrowed(req.uri.path().as_bytes()),
-            KeySource::Header(name) => req
-                .headers
-                .get(name)
-                .map(|v| v.as_bytes())
-                .filter(|v| !v.is_empty())
-                .and_then(borrowed),
-            KeySource::Query(name) => query_value(req.uri.query()?, name),
-            KeySource::Cookie(name) => cookie_value(req.headers, name),
-            KeySource::Jwt(claim) => jwt_claim(req.headers, claim),
+            KeySource::Ip => values.push(KeyPart::Ip(req.client_ip)),
+            KeySource::Route => values.push(borrowed(req.route.as_bytes())),
+            KeySource::Method => values.push(borrowed(req.method.as_str().as_bytes())),
+            KeySource::Path => values.push(borrowed(req.uri.path().as_bytes())),
+            KeySource::Header(name) => {
+                // HTTP/1 parsers trim optional whitespace around a value; HTTP/2 does not,
+                // and the HTTP/1 upstream then trims: trim here so both are one key.
+                for value in req.headers.get_all(name) {
+                    let v = trim_ows(value.as_bytes());
+                    if !v.is_empty() {
+                        push_distinct(&mut values, borrowed(v))?;
+                    }
+                }
+            }
+            KeySource::Query(name) => {
+                if let Some(query) = req.uri.query() {
+                    query_values(query, name, &mut values)?;
+                }
+            }
+            KeySource::Cookie(name) => cookie_values(req.headers, name, &mut values)?,
+            KeySource::Jwt(claim) => {
+                for value in req.headers.get_all(AUTHORIZATION) {
+                    if let Some(part) = jwt_claim(value.as_bytes(), claim) {
+                        push_distinct(&mut values, part)?;
+                    }
+                }
+            }
         }
+        Ok(values)
     }
 }
 
-/// The first `name=value` pair, percent-decoded so `a%20b` and `a+b` are one key.
-fn query_value<'a>(query: &'a str, name: &str) -> Option<KeyPart<'a>> {
-    form_urlencoded::parse(query.as_bytes())
-        .find(|(k, _)| k == name)
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(_, v)| match v {
-            Cow::Borrowed(s) => KeyPart::Bytes(Cow::Borrowed(s.as_bytes())),
-            Cow::Owned(s) => KeyPart::Bytes(Cow::Owned(s.into_bytes())),
-        })
+/// Optional whitespace (RFC 9110 §5.6.3): spaces and horizontal tabs.
+fn trim_ows(b: &[u8]) -> &[u8] {
+    let is_ows = |c: &u8| *c == b' ' || *c == b'\t';
+    let start = b.iter().position(|c| !is_ows(c)).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !is_ows(c)).map_or(start, |e| e + 1);
+    &b[start..end]
 }
 
-/// The first cookie called `name` across all Cookie headers.
-fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<KeyPart<'a>> {
-    headers
+/// Every `name=value` pair, percent-decoded so `a%20b` and `a+b` are one key.
+fn query_values<'a>(
+    query: &'a str,
+    name: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        if k != name || v.is_empty() {
+            continue;
+        }
+        let part = match v {
+            Cow::Borrowed(s) => KeyPart::Bytes(Cow::Borrowed(s.as_bytes())),
+            Cow::Owned(s) => KeyPart::Bytes(Cow::Owned(s.into_bytes())),
+        };
+        push_distinct(values, part)?;
+    }
+    Ok(())
+}
+
+/// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one.
+fn cookie_values<'a>(
+    headers: &'a HeaderMap,
+    name: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    let pairs = headers
         .get_all(COOKIE)
         .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b';'))
-        .find_map(|pair| {
-            let pair = pair.trim_ascii();
-            let eq = pair.iter().position(|&b| b == b'=')?;
-            let (k, v) = (&pair[..eq], &pair[eq + 1..]);
-            let v = v
-                .strip_prefix(b"\"")
-                .and_then(|v| v.strip_suffix(b"\""))
-                .unwrap_or(v);
-            (k.trim_ascii() == name.as_bytes() && !v.is_empty())
-                .then(|| KeyPart::Bytes(Cow::Borrowed(v.trim_ascii())))
-        })
+        .flat_map(|v| v.as_bytes().split(|&b| b == b';'));
+    for pair in pairs {
+        let Some(eq) = pair.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let (k, v) = (trim_ows(&pair[..eq]), trim_ows(&pair[eq + 1..]));
+        let v = v
+            .strip_prefix(b"\"")
+            .and_then(|v| v.strip_suffix(b"\""))
+            .unwrap_or(v);
+        if k == name.as_bytes() && !v.is_empty() {
+            push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))?;
+        }
+    }
+    Ok(())
 }
 
 /// Longest bearer token whose payload we are willing to decode.
 const MAX_JWT_LEN: usize = 8192;
 
-/// A claim from the payload of `Authorization: Bearer <jwt>`. The signature is NOT
-/// verified: the gateway only reads the claim to pick a bucket (see docs/configuration.md).
-fn jwt_claim<'a>(headers: &HeaderMap, claim: &str) -> Option<KeyPart<'a>> {
-    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.trim().split_once(' ')?;
+/// A claim from the payload of one `Authorization: Bearer <jwt>` value. The signature is
+/// NOT verified: the gateway only reads the claim to pick a bucket (docs/configuration.md).
+/// Any run of spaces or tabs separates scheme and token, as lenient upstreams accept.
+fn jwt_claim<'a>(value: &[u8], claim: &str) -> Option<KeyPart<'a>> {
+    let value = std::str::from_utf8(trim_ows(value)).ok()?;
+    let (scheme, token) = value.split_once([' ', '\t'])?;
+    let token = token.trim_matches([' ', '\t']);
     if !scheme.eq_ignore_ascii_case("bearer") || token.len() > MAX_JWT_LEN {
         return None;
     }
-    let mut segments = token.trim().split('.');
+    let mut segments = token.split('.');
     let (_header, payload, _sig) = (segments.next()?, segments.next()?, segments.next()?);
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload.trim_end_matches('='))
@@ -221,8 +287,12 @@ mod tests {
         }
     }
 
-    fn text(part: Option<KeyPart<'_>>) -> Option<String> {
-        part.map(|p| p.as_text().into_owned())
+    /// The first value, as text.
+    fn text(values: Result<KeyValues<'_>, TooManyValues>) -> Option<String> {
+        values
+            .expect("within bounds")
+            .first()
+            .map(|p| p.as_text().into_owned())
     }
 
     #[test]
@@ -297,7 +367,94 @@ mod tests {
             let mut headers = HeaderMap::new();
             headers.insert(AUTHORIZATION, bad.parse().expect("value"));
             let req = view(&uri, &headers);
-            assert_eq!(KeySource::Jwt("sub".into()).extract(&req), None, "{bad}");
+            assert_eq!(
+                KeySource::Jwt("sub".into()).extract(&req),
+                Ok(KeyValues::new()),
+                "{bad}"
+            );
         }
+    }
+
+    fn all(source: &str, uri: &str, lines: &[(&str, &str)]) -> Result<Vec<String>, TooManyValues> {
+        let uri: Uri = uri.parse().expect("uri");
+        let mut headers = HeaderMap::new();
+        for (k, v) in lines {
+            headers.append(
+                HeaderName::from_bytes(k.as_bytes()).expect("name"),
+                http::HeaderValue::from_str(v).expect("value"),
+            );
+        }
+        let req = view(&uri, &headers);
+        let values = source.parse::<KeySource>().expect("source").extract(&req)?;
+        Ok(values.iter().map(|p| p.as_text().into_owned()).collect())
+    }
+
+    #[test]
+    fn respellings_are_one_key() {
+        let one = Ok(vec!["k".to_owned()]);
+        for v in ["k", " k", "k\t", "\t k  "] {
+            assert_eq!(
+                all("header:x-api-key", "/", &[("x-api-key", v)]),
+                one,
+                "{v:?}"
+            );
+        }
+        for c in ["sid=k", "sid= k", "sid = \"k\"", "sid= \"k\" ", "a=1;sid=k"] {
+            assert_eq!(all("cookie:sid", "/", &[("cookie", c)]), one, "{c:?}");
+        }
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"sub":"k"}"#);
+        for a in [
+            "Bearer h.P.s",
+            "Bearer\th.P.s",
+            "bearer      h.P.s",
+            " Bearer h.P.s\t",
+        ] {
+            let a = a.replace('P', &payload);
+            assert_eq!(all("jwt:sub", "/", &[("authorization", &a)]), one, "{a:?}");
+        }
+    }
+
+    #[test]
+    fn a_source_given_twice_yields_every_distinct_value() {
+        let two = Ok(vec!["a".to_owned(), "b".to_owned()]);
+        assert_eq!(all("query:key", "/?key=a&key=b&key=a", &[]), two);
+        assert_eq!(
+            all(
+                "header:x-k",
+                "/",
+                &[("x-k", "a"), ("x-k", "b"), ("x-k", "a ")]
+            ),
+            two
+        );
+        assert_eq!(
+            all(
+                "cookie:sid",
+                "/",
+                &[("cookie", "sid=a; sid=b"), ("cookie", "sid=a")]
+            ),
+            two
+        );
+        // An empty first value is not the key: the non-empty one is charged.
+        assert_eq!(
+            all("header:x-k", "/", &[("x-k", ""), ("x-k", "b")]),
+            Ok(vec!["b".to_owned()])
+        );
+        assert_eq!(
+            all("query:key", "/?key=&key=b", &[]),
+            Ok(vec!["b".to_owned()])
+        );
+        assert_eq!(
+            all("query:key", "/?a=1&key=1&key=2&key=3&key=4&key=4", &[]).map(|v| v.len()),
+            Ok(4)
+        );
+        assert_eq!(
+            all("query:key", "/?key=1&key=2&key=3&key=4&key=5", &[]),
+            Err(TooManyValues)
+        );
+        let lines: Vec<(&str, &str)> = ["1", "2", "3", "4", "5"]
+            .iter()
+            .map(|v| ("x-k", *v))
+            .collect();
+        assert_eq!(all("header:x-k", "/", &lines), Err(TooManyValues));
     }
 }

@@ -4,7 +4,10 @@ pub mod gcra;
 pub mod tiers;
 
 pub use gcra::{Decision, Quota, QuotaError};
-pub use tiers::{evaluate, Mode, TatTable, Tier, TierOutcome, Verdict, MAX_TIERS};
+pub use tiers::{
+    evaluate, Mode, TatTable, Tier, TierOutcome, Verdict, MAX_DECISIONS, MAX_KEYS_PER_TIER,
+    MAX_TIERS,
+};
 
 #[cfg(test)]
 mod model_tests;

@@ -7,6 +7,11 @@ use super::gcra::{Decision, Quota};
 
 /// Most tiers one route may name; keeps a request's verdict on the stack.
 pub const MAX_TIERS: usize = 8;
+/// Most keys one tier applies to in one request: a key source given with several
+/// distinct values charges each value's bucket.
+pub const MAX_KEYS_PER_TIER: usize = 4;
+/// Most single-key decisions one request makes: every key of every tier.
+pub const MAX_DECISIONS: usize = MAX_TIERS * MAX_KEYS_PER_TIER;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -58,7 +63,7 @@ impl TierOutcome {
 pub struct Verdict {
     pub admitted: bool,
     /// Not initialised beyond what is used: the verdict is built on every request.
-    outcomes: ArrayVec<TierOutcome, MAX_TIERS>,
+    outcomes: ArrayVec<TierOutcome, MAX_DECISIONS>,
     /// Index of the first enforcing tier that denied.
     pub first_denier: Option<usize>,
     /// Index of the tier whose numbers go into the response headers: on admission the
@@ -91,10 +96,10 @@ impl Verdict {
     }
 }
 
-/// Decides `tiers` (at most [`MAX_TIERS`]; extra tiers are ignored) for one request.
+/// Decides `tiers` (at most [`MAX_DECISIONS`]; extra tiers are ignored) for one request.
 #[inline]
 pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost: u64) -> Verdict {
-    let tiers = &tiers[..tiers.len().min(MAX_TIERS)];
+    let tiers = &tiers[..tiers.len().min(MAX_DECISIONS)];
     let mut verdict = Verdict::unlimited();
 
     for (i, tier) in tiers.iter().enumerate() {

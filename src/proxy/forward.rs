@@ -247,24 +247,24 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     }
 }
 
-/// Prepares an admitted request's head for the upstream: hop-by-hop headers out,
-/// Host kept (taken from an HTTP/2 `:authority` when there is no Host), X-Forwarded-*.
-pub fn prepare_request(req: &mut Request<Body>, peer: IpAddr, tls: bool, upgrade: bool) {
-    // Only an HTTP/2 request lacks Host; build it from `:authority` just then.
-    let host_from_authority = (!req.headers().contains_key(HOST))
-        .then(|| req.uri().authority())
-        .flatten()
-        .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
+/// Adds what the upstream learns from the gateway: X-Forwarded-For (every line the
+/// client sent, as one list, then the peer), -Proto and -Host. The head was normalised
+/// before routing (`head::normalize`), so Host and hop-by-hop headers are already right.
+pub fn prepare_request(req: &mut Request<Body>, peer: IpAddr, tls: bool) {
     let headers = req.headers_mut();
-    strip_hop_by_hop(headers, upgrade);
-    if let Some(value) = host_from_authority {
-        headers.insert(HOST, value);
+    let mut chain = Vec::with_capacity(64);
+    for line in headers.get_all(&X_FORWARDED_FOR) {
+        let line = line.as_bytes().trim_ascii();
+        if !line.is_empty() {
+            chain.extend_from_slice(line);
+            chain.extend_from_slice(b", ");
+        }
     }
-    let forwarded_for = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(prior) => HeaderValue::try_from(format!("{prior}, {peer}")),
-        None => HeaderValue::try_from(peer.to_string()),
-    };
-    if let Ok(v) = forwarded_for {
+    {
+        use std::io::Write;
+        let _ = write!(chain, "{peer}");
+    }
+    if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(chain)) {
         headers.insert(X_FORWARDED_FOR.clone(), v);
     }
     headers.insert(

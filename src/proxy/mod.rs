@@ -2,5 +2,7 @@
 
 pub mod body;
 pub mod forward;
+pub mod head;
 pub mod response;
 pub mod service;
+pub mod tiers;

@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrayvec::ArrayVec;
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, UPGRADE};
 use http::{Request, Response, StatusCode};
 use http_body::Body as _;
@@ -18,24 +17,18 @@ use super::forward::{prepare_request, strip_hop_by_hop, ForwardError};
 use super::response::{
     json_error, rate_limit_headers, too_many_requests, Body, BoxError, Reported,
 };
+use super::tiers::{KeyRefusal, RequestTiers};
 use crate::app::Shared;
-use crate::config::{Missing, Policy, Route};
-use crate::key::{KeyHasher, KeyPart, RedisKey, RedisKeyBuilder, RequestView};
-use crate::limit::{Tier, Verdict, MAX_TIERS};
-use crate::store::{Limiter, Outcome};
+use crate::config::Route;
+use crate::key::RequestView;
+use crate::limit::Verdict;
+use crate::store::Outcome;
 
 /// What the accepting connection knows about itself.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnInfo {
     pub peer: SocketAddr,
     pub tls: bool,
-}
-
-/// A tier as applied to one request (with its Redis key when the store is Redis).
-enum TierKey {
-    Apply(Tier, Option<RedisKey>),
-    Skip,
-    Reject,
 }
 
 /// What the access log line and the response counters need, filled in along the way.
@@ -45,6 +38,8 @@ struct Trace {
     decision: &'static str,
     policy: Option<usize>,
     wait_ns: u64,
+    /// The normalised target, kept only when an access log line will be written.
+    normalized: Option<http::Uri>,
 }
 
 /// Serves one data-plane request. Never fails: every problem is an HTTP answer.
@@ -67,6 +62,7 @@ pub async fn handle(
         decision: "unmatched",
         policy: None,
         wait_ns: 0,
+        normalized: None,
     };
     let resp = serve(&shared, &snapshot, conn, req, &mut trace).await;
     let status = resp.status().as_u16();
@@ -81,7 +77,8 @@ pub async fn handle(
         tracing::info!(
             target: "tollgate::access",
             method = %method,
-            path = %uri.path(),
+            path = %trace.normalized.as_ref().unwrap_or(&uri).path(),
+            raw_path = %uri.path(),
             route = route.map_or("", |r| r.name.as_str()),
             client = %trace.client.unwrap_or(conn.peer.ip()),
             decision = trace.decision,
@@ -99,14 +96,21 @@ async fn serve(
     shared: &Arc<Shared>,
     snapshot: &crate::app::Snapshot,
     conn: ConnInfo,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     trace: &mut Trace,
 ) -> Response<Body> {
     let config = &snapshot.config;
-    let host = req
-        .uri()
-        .host()
-        .or_else(|| req.headers().get(HOST).and_then(|h| h.to_str().ok()));
+    let normalized = match super::head::normalize(&mut req, &config.server.paths) {
+        Ok(n) => n,
+        Err(e) => {
+            trace.decision = "bad_request";
+            return json_error(StatusCode::BAD_REQUEST, e.code(), &[]);
+        }
+    };
+    if config.server.access_log {
+        trace.normalized = Some(req.uri().clone());
+    }
+    let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());
     let Some(route_index) = config.find_route(host, req.uri().path(), req.method()) else {
         shared.metrics.requests_unmatched.inc();
         return json_error(StatusCode::NOT_FOUND, "no_route", &[]);
@@ -120,38 +124,33 @@ async fn serve(
         .client_ip(conn.peer.ip(), req.headers());
     trace.client = Some(client_ip);
 
-    // Each applied tier, and the position of its policy in the route.
-    let mut tiers: ArrayVec<Tier, MAX_TIERS> = ArrayVec::new();
-    let mut positions: ArrayVec<usize, MAX_TIERS> = ArrayVec::new();
-    let mut redis_keys: ArrayVec<RedisKey, MAX_TIERS> = ArrayVec::new();
-    {
-        let view = RequestView {
-            method: req.method(),
-            uri: req.uri(),
-            headers: req.headers(),
-            client_ip,
-            route: &route.name,
-        };
-        for (position, policy) in route.policies.iter().enumerate() {
-            match tier_for(&shared.limiter, policy, &view) {
-                TierKey::Apply(tier, redis_key) => {
-                    tiers.push(tier);
-                    positions.push(position);
-                    redis_keys.extend(redis_key);
-                }
-                TierKey::Skip => {}
-                TierKey::Reject => {
-                    trace.decision = "missing_key";
-                    trace.policy = Some(position);
-                    return json_error(
-                        StatusCode::BAD_REQUEST,
-                        "missing_key",
-                        &[("policy", policy.name.as_str().into())],
-                    );
-                }
-            }
+    let view = RequestView {
+        method: req.method(),
+        uri: req.uri(),
+        headers: req.headers(),
+        client_ip,
+        route: &route.name,
+    };
+    let RequestTiers {
+        tiers,
+        positions,
+        redis_keys,
+    } = match RequestTiers::build(&shared.limiter, route, &view) {
+        Ok(t) => t,
+        Err(refusal) => {
+            let (code, position) = match refusal {
+                KeyRefusal::Missing(p) => ("missing_key", p),
+                KeyRefusal::TooManyValues(p) => ("too_many_key_values", p),
+            };
+            trace.decision = code;
+            trace.policy = Some(position);
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                code,
+                &[("policy", route.policies[position].name.as_str().into())],
+            );
         }
-    }
+    };
 
     let now = shared.clock.now_ns();
     let verdict = if tiers.is_empty() {
@@ -212,7 +211,7 @@ async fn serve(
     }
 
     let pool = &snapshot.pools[route.upstream_index];
-    let mut resp = match forward(shared, route, pool, conn, req, now).await {
+    let mut resp = match forward(shared, route, pool, conn, req, normalized, now).await {
         Ok(resp) => resp,
         Err(resp) => resp,
     };
@@ -238,78 +237,36 @@ fn store_failed(shared: &Shared, e: &crate::store::StoreError) {
     tracing::debug!(error = %e, "store call failed; applying on_error");
 }
 
-/// Builds the tier of `policy` for this request: its key hash and its quota.
-fn tier_for(limiter: &Limiter, policy: &Policy, view: &RequestView<'_>) -> TierKey {
-    let mut hasher = KeyHasher::new(limiter.key_hasher(), &policy.name);
-    let mut redis = limiter.is_remote().then(RedisKeyBuilder::default);
-    let mut single: Option<KeyPart<'_>> = None;
-    for source in &policy.key {
-        match source.extract(view) {
-            Some(part) => {
-                hasher.part(&part);
-                if let Some(r) = redis.as_mut() {
-                    r.part(&part);
-                }
-                if policy.key.len() == 1 {
-                    single = Some(part);
-                }
-            }
-            None => match policy.missing {
-                Missing::Skip => return TierKey::Skip,
-                Missing::Reject => return TierKey::Reject,
-                Missing::Shared => {
-                    hasher.missing();
-                    if let Some(r) = redis.as_mut() {
-                        r.missing();
-                    }
-                }
-            },
-        }
-    }
-    let quota = match &single {
-        Some(part) if !policy.overrides.is_empty() => policy.quota_for(Some(&part.as_text())),
-        _ => policy.quota,
-    };
-    TierKey::Apply(
-        Tier {
-            quota,
-            mode: policy.mode,
-            max_delay_ns: u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX),
-            key: hasher.finish(),
-        },
-        redis.map(|r| r.finish(&policy.name)),
-    )
-}
-
+/// Counts one decision per policy: a policy whose key came with several values counts
+/// as denied when any of its keys denied.
 fn count_decisions(
     verdict: &Verdict,
     positions: &[usize],
     metrics: &crate::admin::metrics::RouteMetrics,
 ) {
-    for (outcome, &position) in verdict.outcomes().iter().zip(positions) {
-        let counters = &metrics.tiers[position];
-        if !outcome.decision.admitted {
-            match outcome.mode {
-                crate::limit::Mode::Enforce => counters.denied.inc(),
-                crate::limit::Mode::Shadow => counters.shadow_denied.inc(),
-            };
-        } else if verdict.admitted {
-            counters.admitted.inc();
-        }
-    }
-}
-
-fn is_upgrade(req: &Request<Incoming>) -> bool {
-    req.headers().contains_key(UPGRADE)
-        && req
-            .headers()
-            .get_all(CONNECTION)
+    let outcomes = verdict.outcomes();
+    let mut i = 0;
+    while i < outcomes.len() {
+        let position = positions[i];
+        let end = positions[i..]
             .iter()
-            .filter_map(|v| v.to_str().ok())
-            .any(|v| {
-                v.split(',')
-                    .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
-            })
+            .position(|&p| p != position)
+            .map_or(outcomes.len(), |n| i + n);
+        let counters = &metrics.tiers[position];
+        match outcomes[i..end].iter().find(|o| !o.decision.admitted) {
+            Some(o) if o.mode == crate::limit::Mode::Enforce => {
+                counters.denied.inc();
+            }
+            Some(_) => {
+                counters.shadow_denied.inc();
+            }
+            None if verdict.admitted => {
+                counters.admitted.inc();
+            }
+            None => {}
+        }
+        i = end;
+    }
 }
 
 /// Sends an admitted request upstream and maps the answer or the failure to a response.
@@ -319,9 +276,11 @@ async fn forward(
     pool: &super::forward::UpstreamPool,
     conn: ConnInfo,
     mut req: Request<Incoming>,
+    normalized: super::head::Normalized,
     now: u64,
 ) -> Result<Response<Body>, Response<Body>> {
-    let upgrade = is_upgrade(&req);
+    let upgrade = normalized.upgrade;
+    let client_version = req.version();
     let body_read_timeout = shared.config().server.body_read_timeout;
     if let Some(max) = route.max_body {
         let declared = req
@@ -337,7 +296,7 @@ async fn forward(
             ));
         }
     }
-    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
     let replayable = req.body().is_end_stream();
     let (parts, body) = req.into_parts();
     // A failure of the client's body is tagged, so it is answered as the client's fault;
@@ -354,7 +313,7 @@ async fn forward(
         .boxed_unsync(),
     };
     let mut outgoing = Request::from_parts(parts, body);
-    prepare_request(&mut outgoing, conn.peer.ip(), conn.tls, upgrade);
+    prepare_request(&mut outgoing, conn.peer.ip(), conn.tls);
 
     let sent = shared.clock.now_ns();
     let result = pool.send(outgoing, now, replayable).await;
@@ -413,7 +372,20 @@ async fn forward(
     );
 
     let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
-    if let (true, Some(client_upgrade)) = (switching, client_upgrade) {
+    if switching {
+        // Tunnel only the upgrade the client asked for, and only when the 101 names it:
+        // otherwise the "tunnel" could carry any number of unlimited requests.
+        let agreed = upgrade
+            .as_ref()
+            .is_some_and(|asked| super::head::upgrade_matches(asked, resp.headers().get(UPGRADE)));
+        let Some(client_upgrade) = client_upgrade.filter(|_| agreed) else {
+            tracing::warn!(route = %route.name, upstream = %upstream, "upstream answered 101 to a request that did not ask for that upgrade");
+            return Err(json_error(
+                StatusCode::BAD_GATEWAY,
+                "upstream_bad_upgrade",
+                &[("upstream", upstream.as_str().into())],
+            ));
+        };
         let upstream_upgrade = hyper::upgrade::on(&mut resp);
         // The tunnel ends when either side closes; it owns nothing else.
         tokio::spawn(async move {
@@ -425,6 +397,13 @@ async fn forward(
                     .await;
         });
     }
+    // An intermediary answers in its own HTTP version (RFC 9110 §6.2): an HTTP/1.0
+    // upstream must not turn the client's keep-alive connection into a 1.0 one.
+    *resp.version_mut() = if client_version == http::Version::HTTP_2 {
+        http::Version::HTTP_2
+    } else {
+        http::Version::HTTP_11
+    };
     strip_hop_by_hop(resp.headers_mut(), switching);
     Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
 }

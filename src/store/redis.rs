@@ -15,7 +15,7 @@ use redis::Script;
 use super::breaker::Breaker;
 use super::snapshot::{SnapshotTable, BASE};
 use crate::key::RedisKey;
-use crate::limit::{evaluate, Mode, Tier, Verdict, MAX_TIERS};
+use crate::limit::{evaluate, Mode, Tier, Verdict, MAX_DECISIONS};
 
 const NANOS: u128 = 1_000_000_000;
 
@@ -68,7 +68,7 @@ struct Reply {
     now_s: u64,
     now_ns: u64,
     admitted: bool,
-    debts: ArrayVec<u64, MAX_TIERS>,
+    debts: ArrayVec<u64, MAX_DECISIONS>,
 }
 
 impl Reply {
@@ -231,7 +231,7 @@ impl RedisStore {
         // One script call per group. A single Redis takes all tiers at once (one round trip,
         // one `now`); a Cluster needs one group per hash tag, in order of first appearance.
         let single = matches!(self.connection, Connection::Single(_));
-        let mut groups: ArrayVec<ArrayVec<usize, MAX_TIERS>, MAX_TIERS> = ArrayVec::new();
+        let mut groups: ArrayVec<ArrayVec<usize, MAX_DECISIONS>, MAX_DECISIONS> = ArrayVec::new();
         for (i, key) in keys.iter().enumerate().take(tiers.len()) {
             match groups
                 .iter_mut()
@@ -242,7 +242,7 @@ impl RedisStore {
             }
         }
         let snapshot = SnapshotTable::default();
-        let mut written: ArrayVec<(usize, Reply), MAX_TIERS> = ArrayVec::new();
+        let mut written: ArrayVec<(usize, Reply), MAX_DECISIONS> = ArrayVec::new();
         let mut denied_at = None;
         for (g, group) in groups.iter().enumerate() {
             let mut inv = self.gcra.prepare_invoke();
@@ -309,7 +309,7 @@ impl RedisStore {
     /// Takes back what earlier slots wrote for a request that was denied after all.
     async fn roll_back(
         &self,
-        groups: &[ArrayVec<usize, MAX_TIERS>],
+        groups: &[ArrayVec<usize, MAX_DECISIONS>],
         written: &[(usize, Reply)],
         tiers: &[Tier],
         keys: &[RedisKey],

@@ -3,14 +3,14 @@
 
 use arrayvec::ArrayVec;
 
-use crate::limit::{Decision, TatTable, MAX_TIERS};
+use crate::limit::{Decision, TatTable, MAX_DECISIONS};
 
 /// Times are relative to `BASE`, which plays "now": far from 0 and from overflow.
 pub const BASE: u64 = 1 << 62;
 
 #[derive(Debug, Default)]
 pub struct SnapshotTable {
-    entries: std::cell::RefCell<ArrayVec<(u64, u64), MAX_TIERS>>,
+    entries: std::cell::RefCell<ArrayVec<(u64, u64), MAX_DECISIONS>>,
 }
 
 impl SnapshotTable {

@@ -1,6 +1,7 @@
 //! `[server]` and `[store]`: addresses, limits, TLS, the store backend.
 
 use super::*;
+use crate::request::path::{EscapedSlash, PathRules};
 
 impl Compiler {
     /// The Redis script keeps debts in doubles: τ + max_delay must stay below 2^52 ns.
@@ -127,8 +128,26 @@ impl Compiler {
                 );
             }
         }
+        let escaped_slash = self.choice(
+            &raw.escaped_slashes,
+            &[
+                ("refuse", EscapedSlash::Refuse),
+                ("keep", EscapedSlash::Keep),
+                ("decode", EscapedSlash::Decode),
+            ],
+            EscapedSlash::Refuse,
+            "escaped_slashes",
+        );
+        let defaults = PathRules::default();
+        let paths = PathRules {
+            normalize: raw.normalize_path.unwrap_or(defaults.normalize),
+            merge_slashes: raw.merge_slashes.unwrap_or(defaults.merge_slashes),
+            escaped_slash: escaped_slash?,
+            allow_backslash: raw.allow_backslash.unwrap_or(defaults.allow_backslash),
+        };
         Some(Server {
             listen: listen?,
+            paths,
             admin_listen: admin_listen.flatten(),
             trusted_proxies: TrustedProxies::new(nets),
             tls,

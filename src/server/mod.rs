@@ -12,6 +12,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
+pub mod preface;
+
 use crate::app::Shared;
 use crate::config::Server;
 use crate::proxy::service::{handle, ConnInfo};
@@ -88,22 +90,20 @@ pub async fn serve(
                 tls: tls.is_some(),
             };
             let gauge = shared.metrics.open_connections.clone();
+            // A client has `header_read_timeout` to show what it speaks: silent
+            // connections and stalled HTTP/2 prefaces are cut like slow HTTP/1 headers.
+            let deadline = server.header_read_timeout;
             match tls {
                 None => {
-                    // hyper's header timeout starts once HTTP/1 is detected; a client that
-                    // connects and sends nothing at all is cut by the same deadline here.
-                    // (`readable()` may report ready spuriously; `peek` waits for a byte.)
-                    let mut one = [0u8; 1];
-                    let first_byte =
-                        tokio::time::timeout(server.header_read_timeout, stream.peek(&mut one))
-                            .await;
-                    if matches!(first_byte, Ok(Ok(n)) if n > 0) {
-                        serve_io(TokioIo::new(stream), conn, shared, &builder, watcher).await;
+                    if let Some(io) = preface::read_start(stream, deadline).await {
+                        serve_io(TokioIo::new(io), conn, shared, &builder, watcher).await;
                     }
                 }
                 Some(cfg) => {
                     if let Some(tls_stream) = handshake(stream, cfg).await {
-                        serve_io(TokioIo::new(tls_stream), conn, shared, &builder, watcher).await;
+                        if let Some(io) = preface::read_start(tls_stream, deadline).await {
+                            serve_io(TokioIo::new(io), conn, shared, &builder, watcher).await;
+                        }
                     }
                 }
             }

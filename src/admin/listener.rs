@@ -1,0 +1,77 @@
+//! The admin listener's accept loop, bounded like the data plane: a connection cap, the
+//! header timeout (silent and slow clients are cut), and a graceful drain on shutdown,
+//! so a slowloris against the admin port cannot stop `/healthz` answering.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::app::Shared;
+use crate::server::{preface, TlsSlot};
+
+/// Admin connections open at once; beyond it, accepting pauses until one closes.
+pub const ADMIN_MAX_CONNECTIONS: usize = 512;
+/// Admin requests are small: their headers fit in this.
+const ADMIN_MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// Serves admin connections until `shutdown` flips, then drains them for up to `drain`.
+pub async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: TlsSlot,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let server = shared.config().server.clone();
+    let permits = Arc::new(Semaphore::new(ADMIN_MAX_CONNECTIONS));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(server.header_read_timeout)
+        .max_buf_size(ADMIN_MAX_HEADER_BYTES);
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = shutdown.changed() => break,
+        };
+        let (stream, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: pause instead of spinning.
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let shared = shared.clone();
+        let tls = tls.clone();
+        let http = http.clone();
+        let watcher = graceful.watcher();
+        let deadline = server.header_read_timeout;
+        tokio::spawn(async move {
+            if let Some(io) = preface::read_start(stream, deadline).await {
+                let svc = service_fn(move |req| {
+                    crate::admin::service::handle(shared.clone(), tls.clone(), req)
+                });
+                let _ = watcher
+                    .watch(http.serve_connection(TokioIo::new(io), svc))
+                    .await;
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(server.drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("admin drain deadline passed; closing remaining admin connections");
+    }
+}

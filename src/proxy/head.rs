@@ -1,0 +1,210 @@
+//! The request head as routing, keys and the upstream all see it: one canonical path,
+//! one host (in `Host`), connection-level headers gone. Applied first, so no spelling of
+//! a request can be routed or keyed one way and forwarded another.
+
+use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, UPGRADE};
+use http::uri::{PathAndQuery, Uri};
+use http::{Request, Version};
+
+use super::forward::strip_hop_by_hop;
+use crate::request::host::{self, HostError};
+use crate::request::path::{self, PathError, PathRules};
+
+static HTTP2_SETTINGS: HeaderName = HeaderName::from_static("http2-settings");
+
+/// Why a request head is refused (400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HeadError {
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error(transparent)]
+    Host(#[from] HostError),
+}
+
+impl HeadError {
+    /// The `error` field of the 400 JSON body.
+    pub fn code(self) -> &'static str {
+        match self {
+            HeadError::Path(e) => e.code(),
+            HeadError::Host(e) => e.code(),
+        }
+    }
+}
+
+/// What normalising found out about the request.
+#[derive(Debug, Default)]
+pub struct Normalized {
+    /// The protocol the client asked to switch to (`Upgrade`), when it may be tunnelled.
+    pub upgrade: Option<HeaderValue>,
+}
+
+/// Rewrites `req`'s head in place: canonical path (query untouched), a single valid
+/// `Host` naming the routed host, hop-by-hop headers removed (an upgrade request keeps
+/// `Upgrade`). Allocates only when something had to change.
+pub fn normalize<B>(req: &mut Request<B>, rules: &PathRules) -> Result<Normalized, HeadError> {
+    let new_host = {
+        let target = req.uri().authority().map(|a| a.as_str());
+        let mut lines = req
+            .headers()
+            .get_all(HOST)
+            .iter()
+            .map(HeaderValue::as_bytes);
+        let http2 = req.version() == Version::HTTP_2;
+        match host::of_request(target, &mut lines, http2)? {
+            Some(h)
+                if req.headers().get(HOST).map(HeaderValue::as_bytes)
+                    != Some(h.forward.as_bytes()) =>
+            {
+                Some(HeaderValue::from_str(&h.forward).map_err(|_| HostError::Invalid)?)
+            }
+            _ => None,
+        }
+    };
+
+    let new_path = match path::normalize(req.uri().path(), rules)? {
+        std::borrow::Cow::Borrowed(_) => None,
+        std::borrow::Cow::Owned(p) => Some(p),
+    };
+    if let Some(mut p) = new_path {
+        if let Some(q) = req.uri().query() {
+            p.push('?');
+            p.push_str(q);
+        }
+        let mut parts = req.uri().clone().into_parts();
+        parts.path_and_query =
+            Some(PathAndQuery::from_maybe_shared(p).map_err(|_| PathError::BadEscape)?);
+        *req.uri_mut() = Uri::from_parts(parts).map_err(|_| PathError::BadEscape)?;
+    }
+
+    let upgrade = requested_upgrade(req.headers());
+    let headers = req.headers_mut();
+    let new_host = match new_host {
+        // `Connection: host` would strip it below; keep the value to put back.
+        None if headers.contains_key(CONNECTION) => headers.get(HOST).cloned(),
+        other => other,
+    };
+    strip_hop_by_hop(headers, upgrade.is_some());
+    // Never forwarded: an h2c upgrade smuggled through us would reach the upstream
+    // as HTTP/2, past every limit.
+    headers.remove(&HTTP2_SETTINGS);
+    // After stripping, so `Connection: host` cannot remove the host that was routed.
+    if let Some(value) = new_host {
+        headers.insert(HOST, value);
+    }
+    Ok(Normalized { upgrade })
+}
+
+/// The `Upgrade` protocol when `Connection` names `upgrade` and it is not `h2c`.
+fn requested_upgrade(headers: &http::HeaderMap) -> Option<HeaderValue> {
+    let asked = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let protocol = headers.get(UPGRADE)?;
+    let h2c = protocol.to_str().map_or(true, |p| {
+        p.split(',').any(|t| t.trim().eq_ignore_ascii_case("h2c"))
+    });
+    (asked && !h2c).then(|| protocol.clone())
+}
+
+/// Whether a `101` response's `Upgrade` names the protocol the client asked for.
+pub fn upgrade_matches(asked: &HeaderValue, answered: Option<&HeaderValue>) -> bool {
+    let first = |v: &HeaderValue| {
+        v.to_str()
+            .ok()
+            .and_then(|s| s.split(',').next())
+            .map(|s| s.trim().to_ascii_lowercase())
+    };
+    match (first(asked), answered.and_then(first)) {
+        (Some(a), Some(b)) => !a.is_empty() && a == b,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(uri: &str, version: Version, headers: &[(&str, &str)]) -> Request<()> {
+        let mut req = Request::builder().uri(uri).version(version);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.body(()).expect("request")
+    }
+
+    #[test]
+    fn absolute_form_target_is_routed_and_forwarded() {
+        let mut req = head(
+            "http://Other.Example.:8080/a//b?x=1",
+            Version::HTTP_11,
+            &[("host", "api.example.com")],
+        );
+        normalize(&mut req, &PathRules::default()).expect("valid");
+        assert_eq!(req.headers()[HOST], "other.example:8080");
+        assert_eq!(
+            req.uri().path_and_query().map(|p| p.as_str()),
+            Some("/a/b?x=1")
+        );
+    }
+
+    #[test]
+    fn connection_cannot_strip_host_and_h2c_is_never_an_upgrade() {
+        let mut req = head(
+            "/x",
+            Version::HTTP_11,
+            &[
+                ("host", "api.example.com"),
+                ("connection", "host, upgrade, http2-settings"),
+                ("upgrade", "h2c"),
+                ("http2-settings", "AAMAAABkAAQAoAAAAAIAAAAA"),
+            ],
+        );
+        let n = normalize(&mut req, &PathRules::default()).expect("valid");
+        assert!(n.upgrade.is_none());
+        assert_eq!(req.headers()[HOST], "api.example.com");
+        assert!(!req.headers().contains_key(UPGRADE));
+        assert!(!req.headers().contains_key("http2-settings"));
+
+        let mut ws = head(
+            "/x",
+            Version::HTTP_11,
+            &[
+                ("host", "a"),
+                ("connection", "Upgrade"),
+                ("upgrade", "websocket"),
+            ],
+        );
+        let n = normalize(&mut ws, &PathRules::default()).expect("valid");
+        assert_eq!(
+            n.upgrade.as_ref().map(|v| v.as_bytes()),
+            Some(&b"websocket"[..])
+        );
+        assert!(upgrade_matches(
+            &n.upgrade.clone().expect("asked"),
+            Some(&HeaderValue::from_static("WebSocket"))
+        ));
+        assert!(!upgrade_matches(
+            &n.upgrade.expect("asked"),
+            Some(&HeaderValue::from_static("h2c"))
+        ));
+    }
+
+    #[test]
+    fn http2_host_must_match_authority() {
+        let mut req = head(
+            "http://a.example/x",
+            Version::HTTP_2,
+            &[("host", "b.example")],
+        );
+        assert_eq!(
+            normalize(&mut req, &PathRules::default()).map(|_| ()),
+            Err(HeadError::Host(HostError::Mismatch))
+        );
+        let mut req = head("http://a.example/x", Version::HTTP_2, &[]);
+        normalize(&mut req, &PathRules::default()).expect("valid");
+        assert_eq!(req.headers()[HOST], "a.example");
+    }
+}

@@ -1,0 +1,178 @@
+//! The one host a request is for: taken from the target (absolute-form or HTTP/2
+//! `:authority`) or the single `Host` header, and reduced to the spelling routes match
+//! (lower case, no port, no trailing dot). Pure: no I/O.
+
+use std::borrow::Cow;
+
+use http::uri::Authority;
+
+/// Why a request's host is refused (400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    #[error("more than one Host header")]
+    Several,
+    #[error("the Host header differs from the request target's authority")]
+    Mismatch,
+    #[error("the host is not a valid `host[:port]`")]
+    Invalid,
+}
+
+impl HostError {
+    /// The `error` field of the 400 JSON body.
+    pub fn code(self) -> &'static str {
+        match self {
+            HostError::Several => "several_hosts",
+            HostError::Mismatch => "host_mismatch",
+            HostError::Invalid => "bad_host",
+        }
+    }
+}
+
+/// A validated `host[:port]` as the client wrote it, and its routing form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHost<'a> {
+    /// Lower case, without port or trailing dot: what `host = "…"` in a route matches.
+    pub name: Cow<'a, str>,
+    /// `name` with the port the client gave, if any: what the upstream receives as `Host`.
+    pub forward: Cow<'a, str>,
+}
+
+/// Validates one `host[:port]` value: no whitespace, no user info, a non-empty host.
+pub fn parse(value: &str) -> Result<RequestHost<'_>, HostError> {
+    if value.is_empty() || value.bytes().any(|b| b.is_ascii_whitespace() || b == b'@') {
+        return Err(HostError::Invalid);
+    }
+    let authority: Authority = value.parse().map_err(|_| HostError::Invalid)?;
+    let host = authority.host();
+    let trimmed = host.strip_suffix('.').unwrap_or(host);
+    if trimmed.is_empty() || trimmed.ends_with('.') {
+        return Err(HostError::Invalid);
+    }
+    // `host()` borrows from the parsed copy; find the same bytes in `value`.
+    let start = value.find(host).ok_or(HostError::Invalid)?;
+    let port = &value[start + host.len()..];
+    let digits = port.strip_prefix(':').unwrap_or(port);
+    if start != 0
+        || (!port.is_empty() && !port.starts_with(':'))
+        || digits.len() > 5
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(HostError::Invalid);
+    }
+    let name = lowercase(&value[..trimmed.len()]);
+    let forward = if host.len() == trimmed.len() && matches!(name, Cow::Borrowed(_)) {
+        Cow::Borrowed(value)
+    } else {
+        Cow::Owned(format!("{name}{port}"))
+    };
+    Ok(RequestHost { name, forward })
+}
+
+fn lowercase(s: &str) -> Cow<'_, str> {
+    if s.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(s.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+/// The request's host from its target authority (if any) and its `Host` header lines.
+/// An HTTP/1 absolute-form target wins over `Host` (RFC 9112 §3.2.2); over HTTP/2 the
+/// two must agree (RFC 9113 §8.3.1). `None`: no host at all (HTTP/1.0).
+pub fn of_request<'a>(
+    target: Option<&'a str>,
+    host_lines: &mut dyn Iterator<Item = &'a [u8]>,
+    http2: bool,
+) -> Result<Option<RequestHost<'a>>, HostError> {
+    let first = host_lines.next();
+    if host_lines.next().is_some() {
+        return Err(HostError::Several);
+    }
+    let header = first
+        .map(|v| std::str::from_utf8(v).map_err(|_| HostError::Invalid))
+        .transpose()?;
+    match (target, header) {
+        (Some(t), Some(h)) if http2 && !t.eq_ignore_ascii_case(h) => Err(HostError::Mismatch),
+        (Some(t), Some(h)) => {
+            // HTTP/1 absolute-form: the target is routed and forwarded; a junk Host
+            // header is still refused, as RFC 9112 requires of an invalid one.
+            parse(h)?;
+            parse(t).map(Some)
+        }
+        (Some(t), None) => parse(t).map(Some),
+        (None, Some(h)) => parse(h).map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(v: &str) -> Result<String, HostError> {
+        parse(v).map(|h| h.name.into_owned())
+    }
+
+    #[test]
+    fn routing_form() {
+        assert_eq!(name("api.example.com").as_deref(), Ok("api.example.com"));
+        assert_eq!(name("API.Example.COM").as_deref(), Ok("api.example.com"));
+        assert_eq!(name("api.example.com.").as_deref(), Ok("api.example.com"));
+        assert_eq!(
+            name("api.example.com:8443").as_deref(),
+            Ok("api.example.com")
+        );
+        assert_eq!(
+            name("Api.example.com.:80").as_deref(),
+            Ok("api.example.com")
+        );
+        assert_eq!(name("[::1]:80").as_deref(), Ok("[::1]"));
+        assert_eq!(name("127.0.0.1").as_deref(), Ok("127.0.0.1"));
+    }
+
+    #[test]
+    fn forwarded_form_keeps_the_port() {
+        let f = |v: &str| parse(v).map(|h| h.forward.into_owned());
+        assert_eq!(f("api.example.com").as_deref(), Ok("api.example.com"));
+        assert!(matches!(
+            parse("a.b:81").map(|h| h.forward),
+            Ok(Cow::Borrowed("a.b:81"))
+        ));
+        assert_eq!(
+            f("API.example.com.:81").as_deref(),
+            Ok("api.example.com:81")
+        );
+        assert_eq!(f("api.example.com.").as_deref(), Ok("api.example.com"));
+    }
+
+    #[test]
+    fn refused_spellings() {
+        for bad in [
+            "",
+            " api.example.com",
+            "api.example.com ",
+            "api.\texample.com",
+            "user@api.example.com",
+            "api.example.com/x",
+            ".",
+            "a..",
+            "api.example.com:port",
+        ] {
+            assert_eq!(parse(bad), Err(HostError::Invalid), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn one_host_per_request() {
+        let lines = |v: &'static [&'static str]| v.iter().map(|s| s.as_bytes());
+        let host = |t, v, h2| of_request(t, &mut lines(v), h2).map(|h| h.map(|h| h.name));
+        assert_eq!(host(None, &["a.b"], false), Ok(Some("a.b".into())));
+        assert_eq!(host(None, &["a.b", "a.b"], false), Err(HostError::Several));
+        assert_eq!(host(Some("x.y"), &["a.b"], false), Ok(Some("x.y".into())));
+        assert_eq!(host(Some("x.y"), &[" a.b"], false), Err(HostError::Invalid));
+        assert_eq!(host(Some("x.y"), &["a.b"], true), Err(HostError::Mismatch));
+        assert_eq!(host(Some("x.y"), &["X.Y"], true), Ok(Some("x.y".into())));
+        assert_eq!(host(Some("x.y"), &[], true), Ok(Some("x.y".into())));
+        assert_eq!(host(None, &[], false), Ok(None));
+    }
+}

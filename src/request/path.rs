@@ -1,0 +1,370 @@
+//! The canonical spelling of a request path, so that no spelling an ordinary upstream
+//! resolves to `/v1/search` routes or keys differently from `/v1/search`. Pure: no I/O.
+//!
+//! Steps, in nginx's order: percent-decode unreserved characters (RFC 3986 §2.3; hex
+//! digits of what stays encoded upper-cased, raw bytes that are not URI characters
+//! encoded), then merge repeated slashes, then remove dot segments (§5.2.4).
+
+use std::borrow::Cow;
+
+/// What to do with `%2F` (an encoded slash) in a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EscapedSlash {
+    /// 400: upstreams disagree on whether `a%2Fb` is one segment or two.
+    #[default]
+    Refuse,
+    /// Forward `%2F` as is (the path segment keeps its slash).
+    Keep,
+    /// Decode to `/` before slashes are merged and dot segments removed.
+    Decode,
+}
+
+/// How paths are normalised; `[server]` fields turn parts off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathRules {
+    /// Decode unreserved characters, normalise percent-encoding and remove dot segments.
+    pub normalize: bool,
+    pub merge_slashes: bool,
+    pub escaped_slash: EscapedSlash,
+    /// Accept `\` and `%5C`, which some upstreams treat as `/`.
+    pub allow_backslash: bool,
+}
+
+impl Default for PathRules {
+    fn default() -> Self {
+        Self {
+            normalize: true,
+            merge_slashes: true,
+            escaped_slash: EscapedSlash::Refuse,
+            allow_backslash: false,
+        }
+    }
+}
+
+/// Why a path is refused (400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("invalid percent-encoding in the path")]
+    BadEscape,
+    #[error("an encoded slash (%2F) in the path")]
+    EscapedSlash,
+    #[error("a backslash in the path")]
+    Backslash,
+    #[error("the path climbs above the root")]
+    AboveRoot,
+}
+
+impl PathError {
+    /// The `error` field of the 400 JSON body.
+    pub fn code(self) -> &'static str {
+        match self {
+            PathError::BadEscape => "bad_path_encoding",
+            PathError::EscapedSlash => "encoded_slash",
+            PathError::Backslash => "backslash_in_path",
+            PathError::AboveRoot => "path_above_root",
+        }
+    }
+}
+
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// Bytes a path may hold literally (RFC 3986 `pchar` and `/`); others are encoded.
+fn is_path_char(b: u8) -> bool {
+    is_unreserved(b)
+        || matches!(
+            b,
+            b'/' | b'!'
+                | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'@'
+                | b'%'
+        )
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// The canonical form of `path` under `rules`, borrowed when it is already canonical
+/// (the common case costs one scan and no allocation). A path that does not start with
+/// `/` (`*`, or empty for CONNECT) is returned as it is.
+pub fn normalize<'a>(path: &'a str, rules: &PathRules) -> Result<Cow<'a, str>, PathError> {
+    if !path.starts_with('/') {
+        return Ok(Cow::Borrowed(path));
+    }
+    if is_canonical(path.as_bytes(), rules)? {
+        return Ok(Cow::Borrowed(path));
+    }
+    let decoded = decode(path.as_bytes(), rules)?;
+    let merged = if rules.merge_slashes {
+        merge_slashes(&decoded)
+    } else {
+        decoded
+    };
+    let out = if rules.normalize {
+        remove_dot_segments(&merged)?
+    } else {
+        merged
+    };
+    // Every byte pushed is ASCII: decoding yields only unreserved characters and `/`,
+    // and everything else is kept as written or percent-encoded.
+    Ok(Cow::Owned(
+        String::from_utf8(out).map_err(|_| PathError::BadEscape)?,
+    ))
+}
+
+/// One scan: `true` when no step would change the path; refusals found on the way.
+fn is_canonical(path: &[u8], rules: &PathRules) -> Result<bool, PathError> {
+    let mut canonical = true;
+    let mut segment_start = 0;
+    for (i, &b) in path.iter().enumerate() {
+        match b {
+            b'\\' if !rules.allow_backslash => return Err(PathError::Backslash),
+            b'%' => canonical = false,
+            b'/' => {
+                if rules.merge_slashes && i > 0 && path[i - 1] == b'/' {
+                    canonical = false;
+                }
+                if rules.normalize && is_dot_segment(&path[segment_start..i]) {
+                    canonical = false;
+                }
+                segment_start = i + 1;
+            }
+            _ if rules.normalize && !is_path_char(b) && b != b'\\' => canonical = false,
+            _ => {}
+        }
+    }
+    if rules.normalize && is_dot_segment(&path[segment_start..]) {
+        canonical = false;
+    }
+    Ok(canonical)
+}
+
+fn is_dot_segment(segment: &[u8]) -> bool {
+    segment == b"." || segment == b".."
+}
+
+/// Percent-decoding of unreserved characters and hex case; raw bytes outside the URI
+/// character set are encoded. `%25` stays encoded: decoding it would turn `%252F` into
+/// `%2F`, a slash one decode later.
+fn decode(path: &[u8], rules: &PathRules) -> Result<Vec<u8>, PathError> {
+    let mut out = Vec::with_capacity(path.len());
+    let mut i = 0;
+    while i < path.len() {
+        let b = path[i];
+        if b == b'%' {
+            let (Some(hi), Some(lo)) = (
+                path.get(i + 1).copied().and_then(hex_value),
+                path.get(i + 2).copied().and_then(hex_value),
+            ) else {
+                return Err(PathError::BadEscape);
+            };
+            let value = hi << 4 | lo;
+            i += 3;
+            if value == b'\\' && !rules.allow_backslash {
+                return Err(PathError::Backslash);
+            }
+            if value == b'/' {
+                match rules.escaped_slash {
+                    EscapedSlash::Refuse => return Err(PathError::EscapedSlash),
+                    EscapedSlash::Decode => {
+                        out.push(b'/');
+                        continue;
+                    }
+                    EscapedSlash::Keep => {}
+                }
+            }
+            if rules.normalize && is_unreserved(value) {
+                out.push(value);
+            } else if rules.normalize {
+                out.extend_from_slice(&[b'%', HEX[usize::from(hi)], HEX[usize::from(lo)]]);
+            } else {
+                out.extend_from_slice(&path[i - 3..i]);
+            }
+            continue;
+        }
+        if rules.normalize && !is_path_char(b) && b != b'\\' {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.push(b);
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+fn merge_slashes(path: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.len());
+    for &b in path {
+        if !(b == b'/' && out.last() == Some(&b'/')) {
+            out.push(b);
+        }
+    }
+    out
+}
+
+/// RFC 3986 §5.2.4 on an absolute path, except that `..` at the root is refused rather
+/// than dropped: a client that climbs above the root is probing, not browsing.
+fn remove_dot_segments(path: &[u8]) -> Result<Vec<u8>, PathError> {
+    // Segments after the leading `/`; an empty last segment is a trailing slash.
+    let mut kept: Vec<&[u8]> = Vec::new();
+    let mut segments = path[1..].split(|&b| b == b'/').peekable();
+    while let Some(segment) = segments.next() {
+        let last = segments.peek().is_none();
+        match segment {
+            b"." => {
+                if last {
+                    kept.push(b"");
+                }
+            }
+            b".." => {
+                if kept.pop().is_none() {
+                    return Err(PathError::AboveRoot);
+                }
+                if last {
+                    kept.push(b"");
+                }
+            }
+            s => kept.push(s),
+        }
+    }
+    let mut out = Vec::with_capacity(path.len());
+    for segment in &kept {
+        out.push(b'/');
+        out.extend_from_slice(segment);
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(path: &str) -> Result<String, PathError> {
+        normalize(path, &PathRules::default()).map(Cow::into_owned)
+    }
+
+    #[test]
+    fn canonical_paths_are_borrowed() {
+        for p in [
+            "/",
+            "/v1/search",
+            "/a/b/",
+            "/a;p=1/b",
+            "/a:b@c",
+            "/.well-known/x",
+            "*",
+            "",
+        ] {
+            assert!(
+                matches!(normalize(p, &PathRules::default()), Ok(Cow::Borrowed(_))),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_rule_and_their_order() {
+        let cases = [
+            ("/v1//search", "/v1/search"),
+            ("//v1///search//", "/v1/search/"),
+            ("/v1/./search", "/v1/search"),
+            ("/v1/x/../search", "/v1/search"),
+            ("/v1/search/.", "/v1/search/"),
+            ("/v1/search/x/..", "/v1/search/"),
+            ("/v1/%73earch", "/v1/search"),
+            ("/v1/%2e%2E/v1/search", "/v1/search"),
+            ("/v1/%7e%2d%5F", "/v1/~-_"),
+            ("/a//../b", "/b"),
+            ("/a/%2e%2e//b", "/b"),
+            ("/v1/a%3ab", "/v1/a%3Ab"),
+            ("/v1/%25", "/v1/%25"),
+            ("/v1/%252F", "/v1/%252F"),
+            ("/v1/\"x\"", "/v1/%22x%22"),
+            ("/v1/{x}", "/v1/%7Bx%7D"),
+            ("/..a/b..", "/..a/b.."),
+            ("/a/..", "/"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(norm(raw).as_deref(), Ok(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn refusals() {
+        let cases = [
+            ("/v1/a%2Fb", PathError::EscapedSlash),
+            ("/v1/a%2fb", PathError::EscapedSlash),
+            ("/v1\\search", PathError::Backslash),
+            ("/v1%5Csearch", PathError::Backslash),
+            ("/v1/%zz", PathError::BadEscape),
+            ("/v1/%4", PathError::BadEscape),
+            ("/v1/%", PathError::BadEscape),
+            ("/..", PathError::AboveRoot),
+            ("/a/../../b", PathError::AboveRoot),
+            ("/%2e%2e/etc", PathError::AboveRoot),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(norm(raw), Err(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn options_turn_parts_off() {
+        let raw = PathRules {
+            normalize: false,
+            merge_slashes: false,
+            escaped_slash: EscapedSlash::Keep,
+            allow_backslash: true,
+        };
+        let p = "/v1//./x/../%2F%73\\";
+        assert_eq!(normalize(p, &raw).as_deref(), Ok(p));
+        let decode = PathRules {
+            escaped_slash: EscapedSlash::Decode,
+            ..PathRules::default()
+        };
+        assert_eq!(normalize("/a%2F..%2Fb", &decode).as_deref(), Ok("/b"));
+        let keep = PathRules {
+            escaped_slash: EscapedSlash::Keep,
+            ..PathRules::default()
+        };
+        assert_eq!(normalize("/a%2fb", &keep).as_deref(), Ok("/a%2Fb"));
+        let no_merge = PathRules {
+            merge_slashes: false,
+            ..PathRules::default()
+        };
+        assert_eq!(normalize("/a//b/../c", &no_merge).as_deref(), Ok("/a//c"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn idempotent(path in "/[a-z/.%0-9A-F;~\\\\]{0,24}") {
+            let rules = PathRules::default();
+            if let Ok(once) = normalize(&path, &rules) {
+                let twice = normalize(&once, &rules).map(Cow::into_owned);
+                proptest::prop_assert_eq!(twice.as_deref(), Ok(&*once));
+            }
+        }
+    }
+}
