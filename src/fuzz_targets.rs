@@ -131,3 +131,76 @@ pub fn gcra(data: &[u8]) {
         assert_eq!(before, after, "a denied request leaves no trace");
     }
 }
+
+/// Routes for [`paths`]: prefixes that share characters, so a wrong merge shows.
+const PATH_ROUTES: &str = "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.u]\ntargets = [\"http://127.0.0.1:1\"]\n[[routes]]\nname = \"search\"\npath = \"/v1/search\"\nupstream = \"u\"\n[[routes]]\nname = \"v1\"\npath = \"/v1/\"\nupstream = \"u\"\n[[routes]]\nname = \"ab\"\npath = \"/a/b\"\nupstream = \"u\"\n[[routes]]\nname = \"tilde\"\npath = \"/~x\"\nupstream = \"u\"\n[[routes]]\nname = \"root\"\npath = \"/\"\nupstream = \"u\"\n";
+
+/// Paths: normalisation never panics and is idempotent on any path; and a canonical path
+/// built from the bytes, re-spelled by the bytes (encoded unreserved characters, doubled
+/// slashes, `.` and `x/..` segments), normalises back to itself and so takes its route.
+pub fn paths(data: &[u8]) {
+    use crate::request::path::{normalize, PathRules};
+    static CONFIG: std::sync::OnceLock<Option<crate::config::Config>> = std::sync::OnceLock::new();
+    let rules = PathRules::default();
+    if let Ok(pq) = std::str::from_utf8(data)
+        .map_err(|_| ())
+        .and_then(|t| t.parse::<http::uri::PathAndQuery>().map_err(|_| ()))
+    {
+        if let Ok(once) = normalize(pq.path(), &rules) {
+            let twice = normalize(&once, &rules);
+            assert_eq!(twice.as_deref(), Ok(&*once), "idempotent");
+            assert!(once.parse::<http::uri::PathAndQuery>().is_ok(), "{once}");
+        }
+    }
+    let Some(config) = CONFIG
+        .get_or_init(|| crate::config::compile(Path::new("paths.toml"), PATH_ROUTES).ok())
+        .as_ref()
+    else {
+        panic!("the fuzz routes compile");
+    };
+    let (canonical, respelled) = respell(data);
+    let normalized = normalize(&respelled, &rules);
+    assert_eq!(normalized.as_deref(), Ok(canonical.as_str()), "{respelled}");
+    let get = http::Method::GET;
+    assert_eq!(
+        config.find_route(None, &canonical, &get),
+        normalized
+            .ok()
+            .and_then(|n| config.find_route(None, &n, &get)),
+    );
+}
+
+/// A canonical path from `data`, and a spelling of it an ordinary upstream resolves to it.
+fn respell(data: &[u8]) -> (String, String) {
+    const ALPHABET: &[u8] = b"av1searchb~x-._";
+    let (mut canonical, mut respelled) = (String::new(), String::new());
+    for chunk in data.chunks(4) {
+        let mut segment: String = chunk[1..]
+            .iter()
+            .map(|&b| char::from(ALPHABET[usize::from(b) % ALPHABET.len()]))
+            .collect();
+        if segment.is_empty() || segment == "." || segment == ".." {
+            segment.push('x');
+        }
+        canonical.push('/');
+        canonical.push_str(&segment);
+        match chunk[0] % 6 {
+            0 => respelled.push_str("//"),
+            1 => respelled.push_str("/./"),
+            2 => respelled.push_str("/zz/%2E%2e/"),
+            _ => respelled.push('/'),
+        }
+        for (i, c) in segment.chars().enumerate() {
+            if (usize::from(chunk[0]) >> 3) & (1 << i) != 0 {
+                respelled.push_str(&format!("%{:02x}", u32::from(c)));
+            } else {
+                respelled.push(c);
+            }
+        }
+    }
+    if canonical.is_empty() {
+        canonical.push('/');
+        respelled.push_str("/.");
+    }
+    (canonical, respelled)
+}

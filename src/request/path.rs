@@ -358,6 +358,13 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// The fuzz target's properties on random bytes: respellings route as the original.
+        #[test]
+        fn respellings_normalise_to_the_original(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            crate::fuzz_targets::paths(&data);
+        }
+
         #[test]
         fn idempotent(path in "/[a-z/.%0-9A-F;~\\\\]{0,24}") {
             let rules = PathRules::default();

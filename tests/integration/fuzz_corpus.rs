@@ -31,3 +31,8 @@ fn keys_corpus() {
 fn gcra_corpus() {
     replay("gcra", tollgate::fuzz_targets::gcra);
 }
+
+#[test]
+fn paths_corpus() {
+    replay("paths", tollgate::fuzz_targets::paths);
+}

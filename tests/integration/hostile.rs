@@ -16,19 +16,7 @@ fn config(server_extra: &str) -> String {
 
 /// Writes raw bytes, returns the first response line and whether the server then closed.
 async fn raw(addr: std::net::SocketAddr, bytes: &[u8]) -> (String, bool) {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    s.write_all(bytes).await.expect("write");
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let closed = loop {
-        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk)).await {
-            Ok(Ok(0)) => break true,
-            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-            Ok(Err(_)) => break true,
-            Err(_) => break false,
-        }
-    };
-    let text = String::from_utf8_lossy(&buf);
+    let (text, closed) = crate::support::raw(addr, bytes).await;
     (text.lines().next().unwrap_or("").to_owned(), closed)
 }
 

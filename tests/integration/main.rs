@@ -13,4 +13,5 @@ mod hostile;
 mod limits;
 mod proxy;
 mod redis;
+mod spellings;
 mod tls;

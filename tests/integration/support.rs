@@ -55,6 +55,10 @@ async fn upstream_answer(
     seen.requests.fetch_add(1, Ordering::SeqCst);
     *seen.last_headers.lock().expect("lock") = Some(req.headers().clone());
     let path = req.uri().path().to_owned();
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| path.clone(), |p| p.as_str().to_owned());
     if path == "/slow" {
         tokio::time::sleep(Duration::from_secs(30)).await;
     }
@@ -101,7 +105,7 @@ async fn upstream_answer(
     seen.body_bytes.fetch_add(n, Ordering::SeqCst);
     Ok(Response::new(
         Full::new(Bytes::from(format!(
-            "upstream saw {path} with {n} body bytes"
+            "upstream saw {target} with {n} body bytes"
         )))
         .map_err(|never| match never {})
         .boxed(),
@@ -170,6 +174,95 @@ pub async fn websocket_echo() -> (SocketAddr, tokio::task::JoinHandle<()>) {
         }
     });
     (addr, task)
+}
+
+/// An upstream that answers every request head it reads with the same raw bytes, and
+/// records each head. `close` ends the connection after each answer (HTTP/1.0 style).
+pub struct RawUpstream {
+    pub addr: SocketAddr,
+    pub heads: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RawUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RawUpstream {
+    pub async fn start(answer: &'static [u8], close: bool) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let seen = heads.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let Ok(n) = stream.read(&mut chunk).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head: Vec<u8> = buf.drain(..end + 4).collect();
+                            seen.lock()
+                                .expect("lock")
+                                .push(String::from_utf8_lossy(&head).into_owned());
+                            if stream.write_all(answer).await.is_err() || close {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Self { addr, heads, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn heads(&self) -> Vec<String> {
+        self.heads.lock().expect("lock").clone()
+    }
+}
+
+/// Writes raw bytes on a fresh connection; returns everything read until the server
+/// closed (`true`) or was silent for 5 s (`false`).
+pub async fn raw(addr: SocketAddr, bytes: &[u8]) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    // A server may answer and close before a large request is written: that is an answer.
+    let _ = s.write_all(bytes).await;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk)).await {
+            Ok(Ok(0)) => break true,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            Ok(Err(_)) => break true,
+            Err(_) => break false,
+        }
+    };
+    (String::from_utf8_lossy(&buf).into_owned(), closed)
+}
+
+/// The status code of a raw HTTP/1 answer, 0 when there is none.
+pub fn raw_status(answer: &str) -> u16 {
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A port that refuses connections (bound, then closed).

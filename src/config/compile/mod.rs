@@ -141,7 +141,8 @@ impl Compiler {
                     Some("give every [[routes]] entry its own name".to_owned()),
                 );
             }
-            if let Some(route) = self.route(r, &upstreams, &policies, &defined) {
+            let paths = server.as_ref().map(|s| s.paths);
+            if let Some(route) = self.route(r, &upstreams, &policies, &defined, paths) {
                 routes.push((index, route));
             }
         }

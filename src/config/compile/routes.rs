@@ -1,6 +1,7 @@
 //! `[[routes]]`: matching, tiers, cost.
 
 use super::*;
+use crate::request::path::PathRules;
 
 impl Compiler {
     pub(super) fn route(
@@ -9,6 +10,7 @@ impl Compiler {
         upstreams: &BTreeMap<String, Arc<Upstream>>,
         policies: &BTreeMap<String, Arc<Policy>>,
         defined: &Defined,
+        paths: Option<PathRules>,
     ) -> Option<Route> {
         let raw = raw.into_inner();
         let name = raw.name.get_ref().clone();
@@ -29,6 +31,21 @@ impl Compiler {
                     path.trim_start_matches('/')
                 )),
             );
+        }
+        // Requests are routed on their normalised path, so a route written in another
+        // spelling could never match.
+        match paths.map(|rules| crate::request::path::normalize(&path, &rules)) {
+            Some(Ok(std::borrow::Cow::Owned(canonical))) if path.starts_with('/') => self.error(
+                raw.path.span(),
+                format!("route path `{path}` is not in normalised form, so no request would match it"),
+                Some(format!("write path = \"{canonical}\" (requests are routed after normalisation; see [server] normalize_path)")),
+            ),
+            Some(Err(e)) => self.error(
+                raw.path.span(),
+                format!("route path `{path}`: {e}"),
+                Some("requests with such a path are refused before routing".to_owned()),
+            ),
+            _ => {}
         }
         let upstream = match upstreams.get(raw.upstream.get_ref()) {
             Some(u) => Some((
