@@ -94,14 +94,14 @@ fn tls_config(upstream_block: &str) -> String {
 
 /// Writes the gateway's certificate files next to its config, then starts it.
 async fn tls_gateway(ca: &Ca, upstream_block: &str, upstream_url: &str) -> TestGateway {
+    tls_gateway_from(ca, &tls_config(upstream_block), upstream_url).await
+}
+
+async fn tls_gateway_from(ca: &Ca, toml: &str, upstream_url: &str) -> TestGateway {
     let dir = tempfile::tempdir().expect("tempdir");
     write_certs(dir.path(), ca, "first");
     let path = dir.path().join("tollgate.toml");
-    std::fs::write(
-        &path,
-        tls_config(upstream_block).replace("{upstream}", upstream_url),
-    )
-    .expect("write");
+    std::fs::write(&path, toml.replace("{upstream}", upstream_url)).expect("write");
     let config = tollgate::config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let gateway = tollgate::gateway::Gateway::start_with(
         config,
@@ -317,4 +317,43 @@ async fn https_upstreams_verify_against_their_ca() {
         200,
         "the rotated CA is in use"
     );
+}
+
+/// Over HTTP/2 on TLS, as over h2c: padded, repeated and re-spelled values are one key.
+#[tokio::test]
+async fn spelling_dodges_fail_over_http2_on_tls() {
+    let ca = Ca::new("test ca");
+    let up = Upstream::start().await;
+    let block = format!(
+        "{}[policies.k]\nkey = \"header:x-api-key\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\n",
+        plain_upstream(&up)
+    );
+    let toml = tls_config(&block).replace("policies = []", "policies = [\"k\"]");
+    let gw = tls_gateway_from(&ca, &toml, "").await;
+    let (stream, _, _) = connect(gw.addr, "localhost", client_config(&ca, &[b"h2"])).await;
+    let (mut h2, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("h2");
+    tokio::spawn(conn);
+    let mut statuses = Vec::new();
+    for (path, values) in [
+        ("/v1/search", &["k"][..]),
+        ("/v1/search", &[" k"]),
+        ("/v1//search", &["k\t"]),
+        ("/v1/%73earch", &["", "k"]),
+        ("/v1/search", &["other", "k"]),
+    ] {
+        let mut req = http::Request::get(format!("https://localhost:{}{path}", gw.addr.port()));
+        for v in values {
+            req = req.header("x-api-key", *v);
+        }
+        let resp = h2
+            .send_request(req.body(Empty::<Bytes>::new()).expect("req"))
+            .await
+            .expect("h2 response");
+        statuses.push(resp.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 429, 429, 429, 429]);
+    assert_eq!(up.requests(), 1);
 }
