@@ -43,6 +43,14 @@ pub struct Server {
     pub body_read_timeout: Duration,
     /// How request paths are normalised before routing, keying and forwarding.
     pub paths: crate::request::path::PathRules,
+    /// A response the client stops reading for this long is aborted.
+    pub send_timeout: Duration,
+    /// A connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// An upgraded tunnel with no bytes either way for this long is closed.
+    pub tunnel_idle_timeout: Duration,
+    /// HTTP/2 concurrent streams per connection.
+    pub max_streams: u32,
 }
 
 /// The data plane's TLS: the files, and the config built from them at load time.
@@ -101,6 +109,8 @@ pub struct Upstream {
     pub targets: Vec<Target>,
     pub connect_timeout: Duration,
     pub timeout: Duration,
+    /// Connections to this upstream per gateway (in use and idle).
+    pub max_connections: usize,
     pub ca: Option<PathBuf>,
     /// The certificates read from `ca`, so a reload notices a file rotated in place.
     pub ca_certs: crate::tls::TrustedCerts,

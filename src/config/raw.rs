@@ -41,6 +41,10 @@ pub struct RawServer {
     pub merge_slashes: Option<bool>,
     pub escaped_slashes: Option<S<String>>,
     pub allow_backslash: Option<bool>,
+    pub send_timeout: Option<S<String>>,
+    pub idle_timeout: Option<S<String>>,
+    pub tunnel_idle_timeout: Option<S<String>>,
+    pub max_streams: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -98,6 +102,7 @@ pub struct RawUpstream {
     pub sni: Option<S<String>>,
     pub connect_timeout: Option<S<String>>,
     pub timeout: Option<S<String>>,
+    pub max_connections: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -73,3 +73,49 @@ where
         self.inner.size_hint()
     }
 }
+
+/// The body of every response the data plane sends: it keeps its request counted as in
+/// flight until it is done (or dropped), and tells an HTTP/2 stream's send watchdog when
+/// it is waiting for the client to take more.
+pub struct ResponseBody {
+    inner: super::response::Body,
+    progress: Option<std::sync::Arc<crate::server::stream_watch::SendProgress>>,
+    _in_flight: crate::server::guard::InFlight,
+}
+
+impl ResponseBody {
+    pub fn new(inner: super::response::Body, in_flight: crate::server::guard::InFlight) -> Self {
+        Self {
+            inner,
+            progress: crate::server::stream_watch::current(),
+            _in_flight: in_flight,
+        }
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(p) = &self.progress {
+            p.asked();
+        }
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let (Some(p), Poll::Ready(Some(Ok(_)))) = (&self.progress, &polled) {
+            p.handed();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

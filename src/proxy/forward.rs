@@ -18,6 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use prometheus_client::metrics::histogram::Histogram;
 
+use super::capped::{Capped, UpstreamBusy};
 use super::response::Body;
 use crate::admin::metrics::Metrics;
 use crate::config::Upstream;
@@ -27,6 +28,8 @@ pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);
 /// Idle pooled connections kept per target.
 const POOL_IDLE_PER_HOST: usize = 256;
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Response bytes read ahead from an upstream connection (hyper's default is ~400 KiB).
+const UPSTREAM_READ_BUFFER: usize = 64 * 1024;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
@@ -52,6 +55,8 @@ pub enum ForwardError {
         #[source]
         source: hyper_util::client::legacy::Error,
     },
+    #[error("all {cap} connections to {target}'s upstream are in use")]
+    Busy { target: String, cap: usize },
     #[error("no response from {target} within {timeout:?}")]
     Timeout { target: String, timeout: Duration },
     #[error("upstream {target} failed: {source}")]
@@ -68,7 +73,7 @@ pub struct UpstreamPool {
     pub upstream: Arc<Upstream>,
     /// One client (and so one connection pool) per data-plane worker: a pooled
     /// connection is driven by the worker that uses it, never by another thread.
-    clients: Box<[Client<HttpsConnector<HttpConnector>, Body>]>,
+    clients: Box<[Client<Capped<HttpsConnector<HttpConnector>>, Body>]>,
     next: AtomicUsize,
     /// Per target: clock nanoseconds until which it is passed over.
     resting_until: Box<[AtomicU64]>,
@@ -97,13 +102,22 @@ impl UpstreamPool {
             None => builder,
         };
         let connector = builder.enable_http1().wrap_connector(http);
-        let clients = (0..workers.max(1))
-            .map(|_| {
+        // Waiting for a free connection ends a little before the request's own timeout,
+        // so a full pool answers 503 (busy), not 504 (slow upstream).
+        let busy_wait = upstream.timeout - upstream.timeout / 20;
+        // The cap is shared out among workers (each drives its own connections).
+        let workers = workers.max(1);
+        let clients = (0..workers)
+            .map(|i| {
+                let share = upstream.max_connections / workers
+                    + usize::from(i < upstream.max_connections % workers);
                 Client::builder(TokioExecutor::new())
                     .pool_timer(TokioTimer::new())
                     .pool_idle_timeout(POOL_IDLE_TIMEOUT)
                     .pool_max_idle_per_host(POOL_IDLE_PER_HOST)
-                    .build(connector.clone())
+                    // Bounds what is read ahead from a response the client is slow to take.
+                    .http1_max_buf_size(UPSTREAM_READ_BUFFER)
+                    .build(Capped::new(connector.clone(), share.max(1), busy_wait))
             })
             .collect();
         let resting_until = upstream.targets.iter().map(|_| AtomicU64::new(0)).collect();
@@ -125,6 +139,7 @@ impl UpstreamPool {
             && u.targets == other.targets
             && u.connect_timeout == other.connect_timeout
             && u.timeout == other.timeout
+            && u.max_connections == other.max_connections
             && u.ca == other.ca
             && u.ca_certs == other.ca_certs
             && u.sni == other.sni
@@ -200,6 +215,10 @@ impl UpstreamPool {
         let client = &self.clients[crate::workers::current() % self.clients.len()];
         match tokio::time::timeout(timeout, client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) if caused_by::<UpstreamBusy>(&e) => Err(ForwardError::Busy {
+                target: target.to_string(),
+                cap: self.upstream.max_connections,
+            }),
             Ok(Err(e)) if e.is_connect() => {
                 let cooldown = u64::try_from(TARGET_COOLDOWN.as_nanos()).unwrap_or(u64::MAX);
                 self.resting_until[index].store(now_ns.saturating_add(cooldown), Ordering::Relaxed);
@@ -218,6 +237,18 @@ impl UpstreamPool {
             }),
         }
     }
+}
+
+/// Whether `E` is somewhere in the source chain of `e`.
+pub fn caused_by<E: std::error::Error + 'static>(e: &hyper_util::client::legacy::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<E>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// Removes hop-by-hop headers and any header the Connection header names. With

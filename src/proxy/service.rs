@@ -11,9 +11,9 @@ use http::{Request, Response, StatusCode};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 
-use super::forward::{prepare_request, strip_hop_by_hop, ForwardError};
+use super::body::ResponseBody;
+use super::forward::{caused_by, prepare_request, strip_hop_by_hop, ForwardError};
 use super::response::{
     json_error, rate_limit_headers, too_many_requests, Body, BoxError, Reported,
 };
@@ -24,12 +24,20 @@ use crate::key::RequestView;
 use crate::limit::Verdict;
 use crate::store::Outcome;
 
-/// What the accepting connection knows about itself.
-#[derive(Debug, Clone, Copy)]
-pub struct ConnInfo {
+/// What the accepting connection knows about itself, shared by its requests.
+#[derive(Debug)]
+pub struct ConnContext {
     pub peer: SocketAddr,
     pub tls: bool,
+    /// Requests in flight, for the idle timeout.
+    pub activity: Arc<crate::server::guard::Activity>,
+    /// The listener's connection permits: a tunnel takes one of its own.
+    pub permits: Arc<tokio::sync::Semaphore>,
+    /// Held while the connection (or a tunnel from it) is open; the drain waits for it.
+    pub open: tokio::sync::mpsc::Sender<()>,
 }
+
+pub type ConnInfo = Arc<ConnContext>;
 
 /// What the access log line and the response counters need, filled in along the way.
 struct Trace {
@@ -47,7 +55,9 @@ pub async fn handle(
     shared: Arc<Shared>,
     conn: ConnInfo,
     req: Request<Incoming>,
-) -> Result<Response<Body>, Infallible> {
+) -> Result<Response<ResponseBody>, Infallible> {
+    // Counted until the response body is done, so the connection is not idle meanwhile.
+    let in_flight = crate::server::guard::InFlight::new(conn.activity.clone());
     let snapshot = shared.snapshot.load_full();
     let started = shared.clock.now_ns();
     // Cheap clones (reference-counted), taken only when a log line will be written.
@@ -64,7 +74,7 @@ pub async fn handle(
         wait_ns: 0,
         normalized: None,
     };
-    let resp = serve(&shared, &snapshot, conn, req, &mut trace).await;
+    let resp = serve(&shared, &snapshot, &conn, req, &mut trace).await;
     let status = resp.status().as_u16();
     if let Some(i) = trace.route {
         snapshot.route_metrics[i].responses[usize::from((status / 100).clamp(1, 5) - 1)].inc();
@@ -88,14 +98,14 @@ pub async fn handle(
             elapsed_ms = shared.clock.now_ns().saturating_sub(started) / 1_000_000,
         );
     }
-    Ok(resp)
+    Ok(resp.map(|body| ResponseBody::new(body, in_flight)))
 }
 
 /// The request path proper; `trace` collects what the log line reports.
 async fn serve(
     shared: &Arc<Shared>,
     snapshot: &crate::app::Snapshot,
-    conn: ConnInfo,
+    conn: &ConnInfo,
     mut req: Request<Incoming>,
     trace: &mut Trace,
 ) -> Response<Body> {
@@ -211,7 +221,18 @@ async fn serve(
     }
 
     let pool = &snapshot.pools[route.upstream_index];
-    let mut resp = match forward(shared, route, pool, conn, req, normalized, now).await {
+    let mut resp = match forward(
+        shared,
+        &config.server,
+        route,
+        pool,
+        conn,
+        req,
+        normalized,
+        now,
+    )
+    .await
+    {
         Ok(resp) => resp,
         Err(resp) => resp,
     };
@@ -270,18 +291,35 @@ fn count_decisions(
 }
 
 /// Sends an admitted request upstream and maps the answer or the failure to a response.
+#[allow(clippy::too_many_arguments)]
 async fn forward(
     shared: &Shared,
+    server: &crate::config::Server,
     route: &Route,
     pool: &super::forward::UpstreamPool,
-    conn: ConnInfo,
+    conn: &ConnInfo,
     mut req: Request<Incoming>,
     normalized: super::head::Normalized,
     now: u64,
 ) -> Result<Response<Body>, Response<Body>> {
     let upgrade = normalized.upgrade;
     let client_version = req.version();
-    let body_read_timeout = shared.config().server.body_read_timeout;
+    let (body_read_timeout, tunnel_idle_timeout) =
+        (server.body_read_timeout, server.tunnel_idle_timeout);
+    // A tunnel counts against `max_connections`: refuse the upgrade when none is left.
+    let tunnel_permit = match upgrade {
+        Some(_) => match conn.permits.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                return Err(json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too_many_connections",
+                    &[],
+                ))
+            }
+        },
+        None => None,
+    };
     if let Some(max) = route.max_body {
         let declared = req
             .headers()
@@ -333,6 +371,11 @@ async fn forward(
                 tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
             }
             return Err(match e {
+                ForwardError::Busy { .. } => json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "upstream_busy",
+                    &[("upstream", upstream.as_str().into())],
+                ),
                 ForwardError::Timeout { .. } => json_error(
                     StatusCode::GATEWAY_TIMEOUT,
                     "upstream_timeout",
@@ -387,15 +430,15 @@ async fn forward(
             ));
         };
         let upstream_upgrade = hyper::upgrade::on(&mut resp);
-        // The tunnel ends when either side closes; it owns nothing else.
-        tokio::spawn(async move {
-            let (Ok(client), Ok(server)) = (client_upgrade.await, upstream_upgrade.await) else {
-                return;
-            };
-            let _ =
-                tokio::io::copy_bidirectional(&mut TokioIo::new(client), &mut TokioIo::new(server))
-                    .await;
-        });
+        if let Some(permit) = tunnel_permit {
+            super::tunnel::spawn(
+                client_upgrade,
+                upstream_upgrade,
+                permit,
+                conn.clone(),
+                tunnel_idle_timeout,
+            );
+        }
     }
     // An intermediary answers in its own HTTP version (RFC 9110 §6.2): an HTTP/1.0
     // upstream must not turn the client's keep-alive connection into a 1.0 one.
@@ -412,14 +455,3 @@ async fn forward(
 #[derive(Debug, thiserror::Error)]
 #[error("client request body: {0}")]
 struct ClientBodyError(hyper::Error);
-
-fn caused_by<E: std::error::Error + 'static>(e: &hyper_util::client::legacy::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if s.is::<E>() {
-            return true;
-        }
-        source = s.source();
-    }
-    false
-}

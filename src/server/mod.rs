@@ -1,48 +1,63 @@
 //! The data-plane listener: accepts connections (TLS when configured), bounds them with a
-//! semaphore, serves HTTP/1.1 and HTTP/2 on each, and drains them on shutdown.
+//! semaphore, serves HTTP/1.1 and HTTP/2 on each under per-connection deadlines, and
+//! drains them on shutdown.
+
+pub mod guard;
+pub mod preface;
+pub mod stream_watch;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
-
-pub mod preface;
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::time::Instant;
 
 use crate::app::Shared;
 use crate::config::Server;
-use crate::proxy::service::{handle, ConnInfo};
+use crate::proxy::service::{handle, ConnContext, ConnInfo};
+use stream_watch::StreamExecutor;
 
 /// A TLS client that has not finished its handshake by then is dropped.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Concurrent HTTP/2 streams per connection.
-pub const H2_MAX_CONCURRENT_STREAMS: u32 = 256;
 /// Client-reset HTTP/2 streams tolerated before the connection is closed (rapid reset).
 pub const H2_MAX_PENDING_RESETS: usize = 64;
 /// HTTP/2 keep-alive pings: every 30 s, and a peer that does not answer within 10 s is dropped.
 pub const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
 pub const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// Response bytes buffered per HTTP/2 stream waiting for the client's window (h2's
+/// default is 400 KiB): a connection buffers at most `max_streams` × this.
+pub const H2_SEND_BUFFER: usize = 64 * 1024;
+/// Request bytes an HTTP/2 client may send ahead per stream, and per connection (all
+/// streams share it), before the gateway has passed them upstream.
+pub const H2_STREAM_WINDOW: u32 = 256 * 1024;
+pub const H2_CONNECTION_WINDOW: u32 = 1024 * 1024;
 
 /// The live TLS server config; swapped on reload, read by each new connection.
 pub type TlsSlot = Arc<ArcSwapOption<rustls::ServerConfig>>;
 
-fn builder(server: &Server) -> auto::Builder<TokioExecutor> {
-    let mut b = auto::Builder::new(TokioExecutor::new());
+fn builder(server: &Server) -> auto::Builder<StreamExecutor> {
+    let mut b = auto::Builder::new(StreamExecutor {
+        send_timeout: server.send_timeout,
+    });
     b.http1()
         .timer(TokioTimer::new())
         .header_read_timeout(server.header_read_timeout)
+        // Bounds both the head being read and the response bytes queued for writing.
         .max_buf_size(server.max_header_bytes)
         .keep_alive(true);
     b.http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS)
+        .max_concurrent_streams(server.max_streams)
         .max_pending_accept_reset_streams(H2_MAX_PENDING_RESETS)
         .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX))
+        .max_send_buf_size(H2_SEND_BUFFER)
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW)
         // Pings find dead HTTP/2 peers, whose connections would otherwise hold a slot.
         .keep_alive_interval(H2_PING_INTERVAL)
         .keep_alive_timeout(H2_PING_TIMEOUT);
@@ -59,7 +74,9 @@ pub async fn serve(
 ) {
     let server = shared.config().server.clone();
     let builder = builder(&server);
-    let graceful = GracefulShutdown::new();
+    // Every connection task (and tunnel) holds a clone of `open`; the drain is over when
+    // the last one is dropped.
+    let (open, mut all_closed) = mpsc::channel::<()>(1);
     loop {
         // Back-pressure: at the connection limit we stop accepting; the kernel queues.
         let permit = tokio::select! {
@@ -81,28 +98,32 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
         let builder = builder.clone();
-        let watcher = graceful.watcher();
         let tls = tls.load_full();
+        let ctx = Arc::new(ConnContext {
+            peer,
+            tls: tls.is_some(),
+            activity: Arc::new(guard::Activity::default()),
+            permits: permits.clone(),
+            open: open.clone(),
+        });
+        let shutdown = shutdown.clone();
+        let limits = Limits::of(&server);
         shared.metrics.open_connections.inc();
         tokio::spawn(async move {
-            let conn = ConnInfo {
-                peer,
-                tls: tls.is_some(),
-            };
             let gauge = shared.metrics.open_connections.clone();
             // A client has `header_read_timeout` to show what it speaks: silent
             // connections and stalled HTTP/2 prefaces are cut like slow HTTP/1 headers.
-            let deadline = server.header_read_timeout;
+            let deadline = limits.header_read;
             match tls {
                 None => {
                     if let Some(io) = preface::read_start(stream, deadline).await {
-                        serve_io(TokioIo::new(io), conn, shared, &builder, watcher).await;
+                        serve_io(io, ctx, shared, &builder, shutdown, limits).await;
                     }
                 }
                 Some(cfg) => {
                     if let Some(tls_stream) = handshake(stream, cfg).await {
                         if let Some(io) = preface::read_start(tls_stream, deadline).await {
-                            serve_io(TokioIo::new(io), conn, shared, &builder, watcher).await;
+                            serve_io(io, ctx, shared, &builder, shutdown, limits).await;
                         }
                     }
                 }
@@ -112,13 +133,42 @@ pub async fn serve(
         });
     }
     drop(listener);
+    drop(open);
     let drain = server.drain_timeout;
-    tracing::info!(open = graceful.count(), ?drain, "draining connections");
-    if tokio::time::timeout(drain, graceful.shutdown())
+    tracing::info!(
+        open = permits_in_use(&permits, &server),
+        ?drain,
+        "draining connections"
+    );
+    if tokio::time::timeout(drain, all_closed.recv())
         .await
         .is_err()
     {
         tracing::warn!("drain deadline passed; closing remaining connections");
+    }
+}
+
+fn permits_in_use(permits: &Semaphore, server: &Server) -> usize {
+    server
+        .max_connections
+        .saturating_sub(permits.available_permits())
+}
+
+/// The per-connection deadlines, copied out of the config a worker started with.
+#[derive(Clone, Copy)]
+struct Limits {
+    header_read: Duration,
+    send: Duration,
+    idle: Duration,
+}
+
+impl Limits {
+    fn of(server: &Server) -> Self {
+        Self {
+            header_read: server.header_read_timeout,
+            send: server.send_timeout,
+            idle: server.idle_timeout,
+        }
     }
 }
 
@@ -140,18 +190,51 @@ async fn handshake(
     }
 }
 
+/// Serves one connection until it ends; closes it gracefully on shutdown, or once it has
+/// had no request in flight for `idle_timeout` (HTTP/2 pings do not count as requests).
 async fn serve_io<I>(
-    io: TokioIo<I>,
-    conn: ConnInfo,
+    io: I,
+    ctx: ConnInfo,
     shared: Arc<Shared>,
-    builder: &auto::Builder<TokioExecutor>,
-    watcher: hyper_util::server::graceful::Watcher,
+    builder: &auto::Builder<StreamExecutor>,
+    mut shutdown: watch::Receiver<bool>,
+    limits: Limits,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let svc = service_fn(move |req| handle(shared.clone(), conn, req));
+    let io = TokioIo::new(guard::SendDeadline::new(io, limits.send));
+    let svc_ctx = ctx.clone();
+    let svc = service_fn(move |req| handle(shared.clone(), svc_ctx.clone(), req));
     let connection = builder.serve_connection_with_upgrades(io, svc);
-    if let Err(e) = watcher.watch(connection).await {
-        tracing::debug!(error = %e, peer = %conn.peer, "connection ended with an error");
+    tokio::pin!(connection);
+    let idle = tokio::time::sleep(limits.idle);
+    tokio::pin!(idle);
+    let mut closing = *shutdown.borrow();
+    if closing {
+        connection.as_mut().graceful_shutdown();
+    }
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, peer = %ctx.peer, "connection ended with an error");
+                }
+                return;
+            }
+            _ = shutdown.changed(), if !closing => {
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            () = &mut idle, if !closing => {
+                match ctx.activity.idle_deadline(limits.idle) {
+                    Some(at) if at <= Instant::now() => {
+                        closing = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    Some(at) => idle.as_mut().reset(at),
+                    None => idle.as_mut().reset(Instant::now() + limits.idle),
+                }
+            }
+        }
     }
 }

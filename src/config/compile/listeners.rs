@@ -138,6 +138,15 @@ impl Compiler {
             EscapedSlash::Refuse,
             "escaped_slashes",
         );
+        let send_timeout = self.duration_or(&raw.send_timeout, DEFAULT_SEND_TIMEOUT, false);
+        let idle_timeout = self.duration_or(&raw.idle_timeout, DEFAULT_IDLE_TIMEOUT, false);
+        let tunnel_idle_timeout =
+            self.duration_or(&raw.tunnel_idle_timeout, DEFAULT_TUNNEL_IDLE_TIMEOUT, false);
+        let max_streams = self.count_or(
+            &raw.max_streams,
+            u64::from(DEFAULT_MAX_STREAMS),
+            "max_streams",
+        );
         let defaults = PathRules::default();
         let paths = PathRules {
             normalize: raw.normalize_path.unwrap_or(defaults.normalize),
@@ -148,6 +157,10 @@ impl Compiler {
         Some(Server {
             listen: listen?,
             paths,
+            send_timeout: send_timeout?,
+            idle_timeout: idle_timeout?,
+            tunnel_idle_timeout: tunnel_idle_timeout?,
+            max_streams: u32::try_from(max_streams?).unwrap_or(u32::MAX),
             admin_listen: admin_listen.flatten(),
             trusted_proxies: TrustedProxies::new(nets),
             tls,

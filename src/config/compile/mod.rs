@@ -32,6 +32,12 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_TUNNEL_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+pub const DEFAULT_MAX_STREAMS: u32 = 100;
+/// Connections to one upstream per gateway, in use and idle.
+pub const DEFAULT_UPSTREAM_MAX_CONNECTIONS: usize = 1024;
 
 /// Reads and compiles the file at `path`.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {

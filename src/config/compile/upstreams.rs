@@ -51,12 +51,18 @@ impl Compiler {
         let connect_timeout =
             self.duration_or(&raw.connect_timeout, DEFAULT_CONNECT_TIMEOUT, false);
         let timeout = self.duration_or(&raw.timeout, DEFAULT_UPSTREAM_TIMEOUT, false);
+        let max_connections = self.count_or(
+            &raw.max_connections,
+            DEFAULT_UPSTREAM_MAX_CONNECTIONS as u64,
+            "max_connections",
+        );
         (!targets.is_empty() && targets.len() == raw.targets.get_ref().len()).then_some(())?;
         Some(Upstream {
             name,
             targets,
             connect_timeout: connect_timeout?,
             timeout: timeout?,
+            max_connections: usize::try_from(max_connections?).ok()?,
             ca,
             sni: raw.sni.map(|s| s.into_inner()),
             tls: tls.as_ref()?.0.clone(),

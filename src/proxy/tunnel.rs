@@ -1,0 +1,127 @@
+//! Upgraded connections (WebSocket and the like): bytes copied both ways until either
+//! side closes or neither sends for `tunnel_idle_timeout`. A tunnel holds one of the
+//! listener's connection permits and keeps the drain waiting, like any connection.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
+
+use super::service::ConnInfo;
+
+/// Runs the tunnel between the client's and the upstream's upgraded connections.
+pub fn spawn(
+    client: OnUpgrade,
+    upstream: OnUpgrade,
+    permit: OwnedSemaphorePermit,
+    ctx: ConnInfo,
+    idle_timeout: Duration,
+) {
+    tokio::spawn(async move {
+        // Held for the tunnel's life: its connection slot and the drain's count.
+        let _held = (permit, ctx);
+        let (Ok(client), Ok(server)) = (client.await, upstream.await) else {
+            return;
+        };
+        let last = Arc::new(LastActivity::new());
+        let mut client = Touching::new(TokioIo::new(client), last.clone());
+        let mut server = Touching::new(TokioIo::new(server), last.clone());
+        tokio::select! {
+            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+            () = idle(&last, idle_timeout) => {
+                tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
+            }
+        }
+    });
+}
+
+/// When bytes last moved through a tunnel, in milliseconds after it opened.
+struct LastActivity {
+    opened: Instant,
+    ms: AtomicU64,
+}
+
+impl LastActivity {
+    fn new() -> Self {
+        Self {
+            opened: Instant::now(),
+            ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn at(&self) -> Instant {
+        self.opened + Duration::from_millis(self.ms.load(Ordering::Relaxed))
+    }
+}
+
+async fn idle(last: &LastActivity, limit: Duration) {
+    loop {
+        let deadline = last.at() + limit;
+        if deadline <= Instant::now() {
+            return;
+        }
+        tokio::time::sleep_until(deadline).await;
+    }
+}
+
+/// An I/O stream that records when bytes last moved either way.
+struct Touching<I> {
+    inner: I,
+    last: Arc<LastActivity>,
+}
+
+impl<I> Touching<I> {
+    fn new(inner: I, last: Arc<LastActivity>) -> Self {
+        Self { inner, last }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Touching<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.last.touch();
+        }
+        poll
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Touching<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(poll, Poll::Ready(Ok(n)) if n > 0) {
+            self.last.touch();
+        }
+        poll
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

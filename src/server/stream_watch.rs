@@ -1,0 +1,140 @@
+//! HTTP/2 streams whose client stops reading. The connection keeps going while other
+//! streams make progress, so the socket-level deadline cannot see one stalled stream:
+//! each stream's task runs under a watchdog that drops it (h2 then sends RST_STREAM)
+//! once its response has waited `send_timeout` for the client to take more.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+tokio::task_local! {
+    static STREAM: Arc<SendProgress>;
+}
+
+/// Whether a stream's response is waiting for the client, and since when.
+#[derive(Debug)]
+pub struct SendProgress {
+    base: Instant,
+    /// Milliseconds after `base` when the body last handed data over and was not asked
+    /// again; `u64::MAX` while it is not waiting.
+    waiting_since_ms: AtomicU64,
+}
+
+impl SendProgress {
+    fn new() -> Self {
+        Self {
+            base: Instant::now(),
+            waiting_since_ms: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// The body handed a frame over: from now on the client owes a read.
+    pub fn handed(&self) {
+        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.waiting_since_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// The body was asked for more: the client took what it had.
+    pub fn asked(&self) {
+        self.waiting_since_ms.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    fn waiting_since(&self) -> Option<Instant> {
+        match self.waiting_since_ms.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            ms => Some(self.base + Duration::from_millis(ms)),
+        }
+    }
+}
+
+/// The progress record of the HTTP/2 stream this task serves, if it is one.
+pub fn current() -> Option<Arc<SendProgress>> {
+    STREAM.try_with(Arc::clone).ok()
+}
+
+/// Runs hyper's HTTP/2 stream tasks, each under a send watchdog.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamExecutor {
+    pub send_timeout: Duration,
+}
+
+impl<F> hyper::rt::Executor<F> for StreamExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, fut: F) {
+        let progress = Arc::new(SendProgress::new());
+        let limit = self.send_timeout;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = STREAM.scope(progress.clone(), fut) => {}
+                () = stalled(&progress, limit) => {
+                    tracing::debug!("HTTP/2 stream reset: the client stopped reading (send_timeout)");
+                }
+            }
+        });
+    }
+}
+
+/// Resolves once the stream has waited `limit` for the client in one stretch.
+async fn stalled(progress: &SendProgress, limit: Duration) {
+    loop {
+        let next = match progress.waiting_since() {
+            Some(since) if since + limit <= Instant::now() => return,
+            Some(since) => since + limit,
+            None => Instant::now() + limit,
+        };
+        tokio::time::sleep_until(next).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_waiting_for_its_client_is_dropped_at_the_deadline() {
+        let limit = Duration::from_secs(60);
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let stream = async move {
+            let progress = current().expect("inside a watched stream");
+            progress.handed();
+            // The client never asks for more.
+            std::future::pending::<()>().await;
+            drop(done_tx);
+        };
+        let started = Instant::now();
+        hyper::rt::Executor::execute(
+            &StreamExecutor {
+                send_timeout: limit,
+            },
+            stream,
+        );
+        // Dropping the stream drops the sender without sending.
+        assert!(done_rx.await.is_err());
+        assert!(started.elapsed() >= limit);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_waiting_for_its_upstream_is_left_alone() {
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let stream = async move {
+            let progress = current().expect("inside a watched stream");
+            progress.handed();
+            progress.asked();
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            let _ = done_tx.send(());
+        };
+        hyper::rt::Executor::execute(
+            &StreamExecutor {
+                send_timeout: Duration::from_secs(60),
+            },
+            stream,
+        );
+        assert!(done_rx.await.is_ok(), "finished on its own");
+    }
+}
