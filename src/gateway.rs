@@ -70,6 +70,7 @@ impl Gateway {
                 ),
                 local,
                 on_error: config.store.on_error,
+                refusals: Default::default(),
             },
         };
         let tls: TlsSlot = Arc::new(ArcSwapOption::empty());

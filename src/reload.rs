@@ -76,6 +76,7 @@ async fn reload_locked(
     let previous = shared.snapshot.load_full();
     let snapshot = Snapshot::build(Arc::new(config), Some(&previous), &shared.metrics);
     shared.snapshot.store(Arc::new(snapshot));
+    shared.limiter.forget_refusals();
     // A listener started without TLS cannot turn into TLS live; only certificates swap.
     if certs.is_some() && tls.load().is_some() {
         tls.store(certs);

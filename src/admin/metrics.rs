@@ -186,6 +186,7 @@ impl Metrics {
                             admitted: counter("admitted"),
                             denied: counter("denied"),
                             shadow_denied: counter("shadow_denied"),
+                            overflow: counter("overflow"),
                         }
                     })
                     .collect(),
@@ -228,6 +229,8 @@ pub struct TierCounters {
     pub admitted: Counter,
     pub denied: Counter,
     pub shadow_denied: Counter,
+    /// Decided on the policy's overflow key: the store was full of keys that owe time.
+    pub overflow: Counter,
 }
 
 /// One route's pre-resolved metric handles.

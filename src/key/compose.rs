@@ -27,6 +27,13 @@ impl<H: Hasher> KeyHasher<H> {
         self.hasher.write_u64(u64::MAX);
     }
 
+    /// The policy's overflow key: one marker, no parts, shared by every new key the
+    /// store is too full to track.
+    pub fn overflow(mut self) -> u64 {
+        self.hasher.write_u64(u64::MAX - 1);
+        self.hasher.finish()
+    }
+
     pub fn finish(self) -> u64 {
         self.hasher.finish()
     }

@@ -124,6 +124,7 @@ proptest! {
             .iter()
             .enumerate()
             .map(|(i, ((q, _), shadow))| Tier {
+                overflow: 0,
                 quota: *q,
                 mode: if *shadow && i > 0 { Mode::Shadow } else { Mode::Enforce },
                 max_delay_ns: 0,
@@ -188,6 +189,7 @@ fn threads_hammering_one_key_admit_exactly() {
             );
             std::thread::spawn(move || {
                 let tier = [Tier {
+                    overflow: 0,
                     quota,
                     mode: Mode::Enforce,
                     max_delay_ns: 0,
@@ -238,12 +240,14 @@ fn concurrent_rollback_charges_only_admissions() {
             std::thread::spawn(move || {
                 let tiers = [
                     Tier {
+                        overflow: 0,
                         quota: big,
                         mode: Mode::Enforce,
                         max_delay_ns: 0,
                         key: 1,
                     },
                     Tier {
+                        overflow: 0,
                         quota: small,
                         mode: Mode::Enforce,
                         max_delay_ns: 0,
@@ -280,18 +284,21 @@ fn rollback_of_tiers_sharing_a_key_is_exact() {
     let now = 1_000_000_000_000u64;
     let tiers = [
         Tier {
+            overflow: 0,
             quota: q,
             mode: Mode::Enforce,
             max_delay_ns: 0,
             key: 9,
         },
         Tier {
+            overflow: 0,
             quota: q,
             mode: Mode::Shadow,
             max_delay_ns: 0,
             key: 9,
         },
         Tier {
+            overflow: 0,
             quota: small,
             mode: Mode::Enforce,
             max_delay_ns: 0,

@@ -28,6 +28,9 @@ pub struct Tier {
     pub mode: Mode,
     pub max_delay_ns: u64,
     pub key: u64,
+    /// The key every new key of this tier's policy shares when the store is too full to
+    /// track one more (never by forgetting a debt): it throttles only other new keys.
+    pub overflow: u64,
 }
 
 /// Where TATs live. Implementations make `apply` atomic per key.
@@ -41,11 +44,25 @@ pub trait TatTable {
 
     /// Undoes an admission that moved `key` from `old` to `new` at `now`.
     fn undo(&self, key: u64, old: u64, new: u64, now: u64);
+
+    /// Decides `tier` at `now` like [`TatTable::apply`]: on its key, or, in a store too
+    /// full to track a new key, on its overflow key. Returns the key used.
+    fn apply_tier(
+        &self,
+        tier: &Tier,
+        _now: u64,
+        decide: impl FnMut(u64) -> Decision,
+    ) -> (u64, u64, Decision) {
+        let (prior, decision) = self.apply(tier.key, decide);
+        (tier.key, prior, decision)
+    }
 }
 
 /// What one tier said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TierOutcome {
+    /// The key the tier was decided on: its own, or its overflow key.
+    pub key: u64,
     /// The TAT the tier was decided on.
     pub prior_tat: u64,
     pub decision: Decision,
@@ -105,13 +122,14 @@ pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost:
     for (i, tier) in tiers.iter().enumerate() {
         let mut decide = |tat| tier.quota.decide(tat, now, cost, tier.max_delay_ns);
         // After a denial nothing may move: later tiers are only looked at, for the wait.
-        let (prior_tat, decision) = if verdict.first_denier.is_some() {
+        let (key, prior_tat, decision) = if verdict.first_denier.is_some() {
             let tat = table.peek(tier.key);
-            (tat, decide(tat))
+            (tier.key, tat, decide(tat))
         } else {
-            table.apply(tier.key, &mut decide)
+            table.apply_tier(tier, now, &mut decide)
         };
         verdict.outcomes.push(TierOutcome {
+            key,
             prior_tat,
             decision,
             mode: tier.mode,
@@ -123,22 +141,22 @@ pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost:
 
     verdict.admitted = verdict.first_denier.is_none();
     if !verdict.admitted {
-        roll_back(table, tiers, &verdict.outcomes, now);
+        roll_back(table, &verdict.outcomes, now);
     }
     summarize(&mut verdict, tiers, now);
     verdict
 }
 
-fn roll_back<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], outcomes: &[TierOutcome], now: u64) {
+fn roll_back<T: TatTable + ?Sized>(table: &T, outcomes: &[TierOutcome], now: u64) {
     let first_denier = outcomes
         .iter()
         .position(|o| o.enforcing() && !o.decision.admitted)
         .unwrap_or(outcomes.len());
     // Last in, first out: when two tiers share a key, each undo then finds exactly the
     // value its own admission wrote and restores the one before it.
-    for (tier, outcome) in tiers.iter().zip(outcomes).take(first_denier).rev() {
+    for outcome in outcomes.iter().take(first_denier).rev() {
         if outcome.decision.admitted {
-            table.undo(tier.key, outcome.prior_tat, outcome.decision.tat, now);
+            table.undo(outcome.key, outcome.prior_tat, outcome.decision.tat, now);
         }
     }
 }
@@ -206,6 +224,7 @@ mod tests {
 
     fn tier(limit: u64, burst: u64, key: u64) -> Tier {
         Tier {
+            overflow: 0,
             quota: Quota::new(limit, S, burst).expect("valid"),
             mode: Mode::Enforce,
             max_delay_ns: 0,
@@ -235,6 +254,7 @@ mod tests {
         let table = MapTable::default();
         // Tier 0: 1/s burst 1. Tier 1: 1 per 4 s (limit 1, period 1 s => use burst 1 and 0.25/s).
         let slow = Tier {
+            overflow: 0,
             quota: Quota::new(1, 4 * S, 1).expect("valid"),
             ..tier(1, 1, 2)
         };

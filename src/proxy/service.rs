@@ -187,7 +187,7 @@ async fn serve(
             }
         }
     };
-    count_decisions(&verdict, &positions, route_metrics);
+    count_decisions(&verdict, &tiers, &positions, route_metrics);
     for (outcome, &position) in verdict.outcomes().iter().zip(&positions) {
         if outcome.mode == crate::limit::Mode::Shadow && !outcome.decision.admitted {
             tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client_ip, wait_ms = super::response::ceil_millis(outcome.decision.wait_ns), "shadow tier would deny");
@@ -262,6 +262,7 @@ fn store_failed(shared: &Shared, e: &crate::store::StoreError) {
 /// as denied when any of its keys denied.
 fn count_decisions(
     verdict: &Verdict,
+    tiers: &[crate::limit::Tier],
     positions: &[usize],
     metrics: &crate::admin::metrics::RouteMetrics,
 ) {
@@ -274,6 +275,13 @@ fn count_decisions(
             .position(|&p| p != position)
             .map_or(outcomes.len(), |n| i + n);
         let counters = &metrics.tiers[position];
+        if outcomes[i..end]
+            .iter()
+            .zip(&tiers[i..end])
+            .any(|(o, t)| o.key != t.key)
+        {
+            counters.overflow.inc();
+        }
         match outcomes[i..end].iter().find(|o| !o.decision.admitted) {
             Some(o) if o.mode == crate::limit::Mode::Enforce => {
                 counters.denied.inc();

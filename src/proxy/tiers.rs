@@ -62,6 +62,7 @@ impl RequestTiers {
                 continue;
             };
             let max_delay_ns = u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX);
+            let overflow = KeyHasher::new(limiter.key_hasher(), &policy.name).overflow();
             for key in keys {
                 let quota = match &key.single {
                     Some(part) => policy.quota_for(Some(&part.as_text())),
@@ -72,6 +73,7 @@ impl RequestTiers {
                     mode: policy.mode,
                     max_delay_ns,
                     key: key.hasher.finish(),
+                    overflow,
                 });
                 out.positions.push(position);
                 out.redis_keys

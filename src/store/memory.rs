@@ -110,6 +110,9 @@ struct Shard {
     /// Serializes inserts and rebuilds of this shard; readers never take it.
     writer: Mutex<()>,
     len: AtomicUsize,
+    /// While full of keys that owe time: the TAT by which an eighth of them will be idle.
+    /// Until then a new key goes to its overflow key without another scan.
+    full_until: AtomicU64,
 }
 
 /// Fewest and most shards; between them, roughly one shard per 8,192 keys of `max_keys`.
@@ -161,8 +164,15 @@ enum Keep {
     All,
     /// Only keys with `TAT > now`.
     Busy(u64),
-    /// Only keys with `TAT > threshold` (eviction).
-    Above(u64),
+}
+
+/// Whether a new key may be inserted into a full shard.
+#[derive(Clone, Copy)]
+enum NewKey {
+    /// Always (the shard grows past its share): overflow keys, and direct `apply` calls.
+    Always,
+    /// Only if idle keys can make room at this `now`; never by dropping a debt.
+    IfRoom(u64),
 }
 
 impl MemoryStore {
@@ -180,6 +190,7 @@ impl MemoryStore {
                     generation: AtomicU64::new(0),
                     writer: Mutex::new(()),
                     len: AtomicUsize::new(0),
+                    full_until: AtomicU64::new(0),
                 })
                 .collect(),
             shard_mask: shards as u64 - 1,
@@ -298,7 +309,6 @@ impl MemoryStore {
             let keep_it = match keep {
                 Keep::All => true,
                 Keep::Busy(now) => tat > now,
-                Keep::Above(threshold) => tat > threshold,
             };
             if keep_it {
                 kept.push((key, tat));
@@ -318,24 +328,36 @@ impl MemoryStore {
         removed
     }
 
-    /// Makes room in a full shard by dropping its least informative eighth: the lowest
-    /// TATs, idle ones first. The sort is amortised over the inserts that fill the room.
-    fn evict(shard: &Shard) {
+    /// Makes room in a full shard by dropping its idle keys, and only those: a key that
+    /// owes time is never forgotten, or flooding fresh keys would be an amnesty. Records
+    /// when an eighth of what is left will be idle, so a full shard is not rescanned for
+    /// every new key. Returns whether any room was made.
+    fn evict_idle(shard: &Shard, now: u64) -> bool {
         let table = shard.table.load();
-        let mut tats: Vec<u64> = table
+        let mut owing: Vec<u64> = table
             .buckets
             .iter()
             .flat_map(|b| &b.0)
             .filter(|s| s.key.load(Ordering::Acquire) != EMPTY)
             .map(|s| s.tat.load(Ordering::Relaxed))
+            .filter(|&tat| tat > now)
             .collect();
+        let idle = shard
+            .len
+            .load(Ordering::Relaxed)
+            .saturating_sub(owing.len());
         drop(table);
-        if tats.is_empty() {
-            return;
+        if idle > 0 {
+            Self::rebuild(shard, Keep::Busy(now), None);
         }
-        let n = (tats.len() / 8).max(1);
-        let (_, &mut threshold, _) = tats.select_nth_unstable(n - 1);
-        Self::rebuild(shard, Keep::Above(threshold), None);
+        let eighth = (owing.len() / 8).max(1);
+        let retry_at = if owing.len() >= eighth && !owing.is_empty() {
+            *owing.select_nth_unstable(eighth - 1).1
+        } else {
+            now
+        };
+        shard.full_until.store(retry_at, Ordering::Relaxed);
+        idle > 0
     }
 
     /// The slot for `key` in the current table, retrying while a rebuild moves it.
@@ -388,9 +410,16 @@ fn apply_to(slot: &Slot, decide: &mut impl FnMut(u64) -> Decision) -> Option<(u6
     }
 }
 
-impl TatTable for MemoryStore {
+impl MemoryStore {
+    /// Decides `key` (see [`TatTable::apply`]); `None` when it is new, the shard is full of
+    /// keys that owe time and `new_key` does not allow growing.
     #[inline]
-    fn apply(&self, key: u64, mut decide: impl FnMut(u64) -> Decision) -> (u64, Decision) {
+    fn apply_key(
+        &self,
+        key: u64,
+        new_key: NewKey,
+        decide: &mut impl FnMut(u64) -> Decision,
+    ) -> Option<(u64, Decision)> {
         let key = normalize(key);
         let index = self.shard_index(key);
         let shard = &self.shards[index];
@@ -400,13 +429,13 @@ impl TatTable for MemoryStore {
             let mut decided: Option<(u64, Decision)> = None;
             let found = self.with_table(index, |table| match table.find(key) {
                 Probe::Found(slot) => {
-                    decided = apply_to(slot, &mut decide);
+                    decided = apply_to(slot, decide);
                     true
                 }
                 Probe::Absent => false,
             });
-            if let Some(result) = decided {
-                return result;
+            if decided.is_some() {
+                return decided;
             }
             if found {
                 // Frozen by a rebuild: the new table is about to be published.
@@ -416,29 +445,65 @@ impl TatTable for MemoryStore {
             // An absent key is idle. A denial of it writes nothing, so only admissions insert.
             let decision = decide(0);
             if !decision.admitted {
-                return (0, decision);
+                return Some((0, decision));
             }
             let _writer = shard.writer.lock();
             let table = shard.table.load_full();
             if let Probe::Found(slot) = table.find(key) {
                 // Inserted meanwhile: decide again on its TAT (no rebuild can run: we hold the mutex).
-                if let Some(result) = apply_to(slot, &mut decide) {
-                    return result;
+                if let Some(result) = apply_to(slot, decide) {
+                    return Some(result);
                 }
                 continue;
             }
             let len = shard.len.load(Ordering::Relaxed);
             if len >= self.shard_cap {
-                Self::evict(shard);
-            } else if (len + 1) * MAX_LOAD_DEN > table.capacity() * MAX_LOAD_NUM {
+                if let NewKey::IfRoom(now) = new_key {
+                    let full = now < shard.full_until.load(Ordering::Relaxed)
+                        || !Self::evict_idle(shard, now);
+                    if full {
+                        return None;
+                    }
+                }
+            }
+            let table = shard.table.load_full();
+            let len = shard.len.load(Ordering::Relaxed);
+            if (len + 1) * MAX_LOAD_DEN > table.capacity() * MAX_LOAD_NUM {
                 Self::rebuild(shard, Keep::All, Some(table.buckets.len() * 2));
             }
             let table = shard.table.load();
             if table.insert(key, decision.tat.min(MAX_TAT)) {
                 shard.len.fetch_add(1, Ordering::Relaxed);
             }
-            return (0, decision);
+            return Some((0, decision));
         }
+    }
+}
+
+impl TatTable for MemoryStore {
+    #[inline]
+    fn apply(&self, key: u64, mut decide: impl FnMut(u64) -> Decision) -> (u64, Decision) {
+        match self.apply_key(key, NewKey::Always, &mut decide) {
+            Some(result) => result,
+            None => unreachable!("NewKey::Always inserts"),
+        }
+    }
+
+    #[inline]
+    fn apply_tier(
+        &self,
+        tier: &crate::limit::Tier,
+        now: u64,
+        mut decide: impl FnMut(u64) -> Decision,
+    ) -> (u64, u64, Decision) {
+        if let Some((prior, decision)) = self.apply_key(tier.key, NewKey::IfRoom(now), &mut decide)
+        {
+            return (tier.key, prior, decision);
+        }
+        // Full of debts: this new key shares its policy's overflow key with every other
+        // new key, so inventing keys throttles only other inventions.
+        let (prior, decision) = self.apply(tier.overflow, decide);
+        (tier.overflow, prior, decision)
     }
 
     fn peek(&self, key: u64) -> u64 {
@@ -491,6 +556,7 @@ mod tests {
 
     fn tier(key: u64, burst: u64) -> Tier {
         Tier {
+            overflow: 0,
             quota: Quota::new(1, S, burst).expect("valid"),
             mode: Mode::Enforce,
             max_delay_ns: 0,
@@ -545,16 +611,41 @@ mod tests {
     }
 
     #[test]
-    fn full_shard_evicts_lowest_tat_first() {
+    fn a_full_shard_never_forgets_a_debt_and_sends_new_keys_to_the_overflow_key() {
         let store = MemoryStore::new(16); // 16 shards, one key each
         let now = 100 * S;
-        let key_a = 3;
-        let key_b = 5; // same shard (high bits all zero)
-        assert!(evaluate(&store, &[tier(key_a, 5)], now, 1).admitted);
-        assert!(evaluate(&store, &[tier(key_b, 5)], now, 3).admitted);
-        assert_eq!(store.len(), 1, "the shard holds one key");
-        assert_eq!(store.peek(key_a), 0, "lower TAT evicted");
-        assert_eq!(store.peek(key_b), now + 3 * S);
+        let (owing, fresh, overflow) = (3, 5, 7 << 60); // 3 and 5 share a shard
+        let with_overflow = |key| Tier {
+            overflow,
+            ..tier(key, 5)
+        };
+        assert!(evaluate(&store, &[with_overflow(owing)], now, 3).admitted);
+        let v = evaluate(&store, &[with_overflow(fresh)], now, 1);
+        assert!(v.admitted);
+        assert_eq!(v.outcomes()[0].key, overflow, "decided on the overflow key");
+        assert_eq!(store.peek(owing), now + 3 * S, "the debt is kept");
+        assert_eq!(store.peek(fresh), 0, "the new key is not tracked");
+        assert_eq!(
+            store.peek(overflow),
+            now + S,
+            "the overflow key was charged"
+        );
+        // Every new key shares the overflow key: inventing keys throttles only inventions.
+        for key in (9..1000).step_by(2) {
+            evaluate(&store, &[with_overflow(key << 4 | 5)], now, 1);
+        }
+        assert_eq!(
+            store.peek(overflow),
+            now + 5 * S,
+            "the overflow key's burst is spent"
+        );
+        assert!(!evaluate(&store, &[with_overflow(11)], now, 1).admitted);
+        assert_eq!(store.peek(owing), now + 3 * S);
+        // Once the debt is paid off, its room is reused.
+        let later = now + 10 * S;
+        let v = evaluate(&store, &[with_overflow(fresh)], later, 1);
+        assert_eq!(v.outcomes()[0].key, fresh);
+        assert_eq!(store.peek(owing), 0, "idle keys are dropped to make room");
     }
 
     #[test]
@@ -580,6 +671,7 @@ mod tests {
         let mut admitted = 0u64;
         for _ in 0..200_000 {
             let t = Tier {
+                overflow: 0,
                 quota,
                 mode: Mode::Enforce,
                 max_delay_ns: 0,

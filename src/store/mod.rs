@@ -4,6 +4,7 @@
 pub mod breaker;
 pub mod memory;
 pub mod redis;
+pub mod refusals;
 pub mod snapshot;
 
 use std::sync::Arc;
@@ -23,6 +24,8 @@ pub enum Limiter {
         /// Used when Redis cannot answer and `on_error = "local"`.
         local: Arc<MemoryStore>,
         on_error: OnError,
+        /// Refusals remembered until the wait Redis named has passed.
+        refusals: Arc<refusals::RefusalCache>,
     },
 }
 
@@ -71,6 +74,13 @@ impl Limiter {
         }
     }
 
+    /// Forgets remembered refusals: the numbers behind them may have changed (reload).
+    pub fn forget_refusals(&self) {
+        if let Limiter::Redis { refusals, .. } = self {
+            refusals.clear();
+        }
+    }
+
     /// Whether the store can answer now (readiness).
     pub fn ready(&self) -> bool {
         self.remote().is_none_or(|r| !r.breaker.is_open())
@@ -85,14 +95,37 @@ impl Limiter {
                 remote,
                 local,
                 on_error,
-            } => match remote.check(tiers, keys, cost, now).await {
-                Ok(v) => Outcome::Decided(v),
-                Err(e) => match on_error {
-                    OnError::Allow => Outcome::FailedOpen(e),
-                    OnError::Deny => Outcome::FailedClosed(e),
-                    OnError::Local => Outcome::Local(evaluate(&**local, tiers, now, cost), e),
-                },
-            },
+                refusals,
+            } => {
+                if let Some(v) = refusals.refuse(tiers, now, cost) {
+                    return Outcome::Decided(v);
+                }
+                // A key refused moments ago: one call at a time, the rest re-check after.
+                let _flight = if refusals.known(tiers) {
+                    match refusals.single_flight(tiers).await {
+                        Some(guard) => Some(guard),
+                        None => {
+                            if let Some(v) = refusals.refuse(tiers, now, cost) {
+                                return Outcome::Decided(v);
+                            }
+                            None
+                        }
+                    }
+                } else {
+                    None
+                };
+                match remote.check(tiers, keys, cost, now).await {
+                    Ok(v) => {
+                        refusals.record(tiers, &v, now);
+                        Outcome::Decided(v)
+                    }
+                    Err(e) => match on_error {
+                        OnError::Allow => Outcome::FailedOpen(e),
+                        OnError::Deny => Outcome::FailedClosed(e),
+                        OnError::Local => Outcome::Local(evaluate(&**local, tiers, now, cost), e),
+                    },
+                }
+            }
         }
     }
 }

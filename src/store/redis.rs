@@ -174,6 +174,8 @@ impl RedisStore {
         fut: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.timeout, fut).await {
+            // The client's own response timeout is the same limit: count it as one.
+            Ok(Err(e)) if e.is_timeout() => Err(StoreError::Timeout(self.timeout)),
             Ok(r) => r.map_err(StoreError::from),
             Err(_) => Err(StoreError::Timeout(self.timeout)),
         }
