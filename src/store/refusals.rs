@@ -25,10 +25,13 @@ struct Entry {
     tat: AtomicU64,
 }
 
+/// Per call: a semaphore that is closed (never granted) when the call is done.
+type Flights = HashMap<u64, Arc<Semaphore>>;
+
 pub struct RefusalCache {
     slots: Box<[Entry]>,
     /// Calls in flight for recently refused keys: followers wait until the leader closes.
-    flights: Box<[Mutex<HashMap<u64, Arc<Semaphore>>>]>,
+    flights: Box<[Mutex<Flights>]>,
 }
 
 impl Default for RefusalCache {
