@@ -56,7 +56,8 @@ impl Gateway {
     }
 
     /// Starts serving `config` with `clock` (tests pass their own clock).
-    pub async fn start_with(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
+    pub async fn start_with(mut config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
+        crate::descriptors::fit(&mut config, crate::descriptors::raise_limit());
         let metrics = Arc::new(Metrics::new());
         // rustls needs one process-wide crypto provider for the Redis client's TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -62,9 +62,10 @@ async fn reload_locked(
 ) -> Result<ReloadReport, ReloadError> {
     let path = shared.config_path.clone();
     // Reading files (config, certificates) stays off the request path's threads.
-    let config = tokio::task::spawn_blocking(move || config::load(&path))
+    let mut config = tokio::task::spawn_blocking(move || config::load(&path))
         .await
         .map_err(|e| ReloadError::Task(e.to_string()))??;
+    crate::descriptors::fit(&mut config, crate::descriptors::raise_limit());
     let certs = config.server.tls.as_ref().map(|t| t.config.clone());
     let old = shared.config();
     let needs_restart = restart_only_changes(&old, &config);

@@ -103,7 +103,7 @@ pub enum OnError {
     Local,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Upstream {
     pub name: String,
     pub targets: Vec<Target>,

@@ -29,7 +29,7 @@ pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);
 const POOL_IDLE_PER_HOST: usize = 256;
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Response bytes read ahead from an upstream connection (hyper's default is ~400 KiB).
-const UPSTREAM_READ_BUFFER: usize = 64 * 1024;
+const UPSTREAM_READ_BUFFER: usize = 32 * 1024;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");

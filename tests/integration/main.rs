@@ -6,6 +6,7 @@
 mod redis_support;
 mod support;
 
+mod bounds;
 mod browser;
 mod config;
 mod fuzz_corpus;

@@ -1,0 +1,423 @@
+//! One client cannot exhaust the gateway: slow readers, stalled HTTP/2 streams, idle
+//! connections and tunnels are closed after their timeouts; memory per stalled response
+//! is bounded; a full store forgets no debt; a full upstream pool answers 503; refused
+//! floods against Redis cost (almost) no Redis calls.
+
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use http::Request;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::redis_support::*;
+use crate::support::*;
+
+fn config(server_extra: &str, upstream_extra: &str, tail: &str) -> String {
+    format!(
+        "{SERVER}{server_extra}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n{upstream_extra}\n{tail}\n[[routes]]\nname = \"open\"\npath = \"/\"\nupstream = \"api\"\n"
+    )
+}
+
+/// Polls `cond` every 50 ms for up to `limit`.
+async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cond()
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+#[tokio::test]
+async fn a_debt_survives_a_flood_of_fresh_keys_into_another_policy() {
+    let up = Upstream::start().await;
+    let policies = "[store]\nmax_keys = 16\n\n[policies.strict]\nkey = \"header:x-user\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\n\n[policies.junk]\nkey = \"header:x-junk\"\nlimit = 1\nperiod = \"24h\"\nburst = 1\n\n[[routes]]\nname = \"strict\"\npath = \"/strict\"\nupstream = \"api\"\npolicies = [\"strict\"]\n\n[[routes]]\nname = \"junk\"\npath = \"/junk\"\nupstream = \"api\"\npolicies = [\"junk\"]\n";
+    let gw = TestGateway::start(&config("", "", policies), &up.url()).await;
+    let eve = [("x-user", "eve")];
+    assert_eq!(get(&gw.url("/strict"), &eve).await.status, 200);
+    assert_eq!(get(&gw.url("/strict"), &eve).await.status, 429);
+    let client = http1();
+    let mut admitted = 0;
+    for i in 0..1000 {
+        let junk = format!("k{i}");
+        let got = send(&client, "GET", &gw.url("/junk"), &[("x-junk", &junk)], b"").await;
+        admitted += usize::from(got.status == 200);
+    }
+    assert_eq!(
+        get(&gw.url("/strict"), &eve).await.status,
+        429,
+        "the debt was not forgiven"
+    );
+    assert!(
+        admitted < 100,
+        "fresh keys past the store's room share one overflow limiter: {admitted}"
+    );
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let overflow = metric(
+        &metrics,
+        "tollgate_decisions_total{route=\"junk\",policy=\"junk\",outcome=\"overflow\"}",
+    );
+    assert!(overflow > 0.0, "{metrics}");
+}
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[tokio::test]
+async fn slow_readers_hold_bounded_memory_and_are_cut_after_send_timeout() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let toml =
+        config("send_timeout = \"3s\"\nworkers = 1\n", "", "").replace("{upstream}", &up.url());
+    std::fs::write(&path, toml).expect("write");
+    let gw = Process::run(&path);
+    // Warm up allocator pools with one whole response.
+    let warm = get(&format!("http://{}/big", gw.addr), &[]).await;
+    assert_eq!(warm.body.len(), 8 << 20);
+    let before = rss_kib(gw.child.id());
+    const READERS: usize = 64;
+    let mut readers = Vec::new();
+    for _ in 0..READERS {
+        let mut s = TcpStream::connect(gw.addr).await.expect("connect");
+        s.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write");
+        readers.push(s);
+    }
+    let admin = gw.admin.expect("admin");
+    let metrics_url = format!("http://{admin}/metrics");
+    // Wait until every reader's response has started and stalled.
+    let started = Instant::now();
+    let mut peak = 0;
+    while started.elapsed() < Duration::from_secs(2) {
+        peak = peak.max(rss_kib(gw.child.id()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let per_reader = peak.saturating_sub(before) / READERS as u64;
+    eprintln!("{READERS} stalled responses: RSS {before} -> {peak} KiB, {per_reader} KiB each");
+    assert!(
+        per_reader <= 256,
+        "{per_reader} KiB per stalled response (before {before} KiB, peak {peak} KiB)"
+    );
+    // Cut after send_timeout: the gateway's connections drop to none.
+    let mut open = f64::NAN;
+    for _ in 0..300 {
+        open = metric(
+            &get(&metrics_url, &[]).await.text(),
+            "tollgate_open_connections",
+        );
+        if open == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(open, 0.0, "slow readers were closed");
+    // What a reader gets is truncated: the gateway gave up on it.
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    let s = &mut readers[0];
+    while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await {
+        if n == 0 {
+            break;
+        }
+        total += n;
+    }
+    assert!(total < 8 << 20, "read {total} bytes");
+}
+
+/// One HTTP/2 connection (the `h2` crate), whose flow-control windows the test controls.
+async fn h2_connect(
+    addr: std::net::SocketAddr,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<()>,
+) {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let (client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    let task = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    (client, task)
+}
+
+async fn h2_status(client: &mut h2::client::SendRequest<bytes::Bytes>, path: &str) -> u16 {
+    let req = Request::get(format!("http://x{path}"))
+        .body(())
+        .expect("request");
+    let (resp, _) = client.send_request(req, true).expect("send");
+    let resp = tokio::time::timeout(Duration::from_secs(30), resp)
+        .await
+        .expect("in time")
+        .expect("response");
+    resp.status().as_u16()
+}
+
+#[tokio::test]
+async fn a_stalled_http2_stream_is_reset_and_its_connection_lives_on() {
+    let up = Upstream::start().await;
+    let gw =
+        TestGateway::start_real_clock(&config("send_timeout = \"2s\"\n", "", ""), &up.url()).await;
+    let (mut client, _conn) = h2_connect(gw.addr).await;
+    let req = Request::get("http://x/big").body(()).expect("request");
+    let (resp, _) = client.send_request(req, true).expect("send");
+    let resp = resp.await.expect("headers");
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    // Take what the initial window allows, and never release capacity.
+    let started = Instant::now();
+    let mut received = 0;
+    let reset = loop {
+        match tokio::time::timeout(Duration::from_secs(30), body.data()).await {
+            Ok(Some(Ok(chunk))) => received += chunk.len(),
+            Ok(Some(Err(e))) => break e,
+            Ok(None) => panic!("the whole body arrived without window updates"),
+            Err(_) => panic!("not reset within 30 s"),
+        }
+    };
+    assert_eq!(reset.reason(), Some(h2::Reason::CANCEL), "{reset}");
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    assert!(received < 8 << 20);
+    // Only the stream was reset: the connection still serves.
+    assert_eq!(h2_status(&mut client, "/fine").await, 200);
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed_pings_notwithstanding() {
+    let up = Upstream::start().await;
+    let toml = config(
+        "idle_timeout = \"2s\"\nheader_read_timeout = \"30s\"\n",
+        "",
+        "",
+    );
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    // HTTP/2: one request, then nothing but the client's automatic ping answers.
+    let (mut client, conn) = h2_connect(gw.addr).await;
+    assert_eq!(h2_status(&mut client, "/fine").await, 200);
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(30), conn)
+        .await
+        .expect("the idle HTTP/2 connection is closed")
+        .expect("connection task");
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    // HTTP/1 keep-alive: closed between requests after idle_timeout.
+    let mut s = TcpStream::connect(gw.addr).await.expect("connect");
+    s.write_all(b"GET /fine HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let started = Instant::now();
+    let mut buf = vec![0u8; 4096];
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break true,
+            Ok(Ok(_)) => continue,
+            Err(_) => break false,
+        }
+    };
+    assert!(closed, "the idle keep-alive connection is closed");
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+}
+
+#[tokio::test]
+async fn tunnels_count_against_max_connections_and_close_when_idle() {
+    let (ws_addr, _task) = websocket_echo().await;
+    // One worker: its accept loop holds a permit for the next connection, so 3 permits
+    // leave room for one tunnel beside the connection that asks for the next.
+    let toml = config(
+        "workers = 1\nmax_connections = 3\ntunnel_idle_timeout = \"2s\"\n",
+        "",
+        "",
+    );
+    let gw = TestGateway::start_real_clock(&toml, &format!("http://{ws_addr}")).await;
+    let url = format!("ws://{}/ws", gw.addr);
+    let (mut first, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("first tunnel");
+    first
+        .send(tokio_tungstenite::tungstenite::Message::text("hi"))
+        .await
+        .expect("send");
+    assert!(matches!(first.next().await, Some(Ok(m)) if m.to_text().ok() == Some("hi")));
+    // The first tunnel holds a connection; the second one's upgrade finds none left.
+    match tokio_tungstenite::connect_async(&url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 503),
+        other => panic!("expected 503, got {other:?}"),
+    }
+    // Silent for tunnel_idle_timeout: closed.
+    let started = Instant::now();
+    let end = tokio::time::timeout(Duration::from_secs(30), first.next())
+        .await
+        .expect("the idle tunnel is closed");
+    assert!(!matches!(end, Some(Ok(ref m)) if m.is_text()), "{end:?}");
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    // Its slot is free again.
+    let mut third = None;
+    for _ in 0..50 {
+        if let Ok((ws, _)) = tokio_tungstenite::connect_async(&url).await {
+            third = Some(ws);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(third.is_some(), "a new tunnel once the idle one closed");
+}
+
+#[tokio::test]
+async fn a_full_upstream_pool_answers_503_within_the_timeout() {
+    let up = Upstream::start().await;
+    let toml = config(
+        "workers = 1\n",
+        "max_connections = 1\ntimeout = \"20s\"\n",
+        "",
+    );
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let slow_url = gw.url("/slow");
+    let holder = tokio::spawn(async move { get(&slow_url, &[]).await.status });
+    assert!(
+        eventually(Duration::from_secs(10), || up.requests() == 1).await,
+        "the first request holds the only upstream connection"
+    );
+    let started = Instant::now();
+    let got = get(&gw.url("/second"), &[]).await;
+    assert_eq!(got.status, 503, "{}", got.text());
+    assert_eq!(got.json()["error"], "upstream_busy");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(
+        up.requests(),
+        1,
+        "the second request never reached the upstream"
+    );
+    holder.abort();
+}
+
+/// Script calls Redis has served (the GCRA script and its helpers).
+fn script_calls(redis: &RedisServer) -> u64 {
+    redis
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_pass() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let store = format!(
+        "[store]\nbackend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\non_error = \"allow\"\n\n[policies.user]\nkey = \"header:x-user\"\nlimit = 1\nperiod = \"1h\"\nburst = 2\n\n[[routes]]\nname = \"api\"\npath = \"/api\"\nupstream = \"api\"\npolicies = [\"user\"]\n",
+        redis.url()
+    );
+    let gw = TestGateway::start_real_clock(&config("", "", &store), &up.url()).await;
+    let mallory = [("x-user", "mallory")];
+    for _ in 0..2 {
+        assert_eq!(get(&gw.url("/api"), &mallory).await.status, 200);
+    }
+    assert_eq!(get(&gw.url("/api"), &mallory).await.status, 429);
+    let before = script_calls(&redis);
+    const FLOOD: usize = 400;
+    let mut tasks = Vec::new();
+    for worker in 0..16 {
+        let url = gw.url("/api");
+        tasks.push(tokio::spawn(async move {
+            let client = if worker % 2 == 0 { http1() } else { http2() };
+            let mut refused = 0;
+            for _ in 0..FLOOD / 16 {
+                let got = send(&client, "GET", &url, &[("x-user", "mallory")], b"").await;
+                refused += usize::from(got.status == 429);
+            }
+            refused
+        }));
+    }
+    let mut refused = 0;
+    for t in tasks {
+        refused += t.await.expect("flood task");
+    }
+    assert_eq!(refused, FLOOD, "every flooded request refused");
+    let calls = script_calls(&redis) - before;
+    assert!(
+        calls as f64 <= 0.1 * FLOOD as f64,
+        "{calls} Redis calls for {FLOOD} refused requests"
+    );
+    for user in ["alice", "bob", "carol"] {
+        let got = get(&gw.url("/api"), &[("x-user", user)]).await;
+        assert_eq!(got.status, 200, "honest {user}");
+    }
+    let got = get(&gw.url("/api"), &mallory).await;
+    assert_eq!(got.status, 429);
+    let wait: u64 = got.num("retry-after");
+    assert!(wait > 3000, "the exact wait, from Redis's TAT: {wait} s");
+}
+
+#[test]
+fn a_config_beyond_the_open_file_limit_is_scaled_down_and_still_serves() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let toml = config("max_connections = 10000\n", "max_connections = 1024\n", "")
+        .replace("{upstream}", "http://127.0.0.1:9");
+    std::fs::write(&path, toml).expect("write");
+    let mut child = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("ulimit -n 1024 && exec \"$0\" run --config \"$1\"")
+        .arg(env!("CARGO_BIN_EXE_tollgate"))
+        .arg(&path)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut warned = None;
+    let mut serving = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !(serving && warned.is_some()) {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            if line.contains("caps scaled down to fit") {
+                warned = Some(line.clone());
+            }
+            serving |= line.contains("tollgate serving");
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let warned = warned.expect("a warning naming the caps in effect");
+    assert!(serving, "it started all the same");
+    let conns: u64 = warned
+        .split("max_connections=")
+        .nth(1)
+        .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|v| v.parse().ok())
+        .expect("effective max_connections in the warning");
+    assert!(conns < 1024 && conns > 100, "{warned}");
+}
