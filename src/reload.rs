@@ -112,6 +112,10 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
         o.max_header_bytes != n.max_header_bytes,
     );
     check("server.drain_timeout", o.drain_timeout != n.drain_timeout);
+    // Read by each worker when it starts serving.
+    check("server.send_timeout", o.send_timeout != n.send_timeout);
+    check("server.idle_timeout", o.idle_timeout != n.idle_timeout);
+    check("server.max_streams", o.max_streams != n.max_streams);
     check("server.workers", o.workers != n.workers);
     check("store", old.store != new.store);
     changed
