@@ -10,6 +10,7 @@ use crate::admin::metrics::{Metrics, RouteMetrics};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::proxy::forward::UpstreamPool;
+use crate::proxy::response::PolicyHeaders;
 use crate::store::Limiter;
 
 /// Everything one request needs from one config version. A request loads it once, so a
@@ -20,6 +21,8 @@ pub struct Snapshot {
     pub pools: Vec<Arc<UpstreamPool>>,
     /// By route index.
     pub route_metrics: Vec<RouteMetrics>,
+    /// By route index, then tier position: each policy's constant header values.
+    pub route_headers: Vec<Box<[PolicyHeaders]>>,
 }
 
 impl Snapshot {
@@ -39,10 +42,21 @@ impl Snapshot {
             })
             .collect();
         let route_metrics = metrics.route_handles(&config);
+        let route_headers = config
+            .routes
+            .iter()
+            .map(|r| {
+                r.policies
+                    .iter()
+                    .map(|p| PolicyHeaders::new(&p.name, &p.quota))
+                    .collect()
+            })
+            .collect();
         Self {
             config,
             pools,
             route_metrics,
+            route_headers,
         }
     }
 }

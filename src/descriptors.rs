@@ -5,8 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::admin::listener::ADMIN_MAX_CONNECTIONS;
-use crate::config::Config;
+use crate::config::{Config, ADMIN_MAX_CONNECTIONS};
 
 /// Descriptors kept for listeners, Redis connections, config and certificate files, logs.
 pub const RESERVE: u64 = 64;

@@ -196,11 +196,9 @@ impl Gateway {
     }
 }
 
-/// Drops idle keys every [`SWEEP_INTERVAL`], on a blocking thread so request tasks never wait on it.
+/// Drops idle keys every [`SWEEP_INTERVAL`], on a blocking thread so request tasks never
+/// wait on it: from the memory store, or from Redis mode's `on_error = "local"` fallback.
 async fn sweep(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let Some(_) = shared.limiter.memory() else {
-        return;
-    };
     let mut tick = tokio::time::interval(SWEEP_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -210,15 +208,15 @@ async fn sweep(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         }
         let s = shared.clone();
         let swept = tokio::task::spawn_blocking(move || {
-            let memory = s.limiter.memory()?;
-            let removed = memory.sweep(s.clock.now_ns());
+            let local = s.limiter.local();
+            let removed = local.sweep(s.clock.now_ns());
             s.metrics
                 .keys_tracked
-                .set(i64::try_from(memory.len()).unwrap_or(i64::MAX));
-            Some(removed)
+                .set(i64::try_from(local.len()).unwrap_or(i64::MAX));
+            removed
         })
         .await;
-        if let Ok(Some(n)) = swept {
+        if let Ok(n) = swept {
             if n > 0 {
                 tracing::debug!(removed = n, "swept idle keys");
             }

@@ -22,6 +22,7 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod conn;
 pub mod descriptors;
 pub mod echo;
 #[doc(hidden)]

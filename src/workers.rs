@@ -2,7 +2,6 @@
 //! has its own single-threaded runtime and its own `SO_REUSEPORT` listener on the same
 //! address, so the kernel spreads connections and a request never crosses threads.
 
-use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -14,20 +13,6 @@ use crate::server::TlsSlot;
 
 /// Pending connections the kernel queues per listener.
 const LISTEN_BACKLOG: i32 = 4096;
-
-thread_local! {
-    static WORKER: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Index of the data-plane worker running on this thread (0 elsewhere).
-pub fn current() -> usize {
-    WORKER.with(Cell::get)
-}
-
-/// How many workers to run when the config does not say: one per core.
-pub fn default_count() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
 
 fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
@@ -87,7 +72,7 @@ pub fn spawn(
         let thread = std::thread::Builder::new()
             .name(format!("tollgate-worker-{index}"))
             .spawn(move || {
-                WORKER.with(|w| w.set(index));
+                crate::conn::worker::set(index);
                 runtime.block_on(async move {
                     match tokio::net::TcpListener::from_std(listener) {
                         Ok(listener) => {

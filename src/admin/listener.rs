@@ -12,10 +12,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::app::Shared;
+use crate::config::ADMIN_MAX_CONNECTIONS;
 use crate::server::{preface, TlsSlot};
 
-/// Admin connections open at once; beyond it, accepting pauses until one closes.
-pub const ADMIN_MAX_CONNECTIONS: usize = 512;
 /// Admin requests are small: their headers fit in this.
 const ADMIN_MAX_HEADER_BYTES: usize = 16 * 1024;
 

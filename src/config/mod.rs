@@ -6,6 +6,6 @@ pub mod error;
 pub mod model;
 pub mod raw;
 
-pub use compile::{compile, load};
+pub use compile::{compile, load, ADMIN_MAX_CONNECTIONS};
 pub use error::{ConfigError, Located};
 pub use model::*;

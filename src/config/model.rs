@@ -154,8 +154,6 @@ pub struct Policy {
     pub max_delay: Duration,
     /// Per-key quotas for single-source keys, by the key's text.
     pub overrides: HashMap<String, Quota>,
-    /// Rate-limit header values for `quota`, built once.
-    pub headers: crate::proxy::response::PolicyHeaders,
 }
 
 impl Policy {

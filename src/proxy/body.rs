@@ -79,15 +79,15 @@ where
 /// it is waiting for the client to take more.
 pub struct ResponseBody {
     inner: super::response::Body,
-    progress: Option<std::sync::Arc<crate::server::stream_watch::SendProgress>>,
-    _in_flight: crate::server::guard::InFlight,
+    progress: Option<std::sync::Arc<crate::conn::progress::SendProgress>>,
+    _in_flight: crate::conn::InFlight,
 }
 
 impl ResponseBody {
-    pub fn new(inner: super::response::Body, in_flight: crate::server::guard::InFlight) -> Self {
+    pub fn new(inner: super::response::Body, in_flight: crate::conn::InFlight) -> Self {
         Self {
             inner,
-            progress: crate::server::stream_watch::current(),
+            progress: crate::conn::progress::current(),
             _in_flight: in_flight,
         }
     }

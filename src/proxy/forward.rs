@@ -212,7 +212,7 @@ impl UpstreamPool {
             *req.uri_mut() = uri;
         }
         let timeout = self.upstream.timeout;
-        let client = &self.clients[crate::workers::current() % self.clients.len()];
+        let client = &self.clients[crate::conn::worker::current() % self.clients.len()];
         match tokio::time::timeout(timeout, client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) if caused_by::<UpstreamBusy>(&e) => Err(ForwardError::Busy {

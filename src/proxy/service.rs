@@ -2,7 +2,6 @@
 //! route → take each tier's key → decide all tiers → forward, or answer 429.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,24 +19,10 @@ use super::response::{
 use super::tiers::{KeyRefusal, RequestTiers};
 use crate::app::Shared;
 use crate::config::Route;
+use crate::conn::ConnInfo;
 use crate::key::RequestView;
 use crate::limit::Verdict;
 use crate::store::Outcome;
-
-/// What the accepting connection knows about itself, shared by its requests.
-#[derive(Debug)]
-pub struct ConnContext {
-    pub peer: SocketAddr,
-    pub tls: bool,
-    /// Requests in flight, for the idle timeout.
-    pub activity: Arc<crate::server::guard::Activity>,
-    /// The listener's connection permits: a tunnel takes one of its own.
-    pub permits: Arc<tokio::sync::Semaphore>,
-    /// Held while the connection (or a tunnel from it) is open; the drain waits for it.
-    pub open: tokio::sync::mpsc::Sender<()>,
-}
-
-pub type ConnInfo = Arc<ConnContext>;
 
 /// What the access log line and the response counters need, filled in along the way.
 struct Trace {
@@ -57,7 +42,7 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     // Counted until the response body is done, so the connection is not idle meanwhile.
-    let in_flight = crate::server::guard::InFlight::new(conn.activity.clone());
+    let in_flight = crate::conn::InFlight::new(conn.activity.clone());
     let snapshot = shared.snapshot.load_full();
     let started = shared.clock.now_ns();
     // Cheap clones (reference-counted), taken only when a log line will be written.
@@ -197,7 +182,7 @@ async fn serve(
         policy: &route.policies[positions[k]].name,
         quota: tiers[k].quota,
         constant: (tiers[k].quota == route.policies[positions[k]].quota)
-            .then_some(&route.policies[positions[k]].headers),
+            .then_some(&snapshot.route_headers[route_index][positions[k]]),
         until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
         remaining: verdict.remaining,
     });

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use super::service::ConnInfo;
+use crate::conn::ConnInfo;
 
 /// Runs the tunnel between the client's and the upstream's upgraded connections.
 pub fn spawn(

@@ -2,7 +2,7 @@
 //! semaphore, serves HTTP/1.1 and HTTP/2 on each under per-connection deadlines, and
 //! drains them on shutdown.
 
-pub mod guard;
+pub mod deadline;
 pub mod preface;
 pub mod stream_watch;
 
@@ -19,7 +19,8 @@ use tokio::time::Instant;
 
 use crate::app::Shared;
 use crate::config::Server;
-use crate::proxy::service::{handle, ConnContext, ConnInfo};
+use crate::conn::{Activity, ConnContext, ConnInfo};
+use crate::proxy::service::handle;
 use stream_watch::StreamExecutor;
 
 /// A TLS client that has not finished its handshake by then is dropped.
@@ -102,7 +103,7 @@ pub async fn serve(
         let ctx = Arc::new(ConnContext {
             peer,
             tls: tls.is_some(),
-            activity: Arc::new(guard::Activity::default()),
+            activity: Arc::new(Activity::default()),
             permits: permits.clone(),
             open: open.clone(),
         });
@@ -202,7 +203,7 @@ async fn serve_io<I>(
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let io = TokioIo::new(guard::SendDeadline::new(io, limits.send));
+    let io = TokioIo::new(deadline::SendDeadline::new(io, limits.send));
     let svc_ctx = ctx.clone();
     let svc = service_fn(move |req| handle(shared.clone(), svc_ctx.clone(), req));
     let connection = builder.serve_connection_with_upgrades(io, svc);

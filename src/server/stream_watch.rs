@@ -4,56 +4,12 @@
 //! once its response has waited `send_timeout` for the client to take more.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-tokio::task_local! {
-    static STREAM: Arc<SendProgress>;
-}
-
-/// Whether a stream's response is waiting for the client, and since when.
-#[derive(Debug)]
-pub struct SendProgress {
-    base: Instant,
-    /// Milliseconds after `base` when the body last handed data over and was not asked
-    /// again; `u64::MAX` while it is not waiting.
-    waiting_since_ms: AtomicU64,
-}
-
-impl SendProgress {
-    fn new() -> Self {
-        Self {
-            base: Instant::now(),
-            waiting_since_ms: AtomicU64::new(u64::MAX),
-        }
-    }
-
-    /// The body handed a frame over: from now on the client owes a read.
-    pub fn handed(&self) {
-        let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
-        self.waiting_since_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// The body was asked for more: the client took what it had.
-    pub fn asked(&self) {
-        self.waiting_since_ms.store(u64::MAX, Ordering::Relaxed);
-    }
-
-    fn waiting_since(&self) -> Option<Instant> {
-        match self.waiting_since_ms.load(Ordering::Relaxed) {
-            u64::MAX => None,
-            ms => Some(self.base + Duration::from_millis(ms)),
-        }
-    }
-}
-
-/// The progress record of the HTTP/2 stream this task serves, if it is one.
-pub fn current() -> Option<Arc<SendProgress>> {
-    STREAM.try_with(Arc::clone).ok()
-}
+use crate::conn::progress::{watched, SendProgress};
 
 /// Runs hyper's HTTP/2 stream tasks, each under a send watchdog.
 #[derive(Clone, Copy, Debug)]
@@ -71,7 +27,7 @@ where
         let limit = self.send_timeout;
         tokio::spawn(async move {
             tokio::select! {
-                _ = STREAM.scope(progress.clone(), fut) => {}
+                _ = watched(progress.clone(), fut) => {}
                 () = stalled(&progress, limit) => {
                     tracing::debug!("HTTP/2 stream reset: the client stopped reading (send_timeout)");
                 }
@@ -101,7 +57,7 @@ mod tests {
         let limit = Duration::from_secs(60);
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
         let stream = async move {
-            let progress = current().expect("inside a watched stream");
+            let progress = crate::conn::progress::current().expect("inside a watched stream");
             progress.handed();
             // The client never asks for more.
             std::future::pending::<()>().await;
@@ -123,7 +79,7 @@ mod tests {
     async fn a_stream_waiting_for_its_upstream_is_left_alone() {
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
         let stream = async move {
-            let progress = current().expect("inside a watched stream");
+            let progress = crate::conn::progress::current().expect("inside a watched stream");
             progress.handed();
             progress.asked();
             tokio::time::sleep(Duration::from_secs(600)).await;

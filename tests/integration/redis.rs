@@ -279,3 +279,48 @@ async fn the_gateway_starts_while_redis_is_down() {
         .text()
         .contains("s3cret-pw"));
 }
+
+/// The `on_error = "local"` fallback store is swept like the memory store, so keys it
+/// took while Redis was down do not stay forever.
+#[tokio::test]
+async fn the_local_fallback_store_is_swept() {
+    let dead = dead_port().await;
+    let up = Upstream::start().await;
+    let policy =
+        "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"3s\"\nburst = 1\n";
+    let toml = gateway_config(
+        &format!("\"redis://{dead}\""),
+        "local",
+        policy,
+        "[\"tenant\"]",
+    );
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    assert_eq!(
+        get(&gw.url("/"), &[("x-tenant-id", "acme")]).await.status,
+        200
+    );
+    let tracked = |text: String| {
+        text.lines()
+            .find(|l| l.starts_with("tollgate_keys_tracked "))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+    };
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let n = tracked(get(&gw.admin_url("/metrics"), &[]).await.text());
+        seen.push(n);
+        if seen.contains(&Some(1)) && n == Some(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        seen.contains(&Some(1)),
+        "the fallback held the key: {seen:?}"
+    );
+    assert_eq!(
+        seen.last(),
+        Some(&Some(0)),
+        "and dropped it once idle: {seen:?}"
+    );
+}

@@ -104,11 +104,7 @@ impl Compiler {
         let drain_timeout = self.duration_or(&raw.drain_timeout, DEFAULT_DRAIN_TIMEOUT, true);
         let body_read_timeout =
             self.duration_or(&raw.body_read_timeout, DEFAULT_BODY_READ_TIMEOUT, false);
-        let workers = self.count_or(
-            &raw.workers,
-            crate::workers::default_count() as u64,
-            "workers",
-        );
+        let workers = self.count_or(&raw.workers, default_workers() as u64, "workers");
         let max_connections = self.count_or(
             &raw.max_connections,
             DEFAULT_MAX_CONNECTIONS as u64,
@@ -252,4 +248,9 @@ impl Compiler {
             max_keys: usize::try_from(max_keys?).ok()?,
         })
     }
+}
+
+/// How many workers to run when the config does not say: one per core.
+fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -36,6 +36,8 @@ pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_TUNNEL_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_MAX_STREAMS: u32 = 100;
+/// Admin connections open at once; beyond it, the admin listener pauses accepting.
+pub const ADMIN_MAX_CONNECTIONS: usize = 512;
 /// Connections to one upstream per gateway, in use and idle.
 pub const DEFAULT_UPSTREAM_MAX_CONNECTIONS: usize = 1024;
 

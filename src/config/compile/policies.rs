@@ -70,7 +70,6 @@ impl Compiler {
         }
         let quota = quota?;
         Some(Policy {
-            headers: crate::proxy::response::PolicyHeaders::new(&name, &quota),
             name,
             key,
             limit: limit?,

@@ -1,73 +1,14 @@
-//! Per-connection bounds in time: a socket whose writes make no progress for
-//! `send_timeout` fails (nginx's `send_timeout`), and a connection with no request in
-//! flight for `idle_timeout` is closed, whatever pings it answers.
+//! A socket whose writes make no progress for `send_timeout` fails (nginx's
+//! `send_timeout`): the connection is then closed, and so is everything it held.
 
+use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
-
-/// Requests in flight on one connection (a request counts until its response body
-/// ends), and when the last one ended.
-#[derive(Debug)]
-pub struct Activity {
-    opened: Instant,
-    in_flight: AtomicUsize,
-    /// Milliseconds after `opened` when the connection last went idle.
-    idle_since_ms: AtomicU64,
-}
-
-impl Default for Activity {
-    fn default() -> Self {
-        Self {
-            opened: Instant::now(),
-            in_flight: AtomicUsize::new(0),
-            idle_since_ms: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Activity {
-    pub fn start(&self) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn end(&self) {
-        if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
-            let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.idle_since_ms.store(ms, Ordering::Relaxed);
-        }
-    }
-
-    /// When the connection may be closed for idleness, if nothing starts before then.
-    pub fn idle_deadline(&self, idle_timeout: Duration) -> Option<Instant> {
-        if self.in_flight.load(Ordering::Relaxed) > 0 {
-            return None;
-        }
-        let since = Duration::from_millis(self.idle_since_ms.load(Ordering::Relaxed));
-        Some(self.opened + since + idle_timeout)
-    }
-}
-
-/// Counts a request from its start until its response (body included) is done.
-pub struct InFlight(std::sync::Arc<Activity>);
-
-impl InFlight {
-    pub fn new(activity: std::sync::Arc<Activity>) -> Self {
-        activity.start();
-        Self(activity)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.end();
-    }
-}
 
 /// An I/O stream whose writes fail with `TimedOut` once one has waited `limit` without
 /// the peer taking a byte: the connection is then closed, and so is everything it held.
@@ -117,8 +58,6 @@ impl<I> SendDeadline<I> {
         }
     }
 }
-
-use std::future::Future as _;
 
 impl<I: AsyncRead + Unpin> AsyncRead for SendDeadline<I> {
     fn poll_read(
@@ -204,29 +143,5 @@ mod tests {
             .expect("each write progresses in time");
         drop(io);
         assert_eq!(drain.await.expect("reader"), 8 * 1024);
-    }
-
-    #[test]
-    fn idle_deadline_waits_for_requests_in_flight() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let a = std::sync::Arc::new(Activity::default());
-            let limit = Duration::from_secs(60);
-            assert_eq!(a.idle_deadline(limit), Some(a.opened + limit));
-            let req = InFlight::new(a.clone());
-            assert_eq!(a.idle_deadline(limit), None);
-            tokio::time::advance(Duration::from_secs(100)).await;
-            drop(req);
-            let d = a.idle_deadline(limit).expect("idle");
-            assert!(
-                d >= a.opened + Duration::from_secs(160),
-                "{:?}",
-                d - a.opened
-            );
-        });
     }
 }

@@ -1,0 +1,28 @@
+//! What the gateway knows about one client connection, shared by the listener that
+//! accepted it and the requests it carries: who the peer is, its requests in flight (for
+//! the idle timeout), its slot among `max_connections`, and each HTTP/2 stream's send
+//! progress (for `send_timeout`).
+
+pub mod activity;
+pub mod progress;
+pub mod worker;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use activity::{Activity, InFlight};
+
+/// What the accepting connection knows about itself, shared by its requests.
+#[derive(Debug)]
+pub struct ConnContext {
+    pub peer: SocketAddr,
+    pub tls: bool,
+    /// Requests in flight, for the idle timeout.
+    pub activity: Arc<Activity>,
+    /// The listener's connection permits: a tunnel takes one of its own.
+    pub permits: Arc<tokio::sync::Semaphore>,
+    /// Held while the connection (or a tunnel from it) is open; the drain waits for it.
+    pub open: tokio::sync::mpsc::Sender<()>,
+}
+
+pub type ConnInfo = Arc<ConnContext>;
