@@ -21,14 +21,16 @@ pub struct SendProgress {
     waiting_since_ms: AtomicU64,
 }
 
-impl SendProgress {
-    pub fn new() -> Self {
+impl Default for SendProgress {
+    fn default() -> Self {
         Self {
             base: Instant::now(),
             waiting_since_ms: AtomicU64::new(u64::MAX),
         }
     }
+}
 
+impl SendProgress {
     /// The body handed a frame over: from now on the client owes a read.
     pub fn handed(&self) {
         let ms = u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX - 1);

@@ -23,7 +23,7 @@ where
     F::Output: Send + 'static,
 {
     fn execute(&self, fut: F) {
-        let progress = Arc::new(SendProgress::new());
+        let progress = Arc::new(SendProgress::default());
         let limit = self.send_timeout;
         tokio::spawn(async move {
             tokio::select! {
