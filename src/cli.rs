@@ -29,11 +29,17 @@ pub enum LogFormat {
 pub enum Command {
     /// Serve until SIGTERM/SIGINT (graceful drain); SIGHUP reloads the config file.
     Run {
+        /// The TOML configuration file.
         #[arg(long, short)]
         config: PathBuf,
+        /// Once every listener is up, write JSON with the bound addresses here
+        /// (atomically: written aside, then renamed), for supervisors and tests.
+        #[arg(long, value_name = "PATH")]
+        ready_file: Option<PathBuf>,
     },
     /// Validate a config file: exit 0 with a summary, or 2 with every error.
     Check {
+        /// The TOML configuration file.
         #[arg(long, short)]
         config: PathBuf,
     },

@@ -120,7 +120,8 @@ impl Gateway {
                 rx,
             ))
         });
-        tracing::info!(%addr, admin = ?admin_addr, tls = tls.load().is_some(), workers, "tollgate serving");
+        let admin_shown = admin_addr.map_or_else(|| "none".to_owned(), |a| a.to_string());
+        tracing::info!(%addr, admin = %admin_shown, tls = tls.load().is_some(), workers, "tollgate serving");
         Ok(Self {
             shared,
             tls,
@@ -140,6 +141,20 @@ impl Gateway {
 
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin_addr
+    }
+
+    /// Writes `{"listen": …, "admin": … | null, "pid": …}` to `path` atomically (a file
+    /// beside it, then a rename), so a reader never sees it half-written.
+    pub fn write_ready_file(&self, path: &Path) -> std::io::Result<()> {
+        let body = serde_json::json!({
+            "listen": self.addr.to_string(),
+            "admin": self.admin_addr.map(|a| a.to_string()),
+            "pid": std::process::id(),
+        });
+        let mut aside = path.as_os_str().to_owned();
+        aside.push(".tmp");
+        std::fs::write(&aside, format!("{body}\n"))?;
+        std::fs::rename(&aside, path)
     }
 
     pub fn shared(&self) -> &Arc<Shared> {

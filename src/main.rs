@@ -39,7 +39,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Run { config } => {
+        Command::Run { config, ready_file } => {
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -62,6 +62,13 @@ fn main() -> ExitCode {
                         return ExitCode::from(1);
                     }
                 };
+                if let Some(path) = ready_file {
+                    if let Err(e) = gateway.write_ready_file(&path) {
+                        tracing::error!(path = %path.display(), "cannot write the ready file: {e}");
+                        gateway.shutdown().await;
+                        return ExitCode::from(1);
+                    }
+                }
                 match gateway.run_until_signalled().await {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(e) => {

@@ -441,44 +441,55 @@ pub struct Process {
 }
 
 impl Process {
-    /// Runs `tollgate run --config PATH` and waits for it to report its address.
+    /// Runs `tollgate run --config PATH --ready-file …` and waits for the ready file.
     pub fn run(config: &std::path::Path) -> Self {
         use std::io::BufRead;
+        let ready = config.with_extension("ready.json");
+        let _ = std::fs::remove_file(&ready);
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
             .args(["run", "--config"])
             .arg(config)
+            .arg("--ready-file")
+            .arg(&ready)
             .stderr(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("spawn tollgate");
         let stderr = child.stderr.take().expect("stderr");
         let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
         let sink = log.clone();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr)
                 .lines()
                 .map_while(Result::ok)
             {
-                if line.contains("tollgate serving") {
-                    let _ = tx.send(line.clone());
-                }
                 sink.lock().expect("lock").push_str(&(line + "\n"));
             }
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("tollgate reports its address");
-        let field = |name: &str| -> Option<SocketAddr> {
-            let start = line.find(&format!("{name}="))? + name.len() + 1;
-            let rest = line[start..].trim_start_matches("Some(");
-            let end = rest.find([' ', ')']).unwrap_or(rest.len());
-            rest[..end].parse().ok()
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let info: serde_json::Value = loop {
+            if let Some(v) = std::fs::read(&ready)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+            {
+                break v;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("tollgate exited ({status}):\n{}", log.lock().expect("lock"));
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no ready file within 30 s:\n{}",
+                log.lock().expect("lock")
+            );
+            std::thread::sleep(Duration::from_millis(20));
         };
+        let addr = |key: &str| info[key].as_str().and_then(|a| a.parse().ok());
+        assert_eq!(info["pid"], child.id(), "the ready file is this process's");
         Self {
+            addr: addr("listen").expect("listen address in the ready file"),
+            admin: addr("admin"),
             child,
-            addr: field("addr").expect("addr in log"),
-            admin: field("admin"),
             stderr: log,
         }
     }
