@@ -33,7 +33,7 @@ pub enum StartError {
         source: std::io::Error,
     },
     #[error("store: {0}")]
-    Store(String),
+    Store(#[from] crate::store::StoreError),
 }
 
 pub struct Gateway {
@@ -65,10 +65,7 @@ impl Gateway {
         let limiter = match &config.store.backend {
             Backend::Memory => Limiter::Memory(local),
             Backend::Redis { urls, cluster } => Limiter::Redis {
-                remote: Arc::new(
-                    RedisStore::new(urls, *cluster, config.store.timeout)
-                        .map_err(|e| StartError::Store(e.to_string()))?,
-                ),
+                remote: Arc::new(RedisStore::new(urls, *cluster, config.store.timeout)?),
                 local,
                 on_error: config.store.on_error,
                 refusals: Default::default(),

@@ -20,7 +20,7 @@ pub enum ReloadError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("the reload task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// Reloads the file the gateway was started with. Reloads are serialized.
@@ -62,9 +62,7 @@ async fn reload_locked(
 ) -> Result<ReloadReport, ReloadError> {
     let path = shared.config_path.clone();
     // Reading files (config, certificates) stays off the request path's threads.
-    let mut config = tokio::task::spawn_blocking(move || config::load(&path))
-        .await
-        .map_err(|e| ReloadError::Task(e.to_string()))??;
+    let mut config = tokio::task::spawn_blocking(move || config::load(&path)).await??;
     crate::descriptors::fit(&mut config, crate::descriptors::raise_limit());
     let certs = config.server.tls.as_ref().map(|t| t.config.clone());
     let old = shared.config();

@@ -2,10 +2,10 @@
 //! reload) and the client configurations used to reach `https://` upstreams.
 
 use std::collections::HashMap;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -18,6 +18,8 @@ pub enum TlsError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{}: malformed PEM: {reason}", path.display())]
+    BadPem { path: PathBuf, reason: String },
     #[error("{} holds no PEM certificate", .0.display())]
     NoCertificate(PathBuf),
     #[error("{} holds no PEM private key (PKCS#8, PKCS#1 or SEC1)", .0.display())]
@@ -51,9 +53,14 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = read(path)?;
-    let certs: Vec<_> = rustls_pemfile::certs(&mut BufReader::new(&pem[..]))
-        .filter_map(Result::ok)
-        .collect();
+    // A malformed block is an error, not something to skip: the file is not what its
+    // operator thinks it is.
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::BadPem {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
     if certs.is_empty() {
         return Err(TlsError::NoCertificate(path.to_owned()));
     }
@@ -63,10 +70,18 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
 fn certified_key(files: &CertFiles) -> Result<Arc<CertifiedKey>, TlsError> {
     let certs = certificates(&files.cert)?;
     let pem = read(&files.key)?;
-    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut BufReader::new(&pem[..]))
-        .ok()
-        .flatten()
-        .ok_or_else(|| TlsError::NoKey(files.key.clone()))?;
+    let key = match PrivateKeyDer::from_pem_slice(&pem) {
+        Ok(key) => key,
+        Err(rustls::pki_types::pem::Error::NoItemsFound) => {
+            return Err(TlsError::NoKey(files.key.clone()))
+        }
+        Err(e) => {
+            return Err(TlsError::BadPem {
+                path: files.key.clone(),
+                reason: e.to_string(),
+            })
+        }
+    };
     let signing = provider()
         .key_provider
         .load_private_key(key)
@@ -144,4 +159,30 @@ pub fn upstream_client_config(
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok((Arc::new(config), trusted))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_pem_is_an_error_not_skipped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("broken.pem");
+        std::fs::write(
+            &path,
+            "-----BEGIN CERTIFICATE-----\n!!not base64!!\n-----END CERTIFICATE-----\n",
+        )
+        .expect("write");
+        assert!(
+            matches!(certificates(&path), Err(TlsError::BadPem { .. })),
+            "{:?}",
+            certificates(&path)
+        );
+        std::fs::write(&path, "no PEM here\n").expect("write");
+        assert!(matches!(
+            certificates(&path),
+            Err(TlsError::NoCertificate(_))
+        ));
+    }
 }

@@ -167,11 +167,11 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
     }))
 }
 
+/// One path segment, percent-decoded (`+` stays a plus: this is a path, not a form).
 fn percent_decode(s: &str) -> String {
-    form_urlencoded::parse(format!("k={}", s.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// The running configuration; nothing secret is in it except store URLs, which are redacted.
@@ -193,7 +193,7 @@ fn config_json(shared: &Shared) -> serde_json::Value {
             "backend": if redis_urls.is_empty() { "memory" } else { "redis" },
             "urls": redis_urls,
             "timeout_ms": c.store.timeout.as_millis() as u64,
-            "on_error": format!("{:?}", c.store.on_error).to_lowercase(),
+            "on_error": c.store.on_error.as_str(),
             "max_keys": c.store.max_keys,
         },
         "upstreams": c.upstreams.iter().map(|u| json!({
@@ -208,7 +208,7 @@ fn config_json(shared: &Shared) -> serde_json::Value {
             "burst": p.quota.burst(),
             "t_ns": p.quota.interval_ns(),
             "tau_ns": p.quota.tolerance_ns(),
-            "mode": format!("{:?}", p.mode).to_lowercase(),
+            "mode": p.mode.as_str(),
             "max_delay_ms": p.max_delay.as_millis() as u64,
             "overrides": p.overrides.len(),
         })).collect::<Vec<_>>(),

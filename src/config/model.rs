@@ -103,6 +103,17 @@ pub enum OnError {
     Local,
 }
 
+impl OnError {
+    /// The word the config file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Allow => "allow",
+            OnError::Deny => "deny",
+            OnError::Local => "local",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Upstream {
     pub name: String,

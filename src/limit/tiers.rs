@@ -21,6 +21,16 @@ pub enum Mode {
     Shadow,
 }
 
+impl Mode {
+    /// The word the config file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Shadow => "shadow",
+        }
+    }
+}
+
 /// One tier of one request: the limit and the (hashed) key it applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tier {

@@ -235,12 +235,11 @@ async fn reload_swaps_the_certificate_and_keeps_open_connections() {
 /// An HTTPS upstream whose certificate is signed by `ca`.
 async fn https_upstream(ca: &Ca) -> SocketAddr {
     let (cert_pem, key_pem) = ca.leaf(&["127.0.0.1", "upstream.internal"], "upstream");
-    let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut cert_pem.as_bytes())
-        .filter_map(Result::ok)
-        .collect();
-    let key = rustls_pemfile::private_key(&mut key_pem.as_bytes())
-        .expect("pem")
-        .expect("key");
+    use rustls::pki_types::pem::PemObject;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .expect("pem certificates");
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key");
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))

@@ -71,15 +71,30 @@ impl Compiler {
     }
 }
 
-fn parse_target(text: &str) -> Result<Target, String> {
-    let uri: Uri = text.parse().map_err(|e| format!("{e}"))?;
-    let scheme = uri.scheme().cloned().ok_or("no scheme")?;
+/// Why an upstream target is unusable.
+#[derive(Debug, thiserror::Error)]
+enum TargetError {
+    #[error("{0}")]
+    Uri(#[from] http::uri::InvalidUri),
+    #[error("no scheme")]
+    NoScheme,
+    #[error("scheme `{0}` is not http or https")]
+    Scheme(Scheme),
+    #[error("no host")]
+    NoHost,
+    #[error("a path or query is not allowed")]
+    Path,
+}
+
+fn parse_target(text: &str) -> Result<Target, TargetError> {
+    let uri: Uri = text.parse()?;
+    let scheme = uri.scheme().cloned().ok_or(TargetError::NoScheme)?;
     if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
-        return Err(format!("scheme `{scheme}` is not http or https"));
+        return Err(TargetError::Scheme(scheme));
     }
-    let authority = uri.authority().cloned().ok_or("no host")?;
+    let authority = uri.authority().cloned().ok_or(TargetError::NoHost)?;
     if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
-        return Err("a path or query is not allowed".to_owned());
+        return Err(TargetError::Path);
     }
     Ok(Target { scheme, authority })
 }
