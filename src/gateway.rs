@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -16,7 +16,6 @@ use crate::app::{Shared, Snapshot};
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::{self, Backend, Config, ConfigError};
 use crate::reload::{ReloadError, ReloadReport};
-use crate::server::TlsSlot;
 use crate::store::{Limiter, MemoryStore, RedisStore};
 
 /// How often idle keys are swept from the embedded store.
@@ -38,7 +37,6 @@ pub enum StartError {
 
 pub struct Gateway {
     shared: Arc<Shared>,
-    tls: TlsSlot,
     addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
@@ -71,10 +69,7 @@ impl Gateway {
                 refusals: Default::default(),
             },
         };
-        let tls: TlsSlot = Arc::new(ArcSwapOption::empty());
-        if let Some(server_tls) = &config.server.tls {
-            tls.store(Some(server_tls.config.clone()));
-        }
+        let tls = config.server.tls.is_some();
         let listen = config.server.listen;
         let workers = config.server.workers;
         let (addr, listeners) =
@@ -103,25 +98,18 @@ impl Gateway {
             reload_lock: tokio::sync::Mutex::new(()),
         });
         let (shutdown, rx) = watch::channel(false);
-        let data_plane = crate::workers::spawn(listeners, &shared, &tls, &rx)
+        let data_plane = crate::workers::spawn(listeners, &shared, &rx)
             .map_err(|source| StartError::Bind { addr, source })?;
         let mut background = vec![tokio::spawn(sweep(shared.clone(), rx.clone()))];
         if let Limiter::Redis { remote, .. } = &shared.limiter {
             background.push(tokio::spawn(remote.clone().maintain()));
         }
-        let admin = admin_listener.map(|l| {
-            tokio::spawn(crate::admin::listener::serve(
-                l,
-                shared.clone(),
-                tls.clone(),
-                rx,
-            ))
-        });
+        let admin = admin_listener
+            .map(|l| tokio::spawn(crate::admin::listener::serve(l, shared.clone(), rx)));
         let admin_shown = admin_addr.map_or_else(|| "none".to_owned(), |a| a.to_string());
-        tracing::info!(%addr, admin = %admin_shown, tls = tls.load().is_some(), workers, "tollgate serving");
+        tracing::info!(%addr, admin = %admin_shown, tls, workers, "tollgate serving");
         Ok(Self {
             shared,
-            tls,
             addr,
             admin_addr,
             shutdown,
@@ -160,7 +148,7 @@ impl Gateway {
 
     /// Re-reads the config file, as SIGHUP does.
     pub async fn reload(&self) -> Result<ReloadReport, ReloadError> {
-        crate::reload::reload(&self.shared, &self.tls).await
+        crate::reload::reload(&self.shared).await
     }
 
     /// Stops accepting, drains open connections up to the drain deadline, stops the rest.

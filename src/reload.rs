@@ -24,12 +24,9 @@ pub enum ReloadError {
 }
 
 /// Reloads the file the gateway was started with. Reloads are serialized.
-pub async fn reload(
-    shared: &Shared,
-    tls: &crate::server::TlsSlot,
-) -> Result<ReloadReport, ReloadError> {
+pub async fn reload(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     let _one_at_a_time = shared.reload_lock.lock().await;
-    let result = reload_locked(shared, tls).await;
+    let result = reload_locked(shared).await;
     let label = if result.is_ok() { "ok" } else { "error" };
     shared
         .metrics
@@ -56,17 +53,21 @@ pub async fn reload(
     result
 }
 
-async fn reload_locked(
-    shared: &Shared,
-    tls: &crate::server::TlsSlot,
-) -> Result<ReloadReport, ReloadError> {
+async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     let path = shared.config_path.clone();
     // Reading files (config, certificates) stays off the request path's threads.
     let mut config = tokio::task::spawn_blocking(move || config::load(&path)).await??;
     crate::descriptors::fit(&mut config, crate::descriptors::raise_limit());
-    let certs = config.server.tls.as_ref().map(|t| t.config.clone());
     let old = shared.config();
     let needs_restart = restart_only_changes(&old, &config);
+    // The listeners keep the mode they started in: a plain listener cannot turn into TLS
+    // live, and a TLS one keeps its last certificates if the file drops [server.tls].
+    // Otherwise the new certificates apply to new connections.
+    config.server.tls = match (&old.server.tls, config.server.tls.take()) {
+        (None, _) => None,
+        (Some(kept), None) => Some(kept.clone()),
+        (Some(_), new) => new,
+    };
     let report = ReloadReport {
         routes: config.routes.len(),
         policies: config.policies.len(),
@@ -76,10 +77,6 @@ async fn reload_locked(
     let snapshot = Snapshot::build(Arc::new(config), Some(&previous), &shared.metrics);
     shared.snapshot.store(Arc::new(snapshot));
     shared.limiter.forget_refusals();
-    // A listener started without TLS cannot turn into TLS live; only certificates swap.
-    if certs.is_some() && tls.load().is_some() {
-        tls.store(certs);
-    }
     Ok(report)
 }
 

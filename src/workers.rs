@@ -9,7 +9,6 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{oneshot, watch, Semaphore};
 
 use crate::app::Shared;
-use crate::server::TlsSlot;
 
 /// Pending connections the kernel queues per listener.
 const LISTEN_BACKLOG: i32 = 4096;
@@ -53,18 +52,12 @@ pub struct Worker {
 pub fn spawn(
     listeners: Vec<std::net::TcpListener>,
     shared: &Arc<Shared>,
-    tls: &TlsSlot,
     shutdown: &watch::Receiver<bool>,
 ) -> std::io::Result<Vec<Worker>> {
     let permits = Arc::new(Semaphore::new(shared.config().server.max_connections));
     let mut workers = Vec::with_capacity(listeners.len());
     for (index, listener) in listeners.into_iter().enumerate() {
-        let (shared, tls, shutdown, permits) = (
-            shared.clone(),
-            tls.clone(),
-            shutdown.clone(),
-            permits.clone(),
-        );
+        let (shared, shutdown, permits) = (shared.clone(), shutdown.clone(), permits.clone());
         let (done_tx, done) = oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -76,7 +69,7 @@ pub fn spawn(
                 runtime.block_on(async move {
                     match tokio::net::TcpListener::from_std(listener) {
                         Ok(listener) => {
-                            crate::server::serve(listener, shared, tls, permits, shutdown).await
+                            crate::server::serve(listener, shared, permits, shutdown).await
                         }
                         Err(e) => {
                             tracing::error!(error = %e, "worker {index} cannot use its listener")

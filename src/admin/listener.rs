@@ -13,7 +13,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::app::Shared;
 use crate::config::ADMIN_MAX_CONNECTIONS;
-use crate::server::{preface, TlsSlot};
+use crate::server::preface;
 
 /// Admin requests are small: their headers fit in this.
 const ADMIN_MAX_HEADER_BYTES: usize = 16 * 1024;
@@ -22,7 +22,6 @@ const ADMIN_MAX_HEADER_BYTES: usize = 16 * 1024;
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
-    tls: TlsSlot,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let server = shared.config().server.clone();
@@ -50,15 +49,12 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let shared = shared.clone();
-        let tls = tls.clone();
         let http = http.clone();
         let watcher = graceful.watcher();
         let deadline = server.header_read_timeout;
         tokio::spawn(async move {
             if let Some(io) = preface::read_start(stream, deadline).await {
-                let svc = service_fn(move |req| {
-                    crate::admin::service::handle(shared.clone(), tls.clone(), req)
-                });
+                let svc = service_fn(move |req| crate::admin::service::handle(shared.clone(), req));
                 let _ = watcher
                     .watch(http.serve_connection(TokioIo::new(io), svc))
                     .await;

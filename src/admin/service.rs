@@ -13,14 +13,12 @@ use crate::app::Shared;
 use crate::key::{KeyHasher, KeyPart, RedisKeyBuilder};
 use crate::limit::TatTable;
 use crate::proxy::response::{ceil_millis, full, json_error, Body};
-use crate::server::TlsSlot;
 use crate::store::snapshot::BASE;
 
 const STATUS_PAGE: &str = include_str!("page/index.html");
 
 pub async fn handle(
     shared: Arc<Shared>,
-    tls: TlsSlot,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_owned();
@@ -56,7 +54,7 @@ pub async fn handle(
         (&Method::GET, "/") => text(StatusCode::OK, "text/html; charset=utf-8", STATUS_PAGE),
         (&Method::GET, "/admin/config") => json_ok(config_json(&shared)),
         (&Method::GET, "/admin/stats") => json_ok(stats_json(&shared)),
-        (&Method::POST, "/admin/reload") => match crate::reload::reload(&shared, &tls).await {
+        (&Method::POST, "/admin/reload") => match crate::reload::reload(&shared).await {
             Ok(report) => json_ok(json!({"status": "ok", "report": report})),
             Err(e) => json_status(
                 StatusCode::UNPROCESSABLE_ENTITY,

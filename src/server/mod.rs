@@ -9,7 +9,6 @@ pub mod stream_watch;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -37,9 +36,6 @@ pub const H2_SEND_BUFFER: usize = 64 * 1024;
 /// streams share it), before the gateway has passed them upstream.
 pub const H2_STREAM_WINDOW: u32 = 256 * 1024;
 pub const H2_CONNECTION_WINDOW: u32 = 1024 * 1024;
-
-/// The live TLS server config; swapped on reload, read by each new connection.
-pub type TlsSlot = Arc<ArcSwapOption<rustls::ServerConfig>>;
 
 fn builder(server: &Server) -> auto::Builder<StreamExecutor> {
     let mut b = auto::Builder::new(StreamExecutor {
@@ -69,7 +65,6 @@ fn builder(server: &Server) -> auto::Builder<StreamExecutor> {
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
-    tls: TlsSlot,
     permits: Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -99,7 +94,15 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
         let builder = builder.clone();
-        let tls = tls.load_full();
+        // The certificates of the config in effect now (a reload swaps them).
+        let tls = shared
+            .snapshot
+            .load()
+            .config
+            .server
+            .tls
+            .as_ref()
+            .map(|t| t.config.clone());
         let ctx = Arc::new(ConnContext {
             peer,
             tls: tls.is_some(),
