@@ -12,6 +12,11 @@ use pin_project_lite::pin_project;
 
 use super::response::BoxError;
 
+/// The client's request body failed (malformed chunked encoding, reset mid-upload).
+#[derive(Debug, thiserror::Error)]
+#[error("client request body: {0}")]
+pub struct ClientBodyError(pub hyper::Error);
+
 /// The client sent no body bytes for `body_read_timeout`.
 #[derive(Debug, thiserror::Error)]
 #[error("no request body data for {0:?}")]

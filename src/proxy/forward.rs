@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, UPGRADE};
 use http::uri::{PathAndQuery, Uri};
-use http::{HeaderMap, Request, Response, Version};
+use http::{HeaderMap, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -18,10 +18,11 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use prometheus_client::metrics::histogram::Histogram;
 
+use super::body::{BodyReadTimeout, ClientBodyError};
 use super::capped::{Capped, UpstreamBusy};
-use super::response::Body;
+use super::response::{json_error, Body};
 use crate::admin::metrics::Metrics;
-use crate::config::Upstream;
+use crate::config::{Target, Upstream};
 
 /// How long a target that refused a connection is passed over while others answer.
 pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);
@@ -59,12 +60,87 @@ pub enum ForwardError {
     Busy { target: String, cap: usize },
     #[error("no response from {target} within {timeout:?}")]
     Timeout { target: String, timeout: Duration },
+    /// The client's own request body failed on the way: its fault, not the upstream's.
+    #[error("the client's request body {fault}: {source}")]
+    ClientBody {
+        fault: ClientBodyFault,
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
     #[error("upstream {target} failed: {source}")]
     Broken {
         target: String,
         #[source]
         source: hyper_util::client::legacy::Error,
     },
+}
+
+/// How a client's request body failed while it was being forwarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ClientBodyFault {
+    #[error("exceeded max_body")]
+    TooLarge,
+    #[error("stalled past body_read_timeout")]
+    Stalled,
+    #[error("was malformed or cut off")]
+    Broken,
+}
+
+impl ForwardError {
+    /// Classifies a failed exchange once, by what caused it.
+    fn classify(target: &Target, source: hyper_util::client::legacy::Error) -> Self {
+        let fault = if caused_by::<http_body_util::LengthLimitError>(&source) {
+            Some(ClientBodyFault::TooLarge)
+        } else if caused_by::<BodyReadTimeout>(&source) {
+            Some(ClientBodyFault::Stalled)
+        } else if caused_by::<ClientBodyError>(&source) {
+            Some(ClientBodyFault::Broken)
+        } else {
+            None
+        };
+        match fault {
+            Some(fault) => ForwardError::ClientBody { fault, source },
+            None => ForwardError::Broken {
+                target: target.to_string(),
+                source,
+            },
+        }
+    }
+
+    pub fn clients_fault(&self) -> bool {
+        matches!(self, ForwardError::ClientBody { .. })
+    }
+
+    /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's.
+    pub fn response(&self, upstream: &str) -> Response<Body> {
+        let named = [("upstream", upstream.into())];
+        let closing = |status, code| {
+            let mut resp = json_error(status, code, &[]);
+            resp.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            resp
+        };
+        match self {
+            ForwardError::Busy { .. } => {
+                json_error(StatusCode::SERVICE_UNAVAILABLE, "upstream_busy", &named)
+            }
+            ForwardError::Timeout { .. } => {
+                json_error(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", &named)
+            }
+            ForwardError::ClientBody { fault, .. } => match fault {
+                ClientBodyFault::TooLarge => {
+                    json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[])
+                }
+                ClientBodyFault::Stalled => {
+                    closing(StatusCode::REQUEST_TIMEOUT, "request_body_timeout")
+                }
+                ClientBodyFault::Broken => closing(StatusCode::BAD_REQUEST, "bad_request_body"),
+            },
+            ForwardError::Connect { .. } | ForwardError::Broken { .. } => {
+                json_error(StatusCode::BAD_GATEWAY, "upstream_unavailable", &named)
+            }
+        }
+    }
 }
 
 /// One upstream's connection pool and target health. Kept across reloads while the
@@ -227,10 +303,7 @@ impl UpstreamPool {
                     source: e,
                 })
             }
-            Ok(Err(e)) => Err(ForwardError::Broken {
-                target: target.to_string(),
-                source: e,
-            }),
+            Ok(Err(e)) => Err(ForwardError::classify(target, e)),
             Err(_) => Err(ForwardError::Timeout {
                 target: target.to_string(),
                 timeout,
@@ -240,7 +313,7 @@ impl UpstreamPool {
 }
 
 /// Whether `E` is somewhere in the source chain of `e`.
-pub fn caused_by<E: std::error::Error + 'static>(e: &hyper_util::client::legacy::Error) -> bool {
+fn caused_by<E: std::error::Error + 'static>(e: &hyper_util::client::legacy::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
         if s.is::<E>() {

@@ -5,14 +5,14 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{CONNECTION, CONTENT_LENGTH, HOST, UPGRADE};
+use http::header::{CONTENT_LENGTH, HOST, UPGRADE};
 use http::{Request, Response, StatusCode};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
 use super::body::ResponseBody;
-use super::forward::{caused_by, prepare_request, strip_hop_by_hop, ForwardError};
+use super::forward::{prepare_request, strip_hop_by_hop};
 use super::response::{
     json_error, rate_limit_headers, too_many_requests, Body, BoxError, Reported,
 };
@@ -333,7 +333,7 @@ async fn forward(
     // A failure of the client's body is tagged, so it is answered as the client's fault;
     // a client that goes silent mid-body is cut after `body_read_timeout`. A request known
     // to have no body (most GETs) skips the timer.
-    let body = body.map_err(|e| BoxError::from(ClientBodyError(e)));
+    let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
     let body: Body = match (route.max_body, replayable) {
         (_, true) => body.boxed_unsync(),
         (None, false) => super::body::IdleTimeout::new(body, body_read_timeout).boxed_unsync(),
@@ -352,54 +352,13 @@ async fn forward(
     let mut resp = match result {
         Ok(resp) => resp,
         Err(e) => {
-            // The client's own body failing (aborted upload, bad chunking, too large) is the
-            // client's fault: not worth an operator's warning.
-            let clients_fault = matches!(&e, ForwardError::Broken { source, .. }
-                if caused_by::<ClientBodyError>(source)
-                    || caused_by::<http_body_util::LengthLimitError>(source)
-                    || caused_by::<super::body::BodyReadTimeout>(source));
-            if clients_fault {
+            // The client's own body failing is the client's fault: not worth a warning.
+            if e.clients_fault() {
                 tracing::debug!(route = %route.name, error = %e, "client request body failed");
             } else {
                 tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
             }
-            return Err(match e {
-                ForwardError::Busy { .. } => json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "upstream_busy",
-                    &[("upstream", upstream.as_str().into())],
-                ),
-                ForwardError::Timeout { .. } => json_error(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream_timeout",
-                    &[("upstream", upstream.as_str().into())],
-                ),
-                ForwardError::Broken { ref source, .. }
-                    if caused_by::<http_body_util::LengthLimitError>(source) =>
-                {
-                    json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[])
-                }
-                ForwardError::Broken { ref source, .. }
-                    if caused_by::<super::body::BodyReadTimeout>(source) =>
-                {
-                    let mut resp =
-                        json_error(StatusCode::REQUEST_TIMEOUT, "request_body_timeout", &[]);
-                    resp.headers_mut()
-                        .insert(CONNECTION, http::HeaderValue::from_static("close"));
-                    resp
-                }
-                ForwardError::Broken { ref source, .. } if caused_by::<ClientBodyError>(source) => {
-                    let mut resp = json_error(StatusCode::BAD_REQUEST, "bad_request_body", &[]);
-                    resp.headers_mut()
-                        .insert(CONNECTION, http::HeaderValue::from_static("close"));
-                    resp
-                }
-                _ => json_error(
-                    StatusCode::BAD_GATEWAY,
-                    "upstream_unavailable",
-                    &[("upstream", upstream.as_str().into())],
-                ),
-            });
+            return Err(e.response(upstream));
         }
     };
     pool.observe(
@@ -443,8 +402,3 @@ async fn forward(
     strip_hop_by_hop(resp.headers_mut(), switching);
     Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
 }
-
-/// The client's request body failed (malformed chunked encoding, reset mid-upload).
-#[derive(Debug, thiserror::Error)]
-#[error("client request body: {0}")]
-struct ClientBodyError(hyper::Error);
