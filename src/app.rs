@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::admin::metrics::{Metrics, RouteMetrics};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::metrics::{Metrics, RouteMetrics};
 use crate::proxy::forward::UpstreamPool;
 use crate::proxy::response::PolicyHeaders;
 use crate::store::Limiter;

@@ -11,12 +11,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::admin::metrics::Metrics;
 use crate::app::{Shared, Snapshot};
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::{self, Backend, Config, ConfigError};
+use crate::metrics::Metrics;
 use crate::reload::{ReloadError, ReloadReport};
-use crate::store::{Limiter, MemoryStore, RedisStore};
+use crate::store::{Limiter, MemoryStore, RedisStore, Store};
 
 /// How often idle keys are swept from the embedded store.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -60,15 +60,16 @@ impl Gateway {
         // rustls needs one process-wide crypto provider for the Redis client's TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let local = Arc::new(MemoryStore::new(config.store.max_keys));
-        let limiter = match &config.store.backend {
-            Backend::Memory => Limiter::Memory(local),
-            Backend::Redis { urls, cluster } => Limiter::Redis {
+        let store = match &config.store.backend {
+            Backend::Memory => Store::Memory(local),
+            Backend::Redis { urls, cluster } => Store::Redis {
                 remote: Arc::new(RedisStore::new(urls, *cluster, config.store.timeout)?),
                 local,
                 on_error: config.store.on_error,
                 refusals: Default::default(),
             },
         };
+        let limiter = Limiter::new(store, metrics.clone());
         let tls = config.server.tls.is_some();
         let listen = config.server.listen;
         let workers = config.server.workers;
@@ -101,7 +102,7 @@ impl Gateway {
         let data_plane = crate::workers::spawn(listeners, &shared, &rx)
             .map_err(|source| StartError::Bind { addr, source })?;
         let mut background = vec![tokio::spawn(sweep(shared.clone(), rx.clone()))];
-        if let Limiter::Redis { remote, .. } = &shared.limiter {
+        if let Store::Redis { remote, .. } = &shared.limiter.store {
             background.push(tokio::spawn(remote.clone().maintain()));
         }
         let admin = admin_listener

@@ -30,6 +30,7 @@ pub mod fuzz_targets;
 pub mod gateway;
 pub mod key;
 pub mod limit;
+pub mod metrics;
 pub mod proxy;
 pub mod reload;
 pub mod request;

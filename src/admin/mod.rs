@@ -1,5 +1,4 @@
 //! The admin listener: health, metrics, limiter inspection, reload.
 
 pub mod listener;
-pub mod metrics;
 pub mod service;

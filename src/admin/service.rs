@@ -10,10 +10,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use crate::app::Shared;
-use crate::key::{KeyHasher, KeyPart, RedisKeyBuilder};
-use crate::limit::TatTable;
 use crate::proxy::response::{ceil_millis, full, json_error, Body};
-use crate::store::snapshot::BASE;
 
 const STATUS_PAGE: &str = include_str!("page/index.html");
 
@@ -121,31 +118,16 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
             )],
         );
     }
-    let (tat, now) = if let Some(remote) = shared.limiter.remote() {
-        let mut builder = RedisKeyBuilder::default();
-        for p in &parts {
-            builder.part(&KeyPart::Bytes(p.as_bytes().into()));
+    let key = shared.limiter.key_of(&policy.name, &parts);
+    let (tat, now) = match shared.limiter.peek(&key, shared.clock.now_ns()).await {
+        Ok(found) => found,
+        Err(e) => {
+            return json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                &[("detail", e.to_string().into())],
+            );
         }
-        match remote.debts(&[builder.finish(&policy.name)]).await {
-            Ok(debts) => {
-                let debt = debts.first().copied().unwrap_or(0);
-                (if debt == 0 { 0 } else { BASE + debt }, BASE)
-            }
-            Err(e) => {
-                return json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "store_unavailable",
-                    &[("detail", e.to_string().into())],
-                );
-            }
-        }
-    } else {
-        let memory = shared.limiter.local();
-        let mut hasher = KeyHasher::new(memory.key_hasher(), &policy.name);
-        for p in &parts {
-            hasher.part(&KeyPart::Bytes(p.as_bytes().into()));
-        }
-        (memory.peek(hasher.finish()), shared.clock.now_ns())
     };
     let quota = policy.quota_for(if parts.len() == 1 {
         Some(parts[0].as_str())

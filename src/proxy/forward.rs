@@ -21,8 +21,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use super::body::{BodyReadTimeout, ClientBodyError};
 use super::capped::{Capped, UpstreamBusy};
 use super::response::{json_error, Body};
-use crate::admin::metrics::Metrics;
 use crate::config::{Target, Upstream};
+use crate::metrics::Metrics;
 
 /// How long a target that refused a connection is passed over while others answer.
 pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);

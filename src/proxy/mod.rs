@@ -6,5 +6,4 @@ pub mod forward;
 pub mod head;
 pub mod response;
 pub mod service;
-pub mod tiers;
 pub mod tunnel;

@@ -16,13 +16,12 @@ use super::forward::{prepare_request, strip_hop_by_hop};
 use super::response::{
     json_error, rate_limit_headers, too_many_requests, Body, BoxError, Reported,
 };
-use super::tiers::{KeyRefusal, RequestTiers};
 use crate::app::Shared;
 use crate::config::Route;
 use crate::conn::ConnInfo;
 use crate::key::RequestView;
 use crate::limit::Verdict;
-use crate::store::Outcome;
+use crate::store::{Checked, KeyRefusal, Refusal, RequestTiers};
 
 /// What the access log line and the response counters need, filled in along the way.
 struct Trace {
@@ -126,13 +125,10 @@ async fn serve(
         client_ip,
         route: &route.name,
     };
-    let RequestTiers {
-        tiers,
-        positions,
-        redis_keys,
-    } = match RequestTiers::build(&shared.limiter, route, &view) {
-        Ok(t) => t,
-        Err(refusal) => {
+    let now = shared.clock.now_ns();
+    let Checked { tiers, verdict } = match shared.limiter.check_request(route, &view, now).await {
+        Ok(checked) => checked,
+        Err(Refusal::Key(refusal)) => {
             let (code, position) = match refusal {
                 KeyRefusal::Missing(p) => ("missing_key", p),
                 KeyRefusal::TooManyValues(p) => ("too_many_key_values", p),
@@ -145,33 +141,14 @@ async fn serve(
                 &[("policy", route.policies[position].name.as_str().into())],
             );
         }
-    };
-
-    let now = shared.clock.now_ns();
-    let verdict = if tiers.is_empty() {
-        Verdict::unlimited()
-    } else {
-        match shared
-            .limiter
-            .check(&tiers, &redis_keys, now, route.cost)
-            .await
-        {
-            Outcome::Decided(v) => v,
-            Outcome::Local(v, e) => {
-                store_failed(shared, &e);
-                v
-            }
-            Outcome::FailedOpen(e) => {
-                store_failed(shared, &e);
-                Verdict::unlimited()
-            }
-            Outcome::FailedClosed(e) => {
-                store_failed(shared, &e);
-                trace.decision = "store_unavailable";
-                return json_error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &[]);
-            }
+        Err(Refusal::StoreUnavailable) => {
+            trace.decision = "store_unavailable";
+            return json_error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &[]);
         }
     };
+    let RequestTiers {
+        tiers, positions, ..
+    } = tiers;
     count_decisions(&verdict, &tiers, &positions, route_metrics);
     for (outcome, &position) in verdict.outcomes().iter().zip(&positions) {
         if outcome.mode == crate::limit::Mode::Shadow && !outcome.decision.admitted {
@@ -227,29 +204,13 @@ async fn serve(
     resp
 }
 
-fn store_failed(shared: &Shared, e: &crate::store::StoreError) {
-    shared
-        .metrics
-        .store_errors
-        .get_or_create(&crate::admin::metrics::StoreLabels {
-            backend: "redis",
-            kind: e.kind(),
-        })
-        .inc();
-    shared
-        .metrics
-        .store_breaker_open
-        .set(i64::from(!shared.limiter.ready()));
-    tracing::debug!(error = %e, "store call failed; applying on_error");
-}
-
 /// Counts one decision per policy: a policy whose key came with several values counts
 /// as denied when any of its keys denied.
 fn count_decisions(
     verdict: &Verdict,
     tiers: &[crate::limit::Tier],
     positions: &[usize],
-    metrics: &crate::admin::metrics::RouteMetrics,
+    metrics: &crate::metrics::RouteMetrics,
 ) {
     let outcomes = verdict.outcomes();
     let mut i = 0;

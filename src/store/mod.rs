@@ -1,23 +1,36 @@
 //! Where limiter state lives: the embedded memory store (default) or Redis, shared by a
 //! fleet. Both give the same verdicts; Redis can fail, and `on_error` decides what then.
+//! The request path asks one question, [`Limiter::check_request`]; key encoding, the
+//! store's failures and their metrics stay in here.
 
 pub mod breaker;
+pub mod keys;
 pub mod memory;
 pub mod redis;
 pub mod refusals;
+pub mod request;
 pub mod snapshot;
 
 use std::sync::Arc;
 
+pub use keys::{KeyBuilder, StoreKey};
 pub use memory::MemoryStore;
 pub use redis::{RedisStore, StoreError};
+pub use request::{Checked, KeyRefusal, Refusal, RequestTiers};
 
 use crate::config::OnError;
 use crate::key::RedisKey;
 use crate::limit::{evaluate, Tier, Verdict};
+use crate::metrics::Metrics;
 
-/// The store a gateway decides against.
-pub enum Limiter {
+/// The limiter a gateway decides against: its store, and the metrics its failures go to.
+pub struct Limiter {
+    pub store: Store,
+    metrics: Arc<Metrics>,
+}
+
+/// Which store holds the state.
+pub enum Store {
     Memory(Arc<MemoryStore>),
     Redis {
         remote: Arc<RedisStore>,
@@ -30,7 +43,7 @@ pub enum Limiter {
 }
 
 /// How a request was decided.
-pub enum Outcome {
+enum Outcome {
     Decided(Verdict),
     /// The store failed and `on_error = "allow"`: forward, unlimited.
     FailedOpen(StoreError),
@@ -41,42 +54,46 @@ pub enum Outcome {
 }
 
 impl Limiter {
+    pub fn new(store: Store, metrics: Arc<Metrics>) -> Self {
+        Self { store, metrics }
+    }
+
     /// The embedded store when it holds all state (memory mode); `None` with Redis, whose
     /// local fallback is [`Limiter::local`].
     pub fn memory(&self) -> Option<&MemoryStore> {
-        match self {
-            Limiter::Memory(m) => Some(m),
-            Limiter::Redis { .. } => None,
+        match &self.store {
+            Store::Memory(m) => Some(m),
+            Store::Redis { .. } => None,
         }
     }
 
     /// The process-local store: all state in memory mode, the `local` fallback with Redis.
     pub fn local(&self) -> &MemoryStore {
-        match self {
-            Limiter::Memory(m) => m,
-            Limiter::Redis { local, .. } => local,
+        match &self.store {
+            Store::Memory(m) => m,
+            Store::Redis { local, .. } => local,
         }
     }
 
     /// A hasher for (policy, key) identities that stays the same for the process lifetime.
-    pub fn key_hasher(&self) -> ahash::AHasher {
+    fn key_hasher(&self) -> ahash::AHasher {
         self.local().key_hasher()
     }
 
-    pub fn is_remote(&self) -> bool {
-        matches!(self, Limiter::Redis { .. })
+    fn is_remote(&self) -> bool {
+        matches!(self.store, Store::Redis { .. })
     }
 
-    pub fn remote(&self) -> Option<&RedisStore> {
-        match self {
-            Limiter::Redis { remote, .. } => Some(remote),
-            Limiter::Memory(_) => None,
+    fn remote(&self) -> Option<&RedisStore> {
+        match &self.store {
+            Store::Redis { remote, .. } => Some(remote),
+            Store::Memory(_) => None,
         }
     }
 
     /// Forgets remembered refusals: the numbers behind them may have changed (reload).
     pub fn forget_refusals(&self) {
-        if let Limiter::Redis { refusals, .. } = self {
+        if let Store::Redis { refusals, .. } = &self.store {
             refusals.clear();
         }
     }
@@ -88,10 +105,10 @@ impl Limiter {
 
     /// Decides all tiers of one request at `now` (local clock). `keys` are the Redis keys
     /// of the tiers, empty in memory mode.
-    pub async fn check(&self, tiers: &[Tier], keys: &[RedisKey], now: u64, cost: u64) -> Outcome {
-        match self {
-            Limiter::Memory(m) => Outcome::Decided(evaluate(&**m, tiers, now, cost)),
-            Limiter::Redis {
+    async fn check(&self, tiers: &[Tier], keys: &[RedisKey], now: u64, cost: u64) -> Outcome {
+        match &self.store {
+            Store::Memory(m) => Outcome::Decided(evaluate(&**m, tiers, now, cost)),
+            Store::Redis {
                 remote,
                 local,
                 on_error,

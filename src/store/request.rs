@@ -1,12 +1,13 @@
-//! A route's tiers for one request: each policy's key (or keys, when a key source came
-//! with several distinct values) and its quota, ready for the limiter.
+//! One request as the limiter sees it: each tier's key (or keys, when a key source came
+//! with several distinct values) in the store's encoding, decided with one `now`, with
+//! `on_error` applied and counted when the store fails.
 
 use arrayvec::ArrayVec;
 
+use super::{KeyBuilder, Limiter, Outcome, StoreError};
 use crate::config::{Missing, Policy, Route};
-use crate::key::{KeyHasher, KeyPart, RedisKey, RedisKeyBuilder, RequestView, MAX_KEY_VALUES};
-use crate::limit::{Tier, MAX_DECISIONS};
-use crate::store::Limiter;
+use crate::key::{KeyPart, RedisKey, RequestView, MAX_KEY_VALUES};
+use crate::limit::{Tier, Verdict, MAX_DECISIONS};
 
 /// Every decision one request asks of the limiter.
 #[derive(Default)]
@@ -31,21 +32,84 @@ pub enum KeyRefusal {
 /// One composed key under construction.
 #[derive(Clone)]
 struct Partial<'a> {
-    hasher: KeyHasher<ahash::AHasher>,
-    redis: Option<RedisKeyBuilder>,
+    key: KeyBuilder,
     /// The part, for override look-ups of single-source keys.
     single: Option<KeyPart<'a>>,
 }
 
 impl<'a> Partial<'a> {
     fn add(&mut self, part: &KeyPart<'a>, single_source: bool) {
-        self.hasher.part(part);
-        if let Some(r) = self.redis.as_mut() {
-            r.part(part);
-        }
+        self.key.part(part);
         if single_source {
             self.single = Some(part.clone());
         }
+    }
+}
+
+/// Why a request is answered without deciding its tiers.
+#[derive(Debug)]
+pub enum Refusal {
+    /// 400: a tier's key cannot be taken from the request.
+    Key(KeyRefusal),
+    /// 503: the store failed and `on_error = "deny"`.
+    StoreUnavailable,
+}
+
+/// A decided request: its tiers (for headers and metrics) and the verdict.
+pub struct Checked {
+    pub tiers: RequestTiers,
+    pub verdict: Verdict,
+}
+
+impl Limiter {
+    /// Decides `route`'s tiers for the request `view` at `now` (local clock, one reading
+    /// for every tier). A store failure is counted here and answered per `on_error`.
+    pub async fn check_request(
+        &self,
+        route: &Route,
+        view: &RequestView<'_>,
+        now: u64,
+    ) -> Result<Checked, Refusal> {
+        let tiers = RequestTiers::build(self, route, view).map_err(Refusal::Key)?;
+        if tiers.tiers.is_empty() {
+            return Ok(Checked {
+                tiers,
+                verdict: Verdict::unlimited(),
+            });
+        }
+        let verdict = match self
+            .check(&tiers.tiers, &tiers.redis_keys, now, route.cost)
+            .await
+        {
+            Outcome::Decided(v) => v,
+            Outcome::Local(v, e) => {
+                self.failed(&e);
+                v
+            }
+            Outcome::FailedOpen(e) => {
+                self.failed(&e);
+                Verdict::unlimited()
+            }
+            Outcome::FailedClosed(e) => {
+                self.failed(&e);
+                return Err(Refusal::StoreUnavailable);
+            }
+        };
+        Ok(Checked { tiers, verdict })
+    }
+
+    fn failed(&self, e: &StoreError) {
+        self.metrics
+            .store_errors
+            .get_or_create(&crate::metrics::StoreLabels {
+                backend: "redis",
+                kind: e.kind(),
+            })
+            .inc();
+        self.metrics
+            .store_breaker_open
+            .set(i64::from(!self.ready()));
+        tracing::debug!(error = %e, "store call failed; applying on_error");
     }
 }
 
@@ -62,22 +126,22 @@ impl RequestTiers {
                 continue;
             };
             let max_delay_ns = u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX);
-            let overflow = KeyHasher::new(limiter.key_hasher(), &policy.name).overflow();
-            for key in keys {
-                let quota = match &key.single {
+            let overflow = limiter.overflow_key(&policy.name);
+            for partial in keys {
+                let quota = match &partial.single {
                     Some(part) => policy.quota_for(Some(&part.as_text())),
                     None => policy.quota,
                 };
+                let key = partial.key.finish(&policy.name);
                 out.tiers.push(Tier {
                     quota,
                     mode: policy.mode,
                     max_delay_ns,
-                    key: key.hasher.finish(),
+                    key: key.hash,
                     overflow,
                 });
                 out.positions.push(position);
-                out.redis_keys
-                    .extend(key.redis.map(|r| r.finish(&policy.name)));
+                out.redis_keys.extend(key.redis);
             }
         }
         Ok(out)
@@ -93,8 +157,7 @@ fn keys_of<'a>(
 ) -> Result<Option<ArrayVec<Partial<'a>, MAX_KEY_VALUES>>, KeyRefusal> {
     let mut keys: ArrayVec<Partial<'a>, MAX_KEY_VALUES> = ArrayVec::new();
     keys.push(Partial {
-        hasher: KeyHasher::new(limiter.key_hasher(), &policy.name),
-        redis: limiter.is_remote().then(RedisKeyBuilder::default),
+        key: limiter.key_builder(&policy.name),
         single: None,
     });
     let too_many = KeyRefusal::TooManyValues(position);
@@ -105,11 +168,8 @@ fn keys_of<'a>(
                 Missing::Skip => return Ok(None),
                 Missing::Reject => return Err(KeyRefusal::Missing(position)),
                 Missing::Shared => {
-                    for key in &mut keys {
-                        key.hasher.missing();
-                        if let Some(r) = key.redis.as_mut() {
-                            r.missing();
-                        }
+                    for partial in &mut keys {
+                        partial.key.missing();
                     }
                 }
             }
