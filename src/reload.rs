@@ -60,6 +60,9 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     crate::descriptors::fit(&mut config, crate::descriptors::raise_limit());
     let old = shared.config();
     let needs_restart = restart_only_changes(&old, &config);
+    // What needs a restart keeps its running value, so the snapshot (and /admin/config,
+    // and the next reload's report) describe what is in effect.
+    keep_running_values(&old, &mut config);
     // The listeners keep the mode they started in: a plain listener cannot turn into TLS
     // live, and a TLS one keeps its last certificates if the file drops [server.tls].
     // Otherwise the new certificates apply to new connections.
@@ -78,6 +81,22 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     shared.snapshot.store(Arc::new(snapshot));
     shared.limiter.forget_refusals();
     Ok(report)
+}
+
+/// Copies the settings that only a restart applies from the running config into `new`.
+fn keep_running_values(running: &Config, new: &mut Config) {
+    let (r, n) = (&running.server, &mut new.server);
+    n.listen = r.listen;
+    n.admin_listen = r.admin_listen;
+    n.header_read_timeout = r.header_read_timeout;
+    n.max_connections = r.max_connections;
+    n.max_header_bytes = r.max_header_bytes;
+    n.drain_timeout = r.drain_timeout;
+    n.workers = r.workers;
+    n.send_timeout = r.send_timeout;
+    n.idle_timeout = r.idle_timeout;
+    n.max_streams = r.max_streams;
+    new.store = running.store.clone();
 }
 
 fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {

@@ -13,6 +13,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::app::Shared;
 use crate::config::ADMIN_MAX_CONNECTIONS;
+use crate::server::deadline::SendDeadline;
 use crate::server::preface;
 
 /// Admin requests are small: their headers fit in this.
@@ -51,9 +52,12 @@ pub async fn serve(
         let shared = shared.clone();
         let http = http.clone();
         let watcher = graceful.watcher();
-        let deadline = server.header_read_timeout;
+        let (deadline, send_timeout) = (server.header_read_timeout, server.send_timeout);
         tokio::spawn(async move {
             if let Some(io) = preface::read_start(stream, deadline).await {
+                // A client that stops reading an answer is cut like on the data plane;
+                // between requests the header timeout closes idle connections.
+                let io = SendDeadline::new(io, send_timeout);
                 let svc = service_fn(move |req| crate::admin::service::handle(shared.clone(), req));
                 let _ = watcher
                     .watch(http.serve_connection(TokioIo::new(io), svc))

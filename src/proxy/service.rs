@@ -125,6 +125,18 @@ async fn serve(
         client_ip,
         route: &route.name,
     };
+    // A tunnel counts against `max_connections`: an upgrade with no slot left is refused
+    // before the limiter, so the refusal costs the client nothing.
+    let upgrade = match normalized.upgrade {
+        Some(protocol) => match conn.permits.clone().try_acquire_owned() {
+            Ok(permit) => Some((protocol, permit)),
+            Err(_) => {
+                trace.decision = "too_many_connections";
+                return json_error(StatusCode::SERVICE_UNAVAILABLE, "too_many_connections", &[]);
+            }
+        },
+        None => None,
+    };
     let now = shared.clock.now_ns();
     let Checked { tiers, verdict } = match shared.limiter.check_request(route, &view, now).await {
         Ok(checked) => checked,
@@ -183,17 +195,7 @@ async fn serve(
     }
 
     let pool = &snapshot.pools[route.upstream_index];
-    let mut resp = match forward(
-        shared,
-        &config.server,
-        route,
-        pool,
-        conn,
-        req,
-        normalized,
-        now,
-    )
-    .await
+    let mut resp = match forward(shared, &config.server, route, pool, conn, req, upgrade, now).await
     {
         Ok(resp) => resp,
         Err(resp) => resp,
@@ -253,27 +255,13 @@ async fn forward(
     pool: &super::forward::UpstreamPool,
     conn: &ConnInfo,
     mut req: Request<Incoming>,
-    normalized: super::head::Normalized,
+    upgrade: Option<(http::HeaderValue, tokio::sync::OwnedSemaphorePermit)>,
     now: u64,
 ) -> Result<Response<Body>, Response<Body>> {
-    let upgrade = normalized.upgrade;
+    let (upgrade, tunnel_permit) = upgrade.unzip();
     let client_version = req.version();
     let (body_read_timeout, tunnel_idle_timeout) =
         (server.body_read_timeout, server.tunnel_idle_timeout);
-    // A tunnel counts against `max_connections`: refuse the upgrade when none is left.
-    let tunnel_permit = match upgrade {
-        Some(_) => match conn.permits.clone().try_acquire_owned() {
-            Ok(p) => Some(p),
-            Err(_) => {
-                return Err(json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "too_many_connections",
-                    &[],
-                ))
-            }
-        },
-        None => None,
-    };
     if let Some(max) = route.max_body {
         let declared = req
             .headers()
@@ -350,6 +338,7 @@ async fn forward(
                 permit,
                 conn.clone(),
                 tunnel_idle_timeout,
+                shared.metrics.open_connections.clone(),
             );
         }
     }

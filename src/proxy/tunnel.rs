@@ -24,10 +24,12 @@ pub fn spawn(
     permit: OwnedSemaphorePermit,
     ctx: ConnInfo,
     idle_timeout: Duration,
+    open_connections: prometheus_client::metrics::gauge::Gauge,
 ) {
+    open_connections.inc();
     tokio::spawn(async move {
-        // Held for the tunnel's life: its connection slot and the drain's count.
-        let _held = (permit, ctx);
+        // Held for the tunnel's life: its connection slot, the drain's count, the gauge.
+        let _held = (permit, ctx, OpenGauge(open_connections));
         let (Ok(client), Ok(server)) = (client.await, upstream.await) else {
             return;
         };
@@ -41,6 +43,15 @@ pub fn spawn(
             }
         }
     });
+}
+
+/// Counts the tunnel in `tollgate_open_connections` until it ends.
+struct OpenGauge(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for OpenGauge {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// When bytes last moved through a tunnel, in milliseconds after it opened.

@@ -100,7 +100,8 @@ impl RefusalCache {
     }
 
     /// Records the TATs of the tiers that refused in a verdict from Redis, decided when
-    /// the local clock read `now` (the TATs are then no earlier than Redis's).
+    /// the local clock read `now`. `now` was read before the call, so the recorded TATs
+    /// are never later than Redis's: a local refusal never outlasts the real wait.
     pub fn record(&self, tiers: &[Tier], verdict: &Verdict, now: u64) {
         if verdict.admitted {
             return;

@@ -464,4 +464,18 @@ async fn a_reload_names_what_needs_a_restart_and_applies_the_rest() {
     );
     // Listeners are never rebound; the new route applies at once on the old address.
     assert_eq!(get(&gw.url("/moved"), &[]).await.status, 200);
+    // What is in effect is reported, and compared with on the next reload.
+    let config = get(&gw.admin_url("/admin/config"), &[]).await.json();
+    assert_eq!(
+        config["server"]["listen"],
+        gw.gw().shared().config().server.listen.to_string()
+    );
+    assert_ne!(config["server"]["listen"], "127.0.0.1:1");
+    assert_eq!(config["store"]["max_keys"], 10_000_000, "{config}");
+    let again = gw.gw().reload().await.expect("reload");
+    assert!(
+        again.needs_restart.contains(&"server.listen".to_owned()),
+        "still not in effect: {:?}",
+        again.needs_restart
+    );
 }
