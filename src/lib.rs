@@ -2,19 +2,23 @@
 //!
 //! # Layout
 //!
-//! Three layers, dependencies pointing inward:
+//! Three layers, dependencies pointing inward (no import circles):
 //!
 //! 1. **Pure core** — [`limit`] (GCRA maths, tier evaluation with rollback), [`key`] (key
-//!    sources, client IP, key hashing), [`config`] (TOML → validated, immutable config;
-//!    it reads only the files the config names). No network, no clock reads.
-//! 2. **Adapters** — [`store`] (embedded lock-free store, Redis), [`proxy`] (the request path,
-//!    forwarding, responses), [`admin`] (admin API, metrics, status page), [`tls`], [`clock`].
+//!    sources, client IP, key hashing), [`request`] (canonical path and host), [`config`]
+//!    (TOML → validated, immutable config; it reads only the files the config names).
+//!    No network, no clock reads.
+//! 2. **Adapters** — [`store`] (embedded lock-free store, Redis; [`store::Limiter`] is the one
+//!    API the request path calls), [`proxy`] (the request path, forwarding, responses),
+//!    [`conn`] (what one client connection shares with its requests), [`admin`] (admin API,
+//!    status page), [`metrics`], [`tls`], [`clock`].
 //! 3. **Wiring** — [`gateway`] (start-up, signals, shutdown), [`workers`] (thread-per-core
-//!    data plane), [`server`] (accepting and serving connections), [`reload`], [`app`]
-//!    (shared state and the per-config snapshot), [`cli`].
+//!    data plane), [`server`] (accepting and serving connections under their deadlines),
+//!    [`reload`], [`descriptors`], [`app`] (shared state and the per-config snapshot), [`cli`].
 //!
-//! One request, top to bottom, is [`proxy::service::handle`]: load the snapshot once → match
-//! the route → take each tier's key → decide all tiers with one `now` → forward, or answer 429.
+//! One request, top to bottom, is [`proxy::service::handle`]: load the snapshot once →
+//! normalise the head → match the route → decide every tier with one `now`
+//! ([`store::Limiter::check_request`]) → forward, or answer 429.
 #![forbid(unsafe_code)]
 
 pub mod admin;
