@@ -3,7 +3,6 @@
 //! so a slowloris against the admin port cannot stop `/healthz` answering.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -14,7 +13,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::app::Shared;
 use crate::config::ADMIN_MAX_CONNECTIONS;
 use crate::server::deadline::SendDeadline;
-use crate::server::preface;
+use crate::server::{accept_bounded, preface};
 
 /// Admin requests are small: their headers fit in this.
 const ADMIN_MAX_HEADER_BYTES: usize = 16 * 1024;
@@ -33,21 +32,10 @@ pub async fn serve(
         .header_read_timeout(server.header_read_timeout)
         .max_buf_size(ADMIN_MAX_HEADER_BYTES);
     loop {
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            _ = shutdown.changed() => break,
-        };
-        let (stream, _) = tokio::select! {
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    // EMFILE and friends: pause instead of spinning.
-                    tracing::warn!(error = %e, "admin accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => break,
+        let Some((permit, stream, _)) =
+            accept_bounded(&listener, &permits, &mut shutdown, "admin accept failed").await
+        else {
+            break;
         };
         let shared = shared.clone();
         let http = http.clone();

@@ -30,10 +30,6 @@ impl<I> SendDeadline<I> {
         }
     }
 
-    pub fn inner(&self) -> &I {
-        &self.inner
-    }
-
     /// Maps a write's readiness: progress disarms the timer, waiting arms it once.
     fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
         match poll {

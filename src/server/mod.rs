@@ -74,22 +74,10 @@ pub async fn serve(
     // the last one is dropped.
     let (open, mut all_closed) = mpsc::channel::<()>(1);
     loop {
-        // Back-pressure: at the connection limit we stop accepting; the kernel queues.
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            _ = shutdown.changed() => break,
-        };
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // EMFILE and friends: pause instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => break,
+        let Some((permit, stream, peer)) =
+            accept_bounded(&listener, &permits, &mut shutdown, "accept failed").await
+        else {
+            break;
         };
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
@@ -156,6 +144,37 @@ fn permits_in_use(permits: &Semaphore, server: &Server) -> usize {
     server
         .max_connections
         .saturating_sub(permits.available_permits())
+}
+
+/// The next connection, once a permit is free (back-pressure: at the limit we stop
+/// accepting and the kernel queues). Accept errors (EMFILE and friends) pause instead of
+/// spinning. `None` once `shutdown` flips.
+pub async fn accept_bounded(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+    shutdown: &mut watch::Receiver<bool>,
+    failure: &'static str,
+) -> Option<(
+    tokio::sync::OwnedSemaphorePermit,
+    TcpStream,
+    std::net::SocketAddr,
+)> {
+    let permit = tokio::select! {
+        p = permits.clone().acquire_owned() => p.ok()?,
+        _ = shutdown.changed() => return None,
+    };
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => return Some((permit, stream, peer)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "{failure}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => return None,
+        }
+    }
 }
 
 /// The per-connection deadlines, copied out of the config a worker started with.

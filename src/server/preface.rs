@@ -48,12 +48,6 @@ pub struct Prefixed<I> {
     inner: I,
 }
 
-impl<I> Prefixed<I> {
-    pub fn inner(&self) -> &I {
-        &self.inner
-    }
-}
-
 impl<I: AsyncRead + Unpin> AsyncRead for Prefixed<I> {
     fn poll_read(
         mut self: Pin<&mut Self>,
