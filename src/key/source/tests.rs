@@ -1,0 +1,182 @@
+use super::*;
+
+fn view<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> RequestView<'a> {
+    RequestView {
+        method: &Method::GET,
+        uri,
+        headers,
+        client_ip: "192.0.2.1".parse().expect("ip"),
+        route: "search",
+    }
+}
+
+/// The first value, as text.
+fn text(values: Result<KeyValues<'_>, TooManyValues>) -> Option<String> {
+    values
+        .expect("within bounds")
+        .first()
+        .map(|p| p.as_text().into_owned())
+}
+
+#[test]
+fn parses_every_source_and_rejects_nonsense() {
+    for s in [
+        "ip",
+        "route",
+        "method",
+        "path",
+        "header:x-tenant-id",
+        "query:u",
+        "cookie:sid",
+        "jwt:sub",
+    ] {
+        let src: KeySource = s.parse().expect(s);
+        assert_eq!(src.to_string(), s);
+    }
+    assert_eq!(
+        "ipv4".parse::<KeySource>(),
+        Err(KeySourceError::Unknown("ipv4".into()))
+    );
+    assert_eq!(
+        "header:".parse::<KeySource>(),
+        Err(KeySourceError::MissingName("header"))
+    );
+    assert!(matches!(
+        "header:bad name".parse::<KeySource>(),
+        Err(KeySourceError::BadHeader(_))
+    ));
+}
+
+#[test]
+fn extracts_query_cookie_header_jwt() {
+    let uri: Uri = "/v1/search?q=x&user=a%20b&user=second"
+        .parse()
+        .expect("uri");
+    let mut headers = HeaderMap::new();
+    headers.insert("x-tenant-id", "acme".parse().expect("value"));
+    headers.append(COOKIE, "theme=dark; sid=\"s-123\"".parse().expect("value"));
+    // {"sub":"alice","org":42}
+    let payload =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"sub":"alice","org":42}"#);
+    headers.insert(
+        AUTHORIZATION,
+        format!("Bearer h.{payload}.sig").parse().expect("value"),
+    );
+    let req = view(&uri, &headers);
+    let get = |s: &str| text(s.parse::<KeySource>().expect("source").extract(&req));
+    assert_eq!(get("query:user").as_deref(), Some("a b"));
+    assert_eq!(get("query:absent"), None);
+    assert_eq!(get("cookie:sid").as_deref(), Some("s-123"));
+    assert_eq!(get("cookie:the"), None);
+    assert_eq!(get("header:x-tenant-id").as_deref(), Some("acme"));
+    assert_eq!(get("jwt:sub").as_deref(), Some("alice"));
+    assert_eq!(get("jwt:org").as_deref(), Some("42"));
+    assert_eq!(get("jwt:missing"), None);
+    assert_eq!(get("path").as_deref(), Some("/v1/search"));
+    assert_eq!(get("route").as_deref(), Some("search"));
+    assert_eq!(get("ip").as_deref(), Some("192.0.2.1"));
+}
+
+#[test]
+fn malformed_jwt_is_missing_not_an_error() {
+    let uri: Uri = "/".parse().expect("uri");
+    for bad in [
+        "Bearer",
+        "Bearer a.b",
+        "Bearer a.!!!.c",
+        "Basic abc",
+        "Bearer a.e30.c",
+    ] {
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, bad.parse().expect("value"));
+        let req = view(&uri, &headers);
+        assert_eq!(
+            KeySource::Jwt("sub".into()).extract(&req),
+            Ok(KeyValues::new()),
+            "{bad}"
+        );
+    }
+}
+
+fn all(source: &str, uri: &str, lines: &[(&str, &str)]) -> Result<Vec<String>, TooManyValues> {
+    let uri: Uri = uri.parse().expect("uri");
+    let mut headers = HeaderMap::new();
+    for (k, v) in lines {
+        headers.append(
+            HeaderName::from_bytes(k.as_bytes()).expect("name"),
+            http::HeaderValue::from_str(v).expect("value"),
+        );
+    }
+    let req = view(&uri, &headers);
+    let values = source.parse::<KeySource>().expect("source").extract(&req)?;
+    Ok(values.iter().map(|p| p.as_text().into_owned()).collect())
+}
+
+#[test]
+fn respellings_are_one_key() {
+    let one = Ok(vec!["k".to_owned()]);
+    for v in ["k", " k", "k\t", "\t k  "] {
+        assert_eq!(
+            all("header:x-api-key", "/", &[("x-api-key", v)]),
+            one,
+            "{v:?}"
+        );
+    }
+    for c in ["sid=k", "sid= k", "sid = \"k\"", "sid= \"k\" ", "a=1;sid=k"] {
+        assert_eq!(all("cookie:sid", "/", &[("cookie", c)]), one, "{c:?}");
+    }
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"sub":"k"}"#);
+    for a in [
+        "Bearer h.P.s",
+        "Bearer\th.P.s",
+        "bearer      h.P.s",
+        " Bearer h.P.s\t",
+    ] {
+        let a = a.replace('P', &payload);
+        assert_eq!(all("jwt:sub", "/", &[("authorization", &a)]), one, "{a:?}");
+    }
+}
+
+#[test]
+fn a_source_given_twice_yields_every_distinct_value() {
+    let two = Ok(vec!["a".to_owned(), "b".to_owned()]);
+    assert_eq!(all("query:key", "/?key=a&key=b&key=a", &[]), two);
+    assert_eq!(
+        all(
+            "header:x-k",
+            "/",
+            &[("x-k", "a"), ("x-k", "b"), ("x-k", "a ")]
+        ),
+        two
+    );
+    assert_eq!(
+        all(
+            "cookie:sid",
+            "/",
+            &[("cookie", "sid=a; sid=b"), ("cookie", "sid=a")]
+        ),
+        two
+    );
+    // An empty first value is not the key: the non-empty one is charged.
+    assert_eq!(
+        all("header:x-k", "/", &[("x-k", ""), ("x-k", "b")]),
+        Ok(vec!["b".to_owned()])
+    );
+    assert_eq!(
+        all("query:key", "/?key=&key=b", &[]),
+        Ok(vec!["b".to_owned()])
+    );
+    assert_eq!(
+        all("query:key", "/?a=1&key=1&key=2&key=3&key=4&key=4", &[]).map(|v| v.len()),
+        Ok(4)
+    );
+    assert_eq!(
+        all("query:key", "/?key=1&key=2&key=3&key=4&key=5", &[]),
+        Err(TooManyValues)
+    );
+    let lines: Vec<(&str, &str)> = ["1", "2", "3", "4", "5"]
+        .iter()
+        .map(|v| ("x-k", *v))
+        .collect();
+    assert_eq!(all("header:x-k", "/", &lines), Err(TooManyValues));
+}
