@@ -21,7 +21,7 @@ use crate::config::Route;
 use crate::conn::ConnInfo;
 use crate::key::RequestView;
 use crate::limit::Verdict;
-use crate::store::{Checked, KeyRefusal, Refusal, RequestTiers};
+use crate::store::{Admission, KeyRefusal, Refusal, RequestTiers};
 
 /// What the access log line and the response counters need, filled in along the way.
 struct Trace {
@@ -138,7 +138,7 @@ async fn serve(
         None => None,
     };
     let now = shared.clock.now_ns();
-    let Checked { tiers, verdict } = match shared.limiter.check_request(route, &view, now).await {
+    let Admission { tiers, verdict } = match shared.limiter.check_request(route, &view, now).await {
         Ok(checked) => checked,
         Err(Refusal::Key(refusal)) => {
             let (code, position) = match refusal {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub use keys::{KeyBuilder, StoreKey};
 pub use memory::MemoryStore;
 pub use redis::{RedisStore, StoreError};
-pub use request::{Checked, KeyRefusal, Refusal, RequestTiers};
+pub use request::{Admission, KeyRefusal, Refusal, RequestTiers};
 
 use crate::config::OnError;
 use crate::key::RedisKey;

@@ -55,8 +55,11 @@ pub enum Refusal {
     StoreUnavailable,
 }
 
-/// A decided request: its tiers (for headers and metrics) and the verdict.
-pub struct Checked {
+/// A decided request: its tiers (for headers and metrics) and the verdict. This is the
+/// handle through which whatever outlives the decision is given back: concurrency slots
+/// released when the response ends, cost settled once it is known, leased capacity
+/// returned. Each capability adds its part here, not a new call on the request path.
+pub struct Admission {
     pub tiers: RequestTiers,
     pub verdict: Verdict,
 }
@@ -69,10 +72,10 @@ impl Limiter {
         route: &Route,
         view: &RequestView<'_>,
         now: u64,
-    ) -> Result<Checked, Refusal> {
+    ) -> Result<Admission, Refusal> {
         let tiers = RequestTiers::build(self, route, view).map_err(Refusal::Key)?;
         if tiers.tiers.is_empty() {
-            return Ok(Checked {
+            return Ok(Admission {
                 tiers,
                 verdict: Verdict::unlimited(),
             });
@@ -95,7 +98,7 @@ impl Limiter {
                 return Err(Refusal::StoreUnavailable);
             }
         };
-        Ok(Checked { tiers, verdict })
+        Ok(Admission { tiers, verdict })
     }
 
     fn failed(&self, e: &StoreError) {
