@@ -10,33 +10,12 @@ use http::Request;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::redis_support::*;
 use crate::support::*;
 
 fn config(server_extra: &str, upstream_extra: &str, tail: &str) -> String {
     format!(
         "{SERVER}{server_extra}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n{upstream_extra}\n{tail}\n[[routes]]\nname = \"open\"\npath = \"/\"\nupstream = \"api\"\n"
     )
-}
-
-/// Polls `cond` every 50 ms for up to `limit`.
-async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    cond()
-}
-
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(f64::NAN)
 }
 
 #[tokio::test]

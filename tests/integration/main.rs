@@ -3,7 +3,6 @@
 // Tests may read the real clock (timeouts, deadlines); the gateway itself may not.
 #![allow(clippy::disallowed_methods)]
 
-mod redis_support;
 mod support;
 
 mod bounds;

@@ -2,7 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::redis_support::*;
 use crate::support::*;
 
 fn gateway_config(url_toml: &str, on_error: &str, policies: &str, route_policies: &str) -> String {

@@ -1,0 +1,94 @@
+//! The gateway in this process, started from TOML text on 127.0.0.1:0.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tollgate::clock::{Clock, FakeClock};
+use tollgate::gateway::Gateway;
+
+/// One second and one millisecond, in the clock's nanoseconds.
+pub const S: u64 = 1_000_000_000;
+pub const MS: u64 = 1_000_000;
+
+pub const SERVER: &str =
+    "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\naccess_log = false\n";
+
+/// A gateway started from TOML text (with `{upstream}` replaced), on 127.0.0.1:0.
+pub struct TestGateway {
+    pub gateway: Option<Gateway>,
+    pub clock: FakeClock,
+    pub dir: tempfile::TempDir,
+    pub addr: SocketAddr,
+    pub admin: Option<SocketAddr>,
+}
+
+impl TestGateway {
+    /// Starts with a fake clock at 1000 s: tests move time explicitly.
+    pub async fn start(toml: &str, upstream: &str) -> Self {
+        Self::start_with_clock(toml, upstream, Some(FakeClock::at(1000 * S))).await
+    }
+
+    /// Starts on the real monotonic clock (for max_delay and reload tests).
+    pub async fn start_real_clock(toml: &str, upstream: &str) -> Self {
+        Self::start_with_clock(toml, upstream, None).await
+    }
+
+    async fn start_with_clock(toml: &str, upstream: &str, fake: Option<FakeClock>) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tollgate.toml");
+        std::fs::write(&path, toml.replace("{upstream}", upstream)).expect("write config");
+        let config = tollgate::config::load(&path)
+            .unwrap_or_else(|e| panic!("test config invalid:\n{e}\n\n{toml}"));
+        let clock_handle = fake.clone().unwrap_or_default();
+        let clock: Arc<dyn Clock> = match fake {
+            Some(f) => Arc::new(f),
+            None => Arc::new(tollgate::clock::MonotonicClock::new()),
+        };
+        let gateway = Gateway::start_with(config, clock)
+            .await
+            .expect("gateway starts");
+        let addr = gateway.addr();
+        let admin = gateway.admin_addr();
+        Self {
+            gateway: Some(gateway),
+            clock: clock_handle,
+            dir,
+            addr,
+            admin,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.admin.expect("admin listener"), path)
+    }
+
+    pub fn config_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("tollgate.toml")
+    }
+
+    pub fn rewrite(&self, toml: &str, upstream: &str) {
+        std::fs::write(self.config_path(), toml.replace("{upstream}", upstream))
+            .expect("write config");
+    }
+
+    pub fn gw(&self) -> &Gateway {
+        self.gateway.as_ref().expect("running")
+    }
+
+    pub fn advance(&self, ns: u64) {
+        self.clock.advance(ns);
+    }
+}
+
+impl Drop for TestGateway {
+    fn drop(&mut self) {
+        if let Some(g) = self.gateway.take() {
+            // Stop accepting and drain in the background; the runtime ends with the test.
+            tokio::spawn(g.shutdown());
+        }
+    }
+}

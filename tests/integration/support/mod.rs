@@ -1,0 +1,20 @@
+//! Test harness: a real upstream HTTP server, a real gateway on 127.0.0.1:0, real HTTP/1.1
+//! and HTTP/2 clients, the real binary and real Redis servers. Nothing is mocked.
+//!
+//! Everything is re-exported here: tests `use crate::support::*;`.
+
+#![allow(dead_code)]
+
+mod client;
+mod gateway;
+mod poll;
+mod process;
+mod redis_server;
+mod upstream;
+
+pub use client::*;
+pub use gateway::*;
+pub use poll::*;
+pub use process::*;
+pub use redis_server::*;
+pub use upstream::*;

@@ -1,0 +1,100 @@
+//! The `tollgate` binary running as a child process.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The `tollgate` binary running as a child process, with its stderr collected.
+pub struct Process {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    pub admin: Option<SocketAddr>,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+impl Process {
+    /// Runs `tollgate run --config PATH --ready-file …` and waits for the ready file.
+    pub fn run(config: &std::path::Path) -> Self {
+        use std::io::BufRead;
+        let ready = config.with_extension("ready.json");
+        let _ = std::fs::remove_file(&ready);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["run", "--config"])
+            .arg(config)
+            .arg("--ready-file")
+            .arg(&ready)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn tollgate");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                sink.lock().expect("lock").push_str(&(line + "\n"));
+            }
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let info: serde_json::Value = loop {
+            if let Some(v) = std::fs::read(&ready)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+            {
+                break v;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("tollgate exited ({status}):\n{}", log.lock().expect("lock"));
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no ready file within 30 s:\n{}",
+                log.lock().expect("lock")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let addr = |key: &str| info[key].as_str().and_then(|a| a.parse().ok());
+        assert_eq!(info["pid"], child.id(), "the ready file is this process's");
+        Self {
+            addr: addr("listen").expect("listen address in the ready file"),
+            admin: addr("admin"),
+            child,
+            stderr: log,
+        }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([format!("-{sig}"), self.child.id().to_string()])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill -{sig}");
+    }
+
+    /// Waits up to `limit` for the process to exit; its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    pub fn log(&self) -> String {
+        self.stderr.lock().expect("lock").clone()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,247 @@
+//! Upstreams the gateway forwards to: a real HTTP server that records what it saw, a raw
+//! one that answers fixed bytes, a WebSocket echo, and a port that refuses connections.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http::{HeaderMap, Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+
+/// What the upstream saw.
+#[derive(Default)]
+pub struct Seen {
+    pub requests: AtomicUsize,
+    pub last_headers: Mutex<Option<HeaderMap>>,
+    /// The request target (path and query) of every request, in arrival order.
+    pub targets: Mutex<Vec<String>>,
+    pub body_bytes: AtomicUsize,
+}
+
+/// A real HTTP upstream on a free loopback port.
+///
+/// Paths: `/slow` answers after 30 s, `/delay` after 1 s, `/reset` breaks mid-body, `/big`
+/// streams 8 MiB, anything else echoes 200 and counts the request body.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub seen: Arc<Seen>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn upstream_answer(
+    seen: Arc<Seen>,
+    req: Request<Incoming>,
+) -> Result<Response<http_body_util::combinators::BoxBody<Bytes, std::io::Error>>, Infallible> {
+    let path = req.uri().path().to_owned();
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| path.clone(), |p| p.as_str().to_owned());
+    *seen.last_headers.lock().expect("lock") = Some(req.headers().clone());
+    seen.targets.lock().expect("lock").push(target.clone());
+    // Counted last: a test that sees the count move also sees the headers and target.
+    seen.requests.fetch_add(1, Ordering::SeqCst);
+    if path == "/slow" {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    }
+    if path == "/delay" {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    if path == "/big" {
+        let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+        let stream = futures_util::stream::iter(
+            (0..128).map(move |_| Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk.clone()))),
+        );
+        return Ok(Response::new(BodyExt::boxed(
+            http_body_util::StreamBody::new(stream),
+        )));
+    }
+    if path == "/reset" {
+        // Headers and one chunk, then the connection breaks mid-body.
+        let frames = futures_util::stream::unfold(0, |step| async move {
+            match step {
+                0 => Some((
+                    Ok(hyper::body::Frame::data(Bytes::from(vec![b'y'; 1024]))),
+                    1,
+                )),
+                1 => {
+                    // Let the headers and the first chunk reach the gateway first.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    Some((Err(std::io::Error::other("upstream died mid-body")), 2))
+                }
+                _ => None,
+            }
+        });
+        let mut resp = Response::new(BodyExt::boxed(http_body_util::StreamBody::new(Box::pin(
+            frames,
+        ))));
+        resp.headers_mut()
+            .insert("content-length", http::HeaderValue::from_static("1000000"));
+        return Ok(resp);
+    }
+    let mut body = req.into_body();
+    let mut n = 0;
+    while let Some(Ok(frame)) = body.frame().await {
+        n += frame.data_ref().map_or(0, |d| d.len());
+    }
+    seen.body_bytes.fetch_add(n, Ordering::SeqCst);
+    Ok(Response::new(
+        Full::new(Bytes::from(format!(
+            "upstream saw {target} with {n} body bytes"
+        )))
+        .map_err(|never| match never {})
+        .boxed(),
+    ))
+}
+
+impl Upstream {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind upstream");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Seen::default());
+        let s = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| upstream_answer(s.clone(), req));
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Self { addr, seen, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Requests that have reached the upstream (counted as their head arrives).
+    pub fn requests(&self) -> usize {
+        self.seen.requests.load(Ordering::SeqCst)
+    }
+
+    /// The request targets (path and query) the upstream has seen, in arrival order.
+    pub fn targets(&self) -> Vec<String> {
+        self.seen.targets.lock().expect("lock").clone()
+    }
+
+    pub fn last_headers(&self) -> HeaderMap {
+        self.seen
+            .last_headers
+            .lock()
+            .expect("lock")
+            .clone()
+            .unwrap_or_default()
+    }
+}
+
+/// A WebSocket echo server (raw tokio-tungstenite) on a free loopback port.
+pub async fn websocket_echo() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind ws");
+    let addr = listener.local_addr().expect("addr");
+    let task = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(msg)) = ws.next().await {
+                    if msg.is_text() || msg.is_binary() {
+                        let _ = ws.send(msg).await;
+                    }
+                }
+            });
+        }
+    });
+    (addr, task)
+}
+
+/// An upstream that answers every request head it reads with the same raw bytes, and
+/// records each head. `close` ends the connection after each answer (HTTP/1.0 style).
+pub struct RawUpstream {
+    pub addr: SocketAddr,
+    pub heads: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RawUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RawUpstream {
+    pub async fn start(answer: &'static [u8], close: bool) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let seen = heads.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let Ok(n) = stream.read(&mut chunk).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head: Vec<u8> = buf.drain(..end + 4).collect();
+                            seen.lock()
+                                .expect("lock")
+                                .push(String::from_utf8_lossy(&head).into_owned());
+                            if stream.write_all(answer).await.is_err() || close {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Self { addr, heads, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn heads(&self) -> Vec<String> {
+        self.heads.lock().expect("lock").clone()
+    }
+}
+
+/// A port that refuses connections (bound, then closed).
+pub async fn dead_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let a = l.local_addr().expect("addr");
+    drop(l);
+    a
+}
