@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::{Metrics, RouteMetrics};
-use crate::proxy::forward::UpstreamPool;
+use crate::proxy::pool::UpstreamPool;
 use crate::proxy::response::PolicyHeaders;
 use crate::store::Limiter;
 

@@ -122,6 +122,10 @@ pub struct Upstream {
     pub timeout: Duration,
     /// Connections to this upstream per gateway (in use and idle).
     pub max_connections: usize,
+    /// Idle connections kept per target, per worker.
+    pub max_idle: usize,
+    /// An idle upstream connection is closed after this long.
+    pub idle_timeout: Duration,
     pub ca: Option<PathBuf>,
     /// The certificates read from `ca`, so a reload notices a file rotated in place.
     pub ca_certs: crate::tls::TrustedCerts,

@@ -103,6 +103,9 @@ pub struct RawUpstream {
     pub connect_timeout: Option<S<String>>,
     pub timeout: Option<S<String>>,
     pub max_connections: Option<S<i64>>,
+    /// Idle connections kept per target, per worker.
+    pub max_idle: Option<S<i64>>,
+    pub idle_timeout: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

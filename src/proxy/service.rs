@@ -252,7 +252,7 @@ async fn forward(
     shared: &Shared,
     server: &crate::config::Server,
     route: &Route,
-    pool: &super::forward::UpstreamPool,
+    pool: &Arc<super::pool::UpstreamPool>,
     conn: &ConnInfo,
     mut req: Request<Incoming>,
     upgrade: Option<(http::HeaderValue, tokio::sync::OwnedSemaphorePermit)>,
@@ -296,7 +296,9 @@ async fn forward(
     prepare_request(&mut outgoing, conn.peer.ip(), conn.tls);
 
     let sent = shared.clock.now_ns();
-    let result = pool.send(outgoing, now, replayable).await;
+    let result = pool
+        .send(outgoing, now, replayable, &conn.upstream_affinity)
+        .await;
     let upstream = &pool.upstream.name;
     let mut resp = match result {
         Ok(resp) => resp,

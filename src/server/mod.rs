@@ -97,6 +97,7 @@ pub async fn serve(
             activity: Arc::new(Activity::default()),
             permits: permits.clone(),
             open: open.clone(),
+            upstream_affinity: Default::default(),
         });
         let shutdown = shutdown.clone();
         let limits = Limits::of(&server);

@@ -40,6 +40,9 @@ pub const DEFAULT_MAX_STREAMS: u32 = 100;
 pub const ADMIN_MAX_CONNECTIONS: usize = 512;
 /// Connections to one upstream per gateway, in use and idle.
 pub const DEFAULT_UPSTREAM_MAX_CONNECTIONS: usize = 1024;
+/// Idle upstream connections kept per target and worker, and for how long.
+pub const DEFAULT_UPSTREAM_MAX_IDLE: usize = 256;
+pub const DEFAULT_UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Reads and compiles the file at `path`.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {

@@ -56,6 +56,9 @@ impl Compiler {
             DEFAULT_UPSTREAM_MAX_CONNECTIONS as u64,
             "max_connections",
         );
+        let max_idle = self.count_or(&raw.max_idle, DEFAULT_UPSTREAM_MAX_IDLE as u64, "max_idle");
+        let idle_timeout =
+            self.duration_or(&raw.idle_timeout, DEFAULT_UPSTREAM_IDLE_TIMEOUT, false);
         (!targets.is_empty() && targets.len() == raw.targets.get_ref().len()).then_some(())?;
         Some(Upstream {
             name,
@@ -63,6 +66,8 @@ impl Compiler {
             connect_timeout: connect_timeout?,
             timeout: timeout?,
             max_connections: usize::try_from(max_connections?).ok()?,
+            max_idle: usize::try_from(max_idle?).ok()?,
+            idle_timeout: idle_timeout?,
             ca,
             sni: raw.sni.map(|s| s.into_inner()),
             tls: tls.as_ref()?.0.clone(),

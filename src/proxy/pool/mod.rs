@@ -1,0 +1,327 @@
+//! Upstream connections: per upstream, round robin over targets with passive health; per
+//! worker, a pool of HTTP/1.1 connections (`hyper::client::conn::http1`) that the worker
+//! drives itself. A request checks a connection out (preferring the one its client
+//! connection used last), sends, and the connection goes back when the response body
+//! ends — no lock, channel or other thread on the way.
+
+mod body;
+mod connect;
+mod local;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::uri::{PathAndQuery, Uri};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+pub use body::PooledBody;
+pub use connect::ConnectError;
+
+use body::CheckIn;
+use connect::Connector;
+use local::{next_serial, with_local, Idle};
+
+use super::forward::ForwardError;
+use super::response::Body;
+use crate::config::Upstream;
+use crate::metrics::Metrics;
+use prometheus_client::metrics::histogram::Histogram;
+
+/// How long a target that refused a connection is passed over while others answer.
+pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);
+/// A pooled connection idle for longer than this may have been closed by the upstream
+/// just as a request goes out on it: an idempotent request without a body sent on one is
+/// kept, so it can be sent again on another connection if this one turns out closed.
+const STALE_AFTER: Duration = Duration::from_secs(1);
+/// Response bytes read ahead from an upstream connection (hyper's default is ~400 KiB).
+const UPSTREAM_READ_BUFFER: usize = 32 * 1024;
+
+/// Distinguishes pools, so workers can key their connections by upstream identity.
+static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One upstream as the request path sees it: its settings, its targets' health and how to
+/// connect. The connections themselves are per worker (see `local`). Kept across reloads
+/// while the upstream's settings do not change, so warm connections survive a reload.
+pub struct UpstreamPool {
+    pub upstream: Arc<Upstream>,
+    id: u64,
+    workers: usize,
+    connector: Connector,
+    /// Per target: clock nanoseconds until which it is passed over.
+    resting_until: Box<[AtomicU64]>,
+    /// Time to response headers, by status class (1xx … 5xx).
+    latency: [Histogram; 5],
+}
+
+impl UpstreamPool {
+    pub fn new(upstream: Arc<Upstream>, workers: usize, metrics: &Metrics) -> Self {
+        let connector = Connector::new(
+            &upstream.tls,
+            upstream.sni.as_deref(),
+            upstream.connect_timeout,
+        );
+        let resting_until = upstream.targets.iter().map(|_| AtomicU64::new(0)).collect();
+        let latency = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+            .map(|class| metrics.upstream_histogram(&upstream.name, class));
+        Self {
+            upstream,
+            id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
+            workers: workers.max(1),
+            connector,
+            resting_until,
+            latency,
+        }
+    }
+
+    /// Whether this pool was built for the same settings.
+    pub fn serves(&self, other: &Upstream) -> bool {
+        let u = &self.upstream;
+        u.name == other.name
+            && u.targets == other.targets
+            && u.connect_timeout == other.connect_timeout
+            && u.timeout == other.timeout
+            && u.max_connections == other.max_connections
+            && u.max_idle == other.max_idle
+            && u.idle_timeout == other.idle_timeout
+            && u.ca == other.ca
+            && u.ca_certs == other.ca_certs
+            && u.sni == other.sni
+    }
+
+    /// This worker's share of `max_connections` (the remainder goes to the first workers).
+    fn worker_share(&self) -> usize {
+        let (cap, workers) = (self.upstream.max_connections, self.workers);
+        let worker = crate::conn::worker::current() % workers;
+        (cap / workers + usize::from(worker < cap % workers)).max(1)
+    }
+
+    fn idle_timeout(&self) -> Duration {
+        self.upstream.idle_timeout
+    }
+
+    /// Records the time to an upstream's response headers.
+    pub fn observe(&self, status: u16, seconds: f64) {
+        let class = usize::from((status / 100).clamp(1, 5) - 1);
+        self.latency[class].observe(seconds);
+    }
+
+    /// Round robin (per worker) over targets that are not resting; if all rest, plain
+    /// round robin.
+    fn pick(self: &Arc<Self>, now_ns: u64) -> usize {
+        let n = self.upstream.targets.len();
+        if n == 1 {
+            return 0;
+        }
+        let start = with_local(self, |local| {
+            local.next = local.next.wrapping_add(1);
+            local.next
+        });
+        (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&i| self.resting_until[i].load(Ordering::Relaxed) <= now_ns)
+            .unwrap_or(start % n)
+    }
+
+    /// Sends `req` (its URI already origin-form) to a target, within the upstream's
+    /// `timeout`. A connection refused by one target is retried once on another when the
+    /// request has no body to replay. `affinity` is the client connection's memory of the
+    /// upstream connection it used last.
+    pub async fn send(
+        self: &Arc<Self>,
+        req: Request<Body>,
+        now_ns: u64,
+        replayable: bool,
+        affinity: &Arc<AtomicU64>,
+    ) -> Result<Response<PooledBody>, ForwardError> {
+        let timeout = self.upstream.timeout;
+        let first = self.pick(now_ns);
+        let timed_out = || ForwardError::Timeout {
+            target: self.upstream.targets[first].to_string(),
+            timeout,
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let spare = (replayable && self.upstream.targets.len() > 1).then(|| copy_head(&req));
+        let result = tokio::time::timeout_at(
+            deadline,
+            self.send_to(first, req, now_ns, replayable, affinity),
+        )
+        .await
+        .unwrap_or_else(|_| Err(timed_out()));
+        match (result, spare) {
+            (Err(e @ ForwardError::Connect { .. }), Some(copy)) => {
+                let second = self.pick(now_ns);
+                if second == first {
+                    return Err(e);
+                }
+                tokio::time::timeout_at(
+                    deadline,
+                    self.send_to(second, copy, now_ns, replayable, affinity),
+                )
+                .await
+                .unwrap_or_else(|_| Err(timed_out()))
+            }
+            (other, _) => other,
+        }
+    }
+
+    async fn send_to(
+        self: &Arc<Self>,
+        index: usize,
+        mut req: Request<Body>,
+        now_ns: u64,
+        replayable: bool,
+        affinity: &Arc<AtomicU64>,
+    ) -> Result<Response<PooledBody>, ForwardError> {
+        let target = &self.upstream.targets[index];
+        let path = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        // HTTP/1.1 to the upstream: origin-form target, the authority is in `Host`.
+        if let Ok(uri) = Uri::builder().path_and_query(path).build() {
+            *req.uri_mut() = uri;
+        }
+        *req.version_mut() = http::Version::HTTP_11;
+        if !req.headers().contains_key(http::header::HOST) {
+            // Only an HTTP/1.0 client can come without a host: name the target.
+            if let Ok(host) = http::HeaderValue::from_str(target.authority.as_str()) {
+                req.headers_mut().insert(http::header::HOST, host);
+            }
+        }
+        let mut resend = replayable && req.method().is_idempotent();
+        loop {
+            let (conn, reused) = self.checkout(index, now_ns, affinity).await?;
+            let Idle {
+                serial,
+                mut sender,
+                since,
+            } = conn;
+            // Only a connection that sat idle is worth the copy (see STALE_AFTER).
+            let spare =
+                (resend && reused && since.elapsed() > STALE_AFTER).then(|| copy_head(&req));
+            if let Err(e) = sender.ready().await {
+                if reused {
+                    continue; // closed while idle: take another
+                }
+                return Err(ForwardError::classify(target, e));
+            }
+            match sender.try_send_request(req).await {
+                Ok(resp) => {
+                    // A 101 hands the connection to the tunnel; anything else comes back.
+                    let check_in =
+                        (resp.status() != http::StatusCode::SWITCHING_PROTOCOLS).then(|| CheckIn {
+                            pool: self.id,
+                            target: index,
+                            serial,
+                            max_idle: self.upstream.max_idle,
+                            sender,
+                            affinity: affinity.clone(),
+                        });
+                    return Ok(resp.map(|body: Incoming| PooledBody::new(body, check_in)));
+                }
+                Err(mut e) => match (e.take_message(), spare) {
+                    // Never written: the pooled connection was closing. Another one.
+                    (Some(unsent), _) if reused => req = unsent,
+                    // Written, but the upstream had closed the idle connection: once more.
+                    (_, Some(copy)) if e.error().is_incomplete_message() => {
+                        resend = false;
+                        req = copy;
+                    }
+                    _ => return Err(ForwardError::classify(target, e.into_error())),
+                },
+            }
+        }
+    }
+
+    /// An idle connection to target `index`, or a new one within this worker's share of
+    /// `max_connections`; at the share, waits for either until a little before the
+    /// request's own timeout, so a full pool answers 503 (busy), not 504 (slow upstream).
+    async fn checkout(
+        self: &Arc<Self>,
+        index: usize,
+        now_ns: u64,
+        affinity: &AtomicU64,
+    ) -> Result<(Idle, bool), ForwardError> {
+        let target = &self.upstream.targets[index];
+        let busy_wait = self.upstream.timeout - self.upstream.timeout / 20;
+        let give_up = tokio::time::Instant::now() + busy_wait;
+        let preferred = affinity.load(Ordering::Relaxed);
+        loop {
+            let (idle, slot, slots) = with_local(self, |local| {
+                let idle = local.checkout(index, preferred);
+                let slot = if idle.is_none() {
+                    local.slots.try_take()
+                } else {
+                    None
+                };
+                (idle, slot, local.slots.clone())
+            });
+            if let Some(conn) = idle {
+                return Ok((conn, true));
+            }
+            if let Some(slot) = slot {
+                return self.open(index, slot, now_ns).await.map(|c| (c, false));
+            }
+            let freed = slots.freed.notified();
+            if tokio::time::timeout_at(give_up, freed).await.is_err() {
+                return Err(ForwardError::Busy {
+                    target: target.to_string(),
+                    cap: self.upstream.max_connections,
+                });
+            }
+        }
+    }
+
+    /// Opens a connection to target `index` and starts driving it on this worker.
+    async fn open(
+        &self,
+        index: usize,
+        slot: connect::Slot,
+        now_ns: u64,
+    ) -> Result<Idle, ForwardError> {
+        let target = &self.upstream.targets[index];
+        let connected = match self.connector.connect(target, slot).await {
+            Ok(io) => hyper::client::conn::http1::Builder::new()
+                .max_buf_size(UPSTREAM_READ_BUFFER)
+                .handshake(TokioIo::new(io))
+                .await
+                .map_err(ConnectError::Handshake),
+            Err(e) => Err(e),
+        };
+        let (sender, connection) = match connected {
+            Ok(pair) => pair,
+            Err(source) => {
+                let cooldown = u64::try_from(TARGET_COOLDOWN.as_nanos()).unwrap_or(u64::MAX);
+                self.resting_until[index].store(now_ns.saturating_add(cooldown), Ordering::Relaxed);
+                return Err(ForwardError::Connect {
+                    target: target.to_string(),
+                    source,
+                });
+            }
+        };
+        tokio::spawn(async move {
+            if let Err(e) = connection.with_upgrades().await {
+                tracing::debug!(error = %e, "upstream connection ended with an error");
+            }
+        });
+        Ok(Idle {
+            serial: next_serial(),
+            sender,
+            since: tokio::time::Instant::now(),
+        })
+    }
+}
+
+/// A copy of a request without a body, to send again.
+fn copy_head(req: &Request<Body>) -> Request<Body> {
+    let mut copy = Request::new(super::response::empty());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    copy
+}
