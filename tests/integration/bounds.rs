@@ -12,17 +12,22 @@ use tokio::net::TcpStream;
 
 use crate::support::*;
 
-fn config(server_extra: &str, upstream_extra: &str, tail: &str) -> String {
-    format!(
-        "{SERVER}{server_extra}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n{upstream_extra}\n{tail}\n[[routes]]\nname = \"open\"\npath = \"/\"\nupstream = \"api\"\n"
-    )
+/// The upstream `api` behind one unlimited route, `open` on `/`.
+fn open() -> Fixture {
+    Fixture::new().route("open", "/", "api", &[])
 }
 
 #[tokio::test]
 async fn a_debt_survives_a_flood_of_fresh_keys_into_another_policy() {
     let up = Upstream::start().await;
-    let policies = "[store]\nmax_keys = 16\n\n[policies.strict]\nkey = \"header:x-user\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\n\n[policies.junk]\nkey = \"header:x-junk\"\nlimit = 1\nperiod = \"24h\"\nburst = 1\n\n[[routes]]\nname = \"strict\"\npath = \"/strict\"\nupstream = \"api\"\npolicies = [\"strict\"]\n\n[[routes]]\nname = \"junk\"\npath = \"/junk\"\nupstream = \"api\"\npolicies = [\"junk\"]\n";
-    let gw = TestGateway::start(&config("", "", policies), &up.url()).await;
+    let toml = open()
+        .store("max_keys = 16")
+        .policy("strict", "header:x-user", 1, "1h", 1)
+        .policy("junk", "header:x-junk", 1, "24h", 1)
+        .route("strict", "/strict", "api", &["strict"])
+        .route("junk", "/junk", "api", &["junk"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
     let eve = [("x-user", "eve")];
     assert_eq!(get(&gw.url("/strict"), &eve).await.status, 200);
     assert_eq!(get(&gw.url("/strict"), &eve).await.status, 429);
@@ -65,8 +70,14 @@ async fn slow_readers_hold_bounded_memory_and_are_cut_after_send_timeout() {
     let up = Upstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
-    let toml =
-        config("send_timeout = \"3s\"\nworkers = 1\n", "", "").replace("{upstream}", &up.url());
+    let toml = open()
+        .server(
+            r#"
+            send_timeout = "3s"
+            workers = 1
+            "#,
+        )
+        .build_for(&up.url());
     std::fs::write(&path, toml).expect("write");
     let gw = Process::run(&path);
     // Warm up allocator pools with one whole response.
@@ -153,8 +164,8 @@ async fn h2_status(client: &mut h2::client::SendRequest<bytes::Bytes>, path: &st
 #[tokio::test]
 async fn a_stalled_http2_stream_is_reset_and_its_connection_lives_on() {
     let up = Upstream::start().await;
-    let gw =
-        TestGateway::start_real_clock(&config("send_timeout = \"2s\"\n", "", ""), &up.url()).await;
+    let toml = open().server(r#"send_timeout = "2s""#).build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let (mut client, _conn) = h2_connect(gw.addr).await;
     let req = Request::get("http://x/big").body(()).expect("request");
     let (resp, _) = client.send_request(req, true).expect("send");
@@ -182,11 +193,14 @@ async fn a_stalled_http2_stream_is_reset_and_its_connection_lives_on() {
 #[tokio::test]
 async fn idle_connections_are_closed_pings_notwithstanding() {
     let up = Upstream::start().await;
-    let toml = config(
-        "idle_timeout = \"2s\"\nheader_read_timeout = \"30s\"\n",
-        "",
-        "",
-    );
+    let toml = open()
+        .server(
+            r#"
+            idle_timeout = "2s"
+            header_read_timeout = "30s"
+            "#,
+        )
+        .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     // HTTP/2: one request, then nothing but the client's automatic ping answers.
     let (mut client, conn) = h2_connect(gw.addr).await;
@@ -220,11 +234,15 @@ async fn tunnels_count_against_max_connections_and_close_when_idle() {
     let (ws_addr, _task) = websocket_echo().await;
     // One worker: its accept loop holds a permit for the next connection, so 3 permits
     // leave room for one tunnel beside the connection that asks for the next.
-    let toml = config(
-        "workers = 1\nmax_connections = 3\ntunnel_idle_timeout = \"2s\"\n",
-        "",
-        "",
-    );
+    let toml = open()
+        .server(
+            r#"
+            workers = 1
+            max_connections = 3
+            tunnel_idle_timeout = "2s"
+            "#,
+        )
+        .build();
     let gw = TestGateway::start_real_clock(&toml, &format!("http://{ws_addr}")).await;
     let url = format!("ws://{}/ws", gw.addr);
     let (mut first, _) = tokio_tungstenite::connect_async(&url)
@@ -262,11 +280,16 @@ async fn tunnels_count_against_max_connections_and_close_when_idle() {
 #[tokio::test]
 async fn a_full_upstream_pool_answers_503_within_the_timeout() {
     let up = Upstream::start().await;
-    let toml = config(
-        "workers = 1\n",
-        "max_connections = 1\ntimeout = \"20s\"\n",
-        "",
-    );
+    let toml = open()
+        .server("workers = 1")
+        .upstream(
+            "api",
+            r#"
+            max_connections = 1
+            timeout = "20s"
+            "#,
+        )
+        .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let slow_url = gw.url("/slow");
     let holder = tokio::spawn(async move { get(&slow_url, &[]).await.status });
@@ -308,11 +331,20 @@ fn script_calls(redis: &RedisServer) -> u64 {
 async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_pass() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let store = format!(
-        "[store]\nbackend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\non_error = \"allow\"\n\n[policies.user]\nkey = \"header:x-user\"\nlimit = 1\nperiod = \"1h\"\nburst = 2\n\n[[routes]]\nname = \"api\"\npath = \"/api\"\nupstream = \"api\"\npolicies = [\"user\"]\n",
-        redis.url()
-    );
-    let gw = TestGateway::start_real_clock(&config("", "", &store), &up.url()).await;
+    let toml = open()
+        .store(format!(
+            r#"
+            backend = "redis"
+            url = "{}"
+            timeout = "500ms"
+            on_error = "allow"
+            "#,
+            redis.url()
+        ))
+        .policy("user", "header:x-user", 1, "1h", 2)
+        .route("api", "/api", "api", &["user"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let mallory = [("x-user", "mallory")];
     for _ in 0..2 {
         assert_eq!(get(&gw.url("/api"), &mallory).await.status, 200);
@@ -358,8 +390,10 @@ fn a_config_beyond_the_open_file_limit_is_scaled_down_and_still_serves() {
     use std::io::{BufRead, BufReader};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
-    let toml = config("max_connections = 10000\n", "max_connections = 1024\n", "")
-        .replace("{upstream}", "http://127.0.0.1:9");
+    let toml = open()
+        .server("max_connections = 10000")
+        .upstream("api", "max_connections = 1024")
+        .build_for("http://127.0.0.1:9");
     std::fs::write(&path, toml).expect("write");
     let mut child = std::process::Command::new("bash")
         .arg("-c")

@@ -28,9 +28,11 @@ async fn status_page_in_headless_chromium() {
         return;
     }
     let up = Upstream::start().await;
-    let toml = format!(
-        "{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[policies.client]\nkey = \"ip\"\nlimit = 1\nperiod = \"1s\"\nburst = 5\n\n[policies.endpoint]\nkey = \"route\"\nlimit = 100\nperiod = \"1s\"\nburst = 20\n\n[[routes]]\nname = \"search\"\npath = \"/v1/search\"\nupstream = \"api\"\npolicies = [\"endpoint\", \"client\"]\n"
-    );
+    let toml = Fixture::new()
+        .policy("client", "ip", 1, "1s", 5)
+        .policy("endpoint", "route", 100, "1s", 20)
+        .route("search", "/v1/search", "api", &["endpoint", "client"])
+        .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let shots = tempfile::tempdir().expect("tempdir");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/status_page.py");

@@ -168,7 +168,13 @@ fn all_errors_are_reported_at_once() {
         .replace("key = \"ip\"", "key = \"cookie:\"");
     let got = errors_of(&text);
     assert_eq!(got.matches("FILE:").count(), 3, "{got}");
-    let routes = text.clone() + "\n[[routes]]\nname = \"r\"\npath = \"/x\"\nupstream = \"api\"\n";
+    let routes = text.clone()
+        + r#"
+[[routes]]
+name = "r"
+path = "/x"
+upstream = "api"
+"#;
     assert!(errors_of(&routes).contains("duplicate route name `r`"));
 }
 
@@ -237,16 +243,20 @@ fn every_shipped_config_is_valid() {
     );
 }
 
-fn reloadable(path_prefix: &str, burst: u64) -> String {
-    format!(
-        "{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1m\"\nburst = {burst}\n\n[policies.open]\nkey = \"ip\"\nlimit = 1000000\nperiod = \"1s\"\nburst = 1000000\n\n[[routes]]\nname = \"limited\"\npath = \"/limited\"\nupstream = \"api\"\npolicies = [\"tenant\"]\n\n[[routes]]\nname = \"load\"\npath = \"{path_prefix}\"\nupstream = \"api\"\npolicies = [\"open\"]\n"
-    )
+/// Two routes: `limited` (each tenant `burst` at once, then one a minute) and `load` on
+/// `path_prefix`, under a limit no test reaches.
+fn reloadable(path_prefix: &str, burst: u64) -> Fixture {
+    Fixture::new()
+        .policy("tenant", "header:x-tenant-id", 1, "1m", burst)
+        .policy("open", "ip", 1_000_000, "1s", 1_000_000)
+        .route("limited", "/limited", "api", &["tenant"])
+        .route("load", path_prefix, "api", &["open"])
 }
 
 #[tokio::test]
 async fn limiter_state_survives_a_reload_that_changes_the_numbers() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&reloadable("/load", 3), &up.url()).await;
+    let gw = TestGateway::start(&reloadable("/load", 3).build(), &up.url()).await;
     let h = [("x-tenant-id", "acme")];
     assert_eq!(
         get(&gw.url("/limited"), &h)
@@ -260,7 +270,7 @@ async fn limiter_state_survives_a_reload_that_changes_the_numbers() {
             .num("x-ratelimit-remaining"),
         1
     );
-    gw.rewrite(&reloadable("/load", 5), &up.url());
+    gw.rewrite(&reloadable("/load", 5).build(), &up.url());
     let report = gw.gw().reload().await.expect("reload");
     assert_eq!(report.routes, 2);
     let after = get(&gw.url("/limited"), &h).await;
@@ -280,7 +290,7 @@ async fn limiter_state_survives_a_reload_that_changes_the_numbers() {
 #[tokio::test]
 async fn reloads_under_load_drop_nothing() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start_real_clock(&reloadable("/v0", 3), &up.url()).await;
+    let gw = TestGateway::start_real_clock(&reloadable("/v0", 3).build(), &up.url()).await;
     let stop = Arc::new(AtomicBool::new(false));
     let ok = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::new();
@@ -314,7 +324,10 @@ async fn reloads_under_load_drop_nothing() {
                 "old config still serving"
             );
         } else {
-            gw.rewrite(&reloadable(&format!("/v{generation}"), 3), &up.url());
+            gw.rewrite(
+                &reloadable(&format!("/v{generation}"), 3).build(),
+                &up.url(),
+            );
             gw.gw().reload().await.expect("good reload");
             assert_eq!(
                 get(&gw.url(&format!("/v{generation}")), &[]).await.status,
@@ -347,14 +360,8 @@ async fn reloads_under_load_drop_nothing() {
 #[tokio::test]
 async fn admin_reload_reports_errors_as_json() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&reloadable("/load", 3), &up.url()).await;
-    std::fs::write(
-        gw.config_path(),
-        reloadable("/load", 3)
-            .replace("burst = 3", "burst = 0")
-            .replace("{upstream}", &up.url()),
-    )
-    .expect("write");
+    let gw = TestGateway::start(&reloadable("/load", 3).build(), &up.url()).await;
+    gw.rewrite(&reloadable("/load", 0).build(), &up.url());
     let r = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
     assert_eq!(r.status, 422);
     let body = r.json();
@@ -366,7 +373,7 @@ async fn admin_reload_reports_errors_as_json() {
             .contains("burst must be a whole number"),
         "{body}"
     );
-    gw.rewrite(&reloadable("/load", 4), &up.url());
+    gw.rewrite(&reloadable("/load", 4).build(), &up.url());
     let r = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["status"], "ok");
@@ -390,20 +397,12 @@ async fn the_binary_reloads_on_sighup_and_drains_on_sigterm() {
     let up = Upstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
-    std::fs::write(
-        &path,
-        reloadable("/before", 3).replace("{upstream}", &up.url()),
-    )
-    .expect("write");
+    std::fs::write(&path, reloadable("/before", 3).build_for(&up.url())).expect("write");
     let mut gw = Process::run(&path);
     let base = format!("http://{}", gw.addr);
     assert_eq!(get(&format!("{base}/before"), &[]).await.status, 200);
 
-    std::fs::write(
-        &path,
-        reloadable("/after", 3).replace("{upstream}", &up.url()),
-    )
-    .expect("write");
+    std::fs::write(&path, reloadable("/after", 3).build_for(&up.url())).expect("write");
     gw.signal("HUP");
     let mut seen = false;
     for _ in 0..100 {
@@ -444,13 +443,11 @@ async fn the_binary_reloads_on_sighup_and_drains_on_sigterm() {
 #[tokio::test]
 async fn a_reload_names_what_needs_a_restart_and_applies_the_rest() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&reloadable("/load", 3), &up.url()).await;
-    let moved = reloadable("/moved", 3).replacen(
-        "\nlisten = \"127.0.0.1:0\"",
-        "\nlisten = \"127.0.0.1:1\"",
-        1,
-    );
-    gw.rewrite(&format!("{moved}\n[store]\nmax_keys = 5000\n"), &up.url());
+    let gw = TestGateway::start(&reloadable("/load", 3).build(), &up.url()).await;
+    let moved = reloadable("/moved", 3)
+        .listen("127.0.0.1:1")
+        .store("max_keys = 5000");
+    gw.rewrite(&moved.build(), &up.url());
     let report = gw.gw().reload().await.expect("reload");
     assert!(
         report.needs_restart.contains(&"server.listen".to_owned()),

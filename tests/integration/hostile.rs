@@ -8,10 +8,21 @@ use tokio::net::TcpStream;
 
 use crate::support::*;
 
-fn config(server_extra: &str) -> String {
-    format!(
-        "{SERVER}{server_extra}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[policies.key]\nkey = \"header:x-key\"\nlimit = 1\nperiod = \"1h\"\nburst = 10\nmissing = \"skip\"\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"key\"]\n"
-    )
+/// Everything goes to `api`; a client naming an `x-key` gets 10 requests at once, then
+/// one an hour; one without is not limited.
+fn config() -> Fixture {
+    Fixture::new()
+        .policy_raw(
+            "key",
+            r#"
+            key = "header:x-key"
+            limit = 1
+            period = "1h"
+            burst = 10
+            missing = "skip"
+            "#,
+        )
+        .route("api", "/", "api", &["key"])
 }
 
 /// Writes raw bytes, returns the first response line and whether the server then closed.
@@ -23,7 +34,7 @@ async fn raw(addr: std::net::SocketAddr, bytes: &[u8]) -> (String, bool) {
 #[tokio::test]
 async fn smuggling_attempts_are_refused_or_reframed() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(""), &up.url()).await;
+    let gw = TestGateway::start(&config().build(), &up.url()).await;
 
     // CL.TE: Transfer-Encoding wins (RFC 9112 §6.3), the connection is closed after the
     // answer, and the "smuggled" request inside the body is never executed.
@@ -67,7 +78,11 @@ async fn smuggling_attempts_are_refused_or_reframed() {
 #[tokio::test]
 async fn malformed_and_oversized_requests_get_4xx_and_the_gateway_stays_up() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config("max_header_bytes = 16384\n"), &up.url()).await;
+    let gw = TestGateway::start(
+        &config().server("max_header_bytes = 16384").build(),
+        &up.url(),
+    )
+    .await;
     assert!(raw(gw.addr, b"GARBAGE\r\n\r\n")
         .await
         .0
@@ -100,8 +115,11 @@ async fn malformed_and_oversized_requests_get_4xx_and_the_gateway_stays_up() {
 #[tokio::test]
 async fn slowloris_connections_do_not_delay_a_normal_request() {
     let up = Upstream::start().await;
-    let gw =
-        TestGateway::start_real_clock(&config("header_read_timeout = \"6s\"\n"), &up.url()).await;
+    let gw = TestGateway::start_real_clock(
+        &config().server(r#"header_read_timeout = "6s""#).build(),
+        &up.url(),
+    )
+    .await;
     let addr = gw.addr;
     let mut slow = Vec::new();
     for _ in 0..200 {
@@ -172,7 +190,7 @@ async fn slowloris_connections_do_not_delay_a_normal_request() {
 #[tokio::test]
 async fn many_connections_racing_one_key_admit_exactly_the_burst() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start_real_clock(&config(""), &up.url()).await;
+    let gw = TestGateway::start_real_clock(&config().build(), &up.url()).await;
     let url = gw.url("/race");
     let results = futures_util::future::join_all((0..60).map(|_| {
         let url = url.clone();
@@ -187,7 +205,7 @@ async fn many_connections_racing_one_key_admit_exactly_the_burst() {
 #[tokio::test]
 async fn an_upstream_breaking_mid_body_cuts_only_that_response() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(""), &up.url()).await;
+    let gw = TestGateway::start(&config().build(), &up.url()).await;
     let client = http1();
     let req = http::Request::get(gw.url("/reset"))
         .body(http_body_util::Full::new(bytes::Bytes::new()))
@@ -217,7 +235,7 @@ async fn an_upstream_breaking_mid_body_cuts_only_that_response() {
 #[tokio::test]
 async fn connections_are_not_leaked() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start_real_clock(&config(""), &up.url()).await;
+    let gw = TestGateway::start_real_clock(&config().build(), &up.url()).await;
     for _ in 0..20 {
         let _ = raw(
             gw.addr,
@@ -246,7 +264,7 @@ async fn connections_are_not_leaked() {
 #[tokio::test]
 async fn a_vanished_or_unreadable_config_keeps_the_old_one_serving() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(""), &up.url()).await;
+    let gw = TestGateway::start(&config().build(), &up.url()).await;
     std::fs::remove_file(gw.config_path()).expect("remove");
     let err = gw.gw().reload().await.expect_err("no file");
     assert!(err.to_string().contains("cannot read"), "{err}");
@@ -262,11 +280,11 @@ async fn a_vanished_or_unreadable_config_keeps_the_old_one_serving() {
 async fn the_binary_closes_silent_connections() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
-    std::fs::write(
-        &path,
-        "[server]\nlisten = \"127.0.0.1:0\"\naccess_log = false\nheader_read_timeout = \"2s\"\n\n[upstreams.api]\ntargets = [\"http://127.0.0.1:9\"]\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\n",
-    )
-    .expect("write");
+    let toml = Fixture::new()
+        .server(r#"header_read_timeout = "2s""#)
+        .route("api", "/", "api", &[])
+        .build_for("http://127.0.0.1:9");
+    std::fs::write(&path, toml).expect("write");
     let gw = Process::run(&path);
     let mut silent = TcpStream::connect(gw.addr).await.expect("connect");
     let started = Instant::now();
@@ -286,8 +304,11 @@ async fn the_binary_closes_silent_connections() {
 #[tokio::test]
 async fn a_client_silent_mid_body_gets_408() {
     let up = Upstream::start().await;
-    let gw =
-        TestGateway::start_real_clock(&config("body_read_timeout = \"1s\"\n"), &up.url()).await;
+    let gw = TestGateway::start_real_clock(
+        &config().server(r#"body_read_timeout = "1s""#).build(),
+        &up.url(),
+    )
+    .await;
     let started = Instant::now();
     let (line, closed) = raw(
         gw.addr,

@@ -2,30 +2,22 @@
 
 use crate::support::*;
 
-fn config(policies: &str, routes: &str) -> String {
-    format!("{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n{policies}\n{routes}")
+/// One route, `api` on `/`, under `policies`.
+fn api_route(policies: &[&str]) -> Fixture {
+    Fixture::new().route("api", "/", "api", policies)
 }
 
-const PER_TENANT: &str = r#"
-[policies.tenant]
-key = "header:x-tenant-id"
-limit = 1
-period = "1s"
-burst = 3
-"#;
-
-const ROUTE_TENANT: &str = r#"
-[[routes]]
-name = "api"
-path = "/"
-upstream = "api"
-policies = ["tenant"]
-"#;
+/// Each tenant: 3 at once, then one a second.
+fn per_tenant() -> String {
+    api_route(&["tenant"])
+        .policy("tenant", "header:x-tenant-id", 1, "1s", 3)
+        .build()
+}
 
 #[tokio::test]
 async fn burst_then_429_with_remaining_counting_down() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(PER_TENANT, ROUTE_TENANT), &up.url()).await;
+    let gw = TestGateway::start(&per_tenant(), &up.url()).await;
     for expected_remaining in [2, 1, 0] {
         let r = get(&gw.url("/x"), &[("x-tenant-id", "acme")]).await;
         assert_eq!(r.status, 200);
@@ -46,7 +38,7 @@ async fn burst_then_429_with_remaining_counting_down() {
 #[tokio::test]
 async fn retry_after_is_exact_and_rounded_up() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(PER_TENANT, ROUTE_TENANT), &up.url()).await;
+    let gw = TestGateway::start(&per_tenant(), &up.url()).await;
     let h = [("x-tenant-id", "acme")];
     for _ in 0..3 {
         assert_eq!(get(&gw.url("/"), &h).await.status, 200);
@@ -83,7 +75,7 @@ async fn retry_after_is_exact_and_rounded_up() {
 #[tokio::test]
 async fn denials_are_free() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(PER_TENANT, ROUTE_TENANT), &up.url()).await;
+    let gw = TestGateway::start(&per_tenant(), &up.url()).await;
     let h = [("x-tenant-id", "acme")];
     for _ in 0..3 {
         get(&gw.url("/"), &h).await;
@@ -103,7 +95,7 @@ async fn denials_are_free() {
 #[tokio::test]
 async fn keys_are_independent() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(PER_TENANT, ROUTE_TENANT), &up.url()).await;
+    let gw = TestGateway::start(&per_tenant(), &up.url()).await;
     for _ in 0..3 {
         get(&gw.url("/"), &[("x-tenant-id", "a")]).await;
     }
@@ -116,47 +108,33 @@ async fn keys_are_independent() {
 #[tokio::test]
 async fn missing_key_modes() {
     let up = Upstream::start().await;
-    let policies = r#"
-[policies.shared]
-key = "header:x-user"
-limit = 1
-period = "1s"
-burst = 2
-
-[policies.skipped]
-key = "header:x-user"
-limit = 1
-period = "1s"
-burst = 1
-missing = "skip"
-
-[policies.rejected]
-key = "header:x-user"
-limit = 1
-period = "1s"
-burst = 1
-missing = "reject"
-"#;
-    let routes = r#"
-[[routes]]
-name = "shared"
-path = "/shared"
-upstream = "api"
-policies = ["shared"]
-
-[[routes]]
-name = "skip"
-path = "/skip"
-upstream = "api"
-policies = ["skipped"]
-
-[[routes]]
-name = "reject"
-path = "/reject"
-upstream = "api"
-policies = ["rejected"]
-"#;
-    let gw = TestGateway::start(&config(policies, routes), &up.url()).await;
+    let toml = Fixture::new()
+        .policy("shared", "header:x-user", 1, "1s", 2)
+        .policy_raw(
+            "skipped",
+            r#"
+            key = "header:x-user"
+            limit = 1
+            period = "1s"
+            burst = 1
+            missing = "skip"
+            "#,
+        )
+        .policy_raw(
+            "rejected",
+            r#"
+            key = "header:x-user"
+            limit = 1
+            period = "1s"
+            burst = 1
+            missing = "reject"
+            "#,
+        )
+        .route("shared", "/shared", "api", &["shared"])
+        .route("skip", "/skip", "api", &["skipped"])
+        .route("reject", "/reject", "api", &["rejected"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
     // shared: all anonymous requests draw from one bucket of 2.
     assert_eq!(get(&gw.url("/shared"), &[]).await.status, 200);
     assert_eq!(get(&gw.url("/shared"), &[]).await.status, 200);
@@ -186,28 +164,20 @@ policies = ["rejected"]
 #[tokio::test]
 async fn cost_consumes_units_in_every_tier() {
     let up = Upstream::start().await;
-    let policies = r#"
-[policies.p]
-key = "header:x-user"
-limit = 1
-period = "1s"
-burst = 5
-"#;
-    let routes = r#"
-[[routes]]
-name = "heavy"
-path = "/heavy"
-upstream = "api"
-policies = ["p"]
-cost = 2
-
-[[routes]]
-name = "light"
-path = "/light"
-upstream = "api"
-policies = ["p"]
-"#;
-    let gw = TestGateway::start(&config(policies, routes), &up.url()).await;
+    let toml = Fixture::new()
+        .policy("p", "header:x-user", 1, "1s", 5)
+        .route_raw(
+            r#"
+            name = "heavy"
+            path = "/heavy"
+            upstream = "api"
+            policies = ["p"]
+            cost = 2
+            "#,
+        )
+        .route("light", "/light", "api", &["p"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
     let h = [("x-user", "u")];
     assert_eq!(
         get(&gw.url("/heavy"), &h)
@@ -237,32 +207,22 @@ policies = ["p"]
     );
 }
 
-const TIERS: &str = r#"
-[policies.tenant]
-key = "header:x-tenant-id"
-limit = 10
-period = "1s"
-burst = 10
-
-[policies.user]
-key = ["header:x-tenant-id", "header:x-user-id"]
-limit = 1
-period = "2s"
-burst = 1
-"#;
-
-const TIER_ROUTE: &str = r#"
-[[routes]]
-name = "api"
-path = "/"
-upstream = "api"
-policies = ["tenant", "user"]
-"#;
-
 #[tokio::test]
 async fn a_later_tier_denial_rolls_back_the_earlier_tiers() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(TIERS, TIER_ROUTE), &up.url()).await;
+    let toml = api_route(&["tenant", "user"])
+        .policy("tenant", "header:x-tenant-id", 10, "1s", 10)
+        .policy_raw(
+            "user",
+            r#"
+            key = ["header:x-tenant-id", "header:x-user-id"]
+            limit = 1
+            period = "2s"
+            burst = 1
+            "#,
+        )
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
     let bob = [("x-tenant-id", "acme"), ("x-user-id", "bob")];
     let first = get(&gw.url("/"), &bob).await;
     assert_eq!(first.status, 200);
@@ -290,27 +250,11 @@ async fn a_later_tier_denial_rolls_back_the_earlier_tiers() {
 #[tokio::test]
 async fn the_wait_covers_every_tier_and_headers_name_the_longest() {
     let up = Upstream::start().await;
-    let policies = r#"
-[policies.fast]
-key = "header:x-user"
-limit = 1
-period = "1s"
-burst = 1
-
-[policies.slow]
-key = "header:x-user"
-limit = 1
-period = "5s"
-burst = 1
-"#;
-    let routes = r#"
-[[routes]]
-name = "api"
-path = "/"
-upstream = "api"
-policies = ["fast", "slow"]
-"#;
-    let gw = TestGateway::start(&config(policies, routes), &up.url()).await;
+    let toml = api_route(&["fast", "slow"])
+        .policy("fast", "header:x-user", 1, "1s", 1)
+        .policy("slow", "header:x-user", 1, "5s", 1)
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
     let h = [("x-user", "u")];
     assert_eq!(get(&gw.url("/"), &h).await.status, 200);
     let denied = get(&gw.url("/"), &h).await;
@@ -329,22 +273,19 @@ policies = ["fast", "slow"]
 #[tokio::test]
 async fn shadow_tiers_count_but_never_deny() {
     let up = Upstream::start().await;
-    let policies = r#"
-[policies.trial]
-key = "header:x-user"
-limit = 1
-period = "1s"
-burst = 2
-mode = "shadow"
-"#;
-    let routes = r#"
-[[routes]]
-name = "api"
-path = "/"
-upstream = "api"
-policies = ["trial"]
-"#;
-    let gw = TestGateway::start(&config(policies, routes), &up.url()).await;
+    let toml = api_route(&["trial"])
+        .policy_raw(
+            "trial",
+            r#"
+            key = "header:x-user"
+            limit = 1
+            period = "1s"
+            burst = 2
+            mode = "shadow"
+            "#,
+        )
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
     for _ in 0..6 {
         assert_eq!(get(&gw.url("/"), &[("x-user", "u")]).await.status, 200);
     }
@@ -365,17 +306,21 @@ policies = ["trial"]
 #[tokio::test]
 async fn overrides_give_one_key_its_own_numbers() {
     let up = Upstream::start().await;
-    let policies = r#"
-[policies.tenant]
-key = "header:x-tenant-id"
-limit = 1
-period = "1s"
-burst = 2
+    let toml = api_route(&["tenant"])
+        .policy_raw(
+            "tenant",
+            r#"
+            key = "header:x-tenant-id"
+            limit = 1
+            period = "1s"
+            burst = 2
 
-[policies.tenant.overrides]
-"paid" = { burst = 5 }
-"#;
-    let gw = TestGateway::start(&config(policies, ROUTE_TENANT), &up.url()).await;
+            [policies.tenant.overrides]
+            "paid" = { burst = 5 }
+            "#,
+        )
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
     let free = get(&gw.url("/"), &[("x-tenant-id", "free")]).await;
     assert_eq!(free.num("x-ratelimit-limit"), 2);
     let paid = get(&gw.url("/"), &[("x-tenant-id", "paid")]).await;
@@ -386,7 +331,7 @@ burst = 2
 #[tokio::test]
 async fn http2_gets_the_same_answers() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(PER_TENANT, ROUTE_TENANT), &up.url()).await;
+    let gw = TestGateway::start(&per_tenant(), &up.url()).await;
     let client = http2();
     for expected in [200, 200, 200, 429] {
         let r = send(

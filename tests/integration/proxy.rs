@@ -6,25 +6,39 @@ use futures_util::{SinkExt, StreamExt};
 
 use crate::support::*;
 
-fn open_route(upstreams: &str, extra: &str) -> String {
-    format!(
-        "{SERVER}\n{upstreams}\n[policies.ip]\nkey = \"ip\"\nlimit = 1000\nperiod = \"1s\"\nburst = 1000\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"ip\"]\n{extra}"
-    )
+/// Everything goes to `api` under a limit no test reaches.
+fn open_route() -> Fixture {
+    Fixture::new()
+        .policy("ip", "ip", 1000, "1s", 1000)
+        .route("api", "/", "api", &["ip"])
 }
 
+/// [`open_route`] with more settings for the `api` upstream.
 fn single(upstream_extra: &str) -> String {
-    open_route(
-        &format!("[upstreams.api]\ntargets = [\"{{upstream}}\"]\n{upstream_extra}"),
-        "",
-    )
+    open_route().upstream("api", upstream_extra).build()
 }
 
 #[tokio::test]
 async fn unmatched_requests_get_404_json() {
     let up = Upstream::start().await;
-    let toml = format!(
-        "{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[[routes]]\nname = \"v1\"\npath = \"/v1/\"\nupstream = \"api\"\nmethods = [\"GET\"]\n\n[[routes]]\nname = \"host\"\npath = \"/\"\nhost = \"api.example.com\"\nupstream = \"api\"\n"
-    );
+    let toml = Fixture::new()
+        .route_raw(
+            r#"
+            name = "v1"
+            path = "/v1/"
+            upstream = "api"
+            methods = ["GET"]
+            "#,
+        )
+        .route_raw(
+            r#"
+            name = "host"
+            path = "/"
+            host = "api.example.com"
+            upstream = "api"
+            "#,
+        )
+        .build();
     let gw = TestGateway::start(&toml, &up.url()).await;
     let r = get(&gw.url("/v2/x"), &[]).await;
     assert_eq!(r.status, 404);
@@ -51,7 +65,7 @@ async fn unmatched_requests_get_404_json() {
 async fn unreachable_upstream_is_502_and_a_hung_one_504() {
     let dead = dead_port().await;
     let gw = TestGateway::start(
-        &single("connect_timeout = \"1s\""),
+        &single(r#"connect_timeout = "1s""#),
         &format!("http://{dead}"),
     )
     .await;
@@ -60,7 +74,7 @@ async fn unreachable_upstream_is_502_and_a_hung_one_504() {
     assert_eq!(r.json()["error"], "upstream_unavailable");
 
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&single("timeout = \"1s\""), &up.url()).await;
+    let gw = TestGateway::start(&single(r#"timeout = "1s""#), &up.url()).await;
     let r = get(&gw.url("/slow"), &[]).await;
     assert_eq!(r.status, 504);
     assert_eq!(r.json()["error"], "upstream_timeout");
@@ -70,10 +84,12 @@ async fn unreachable_upstream_is_502_and_a_hung_one_504() {
 async fn one_dead_target_of_two_fails_no_request() {
     let up = Upstream::start().await;
     let dead = dead_port().await;
-    let toml = open_route(
-        &format!("[upstreams.api]\ntargets = [\"http://{dead}\", \"{{upstream}}\"]\n"),
-        "",
-    );
+    let toml = open_route()
+        .upstream_raw(
+            "api",
+            format!(r#"targets = ["http://{dead}", "{{upstream}}"]"#),
+        )
+        .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     for i in 0..20 {
         let r = get(&gw.url(&format!("/n{i}")), &[]).await;
@@ -161,9 +177,11 @@ async fn bodies_stream_both_ways() {
 #[tokio::test]
 async fn websocket_is_limited_then_tunnelled() {
     let (ws_addr, _task) = websocket_echo().await;
-    let toml = format!(
-        "{SERVER}\n[upstreams.ws]\ntargets = [\"{{upstream}}\"]\n\n[policies.conn]\nkey = \"ip\"\nlimit = 1\nperiod = \"1m\"\nburst = 1\n\n[[routes]]\nname = \"ws\"\npath = \"/ws\"\nupstream = \"ws\"\npolicies = [\"conn\"]\n"
-    );
+    let toml = Fixture::new()
+        .upstream("ws", "")
+        .policy("conn", "ip", 1, "1m", 1)
+        .route("ws", "/ws", "ws", &["conn"])
+        .build();
     let gw = TestGateway::start(&toml, &format!("http://{ws_addr}")).await;
     let (mut ws, resp) = tokio::time::timeout(
         Duration::from_secs(30),
@@ -196,8 +214,13 @@ async fn websocket_is_limited_then_tunnelled() {
 #[tokio::test]
 async fn x_forwarded_for_is_believed_only_from_trusted_peers() {
     let up = Upstream::start().await;
-    let policies = "[policies.ip]\nkey = \"ip\"\nlimit = 1\nperiod = \"1m\"\nburst = 1\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"ip\"]\n";
-    let trusted = format!("{SERVER}trusted_proxies = [\"127.0.0.1/32\"]\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n{policies}");
+    let per_ip = Fixture::new()
+        .policy("ip", "ip", 1, "1m", 1)
+        .route("api", "/", "api", &["ip"]);
+    let trusted = per_ip
+        .clone()
+        .server(r#"trusted_proxies = ["127.0.0.1/32"]"#)
+        .build();
     let gw = TestGateway::start(&trusted, &up.url()).await;
     assert_eq!(
         get(&gw.url("/"), &[("x-forwarded-for", "198.51.100.1")])
@@ -223,8 +246,7 @@ async fn x_forwarded_for_is_believed_only_from_trusted_peers() {
         "right-most untrusted hop wins; a spoofed left entry is ignored"
     );
 
-    let untrusted = format!("{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n{policies}");
-    let gw = TestGateway::start(&untrusted, &up.url()).await;
+    let gw = TestGateway::start(&per_ip.build(), &up.url()).await;
     assert_eq!(
         get(&gw.url("/"), &[("x-forwarded-for", "198.51.100.1")])
             .await
@@ -243,9 +265,19 @@ async fn x_forwarded_for_is_believed_only_from_trusted_peers() {
 #[tokio::test]
 async fn max_delay_holds_then_forwards() {
     let up = Upstream::start().await;
-    let toml = format!(
-        "{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n[policies.smooth]\nkey = \"ip\"\nlimit = 1\nperiod = \"1s\"\nburst = 1\nmax_delay = \"2s\"\n\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"smooth\"]\n"
-    );
+    let toml = Fixture::new()
+        .policy_raw(
+            "smooth",
+            r#"
+            key = "ip"
+            limit = 1
+            period = "1s"
+            burst = 1
+            max_delay = "2s"
+            "#,
+        )
+        .route("api", "/", "api", &["smooth"])
+        .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let clock = tollgate::clock::MonotonicClock::new();
     use tollgate::clock::Clock;

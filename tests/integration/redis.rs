@@ -4,25 +4,29 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-fn gateway_config(url_toml: &str, on_error: &str, policies: &str, route_policies: &str) -> String {
-    format!(
-        "{SERVER}\n[store]\nbackend = \"redis\"\nurl = {url_toml}\ntimeout = \"300ms\"\non_error = \"{on_error}\"\n\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n{policies}\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = {route_policies}\n"
-    )
+/// A gateway whose store is Redis at `url_toml` (a TOML string or list of strings), with
+/// one route, `api` on `/`, under `policies`.
+fn on_redis(url_toml: &str, on_error: &str, policies: &[&str]) -> Fixture {
+    Fixture::new()
+        .store(format!(
+            r#"
+            backend = "redis"
+            url = {url_toml}
+            timeout = "300ms"
+            on_error = "{on_error}"
+            "#
+        ))
+        .route("api", "/", "api", policies)
 }
-
-const TENANT: &str =
-    "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1h\"\nburst = 5\n";
 
 #[tokio::test]
 async fn two_gateways_share_one_limit_exactly() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let toml = gateway_config(
-        &format!("\"{}\"", redis.url()),
-        "deny",
-        TENANT,
-        "[\"tenant\"]",
-    );
+    let url = format!("\"{}\"", redis.url());
+    let toml = on_redis(&url, "deny", &["tenant"])
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 5)
+        .build();
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     let mut admitted = 0;
@@ -62,18 +66,22 @@ async fn two_gateways_share_one_limit_exactly() {
 async fn answers_match_the_memory_backend() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let policies = "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1h\"\nburst = 3\n\n[policies.user]\nkey = [\"header:x-tenant-id\", \"header:x-user-id\"]\nlimit = 1\nperiod = \"2h\"\nburst = 2\n";
-    let remote = TestGateway::start_real_clock(
-        &gateway_config(
-            &format!("\"{}\"", redis.url()),
-            "deny",
-            policies,
-            "[\"tenant\", \"user\"]",
-        ),
-        &up.url(),
-    )
-    .await;
-    let local_toml = format!("{SERVER}\n[upstreams.api]\ntargets = [\"{{upstream}}\"]\n\n{policies}\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"tenant\", \"user\"]\n");
+    let tiers = |f: Fixture| {
+        f.policy("tenant", "header:x-tenant-id", 1, "1h", 3)
+            .policy_raw(
+                "user",
+                r#"
+            key = ["header:x-tenant-id", "header:x-user-id"]
+            limit = 1
+            period = "2h"
+            burst = 2
+            "#,
+            )
+    };
+    let url = format!("\"{}\"", redis.url());
+    let remote_toml = tiers(on_redis(&url, "deny", &["tenant", "user"])).build();
+    let remote = TestGateway::start_real_clock(&remote_toml, &up.url()).await;
+    let local_toml = tiers(Fixture::new().route("api", "/", "api", &["tenant", "user"])).build();
     let local = TestGateway::start_real_clock(&local_toml, &up.url()).await;
     let sequence = [
         ("t", "a"),
@@ -117,13 +125,23 @@ async fn cluster_tiers_across_slots_roll_back_and_share_across_gateways() {
     let cluster = RedisCluster::start();
     let up = Upstream::start().await;
     // tenant and user share a hash tag (first key part); endpoint ("route") lands elsewhere.
-    let policies = "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1h\"\nburst = 10\n\n[policies.endpoint]\nkey = \"route\"\nlimit = 1\nperiod = \"1h\"\nburst = 3\n\n[policies.user]\nkey = [\"header:x-tenant-id\", \"header:x-user-id\"]\nlimit = 1\nperiod = \"1h\"\nburst = 10\n";
-    let toml = gateway_config(
+    let toml = on_redis(
         &cluster.urls_toml(),
         "deny",
-        policies,
-        "[\"tenant\", \"user\", \"endpoint\"]",
-    );
+        &["tenant", "user", "endpoint"],
+    )
+    .policy("tenant", "header:x-tenant-id", 1, "1h", 10)
+    .policy("endpoint", "route", 1, "1h", 3)
+    .policy_raw(
+        "user",
+        r#"
+            key = ["header:x-tenant-id", "header:x-user-id"]
+            limit = 1
+            period = "1h"
+            burst = 10
+            "#,
+    )
+    .build();
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     let mut statuses = Vec::new();
@@ -169,24 +187,15 @@ async fn cluster_tiers_across_slots_roll_back_and_share_across_gateways() {
 async fn outages_follow_on_error_fail_fast_and_recover() {
     let mut redis = RedisServer::start();
     let up = Upstream::start().await;
-    let policy =
-        "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"1h\"\nburst = 2\n";
     let url = format!("\"{}\"", redis.url());
-    let allow = TestGateway::start_real_clock(
-        &gateway_config(&url, "allow", policy, "[\"tenant\"]"),
-        &up.url(),
-    )
-    .await;
-    let deny = TestGateway::start_real_clock(
-        &gateway_config(&url, "deny", policy, "[\"tenant\"]"),
-        &up.url(),
-    )
-    .await;
-    let local = TestGateway::start_real_clock(
-        &gateway_config(&url, "local", policy, "[\"tenant\"]"),
-        &up.url(),
-    )
-    .await;
+    let toml = |on_error: &str| {
+        on_redis(&url, on_error, &["tenant"])
+            .policy("tenant", "header:x-tenant-id", 1, "1h", 2)
+            .build()
+    };
+    let allow = TestGateway::start_real_clock(&toml("allow"), &up.url()).await;
+    let deny = TestGateway::start_real_clock(&toml("deny"), &up.url()).await;
+    let local = TestGateway::start_real_clock(&toml("local"), &up.url()).await;
     let h = [("x-tenant-id", "t")];
     assert_eq!(
         get(&deny.url("/"), &h).await.status,
@@ -258,12 +267,10 @@ async fn outages_follow_on_error_fail_fast_and_recover() {
 async fn the_gateway_starts_while_redis_is_down() {
     let port = free_port();
     let up = Upstream::start().await;
-    let toml = gateway_config(
-        &format!("\"redis://tollgate:s3cret-pw@127.0.0.1:{port}\""),
-        "deny",
-        TENANT,
-        "[\"tenant\"]",
-    );
+    let url = format!("\"redis://tollgate:s3cret-pw@127.0.0.1:{port}\"");
+    let toml = on_redis(&url, "deny", &["tenant"])
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 5)
+        .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     assert_eq!(get(&gw.url("/"), &[("x-tenant-id", "a")]).await.status, 503);
     // Credentials never leave the process: not in /admin/config, not in the metrics.
@@ -285,14 +292,10 @@ async fn the_gateway_starts_while_redis_is_down() {
 async fn the_local_fallback_store_is_swept() {
     let dead = dead_port().await;
     let up = Upstream::start().await;
-    let policy =
-        "[policies.tenant]\nkey = \"header:x-tenant-id\"\nlimit = 1\nperiod = \"3s\"\nburst = 1\n";
-    let toml = gateway_config(
-        &format!("\"redis://{dead}\""),
-        "local",
-        policy,
-        "[\"tenant\"]",
-    );
+    let url = format!("\"redis://{dead}\"");
+    let toml = on_redis(&url, "local", &["tenant"])
+        .policy("tenant", "header:x-tenant-id", 1, "3s", 1)
+        .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     assert_eq!(
         get(&gw.url("/"), &[("x-tenant-id", "acme")]).await.status,

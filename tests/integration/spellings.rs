@@ -12,46 +12,61 @@ use crate::support::*;
 
 /// Every tier allows 2 at once and then 1 an hour, so under the fake clock a spent key
 /// stays spent for the whole test.
-fn config() -> String {
-    let policy = |name: &str, key: &str| {
-        format!("[policies.{name}]\nkey = {key}\nlimit = 1\nperiod = \"1h\"\nburst = 2\nmissing = \"skip\"\n\n")
-    };
-    let route = |name: &str, extra: &str, policies: &str| {
-        format!("[[routes]]\nname = \"{name}\"\n{extra}\nupstream = \"api\"\npolicies = [{policies}]\n\n")
-    };
-    [
-        SERVER.to_owned(),
-        "trusted_proxies = [\"127.0.0.1/32\"]\n\n[upstreams.api]\ntargets = [\"{upstream}\"]\n\n"
-            .to_owned(),
-        policy("search", "\"route\""),
-        policy("hosted", "\"route\""),
-        policy("apikey", "\"header:x-api-key\""),
-        policy("bearer", "\"jwt:sub\""),
-        policy("q", "\"query:key\""),
-        policy("sid", "\"cookie:sid\""),
-        policy("client", "\"ip\""),
-        policy("pair", "[\"header:x-a\", \"header:x-b\"]"),
-        route("search", "path = \"/v1/search\"", "\"search\""),
-        route(
-            "hosted",
-            "host = \"api.example.com\"\npath = \"/\"",
-            "\"hosted\"",
-        ),
-        route("apikey", "path = \"/k/header\"", "\"apikey\""),
-        route("bearer", "path = \"/k/jwt\"", "\"bearer\""),
-        route("query", "path = \"/k/query\"", "\"q\""),
-        route("cookie", "path = \"/k/cookie\"", "\"sid\""),
-        route("ip", "path = \"/k/ip\"", "\"client\""),
-        route("pair", "path = \"/k/pair\"", "\"pair\""),
-        route("get-only", "path = \"/get-only\"\nmethods = [\"GET\"]", ""),
-        route("open", "path = \"/\"", ""),
-    ]
-    .concat()
+fn config() -> Fixture {
+    let mut f = Fixture::new().server(r#"trusted_proxies = ["127.0.0.1/32"]"#);
+    for (name, key) in [
+        ("search", r#""route""#),
+        ("hosted", r#""route""#),
+        ("apikey", r#""header:x-api-key""#),
+        ("bearer", r#""jwt:sub""#),
+        ("q", r#""query:key""#),
+        ("sid", r#""cookie:sid""#),
+        ("client", r#""ip""#),
+        ("pair", r#"["header:x-a", "header:x-b"]"#),
+    ] {
+        f = f.policy_raw(
+            name,
+            format!(
+                r#"
+                key = {key}
+                limit = 1
+                period = "1h"
+                burst = 2
+                missing = "skip"
+                "#
+            ),
+        );
+    }
+    f.route("search", "/v1/search", "api", &["search"])
+        .route_raw(
+            r#"
+            name = "hosted"
+            host = "api.example.com"
+            path = "/"
+            upstream = "api"
+            policies = ["hosted"]
+            "#,
+        )
+        .route("apikey", "/k/header", "api", &["apikey"])
+        .route("bearer", "/k/jwt", "api", &["bearer"])
+        .route("query", "/k/query", "api", &["q"])
+        .route("cookie", "/k/cookie", "api", &["sid"])
+        .route("ip", "/k/ip", "api", &["client"])
+        .route("pair", "/k/pair", "api", &["pair"])
+        .route_raw(
+            r#"
+            name = "get-only"
+            path = "/get-only"
+            methods = ["GET"]
+            upstream = "api"
+            "#,
+        )
+        .route("open", "/", "api", &[])
 }
 
 async fn start() -> (Upstream, TestGateway) {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&config(), &up.url()).await;
+    let gw = TestGateway::start(&config().build(), &up.url()).await;
     (up, gw)
 }
 
@@ -421,7 +436,7 @@ const SWITCH_TO_H2C: &[u8] =
 #[tokio::test]
 async fn only_the_upgrade_the_client_asked_for_is_tunnelled() {
     let up = RawUpstream::start(SWITCH_TO_H2C, false).await;
-    let gw = TestGateway::start(&config(), &up.url()).await;
+    let gw = TestGateway::start(&config().build(), &up.url()).await;
     for head in [
         &b"GET /open HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"[..],
         b"GET /open HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
@@ -443,7 +458,7 @@ async fn only_the_upgrade_the_client_asked_for_is_tunnelled() {
 #[tokio::test]
 async fn an_http10_upstream_does_not_downgrade_the_client() {
     let up = RawUpstream::start(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", true).await;
-    let gw = TestGateway::start(&config(), &up.url()).await;
+    let gw = TestGateway::start(&config().build(), &up.url()).await;
     let mut s = TcpStream::connect(gw.addr).await.expect("connect");
     for round in 0..2 {
         s.write_all(b"GET /open HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -474,7 +489,7 @@ async fn an_http10_upstream_does_not_downgrade_the_client() {
 #[tokio::test]
 async fn a_stalled_http2_preface_is_cut_at_the_header_timeout() {
     let up = Upstream::start().await;
-    let toml = config().replace(SERVER, &format!("{SERVER}header_read_timeout = \"2s\"\n"));
+    let toml = config().server(r#"header_read_timeout = "2s""#).build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let mut s = TcpStream::connect(gw.addr).await.expect("connect");
     s.write_all(b"PRI * HTTP/2.0\r\n").await.expect("write");
@@ -491,7 +506,7 @@ async fn a_stalled_http2_preface_is_cut_at_the_header_timeout() {
 #[tokio::test]
 async fn healthz_answers_beside_300_slowloris_connections_on_the_admin_port() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start_real_clock(&config(), &up.url()).await;
+    let gw = TestGateway::start_real_clock(&config().build(), &up.url()).await;
     let admin = gw.admin.expect("admin listener");
     let mut held = Vec::new();
     for _ in 0..300 {
@@ -512,10 +527,16 @@ async fn healthz_answers_beside_300_slowloris_connections_on_the_admin_port() {
 #[tokio::test]
 async fn server_fields_turn_normalisation_off_or_decode_slashes() {
     let up = Upstream::start().await;
-    let raw_paths = config().replace(
-        SERVER,
-        &format!("{SERVER}normalize_path = false\nmerge_slashes = false\nescaped_slashes = \"keep\"\nallow_backslash = true\n"),
-    );
+    let raw_paths = config()
+        .server(
+            r#"
+            normalize_path = false
+            merge_slashes = false
+            escaped_slashes = "keep"
+            allow_backslash = true
+            "#,
+        )
+        .build();
     let gw = TestGateway::start(&raw_paths, &up.url()).await;
     spend(&gw, "/v1/search", &[]).await;
     // The documented risk: with normalisation off, a re-spelling is another route.
@@ -526,7 +547,7 @@ async fn server_fields_turn_normalisation_off_or_decode_slashes() {
         "upstream saw /v1//%73earch/%2F with 0 body bytes"
     );
 
-    let decoding = config().replace(SERVER, &format!("{SERVER}escaped_slashes = \"decode\"\n"));
+    let decoding = config().server(r#"escaped_slashes = "decode""#).build();
     let gw = TestGateway::start(&decoding, &up.url()).await;
     spend(&gw, "/v1/search", &[]).await;
     assert_eq!(status(&http1(), &gw.url("/v1%2Fsearch"), &[]).await, 429);
@@ -538,12 +559,16 @@ async fn server_fields_turn_normalisation_off_or_decode_slashes() {
 
 #[test]
 fn a_route_path_in_another_spelling_is_a_config_error() {
-    let toml = config().replace("path = \"/v1/search\"", "path = \"/v1//%73earch\"");
+    let toml = config()
+        .build()
+        .replace("path = \"/v1/search\"", "path = \"/v1//%73earch\"");
     let err = tollgate::config::compile(std::path::Path::new("t.toml"), &toml)
         .expect_err("never-matching route refused")
         .to_string();
     assert!(err.contains("write path = \"/v1/search\""), "{err}");
-    let toml = config().replace("path = \"/v1/search\"", "path = \"/v1%2Fsearch\"");
+    let toml = config()
+        .build()
+        .replace("path = \"/v1/search\"", "path = \"/v1%2Fsearch\"");
     let err = tollgate::config::compile(std::path::Path::new("t.toml"), &toml)
         .expect_err("refused spelling")
         .to_string();

@@ -86,15 +86,28 @@ async fn connect(
     (stream, alpn, leaf)
 }
 
-fn tls_config(upstream_block: &str) -> String {
-    format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\naccess_log = false\n\n[server.tls]\ncert = \"gw.pem\"\nkey = \"gw.key\"\n\n[[server.tls.sni]]\nnames = [\"api.example.com\"]\ncert = \"api.pem\"\nkey = \"api.key\"\n\n{upstream_block}\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = []\n"
-    )
+/// TLS on the data plane (the files [`write_certs`] writes), a certificate of its own for
+/// api.example.com, and one route, `api` on `/`, under `policies`.
+fn tls_config(policies: &[&str]) -> Fixture {
+    Fixture::new()
+        .raw(
+            r#"
+            [server.tls]
+            cert = "gw.pem"
+            key = "gw.key"
+
+            [[server.tls.sni]]
+            names = ["api.example.com"]
+            cert = "api.pem"
+            key = "api.key"
+            "#,
+        )
+        .route("api", "/", "api", policies)
 }
 
 /// Writes the gateway's certificate files next to its config, then starts it.
-async fn tls_gateway(ca: &Ca, upstream_block: &str, upstream_url: &str) -> TestGateway {
-    tls_gateway_from(ca, &tls_config(upstream_block), upstream_url).await
+async fn tls_gateway(ca: &Ca, upstream_url: &str) -> TestGateway {
+    tls_gateway_from(ca, &tls_config(&[]).build(), upstream_url).await
 }
 
 async fn tls_gateway_from(ca: &Ca, toml: &str, upstream_url: &str) -> TestGateway {
@@ -127,15 +140,11 @@ fn write_certs(dir: &std::path::Path, ca: &Ca, cn: &str) {
     std::fs::write(dir.join("api.key"), key).expect("write");
 }
 
-fn plain_upstream(up: &Upstream) -> String {
-    format!("[upstreams.api]\ntargets = [\"{}\"]\n", up.url())
-}
-
 #[tokio::test]
 async fn https_http1_and_http2_by_alpn() {
     let ca = Ca::new("test ca");
     let up = Upstream::start().await;
-    let gw = tls_gateway(&ca, &plain_upstream(&up), "").await;
+    let gw = tls_gateway(&ca, &up.url()).await;
 
     let (stream, alpn, _) = connect(
         gw.addr,
@@ -176,7 +185,7 @@ async fn https_http1_and_http2_by_alpn() {
 async fn certificates_are_chosen_by_sni() {
     let ca = Ca::new("test ca");
     let up = Upstream::start().await;
-    let gw = tls_gateway(&ca, &plain_upstream(&up), "").await;
+    let gw = tls_gateway(&ca, &up.url()).await;
     let (_, _, default_leaf) = connect(gw.addr, "localhost", client_config(&ca, &[])).await;
     let (_, _, api_leaf) = connect(gw.addr, "api.example.com", client_config(&ca, &[])).await;
     assert_ne!(
@@ -189,7 +198,7 @@ async fn certificates_are_chosen_by_sni() {
 async fn reload_swaps_the_certificate_and_keeps_open_connections() {
     let ca = Ca::new("test ca");
     let up = Upstream::start().await;
-    let gw = tls_gateway(&ca, &plain_upstream(&up), "").await;
+    let gw = tls_gateway(&ca, &up.url()).await;
     let (stream, _, first_leaf) =
         connect(gw.addr, "localhost", client_config(&ca, &[b"http/1.1"])).await;
     let (mut old, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -281,20 +290,32 @@ async fn https_upstreams_verify_against_their_ca() {
     std::fs::write(dir.path().join("upstream-ca.pem"), upstream_ca.pem()).expect("write");
     std::fs::write(dir.path().join("wrong-ca.pem"), gateway_ca.pem()).expect("write");
     let block = |ca: &str, extra: &str| {
-        format!(
-            "{SERVER}\n[upstreams.api]\ntargets = [\"https://127.0.0.1:{}\"]\nca = \"{}\"\n{extra}\n[[routes]]\nname = \"api\"\npath = \"/\"\nupstream = \"api\"\npolicies = []\n",
-            up.port(),
-            dir.path().join(ca).display()
-        )
+        Fixture::new()
+            .upstream_raw(
+                "api",
+                format!(
+                    r#"
+                    targets = ["https://127.0.0.1:{}"]
+                    ca = "{}"
+                    {extra}
+                    "#,
+                    up.port(),
+                    dir.path().join(ca).display()
+                ),
+            )
+            .route("api", "/", "api", &[])
+            .build()
     };
     let good = TestGateway::start_real_clock(&block("upstream-ca.pem", ""), "").await;
     let r = get(&good.url("/"), &[]).await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.text(), "secure upstream");
 
-    let sni =
-        TestGateway::start_real_clock(&block("upstream-ca.pem", "sni = \"upstream.internal\""), "")
-            .await;
+    let sni = TestGateway::start_real_clock(
+        &block("upstream-ca.pem", r#"sni = "upstream.internal""#),
+        "",
+    )
+    .await;
     assert_eq!(
         get(&sni.url("/"), &[]).await.status,
         200,
@@ -323,12 +344,10 @@ async fn https_upstreams_verify_against_their_ca() {
 async fn spelling_dodges_fail_over_http2_on_tls() {
     let ca = Ca::new("test ca");
     let up = Upstream::start().await;
-    let block = format!(
-        "{}[policies.k]\nkey = \"header:x-api-key\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\n",
-        plain_upstream(&up)
-    );
-    let toml = tls_config(&block).replace("policies = []", "policies = [\"k\"]");
-    let gw = tls_gateway_from(&ca, &toml, "").await;
+    let toml = tls_config(&["k"])
+        .policy("k", "header:x-api-key", 1, "1h", 1)
+        .build();
+    let gw = tls_gateway_from(&ca, &toml, &up.url()).await;
     let (stream, _, _) = connect(gw.addr, "localhost", client_config(&ca, &[b"h2"])).await;
     let (mut h2, conn) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))

@@ -10,9 +10,6 @@ use tollgate::gateway::Gateway;
 pub const S: u64 = 1_000_000_000;
 pub const MS: u64 = 1_000_000;
 
-pub const SERVER: &str =
-    "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\naccess_log = false\n";
-
 /// A gateway started from TOML text (with `{upstream}` replaced), on 127.0.0.1:0.
 pub struct TestGateway {
     pub gateway: Option<Gateway>,

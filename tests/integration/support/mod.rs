@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 mod client;
+mod fixture;
 mod gateway;
 mod poll;
 mod process;
@@ -13,6 +14,7 @@ mod redis_server;
 mod upstream;
 
 pub use client::*;
+pub use fixture::*;
 pub use gateway::*;
 pub use poll::*;
 pub use process::*;
