@@ -84,6 +84,7 @@ async fn slow_readers_hold_bounded_memory_and_are_cut_after_send_timeout() {
     let warm = get(&format!("http://{}/big", gw.addr), &[]).await;
     assert_eq!(warm.body.len(), 8 << 20);
     let before = rss_kib(gw.child.id());
+    let warmed = up.requests();
     const READERS: usize = 64;
     let mut readers = Vec::new();
     for _ in 0..READERS {
@@ -95,12 +96,30 @@ async fn slow_readers_hold_bounded_memory_and_are_cut_after_send_timeout() {
     }
     let admin = gw.admin.expect("admin");
     let metrics_url = format!("http://{admin}/metrics");
-    // Wait until every reader's response has started and stalled.
-    let started = Instant::now();
-    let mut peak = 0;
-    while started.elapsed() < Duration::from_secs(2) {
-        peak = peak.max(rss_kib(gw.child.id()));
+    // Wait until every reader's response has started (all 64 requests reached the
+    // upstream) and stalled (the gateway's memory stopped growing for a second).
+    let pid = gw.child.id();
+    let mut peak = rss_kib(pid);
+    let started = eventually(Duration::from_secs(30), || {
+        peak = peak.max(rss_kib(pid));
+        up.requests() == warmed + READERS
+    })
+    .await;
+    assert!(
+        started,
+        "every reader's request reached the upstream: {} of {READERS}",
+        up.requests() - warmed
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut still = 0;
+    while still < 10 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
+        let rss = rss_kib(pid);
+        if rss > peak {
+            (peak, still) = (rss, 0);
+        } else {
+            still += 1;
+        }
     }
     let per_reader = peak.saturating_sub(before) / READERS as u64;
     eprintln!("{READERS} stalled responses: RSS {before} -> {peak} KiB, {per_reader} KiB each");

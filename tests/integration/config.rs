@@ -335,7 +335,14 @@ async fn reloads_under_load_drop_nothing() {
                 "generation {generation} visible at once"
             );
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Let the clients send a few requests under this generation before the next.
+        let seen = ok.load(Ordering::SeqCst);
+        assert!(
+            eventually(Duration::from_secs(20), || ok.load(Ordering::SeqCst)
+                >= seen + 8)
+            .await,
+            "the clients made progress under generation {generation}"
+        );
     }
     stop.store(true, Ordering::SeqCst);
     for c in clients {
@@ -404,17 +411,15 @@ async fn the_binary_reloads_on_sighup_and_drains_on_sigterm() {
 
     std::fs::write(&path, reloadable("/after", 3).build_for(&up.url())).expect("write");
     gw.signal("HUP");
-    let mut seen = false;
-    for _ in 0..100 {
-        if get(&format!("{base}/after"), &[]).await.status == 200 {
-            seen = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let after = format!("{base}/after");
+    let seen = eventually_async(Duration::from_secs(20), || async {
+        get(&after, &[]).await.status == 200
+    })
+    .await;
     assert!(seen, "SIGHUP applied the new route; log:\n{}", gw.log());
 
     // Ten requests in flight on a 1 s upstream, then SIGTERM: every one completes.
+    let before = up.requests();
     let mut inflight = Vec::new();
     for _ in 0..10 {
         let url = format!("{base}/after/delay");
@@ -422,7 +427,11 @@ async fn the_binary_reloads_on_sighup_and_drains_on_sigterm() {
             send(&http1(), "GET", &url, &[], b"").await.status
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        eventually(Duration::from_secs(20), || up.requests() == before + 10).await,
+        "all ten reached the upstream: {} of 10",
+        up.requests() - before
+    );
     gw.signal("TERM");
     for r in inflight {
         assert_eq!(

@@ -1,6 +1,8 @@
 //! Hostile traffic and failures: smuggling attempts, malformed and oversized requests,
 //! slowloris, races on one key, upstreams that break mid-body, a config file that vanishes.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -121,10 +123,15 @@ async fn slowloris_connections_do_not_delay_a_normal_request() {
     )
     .await;
     let addr = gw.addr;
+    // Connection attempts made, successful or not.
+    let attempts = Arc::new(AtomicUsize::new(0));
     let mut slow = Vec::new();
     for _ in 0..200 {
+        let attempts = attempts.clone();
         slow.push(tokio::spawn(async move {
-            let Ok(mut s) = TcpStream::connect(addr).await else {
+            let connected = TcpStream::connect(addr).await;
+            attempts.fetch_add(1, Ordering::SeqCst);
+            let Ok(mut s) = connected else {
                 return None;
             };
             let started = Instant::now();
@@ -144,8 +151,11 @@ async fn slowloris_connections_do_not_delay_a_normal_request() {
     // And connections that never send a byte.
     let mut silent = Vec::new();
     for _ in 0..20 {
+        let attempts = attempts.clone();
         silent.push(tokio::spawn(async move {
-            let mut s = TcpStream::connect(addr).await.ok()?;
+            let connected = TcpStream::connect(addr).await;
+            attempts.fetch_add(1, Ordering::SeqCst);
+            let mut s = connected.ok()?;
             let started = Instant::now();
             let mut buf = [0u8; 64];
             match tokio::time::timeout(Duration::from_secs(25), s.read(&mut buf)).await {
@@ -154,7 +164,14 @@ async fn slowloris_connections_do_not_delay_a_normal_request() {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every slow and silent connection is made before the normal request.
+    assert!(
+        eventually(Duration::from_secs(20), || attempts.load(Ordering::SeqCst)
+            == 220)
+        .await,
+        "connections attempted: {} of 220",
+        attempts.load(Ordering::SeqCst)
+    );
     let started = Instant::now();
     let r = get(&gw.url("/normal"), &[]).await;
     assert_eq!(r.status, 200);

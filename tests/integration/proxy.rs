@@ -1,6 +1,6 @@
 //! Forwarding: routing, upstream failures, passive health, streaming, headers, WebSocket.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 
@@ -278,38 +278,47 @@ async fn max_delay_holds_then_forwards() {
         )
         .route("api", "/", "api", &["smooth"])
         .build();
-    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
-    let clock = tollgate::clock::MonotonicClock::new();
-    use tollgate::clock::Clock;
-    let t0 = clock.now_ns();
-    let first = gw.url("/1");
-    let (a, b, c, d) = tokio::join!(
-        get(&first, &[]),
-        async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            get(&gw.url("/2"), &[]).await
-        },
-        async {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            get(&gw.url("/3"), &[]).await
-        },
-        async {
-            tokio::time::sleep(Duration::from_millis(150)).await;
-            (get(&gw.url("/4"), &[]).await, clock.now_ns())
-        },
-    );
-    let elapsed_ms = (clock.now_ns() - t0) / 1_000_000;
+    // The fake clock stands still, so the limiter's holds are exact (none, 1 s, 2 s) and
+    // a fourth request would need 3 s; the holds themselves take real time.
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let admitted = r#"tollgate_decisions_total{route="api",policy="smooth",outcome="admitted"}"#;
+    let metrics_url = gw.admin_url("/metrics");
+    let mut held = Vec::new();
+    for n in 1..=3 {
+        let url = gw.url(&format!("/{n}"));
+        held.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let status = get(&url, &[]).await.status.as_u16();
+            (status, started.elapsed())
+        }));
+        // One after the other: the next is sent once this one has been admitted.
+        let decided = eventually_async(Duration::from_secs(20), || async {
+            metric(&get(&metrics_url, &[]).await.text(), admitted) == f64::from(n)
+        })
+        .await;
+        assert!(decided, "request {n} admitted");
+    }
+    let started = Instant::now();
+    let d = get(&gw.url("/4"), &[]).await;
+    let d_took = started.elapsed();
+    assert_eq!(d.status, 429, "a fourth would wait 3 s > max_delay");
     assert_eq!(
-        (a.status.as_u16(), b.status.as_u16(), c.status.as_u16()),
-        (200, 200, 200)
+        d.json()["retry_after_ms"],
+        1000,
+        "admitted within max_delay one interval later"
     );
-    let (d, d_done) = d;
-    assert_eq!(d.status, 429, "a fourth would wait ~3 s > max_delay");
     assert!(
-        (d_done - t0) / 1_000_000 < 1500,
-        "the refusal is immediate, not held"
+        d_took < Duration::from_millis(1500),
+        "the refusal is immediate, not held: {d_took:?}"
     );
-    // The third was held about 2 s (the limiter schedules it two intervals out).
-    assert!(elapsed_ms >= 1500, "requests were held: {elapsed_ms} ms");
+    let mut took = Vec::new();
+    for (n, task) in held.into_iter().enumerate() {
+        let (status, elapsed) = task.await.expect("request task");
+        assert_eq!(status, 200, "request {}", n + 1);
+        took.push(elapsed);
+    }
+    // The second and third were held one and two intervals.
+    assert!(took[1] >= Duration::from_secs(1), "held: {took:?}");
+    assert!(took[2] >= Duration::from_secs(2), "held: {took:?}");
     assert_eq!(up.requests(), 3);
 }

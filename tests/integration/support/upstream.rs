@@ -28,8 +28,9 @@ pub struct Seen {
 
 /// A real HTTP upstream on a free loopback port.
 ///
-/// Paths: `/slow` answers after 30 s, `/delay` after 1 s, `/reset` breaks mid-body, `/big`
-/// streams 8 MiB, anything else echoes 200 and counts the request body.
+/// By the path's last segment (`/slow` and `/v1/slow` alike): `slow` answers after 30 s,
+/// `delay` after 1 s, `reset` breaks mid-body, `big` streams 8 MiB; anything else echoes
+/// 200 and counts the request body.
 pub struct Upstream {
     pub addr: SocketAddr,
     pub seen: Arc<Seen>,
@@ -55,13 +56,13 @@ async fn upstream_answer(
     seen.targets.lock().expect("lock").push(target.clone());
     // Counted last: a test that sees the count move also sees the headers and target.
     seen.requests.fetch_add(1, Ordering::SeqCst);
-    if path == "/slow" {
+    if path.ends_with("/slow") {
         tokio::time::sleep(Duration::from_secs(30)).await;
     }
-    if path == "/delay" {
+    if path.ends_with("/delay") {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    if path == "/big" {
+    if path.ends_with("/big") {
         let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
         let stream = futures_util::stream::iter(
             (0..128).map(move |_| Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk.clone()))),
@@ -70,7 +71,7 @@ async fn upstream_answer(
             http_body_util::StreamBody::new(stream),
         )));
     }
-    if path == "/reset" {
+    if path.ends_with("/reset") {
         // Headers and one chunk, then the connection breaks mid-body.
         let frames = futures_util::stream::unfold(0, |step| async move {
             match step {
