@@ -43,16 +43,24 @@ async fn a_debt_survives_a_flood_of_fresh_keys_into_another_policy() {
         429,
         "the debt was not forgiven"
     );
-    assert!(
-        admitted < 100,
-        "fresh keys past the store's room share one overflow limiter: {admitted}"
-    );
+    // Each junk key either has a slot of its own (at most the 15 of 16 that eve's key
+    // leaves), where its burst of 1 is admitted, or is decided on the policy's one overflow
+    // key, which admits once and then owes a day.
     let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
     let overflow = metric(
         &metrics,
         "tollgate_decisions_total{route=\"junk\",policy=\"junk\",outcome=\"overflow\"}",
     );
-    assert!(overflow > 0.0, "{metrics}");
+    assert!(
+        (2..=16).contains(&admitted),
+        "fresh keys past the store's room share one overflow limiter: {admitted} admitted"
+    );
+    let own_slots = admitted - 1;
+    assert_eq!(
+        overflow,
+        (1000 - own_slots) as f64,
+        "every key without a slot was decided on the overflow key: {metrics}"
+    );
 }
 
 /// Resident memory of a process, in KiB.
@@ -365,6 +373,7 @@ async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_p
         .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let mallory = [("x-user", "mallory")];
+    let charged = Instant::now();
     for _ in 0..2 {
         assert_eq!(get(&gw.url("/api"), &mallory).await.status, 200);
     }
@@ -390,9 +399,9 @@ async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_p
     }
     assert_eq!(refused, FLOOD, "every flooded request refused");
     let calls = script_calls(&redis) - before;
-    assert!(
-        calls as f64 <= 0.1 * FLOOD as f64,
-        "{calls} Redis calls for {FLOOD} refused requests"
+    assert_eq!(
+        calls, 0,
+        "{calls} Redis calls for {FLOOD} requests refused from the refusal cache"
     );
     for user in ["alice", "bob", "carol"] {
         let got = get(&gw.url("/api"), &[("x-user", user)]).await;
@@ -400,8 +409,14 @@ async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_p
     }
     let got = get(&gw.url("/api"), &mallory).await;
     assert_eq!(got.status, 429);
+    // Two admissions put the TAT 2 h ahead of the first (τ = 2 h): a third is admitted
+    // 1 h after the first, whole seconds rounded up.
+    let since_charged = charged.elapsed().as_secs();
     let wait: u64 = got.num("retry-after");
-    assert!(wait > 3000, "the exact wait, from Redis's TAT: {wait} s");
+    assert!(
+        (3599 - since_charged..=3600).contains(&wait),
+        "the exact wait, from Redis's TAT: {wait} s, {since_charged} s after the first"
+    );
 }
 
 #[test]
@@ -445,11 +460,10 @@ fn a_config_beyond_the_open_file_limit_is_scaled_down_and_still_serves() {
     let _ = child.wait();
     let warned = warned.expect("a warning naming the caps in effect");
     assert!(serving, "it started all the same");
-    let conns: u64 = warned
-        .split("max_connections=")
-        .nth(1)
-        .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|v| v.parse().ok())
-        .expect("effective max_connections in the warning");
-    assert!(conns < 1024 && conns > 100, "{warned}");
+    // 10 000 + 1024 scaled into 1024 − 512 (admin) − 64 (reserve) = 448, in proportion
+    // (docs/operations.md § open files).
+    assert!(
+        warned.ends_with("limit=1024 max_connections=406 upstream_max_connections=api=41"),
+        "{warned}"
+    );
 }

@@ -289,24 +289,30 @@ async fn limiter_state_survives_a_reload_that_changes_the_numbers() {
 
 #[tokio::test]
 async fn reloads_under_load_drop_nothing() {
+    // Each generation routes `/v{n}`, and every one routes `/steady`, where the clients
+    // send their requests: each must be answered 200, whichever generation it meets.
+    let generation_toml = |n: u64| {
+        reloadable(&format!("/v{n}"), 3)
+            .route("steady", "/steady", "api", &["open"])
+            .build()
+    };
     let up = Upstream::start().await;
-    let gw = TestGateway::start_real_clock(&reloadable("/v0", 3).build(), &up.url()).await;
+    let gw = TestGateway::start_real_clock(&generation_toml(0), &up.url()).await;
     let stop = Arc::new(AtomicBool::new(false));
-    let ok = Arc::new(AtomicUsize::new(0));
+    let answered = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::new();
     for c in 0..4 {
-        let (stop, ok, addr) = (stop.clone(), ok.clone(), gw.addr);
+        let (stop, answered, addr) = (stop.clone(), answered.clone(), gw.addr);
         clients.push(tokio::spawn(async move {
             let client = http1();
+            let url = format!("http://{addr}/steady/{c}");
             let mut failures = Vec::new();
             while !stop.load(Ordering::SeqCst) {
-                // `/v` is a prefix of every generation's route path: always routed.
-                let r = send(&client, "GET", &format!("http://{addr}/v{c}"), &[], b"").await;
-                if r.status == 200 || r.status == 404 {
-                    ok.fetch_add(1, Ordering::SeqCst);
-                } else {
-                    failures.push(r.status);
+                let r = send(&client, "GET", &url, &[], b"").await;
+                if r.status != 200 {
+                    failures.push((r.status, r.text()));
                 }
+                answered.fetch_add(1, Ordering::SeqCst);
             }
             failures
         }));
@@ -324,10 +330,7 @@ async fn reloads_under_load_drop_nothing() {
                 "old config still serving"
             );
         } else {
-            gw.rewrite(
-                &reloadable(&format!("/v{generation}"), 3).build(),
-                &up.url(),
-            );
+            gw.rewrite(&generation_toml(generation), &up.url());
             gw.gw().reload().await.expect("good reload");
             assert_eq!(
                 get(&gw.url(&format!("/v{generation}")), &[]).await.status,
@@ -336,11 +339,10 @@ async fn reloads_under_load_drop_nothing() {
             );
         }
         // Let the clients send a few requests under this generation before the next.
-        let seen = ok.load(Ordering::SeqCst);
+        let seen = answered.load(Ordering::SeqCst);
+        let progress = || answered.load(Ordering::SeqCst) >= seen + 8;
         assert!(
-            eventually(Duration::from_secs(20), || ok.load(Ordering::SeqCst)
-                >= seen + 8)
-            .await,
+            eventually(Duration::from_secs(20), progress).await,
             "the clients made progress under generation {generation}"
         );
     }
@@ -352,7 +354,10 @@ async fn reloads_under_load_drop_nothing() {
             "requests failed during reloads: {failures:?}"
         );
     }
-    assert!(ok.load(Ordering::SeqCst) > 50, "the clients really ran");
+    assert!(
+        answered.load(Ordering::SeqCst) > 50,
+        "the clients really ran"
+    );
     let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
     assert!(
         metrics.contains("tollgate_config_reloads_total{result=\"ok\"} 8"),
