@@ -271,7 +271,13 @@ fn concurrent_rollback_charges_only_admissions() {
         now + 10 * 1_000_000_000,
         "the first tier holds exactly the admissions"
     );
-    let _ = <MemoryStore as TatTable>::peek(&store, 2);
+    // The second tier admitted its burst of 10, one interval each, from idle at `now`;
+    // its denials wrote nothing.
+    assert_eq!(
+        store.peek(2),
+        now + 10 * 1_000_000_000,
+        "the second tier holds exactly its burst"
+    );
 }
 
 /// Two tiers on one key (only a fuzzer builds this, but undo must still be exact): the
