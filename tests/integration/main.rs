@@ -11,6 +11,7 @@ mod config;
 mod fuzz_corpus;
 mod hostile;
 mod limits;
+mod pool;
 mod proxy;
 mod redis;
 mod spellings;
