@@ -1,7 +1,7 @@
 //! All of a request's tiers, decided with one `now`: admitted only if every enforcing
 //! tier admits; otherwise every tier that moved is rolled back, so a denial leaves no trace.
 
-use arrayvec::ArrayVec;
+use smallvec::SmallVec;
 
 use super::gcra::{Decision, Quota};
 
@@ -12,6 +12,8 @@ pub const MAX_TIERS: usize = 8;
 pub const MAX_KEYS_PER_TIER: usize = 4;
 /// Most single-key decisions one request makes: every key of every tier.
 pub const MAX_DECISIONS: usize = MAX_TIERS * MAX_KEYS_PER_TIER;
+/// Decisions a request's state holds without allocating: routes rarely have more tiers.
+pub const INLINE_DECISIONS: usize = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -89,8 +91,9 @@ impl TierOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
     pub admitted: bool,
-    /// Not initialised beyond what is used: the verdict is built on every request.
-    outcomes: ArrayVec<TierOutcome, MAX_DECISIONS>,
+    /// Inline for the usual few tiers, so a verdict is small enough to move cheaply;
+    /// at most [`MAX_DECISIONS`] (the config bounds tiers and keys per tier).
+    outcomes: SmallVec<[TierOutcome; INLINE_DECISIONS]>,
     /// Index of the first enforcing tier that denied.
     pub first_denier: Option<usize>,
     /// Index of the tier whose numbers go into the response headers: on admission the
@@ -113,7 +116,7 @@ impl Verdict {
     pub fn unlimited() -> Self {
         Self {
             admitted: true,
-            outcomes: ArrayVec::new(),
+            outcomes: SmallVec::new(),
             first_denier: None,
             reporting: None,
             remaining: u64::MAX,

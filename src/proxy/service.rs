@@ -138,8 +138,13 @@ async fn serve(
         None => None,
     };
     let now = shared.clock.now_ns();
-    let Admission { tiers, verdict } = match shared.limiter.check_request(route, &view, now).await {
-        Ok(checked) => checked,
+    let mut admission = Admission::default();
+    match shared
+        .limiter
+        .check_request(route, &view, now, &mut admission)
+        .await
+    {
+        Ok(()) => {}
         Err(Refusal::Key(refusal)) => {
             let (code, position) = match refusal {
                 KeyRefusal::Missing(p) => ("missing_key", p),
@@ -158,11 +163,14 @@ async fn serve(
             return json_error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &[]);
         }
     };
-    let RequestTiers {
-        tiers, positions, ..
-    } = tiers;
-    count_decisions(&verdict, &tiers, &positions, route_metrics);
-    for (outcome, &position) in verdict.outcomes().iter().zip(&positions) {
+    let Admission {
+        tiers: RequestTiers {
+            tiers, positions, ..
+        },
+        verdict,
+    } = &admission;
+    count_decisions(verdict, tiers, positions, route_metrics);
+    for (outcome, &position) in verdict.outcomes().iter().zip(positions) {
         if outcome.mode == crate::limit::Mode::Shadow && !outcome.decision.admitted {
             tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client_ip, wait_ms = super::response::ceil_millis(outcome.decision.wait_ns), "shadow tier would deny");
         }
@@ -186,7 +194,7 @@ async fn serve(
         trace.decision = "denied";
         trace.policy = verdict.first_denier.map(|k| positions[k]);
         trace.wait_ns = verdict.wait_ns;
-        return too_many_requests(&verdict, first, reported.as_ref());
+        return too_many_requests(verdict, first, reported.as_ref());
     }
     trace.decision = "admitted";
     trace.wait_ns = verdict.delay_ns;

@@ -42,15 +42,15 @@ pub enum Store {
     },
 }
 
-/// How a request was decided.
+/// How a request was decided (the verdict itself is written in place).
 enum Outcome {
-    Decided(Verdict),
+    Decided,
     /// The store failed and `on_error = "allow"`: forward, unlimited.
     FailedOpen(StoreError),
     /// The store failed and `on_error = "deny"`.
     FailedClosed(StoreError),
     /// The store failed and `on_error = "local"`: decided by this process alone.
-    Local(Verdict, StoreError),
+    Local(StoreError),
 }
 
 impl Limiter {
@@ -103,11 +103,21 @@ impl Limiter {
         self.remote().is_none_or(|r| !r.breaker.is_open())
     }
 
-    /// Decides all tiers of one request at `now` (local clock). `keys` are the Redis keys
-    /// of the tiers, empty in memory mode.
-    async fn check(&self, tiers: &[Tier], keys: &[RedisKey], now: u64, cost: u64) -> Outcome {
+    /// Decides all tiers of one request at `now` (local clock) into `verdict`. `keys` are
+    /// the Redis keys of the tiers, empty in memory mode.
+    async fn check(
+        &self,
+        tiers: &[Tier],
+        keys: &[RedisKey],
+        now: u64,
+        cost: u64,
+        verdict: &mut Verdict,
+    ) -> Outcome {
         match &self.store {
-            Store::Memory(m) => Outcome::Decided(evaluate(&**m, tiers, now, cost)),
+            Store::Memory(m) => {
+                *verdict = evaluate(&**m, tiers, now, cost);
+                Outcome::Decided
+            }
             Store::Redis {
                 remote,
                 local,
@@ -115,7 +125,8 @@ impl Limiter {
                 refusals,
             } => {
                 if let Some(v) = refusals.refuse(tiers, now, cost) {
-                    return Outcome::Decided(v);
+                    *verdict = v;
+                    return Outcome::Decided;
                 }
                 // A key refused moments ago: one call at a time, the rest re-check after.
                 let _flight = if refusals.known(tiers) {
@@ -123,7 +134,8 @@ impl Limiter {
                         Some(guard) => Some(guard),
                         None => {
                             if let Some(v) = refusals.refuse(tiers, now, cost) {
-                                return Outcome::Decided(v);
+                                *verdict = v;
+                                return Outcome::Decided;
                             }
                             None
                         }
@@ -134,12 +146,16 @@ impl Limiter {
                 match remote.check(tiers, keys, cost, now).await {
                     Ok(v) => {
                         refusals.record(tiers, &v, now);
-                        Outcome::Decided(v)
+                        *verdict = v;
+                        Outcome::Decided
                     }
                     Err(e) => match on_error {
                         OnError::Allow => Outcome::FailedOpen(e),
                         OnError::Deny => Outcome::FailedClosed(e),
-                        OnError::Local => Outcome::Local(evaluate(&**local, tiers, now, cost), e),
+                        OnError::Local => {
+                            *verdict = evaluate(&**local, tiers, now, cost);
+                            Outcome::Local(e)
+                        }
                     },
                 }
             }

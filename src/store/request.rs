@@ -3,21 +3,22 @@
 //! `on_error` applied and counted when the store fails.
 
 use arrayvec::ArrayVec;
+use smallvec::SmallVec;
 
 use super::{KeyBuilder, Limiter, Outcome, StoreError};
 use crate::config::{Missing, Policy, Route};
 use crate::key::{KeyPart, RedisKey, RequestView, MAX_KEY_VALUES};
-use crate::limit::{Tier, Verdict, MAX_DECISIONS};
+use crate::limit::{Tier, Verdict, INLINE_DECISIONS};
 
 /// Every decision one request asks of the limiter.
 #[derive(Default)]
 pub struct RequestTiers {
-    pub tiers: ArrayVec<Tier, MAX_DECISIONS>,
+    pub tiers: SmallVec<[Tier; INLINE_DECISIONS]>,
     /// For each tier, the position of its policy in the route (keys of one policy are
     /// consecutive).
-    pub positions: ArrayVec<usize, MAX_DECISIONS>,
-    /// For each tier, its Redis key; empty in memory mode.
-    pub redis_keys: ArrayVec<RedisKey, MAX_DECISIONS>,
+    pub positions: SmallVec<[usize; INLINE_DECISIONS]>,
+    /// For each tier, its Redis key; empty (never allocated) in memory mode.
+    pub redis_keys: Vec<RedisKey>,
 }
 
 /// Why a request cannot be keyed (400), with the position of the policy.
@@ -59,46 +60,59 @@ pub enum Refusal {
 /// handle through which whatever outlives the decision is given back: concurrency slots
 /// released when the response ends, cost settled once it is known, leased capacity
 /// returned. Each capability adds its part here, not a new call on the request path.
+///
+/// The request path owns it and [`Limiter::check_request`] fills it in place: it holds
+/// every tier's key and outcome (kilobytes), which are never copied around.
 pub struct Admission {
     pub tiers: RequestTiers,
     pub verdict: Verdict,
 }
 
+impl Default for Admission {
+    fn default() -> Self {
+        Self {
+            tiers: RequestTiers::default(),
+            verdict: Verdict::unlimited(),
+        }
+    }
+}
+
 impl Limiter {
     /// Decides `route`'s tiers for the request `view` at `now` (local clock, one reading
-    /// for every tier). A store failure is counted here and answered per `on_error`.
+    /// for every tier), into `admission`. A store failure is counted here and answered per
+    /// `on_error`.
     pub async fn check_request(
         &self,
         route: &Route,
         view: &RequestView<'_>,
         now: u64,
-    ) -> Result<Admission, Refusal> {
-        let tiers = RequestTiers::build(self, route, view).map_err(Refusal::Key)?;
+        admission: &mut Admission,
+    ) -> Result<(), Refusal> {
+        let Admission { tiers, verdict } = admission;
+        tiers.fill(self, route, view).map_err(Refusal::Key)?;
         if tiers.tiers.is_empty() {
-            return Ok(Admission {
-                tiers,
-                verdict: Verdict::unlimited(),
-            });
+            *verdict = Verdict::unlimited();
+            return Ok(());
         }
-        let verdict = match self
-            .check(&tiers.tiers, &tiers.redis_keys, now, route.cost)
+        match self
+            .check(&tiers.tiers, &tiers.redis_keys, now, route.cost, verdict)
             .await
         {
-            Outcome::Decided(v) => v,
-            Outcome::Local(v, e) => {
+            Outcome::Decided => Ok(()),
+            Outcome::Local(e) => {
                 self.failed(&e);
-                v
+                Ok(())
             }
             Outcome::FailedOpen(e) => {
                 self.failed(&e);
-                Verdict::unlimited()
+                *verdict = Verdict::unlimited();
+                Ok(())
             }
             Outcome::FailedClosed(e) => {
                 self.failed(&e);
-                return Err(Refusal::StoreUnavailable);
+                Err(Refusal::StoreUnavailable)
             }
-        };
-        Ok(Admission { tiers, verdict })
+        }
     }
 
     fn failed(&self, e: &StoreError) {
@@ -117,13 +131,17 @@ impl Limiter {
 }
 
 impl RequestTiers {
-    /// Builds the tiers of `route` for the request `view`.
-    pub fn build(
+    /// Replaces the contents with the tiers of `route` for the request `view`.
+    pub fn fill(
+        &mut self,
         limiter: &Limiter,
         route: &Route,
         view: &RequestView<'_>,
-    ) -> Result<Self, KeyRefusal> {
-        let mut out = Self::default();
+    ) -> Result<(), KeyRefusal> {
+        self.tiers.clear();
+        self.positions.clear();
+        self.redis_keys.clear();
+        let out = self;
         for (position, policy) in route.policies.iter().enumerate() {
             let Some(keys) = keys_of(limiter, policy, view, position)? else {
                 continue;
@@ -147,7 +165,7 @@ impl RequestTiers {
                 out.redis_keys.extend(key.redis);
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
