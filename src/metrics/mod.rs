@@ -1,12 +1,19 @@
 //! Every metric tollgate exports, defined once. Label values are config names and fixed
 //! words, never request data, so cardinality stays bounded by the config.
 
+mod sharded;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
+
+pub use sharded::{ShardedCounter, ShardedHistogram};
+
+/// What the request path writes: sharded per worker (see `sharded`).
+type Histogram = ShardedHistogram;
 
 use crate::config::Config;
 
@@ -57,10 +64,10 @@ fn latency_histogram() -> Histogram {
 
 pub struct Metrics {
     registry: Registry,
-    pub decisions: Family<DecisionLabels, Counter>,
+    pub decisions: Family<DecisionLabels, ShardedCounter>,
     pub retry_after: Family<RouteLabels, Histogram, fn() -> Histogram>,
-    pub requests_unmatched: Counter,
-    pub responses: Family<RouteStatusLabels, Counter>,
+    pub requests_unmatched: ShardedCounter,
+    pub responses: Family<RouteStatusLabels, ShardedCounter>,
     pub upstream_latency: Family<UpstreamLabels, Histogram, fn() -> Histogram>,
     pub store_errors: Family<StoreLabels, Counter>,
     pub store_breaker_open: Gauge,
@@ -75,7 +82,7 @@ pub type AtomicI64Compat = std::sync::atomic::AtomicI64;
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("tollgate");
-        let decisions = Family::<DecisionLabels, Counter>::default();
+        let decisions = Family::<DecisionLabels, ShardedCounter>::default();
         registry.register(
             "decisions",
             "Limiter decisions by route, policy (tier) and outcome",
@@ -89,13 +96,13 @@ impl Metrics {
             "Wait told to denied clients (Retry-After), by route",
             retry_after.clone(),
         );
-        let requests_unmatched = Counter::default();
+        let requests_unmatched = ShardedCounter::default();
         registry.register(
             "requests_unmatched",
             "Requests that matched no route (404)",
             requests_unmatched.clone(),
         );
-        let responses = Family::<RouteStatusLabels, Counter>::default();
+        let responses = Family::<RouteStatusLabels, ShardedCounter>::default();
         registry.register(
             "responses",
             "Responses by route and status class, the gateway's own 429/502/504 included",
@@ -226,11 +233,11 @@ impl Default for Metrics {
 
 #[derive(Clone)]
 pub struct TierCounters {
-    pub admitted: Counter,
-    pub denied: Counter,
-    pub shadow_denied: Counter,
+    pub admitted: ShardedCounter,
+    pub denied: ShardedCounter,
+    pub shadow_denied: ShardedCounter,
     /// Decided on the policy's overflow key: the store was full of keys that owe time.
-    pub overflow: Counter,
+    pub overflow: ShardedCounter,
 }
 
 /// One route's pre-resolved metric handles.
@@ -238,6 +245,6 @@ pub struct TierCounters {
 pub struct RouteMetrics {
     pub tiers: Vec<TierCounters>,
     /// Responses by status class (1xx … 5xx), the gateway's own 429/502/504 included.
-    pub responses: [Counter; 5],
+    pub responses: [ShardedCounter; 5],
     pub retry_after: Histogram,
 }

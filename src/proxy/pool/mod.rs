@@ -28,7 +28,7 @@ use super::forward::ForwardError;
 use super::response::Body;
 use crate::config::Upstream;
 use crate::metrics::Metrics;
-use prometheus_client::metrics::histogram::Histogram;
+use crate::metrics::ShardedHistogram as Histogram;
 
 /// How long a target that refused a connection is passed over while others answer.
 pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);
