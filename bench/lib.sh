@@ -142,3 +142,15 @@ start_tollgate() {
   spawn "$1" "$TOLLGATE" run --config "$2"
   wait_port "$3" "$1" "$LAST_PID"
 }
+
+# FLOOR: $FLOOR_BIN if set, else `cargo build --release --example floor` (bench/floor.rs).
+find_floor() {
+  if [[ -n ${FLOOR_BIN:-} ]]; then
+    FLOOR=$FLOOR_BIN
+  else
+    log "building the bare-hyper floor (cargo build --release --example floor)"
+    (cd "$REPO_DIR" && cargo build --release --example floor >&2) || die "cargo build failed"
+    FLOOR=$REPO_DIR/target/release/examples/floor
+  fi
+  [[ -x $FLOOR ]] || die "no floor binary at $FLOOR"
+}

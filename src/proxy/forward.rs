@@ -139,17 +139,21 @@ fn caused_by<E: std::error::Error + 'static>(e: &hyper::Error) -> bool {
 /// `upgrade`, keeps `Connection: upgrade` and `Upgrade` so the tunnel can be set up.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     if headers.contains_key(CONNECTION) {
-        let named: Vec<HeaderName> = headers
-            .get_all(CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-            .collect();
-        for name in named {
-            if !(upgrade && name == UPGRADE) {
-                headers.remove(name);
+        // Copied out (on the stack for any usual value), so the named headers can be
+        // removed while reading it; `remove` by `&str` builds no header name.
+        let mut options: smallvec::SmallVec<[u8; 128]> = smallvec::SmallVec::new();
+        for value in headers.get_all(CONNECTION) {
+            options.extend_from_slice(value.as_bytes());
+            options.push(b',');
+        }
+        for option in options.split(|&b| b == b',') {
+            let Ok(name) = std::str::from_utf8(option.trim_ascii()) else {
+                continue;
+            };
+            if name.is_empty() || (upgrade && name.eq_ignore_ascii_case("upgrade")) {
+                continue;
             }
+            headers.remove(name);
         }
     }
     for name in &HOP_BY_HOP {
@@ -199,7 +203,7 @@ mod tests {
     #[test]
     fn strips_hop_by_hop_and_connection_named_headers() {
         let mut h = HeaderMap::new();
-        h.insert(CONNECTION, "keep-alive, x-secret".parse().expect("v"));
+        h.insert(CONNECTION, "keep-alive, X-Secret".parse().expect("v"));
         h.insert("keep-alive", "timeout=5".parse().expect("v"));
         h.insert("x-secret", "1".parse().expect("v"));
         h.insert("te", "trailers".parse().expect("v"));

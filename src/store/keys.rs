@@ -17,7 +17,8 @@ pub struct StoreKey {
 #[derive(Clone)]
 pub struct KeyBuilder {
     hasher: KeyHasher<ahash::AHasher>,
-    redis: Option<RedisKeyBuilder>,
+    /// Boxed: the hash state is large, and memory mode (no Redis key) should not carry it.
+    redis: Option<Box<RedisKeyBuilder>>,
 }
 
 impl KeyBuilder {
@@ -49,7 +50,7 @@ impl Limiter {
     pub fn key_builder(&self, policy: &str) -> KeyBuilder {
         KeyBuilder {
             hasher: KeyHasher::new(self.key_hasher(), policy),
-            redis: self.is_remote().then(RedisKeyBuilder::default),
+            redis: self.is_remote().then(Box::default),
         }
     }
 

@@ -264,7 +264,11 @@ impl UpstreamPool {
                 return Ok((conn, true));
             }
             if let Some(slot) = slot {
-                return self.open(index, slot, now_ns).await.map(|c| (c, false));
+                // Boxed: connecting (TCP, TLS, handshake) is a large future and a rare one;
+                // inline, every request's future would carry and move its size.
+                return Box::pin(self.open(index, slot, now_ns))
+                    .await
+                    .map(|c| (c, false));
             }
             let freed = slots.freed.notified();
             if tokio::time::timeout_at(give_up, freed).await.is_err() {
