@@ -69,7 +69,7 @@ wait_port "$NGINX_PORT" nginx "$LAST_PID"
 cat >"$WORK/haproxy.cfg" <<EOF
 global
     nbthread $WORKERS
-    maxconn 20000
+    maxconn 4096
 defaults
     mode http
     timeout connect 5s

@@ -75,4 +75,39 @@ impl Shared {
     pub fn config(&self) -> Arc<Config> {
         self.snapshot.load().config.clone()
     }
+
+    /// The current snapshot for a request on this thread. Every worker holds the snapshot
+    /// through a handle of its own, so taking it costs a reference count that only this
+    /// worker writes; cloning the shared `Arc` per request would bounce its count between
+    /// cores. The handle is replaced on the first request after a reload.
+    pub fn current(&self) -> Current {
+        let latest = self.snapshot.load();
+        CURRENT.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            match &*cell {
+                Some(handle) if Arc::ptr_eq(&*handle.0, &*latest) => handle.clone(),
+                _ => {
+                    let handle = Current(Arc::new(Arc::clone(&latest)));
+                    *cell = Some(handle.clone());
+                    handle
+                }
+            }
+        })
+    }
+}
+
+/// One worker's handle on a snapshot (see [`Shared::current`]).
+#[derive(Clone)]
+pub struct Current(Arc<Arc<Snapshot>>);
+
+impl std::ops::Deref for Current {
+    type Target = Snapshot;
+
+    fn deref(&self) -> &Snapshot {
+        &self.0
+    }
+}
+
+thread_local! {
+    static CURRENT: std::cell::RefCell<Option<Current>> = const { std::cell::RefCell::new(None) };
 }

@@ -59,8 +59,22 @@ pub fn ceil_millis(ns: u64) -> u64 {
     ns.div_ceil(1_000_000)
 }
 
+/// Header values of the numbers most responses carry (remaining, reset, Retry-After up to
+/// a little over an hour), made once: handing one out is a copy of a static reference, not
+/// an allocation per response.
+const CACHED_NUMBERS: u64 = 4096;
+
 fn number(n: u64) -> HeaderValue {
-    HeaderValue::from(n)
+    static CACHE: std::sync::OnceLock<Box<[HeaderValue]>> = std::sync::OnceLock::new();
+    if n >= CACHED_NUMBERS {
+        return HeaderValue::from(n);
+    }
+    let cache = CACHE.get_or_init(|| {
+        (0..CACHED_NUMBERS)
+            .map(|i| HeaderValue::from_static(Box::leak(i.to_string().into_boxed_str())))
+            .collect()
+    });
+    cache[n as usize].clone()
 }
 
 /// The facts of the tier that speaks for a response.
@@ -175,5 +189,21 @@ mod tests {
         assert_eq!(h["x-ratelimit-reset"], "1");
         assert_eq!(h["ratelimit-policy"], "\"user\";q=5;w=1");
         assert_eq!(h["ratelimit"], "\"user\";r=2;t=1");
+    }
+
+    #[test]
+    fn numbers_read_the_same_cached_or_not() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            3600,
+            CACHED_NUMBERS - 1,
+            CACHED_NUMBERS,
+            u64::MAX,
+        ] {
+            assert_eq!(number(n), n.to_string().as_str());
+        }
     }
 }

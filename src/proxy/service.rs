@@ -34,22 +34,32 @@ struct Trace {
     normalized: Option<http::Uri>,
 }
 
+/// What a connection's requests share: the gateway's state and the connection's facts, in
+/// one allocation per connection, so a request takes one reference that only its own
+/// worker writes (not the gateway-wide count of `Shared`, which every worker would bounce).
+pub struct Downstream {
+    pub shared: Arc<Shared>,
+    pub conn: ConnInfo,
+}
+
 /// Serves one data-plane request. Never fails: every problem is an HTTP answer.
 pub async fn handle(
-    shared: Arc<Shared>,
-    conn: ConnInfo,
+    downstream: Arc<Downstream>,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
+    let Downstream { shared, conn } = &*downstream;
     // Counted until the response body is done, so the connection is not idle meanwhile.
     let in_flight = crate::conn::InFlight::new(conn.activity.clone());
-    let snapshot = shared.snapshot.load_full();
-    let started = shared.clock.now_ns();
-    // Cheap clones (reference-counted), taken only when a log line will be written.
-    let head = snapshot
-        .config
-        .server
-        .access_log
-        .then(|| (req.method().clone(), req.uri().clone()));
+    let snapshot = shared.current();
+    // Cheap clones (reference-counted) and a clock reading, only when a log line will be
+    // written.
+    let head = snapshot.config.server.access_log.then(|| {
+        (
+            req.method().clone(),
+            req.uri().clone(),
+            shared.clock.now_ns(),
+        )
+    });
     let mut trace = Trace {
         route: None,
         client: None,
@@ -58,12 +68,12 @@ pub async fn handle(
         wait_ns: 0,
         normalized: None,
     };
-    let resp = serve(&shared, &snapshot, &conn, req, &mut trace).await;
+    let resp = serve(shared, &snapshot, conn, req, &mut trace).await;
     let status = resp.status().as_u16();
     if let Some(i) = trace.route {
         snapshot.route_metrics[i].responses[usize::from((status / 100).clamp(1, 5) - 1)].inc();
     }
-    if let Some((method, uri)) = head {
+    if let Some((method, uri, started)) = head {
         let route = trace.route.map(|i| &snapshot.config.routes[i]);
         let policy = route
             .zip(trace.policy)

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::app::Shared;
 use crate::config::Server;
 use crate::conn::{Activity, ConnContext, ConnInfo};
-use crate::proxy::service::handle;
+use crate::proxy::service::{handle, Downstream};
 use stream_watch::StreamExecutor;
 
 /// A TLS client that has not finished its handshake by then is dropped.
@@ -227,8 +227,11 @@ async fn serve_io<I>(
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let io = TokioIo::new(deadline::SendDeadline::new(io, limits.send));
-    let svc_ctx = ctx.clone();
-    let svc = service_fn(move |req| handle(shared.clone(), svc_ctx.clone(), req));
+    let downstream = Arc::new(Downstream {
+        shared,
+        conn: ctx.clone(),
+    });
+    let svc = service_fn(move |req| handle(downstream.clone(), req));
     let connection = builder.serve_connection_with_upgrades(io, svc);
     tokio::pin!(connection);
     let idle = tokio::time::sleep(limits.idle);
