@@ -234,9 +234,16 @@ sum() { awk -v c="$2" '{ s += $c } END { print s + 0 }' "$WORK/res/$1"; }
 all() { awk '{ printf "%s%s", (NR > 1 ? ", " : ""), $1 }' "$WORK/res/$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf (b > 0 ? "%.2f" : "n/a"), a / (b > 0 ? b : 1) }'; }
 
-# Latency at a fixed offered load: LOAD_SHARE % of nginx's median saturation rate.
-RATE=$(awk -v r="$(med nginx 1)" -v s="$LOAD_SHARE" 'BEGIN { printf "%d", r * s / 100 }')
-log "fixed load: $RATE req/s ($LOAD_SHARE % of nginx's saturation)"
+# Latency at a fixed offered load: LOAD_SHARE % of nginx's saturation rate, measured with
+# oha itself (unpaced), since oha spends more CPU per request than wrk on the same cores.
+for r in $(seq "$ROUNDS"); do
+  timeout $((DURATION + 60)) oha --no-tui --output-format json -z "${DURATION}s" -c "$CONNS" "${H[@]}" \
+    "${URL[nginx]}" 2>"$WORK/oha.err" | python3 -c 'import json, sys; print("%.0f" % json.load(sys.stdin)["summary"]["requestsPerSec"])' \
+    >>"$WORK/res/oha-sat-nginx" || die "oha against nginx failed: $(tail -5 "$WORK/oha.err")"
+  log "oha-sat-nginx: $(tail -1 "$WORK/res/oha-sat-nginx") req/s"
+done
+RATE=$(awk -v r="$(med oha-sat-nginx 1)" -v s="$LOAD_SHARE" 'BEGIN { printf "%d", r * s / 100 }')
+log "fixed load: $RATE req/s ($LOAD_SHARE % of nginx's saturation under oha)"
 LATENCY=(nginx haproxy tg3)
 for r in $(seq "$ROUNDS"); do
   for i in $(seq 0 $((${#LATENCY[@]} - 1))); do
@@ -292,7 +299,7 @@ for t in "${DENIED[@]}"; do
 done
 cat <<EOF
 
-## Latency at a fixed load: oha -q $RATE (${LOAD_SHARE} % of nginx's saturation), -c $CONNS, one tenant and user, latency-corrected
+## Latency at a fixed load: oha -q $RATE (${LOAD_SHARE} % of nginx's saturation under oha, $(med oha-sat-nginx 1) req/s), -c $CONNS, one tenant and user, latency-corrected
 
 | target | p50 ms | p99 ms | p99.9 ms | 2xx / total |
 |---|---:|---:|---:|---:|

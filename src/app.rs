@@ -85,9 +85,11 @@ impl Shared {
         CURRENT.with(|cell| {
             let mut cell = cell.borrow_mut();
             match &*cell {
-                Some(handle) if Arc::ptr_eq(&*handle.0, &*latest) => handle.clone(),
+                Some(handle) if Arc::ptr_eq(&handle.0.snapshot, &*latest) => handle.clone(),
                 _ => {
-                    let handle = Current(Arc::new(Arc::clone(&latest)));
+                    let handle = Current(Arc::new(WorkerHandle {
+                        snapshot: Arc::clone(&latest),
+                    }));
                     *cell = Some(handle.clone());
                     handle
                 }
@@ -98,13 +100,18 @@ impl Shared {
 
 /// One worker's handle on a snapshot (see [`Shared::current`]).
 #[derive(Clone)]
-pub struct Current(Arc<Arc<Snapshot>>);
+pub struct Current(Arc<WorkerHandle>);
+
+/// The allocation whose reference count only one worker writes.
+pub struct WorkerHandle {
+    snapshot: Arc<Snapshot>,
+}
 
 impl std::ops::Deref for Current {
     type Target = Snapshot;
 
     fn deref(&self) -> &Snapshot {
-        &self.0
+        &self.0.snapshot
     }
 }
 
