@@ -11,11 +11,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::app::{Shared, Snapshot};
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::{self, Backend, Config, ConfigError};
 use crate::metrics::Metrics;
 use crate::reload::{ReloadError, ReloadReport};
+use crate::state::{Shared, Snapshot};
 use crate::store::{Limiter, MemoryStore, RedisStore, Store};
 
 /// How often idle keys are swept from the embedded store.

@@ -14,7 +14,7 @@
 //!    status page), [`metrics`], [`tls`], [`clock`].
 //! 3. **Wiring** — [`gateway`] (start-up, signals, shutdown), [`workers`] (thread-per-core
 //!    data plane), [`server`] (accepting and serving connections under their deadlines),
-//!    [`reload`], [`descriptors`], [`app`] (shared state and the per-config snapshot), [`cli`].
+//!    [`reload`], [`descriptors`], [`state`] (shared state and the per-config snapshot), [`cli`].
 //!
 //! One request, top to bottom, is [`proxy::service::handle`]: load the snapshot once →
 //! normalise the head → match the route → decide every tier with one `now`
@@ -22,7 +22,6 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
-pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -39,6 +38,7 @@ pub mod proxy;
 pub mod reload;
 pub mod request;
 pub mod server;
+pub mod state;
 pub mod store;
 pub mod summary;
 pub mod tls;

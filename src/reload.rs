@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::app::{Shared, Snapshot};
 use crate::config::{self, Config, ConfigError};
 use crate::metrics::ResultLabels;
+use crate::state::{Shared, Snapshot};
 
 /// What a successful reload changed that only a restart applies.
 #[derive(Debug, Default, serde::Serialize)]

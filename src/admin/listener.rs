@@ -10,10 +10,10 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use crate::app::Shared;
 use crate::config::ADMIN_MAX_CONNECTIONS;
 use crate::server::deadline::SendDeadline;
 use crate::server::{accept_bounded, preface};
+use crate::state::Shared;
 
 /// Admin requests are small: their headers fit in this.
 const ADMIN_MAX_HEADER_BYTES: usize = 16 * 1024;

@@ -9,8 +9,8 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
 
-use crate::app::Shared;
 use crate::proxy::response::{ceil_millis, full, json_error, Body};
+use crate::state::Shared;
 
 const STATUS_PAGE: &str = include_str!("page/index.html");
 

@@ -16,11 +16,11 @@ use super::forward::{prepare_request, strip_hop_by_hop};
 use super::response::{
     json_error, rate_limit_headers, too_many_requests, Body, BoxError, Reported,
 };
-use crate::app::Shared;
 use crate::config::Route;
 use crate::conn::ConnInfo;
 use crate::key::RequestView;
 use crate::limit::Verdict;
+use crate::state::Shared;
 use crate::store::{Admission, KeyRefusal, Refusal, RequestTiers};
 
 /// What the access log line and the response counters need, filled in along the way.
@@ -98,7 +98,7 @@ pub async fn handle(
 /// The request path proper; `trace` collects what the log line reports.
 async fn serve(
     shared: &Arc<Shared>,
-    snapshot: &crate::app::Snapshot,
+    snapshot: &crate::state::Snapshot,
     conn: &ConnInfo,
     mut req: Request<Incoming>,
     trace: &mut Trace,

@@ -16,10 +16,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::Instant;
 
-use crate::app::Shared;
 use crate::config::Server;
 use crate::conn::{Activity, ConnContext, ConnInfo};
 use crate::proxy::service::{handle, Downstream};
+use crate::state::Shared;
 use stream_watch::StreamExecutor;
 
 /// A TLS client that has not finished its handshake by then is dropped.

@@ -13,9 +13,10 @@ use ipnet::IpNet;
 
 use super::error::{locate, ConfigError, Problem};
 
-mod listeners;
 mod policies;
 mod routes;
+mod server;
+mod store;
 mod upstreams;
 mod values;
 use super::model::*;

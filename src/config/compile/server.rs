@@ -1,36 +1,9 @@
-//! `[server]` and `[store]`: addresses, limits, TLS, the store backend.
+//! `[server]`: addresses, connection limits and deadlines, TLS, path rules, workers.
 
 use super::*;
 use crate::request::path::{EscapedSlash, PathRules};
 
 impl Compiler {
-    /// The Redis script keeps debts in doubles: τ + max_delay must stay below 2^52 ns.
-    pub(super) fn redis_limits(
-        &mut self,
-        policies: &BTreeMap<String, Arc<Policy>>,
-        spans: &BTreeMap<String, std::ops::Range<usize>>,
-    ) {
-        const REDIS_MAX_NS: u64 = 1 << 52;
-        for (name, p) in policies {
-            let max_delay = u64::try_from(p.max_delay.as_nanos()).unwrap_or(u64::MAX);
-            let too_long = std::iter::once(&p.quota)
-                .chain(p.overrides.values())
-                .any(|q| {
-                    q.tolerance_ns()
-                        .saturating_add(max_delay)
-                        .saturating_add(q.interval_ns())
-                        >= REDIS_MAX_NS
-                });
-            if too_long {
-                self.error(
-                    spans.get(name).cloned().unwrap_or(0..0),
-                    format!("policy `{name}`: (burst + 1) × period / limit + max_delay exceeds 52 days, too long for the redis backend"),
-                    Some("lower burst or period, or use the memory backend".to_owned()),
-                );
-            }
-        }
-    }
-
     pub(super) fn server(&mut self, raw: S<RawServer>) -> Option<Server> {
         let raw = raw.into_inner();
         let listen = self.socket_addr(&raw.listen);
@@ -167,85 +140,6 @@ impl Compiler {
             access_log: raw.access_log.unwrap_or(true),
             workers: usize::try_from(workers?).ok()?,
             body_read_timeout: body_read_timeout?,
-        })
-    }
-
-    pub(super) fn store(&mut self, raw: Option<S<RawStore>>) -> Option<StoreSettings> {
-        let Some(raw) = raw.map(S::into_inner) else {
-            return Some(StoreSettings {
-                backend: Backend::Memory,
-                timeout: DEFAULT_STORE_TIMEOUT,
-                on_error: OnError::Deny,
-                max_keys: DEFAULT_MAX_KEYS,
-            });
-        };
-        let urls = raw.url.as_ref().map(|u| (u.get_ref().to_vec(), u.span()));
-        let cluster = raw
-            .url
-            .as_ref()
-            .is_some_and(|u| matches!(u.get_ref(), OneOrMany::Many(_)));
-        let backend = match raw
-            .backend
-            .as_ref()
-            .map(|b| (b.get_ref().as_str(), b.span()))
-        {
-            None | Some(("memory", _)) => Some(Backend::Memory),
-            Some(("redis", span)) => match urls {
-                None => {
-                    self.error(span, "backend = \"redis\" needs `url`", Some("add url = \"redis://127.0.0.1:6379\" (a list of node URLs means Redis Cluster)".to_owned()));
-                    None
-                }
-                Some((urls, span)) => {
-                    let bad: Vec<_> = urls
-                        .iter()
-                        .filter(|u| !(u.starts_with("redis://") || u.starts_with("rediss://")))
-                        .cloned()
-                        .collect();
-                    if urls.is_empty() || !bad.is_empty() {
-                        self.error(
-                            span,
-                            format!("not a Redis URL: {bad:?}"),
-                            Some("use redis://host:port or rediss://host:port".to_owned()),
-                        );
-                        None
-                    } else {
-                        Some(Backend::Redis { urls, cluster })
-                    }
-                }
-            },
-            Some((other, span)) => {
-                self.error(
-                    span,
-                    format!("unknown store backend `{other}`"),
-                    Some("use \"memory\" or \"redis\"".to_owned()),
-                );
-                None
-            }
-        };
-        let on_error = match raw
-            .on_error
-            .as_ref()
-            .map(|b| (b.get_ref().as_str(), b.span()))
-        {
-            None | Some(("deny", _)) => Some(OnError::Deny),
-            Some(("allow", _)) => Some(OnError::Allow),
-            Some(("local", _)) => Some(OnError::Local),
-            Some((other, span)) => {
-                self.error(
-                    span,
-                    format!("unknown on_error `{other}`"),
-                    Some("use \"allow\", \"deny\" or \"local\"".to_owned()),
-                );
-                None
-            }
-        };
-        let timeout = self.duration_or(&raw.timeout, DEFAULT_STORE_TIMEOUT, false);
-        let max_keys = self.count_or(&raw.max_keys, DEFAULT_MAX_KEYS as u64, "max_keys");
-        Some(StoreSettings {
-            backend: backend?,
-            timeout: timeout?,
-            on_error: on_error?,
-            max_keys: usize::try_from(max_keys?).ok()?,
         })
     }
 }
