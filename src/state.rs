@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::clock::Clock;
-use crate::config::Config;
+use crate::config::{Config, PolicyKind};
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::proxy::pool::UpstreamPool;
 use crate::proxy::response::PolicyHeaders;
@@ -48,7 +48,12 @@ impl Snapshot {
             .map(|r| {
                 r.policies
                     .iter()
-                    .map(|p| PolicyHeaders::new(&p.name, &p.quota))
+                    .map(|p| match &p.kind {
+                        PolicyKind::Rate(r) => PolicyHeaders::new(&p.name, &r.quota),
+                        PolicyKind::Concurrency(c) => {
+                            PolicyHeaders::concurrency(&p.name, c.max_in_flight)
+                        }
+                    })
                     .collect()
             })
             .collect();

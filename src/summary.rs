@@ -28,25 +28,34 @@ pub fn summary(config: &Config) -> String {
     let _ = writeln!(out, "\npolicies:");
     for p in &config.policies {
         let keys: Vec<String> = p.key.iter().map(ToString::to_string).collect();
+        let numbers = match &p.kind {
+            crate::config::PolicyKind::Rate(r) => format!(
+                "limit={} per {} burst={}  T={} τ={}",
+                r.limit,
+                humantime::format_duration(r.period),
+                r.quota.burst(),
+                human(r.quota.interval_ns()),
+                human(r.quota.tolerance_ns()),
+            ),
+            crate::config::PolicyKind::Concurrency(c) => format!(
+                "max_in_flight={}  retry_after={}",
+                c.max_in_flight,
+                humantime::format_duration(c.retry_after),
+            ),
+        };
         let _ = writeln!(
             out,
-            "  {:<16} key={} limit={} per {} burst={}  T={} τ={}{}{}",
+            "  {:<16} key={} {numbers}{}{}",
             p.name,
             keys.join("+"),
-            p.limit,
-            humantime::format_duration(p.period),
-            p.quota.burst(),
-            human(p.quota.interval_ns()),
-            human(p.quota.tolerance_ns()),
             if p.mode == crate::limit::Mode::Shadow {
                 " (shadow)"
             } else {
                 ""
             },
-            if p.overrides.is_empty() {
-                String::new()
-            } else {
-                format!(" overrides={}", p.overrides.len())
+            match p.override_count() {
+                0 => String::new(),
+                n => format!(" overrides={n}"),
             },
         );
     }

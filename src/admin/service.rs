@@ -9,6 +9,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
 
+use crate::config::PolicyKind;
 use crate::proxy::response::{ceil_millis, full, json_error, Body};
 use crate::state::Shared;
 
@@ -119,6 +120,24 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
         );
     }
     let key = shared.limiter.key_of(&policy.name, &parts);
+    let single = (parts.len() == 1).then(|| parts[0].as_str());
+    let rate = match &policy.kind {
+        PolicyKind::Rate(rate) => rate,
+        PolicyKind::Concurrency(cap) => {
+            let max = cap.max_for(single);
+            let held = shared.limiter.slots.held(key.hash);
+            return json_ok(json!({
+                "policy": policy.name,
+                "key": parts,
+                "kind": "concurrency",
+                "max_in_flight": max,
+                "in_flight": held,
+                "free": max.saturating_sub(held),
+                "waiting": shared.limiter.slots.waiting(key.hash),
+                "tracked": held > 0,
+            }));
+        }
+    };
     let (tat, now) = match shared.limiter.peek(&key, shared.clock.now_ns()).await {
         Ok(found) => found,
         Err(e) => {
@@ -129,11 +148,7 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
             );
         }
     };
-    let quota = policy.quota_for(if parts.len() == 1 {
-        Some(parts[0].as_str())
-    } else {
-        None
-    });
+    let quota = rate.quota_for(single);
     let probe = quota.decide(tat, now, 1, 0);
     json_ok(json!({
         "policy": policy.name,
@@ -180,18 +195,7 @@ fn config_json(shared: &Shared) -> serde_json::Value {
             "name": u.name,
             "targets": u.targets.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "policies": c.policies.iter().map(|p| json!({
-            "name": p.name,
-            "key": p.key.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
-            "limit": p.limit,
-            "period_ms": p.period.as_millis() as u64,
-            "burst": p.quota.burst(),
-            "t_ns": p.quota.interval_ns(),
-            "tau_ns": p.quota.tolerance_ns(),
-            "mode": p.mode.as_str(),
-            "max_delay_ms": p.max_delay.as_millis() as u64,
-            "overrides": p.overrides.len(),
-        })).collect::<Vec<_>>(),
+        "policies": c.policies.iter().map(policy_json).collect::<Vec<_>>(),
         "routes": c.routes.iter().map(|r| json!({
             "name": r.name,
             "path": r.path,
@@ -240,6 +244,38 @@ fn stats_json(shared: &Shared) -> serde_json::Value {
         "keys_tracked": shared.limiter.memory().map(|m| m.len()),
         "store_ready": shared.limiter.ready(),
     })
+}
+
+/// One policy in `/admin/config`: the rate fields for a rate policy, `max_in_flight` and
+/// its hints for a concurrency cap.
+fn policy_json(p: &Arc<crate::config::Policy>) -> serde_json::Value {
+    let mut out = json!({
+        "name": p.name,
+        "key": p.key.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+        "mode": p.mode.as_str(),
+        "max_delay_ms": p.max_delay.as_millis() as u64,
+        "overrides": p.override_count(),
+    });
+    let fields = match &p.kind {
+        PolicyKind::Rate(r) => json!({
+            "kind": "rate",
+            "limit": r.limit,
+            "period_ms": r.period.as_millis() as u64,
+            "burst": r.quota.burst(),
+            "t_ns": r.quota.interval_ns(),
+            "tau_ns": r.quota.tolerance_ns(),
+        }),
+        PolicyKind::Concurrency(c) => json!({
+            "kind": "concurrency",
+            "max_in_flight": c.max_in_flight,
+            "retry_after_ms": c.retry_after.as_millis() as u64,
+            "lease_ttl_ms": c.lease_ttl.as_millis() as u64,
+        }),
+    };
+    if let (Some(out), serde_json::Value::Object(fields)) = (out.as_object_mut(), fields) {
+        out.extend(fields);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -161,17 +161,56 @@ pub enum Missing {
 pub struct Policy {
     pub name: String,
     pub key: Vec<KeySource>,
+    pub missing: Missing,
+    pub mode: Mode,
+    /// Rate: how long an admitted request may be held to fit. Concurrency: how long a
+    /// request may wait for a slot.
+    pub max_delay: Duration,
+    pub kind: PolicyKind,
+}
+
+/// What a policy limits.
+#[derive(Debug)]
+pub enum PolicyKind {
+    /// Requests per period (GCRA).
+    Rate(RateLimit),
+    /// Requests in flight at once.
+    Concurrency(ConcurrencyLimit),
+}
+
+#[derive(Debug)]
+pub struct RateLimit {
     pub limit: u64,
     pub period: Duration,
     pub quota: Quota,
-    pub missing: Missing,
-    pub mode: Mode,
-    pub max_delay: Duration,
     /// Per-key quotas for single-source keys, by the key's text.
     pub overrides: HashMap<String, Quota>,
 }
 
-impl Policy {
+#[derive(Debug)]
+pub struct ConcurrencyLimit {
+    pub max_in_flight: u32,
+    /// Sent as `Retry-After` when refused: the real wait is unknowable.
+    pub retry_after: Duration,
+    /// Redis: how long a slot of a gateway that died stays taken.
+    pub lease_ttl: Duration,
+    /// Per-key `max_in_flight` for single-source keys, by the key's text.
+    pub overrides: HashMap<String, u32>,
+}
+
+impl ConcurrencyLimit {
+    /// The cap for a key: its override if it has one.
+    pub fn max_for(&self, key_text: Option<&str>) -> u32 {
+        match key_text {
+            Some(k) if !self.overrides.is_empty() => {
+                self.overrides.get(k).copied().unwrap_or(self.max_in_flight)
+            }
+            _ => self.max_in_flight,
+        }
+    }
+}
+
+impl RateLimit {
     /// The quota for a key: its override if it has one.
     pub fn quota_for(&self, key_text: Option<&str>) -> Quota {
         match key_text {
@@ -179,6 +218,32 @@ impl Policy {
                 self.overrides.get(k).copied().unwrap_or(self.quota)
             }
             _ => self.quota,
+        }
+    }
+}
+
+impl Policy {
+    /// The rate limit, for a rate policy.
+    pub fn rate(&self) -> Option<&RateLimit> {
+        match &self.kind {
+            PolicyKind::Rate(r) => Some(r),
+            PolicyKind::Concurrency(_) => None,
+        }
+    }
+
+    /// The concurrency limit, for a concurrency policy.
+    pub fn concurrency(&self) -> Option<&ConcurrencyLimit> {
+        match &self.kind {
+            PolicyKind::Concurrency(c) => Some(c),
+            PolicyKind::Rate(_) => None,
+        }
+    }
+
+    /// Whether overrides are set (either kind).
+    pub fn override_count(&self) -> usize {
+        match &self.kind {
+            PolicyKind::Rate(r) => r.overrides.len(),
+            PolicyKind::Concurrency(c) => c.overrides.len(),
         }
     }
 }

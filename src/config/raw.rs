@@ -112,9 +112,14 @@ pub struct RawUpstream {
 #[serde(deny_unknown_fields)]
 pub struct RawPolicy {
     pub key: S<OneOrMany>,
-    pub limit: S<i64>,
-    pub period: S<String>,
-    pub burst: S<i64>,
+    /// Rate policies: `limit` per `period`, `burst` at once.
+    pub limit: Option<S<i64>>,
+    pub period: Option<S<String>>,
+    pub burst: Option<S<i64>>,
+    /// Concurrency policies: requests in flight at once, instead of limit/period/burst.
+    pub max_in_flight: Option<S<i64>>,
+    pub retry_after: Option<S<String>>,
+    pub lease_ttl: Option<S<String>>,
     pub missing: Option<S<String>>,
     pub mode: Option<S<String>>,
     pub max_delay: Option<S<String>>,
@@ -128,6 +133,7 @@ pub struct RawOverride {
     pub limit: Option<S<i64>>,
     pub period: Option<S<String>>,
     pub burst: Option<S<i64>>,
+    pub max_in_flight: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -42,6 +42,11 @@ pub struct UpstreamLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
 }
@@ -74,6 +79,10 @@ pub struct Metrics {
     pub reloads: Family<ResultLabels, Counter>,
     pub keys_tracked: Gauge<i64, AtomicI64Compat>,
     pub open_connections: Gauge,
+    /// Slots held per concurrency policy.
+    pub in_flight: Family<PolicyLabels, Gauge>,
+    /// How long requests waited in a concurrency queue (admitted or not).
+    pub queue_wait: Histogram,
 }
 
 /// prometheus-client's default gauge atomic.
@@ -147,7 +156,21 @@ impl Metrics {
             "Open data-plane connections",
             open_connections.clone(),
         );
+        let in_flight = Family::<PolicyLabels, Gauge>::default();
+        registry.register(
+            "in_flight",
+            "Requests holding a slot of a concurrency policy (max_in_flight), by policy",
+            in_flight.clone(),
+        );
+        let queue_wait = ShardedHistogram::new(exponential_buckets(0.001, 4.0, 9));
+        registry.register(
+            "queue_wait_seconds",
+            "Time requests waited for a concurrency slot (max_delay), admitted or refused",
+            queue_wait.clone(),
+        );
         Self {
+            in_flight,
+            queue_wait,
             registry,
             decisions,
             retry_after,
@@ -213,6 +236,15 @@ impl Metrics {
                     .clone(),
             })
             .collect()
+    }
+
+    /// The in-flight gauge of a concurrency policy.
+    pub fn in_flight_gauge(&self, policy: &str) -> Gauge {
+        self.in_flight
+            .get_or_create(&PolicyLabels {
+                policy: policy.to_owned(),
+            })
+            .clone()
     }
 
     pub fn upstream_histogram(&self, upstream: &str, status: &'static str) -> Histogram {

@@ -86,14 +86,25 @@ pub struct ResponseBody {
     inner: super::response::Body,
     progress: Option<std::sync::Arc<crate::conn::progress::SendProgress>>,
     _in_flight: crate::conn::InFlight,
+    /// Concurrency slots of the request: released when hyper drops the body (sent,
+    /// failed or abandoned).
+    _slots: HeldSlots,
 }
 
+/// The concurrency slots a request holds.
+pub type HeldSlots = smallvec::SmallVec<[crate::store::slots::Slot; 2]>;
+
 impl ResponseBody {
-    pub fn new(inner: super::response::Body, in_flight: crate::conn::InFlight) -> Self {
+    pub fn new(
+        inner: super::response::Body,
+        in_flight: crate::conn::InFlight,
+        slots: HeldSlots,
+    ) -> Self {
         Self {
             inner,
             progress: crate::conn::progress::current(),
             _in_flight: in_flight,
+            _slots: slots,
         }
     }
 }

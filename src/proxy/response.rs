@@ -108,6 +108,17 @@ impl PolicyHeaders {
     }
 }
 
+impl PolicyHeaders {
+    /// A concurrency cap's `RateLimit-Policy` item: its quota is requests in flight.
+    pub fn concurrency(name: &str, max_in_flight: u32) -> Self {
+        let policy = format!("\"{name}\";q={max_in_flight};qu=\"concurrent-requests\"");
+        Self {
+            limit: number(u64::from(max_in_flight)),
+            policy: HeaderValue::try_from(policy).unwrap_or_else(|_| HeaderValue::from_static("")),
+        }
+    }
+}
+
 /// Writes X-RateLimit-* and the IETF draft's RateLimit-Policy / RateLimit fields.
 pub fn rate_limit_headers(headers: &mut HeaderMap, r: &Reported<'_>) {
     let reset = ceil_secs(r.until_full_ns);
@@ -154,6 +165,45 @@ pub fn too_many_requests(
         rate_limit_headers(headers, r);
     }
     resp
+}
+
+/// The 429 for a request a concurrency policy refused: its slots were all taken (for
+/// `max_delay`, when it could wait). The wait is unknowable, so `Retry-After` is the
+/// policy's hint.
+pub fn concurrency_refused(
+    policy: &str,
+    retry_after: std::time::Duration,
+    constant: &PolicyHeaders,
+) -> Response<Body> {
+    let hint_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
+    let mut body = String::with_capacity(96 + policy.len());
+    let _ = write!(
+        body,
+        "{{\"error\":\"rate_limited\",\"policy\":\"{policy}\",\"limit\":\"concurrency\",\"retry_after_ms\":{hint_ms}}}"
+    );
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(RETRY_AFTER, number(hint_ms.div_ceil(1000).max(1)));
+    concurrency_headers(headers, policy, constant, 0);
+    resp
+}
+
+/// Adds a concurrency tier to `RateLimit-Policy` and `RateLimit` (as list items after any
+/// rate tier's): its quota is requests in flight, `r` the slots left free.
+pub fn concurrency_headers(
+    headers: &mut HeaderMap,
+    policy: &str,
+    constant: &PolicyHeaders,
+    free: u32,
+) {
+    headers.append(RATELIMIT_POLICY.clone(), constant.policy.clone());
+    let mut current = String::with_capacity(policy.len() + 16);
+    let _ = write!(current, "\"{policy}\";r={free}");
+    if let Ok(v) = HeaderValue::try_from(current) {
+        headers.append(RATELIMIT.clone(), v);
+    }
 }
 
 #[cfg(test)]

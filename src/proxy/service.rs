@@ -11,17 +11,18 @@ use http_body::Body as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use super::body::ResponseBody;
+use super::body::{HeldSlots, ResponseBody};
 use super::forward::{prepare_request, strip_hop_by_hop};
 use super::response::{
-    json_error, rate_limit_headers, too_many_requests, Body, BoxError, Reported,
+    concurrency_headers, concurrency_refused, json_error, rate_limit_headers, too_many_requests,
+    Body, BoxError, Reported,
 };
 use crate::config::Route;
 use crate::conn::ConnInfo;
 use crate::key::RequestView;
 use crate::limit::Verdict;
 use crate::state::Shared;
-use crate::store::{Admission, KeyRefusal, Refusal, RequestTiers};
+use crate::store::{Admission, KeyRefusal, Refusal, RequestTiers, SlotOutcome};
 
 /// What the access log line and the response counters need, filled in along the way.
 struct Trace {
@@ -32,6 +33,8 @@ struct Trace {
     wait_ns: u64,
     /// The normalised target, kept only when an access log line will be written.
     normalized: Option<http::Uri>,
+    /// Concurrency slots to hold until the response body is done.
+    slots: HeldSlots,
 }
 
 /// What a connection's requests share: the gateway's state and the connection's facts, in
@@ -67,6 +70,7 @@ pub async fn handle(
         policy: None,
         wait_ns: 0,
         normalized: None,
+        slots: HeldSlots::new(),
     };
     let resp = serve(shared, &snapshot, conn, req, &mut trace).await;
     let status = resp.status().as_u16();
@@ -92,7 +96,8 @@ pub async fn handle(
             elapsed_ms = shared.clock.now_ns().saturating_sub(started) / 1_000_000,
         );
     }
-    Ok(resp.map(|body| ResponseBody::new(body, in_flight)))
+    let slots = std::mem::take(&mut trace.slots);
+    Ok(resp.map(|body| ResponseBody::new(body, in_flight, slots)))
 }
 
 /// The request path proper; `trace` collects what the log line reports.
@@ -147,11 +152,10 @@ async fn serve(
         },
         None => None,
     };
-    let now = shared.clock.now_ns();
     let mut admission = Admission::default();
     match shared
         .limiter
-        .check_request(route, &view, now, &mut admission)
+        .check_request(route, &view, &*shared.clock, &mut admission)
         .await
     {
         Ok(()) => {}
@@ -173,13 +177,38 @@ async fn serve(
             return json_error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", &[]);
         }
     };
+    let now = admission.now;
+    let held = admission.take_slots();
     let Admission {
-        tiers: RequestTiers {
-            tiers, positions, ..
-        },
+        tiers:
+            RequestTiers {
+                tiers,
+                positions,
+                slots,
+                ..
+            },
         verdict,
+        slot_outcomes,
+        ..
     } = &admission;
+    let admitted = verdict.admitted && admission.refused_slot().is_none();
     count_decisions(verdict, tiers, positions, route_metrics);
+    count_slot_decisions(slots, slot_outcomes, admitted, route_metrics);
+    if let Some(k) = admission.refused_slot() {
+        let position = slots[k].position;
+        let policy = &route.policies[position];
+        let retry_after = policy
+            .concurrency()
+            .map_or(Duration::from_secs(1), |c| c.retry_after);
+        trace.decision = "denied";
+        trace.policy = Some(position);
+        trace.wait_ns = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
+        return concurrency_refused(
+            &policy.name,
+            retry_after,
+            &snapshot.route_headers[route_index][position],
+        );
+    }
     for (outcome, &position) in verdict.outcomes().iter().zip(positions) {
         if outcome.mode == crate::limit::Mode::Shadow && !outcome.decision.admitted {
             tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client_ip, wait_ms = super::response::ceil_millis(outcome.decision.wait_ns), "shadow tier would deny");
@@ -188,7 +217,7 @@ async fn serve(
     let reported = verdict.reporting.map(|k| Reported {
         policy: &route.policies[positions[k]].name,
         quota: tiers[k].quota,
-        constant: (tiers[k].quota == route.policies[positions[k]].quota)
+        constant: (Some(&tiers[k].quota) == route.policies[positions[k]].rate().map(|r| &r.quota))
             .then_some(&snapshot.route_headers[route_index][positions[k]]),
         until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
         remaining: verdict.remaining,
@@ -213,15 +242,62 @@ async fn serve(
     }
 
     let pool = &snapshot.pools[route.upstream_index];
-    let mut resp = match forward(shared, &config.server, route, pool, conn, req, upgrade, now).await
-    {
+    let mut held = held;
+    let sent = Sent {
+        server: &config.server,
+        route,
+        pool,
+        conn,
+        now,
+    };
+    let mut resp = match forward(shared, sent, req, upgrade, &mut held).await {
         Ok(resp) => resp,
         Err(resp) => resp,
     };
+    // Whatever a tunnel did not take is held until the response body is done.
+    trace.slots = held;
     if let Some(r) = &reported {
         rate_limit_headers(resp.headers_mut(), r);
     }
+    for (tier, outcome) in slots.iter().zip(slot_outcomes) {
+        if let SlotOutcome::Held { free } = outcome {
+            let policy = &route.policies[tier.position];
+            concurrency_headers(
+                resp.headers_mut(),
+                &policy.name,
+                &snapshot.route_headers[route_index][tier.position],
+                *free,
+            );
+        }
+    }
     resp
+}
+
+/// Counts one decision per concurrency tier.
+fn count_slot_decisions(
+    slots: &[crate::store::SlotTier],
+    outcomes: &[SlotOutcome],
+    admitted: bool,
+    metrics: &crate::metrics::RouteMetrics,
+) {
+    for (tier, outcome) in slots.iter().zip(outcomes) {
+        let counters = &metrics.tiers[tier.position];
+        match outcome {
+            SlotOutcome::Refused => counters.denied.inc(),
+            SlotOutcome::ShadowFull => counters.shadow_denied.inc(),
+            SlotOutcome::Held { .. } if admitted => counters.admitted.inc(),
+            SlotOutcome::Held { .. } | SlotOutcome::Skipped => {}
+        }
+    }
+}
+
+/// Where an admitted request goes: what `forward` needs besides the request.
+struct Sent<'a> {
+    server: &'a crate::config::Server,
+    route: &'a Route,
+    pool: &'a Arc<super::pool::UpstreamPool>,
+    conn: &'a ConnInfo,
+    now: u64,
 }
 
 /// Counts one decision per policy: a policy whose key came with several values counts
@@ -265,17 +341,21 @@ fn count_decisions(
 }
 
 /// Sends an admitted request upstream and maps the answer or the failure to a response.
-#[allow(clippy::too_many_arguments)]
+/// A tunnel takes the request's concurrency slots from `slots` for its whole life.
 async fn forward(
     shared: &Shared,
-    server: &crate::config::Server,
-    route: &Route,
-    pool: &Arc<super::pool::UpstreamPool>,
-    conn: &ConnInfo,
+    sent: Sent<'_>,
     mut req: Request<Incoming>,
     upgrade: Option<(http::HeaderValue, tokio::sync::OwnedSemaphorePermit)>,
-    now: u64,
+    slots: &mut HeldSlots,
 ) -> Result<Response<Body>, Response<Body>> {
+    let Sent {
+        server,
+        route,
+        pool,
+        conn,
+        now,
+    } = sent;
     let (upgrade, tunnel_permit) = upgrade.unzip();
     let client_version = req.version();
     let (body_read_timeout, tunnel_idle_timeout) =
@@ -359,6 +439,7 @@ async fn forward(
                 conn.clone(),
                 tunnel_idle_timeout,
                 shared.metrics.open_connections.clone(),
+                std::mem::take(slots),
             );
         }
     }

@@ -25,11 +25,13 @@ pub fn spawn(
     ctx: ConnInfo,
     idle_timeout: Duration,
     open_connections: prometheus_client::metrics::gauge::Gauge,
+    slots: super::body::HeldSlots,
 ) {
     open_connections.inc();
     tokio::spawn(async move {
-        // Held for the tunnel's life: its connection slot, the drain's count, the gauge.
-        let _held = (permit, ctx, OpenGauge(open_connections));
+        // Held for the tunnel's life: its connection slot, the drain's count, the gauge,
+        // and the request's concurrency slots.
+        let _held = (permit, ctx, OpenGauge(open_connections), slots);
         let (Ok(client), Ok(server)) = (client.await, upstream.await) else {
             return;
         };

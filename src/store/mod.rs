@@ -9,6 +9,7 @@ pub mod memory;
 pub mod redis;
 pub mod refusals;
 pub mod request;
+pub mod slots;
 pub mod snapshot;
 
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 pub use keys::{KeyBuilder, StoreKey};
 pub use memory::MemoryStore;
 pub use redis::{RedisStore, StoreError};
-pub use request::{Admission, KeyRefusal, Refusal, RequestTiers};
+pub use request::{Admission, KeyRefusal, Refusal, RequestTiers, SlotOutcome, SlotTier};
 
 use crate::config::OnError;
 use crate::key::RedisKey;
@@ -26,6 +27,8 @@ use crate::metrics::Metrics;
 /// The limiter a gateway decides against: its store, and the metrics its failures go to.
 pub struct Limiter {
     pub store: Store,
+    /// Requests in flight per key of the concurrency policies.
+    pub slots: Arc<slots::SlotTable>,
     metrics: Arc<Metrics>,
 }
 
@@ -55,7 +58,11 @@ enum Outcome {
 
 impl Limiter {
     pub fn new(store: Store, metrics: Arc<Metrics>) -> Self {
-        Self { store, metrics }
+        Self {
+            store,
+            slots: Arc::default(),
+            metrics,
+        }
     }
 
     /// The embedded store when it holds all state (memory mode); `None` with Redis, whose

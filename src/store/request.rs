@@ -5,10 +5,12 @@
 use arrayvec::ArrayVec;
 use smallvec::SmallVec;
 
+use super::slots::{Acquired, Slot};
 use super::{KeyBuilder, Limiter, Outcome, StoreError};
-use crate::config::{Missing, Policy, Route};
+use crate::clock::Clock;
+use crate::config::{Missing, Policy, PolicyKind, Route};
 use crate::key::{KeyPart, RedisKey, RequestView, MAX_KEY_VALUES};
-use crate::limit::{Tier, Verdict, INLINE_DECISIONS};
+use crate::limit::{Mode, Tier, Verdict, INLINE_DECISIONS};
 
 /// Every decision one request asks of the limiter.
 #[derive(Default)]
@@ -19,6 +21,20 @@ pub struct RequestTiers {
     pub positions: SmallVec<[usize; INLINE_DECISIONS]>,
     /// For each tier, its Redis key; empty (never allocated) in memory mode.
     pub redis_keys: Vec<RedisKey>,
+    /// The concurrency tiers: slots to hold while the request is in flight.
+    pub slots: SmallVec<[SlotTier; 2]>,
+}
+
+/// One concurrency decision: a slot on `key`, at most `max` held at once.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotTier {
+    pub key: u64,
+    pub max: u32,
+    /// The position of its policy in the route.
+    pub position: usize,
+    pub mode: Mode,
+    /// How long the request may wait for a slot.
+    pub max_delay: std::time::Duration,
 }
 
 /// Why a request cannot be keyed (400), with the position of the policy.
@@ -56,6 +72,19 @@ pub enum Refusal {
     StoreUnavailable,
 }
 
+/// How one concurrency tier went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotOutcome {
+    /// A slot is held; `free` were left after taking it.
+    Held { free: u32 },
+    /// Every slot was taken (after waiting, with `max_delay`): the request is refused.
+    Refused,
+    /// A shadow tier that would have refused: counted, not held, not refused.
+    ShadowFull,
+    /// Not decided: an earlier tier refused.
+    Skipped,
+}
+
 /// A decided request: its tiers (for headers and metrics) and the verdict. This is the
 /// handle through which whatever outlives the decision is given back: concurrency slots
 /// released when the response ends, cost settled once it is known, leased capacity
@@ -66,6 +95,13 @@ pub enum Refusal {
 pub struct Admission {
     pub tiers: RequestTiers,
     pub verdict: Verdict,
+    /// The clock reading every rate tier was decided at (after any wait for a slot).
+    pub now: u64,
+    /// Per concurrency tier, in `tiers.slots` order.
+    pub slot_outcomes: SmallVec<[SlotOutcome; 2]>,
+    /// The slots this request holds: released when dropped, so whoever keeps the admission
+    /// (the response body, a tunnel) decides when.
+    pub held: SmallVec<[Slot; 2]>,
 }
 
 impl Default for Admission {
@@ -73,34 +109,78 @@ impl Default for Admission {
         Self {
             tiers: RequestTiers::default(),
             verdict: Verdict::unlimited(),
+            now: 0,
+            slot_outcomes: SmallVec::new(),
+            held: SmallVec::new(),
         }
     }
 }
 
+impl Admission {
+    /// The concurrency tier that refused the request, as an index into `tiers.slots`.
+    pub fn refused_slot(&self) -> Option<usize> {
+        self.slot_outcomes
+            .iter()
+            .position(|o| *o == SlotOutcome::Refused)
+    }
+
+    /// Takes the held slots out, to keep them as long as the response lasts.
+    pub fn take_slots(&mut self) -> SmallVec<[Slot; 2]> {
+        std::mem::take(&mut self.held)
+    }
+}
+
 impl Limiter {
-    /// Decides `route`'s tiers for the request `view` at `now` (local clock, one reading
-    /// for every tier), into `admission`. A store failure is counted here and answered per
+    /// Decides `route`'s tiers for the request `view` into `admission`: first the
+    /// concurrency tiers (taking a slot each, waiting for one up to `max_delay`), then
+    /// every rate tier at one clock reading taken after that. A refusal anywhere leaves no
+    /// slot held and no TAT moved. A store failure is counted here and answered per
     /// `on_error`.
     pub async fn check_request(
         &self,
         route: &Route,
         view: &RequestView<'_>,
-        now: u64,
+        clock: &dyn Clock,
         admission: &mut Admission,
     ) -> Result<(), Refusal> {
-        let Admission { tiers, verdict } = admission;
-        tiers.fill(self, route, view).map_err(Refusal::Key)?;
+        admission
+            .tiers
+            .fill(self, route, view)
+            .map_err(Refusal::Key)?;
+        if !admission.tiers.slots.is_empty() && !self.take_slots(route, clock, admission).await {
+            admission.now = clock.now_ns();
+            admission.verdict = Verdict::unlimited();
+            return Ok(());
+        }
+        let now = clock.now_ns();
+        admission.now = now;
+        let Admission {
+            tiers,
+            verdict,
+            held,
+            ..
+        } = admission;
         if tiers.tiers.is_empty() {
             *verdict = Verdict::unlimited();
             return Ok(());
         }
+        let released = |verdict: &Verdict, held: &mut SmallVec<[Slot; 2]>| {
+            if !verdict.admitted {
+                // A rate tier refused: the slots go back, the request leaves no trace.
+                held.clear();
+            }
+        };
         match self
             .check(&tiers.tiers, &tiers.redis_keys, now, route.cost, verdict)
             .await
         {
-            Outcome::Decided => Ok(()),
+            Outcome::Decided => {
+                released(verdict, held);
+                Ok(())
+            }
             Outcome::Local(e) => {
                 self.failed(&e);
+                released(verdict, held);
                 Ok(())
             }
             Outcome::FailedOpen(e) => {
@@ -110,9 +190,63 @@ impl Limiter {
             }
             Outcome::FailedClosed(e) => {
                 self.failed(&e);
+                held.clear();
                 Err(Refusal::StoreUnavailable)
             }
         }
+    }
+
+    /// Takes a slot for every concurrency tier, in route order, into `admission.held`;
+    /// on a refusal, gives back what was taken. Returns whether the request may go on.
+    async fn take_slots(
+        &self,
+        route: &Route,
+        clock: &dyn Clock,
+        admission: &mut Admission,
+    ) -> bool {
+        admission.slot_outcomes.clear();
+        admission.held.clear();
+        for tier in admission.tiers.slots.iter() {
+            if admission.refused_slot().is_some() {
+                admission.slot_outcomes.push(SlotOutcome::Skipped);
+                continue;
+            }
+            let enforce = tier.mode == Mode::Enforce;
+            let wait = enforce && !tier.max_delay.is_zero();
+            let policy = &route.policies[tier.position].name;
+            let gauge = || Some(self.metrics.in_flight_gauge(policy));
+            let slot = match self.slots.acquire(tier.key, tier.max, wait, gauge) {
+                Acquired::Taken(slot) => Some(slot),
+                Acquired::Full => None,
+                Acquired::Queued(rx) => {
+                    let started = clock.now_ns();
+                    let slot = tokio::time::timeout(tier.max_delay, rx)
+                        .await
+                        .ok()
+                        .and_then(Result::ok);
+                    let waited = clock.now_ns().saturating_sub(started);
+                    self.metrics.queue_wait.observe(waited as f64 / 1e9);
+                    slot
+                }
+            };
+            let outcome = match (slot, enforce) {
+                (Some(slot), _) => {
+                    admission.held.push(slot);
+                    let held = self.slots.held(tier.key);
+                    SlotOutcome::Held {
+                        free: tier.max.saturating_sub(held),
+                    }
+                }
+                (None, true) => SlotOutcome::Refused,
+                (None, false) => SlotOutcome::ShadowFull,
+            };
+            admission.slot_outcomes.push(outcome);
+        }
+        if admission.refused_slot().is_some() {
+            admission.held.clear();
+            return false;
+        }
+        true
     }
 
     fn failed(&self, e: &StoreError) {
@@ -141,17 +275,35 @@ impl RequestTiers {
         self.tiers.clear();
         self.positions.clear();
         self.redis_keys.clear();
+        self.slots.clear();
         let out = self;
         for (position, policy) in route.policies.iter().enumerate() {
             let Some(keys) = keys_of(limiter, policy, view, position)? else {
                 continue;
             };
+            let rate = match &policy.kind {
+                PolicyKind::Rate(rate) => rate,
+                PolicyKind::Concurrency(cap) => {
+                    for partial in keys {
+                        let max =
+                            cap.max_for(partial.single.as_ref().map(|p| p.as_text()).as_deref());
+                        out.slots.push(SlotTier {
+                            key: partial.key.finish(&policy.name).hash,
+                            max,
+                            position,
+                            mode: policy.mode,
+                            max_delay: policy.max_delay,
+                        });
+                    }
+                    continue;
+                }
+            };
             let max_delay_ns = u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX);
             let overflow = limiter.overflow_key(&policy.name);
             for partial in keys {
                 let quota = match &partial.single {
-                    Some(part) => policy.quota_for(Some(&part.as_text())),
-                    None => policy.quota,
+                    Some(part) => rate.quota_for(Some(&part.as_text())),
+                    None => rate.quota,
                 };
                 let key = partial.key.finish(&policy.name);
                 out.tiers.push(Tier {
@@ -201,7 +353,7 @@ fn keys_of<'a>(
             return Err(too_many);
         }
         // Override look-ups need the part of a single-source key.
-        let single_source = policy.key.len() == 1 && !policy.overrides.is_empty();
+        let single_source = policy.key.len() == 1 && policy.override_count() > 0;
         if let [part] = values.as_slice() {
             // The common case: extend every key in place, no copies.
             for key in &mut keys {

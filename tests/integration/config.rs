@@ -148,6 +148,31 @@ fn every_mistake_is_located_with_a_hint() {
             "listen = \"0.0.0.0:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
             "is the same address as listen",
         ),
+        (
+            "limit = 10",
+            "limit = 10\nmax_in_flight = 4",
+            "FILE:9:9: policy `p` sets both max_in_flight and `limit`",
+        ),
+        (
+            "limit = 10\nperiod = \"1s\"\nburst = 5",
+            "limit = 10",
+            "policy `p` has no period, burst",
+        ),
+        (
+            "limit = 10\nperiod = \"1s\"\nburst = 5",
+            "max_in_flight = 0",
+            "max_in_flight must be a whole number of at least 1",
+        ),
+        (
+            "burst = 5",
+            "burst = 5\nretry_after = \"2s\"",
+            "`retry_after` applies to concurrency policies only",
+        ),
+        (
+            "limit = 10\nperiod = \"1s\"\nburst = 5",
+            "max_in_flight = 2\n[policies.p.overrides.\"10.0.0.1\"]\nlimit = 3",
+            "policy `p` is a concurrency cap: an override cannot set `limit`",
+        ),
     ];
     for (from, to, expected) in cases {
         assert!(BASE.contains(from), "case pattern {from:?} not in BASE");
@@ -158,6 +183,28 @@ fn every_mistake_is_located_with_a_hint() {
             "for {to:?}\nexpected: {expected}\ngot:      {got}"
         );
     }
+}
+
+#[test]
+fn concurrency_caps_are_refused_with_redis_until_it_shares_them() {
+    let text = BASE
+        .replacen(
+            "limit = 10\nperiod = \"1s\"\nburst = 5",
+            "max_in_flight = 2",
+            1,
+        )
+        .replacen(
+            "[upstreams.api]",
+            "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n\n[upstreams.api]",
+            1,
+        );
+    let got = errors_of(&text);
+    assert!(
+        got.contains(
+            "policy `p`: concurrency caps (max_in_flight) are not shared through Redis yet"
+        ),
+        "{got}"
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod support;
 
 mod bounds;
 mod browser;
+mod concurrency;
 mod config;
 mod fuzz_corpus;
 mod hostile;

@@ -44,6 +44,11 @@ pub const DEFAULT_UPSTREAM_MAX_CONNECTIONS: usize = 1024;
 /// Idle upstream connections kept per target and worker, and for how long.
 pub const DEFAULT_UPSTREAM_MAX_IDLE: usize = 256;
 pub const DEFAULT_UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Concurrency policies: the `Retry-After` of a refusal, and how long a dead gateway's
+/// Redis slot stays taken.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
+pub const MIN_LEASE_TTL: Duration = Duration::from_secs(1);
 
 /// Reads and compiles the file at `path`.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {

@@ -4,6 +4,7 @@ use super::*;
 
 impl Compiler {
     pub(super) fn policy(&mut self, name: String, raw: S<RawPolicy>) -> Option<Policy> {
+        let span = raw.span();
         let raw = raw.into_inner();
         let mut key = Vec::new();
         let sources = raw.key.get_ref().to_vec();
@@ -20,10 +21,6 @@ impl Compiler {
                 Err(e) => self.error(raw.key.span(), e.to_string(), Some("sources: ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, route, method, path".to_owned())),
             }
         }
-        let period = self.duration(&raw.period, false);
-        let limit = self.positive(&raw.limit, "limit");
-        let burst = self.positive(&raw.burst, "burst");
-        let quota = self.quota(limit, period, burst, raw.limit.span());
         let missing = self.choice(
             &raw.missing,
             &[
@@ -41,7 +38,6 @@ impl Compiler {
             "mode",
         );
         let max_delay = self.duration_or(&raw.max_delay, Duration::ZERO, true);
-        let mut overrides = HashMap::new();
         if !raw.overrides.is_empty() && sources.len() != 1 {
             self.error(
                 raw.key.span(),
@@ -49,9 +45,76 @@ impl Compiler {
                 Some("overrides apply to single-source keys only".to_owned()),
             );
         }
+        let kind = match &raw.max_in_flight {
+            Some(_) => self.concurrency_limit(&name, raw, span),
+            None => self.rate_limit(&name, raw, span),
+        };
+        Some(Policy {
+            name,
+            key,
+            missing: missing?,
+            mode: mode?,
+            max_delay: max_delay?,
+            kind: kind?,
+        })
+    }
+
+    /// `limit` per `period` with `burst`, and per-key overrides of them.
+    fn rate_limit(
+        &mut self,
+        name: &str,
+        raw: RawPolicy,
+        span: std::ops::Range<usize>,
+    ) -> Option<PolicyKind> {
+        for (field, given) in [
+            ("retry_after", raw.retry_after.as_ref().map(S::span)),
+            ("lease_ttl", raw.lease_ttl.as_ref().map(S::span)),
+        ] {
+            if let Some(at) = given {
+                self.error(
+                    at,
+                    format!("policy `{name}`: `{field}` applies to concurrency policies only"),
+                    Some("remove it, or make the policy a concurrency cap with max_in_flight instead of limit/period/burst".to_owned()),
+                );
+            }
+        }
+        let (Some(raw_limit), Some(raw_period), Some(raw_burst)) =
+            (&raw.limit, &raw.period, &raw.burst)
+        else {
+            let absent: Vec<&str> = [
+                ("limit", raw.limit.is_none()),
+                ("period", raw.period.is_none()),
+                ("burst", raw.burst.is_none()),
+            ]
+            .iter()
+            .filter(|(_, absent)| *absent)
+            .map(|(field, _)| *field)
+            .collect();
+            self.error(
+                span,
+                format!("policy `{name}` has no {}", absent.join(", ")),
+                Some("a rate policy needs limit, period and burst (e.g. limit = 100, period = \"1m\", burst = 20); a concurrency cap needs max_in_flight instead".to_owned()),
+            );
+            return None;
+        };
+        let period = self.duration(raw_period, false);
+        let limit = self.positive(raw_limit, "limit");
+        let burst = self.positive(raw_burst, "burst");
+        let quota = self.quota(limit, period, burst, raw_limit.span());
+        let mut overrides = HashMap::new();
         for (key_text, o) in raw.overrides {
             let span = o.span();
             let o = o.into_inner();
+            if let Some(m) = &o.max_in_flight {
+                self.error(
+                    m.span(),
+                    format!(
+                        "policy `{name}` is a rate policy: an override cannot set max_in_flight"
+                    ),
+                    Some("override limit, period or burst here".to_owned()),
+                );
+                continue;
+            }
             let limit = o
                 .limit
                 .as_ref()
@@ -68,18 +131,94 @@ impl Compiler {
                 overrides.insert(key_text, q);
             }
         }
-        let quota = quota?;
-        Some(Policy {
-            name,
-            key,
+        Some(PolicyKind::Rate(RateLimit {
             limit: limit?,
             period: period?,
-            quota,
-            missing: missing?,
-            mode: mode?,
-            max_delay: max_delay?,
+            quota: quota?,
             overrides,
-        })
+        }))
+    }
+
+    /// `max_in_flight` requests at once, and per-key overrides of it.
+    fn concurrency_limit(
+        &mut self,
+        name: &str,
+        raw: RawPolicy,
+        span: std::ops::Range<usize>,
+    ) -> Option<PolicyKind> {
+        for (field, given) in [
+            ("limit", raw.limit.as_ref().map(S::span)),
+            ("period", raw.period.as_ref().map(S::span)),
+            ("burst", raw.burst.as_ref().map(S::span)),
+        ] {
+            if let Some(at) = given {
+                self.error(
+                    at,
+                    format!("policy `{name}` sets both max_in_flight and `{field}`"),
+                    Some("a policy caps either requests in flight (max_in_flight) or requests per period (limit, period, burst); make two policies and list both in the route".to_owned()),
+                );
+            }
+        }
+        let max = raw.max_in_flight.as_ref().unwrap_or_else(|| unreachable!());
+        let max_in_flight = self.in_flight(max);
+        let retry_after = self.duration_or(&raw.retry_after, DEFAULT_RETRY_AFTER, false);
+        let lease_ttl = self.duration_or(&raw.lease_ttl, DEFAULT_LEASE_TTL, false);
+        if let Some(ttl) = lease_ttl {
+            if ttl < MIN_LEASE_TTL {
+                let at = raw.lease_ttl.as_ref().map_or(span, S::span);
+                self.error(
+                    at,
+                    format!("policy `{name}`: lease_ttl must be at least 1s"),
+                    Some(
+                        "leases are refreshed every third of lease_ttl; \"10s\" is usual"
+                            .to_owned(),
+                    ),
+                );
+            }
+        }
+        let mut overrides = HashMap::new();
+        for (key_text, o) in raw.overrides {
+            let o = o.into_inner();
+            for (field, given) in [
+                ("limit", o.limit.as_ref().map(S::span)),
+                ("period", o.period.as_ref().map(S::span)),
+                ("burst", o.burst.as_ref().map(S::span)),
+            ] {
+                if let Some(at) = given {
+                    self.error(
+                        at,
+                        format!("policy `{name}` is a concurrency cap: an override cannot set `{field}`"),
+                        Some("override max_in_flight here".to_owned()),
+                    );
+                }
+            }
+            if let Some(m) = &o.max_in_flight {
+                if let Some(v) = self.in_flight(m) {
+                    overrides.insert(key_text, v);
+                }
+            }
+        }
+        Some(PolicyKind::Concurrency(ConcurrencyLimit {
+            max_in_flight: max_in_flight?,
+            retry_after: retry_after?,
+            lease_ttl: lease_ttl?,
+            overrides,
+        }))
+    }
+
+    fn in_flight(&mut self, raw: &S<i64>) -> Option<u32> {
+        let v = self.positive(raw, "max_in_flight")?;
+        match u32::try_from(v) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.error(
+                    raw.span(),
+                    format!("max_in_flight {v} is too large"),
+                    Some("at most 4294967295".to_owned()),
+                );
+                None
+            }
+        }
     }
 
     pub(super) fn quota(

@@ -87,9 +87,9 @@ impl Compiler {
             }
             match policies.get(p.get_ref()) {
                 Some(policy) => {
-                    if let Some(cost) = cost {
-                        let too_small = std::iter::once(policy.quota.burst())
-                            .chain(policy.overrides.values().map(Quota::burst))
+                    if let (Some(cost), Some(rate)) = (cost, policy.rate()) {
+                        let too_small = std::iter::once(rate.quota.burst())
+                            .chain(rate.overrides.values().map(Quota::burst))
                             .any(|b| cost > b);
                         if too_small {
                             let span = raw.cost.as_ref().map_or(p.span(), S::span);

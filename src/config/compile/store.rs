@@ -11,9 +11,18 @@ impl Compiler {
     ) {
         const REDIS_MAX_NS: u64 = 1 << 52;
         for (name, p) in policies {
+            let Some(rate) = p.rate() else {
+                let span = spans.get(name).cloned().unwrap_or(0..0);
+                self.error(
+                    span,
+                    format!("policy `{name}`: concurrency caps (max_in_flight) are not shared through Redis yet"),
+                    Some("use the memory backend for concurrency policies, or a rate policy with Redis".to_owned()),
+                );
+                continue;
+            };
             let max_delay = u64::try_from(p.max_delay.as_nanos()).unwrap_or(u64::MAX);
-            let too_long = std::iter::once(&p.quota)
-                .chain(p.overrides.values())
+            let too_long = std::iter::once(&rate.quota)
+                .chain(rate.overrides.values())
                 .any(|q| {
                     q.tolerance_ns()
                         .saturating_add(max_delay)
