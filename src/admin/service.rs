@@ -125,7 +125,17 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
         PolicyKind::Rate(rate) => rate,
         PolicyKind::Concurrency(cap) => {
             let max = cap.max_for(single);
-            let held = shared.limiter.slots.held(key.hash);
+            let redis_key = key.redis.as_ref().map(|r| r.key.as_str());
+            let held = match shared.limiter.slots_held(key.hash, redis_key).await {
+                Ok(held) => held,
+                Err(e) => {
+                    return json_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "store_unavailable",
+                        &[("detail", e.to_string().into())],
+                    )
+                }
+            };
             return json_ok(json!({
                 "policy": policy.name,
                 "key": parts,

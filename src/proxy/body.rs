@@ -92,7 +92,7 @@ pub struct ResponseBody {
 }
 
 /// The concurrency slots a request holds.
-pub type HeldSlots = smallvec::SmallVec<[crate::store::slots::Slot; 2]>;
+pub type HeldSlots = smallvec::SmallVec<[crate::store::Held; 2]>;
 
 impl ResponseBody {
     pub fn new(

@@ -285,8 +285,10 @@ fn count_slot_decisions(
         match outcome {
             SlotOutcome::Refused => counters.denied.inc(),
             SlotOutcome::ShadowFull => counters.shadow_denied.inc(),
-            SlotOutcome::Held { .. } if admitted => counters.admitted.inc(),
-            SlotOutcome::Held { .. } | SlotOutcome::Skipped => {}
+            SlotOutcome::Held { .. } | SlotOutcome::Unchecked if admitted => {
+                counters.admitted.inc()
+            }
+            SlotOutcome::Held { .. } | SlotOutcome::Unchecked | SlotOutcome::Skipped => {}
         }
     }
 }

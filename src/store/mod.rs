@@ -4,7 +4,9 @@
 //! store's failures and their metrics stay in here.
 
 pub mod breaker;
+pub mod concurrency;
 pub mod keys;
+pub mod lease;
 pub mod memory;
 pub mod redis;
 pub mod refusals;
@@ -14,6 +16,7 @@ pub mod snapshot;
 
 use std::sync::Arc;
 
+pub use concurrency::Held;
 pub use keys::{KeyBuilder, StoreKey};
 pub use memory::MemoryStore;
 pub use redis::{RedisStore, StoreError};
@@ -27,8 +30,12 @@ use crate::metrics::Metrics;
 /// The limiter a gateway decides against: its store, and the metrics its failures go to.
 pub struct Limiter {
     pub store: Store,
-    /// Requests in flight per key of the concurrency policies.
+    /// Requests in flight per key of the concurrency policies (and, with Redis, the
+    /// `on_error = "local"` fallback).
     pub slots: Arc<slots::SlotTable>,
+    /// With Redis: whose turn it is to ask for a slot, among this gateway's waiters.
+    turns: Arc<slots::SlotTable>,
+    lease_ids: concurrency::LeaseIds,
     metrics: Arc<Metrics>,
 }
 
@@ -61,6 +68,8 @@ impl Limiter {
         Self {
             store,
             slots: Arc::default(),
+            turns: Arc::default(),
+            lease_ids: concurrency::LeaseIds::default(),
             metrics,
         }
     }

@@ -61,6 +61,7 @@ pub struct RedisStore {
     gcra: Script,
     rollback: Script,
     peek: Script,
+    slot_lease: Script,
 }
 
 /// What one script call answered: the server's now and each tier's debt (TAT − now).
@@ -132,6 +133,7 @@ impl RedisStore {
             gcra: Script::new(include_str!("gcra.lua")),
             rollback: Script::new(include_str!("rollback.lua")),
             peek: Script::new(include_str!("peek.lua")),
+            slot_lease: Script::new(include_str!("slot_lease.lua")),
         })
     }
 
@@ -356,5 +358,85 @@ impl RedisStore {
         }
         let reply = Reply::parse(&self.run(&inv).await?, keys.len(), false)?;
         Ok(reply.debts.to_vec())
+    }
+
+    /// One call on a concurrency key's lease set (see slot_lease.lua): `(done, held)`.
+    /// Counts for the breaker like a decision.
+    pub async fn lease(
+        &self,
+        key: &str,
+        op: LeaseOp,
+        id: &str,
+        max: u32,
+        ttl: Duration,
+        now_ns: u64,
+    ) -> Result<(bool, u32), StoreError> {
+        if !self.breaker.allow(now_ns) {
+            return Err(StoreError::BreakerOpen);
+        }
+        let mut inv = self.slot_lease.prepare_invoke();
+        inv.key(key)
+            .arg(op.as_str())
+            .arg(id)
+            .arg(max)
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        match self.run(&inv).await {
+            Ok(reply) => {
+                self.breaker.success();
+                match reply.as_slice() {
+                    [done, held] => Ok((*done == 1, u32::try_from(*held).unwrap_or(u32::MAX))),
+                    _ => Err(StoreError::Reply),
+                }
+            }
+            Err(e) => {
+                if self.breaker.failure(now_ns) {
+                    tracing::warn!(error = %e, "store failing; breaker open");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl RedisStore {
+    /// A lease call in the background (refresh, give back), outside the breaker: its
+    /// failures are the request path's business only when a request waits for them.
+    pub async fn lease_unguarded(
+        &self,
+        key: &str,
+        op: LeaseOp,
+        id: &str,
+        ttl: Duration,
+    ) -> Result<(bool, u32), StoreError> {
+        let mut inv = self.slot_lease.prepare_invoke();
+        inv.key(key)
+            .arg(op.as_str())
+            .arg(id)
+            .arg(0)
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        match self.run(&inv).await?.as_slice() {
+            [done, held] => Ok((*done == 1, u32::try_from(*held).unwrap_or(u32::MAX))),
+            _ => Err(StoreError::Reply),
+        }
+    }
+}
+
+/// What a call on a lease set does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseOp {
+    Take,
+    Refresh,
+    Give,
+    Count,
+}
+
+impl LeaseOp {
+    fn as_str(self) -> &'static str {
+        match self {
+            LeaseOp::Take => "take",
+            LeaseOp::Refresh => "refresh",
+            LeaseOp::Give => "give",
+            LeaseOp::Count => "count",
+        }
     }
 }

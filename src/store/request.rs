@@ -5,7 +5,7 @@
 use arrayvec::ArrayVec;
 use smallvec::SmallVec;
 
-use super::slots::{Acquired, Slot};
+use super::concurrency::Held;
 use super::{KeyBuilder, Limiter, Outcome, StoreError};
 use crate::clock::Clock;
 use crate::config::{Missing, Policy, PolicyKind, Route};
@@ -23,6 +23,8 @@ pub struct RequestTiers {
     pub redis_keys: Vec<RedisKey>,
     /// The concurrency tiers: slots to hold while the request is in flight.
     pub slots: SmallVec<[SlotTier; 2]>,
+    /// For each concurrency tier, its Redis lease set; empty in memory mode.
+    pub slot_keys: Vec<String>,
 }
 
 /// One concurrency decision: a slot on `key`, at most `max` held at once.
@@ -35,6 +37,8 @@ pub struct SlotTier {
     pub mode: Mode,
     /// How long the request may wait for a slot.
     pub max_delay: std::time::Duration,
+    /// Redis: how long a slot of a gateway that died stays taken.
+    pub lease_ttl: std::time::Duration,
 }
 
 /// Why a request cannot be keyed (400), with the position of the policy.
@@ -77,6 +81,8 @@ pub enum Refusal {
 pub enum SlotOutcome {
     /// A slot is held; `free` were left after taking it.
     Held { free: u32 },
+    /// The store could not be asked and `on_error = "allow"`: admitted without a slot.
+    Unchecked,
     /// Every slot was taken (after waiting, with `max_delay`): the request is refused.
     Refused,
     /// A shadow tier that would have refused: counted, not held, not refused.
@@ -101,7 +107,7 @@ pub struct Admission {
     pub slot_outcomes: SmallVec<[SlotOutcome; 2]>,
     /// The slots this request holds: released when dropped, so whoever keeps the admission
     /// (the response body, a tunnel) decides when.
-    pub held: SmallVec<[Slot; 2]>,
+    pub held: SmallVec<[Held; 2]>,
 }
 
 impl Default for Admission {
@@ -125,7 +131,7 @@ impl Admission {
     }
 
     /// Takes the held slots out, to keep them as long as the response lasts.
-    pub fn take_slots(&mut self) -> SmallVec<[Slot; 2]> {
+    pub fn take_slots(&mut self) -> SmallVec<[Held; 2]> {
         std::mem::take(&mut self.held)
     }
 }
@@ -147,7 +153,7 @@ impl Limiter {
             .tiers
             .fill(self, route, view)
             .map_err(Refusal::Key)?;
-        if !admission.tiers.slots.is_empty() && !self.take_slots(route, clock, admission).await {
+        if !admission.tiers.slots.is_empty() && !self.take_slots(route, clock, admission).await? {
             admission.now = clock.now_ns();
             admission.verdict = Verdict::unlimited();
             return Ok(());
@@ -164,7 +170,7 @@ impl Limiter {
             *verdict = Verdict::unlimited();
             return Ok(());
         }
-        let released = |verdict: &Verdict, held: &mut SmallVec<[Slot; 2]>| {
+        let released = |verdict: &Verdict, held: &mut SmallVec<[Held; 2]>| {
             if !verdict.admitted {
                 // A rate tier refused: the slots go back, the request leaves no trace.
                 held.clear();
@@ -196,60 +202,7 @@ impl Limiter {
         }
     }
 
-    /// Takes a slot for every concurrency tier, in route order, into `admission.held`;
-    /// on a refusal, gives back what was taken. Returns whether the request may go on.
-    async fn take_slots(
-        &self,
-        route: &Route,
-        clock: &dyn Clock,
-        admission: &mut Admission,
-    ) -> bool {
-        admission.slot_outcomes.clear();
-        admission.held.clear();
-        for tier in admission.tiers.slots.iter() {
-            if admission.refused_slot().is_some() {
-                admission.slot_outcomes.push(SlotOutcome::Skipped);
-                continue;
-            }
-            let enforce = tier.mode == Mode::Enforce;
-            let wait = enforce && !tier.max_delay.is_zero();
-            let policy = &route.policies[tier.position].name;
-            let gauge = || Some(self.metrics.in_flight_gauge(policy));
-            let slot = match self.slots.acquire(tier.key, tier.max, wait, gauge) {
-                Acquired::Taken(slot) => Some(slot),
-                Acquired::Full => None,
-                Acquired::Queued(rx) => {
-                    let started = clock.now_ns();
-                    let slot = tokio::time::timeout(tier.max_delay, rx)
-                        .await
-                        .ok()
-                        .and_then(Result::ok);
-                    let waited = clock.now_ns().saturating_sub(started);
-                    self.metrics.queue_wait.observe(waited as f64 / 1e9);
-                    slot
-                }
-            };
-            let outcome = match (slot, enforce) {
-                (Some(slot), _) => {
-                    admission.held.push(slot);
-                    let held = self.slots.held(tier.key);
-                    SlotOutcome::Held {
-                        free: tier.max.saturating_sub(held),
-                    }
-                }
-                (None, true) => SlotOutcome::Refused,
-                (None, false) => SlotOutcome::ShadowFull,
-            };
-            admission.slot_outcomes.push(outcome);
-        }
-        if admission.refused_slot().is_some() {
-            admission.held.clear();
-            return false;
-        }
-        true
-    }
-
-    fn failed(&self, e: &StoreError) {
+    pub(super) fn failed(&self, e: &StoreError) {
         self.metrics
             .store_errors
             .get_or_create(&crate::metrics::StoreLabels {
@@ -276,6 +229,7 @@ impl RequestTiers {
         self.positions.clear();
         self.redis_keys.clear();
         self.slots.clear();
+        self.slot_keys.clear();
         let out = self;
         for (position, policy) in route.policies.iter().enumerate() {
             let Some(keys) = keys_of(limiter, policy, view, position)? else {
@@ -287,13 +241,18 @@ impl RequestTiers {
                     for partial in keys {
                         let max =
                             cap.max_for(partial.single.as_ref().map(|p| p.as_text()).as_deref());
+                        let key = partial.key.finish(&policy.name);
                         out.slots.push(SlotTier {
-                            key: partial.key.finish(&policy.name).hash,
+                            key: key.hash,
                             max,
                             position,
                             mode: policy.mode,
                             max_delay: policy.max_delay,
+                            lease_ttl: cap.lease_ttl,
                         });
+                        if let Some(redis) = key.redis {
+                            out.slot_keys.push(format!("{}:in-flight", redis.key));
+                        }
                     }
                     continue;
                 }

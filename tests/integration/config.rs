@@ -186,28 +186,6 @@ fn every_mistake_is_located_with_a_hint() {
 }
 
 #[test]
-fn concurrency_caps_are_refused_with_redis_until_it_shares_them() {
-    let text = BASE
-        .replacen(
-            "limit = 10\nperiod = \"1s\"\nburst = 5",
-            "max_in_flight = 2",
-            1,
-        )
-        .replacen(
-            "[upstreams.api]",
-            "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n\n[upstreams.api]",
-            1,
-        );
-    let got = errors_of(&text);
-    assert!(
-        got.contains(
-            "policy `p`: concurrency caps (max_in_flight) are not shared through Redis yet"
-        ),
-        "{got}"
-    );
-}
-
-#[test]
 fn all_errors_are_reported_at_once() {
     let text = BASE
         .replace("limit = 10", "limit = 0")

@@ -12,13 +12,7 @@ impl Compiler {
         const REDIS_MAX_NS: u64 = 1 << 52;
         for (name, p) in policies {
             let Some(rate) = p.rate() else {
-                let span = spans.get(name).cloned().unwrap_or(0..0);
-                self.error(
-                    span,
-                    format!("policy `{name}`: concurrency caps (max_in_flight) are not shared through Redis yet"),
-                    Some("use the memory backend for concurrency policies, or a rate policy with Redis".to_owned()),
-                );
-                continue;
+                continue; // concurrency caps: leases, no debt to bound
             };
             let max_delay = u64::try_from(p.max_delay.as_nanos()).unwrap_or(u64::MAX);
             let too_long = std::iter::once(&rate.quota)

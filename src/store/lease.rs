@@ -1,0 +1,78 @@
+//! A concurrency slot held in Redis: a lease refreshed every third of its ttl while the
+//! request is in flight, and given back when dropped. A gateway that dies stops refreshing,
+//! so its slots expire within the ttl.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::metrics::gauge::Gauge;
+
+use super::redis::{LeaseOp, RedisStore};
+
+/// One lease on a key's lease set.
+pub struct Lease {
+    store: Arc<RedisStore>,
+    key: String,
+    id: String,
+    refresher: tokio::task::AbortHandle,
+    gauge: Gauge,
+}
+
+impl Lease {
+    /// Starts holding the lease `id` (already taken) on `key`.
+    pub fn hold(
+        store: Arc<RedisStore>,
+        key: String,
+        id: String,
+        ttl: Duration,
+        gauge: Gauge,
+    ) -> Self {
+        gauge.inc();
+        let (s, k, i) = (store.clone(), key.clone(), id.clone());
+        let refresher = tokio::spawn(async move {
+            let every = (ttl / 3).max(Duration::from_millis(100));
+            loop {
+                tokio::time::sleep(every).await;
+                match s.lease_unguarded(&k, LeaseOp::Refresh, &i, ttl).await {
+                    Ok((true, _)) => {}
+                    Ok((false, _)) => {
+                        tracing::warn!(key = %k, "a concurrency lease expired while its request was in flight (Redis unreachable for longer than lease_ttl?)");
+                        return;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "could not refresh a concurrency lease"),
+                }
+            }
+        })
+        .abort_handle();
+        Self {
+            store,
+            key,
+            id,
+            refresher,
+            gauge,
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.refresher.abort();
+        self.gauge.dec();
+        let (store, key, id) = (
+            self.store.clone(),
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.id),
+        );
+        // Given back in the background; if that fails, the lease expires by itself.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = store
+                    .lease_unguarded(&key, LeaseOp::Give, &id, Duration::ZERO)
+                    .await
+                {
+                    tracing::debug!(error = %e, "could not give a concurrency lease back; it will expire");
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,35 @@
+-- tollgate: slots of a concurrency policy shared by a fleet, as leases. The key is a sorted
+-- set of lease ids scored by their expiry (server clock, ms); expired leases are dropped
+-- first, so a gateway that died holding slots loses them within the lease's ttl.
+--
+-- KEYS[1]  the key's lease set
+-- ARGV[1]  mode: "take" | "refresh" | "give" | "count"
+-- ARGV[2]  lease id        ARGV[3]  max_in_flight        ARGV[4]  ttl (ms)
+-- Returns  { done (1/0), leases held after the call }
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local mode, id = ARGV[1], ARGV[2]
+local ttl = tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if mode == 'give' then
+  local done = redis.call('ZREM', KEYS[1], id)
+  return { done, redis.call('ZCARD', KEYS[1]) }
+end
+if mode == 'count' then
+  return { 1, redis.call('ZCARD', KEYS[1]) }
+end
+if mode == 'refresh' then
+  if not redis.call('ZSCORE', KEYS[1], id) then
+    return { 0, redis.call('ZCARD', KEYS[1]) }
+  end
+  redis.call('ZADD', KEYS[1], now + ttl, id)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return { 1, redis.call('ZCARD', KEYS[1]) }
+end
+local held = redis.call('ZCARD', KEYS[1])
+if held >= tonumber(ARGV[3]) then
+  return { 0, held }
+end
+redis.call('ZADD', KEYS[1], now + ttl, id)
+redis.call('PEXPIRE', KEYS[1], ttl)
+return { 1, held + 1 }
