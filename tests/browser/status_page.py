@@ -76,7 +76,8 @@ const policies = [...document.querySelectorAll("#policies-body tr")].map((tr) =>
   return { name: td[0].querySelector("b")?.textContent ?? "",
            burst: Number(td[3].textContent.replace(/,/g, "")),
            t_ns: Number((td[4].title || "").replace(/ ns$/, "")),
-           limit: td[2].textContent.trim() };
+           limit: td[2].textContent.trim(),
+           inflight: td[2].textContent.includes("in flight") };
 }).filter(Boolean);
 const canvas = $("rate-chart");
 return {
@@ -166,8 +167,16 @@ def run(admin_url: str, data_url: str, shots: str, driver) -> list[str]:
                                             and s["statsRows"] > 0 and not s["statsEmpty"]
                                             and s["points"] >= 2) else None)(state(d)))
     check(not s["banner"], "the 'admin API unreachable' banner is shown although the API answered")
-    for p in s["policies"]:
+    rate = [p for p in s["policies"] if not p["inflight"]]
+    caps = [p for p in s["policies"] if p["inflight"]]
+    for p in rate:
         check(p["name"] and p["burst"] >= 1 and p["t_ns"] > 0, f"policies table row looks wrong: {p}")
+    for p in caps:
+        check(p["name"] and p["limit"].split()[0].replace(",", "").isdigit(),
+              f"concurrency policy row looks wrong: {p}")
+        check(all(o["value"] != p["name"] for o in s["options"]),
+              f"concurrency policy {p['name']!r} is offered in the GCRA playground: {s['options']}")
+    summary.append(f"concurrency policies shown: {', '.join(p['name'] + ' ' + p['limit'] for p in caps) or 'none'}")
     summary.append(f"page ready: {len(s['policies'])} policies "
                    f"({', '.join(p['name'] + ' burst ' + str(p['burst']) for p in s['policies'])}), "
                    f"live text {s['liveText']!r}")
@@ -213,7 +222,7 @@ def run(admin_url: str, data_url: str, shots: str, driver) -> list[str]:
     # 3. Playground: the smallest-burst policy admits exactly `burst` requests at once, then denies.
     s = state(driver)
     # Smallest burst; among equals the longest emission interval (slowest refill, least timing-sensitive).
-    pick = min(s["policies"], key=lambda p: (p["burst"], -p["t_ns"]))
+    pick = min((p for p in s["policies"] if not p["inflight"]), key=lambda p: (p["burst"], -p["t_ns"]))
     burst, t_ns = pick["burst"], pick["t_ns"]
     check(any(o["value"] == pick["name"] for o in s["options"]),
           f"policy {pick['name']!r} from the table is not an option of #pg-policy: {s['options']}")
