@@ -32,7 +32,12 @@ async fn status_page_in_headless_chromium() {
         .policy("client", "ip", 1, "1s", 5)
         .policy("endpoint", "route", 100, "1s", 20)
         .policy_raw("inflight", "key = \"ip\"\nmax_in_flight = 8\n")
-        .route("search", "/v1/search", "api", &["endpoint", "client", "inflight"])
+        .route(
+            "search",
+            "/v1/search",
+            "api",
+            &["endpoint", "client", "inflight"],
+        )
         .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let shots = tempfile::tempdir().expect("tempdir");

@@ -504,3 +504,34 @@ async fn with_redis_down_on_error_decides_as_for_rate_tiers() {
         "the local fallback's slot was given back"
     );
 }
+
+#[tokio::test]
+async fn held_slots_count_against_a_limit_lowered_by_reload() {
+    let up = GatedUpstream::start().await;
+    let gw = TestGateway::start(&capped(3, ""), &up.url()).await;
+    let mut held = Vec::new();
+    for i in 0..2 {
+        let url = gw.url(&format!("/held{i}"));
+        held.push(tokio::spawn(async move {
+            send(&http1(), "GET", &url, &[("x-key", "k")], b"")
+                .await
+                .status
+        }));
+    }
+    assert!(eventually(WAIT, || up.arrived().len() == 2).await);
+    gw.rewrite(&capped(2, ""), &up.url());
+    gw.gw().reload().await.expect("reload");
+    let r = get(&gw.url("/over"), &[("x-key", "k")]).await;
+    assert_eq!(r.status, 429, "two held slots fill the lowered cap of 2");
+    assert_eq!(
+        slots(&gw, "k").await,
+        (2, 0),
+        "the reload kept the slots held"
+    );
+    up.release();
+    for h in held {
+        assert_eq!(h.await.expect("held"), 200);
+    }
+    assert_eq!(slots(&gw, "k").await, (0, 0));
+    assert_eq!(get(&gw.url("/fits"), &[("x-key", "k")]).await.status, 200);
+}
