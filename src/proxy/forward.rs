@@ -1,16 +1,13 @@
-//! What forwarding does to a request on its way upstream (hop-by-hop headers removed,
-//! X-Forwarded-* set) and how a failed exchange is classified and answered. The
-//! connections themselves are in [`super::pool`].
+//! What forwarding does to a request on its way upstream and to the answer on its way
+//! back: hop-by-hop headers removed, X-Forwarded-* set. The connections, and how a failed
+//! exchange is classified and answered, are in [`super::pool`].
 
 use std::net::IpAddr;
-use std::time::Duration;
 
 use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, UPGRADE};
-use http::{HeaderMap, Request, Response, StatusCode, Version};
+use http::{HeaderMap, Request, Version};
 
-use super::body::{BodyReadTimeout, ClientBodyError};
-use super::response::{json_error, Body};
-use crate::config::Target;
+use super::response::Body;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
@@ -27,113 +24,6 @@ static HOP_BY_HOP: [HeaderName; 8] = [
     HeaderName::from_static("trailer"),
     HeaderName::from_static("transfer-encoding"),
 ];
-
-#[derive(Debug, thiserror::Error)]
-pub enum ForwardError {
-    #[error("cannot connect to {target}: {source}")]
-    Connect {
-        target: String,
-        #[source]
-        source: super::pool::ConnectError,
-    },
-    #[error("all {cap} connections to {target}'s upstream are in use")]
-    Busy { target: String, cap: usize },
-    #[error("no response from {target} within {timeout:?}")]
-    Timeout { target: String, timeout: Duration },
-    /// The client's own request body failed on the way: its fault, not the upstream's.
-    #[error("the client's request body {fault}: {source}")]
-    ClientBody {
-        fault: ClientBodyFault,
-        #[source]
-        source: hyper::Error,
-    },
-    #[error("upstream {target} failed: {source}")]
-    Broken {
-        target: String,
-        #[source]
-        source: hyper::Error,
-    },
-}
-
-/// How a client's request body failed while it was being forwarded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum ClientBodyFault {
-    #[error("exceeded max_body")]
-    TooLarge,
-    #[error("stalled past body_read_timeout")]
-    Stalled,
-    #[error("was malformed or cut off")]
-    Broken,
-}
-
-impl ForwardError {
-    /// Classifies a failed exchange once, by what caused it.
-    pub(super) fn classify(target: &Target, source: hyper::Error) -> Self {
-        let fault = if caused_by::<http_body_util::LengthLimitError>(&source) {
-            Some(ClientBodyFault::TooLarge)
-        } else if caused_by::<BodyReadTimeout>(&source) {
-            Some(ClientBodyFault::Stalled)
-        } else if caused_by::<ClientBodyError>(&source) {
-            Some(ClientBodyFault::Broken)
-        } else {
-            None
-        };
-        match fault {
-            Some(fault) => ForwardError::ClientBody { fault, source },
-            None => ForwardError::Broken {
-                target: target.to_string(),
-                source,
-            },
-        }
-    }
-
-    pub fn clients_fault(&self) -> bool {
-        matches!(self, ForwardError::ClientBody { .. })
-    }
-
-    /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's.
-    pub fn response(&self, upstream: &str) -> Response<Body> {
-        let named = [("upstream", upstream.into())];
-        let closing = |status, code| {
-            let mut resp = json_error(status, code, &[]);
-            resp.headers_mut()
-                .insert(CONNECTION, HeaderValue::from_static("close"));
-            resp
-        };
-        match self {
-            ForwardError::Busy { .. } => {
-                json_error(StatusCode::SERVICE_UNAVAILABLE, "upstream_busy", &named)
-            }
-            ForwardError::Timeout { .. } => {
-                json_error(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", &named)
-            }
-            ForwardError::ClientBody { fault, .. } => match fault {
-                ClientBodyFault::TooLarge => {
-                    json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[])
-                }
-                ClientBodyFault::Stalled => {
-                    closing(StatusCode::REQUEST_TIMEOUT, "request_body_timeout")
-                }
-                ClientBodyFault::Broken => closing(StatusCode::BAD_REQUEST, "bad_request_body"),
-            },
-            ForwardError::Connect { .. } | ForwardError::Broken { .. } => {
-                json_error(StatusCode::BAD_GATEWAY, "upstream_unavailable", &named)
-            }
-        }
-    }
-}
-
-/// Whether `E` is somewhere in the source chain of `e`.
-fn caused_by<E: std::error::Error + 'static>(e: &hyper::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if s.is::<E>() {
-            return true;
-        }
-        source = s.source();
-    }
-    false
-}
 
 /// Removes hop-by-hop headers and any header the Connection header names. With
 /// `upgrade`, keeps `Connection: upgrade` and `Upgrade` so the tunnel can be set up.

@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::held::Held;
 use super::lease::Lease;
 use super::redis::{LeaseOp, RedisStore};
 use super::request::{Admission, Refusal, SlotOutcome, SlotTier};
-use super::slots::{Acquired, Slot, SlotTable};
+use super::slots::{Acquired, SlotTable};
 use super::{Limiter, Store, StoreError};
 use crate::clock::Clock;
 use crate::config::{OnError, Route};
@@ -19,12 +20,6 @@ use crate::limit::Mode;
 
 /// How often a waiting request asks Redis again for a slot.
 const REDIS_RETRY: Duration = Duration::from_millis(50);
-
-/// A slot a request holds, wherever it lives; given back when dropped.
-pub enum Held {
-    Local(Slot),
-    Remote(Lease),
-}
 
 /// Names leases uniquely across a fleet: a random prefix per process and a counter.
 #[derive(Debug)]

@@ -5,6 +5,7 @@
 
 pub mod breaker;
 pub mod concurrency;
+pub mod held;
 pub mod keys;
 pub mod lease;
 pub mod memory;
@@ -16,7 +17,7 @@ pub mod snapshot;
 
 use std::sync::Arc;
 
-pub use concurrency::Held;
+pub use held::Held;
 pub use keys::{KeyBuilder, StoreKey};
 pub use memory::MemoryStore;
 pub use redis::{RedisStore, StoreError};

@@ -5,7 +5,7 @@
 use arrayvec::ArrayVec;
 use smallvec::SmallVec;
 
-use super::concurrency::Held;
+use super::held::Held;
 use super::{KeyBuilder, Limiter, Outcome, StoreError};
 use crate::clock::Clock;
 use crate::config::{Missing, Policy, PolicyKind, Route};

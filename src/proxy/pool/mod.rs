@@ -6,6 +6,7 @@
 
 mod body;
 mod connect;
+mod error;
 mod local;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,12 +20,12 @@ use hyper_util::rt::TokioIo;
 
 pub use body::PooledBody;
 pub use connect::ConnectError;
+pub use error::{ClientBodyFault, ForwardError};
 
 use body::CheckIn;
 use connect::Connector;
 use local::{next_serial, with_local, Idle};
 
-use super::forward::ForwardError;
 use super::response::Body;
 use crate::config::Upstream;
 use crate::metrics::Metrics;

@@ -1,0 +1,119 @@
+//! How an exchange with an upstream fails, classified once by its cause, and the answer
+//! the client gets for each.
+
+use std::time::Duration;
+
+use http::header::{HeaderValue, CONNECTION};
+use http::{Response, StatusCode};
+
+use super::connect::ConnectError;
+use crate::config::Target;
+use crate::proxy::body::{BodyReadTimeout, ClientBodyError};
+use crate::proxy::response::{json_error, Body};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    #[error("cannot connect to {target}: {source}")]
+    Connect {
+        target: String,
+        #[source]
+        source: ConnectError,
+    },
+    #[error("all {cap} connections to {target}'s upstream are in use")]
+    Busy { target: String, cap: usize },
+    #[error("no response from {target} within {timeout:?}")]
+    Timeout { target: String, timeout: Duration },
+    /// The client's own request body failed on the way: its fault, not the upstream's.
+    #[error("the client's request body {fault}: {source}")]
+    ClientBody {
+        fault: ClientBodyFault,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("upstream {target} failed: {source}")]
+    Broken {
+        target: String,
+        #[source]
+        source: hyper::Error,
+    },
+}
+
+/// How a client's request body failed while it was being forwarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ClientBodyFault {
+    #[error("exceeded max_body")]
+    TooLarge,
+    #[error("stalled past body_read_timeout")]
+    Stalled,
+    #[error("was malformed or cut off")]
+    Broken,
+}
+
+impl ForwardError {
+    /// Classifies a failed exchange once, by what caused it.
+    pub(super) fn classify(target: &Target, source: hyper::Error) -> Self {
+        let fault = if caused_by::<http_body_util::LengthLimitError>(&source) {
+            Some(ClientBodyFault::TooLarge)
+        } else if caused_by::<BodyReadTimeout>(&source) {
+            Some(ClientBodyFault::Stalled)
+        } else if caused_by::<ClientBodyError>(&source) {
+            Some(ClientBodyFault::Broken)
+        } else {
+            None
+        };
+        match fault {
+            Some(fault) => ForwardError::ClientBody { fault, source },
+            None => ForwardError::Broken {
+                target: target.to_string(),
+                source,
+            },
+        }
+    }
+
+    pub fn clients_fault(&self) -> bool {
+        matches!(self, ForwardError::ClientBody { .. })
+    }
+
+    /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's.
+    pub fn response(&self, upstream: &str) -> Response<Body> {
+        let named = [("upstream", upstream.into())];
+        let closing = |status, code| {
+            let mut resp = json_error(status, code, &[]);
+            resp.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            resp
+        };
+        match self {
+            ForwardError::Busy { .. } => {
+                json_error(StatusCode::SERVICE_UNAVAILABLE, "upstream_busy", &named)
+            }
+            ForwardError::Timeout { .. } => {
+                json_error(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", &named)
+            }
+            ForwardError::ClientBody { fault, .. } => match fault {
+                ClientBodyFault::TooLarge => {
+                    json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[])
+                }
+                ClientBodyFault::Stalled => {
+                    closing(StatusCode::REQUEST_TIMEOUT, "request_body_timeout")
+                }
+                ClientBodyFault::Broken => closing(StatusCode::BAD_REQUEST, "bad_request_body"),
+            },
+            ForwardError::Connect { .. } | ForwardError::Broken { .. } => {
+                json_error(StatusCode::BAD_GATEWAY, "upstream_unavailable", &named)
+            }
+        }
+    }
+}
+
+/// Whether `E` is somewhere in the source chain of `e`.
+fn caused_by<E: std::error::Error + 'static>(e: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<E>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
