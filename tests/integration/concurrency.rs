@@ -535,3 +535,53 @@ async fn held_slots_count_against_a_limit_lowered_by_reload() {
     assert_eq!(slots(&gw, "k").await, (0, 0));
     assert_eq!(get(&gw.url("/fits"), &[("x-key", "k")]).await.status, 200);
 }
+
+/// HTTP/2: a client that resets its streams (holding slots, or waiting for one) frees
+/// them, and its connection stays usable; the slots cannot be pinned by cancelled streams.
+#[tokio::test]
+async fn reset_http2_streams_free_their_slots_and_leave_the_queue() {
+    let up = GatedUpstream::start().await;
+    let gw = TestGateway::start(&capped(1, "max_delay = \"30s\""), &up.url()).await;
+    let tcp = tokio::net::TcpStream::connect(gw.addr)
+        .await
+        .expect("connect");
+    let (mut client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let request = |path: &str| {
+        Request::get(format!("http://x{path}"))
+            .header("x-key", "k")
+            .body(())
+            .expect("request")
+    };
+    let (held, mut held_stream) = client.send_request(request("/held"), true).expect("send");
+    assert!(eventually(WAIT, || up.arrived().len() == 1).await);
+    let (queued, mut queued_stream) = client.send_request(request("/queued"), true).expect("send");
+    assert!(
+        eventually_async(WAIT, || async { slots(&gw, "k").await == (1, 1) }).await,
+        "one held, one waiting"
+    );
+    // Cancel the waiter, then the holder.
+    queued_stream.send_reset(h2::Reason::CANCEL);
+    drop(queued);
+    assert!(
+        eventually_async(WAIT, || async { slots(&gw, "k").await == (1, 0) }).await,
+        "the cancelled waiter left the queue"
+    );
+    held_stream.send_reset(h2::Reason::CANCEL);
+    drop(held);
+    assert!(
+        eventually_async(WAIT, || async { slots(&gw, "k").await == (0, 0) }).await,
+        "the cancelled request's slot is free"
+    );
+    // The same connection still works, and the slot is there to take.
+    up.release();
+    let (resp, _) = client.send_request(request("/next"), true).expect("send");
+    let resp = tokio::time::timeout(WAIT, resp)
+        .await
+        .expect("in time")
+        .expect("response");
+    assert_eq!(resp.status(), 200);
+    driver.abort();
+}
