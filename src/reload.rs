@@ -78,6 +78,9 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     };
     let previous = shared.snapshot.load_full();
     let snapshot = Snapshot::build(Arc::new(config), Some(&previous), &shared.metrics);
+    shared
+        .metrics
+        .forget_removed(&previous.config, &snapshot.config);
     shared.snapshot.store(Arc::new(snapshot));
     shared.limiter.forget_refusals();
     Ok(report)

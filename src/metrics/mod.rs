@@ -238,6 +238,59 @@ impl Metrics {
             .collect()
     }
 
+    /// Drops the series of routes, route tiers, policies and upstreams that `old` had and
+    /// `new` has not, so `/metrics` describes the running config (a renamed route starts
+    /// afresh either way). Requests still in flight on `old` count into handles no longer
+    /// exposed.
+    pub fn forget_removed(&self, old: &Config, new: &Config) {
+        const OUTCOMES: [&str; 4] = ["admitted", "denied", "shadow_denied", "overflow"];
+        const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+        for route in &old.routes {
+            let kept = new.routes.iter().find(|r| r.name == route.name);
+            for policy in &route.policies {
+                let still = kept.is_some_and(|r| r.policies.iter().any(|p| p.name == policy.name));
+                if still {
+                    continue;
+                }
+                for outcome in OUTCOMES {
+                    self.decisions.remove(&DecisionLabels {
+                        route: route.name.clone(),
+                        policy: policy.name.clone(),
+                        outcome,
+                    });
+                }
+            }
+            if kept.is_none() {
+                for status in CLASSES {
+                    self.responses.remove(&RouteStatusLabels {
+                        route: route.name.clone(),
+                        status,
+                    });
+                }
+                self.retry_after.remove(&RouteLabels {
+                    route: route.name.clone(),
+                });
+            }
+        }
+        for policy in &old.policies {
+            if !new.policies.iter().any(|p| p.name == policy.name) {
+                self.in_flight.remove(&PolicyLabels {
+                    policy: policy.name.clone(),
+                });
+            }
+        }
+        for upstream in &old.upstreams {
+            if !new.upstreams.iter().any(|u| u.name == upstream.name) {
+                for status in CLASSES {
+                    self.upstream_latency.remove(&UpstreamLabels {
+                        upstream: upstream.name.clone(),
+                        status,
+                    });
+                }
+            }
+        }
+    }
+
     /// The in-flight gauge of a concurrency policy.
     pub fn in_flight_gauge(&self, policy: &str) -> Gauge {
         self.in_flight

@@ -515,3 +515,49 @@ async fn a_reload_names_what_needs_a_restart_and_applies_the_rest() {
         again.needs_restart
     );
 }
+
+#[tokio::test]
+async fn a_reload_drops_the_metric_series_of_what_it_removed() {
+    let up = Upstream::start().await;
+    let before = Fixture::new()
+        .policy("p", "ip", 100, "1s", 100)
+        .policy("q", "ip", 100, "1s", 100)
+        .route("a", "/a", "api", &["p", "q"])
+        .route("b", "/b", "api", &["p"])
+        .build();
+    let gw = TestGateway::start(&before, &up.url()).await;
+    assert_eq!(get(&gw.url("/a"), &[]).await.status, 200);
+    assert_eq!(get(&gw.url("/b"), &[]).await.status, 200);
+    let series = |text: &str, name: &str| metric(text, name);
+    let text = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let a_q = "tollgate_decisions_total{route=\"a\",policy=\"q\",outcome=\"admitted\"}";
+    let a_p = "tollgate_decisions_total{route=\"a\",policy=\"p\",outcome=\"admitted\"}";
+    let b_2xx = "tollgate_responses_total{route=\"b\",status=\"2xx\"}";
+    assert_eq!(series(&text, a_q), 1.0);
+    assert_eq!(series(&text, b_2xx), 1.0);
+
+    let after = Fixture::new()
+        .policy("p", "ip", 100, "1s", 100)
+        .route("a", "/a", "api", &["p"])
+        .build();
+    gw.rewrite(&after, &up.url());
+    gw.gw().reload().await.expect("reload");
+    let text = get(&gw.admin_url("/metrics"), &[]).await.text();
+    assert!(
+        series(&text, a_q).is_nan(),
+        "the tier removed from route a is gone"
+    );
+    assert!(series(&text, b_2xx).is_nan(), "route b is gone");
+    assert!(
+        !text.contains("route=\"b\""),
+        "no series of route b left:\n{text}"
+    );
+    assert_eq!(
+        series(&text, a_p),
+        1.0,
+        "what stays keeps counting where it was"
+    );
+    assert_eq!(get(&gw.url("/a"), &[]).await.status, 200);
+    let text = get(&gw.admin_url("/metrics"), &[]).await.text();
+    assert_eq!(series(&text, a_p), 2.0);
+}
