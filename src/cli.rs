@@ -36,6 +36,10 @@ pub enum Command {
         /// (atomically: written aside, then renamed), for supervisors and tests.
         #[arg(long, value_name = "PATH")]
         ready_file: Option<PathBuf>,
+        /// Also serve the demo upstream (`tollgate echo`) on this address, in this process:
+        /// it starts before the gateway and stops with it.
+        #[arg(long, value_name = "ADDR")]
+        demo_upstream: Option<SocketAddr>,
     },
     /// Validate a config file: exit 0 with a summary, or 2 with every error.
     Check {

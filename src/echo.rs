@@ -46,9 +46,17 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
     Ok(resp)
 }
 
-/// Serves forever on `listen`.
+/// Serves forever on `listen`. SIGHUP is ignored: a `kill -HUP` meant for the gateway
+/// must not stop the demo upstream beside it.
 pub async fn serve(listen: SocketAddr) -> std::io::Result<()> {
     let listener = TcpListener::bind(listen).await?;
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move { while hangups.recv().await.is_some() {} });
+    serve_on(listener).await
+}
+
+/// Serves forever on an already bound listener.
+pub async fn serve_on(listener: TcpListener) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "echo upstream serving");
     loop {
         let (stream, _) = match listener.accept().await {

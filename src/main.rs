@@ -39,7 +39,11 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Run { config, ready_file } => {
+        Command::Run {
+            config,
+            ready_file,
+            demo_upstream,
+        } => {
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()
@@ -51,6 +55,17 @@ fn main() -> ExitCode {
                 }
             };
             runtime.block_on(async {
+                if let Some(addr) = demo_upstream {
+                    match tokio::net::TcpListener::bind(addr).await {
+                        Ok(listener) => {
+                            tokio::spawn(tollgate::echo::serve_on(listener));
+                        }
+                        Err(e) => {
+                            eprintln!("cannot serve the demo upstream on {addr}: {e}");
+                            return ExitCode::from(1);
+                        }
+                    }
+                }
                 let gateway = match Gateway::start(&config).await {
                     Ok(g) => g,
                     Err(StartError::Config(e)) => {
