@@ -13,8 +13,16 @@ use tollgate::cli::{Cli, Command, LogFormat};
 use tollgate::gateway::{Gateway, StartError};
 
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // An unset RUST_LOG means "info"; one that does not parse is said, not ignored.
+    let (filter, bad) = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => {
+            match tracing_subscriber::EnvFilter::try_new(&spec) {
+                Ok(f) => (f, None),
+                Err(e) => (tracing_subscriber::EnvFilter::new("info"), Some((spec, e))),
+            }
+        }
+        _ => (tracing_subscriber::EnvFilter::new("info"), None),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -22,6 +30,9 @@ fn init_logging(format: LogFormat) {
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+    if let Some((spec, e)) = bad {
+        tracing::warn!(rust_log = %spec, error = %e, "RUST_LOG is not a valid filter; logging at info");
     }
 }
 

@@ -45,8 +45,21 @@ pub async fn reload(shared: &Shared) -> Result<ReloadReport, ReloadError> {
             }
         }
         Err(e) => {
-            for line in e.to_string().lines() {
-                tracing::error!("reload refused, old configuration still serving: {line}");
+            // One log line per problem, its hint (the indented line after it) included.
+            let text = e.to_string();
+            let mut problems: Vec<String> = Vec::new();
+            for line in text.lines() {
+                match (line.strip_prefix("    hint: "), problems.last_mut()) {
+                    (Some(hint), Some(last)) => {
+                        last.push_str(" (hint: ");
+                        last.push_str(hint);
+                        last.push(')');
+                    }
+                    _ => problems.push(line.to_owned()),
+                }
+            }
+            for problem in problems {
+                tracing::error!("reload refused, old configuration still serving: {problem}");
             }
         }
     }

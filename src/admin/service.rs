@@ -69,6 +69,10 @@ pub async fn handle(
         ),
         _ => json_error(StatusCode::NOT_FOUND, "not_found", &[]),
     };
+    let mut resp = resp;
+    // Every admin answer, errors included, describes a moment: never cached.
+    resp.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(resp)
 }
 

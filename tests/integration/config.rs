@@ -561,3 +561,23 @@ async fn a_reload_drops_the_metric_series_of_what_it_removed() {
     let text = get(&gw.admin_url("/metrics"), &[]).await.text();
     assert_eq!(series(&text, a_p), 2.0);
 }
+
+#[tokio::test]
+async fn admin_answers_errors_included_are_never_cached() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&Fixture::new().build(), &up.url()).await;
+    for path in [
+        "/admin/config",
+        "/admin/limits/nope/x",
+        "/nowhere",
+        "/metrics",
+    ] {
+        let r = get(&gw.admin_url(path), &[]).await;
+        assert_eq!(
+            r.header("cache-control"),
+            Some("no-store"),
+            "{path}: {}",
+            r.status
+        );
+    }
+}
