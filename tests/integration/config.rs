@@ -148,6 +148,22 @@ fn every_mistake_is_located_with_a_hint() {
             "listen = \"0.0.0.0:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
             "is the same address as listen",
         ),
+        ("burst = 5", "brust = 5", "hint: did you mean `burst`?"),
+        (
+            "[policies.p]",
+            "[policy.p]",
+            "hint: did you mean `[policies.NAME]`?",
+        ),
+        (
+            "limit = 10",
+            "limit = \"10\"",
+            "hint: a number, not a string",
+        ),
+        (
+            "period = \"1s\"",
+            "period = 1",
+            "hint: this field takes a string, in quotes: a duration with its unit",
+        ),
         (
             "limit = 10",
             "limit = 10\nmax_in_flight = 4",

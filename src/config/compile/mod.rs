@@ -66,10 +66,11 @@ pub fn compile(path: &Path, text: &str) -> Result<Config, ConfigError> {
         problems: locate(text, problems),
     };
     let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let message = e.message().trim().to_owned();
         invalid(vec![Problem {
             span: e.span().unwrap_or(0..0),
-            message: e.message().trim().to_owned(),
-            hint: None,
+            hint: parse_hint(&message),
+            message,
         }])
     })?;
     let base = path.parent().map(Path::to_owned).unwrap_or_default();
@@ -214,4 +215,38 @@ fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a String>, table: &str)
                 .join(", ")
         )),
     }
+}
+
+/// A hint for what the TOML reader reports, in the config's own words: the nearest known
+/// name for an unknown field or table, and what a value of the wrong type should look like.
+fn parse_hint(message: &str) -> Option<String> {
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let (name, rest) = rest.split_once('`')?;
+        let known: Vec<String> = rest
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect();
+        let (distance, best) = known
+            .iter()
+            .map(|k| (strsim::levenshtein(name, k), k))
+            .min_by_key(|(d, _)| *d)?;
+        let close = distance <= 3 || best.starts_with(name) || name.starts_with(best.as_str());
+        return close.then(|| match best.as_str() {
+            "policies" | "upstreams" => format!("did you mean `[{best}.NAME]`?"),
+            "routes" => "did you mean `[[routes]]`?".to_owned(),
+            _ => format!("did you mean `{best}`?"),
+        });
+    }
+    if message.starts_with("invalid type: string") && message.ends_with("expected i64") {
+        return Some("a number, not a string: write it without quotes (limit = 100)".to_owned());
+    }
+    if message.starts_with("invalid type: integer") && message.ends_with("expected a string") {
+        return Some(
+            "this field takes a string, in quotes: a duration with its unit (\"30s\", \"500ms\"), a name or an address"
+                .to_owned(),
+        );
+    }
+    None
 }
