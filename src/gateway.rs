@@ -109,6 +109,9 @@ impl Gateway {
             .map(|l| tokio::spawn(crate::admin::listener::serve(l, shared.clone(), rx)));
         let admin_shown = admin_addr.map_or_else(|| "none".to_owned(), |a| a.to_string());
         tracing::info!(%addr, admin = %admin_shown, tls, workers, "tollgate serving");
+        if shared.config().routes.is_empty() {
+            tracing::warn!("the configuration has no routes: every request is answered 404");
+        }
         Ok(Self {
             shared,
             addr,

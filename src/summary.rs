@@ -60,6 +60,12 @@ pub fn summary(config: &Config) -> String {
         );
     }
     let _ = writeln!(out, "\nroutes (in match order):");
+    if config.routes.is_empty() {
+        let _ = writeln!(
+            out,
+            "  none - warning: every request will be answered 404; add a [[routes]] entry"
+        );
+    }
     for r in &config.routes {
         let tiers: Vec<&str> = r.policies.iter().map(|p| p.name.as_str()).collect();
         let _ = writeln!(

@@ -233,6 +233,21 @@ fn check_command_summarises_or_lists_errors() {
     let summary = String::from_utf8_lossy(&out.stdout);
     assert!(summary.contains("T=100ms τ=500ms"), "{summary}");
     assert!(summary.contains("tiers=[p]"), "{summary}");
+    assert!(!summary.contains("warning"), "{summary}");
+
+    let empty = dir.path().join("empty.toml");
+    std::fs::write(&empty, "[server]\nlisten = \"127.0.0.1:0\"\n").expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(&empty)
+        .output()
+        .expect("run check");
+    assert_eq!(out.status.code(), Some(0), "valid, but…");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains("warning: every request will be answered 404"),
+        "a config without routes is warned about:\n{summary}"
+    );
 
     let bad = dir.path().join("bad.toml");
     std::fs::write(
