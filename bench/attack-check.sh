@@ -198,8 +198,9 @@ if part 1; then
   slow slowbody -B -c "$BODY_CONNS" -r "$SLOW_RATE" -s 1048576 -x 24
   log "slow-body connections open right after the attack: $(open_conns)"
 
-  # idle flood: connections that connect and then send no byte at all. docs/operations.md says no
-  # timeout covers them; a second gateway with max_connections = IDLE_MAX shows what that means.
+  # idle flood: connections that connect and then send no byte at all; header_read_timeout
+  # cuts them (docs/tuning.md, hostile traffic). A second gateway with max_connections = IDLE_MAX
+  # shows that the cap holds meanwhile.
   free_port TG2_PORT; free_port ADMIN2_PORT
   # shellcheck disable=SC2153  # ADMIN2_PORT is set by free_port
   sed -e "s/127.0.0.1:$TG_PORT/127.0.0.1:$TG2_PORT/" -e "s/127.0.0.1:$ADMIN_PORT/127.0.0.1:$ADMIN2_PORT/" \
