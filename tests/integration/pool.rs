@@ -323,3 +323,50 @@ async fn the_pool_survives_a_reload_that_keeps_the_upstream() {
         "the replaced pool's connection is closed"
     );
 }
+
+#[tokio::test]
+async fn idle_connections_to_one_target_give_way_to_another_at_the_cap() {
+    let (a, b) = (
+        CountingUpstream::start().await,
+        CountingUpstream::start().await,
+    );
+    // One worker, one connection in all: round robin alternates targets, and each request
+    // needs the place the other target's idle connection holds.
+    let toml = Fixture::new()
+        .server("workers = 1")
+        .upstream_raw(
+            "api",
+            format!(
+                "targets = [\"{}\", \"{}\"]\nmax_connections = 1\ntimeout = \"20s\"\n",
+                a.url(),
+                b.url()
+            ),
+        )
+        .route("all", "/", "api", &[])
+        .build();
+    let gw = TestGateway::start(&toml, "unused").await;
+    let client = http1();
+    let started = std::time::Instant::now();
+    for i in 0..4 {
+        let r = send(&client, "GET", &gw.url(&format!("/r{i}")), &[], b"").await;
+        assert_eq!(r.status, 200, "request {i}: {}", r.text());
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "no request waited out the busy timeout: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        a.accepted() + b.accepted(),
+        4,
+        "each switch opened a connection"
+    );
+    assert!(
+        a.accepted() >= 1 && b.accepted() >= 1,
+        "both targets served"
+    );
+    assert!(
+        eventually(WAIT, || a.open() + b.open() == 1).await,
+        "never more than the cap open"
+    );
+}

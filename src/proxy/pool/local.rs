@@ -85,7 +85,9 @@ impl LocalPool {
         let idle = &mut self.idle[target];
         if preferred != 0 {
             if let Some(i) = idle.iter().rposition(|c| c.serial == preferred) {
-                let conn = idle.swap_remove(i);
+                // `remove`, not `swap_remove`: the stack stays ordered by last use, so
+                // `pop` takes the most recent and the cap closes the longest idle.
+                let conn = idle.remove(i);
                 if !conn.sender.is_closed() {
                     return Some(conn);
                 }
@@ -106,7 +108,23 @@ impl LocalPool {
             idle.remove(0);
         }
         idle.push(conn);
-        self.slots.freed.notify_one();
+        // Every waiter looks again: the one for this target takes the connection; those
+        // for other targets may now close an idle one to make room.
+        self.slots.freed.notify_waiters();
+    }
+
+    /// Closes the longest-idle connection to some target other than `target` (from the
+    /// fullest idle stack), so its place under the share frees for `target`.
+    pub fn close_idle_elsewhere(&mut self, target: usize) {
+        let fullest = self
+            .idle
+            .iter_mut()
+            .enumerate()
+            .filter(|(t, idle)| *t != target && !idle.is_empty())
+            .max_by_key(|(_, idle)| idle.len());
+        if let Some((_, idle)) = fullest {
+            idle.remove(0);
+        }
     }
 
     /// Closes connections idle since before `cutoff`, and those the upstream closed.

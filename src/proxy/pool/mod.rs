@@ -255,7 +255,15 @@ impl UpstreamPool {
             let (idle, slot, slots) = with_local(self, |local| {
                 let idle = local.checkout(index, preferred);
                 let slot = if idle.is_none() {
-                    local.slots.try_take()
+                    let slot = local.slots.try_take();
+                    if slot.is_none() {
+                        // At the share with nothing idle for this target: an idle
+                        // connection to another target gives its place up (it closes, and
+                        // its place frees), or that target's idle stack could starve this
+                        // one for as long as it stays warm.
+                        local.close_idle_elsewhere(index);
+                    }
+                    slot
                 } else {
                     None
                 };
