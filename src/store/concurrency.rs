@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::held::Held;
-use super::lease::Lease;
+use super::lease::{Lease, PendingLease};
 use super::redis::{LeaseOp, RedisStore};
 use super::request::{Admission, Refusal, SlotOutcome, SlotTier};
 use super::slots::{Acquired, SlotTable};
@@ -173,6 +173,7 @@ impl Limiter {
         };
         let id = self.lease_ids.next();
         loop {
+            let pending = PendingLease::new(remote, key, &id);
             let (taken, held) = remote
                 .lease(
                     key,
@@ -183,6 +184,7 @@ impl Limiter {
                     clock.now_ns(),
                 )
                 .await?;
+            pending.settled();
             if taken {
                 if waits(tier) {
                     self.waited(clock, started);
@@ -205,6 +207,11 @@ impl Limiter {
     fn waited(&self, clock: &dyn Clock, started: u64) {
         let waited = clock.now_ns().saturating_sub(started);
         self.metrics.queue_wait.observe(waited as f64 / 1e9);
+    }
+
+    /// Requests of this gateway waiting for a slot on a concurrency key now (the admin API).
+    pub fn slots_waiting(&self, hash: u64) -> usize {
+        self.slots.waiting(hash) + self.turns.waiting(hash)
     }
 
     /// Slots held on a concurrency key now (the admin API): from Redis when it holds them.

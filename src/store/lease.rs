@@ -76,3 +76,45 @@ impl Drop for Lease {
         }
     }
 }
+
+/// A lease that may be held because a Take was sent: if the answer never comes (timeout,
+/// the request cancelled) Redis may still have added it, so unless [`PendingLease::settled`]
+/// is called, dropping this gives the id back rather than leave it taken for `lease_ttl`.
+pub struct PendingLease<'a> {
+    store: &'a Arc<RedisStore>,
+    key: &'a str,
+    id: &'a str,
+    settled: bool,
+}
+
+impl<'a> PendingLease<'a> {
+    pub fn new(store: &'a Arc<RedisStore>, key: &'a str, id: &'a str) -> Self {
+        Self {
+            store,
+            key,
+            id,
+            settled: false,
+        }
+    }
+
+    /// The answer came: a held lease now has its own guard, a refused one holds nothing.
+    pub fn settled(mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for PendingLease<'_> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let (store, key, id) = (self.store.clone(), self.key.to_owned(), self.id.to_owned());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = store
+                    .lease_unguarded(&key, LeaseOp::Give, &id, Duration::ZERO)
+                    .await;
+            });
+        }
+    }
+}
