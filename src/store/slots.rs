@@ -20,6 +20,8 @@ const SHARDS: usize = 64;
 #[derive(Default)]
 struct Entry {
     held: u32,
+    /// The cap the latest request for this key brought (a reload may have changed it).
+    max: u32,
     waiters: VecDeque<oneshot::Sender<Slot>>,
     /// The policy's in-flight gauge, moved with every slot taken and given back.
     gauge: Option<Gauge>,
@@ -94,8 +96,28 @@ impl SlotTable {
     ) -> Acquired {
         let mut map = self.shard(key).lock();
         let entry = map.entry(key).or_default();
+        entry.max = max;
         // Waiters that gave up (timed out, client gone) do not hold anyone back.
         entry.waiters.retain(|w| !w.is_closed());
+        // A raised cap (reload) frees slots for those already waiting, first.
+        while entry.held < max {
+            let Some(waiter) = entry.waiters.pop_front() else {
+                break;
+            };
+            let handed = Slot {
+                table: Some(self.clone()),
+                key,
+            };
+            match waiter.send(handed) {
+                Ok(()) => {
+                    entry.held += 1;
+                    if let Some(g) = &entry.gauge {
+                        g.inc();
+                    }
+                }
+                Err(back) => back.disarm(),
+            }
+        }
         if entry.held < max && entry.waiters.is_empty() {
             entry.held += 1;
             if entry.gauge.is_none() {
@@ -139,7 +161,12 @@ impl SlotTable {
         let Some(entry) = map.get_mut(&key) else {
             return;
         };
-        while let Some(waiter) = entry.waiters.pop_front() {
+        // Handed on only while the key is within its cap: after a reload lowered it, slots
+        // are given back until the held ones fit.
+        while entry.held <= entry.max {
+            let Some(waiter) = entry.waiters.pop_front() else {
+                break;
+            };
             let handed = Slot {
                 table: Some(self.clone()),
                 key,
@@ -209,6 +236,47 @@ mod tests {
         let slot = third.await.expect("the dead waiter is skipped");
         drop(slot);
         assert_eq!(table.held(1), 0);
+    }
+
+    #[tokio::test]
+    async fn a_lowered_cap_is_reached_before_waiters_are_served_and_a_raised_one_serves_them() {
+        let table = Arc::new(SlotTable::default());
+        let a = taken(table.acquire(5, 2, false, || None)).expect("a");
+        let b = taken(table.acquire(5, 2, false, || None)).expect("b");
+        let Acquired::Queued(mut waiter) = table.acquire(5, 2, true, || None) else {
+            panic!("queued")
+        };
+        // A request under a reload's lower cap: refused, and the cap is now 1.
+        assert!(matches!(
+            table.acquire(5, 1, false, || None),
+            Acquired::Full
+        ));
+        drop(a);
+        assert!(
+            waiter.try_recv().is_err(),
+            "2 held > 1: the slot is given back, not handed on"
+        );
+        assert_eq!(table.held(5), 1);
+        drop(b);
+        let slot = waiter
+            .await
+            .expect("within the cap again: the waiter is served");
+        assert_eq!(table.held(5), 1);
+
+        // A raised cap serves the waiters first, then newcomers.
+        let Acquired::Queued(second) = table.acquire(5, 1, true, || None) else {
+            panic!("queued")
+        };
+        assert!(matches!(
+            table.acquire(5, 2, false, || None),
+            Acquired::Full
+        ));
+        let other = second
+            .await
+            .expect("the raise handed the new slot to the waiter");
+        assert_eq!(table.held(5), 2);
+        drop((slot, other));
+        assert_eq!(table.held(5), 0);
     }
 
     #[derive(Debug, Clone)]
