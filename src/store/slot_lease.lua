@@ -9,6 +9,14 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local mode, id = ARGV[1], ARGV[2]
+-- The set lives as long as its longest lease: leases taken with different ttls (gateways on
+-- two config versions) must not be cut short by the shorter one's expiry.
+local function expire_with_latest()
+  local latest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if latest[2] then
+    redis.call('PEXPIREAT', KEYS[1], latest[2])
+  end
+end
 local ttl = tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if mode == 'give' then
@@ -23,7 +31,7 @@ if mode == 'refresh' then
     return { 0, redis.call('ZCARD', KEYS[1]) }
   end
   redis.call('ZADD', KEYS[1], now + ttl, id)
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  expire_with_latest()
   return { 1, redis.call('ZCARD', KEYS[1]) }
 end
 local held = redis.call('ZCARD', KEYS[1])
@@ -31,5 +39,5 @@ if held >= tonumber(ARGV[3]) then
   return { 0, held }
 end
 redis.call('ZADD', KEYS[1], now + ttl, id)
-redis.call('PEXPIRE', KEYS[1], ttl)
+expire_with_latest()
 return { 1, held + 1 }
