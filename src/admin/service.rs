@@ -147,7 +147,7 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
                 "max_in_flight": max,
                 "in_flight": held,
                 "free": max.saturating_sub(held),
-                "waiting": shared.limiter.slots.waiting(key.hash),
+                "waiting": shared.limiter.slots_waiting(key.hash),
                 "tracked": held > 0,
             }));
         }

@@ -15,12 +15,12 @@ use super::body::{HeldSlots, ResponseBody};
 use super::forward::{prepare_request, strip_hop_by_hop};
 use super::response::{
     concurrency_headers, concurrency_refused, json_error, rate_limit_headers, too_many_requests,
-    Body, BoxError, Reported,
+    Body, BoxError, PolicyHeaders, Reported,
 };
 use crate::config::Route;
 use crate::conn::ConnInfo;
 use crate::key::RequestView;
-use crate::limit::Verdict;
+use crate::limit::{Mode, Verdict};
 use crate::state::Shared;
 use crate::store::{Admission, KeyRefusal, Refusal, RequestTiers, SlotOutcome};
 
@@ -203,11 +203,9 @@ async fn serve(
         trace.decision = "denied";
         trace.policy = Some(position);
         trace.wait_ns = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
-        return concurrency_refused(
-            &policy.name,
-            retry_after,
-            &snapshot.route_headers[route_index][position],
-        );
+        let constant = &snapshot.route_headers[route_index][position];
+        let own = slot_headers(policy, slots[k].max, constant);
+        return concurrency_refused(&policy.name, retry_after, &own);
     }
     for (outcome, &position) in verdict.outcomes().iter().zip(positions) {
         if outcome.mode == crate::limit::Mode::Shadow && !outcome.decision.admitted {
@@ -260,17 +258,30 @@ async fn serve(
         rate_limit_headers(resp.headers_mut(), r);
     }
     for (tier, outcome) in slots.iter().zip(slot_outcomes) {
-        if let SlotOutcome::Held { free } = outcome {
-            let policy = &route.policies[tier.position];
-            concurrency_headers(
-                resp.headers_mut(),
-                &policy.name,
-                &snapshot.route_headers[route_index][tier.position],
-                *free,
-            );
+        let policy = &route.policies[tier.position];
+        // Shadow tiers are counted, never shown.
+        if let (SlotOutcome::Held { free }, Mode::Enforce) = (outcome, policy.mode) {
+            let constant = &snapshot.route_headers[route_index][tier.position];
+            let own = slot_headers(policy, tier.max, constant);
+            concurrency_headers(resp.headers_mut(), &policy.name, &own, *free);
         }
     }
     resp
+}
+
+/// A concurrency tier's header values: the policy's constant ones, or, for a key with an
+/// override, ones naming its own cap.
+fn slot_headers<'a>(
+    policy: &crate::config::Policy,
+    max: u32,
+    constant: &'a PolicyHeaders,
+) -> std::borrow::Cow<'a, PolicyHeaders> {
+    match policy.concurrency() {
+        Some(c) if c.max_in_flight != max => {
+            std::borrow::Cow::Owned(PolicyHeaders::concurrency(&policy.name, max))
+        }
+        _ => std::borrow::Cow::Borrowed(constant),
+    }
 }
 
 /// Counts one decision per concurrency tier.
