@@ -86,9 +86,23 @@ impl EncodeMetric for ShardedCounter {
 /// count and the sum (f64 bits).
 #[repr(align(128))]
 struct HistogramShard {
-    buckets: Box<[AtomicU64]>,
+    /// Bucket counters in whole cache lines of their own, so no two shards' counts
+    /// share a line (a plain boxed slice per shard could sit next to another's).
+    buckets: Box<[BucketLine]>,
     count: AtomicU64,
     sum: AtomicU64,
+}
+
+const PER_LINE: usize = 16;
+
+#[repr(align(128))]
+#[derive(Default)]
+struct BucketLine([AtomicU64; PER_LINE]);
+
+impl HistogramShard {
+    fn bucket(&self, i: usize) -> &AtomicU64 {
+        &self.buckets[i / PER_LINE].0[i % PER_LINE]
+    }
 }
 
 /// A Prometheus `histogram` with fixed upper bounds (and +Inf).
@@ -111,7 +125,9 @@ impl ShardedHistogram {
             .collect();
         let shards = (0..shard_count())
             .map(|_| HistogramShard {
-                buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+                buckets: (0..bounds.len().div_ceil(PER_LINE))
+                    .map(|_| BucketLine::default())
+                    .collect(),
                 count: AtomicU64::new(0),
                 sum: AtomicU64::new(0f64.to_bits()),
             })
@@ -129,7 +145,7 @@ impl ShardedHistogram {
             .iter()
             .position(|&upper| v <= upper)
             .unwrap_or(inner.bounds.len() - 1);
-        shard.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        shard.bucket(bucket).fetch_add(1, Ordering::Relaxed);
         shard.count.fetch_add(1, Ordering::Relaxed);
         // Only this worker writes this shard, so the loop runs once; it stays correct if
         // another thread ever shares it.
@@ -146,8 +162,8 @@ impl ShardedHistogram {
         let mut buckets: Vec<(f64, u64)> = inner.bounds.iter().map(|&b| (b, 0)).collect();
         let (mut sum, mut count) = (0.0, 0);
         for shard in inner.shards.iter() {
-            for (merged, b) in buckets.iter_mut().zip(shard.buckets.iter()) {
-                merged.1 += b.load(Ordering::Relaxed);
+            for (i, merged) in buckets.iter_mut().enumerate() {
+                merged.1 += shard.bucket(i).load(Ordering::Relaxed);
             }
             count += shard.count.load(Ordering::Relaxed);
             sum += f64::from_bits(shard.sum.load(Ordering::Relaxed));

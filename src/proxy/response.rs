@@ -185,7 +185,8 @@ pub fn concurrency_refused(
     *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = resp.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(RETRY_AFTER, number(hint_ms.div_ceil(1000).max(1)));
+    let hint_ns = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
+    headers.insert(RETRY_AFTER, number(ceil_secs(hint_ns).max(1)));
     concurrency_headers(headers, policy, constant, 0);
     resp
 }

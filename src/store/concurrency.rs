@@ -12,7 +12,7 @@ use super::held::Held;
 use super::lease::{Lease, PendingLease};
 use super::redis::{LeaseOp, RedisStore};
 use super::request::{Admission, Refusal, SlotOutcome, SlotTier};
-use super::slots::{Acquired, SlotTable};
+use super::slots::Acquired;
 use super::{Limiter, Store, StoreError};
 use crate::clock::Clock;
 use crate::config::{OnError, Route};
@@ -68,10 +68,10 @@ impl Limiter {
             }
             let policy = &route.policies[tier.position].name;
             let taken = match &self.store {
-                Store::Memory(_) => Ok(self.take_local(&self.slots, tier, policy, clock).await),
+                Store::Memory(_) => Ok(self.take_local(tier, policy, clock).await),
                 Store::Redis { remote, .. } => match admission.tiers.slot_keys.get(i) {
                     Some(key) => self.take_remote(remote, key, tier, policy, clock).await,
-                    None => Ok(self.take_local(&self.slots, tier, policy, clock).await),
+                    None => Ok(self.take_local(tier, policy, clock).await),
                 },
             };
             let taken = match taken {
@@ -87,7 +87,7 @@ impl Limiter {
                             admission.held.clear();
                             return Err(Refusal::StoreUnavailable);
                         }
-                        OnError::Local => self.take_local(&self.slots, tier, policy, clock).await,
+                        OnError::Local => self.take_local(tier, policy, clock).await,
                     }
                 }
             };
@@ -117,15 +117,15 @@ impl Limiter {
         }
     }
 
-    /// A slot in `table`, waiting in the key's queue when the tier allows; with the count
+    /// A slot in this process's table, waiting in the key's queue when the tier allows; with the count
     /// held after taking it.
     async fn take_local(
         &self,
-        table: &Arc<SlotTable>,
         tier: &SlotTier,
         policy: &str,
         clock: &dyn Clock,
     ) -> Option<(Held, u32)> {
+        let table = &self.slots;
         let gauge = || Some(self.metrics.in_flight_gauge(policy));
         let slot = match table.acquire(tier.key, tier.max, waits(tier), gauge) {
             Acquired::Taken(slot) => Some(slot),
