@@ -119,8 +119,22 @@ impl PolicyHeaders {
     }
 }
 
-/// Writes X-RateLimit-* and the IETF draft's RateLimit-Policy / RateLimit fields.
-pub fn rate_limit_headers(headers: &mut HeaderMap, r: &Reported<'_>) {
+/// One enforcing rate tier as the `RateLimit-Policy` / `RateLimit` lists show it.
+#[derive(Debug, Clone, Copy)]
+pub struct TierItem<'a> {
+    pub policy: &'a str,
+    pub quota: Quota,
+    /// The policy's constant header values, valid when `quota` is the policy's own.
+    pub constant: Option<&'a PolicyHeaders>,
+    /// Cost-1 requests this tier would admit right now.
+    pub remaining: u64,
+    /// Nanoseconds until this tier has its full burst again.
+    pub until_full_ns: u64,
+}
+
+/// Writes X-RateLimit-* (from the reported tier) and the IETF draft's RateLimit-Policy /
+/// RateLimit lists, one item per enforcing rate tier in route order (`items`).
+pub fn rate_limit_headers(headers: &mut HeaderMap, r: &Reported<'_>, items: &[TierItem<'_>]) {
     let reset = ceil_secs(r.until_full_ns);
     let built;
     let constant = match r.constant {
@@ -133,9 +147,52 @@ pub fn rate_limit_headers(headers: &mut HeaderMap, r: &Reported<'_>) {
     headers.insert(X_RATELIMIT_LIMIT.clone(), constant.limit.clone());
     headers.insert(X_RATELIMIT_REMAINING.clone(), number(r.remaining));
     headers.insert(X_RATELIMIT_RESET.clone(), number(reset));
-    headers.insert(RATELIMIT_POLICY.clone(), constant.policy.clone());
-    let mut current = String::with_capacity(r.policy.len() + 32);
-    let _ = write!(current, "\"{}\";r={};t={reset}", r.policy, r.remaining);
+    if let [only] = items {
+        // The usual single tier: its constant policy value, no list to build.
+        if let Some(c) = only.constant {
+            headers.insert(RATELIMIT_POLICY.clone(), c.policy.clone());
+        } else {
+            headers.insert(
+                RATELIMIT_POLICY.clone(),
+                PolicyHeaders::new(only.policy, &only.quota).policy,
+            );
+        }
+    } else {
+        let mut policies = String::with_capacity(items.len() * 32);
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                policies.push_str(", ");
+            }
+            match item.constant {
+                Some(c) => policies.push_str(c.policy.to_str().unwrap_or_default()),
+                None => {
+                    let window = ceil_secs(item.quota.tolerance_ns()).max(1);
+                    let _ = write!(
+                        policies,
+                        "\"{}\";q={};w={window}",
+                        item.policy,
+                        item.quota.burst()
+                    );
+                }
+            }
+        }
+        if let Ok(v) = HeaderValue::try_from(policies) {
+            headers.insert(RATELIMIT_POLICY.clone(), v);
+        }
+    }
+    let mut current = String::with_capacity(items.len() * 32);
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            current.push_str(", ");
+        }
+        let _ = write!(
+            current,
+            "\"{}\";r={};t={}",
+            item.policy,
+            item.remaining,
+            ceil_secs(item.until_full_ns)
+        );
+    }
     if let Ok(v) = HeaderValue::try_from(current) {
         headers.insert(RATELIMIT.clone(), v);
     }
@@ -146,6 +203,7 @@ pub fn too_many_requests(
     verdict: &Verdict,
     first_denier: &str,
     reported: Option<&Reported<'_>>,
+    items: &[TierItem<'_>],
 ) -> Response<Body> {
     let wait = verdict.wait_ns;
     // Policy names are restricted to [A-Za-z0-9_.:-] by config validation: no escaping needed.
@@ -162,7 +220,7 @@ pub fn too_many_requests(
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(RETRY_AFTER, number(ceil_secs(wait)));
     if let Some(r) = reported {
-        rate_limit_headers(headers, r);
+        rate_limit_headers(headers, r, items);
     }
     resp
 }
@@ -225,6 +283,13 @@ mod tests {
     fn headers_follow_the_contract() {
         let quota = Quota::new(10, NANOS_PER_SEC, 5).expect("valid");
         let mut h = HeaderMap::new();
+        let user = TierItem {
+            policy: "user",
+            quota,
+            constant: None,
+            until_full_ns: 300_000_000,
+            remaining: 2,
+        };
         rate_limit_headers(
             &mut h,
             &Reported {
@@ -234,12 +299,43 @@ mod tests {
                 until_full_ns: 300_000_000,
                 remaining: 2,
             },
+            &[user],
         );
         assert_eq!(h["x-ratelimit-limit"], "5");
         assert_eq!(h["x-ratelimit-remaining"], "2");
         assert_eq!(h["x-ratelimit-reset"], "1");
         assert_eq!(h["ratelimit-policy"], "\"user\";q=5;w=1");
         assert_eq!(h["ratelimit"], "\"user\";r=2;t=1");
+
+        // One list item per enforcing tier, in route order.
+        let tenant = TierItem {
+            policy: "tenant",
+            quota: Quota::new(100, 60 * NANOS_PER_SEC, 20).expect("valid"),
+            constant: None,
+            until_full_ns: 2_500_000_000,
+            remaining: 19,
+        };
+        let mut h = HeaderMap::new();
+        rate_limit_headers(
+            &mut h,
+            &Reported {
+                policy: "user",
+                quota,
+                constant: None,
+                until_full_ns: 300_000_000,
+                remaining: 2,
+            },
+            &[tenant, user],
+        );
+        assert_eq!(
+            h["ratelimit-policy"],
+            "\"tenant\";q=20;w=12, \"user\";q=5;w=1"
+        );
+        assert_eq!(h["ratelimit"], "\"tenant\";r=19;t=3, \"user\";r=2;t=1");
+        assert_eq!(
+            h["x-ratelimit-remaining"], "2",
+            "X-RateLimit-* stay one tier's"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::body::{HeldSlots, ResponseBody};
 use super::forward::{prepare_request, strip_hop_by_hop};
 use super::response::{
     concurrency_headers, concurrency_refused, json_error, rate_limit_headers, too_many_requests,
-    Body, BoxError, PolicyHeaders, Reported,
+    Body, BoxError, PolicyHeaders, Reported, TierItem,
 };
 use crate::config::Route;
 use crate::conn::ConnInfo;
@@ -220,6 +220,14 @@ async fn serve(
         until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
         remaining: verdict.remaining,
     });
+    let items = tier_items(
+        verdict,
+        tiers,
+        positions,
+        route,
+        &snapshot.route_headers[route_index],
+        now,
+    );
 
     if !verdict.admitted {
         let first = verdict
@@ -231,7 +239,7 @@ async fn serve(
         trace.decision = "denied";
         trace.policy = verdict.first_denier.map(|k| positions[k]);
         trace.wait_ns = verdict.wait_ns;
-        return too_many_requests(verdict, first, reported.as_ref());
+        return too_many_requests(verdict, first, reported.as_ref(), &items);
     }
     trace.decision = "admitted";
     trace.wait_ns = verdict.delay_ns;
@@ -255,7 +263,7 @@ async fn serve(
     // Whatever a tunnel did not take is held until the response body is done.
     trace.slots = held;
     if let Some(r) = &reported {
-        rate_limit_headers(resp.headers_mut(), r);
+        rate_limit_headers(resp.headers_mut(), r, &items);
     }
     for (tier, outcome) in slots.iter().zip(slot_outcomes) {
         let policy = &route.policies[tier.position];
@@ -267,6 +275,56 @@ async fn serve(
         }
     }
     resp
+}
+
+/// One `RateLimit-Policy` / `RateLimit` item per enforcing rate tier, in route order. A
+/// policy whose key came with several values speaks through the key with the fewest
+/// remaining. On a denial every tier is described as the request left it: rolled back.
+fn tier_items<'a>(
+    verdict: &Verdict,
+    tiers: &[crate::limit::Tier],
+    positions: &[usize],
+    route: &'a Route,
+    headers: &'a [PolicyHeaders],
+    now: u64,
+) -> smallvec::SmallVec<[TierItem<'a>; 4]> {
+    let outcomes = verdict.outcomes();
+    let mut items = smallvec::SmallVec::new();
+    let mut i = 0;
+    while i < outcomes.len() {
+        let position = positions[i];
+        let end = positions[i..outcomes.len()]
+            .iter()
+            .position(|&p| p != position)
+            .map_or(outcomes.len(), |n| i + n);
+        if outcomes[i].mode == Mode::Enforce {
+            let state = (i..end).map(|k| {
+                let (o, quota) = (&outcomes[k], tiers[k].quota);
+                let d = &o.decision;
+                if verdict.admitted {
+                    (k, d.remaining, d.until_idle_ns)
+                } else if d.admitted {
+                    let left = quota.remaining(o.prior_tat, now);
+                    (k, left, o.prior_tat.saturating_sub(now))
+                } else {
+                    (k, quota.remaining(o.prior_tat, now), d.until_idle_ns)
+                }
+            });
+            if let Some((k, remaining, until_full_ns)) = state.min_by_key(|s| s.1) {
+                let policy = &route.policies[position];
+                let own = Some(&tiers[k].quota) == policy.rate().map(|r| &r.quota);
+                items.push(TierItem {
+                    policy: &policy.name,
+                    quota: tiers[k].quota,
+                    constant: own.then_some(&headers[position]),
+                    remaining,
+                    until_full_ns,
+                });
+            }
+        }
+        i = end;
+    }
+    items
 }
 
 /// A concurrency tier's header values: the policy's constant ones, or, for a key with an

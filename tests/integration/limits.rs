@@ -263,7 +263,16 @@ async fn the_wait_covers_every_tier_and_headers_name_the_longest() {
     assert_eq!(body["policy"], "fast", "the first denying tier");
     assert_eq!(body["retry_after_ms"], 5000, "when every tier admits");
     assert_eq!(denied.num("retry-after"), 5);
-    assert_eq!(denied.header("ratelimit-policy"), Some("\"slow\";q=1;w=5"));
+    // One list item per enforcing tier; X-RateLimit-* name the longest wait.
+    assert_eq!(
+        denied.header("ratelimit-policy"),
+        Some("\"fast\";q=1;w=1, \"slow\";q=1;w=5")
+    );
+    assert_eq!(
+        denied.header("ratelimit"),
+        Some("\"fast\";r=0;t=1, \"slow\";r=0;t=5")
+    );
+    assert_eq!(denied.num("x-ratelimit-reset"), 5);
     gw.advance(5 * S - 1);
     assert_eq!(get(&gw.url("/"), &h).await.status, 429);
     gw.advance(1);
