@@ -66,18 +66,14 @@ impl Compiler {
         raw: RawPolicy,
         span: std::ops::Range<usize>,
     ) -> Option<PolicyKind> {
-        for (field, given) in [
-            ("retry_after", raw.retry_after.as_ref().map(S::span)),
-            ("lease_ttl", raw.lease_ttl.as_ref().map(S::span)),
-        ] {
-            if let Some(at) = given {
-                self.error(
-                    at,
-                    format!("policy `{name}`: `{field}` applies to concurrency policies only"),
-                    Some("remove it, or make the policy a concurrency cap with max_in_flight instead of limit/period/burst".to_owned()),
-                );
-            }
-        }
+        self.refuse_fields(
+            [
+                ("retry_after", raw.retry_after.as_ref().map(S::span)),
+                ("lease_ttl", raw.lease_ttl.as_ref().map(S::span)),
+            ],
+            |field| format!("policy `{name}`: `{field}` applies to concurrency policies only"),
+            "remove it, or make the policy a concurrency cap with max_in_flight instead of limit/period/burst",
+        );
         let (Some(raw_limit), Some(raw_period), Some(raw_burst)) =
             (&raw.limit, &raw.period, &raw.burst)
         else {
@@ -146,19 +142,15 @@ impl Compiler {
         raw: RawPolicy,
         span: std::ops::Range<usize>,
     ) -> Option<PolicyKind> {
-        for (field, given) in [
-            ("limit", raw.limit.as_ref().map(S::span)),
-            ("period", raw.period.as_ref().map(S::span)),
-            ("burst", raw.burst.as_ref().map(S::span)),
-        ] {
-            if let Some(at) = given {
-                self.error(
-                    at,
-                    format!("policy `{name}` sets both max_in_flight and `{field}`"),
-                    Some("a policy caps either requests in flight (max_in_flight) or requests per period (limit, period, burst); make two policies and list both in the route".to_owned()),
-                );
-            }
-        }
+        self.refuse_fields(
+            [
+                ("limit", raw.limit.as_ref().map(S::span)),
+                ("period", raw.period.as_ref().map(S::span)),
+                ("burst", raw.burst.as_ref().map(S::span)),
+            ],
+            |field| format!("policy `{name}` sets both max_in_flight and `{field}`"),
+            "a policy caps either requests in flight (max_in_flight) or requests per period (limit, period, burst); make two policies and list both in the route",
+        );
         let max = raw.max_in_flight.as_ref().unwrap_or_else(|| unreachable!());
         let max_in_flight = self.in_flight(max);
         let retry_after = self.duration_or(&raw.retry_after, DEFAULT_RETRY_AFTER, false);
@@ -179,19 +171,19 @@ impl Compiler {
         let mut overrides = HashMap::new();
         for (key_text, o) in raw.overrides {
             let o = o.into_inner();
-            for (field, given) in [
-                ("limit", o.limit.as_ref().map(S::span)),
-                ("period", o.period.as_ref().map(S::span)),
-                ("burst", o.burst.as_ref().map(S::span)),
-            ] {
-                if let Some(at) = given {
-                    self.error(
-                        at,
-                        format!("policy `{name}` is a concurrency cap: an override cannot set `{field}`"),
-                        Some("override max_in_flight here".to_owned()),
-                    );
-                }
-            }
+            self.refuse_fields(
+                [
+                    ("limit", o.limit.as_ref().map(S::span)),
+                    ("period", o.period.as_ref().map(S::span)),
+                    ("burst", o.burst.as_ref().map(S::span)),
+                ],
+                |field| {
+                    format!(
+                        "policy `{name}` is a concurrency cap: an override cannot set `{field}`"
+                    )
+                },
+                "override max_in_flight here",
+            );
             if let Some(m) = &o.max_in_flight {
                 if let Some(v) = self.in_flight(m) {
                     overrides.insert(key_text, v);
@@ -204,6 +196,21 @@ impl Compiler {
             lease_ttl: lease_ttl?,
             overrides,
         }))
+    }
+
+    /// One error per field given where it does not belong (`spans` holds where each was
+    /// written, `None` when absent).
+    fn refuse_fields<const N: usize>(
+        &mut self,
+        spans: [(&str, Option<std::ops::Range<usize>>); N],
+        message: impl Fn(&str) -> String,
+        hint: &str,
+    ) {
+        for (field, given) in spans {
+            if let Some(at) = given {
+                self.error(at, message(field), Some(hint.to_owned()));
+            }
+        }
     }
 
     fn in_flight(&mut self, raw: &S<i64>) -> Option<u32> {
