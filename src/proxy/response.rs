@@ -77,19 +77,6 @@ fn number(n: u64) -> HeaderValue {
     cache[n as usize].clone()
 }
 
-/// The facts of the tier that speaks for a response.
-#[derive(Debug, Clone, Copy)]
-pub struct Reported<'a> {
-    pub policy: &'a str,
-    pub quota: Quota,
-    /// The policy's constant header values, valid when `quota` is the policy's own.
-    pub constant: Option<&'a PolicyHeaders>,
-    /// Nanoseconds until that tier has its full burst again.
-    pub until_full_ns: u64,
-    /// Minimum remaining over enforcing tiers.
-    pub remaining: u64,
-}
-
 /// Header values that depend only on a policy's numbers: built once per config load.
 #[derive(Debug, Clone)]
 pub struct PolicyHeaders {
@@ -97,29 +84,36 @@ pub struct PolicyHeaders {
     pub policy: HeaderValue,
 }
 
-impl PolicyHeaders {
-    pub fn new(name: &str, quota: &Quota) -> Self {
-        let window = ceil_secs(quota.tolerance_ns()).max(1);
-        let policy = format!("\"{name}\";q={};w={window}", quota.burst());
-        Self {
-            limit: number(quota.burst()),
-            policy: HeaderValue::try_from(policy).unwrap_or_else(|_| HeaderValue::from_static("")),
-        }
-    }
+/// A rate tier's `RateLimit-Policy` item: `"<policy>";q=<burst>;w=<τ in whole seconds>`.
+fn policy_item(out: &mut String, name: &str, quota: &Quota) {
+    let window = ceil_secs(quota.tolerance_ns()).max(1);
+    let _ = write!(out, "\"{name}\";q={};w={window}", quota.burst());
 }
 
 impl PolicyHeaders {
+    pub fn new(name: &str, quota: &Quota) -> Self {
+        let mut policy = String::with_capacity(name.len() + 24);
+        policy_item(&mut policy, name, quota);
+        Self::of(quota.burst(), policy)
+    }
+
     /// A concurrency cap's `RateLimit-Policy` item: its quota is requests in flight.
     pub fn concurrency(name: &str, max_in_flight: u32) -> Self {
         let policy = format!("\"{name}\";q={max_in_flight};qu=\"concurrent-requests\"");
+        Self::of(u64::from(max_in_flight), policy)
+    }
+
+    fn of(limit: u64, policy: String) -> Self {
         Self {
-            limit: number(u64::from(max_in_flight)),
+            limit: number(limit),
             policy: HeaderValue::try_from(policy).unwrap_or_else(|_| HeaderValue::from_static("")),
         }
     }
 }
 
-/// One enforcing rate tier as the `RateLimit-Policy` / `RateLimit` lists show it.
+/// One enforcing rate tier as the `RateLimit-Policy` / `RateLimit` lists show it. The
+/// reported tier (the one `X-RateLimit-*` describe) is one too, with `remaining` the minimum
+/// over every enforcing tier.
 #[derive(Debug, Clone, Copy)]
 pub struct TierItem<'a> {
     pub policy: &'a str,
@@ -134,7 +128,7 @@ pub struct TierItem<'a> {
 
 /// Writes X-RateLimit-* (from the reported tier) and the IETF draft's RateLimit-Policy /
 /// RateLimit lists, one item per enforcing rate tier in route order (`items`).
-pub fn rate_limit_headers(headers: &mut HeaderMap, r: &Reported<'_>, items: &[TierItem<'_>]) {
+pub fn rate_limit_headers(headers: &mut HeaderMap, r: &TierItem<'_>, items: &[TierItem<'_>]) {
     let reset = ceil_secs(r.until_full_ns);
     let built;
     let constant = match r.constant {
@@ -165,15 +159,7 @@ pub fn rate_limit_headers(headers: &mut HeaderMap, r: &Reported<'_>, items: &[Ti
             }
             match item.constant {
                 Some(c) => policies.push_str(c.policy.to_str().unwrap_or_default()),
-                None => {
-                    let window = ceil_secs(item.quota.tolerance_ns()).max(1);
-                    let _ = write!(
-                        policies,
-                        "\"{}\";q={};w={window}",
-                        item.policy,
-                        item.quota.burst()
-                    );
-                }
+                None => policy_item(&mut policies, item.policy, &item.quota),
             }
         }
         if let Ok(v) = HeaderValue::try_from(policies) {
@@ -202,7 +188,7 @@ pub fn rate_limit_headers(headers: &mut HeaderMap, r: &Reported<'_>, items: &[Ti
 pub fn too_many_requests(
     verdict: &Verdict,
     first_denier: &str,
-    reported: Option<&Reported<'_>>,
+    reported: Option<&TierItem<'_>>,
     items: &[TierItem<'_>],
 ) -> Response<Body> {
     let wait = verdict.wait_ns;
@@ -290,17 +276,7 @@ mod tests {
             until_full_ns: 300_000_000,
             remaining: 2,
         };
-        rate_limit_headers(
-            &mut h,
-            &Reported {
-                policy: "user",
-                quota,
-                constant: None,
-                until_full_ns: 300_000_000,
-                remaining: 2,
-            },
-            &[user],
-        );
+        rate_limit_headers(&mut h, &user, &[user]);
         assert_eq!(h["x-ratelimit-limit"], "5");
         assert_eq!(h["x-ratelimit-remaining"], "2");
         assert_eq!(h["x-ratelimit-reset"], "1");
@@ -316,17 +292,7 @@ mod tests {
             remaining: 19,
         };
         let mut h = HeaderMap::new();
-        rate_limit_headers(
-            &mut h,
-            &Reported {
-                policy: "user",
-                quota,
-                constant: None,
-                until_full_ns: 300_000_000,
-                remaining: 2,
-            },
-            &[tenant, user],
-        );
+        rate_limit_headers(&mut h, &user, &[tenant, user]);
         assert_eq!(
             h["ratelimit-policy"],
             "\"tenant\";q=20;w=12, \"user\";q=5;w=1"

@@ -15,7 +15,7 @@ use super::body::{HeldSlots, ResponseBody};
 use super::forward::{prepare_request, strip_hop_by_hop};
 use super::response::{
     concurrency_headers, concurrency_refused, json_error, rate_limit_headers, too_many_requests,
-    Body, BoxError, PolicyHeaders, Reported, TierItem,
+    Body, BoxError, PolicyHeaders, TierItem,
 };
 use crate::config::Route;
 use crate::conn::ConnInfo;
@@ -212,11 +212,14 @@ async fn serve(
             tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client_ip, wait_ms = super::response::ceil_millis(outcome.decision.wait_ns), "shadow tier would deny");
         }
     }
-    let reported = verdict.reporting.map(|k| Reported {
+    let reported = verdict.reporting.map(|k| TierItem {
         policy: &route.policies[positions[k]].name,
         quota: tiers[k].quota,
-        constant: (Some(&tiers[k].quota) == route.policies[positions[k]].rate().map(|r| &r.quota))
-            .then_some(&snapshot.route_headers[route_index][positions[k]]),
+        constant: constant_headers(
+            &route.policies[positions[k]],
+            &tiers[k].quota,
+            &snapshot.route_headers[route_index][positions[k]],
+        ),
         until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
         remaining: verdict.remaining,
     });
@@ -312,11 +315,10 @@ fn tier_items<'a>(
             });
             if let Some((k, remaining, until_full_ns)) = state.min_by_key(|s| s.1) {
                 let policy = &route.policies[position];
-                let own = Some(&tiers[k].quota) == policy.rate().map(|r| &r.quota);
                 items.push(TierItem {
                     policy: &policy.name,
                     quota: tiers[k].quota,
-                    constant: own.then_some(&headers[position]),
+                    constant: constant_headers(policy, &tiers[k].quota, &headers[position]),
                     remaining,
                     until_full_ns,
                 });
@@ -325,6 +327,16 @@ fn tier_items<'a>(
         i = end;
     }
     items
+}
+
+/// A rate tier's header values built at config load, when the key decided on the
+/// policy's own quota (not an override's).
+fn constant_headers<'a>(
+    policy: &crate::config::Policy,
+    quota: &crate::limit::Quota,
+    constant: &'a PolicyHeaders,
+) -> Option<&'a PolicyHeaders> {
+    (Some(quota) == policy.rate().map(|r| &r.quota)).then_some(constant)
 }
 
 /// A concurrency tier's header values: the policy's constant ones, or, for a key with an
