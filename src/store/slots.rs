@@ -100,22 +100,10 @@ impl SlotTable {
         // Waiters that gave up (timed out, client gone) do not hold anyone back.
         entry.waiters.retain(|w| !w.is_closed());
         // A raised cap (reload) frees slots for those already waiting, first.
-        while entry.held < max {
-            let Some(waiter) = entry.waiters.pop_front() else {
-                break;
-            };
-            let handed = Slot {
-                table: Some(self.clone()),
-                key,
-            };
-            match waiter.send(handed) {
-                Ok(()) => {
-                    entry.held += 1;
-                    if let Some(g) = &entry.gauge {
-                        g.inc();
-                    }
-                }
-                Err(back) => back.disarm(),
+        while entry.held < max && self.hand_to_next_waiter(entry, key) {
+            entry.held += 1;
+            if let Some(g) = &entry.gauge {
+                g.inc();
             }
         }
         if entry.held < max && entry.waiters.is_empty() {
@@ -155,6 +143,22 @@ impl SlotTable {
             .map_or(0, |e| e.waiters.iter().filter(|w| !w.is_closed()).count())
     }
 
+    /// Gives a slot on `key` to the first waiter still waiting; false when none is.
+    fn hand_to_next_waiter(self: &Arc<Self>, entry: &mut Entry, key: u64) -> bool {
+        while let Some(waiter) = entry.waiters.pop_front() {
+            let handed = Slot {
+                table: Some(self.clone()),
+                key,
+            };
+            match waiter.send(handed) {
+                Ok(()) => return true,
+                // That waiter is gone: the slot was not handed over, try the next one.
+                Err(back) => back.disarm(),
+            }
+        }
+        false
+    }
+
     /// Gives a slot back: to the first waiter still waiting, or to the pool.
     fn release(self: Arc<Self>, key: u64) {
         let mut map = self.shard(key).lock();
@@ -163,19 +167,8 @@ impl SlotTable {
         };
         // Handed on only while the key is within its cap: after a reload lowered it, slots
         // are given back until the held ones fit.
-        while entry.held <= entry.max {
-            let Some(waiter) = entry.waiters.pop_front() else {
-                break;
-            };
-            let handed = Slot {
-                table: Some(self.clone()),
-                key,
-            };
-            match waiter.send(handed) {
-                Ok(()) => return,
-                // That waiter is gone: the slot was not handed over, try the next one.
-                Err(back) => back.disarm(),
-            }
+        if entry.held <= entry.max && self.hand_to_next_waiter(entry, key) {
+            return;
         }
         entry.held = entry.held.saturating_sub(1);
         if let Some(g) = &entry.gauge {
