@@ -21,7 +21,6 @@ use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use socket2::{Domain, Protocol, Socket, Type};
 
 type Body = UnsyncBoxBody<Bytes, hyper::Error>;
 
@@ -55,11 +54,12 @@ fn main() {
         ),
         _ => exit(usage),
     };
-    let threads: Vec<_> = (0..workers)
-        .map(|_| {
-            let listener = bind(listen).unwrap_or_else(|e| exit(&format!("bind {listen}: {e}")));
-            std::thread::spawn(move || worker(listener, mode))
-        })
+    // The same listeners tollgate's workers get: one SO_REUSEPORT socket per worker.
+    let (_, listeners) = tollgate::workers::bind_all(listen, workers)
+        .unwrap_or_else(|e| exit(&format!("bind {listen}: {e}")));
+    let threads: Vec<_> = listeners
+        .into_iter()
+        .map(|listener| std::thread::spawn(move || worker(listener, mode)))
         .collect();
     for t in threads {
         let _ = t.join();
@@ -69,16 +69,6 @@ fn main() {
 fn exit(message: &str) -> ! {
     eprintln!("{message}");
     std::process::exit(2)
-}
-
-fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(4096)?;
-    Ok(socket.into())
 }
 
 fn worker(listener: std::net::TcpListener, mode: Mode) {
