@@ -23,7 +23,12 @@ pub fn summary(config: &Config) -> String {
         }
     );
     if let Some(a) = config.server.admin_listen {
-        let _ = writeln!(out, "admin  {a}");
+        let guard = match (&config.server.admin_token, a.ip().is_loopback()) {
+            (Some(_), _) => " (token required)",
+            (None, true) => "",
+            (None, false) => " - warning: no admin_token: limits, config and stats are readable by anyone who reaches this port (changes are refused); set admin_token_file or listen on 127.0.0.1",
+        };
+        let _ = writeln!(out, "admin  {a}{guard}");
     }
     let _ = writeln!(out, "\npolicies:");
     for p in &config.policies {

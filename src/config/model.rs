@@ -51,6 +51,43 @@ pub struct Server {
     pub tunnel_idle_timeout: Duration,
     /// HTTP/2 concurrent streams per connection.
     pub max_streams: u32,
+    /// Required as `Authorization: Bearer …` on every `/admin/*` request when set.
+    pub admin_token: Option<AdminToken>,
+    /// Where runtime overrides are written (atomically) and read back at start.
+    pub overrides_file: Option<PathBuf>,
+}
+
+/// The admin API's bearer token. Never printed: `Debug` shows only that one is set.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken(String);
+
+impl AdminToken {
+    /// A token as written in the config or its file: surrounding whitespace (the newline
+    /// an editor or `echo` leaves) is not part of it. `None` when nothing is left or it
+    /// holds characters a header value cannot carry.
+    pub fn parse(text: &str) -> Result<Self, &'static str> {
+        let token = text.trim();
+        if token.is_empty() {
+            return Err("the admin token is empty");
+        }
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("the admin token must be printable ASCII without spaces");
+        }
+        Ok(Self(token.to_owned()))
+    }
+
+    /// Whether `presented` is the token, in time independent of where they differ (the
+    /// length is not hidden: it is no secret worth guarding).
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        self.0.as_bytes().ct_eq(presented).into()
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(***)")
+    }
 }
 
 /// The data plane's TLS: the files, and the config built from them at load time.

@@ -1,0 +1,192 @@
+//! Who may use the admin API. With `[server] admin_token` set, every `/admin/*` request
+//! presents it as a bearer token; without one, the read-only endpoints are open and the
+//! mutating ones answer only on a loopback admin listener, where reaching the port
+//! already means being on the host. Health, readiness, metrics and the status page's
+//! HTML stay open either way: probes and scrapers carry no secrets.
+
+use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
+
+use crate::config::Config;
+use crate::proxy::response::{json_error, Body};
+
+/// The answer refusing this request, or `None` when it may go on.
+pub fn refuse(
+    config: &Config,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+) -> Option<Response<Body>> {
+    if !path.starts_with("/admin/") && path != "/admin" {
+        return None;
+    }
+    match &config.server.admin_token {
+        Some(token) => {
+            let presented = headers
+                .get(AUTHORIZATION)
+                .and_then(|v| bearer(v.as_bytes()));
+            if presented.is_some_and(|p| token.matches(p)) {
+                return None;
+            }
+            let mut resp = json_error(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                &[(
+                    "detail",
+                    "send the admin token as `Authorization: Bearer <token>`".into(),
+                )],
+            );
+            resp.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"tollgate admin\""),
+            );
+            Some(resp)
+        }
+        None if mutating(method) && !on_loopback(config) => Some(json_error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            &[(
+                "detail",
+                "changes need [server] admin_token (or admin_token_file), or an admin_listen on a loopback address"
+                    .into(),
+            )],
+        )),
+        None => None,
+    }
+}
+
+/// Whether the admin API is reachable beyond this host with no token guarding it.
+pub fn exposed_without_token(config: &Config) -> bool {
+    config.server.admin_token.is_none()
+        && config.server.admin_listen.is_some()
+        && !on_loopback(config)
+}
+
+fn on_loopback(config: &Config) -> bool {
+    config
+        .server
+        .admin_listen
+        .is_some_and(|a| a.ip().is_loopback())
+}
+
+fn mutating(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// The credentials of `Bearer <token>` (the scheme is case-insensitive, RFC 9110 §11.1).
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(7)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
+        return None;
+    }
+    let start = rest.iter().position(|b| *b != b' ')?;
+    Some(&rest[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(server: &str) -> Config {
+        let text = format!("[server]\nlisten = \"127.0.0.1:0\"\n{server}\n");
+        crate::config::compile(std::path::Path::new("t.toml"), &text).expect("valid")
+    }
+
+    fn status(config: &Config, method: Method, path: &str, auth: Option<&str>) -> Option<u16> {
+        let mut headers = HeaderMap::new();
+        if let Some(a) = auth {
+            headers.insert(AUTHORIZATION, HeaderValue::from_str(a).unwrap());
+        }
+        refuse(config, &method, path, &headers).map(|r| r.status().as_u16())
+    }
+
+    #[test]
+    fn without_a_token_changes_need_a_loopback_listener() {
+        let exposed = config("admin_listen = \"0.0.0.0:9901\"");
+        assert!(exposed_without_token(&exposed));
+        assert_eq!(
+            status(&exposed, Method::POST, "/admin/reload", None),
+            Some(403)
+        );
+        assert_eq!(
+            status(&exposed, Method::PUT, "/admin/overrides/p/k", None),
+            Some(403)
+        );
+        assert_eq!(status(&exposed, Method::GET, "/admin/config", None), None);
+        let local = config("admin_listen = \"127.0.0.1:9901\"");
+        assert!(!exposed_without_token(&local));
+        assert_eq!(status(&local, Method::POST, "/admin/reload", None), None);
+        let v6 = config("admin_listen = \"[::1]:9901\"");
+        assert_eq!(
+            status(&v6, Method::DELETE, "/admin/overrides/p/k", None),
+            None
+        );
+    }
+
+    #[test]
+    fn with_a_token_every_admin_path_needs_it() {
+        let guarded = config("admin_listen = \"0.0.0.0:9901\"\nadmin_token = \"abcdefgh12345678\"");
+        assert!(!exposed_without_token(&guarded));
+        assert_eq!(
+            status(&guarded, Method::GET, "/admin/config", None),
+            Some(401)
+        );
+        assert_eq!(
+            status(
+                &guarded,
+                Method::GET,
+                "/admin/config",
+                Some("Bearer abcdefgh1234567")
+            ),
+            Some(401)
+        );
+        assert_eq!(
+            status(
+                &guarded,
+                Method::POST,
+                "/admin/reload",
+                Some("Bearer abcdefgh12345678")
+            ),
+            None
+        );
+        for open in ["/healthz", "/readyz", "/metrics", "/"] {
+            assert_eq!(status(&guarded, Method::GET, open, None), None, "{open}");
+        }
+    }
+
+    #[test]
+    fn token_settings_are_checked() {
+        let both =
+            "[server]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"a\"\nadmin_token_file = \"t\"\n";
+        let e = crate::config::compile(std::path::Path::new("t.toml"), both).unwrap_err();
+        assert!(e.to_string().contains("both set"), "{e}");
+        let spaced = "[server]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"a b\"\n";
+        let e = crate::config::compile(std::path::Path::new("t.toml"), spaced).unwrap_err();
+        assert!(e.to_string().contains("printable ASCII"), "{e}");
+        let missing =
+            "[server]\nlisten = \"127.0.0.1:0\"\nadmin_token_file = \"/nonexistent/token\"\n";
+        let e = crate::config::compile(std::path::Path::new("t.toml"), missing).unwrap_err();
+        assert!(
+            e.to_string().contains("cannot read admin_token_file"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn reads_bearer_credentials() {
+        assert_eq!(bearer(b"Bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"bearer   abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"Basic abc"), None);
+        assert_eq!(bearer(b"Bearer "), None);
+        assert_eq!(bearer(b"Bearer"), None);
+    }
+
+    #[test]
+    fn only_changes_are_mutating() {
+        assert!(!mutating(&Method::GET));
+        assert!(!mutating(&Method::HEAD));
+        assert!(mutating(&Method::POST));
+        assert!(mutating(&Method::PUT));
+        assert!(mutating(&Method::DELETE));
+    }
+}
