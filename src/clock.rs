@@ -7,6 +7,10 @@ use std::sync::Arc;
 /// A source of monotonic nanoseconds since an arbitrary, fixed origin.
 pub trait Clock: Send + Sync + 'static {
     fn now_ns(&self) -> u64;
+
+    /// Wall-clock milliseconds since the Unix epoch, for what outlives the process or
+    /// crosses gateways (a runtime override's expiry). Never used to decide a limit.
+    fn wall_ms(&self) -> u64;
 }
 
 /// Monotonic process clock. The origin sits one hour before start-up so that
@@ -43,6 +47,13 @@ impl Clock for MonotonicClock {
             .delta_as_nanos(self.origin, self.clock.raw())
             .saturating_add(ORIGIN_OFFSET_NS)
     }
+
+    #[allow(clippy::disallowed_methods)] // the one wall-clock reading
+    fn wall_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
 }
 
 /// A clock that only moves when told to. Shared handles see the same time.
@@ -67,8 +78,15 @@ impl FakeClock {
     }
 }
 
+/// The fake clock's wall time: 2026-01-01T00:00:00Z at `now_ns` 0, moving with it.
+const FAKE_EPOCH_MS: u64 = 1_767_225_600_000;
+
 impl Clock for FakeClock {
     fn now_ns(&self) -> u64 {
         self.now.load(Ordering::SeqCst)
+    }
+
+    fn wall_ms(&self) -> u64 {
+        FAKE_EPOCH_MS + self.now_ns() / 1_000_000
     }
 }

@@ -14,12 +14,15 @@ use tokio::task::JoinHandle;
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::{self, Backend, Config, ConfigError};
 use crate::metrics::Metrics;
+use crate::overrides::Overrides;
 use crate::reload::{ReloadError, ReloadReport};
 use crate::state::{Shared, Snapshot};
 use crate::store::{Limiter, MemoryStore, RedisStore, Store};
 
 /// How often idle keys are swept from the embedded store.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// How often runtime overrides are expired and, with Redis, re-read when changed.
+pub const OVERRIDES_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -33,6 +36,9 @@ pub enum StartError {
     },
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
+    /// Starting without them could throttle the tenants they protect.
+    #[error("runtime overrides: {0}")]
+    Overrides(#[from] crate::overrides::FileError),
 }
 
 pub struct Gateway {
@@ -88,6 +94,11 @@ impl Gateway {
         };
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
 
+        let overrides_file = config.server.overrides_file.clone();
+        let kept = match &overrides_file {
+            Some(path) => Overrides::read_file(path)?,
+            None => Vec::new(),
+        };
         let config_path = config.path.clone();
         let snapshot = Snapshot::build(Arc::new(config), None, &metrics);
         let shared = Arc::new(Shared {
@@ -97,11 +108,19 @@ impl Gateway {
             metrics,
             config_path,
             reload_lock: tokio::sync::Mutex::new(()),
+            overrides: Overrides::new(overrides_file, kept),
         });
+        shared
+            .overrides
+            .reapply(|| shared.config(), &shared.limiter, shared.clock.wall_ms())
+            .await;
         let (shutdown, rx) = watch::channel(false);
         let data_plane = crate::workers::spawn(listeners, &shared, &rx)
             .map_err(|source| StartError::Bind { addr, source })?;
-        let mut background = vec![tokio::spawn(sweep(shared.clone(), rx.clone()))];
+        let mut background = vec![
+            tokio::spawn(sweep(shared.clone(), rx.clone())),
+            tokio::spawn(follow_overrides(shared.clone(), rx.clone())),
+        ];
         if let Store::Redis { remote, .. } = &shared.limiter.store {
             background.push(tokio::spawn(remote.clone().maintain()));
         }
@@ -109,6 +128,12 @@ impl Gateway {
             .map(|l| tokio::spawn(crate::admin::listener::serve(l, shared.clone(), rx)));
         let admin_shown = admin_addr.map_or_else(|| "none".to_owned(), |a| a.to_string());
         tracing::info!(%addr, admin = %admin_shown, tls, workers, "tollgate serving");
+        if crate::admin::auth::exposed_without_token(&shared.config()) {
+            tracing::warn!(
+                "the admin listener is not on a loopback address and no admin_token is set: \
+                 its read-only endpoints are open to anyone who reaches it and changes are refused"
+            );
+        }
         if shared.config().routes.is_empty() {
             tracing::warn!("the configuration has no routes: every request is answered 404");
         }
@@ -202,6 +227,22 @@ impl Gateway {
 
 /// Drops idle keys every [`SWEEP_INTERVAL`], on a blocking thread so request tasks never
 /// wait on it: from the memory store, or from Redis mode's `on_error = "local"` fallback.
+/// Runtime overrides' upkeep, once a second: expiry, and with Redis the fleet's changes.
+async fn follow_overrides(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(OVERRIDES_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        shared
+            .overrides
+            .tick(|| shared.config(), &shared.limiter, shared.clock.wall_ms())
+            .await;
+    }
+}
+
 async fn sweep(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(SWEEP_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

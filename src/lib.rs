@@ -34,6 +34,7 @@ pub mod gateway;
 pub mod key;
 pub mod limit;
 pub mod metrics;
+pub mod overrides;
 pub mod proxy;
 pub mod reload;
 pub mod request;

@@ -10,6 +10,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use tollgate::cli::{Cli, Command, LogFormat};
+use tollgate::clock::Clock;
 use tollgate::gateway::{Gateway, StartError};
 
 fn init_logging(format: LogFormat) {
@@ -43,7 +44,17 @@ fn main() -> ExitCode {
         Command::Check { config } => match tollgate::config::load(&config) {
             Ok(c) => {
                 print!("{}", tollgate::summary::summary(&c));
-                ExitCode::SUCCESS
+                let now_ms = tollgate::clock::MonotonicClock::new().wall_ms();
+                match tollgate::overrides::describe_file(&c, now_ms) {
+                    Ok(described) => {
+                        print!("{}", described.unwrap_or_default());
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("{e}");
+                        ExitCode::from(2)
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("{e}");

@@ -95,6 +95,12 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
         .metrics
         .forget_removed(&previous.config, &snapshot.config);
     shared.snapshot.store(Arc::new(snapshot));
+    // Runtime overrides are checked against the new numbers: some may apply again, some
+    // stop applying until a later reload or a new PUT.
+    shared
+        .overrides
+        .reapply(|| shared.config(), &shared.limiter, shared.clock.wall_ms())
+        .await;
     shared.limiter.forget_refusals();
     Ok(report)
 }

@@ -74,6 +74,8 @@ pub struct Shared {
     pub config_path: PathBuf,
     /// Serializes reloads: two SIGHUPs at once cannot interleave.
     pub reload_lock: tokio::sync::Mutex<()>,
+    /// Per-key limits set through the admin API.
+    pub overrides: crate::overrides::Overrides,
 }
 
 impl Shared {

@@ -1,4 +1,6 @@
-//! The admin listener: health, metrics, limiter inspection, reload.
+//! The admin listener: health, metrics, limiter inspection, runtime overrides, reload.
 
+pub mod auth;
 pub mod listener;
+pub mod overrides;
 pub mod service;

@@ -9,6 +9,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
 
+use crate::config::compile::Applied;
 use crate::config::PolicyKind;
 use crate::proxy::response::{ceil_millis, full, json_error, Body};
 use crate::state::Shared;
@@ -26,7 +27,24 @@ pub async fn handle(
     } else {
         req.method().clone()
     };
-    let resp = match (&method, path.as_str()) {
+    let refused = crate::admin::auth::refuse(&shared.config(), &method, &path, req.headers());
+    let mut resp = match refused {
+        Some(refusal) => refusal,
+        None => route(&shared, &method, &path, req).await,
+    };
+    // Every admin answer, errors included, describes a moment: never cached.
+    resp.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(resp)
+}
+
+async fn route(
+    shared: &Arc<Shared>,
+    method: &Method,
+    path: &str,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    match (method, path) {
         (&Method::GET, "/healthz") => text(StatusCode::OK, "text/plain", "ok\n"),
         (&Method::GET, "/readyz") => match shared.limiter.ready() {
             true => text(StatusCode::OK, "text/plain", "ready\n"),
@@ -50,9 +68,9 @@ pub async fn handle(
             )
         }
         (&Method::GET, "/") => text(StatusCode::OK, "text/html; charset=utf-8", STATUS_PAGE),
-        (&Method::GET, "/admin/config") => json_ok(config_json(&shared)),
-        (&Method::GET, "/admin/stats") => json_ok(stats_json(&shared)),
-        (&Method::POST, "/admin/reload") => match crate::reload::reload(&shared).await {
+        (&Method::GET, "/admin/config") => json_ok(config_json(shared)),
+        (&Method::GET, "/admin/stats") => json_ok(stats_json(shared)),
+        (&Method::POST, "/admin/reload") => match crate::reload::reload(shared).await {
             Ok(report) => json_ok(json!({"status": "ok", "report": report})),
             Err(e) => json_status(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -60,7 +78,11 @@ pub async fn handle(
             ),
         },
         (&Method::GET, p) if p.starts_with("/admin/limits/") => {
-            limit_json(&shared, &p["/admin/limits/".len()..]).await
+            limit_json(shared, &p["/admin/limits/".len()..]).await
+        }
+        (_, "/admin/overrides") => super::overrides::handle(shared, method, "", req).await,
+        (_, p) if p.starts_with("/admin/overrides/") => {
+            super::overrides::handle(shared, method, &p["/admin/overrides/".len()..], req).await
         }
         (_, "/admin/reload") => json_error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -68,12 +90,7 @@ pub async fn handle(
             &[("allow", "POST".into())],
         ),
         _ => json_error(StatusCode::NOT_FOUND, "not_found", &[]),
-    };
-    let mut resp = resp;
-    // Every admin answer, errors included, describes a moment: never cached.
-    resp.headers_mut()
-        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(resp)
+    }
 }
 
 fn text(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
@@ -86,7 +103,7 @@ fn text(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) 
     resp
 }
 
-fn json_ok(value: serde_json::Value) -> Response<Body> {
+pub fn json_ok(value: serde_json::Value) -> Response<Body> {
     json_status(StatusCode::OK, value)
 }
 
@@ -96,17 +113,15 @@ fn json_status(status: StatusCode, value: serde_json::Value) -> Response<Body> {
 
 /// `GET /admin/limits/{policy}/{part}[/{part}…]`: one path segment per key source.
 async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
-    let mut segments = rest.split('/');
-    let policy_name = segments.next().unwrap_or("");
+    let (policy_name, parts) = key_path(rest);
     let config = shared.config();
-    let Some(policy) = config.policy(policy_name) else {
+    let Some(policy) = config.policy(&policy_name) else {
         return json_error(
             StatusCode::NOT_FOUND,
             "unknown_policy",
             &[("policy", policy_name.into())],
         );
     };
-    let parts: Vec<String> = segments.map(percent_decode).collect();
     if parts.len() != policy.key.len() || parts.iter().any(String::is_empty) {
         return json_error(
             StatusCode::BAD_REQUEST,
@@ -125,10 +140,14 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
     }
     let key = shared.limiter.key_of(&policy.name, &parts);
     let single = (parts.len() == 1).then(|| parts[0].as_str());
+    let runtime = shared.limiter.overrides.get(key.hash, &*shared.clock);
     let rate = match &policy.kind {
         PolicyKind::Rate(rate) => rate,
         PolicyKind::Concurrency(cap) => {
-            let max = cap.max_for(single);
+            let max = match runtime {
+                Some(Applied::Concurrency(max)) => max,
+                _ => cap.max_for(single),
+            };
             let redis_key = key.redis.as_ref().map(|r| r.key.as_str());
             let held = match shared.limiter.slots_held(key.hash, redis_key).await {
                 Ok(held) => held,
@@ -162,7 +181,10 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
             );
         }
     };
-    let quota = rate.quota_for(single);
+    let quota = match runtime {
+        Some(Applied::Rate(quota)) => quota,
+        _ => rate.quota_for(single),
+    };
     let probe = quota.decide(tat, now, 1, 0);
     json_ok(json!({
         "policy": policy.name,
@@ -174,6 +196,14 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
         "idle_ms": ceil_millis(tat.saturating_sub(now)),
         "tracked": tat > now,
     }))
+}
+
+/// `{policy}/{part}[/{part}…]`: the policy's name and the key's parts, each one
+/// percent-encoded path segment.
+pub fn key_path(rest: &str) -> (String, Vec<String>) {
+    let mut segments = rest.split('/');
+    let policy = percent_decode(segments.next().unwrap_or(""));
+    (policy, segments.map(percent_decode).collect())
 }
 
 /// One path segment, percent-decoded (`+` stays a plus: this is a path, not a form).
@@ -197,6 +227,9 @@ fn config_json(shared: &Shared) -> serde_json::Value {
             "admin_listen": c.server.admin_listen.map(|a| a.to_string()),
             "tls": c.server.tls.is_some(),
             "max_connections": c.server.max_connections,
+            // Whether one is required, never the token itself.
+            "admin_token": c.server.admin_token.is_some(),
+            "overrides_file": c.server.overrides_file.as_ref().map(|p| p.display().to_string()),
         },
         "store": {
             "backend": if redis_urls.is_empty() { "memory" } else { "redis" },

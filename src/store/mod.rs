@@ -9,6 +9,7 @@ pub mod held;
 pub mod keys;
 pub mod lease;
 pub mod memory;
+pub mod overrides;
 pub mod redis;
 pub mod refusals;
 pub mod request;
@@ -38,6 +39,8 @@ pub struct Limiter {
     turns: Arc<slots::SlotTable>,
     lease_ids: concurrency::LeaseIds,
     metrics: Arc<Metrics>,
+    /// Per-key limits set through the admin API; they beat the file's overrides.
+    pub overrides: overrides::KeyOverrides,
 }
 
 /// Which store holds the state.
@@ -72,6 +75,7 @@ impl Limiter {
             turns: Arc::default(),
             lease_ids: concurrency::LeaseIds::default(),
             metrics,
+            overrides: overrides::KeyOverrides::default(),
         }
     }
 
@@ -101,7 +105,7 @@ impl Limiter {
         matches!(self.store, Store::Redis { .. })
     }
 
-    fn remote(&self) -> Option<&RedisStore> {
+    pub fn remote(&self) -> Option<&RedisStore> {
         match &self.store {
             Store::Redis { remote, .. } => Some(remote),
             Store::Memory(_) => None,

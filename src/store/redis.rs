@@ -184,6 +184,15 @@ impl RedisStore {
     }
 
     async fn run(&self, invocation: &redis::ScriptInvocation<'_>) -> Result<Vec<i64>, StoreError> {
+        self.invoke(invocation).await
+    }
+
+    /// Runs one script that is not a limiter decision (runtime overrides), bounded by
+    /// the store timeout like every call.
+    pub async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, StoreError> {
         match &self.connection {
             Connection::Single(c) => {
                 let mut c = c.clone();

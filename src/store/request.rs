@@ -8,6 +8,7 @@ use smallvec::SmallVec;
 use super::held::Held;
 use super::{KeyBuilder, Limiter, Outcome, StoreError};
 use crate::clock::Clock;
+use crate::config::compile::Applied;
 use crate::config::{Missing, Policy, PolicyKind, Route};
 use crate::key::{KeyPart, RedisKey, RequestView, MAX_KEY_VALUES};
 use crate::limit::{Mode, Tier, Verdict, INLINE_DECISIONS};
@@ -151,7 +152,7 @@ impl Limiter {
     ) -> Result<(), Refusal> {
         admission
             .tiers
-            .fill(self, route, view)
+            .fill(self, route, view, clock)
             .map_err(Refusal::Key)?;
         if !admission.tiers.slots.is_empty() && !self.take_slots(route, clock, admission).await? {
             admission.now = clock.now_ns();
@@ -224,6 +225,7 @@ impl RequestTiers {
         limiter: &Limiter,
         route: &Route,
         view: &RequestView<'_>,
+        clock: &dyn Clock,
     ) -> Result<(), KeyRefusal> {
         self.tiers.clear();
         self.positions.clear();
@@ -239,9 +241,13 @@ impl RequestTiers {
                 PolicyKind::Rate(rate) => rate,
                 PolicyKind::Concurrency(cap) => {
                     for partial in keys {
-                        let max =
-                            cap.max_for(partial.single.as_ref().map(|p| p.as_text()).as_deref());
                         let key = partial.key.finish(&policy.name);
+                        let max = match limiter.overrides.get(key.hash, clock) {
+                            Some(Applied::Concurrency(max)) => max,
+                            _ => {
+                                cap.max_for(partial.single.as_ref().map(|p| p.as_text()).as_deref())
+                            }
+                        };
                         out.slots.push(SlotTier {
                             key: key.hash,
                             max,
@@ -260,11 +266,12 @@ impl RequestTiers {
             let max_delay_ns = u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX);
             let overflow = limiter.overflow_key(&policy.name);
             for partial in keys {
-                let quota = match &partial.single {
-                    Some(part) => rate.quota_for(Some(&part.as_text())),
-                    None => rate.quota,
-                };
                 let key = partial.key.finish(&policy.name);
+                let quota = match (limiter.overrides.get(key.hash, clock), &partial.single) {
+                    (Some(Applied::Rate(quota)), _) => quota,
+                    (_, Some(part)) => rate.quota_for(Some(&part.as_text())),
+                    (_, None) => rate.quota,
+                };
                 out.tiers.push(Tier {
                     quota,
                     mode: policy.mode,

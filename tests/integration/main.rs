@@ -5,6 +5,7 @@
 
 mod support;
 
+mod admin;
 mod bounds;
 mod browser;
 mod concurrency;

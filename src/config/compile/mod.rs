@@ -15,6 +15,7 @@ use super::error::{locate, ConfigError, Problem};
 
 mod policies;
 mod routes;
+mod runtime;
 mod server;
 mod store;
 mod upstreams;
@@ -23,6 +24,8 @@ use super::model::*;
 use super::raw::{OneOrMany, RawConfig, RawPolicy, RawRoute, RawServer, RawStore, RawUpstream, S};
 use crate::key::{KeySource, TrustedProxies};
 use crate::limit::{Mode, Quota, MAX_TIERS};
+pub use runtime::{check_override, override_spec, Applied, OverrideProblem, OverrideSpec};
+use store::redis_cannot_hold;
 
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(50);
 pub const DEFAULT_MAX_KEYS: usize = 10_000_000;

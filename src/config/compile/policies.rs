@@ -213,7 +213,7 @@ impl Compiler {
         }
     }
 
-    fn in_flight(&mut self, raw: &S<i64>) -> Option<u32> {
+    pub(super) fn in_flight(&mut self, raw: &S<i64>) -> Option<u32> {
         let v = self.positive(raw, "max_in_flight")?;
         match u32::try_from(v) {
             Ok(v) => Some(v),

@@ -9,20 +9,13 @@ impl Compiler {
         policies: &BTreeMap<String, Arc<Policy>>,
         spans: &BTreeMap<String, std::ops::Range<usize>>,
     ) {
-        const REDIS_MAX_NS: u64 = 1 << 52;
         for (name, p) in policies {
             let Some(rate) = p.rate() else {
                 continue; // concurrency caps: leases, no debt to bound
             };
-            let max_delay = u64::try_from(p.max_delay.as_nanos()).unwrap_or(u64::MAX);
             let too_long = std::iter::once(&rate.quota)
                 .chain(rate.overrides.values())
-                .any(|q| {
-                    q.tolerance_ns()
-                        .saturating_add(max_delay)
-                        .saturating_add(q.interval_ns())
-                        >= REDIS_MAX_NS
-                });
+                .any(|q| redis_cannot_hold(q, p.max_delay));
             if too_long {
                 self.error(
                     spans.get(name).cloned().unwrap_or(0..0),
@@ -111,4 +104,15 @@ impl Compiler {
             max_keys: usize::try_from(max_keys?).ok()?,
         })
     }
+}
+
+/// Whether a quota's longest debt (τ + T + max_delay) is beyond what the Redis script
+/// keeps exactly (doubles: 2^52 ns).
+pub(super) fn redis_cannot_hold(q: &Quota, max_delay: Duration) -> bool {
+    const REDIS_MAX_NS: u64 = 1 << 52;
+    let max_delay = u64::try_from(max_delay.as_nanos()).unwrap_or(u64::MAX);
+    q.tolerance_ns()
+        .saturating_add(max_delay)
+        .saturating_add(q.interval_ns())
+        >= REDIS_MAX_NS
 }

@@ -1,0 +1,205 @@
+//! `/admin/overrides`: runtime per-key limits. `GET /admin/overrides` lists them;
+//! `PUT /admin/overrides/{policy}/{key parts…}` with a JSON body (`limit`, `period`,
+//! `burst` or `max_in_flight`, and `ttl`) sets one, `DELETE` on the same path removes it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::service::{json_ok, key_path};
+use crate::config::compile::{override_spec, Applied, OverrideProblem};
+use crate::overrides::{ChangeError, OverrideId};
+use crate::proxy::response::{json_error, Body};
+use crate::state::Shared;
+
+/// An override's body is a handful of fields.
+const MAX_BODY: usize = 16 * 1024;
+/// A client that starts a body must finish it within this.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn handle(
+    shared: &Arc<Shared>,
+    method: &Method,
+    rest: &str,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let now_ms = shared.clock.wall_ms();
+    if rest.is_empty() {
+        return match *method {
+            Method::GET => json_ok(json!({ "overrides": shared.overrides.list(now_ms) })),
+            _ => json_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                &[("allow", "GET".into())],
+            ),
+        };
+    }
+    let (policy, key) = key_path(rest);
+    let id = OverrideId { policy, key };
+    let current = || shared.config();
+    match *method {
+        Method::PUT => {
+            let (set, ttl) = match read_body(req).await {
+                Ok(fields) => fields,
+                Err(resp) => return resp,
+            };
+            match shared
+                .overrides
+                .put(current, &shared.limiter, id.clone(), set, ttl, now_ms)
+                .await
+            {
+                Ok(applied) => json_ok(json!({
+                    "status": "ok",
+                    "policy": id.policy,
+                    "key": id.key,
+                    "applied": applied_json(&applied),
+                    "expires_in_ms": ttl.map(|t| t.as_millis() as u64),
+                })),
+                Err(e) => refused(e),
+            }
+        }
+        Method::DELETE => match shared
+            .overrides
+            .delete(current, &shared.limiter, &id, now_ms)
+            .await
+        {
+            Ok(true) => json_ok(json!({"status": "ok", "policy": id.policy, "key": id.key})),
+            Ok(false) => json_error(
+                StatusCode::NOT_FOUND,
+                "no_override",
+                &[("policy", id.policy.into())],
+            ),
+            Err(e) => refused(e),
+        },
+        _ => json_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            &[("allow", "PUT, DELETE".into())],
+        ),
+    }
+}
+
+/// The body's override fields and its `ttl`, or the answer refusing it.
+async fn read_body(
+    req: Request<Incoming>,
+) -> Result<(crate::config::compile::OverrideSpec, Option<Duration>), Response<Body>> {
+    let bad = |problems: Vec<OverrideProblem>| {
+        json_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_override",
+            &[("problems", json!(problems))],
+        )
+    };
+    let one = |message: String, hint: &str| {
+        bad(vec![OverrideProblem {
+            message,
+            hint: Some(hint.to_owned()),
+        }])
+    };
+    let body = Limited::new(req.into_body(), MAX_BODY).collect();
+    let bytes: Bytes = match tokio::time::timeout(BODY_TIMEOUT, body).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) => {
+            return Err(one(
+                format!("the body could not be read: {e}"),
+                "send at most 16 KiB of JSON",
+            ))
+        }
+        Err(_) => {
+            return Err(one(
+                "the body did not arrive in time".into(),
+                "send the whole body at once",
+            ))
+        }
+    };
+    let mut fields = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        Ok(_) => {
+            return Err(one(
+                "the body is not a JSON object".into(),
+                "send e.g. {\"limit\": 1000, \"period\": \"1m\", \"ttl\": \"1h\"}",
+            ))
+        }
+        Err(e) => {
+            return Err(one(
+                format!("the body is not JSON: {e}"),
+                "send e.g. {\"limit\": 1000, \"period\": \"1m\", \"ttl\": \"1h\"}",
+            ))
+        }
+    };
+    let ttl = match fields.remove("ttl") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(text)) => match humantime::parse_duration(text.trim()) {
+            Ok(d) if !d.is_zero() => Some(d),
+            Ok(_) => {
+                return Err(one(
+                    "ttl must be greater than zero".into(),
+                    "leave ttl out for an override that stays until deleted",
+                ))
+            }
+            Err(e) => {
+                return Err(one(
+                    format!("ttl `{text}` is not a duration: {e}"),
+                    "use a number and a unit: \"30m\", \"1h\", \"7d\"",
+                ))
+            }
+        },
+        Some(_) => {
+            return Err(one(
+                "ttl must be a string".into(),
+                "a duration with its unit, in quotes: \"1h\"",
+            ))
+        }
+    };
+    let set = override_spec(fields).map_err(bad)?;
+    Ok((set, ttl))
+}
+
+fn refused(e: ChangeError) -> Response<Body> {
+    match e {
+        ChangeError::UnknownPolicy(policy) => json_error(
+            StatusCode::NOT_FOUND,
+            "unknown_policy",
+            &[("policy", policy.into())],
+        ),
+        ChangeError::BadKey { expected, .. } => json_error(
+            StatusCode::BAD_REQUEST,
+            "bad_key",
+            &[("expected_parts", expected.into())],
+        ),
+        ChangeError::Invalid(problems) => json_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_override",
+            &[("problems", json!(problems))],
+        ),
+        ChangeError::Store(e) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            &[("detail", e.to_string().into())],
+        ),
+        // In effect, but a restart would not find it: the operator must know.
+        ChangeError::File(e) => json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "overrides_file_not_written",
+            &[("detail", e.to_string().into())],
+        ),
+    }
+}
+
+/// What an override makes of its key's limit, in the units `/admin/config` uses.
+pub fn applied_json(applied: &Applied) -> serde_json::Value {
+    match applied {
+        Applied::Rate(q) => json!({
+            "kind": "rate",
+            "burst": q.burst(),
+            "t_ns": q.interval_ns(),
+            "tau_ns": q.tolerance_ns(),
+        }),
+        Applied::Concurrency(max) => json!({"kind": "concurrency", "max_in_flight": max}),
+    }
+}

@@ -1,0 +1,187 @@
+//! Runtime overrides (`PUT /admin/overrides/…` and the overrides file): one override's
+//! fields checked against the running policy with the rules and hints `tollgate check`
+//! gives the file's `[policies.NAME.overrides]`. The same check runs again after every
+//! reload, so an override never applies numbers the running config would refuse.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::config::raw::RawOverride;
+
+/// The numbers one runtime override sets, as given; the policy supplies the rest, so a
+/// reload that changes the policy changes what an override leaves unset.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<i64>,
+}
+
+/// What an override makes of its key's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Rate(Quota),
+    Concurrency(u32),
+}
+
+/// One reason an override is refused, with what to change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverrideProblem {
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// Reads an override's fields from JSON (the admin API's body, without `ttl`): unknown
+/// fields and values of the wrong type are told in the config's words.
+pub fn override_spec(
+    fields: serde_json::Map<String, serde_json::Value>,
+) -> Result<OverrideSpec, Vec<OverrideProblem>> {
+    // Through TOML, so names, types and hints are exactly those of the file's overrides.
+    let text = toml::to_string(&fields).map_err(|e| {
+        vec![OverrideProblem {
+            message: format!("unusable value: {e}"),
+            hint: Some("numbers without quotes, durations as strings (\"1m\")".to_owned()),
+        }]
+    })?;
+    let raw: RawOverride = toml::from_str(&text).map_err(|e| {
+        let message = e.message().trim().to_owned();
+        vec![OverrideProblem {
+            hint: parse_hint(&message),
+            message,
+        }]
+    })?;
+    Ok(OverrideSpec {
+        limit: raw.limit.map(|v| *v.get_ref()),
+        period: raw.period.map(|v| v.get_ref().clone()),
+        burst: raw.burst.map(|v| *v.get_ref()),
+        max_in_flight: raw.max_in_flight.map(|v| *v.get_ref()),
+    })
+}
+
+/// What `spec` makes of `policy`'s limit in `config`, or why it cannot apply.
+pub fn check_override(
+    config: &Config,
+    policy: &Policy,
+    spec: &OverrideSpec,
+) -> Result<Applied, Vec<OverrideProblem>> {
+    let mut c = Compiler {
+        problems: Vec::new(),
+        base: PathBuf::new(),
+    };
+    let applied = c.runtime_override(config, policy, spec);
+    match applied {
+        Some(applied) if c.problems.is_empty() => Ok(applied),
+        _ => Err(c
+            .problems
+            .into_iter()
+            .map(|p| OverrideProblem {
+                message: p.message,
+                hint: p.hint,
+            })
+            .collect()),
+    }
+}
+
+impl Compiler {
+    fn runtime_override(
+        &mut self,
+        config: &Config,
+        policy: &Policy,
+        spec: &OverrideSpec,
+    ) -> Option<Applied> {
+        let name = &policy.name;
+        let spanned = |v: i64| S::new(0..0, v);
+        match &policy.kind {
+            PolicyKind::Rate(rate) => {
+                if spec.max_in_flight.is_some() {
+                    self.error(
+                        0..0,
+                        format!("policy `{name}` is a rate policy: an override cannot set max_in_flight"),
+                        Some("override limit, period or burst here".to_owned()),
+                    );
+                    return None;
+                }
+                if spec.limit.is_none() && spec.period.is_none() && spec.burst.is_none() {
+                    self.error(
+                        0..0,
+                        "the override sets nothing",
+                        Some("give at least one of limit, period and burst".to_owned()),
+                    );
+                    return None;
+                }
+                let limit = spec
+                    .limit
+                    .map_or(Some(rate.limit), |l| self.positive(&spanned(l), "limit"));
+                let burst = spec.burst.map_or(Some(rate.quota.burst()), |b| {
+                    self.positive(&spanned(b), "burst")
+                });
+                let period = spec.period.as_ref().map_or(Some(rate.period), |p| {
+                    self.duration(&S::new(0..0, p.clone()), false)
+                });
+                let quota = self.quota(limit, period, burst, 0..0)?;
+                self.fits_routes(config, policy, &quota);
+                if matches!(config.store.backend, Backend::Redis { .. })
+                    && redis_cannot_hold(&quota, policy.max_delay)
+                {
+                    self.error(
+                        0..0,
+                        format!("policy `{name}`: (burst + 1) × period / limit + max_delay exceeds 52 days, too long for the redis backend"),
+                        Some("lower burst or period".to_owned()),
+                    );
+                }
+                Some(Applied::Rate(quota))
+            }
+            PolicyKind::Concurrency(_) => {
+                let refused = [
+                    ("limit", spec.limit.is_some()),
+                    ("period", spec.period.is_some()),
+                    ("burst", spec.burst.is_some()),
+                ];
+                for (field, given) in refused {
+                    if given {
+                        self.error(
+                            0..0,
+                            format!("policy `{name}` is a concurrency cap: an override cannot set `{field}`"),
+                            Some("override max_in_flight here".to_owned()),
+                        );
+                    }
+                }
+                let Some(max) = spec.max_in_flight else {
+                    self.error(
+                        0..0,
+                        "the override sets no max_in_flight",
+                        Some("give max_in_flight = 1 or more".to_owned()),
+                    );
+                    return None;
+                };
+                self.in_flight(&spanned(max)).map(Applied::Concurrency)
+            }
+        }
+    }
+
+    /// Every route listing `policy` must still be able to admit its cost.
+    fn fits_routes(&mut self, config: &Config, policy: &Policy, quota: &Quota) {
+        for route in &config.routes {
+            let lists = route.policies.iter().any(|p| p.name == policy.name);
+            if lists && route.cost > quota.burst() {
+                self.error(
+                    0..0,
+                    format!(
+                        "burst {} is below the cost {} of route `{}`",
+                        quota.burst(),
+                        route.cost,
+                        route.name
+                    ),
+                    Some("such a request could never be admitted: raise burst".to_owned()),
+                );
+            }
+        }
+    }
+}
