@@ -118,6 +118,7 @@ fn keep_running_values(running: &Config, new: &mut Config) {
     n.send_timeout = r.send_timeout;
     n.idle_timeout = r.idle_timeout;
     n.max_streams = r.max_streams;
+    n.overrides_file = r.overrides_file.clone();
     new.store = running.store.clone();
 }
 
@@ -152,6 +153,10 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
     check("server.send_timeout", o.send_timeout != n.send_timeout);
     check("server.idle_timeout", o.idle_timeout != n.idle_timeout);
     check("server.max_streams", o.max_streams != n.max_streams);
+    check(
+        "server.overrides_file",
+        o.overrides_file != n.overrides_file,
+    );
     check("server.workers", o.workers != n.workers);
     check("store", old.store != new.store);
     changed

@@ -182,6 +182,11 @@ fn refused(e: ChangeError) -> Response<Body> {
             "store_unavailable",
             &[("detail", e.to_string().into())],
         ),
+        ChangeError::TooMany => json_error(
+            StatusCode::CONFLICT,
+            "too_many_overrides",
+            &[("max", crate::overrides::MAX_OVERRIDES.into())],
+        ),
         // In effect, but a restart would not find it: the operator must know.
         ChangeError::File(e) => json_error(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -63,7 +63,13 @@ pub enum ChangeError {
     Store(#[from] crate::store::StoreError),
     #[error("the overrides file could not be written: {0}")]
     File(#[from] FileError),
+    #[error("{MAX_OVERRIDES} runtime overrides are set already")]
+    TooMany,
 }
+
+/// Runtime overrides one gateway keeps at most: each costs a look-up table entry and a
+/// line in the file; a fleet needing more wants them in the config's overrides.
+pub const MAX_OVERRIDES: usize = 100_000;
 
 /// The runtime overrides of this gateway: what is set, and what is in effect.
 pub struct Overrides {
@@ -100,6 +106,17 @@ impl Overrides {
     pub async fn reapply(&self, current: impl Fn() -> Arc<Config>, limiter: &Limiter, now_ms: u64) {
         let _one_at_a_time = self.changes.lock().await;
         self.apply(&current(), limiter, now_ms);
+        for (id, problems) in lock(&self.inactive).iter() {
+            for p in problems {
+                tracing::warn!(
+                    policy = %id.policy,
+                    key = %id.key.join("/"),
+                    hint = p.hint.as_deref().unwrap_or(""),
+                    "runtime override not applied: {}",
+                    p.message
+                );
+            }
+        }
     }
 
     /// Each set override checked against `config`: the ones that fit applied by key
@@ -145,6 +162,12 @@ impl Overrides {
         let _one_at_a_time = self.changes.lock().await;
         let config = current();
         check_id(&config, &id)?;
+        {
+            let set = lock(&self.set);
+            if set.len() >= MAX_OVERRIDES && !set.contains_key(&id) {
+                return Err(ChangeError::TooMany);
+            }
+        }
         let applied = resolve(&config, &id, &set).map_err(ChangeError::Invalid)?;
         let stored = Stored {
             id: id.clone(),
