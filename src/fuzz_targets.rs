@@ -113,6 +113,7 @@ pub fn gcra(data: &[u8]) {
     let store = MemoryStore::new(64);
     let tiers: Vec<Tier> = (0..(data.len() % 4 + 1))
         .map(|i| Tier {
+            reserve: None,
             overflow: 0,
             quota,
             mode: if i % 2 == 1 {

@@ -222,7 +222,58 @@ pub struct RateLimit {
     pub quota: Quota,
     /// Per-key quotas for single-source keys, by the key's text.
     pub overrides: HashMap<String, Quota>,
+    /// Set when the cost is settled after the response.
+    pub settle: Option<Settle>,
 }
+
+/// A rate policy whose cost is known only once the upstream has answered: `reserve` is
+/// charged at admission, the difference to the actual cost settled when it is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settle {
+    pub source: SettleSource,
+    /// Units charged at admission; `None`: the route's cost.
+    pub reserve: Option<std::num::NonZeroU64>,
+    /// The largest settled value; larger ones are capped (and counted).
+    pub max_cost: u64,
+    /// Measured bytes are divided by this (rounded up) to make units.
+    pub unit: std::num::NonZeroU64,
+    /// When the upstream fails (no answer, or 5xx without the value), settle at what was
+    /// measured (nothing, for a header or trailer) instead of the reserve.
+    pub refund_on_upstream_error: bool,
+}
+
+/// Where a settled cost comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettleSource {
+    ResponseHeader(http::HeaderName),
+    ResponseTrailer(http::HeaderName),
+    ResponseBytes,
+    RequestBytes,
+}
+
+impl SettleSource {
+    /// The config's spelling.
+    pub fn describe(&self) -> String {
+        match self {
+            SettleSource::ResponseHeader(h) => format!("response_header:{h}"),
+            SettleSource::ResponseTrailer(h) => format!("response_trailer:{h}"),
+            SettleSource::ResponseBytes => "response_bytes".to_owned(),
+            SettleSource::RequestBytes => "request_bytes".to_owned(),
+        }
+    }
+
+    /// Whether the value is a count of body bytes (divided by `settle_unit`).
+    pub fn measures_bytes(&self) -> bool {
+        matches!(
+            self,
+            SettleSource::ResponseBytes | SettleSource::RequestBytes
+        )
+    }
+}
+
+/// A settled debt never takes a key's TAT further than this beyond now (about 52 days):
+/// the Redis script keeps debts exactly in doubles below 2^52 ns.
+pub const MAX_SETTLED_DEBT_NS: u64 = 1 << 52;
 
 #[derive(Debug)]
 pub struct ConcurrencyLimit {

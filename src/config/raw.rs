@@ -128,6 +128,13 @@ pub struct RawPolicy {
     pub missing: Option<S<String>>,
     pub mode: Option<S<String>>,
     pub max_delay: Option<S<String>>,
+    /// Rate policies whose cost is known after the response: where to read it, what to
+    /// charge at admission, a cap, and the unit measured bytes are divided by.
+    pub settle: Option<S<String>>,
+    pub reserve: Option<S<i64>>,
+    pub max_cost: Option<S<i64>>,
+    pub settle_unit: Option<S<i64>>,
+    pub refund_on_upstream_error: Option<S<bool>>,
     #[serde(default)]
     pub overrides: BTreeMap<String, S<RawOverride>>,
 }

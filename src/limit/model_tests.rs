@@ -5,6 +5,7 @@ use num_bigint::BigInt;
 use num_rational::BigRational;
 use proptest::prelude::*;
 
+use super::gcra::{settle, Adjustment};
 use super::{evaluate, Mode, Quota, TatTable, Tier};
 use crate::store::MemoryStore;
 
@@ -124,6 +125,7 @@ proptest! {
             .iter()
             .enumerate()
             .map(|(i, ((q, _), shadow))| Tier {
+                reserve: None,
                 overflow: 0,
                 quota: *q,
                 mode: if *shadow && i > 0 { Mode::Shadow } else { Mode::Enforce },
@@ -165,6 +167,97 @@ proptest! {
     }
 }
 
+/// One step of a reserve/settle sequence.
+#[derive(Clone, Debug)]
+enum SettleStep {
+    /// After `gap` ns, a request reserving `reserve` units.
+    Admit { gap: u64, reserve: u64 },
+    /// After `gap` ns, the reservation at `pick` (modulo how many are open) settles at
+    /// `actual` units.
+    Settle { gap: u64, pick: usize, actual: u64 },
+}
+
+fn settle_steps() -> impl Strategy<Value = Vec<SettleStep>> {
+    let step = prop_oneof![
+        (0u64..=3_000, 1u64..=8).prop_map(|(gap, reserve)| SettleStep::Admit { gap, reserve }),
+        (0u64..=3_000, any::<usize>(), 0u64..=30)
+            .prop_map(|(gap, pick, actual)| SettleStep::Settle { gap, pick, actual }),
+    ];
+    prop::collection::vec(step, 1..100)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// Reserve at admission, settle later: the TAT always describes exactly the bucket
+    /// that took each reserve, then owed the excess (below zero if need be) or got back
+    /// the shortfall — never more of it than the reservation still ahead of now, never
+    /// above a full bucket. Admissions match the bucket's too.
+    #[test]
+    fn settling_matches_the_token_bucket(
+        (quota, _) in quota_strategy(),
+        steps in settle_steps(),
+    ) {
+        let start = 1_000_000_000_000u64;
+        let t = quota.interval_ns();
+        let mut model = Bucket::new(&quota, 0, start);
+        let mut tat = 0u64;
+        let mut now = start;
+        // Open reservations: (reserve, the model's room right after it, when).
+        let mut open: Vec<(u64, BigRational, u64)> = Vec::new();
+        // What the gateway keeps of each: (reserve, GCRA's until_idle, when).
+        let mut kept: Vec<(u64, u64, u64)> = Vec::new();
+        for step in steps {
+            match step {
+                SettleStep::Admit { gap, reserve } => {
+                    now += t / 1000 * gap;
+                    let d = quota.decide(tat, now, reserve, 0);
+                    let (ok, _) = model.offer(now, reserve);
+                    prop_assert_eq!(d.admitted, ok);
+                    if ok {
+                        model.take(reserve);
+                        tat = d.tat;
+                        let room = (&model.cap - &model.tokens) * &model.t;
+                        prop_assert_eq!(r(d.until_idle_ns), room.clone(), "ahead of now by what was taken");
+                        open.push((reserve, room, now));
+                        kept.push((reserve, d.until_idle_ns, now));
+                    }
+                }
+                SettleStep::Settle { gap, pick, actual } => {
+                    now += t / 1000 * gap;
+                    if open.is_empty() {
+                        continue;
+                    }
+                    let i = pick % open.len();
+                    let (reserve, room, at) = open.remove(i);
+                    let (_, ahead, _) = kept.remove(i);
+                    let adjustment = if actual >= reserve {
+                        Adjustment::Debt { ns: (actual - reserve) * t }
+                    } else {
+                        Adjustment::Refund {
+                            ns: (reserve - actual) * t,
+                            room_ns: ahead.saturating_sub(now - at),
+                        }
+                    };
+                    tat = settle(tat, now, adjustment, u64::MAX);
+                    model.refill(now);
+                    if actual >= reserve {
+                        model.tokens -= r(actual - reserve);
+                    } else {
+                        let left = room - r(now - at);
+                        let left = if left < r(0) { r(0) } else { left };
+                        let back = r(reserve - actual).min(left / &model.t);
+                        model.tokens = (&model.tokens + back).min(model.cap.clone());
+                    }
+                }
+            }
+            model.refill(now);
+            let debt = r(tat.saturating_sub(now)) / &model.t;
+            prop_assert_eq!(&model.cap - debt, model.tokens.clone(), "the TAT is the bucket");
+        }
+    }
+}
+
 /// Many threads on one key admit exactly what GCRA allows: the burst, then one per
 /// interval the clock moves, never one more.
 #[test]
@@ -189,6 +282,7 @@ fn threads_hammering_one_key_admit_exactly() {
             );
             std::thread::spawn(move || {
                 let tier = [Tier {
+                    reserve: None,
                     overflow: 0,
                     quota,
                     mode: Mode::Enforce,
@@ -240,6 +334,7 @@ fn concurrent_rollback_charges_only_admissions() {
             std::thread::spawn(move || {
                 let tiers = [
                     Tier {
+                        reserve: None,
                         overflow: 0,
                         quota: big,
                         mode: Mode::Enforce,
@@ -247,6 +342,7 @@ fn concurrent_rollback_charges_only_admissions() {
                         key: 1,
                     },
                     Tier {
+                        reserve: None,
                         overflow: 0,
                         quota: small,
                         mode: Mode::Enforce,
@@ -290,6 +386,7 @@ fn rollback_of_tiers_sharing_a_key_is_exact() {
     let now = 1_000_000_000_000u64;
     let tiers = [
         Tier {
+            reserve: None,
             overflow: 0,
             quota: q,
             mode: Mode::Enforce,
@@ -297,6 +394,7 @@ fn rollback_of_tiers_sharing_a_key_is_exact() {
             key: 9,
         },
         Tier {
+            reserve: None,
             overflow: 0,
             quota: q,
             mode: Mode::Shadow,
@@ -304,6 +402,7 @@ fn rollback_of_tiers_sharing_a_key_is_exact() {
             key: 9,
         },
         Tier {
+            reserve: None,
             overflow: 0,
             quota: small,
             mode: Mode::Enforce,

@@ -1,6 +1,8 @@
 //! All of a request's tiers, decided with one `now`: admitted only if every enforcing
 //! tier admits; otherwise every tier that moved is rolled back, so a denial leaves no trace.
 
+use std::num::NonZeroU64;
+
 use smallvec::SmallVec;
 
 use super::gcra::{Decision, Quota};
@@ -43,6 +45,17 @@ pub struct Tier {
     /// The key every new key of this tier's policy shares when the store is too full to
     /// track one more (never by forgetting a debt): it throttles only other new keys.
     pub overflow: u64,
+    /// What this tier charges at admission instead of the request's cost: the reserve of
+    /// a policy whose cost is settled after the response.
+    pub reserve: Option<NonZeroU64>,
+}
+
+impl Tier {
+    /// The units this tier charges for a request of `cost`.
+    #[inline]
+    pub fn cost(&self, cost: u64) -> u64 {
+        self.reserve.map_or(cost, NonZeroU64::get)
+    }
 }
 
 /// Where TATs live. Implementations make `apply` atomic per key.
@@ -112,6 +125,29 @@ impl Verdict {
         &self.outcomes
     }
 
+    /// Tier `index` of this admitted request was settled and its key now owes `debt_ns`
+    /// (TAT − now): its numbers, and which tier the headers report, follow.
+    pub fn settled(&mut self, index: usize, debt_ns: u64, quota: &Quota) {
+        let Some(outcome) = self.outcomes.get_mut(index) else {
+            return;
+        };
+        outcome.decision.until_idle_ns = debt_ns;
+        outcome.decision.remaining = quota.remaining(debt_ns, 0);
+        if !self.admitted {
+            return;
+        }
+        let tightest = self
+            .outcomes
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.enforcing())
+            .min_by_key(|(_, o)| o.decision.remaining);
+        if let Some((i, o)) = tightest {
+            self.remaining = o.decision.remaining;
+            self.reporting = Some(i);
+        }
+    }
+
     /// A request on a route with no tiers.
     pub fn unlimited() -> Self {
         Self {
@@ -133,6 +169,7 @@ pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost:
     let mut verdict = Verdict::unlimited();
 
     for (i, tier) in tiers.iter().enumerate() {
+        let cost = tier.cost(cost);
         let mut decide = |tat| tier.quota.decide(tat, now, cost, tier.max_delay_ns);
         // After a denial nothing may move: later tiers are only looked at, for the wait.
         let (key, prior_tat, decision) = if verdict.first_denier.is_some() {
@@ -242,6 +279,7 @@ mod tests {
             mode: Mode::Enforce,
             max_delay_ns: 0,
             key,
+            reserve: None,
         }
     }
 

@@ -52,6 +52,24 @@ pub struct ResultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SettleLabels {
+    pub policy: String,
+    pub result: &'static str,
+}
+
+/// How a settlement went: the cost matched the reserve, was more (a debt) or less (a
+/// refund); or, for the fallbacks, why the reserve or a cap was used instead of a value.
+pub const SETTLE_RESULTS: [&str; 3] = ["exact", "debt", "refund"];
+pub const SETTLE_FALLBACKS: [&str; 6] = [
+    "missing",
+    "invalid",
+    "capped",
+    "upstream_error",
+    "aborted",
+    "store_error",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StoreLabels {
     pub backend: &'static str,
     pub kind: &'static str,
@@ -83,6 +101,17 @@ pub struct Metrics {
     pub in_flight: Family<PolicyLabels, Gauge>,
     /// How long requests waited in a concurrency queue (admitted or not).
     pub queue_wait: Histogram,
+    /// Settled costs, in units, per settled policy.
+    pub settled_units: Family<PolicyLabels, Histogram, fn() -> Histogram>,
+    /// Settlements by policy and result (`SETTLE_RESULTS`).
+    pub settlements: Family<SettleLabels, Counter>,
+    /// Settlements that could not use the value as reported (`SETTLE_FALLBACKS`).
+    pub settle_fallbacks: Family<SettleLabels, Counter>,
+}
+
+fn units_histogram() -> Histogram {
+    // 1 … 4^12 ≈ 16.7 M units: from a request count to a large response in bytes.
+    Histogram::new(exponential_buckets(1.0, 4.0, 13))
 }
 
 /// prometheus-client's default gauge atomic.
@@ -168,7 +197,31 @@ impl Metrics {
             "Time requests waited for a concurrency slot (max_delay), admitted or refused",
             queue_wait.clone(),
         );
+        let settled_units =
+            Family::<PolicyLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                units_histogram as fn() -> Histogram,
+            );
+        registry.register(
+            "settled_units",
+            "Costs settled after the response, in units, by policy",
+            settled_units.clone(),
+        );
+        let settlements = Family::<SettleLabels, Counter>::default();
+        registry.register(
+            "settlements",
+            "Settlements by policy and result: exact (the reserve), debt (more), refund (less)",
+            settlements.clone(),
+        );
+        let settle_fallbacks = Family::<SettleLabels, Counter>::default();
+        registry.register(
+            "settle_fallbacks",
+            "Settlements that used the reserve or a cap instead of the reported value, by policy and reason",
+            settle_fallbacks.clone(),
+        );
         Self {
+            settled_units,
+            settlements,
+            settle_fallbacks,
             in_flight,
             queue_wait,
             registry,
@@ -274,9 +327,23 @@ impl Metrics {
         }
         for policy in &old.policies {
             if !new.policies.iter().any(|p| p.name == policy.name) {
-                self.in_flight.remove(&PolicyLabels {
+                let labels = PolicyLabels {
                     policy: policy.name.clone(),
-                });
+                };
+                self.in_flight.remove(&labels);
+                self.settled_units.remove(&labels);
+                for result in SETTLE_RESULTS {
+                    self.settlements.remove(&SettleLabels {
+                        policy: policy.name.clone(),
+                        result,
+                    });
+                }
+                for result in SETTLE_FALLBACKS {
+                    self.settle_fallbacks.remove(&SettleLabels {
+                        policy: policy.name.clone(),
+                        result,
+                    });
+                }
             }
         }
         for upstream in &old.upstreams {

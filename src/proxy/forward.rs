@@ -13,15 +13,16 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// Headers that describe one connection, not the message (RFC 9110 §7.6.1).
-static HOP_BY_HOP: [HeaderName; 8] = [
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1). `Trailer`
+/// is not one of them (§6.6.2): it announces the trailer fields end to end, and an
+/// HTTP/1.1 hop sends only the trailers it announces.
+static HOP_BY_HOP: [HeaderName; 7] = [
     HeaderName::from_static("connection"),
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     HeaderName::from_static("proxy-authenticate"),
     HeaderName::from_static("proxy-authorization"),
     HeaderName::from_static("te"),
-    HeaderName::from_static("trailer"),
     HeaderName::from_static("transfer-encoding"),
 ];
 

@@ -2,7 +2,7 @@
 //! one host (in `Host`), connection-level headers gone. Applied first, so no spelling of
 //! a request can be routed or keyed one way and forwarded another.
 
-use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, UPGRADE};
+use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::uri::{PathAndQuery, Uri};
 use http::{Request, Version};
 
@@ -83,7 +83,19 @@ pub fn normalize<B>(req: &mut Request<B>, rules: &PathRules) -> Result<Normalize
         None if headers.contains_key(CONNECTION) => headers.get(HOST).cloned(),
         other => other,
     };
+    // `TE: trailers` says the client takes trailers; many upstreams send them (a settled
+    // cost among them) only when asked, and the gateway passes them on.
+    let trailers = headers.get_all(TE).iter().any(|v| {
+        v.as_bytes().split(|&b| b == b',').any(|t| {
+            let t = t.trim_ascii();
+            let name = t.split(|&b| b == b';').next().unwrap_or(t).trim_ascii();
+            name.eq_ignore_ascii_case(b"trailers")
+        })
+    });
     strip_hop_by_hop(headers, upgrade.is_some());
+    if trailers {
+        headers.insert(TE, HeaderValue::from_static("trailers"));
+    }
     // Never forwarded: an h2c upgrade smuggled through us would reach the upstream
     // as HTTP/2, past every limit.
     headers.remove(&HTTP2_SETTINGS);

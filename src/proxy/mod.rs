@@ -6,4 +6,5 @@ pub mod head;
 pub mod pool;
 pub mod response;
 pub mod service;
+pub mod settle;
 pub mod tunnel;

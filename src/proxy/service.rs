@@ -17,7 +17,8 @@ use super::response::{
     concurrency_headers, concurrency_refused, json_error, rate_limit_headers, too_many_requests,
     Body, BoxError, PolicyHeaders, TierItem,
 };
-use crate::config::Route;
+use super::settle::{parse_value, Measured, Metered, Settlement};
+use crate::config::{Route, SettleSource};
 use crate::conn::ConnInfo;
 use crate::key::RequestView;
 use crate::limit::{Mode, Verdict};
@@ -179,6 +180,8 @@ async fn serve(
     };
     let now = admission.now;
     let held = admission.take_slots();
+    let mut settlement = (!admission.settles.is_empty())
+        .then(|| Settlement::new(shared.clone(), std::mem::take(&mut admission.settles)));
     let Admission {
         tiers:
             RequestTiers {
@@ -212,27 +215,9 @@ async fn serve(
             tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client_ip, wait_ms = super::response::ceil_millis(outcome.decision.wait_ns), "shadow tier would deny");
         }
     }
-    let reported = verdict.reporting.map(|k| TierItem {
-        policy: &route.policies[positions[k]].name,
-        quota: tiers[k].quota,
-        constant: constant_headers(
-            &route.policies[positions[k]],
-            &tiers[k].quota,
-            &snapshot.route_headers[route_index][positions[k]],
-        ),
-        until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
-        remaining: verdict.remaining,
-    });
-    let items = tier_items(
-        verdict,
-        tiers,
-        positions,
-        route,
-        &snapshot.route_headers[route_index],
-        now,
-    );
-
     if !verdict.admitted {
+        let (reported, items) =
+            reported_tiers(&admission, route, &snapshot.route_headers[route_index]);
         let first = verdict
             .first_denier
             .map_or("", |k| route.policies[positions[k]].name.as_str());
@@ -259,12 +244,22 @@ async fn serve(
         conn,
         now,
     };
-    let mut resp = match forward(shared, sent, req, upgrade, &mut held).await {
-        Ok(resp) => resp,
-        Err(resp) => resp,
-    };
+    let uploaded = settlement
+        .as_mut()
+        .map(|s| s.split(|source| *source == SettleSource::RequestBytes));
+    let forwarded = forward(shared, sent, req, upgrade, &mut held, uploaded).await;
     // Whatever a tunnel did not take is held until the response body is done.
     trace.slots = held;
+    let mut resp = match settlement {
+        Some(settlement) => settle_response(forwarded, settlement, &mut admission).await,
+        None => forwarded.unwrap_or_else(|resp| resp),
+    };
+    let (reported, items) = reported_tiers(&admission, route, &snapshot.route_headers[route_index]);
+    let Admission {
+        tiers: RequestTiers { slots, .. },
+        slot_outcomes,
+        ..
+    } = &admission;
     if let Some(r) = &reported {
         rate_limit_headers(resp.headers_mut(), r, &items);
     }
@@ -278,6 +273,81 @@ async fn serve(
         }
     }
     resp
+}
+
+/// The tier `X-RateLimit-*` report and the `RateLimit` items, as the admission left them
+/// (settled costs included).
+fn reported_tiers<'a>(
+    admission: &Admission,
+    route: &'a Route,
+    headers: &'a [PolicyHeaders],
+) -> (Option<TierItem<'a>>, smallvec::SmallVec<[TierItem<'a>; 4]>) {
+    let Admission {
+        tiers: RequestTiers {
+            tiers, positions, ..
+        },
+        verdict,
+        now,
+        ..
+    } = admission;
+    let reported = verdict.reporting.map(|k| TierItem {
+        policy: &route.policies[positions[k]].name,
+        quota: tiers[k].quota,
+        constant: constant_headers(
+            &route.policies[positions[k]],
+            &tiers[k].quota,
+            &headers[positions[k]],
+        ),
+        until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
+        remaining: verdict.remaining,
+    });
+    let items = tier_items(verdict, tiers, positions, route, headers, *now);
+    (reported, items)
+}
+
+/// Settles what the response head tells (a header's value; a failed upstream), waiting so
+/// the headers sent describe the settled state, and meters the response body for what
+/// its bytes or trailers tell.
+async fn settle_response(
+    forwarded: Result<Response<Body>, Response<Body>>,
+    mut settlement: Settlement,
+    admission: &mut Admission,
+) -> Response<Body> {
+    let by_header = settlement.split(|s| matches!(s, SettleSource::ResponseHeader(_)));
+    let resp = match forwarded {
+        Err(resp) => {
+            // The gateway answered (502, 504, 413…): no cost came back.
+            for s in [by_header, settlement] {
+                s.finish(|_| Measured::UpstreamFailed(0));
+            }
+            return resp;
+        }
+        Ok(resp) => resp,
+    };
+    let server_error = resp.status().is_server_error();
+    if !by_header.is_empty() {
+        let measured = by_header.measure(|p| match &p.settle().source {
+            SettleSource::ResponseHeader(name) => match parse_value(resp.headers(), name) {
+                Measured::Missing if server_error => Measured::UpstreamFailed(0),
+                measured => measured,
+            },
+            _ => Measured::Missing,
+        });
+        let settled = by_header.finish_waiting(measured).await;
+        for (tier, debt) in settled {
+            let quota = admission.tiers.tiers[tier].quota;
+            admission.verdict.settled(tier, debt, &quota);
+        }
+    }
+    if settlement.is_empty() {
+        return resp;
+    }
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        // A tunnel's bytes are not the response's: it settles at its reserve.
+        settlement.finish(|_| Measured::Aborted(0));
+        return resp;
+    }
+    resp.map(|body| Metered::new(body, settlement, server_error).boxed_unsync())
 }
 
 /// One `RateLimit-Policy` / `RateLimit` item per enforcing rate tier, in route order. A
@@ -431,6 +501,7 @@ async fn forward(
     mut req: Request<Incoming>,
     upgrade: Option<(http::HeaderValue, tokio::sync::OwnedSemaphorePermit)>,
     slots: &mut HeldSlots,
+    uploaded: Option<Settlement>,
 ) -> Result<Response<Body>, Response<Body>> {
     let Sent {
         server,
@@ -472,6 +543,11 @@ async fn forward(
             usize::try_from(max).unwrap_or(usize::MAX),
         )
         .boxed_unsync(),
+    };
+    // `request_bytes` tiers settle on what the client's body carried to the upstream.
+    let body = match uploaded.filter(|s| !s.is_empty()) {
+        Some(settlement) => Metered::new(body, settlement, false).boxed_unsync(),
+        None => body,
     };
     let mut outgoing = Request::from_parts(parts, body);
     prepare_request(&mut outgoing, conn.peer.ip(), conn.tls);

@@ -6,22 +6,21 @@
 -- (TAT − now, in ns), which stays far below 2^53, so Lua's doubles are exact.
 --
 -- KEYS[i]  the tier's key
--- ARGV[1]  cost
--- ARGV[1 + 4(i−1) + 1 .. 4]  T, tau, max_delay (ns), shadow ("1" or "0")
+-- ARGV[5(i−1) + 1 .. 5]  T, tau, max_delay (ns), shadow ("1" or "0"), cost (units)
 -- Returns  { now_s, now_ns, admitted (1/0), debt_1 … debt_n }
 local time = redis.call('TIME')
 local now_s = tonumber(time[1])
 local now_ns = tonumber(time[2]) * 1000
-local cost = tonumber(ARGV[1])
 local n = #KEYS
 local debts, fresh = {}, {}
 local denied = false
 for i = 1, n do
-  local base = 1 + (i - 1) * 4
+  local base = (i - 1) * 5
   local t = tonumber(ARGV[base + 1])
   local tau = tonumber(ARGV[base + 2])
   local max_delay = tonumber(ARGV[base + 3])
   local shadow = ARGV[base + 4] == '1'
+  local cost = tonumber(ARGV[base + 5])
   local debt = 0
   local stored = redis.call('GET', KEYS[i])
   if stored then

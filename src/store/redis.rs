@@ -259,7 +259,6 @@ impl RedisStore {
         let mut denied_at = None;
         for (g, group) in groups.iter().enumerate() {
             let mut inv = self.gcra.prepare_invoke();
-            inv.arg(cost);
             for &i in group {
                 let q = tiers[i].quota;
                 inv.key(keys[i].key.as_str())
@@ -270,7 +269,8 @@ impl RedisStore {
                         "1"
                     } else {
                         "0"
-                    });
+                    })
+                    .arg(tiers[i].cost(cost));
             }
             let reply = match self
                 .run(&inv)
@@ -333,7 +333,7 @@ impl RedisStore {
             let mut any = false;
             for (&i, &debt) in groups[*g].iter().zip(&reply.debts) {
                 let q = tiers[i].quota;
-                let increment = cost.saturating_mul(q.interval_ns());
+                let increment = tiers[i].cost(cost).saturating_mul(q.interval_ns());
                 let ahead = debt.saturating_add(increment);
                 if ahead > q.tolerance_ns().saturating_add(tiers[i].max_delay_ns) {
                     continue; // a shadow tier that did not admit wrote nothing

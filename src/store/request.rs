@@ -6,6 +6,7 @@ use arrayvec::ArrayVec;
 use smallvec::SmallVec;
 
 use super::held::Held;
+use super::settle::PendingSettle;
 use super::{KeyBuilder, Limiter, Outcome, StoreError};
 use crate::clock::Clock;
 use crate::config::compile::Applied;
@@ -109,6 +110,8 @@ pub struct Admission {
     /// The slots this request holds: released when dropped, so whoever keeps the admission
     /// (the response body, a tunnel) decides when.
     pub held: SmallVec<[Held; 2]>,
+    /// The admitted tiers whose cost is settled once the upstream has answered.
+    pub settles: SmallVec<[PendingSettle; 1]>,
 }
 
 impl Default for Admission {
@@ -119,6 +122,7 @@ impl Default for Admission {
             now: 0,
             slot_outcomes: SmallVec::new(),
             held: SmallVec::new(),
+            settles: SmallVec::new(),
         }
     }
 }
@@ -165,6 +169,7 @@ impl Limiter {
             tiers,
             verdict,
             held,
+            settles,
             ..
         } = admission;
         if tiers.tiers.is_empty() {
@@ -177,17 +182,19 @@ impl Limiter {
                 held.clear();
             }
         };
-        match self
+        let outcome = self
             .check(&tiers.tiers, &tiers.redis_keys, now, route.cost, verdict)
-            .await
-        {
+            .await;
+        match outcome {
             Outcome::Decided => {
                 released(verdict, held);
+                pending_settles(route, tiers, verdict, now, true, settles);
                 Ok(())
             }
             Outcome::Local(e) => {
                 self.failed(&e);
                 released(verdict, held);
+                pending_settles(route, tiers, verdict, now, false, settles);
                 Ok(())
             }
             Outcome::FailedOpen(e) => {
@@ -215,6 +222,41 @@ impl Limiter {
             .store_breaker_open
             .set(i64::from(!self.ready()));
         tracing::debug!(error = %e, "store call failed; applying on_error");
+    }
+}
+
+/// The admitted tiers of settled policies, to settle once the cost is known. `in_store`:
+/// decided by the configured store (Redis keys apply), not by the local fallback.
+fn pending_settles(
+    route: &Route,
+    tiers: &RequestTiers,
+    verdict: &Verdict,
+    now: u64,
+    in_store: bool,
+    out: &mut SmallVec<[PendingSettle; 1]>,
+) {
+    out.clear();
+    if !verdict.admitted {
+        return;
+    }
+    for (i, (tier, outcome)) in tiers.tiers.iter().zip(verdict.outcomes()).enumerate() {
+        let policy = &route.policies[tiers.positions[i]];
+        let settled = policy.rate().is_some_and(|r| r.settle.is_some());
+        if !settled || !outcome.decision.admitted {
+            continue;
+        }
+        out.push(PendingSettle {
+            policy: policy.clone(),
+            tier: i,
+            key: outcome.key,
+            redis_key: in_store
+                .then(|| tiers.redis_keys.get(i).map(|k| k.key.clone()))
+                .flatten(),
+            t_ns: tier.quota.interval_ns(),
+            reserve: tier.cost(route.cost),
+            ahead_ns: outcome.decision.until_idle_ns,
+            admitted_at: now,
+        });
     }
 }
 
@@ -273,6 +315,7 @@ impl RequestTiers {
                     (_, None) => rate.quota,
                 };
                 out.tiers.push(Tier {
+                    reserve: rate.settle.as_ref().and_then(|s| s.reserve),
                     quota,
                     mode: policy.mode,
                     max_delay_ns,

@@ -16,5 +16,6 @@ mod limits;
 mod pool;
 mod proxy;
 mod redis;
+mod settle;
 mod spellings;
 mod tls;

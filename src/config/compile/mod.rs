@@ -17,6 +17,7 @@ mod policies;
 mod routes;
 mod runtime;
 mod server;
+mod settle;
 mod store;
 mod upstreams;
 mod values;

@@ -97,6 +97,11 @@ impl Compiler {
         let limit = self.positive(raw_limit, "limit");
         let burst = self.positive(raw_burst, "burst");
         let quota = self.quota(limit, period, burst, raw_limit.span());
+        let max_delay = raw
+            .max_delay
+            .as_ref()
+            .and_then(|d| humantime::parse_duration(d.get_ref().trim()).ok());
+        let settle = self.settle(name, &raw, quota.as_ref(), max_delay);
         let mut overrides = HashMap::new();
         for (key_text, o) in raw.overrides {
             let span = o.span();
@@ -132,6 +137,7 @@ impl Compiler {
             period: period?,
             quota: quota?,
             overrides,
+            settle: settle?,
         }))
     }
 
@@ -150,6 +156,16 @@ impl Compiler {
             ],
             |field| format!("policy `{name}` sets both max_in_flight and `{field}`"),
             "a policy caps either requests in flight (max_in_flight) or requests per period (limit, period, burst); make two policies and list both in the route",
+        );
+        self.refuse_fields(
+            [
+                ("settle", raw.settle.as_ref().map(S::span)),
+                ("reserve", raw.reserve.as_ref().map(S::span)),
+                ("max_cost", raw.max_cost.as_ref().map(S::span)),
+                ("settle_unit", raw.settle_unit.as_ref().map(S::span)),
+            ],
+            |field| format!("policy `{name}` is a concurrency cap: `{field}` applies to rate policies"),
+            "one slot per request whatever its cost; settle a cost on a rate policy listed in the same route",
         );
         let max = raw.max_in_flight.as_ref().unwrap_or_else(|| unreachable!());
         let max_in_flight = self.in_flight(max);
@@ -200,7 +216,7 @@ impl Compiler {
 
     /// One error per field given where it does not belong (`spans` holds where each was
     /// written, `None` when absent).
-    fn refuse_fields<const N: usize>(
+    pub(super) fn refuse_fields<const N: usize>(
         &mut self,
         spans: [(&str, Option<std::ops::Range<usize>>); N],
         message: impl Fn(&str) -> String,

@@ -88,12 +88,18 @@ impl Compiler {
             match policies.get(p.get_ref()) {
                 Some(policy) => {
                     if let (Some(cost), Some(rate)) = (cost, policy.rate()) {
+                        // A settled policy charges its reserve at admission instead.
+                        let charged = rate
+                            .settle
+                            .as_ref()
+                            .and_then(|s| s.reserve)
+                            .map_or(cost, std::num::NonZeroU64::get);
                         let too_small = std::iter::once(rate.quota.burst())
                             .chain(rate.overrides.values().map(Quota::burst))
-                            .any(|b| cost > b);
+                            .any(|b| charged > b);
                         if too_small {
                             let span = raw.cost.as_ref().map_or(p.span(), S::span);
-                            self.error(span, format!("cost {cost} of route `{name}` exceeds the burst of policy `{}` (or one of its overrides)", p.get_ref()), Some("such a request could never be admitted: lower cost or raise burst".to_owned()));
+                            self.error(span, format!("cost {charged} of route `{name}` exceeds the burst of policy `{}` (or one of its overrides)", p.get_ref()), Some("such a request could never be admitted: lower cost or raise burst".to_owned()));
                         }
                     }
                     tiers.push(policy.clone());

@@ -168,15 +168,20 @@ impl Compiler {
 
     /// Every route listing `policy` must still be able to admit its cost.
     fn fits_routes(&mut self, config: &Config, policy: &Policy, quota: &Quota) {
+        let reserve = policy
+            .rate()
+            .and_then(|r| r.settle.as_ref())
+            .and_then(|s| s.reserve);
         for route in &config.routes {
             let lists = route.policies.iter().any(|p| p.name == policy.name);
-            if lists && route.cost > quota.burst() {
+            let charged = reserve.map_or(route.cost, std::num::NonZeroU64::get);
+            if lists && charged > quota.burst() {
                 self.error(
                     0..0,
                     format!(
                         "burst {} is below the cost {} of route `{}`",
                         quota.burst(),
-                        route.cost,
+                        charged,
                         route.name
                     ),
                     Some("such a request could never be admitted: raise burst".to_owned()),

@@ -94,6 +94,12 @@ async fn upstream_answer(
             .insert("content-length", http::HeaderValue::from_static("1000000"));
         return Ok(resp);
     }
+    if let Some(answer) = usage_answer(&path, req.uri().query(), req.headers()) {
+        // Drain the request body first, as a real API would.
+        let mut body = req.into_body();
+        while let Some(Ok(_)) = body.frame().await {}
+        return Ok(answer);
+    }
     let mut body = req.into_body();
     let mut n = 0;
     while let Some(Ok(frame)) = body.frame().await {
@@ -107,6 +113,64 @@ async fn upstream_answer(
         .map_err(|never| match never {})
         .boxed(),
     ))
+}
+
+type Answer = Response<http_body_util::combinators::BoxBody<Bytes, std::io::Error>>;
+
+/// The answers that report a cost, chosen by the path's last segment:
+/// `usage` sends the request's `x-usage` value as the `x-usage-tokens` header, with the
+/// status in `x-status` (default 200); `usage-trailer` sends it as a trailer after a
+/// short body; `bytes?n=N` sends a body of N bytes.
+fn usage_answer(path: &str, query: Option<&str>, headers: &HeaderMap) -> Option<Answer> {
+    let usage = headers.get("x-usage").cloned();
+    let status = headers
+        .get("x-status")
+        .and_then(|v| v.to_str().ok()?.parse::<u16>().ok())
+        .and_then(|s| http::StatusCode::from_u16(s).ok())
+        .unwrap_or(http::StatusCode::OK);
+    let mut resp = if path.ends_with("/usage") {
+        let mut resp = Response::new(
+            Full::new(Bytes::from_static(b"used"))
+                .map_err(|never| match never {})
+                .boxed(),
+        );
+        if let Some(u) = usage {
+            resp.headers_mut().insert("x-usage-tokens", u);
+        }
+        resp
+    } else if path.ends_with("/usage-trailer") {
+        let mut trailers = HeaderMap::new();
+        if let Some(u) = usage {
+            trailers.insert("x-usage-tokens", u);
+        }
+        let frames = vec![
+            Ok::<_, std::io::Error>(hyper::body::Frame::data(Bytes::from_static(
+                b"streamed answer",
+            ))),
+            Ok(hyper::body::Frame::trailers(trailers)),
+        ];
+        let mut resp = Response::new(BodyExt::boxed(http_body_util::StreamBody::new(
+            futures_util::stream::iter(frames),
+        )));
+        // HTTP/1.1 sends only the trailers a response announces.
+        resp.headers_mut()
+            .insert("trailer", http::HeaderValue::from_static("x-usage-tokens"));
+        resp
+    } else if path.ends_with("/bytes") {
+        let n: usize = query
+            .and_then(|q| q.strip_prefix("n="))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        Response::new(
+            Full::new(Bytes::from(vec![b'b'; n]))
+                .map_err(|never| match never {})
+                .boxed(),
+        )
+    } else {
+        return None;
+    };
+    *resp.status_mut() = status;
+    Some(resp)
 }
 
 impl Upstream {

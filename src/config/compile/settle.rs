@@ -1,0 +1,225 @@
+//! `settle`, `reserve`, `max_cost`, `settle_unit`, `refund_on_upstream_error`: a rate
+//! policy whose cost is settled after the response.
+
+use std::num::NonZeroU64;
+
+use super::*;
+
+impl Compiler {
+    /// The settle settings of rate policy `name` with `quota`, or `None` when it has
+    /// none (`Some(None)`) or they are invalid (`None`).
+    pub(super) fn settle(
+        &mut self,
+        name: &str,
+        raw: &RawPolicy,
+        quota: Option<&Quota>,
+        max_delay: Option<Duration>,
+    ) -> Option<Option<Settle>> {
+        let Some(settle) = &raw.settle else {
+            self.refuse_fields(
+                [
+                    ("reserve", raw.reserve.as_ref().map(S::span)),
+                    ("max_cost", raw.max_cost.as_ref().map(S::span)),
+                    ("settle_unit", raw.settle_unit.as_ref().map(S::span)),
+                    (
+                        "refund_on_upstream_error",
+                        raw.refund_on_upstream_error.as_ref().map(S::span),
+                    ),
+                ],
+                |field| format!("policy `{name}`: `{field}` applies only with `settle`"),
+                "add settle = \"response_header:NAME\" (or response_trailer:NAME, response_bytes, request_bytes), or remove it",
+            );
+            return Some(None);
+        };
+        let source = self.settle_source(settle);
+        let reserve = raw
+            .reserve
+            .as_ref()
+            .map(|r| self.positive(r, "reserve").and_then(NonZeroU64::new));
+        if let (Some(Some(reserve)), Some(q), Some(r)) = (reserve, quota, &raw.reserve) {
+            if reserve.get() > q.burst() {
+                self.error(
+                    r.span(),
+                    format!(
+                        "policy `{name}`: reserve {reserve} exceeds burst {}",
+                        q.burst()
+                    ),
+                    Some(
+                        "no request could ever be admitted: lower reserve or raise burst"
+                            .to_owned(),
+                    ),
+                );
+            }
+        }
+        let unit = raw
+            .settle_unit
+            .as_ref()
+            .map(|u| self.positive(u, "settle_unit").and_then(NonZeroU64::new));
+        if let (Some(u), Some(source)) = (&raw.settle_unit, &source) {
+            if !source.measures_bytes() {
+                self.error(
+                    u.span(),
+                    format!(
+                        "policy `{name}`: settle_unit divides measured bytes, and {} is not bytes",
+                        source.describe()
+                    ),
+                    Some(
+                        "a header or trailer already carries units: remove settle_unit".to_owned(),
+                    ),
+                );
+            }
+        }
+        // The largest cost whose debt the store keeps exactly.
+        let representable = quota.map(|q| {
+            let room = MAX_SETTLED_DEBT_NS
+                .saturating_sub(q.tolerance_ns())
+                .saturating_sub(
+                    u64::try_from(max_delay.unwrap_or_default().as_nanos()).unwrap_or(u64::MAX),
+                );
+            (room / q.interval_ns()).max(1)
+        });
+        let max_cost = match (&raw.max_cost, representable) {
+            (Some(m), Some(limit)) => {
+                let v = self.positive(m, "max_cost");
+                if let Some(v) = v {
+                    if v > limit {
+                        self.error(
+                            m.span(),
+                            format!("policy `{name}`: max_cost {v} would owe more than 52 days"),
+                            Some(format!("at most {limit} with this limit, period and burst")),
+                        );
+                    }
+                }
+                v
+            }
+            (None, limit) => limit,
+            (Some(m), None) => self.positive(m, "max_cost"),
+        };
+        Some(Some(Settle {
+            source: source?,
+            reserve: reserve.flatten_opt()?,
+            max_cost: max_cost?,
+            unit: unit.flatten_opt()?.unwrap_or(NonZeroU64::MIN),
+            refund_on_upstream_error: raw
+                .refund_on_upstream_error
+                .as_ref()
+                .is_some_and(|r| *r.get_ref()),
+        }))
+    }
+
+    fn settle_source(&mut self, raw: &S<String>) -> Option<SettleSource> {
+        let text = raw.get_ref().trim();
+        let header = |name: &str| http::HeaderName::from_bytes(name.trim().as_bytes()).ok();
+        let parsed = match text.split_once(':') {
+            Some(("response_header", name)) => header(name).map(SettleSource::ResponseHeader),
+            Some(("response_trailer", name)) => header(name).map(SettleSource::ResponseTrailer),
+            None if text == "response_bytes" => Some(SettleSource::ResponseBytes),
+            None if text == "request_bytes" => Some(SettleSource::RequestBytes),
+            _ => None,
+        };
+        if parsed.is_none() {
+            self.error(
+                raw.span(),
+                format!("`{text}` is not a settle source"),
+                Some("write \"response_header:NAME\", \"response_trailer:NAME\", \"response_bytes\" or \"request_bytes\"".to_owned()),
+            );
+        }
+        parsed
+    }
+}
+
+/// `Option<Option<T>>` where the outer `None` is "given but invalid": `Some(None)` when
+/// absent, `None` when invalid.
+trait FlattenOpt<T> {
+    fn flatten_opt(self) -> Option<Option<T>>;
+}
+
+impl<T> FlattenOpt<T> for Option<Option<T>> {
+    fn flatten_opt(self) -> Option<Option<T>> {
+        match self {
+            None => Some(None),
+            Some(Some(v)) => Some(Some(v)),
+            Some(None) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    fn check(policy: &str) -> Result<crate::config::Config, String> {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:1\"]\n[policies.p]\nkey = \"ip\"\n{policy}\n[[routes]]\nname = \"r\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"p\"]\ncost = 500\n"
+        );
+        crate::config::compile(std::path::Path::new("t.toml"), &text).map_err(|e| e.to_string())
+    }
+
+    const RATE: &str = "limit = 60\nperiod = \"1m\"\nburst = 100\n";
+
+    #[test]
+    fn a_settled_policy_charges_its_reserve_not_the_routes_cost() {
+        let config = check(&format!(
+            "{RATE}reserve = 10\nsettle = \"response_header:X-Used\""
+        ))
+        .expect("valid");
+        let settle = config.policies[0].rate().unwrap().settle.clone().unwrap();
+        assert_eq!(settle.reserve.map(|r| r.get()), Some(10));
+        assert_eq!(
+            settle.source,
+            crate::config::SettleSource::ResponseHeader(http::HeaderName::from_static("x-used"))
+        );
+        // Largest representable: (2^52 ns − τ) / T.
+        assert_eq!(
+            settle.max_cost,
+            ((1u64 << 52) - 100_000_000_000) / 1_000_000_000
+        );
+        assert_eq!(settle.unit.get(), 1);
+        // Without a reserve, the route's cost (500) is charged, and exceeds the burst.
+        let e = check(&format!("{RATE}settle = \"response_bytes\"")).unwrap_err();
+        assert!(e.contains("cost 500 of route `r` exceeds the burst"), "{e}");
+    }
+
+    #[test]
+    fn settle_settings_are_checked_where_they_are_written() {
+        for (policy, says) in [
+            (
+                format!("{RATE}reserve = 10\nsettle = \"response_headers:x\""),
+                "not a settle source",
+            ),
+            (
+                format!("{RATE}reserve = 10\nsettle = \"response_header:bad name\""),
+                "not a settle source",
+            ),
+            (
+                format!("{RATE}reserve = 101\nsettle = \"response_bytes\""),
+                "reserve 101 exceeds burst 100",
+            ),
+            (
+                format!("{RATE}reserve = 0\nsettle = \"response_bytes\""),
+                "reserve must be a whole number of at least 1",
+            ),
+            (
+                format!("{RATE}reserve = 10\nsettle = \"response_header:x\"\nsettle_unit = 1024"),
+                "settle_unit divides measured bytes",
+            ),
+            (
+                format!("{RATE}reserve = 10"),
+                "`reserve` applies only with `settle`",
+            ),
+            (
+                format!("{RATE}max_cost = 10"),
+                "`max_cost` applies only with `settle`",
+            ),
+            (
+                format!("{RATE}reserve = 10\nsettle = \"response_bytes\"\nmax_cost = 99999999999"),
+                "would owe more than 52 days",
+            ),
+            (
+                "max_in_flight = 3\nsettle = \"response_bytes\"".to_owned(),
+                "`settle` applies to rate policies",
+            ),
+        ] {
+            let e = check(&policy).expect_err(&policy);
+            assert!(e.contains(says), "{policy}: expected {says:?} in\n{e}");
+        }
+    }
+}

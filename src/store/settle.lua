@@ -1,0 +1,41 @@
+-- tollgate: settle a reservation on one key, on the server's clock (see gcra.lua for the
+-- stored form). A debt is owed from max(TAT, now) and never takes the debt past
+-- max_debt; a refund gives back at most `room` and never takes the TAT below now.
+--
+-- KEYS[1]  the tier's key
+-- ARGV[1]  "debt" or "refund"
+-- ARGV[2]  ns owed or refunded
+-- ARGV[3]  room (refund: ns of this request's reservation still ahead of now)
+-- ARGV[4]  max_debt (ns)
+-- Returns  the debt (TAT − now, ns) after settling
+local time = redis.call('TIME')
+local now_s = tonumber(time[1])
+local now_ns = tonumber(time[2]) * 1000
+local op, ns = ARGV[1], tonumber(ARGV[2])
+local room, max_debt = tonumber(ARGV[3]), tonumber(ARGV[4])
+local debt = 0
+local stored = redis.call('GET', KEYS[1])
+if stored then
+  local s, sns = string.match(stored, '^(%d+):(%d+)$')
+  if s then
+    debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(sns) - now_ns)
+  end
+end
+if debt < 0 then debt = 0 end
+local after
+if op == 'debt' then
+  after = math.min(debt + ns, math.max(debt, max_debt))
+else
+  if debt == 0 then return 0 end
+  after = math.max(debt - math.min(ns, room), 0)
+end
+if after == debt then return debt end
+if after == 0 then
+  redis.call('DEL', KEYS[1])
+  return 0
+end
+local total = now_ns + after
+local rest = math.fmod(total, 1000000000)
+local s = now_s + (total - rest) / 1000000000
+redis.call('SET', KEYS[1], string.format('%d:%09d', s, rest), 'PX', math.max(1, math.ceil(after / 1000000)))
+return after
