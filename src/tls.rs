@@ -32,7 +32,8 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
-/// One certificate chain and key on disk, served for `names` (empty: the default).
+/// One certificate chain and key on disk, served for `names` (empty: the default). A name
+/// `*.example.com` is a wildcard for one label (`a.example.com`); exact names beat it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertFiles {
     pub names: Vec<String>,
@@ -91,18 +92,68 @@ fn certified_key(files: &CertFiles) -> Result<Arc<CertifiedKey>, TlsError> {
     Ok(Arc::new(certified))
 }
 
+/// Server names to values: exact names, and wildcards (`*.example.com`) that stand for
+/// exactly one more label. Names are kept in lower case; lookups ignore case.
+#[derive(Debug)]
+struct SniNames<T> {
+    exact: HashMap<String, T>,
+    /// By the suffix after `*.`: `example.com` for `*.example.com`.
+    wildcard: HashMap<String, T>,
+}
+
+impl<T> Default for SniNames<T> {
+    fn default() -> Self {
+        Self {
+            exact: HashMap::new(),
+            wildcard: HashMap::new(),
+        }
+    }
+}
+
+impl<T> SniNames<T> {
+    /// Adds `name` (`*.` in front makes it a wildcard); a name given twice keeps the
+    /// value given last.
+    fn insert(&mut self, name: &str, value: T) {
+        let name = name.to_ascii_lowercase();
+        match name.strip_prefix("*.") {
+            Some(suffix) => self.wildcard.insert(suffix.to_owned(), value),
+            None => self.exact.insert(name, value),
+        };
+    }
+
+    /// The value for a client asking for `name`: an exact name first, else the wildcard
+    /// for its parent domain (`a.example.com` → `*.example.com`, never
+    /// `a.b.example.com` nor `example.com`).
+    fn get(&self, name: &str) -> Option<&T> {
+        let lower;
+        let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            lower = name.to_ascii_lowercase();
+            lower.as_str()
+        } else {
+            name
+        };
+        if let Some(value) = self.exact.get(name) {
+            return Some(value);
+        }
+        match name.split_once('.') {
+            Some((label, parent)) if !label.is_empty() && !self.wildcard.is_empty() => {
+                self.wildcard.get(parent)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Picks the certificate by SNI, falling back to the default one.
 #[derive(Debug)]
 struct SniResolver {
-    by_name: HashMap<String, Arc<CertifiedKey>>,
+    by_name: SniNames<Arc<CertifiedKey>>,
     default: Arc<CertifiedKey>,
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let named = hello
-            .server_name()
-            .and_then(|n| self.by_name.get(&n.to_ascii_lowercase()));
+        let named = hello.server_name().and_then(|n| self.by_name.get(n));
         Some(named.unwrap_or(&self.default).clone())
     }
 }
@@ -112,11 +163,11 @@ pub fn server_config(
     default: &CertFiles,
     by_sni: &[CertFiles],
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let mut by_name = HashMap::new();
+    let mut by_name = SniNames::default();
     for files in by_sni {
         let key = certified_key(files)?;
         for name in &files.names {
-            by_name.insert(name.to_ascii_lowercase(), key.clone());
+            by_name.insert(name, key.clone());
         }
     }
     let resolver = SniResolver {
@@ -184,5 +235,51 @@ mod tests {
             certificates(&path),
             Err(TlsError::NoCertificate(_))
         ));
+    }
+
+    fn names(entries: &[(&str, &'static str)]) -> SniNames<&'static str> {
+        let mut names = SniNames::default();
+        for (name, value) in entries {
+            names.insert(name, *value);
+        }
+        names
+    }
+
+    #[test]
+    fn a_wildcard_stands_for_exactly_one_label() {
+        let n = names(&[("*.example.com", "wild")]);
+        assert_eq!(n.get("a.example.com"), Some(&"wild"));
+        assert_eq!(n.get("xn--bcher-kva.example.com"), Some(&"wild"));
+        assert_eq!(n.get("example.com"), None, "not the domain itself");
+        assert_eq!(n.get("a.b.example.com"), None, "not two labels");
+        assert_eq!(n.get(".example.com"), None, "not an empty label");
+        assert_eq!(n.get("a.example.org"), None);
+        assert_eq!(n.get("aexample.com"), None);
+        assert_eq!(n.get("com"), None);
+    }
+
+    #[test]
+    fn exact_names_beat_wildcards_in_any_order() {
+        for entries in [
+            [("*.example.com", "wild"), ("api.example.com", "api")],
+            [("api.example.com", "api"), ("*.example.com", "wild")],
+        ] {
+            let n = names(&entries);
+            assert_eq!(n.get("api.example.com"), Some(&"api"));
+            assert_eq!(n.get("www.example.com"), Some(&"wild"));
+        }
+        // A deeper wildcard is its own entry: it does not cover its parent's names.
+        let n = names(&[("*.example.com", "one"), ("*.eu.example.com", "eu")]);
+        assert_eq!(n.get("a.eu.example.com"), Some(&"eu"));
+        assert_eq!(n.get("eu.example.com"), Some(&"one"));
+        assert_eq!(n.get("a.b.eu.example.com"), None);
+    }
+
+    #[test]
+    fn names_match_whatever_their_case() {
+        let n = names(&[("*.Example.COM", "wild"), ("API.example.com", "api")]);
+        assert_eq!(n.get("api.EXAMPLE.com"), Some(&"api"));
+        assert_eq!(n.get("WWW.example.Com"), Some(&"wild"));
+        assert_eq!(n.get("www.example.com"), Some(&"wild"));
     }
 }

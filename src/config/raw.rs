@@ -65,7 +65,7 @@ pub struct RawTls {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawSniCert {
-    pub names: Vec<String>,
+    pub names: Vec<S<String>>,
     pub cert: String,
     pub key: String,
 }
