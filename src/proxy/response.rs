@@ -2,7 +2,7 @@
 //! that go on every response from a limited route.
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, RETRY_AFTER, VARY};
 use http::{HeaderMap, Response, StatusCode};
 use std::fmt::Write;
 
@@ -184,54 +184,179 @@ pub fn rate_limit_headers(headers: &mut HeaderMap, r: &TierItem<'_>, items: &[Ti
     }
 }
 
-/// The 429 for a denied verdict; `first_denier` names the policy in the body.
+/// The problem type of the IETF httpapi RateLimit draft (-11) for a refused quota
+/// (RFC 9457 problem details), with its title.
+pub const QUOTA_EXCEEDED_TYPE: &str =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
+const QUOTA_EXCEEDED_TITLE: &str =
+    "Request cannot be satisfied as assigned quota has been exceeded";
+
+/// The thousandths of a qvalue (`1`, `0.5`, `0.001`, `1.000`; RFC 9110 § 12.4.2), `None`
+/// when it is not one.
+fn qvalue(text: &[u8]) -> Option<u16> {
+    let (whole, fraction) = match text.iter().position(|&b| b == b'.') {
+        Some(dot) => (&text[..dot], &text[dot + 1..]),
+        None => (text, &[][..]),
+    };
+    if fraction.len() > 3 || !fraction.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut thousandths = 0u16;
+    for i in 0..3 {
+        thousandths = thousandths * 10 + fraction.get(i).map_or(0, |d| u16::from(d - b'0'));
+    }
+    match whole {
+        b"0" => Some(thousandths),
+        b"1" if thousandths == 0 => Some(1000),
+        _ => None,
+    }
+}
+
+/// Whether the request's `Accept` asks for `application/problem+json` by name, with a
+/// weight above 0 and not below that of `application/json` (when that is named too).
+/// `*/*` and `application/*` do not count: a client that did not name the type gets
+/// the plain JSON body it always got. Reads the header in place, allocating nothing.
+pub fn wants_problem_json(headers: &HeaderMap) -> bool {
+    // The highest weight each type is named with, in thousandths.
+    let (mut problem, mut json) = (None::<u16>, None::<u16>);
+    for value in headers.get_all(ACCEPT) {
+        for range in value.as_bytes().split(|&b| b == b',') {
+            let mut parts = range.split(|&b| b == b';');
+            let media_type = parts.next().unwrap_or_default().trim_ascii();
+            let slot = if media_type.eq_ignore_ascii_case(b"application/problem+json") {
+                &mut problem
+            } else if media_type.eq_ignore_ascii_case(b"application/json") {
+                &mut json
+            } else {
+                continue;
+            };
+            let mut weight = Some(1000);
+            for param in parts {
+                let param = param.trim_ascii();
+                if let Some(q) = param
+                    .strip_prefix(b"q=")
+                    .or_else(|| param.strip_prefix(b"Q="))
+                {
+                    weight = qvalue(q.trim_ascii());
+                }
+            }
+            // A range with an unreadable weight is ignored.
+            if let Some(w) = weight {
+                *slot = Some(slot.map_or(w, |seen| seen.max(w)));
+            }
+        }
+    }
+    problem.is_some_and(|p| p > 0 && p >= json.unwrap_or(0))
+}
+
+/// What a 429's body says, in either of its forms.
+struct Refused<'a> {
+    policy: &'a str,
+    /// `"concurrency"` for a concurrency cap's refusal.
+    limit: Option<&'static str>,
+    retry_after_ms: u64,
+    /// `Some`: RFC 9457 problem details naming these policies as `violated-policies`.
+    problem: Option<&'a [&'a str]>,
+}
+
+impl Refused<'_> {
+    /// The body and its content type. Policy names are restricted to [A-Za-z0-9_.:-] by
+    /// config validation: no escaping needed.
+    fn body(&self) -> (String, HeaderValue) {
+        let mut body = String::with_capacity(
+            96 + self.policy.len() + self.problem.map_or(0, |v| 200 + 24 * v.len()),
+        );
+        let content_type = match self.problem {
+            None => {
+                body.push('{');
+                HeaderValue::from_static("application/json")
+            }
+            Some(violated) => {
+                let _ = write!(
+                    body,
+                    "{{\"type\":\"{QUOTA_EXCEEDED_TYPE}\",\"title\":\"{QUOTA_EXCEEDED_TITLE}\",\"status\":429,\"violated-policies\":["
+                );
+                for (i, name) in violated.iter().enumerate() {
+                    if i > 0 {
+                        body.push(',');
+                    }
+                    let _ = write!(body, "\"{name}\"");
+                }
+                body.push_str("],");
+                HeaderValue::from_static("application/problem+json")
+            }
+        };
+        let _ = write!(
+            body,
+            "\"error\":\"rate_limited\",\"policy\":\"{}\",",
+            self.policy
+        );
+        if let Some(limit) = self.limit {
+            let _ = write!(body, "\"limit\":\"{limit}\",");
+        }
+        let _ = write!(body, "\"retry_after_ms\":{}}}", self.retry_after_ms);
+        (body, content_type)
+    }
+
+    /// A 429 with this body, `Retry-After: retry_after_s` and `Vary: Accept` (the body's
+    /// form depends on it).
+    fn response(&self, retry_after_s: u64) -> Response<Body> {
+        let (body, content_type) = self.body();
+        let mut resp = Response::new(full(body));
+        *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        let headers = resp.headers_mut();
+        headers.reserve(9);
+        headers.insert(CONTENT_TYPE, content_type);
+        headers.insert(VARY, HeaderValue::from_static("accept"));
+        headers.insert(RETRY_AFTER, number(retry_after_s));
+        resp
+    }
+}
+
+/// The 429 for a denied verdict; `first_denier` names the policy in the body. `problem`:
+/// answer as RFC 9457 problem details naming these violated policies (see
+/// [`wants_problem_json`]).
 pub fn too_many_requests(
     verdict: &Verdict,
     first_denier: &str,
     reported: Option<&TierItem<'_>>,
     items: &[TierItem<'_>],
+    problem: Option<&[&str]>,
 ) -> Response<Body> {
     let wait = verdict.wait_ns;
-    // Policy names are restricted to [A-Za-z0-9_.:-] by config validation: no escaping needed.
-    let mut body = String::with_capacity(64 + first_denier.len());
-    let _ = write!(
-        body,
-        "{{\"error\":\"rate_limited\",\"policy\":\"{first_denier}\",\"retry_after_ms\":{}}}",
-        ceil_millis(wait)
-    );
-    let mut resp = Response::new(full(body));
-    *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    let headers = resp.headers_mut();
-    headers.reserve(8);
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(RETRY_AFTER, number(ceil_secs(wait)));
+    let mut resp = Refused {
+        policy: first_denier,
+        limit: None,
+        retry_after_ms: ceil_millis(wait),
+        problem,
+    }
+    .response(ceil_secs(wait));
     if let Some(r) = reported {
-        rate_limit_headers(headers, r, items);
+        rate_limit_headers(resp.headers_mut(), r, items);
     }
     resp
 }
 
 /// The 429 for a request a concurrency policy refused: its slots were all taken (for
 /// `max_delay`, when it could wait). The wait is unknowable, so `Retry-After` is the
-/// policy's hint.
+/// policy's hint. `problem`: answer as RFC 9457 problem details.
 pub fn concurrency_refused(
     policy: &str,
     retry_after: std::time::Duration,
     constant: &PolicyHeaders,
+    problem: bool,
 ) -> Response<Body> {
     let hint_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
-    let mut body = String::with_capacity(96 + policy.len());
-    let _ = write!(
-        body,
-        "{{\"error\":\"rate_limited\",\"policy\":\"{policy}\",\"limit\":\"concurrency\",\"retry_after_ms\":{hint_ms}}}"
-    );
-    let mut resp = Response::new(full(body));
-    *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    let headers = resp.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let hint_ns = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
-    headers.insert(RETRY_AFTER, number(ceil_secs(hint_ns).max(1)));
-    concurrency_headers(headers, policy, constant, 0);
+    let violated = [policy];
+    let mut resp = Refused {
+        policy,
+        limit: Some("concurrency"),
+        retry_after_ms: hint_ms,
+        problem: problem.then_some(&violated[..]),
+    }
+    .response(ceil_secs(hint_ns).max(1));
+    concurrency_headers(resp.headers_mut(), policy, constant, 0);
     resp
 }
 
@@ -302,6 +427,93 @@ mod tests {
             h["x-ratelimit-remaining"], "2",
             "X-RateLimit-* stay one tier's"
         );
+    }
+
+    fn accept(values: &[&'static str]) -> bool {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(ACCEPT, HeaderValue::from_static(v));
+        }
+        wants_problem_json(&h)
+    }
+
+    #[test]
+    fn qvalues_are_read_in_thousandths() {
+        for (text, q) in [
+            ("1", Some(1000)),
+            ("1.", Some(1000)),
+            ("1.000", Some(1000)),
+            ("0", Some(0)),
+            ("0.000", Some(0)),
+            ("0.5", Some(500)),
+            ("0.05", Some(50)),
+            ("0.001", Some(1)),
+            ("1.001", None),
+            ("2", None),
+            ("0.0001", None),
+            (".5", None),
+            ("", None),
+            ("0.x", None),
+            ("-1", None),
+        ] {
+            assert_eq!(qvalue(text.as_bytes()), q, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn problem_json_only_when_named_with_a_weight_above_zero() {
+        for (values, wanted) in [
+            (&[][..], false),
+            (&["*/*"], false),
+            (&["application/*"], false),
+            (&["application/json"], false),
+            (&["application/problem+jsonx"], false),
+            (&["application/problem+json;q=0"], false),
+            (&["application/problem+json; q=0.0"], false),
+            (&["application/problem+json;q=oops"], false),
+            (&["application/problem+json"], true),
+            (&["  Application/Problem+JSON  "], true),
+            (&["application/problem+json;charset=utf-8;Q=0.2"], true),
+            (&["text/html", "application/problem+json;q=0.1"], true),
+            // application/json preferred by weight: plain JSON.
+            (&["application/json, application/problem+json;q=0.9"], false),
+            (&["application/json;q=0.9, application/problem+json"], true),
+            (&["application/json, application/problem+json"], true),
+            // The highest weight a type is named with counts.
+            (
+                &["application/problem+json;q=0", "application/problem+json"],
+                true,
+            ),
+        ] {
+            assert_eq!(accept(values), wanted, "{values:?}");
+        }
+    }
+
+    #[test]
+    fn the_two_bodies_carry_the_same_fields() {
+        let refused = |problem| Refused {
+            policy: "user",
+            limit: Some("concurrency"),
+            retry_after_ms: 1500,
+            problem,
+        };
+        let (plain, content_type) = refused(None).body();
+        assert_eq!(content_type, "application/json");
+        assert_eq!(
+            plain,
+            r#"{"error":"rate_limited","policy":"user","limit":"concurrency","retry_after_ms":1500}"#
+        );
+        let violated = ["user", "tenant"];
+        let (problem, content_type) = refused(Some(&violated)).body();
+        assert_eq!(content_type, "application/problem+json");
+        assert_eq!(
+            problem,
+            format!(
+                r#"{{"type":"{QUOTA_EXCEEDED_TYPE}","title":"{QUOTA_EXCEEDED_TITLE}","status":429,"violated-policies":["user","tenant"],"error":"rate_limited","policy":"user","limit":"concurrency","retry_after_ms":1500}}"#
+            )
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&problem).expect("JSON");
+        assert_eq!(parsed["violated-policies"][1], "tenant");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::body::{HeldSlots, ResponseBody};
 use super::forward::{prepare_request, strip_hop_by_hop};
 use super::response::{
     concurrency_headers, concurrency_refused, json_error, rate_limit_headers, too_many_requests,
-    Body, BoxError, PolicyHeaders, TierItem,
+    wants_problem_json, Body, BoxError, PolicyHeaders, TierItem,
 };
 use super::settle::{parse_value, Measured, Metered, Settlement};
 use crate::config::{Route, SettleSource};
@@ -208,7 +208,8 @@ async fn serve(
         trace.wait_ns = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
         let constant = &snapshot.route_headers[route_index][position];
         let own = slot_headers(policy, slots[k].max, constant);
-        return concurrency_refused(&policy.name, retry_after, &own);
+        let problem = wants_problem_json(req.headers());
+        return concurrency_refused(&policy.name, retry_after, &own, problem);
     }
     for (outcome, &position) in verdict.outcomes().iter().zip(positions) {
         if outcome.mode == crate::limit::Mode::Shadow && !outcome.decision.admitted {
@@ -227,7 +228,18 @@ async fn serve(
         trace.decision = "denied";
         trace.policy = verdict.first_denier.map(|k| positions[k]);
         trace.wait_ns = verdict.wait_ns;
-        return too_many_requests(verdict, first, reported.as_ref(), &items);
+        let violated = if wants_problem_json(req.headers()) {
+            Some(violated_policies(verdict, positions, route))
+        } else {
+            None
+        };
+        return too_many_requests(
+            verdict,
+            first,
+            reported.as_ref(),
+            &items,
+            violated.as_deref(),
+        );
     }
     trace.decision = "admitted";
     trace.wait_ns = verdict.delay_ns;
@@ -397,6 +409,25 @@ fn tier_items<'a>(
         i = end;
     }
     items
+}
+
+/// The names of the enforcing tiers that refused the request, in route order, each once
+/// (a policy whose key came with several values refuses once): the problem details'
+/// `violated-policies`.
+fn violated_policies<'a>(
+    verdict: &Verdict,
+    positions: &[usize],
+    route: &'a Route,
+) -> smallvec::SmallVec<[&'a str; 4]> {
+    let mut names = smallvec::SmallVec::new();
+    let mut last = None;
+    for (outcome, &position) in verdict.outcomes().iter().zip(positions) {
+        if outcome.mode == Mode::Enforce && !outcome.decision.admitted && last != Some(position) {
+            names.push(route.policies[position].name.as_str());
+            last = Some(position);
+        }
+    }
+    names
 }
 
 /// A rate tier's header values built at config load, when the key decided on the

@@ -14,6 +14,7 @@ mod fuzz_corpus;
 mod hostile;
 mod limits;
 mod pool;
+mod problem;
 mod proxy;
 mod redis;
 mod settle;

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+mod alloc;
 mod client;
 mod fixture;
 mod gateway;
@@ -13,6 +14,7 @@ mod process;
 mod redis_server;
 mod upstream;
 
+pub use alloc::*;
 pub use client::*;
 pub use fixture::*;
 pub use gateway::*;
