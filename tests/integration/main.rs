@@ -10,6 +10,7 @@ mod bounds;
 mod browser;
 mod concurrency;
 mod config;
+mod dashboard;
 mod fuzz_corpus;
 mod hostile;
 mod limits;
