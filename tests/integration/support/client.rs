@@ -124,3 +124,31 @@ pub fn metric(text: &str, name: &str) -> f64 {
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(f64::NAN)
 }
+
+/// A server that answers, then closes with most of a large request unread (as hyper does
+/// with a `431`), makes the kernel reset the connection: the client's write fails half-way.
+/// `raw` must take that as the end of its writing and still read the answer.
+#[tokio::test]
+async fn raw_reads_the_answer_when_its_write_is_cut_short() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.expect("accept");
+        let mut head = [0u8; 64];
+        s.read_exact(&mut head).await.expect("a request head");
+        s.write_all(b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .expect("answer");
+        // Dropped with unread bytes: the connection is reset.
+    });
+    // Far more than socket buffers hold, so the write cannot finish before the reset.
+    let mut huge = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+    huge.resize(64 << 20, b'a');
+    let (answer, closed) = raw(addr, &huge).await;
+    server.await.expect("server");
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
+    assert!(closed, "the reset is the end of the answer");
+}
