@@ -17,6 +17,7 @@ mod limits;
 mod pool;
 mod problem;
 mod proxy;
+mod readme;
 mod redis;
 mod settle;
 mod spellings;

@@ -15,6 +15,12 @@ pub struct Process {
 impl Process {
     /// Runs `tollgate run --config PATH --ready-file …` and waits for the ready file.
     pub fn run(config: &std::path::Path) -> Self {
+        Self::start(config, &[]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Runs `tollgate run --config PATH --ready-file … EXTRA…` and waits for the ready
+    /// file; what went wrong (with the process's log) if it exited first.
+    pub fn start(config: &std::path::Path, extra: &[&str]) -> Result<Self, String> {
         use std::io::BufRead;
         let ready = config.with_extension("ready.json");
         let _ = std::fs::remove_file(&ready);
@@ -23,6 +29,7 @@ impl Process {
             .arg(config)
             .arg("--ready-file")
             .arg(&ready)
+            .args(extra)
             .stderr(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -30,7 +37,7 @@ impl Process {
         let stderr = child.stderr.take().expect("stderr");
         let log = Arc::new(Mutex::new(String::new()));
         let sink = log.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr)
                 .lines()
                 .map_while(Result::ok)
@@ -47,7 +54,12 @@ impl Process {
                 break v;
             }
             if let Ok(Some(status)) = child.try_wait() {
-                panic!("tollgate exited ({status}):\n{}", log.lock().expect("lock"));
+                // Everything it wrote, up to its end.
+                let _ = reader.join();
+                return Err(format!(
+                    "tollgate exited ({status}):\n{}",
+                    log.lock().expect("lock")
+                ));
             }
             assert!(
                 std::time::Instant::now() < deadline,
@@ -58,12 +70,12 @@ impl Process {
         };
         let addr = |key: &str| info[key].as_str().and_then(|a| a.parse().ok());
         assert_eq!(info["pid"], child.id(), "the ready file is this process's");
-        Self {
+        Ok(Self {
             addr: addr("listen").expect("listen address in the ready file"),
             admin: addr("admin"),
             child,
             stderr: log,
-        }
+        })
     }
 
     pub fn signal(&self, sig: &str) {
