@@ -35,12 +35,18 @@ pub fn summary(config: &Config) -> String {
         let keys: Vec<String> = p.key.iter().map(ToString::to_string).collect();
         let numbers = match &p.kind {
             crate::config::PolicyKind::Rate(r) => format!(
-                "limit={} per {} burst={}  T={} τ={}",
+                "limit={} per {} burst={}  T={} τ={}{}",
                 r.limit,
                 humantime::format_duration(r.period),
                 r.quota.burst(),
                 human(r.quota.interval_ns()),
                 human(r.quota.tolerance_ns()),
+                r.settle.as_ref().map_or_else(String::new, |s| format!(
+                    "  settle={} reserve={}",
+                    s.source.describe(),
+                    s.reserve
+                        .map_or_else(|| "the route's cost".to_owned(), |r| r.to_string())
+                )),
             ),
             crate::config::PolicyKind::Concurrency(c) => format!(
                 "max_in_flight={}  retry_after={}",

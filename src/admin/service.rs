@@ -311,6 +311,13 @@ fn policy_json(p: &Arc<crate::config::Policy>) -> serde_json::Value {
             "burst": r.quota.burst(),
             "t_ns": r.quota.interval_ns(),
             "tau_ns": r.quota.tolerance_ns(),
+            "settle": r.settle.as_ref().map(|s| json!({
+                "source": s.source.describe(),
+                "reserve": s.reserve.map(|r| r.get()),
+                "max_cost": s.max_cost,
+                "unit": s.unit.get(),
+                "refund_on_upstream_error": s.refund_on_upstream_error,
+            })),
         }),
         PolicyKind::Concurrency(c) => json!({
             "kind": "concurrency",
