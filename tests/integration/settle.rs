@@ -377,3 +377,55 @@ async fn with_redis_two_gateways_share_a_token_budget_exactly() {
     .await;
     assert_eq!(r.num("x-ratelimit-remaining"), 99);
 }
+
+/// A client that takes part of a large answer and hangs up pays for what moved (at least
+/// its reserve), over HTTP/1.1 and HTTP/2.
+#[tokio::test]
+async fn hanging_up_mid_download_pays_for_what_moved() {
+    use http_body_util::BodyExt;
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .policy_raw(
+            "download",
+            "key = \"header:x-tenant-id\"\nlimit = 1000000\nperiod = \"1h\"\nburst = 100000\nreserve = 4\nsettle = \"response_bytes\"\nsettle_unit = 1024\n",
+        )
+        .route("api", "/", "api", &["download"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let metrics = gw.admin_url("/metrics");
+    for (round, client) in [http1(), http2()].into_iter().enumerate() {
+        let tenant = format!("t{round}");
+        let req = http::Request::get(gw.url("/v1/big"))
+            .header("x-tenant-id", &tenant)
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap();
+        let resp = client.request(req).await.expect("head");
+        let mut body = resp.into_body();
+        let mut taken = 0usize;
+        while taken < 256 * 1024 {
+            let frame = body.frame().await.expect("a frame").expect("data");
+            taken += frame.data_ref().map_or(0, |d| d.len());
+        }
+        drop(body);
+        drop(client);
+        let counted = eventually_async(Duration::from_secs(20), || async {
+            metric(
+                &get(&metrics, &[]).await.text(),
+                "tollgate_settle_fallbacks_total{policy=\"download\",result=\"aborted\"}",
+            ) == (round + 1) as f64
+        })
+        .await;
+        assert!(counted, "round {round}: the cut-short download is settled");
+        let limits = get(
+            &gw.admin_url(&format!("/admin/limits/download/{tenant}")),
+            &[],
+        )
+        .await
+        .json();
+        let charged = 100_000 - limits["remaining"].as_u64().expect("remaining");
+        assert!(
+            charged >= (taken / 1024) as u64,
+            "round {round}: {taken} bytes reached the client, {charged} units charged"
+        );
+    }
+}
