@@ -108,7 +108,7 @@ async fn hop_by_hop_headers_are_stripped_and_forwarding_headers_set() {
             ("connection", "keep-alive, x-private"),
             ("x-private", "secret"),
             ("keep-alive", "timeout=5"),
-            ("te", "trailers"),
+            ("te", "gzip"),
             ("proxy-authorization", "Basic abc"),
             ("x-forwarded-for", "203.0.113.7"),
             ("x-custom", "kept"),
@@ -122,6 +122,10 @@ async fn hop_by_hop_headers_are_stripped_and_forwarding_headers_set() {
         assert!(h.get(gone).is_none(), "{gone} must not be forwarded: {h:?}");
     }
     assert_eq!(h["x-custom"], "kept");
+    // `TE: trailers` alone is passed on (the gateway relays trailers), whatever came with it.
+    let r = get(&gw.url("/h"), &[("te", "gzip, Trailers;q=0.5")]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(up.last_headers()["te"], "trailers");
     assert_eq!(h["x-forwarded-for"], "203.0.113.7, 127.0.0.1");
     assert_eq!(h["x-forwarded-proto"], "http");
     assert_eq!(h["host"], gw.addr.to_string(), "the original Host is kept");
