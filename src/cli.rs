@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -51,5 +52,20 @@ pub enum Command {
     Echo {
         #[arg(long, default_value = "127.0.0.1:3000")]
         listen: SocketAddr,
+    },
+    /// Ask the admin API's /healthz once (for container health checks): exit 0 on a 200
+    /// answer, 1 on anything else (refused, another status, no answer in time).
+    Health {
+        /// The plain http:// URL to GET.
+        #[arg(
+            long,
+            env = "TOLLGATE_HEALTH_URL",
+            default_value = crate::health::DEFAULT_URL,
+            value_parser = crate::health::Target::parse
+        )]
+        url: crate::health::Target,
+        /// Give up after this long: connecting, sending, and the answer's status.
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
     },
 }

@@ -14,7 +14,8 @@
 //!    status page), [`metrics`], [`tls`], [`clock`].
 //! 3. **Wiring** — [`gateway`] (start-up, signals, shutdown), [`workers`] (thread-per-core
 //!    data plane), [`server`] (accepting and serving connections under their deadlines),
-//!    [`reload`], [`descriptors`], [`state`] (shared state and the per-config snapshot), [`cli`].
+//!    [`reload`], [`descriptors`], [`state`] (shared state and the per-config snapshot), [`cli`],
+//!    [`health`] (the `tollgate health` probe).
 //!
 //! One request, top to bottom, is [`proxy::service::handle`]: load the snapshot once →
 //! normalise the head → match the route → decide every tier with one `now`
@@ -31,6 +32,7 @@ pub mod echo;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod gateway;
+pub mod health;
 pub mod key;
 pub mod limit;
 pub mod metrics;

@@ -115,6 +115,26 @@ fn main() -> ExitCode {
                 }
             })
         }
+        Command::Health { url, timeout } => {
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(tollgate::health::check(&url, timeout)));
+            match result {
+                Ok(Ok(())) => {
+                    println!("healthy: GET {} answered 200 OK", url.url);
+                    ExitCode::SUCCESS
+                }
+                Ok(Err(unhealthy)) => {
+                    eprintln!("unhealthy: {unhealthy}");
+                    ExitCode::from(1)
+                }
+                Err(e) => {
+                    eprintln!("cannot start the runtime: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Echo { listen } => {
             let result = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

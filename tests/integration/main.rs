@@ -12,6 +12,7 @@ mod concurrency;
 mod config;
 mod dashboard;
 mod fuzz_corpus;
+mod health;
 mod hostile;
 mod limits;
 mod pool;
