@@ -10,6 +10,7 @@ mod bounds;
 mod browser;
 mod concurrency;
 mod config;
+mod container;
 mod dashboard;
 mod fuzz_corpus;
 mod health;

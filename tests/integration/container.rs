@@ -1,0 +1,477 @@
+//! The container image for real: built with podman from the repository's Dockerfile (its
+//! `prebuilt` target, fed this build's `tollgate` binary) on the pinned Debian base, then
+//! run on the host network with a config folder mounted at /etc/tollgate. Checks /healthz,
+//! a limited route in front of a real upstream, the image's HEALTHCHECK (`tollgate health`),
+//! the non-root user, SIGHUP reload and SIGTERM drain (`podman stop` exits 0).
+//!
+//! Needs podman (and, the first time, root and debootstrap for the base image:
+//! scripts/container-base makes it from the Debian mirror when no registry serves it).
+//! `scripts/test` installs podman, runc and debootstrap; without podman the test is skipped
+//! with a message, except under CI, where that fails.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// podman here has no CAP_SYS_RESOURCE: limits it would raise to its defaults fail, so
+/// containers get limits within the current ones.
+fn ulimits() -> Vec<String> {
+    let (_, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).expect("getrlimit");
+    let nofile = hard.min(65_536);
+    vec![
+        "--ulimit".into(),
+        "nproc=1024:1024".into(),
+        "--ulimit".into(),
+        format!("nofile={nofile}:{nofile}"),
+    ]
+}
+
+/// Runs a command, its output collected, killed when it outlives `limit`.
+fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = err.join().unwrap_or_default();
+            panic!(
+                "{what} still running after {limit:?}; stderr:\n{}",
+                String::from_utf8_lossy(&err)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+/// `podman ARGS`, off the runtime (the upstream in this process keeps serving), bounded.
+async fn podman(args: Vec<String>, limit: Duration) -> Output {
+    tokio::task::spawn_blocking(move || run_bounded(Command::new("podman").args(args), limit))
+        .await
+        .expect("join")
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| (*a).to_owned()).collect()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn podman_available() -> bool {
+    Command::new("podman")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A free port on 127.0.0.1 (bound, then released) for a listener in the container.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// The image and the container this test made: removed when it ends, however it ends.
+struct Made {
+    image: String,
+    container: String,
+}
+
+impl Made {
+    async fn logs(&self) -> String {
+        let out = podman(strings(&["logs", &self.container]), Duration::from_secs(60)).await;
+        format!(
+            "container log:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
+    async fn state(&self, field: &str) -> String {
+        let out = podman(
+            strings(&[
+                "inspect",
+                "--format",
+                &format!("{{{{.State.{field}}}}}"),
+                &self.container,
+            ]),
+            Duration::from_secs(60),
+        )
+        .await;
+        assert!(out.status.success(), "podman inspect: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// `podman exec CONTAINER ARGS`.
+    async fn exec(&self, args: &[&str]) -> Output {
+        let mut all = strings(&["exec", &self.container]);
+        all.extend(strings(args));
+        podman(all, Duration::from_secs(60)).await
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        let limit = Duration::from_secs(120);
+        let _ = run_bounded(
+            Command::new("podman").args(["rm", "--force", "--time", "0", &self.container]),
+            limit,
+        );
+        let _ = run_bounded(
+            Command::new("podman").args(["rmi", "--force", &self.image]),
+            limit,
+        );
+    }
+}
+
+/// The status of `GET url`, `None` when nothing answers within 5 s.
+async fn status_of(url: &str) -> Option<u16> {
+    let req = http::Request::get(url)
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    match tokio::time::timeout(Duration::from_secs(5), http1().request(req)).await {
+        Ok(Ok(resp)) => Some(resp.status().as_u16()),
+        _ => None,
+    }
+}
+
+/// The gateway's config in the container: data plane and admin on free loopback ports of
+/// the host network, `/limited` 2 at once then 1 per hour per address, `/drain` unlimited
+/// (the upstream holds `/drain/delay` for 1 s), plus `extra` routes.
+fn config(port: u16, admin: u16, upstream: &str, extra: &str) -> String {
+    let routes = Fixture::new()
+        .listen(&format!("127.0.0.1:{port}"))
+        .server(r#"drain_timeout = "10s""#)
+        .policy("client", "ip", 1, "1h", 2)
+        .route("limited", "/limited", "api", &["client"])
+        .route("drain", "/drain", "api", &[])
+        .raw(extra)
+        .build_for(upstream);
+    routes.replace(
+        "admin_listen = \"127.0.0.1:0\"",
+        &format!("admin_listen = \"127.0.0.1:{admin}\""),
+    )
+}
+
+/// Writes the config beside the old one and renames it over, as an editor does; readable
+/// by the container's user.
+fn write_config(dir: &Path, toml: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = dir.join("tollgate.toml.new");
+    std::fs::write(&tmp, toml).expect("write config");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    std::fs::rename(&tmp, dir.join("tollgate.toml")).expect("rename config");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_builds_runs_limits_reloads_and_drains() {
+    if !podman_available() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must install podman, runc and debootstrap (scripts/test)"
+        );
+        eprintln!("SKIPPED image_builds_runs_limits_reloads_and_drains: install podman, runc and debootstrap (as root: apt-get install podman runc debootstrap)");
+        return;
+    }
+    let started = Instant::now();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+
+    // The pinned base: present, or made by debootstrap (the first time only).
+    let base = tokio::task::spawn_blocking(move || {
+        run_bounded(
+            &mut Command::new(repo.join("scripts/container-base")),
+            Duration::from_secs(900),
+        )
+    })
+    .await
+    .expect("join");
+    assert!(
+        base.status.success(),
+        "scripts/container-base failed: {}",
+        text(&base)
+    );
+    eprintln!(
+        "container: base image {} ready after {:?}",
+        String::from_utf8_lossy(&base.stdout).trim(),
+        started.elapsed()
+    );
+
+    // The build context of the prebuilt target: the default config and the binary.
+    let context = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(context.path().join("docker")).expect("mkdir");
+    std::fs::copy(
+        repo.join("docker/tollgate.toml"),
+        context.path().join("docker/tollgate.toml"),
+    )
+    .expect("copy the default config");
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_tollgate"),
+        context.path().join("tollgate"),
+    )
+    .expect("copy the binary");
+
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_nanos()
+    );
+    let made = Made {
+        image: format!("localhost/tollgate-test:{unique}"),
+        container: format!("tollgate-test-{unique}"),
+    };
+    let mut build = strings(&[
+        "build",
+        "--format",
+        "docker", // the OCI format drops HEALTHCHECK
+        "--pull=never",
+        "--target",
+        "prebuilt",
+        "--build-arg",
+        "TOLLGATE_BINARY=tollgate",
+        "--file",
+    ]);
+    build.push(repo.join("Dockerfile").display().to_string());
+    build.extend(ulimits());
+    build.extend(strings(&["--tag", &made.image]));
+    build.push(context.path().display().to_string());
+    let built = podman(build, Duration::from_secs(900)).await;
+    assert!(
+        built.status.success(),
+        "podman build failed: {}",
+        text(&built)
+    );
+    eprintln!("container: image built after {:?}", started.elapsed());
+
+    // The image runs as uid 10001 and checks its health with `tollgate health`.
+    let inspect = podman(
+        strings(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Config.User}} {{json .Config.Healthcheck.Test}}",
+            &made.image,
+        ]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        String::from_utf8_lossy(&inspect.stdout).trim(),
+        r#"10001:10001 ["CMD","tollgate","health"]"#,
+        "{}",
+        text(&inspect)
+    );
+
+    // Run it: the config folder mounted, the real upstream in this process.
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let conf = tempfile::tempdir().expect("tempdir");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(conf.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+    }
+    write_config(conf.path(), &config(port, admin, &up.url(), ""));
+    let mut run = strings(&[
+        "run",
+        "--detach",
+        "--name",
+        &made.container,
+        "--network",
+        "host",
+    ]);
+    run.extend(ulimits());
+    run.extend(strings(&[
+        "--env",
+        &format!("TOLLGATE_HEALTH_URL=http://127.0.0.1:{admin}/healthz"),
+        "--volume",
+        &format!("{}:/etc/tollgate:ro", conf.path().display()),
+        &made.image,
+    ]));
+    let ran = podman(run, Duration::from_secs(120)).await;
+    assert!(ran.status.success(), "podman run failed: {}", text(&ran));
+
+    let healthz = format!("http://127.0.0.1:{admin}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if status_of(&healthz).await == Some(200) {
+            break;
+        }
+        if made.state("Running").await != "true" || Instant::now() > deadline {
+            panic!(
+                "no 200 from {healthz} within 60 s (running: {})\n{}",
+                made.state("Running").await,
+                made.logs().await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("container: serving after {:?}", started.elapsed());
+
+    // The limited route: the burst of 2 passes to the upstream, the third is refused.
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    let before = up.requests();
+    for n in 1..=2 {
+        let got = get(&url("/limited"), &[]).await;
+        assert_eq!(got.status, 200, "request {n}: {}", got.text());
+    }
+    let refused = get(&url("/limited"), &[]).await;
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    assert_eq!(up.requests() - before, 2, "the refused request stayed in");
+
+    // The image's own HEALTHCHECK, and `tollgate health` saying why when unhealthy.
+    let hc = podman(
+        strings(&["healthcheck", "run", &made.container]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        hc.status.code(),
+        Some(0),
+        "podman healthcheck run: {}",
+        text(&hc)
+    );
+    let ok = made.exec(&["tollgate", "health"]).await;
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    let bad = made
+        .exec(&[
+            "tollgate",
+            "health",
+            "--url",
+            &format!("http://127.0.0.1:{admin}/no-such-page"),
+        ])
+        .await;
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("404"),
+        "{}",
+        text(&bad)
+    );
+
+    // Not root: the gateway (pid 1) and an exec'd process run as 10001.
+    let status = made.exec(&["cat", "/proc/1/status"]).await;
+    let uid = String::from_utf8_lossy(&status.stdout)
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "));
+    assert_eq!(
+        uid.as_deref(),
+        Some("10001 10001 10001 10001"),
+        "{}",
+        text(&status)
+    );
+    let id = made.exec(&["id", "-u"]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&id.stdout).trim(),
+        "10001",
+        "{}",
+        text(&id)
+    );
+
+    // SIGHUP reloads the mounted config: a new route appears, the process stays.
+    assert_eq!(
+        get(&url("/added"), &[]).await.status,
+        404,
+        "no such route yet"
+    );
+    let added = r#"
+        [[routes]]
+        name = "added"
+        path = "/added"
+        upstream = "api"
+        policies = []
+    "#;
+    write_config(conf.path(), &config(port, admin, &up.url(), added));
+    let hup = podman(
+        strings(&["kill", "--signal", "HUP", &made.container]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(hup.status.success(), "podman kill: {}", text(&hup));
+    let reloaded = eventually_async(Duration::from_secs(30), || async {
+        status_of(&url("/added")).await == Some(200)
+    })
+    .await;
+    assert!(
+        reloaded,
+        "the new route never answered\n{}",
+        made.logs().await
+    );
+    assert_eq!(made.state("Running").await, "true", "{}", made.logs().await);
+    // The limiter's state survived the reload: still refused.
+    assert_eq!(get(&url("/limited"), &[]).await.status, 429);
+
+    // SIGTERM (podman stop): the request in flight finishes, the gateway exits 0 well
+    // within the 30 s before podman would send SIGKILL.
+    let before = up.requests();
+    let in_flight = tokio::spawn({
+        let url = url("/drain/delay");
+        async move { get(&url, &[]).await.status }
+    });
+    assert!(
+        eventually(Duration::from_secs(30), || up.requests() > before).await,
+        "the slow request never reached the upstream"
+    );
+    let stopping = Instant::now();
+    let stop = podman(
+        strings(&["stop", "--time", "30", &made.container]),
+        Duration::from_secs(90),
+    )
+    .await;
+    let took = stopping.elapsed();
+    assert!(stop.status.success(), "podman stop: {}", text(&stop));
+    let answered = tokio::time::timeout(Duration::from_secs(30), in_flight)
+        .await
+        .expect("the in-flight request ends")
+        .expect("join");
+    assert_eq!(answered, 200, "the in-flight request was drained, not cut");
+    let code = made.state("ExitCode").await;
+    assert_eq!(code, "0", "exit code after SIGTERM\n{}", made.logs().await);
+    assert!(
+        took < Duration::from_secs(25),
+        "podman stop took {took:?}: the drain (10 s at most) did not end it"
+    );
+    let logs = made.logs().await;
+    assert!(logs.contains("configuration reloaded"), "{logs}");
+    assert!(logs.contains("tollgate stopped"), "{logs}");
+    eprintln!(
+        "container: stopped in {took:?}; whole test {:?}",
+        started.elapsed()
+    );
+}
