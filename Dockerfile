@@ -15,8 +15,8 @@
 #   docker build --target prebuilt --build-arg TOLLGATE_BINARY=elsewhere/tollgate -t tollgate .
 #
 # Base images are pinned by exact tag: rust:1.95.0-bookworm (the builder) and
-# debian:bookworm-20260824-slim (Debian 12.15, the runtime). tests/integration/container.rs
-# and scripts/container-base read the runtime tag from the FROM line below.
+# debian:bookworm-20260824-slim (Debian 12.15, the runtime). scripts/container-base (the
+# container test's base image) reads the runtime tag from the FROM line below.
 #
 #   docker run --rm --name tollgate -p 8080:8080 -v "$PWD/conf:/etc/tollgate:ro" tollgate
 #
