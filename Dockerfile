@@ -66,7 +66,7 @@ ENV RUST_LOG=info \
 
 USER 10001:10001
 
-# 8080: data plane (listen). The admin API (admin_listen, no authentication) listens on the
+# 8080: data plane (listen). The admin API (admin_listen; set admin_token_file before exposing it) listens on the
 # container's loopback in the default config, so it is not exposed; see docs/container.md
 # for reaching /metrics from outside.
 EXPOSE 8080
