@@ -150,6 +150,11 @@ fn every_mistake_is_located_with_a_hint() {
         ),
         ("burst = 5", "brust = 5", "hint: did you mean `burst`?"),
         (
+            "upstream = \"api\"",
+            "",
+            "route `r`: missing field `upstream`",
+        ),
+        (
             "[policies.p]",
             "[policy.p]",
             "hint: did you mean `[policies.NAME]`?",

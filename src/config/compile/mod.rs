@@ -70,10 +70,16 @@ pub fn compile(path: &Path, text: &str) -> Result<Config, ConfigError> {
         problems: locate(text, problems),
     };
     let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
         let message = e.message().trim().to_owned();
+        let hint = parse_hint(&message);
+        let message = match text.get(span.clone()).and_then(table_named) {
+            Some(table) if message.starts_with("missing field") => format!("{table}: {message}"),
+            _ => message,
+        };
         invalid(vec![Problem {
-            span: e.span().unwrap_or(0..0),
-            hint: parse_hint(&message),
+            span,
+            hint,
             message,
         }])
     })?;
@@ -219,6 +225,24 @@ fn suggest<'a>(name: &str, known: impl Iterator<Item = &'a String>, table: &str)
                 .join(", ")
         )),
     }
+}
+
+/// Which table the text of a TOML error's span is, in the config's words: "route
+/// `search`" for a `[[routes]]` entry with that name, "[upstreams.api]" for a table.
+fn table_named(spanned: &str) -> Option<String> {
+    let mut lines = spanned.lines().map(str::trim);
+    let header = lines.next()?;
+    if header == "[[routes]]" {
+        let name = lines.find_map(|l| {
+            let (key, value) = l.split_once('=')?;
+            (key.trim() == "name").then(|| value.trim().trim_matches(['"', '\'']).to_owned())
+        });
+        return Some(name.map_or_else(
+            || "a [[routes]] entry".to_owned(),
+            |n| format!("route `{n}`"),
+        ));
+    }
+    (header.starts_with('[') && header.ends_with(']')).then(|| header.to_owned())
 }
 
 /// A hint for what the TOML reader reports, in the config's own words: the nearest known
