@@ -344,10 +344,21 @@ async fn a_failed_upstream_settles_at_the_reserve_or_refunds_when_asked() {
 #[tokio::test]
 async fn with_redis_two_gateways_share_a_token_budget_exactly() {
     let redis = RedisServer::start();
+    shared_budget(&format!("\"{}\"", redis.url())).await;
+}
+
+#[tokio::test]
+async fn with_a_redis_cluster_two_gateways_share_a_token_budget_exactly() {
+    let cluster = RedisCluster::start();
+    shared_budget(&cluster.urls_toml()).await;
+}
+
+/// Two gateways on the store at `url_toml` settle into one budget.
+async fn shared_budget(url_toml: &str) {
     let up = Upstream::start().await;
     // T = 36 s: the test cannot refill a unit.
     let toml = Fixture::new()
-        .store(format!("backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n", redis.url()))
+        .store(format!("backend = \"redis\"\nurl = {url_toml}\ntimeout = \"500ms\"\n"))
         .policy_raw(
             "tokens",
             "key = \"header:x-tenant-id\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n",
@@ -356,6 +367,15 @@ async fn with_redis_two_gateways_share_a_token_budget_exactly() {
         .build();
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for gw in [&a, &b] {
+        // A cluster is connected in the background after start.
+        let url = gw.url("/v1/usage");
+        let ready = eventually_async(Duration::from_secs(30), || async {
+            get(&url, &[("x-tenant-id", "warm-up")]).await.status == 200
+        })
+        .await;
+        assert!(ready, "the store answers");
+    }
     let r = used(&a, "60").await;
     assert_eq!(r.num("x-ratelimit-remaining"), 40);
     let r = used(&b, "35").await;
@@ -369,13 +389,16 @@ async fn with_redis_two_gateways_share_a_token_budget_exactly() {
         let denied = used(gw, "1").await;
         assert_eq!(denied.status, 429, "5 left, 10 to reserve");
     }
-    // A refund on one gateway shows on the other.
     let r = get(
         &b.url("/v1/usage"),
         &[("x-tenant-id", "globex"), ("x-usage", "1")],
     )
     .await;
-    assert_eq!(r.num("x-ratelimit-remaining"), 99);
+    assert_eq!(
+        r.num("x-ratelimit-remaining"),
+        99,
+        "a refund, settled in the store"
+    );
 }
 
 /// A client that takes part of a large answer and hangs up pays for what moved (at least
@@ -428,4 +451,37 @@ async fn hanging_up_mid_download_pays_for_what_moved() {
             "round {round}: {taken} bytes reached the client, {charged} units charged"
         );
     }
+}
+
+/// With Redis down and `on_error = "local"`, a request admitted by the local store settles
+/// there too: its debt holds back the next request on this gateway.
+#[tokio::test]
+async fn an_admission_by_the_local_fallback_settles_locally() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\non_error = \"local\"\n",
+            redis.url()
+        ))
+        .policy_raw(
+            "tokens",
+            "key = \"header:x-tenant-id\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n",
+        )
+        .route("api", "/", "api", &["tokens"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    redis.kill();
+    let r = used(&gw, "95").await;
+    assert_eq!(r.status, 200, "admitted by the local store");
+    assert_eq!(
+        r.num("x-ratelimit-remaining"),
+        5,
+        "settled in the local store"
+    );
+    let next = used(&gw, "1").await;
+    assert_eq!(
+        next.status, 429,
+        "the local debt holds back the next request"
+    );
 }
