@@ -68,8 +68,17 @@ impl Gateway {
         let local = Arc::new(MemoryStore::new(config.store.max_keys));
         let store = match &config.store.backend {
             Backend::Memory => Store::Memory(local),
-            Backend::Redis { urls, cluster } => Store::Redis {
-                remote: Arc::new(RedisStore::new(urls, *cluster, config.store.timeout)?),
+            Backend::Redis {
+                urls,
+                cluster,
+                sentinel,
+            } => Store::Redis {
+                remote: Arc::new(RedisStore::new(
+                    urls,
+                    *cluster,
+                    sentinel.as_ref(),
+                    config.store.timeout,
+                )?),
                 local,
                 on_error: config.store.on_error,
                 refusals: Default::default(),

@@ -216,9 +216,12 @@ fn percent_decode(s: &str) -> String {
 /// The running configuration; nothing secret is in it except store URLs, which are redacted.
 fn config_json(shared: &Shared) -> serde_json::Value {
     let c = shared.config();
-    let redis_urls: Vec<String> = match &c.store.backend {
-        crate::config::Backend::Redis { urls, .. } => urls.iter().map(|u| redact_url(u)).collect(),
-        crate::config::Backend::Memory => Vec::new(),
+    let (redis_urls, sentinel_master) = match &c.store.backend {
+        crate::config::Backend::Redis { urls, sentinel, .. } => (
+            urls.iter().map(|u| redact_url(u)).collect(),
+            sentinel.as_ref().map(|s| s.name.clone()),
+        ),
+        crate::config::Backend::Memory => (Vec::new(), None),
     };
     json!({
         "path": c.path.display().to_string(),
@@ -234,6 +237,7 @@ fn config_json(shared: &Shared) -> serde_json::Value {
         "store": {
             "backend": if redis_urls.is_empty() { "memory" } else { "redis" },
             "urls": redis_urls,
+            "sentinel_master": sentinel_master,
             "timeout_ms": c.store.timeout.as_millis() as u64,
             "on_error": c.store.on_error.as_str(),
             "max_keys": c.store.max_keys,

@@ -127,10 +127,22 @@ pub struct StoreSettings {
 pub enum Backend {
     Memory,
     /// `url` as a string: one Redis. As a list (even of one): Redis Cluster seed nodes.
+    /// With `sentinel`, `urls` are the Sentinels' and the master is found through them.
     Redis {
         urls: Vec<String>,
         cluster: bool,
+        sentinel: Option<SentinelMaster>,
     },
+}
+
+/// A master found through Redis Sentinel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelMaster {
+    /// The name the Sentinels monitor it by.
+    pub name: String,
+    /// The master's own credentials, database and TLS (`url`, host ignored); the
+    /// Sentinels' are in their URLs.
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

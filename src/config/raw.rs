@@ -78,6 +78,9 @@ pub struct RawStore {
     pub timeout: Option<S<String>>,
     pub on_error: Option<S<String>>,
     pub max_keys: Option<S<i64>>,
+    /// Redis Sentinel: the Sentinels' URLs and the master's name.
+    pub sentinels: Option<S<Vec<String>>>,
+    pub master: Option<S<String>>,
 }
 
 /// A value written either as one string or as a list of strings.

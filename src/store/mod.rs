@@ -13,6 +13,7 @@ pub mod overrides;
 pub mod redis;
 pub mod refusals;
 pub mod request;
+pub mod sentinel;
 pub mod settle;
 pub mod slots;
 pub mod snapshot;

@@ -13,7 +13,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::Script;
 
 use super::breaker::Breaker;
+use super::sentinel::SentinelLink;
 use super::snapshot::{SnapshotTable, BASE};
+use crate::config::SentinelMaster;
 use crate::key::RedisKey;
 use crate::limit::{evaluate, Mode, Tier, Verdict, MAX_DECISIONS};
 
@@ -51,6 +53,8 @@ enum Connection {
     Single(ConnectionManager),
     /// Filled by the background task once the cluster answers (start-up never waits).
     Cluster(Arc<ArcSwapOption<ClusterConnection>>),
+    /// The master Redis Sentinel names, followed across failovers.
+    Sentinel(Arc<SentinelLink>),
 }
 
 pub struct RedisStore {
@@ -102,14 +106,24 @@ fn stamp(abs_ns: u128) -> String {
 impl RedisStore {
     /// Prepares clients for `urls` (a single Redis, or Cluster seed nodes).
     /// Connects lazily: the gateway starts even while Redis is down.
-    pub fn new(urls: &[String], cluster: bool, timeout: Duration) -> Result<Self, StoreError> {
-        let (connection, cluster_client) = if !cluster {
+    pub fn new(
+        urls: &[String],
+        cluster: bool,
+        sentinel: Option<&SentinelMaster>,
+        timeout: Duration,
+    ) -> Result<Self, StoreError> {
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_secs(1));
+        let (connection, cluster_client) = if let Some(master) = sentinel {
+            (
+                Connection::Sentinel(Arc::new(SentinelLink::new(urls, master, config)?)),
+                None,
+            )
+        } else if !cluster {
             let client = redis::Client::open(urls[0].as_str())?;
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(timeout))
-                .set_response_timeout(Some(timeout))
-                .set_number_of_retries(1)
-                .set_max_delay(Duration::from_secs(1));
             (
                 Connection::Single(ConnectionManager::new_lazy_with_config(client, config)?),
                 None,
@@ -142,6 +156,9 @@ impl RedisStore {
     /// itself, even with no traffic.
     pub async fn maintain(self: Arc<Self>) {
         loop {
+            if let Connection::Sentinel(link) = &self.connection {
+                link.refresh(self.timeout * 20).await;
+            }
             if let (Connection::Cluster(slot), Some(client)) =
                 (&self.connection, &self.cluster_client)
             {
@@ -197,6 +214,15 @@ impl RedisStore {
             Connection::Single(c) => {
                 let mut c = c.clone();
                 self.bounded(invocation.invoke_async(&mut c)).await
+            }
+            Connection::Sentinel(link) => {
+                let mut c = link.connection()?;
+                let result = self.bounded(invocation.invoke_async(&mut c)).await;
+                if result.is_err() {
+                    // The master may have moved (or been demoted: READONLY).
+                    link.failed();
+                }
+                result
             }
             Connection::Cluster(slot) => {
                 let mut c = slot

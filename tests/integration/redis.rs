@@ -330,3 +330,62 @@ async fn the_local_fallback_store_is_swept() {
         "and dropped it once idle: {seen:?}"
     );
 }
+
+/// Redis Sentinel: the gateway finds the master through the Sentinels, and when the
+/// master dies it follows the replica they promote; meanwhile `on_error` answers.
+#[tokio::test]
+async fn sentinel_failover_is_followed() {
+    let mut set = SentinelSet::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nsentinels = {}\nmaster = \"{MASTER}\"\ntimeout = \"300ms\"\non_error = \"deny\"\n",
+            set.urls_toml()
+        ))
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 1000)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let url = gw.url("/");
+    let h = [("x-tenant-id", "acme")];
+    let found = eventually_async(Duration::from_secs(30), || async {
+        get(&url, &h).await.status == 200
+    })
+    .await;
+    assert!(found, "the gateway found the master through the Sentinels");
+    let keys = set.master.cli(&["KEYS", "tg:*"]);
+    assert!(
+        keys.contains(":tenant:"),
+        "the decision was written to the master: {keys}"
+    );
+
+    let old = set.master.port;
+    set.master.kill();
+    let statuses = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let followed = eventually_async(Duration::from_secs(60), || async {
+        let status = get(&url, &h).await.status.as_u16();
+        statuses.lock().unwrap().insert(status);
+        status == 200
+    })
+    .await;
+    let statuses = statuses.into_inner().unwrap();
+    assert!(
+        followed,
+        "the gateway follows the promoted replica; saw {statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| [200, 503].contains(s)),
+        "the outage is answered per on_error (deny: 503): {statuses:?}"
+    );
+    assert_eq!(
+        set.master_port(),
+        Some(set.replica.port),
+        "the Sentinels promoted the replica"
+    );
+    assert_ne!(set.master_port(), Some(old));
+    let keys = set.replica.cli(&["KEYS", "tg:*"]);
+    assert!(
+        keys.contains(":tenant:"),
+        "decisions now go to the new master: {keys}"
+    );
+}

@@ -46,6 +46,9 @@ impl Compiler {
             .map(|b| (b.get_ref().as_str(), b.span()))
         {
             None | Some(("memory", _)) => Some(Backend::Memory),
+            Some(("redis", span)) if raw.sentinels.is_some() || raw.master.is_some() => {
+                self.sentinel_backend(&raw, span)
+            }
             Some(("redis", span)) => match urls {
                 None => {
                     self.error(span, "backend = \"redis\" needs `url`", Some("add url = \"redis://127.0.0.1:6379\" (a list of node URLs means Redis Cluster)".to_owned()));
@@ -65,7 +68,11 @@ impl Compiler {
                         );
                         None
                     } else {
-                        Some(Backend::Redis { urls, cluster })
+                        Some(Backend::Redis {
+                            urls,
+                            cluster,
+                            sentinel: None,
+                        })
                     }
                 }
             },
@@ -106,6 +113,61 @@ impl Compiler {
     }
 }
 
+impl Compiler {
+    /// `sentinels` and `master`, with `url` (one string) as the master's credentials.
+    fn sentinel_backend(
+        &mut self,
+        raw: &RawStore,
+        span: std::ops::Range<usize>,
+    ) -> Option<Backend> {
+        let (Some(sentinels), Some(master)) = (&raw.sentinels, &raw.master) else {
+            self.error(
+                span,
+                "Redis Sentinel needs both `sentinels` and `master`",
+                Some("sentinels = [\"redis://10.0.0.1:26379\", …] and master = \"mymaster\" (the name in `sentinel monitor`)".to_owned()),
+            );
+            return None;
+        };
+        let urls = sentinels.get_ref().clone();
+        let bad: Vec<&String> = urls
+            .iter()
+            .filter(|u| !(u.starts_with("redis://") || u.starts_with("rediss://")))
+            .collect();
+        if urls.is_empty() || !bad.is_empty() {
+            self.error(
+                sentinels.span(),
+                format!("not a Sentinel URL: {bad:?}"),
+                Some("use redis://host:26379 (rediss:// for TLS; the Sentinels' own credentials go here)".to_owned()),
+            );
+            return None;
+        }
+        let url = match raw.url.as_ref().map(|u| (u.get_ref(), u.span())) {
+            None => None,
+            Some((OneOrMany::One(u), _))
+                if u.starts_with("redis://") || u.starts_with("rediss://") =>
+            {
+                Some(u.clone())
+            }
+            Some((_, span)) => {
+                self.error(
+                    span,
+                    "with sentinels, `url` is one URL carrying the master's credentials",
+                    Some("e.g. url = \"redis://:secret@master\" (its host is ignored: the Sentinels name the master)".to_owned()),
+                );
+                return None;
+            }
+        };
+        Some(Backend::Redis {
+            urls,
+            cluster: false,
+            sentinel: Some(SentinelMaster {
+                name: master.get_ref().clone(),
+                url,
+            }),
+        })
+    }
+}
+
 /// Whether a quota's longest debt (τ + T + max_delay) is beyond what the Redis script
 /// keeps exactly (doubles: 2^52 ns).
 pub(super) fn redis_cannot_hold(q: &Quota, max_delay: Duration) -> bool {
@@ -115,4 +177,42 @@ pub(super) fn redis_cannot_hold(q: &Quota, max_delay: Duration) -> bool {
         .saturating_add(max_delay)
         .saturating_add(q.interval_ns())
         >= REDIS_MAX_NS
+}
+
+#[cfg(test)]
+mod tests {
+    fn store(body: &str) -> Result<crate::config::Config, String> {
+        let text =
+            format!("[server]\nlisten = \"127.0.0.1:0\"\n[store]\nbackend = \"redis\"\n{body}\n");
+        crate::config::compile(std::path::Path::new("t.toml"), &text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn sentinel_settings_are_read_and_checked() {
+        let c = store("sentinels = [\"redis://:spw@10.0.0.1:26379\"]\nmaster = \"m\"\nurl = \"redis://:mpw@x/2\"").expect("valid");
+        match c.store.backend {
+            crate::config::Backend::Redis {
+                urls,
+                cluster,
+                sentinel,
+            } => {
+                assert_eq!(urls, ["redis://:spw@10.0.0.1:26379"]);
+                assert!(!cluster);
+                let s = sentinel.expect("sentinel");
+                assert_eq!(s.name, "m");
+                assert_eq!(s.url.as_deref(), Some("redis://:mpw@x/2"));
+            }
+            other => panic!("{other:?}"),
+        }
+        for (body, says) in [
+            ("sentinels = [\"redis://h:26379\"]", "needs both `sentinels` and `master`"),
+            ("master = \"m\"", "needs both `sentinels` and `master`"),
+            ("sentinels = [\"h:26379\"]\nmaster = \"m\"", "not a Sentinel URL"),
+            ("sentinels = []\nmaster = \"m\"", "not a Sentinel URL"),
+            ("sentinels = [\"redis://h:26379\"]\nmaster = \"m\"\nurl = [\"redis://a\", \"redis://b\"]", "one URL carrying the master's credentials"),
+        ] {
+            let e = store(body).expect_err(body);
+            assert!(e.contains(says), "{body}: expected {says:?} in {e}");
+        }
+    }
 }

@@ -12,6 +12,7 @@ mod gateway;
 mod poll;
 mod process;
 mod redis_server;
+mod sentinel;
 mod upstream;
 
 pub use alloc::*;
@@ -21,4 +22,5 @@ pub use gateway::*;
 pub use poll::*;
 pub use process::*;
 pub use redis_server::*;
+pub use sentinel::*;
 pub use upstream::*;
