@@ -236,6 +236,19 @@ pub struct RateLimit {
     pub overrides: HashMap<String, Quota>,
     /// Set when the cost is settled after the response.
     pub settle: Option<Settle>,
+    /// How a fleet shares the limit through Redis.
+    pub sync: Sync,
+}
+
+/// How gateways sharing a Redis decide a rate policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sync {
+    /// Every decision is one Redis call.
+    #[default]
+    Exact,
+    /// Each gateway takes slices of a key's capacity from Redis and admits from them
+    /// locally, each unit no later than its slot (`store::lease`).
+    Lease,
 }
 
 /// A rate policy whose cost is known only once the upstream has answered: `reserve` is

@@ -138,6 +138,8 @@ pub struct RawPolicy {
     pub max_cost: Option<S<i64>>,
     pub settle_unit: Option<S<i64>>,
     pub refund_on_upstream_error: Option<S<bool>>,
+    /// Rate policies with Redis: `"exact"` (every decision in Redis) or `"lease"`.
+    pub sync: Option<S<String>>,
     #[serde(default)]
     pub overrides: BTreeMap<String, S<RawOverride>>,
 }

@@ -258,6 +258,91 @@ proptest! {
     }
 }
 
+/// One step of a fleet sharing one key through slices.
+#[derive(Clone, Debug)]
+enum LeaseStep {
+    /// After `gap`, gateway `gw` admits a request of `cost` units: from its slice, or by
+    /// asking the store for a slice of `want`.
+    Request {
+        gap: u64,
+        gw: usize,
+        cost: u64,
+        want: u64,
+    },
+    /// After `gap`, gateway `gw` gives its slice back (idle, reload, shutdown).
+    GiveBack { gap: u64, gw: usize },
+    /// Gateway `gw` dies: its slice is lost.
+    Crash { gw: usize },
+}
+
+fn lease_steps() -> impl Strategy<Value = Vec<LeaseStep>> {
+    // Gaps in hundredths of T: mostly bursts, sometimes long pauses (slices age).
+    let gap = prop_oneof![4 => 0u64..=30, 1 => 0u64..=3_000];
+    let step = prop_oneof![
+        8 => (gap.clone(), 0usize..3, 1u64..=3, 1u64..=12)
+            .prop_map(|(gap, gw, cost, want)| LeaseStep::Request { gap, gw, cost, want }),
+        1 => (gap, 0usize..3).prop_map(|(gap, gw)| LeaseStep::GiveBack { gap, gw }),
+        1 => (0usize..3).prop_map(|gw| LeaseStep::Crash { gw }),
+    ];
+    prop::collection::vec(step, 1..200)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// Any interleaving of slice takes, local admissions, give-backs and crashes across
+    /// three gateways admits only what one exact GCRA would: replaying every admission,
+    /// at its real time and cost, through a fresh exact GCRA admits each of them.
+    #[test]
+    fn leased_slices_never_admit_more_than_exact_gcra(
+        (quota, _) in quota_strategy(),
+        steps in lease_steps(),
+    ) {
+        use super::slice::{give_back, grant, Grant, Slice};
+        let t = quota.interval_ns();
+        let mut now = 1_000_000_000_000u64;
+        let mut tat = 0u64; // the store's
+        let mut slices: [Option<Slice>; 3] = [None, None, None];
+        let mut admitted: Vec<(u64, u64)> = Vec::new();
+        for step in steps {
+            match step {
+                LeaseStep::Request { gap, gw, cost, want } => {
+                    now += t / 100 * gap;
+                    let cost = cost.min(quota.burst());
+                    if let Some(s) = slices[gw].as_mut() {
+                        if s.take(cost, now).is_some() {
+                            admitted.push((now, cost));
+                            continue;
+                        }
+                    }
+                    let back = slices[gw].take().and_then(|s| s.give_back(now));
+                    let (after, answer) = grant(tat, now, &quota, want.max(cost), cost, back);
+                    tat = after;
+                    if let Grant::Granted { granted, end, ahead, .. } = answer {
+                        let mut s = Slice::new(now, ahead, granted, t, end);
+                        prop_assert!(s.take(cost, now).is_some(), "a fresh slice serves its request");
+                        admitted.push((now, cost));
+                        slices[gw] = Some(s);
+                    }
+                }
+                LeaseStep::GiveBack { gap, gw } => {
+                    now += t / 100 * gap;
+                    if let Some(back) = slices[gw].take().and_then(|s| s.give_back(now)) {
+                        tat = give_back(tat, now, back);
+                    }
+                }
+                LeaseStep::Crash { gw } => slices[gw] = None,
+            }
+        }
+        let mut exact = 0u64;
+        for (at, cost) in admitted {
+            let d = quota.decide(exact, at, cost, 0);
+            prop_assert!(d.admitted, "an admission at {} of cost {} is beyond exact GCRA", at, cost);
+            exact = d.tat;
+        }
+    }
+}
+
 /// Many threads on one key admit exactly what GCRA allows: the burst, then one per
 /// interval the clock moves, never one more.
 #[test]

@@ -185,6 +185,16 @@ impl Compiler {
         if let (Some(store), true) = (&store, !policies.is_empty()) {
             if matches!(store.backend, Backend::Redis { .. }) {
                 self.redis_limits(&policies, &raw_policy_spans);
+            } else {
+                for (name, p) in &policies {
+                    if p.rate().is_some_and(|r| r.sync == Sync::Lease) {
+                        self.error(
+                            raw_policy_spans.get(name).cloned().unwrap_or(0..0),
+                            format!("policy `{name}`: sync = \"lease\" needs the redis backend"),
+                            Some("leases share a limit among gateways through Redis; with the memory backend every decision is already local".to_owned()),
+                        );
+                    }
+                }
             }
         }
         Some(Config {

@@ -102,6 +102,7 @@ impl Compiler {
             .as_ref()
             .and_then(|d| humantime::parse_duration(d.get_ref().trim()).ok());
         let settle = self.settle(name, &raw, quota.as_ref(), max_delay);
+        let sync = self.sync(name, &raw);
         let mut overrides = HashMap::new();
         for (key_text, o) in raw.overrides {
             let span = o.span();
@@ -138,6 +139,7 @@ impl Compiler {
             quota: quota?,
             overrides,
             settle: settle?,
+            sync: sync?,
         }))
     }
 
@@ -159,6 +161,7 @@ impl Compiler {
         );
         self.refuse_fields(
             [
+                ("sync", raw.sync.as_ref().map(S::span)),
                 ("settle", raw.settle.as_ref().map(S::span)),
                 ("reserve", raw.reserve.as_ref().map(S::span)),
                 ("max_cost", raw.max_cost.as_ref().map(S::span)),
@@ -227,6 +230,38 @@ impl Compiler {
                 self.error(at, message(field), Some(hint.to_owned()));
             }
         }
+    }
+
+    /// `sync`: `"exact"` (default) or `"lease"`, which needs what it can keep exact.
+    fn sync(&mut self, name: &str, raw: &RawPolicy) -> Option<Sync> {
+        let sync = self.choice(
+            &raw.sync,
+            &[("exact", Sync::Exact), ("lease", Sync::Lease)],
+            Sync::Exact,
+            "sync",
+        )?;
+        if let (Sync::Lease, Some(at)) = (sync, raw.sync.as_ref().map(S::span)) {
+            let delay = raw
+                .max_delay
+                .as_ref()
+                .and_then(|d| humantime::parse_duration(d.get_ref().trim()).ok())
+                .is_some_and(|d| !d.is_zero());
+            let conflicts = [
+                (raw.settle.is_some(), "settle", "a settled cost moves the TAT after the response, which a gateway's slice cannot follow exactly; keep sync = \"exact\""),
+                (delay, "max_delay", "a held request would use its unit after the unit's slot; use max_delay with sync = \"exact\""),
+                (raw.mode.as_ref().is_some_and(|m| m.get_ref() == "shadow"), "mode = \"shadow\"", "shadow tiers are evaluated exactly; remove sync or the shadow mode"),
+            ];
+            for (conflict, what, hint) in conflicts {
+                if conflict {
+                    self.error(
+                        at.clone(),
+                        format!("policy `{name}`: sync = \"lease\" cannot be combined with {what}"),
+                        Some(hint.to_owned()),
+                    );
+                }
+            }
+        }
+        Some(sync)
     }
 
     pub(super) fn in_flight(&mut self, raw: &S<i64>) -> Option<u32> {
