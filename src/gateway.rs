@@ -132,6 +132,7 @@ impl Gateway {
         ];
         if let Store::Redis { remote, .. } = &shared.limiter.store {
             background.push(tokio::spawn(remote.clone().maintain()));
+            background.push(tokio::spawn(give_back_idle_slices(shared.clone())));
         }
         let admin = admin_listener
             .map(|l| tokio::spawn(crate::admin::listener::serve(l, shared.clone(), rx)));
@@ -203,6 +204,17 @@ impl Gateway {
             task.abort();
             let _ = task.await;
         }
+        // Leased slices go back, so the fleet is not short of what this gateway held.
+        let give_back = self
+            .shared
+            .limiter
+            .give_back_slices(self.shared.clock.now_ns(), true);
+        if tokio::time::timeout(Duration::from_secs(5), give_back)
+            .await
+            .is_err()
+        {
+            tracing::warn!("leased slices not all given back in 5 s; their units expire");
+        }
         tracing::info!("tollgate stopped");
     }
 
@@ -248,6 +260,19 @@ async fn follow_overrides(shared: Arc<Shared>, mut shutdown: watch::Receiver<boo
         shared
             .overrides
             .tick(|| shared.config(), &shared.limiter, shared.clock.wall_ms())
+            .await;
+    }
+}
+
+/// Gives back leased slices left idle (`sync = "lease"`).
+async fn give_back_idle_slices(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        shared
+            .limiter
+            .give_back_slices(shared.clock.now_ns(), false)
             .await;
     }
 }

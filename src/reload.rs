@@ -102,6 +102,11 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
         .reapply(|| shared.config(), &shared.limiter, shared.clock.wall_ms())
         .await;
     shared.limiter.forget_refusals();
+    // Slices were sized and timed with the old numbers: give them all back.
+    shared
+        .limiter
+        .give_back_slices(shared.clock.now_ns(), true)
+        .await;
     Ok(report)
 }
 

@@ -35,7 +35,7 @@ pub fn summary(config: &Config) -> String {
         let keys: Vec<String> = p.key.iter().map(ToString::to_string).collect();
         let numbers = match &p.kind {
             crate::config::PolicyKind::Rate(r) => format!(
-                "limit={} per {} burst={}  T={} τ={}{}",
+                "limit={} per {} burst={}  T={} τ={}{}{}",
                 r.limit,
                 humantime::format_duration(r.period),
                 r.quota.burst(),
@@ -47,6 +47,11 @@ pub fn summary(config: &Config) -> String {
                     s.reserve
                         .map_or_else(|| "the route's cost".to_owned(), |r| r.to_string())
                 )),
+                if r.sync == crate::config::Sync::Lease {
+                    "  sync=lease"
+                } else {
+                    ""
+                },
             ),
             crate::config::PolicyKind::Concurrency(c) => format!(
                 "max_in_flight={}  retry_after={}",

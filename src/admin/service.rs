@@ -315,6 +315,7 @@ fn policy_json(p: &Arc<crate::config::Policy>) -> serde_json::Value {
             "burst": r.quota.burst(),
             "t_ns": r.quota.interval_ns(),
             "tau_ns": r.quota.tolerance_ns(),
+            "sync": if r.sync == crate::config::Sync::Lease { "lease" } else { "exact" },
             "settle": r.settle.as_ref().map(|s| json!({
                 "source": s.source.describe(),
                 "reserve": s.reserve.map(|r| r.get()),

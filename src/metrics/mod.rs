@@ -107,6 +107,10 @@ pub struct Metrics {
     pub settlements: Family<SettleLabels, Counter>,
     /// Settlements that could not use the value as reported (`SETTLE_FALLBACKS`).
     pub settle_fallbacks: Family<SettleLabels, Counter>,
+    /// `sync = "lease"`: calls for slices by result, units by fate, units held now.
+    pub lease_call_count: Family<ResultLabels, Counter>,
+    pub lease_unit_count: Family<ResultLabels, Counter>,
+    pub lease_held: Gauge,
 }
 
 fn units_histogram() -> Histogram {
@@ -218,7 +222,28 @@ impl Metrics {
             "Settlements that used the reserve or a cap instead of the reported value, by policy and reason",
             settle_fallbacks.clone(),
         );
+        let lease_call_count = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "lease_calls",
+            "Redis calls for slices of leased keys (sync = \"lease\"), by result: granted, refused, error, given_back",
+            lease_call_count.clone(),
+        );
+        let lease_unit_count = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "lease_units",
+            "Units of leased slices: granted by Redis, given back unused",
+            lease_unit_count.clone(),
+        );
+        let lease_held = Gauge::default();
+        registry.register(
+            "lease_units_held",
+            "Units of leased slices this gateway holds now: at most what a crash would lose",
+            lease_held.clone(),
+        );
         Self {
+            lease_call_count,
+            lease_unit_count,
+            lease_held,
             settled_units,
             settlements,
             settle_fallbacks,
@@ -356,6 +381,20 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// Counts a Redis call for a slice.
+    pub fn lease_calls(&self, result: &'static str) {
+        self.lease_call_count
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+
+    /// Counts `n` units of leased slices.
+    pub fn lease_units(&self, result: &'static str, n: u64) {
+        self.lease_unit_count
+            .get_or_create(&ResultLabels { result })
+            .inc_by(n);
     }
 
     /// The in-flight gauge of a concurrency policy.

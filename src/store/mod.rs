@@ -15,6 +15,7 @@ pub mod refusals;
 pub mod request;
 pub mod sentinel;
 pub mod settle;
+pub mod slices;
 pub mod slots;
 pub mod snapshot;
 
@@ -43,6 +44,8 @@ pub struct Limiter {
     metrics: Arc<Metrics>,
     /// Per-key limits set through the admin API; they beat the file's overrides.
     pub overrides: overrides::KeyOverrides,
+    /// The slices of leased keys this gateway holds.
+    pub slices: slices::Slices,
 }
 
 /// Which store holds the state.
@@ -78,6 +81,7 @@ impl Limiter {
             lease_ids: concurrency::LeaseIds::default(),
             metrics,
             overrides: overrides::KeyOverrides::default(),
+            slices: slices::Slices::default(),
         }
     }
 
@@ -134,6 +138,7 @@ impl Limiter {
         keys: &[RedisKey],
         now: u64,
         cost: u64,
+        leased: u32,
         verdict: &mut Verdict,
     ) -> Outcome {
         match &self.store {
@@ -166,7 +171,13 @@ impl Limiter {
                 } else {
                     None
                 };
-                match remote.check(tiers, keys, cost, now).await {
+                let decided = if leased == 0 {
+                    remote.check(tiers, keys, cost, now).await
+                } else {
+                    self.check_leased(remote, tiers, keys, cost, now, leased)
+                        .await
+                };
+                match decided {
                     Ok(v) => {
                         refusals.record(tiers, &v, now);
                         *verdict = v;

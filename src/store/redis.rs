@@ -66,6 +66,30 @@ pub struct RedisStore {
     rollback: Script,
     peek: Script,
     slot_lease: Script,
+    slice: Script,
+}
+
+/// What Redis answered a request for a slice (`slice.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SliceAnswer {
+    /// `granted` units; the key is now `ahead` ns past Redis's now, with `left` units
+    /// still free; `end` is the stored TAT, for a later give-back.
+    Granted {
+        granted: u64,
+        ahead: u64,
+        left: u64,
+        end: String,
+    },
+    /// Not `need` units free: they will be after `wait` ns.
+    Refused { wait: u64 },
+}
+
+/// Tiers decided before the Redis call (leased slices): each one's debt as the verdict
+/// should see it, and whether any of them refused.
+#[derive(Debug, Default)]
+pub struct Decided {
+    pub debts: ArrayVec<(usize, u64), MAX_DECISIONS>,
+    pub refused: bool,
 }
 
 /// What one script call answered: the server's now and each tier's debt (TAT − now).
@@ -148,6 +172,7 @@ impl RedisStore {
             rollback: Script::new(include_str!("rollback.lua")),
             peek: Script::new(include_str!("peek.lua")),
             slot_lease: Script::new(include_str!("slot_lease.lua")),
+            slice: Script::new(include_str!("slice.lua")),
         })
     }
 
@@ -244,10 +269,25 @@ impl RedisStore {
         cost: u64,
         now_ns: u64,
     ) -> Result<Verdict, StoreError> {
+        self.check_with(tiers, keys, cost, now_ns, &Decided::default())
+            .await
+    }
+
+    /// Like [`RedisStore::check`], with some tiers already decided elsewhere (leased
+    /// slices): their debts go into the verdict as given and they are not sent. When one of
+    /// them refused, the others are only read.
+    pub async fn check_with(
+        &self,
+        tiers: &[Tier],
+        keys: &[RedisKey],
+        cost: u64,
+        now_ns: u64,
+        decided: &Decided,
+    ) -> Result<Verdict, StoreError> {
         if !self.breaker.allow(now_ns) {
             return Err(StoreError::BreakerOpen);
         }
-        match self.check_inner(tiers, keys, cost).await {
+        match self.check_inner(tiers, keys, cost, decided).await {
             Ok(v) => {
                 self.breaker.success();
                 Ok(v)
@@ -266,12 +306,16 @@ impl RedisStore {
         tiers: &[Tier],
         keys: &[RedisKey],
         cost: u64,
+        decided: &Decided,
     ) -> Result<Verdict, StoreError> {
         // One script call per group. A single Redis takes all tiers at once (one round trip,
         // one `now`); a Cluster needs one group per hash tag, in order of first appearance.
-        let single = matches!(self.connection, Connection::Single(_));
+        let single = !matches!(self.connection, Connection::Cluster(_));
         let mut groups: ArrayVec<ArrayVec<usize, MAX_DECISIONS>, MAX_DECISIONS> = ArrayVec::new();
         for (i, key) in keys.iter().enumerate().take(tiers.len()) {
+            if decided.debts.iter().any(|&(d, _)| d == i) {
+                continue;
+            }
             match groups
                 .iter_mut()
                 .find(|g| single || keys[g[0]].tag == key.tag)
@@ -281,9 +325,16 @@ impl RedisStore {
             }
         }
         let snapshot = SnapshotTable::default();
+        for &(i, debt) in &decided.debts {
+            snapshot.insert(tiers[i].key, debt);
+        }
         let mut written: ArrayVec<(usize, Reply), MAX_DECISIONS> = ArrayVec::new();
-        let mut denied_at = None;
+        // A tier decided elsewhere refused: nothing is charged, the others are only read.
+        let mut denied_at = decided.refused.then_some(0);
         for (g, group) in groups.iter().enumerate() {
+            if decided.refused {
+                break;
+            }
             let mut inv = self.gcra.prepare_invoke();
             for &i in group {
                 let q = tiers[i].quota;
@@ -321,8 +372,13 @@ impl RedisStore {
         }
         if let Some(g) = denied_at {
             // The denying group wrote nothing; later groups are only read, for the wait.
-            written.pop();
-            for group in &groups[g + 1..] {
+            let first_read = if decided.refused {
+                0
+            } else {
+                written.pop();
+                g + 1
+            };
+            for group in &groups[first_read..] {
                 let mut inv = self.peek.prepare_invoke();
                 for &i in group {
                     inv.key(keys[i].key.as_str());
@@ -383,6 +439,52 @@ impl RedisStore {
                 }
             }
         }
+    }
+
+    /// Asks for a slice of `want` units (at least `need`) of `key`, giving back `back`
+    /// (unused time and the stamp the old slice left) first; `need` = 0 only gives back.
+    /// Counts for the breaker like a decision.
+    pub async fn slice(
+        &self,
+        key: &str,
+        quota: &crate::limit::Quota,
+        want: u64,
+        need: u64,
+        back: Option<(u64, &str)>,
+        now_ns: u64,
+    ) -> Result<SliceAnswer, StoreError> {
+        if need > 0 && !self.breaker.allow(now_ns) {
+            return Err(StoreError::BreakerOpen);
+        }
+        let (give_ns, give_end) = back.unwrap_or((0, ""));
+        let mut inv = self.slice.prepare_invoke();
+        inv.key(key)
+            .arg(quota.interval_ns())
+            .arg(quota.tolerance_ns())
+            .arg(want)
+            .arg(need)
+            .arg(give_ns)
+            .arg(give_end);
+        let reply: Result<redis::Value, _> = self.invoke(&inv).await;
+        let answer = reply.and_then(|v| parse_slice(&v));
+        match &answer {
+            Ok(_) => self.breaker.success(),
+            Err(e) => {
+                if need > 0 && self.breaker.failure(now_ns) {
+                    tracing::warn!(error = %e, "store failing; breaker open");
+                }
+            }
+        }
+        answer
+    }
+
+    /// Gives back `ns` of a slice that left `end` on `key` (only while it still is the
+    /// key's last reservation). Outside the breaker: nothing waits on it.
+    pub async fn give_back_slice(&self, key: &str, ns: u64, end: &str) -> Result<(), StoreError> {
+        let mut inv = self.slice.prepare_invoke();
+        inv.key(key).arg(1).arg(0).arg(0).arg(0).arg(ns).arg(end);
+        let _: redis::Value = self.invoke(&inv).await?;
+        Ok(())
     }
 
     /// Current debts (TAT − now, ns; 0 = idle) of `keys`, for the admin API.
@@ -473,5 +575,26 @@ impl LeaseOp {
             LeaseOp::Give => "give",
             LeaseOp::Count => "count",
         }
+    }
+}
+
+/// `{granted, ahead, left, end}` or `{0, wait}`.
+fn parse_slice(value: &redis::Value) -> Result<SliceAnswer, StoreError> {
+    let redis::Value::Array(items) = value else {
+        return Err(StoreError::Reply);
+    };
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(n) => u64::try_from(*n).map_err(|_| StoreError::Reply),
+        _ => Err(StoreError::Reply),
+    };
+    match items.as_slice() {
+        [granted, ahead, left, redis::Value::BulkString(end)] => Ok(SliceAnswer::Granted {
+            granted: int(granted)?,
+            ahead: int(ahead)?,
+            left: int(left)?,
+            end: String::from_utf8(end.clone()).map_err(|_| StoreError::Reply)?,
+        }),
+        [zero, wait] if int(zero)? == 0 => Ok(SliceAnswer::Refused { wait: int(wait)? }),
+        _ => Err(StoreError::Reply),
     }
 }

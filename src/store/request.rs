@@ -27,6 +27,8 @@ pub struct RequestTiers {
     pub slots: SmallVec<[SlotTier; 2]>,
     /// For each concurrency tier, its Redis lease set; empty in memory mode.
     pub slot_keys: Vec<String>,
+    /// One bit per tier (by index in `tiers`): decided from a leased slice.
+    pub leased: u32,
 }
 
 /// One concurrency decision: a slot on `key`, at most `max` held at once.
@@ -183,7 +185,14 @@ impl Limiter {
             }
         };
         let outcome = self
-            .check(&tiers.tiers, &tiers.redis_keys, now, route.cost, verdict)
+            .check(
+                &tiers.tiers,
+                &tiers.redis_keys,
+                now,
+                route.cost,
+                tiers.leased,
+                verdict,
+            )
             .await;
         match outcome {
             Outcome::Decided => {
@@ -274,6 +283,7 @@ impl RequestTiers {
         self.redis_keys.clear();
         self.slots.clear();
         self.slot_keys.clear();
+        self.leased = 0;
         let out = self;
         for (position, policy) in route.policies.iter().enumerate() {
             let Some(keys) = keys_of(limiter, policy, view, position)? else {
@@ -322,6 +332,9 @@ impl RequestTiers {
                     key: key.hash,
                     overflow,
                 });
+                if rate.sync == crate::config::Sync::Lease && key.redis.is_some() {
+                    out.leased |= 1 << (out.tiers.len() - 1);
+                }
                 out.positions.push(position);
                 out.redis_keys.extend(key.redis);
             }

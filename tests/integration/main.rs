@@ -15,6 +15,7 @@ mod dashboard;
 mod fuzz_corpus;
 mod health;
 mod hostile;
+mod lease;
 mod limits;
 mod pool;
 mod problem;

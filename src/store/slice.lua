@@ -1,0 +1,61 @@
+-- tollgate: a gateway's slice of one key's capacity (sync = "lease"), on the server's
+-- clock. First a previous slice's unused units are given back, only while that slice is
+-- still the key's last reservation (the stored TAT equals its end); then `want` units are
+-- granted when at least `need` are free: half of what is free when that is fewer, never
+-- less than `need`. `need` = 0 only gives back. Arithmetic on the debt (TAT − now, ns),
+-- exact in doubles (see gcra.lua). Mirrors limit::slice::grant.
+--
+-- KEYS[1]  the key
+-- ARGV     T, tau, want, need, give_ns (0: none), give_end (the stamp the slice left)
+-- Returns  {granted, ahead, left, end}  or  {0, wait}
+local time = redis.call('TIME')
+local now_s = tonumber(time[1])
+local now_ns = tonumber(time[2]) * 1000
+local t, tau = tonumber(ARGV[1]), tonumber(ARGV[2])
+local want, need = tonumber(ARGV[3]), tonumber(ARGV[4])
+local give_ns, give_end = tonumber(ARGV[5]), ARGV[6]
+
+local stored = redis.call('GET', KEYS[1])
+local debt = 0
+if stored then
+  local s, ns = string.match(stored, '^(%d+):(%d+)$')
+  if s then
+    debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
+  end
+end
+if debt < 0 then debt = 0 end
+
+local function stamp(ahead)
+  local total = now_ns + ahead
+  local ns = math.fmod(total, 1000000000)
+  return string.format('%d:%09d', now_s + (total - ns) / 1000000000, ns)
+end
+
+local function store(ahead)
+  if ahead <= 0 then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('SET', KEYS[1], stamp(ahead), 'PX', math.max(1, math.ceil(ahead / 1000000)))
+  end
+end
+
+local gave = false
+if give_ns > 0 and stored == give_end and debt > 0 then
+  debt = math.max(debt - give_ns, 0)
+  gave = true
+end
+
+if need == 0 then
+  if gave then store(debt) end
+  return {0, 0}
+end
+local free = math.floor((tau - debt) / t)
+if free < need then
+  if gave then store(debt) end
+  return {0, debt + need * t - tau}
+end
+local granted = math.min(want, math.max(math.floor(free / 2), need))
+granted = math.min(math.max(granted, need), free)
+local ahead = debt + granted * t
+store(ahead)
+return {granted, ahead, free - granted, stamp(ahead)}

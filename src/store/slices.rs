@@ -1,0 +1,335 @@
+//! `sync = "lease"`: the slices of keys' capacity this gateway holds, taken from Redis
+//! ahead of use and admitted from without a round trip (`limit::slice` has the rules).
+//! A key's first request, and a key that uses little, asks Redis every time (a slice of
+//! one unit); a hot key gets slices sized to about [`SLICE_WINDOW`] of its local traffic,
+//! at most a quarter of its burst. Slices left idle are given back; so is every slice on
+//! reload and shutdown.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use arrayvec::ArrayVec;
+
+use super::redis::{Decided, RedisStore, SliceAnswer};
+use super::{Limiter, StoreError};
+use crate::key::RedisKey;
+use crate::limit::slice::Slice;
+use crate::limit::{Tier, Verdict, MAX_DECISIONS};
+
+/// How much of a key's local traffic one slice is sized to carry.
+pub const SLICE_WINDOW_NS: u64 = 50_000_000;
+/// A slice unused for this long is given back.
+pub const IDLE_NS: u64 = 200_000_000;
+/// Slices held at once; beyond, keys are decided one unit at a time.
+pub const MAX_SLICES: usize = 65_536;
+const SHARDS: usize = 64;
+
+/// One key's slice and how it has been used.
+struct Held {
+    slice: Slice,
+    redis_key: String,
+    /// The TAT Redis stored for it: a give-back applies only while it is still that.
+    end: String,
+    /// Units Redis still had free after granting it.
+    left: u64,
+    last_use: u64,
+    /// Units used since `since` (sizes the next slice).
+    uses: u64,
+    since: u64,
+}
+
+/// Units taken for one tier: what is left locally and, as last heard, in Redis.
+#[derive(Debug, Clone, Copy)]
+pub struct Taken {
+    pub local: u64,
+    pub store: u64,
+}
+
+/// A slice to give back: its key, unused units and their time, and its end stamp.
+pub struct Return {
+    pub redis_key: String,
+    pub units: u64,
+    pub ns: u64,
+    pub end: String,
+}
+
+pub struct Slices {
+    shards: [Mutex<HashMap<u64, Held>>; SHARDS],
+    /// One fetch at a time per stripe of keys: concurrent requests for a key with no
+    /// usable slice wait for the one call instead of each making their own.
+    fetches: [tokio::sync::Mutex<()>; SHARDS],
+}
+
+impl Default for Slices {
+    fn default() -> Self {
+        Self {
+            shards: std::array::from_fn(|_| Mutex::default()),
+            fetches: std::array::from_fn(|_| tokio::sync::Mutex::default()),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Slices {
+    fn shard(&self, key: u64) -> &Mutex<HashMap<u64, Held>> {
+        &self.shards[(key as usize) % SHARDS]
+    }
+
+    /// Takes `cost` units of `key`'s slice at `now`, when it has them.
+    pub fn take(&self, key: u64, cost: u64, now: u64) -> Option<Taken> {
+        let mut shard = lock(self.shard(key));
+        let held = shard.get_mut(&key)?;
+        let local = held.slice.take(cost, now)?;
+        held.last_use = now;
+        held.uses += cost;
+        Some(Taken {
+            local,
+            store: held.left,
+        })
+    }
+
+    /// Puts `cost` units taken from `key`'s slice back (a later tier refused).
+    pub fn untake(&self, key: u64, cost: u64) {
+        if let Some(held) = lock(self.shard(key)).get_mut(&key) {
+            held.slice.untake(cost);
+        }
+    }
+
+    /// Removes `key`'s slice: the units to give back, and the next slice's size.
+    fn retire(&self, key: u64, now: u64, burst: u64, held_total: usize) -> (Option<Return>, u64) {
+        let cap = (burst / 4).max(1);
+        let mut shard = lock(self.shard(key));
+        let Some(held) = shard.remove(&key) else {
+            return (None, 1);
+        };
+        let want = if held_total >= MAX_SLICES {
+            1
+        } else {
+            // Units a window of this key's recent local traffic uses.
+            let elapsed = now.saturating_sub(held.since).max(1);
+            let per_window =
+                u128::from(held.uses) * u128::from(SLICE_WINDOW_NS) / u128::from(elapsed);
+            u64::try_from(per_window).unwrap_or(u64::MAX).clamp(1, cap)
+        };
+        (give_back(held, now), want)
+    }
+
+    fn install(&self, key: u64, held: Held) {
+        lock(self.shard(key)).insert(key, held);
+    }
+
+    /// Slices held now.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes the slices idle since before `now − IDLE_NS` (or all, with `all`), and
+    /// returns what to give back. Also counts the usable units still held.
+    pub fn retire_idle(&self, now: u64, all: bool) -> (Vec<Return>, u64) {
+        let mut out = Vec::new();
+        let mut held_units = 0;
+        for shard in &self.shards {
+            let mut shard = lock(shard);
+            let idle: Vec<u64> = shard
+                .iter()
+                .filter(|(_, h)| {
+                    all || now.saturating_sub(h.last_use) >= IDLE_NS || h.slice.usable(now) == 0
+                })
+                .map(|(k, _)| *k)
+                .collect();
+            for key in idle {
+                if let Some(back) = shard.remove(&key).and_then(|h| give_back(h, now)) {
+                    out.push(back);
+                }
+            }
+            held_units += shard.values().map(|h| h.slice.usable(now)).sum::<u64>();
+        }
+        (out, held_units)
+    }
+}
+
+fn give_back(held: Held, now: u64) -> Option<Return> {
+    let back = held.slice.give_back(now)?;
+    Some(Return {
+        redis_key: held.redis_key,
+        units: held.slice.usable(now),
+        ns: back.ns,
+        end: held.end,
+    })
+}
+
+/// What a leased tier contributes to the verdict.
+enum Leased {
+    Taken(Taken),
+    Refused { wait: u64 },
+}
+
+impl Limiter {
+    /// Decides a request some of whose tiers (`leased`, a bit per tier) are leased: those
+    /// from this gateway's slices (asking Redis for a slice when one has no units left),
+    /// the others in Redis as usual, all or nothing.
+    pub(super) async fn check_leased(
+        &self,
+        remote: &RedisStore,
+        tiers: &[Tier],
+        keys: &[RedisKey],
+        cost: u64,
+        now: u64,
+        leased: u32,
+    ) -> Result<Verdict, StoreError> {
+        let mut decided = Decided::default();
+        let mut taken: ArrayVec<(u64, u64), MAX_DECISIONS> = ArrayVec::new();
+        let untake = |taken: &ArrayVec<(u64, u64), MAX_DECISIONS>| {
+            for &(key, units) in taken {
+                self.slices.untake(key, units);
+            }
+        };
+        for (i, tier) in tiers.iter().enumerate() {
+            if leased & (1 << i) == 0 {
+                continue;
+            }
+            let units = tier.cost(cost);
+            let answer = match self.slices.take(tier.key, units, now) {
+                Some(t) => Leased::Taken(t),
+                None => match self.fetch_slice(remote, tier, &keys[i], units, now).await {
+                    Ok(answer) => answer,
+                    Err(e) => {
+                        untake(&taken);
+                        return Err(e);
+                    }
+                },
+            };
+            let (t, tau) = (tier.quota.interval_ns(), tier.quota.tolerance_ns());
+            match answer {
+                Leased::Taken(got) => {
+                    taken.push((tier.key, units));
+                    // The debt at which evaluate reports what is left: the smaller of
+                    // the slice and what Redis last said.
+                    let left = got.local.min(got.store);
+                    let debt = tau.saturating_sub(left.saturating_add(units).saturating_mul(t));
+                    decided.debts.push((i, debt));
+                }
+                Leased::Refused { wait } => {
+                    let debt = wait
+                        .saturating_add(tau)
+                        .saturating_sub(units.saturating_mul(t));
+                    decided.debts.push((i, debt));
+                    decided.refused = true;
+                    break;
+                }
+            }
+        }
+        match remote.check_with(tiers, keys, cost, now, &decided).await {
+            Ok(verdict) => {
+                if !verdict.admitted {
+                    untake(&taken);
+                }
+                Ok(verdict)
+            }
+            Err(e) => {
+                untake(&taken);
+                Err(e)
+            }
+        }
+    }
+
+    /// Asks Redis for a slice of `tier`'s key, giving back what is left of the old one,
+    /// and takes `units` from it.
+    async fn fetch_slice(
+        &self,
+        remote: &RedisStore,
+        tier: &Tier,
+        key: &RedisKey,
+        units: u64,
+        now: u64,
+    ) -> Result<Leased, StoreError> {
+        let _one_fetch = self.slices.fetches[(tier.key as usize) % SHARDS]
+            .lock()
+            .await;
+        // Another request may have fetched one meanwhile.
+        if let Some(t) = self.slices.take(tier.key, units, now) {
+            return Ok(Leased::Taken(t));
+        }
+        let (back, want) = self
+            .slices
+            .retire(tier.key, now, tier.quota.burst(), self.slices.len());
+        let answer = remote
+            .slice(
+                &key.key,
+                &tier.quota,
+                want.max(units),
+                units,
+                back.as_ref().map(|b| (b.ns, b.end.as_str())),
+                now,
+            )
+            .await;
+        let metrics = &self.metrics;
+        match answer {
+            Ok(SliceAnswer::Granted {
+                granted,
+                ahead,
+                left,
+                end,
+            }) => {
+                metrics.lease_calls("granted");
+                metrics.lease_units("granted", granted);
+                let mut slice = Slice::new(now, ahead, granted, tier.quota.interval_ns(), 0);
+                let local = slice.take(units, now).ok_or(StoreError::Reply)?;
+                self.slices.install(
+                    tier.key,
+                    Held {
+                        slice,
+                        redis_key: key.key.clone(),
+                        end,
+                        left,
+                        last_use: now,
+                        uses: units,
+                        since: now,
+                    },
+                );
+                Ok(Leased::Taken(Taken { local, store: left }))
+            }
+            Ok(SliceAnswer::Refused { wait }) => {
+                metrics.lease_calls("refused");
+                Ok(Leased::Refused { wait })
+            }
+            Err(e) => {
+                metrics.lease_calls("error");
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives back the slices idle for [`IDLE_NS`] (all of them with `all`: reload,
+    /// shutdown) and updates the held-units gauge.
+    pub async fn give_back_slices(&self, now: u64, all: bool) {
+        let Some(remote) = self.remote() else {
+            return;
+        };
+        let (returns, held) = self.slices.retire_idle(now, all);
+        self.metrics
+            .lease_held
+            .set(i64::try_from(held).unwrap_or(i64::MAX));
+        for back in returns {
+            match remote
+                .give_back_slice(&back.redis_key, back.ns, &back.end)
+                .await
+            {
+                Ok(()) => {
+                    self.metrics.lease_calls("given_back");
+                    self.metrics.lease_units("given_back", back.units);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "a slice could not be given back; its units expire")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! `sync = "lease"`: gateways admit from slices of a key's capacity taken from Redis, and
+//! the fleet never admits more than the exact GCRA bound.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// A store at `redis` and a leased policy `hot` (and an exact `strict`) with `body`.
+fn leased(redis: &RedisServer, body: &str) -> Fixture {
+    Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
+            redis.url()
+        ))
+        .policy_raw(
+            "hot",
+            format!("key = \"header:x-tenant-id\"\nsync = \"lease\"\n{body}"),
+        )
+        .route("api", "/", "api", &["hot"])
+}
+
+fn metric_of(text: &str, series: &str) -> f64 {
+    let v = metric(text, series);
+    if v.is_nan() {
+        0.0
+    } else {
+        v
+    }
+}
+
+/// Load from `clients` tasks spread over `gateways` for `run`: (admitted, requests, elapsed).
+async fn load(
+    gateways: &[&TestGateway],
+    clients: usize,
+    run: Duration,
+) -> (usize, usize, Duration) {
+    let admitted = Arc::new(AtomicUsize::new(0));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let url = gateways[c % gateways.len()].url("/");
+            let (admitted, sent) = (admitted.clone(), sent.clone());
+            tokio::spawn(async move {
+                let client = http1();
+                while started.elapsed() < run {
+                    let r = send(&client, "GET", &url, &[("x-tenant-id", "acme")], b"").await;
+                    sent.fetch_add(1, Ordering::SeqCst);
+                    if r.status == 200 {
+                        admitted.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    let elapsed = started.elapsed();
+    (
+        admitted.load(Ordering::SeqCst),
+        sent.load(Ordering::SeqCst),
+        elapsed,
+    )
+}
+
+#[tokio::test]
+async fn three_gateways_never_admit_more_than_the_exact_bound() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    // T = 20 ms, 20 at once.
+    let toml = leased(&redis, "limit = 50\nperiod = \"1s\"\nburst = 20\n").build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let c = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let (admitted, sent, elapsed) = load(&[&a, &b, &c], 6, Duration::from_secs(3)).await;
+    // Burst plus one unit per T over the run, plus one for where the run's edges fall.
+    let bound = 20 + (elapsed.as_nanos() / 20_000_000) as usize + 1;
+    assert!(
+        admitted <= bound,
+        "{admitted} admitted of {sent}, bound {bound}"
+    );
+    assert!(sent > bound, "the load exceeds the limit: {sent} sent");
+    assert!(
+        admitted * 2 >= bound,
+        "leases do not starve the fleet: {admitted} of {bound}"
+    );
+    assert_eq!(
+        up.requests(),
+        admitted,
+        "every admitted request reached the upstream"
+    );
+}
+
+#[tokio::test]
+async fn a_hot_key_is_served_from_slices() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    // 1000 a second, 200 at once: a single client stays under it and is served from
+    // slices, asking Redis far less than once a request.
+    let toml = leased(&redis, "limit = 1000\nperiod = \"1s\"\nburst = 200\n").build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let (admitted, sent, _) = load(&[&gw], 2, Duration::from_secs(2)).await;
+    assert!(sent >= 100, "enough requests to judge: {sent}");
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let calls = metric_of(&metrics, "tollgate_lease_calls_total{result=\"granted\"}")
+        + metric_of(&metrics, "tollgate_lease_calls_total{result=\"refused\"}");
+    assert!(calls >= 1.0);
+    assert!(
+        calls * 4.0 <= admitted as f64,
+        "{calls} Redis calls for {admitted} admitted of {sent}: slices should carry several requests each"
+    );
+    let granted = metric_of(&metrics, "tollgate_lease_units_total{result=\"granted\"}");
+    assert!(
+        granted >= admitted as f64,
+        "{granted} units granted for {admitted} admitted"
+    );
+}
+
+#[tokio::test]
+async fn idle_slices_and_shutdown_give_units_back() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    // T = 1 s: nothing refills during the test, so the key's state shows what is held.
+    let toml = leased(&redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n").build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let h = [("x-tenant-id", "acme")];
+    for _ in 0..4 {
+        assert_eq!(get(&gw.url("/"), &h).await.status, 200);
+    }
+    let admin = gw.admin_url("/admin/limits/hot/acme");
+    let metrics = gw.admin_url("/metrics");
+    let held = |text: &str| metric_of(text, "tollgate_lease_units_held");
+    // Four used; whatever slice is held comes back once idle.
+    let back = eventually_async(Duration::from_secs(20), || async {
+        let left = get(&admin, &[]).await.json()["remaining"]
+            .as_u64()
+            .unwrap_or(0);
+        left >= 95
+    })
+    .await;
+    let text = get(&metrics, &[]).await.text();
+    assert!(
+        back,
+        "idle units given back: {}",
+        get(&admin, &[]).await.text()
+    );
+    assert!(
+        metric_of(&text, "tollgate_lease_calls_total{result=\"given_back\"}") >= 1.0,
+        "{text}"
+    );
+    assert_eq!(held(&text), 0.0);
+
+    // A burst takes a slice again; shutting down gives it back at once.
+    for _ in 0..8 {
+        assert_eq!(get(&gw.url("/"), &h).await.status, 200);
+    }
+    let before = get(&admin, &[]).await.json()["remaining"].as_u64().unwrap();
+    let mut gw = gw;
+    gw.gateway.take().expect("running").shutdown().await;
+    let other = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let after = get(&other.admin_url("/admin/limits/hot/acme"), &[])
+        .await
+        .json()["remaining"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        after >= before,
+        "nothing more is held after shutdown: {before} then {after}"
+    );
+    assert!(
+        after >= 100 - 12 - 1,
+        "only what was used stays charged: {after}"
+    );
+}
+
+#[tokio::test]
+async fn leased_and_exact_tiers_roll_back_together() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = leased(&redis, "limit = 1\nperiod = \"1h\"\nburst = 5\n")
+        .policy("strict", "header:x-tenant-id", 1, "1h", 1)
+        .route("both", "/both", "api", &["hot", "strict"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let h = [("x-tenant-id", "acme")];
+    assert_eq!(get(&gw.url("/both"), &h).await.status, 200);
+    for _ in 0..6 {
+        let denied = get(&gw.url("/both"), &h).await;
+        assert_eq!(denied.status, 429);
+        assert_eq!(denied.json()["policy"], "strict");
+    }
+    // The leased tier lost nothing to the refused requests: 4 of its 5 are left.
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        statuses.push(get(&gw.url("/"), &h).await.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
+}
+
+#[tokio::test]
+async fn lease_needs_redis_and_refuses_what_it_cannot_keep_exact() {
+    for (body, says) in [
+        (
+            "sync = \"lease\"\nlimit = 1\nperiod = \"1s\"\nburst = 5\n",
+            "needs the redis backend",
+        ),
+        (
+            "sync = \"sometimes\"\nlimit = 1\nperiod = \"1s\"\nburst = 5\n",
+            "sync",
+        ),
+    ] {
+        let toml = Fixture::new()
+            .policy_raw("p", format!("key = \"ip\"\n{body}"))
+            .route("api", "/", "api", &["p"])
+            .build_for("http://127.0.0.1:1");
+        let e = tollgate::config::compile(std::path::Path::new("t.toml"), &toml)
+            .expect_err(body)
+            .to_string();
+        assert!(e.contains(says), "{body}: {e}");
+    }
+    let redis = RedisServer::start();
+    for (extra, says) in [
+        ("max_delay = \"1s\"\n", "cannot be combined with max_delay"),
+        (
+            "mode = \"shadow\"\n",
+            "cannot be combined with mode = \"shadow\"",
+        ),
+        (
+            "reserve = 1\nsettle = \"response_bytes\"\n",
+            "cannot be combined with settle",
+        ),
+    ] {
+        let toml = leased(
+            &redis,
+            &format!("limit = 1\nperiod = \"1s\"\nburst = 5\n{extra}"),
+        )
+        .build_for("http://127.0.0.1:1");
+        let e = tollgate::config::compile(std::path::Path::new("t.toml"), &toml)
+            .expect_err(extra)
+            .to_string();
+        assert!(e.contains(says), "{extra}: {e}");
+    }
+}
