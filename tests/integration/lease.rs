@@ -244,3 +244,39 @@ async fn lease_needs_redis_and_refuses_what_it_cannot_keep_exact() {
         assert!(e.contains(says), "{extra}: {e}");
     }
 }
+
+/// A gateway killed with a slice held loses at most that slice: what it admitted stays
+/// charged, and no more than a slice's worth of units (a quarter of the burst) is lost.
+#[tokio::test]
+async fn a_killed_gateway_loses_at_most_its_slice() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    // T = 1 s, 100 at once: nothing refills during the test.
+    let fixture = leased(&redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(&path, fixture.build_for(&up.url())).unwrap();
+    let mut process = Process::run(&path);
+    let url = format!("http://{}/", process.addr);
+    for _ in 0..10 {
+        assert_eq!(get(&url, &[("x-tenant-id", "acme")]).await.status, 200);
+    }
+    process.signal("KILL");
+    let status = process.child.wait().expect("wait");
+    assert!(!status.success(), "killed: {status}");
+    let other = TestGateway::start_real_clock(&fixture.build(), &up.url()).await;
+    let remaining = get(&other.admin_url("/admin/limits/hot/acme"), &[])
+        .await
+        .json()["remaining"]
+        .as_u64()
+        .expect("remaining");
+    assert!(
+        remaining <= 90,
+        "the 10 admitted stay charged: {remaining} left"
+    );
+    let lost = 90 - remaining;
+    assert!(
+        lost <= 25,
+        "at most a slice (a quarter of the burst) is lost: {lost}"
+    );
+}
