@@ -67,10 +67,18 @@ impl Slice {
         Some(self.k - last)
     }
 
-    /// Returns the last `cost` units taken (a later tier refused the request). They stay
-    /// bound to their slots, so they are only usable again while those have not passed.
-    pub fn untake(&mut self, cost: u64) {
-        self.used = self.used.saturating_sub(cost);
+    /// Returns the `cost` units a take ending at unit `last` took (a later tier refused
+    /// the request) — only while nothing was taken after them, since units are handed out
+    /// in order; otherwise they are simply not used. They stay bound to their slots.
+    pub fn untake(&mut self, cost: u64, last: u64) {
+        if self.used == last {
+            self.used = last.saturating_sub(cost);
+        }
+    }
+
+    /// The last unit taken so far.
+    pub fn last_taken(&self) -> u64 {
+        self.used
     }
 
     /// The unused units at `now`, to give back: their time (the store applies it only
@@ -175,7 +183,13 @@ mod tests {
         );
         assert_eq!(s.take(1, 7_500), Some(0));
         assert_eq!(s.take(1, 7_500), None);
-        s.untake(1);
+        s.untake(1, 4);
+        assert_eq!(
+            s.usable(9_000),
+            0,
+            "unit 5 was taken after unit 4: 4 is not returned"
+        );
+        s.untake(1, 5);
         assert_eq!(
             s.usable(9_000),
             1,

@@ -6,6 +6,7 @@
 //! reload and shutdown.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use arrayvec::ArrayVec;
@@ -26,6 +27,8 @@ const SHARDS: usize = 64;
 
 /// One key's slice and how it has been used.
 struct Held {
+    /// Which slice this is: units are put back only into the slice they came from.
+    id: u64,
     slice: Slice,
     redis_key: String,
     /// The TAT Redis stored for it: a give-back applies only while it is still that.
@@ -43,6 +46,9 @@ struct Held {
 pub struct Taken {
     pub local: u64,
     pub store: u64,
+    /// The slice they came from, and the last unit taken.
+    pub slice: u64,
+    pub last: u64,
 }
 
 /// A slice to give back: its key, unused units and their time, and its end stamp.
@@ -58,6 +64,9 @@ pub struct Slices {
     /// One fetch at a time per stripe of keys: concurrent requests for a key with no
     /// usable slice wait for the one call instead of each making their own.
     fetches: [tokio::sync::Mutex<()>; SHARDS],
+    /// Slices held, kept beside the shards so sizing never locks them all.
+    count: AtomicUsize,
+    next_id: AtomicU64,
 }
 
 impl Default for Slices {
@@ -65,6 +74,8 @@ impl Default for Slices {
         Self {
             shards: std::array::from_fn(|_| Mutex::default()),
             fetches: std::array::from_fn(|_| tokio::sync::Mutex::default()),
+            count: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
         }
     }
 }
@@ -88,13 +99,18 @@ impl Slices {
         Some(Taken {
             local,
             store: held.left,
+            slice: held.id,
+            last: held.slice.last_taken(),
         })
     }
 
-    /// Puts `cost` units taken from `key`'s slice back (a later tier refused).
-    pub fn untake(&self, key: u64, cost: u64) {
+    /// Puts `cost` units taken from `key`'s slice `slice` back (a later tier refused);
+    /// when that slice was replaced meanwhile, they are simply not used.
+    pub fn untake(&self, key: u64, cost: u64, taken: &Taken) {
         if let Some(held) = lock(self.shard(key)).get_mut(&key) {
-            held.slice.untake(cost);
+            if held.id == taken.slice {
+                held.slice.untake(cost, taken.last);
+            }
         }
     }
 
@@ -105,6 +121,7 @@ impl Slices {
         let Some(held) = shard.remove(&key) else {
             return (None, 1);
         };
+        self.count.fetch_sub(1, Ordering::Relaxed);
         let want = if held_total >= MAX_SLICES {
             1
         } else {
@@ -117,13 +134,18 @@ impl Slices {
         (give_back(held, now), want)
     }
 
-    fn install(&self, key: u64, held: Held) {
-        lock(self.shard(key)).insert(key, held);
+    fn install(&self, key: u64, mut held: Held) -> u64 {
+        held.id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = held.id;
+        if lock(self.shard(key)).insert(key, held).is_none() {
+            self.count.fetch_add(1, Ordering::Relaxed);
+        }
+        id
     }
 
     /// Slices held now.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).len()).sum()
+        self.count.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -145,7 +167,11 @@ impl Slices {
                 .map(|(k, _)| *k)
                 .collect();
             for key in idle {
-                if let Some(back) = shard.remove(&key).and_then(|h| give_back(h, now)) {
+                let Some(held) = shard.remove(&key) else {
+                    continue;
+                };
+                self.count.fetch_sub(1, Ordering::Relaxed);
+                if let Some(back) = give_back(held, now) {
                     out.push(back);
                 }
             }
@@ -185,10 +211,10 @@ impl Limiter {
         leased: u32,
     ) -> Result<Verdict, StoreError> {
         let mut decided = Decided::default();
-        let mut taken: ArrayVec<(u64, u64), MAX_DECISIONS> = ArrayVec::new();
-        let untake = |taken: &ArrayVec<(u64, u64), MAX_DECISIONS>| {
-            for &(key, units) in taken {
-                self.slices.untake(key, units);
+        let mut taken: ArrayVec<(u64, u64, Taken), MAX_DECISIONS> = ArrayVec::new();
+        let untake = |taken: &ArrayVec<(u64, u64, Taken), MAX_DECISIONS>| {
+            for (key, units, got) in taken {
+                self.slices.untake(*key, *units, got);
             }
         };
         for (i, tier) in tiers.iter().enumerate() {
@@ -209,7 +235,7 @@ impl Limiter {
             let (t, tau) = (tier.quota.interval_ns(), tier.quota.tolerance_ns());
             match answer {
                 Leased::Taken(got) => {
-                    taken.push((tier.key, units));
+                    taken.push((tier.key, units, got));
                     // The debt at which evaluate reports what is left: the smaller of
                     // the slice and what Redis last said.
                     let left = got.local.min(got.store);
@@ -282,9 +308,10 @@ impl Limiter {
                 metrics.lease_units("granted", granted);
                 let mut slice = Slice::new(now, ahead, granted, tier.quota.interval_ns(), 0);
                 let local = slice.take(units, now).ok_or(StoreError::Reply)?;
-                self.slices.install(
+                let id = self.slices.install(
                     tier.key,
                     Held {
+                        id: 0,
                         slice,
                         redis_key: key.key.clone(),
                         end,
@@ -294,7 +321,12 @@ impl Limiter {
                         since: now,
                     },
                 );
-                Ok(Leased::Taken(Taken { local, store: left }))
+                Ok(Leased::Taken(Taken {
+                    local,
+                    store: left,
+                    slice: id,
+                    last: units,
+                }))
             }
             Ok(SliceAnswer::Refused { wait }) => {
                 metrics.lease_calls("refused");
