@@ -20,6 +20,22 @@ fn tenant_config(server: &str) -> String {
         .build()
 }
 
+async fn delete(url: &str) -> Got {
+    send(&http1(), "DELETE", url, &[], b"").await
+}
+
+/// `POST /admin/reload` on `gw`, without a token.
+async fn reload(gw: &TestGateway) -> Got {
+    send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await
+}
+
+/// A `PUT` without a token that must succeed.
+async fn put_ok(url: &str, body: &'static [u8]) -> Got {
+    let put = put_json(url, None, body).await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    put
+}
+
 async fn put_json(url: &str, auth: Option<&str>, body: &'static [u8]) -> Got {
     let mut headers = vec![("content-type", "application/json")];
     let auth = auth.map(bearer);
@@ -65,8 +81,8 @@ async fn with_a_token_every_admin_call_needs_it_and_probes_stay_open() {
         let ok = get(&gw.admin_url(path), &[("authorization", &bearer(TOKEN))]).await;
         assert_eq!(ok.status, 200, "{path} with the token: {}", ok.text());
     }
-    let reload = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
-    assert_eq!(reload.status, 401);
+    let reloaded = reload(&gw).await;
+    assert_eq!(reloaded.status, 401);
     for path in ["/healthz", "/readyz", "/metrics", "/"] {
         assert_eq!(
             get(&gw.admin_url(path), &[]).await.status,
@@ -105,8 +121,8 @@ async fn a_token_file_is_read_again_on_reload() {
     let first = [("authorization", "Bearer first-token-0123456789")];
     assert_eq!(get(&admin("/admin/config"), &first).await.status, 200);
     std::fs::write(dir.path().join("admin.token"), "second-token-0123456789\n").unwrap();
-    let reload = send(&http1(), "POST", &admin("/admin/reload"), &first, b"").await;
-    assert_eq!(reload.status, 200, "{}", reload.text());
+    let reloaded = send(&http1(), "POST", &admin("/admin/reload"), &first, b"").await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     assert_eq!(
         get(&admin("/admin/config"), &first).await.status,
         401,
@@ -135,13 +151,11 @@ async fn an_override_applies_at_once_and_keeps_what_the_key_used() {
         assert_eq!(as_tenant(&gw, "acme").await.0, 200);
     }
     assert_eq!(as_tenant(&gw, "acme").await.0, 429);
-    let put = put_json(
+    let put = put_ok(
         &gw.admin_url("/admin/overrides/tenant/acme"),
-        None,
         br#"{"burst": 10}"#,
     )
     .await;
-    assert_eq!(put.status, 200, "{}", put.text());
     assert_eq!(put.json()["applied"]["burst"], 10);
     // The next request sees the new burst with the three already used still counted:
     // no amnesty, no reset.
@@ -168,25 +182,11 @@ async fn an_override_applies_at_once_and_keeps_what_the_key_used() {
         "no ttl: until deleted"
     );
 
-    let deleted = send(
-        &http1(),
-        "DELETE",
-        &gw.admin_url("/admin/overrides/tenant/acme"),
-        &[],
-        b"",
-    )
-    .await;
+    let deleted = delete(&gw.admin_url("/admin/overrides/tenant/acme")).await;
     assert_eq!(deleted.status, 200, "{}", deleted.text());
     let (_, limit, _) = as_tenant(&gw, "acme").await;
     assert_eq!(limit, 3, "back to the policy's burst");
-    let again = send(
-        &http1(),
-        "DELETE",
-        &gw.admin_url("/admin/overrides/tenant/acme"),
-        &[],
-        b"",
-    )
-    .await;
+    let again = delete(&gw.admin_url("/admin/overrides/tenant/acme")).await;
     assert_eq!(again.status, 404);
     assert_eq!(again.json()["error"], "no_override");
 }
@@ -195,16 +195,14 @@ async fn an_override_applies_at_once_and_keeps_what_the_key_used() {
 async fn an_override_survives_a_reload_and_ends_at_its_ttl() {
     let up = Upstream::start().await;
     let gw = TestGateway::start(&tenant_config(""), &up.url()).await;
-    let put = put_json(
+    let put = put_ok(
         &gw.admin_url("/admin/overrides/tenant/acme"),
-        None,
         br#"{"limit": 2, "burst": 10, "ttl": "30s"}"#,
     )
     .await;
-    assert_eq!(put.status, 200, "{}", put.text());
     assert_eq!(put.json()["expires_in_ms"], 30_000);
-    let reload = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
-    assert_eq!(reload.status, 200, "{}", reload.text());
+    let reloaded = reload(&gw).await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     assert_eq!(
         as_tenant(&gw, "acme").await,
         (200, 10, 9),
@@ -331,20 +329,16 @@ async fn composite_keys_and_concurrency_caps_take_overrides_too() {
         .route("api", "/", "api", &["inflight", "user"])
         .build();
     let gw = TestGateway::start(&toml, &up.url()).await;
-    let put = put_json(
+    put_ok(
         &gw.admin_url("/admin/overrides/user/acme/al%2Fice"),
-        None,
         br#"{"burst": 7}"#,
     )
     .await;
-    assert_eq!(put.status, 200, "{}", put.text());
-    let put = put_json(
+    put_ok(
         &gw.admin_url("/admin/overrides/inflight/acme"),
-        None,
         br#"{"max_in_flight": 5}"#,
     )
     .await;
-    assert_eq!(put.status, 200, "{}", put.text());
     let alice = get(
         &gw.url("/"),
         &[("x-tenant-id", "acme"), ("x-user", "al/ice")],
@@ -372,20 +366,18 @@ async fn composite_keys_and_concurrency_caps_take_overrides_too() {
 async fn an_override_whose_policy_is_reloaded_away_waits_inactive() {
     let up = Upstream::start().await;
     let gw = TestGateway::start(&tenant_config(""), &up.url()).await;
-    let put = put_json(
+    put_ok(
         &gw.admin_url("/admin/overrides/tenant/acme"),
-        None,
         br#"{"burst": 10}"#,
     )
     .await;
-    assert_eq!(put.status, 200, "{}", put.text());
     let without = Fixture::new()
         .policy("other", "header:x-tenant-id", 1, "1s", 3)
         .route("api", "/", "api", &["other"])
         .build();
     gw.rewrite(&without, &up.url());
-    let reload = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
-    assert_eq!(reload.status, 200, "{}", reload.text());
+    let reloaded = reload(&gw).await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
     let one = &listed["overrides"][0];
     assert_eq!(one["active"], false, "{listed}");
@@ -397,8 +389,8 @@ async fn an_override_whose_policy_is_reloaded_away_waits_inactive() {
         "{listed}"
     );
     gw.rewrite(&tenant_config(""), &up.url());
-    let reload = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
-    assert_eq!(reload.status, 200, "{}", reload.text());
+    let reloaded = reload(&gw).await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     assert_eq!(
         as_tenant(&gw, "acme").await.1,
         10,
@@ -416,13 +408,11 @@ async fn the_overrides_file_carries_them_across_a_restart() {
         file.display().to_string()
     ));
     let first = TestGateway::start(&toml, &up.url()).await;
-    let put = put_json(
+    put_ok(
         &first.admin_url("/admin/overrides/tenant/acme"),
-        None,
         br#"{"burst": 10}"#,
     )
     .await;
-    assert_eq!(put.status, 200, "{}", put.text());
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&file).expect("written")).unwrap();
     assert_eq!(written["overrides"][0]["set"]["burst"], 10, "{written}");
@@ -486,13 +476,11 @@ async fn with_redis_the_fleet_shares_runtime_overrides() {
         .build();
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
-    let put = put_json(
+    put_ok(
         &a.admin_url("/admin/overrides/tenant/acme"),
-        None,
         br#"{"burst": 10}"#,
     )
     .await;
-    assert_eq!(put.status, 200, "{}", put.text());
     let b_url = b.url("/");
     let followed = eventually_async(Duration::from_secs(20), || async {
         get(&b_url, &[("x-tenant-id", "acme")])
@@ -507,14 +495,7 @@ async fn with_redis_the_fleet_shares_runtime_overrides() {
     );
     let listed = get(&b.admin_url("/admin/overrides"), &[]).await.json();
     assert_eq!(listed["overrides"][0]["set"]["burst"], 10, "{listed}");
-    let deleted = send(
-        &http1(),
-        "DELETE",
-        &b.admin_url("/admin/overrides/tenant/acme"),
-        &[],
-        b"",
-    )
-    .await;
+    let deleted = delete(&b.admin_url("/admin/overrides/tenant/acme")).await;
     assert_eq!(deleted.status, 200, "{}", deleted.text());
     let a_url = a.url("/");
     let dropped = eventually_async(Duration::from_secs(20), || async {

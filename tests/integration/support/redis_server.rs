@@ -24,7 +24,7 @@ pub struct RedisServer {
     cluster: bool,
 }
 
-fn redis_cli(port: u16, args: &[&str]) -> String {
+pub(super) fn redis_cli(port: u16, args: &[&str]) -> String {
     let out = Command::new("redis-cli")
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(args)

@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::redis_server::{free_port, RedisServer};
+use super::redis_server::{free_port, redis_cli, RedisServer};
 
 /// The name the Sentinels monitor the master by.
 pub const MASTER: &str = "tollgate-test";
@@ -101,13 +101,7 @@ impl Drop for SentinelSet {
 }
 
 fn sentinel_cli(port: u16, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("redis-cli is installed");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    redis_cli(port, args)
 }
 
 fn wait(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
