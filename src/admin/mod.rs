@@ -1,5 +1,6 @@
 //! The admin listener: health, metrics, limiter inspection, runtime overrides, reload.
 
+pub mod answer;
 pub mod auth;
 pub mod listener;
 pub mod overrides;

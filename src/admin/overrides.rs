@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use serde_json::json;
 
-use super::service::{json_ok, key_path};
+use super::answer::{json_ok, key_path};
 use crate::config::compile::{override_spec, Applied, OverrideProblem};
 use crate::overrides::{ChangeError, OverrideId};
 use crate::proxy::response::{json_error, Body};

@@ -3,15 +3,15 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::header::CACHE_CONTROL;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
 
+use super::answer::{json_ok, json_status, key_path, text};
 use crate::config::compile::Applied;
 use crate::config::PolicyKind;
-use crate::proxy::response::{ceil_millis, full, json_error, Body};
+use crate::proxy::response::{ceil_millis, json_error, Body};
 use crate::state::Shared;
 
 const STATUS_PAGE: &str = include_str!("page/index.html");
@@ -91,24 +91,6 @@ async fn route(
         ),
         _ => json_error(StatusCode::NOT_FOUND, "not_found", &[]),
     }
-}
-
-fn text(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
-    let mut resp = Response::new(full(body));
-    *resp.status_mut() = status;
-    resp.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp.headers_mut()
-        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    resp
-}
-
-pub fn json_ok(value: serde_json::Value) -> Response<Body> {
-    json_status(StatusCode::OK, value)
-}
-
-fn json_status(status: StatusCode, value: serde_json::Value) -> Response<Body> {
-    text(status, "application/json", value.to_string())
 }
 
 /// `GET /admin/limits/{policy}/{part}[/{part}…]`: one path segment per key source.
@@ -196,21 +178,6 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
         "idle_ms": ceil_millis(tat.saturating_sub(now)),
         "tracked": tat > now,
     }))
-}
-
-/// `{policy}/{part}[/{part}…]`: the policy's name and the key's parts, each one
-/// percent-encoded path segment.
-pub fn key_path(rest: &str) -> (String, Vec<String>) {
-    let mut segments = rest.split('/');
-    let policy = percent_decode(segments.next().unwrap_or(""));
-    (policy, segments.map(percent_decode).collect())
-}
-
-/// One path segment, percent-decoded (`+` stays a plus: this is a path, not a form).
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
 }
 
 /// The running configuration; nothing secret is in it except store URLs, which are redacted.

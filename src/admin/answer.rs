@@ -1,0 +1,45 @@
+//! What every admin answer shares: plain and JSON bodies that are never cached, and the
+//! key named in a path the way `/admin/limits` and `/admin/overrides` take it.
+
+use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::{HeaderValue, Response, StatusCode};
+
+use crate::proxy::response::{full, Body};
+
+pub fn text(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut resp = Response::new(full(body));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+pub fn json_ok(value: serde_json::Value) -> Response<Body> {
+    json_status(StatusCode::OK, value)
+}
+
+pub fn json_status(status: StatusCode, value: serde_json::Value) -> Response<Body> {
+    text(status, "application/json", value.to_string())
+}
+
+/// `{policy}/{part}[/{part}…]`: the policy's name and the key's parts, each one
+/// percent-encoded path segment.
+pub fn key_path(rest: &str) -> (String, Vec<String>) {
+    let mut segments = rest.split('/');
+    let policy = percent_decode(segments.next().unwrap_or(""));
+    (policy, segments.map(percent_decode).collect())
+}
+
+/// One path segment, percent-decoded (`+` stays a plus: this is a path, not a form).
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
