@@ -50,6 +50,9 @@ pub struct Gateway {
     /// The admin listener: drained on shutdown, after the data plane.
     admin: Option<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
+    /// Gives leased slices back; stopped by the shutdown signal, never aborted, so a
+    /// slice it took out of the table is always given back.
+    slice_keeper: Option<JoinHandle<()>>,
 }
 
 impl Gateway {
@@ -130,9 +133,13 @@ impl Gateway {
             tokio::spawn(sweep(shared.clone(), rx.clone())),
             tokio::spawn(follow_overrides(shared.clone(), rx.clone())),
         ];
+        let mut slice_keeper = None;
         if let Store::Redis { remote, .. } = &shared.limiter.store {
             background.push(tokio::spawn(remote.clone().maintain()));
-            background.push(tokio::spawn(give_back_idle_slices(shared.clone())));
+            slice_keeper = Some(tokio::spawn(give_back_idle_slices(
+                shared.clone(),
+                rx.clone(),
+            )));
         }
         let admin = admin_listener
             .map(|l| tokio::spawn(crate::admin::listener::serve(l, shared.clone(), rx)));
@@ -155,6 +162,7 @@ impl Gateway {
             data_plane,
             admin,
             background,
+            slice_keeper,
         })
     }
 
@@ -200,9 +208,8 @@ impl Gateway {
         if let Some(admin) = self.admin {
             let _ = admin.await;
         }
-        for task in self.background {
-            task.abort();
-            let _ = task.await;
+        if let Some(keeper) = self.slice_keeper {
+            let _ = tokio::time::timeout(Duration::from_secs(5), keeper).await;
         }
         // Leased slices go back, so the fleet is not short of what this gateway held.
         let give_back = self
@@ -214,6 +221,10 @@ impl Gateway {
             .is_err()
         {
             tracing::warn!("leased slices not all given back in 5 s; their units expire");
+        }
+        for task in self.background {
+            task.abort();
+            let _ = task.await;
         }
         tracing::info!("tollgate stopped");
     }
@@ -265,15 +276,23 @@ async fn follow_overrides(shared: Arc<Shared>, mut shutdown: watch::Receiver<boo
 }
 
 /// Gives back leased slices left idle (`sync = "lease"`).
-async fn give_back_idle_slices(shared: Arc<Shared>) {
+async fn give_back_idle_slices(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        let all = tokio::select! {
+            _ = tick.tick() => false,
+            _ = shutdown.changed() => true,
+        };
+        // At shutdown everything goes back at once, while the workers (whose runtimes
+        // drive the Redis connection) are still draining.
         shared
             .limiter
-            .give_back_slices(shared.clock.now_ns(), false)
+            .give_back_slices(shared.clock.now_ns(), all)
             .await;
+        if all {
+            return;
+        }
     }
 }
 

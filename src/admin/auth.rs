@@ -51,6 +51,17 @@ pub fn refuse(
                     .into(),
             )],
         )),
+        // Loopback trusts whoever is on the host, not a web page a browser there shows:
+        // a cross-site form or a rebound DNS name would otherwise reach it too.
+        None if mutating(method) && !from_the_host(headers) => Some(json_error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            &[(
+                "detail",
+                "without an admin token, changes take a loopback Host and no Origin header (a browser page cannot make them)"
+                    .into(),
+            )],
+        )),
         None => None,
     }
 }
@@ -67,6 +78,28 @@ fn on_loopback(config: &Config) -> bool {
         .server
         .admin_listen
         .is_some_and(|a| a.ip().is_loopback())
+}
+
+/// A request a program on the host made: `Host` names a loopback address (as curl
+/// sends it) and no browser `Origin` came with it.
+fn from_the_host(headers: &HeaderMap) -> bool {
+    if headers.contains_key(http::header::ORIGIN) {
+        return false;
+    }
+    let Some(host) = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+    else {
+        return true; // HTTP/1.0 without Host: no browser sends that
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn mutating(method: &Method) -> bool {
@@ -116,6 +149,27 @@ mod tests {
         let local = config("admin_listen = \"127.0.0.1:9901\"");
         assert!(!exposed_without_token(&local));
         assert_eq!(status(&local, Method::POST, "/admin/reload", None), None);
+        let refused = |headers: &[(http::HeaderName, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in headers {
+                h.insert(k.clone(), HeaderValue::from_static(v));
+            }
+            refuse(&local, &Method::POST, "/admin/reload", &h).map(|r| r.status().as_u16())
+        };
+        use http::header::{HOST, ORIGIN};
+        assert_eq!(refused(&[(HOST, "127.0.0.1:9901")]), None);
+        assert_eq!(refused(&[(HOST, "localhost:9901")]), None);
+        assert_eq!(refused(&[(HOST, "[::1]:9901")]), None);
+        assert_eq!(
+            refused(&[(HOST, "evil.example:9901")]),
+            Some(403),
+            "a rebound name"
+        );
+        assert_eq!(
+            refused(&[(HOST, "127.0.0.1:9901"), (ORIGIN, "https://evil.example")]),
+            Some(403),
+            "a cross-site page"
+        );
         let v6 = config("admin_listen = \"[::1]:9901\"");
         assert_eq!(
             status(&v6, Method::DELETE, "/admin/overrides/p/k", None),

@@ -135,10 +135,10 @@ async fn read_body(
     let ttl = match fields.remove("ttl") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(text)) => match humantime::parse_duration(text.trim()) {
-            Ok(d) if !d.is_zero() => Some(d),
+            Ok(d) if d >= Duration::from_secs(1) => Some(d),
             Ok(_) => {
                 return Err(one(
-                    "ttl must be greater than zero".into(),
+                    "ttl must be at least 1s".into(),
                     "leave ttl out for an override that stays until deleted",
                 ))
             }

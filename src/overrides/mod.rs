@@ -80,7 +80,7 @@ pub struct Overrides {
     changes: tokio::sync::Mutex<()>,
     file: Option<std::path::PathBuf>,
     /// With Redis: the version of the shared set last read.
-    seen: Mutex<Option<i64>>,
+    seen: Mutex<Option<String>>,
 }
 
 impl Overrides {
@@ -238,26 +238,37 @@ impl Overrides {
             .map(|s| s.id.clone())
             .collect();
         let mut changed = !expired.is_empty();
+        let mut read = None;
         if let Some(remote) = limiter.remote() {
             if !expired.is_empty() {
-                // Whoever notices first removes them; the others find nothing to remove.
-                if let Err(e) = shared::delete(remote, &expired).await {
+                // Whoever notices first removes them; an override set again since stays.
+                if let Err(e) = shared::expire(remote, &expired, now_ms).await {
                     tracing::debug!(error = %e, "expired overrides not removed from Redis yet");
                 }
             }
-            let seen = *lock(&self.seen);
-            match shared::read_if_changed(remote, seen).await {
+            let seen = lock(&self.seen).clone();
+            match shared::read_if_changed(remote, seen.as_deref()).await {
                 Ok(Some((version, all))) => {
-                    *lock(&self.set) = all.into_iter().map(|s| (s.id.clone(), s)).collect();
                     *lock(&self.seen) = Some(version);
-                    changed = true;
+                    read = Some(all);
                 }
                 Ok(None) => {}
                 Err(e) => tracing::debug!(error = %e, "runtime overrides not read from Redis"),
             }
         }
-        for id in &expired {
-            lock(&self.set).remove(id);
+        {
+            let mut set = lock(&self.set);
+            if let Some(all) = read {
+                if all.is_empty() && !set.is_empty() {
+                    tracing::warn!(
+                        dropped = set.len(),
+                        "Redis holds no runtime overrides: the ones this gateway had are dropped"
+                    );
+                }
+                *set = all.into_iter().map(|s| (s.id.clone(), s)).collect();
+                changed = true;
+            }
+            set.retain(|_, s| !s.expired(now_ms));
         }
         if changed {
             self.apply(&current(), limiter, now_ms);

@@ -1,6 +1,6 @@
 //! The fleet's runtime overrides in Redis (one hash; with Cluster, one slot): every
-//! change bumps a version, and each gateway re-reads the hash only when the version it
-//! last saw has moved.
+//! change bumps a version (an epoch and a counter), and each gateway re-reads the hash
+//! only when the version it last saw has changed.
 
 use std::sync::LazyLock;
 
@@ -12,6 +12,15 @@ use crate::store::redis::RedisStore;
 use crate::store::StoreError;
 
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("shared.lua")));
+
+/// The epoch this gateway proposes when it is the first to write the hash: a lost hash
+/// that starts over gets a new one, so nobody mistakes it for the old.
+static EPOCH: LazyLock<String> = LazyLock::new(|| {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+});
 
 fn hash_key() -> String {
     format!("{PREFIX}:{{overrides}}")
@@ -26,36 +35,52 @@ pub async fn put(remote: &RedisStore, stored: &Stored) -> Result<(), StoreError>
     let mut call = SCRIPT.prepare_invoke();
     call.key(hash_key())
         .arg("put")
+        .arg(EPOCH.as_str())
         .arg(field(&stored.id))
         .arg(value);
-    remote.invoke::<i64>(&call).await.map(drop)
+    remote.invoke::<String>(&call).await.map(drop)
 }
 
 pub async fn delete(remote: &RedisStore, ids: &[OverrideId]) -> Result<(), StoreError> {
     let mut call = SCRIPT.prepare_invoke();
-    call.key(hash_key()).arg("del");
+    call.key(hash_key()).arg("del").arg(EPOCH.as_str());
     for id in ids {
         call.arg(field(id));
     }
-    remote.invoke::<i64>(&call).await.map(drop)
+    remote.invoke::<String>(&call).await.map(drop)
+}
+
+/// Removes `ids` where the stored override has expired by `now_ms` (one set again since
+/// is kept).
+pub async fn expire(
+    remote: &RedisStore,
+    ids: &[OverrideId],
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    let mut call = SCRIPT.prepare_invoke();
+    call.key(hash_key())
+        .arg("expire")
+        .arg(EPOCH.as_str())
+        .arg(now_ms);
+    for id in ids {
+        call.arg(field(id));
+    }
+    remote.invoke::<String>(&call).await.map(drop)
 }
 
 /// The whole set and its version, unless the version is still `seen`. An entry that
 /// does not parse (written by another version of tollgate) is skipped and logged.
 pub async fn read_if_changed(
     remote: &RedisStore,
-    seen: Option<i64>,
-) -> Result<Option<(i64, Vec<Stored>)>, StoreError> {
+    seen: Option<&str>,
+) -> Result<Option<(String, Vec<Stored>)>, StoreError> {
     let mut call = SCRIPT.prepare_invoke();
-    call.key(hash_key())
-        .arg("read")
-        .arg(seen.map_or_else(|| "none".to_owned(), |v| v.to_string()));
+    call.key(hash_key()).arg("read").arg(seen.unwrap_or(""));
     let reply: Vec<String> = remote.invoke(&call).await?;
     let Some((version, pairs)) = reply.split_first() else {
         return Err(StoreError::Reply);
     };
-    let version: i64 = version.parse().map_err(|_| StoreError::Reply)?;
-    if pairs.is_empty() && Some(version) == seen {
+    if pairs.is_empty() && Some(version.as_str()) == seen {
         return Ok(None);
     }
     let mut all = Vec::with_capacity(pairs.len() / 2);
@@ -67,5 +92,5 @@ pub async fn read_if_changed(
             }
         }
     }
-    Ok(Some((version, all)))
+    Ok(Some((version.clone(), all)))
 }

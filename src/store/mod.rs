@@ -28,8 +28,7 @@ pub use redis::{RedisStore, StoreError};
 pub use request::{Admission, KeyRefusal, Refusal, RequestTiers, SlotOutcome, SlotTier};
 
 use crate::config::OnError;
-use crate::key::RedisKey;
-use crate::limit::{evaluate, Tier, Verdict};
+use crate::limit::{evaluate, Verdict};
 use crate::metrics::Metrics;
 
 /// The limiter a gateway decides against: its store, and the metrics its failures go to.
@@ -130,17 +129,17 @@ impl Limiter {
         self.remote().is_none_or(|r| !r.breaker.is_open())
     }
 
-    /// Decides all tiers of one request at `now` (local clock) into `verdict`. `keys` are
-    /// the Redis keys of the tiers, empty in memory mode.
+    /// Decides all tiers of one request at `now` (local clock) into `verdict`; leased
+    /// tiers read `clock` again as they take their units.
     async fn check(
         &self,
-        tiers: &[Tier],
-        keys: &[RedisKey],
+        request: &RequestTiers,
         now: u64,
         cost: u64,
-        leased: u32,
+        clock: &dyn crate::clock::Clock,
         verdict: &mut Verdict,
     ) -> Outcome {
+        let (tiers, keys, leased) = (&request.tiers[..], &request.redis_keys[..], request.leased);
         match &self.store {
             Store::Memory(m) => {
                 *verdict = evaluate(&**m, tiers, now, cost);
@@ -174,7 +173,7 @@ impl Limiter {
                 let decided = if leased == 0 {
                     remote.check(tiers, keys, cost, now).await
                 } else {
-                    self.check_leased(remote, tiers, keys, cost, now, leased)
+                    self.check_leased(remote, tiers, keys, cost, clock, leased)
                         .await
                 };
                 match decided {

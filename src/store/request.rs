@@ -184,16 +184,7 @@ impl Limiter {
                 held.clear();
             }
         };
-        let outcome = self
-            .check(
-                &tiers.tiers,
-                &tiers.redis_keys,
-                now,
-                route.cost,
-                tiers.leased,
-                verdict,
-            )
-            .await;
+        let outcome = self.check(tiers, now, route.cost, clock, verdict).await;
         match outcome {
             Outcome::Decided => {
                 released(verdict, held);

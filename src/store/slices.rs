@@ -29,6 +29,8 @@ const SHARDS: usize = 64;
 struct Held {
     /// Which slice this is: units are put back only into the slice they came from.
     id: u64,
+    /// The numbers it was taken under.
+    quota: crate::limit::Quota,
     slice: Slice,
     redis_key: String,
     /// The TAT Redis stored for it: a give-back applies only while it is still that.
@@ -89,10 +91,16 @@ impl Slices {
         &self.shards[(key as usize) % SHARDS]
     }
 
-    /// Takes `cost` units of `key`'s slice at `now`, when it has them.
-    pub fn take(&self, key: u64, cost: u64, now: u64) -> Option<Taken> {
+    /// Takes `cost` units of `tier`'s slice at `now`, when it has them. A slice taken
+    /// under other numbers (an override set or removed since) serves nothing: the next
+    /// fetch gives it back.
+    pub fn take(&self, tier: &Tier, cost: u64, now: u64) -> Option<Taken> {
+        let key = tier.key;
         let mut shard = lock(self.shard(key));
         let held = shard.get_mut(&key)?;
+        if held.quota != tier.quota {
+            return None;
+        }
         let local = held.slice.take(cost, now)?;
         held.last_use = now;
         held.uses += cost;
@@ -201,13 +209,17 @@ impl Limiter {
     /// Decides a request some of whose tiers (`leased`, a bit per tier) are leased: those
     /// from this gateway's slices (asking Redis for a slice when one has no units left),
     /// the others in Redis as usual, all or nothing.
+    ///
+    /// The clock is read again right before each unit is taken: a unit's deadline is a
+    /// real time, and a `now` from before a wait (another tier's fetch, the fetch lock)
+    /// would let units be spent after their slots began.
     pub(super) async fn check_leased(
         &self,
         remote: &RedisStore,
         tiers: &[Tier],
         keys: &[RedisKey],
         cost: u64,
-        now: u64,
+        clock: &dyn crate::clock::Clock,
         leased: u32,
     ) -> Result<Verdict, StoreError> {
         let mut decided = Decided::default();
@@ -222,9 +234,9 @@ impl Limiter {
                 continue;
             }
             let units = tier.cost(cost);
-            let answer = match self.slices.take(tier.key, units, now) {
+            let answer = match self.slices.take(tier, units, clock.now_ns()) {
                 Some(t) => Leased::Taken(t),
-                None => match self.fetch_slice(remote, tier, &keys[i], units, now).await {
+                None => match self.fetch_slice(remote, tier, &keys[i], units, clock).await {
                     Ok(answer) => answer,
                     Err(e) => {
                         untake(&taken);
@@ -252,7 +264,10 @@ impl Limiter {
                 }
             }
         }
-        match remote.check_with(tiers, keys, cost, now, &decided).await {
+        match remote
+            .check_with(tiers, keys, cost, clock.now_ns(), &decided)
+            .await
+        {
             Ok(verdict) => {
                 if !verdict.admitted {
                     untake(&taken);
@@ -274,13 +289,14 @@ impl Limiter {
         tier: &Tier,
         key: &RedisKey,
         units: u64,
-        now: u64,
+        clock: &dyn crate::clock::Clock,
     ) -> Result<Leased, StoreError> {
         let _one_fetch = self.slices.fetches[(tier.key as usize) % SHARDS]
             .lock()
             .await;
         // Another request may have fetched one meanwhile.
-        if let Some(t) = self.slices.take(tier.key, units, now) {
+        let now = clock.now_ns();
+        if let Some(t) = self.slices.take(tier, units, now) {
             return Ok(Leased::Taken(t));
         }
         let (back, want) = self
@@ -312,6 +328,7 @@ impl Limiter {
                     tier.key,
                     Held {
                         id: 0,
+                        quota: tier.quota,
                         slice,
                         redis_key: key.key.clone(),
                         end,
@@ -350,10 +367,17 @@ impl Limiter {
             .lease_held
             .set(i64::try_from(held).unwrap_or(i64::MAX));
         for back in returns {
-            match remote
+            let mut given = remote
                 .give_back_slice(&back.redis_key, back.ns, &back.end)
-                .await
-            {
+                .await;
+            if given.is_err() {
+                // At shutdown the connection may have been driven by a worker that has
+                // stopped: the connection manager reconnects on the next call.
+                given = remote
+                    .give_back_slice(&back.redis_key, back.ns, &back.end)
+                    .await;
+            }
+            match given {
                 Ok(()) => {
                     self.metrics.lease_calls("given_back");
                     self.metrics.lease_units("given_back", back.units);

@@ -292,7 +292,7 @@ async fn bad_overrides_are_refused_with_the_config_checks_hints() {
             "tenant/acme",
             br#"{"burst": 5, "ttl": "0s"}"#,
             400,
-            "ttl must be greater than zero",
+            "ttl must be at least 1s",
         ),
         ("tenant/acme", b"burst=5", 400, "not JSON"),
     ];
