@@ -21,7 +21,8 @@ use crate::limit::{Tier, Verdict, MAX_DECISIONS};
 pub const SLICE_WINDOW_NS: u64 = 50_000_000;
 /// A slice unused for this long is given back.
 pub const IDLE_NS: u64 = 200_000_000;
-/// Slices held at once; beyond, keys are decided one unit at a time.
+/// Slices held at once; beyond, keys are decided one unit at a time and no new slice is
+/// kept, so a flood of fresh keys cannot grow the table.
 pub const MAX_SLICES: usize = 65_536;
 const SHARDS: usize = 64;
 
@@ -324,20 +325,27 @@ impl Limiter {
                 metrics.lease_units("granted", granted);
                 let mut slice = Slice::new(now, ahead, granted, tier.quota.interval_ns(), 0);
                 let local = slice.take(units, now).ok_or(StoreError::Reply)?;
-                let id = self.slices.install(
-                    tier.key,
-                    Held {
-                        id: 0,
-                        quota: tier.quota,
-                        slice,
-                        redis_key: key.key.clone(),
-                        end,
-                        left,
-                        last_use: now,
-                        uses: units,
-                        since: now,
-                    },
-                );
+                // A full table takes no more: the request used what it was granted (one
+                // request's worth, when full), and the key stays exact.
+                let full = local == 0 && self.slices.len() >= MAX_SLICES;
+                let id = if full {
+                    0
+                } else {
+                    self.slices.install(
+                        tier.key,
+                        Held {
+                            id: 0,
+                            quota: tier.quota,
+                            slice,
+                            redis_key: key.key.clone(),
+                            end,
+                            left,
+                            last_use: now,
+                            uses: units,
+                            since: now,
+                        },
+                    )
+                };
                 Ok(Leased::Taken(Taken {
                     local,
                     store: left,
