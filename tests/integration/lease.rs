@@ -9,10 +9,14 @@ use crate::support::*;
 
 /// A store at `redis` and a leased policy `hot` (and an exact `strict`) with `body`.
 fn leased(redis: &RedisServer, body: &str) -> Fixture {
+    leased_on(&format!("\"{}\"", redis.url()), body)
+}
+
+/// The same on the store at `url_toml` (a TOML string, or a list for a Cluster).
+fn leased_on(url_toml: &str, body: &str) -> Fixture {
     Fixture::new()
         .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
-            redis.url()
+            "backend = \"redis\"\nurl = {url_toml}\ntimeout = \"500ms\"\n"
         ))
         .policy_raw(
             "hot",
@@ -69,12 +73,32 @@ async fn load(
 #[tokio::test]
 async fn three_gateways_never_admit_more_than_the_exact_bound() {
     let redis = RedisServer::start();
+    under_the_bound(&format!("\"{}\"", redis.url())).await;
+}
+
+#[tokio::test]
+async fn three_gateways_on_a_cluster_never_admit_more_than_the_exact_bound() {
+    let cluster = RedisCluster::start();
+    under_the_bound(&cluster.urls_toml()).await;
+}
+
+async fn under_the_bound(url_toml: &str) {
     let up = Upstream::start().await;
     // T = 20 ms, 20 at once.
-    let toml = leased(&redis, "limit = 50\nperiod = \"1s\"\nburst = 20\n").build();
+    let toml = leased_on(url_toml, "limit = 50\nperiod = \"1s\"\nburst = 20\n").build();
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     let c = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for gw in [&a, &b, &c] {
+        // A cluster is connected in the background after start; a key of its own warms it.
+        let url = gw.url("/");
+        let ready = eventually_async(Duration::from_secs(30), || async {
+            get(&url, &[("x-tenant-id", "warm-up")]).await.status == 200
+        })
+        .await;
+        assert!(ready, "the store answers");
+    }
+    let warm_up = up.requests();
     let (admitted, sent, elapsed) = load(&[&a, &b, &c], 6, Duration::from_secs(3)).await;
     // Burst plus one unit per T over the run, plus one for where the run's edges fall.
     let bound = 20 + (elapsed.as_nanos() / 20_000_000) as usize + 1;
@@ -88,7 +112,7 @@ async fn three_gateways_never_admit_more_than_the_exact_bound() {
         "leases do not starve the fleet: {admitted} of {bound}"
     );
     assert_eq!(
-        up.requests(),
+        up.requests() - warm_up,
         admitted,
         "every admitted request reached the upstream"
     );
