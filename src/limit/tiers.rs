@@ -118,6 +118,9 @@ pub struct Verdict {
     pub wait_ns: u64,
     /// On admission: nanoseconds to hold the request (`max_delay`), the largest over tiers.
     pub delay_ns: u64,
+    /// The `now` the outcomes' TATs are relative to: the clock reading for the memory
+    /// store, a stand-in for Redis's clock when Redis decided.
+    pub now: u64,
 }
 
 impl Verdict {
@@ -158,6 +161,7 @@ impl Verdict {
             remaining: u64::MAX,
             wait_ns: 0,
             delay_ns: 0,
+            now: 0,
         }
     }
 }
@@ -167,6 +171,7 @@ impl Verdict {
 pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost: u64) -> Verdict {
     let tiers = &tiers[..tiers.len().min(MAX_DECISIONS)];
     let mut verdict = Verdict::unlimited();
+    verdict.now = now;
 
     for (i, tier) in tiers.iter().enumerate() {
         let cost = tier.cost(cost);

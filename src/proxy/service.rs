@@ -299,7 +299,6 @@ fn reported_tiers<'a>(
             tiers, positions, ..
         },
         verdict,
-        now,
         ..
     } = admission;
     let reported = verdict.reporting.map(|k| TierItem {
@@ -313,7 +312,8 @@ fn reported_tiers<'a>(
         until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
         remaining: verdict.remaining,
     });
-    let items = tier_items(verdict, tiers, positions, route, headers, *now);
+    // On a refusal, tiers are described from their TATs, relative to the verdict's own now.
+    let items = tier_items(verdict, tiers, positions, route, headers, verdict.now);
     (reported, items)
 }
 
