@@ -90,13 +90,7 @@ async fn under_the_bound(url_toml: &str) {
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     let c = TestGateway::start_real_clock(&toml, &up.url()).await;
     for gw in [&a, &b, &c] {
-        // A cluster is connected in the background after start; a key of its own warms it.
-        let url = gw.url("/");
-        let ready = eventually_async(Duration::from_secs(30), || async {
-            get(&url, &[("x-tenant-id", "warm-up")]).await.status == 200
-        })
-        .await;
-        assert!(ready, "the store answers");
+        gw.wait_for_store("/", "warm-up").await;
     }
     let warm_up = up.requests();
     let (admitted, sent, elapsed) = load(&[&a, &b, &c], 6, Duration::from_secs(3)).await;

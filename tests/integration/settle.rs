@@ -368,13 +368,7 @@ async fn shared_budget(url_toml: &str) {
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     for gw in [&a, &b] {
-        // A cluster is connected in the background after start.
-        let url = gw.url("/v1/usage");
-        let ready = eventually_async(Duration::from_secs(30), || async {
-            get(&url, &[("x-tenant-id", "warm-up")]).await.status == 200
-        })
-        .await;
-        assert!(ready, "the store answers");
+        gw.wait_for_store("/v1/usage", "warm-up").await;
     }
     let r = used(&a, "60").await;
     assert_eq!(r.num("x-ratelimit-remaining"), 40);

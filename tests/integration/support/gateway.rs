@@ -79,6 +79,18 @@ impl TestGateway {
     pub fn advance(&self, ns: u64) {
         self.clock.advance(ns);
     }
+
+    /// Waits (up to 30 s) until a request to `path` as `tenant` is admitted: a Redis
+    /// Cluster is connected in the background after start. Use a tenant of its own, so
+    /// the tenants a test measures are untouched.
+    pub async fn wait_for_store(&self, path: &str, tenant: &str) {
+        let url = self.url(path);
+        let ready = super::eventually_async(std::time::Duration::from_secs(30), || async {
+            super::get(&url, &[("x-tenant-id", tenant)]).await.status == 200
+        })
+        .await;
+        assert!(ready, "the store answers");
+    }
 }
 
 impl Drop for TestGateway {
