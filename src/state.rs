@@ -7,10 +7,10 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::clock::Clock;
-use crate::config::{Config, PolicyKind};
+use crate::config::Config;
 use crate::metrics::{Metrics, RouteMetrics};
 use crate::proxy::pool::UpstreamPool;
-use crate::proxy::response::PolicyHeaders;
+use crate::proxy::response::RouteHeaders;
 use crate::store::Limiter;
 
 /// Everything one request needs from one config version. A request loads it once, so a
@@ -21,8 +21,8 @@ pub struct Snapshot {
     pub pools: Vec<Arc<UpstreamPool>>,
     /// By route index.
     pub route_metrics: Vec<RouteMetrics>,
-    /// By route index, then tier position: each policy's constant header values.
-    pub route_headers: Vec<Box<[PolicyHeaders]>>,
+    /// By route index: the constant header values of its policies.
+    pub route_headers: Vec<RouteHeaders>,
 }
 
 impl Snapshot {
@@ -42,21 +42,7 @@ impl Snapshot {
             })
             .collect();
         let route_metrics = metrics.route_handles(&config);
-        let route_headers = config
-            .routes
-            .iter()
-            .map(|r| {
-                r.policies
-                    .iter()
-                    .map(|p| match &p.kind {
-                        PolicyKind::Rate(r) => PolicyHeaders::new(&p.name, &r.quota),
-                        PolicyKind::Concurrency(c) => {
-                            PolicyHeaders::concurrency(&p.name, c.max_in_flight)
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
+        let route_headers = config.routes.iter().map(|r| RouteHeaders::new(r)).collect();
         Self {
             config,
             pools,

@@ -16,6 +16,8 @@ pub use activity::{Activity, InFlight};
 #[derive(Debug)]
 pub struct ConnContext {
     pub peer: SocketAddr,
+    /// The peer's address as an `X-Forwarded-For` item, written once per connection.
+    pub peer_text: http::HeaderValue,
     pub tls: bool,
     /// Requests in flight, for the idle timeout.
     pub activity: Arc<Activity>,
@@ -29,3 +31,9 @@ pub struct ConnContext {
 }
 
 pub type ConnInfo = Arc<ConnContext>;
+
+/// `ip` as header text (`192.0.2.1`, `2001:db8::1`).
+pub fn ip_text(ip: std::net::IpAddr) -> http::HeaderValue {
+    http::HeaderValue::from_str(&ip.to_string())
+        .unwrap_or_else(|_| http::HeaderValue::from_static("unknown"))
+}

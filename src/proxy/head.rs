@@ -6,7 +6,7 @@ use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::uri::{PathAndQuery, Uri};
 use http::{Request, Version};
 
-use super::forward::strip_hop_by_hop;
+use super::forward::{hop_by_hop_bit, strip_hop_by_hop};
 use crate::request::host::{self, HostError};
 use crate::request::path::{self, PathError, PathRules};
 
@@ -38,27 +38,61 @@ pub struct Normalized {
     pub upgrade: Option<HeaderValue>,
 }
 
+/// What one pass over a request's header names found: the `Host` lines (two are enough
+/// to refuse), and which connection-level headers are there to deal with.
+#[derive(Default)]
+struct Scan<'a> {
+    hosts: arrayvec::ArrayVec<&'a [u8], 2>,
+    found: Found,
+}
+
+/// The connection-level headers a request has.
+#[derive(Default, Clone, Copy)]
+struct Found {
+    connection: bool,
+    te: bool,
+    upgrade: bool,
+    http2_settings: bool,
+    /// Any header `strip_hop_by_hop` would remove.
+    hop_by_hop: bool,
+}
+
+impl<'a> Scan<'a> {
+    fn of(headers: &'a http::HeaderMap) -> Self {
+        let mut scan = Self::default();
+        let found = &mut scan.found;
+        for (name, value) in headers {
+            if *name == HOST {
+                let _ = scan.hosts.try_push(value.as_bytes());
+            } else if hop_by_hop_bit(name) != 0 {
+                found.hop_by_hop = true;
+                found.connection |= *name == CONNECTION;
+                found.te |= *name == TE;
+                found.upgrade |= *name == UPGRADE;
+            } else if *name == HTTP2_SETTINGS {
+                found.http2_settings = true;
+            }
+        }
+        scan
+    }
+}
+
 /// Rewrites `req`'s head in place: canonical path (query untouched), a single valid
 /// `Host` naming the routed host, hop-by-hop headers removed (an upgrade request keeps
-/// `Upgrade`). Allocates only when something had to change.
+/// `Upgrade`). Allocates only when something had to change; a request without
+/// connection-level headers costs one pass over its header names.
 pub fn normalize<B>(req: &mut Request<B>, rules: &PathRules) -> Result<Normalized, HeadError> {
-    let new_host = {
+    let (new_host, found) = {
+        let Scan { hosts, found } = Scan::of(req.headers());
         let target = req.uri().authority().map(|a| a.as_str());
-        let mut lines = req
-            .headers()
-            .get_all(HOST)
-            .iter()
-            .map(HeaderValue::as_bytes);
         let http2 = req.version() == Version::HTTP_2;
-        match host::of_request(target, &mut lines, http2)? {
-            Some(h)
-                if req.headers().get(HOST).map(HeaderValue::as_bytes)
-                    != Some(h.forward.as_bytes()) =>
-            {
+        let new_host = match host::of_request(target, &mut hosts.iter().copied(), http2)? {
+            Some(h) if hosts.first().copied() != Some(h.forward.as_bytes()) => {
                 Some(HeaderValue::from_str(&h.forward).map_err(|_| HostError::Invalid)?)
             }
             _ => None,
-        }
+        };
+        (new_host, found)
     };
 
     let new_path = match path::normalize(req.uri().path(), rules)? {
@@ -76,29 +110,38 @@ pub fn normalize<B>(req: &mut Request<B>, rules: &PathRules) -> Result<Normalize
         *req.uri_mut() = Uri::from_parts(parts).map_err(|_| PathError::BadEscape)?;
     }
 
-    let upgrade = requested_upgrade(req.headers());
+    let upgrade = if found.connection && found.upgrade {
+        requested_upgrade(req.headers())
+    } else {
+        None
+    };
     let headers = req.headers_mut();
     let new_host = match new_host {
         // `Connection: host` would strip it below; keep the value to put back.
-        None if headers.contains_key(CONNECTION) => headers.get(HOST).cloned(),
+        None if found.connection => headers.get(HOST).cloned(),
         other => other,
     };
     // `TE: trailers` says the client takes trailers; many upstreams send them (a settled
     // cost among them) only when asked, and the gateway passes them on.
-    let trailers = headers.get_all(TE).iter().any(|v| {
-        v.as_bytes().split(|&b| b == b',').any(|t| {
-            let t = t.trim_ascii();
-            let name = t.split(|&b| b == b';').next().unwrap_or(t).trim_ascii();
-            name.eq_ignore_ascii_case(b"trailers")
-        })
-    });
-    strip_hop_by_hop(headers, upgrade.is_some());
+    let trailers = found.te
+        && headers.get_all(TE).iter().any(|v| {
+            v.as_bytes().split(|&b| b == b',').any(|t| {
+                let t = t.trim_ascii();
+                let name = t.split(|&b| b == b';').next().unwrap_or(t).trim_ascii();
+                name.eq_ignore_ascii_case(b"trailers")
+            })
+        });
+    if found.hop_by_hop || upgrade.is_some() {
+        strip_hop_by_hop(headers, upgrade.is_some());
+    }
     if trailers {
         headers.insert(TE, HeaderValue::from_static("trailers"));
     }
     // Never forwarded: an h2c upgrade smuggled through us would reach the upstream
     // as HTTP/2, past every limit.
-    headers.remove(&HTTP2_SETTINGS);
+    if found.http2_settings {
+        headers.remove(&HTTP2_SETTINGS);
+    }
     // After stripping, so `Connection: host` cannot remove the host that was routed.
     if let Some(value) = new_host {
         headers.insert(HOST, value);

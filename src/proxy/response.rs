@@ -4,7 +4,6 @@
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, RETRY_AFTER, VARY};
 use http::{HeaderMap, Response, StatusCode};
-use std::fmt::Write;
 
 use http_body_util::{BodyExt, Full};
 
@@ -77,6 +76,11 @@ fn number(n: u64) -> HeaderValue {
     cache[n as usize].clone()
 }
 
+/// Appends `n` in decimal: the hot path writes its numbers without `core::fmt`.
+fn push_number(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
 /// Header values that depend only on a policy's numbers: built once per config load.
 #[derive(Debug, Clone)]
 pub struct PolicyHeaders {
@@ -85,14 +89,24 @@ pub struct PolicyHeaders {
 }
 
 /// A rate tier's `RateLimit-Policy` item: `"<policy>";q=<burst>;w=<τ in whole seconds>`.
-fn policy_item(out: &mut String, name: &str, quota: &Quota) {
+fn policy_item(out: &mut Vec<u8>, name: &str, quota: &Quota) {
     let window = ceil_secs(quota.tolerance_ns()).max(1);
-    let _ = write!(out, "\"{name}\";q={};w={window}", quota.burst());
+    out.push(b'"');
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\";q=");
+    push_number(out, quota.burst());
+    out.extend_from_slice(b";w=");
+    push_number(out, window);
+}
+
+/// A header value from bytes the gateway wrote (names are validated by the config).
+fn value_of(bytes: Vec<u8>) -> Option<HeaderValue> {
+    HeaderValue::from_maybe_shared(Bytes::from(bytes)).ok()
 }
 
 impl PolicyHeaders {
     pub fn new(name: &str, quota: &Quota) -> Self {
-        let mut policy = String::with_capacity(name.len() + 24);
+        let mut policy = Vec::with_capacity(name.len() + 24);
         policy_item(&mut policy, name, quota);
         Self::of(quota.burst(), policy)
     }
@@ -100,13 +114,59 @@ impl PolicyHeaders {
     /// A concurrency cap's `RateLimit-Policy` item: its quota is requests in flight.
     pub fn concurrency(name: &str, max_in_flight: u32) -> Self {
         let policy = format!("\"{name}\";q={max_in_flight};qu=\"concurrent-requests\"");
-        Self::of(u64::from(max_in_flight), policy)
+        Self::of(u64::from(max_in_flight), policy.into_bytes())
     }
 
-    fn of(limit: u64, policy: String) -> Self {
+    fn of(limit: u64, policy: Vec<u8>) -> Self {
         Self {
             limit: number(limit),
-            policy: HeaderValue::try_from(policy).unwrap_or_else(|_| HeaderValue::from_static("")),
+            policy: value_of(policy).unwrap_or_else(|| HeaderValue::from_static("")),
+        }
+    }
+}
+
+/// One route's constant header values, built once per config load: each policy's, and
+/// the whole `RateLimit-Policy` list for the usual case where every enforcing rate tier
+/// decided on its policy's own quota (no override, none skipped).
+#[derive(Debug, Clone)]
+pub struct RouteHeaders {
+    /// By tier position.
+    pub policies: Box<[PolicyHeaders]>,
+    /// The joined `RateLimit-Policy` of every enforcing rate policy, in route order, and
+    /// how many items it has.
+    pub rate_list: Option<(usize, HeaderValue)>,
+}
+
+impl RouteHeaders {
+    pub fn new(route: &crate::config::Route) -> Self {
+        use crate::config::PolicyKind;
+        use crate::limit::Mode;
+        let policies: Box<[PolicyHeaders]> = route
+            .policies
+            .iter()
+            .map(|p| match &p.kind {
+                PolicyKind::Rate(r) => PolicyHeaders::new(&p.name, &r.quota),
+                PolicyKind::Concurrency(c) => PolicyHeaders::concurrency(&p.name, c.max_in_flight),
+            })
+            .collect();
+        let mut list = Vec::new();
+        let mut count = 0;
+        for (policy, headers) in route.policies.iter().zip(&policies) {
+            if policy.mode == Mode::Enforce && policy.rate().is_some() {
+                if count > 0 {
+                    list.extend_from_slice(b", ");
+                }
+                list.extend_from_slice(headers.policy.as_bytes());
+                count += 1;
+            }
+        }
+        let rate_list = (count > 0)
+            .then(|| value_of(list))
+            .flatten()
+            .map(|v| (count, v));
+        Self {
+            policies,
+            rate_list,
         }
     }
 }
@@ -127,8 +187,14 @@ pub struct TierItem<'a> {
 }
 
 /// Writes X-RateLimit-* (from the reported tier) and the IETF draft's RateLimit-Policy /
-/// RateLimit lists, one item per enforcing rate tier in route order (`items`).
-pub fn rate_limit_headers(headers: &mut HeaderMap, r: &TierItem<'_>, items: &[TierItem<'_>]) {
+/// RateLimit lists, one item per enforcing rate tier in route order (`items`). `route`:
+/// the route's constant values, used when every item is its policy's own.
+pub fn rate_limit_headers(
+    headers: &mut HeaderMap,
+    r: &TierItem<'_>,
+    items: &[TierItem<'_>],
+    route: Option<&RouteHeaders>,
+) {
     let reset = ceil_secs(r.until_full_ns);
     let built;
     let constant = match r.constant {
@@ -141,45 +207,46 @@ pub fn rate_limit_headers(headers: &mut HeaderMap, r: &TierItem<'_>, items: &[Ti
     headers.insert(X_RATELIMIT_LIMIT.clone(), constant.limit.clone());
     headers.insert(X_RATELIMIT_REMAINING.clone(), number(r.remaining));
     headers.insert(X_RATELIMIT_RESET.clone(), number(reset));
-    if let [only] = items {
-        // The usual single tier: its constant policy value, no list to build.
-        if let Some(c) = only.constant {
-            headers.insert(RATELIMIT_POLICY.clone(), c.policy.clone());
-        } else {
-            headers.insert(
-                RATELIMIT_POLICY.clone(),
-                PolicyHeaders::new(only.policy, &only.quota).policy,
-            );
+    let all_constant = items.iter().all(|i| i.constant.is_some());
+    match (items, route.and_then(|r| r.rate_list.as_ref())) {
+        // Every enforcing tier, each on its own quota: the list built at config load.
+        (_, Some((count, list))) if all_constant && *count == items.len() => {
+            headers.insert(RATELIMIT_POLICY.clone(), list.clone());
         }
-    } else {
-        let mut policies = String::with_capacity(items.len() * 32);
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                policies.push_str(", ");
-            }
-            match item.constant {
-                Some(c) => policies.push_str(c.policy.to_str().unwrap_or_default()),
-                None => policy_item(&mut policies, item.policy, &item.quota),
+        ([only], _) if only.constant.is_some() => {
+            if let Some(c) = only.constant {
+                headers.insert(RATELIMIT_POLICY.clone(), c.policy.clone());
             }
         }
-        if let Ok(v) = HeaderValue::try_from(policies) {
-            headers.insert(RATELIMIT_POLICY.clone(), v);
+        _ => {
+            let mut policies = Vec::with_capacity(items.len() * 32);
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    policies.extend_from_slice(b", ");
+                }
+                match item.constant {
+                    Some(c) => policies.extend_from_slice(c.policy.as_bytes()),
+                    None => policy_item(&mut policies, item.policy, &item.quota),
+                }
+            }
+            if let Some(v) = value_of(policies) {
+                headers.insert(RATELIMIT_POLICY.clone(), v);
+            }
         }
     }
-    let mut current = String::with_capacity(items.len() * 32);
+    let mut current = Vec::with_capacity(items.len() * 32);
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
-            current.push_str(", ");
+            current.extend_from_slice(b", ");
         }
-        let _ = write!(
-            current,
-            "\"{}\";r={};t={}",
-            item.policy,
-            item.remaining,
-            ceil_secs(item.until_full_ns)
-        );
+        current.push(b'"');
+        current.extend_from_slice(item.policy.as_bytes());
+        current.extend_from_slice(b"\";r=");
+        push_number(&mut current, item.remaining);
+        current.extend_from_slice(b";t=");
+        push_number(&mut current, ceil_secs(item.until_full_ns));
     }
-    if let Ok(v) = HeaderValue::try_from(current) {
+    if let Some(v) = value_of(current) {
         headers.insert(RATELIMIT.clone(), v);
     }
 }
@@ -262,39 +329,44 @@ struct Refused<'a> {
 impl Refused<'_> {
     /// The body and its content type. Policy names are restricted to [A-Za-z0-9_.:-] by
     /// config validation: no escaping needed.
-    fn body(&self) -> (String, HeaderValue) {
-        let mut body = String::with_capacity(
-            96 + self.policy.len() + self.problem.map_or(0, |v| 200 + 24 * v.len()),
+    fn body(&self) -> (Vec<u8>, HeaderValue) {
+        let mut body = Vec::with_capacity(
+            80 + self.policy.len() + self.problem.map_or(0, |v| 200 + 24 * v.len()),
         );
         let content_type = match self.problem {
             None => {
-                body.push('{');
+                body.push(b'{');
                 HeaderValue::from_static("application/json")
             }
             Some(violated) => {
-                let _ = write!(
-                    body,
-                    "{{\"type\":\"{QUOTA_EXCEEDED_TYPE}\",\"title\":\"{QUOTA_EXCEEDED_TITLE}\",\"status\":429,\"violated-policies\":["
-                );
+                body.extend_from_slice(b"{\"type\":\"");
+                body.extend_from_slice(QUOTA_EXCEEDED_TYPE.as_bytes());
+                body.extend_from_slice(b"\",\"title\":\"");
+                body.extend_from_slice(QUOTA_EXCEEDED_TITLE.as_bytes());
+                body.extend_from_slice(b"\",\"status\":429,\"violated-policies\":[");
                 for (i, name) in violated.iter().enumerate() {
                     if i > 0 {
-                        body.push(',');
+                        body.push(b',');
                     }
-                    let _ = write!(body, "\"{name}\"");
+                    body.push(b'"');
+                    body.extend_from_slice(name.as_bytes());
+                    body.push(b'"');
                 }
-                body.push_str("],");
+                body.extend_from_slice(b"],");
                 HeaderValue::from_static("application/problem+json")
             }
         };
-        let _ = write!(
-            body,
-            "\"error\":\"rate_limited\",\"policy\":\"{}\",",
-            self.policy
-        );
+        body.extend_from_slice(b"\"error\":\"rate_limited\",\"policy\":\"");
+        body.extend_from_slice(self.policy.as_bytes());
+        body.extend_from_slice(b"\",");
         if let Some(limit) = self.limit {
-            let _ = write!(body, "\"limit\":\"{limit}\",");
+            body.extend_from_slice(b"\"limit\":\"");
+            body.extend_from_slice(limit.as_bytes());
+            body.extend_from_slice(b"\",");
         }
-        let _ = write!(body, "\"retry_after_ms\":{}}}", self.retry_after_ms);
+        body.extend_from_slice(b"\"retry_after_ms\":");
+        push_number(&mut body, self.retry_after_ms);
+        body.push(b'}');
         (body, content_type)
     }
 
@@ -321,6 +393,7 @@ pub fn too_many_requests(
     first_denier: &str,
     reported: Option<&TierItem<'_>>,
     items: &[TierItem<'_>],
+    route: &RouteHeaders,
     problem: Option<&[&str]>,
 ) -> Response<Body> {
     let wait = verdict.wait_ns;
@@ -332,7 +405,7 @@ pub fn too_many_requests(
     }
     .response(ceil_secs(wait));
     if let Some(r) = reported {
-        rate_limit_headers(resp.headers_mut(), r, items);
+        rate_limit_headers(resp.headers_mut(), r, items, Some(route));
     }
     resp
 }
@@ -369,9 +442,12 @@ pub fn concurrency_headers(
     free: u32,
 ) {
     headers.append(RATELIMIT_POLICY.clone(), constant.policy.clone());
-    let mut current = String::with_capacity(policy.len() + 16);
-    let _ = write!(current, "\"{policy}\";r={free}");
-    if let Ok(v) = HeaderValue::try_from(current) {
+    let mut current = Vec::with_capacity(policy.len() + 16);
+    current.push(b'"');
+    current.extend_from_slice(policy.as_bytes());
+    current.extend_from_slice(b"\";r=");
+    push_number(&mut current, u64::from(free));
+    if let Some(v) = value_of(current) {
         headers.append(RATELIMIT.clone(), v);
     }
 }
@@ -401,7 +477,7 @@ mod tests {
             until_full_ns: 300_000_000,
             remaining: 2,
         };
-        rate_limit_headers(&mut h, &user, &[user]);
+        rate_limit_headers(&mut h, &user, &[user], None);
         assert_eq!(h["x-ratelimit-limit"], "5");
         assert_eq!(h["x-ratelimit-remaining"], "2");
         assert_eq!(h["x-ratelimit-reset"], "1");
@@ -417,7 +493,7 @@ mod tests {
             remaining: 19,
         };
         let mut h = HeaderMap::new();
-        rate_limit_headers(&mut h, &user, &[tenant, user]);
+        rate_limit_headers(&mut h, &user, &[tenant, user], None);
         assert_eq!(
             h["ratelimit-policy"],
             "\"tenant\";q=20;w=12, \"user\";q=5;w=1"
@@ -498,6 +574,7 @@ mod tests {
             problem,
         };
         let (plain, content_type) = refused(None).body();
+        let plain = String::from_utf8(plain).expect("UTF-8");
         assert_eq!(content_type, "application/json");
         assert_eq!(
             plain,
@@ -505,6 +582,7 @@ mod tests {
         );
         let violated = ["user", "tenant"];
         let (problem, content_type) = refused(Some(&violated)).body();
+        let problem = String::from_utf8(problem).expect("UTF-8");
         assert_eq!(content_type, "application/problem+json");
         assert_eq!(
             problem,

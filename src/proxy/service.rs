@@ -15,7 +15,7 @@ use super::body::{HeldSlots, ResponseBody};
 use super::forward::{prepare_request, strip_hop_by_hop};
 use super::response::{
     concurrency_headers, concurrency_refused, json_error, rate_limit_headers, too_many_requests,
-    wants_problem_json, Body, BoxError, PolicyHeaders, TierItem,
+    wants_problem_json, Body, BoxError, PolicyHeaders, RouteHeaders, TierItem,
 };
 use super::settle::{parse_value, Measured, Metered, Settlement};
 use crate::config::{Route, SettleSource};
@@ -206,7 +206,7 @@ async fn serve(
         trace.decision = "denied";
         trace.policy = Some(position);
         trace.wait_ns = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
-        let constant = &snapshot.route_headers[route_index][position];
+        let constant = &snapshot.route_headers[route_index].policies[position];
         let own = slot_headers(policy, slots[k].max, constant);
         let problem = wants_problem_json(req.headers());
         return concurrency_refused(&policy.name, retry_after, &own, problem);
@@ -238,6 +238,7 @@ async fn serve(
             first,
             reported.as_ref(),
             &items,
+            &snapshot.route_headers[route_index],
             violated.as_deref(),
         );
     }
@@ -273,13 +274,18 @@ async fn serve(
         ..
     } = &admission;
     if let Some(r) = &reported {
-        rate_limit_headers(resp.headers_mut(), r, &items);
+        rate_limit_headers(
+            resp.headers_mut(),
+            r,
+            &items,
+            Some(&snapshot.route_headers[route_index]),
+        );
     }
     for (tier, outcome) in slots.iter().zip(slot_outcomes) {
         let policy = &route.policies[tier.position];
         // Shadow tiers are counted, never shown.
         if let (SlotOutcome::Held { free }, Mode::Enforce) = (outcome, policy.mode) {
-            let constant = &snapshot.route_headers[route_index][tier.position];
+            let constant = &snapshot.route_headers[route_index].policies[tier.position];
             let own = slot_headers(policy, tier.max, constant);
             concurrency_headers(resp.headers_mut(), &policy.name, &own, *free);
         }
@@ -292,7 +298,7 @@ async fn serve(
 fn reported_tiers<'a>(
     admission: &Admission,
     route: &'a Route,
-    headers: &'a [PolicyHeaders],
+    headers: &'a RouteHeaders,
 ) -> (Option<TierItem<'a>>, smallvec::SmallVec<[TierItem<'a>; 4]>) {
     let Admission {
         tiers: RequestTiers {
@@ -307,13 +313,20 @@ fn reported_tiers<'a>(
         constant: constant_headers(
             &route.policies[positions[k]],
             &tiers[k].quota,
-            &headers[positions[k]],
+            &headers.policies[positions[k]],
         ),
         until_full_ns: verdict.outcomes()[k].decision.until_idle_ns,
         remaining: verdict.remaining,
     });
     // On a refusal, tiers are described from their TATs, relative to the verdict's own now.
-    let items = tier_items(verdict, tiers, positions, route, headers, verdict.now);
+    let items = tier_items(
+        verdict,
+        tiers,
+        positions,
+        route,
+        &headers.policies,
+        verdict.now,
+    );
     (reported, items)
 }
 
@@ -581,7 +594,7 @@ async fn forward(
         None => body,
     };
     let mut outgoing = Request::from_parts(parts, body);
-    prepare_request(&mut outgoing, conn.peer.ip(), conn.tls);
+    prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
 
     let sent = shared.clock.now_ns();
     let result = pool

@@ -39,6 +39,39 @@ pub struct RequestHost<'a> {
 
 /// Validates one `host[:port]` value: no whitespace, no user info, a non-empty host.
 pub fn parse(value: &str) -> Result<RequestHost<'_>, HostError> {
+    match plain(value) {
+        Some(host) => Ok(host),
+        None => parse_authority(value),
+    }
+}
+
+/// The usual spelling, read without building an `Authority`: lower-case letters, digits,
+/// `-` and `.` (not last), then nothing or `:` and 1 to 5 digits. Such a value is its own
+/// routing and forwarding form. `None`: anything else, left to the full parse (which
+/// agrees wherever this answers; a property test checks it).
+fn plain(value: &str) -> Option<RequestHost<'_>> {
+    let bytes = value.as_bytes();
+    let colon = bytes.iter().position(|&b| b == b':').unwrap_or(bytes.len());
+    let (host, port) = bytes.split_at(colon);
+    let host_ok = host
+        .iter()
+        .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if !host_ok || host.is_empty() || host.last() == Some(&b'.') {
+        return None;
+    }
+    if let Some(digits) = port.strip_prefix(b":") {
+        if digits.is_empty() || digits.len() > 5 || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+    }
+    Some(RequestHost {
+        name: Cow::Borrowed(&value[..colon]),
+        forward: Cow::Borrowed(value),
+    })
+}
+
+/// The full validation, through `http`'s `Authority` parser.
+fn parse_authority(value: &str) -> Result<RequestHost<'_>, HostError> {
     if value.is_empty() || value.bytes().any(|b| b.is_ascii_whitespace() || b == b'@') {
         return Err(HostError::Invalid);
     }
@@ -159,6 +192,34 @@ mod tests {
             "api.example.com:port",
         ] {
             assert_eq!(parse(bad), Err(HostError::Invalid), "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The fast path answers exactly as the full parse wherever it answers.
+        #[test]
+        fn plain_spellings_parse_as_the_authority_parser_does(
+            value in "[a-z0-9.:\\-]{0,12}",
+        ) {
+            if let Some(fast) = plain(&value) {
+                proptest::prop_assert_eq!(Ok(fast), parse_authority(&value));
+            }
+        }
+    }
+
+    #[test]
+    fn usual_spellings_take_the_fast_path() {
+        for value in [
+            "127.0.0.1:8080",
+            "api.example.com",
+            "a-b.c:1",
+            "localhost:65535",
+        ] {
+            assert!(plain(value).is_some(), "{value}");
+            assert_eq!(Ok(plain(value).expect("plain")), parse_authority(value));
+        }
+        for value in ["API.example", "a.", "a:", "a:123456", "[::1]:80", "a b"] {
+            assert!(plain(value).is_none(), "{value}");
         }
     }
 

@@ -93,6 +93,7 @@ pub async fn serve(
             .map(|t| t.config.clone());
         let ctx = Arc::new(ConnContext {
             peer,
+            peer_text: crate::conn::ip_text(peer.ip()),
             tls: tls.is_some(),
             activity: Arc::new(Activity::default()),
             permits: permits.clone(),

@@ -177,14 +177,17 @@ impl UpstreamPool {
         affinity: &Arc<AtomicU64>,
     ) -> Result<Response<PooledBody>, ForwardError> {
         let target = &self.upstream.targets[index];
-        let path = req
-            .uri()
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        // HTTP/1.1 to the upstream: origin-form target, the authority is in `Host`.
-        if let Ok(uri) = Uri::builder().path_and_query(path).build() {
-            *req.uri_mut() = uri;
+        // HTTP/1.1 to the upstream: origin-form target, the authority is in `Host`. An
+        // HTTP/1.1 client's target usually is already.
+        let uri = req.uri();
+        if uri.scheme().is_some() || uri.authority().is_some() || uri.path_and_query().is_none() {
+            let path = uri
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| PathAndQuery::from_static("/"));
+            if let Ok(uri) = Uri::builder().path_and_query(path).build() {
+                *req.uri_mut() = uri;
+            }
         }
         *req.version_mut() = http::Version::HTTP_11;
         if !req.headers().contains_key(http::header::HOST) {
