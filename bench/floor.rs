@@ -116,6 +116,7 @@ fn deny() -> Response<Body> {
     let headers = resp.headers_mut();
     for (name, value) in [
         ("content-type", "application/json"),
+        ("vary", "accept"),
         ("retry-after", "3600"),
         ("x-ratelimit-limit", "1"),
         ("x-ratelimit-remaining", "0"),

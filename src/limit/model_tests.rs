@@ -262,12 +262,14 @@ proptest! {
 #[derive(Clone, Debug)]
 enum LeaseStep {
     /// After `gap`, gateway `gw` admits a request of `cost` units: from its slice, or by
-    /// asking the store for a slice of `want`.
+    /// asking the store for a slice of `want` whose slots begin `lead` ahead (in
+    /// hundredths of T).
     Request {
         gap: u64,
         gw: usize,
         cost: u64,
         want: u64,
+        lead: u64,
     },
     /// After `gap`, gateway `gw` gives its slice back (idle, reload, shutdown).
     GiveBack { gap: u64, gw: usize },
@@ -279,8 +281,8 @@ fn lease_steps() -> impl Strategy<Value = Vec<LeaseStep>> {
     // Gaps in hundredths of T: mostly bursts, sometimes long pauses (slices age).
     let gap = prop_oneof![4 => 0u64..=30, 1 => 0u64..=3_000];
     let step = prop_oneof![
-        8 => (gap.clone(), 0usize..3, 1u64..=3, 1u64..=12)
-            .prop_map(|(gap, gw, cost, want)| LeaseStep::Request { gap, gw, cost, want }),
+        8 => (gap.clone(), 0usize..3, 1u64..=3, 1u64..=12, prop_oneof![0u64..=0, 0u64..=2_000])
+            .prop_map(|(gap, gw, cost, want, lead)| LeaseStep::Request { gap, gw, cost, want, lead }),
         1 => (gap, 0usize..3).prop_map(|(gap, gw)| LeaseStep::GiveBack { gap, gw }),
         1 => (0usize..3).prop_map(|gw| LeaseStep::Crash { gw }),
     ];
@@ -306,7 +308,7 @@ proptest! {
         let mut admitted: Vec<(u64, u64)> = Vec::new();
         for step in steps {
             match step {
-                LeaseStep::Request { gap, gw, cost, want } => {
+                LeaseStep::Request { gap, gw, cost, want, lead } => {
                     now += t / 100 * gap;
                     let cost = cost.min(quota.burst());
                     if let Some(s) = slices[gw].as_mut() {
@@ -316,7 +318,8 @@ proptest! {
                         }
                     }
                     let back = slices[gw].take().and_then(|s| s.give_back(now));
-                    let (after, answer) = grant(tat, now, &quota, want.max(cost), cost, back);
+                    let lead = t / 100 * lead;
+                    let (after, answer) = grant(tat, now, &quota, want.max(cost), cost, lead, back);
                     tat = after;
                     if let Grant::Granted { granted, end, ahead, .. } = answer {
                         let mut s = Slice::new(now, ahead, granted, t, end);

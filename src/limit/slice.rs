@@ -132,12 +132,20 @@ pub fn give_back(tat: u64, now: u64, back: GiveBack) -> u64 {
 /// at least `need` are free — fewer when few are free (half of what is free, never less
 /// than `need`), so the last units of a key go out one request at a time. Returns the TAT
 /// after and the answer. `slice.lua` does exactly this on Redis's clock.
+///
+/// `lead`: how far ahead of `now` the slice's first slot should begin. A gateway that
+/// serves a key slower than the key's rate uses its units more than `T` apart, so units
+/// whose slots begin at `now`, `now + T`, … would expire unused; slots placed `lead` ahead
+/// stay usable while it works through them. The capacity skipped over is capacity no one
+/// had used (the key was that far from its limit); the lead is taken only where the key
+/// has room for it and `need` units after it, so it never turns a grant into a refusal.
 pub fn grant(
     tat: u64,
     now: u64,
     quota: &super::Quota,
     want: u64,
     need: u64,
+    lead: u64,
     back: Option<GiveBack>,
 ) -> (u64, Grant) {
     let (t, tau) = (quota.interval_ns(), quota.tolerance_ns());
@@ -150,8 +158,13 @@ pub fn grant(
             .saturating_sub(tau);
         return (tat, Grant::Refused { wait });
     }
+    let start = match debt.max(lead) {
+        padded if tau.saturating_sub(padded) / t >= need => padded,
+        _ => debt,
+    };
+    let free = tau.saturating_sub(start) / t;
     let granted = want.min((free / 2).max(need)).max(need).min(free);
-    let ahead = debt + granted * t;
+    let ahead = start + granted * t;
     let end = now + ahead;
     (
         end,
@@ -196,6 +209,38 @@ mod tests {
             "given back to the slice, usable until its slot"
         );
         assert_eq!(s.usable(9_001), 0);
+    }
+
+    #[test]
+    fn a_lead_places_the_slots_ahead_only_where_there_is_room() {
+        // T = 1 000, burst 100.
+        let quota = crate::limit::Quota::new(1, 1_000, 100).expect("quota");
+        let tau = quota.tolerance_ns();
+        let (tat, answer) = grant(0, 100_000, &quota, 3, 1, 4_000, None);
+        assert_eq!(tat, 100_000 + 4_000 + 3 * T, "slots begin 4 000 ahead");
+        let Grant::Granted {
+            granted,
+            ahead,
+            left,
+            ..
+        } = answer
+        else {
+            panic!("granted");
+        };
+        assert_eq!((granted, ahead), (3, 7_000));
+        assert_eq!(left, (tau - 4_000) / T - 3);
+        let mut s = Slice::new(100_000, ahead, granted, T, tat);
+        assert_eq!(s.take(1, 100_000), Some(2));
+        assert_eq!(s.take(1, 105_000), Some(1), "unit 2 usable until 105 000");
+        assert_eq!(s.take(1, 106_001), None, "unit 3's slot began at 106 000");
+
+        // Already that far in debt: no padding.
+        let (tat, _) = grant(105_000, 100_000, &quota, 1, 1, 4_000, None);
+        assert_eq!(tat, 106_000);
+        // No room for the lead and the request: the slice starts at the TAT.
+        let (tat, answer) = grant(100_000, 100_000, &quota, 2, 2, tau, None);
+        assert_eq!(tat, 102_000);
+        assert!(matches!(answer, Grant::Granted { granted: 2, .. }));
     }
 
     #[test]

@@ -69,6 +69,15 @@ pub struct RedisStore {
     slice: Script,
 }
 
+/// What a gateway asks of a slice: `want` units, at least `need`, the first slot
+/// beginning `lead` ns ahead where the key has room (see `limit::slice::grant`).
+#[derive(Debug, Clone, Copy)]
+pub struct SliceAsk {
+    pub want: u64,
+    pub need: u64,
+    pub lead: u64,
+}
+
 /// What Redis answered a request for a slice (`slice.lua`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SliceAnswer {
@@ -450,18 +459,17 @@ impl RedisStore {
         }
     }
 
-    /// Asks for a slice of `want` units (at least `need`) of `key`, giving back `back`
-    /// (unused time and the stamp the old slice left) first; `need` = 0 only gives back.
-    /// Counts for the breaker like a decision.
+    /// Asks for the slice `ask` of `key`, giving back `back` (unused time and the stamp
+    /// the old slice left) first. Counts for the breaker like a decision.
     pub async fn slice(
         &self,
         key: &str,
         quota: &crate::limit::Quota,
-        want: u64,
-        need: u64,
+        ask: SliceAsk,
         back: Option<(u64, &str)>,
         now_ns: u64,
     ) -> Result<SliceAnswer, StoreError> {
+        let SliceAsk { want, need, lead } = ask;
         if need > 0 && !self.breaker.allow(now_ns) {
             return Err(StoreError::BreakerOpen);
         }
@@ -473,7 +481,8 @@ impl RedisStore {
             .arg(want)
             .arg(need)
             .arg(give_ns)
-            .arg(give_end);
+            .arg(give_end)
+            .arg(lead);
         let reply: Result<redis::Value, _> = self.invoke(&inv).await;
         let answer = reply.and_then(|v| parse_slice(&v));
         match &answer {

@@ -2,11 +2,14 @@
 -- clock. First a previous slice's unused units are given back, only while that slice is
 -- still the key's last reservation (the stored TAT equals its end); then `want` units are
 -- granted when at least `need` are free: half of what is free when that is fewer, never
--- less than `need`. `need` = 0 only gives back. Arithmetic on the debt (TAT − now, ns),
--- exact in doubles (see gcra.lua). Mirrors limit::slice::grant.
+-- less than `need`. The slice's first slot begins `lead` ahead of now where the key has
+-- room for that and `need` units after it (the capacity skipped over was unused).
+-- `need` = 0 only gives back. Arithmetic on the debt (TAT − now, ns), exact in doubles
+-- (see gcra.lua). Mirrors limit::slice::grant.
 --
 -- KEYS[1]  the key
--- ARGV     T, tau, want, need, give_ns (0: none), give_end (the stamp the slice left)
+-- ARGV     T, tau, want, need, give_ns (0: none), give_end (the stamp the slice left),
+--          lead (ns; absent: 0)
 -- Returns  {granted, ahead, left, end}  or  {0, wait}
 local time = redis.call('TIME')
 local now_s = tonumber(time[1])
@@ -14,6 +17,7 @@ local now_ns = tonumber(time[2]) * 1000
 local t, tau = tonumber(ARGV[1]), tonumber(ARGV[2])
 local want, need = tonumber(ARGV[3]), tonumber(ARGV[4])
 local give_ns, give_end = tonumber(ARGV[5]), ARGV[6]
+local lead = tonumber(ARGV[7] or '0')
 
 local stored = redis.call('GET', KEYS[1])
 local debt = 0
@@ -54,8 +58,11 @@ if free < need then
   if gave then store(debt) end
   return {0, debt + need * t - tau}
 end
+local start = math.max(debt, lead)
+if math.floor((tau - start) / t) < need then start = debt end
+free = math.floor((tau - start) / t)
 local granted = math.min(want, math.max(math.floor(free / 2), need))
 granted = math.min(math.max(granted, need), free)
-local ahead = debt + granted * t
+local ahead = start + granted * t
 store(ahead)
 return {granted, ahead, free - granted, stamp(ahead)}

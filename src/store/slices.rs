@@ -11,11 +11,11 @@ use std::sync::Mutex;
 
 use arrayvec::ArrayVec;
 
-use super::redis::{Decided, RedisStore, SliceAnswer};
+use super::redis::{Decided, RedisStore, SliceAnswer, SliceAsk};
 use super::{Limiter, StoreError};
 use crate::key::RedisKey;
 use crate::limit::slice::Slice;
-use crate::limit::{Tier, Verdict, MAX_DECISIONS};
+use crate::limit::{Quota, Tier, Verdict, MAX_DECISIONS};
 
 /// How much of a key's local traffic one slice is sized to carry.
 pub const SLICE_WINDOW_NS: u64 = 50_000_000;
@@ -31,7 +31,7 @@ struct Held {
     /// Which slice this is: units are put back only into the slice they came from.
     id: u64,
     /// The numbers it was taken under.
-    quota: crate::limit::Quota,
+    quota: Quota,
     slice: Slice,
     redis_key: String,
     /// The TAT Redis stored for it: a give-back applies only while it is still that.
@@ -123,24 +123,25 @@ impl Slices {
         }
     }
 
-    /// Removes `key`'s slice: the units to give back, and the next slice's size.
-    fn retire(&self, key: u64, now: u64, burst: u64, held_total: usize) -> (Option<Return>, u64) {
-        let cap = (burst / 4).max(1);
+    /// Removes `key`'s slice: the units to give back, and what to ask for next.
+    fn retire(
+        &self,
+        key: u64,
+        now: u64,
+        quota: &Quota,
+        held_total: usize,
+    ) -> (Option<Return>, Ask) {
         let mut shard = lock(self.shard(key));
         let Some(held) = shard.remove(&key) else {
-            return (None, 1);
+            return (None, Ask::ONE);
         };
         self.count.fetch_sub(1, Ordering::Relaxed);
-        let want = if held_total >= MAX_SLICES {
-            1
+        let ask = if held_total >= MAX_SLICES {
+            Ask::ONE
         } else {
-            // Units a window of this key's recent local traffic uses.
-            let elapsed = now.saturating_sub(held.since).max(1);
-            let per_window =
-                u128::from(held.uses) * u128::from(SLICE_WINDOW_NS) / u128::from(elapsed);
-            u64::try_from(per_window).unwrap_or(u64::MAX).clamp(1, cap)
+            Ask::sized(held.uses, now.saturating_sub(held.since), quota)
         };
-        (give_back(held, now), want)
+        (give_back(held, now), ask)
     }
 
     fn install(&self, key: u64, mut held: Held) -> u64 {
@@ -198,6 +199,38 @@ fn give_back(held: Held, now: u64) -> Option<Return> {
         ns: back.ns,
         end: held.end,
     })
+}
+
+/// The next slice of a key: its size and how far ahead its slots should begin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ask {
+    want: u64,
+    lead: u64,
+}
+
+impl Ask {
+    /// A key's first request, or one with too little traffic to lease: exact.
+    const ONE: Self = Self { want: 1, lead: 0 };
+
+    /// Sized from `uses` units used locally over `elapsed`: the units a
+    /// [`SLICE_WINDOW_NS`] of that traffic uses (at most a quarter of the burst), with the
+    /// first slot placed as far ahead as serving them at that pace takes (at most a
+    /// quarter of the burst's time), so none expires before its turn.
+    fn sized(uses: u64, elapsed: u64, quota: &Quota) -> Self {
+        let elapsed = elapsed.max(1);
+        let per_window = u128::from(uses) * u128::from(SLICE_WINDOW_NS) / u128::from(elapsed);
+        let want = u64::try_from(per_window)
+            .unwrap_or(u64::MAX)
+            .clamp(1, (quota.burst() / 4).max(1));
+        // The last of `want` units is used about (want − 1) local gaps from now, and its
+        // slot begins (want − 1)·T after the first: the lead covers the difference.
+        let gap = elapsed / uses.max(1);
+        let lead = (want - 1)
+            .saturating_mul(gap.saturating_sub(quota.interval_ns()))
+            .min(SLICE_WINDOW_NS)
+            .min(quota.tolerance_ns() / 4);
+        Self { want, lead }
+    }
 }
 
 /// What a leased tier contributes to the verdict.
@@ -300,15 +333,19 @@ impl Limiter {
         if let Some(t) = self.slices.take(tier, units, now) {
             return Ok(Leased::Taken(t));
         }
-        let (back, want) = self
+        let (back, ask) = self
             .slices
-            .retire(tier.key, now, tier.quota.burst(), self.slices.len());
+            .retire(tier.key, now, &tier.quota, self.slices.len());
+        let ask = SliceAsk {
+            want: ask.want.max(units),
+            need: units,
+            lead: ask.lead,
+        };
         let answer = remote
             .slice(
                 &key.key,
                 &tier.quota,
-                want.max(units),
-                units,
+                ask,
                 back.as_ref().map(|b| (b.ns, b.end.as_str())),
                 now,
             )
@@ -395,5 +432,46 @@ impl Limiter {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn quota(limit: u64, burst: u64) -> Quota {
+        Quota::new(limit, 1_000 * MS, burst).expect("quota")
+    }
+
+    #[test]
+    fn a_key_served_slower_than_its_rate_gets_its_slots_ahead() {
+        // 100 uses a second at this gateway, of a key allowed a million a second.
+        let ask = Ask::sized(5, 50 * MS, &quota(1_000_000, 1_000_000));
+        assert_eq!(ask.want, 5);
+        assert_eq!(
+            ask.lead,
+            4 * (10 * MS - 1_000),
+            "four gaps, less the slots' own spacing"
+        );
+    }
+
+    #[test]
+    fn a_key_served_at_its_rate_needs_no_lead_and_the_burst_caps_the_size() {
+        // 1,000 uses a second of a key allowed 100 a second (T = 10 ms), burst 100.
+        let ask = Ask::sized(50, 50 * MS, &quota(100, 100));
+        assert_eq!(ask, Ask { want: 25, lead: 0 });
+    }
+
+    #[test]
+    fn the_lead_takes_at_most_a_quarter_of_the_burst() {
+        // 500 uses a second of a key allowed 10,000 a second, burst 100 (τ = 10 ms).
+        let q = quota(10_000, 100);
+        let ask = Ask::sized(50, 100 * MS, &q);
+        assert_eq!(ask.want, 25);
+        assert_eq!(ask.lead, q.tolerance_ns() / 4);
+        // A key used once in a long while stays exact.
+        assert_eq!(Ask::sized(1, 10_000 * MS, &q), Ask::ONE);
     }
 }

@@ -139,6 +139,32 @@ async fn a_hot_key_is_served_from_slices() {
 }
 
 #[tokio::test]
+async fn a_key_served_slower_than_its_rate_is_still_served_from_slices() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    // 10,000 a second (T = 0.1 ms), 10,000 at once, and a request every 1 ms of the
+    // gateway's (fake) clock: a tenth of the key's rate. Slots one T apart from now would
+    // begin before the requests meant to use them (nine in ten would expire); slices whose
+    // slots begin ahead carry fifty requests each (a 50 ms window of this traffic).
+    let toml = leased(&redis, "limit = 10000\nperiod = \"1s\"\nburst = 10000\n").build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let h = [("x-tenant-id", "acme")];
+    for i in 0..100 {
+        let r = get(&gw.url("/"), &h).await;
+        assert_eq!(r.status, 200, "request {i}");
+        gw.advance(MS);
+    }
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let granted_calls = metric_of(&metrics, "tollgate_lease_calls_total{result=\"granted\"}");
+    // One unit for the first request, then slices of fifty.
+    assert!(
+        (2.0..=5.0).contains(&granted_calls),
+        "{granted_calls} Redis calls for 100 requests (about 20 with slots starting at now): {metrics}"
+    );
+    assert_eq!(up.requests(), 100);
+}
+
+#[tokio::test]
 async fn idle_slices_and_shutdown_give_units_back() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
