@@ -76,6 +76,11 @@ impl Slice {
         }
     }
 
+    /// Spends every unit: they were given back, or are about to be.
+    pub fn drain(&mut self) {
+        self.used = self.k;
+    }
+
     /// The last unit taken so far.
     pub fn last_taken(&self) -> u64 {
         self.used

@@ -44,6 +44,14 @@ struct Held {
     since: u64,
 }
 
+/// A leased key decided in Redis without a slice (too cold for one, or riding along in a
+/// call the request made anyway): how much this gateway used it, to size its first slice.
+struct Seen {
+    uses: u64,
+    since: u64,
+    last_use: u64,
+}
+
 /// Units taken for one tier: what is left locally and, as last heard, in Redis.
 #[derive(Debug, Clone, Copy)]
 pub struct Taken {
@@ -64,6 +72,10 @@ pub struct Return {
 
 pub struct Slices {
     shards: [Mutex<HashMap<u64, Held>>; SHARDS],
+    /// Keys used without a slice, by the same stripes; at most [`MAX_SLICES`], forgotten
+    /// once idle for [`IDLE_NS`].
+    seen: [Mutex<HashMap<u64, Seen>>; SHARDS],
+    seen_count: AtomicUsize,
     /// One fetch at a time per stripe of keys: concurrent requests for a key with no
     /// usable slice wait for the one call instead of each making their own.
     fetches: [tokio::sync::Mutex<()>; SHARDS],
@@ -76,6 +88,8 @@ impl Default for Slices {
     fn default() -> Self {
         Self {
             shards: std::array::from_fn(|_| Mutex::default()),
+            seen: std::array::from_fn(|_| Mutex::default()),
+            seen_count: AtomicUsize::new(0),
             fetches: std::array::from_fn(|_| tokio::sync::Mutex::default()),
             count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
@@ -123,7 +137,9 @@ impl Slices {
         }
     }
 
-    /// Removes `key`'s slice: the units to give back, and what to ask for next.
+    /// Empties `key`'s slice before a fetch: the units to give back, and what to ask
+    /// for next. The record stays (its units gone), so requests arriving during the fetch
+    /// still see a key in use and wait for the fetch instead of each asking Redis.
     fn retire(
         &self,
         key: u64,
@@ -131,17 +147,73 @@ impl Slices {
         quota: &Quota,
         held_total: usize,
     ) -> (Option<Return>, Ask) {
-        let mut shard = lock(self.shard(key));
-        let Some(held) = shard.remove(&key) else {
-            return (None, Ask::ONE);
+        let (back, sizing) = match lock(self.shard(key)).get_mut(&key) {
+            Some(held) => {
+                let back = held.slice.give_back(now).map(|b| Return {
+                    redis_key: std::mem::take(&mut held.redis_key),
+                    units: held.slice.usable(now),
+                    ns: b.ns,
+                    end: std::mem::take(&mut held.end),
+                });
+                held.slice.drain();
+                (back, Some((held.uses, held.since)))
+            }
+            None => (None, None),
         };
-        self.count.fetch_sub(1, Ordering::Relaxed);
-        let ask = if held_total >= MAX_SLICES {
-            Ask::ONE
-        } else {
-            Ask::sized(held.uses, now.saturating_sub(held.since), quota)
+        let sizing = sizing.or_else(|| {
+            lock(self.seen_shard(key))
+                .get(&key)
+                .map(|s| (s.uses, s.since))
+        });
+        let ask = match sizing {
+            Some((uses, since)) if held_total < MAX_SLICES => {
+                Ask::sized(uses, now.saturating_sub(since), quota)
+            }
+            _ => Ask::ONE,
         };
-        (give_back(held, now), ask)
+        (back, ask)
+    }
+
+    fn seen_shard(&self, key: u64) -> &Mutex<HashMap<u64, Seen>> {
+        &self.seen[(key as usize) % SHARDS]
+    }
+
+    /// What a slice of `key` would be asked for now (nothing is taken).
+    fn next_ask(&self, key: u64, now: u64, quota: &Quota) -> Ask {
+        if self.len() >= MAX_SLICES {
+            return Ask::ONE;
+        }
+        if let Some(h) = lock(self.shard(key)).get(&key) {
+            return Ask::sized(h.uses, now.saturating_sub(h.since), quota);
+        }
+        match lock(self.seen_shard(key)).get(&key) {
+            Some(s) => Ask::sized(s.uses, now.saturating_sub(s.since), quota),
+            None => Ask::ONE,
+        }
+    }
+
+    /// Records `units` of `key` used at `now` without a slice (decided in Redis).
+    fn note_use(&self, key: u64, units: u64, now: u64) {
+        if let Some(h) = lock(self.shard(key)).get_mut(&key) {
+            h.uses += units;
+            h.last_use = now;
+            return;
+        }
+        let mut seen = lock(self.seen_shard(key));
+        if let Some(s) = seen.get_mut(&key) {
+            s.uses += units;
+            s.last_use = now;
+        } else if self.seen_count.load(Ordering::Relaxed) < MAX_SLICES {
+            seen.insert(
+                key,
+                Seen {
+                    uses: units,
+                    since: now,
+                    last_use: now,
+                },
+            );
+            self.seen_count.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn install(&self, key: u64, mut held: Held) -> u64 {
@@ -149,6 +221,9 @@ impl Slices {
         let id = held.id;
         if lock(self.shard(key)).insert(key, held).is_none() {
             self.count.fetch_add(1, Ordering::Relaxed);
+        }
+        if lock(self.seen_shard(key)).remove(&key).is_some() {
+            self.seen_count.fetch_sub(1, Ordering::Relaxed);
         }
         id
     }
@@ -162,11 +237,14 @@ impl Slices {
         self.len() == 0
     }
 
-    /// Removes the slices idle since before `now − IDLE_NS` (or all, with `all`), and
-    /// returns what to give back. Also counts the usable units still held.
+    /// Removes the slices idle since before `now − IDLE_NS` (or all, with `all`) and
+    /// those used up, and returns what to give back. A used-up slice of a key still in
+    /// use leaves its record of uses, so the key's next slice is sized as before. Also
+    /// counts the usable units still held.
     pub fn retire_idle(&self, now: u64, all: bool) -> (Vec<Return>, u64) {
         let mut out = Vec::new();
         let mut held_units = 0;
+        let mut still_used = Vec::new();
         for shard in &self.shards {
             let mut shard = lock(shard);
             let idle: Vec<u64> = shard
@@ -181,11 +259,38 @@ impl Slices {
                     continue;
                 };
                 self.count.fetch_sub(1, Ordering::Relaxed);
+                if !all && now.saturating_sub(held.last_use) < IDLE_NS {
+                    still_used.push((key, held.uses, held.since, held.last_use));
+                }
                 if let Some(back) = give_back(held, now) {
                     out.push(back);
                 }
             }
             held_units += shard.values().map(|h| h.slice.usable(now)).sum::<u64>();
+        }
+        for (key, uses, since, last_use) in still_used {
+            let mut seen = lock(self.seen_shard(key));
+            if self.seen_count.load(Ordering::Relaxed) < MAX_SLICES
+                && seen
+                    .insert(
+                        key,
+                        Seen {
+                            uses,
+                            since,
+                            last_use,
+                        },
+                    )
+                    .is_none()
+            {
+                self.seen_count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        for seen in &self.seen {
+            let mut seen = lock(seen);
+            let before = seen.len();
+            seen.retain(|_, s| !all && now.saturating_sub(s.last_use) < IDLE_NS);
+            self.seen_count
+                .fetch_sub(before - seen.len(), Ordering::Relaxed);
         }
         (out, held_units)
     }
@@ -233,6 +338,14 @@ impl Ask {
     }
 }
 
+/// The debt at which `evaluate` reports what a tier served from a slice has left: the
+/// smaller of the slice and what Redis last said.
+fn leased_debt(tier: &Tier, units: u64, got: &Taken) -> u64 {
+    let (t, tau) = (tier.quota.interval_ns(), tier.quota.tolerance_ns());
+    let left = got.local.min(got.store);
+    tau.saturating_sub(left.saturating_add(units).saturating_mul(t))
+}
+
 /// What a leased tier contributes to the verdict.
 enum Leased {
     Taken(Taken),
@@ -241,8 +354,11 @@ enum Leased {
 
 impl Limiter {
     /// Decides a request some of whose tiers (`leased`, a bit per tier) are leased: those
-    /// from this gateway's slices (asking Redis for a slice when one has no units left),
-    /// the others in Redis as usual, all or nothing.
+    /// from this gateway's slices where they have units, the others in Redis, all or
+    /// nothing. A leased key without units gets a slice of its own only when the request
+    /// makes no other call: a key too cold for a slice is decided in Redis like an exact
+    /// tier, and once one call is made, every key without units rides in it (a fetch of
+    /// its own would be a second round trip for this request).
     ///
     /// The clock is read again right before each unit is taken: a unit's deadline is a
     /// real time, and a `now` from before a wait (another tier's fetch, the fetch lock)
@@ -263,32 +379,42 @@ impl Limiter {
                 self.slices.untake(*key, *units, got);
             }
         };
+        let mut missed: ArrayVec<(usize, Ask), MAX_DECISIONS> = ArrayVec::new();
+        let mut call_anyway = false;
         for (i, tier) in tiers.iter().enumerate() {
             if leased & (1 << i) == 0 {
+                call_anyway = true;
                 continue;
             }
             let units = tier.cost(cost);
-            let answer = match self.slices.take(tier, units, clock.now_ns()) {
-                Some(t) => Leased::Taken(t),
-                None => match self.fetch_slice(remote, tier, &keys[i], units, clock).await {
-                    Ok(answer) => answer,
-                    Err(e) => {
-                        untake(&taken);
-                        return Err(e);
-                    }
-                },
-            };
-            let (t, tau) = (tier.quota.interval_ns(), tier.quota.tolerance_ns());
-            match answer {
-                Leased::Taken(got) => {
+            let now = clock.now_ns();
+            match self.slices.take(tier, units, now) {
+                Some(got) => {
+                    decided.debts.push((i, leased_debt(tier, units, &got)));
                     taken.push((tier.key, units, got));
-                    // The debt at which evaluate reports what is left: the smaller of
-                    // the slice and what Redis last said.
-                    let left = got.local.min(got.store);
-                    let debt = tau.saturating_sub(left.saturating_add(units).saturating_mul(t));
-                    decided.debts.push((i, debt));
                 }
-                Leased::Refused { wait } => {
+                None => {
+                    let ask = self.slices.next_ask(tier.key, now, &tier.quota);
+                    call_anyway |= ask.want <= units;
+                    missed.push((i, ask));
+                }
+            }
+        }
+        // Keys decided in Redis with the exact tiers: their use sizes their first slice.
+        let mut in_call: ArrayVec<usize, MAX_DECISIONS> = ArrayVec::new();
+        for (i, _) in missed {
+            if call_anyway {
+                in_call.push(i);
+                continue;
+            }
+            let (tier, units) = (&tiers[i], tiers[i].cost(cost));
+            match self.fetch_slice(remote, tier, &keys[i], units, clock).await {
+                Ok(Leased::Taken(got)) => {
+                    decided.debts.push((i, leased_debt(tier, units, &got)));
+                    taken.push((tier.key, units, got));
+                }
+                Ok(Leased::Refused { wait }) => {
+                    let (t, tau) = (tier.quota.interval_ns(), tier.quota.tolerance_ns());
                     let debt = wait
                         .saturating_add(tau)
                         .saturating_sub(units.saturating_mul(t));
@@ -296,14 +422,20 @@ impl Limiter {
                     decided.refused = true;
                     break;
                 }
+                Err(e) => {
+                    untake(&taken);
+                    return Err(e);
+                }
             }
         }
-        match remote
-            .check_with(tiers, keys, cost, clock.now_ns(), &decided)
-            .await
-        {
+        let now = clock.now_ns();
+        match remote.check_with(tiers, keys, cost, now, &decided).await {
             Ok(verdict) => {
-                if !verdict.admitted {
+                if verdict.admitted {
+                    for &i in &in_call {
+                        self.slices.note_use(tiers[i].key, tiers[i].cost(cost), now);
+                    }
+                } else {
                     untake(&taken);
                 }
                 Ok(verdict)

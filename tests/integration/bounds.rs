@@ -337,23 +337,6 @@ async fn a_full_upstream_pool_answers_503_within_the_timeout() {
     holder.abort();
 }
 
-/// Script calls Redis has served (the GCRA script and its helpers).
-fn script_calls(redis: &RedisServer) -> u64 {
-    redis
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 #[tokio::test]
 async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_pass() {
     let redis = RedisServer::start();
@@ -378,7 +361,7 @@ async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_p
         assert_eq!(get(&gw.url("/api"), &mallory).await.status, 200);
     }
     assert_eq!(get(&gw.url("/api"), &mallory).await.status, 429);
-    let before = script_calls(&redis);
+    let before = redis.script_calls();
     const FLOOD: usize = 400;
     let mut tasks = Vec::new();
     for worker in 0..16 {
@@ -398,7 +381,7 @@ async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_p
         refused += t.await.expect("flood task");
     }
     assert_eq!(refused, FLOOD, "every flooded request refused");
-    let calls = script_calls(&redis) - before;
+    let calls = redis.script_calls() - before;
     assert_eq!(
         calls, 0,
         "{calls} Redis calls for {FLOOD} requests refused from the refusal cache"

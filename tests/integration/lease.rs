@@ -128,12 +128,12 @@ async fn a_hot_key_is_served_from_slices() {
     }
     let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
     let granted_calls = metric_of(&metrics, "tollgate_lease_calls_total{result=\"granted\"}");
-    // The first slice is one unit (a cold key stays exact), the next are a quarter of
-    // the burst (50): 1 + 50 + 50 cover the 100 requests.
-    assert_eq!(granted_calls, 3.0, "{metrics}");
+    // The first request is decided in Redis like an exact tier (a cold key); then slices
+    // of a quarter of the burst (50): 1 + 50 + 50 cover the 100 requests.
+    assert_eq!(granted_calls, 2.0, "{metrics}");
     assert_eq!(
         metric_of(&metrics, "tollgate_lease_units_total{result=\"granted\"}"),
-        101.0
+        100.0
     );
     assert_eq!(up.requests(), 100);
 }
@@ -162,6 +162,53 @@ async fn a_key_served_slower_than_its_rate_is_still_served_from_slices() {
         "{granted_calls} Redis calls for 100 requests (about 20 with slots starting at now): {metrics}"
     );
     assert_eq!(up.requests(), 100);
+}
+
+#[tokio::test]
+async fn a_cold_leased_tier_rides_in_the_requests_one_call() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    // `hot` (the tenant) warms up; `user` sees a new user every request. A key too cold
+    // for a slice is decided in Redis like an exact tier, and the warm one rides in the
+    // same call: one round trip a request, as with sync = "exact" (two before: a slice
+    // fetch for each).
+    let toml = leased(&redis, "limit = 1000\nperiod = \"1s\"\nburst = 1000\n")
+        .policy_raw(
+            "user",
+            "key = [\"header:x-tenant-id\", \"header:x-user-id\"]\nsync = \"lease\"\nlimit = 10\nperiod = \"1s\"\nburst = 10\n",
+        )
+        .route("users", "/users", "api", &["hot", "user"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    // The first request also connects (and the gateway reads the fleet's overrides).
+    let warm = [("x-tenant-id", "other"), ("x-user-id", "u")];
+    assert_eq!(get(&gw.url("/users"), &warm).await.status, 200);
+    let before = redis.script_calls();
+    let started = Instant::now();
+    for i in 0..50 {
+        let user = format!("u{i}");
+        let r = get(
+            &gw.url("/users"),
+            &[("x-tenant-id", "acme"), ("x-user-id", user.as_str())],
+        )
+        .await;
+        assert_eq!(r.status, 200, "request {i}");
+        gw.advance(MS);
+    }
+    // Besides, each gateway reads the fleet's runtime overrides once a second.
+    let polls = started.elapsed().as_secs() + 2;
+    let calls = redis.script_calls() - before;
+    assert!(
+        (50..=50 + polls).contains(&calls),
+        "{calls} script calls for 50 requests: one per request"
+    );
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    assert_eq!(
+        metric_of(&metrics, "tollgate_lease_calls_total{result=\"granted\"}"),
+        0.0,
+        "no slice was fetched on the side: {metrics}"
+    );
+    assert_eq!(up.requests(), 51);
 }
 
 #[tokio::test]
@@ -234,24 +281,33 @@ async fn idle_slices_and_shutdown_give_units_back() {
 async fn leased_and_exact_tiers_roll_back_together() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let toml = leased(&redis, "limit = 1\nperiod = \"1h\"\nburst = 5\n")
+    // T = 1 h: nothing refills. `hot` (leased) lets 20 through in all, in slices of 5.
+    let toml = leased(&redis, "limit = 1\nperiod = \"1h\"\nburst = 20\n")
         .policy("strict", "header:x-tenant-id", 1, "1h", 1)
         .route("both", "/both", "api", &["hot", "strict"])
         .build();
-    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let gw = TestGateway::start(&toml, &up.url()).await;
     let h = [("x-tenant-id", "acme")];
+    // A cold key is decided in Redis; the next request takes a slice of 5 (4 held).
+    for _ in 0..2 {
+        assert_eq!(get(&gw.url("/"), &h).await.status, 200);
+    }
+    // `hot` admits from its slice and `strict` its one request; then `strict` refuses,
+    // and every unit `hot` took for the refused requests goes back into the slice.
     assert_eq!(get(&gw.url("/both"), &h).await.status, 200);
     for _ in 0..6 {
         let denied = get(&gw.url("/both"), &h).await;
         assert_eq!(denied.status, 429);
         assert_eq!(denied.json()["policy"], "strict");
     }
-    // The leased tier lost nothing to the refused requests: 4 of its 5 are left.
+    // 3 of 20 used: 17 left (fewer had the refused requests kept what they took).
     let mut statuses = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..19 {
         statuses.push(get(&gw.url("/"), &h).await.status.as_u16());
     }
-    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
+    let admitted = statuses.iter().filter(|&&s| s == 200).count();
+    assert_eq!(admitted, 17, "{statuses:?}");
+    assert!(statuses[17..].iter().all(|&s| s == 429), "{statuses:?}");
 }
 
 #[tokio::test]

@@ -97,6 +97,22 @@ impl RedisServer {
         redis_cli(self.port, args)
     }
 
+    /// Script calls the server has served (the GCRA script and its helpers).
+    pub fn script_calls(&self) -> u64 {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter_map(|l| {
+                l.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
     fn signal(&self, sig: &str) {
         if let Some(c) = &self.child {
             let _ = Command::new("kill")
