@@ -117,6 +117,13 @@ impl Limiter {
         }
     }
 
+    fn refusals(&self) -> Option<&refusals::RefusalCache> {
+        match &self.store {
+            Store::Redis { refusals, .. } => Some(refusals),
+            Store::Memory(_) => None,
+        }
+    }
+
     /// Forgets remembered refusals: the numbers behind them may have changed (reload).
     pub fn forget_refusals(&self) {
         if let Store::Redis { refusals, .. } = &self.store {
@@ -140,6 +147,9 @@ impl Limiter {
         verdict: &mut Verdict,
     ) -> Outcome {
         let (tiers, keys, leased) = (&request.tiers[..], &request.redis_keys[..], request.leased);
+        // Tiers whose verdict from Redis tells their key's state as it stays: not served
+        // from a slice, and not settled later (a refund moves the TAT back).
+        let exact = !(leased | request.settled);
         match &self.store {
             Store::Memory(m) => {
                 *verdict = evaluate(&**m, tiers, now, cost);
@@ -178,7 +188,7 @@ impl Limiter {
                 };
                 match decided {
                     Ok(v) => {
-                        refusals.record(tiers, &v, now);
+                        refusals.record(tiers, &v, now, exact);
                         *verdict = v;
                         Outcome::Decided
                     }

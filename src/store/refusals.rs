@@ -63,7 +63,8 @@ impl RefusalCache {
         (entry.key.load(Ordering::Acquire) == key && tat != 0).then_some(tat)
     }
 
-    fn remember(&self, key: u64, tat: u64) {
+    /// Remembers `key`'s TAT on the local clock: one Redis reported, never later than its own.
+    pub fn remember(&self, key: u64, tat: u64) {
         let entry = self.slot(key);
         entry.key.store(0, Ordering::Release);
         entry.tat.store(tat.max(1), Ordering::Release);
@@ -99,17 +100,43 @@ impl RefusalCache {
         (!verdict.admitted).then_some(verdict)
     }
 
-    /// Records the TATs of the tiers that refused in a verdict from Redis, decided when
-    /// the local clock read `now`. `now` was read before the call, so the recorded TATs
-    /// are never later than Redis's: a local refusal never outlasts the real wait.
-    pub fn record(&self, tiers: &[Tier], verdict: &Verdict, now: u64) {
-        if verdict.admitted {
+    /// Records what a verdict from Redis, decided when the local clock read `now`, says
+    /// will be refused: the tiers that refused; and, of an admission, those of the tiers
+    /// in `exact` (a bit per tier: decided in Redis, not from a slice, not settled later)
+    /// that it left with nothing to spare, whose next request would be refused until a
+    /// unit frees — so the requests racing behind it are refused here, not each in a round
+    /// trip. The request's other tiers are recorded beside them as the request left them,
+    /// so a refusal given here describes every tier as Redis would. `now` was read before
+    /// the call, so the recorded TATs are never later than Redis's: a local refusal never
+    /// outlasts the real wait.
+    pub fn record(&self, tiers: &[Tier], verdict: &Verdict, now: u64, exact: u32) {
+        let outcomes = verdict.outcomes();
+        let enforced = |i: usize| tiers[i].mode == Mode::Enforce;
+        let worth_it = (0..outcomes.len()).any(|i| {
+            let d = &outcomes[i].decision;
+            enforced(i)
+                && if verdict.admitted {
+                    d.remaining == 0 && exact & (1 << i) != 0
+                } else {
+                    !d.admitted
+                }
+        });
+        if !worth_it {
             return;
         }
-        for (tier, outcome) in tiers.iter().zip(verdict.outcomes()) {
-            if tier.mode == Mode::Enforce && !outcome.decision.admitted {
-                let debt = outcome.prior_tat.saturating_sub(BASE);
-                self.remember(tier.key, now.saturating_add(debt));
+        for (i, (tier, outcome)) in tiers.iter().zip(outcomes).enumerate() {
+            let d = &outcome.decision;
+            // A slice's or a settled tier's numbers are not the key's as Redis keeps it.
+            if !enforced(i) || (d.admitted && exact & (1 << i) == 0) {
+                continue;
+            }
+            let tat = if verdict.admitted {
+                d.tat
+            } else {
+                outcome.prior_tat
+            };
+            if tat > BASE {
+                self.remember(tier.key, now.saturating_add(tat - BASE));
             }
         }
     }
@@ -154,5 +181,86 @@ impl Drop for FlightGuard<'_> {
         if let Some(done) = shard.lock().remove(&self.id) {
             done.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Quota;
+
+    const S: u64 = 1_000_000_000;
+
+    fn tier(key: u64) -> Tier {
+        Tier {
+            quota: Quota::new(1, S, 2).expect("quota"),
+            mode: Mode::Enforce,
+            max_delay_ns: 0,
+            key,
+            overflow: key + 1,
+            reserve: None,
+        }
+    }
+
+    /// Redis's verdict on `tiers` whose keys owe `debt` (TAT − now) each.
+    fn redis_verdict(tiers: &[Tier], debt: u64) -> Verdict {
+        let table = SnapshotTable::default();
+        for t in tiers {
+            table.insert(t.key, debt);
+        }
+        evaluate(&table, tiers, BASE, 1)
+    }
+
+    #[test]
+    fn an_admission_that_leaves_nothing_is_remembered_like_a_refusal() {
+        let cache = RefusalCache::default();
+        let tiers = [tier(10)];
+        let now = 100 * S;
+        // Burst 2, one already spent: this admission takes the last unit.
+        let v = redis_verdict(&tiers, S);
+        assert!(v.admitted && v.outcomes()[0].decision.remaining == 0);
+        cache.record(&tiers, &v, now, u32::MAX);
+        let refused = cache.refuse(&tiers, now + S / 2, 1).expect("refused here");
+        assert_eq!(refused.wait_ns, S / 2, "until the next unit frees");
+        assert!(
+            cache.refuse(&tiers, now + S, 1).is_none(),
+            "then Redis is asked"
+        );
+    }
+
+    #[test]
+    fn a_refusal_given_here_describes_the_other_tiers_as_redis_left_them() {
+        let cache = RefusalCache::default();
+        let mut roomy = tier(30);
+        roomy.quota = Quota::new(1, S, 10).expect("quota");
+        let tiers = [roomy, tier(31)];
+        let now = 100 * S;
+        // The second tier's last unit goes; the first has 10, 2 now spent.
+        let table = SnapshotTable::default();
+        table.insert(30, S);
+        table.insert(31, S);
+        let v = evaluate(&table, &tiers, BASE, 1);
+        assert!(v.admitted);
+        cache.record(&tiers, &v, now, u32::MAX);
+        let refused = cache.refuse(&tiers, now, 1).expect("refused here");
+        // The headers describe a tier that admitted as the refusal left it: 8 of 10.
+        let first = &refused.outcomes()[0];
+        let left = tiers[0].quota.remaining(first.prior_tat, refused.now);
+        assert_eq!(left, 8, "as Redis left it, not as an idle key");
+    }
+
+    #[test]
+    fn admissions_with_room_and_tiers_served_from_slices_are_not_remembered() {
+        let cache = RefusalCache::default();
+        let tiers = [tier(20)];
+        let now = 100 * S;
+        cache.record(&tiers, &redis_verdict(&tiers, 0), now, u32::MAX);
+        assert!(
+            !cache.known(&tiers),
+            "one unit left: the next request may pass"
+        );
+        // A leased tier's remaining is its slice's: an empty slice says nothing of Redis.
+        cache.record(&tiers, &redis_verdict(&tiers, S), now, 0);
+        assert!(!cache.known(&tiers));
     }
 }

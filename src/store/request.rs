@@ -29,6 +29,8 @@ pub struct RequestTiers {
     pub slot_keys: Vec<String>,
     /// One bit per tier (by index in `tiers`): decided from a leased slice.
     pub leased: u32,
+    /// One bit per tier: its cost is settled after the response (its TAT may move back).
+    pub settled: u32,
 }
 
 /// One concurrency decision: a slot on `key`, at most `max` held at once.
@@ -275,6 +277,7 @@ impl RequestTiers {
         self.slots.clear();
         self.slot_keys.clear();
         self.leased = 0;
+        self.settled = 0;
         let out = self;
         for (position, policy) in route.policies.iter().enumerate() {
             let Some(keys) = keys_of(limiter, policy, view, position)? else {
@@ -325,6 +328,9 @@ impl RequestTiers {
                 });
                 if rate.sync == crate::config::Sync::Lease && key.redis.is_some() {
                     out.leased |= 1 << (out.tiers.len() - 1);
+                }
+                if rate.settle.is_some() {
+                    out.settled |= 1 << (out.tiers.len() - 1);
                 }
                 out.positions.push(position);
                 out.redis_keys.extend(key.redis);

@@ -60,6 +60,8 @@ pub struct Taken {
     /// The slice they came from, and the last unit taken.
     pub slice: u64,
     pub last: u64,
+    /// When the slice's reservation ends (local clock): the key's TAT is at least this.
+    pub p: u64,
 }
 
 /// A slice to give back: its key, unused units and their time, and its end stamp.
@@ -124,6 +126,7 @@ impl Slices {
             store: held.left,
             slice: held.id,
             last: held.slice.last_taken(),
+            p: held.slice.p,
         })
     }
 
@@ -435,6 +438,16 @@ impl Limiter {
                     for &i in &in_call {
                         self.slices.note_use(tiers[i].key, tiers[i].cost(cost), now);
                     }
+                    // A key with nothing left here nor, as last heard, in Redis: the next
+                    // request would be refused; the requests racing behind this one are
+                    // refused locally (see `RefusalCache::record`), not each in a fetch.
+                    if let Some(refusals) = self.refusals() {
+                        for (key, _, got) in &taken {
+                            if got.local == 0 && got.store == 0 {
+                                refusals.remember(*key, got.p);
+                            }
+                        }
+                    }
                 } else {
                     untake(&taken);
                 }
@@ -520,6 +533,7 @@ impl Limiter {
                     store: left,
                     slice: id,
                     last: units,
+                    p: now.saturating_add(ahead),
                 }))
             }
             Ok(SliceAnswer::Refused { wait }) => {
