@@ -355,6 +355,34 @@ async fn lease_needs_redis_and_refuses_what_it_cannot_keep_exact() {
     }
 }
 
+#[tokio::test]
+async fn a_reload_gives_every_slice_back() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    // T = 1 s, 100 at once, the gateway's clock standing still: nothing refills, and the
+    // slices are 1 unit (decided in Redis), then 25.
+    let toml = leased(&redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n").build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let h = [("x-tenant-id", "acme")];
+    for _ in 0..4 {
+        assert_eq!(get(&gw.url("/"), &h).await.status, 200);
+    }
+    let admin = gw.admin_url("/admin/limits/hot/acme");
+    let remaining = |v: serde_json::Value| v["remaining"].as_u64().unwrap_or(0);
+    assert_eq!(
+        remaining(get(&admin, &[]).await.json()),
+        74,
+        "4 used, 22 held"
+    );
+    let reloaded = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    assert_eq!(
+        remaining(get(&admin, &[]).await.json()),
+        96,
+        "the 22 held went back with the reload: only the 4 used stay charged"
+    );
+}
+
 /// A gateway killed with a slice held loses at most that slice: what it admitted stays
 /// charged, and no more than a slice's worth of units (a quarter of the burst) is lost.
 #[tokio::test]
