@@ -49,39 +49,12 @@ $store
 [upstreams.up]
 targets = ["http://127.0.0.1:$UPSTREAM_PORT"]
 
-[policies.tenant]
-key = "header:x-tenant-id"
-limit = $5
-period = "1s"
-burst = $6
-$sync
-
-[policies.user]
-key = ["header:x-tenant-id", "header:x-user-id"]
-limit = $5
-period = "1s"
-burst = $6
-$sync
-
-[policies.endpoint]
-key = "route"
-limit = $BIG
-period = "1s"
-burst = $BIG
-$sync
-
-[[routes]]
-name = "search"
-path = "/v1/search"
-upstream = "up"
-policies = ["tenant", "user", "endpoint"]
-
-[[routes]]
-name = "hot"
-path = "/v1/hot"
-upstream = "up"
-policies = ["tenant", "endpoint"]
 EOF
+  toml_policy tenant '"header:x-tenant-id"' "$5" 1s "$6" "$sync"
+  toml_policy user '["header:x-tenant-id", "header:x-user-id"]' "$5" 1s "$6" "$sync"
+  toml_policy endpoint '"route"' $BIG 1s $BIG "$sync"
+  toml_route search /v1/search up '["tenant", "user", "endpoint"]'
+  toml_route hot /v1/hot up '["tenant", "endpoint"]'
 }
 
 # fleet NAME STORE SYNC RATE BURST: three gateways of one kind; their ports in PORTS_<NAME>.
@@ -104,22 +77,27 @@ cat >"$WORK/hot.lua" <<'EOF'
 wrk.headers["x-tenant-id"] = "big"
 EOF
 
+# wrk_all PORTS PATH SCRIPT SECONDS OUT: one wrk -t1 per port, all at once, into OUT-1.out ….
+wrk_all() {
+  local i=0 port pids=() pid
+  for port in $1; do
+    i=$((i + 1))
+    timeout $(($4 + 30)) wrk -t1 -c"$CONNS" -d"${4}s" -s "$3" "http://127.0.0.1:$port$2" >"$5-$i.out" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || die "wrk on $2 failed"; done
+}
+
 evalsha() { redis-cli -p "$REDIS_PORT" INFO commandstats | tr -d '\r' | awk -F'[=,:]' '/cmdstat_evalsha/ { print $3 }'; }
 
 # run NAME PATH SCRIPT: wrk against the three gateways of NAME at once; appends
 # "req/s calls-per-request non-2xx" (req/s summed over the three).
 run() {
-  local name=$1 path=$2 script=$3 ports pids=() i=0 port before after
+  local name=$1 path=$2 script=$3 ports before after
   ports=PORTS_$name
   redis-cli -p "$REDIS_PORT" CONFIG RESETSTAT >/dev/null
   before=$(evalsha); before=${before:-0}
-  for port in ${!ports}; do
-    i=$((i + 1))
-    timeout $((DURATION + 30)) wrk -t1 -c"$CONNS" -d"${DURATION}s" -s "$script" \
-      "http://127.0.0.1:$port$path" >"$WORK/wrk-$i.out" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || die "wrk against $name failed"; done
+  wrk_all "${!ports}" "$path" "$script" "$DURATION" "$WORK/wrk"
   after=$(evalsha); after=${after:-0}
   awk -v calls=$((after - before)) '
     /Requests\/sec/ { rps += $2 } / requests in / { n += $1 } /Non-2xx/ { bad += $NF }
@@ -153,19 +131,13 @@ pkill_fleet() { # stop every gateway: the bound runs start fresh fleets with a r
   for pid in "${PIDS[@]:2}"; do kill -TERM "$pid" 2>/dev/null || true; done
 }
 bound_run() { # NAME SYNC: a fresh fleet at BOUND_RATE/BOUND_BURST, all three over the limit
-  local name=$1 port pids=() i=0
+  local name=$1
   redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
   fleet "$name" redis "$2" "$BOUND_RATE" "$BOUND_BURST"
   local ports=PORTS_$name start end
   redis-cli -p "$REDIS_PORT" CONFIG RESETSTAT >/dev/null
   start=$(date +%s.%N)
-  for port in ${!ports}; do
-    i=$((i + 1))
-    timeout $((BOUND_DURATION + 30)) wrk -t1 -c"$CONNS" -d"${BOUND_DURATION}s" -s "$WORK/hot.lua" \
-      "http://127.0.0.1:$port/v1/hot" >"$WORK/bound-$i.out" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || die "wrk against $name failed"; done
+  wrk_all "${!ports}" /v1/hot "$WORK/hot.lua" "$BOUND_DURATION" "$WORK/bound"
   end=$(date +%s.%N)
   local calls; calls=$(evalsha)
   # Admitted = requests - non-2xx. Every admission happened between `start` (before the

@@ -135,6 +135,13 @@ start_upstream() {
   wait_port "$UPSTREAM_PORT" upstream "$LAST_PID"
 }
 
+# toml_policy NAME KEY LIMIT PERIOD BURST [EXTRA-LINE]: a [policies.NAME] table (KEY as TOML).
+toml_policy() {
+  printf '[policies.%s]\nkey = %s\nlimit = %s\nperiod = "%s"\nburst = %s\n%s\n' "$1" "$2" "$3" "$4" "$5" "${6:-}"
+}
+# toml_route NAME PATH UPSTREAM POLICIES: a [[routes]] table (POLICIES as a TOML list).
+toml_route() { printf '[[routes]]\nname = "%s"\npath = "%s"\nupstream = "%s"\npolicies = %s\n\n' "$@"; }
+
 # start_tollgate NAME CONFIG PORT: run tollgate with CONFIG, wait for PORT.
 start_tollgate() {
   "$TOLLGATE" check --config "$2" >/dev/null 2>"$WORK/$1.check" ||

@@ -121,17 +121,15 @@ targets = ["http://127.0.0.1:$UPSTREAM_PORT"]
 
 EOF
 }
-policy() { printf '[policies.%s]\nkey = %s\nlimit = %s\nperiod = "%s"\nburst = %s\n\n' "$@"; }
-route() { printf '[[routes]]\nname = "%s"\npath = "%s"\nupstream = "up"\npolicies = %s\n\n' "$@"; }
 { tollgate_head "$TG3_PORT"
-  policy tenant '"header:x-tenant-id"' $BIG 1s $BIG
-  policy endpoint '"route"' $BIG 1s $BIG
-  policy user '["header:x-tenant-id", "header:x-user-id"]' $BIG 1s $BIG
-  policy hot '"header:x-tenant-id"' 1 1h 1
-  route search /v1/search '["tenant", "endpoint", "user"]'
-  route deny /deny '["hot"]'
+  toml_policy tenant '"header:x-tenant-id"' $BIG 1s $BIG
+  toml_policy endpoint '"route"' $BIG 1s $BIG
+  toml_policy user '["header:x-tenant-id", "header:x-user-id"]' $BIG 1s $BIG
+  toml_policy hot '"header:x-tenant-id"' 1 1h 1
+  toml_route search /v1/search up '["tenant", "endpoint", "user"]'
+  toml_route deny /deny up '["hot"]'
 } >"$WORK/tg3.toml"
-{ tollgate_head "$TG0_PORT"; route search /v1/search '[]'; } >"$WORK/tg0.toml"
+{ tollgate_head "$TG0_PORT"; toml_route search /v1/search up '[]'; } >"$WORK/tg0.toml"
 start_tollgate tg3 "$WORK/tg3.toml" "$TG3_PORT"
 start_tollgate tg0 "$WORK/tg0.toml" "$TG0_PORT"
 spawn floor-fwd "$FLOOR" forward --listen "127.0.0.1:$FLOOR_FWD_PORT" \

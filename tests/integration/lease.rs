@@ -112,56 +112,51 @@ async fn under_the_bound(url_toml: &str) {
     );
 }
 
+/// 100 requests of tenant `acme` through a gateway leasing `body` whose (fake) clock moves
+/// `step` after each: the Redis calls that granted slices, the units granted, the metrics.
+async fn hundred_requests(redis: &RedisServer, body: &str, step: u64) -> (f64, f64, String) {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&leased(redis, body).build(), &up.url()).await;
+    for i in 0..100 {
+        let r = get(&gw.url("/"), &[("x-tenant-id", "acme")]).await;
+        assert_eq!(r.status, 200, "request {i}");
+        gw.advance(step);
+    }
+    assert_eq!(up.requests(), 100);
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let calls = metric_of(&metrics, "tollgate_lease_calls_total{result=\"granted\"}");
+    let units = metric_of(&metrics, "tollgate_lease_units_total{result=\"granted\"}");
+    (calls, units, metrics)
+}
+
 #[tokio::test]
 async fn a_hot_key_is_served_from_slices() {
     let redis = RedisServer::start();
-    let up = Upstream::start().await;
     // 1000 a second, 200 at once. The gateway's clock stands still (the fake clock), so
     // no unit's slot begins during the test: how many requests a slice carries depends on
     // the sizing alone, not on how fast this machine is.
-    let toml = leased(&redis, "limit = 1000\nperiod = \"1s\"\nburst = 200\n").build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let h = [("x-tenant-id", "acme")];
-    for i in 0..100 {
-        let r = get(&gw.url("/"), &h).await;
-        assert_eq!(r.status, 200, "request {i}");
-    }
-    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
-    let granted_calls = metric_of(&metrics, "tollgate_lease_calls_total{result=\"granted\"}");
+    let (calls, units, metrics) =
+        hundred_requests(&redis, "limit = 1000\nperiod = \"1s\"\nburst = 200\n", 0).await;
     // The first request is decided in Redis like an exact tier (a cold key); then slices
     // of a quarter of the burst (50): 1 + 50 + 50 cover the 100 requests.
-    assert_eq!(granted_calls, 2.0, "{metrics}");
-    assert_eq!(
-        metric_of(&metrics, "tollgate_lease_units_total{result=\"granted\"}"),
-        100.0
-    );
-    assert_eq!(up.requests(), 100);
+    assert_eq!(calls, 2.0, "{metrics}");
+    assert_eq!(units, 100.0, "{metrics}");
 }
 
 #[tokio::test]
 async fn a_key_served_slower_than_its_rate_is_still_served_from_slices() {
     let redis = RedisServer::start();
-    let up = Upstream::start().await;
     // 10,000 a second (T = 0.1 ms), 10,000 at once, and a request every 1 ms of the
     // gateway's (fake) clock: a tenth of the key's rate. Slots one T apart from now would
     // begin before the requests meant to use them (nine in ten would expire); slices whose
     // slots begin ahead carry fifty requests each (a 50 ms window of this traffic).
-    let toml = leased(&redis, "limit = 10000\nperiod = \"1s\"\nburst = 10000\n").build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let h = [("x-tenant-id", "acme")];
-    for i in 0..100 {
-        let r = get(&gw.url("/"), &h).await;
-        assert_eq!(r.status, 200, "request {i}");
-        gw.advance(MS);
-    }
-    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
-    let granted_calls = metric_of(&metrics, "tollgate_lease_calls_total{result=\"granted\"}");
-    // One unit for the first request, then slices of fifty.
+    let body = "limit = 10000\nperiod = \"1s\"\nburst = 10000\n";
+    let (calls, _, metrics) = hundred_requests(&redis, body, MS).await;
+    // The first request decided in Redis, then slices of fifty.
     assert!(
-        (2.0..=5.0).contains(&granted_calls),
-        "{granted_calls} Redis calls for 100 requests (about 20 with slots starting at now): {metrics}"
+        (2.0..=5.0).contains(&calls),
+        "{calls} Redis calls for 100 requests (about 20 with slots starting at now): {metrics}"
     );
-    assert_eq!(up.requests(), 100);
 }
 
 #[tokio::test]

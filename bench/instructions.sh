@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Instructions per request, counted by valgrind's callgrind: tollgate with 3 tiers, with 0
+# tiers and refusing, beside the bare-hyper floor forwarding and refusing, each with one
+# worker in front of the same upstream. Instruction counts do not depend on what else the
+# machine is doing, so a change to the request path can be judged on a busy 2-core box
+# where req/s move by 20 %; bench/proxy.sh then tells what they are worth in req/s.
+# Markdown report on stdout, progress on stderr.
+#
+#   sudo bench/instructions.sh
+#   TOLLGATE_BIN=target/release/tollgate FLOOR_BIN=target/release/examples/floor bench/instructions.sh
+#
+# Env: DURATION (8) seconds of counted load per target, CONNS (4), KEEP_TMP=1 (keeps the
+# callgrind.out files: `callgrind_annotate --inclusive=yes FILE` shows where they go).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+DURATION=${DURATION:-8} CONNS=${CONNS:-4}
+BIG=1000000
+
+need_tools nginx=nginx-light wrk=wrk valgrind=valgrind callgrind_control=valgrind
+find_tollgate
+find_floor
+make_workdir
+start_upstream
+
+free_port TG_PORT; free_port FLOOR_PORT
+{ cat <<EOF
+[server]
+listen = "127.0.0.1:$TG_PORT"
+access_log = false
+drain_timeout = "1s"
+workers = 1
+
+[store]
+max_keys = 2_000_000
+
+[upstreams.up]
+targets = ["http://127.0.0.1:$UPSTREAM_PORT"]
+
+EOF
+  toml_policy tenant '"header:x-tenant-id"' $BIG 1s $BIG
+  toml_policy endpoint '"route"' $BIG 1s $BIG
+  toml_policy user '["header:x-tenant-id", "header:x-user-id"]' $BIG 1s $BIG
+  toml_policy hot '"header:x-tenant-id"' 1 1h 1
+  toml_route search /v1/search up '["tenant", "endpoint", "user"]'
+  toml_route open /v1/open up '[]'
+  toml_route deny /deny up '["hot"]'
+} >"$WORK/tollgate.toml"
+"$TOLLGATE" check --config "$WORK/tollgate.toml" >/dev/null || die "tollgate check rejected its config"
+
+# count NAME PORT PATH [wrk args] -- COMMAND...: Ir per request of COMMAND under callgrind,
+# counted over DURATION seconds of wrk after a warm-up that is not counted.
+count() {
+  local name=$1 port=$2 path=$3 wargs=() out pid n ir
+  shift 3
+  while [[ $1 != -- ]]; do wargs+=("$1"); shift; done
+  shift
+  out="$WORK/callgrind.out.$name"
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" "$@" \
+    >"$WORK/$name.log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 300); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    kill -0 "$pid" 2>/dev/null || die "$name exited at start-up: $(tail -5 "$WORK/$name.log")"
+    sleep 0.2
+  done
+  url="http://127.0.0.1:$port$path"
+  timeout 60 wrk -t1 -c"$CONNS" -d3s "${wargs[@]}" "$url" >/dev/null   # warm-up, not counted
+  callgrind_control -i on "$pid" >/dev/null 2>&1
+  timeout 60 wrk -t1 -c"$CONNS" -d2s "${wargs[@]}" "$url" >/dev/null   # warm-up, instrumented
+  callgrind_control -z "$pid" >/dev/null 2>&1
+  n=$(timeout $((DURATION + 60)) wrk -t1 -c"$CONNS" -d"${DURATION}s" "${wargs[@]}" "$url" |
+    awk '/ requests in / { print $1 }')
+  callgrind_control -d "$pid" >/dev/null 2>&1
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  ir=$(callgrind_annotate "$out".1 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+  [[ -n $ir && ${n:-0} -gt 0 ]] || die "no count for $name"
+  echo "$name $n $ir" >>"$WORK/counts"
+  log "$name: $((ir / n)) instructions per request ($n requests)"
+}
+
+: >"$WORK/counts"
+H=(-H 'x-tenant-id: t1' -H 'x-user-id: u1')
+count tg3 "$TG_PORT" /v1/search -s "$BENCH_DIR/keys.lua" -- "$TOLLGATE" run --config "$WORK/tollgate.toml"
+count tg0 "$TG_PORT" /v1/open "${H[@]}" -- "$TOLLGATE" run --config "$WORK/tollgate.toml"
+count tgdeny "$TG_PORT" /deny -H 'x-tenant-id: hot' -- "$TOLLGATE" run --config "$WORK/tollgate.toml"
+count floor "$FLOOR_PORT" /v1/search "${H[@]}" -- "$FLOOR" forward --listen "127.0.0.1:$FLOOR_PORT" \
+  --upstream "127.0.0.1:$UPSTREAM_PORT" --workers 1
+count floordeny "$FLOOR_PORT" /deny -- "$FLOOR" deny --listen "127.0.0.1:$FLOOR_PORT" --workers 1
+
+per() { awk -v t="$1" '$1 == t { printf "%.0f", $3 / $2 }' "$WORK/counts"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+cat <<EOF
+## Instructions per request (callgrind, one worker, wrk -t1 -c$CONNS, ${DURATION}s counted)
+
+- $(date -u +'%F %T UTC'), $(valgrind --version), $("$TOLLGATE" --version); user-space instructions
+  of the proxy process only (the kernel's work on the sockets is the same for all).
+
+| target | instructions / request | / floor |
+|---|---:|---:|
+| floor: bare hyper, dedicated upstream connection | $(per floor) | 1.00 |
+| tollgate, 0 tiers | $(per tg0) | $(ratio "$(per tg0)" "$(per floor)") |
+| tollgate, 3 tiers (100 tenants x 10,000 users) | $(per tg3) | $(ratio "$(per tg3)" "$(per floor)") |
+| floor: static 429 | $(per floordeny) | 1.00 |
+| tollgate, refusing (one tier) | $(per tgdeny) | $(ratio "$(per tgdeny)" "$(per floordeny)") |
+EOF
