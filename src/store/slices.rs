@@ -473,10 +473,15 @@ impl Limiter {
         let _one_fetch = self.slices.fetches[(tier.key as usize) % SHARDS]
             .lock()
             .await;
-        // Another request may have fetched one meanwhile.
+        // Another request may have fetched one meanwhile, or been refused: over the limit,
+        // the requests queued here are then refused without a call each.
         let now = clock.now_ns();
         if let Some(t) = self.slices.take(tier, units, now) {
             return Ok(Leased::Taken(t));
+        }
+        let refusals = self.refusals();
+        if let Some(v) = refusals.and_then(|r| r.refuse(std::slice::from_ref(tier), now, units)) {
+            return Ok(Leased::Refused { wait: v.wait_ns });
         }
         let (back, ask) = self
             .slices
@@ -538,6 +543,15 @@ impl Limiter {
             }
             Ok(SliceAnswer::Refused { wait }) => {
                 metrics.lease_calls("refused");
+                if let Some(refusals) = refusals {
+                    // The key's TAT, as the refusal tells it: `wait` is how far it is
+                    // beyond the room for `units`.
+                    let (t, tau) = (tier.quota.interval_ns(), tier.quota.tolerance_ns());
+                    let debt = wait
+                        .saturating_add(tau)
+                        .saturating_sub(units.saturating_mul(t));
+                    refusals.remember(tier.key, now.saturating_add(debt));
+                }
                 Ok(Leased::Refused { wait })
             }
             Err(e) => {
