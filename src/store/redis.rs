@@ -319,6 +319,12 @@ impl RedisStore {
         }
     }
 
+    /// Whether the tiers of one request may take several script calls (one per hash tag),
+    /// rolled back across them when a later one refuses.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.connection, Connection::Cluster(_))
+    }
+
     async fn check_inner(
         &self,
         tiers: &[Tier],
@@ -328,7 +334,7 @@ impl RedisStore {
     ) -> Result<Verdict, StoreError> {
         // One script call per group. A single Redis takes all tiers at once (one round trip,
         // one `now`); a Cluster needs one group per hash tag, in order of first appearance.
-        let single = !matches!(self.connection, Connection::Cluster(_));
+        let single = !self.is_cluster();
         let mut groups: ArrayVec<ArrayVec<usize, MAX_DECISIONS>, MAX_DECISIONS> = ArrayVec::new();
         for (i, key) in keys.iter().enumerate().take(tiers.len()) {
             if decided.debts.iter().any(|&(d, _)| d == i) {

@@ -79,15 +79,29 @@ impl RefusalCache {
         }
     }
 
-    /// Whether any tier's key was refused recently (its entry may have expired since).
-    pub fn known(&self, tiers: &[Tier]) -> bool {
-        tiers.iter().any(|t| self.tat(t.key).is_some())
+    /// Whether some tier's key is remembered at or near its limit at `now`: with less room
+    /// than a request of `cost` and one unit more — refused recently, or left with nothing
+    /// by an admission. Only then do concurrent requests on it wait for one another; a key
+    /// remembered beside them with room to spare makes nobody wait.
+    pub fn known(&self, tiers: &[Tier], now: u64, cost: u64) -> bool {
+        tiers.iter().any(|t| {
+            self.tat(t.key).is_some_and(|tat| {
+                let room = t
+                    .quota
+                    .tolerance_ns()
+                    .saturating_sub(tat.saturating_sub(now));
+                room < t
+                    .cost(cost)
+                    .saturating_add(1)
+                    .saturating_mul(t.quota.interval_ns())
+            })
+        })
     }
 
     /// The verdict on the remembered TATs, when it is a refusal. Unknown keys count as
     /// idle, so a refusal here is one Redis would give too (or Redis knows a later TAT).
     pub fn refuse(&self, tiers: &[Tier], now: u64, cost: u64) -> Option<Verdict> {
-        if !self.known(tiers) {
+        if !self.known(tiers, now, cost) {
             return None;
         }
         let table = SnapshotTable::default();
@@ -243,6 +257,9 @@ mod tests {
         assert!(v.admitted);
         cache.record(&tiers, &v, now, u32::MAX);
         let refused = cache.refuse(&tiers, now, 1).expect("refused here");
+        // Remembered to describe it, the roomy tier alone makes no request wait.
+        assert!(!cache.known(&tiers[..1], now, 1));
+        assert!(cache.known(&tiers[1..], now, 1));
         // The headers describe a tier that admitted as the refusal left it: 8 of 10.
         let first = &refused.outcomes()[0];
         let left = tiers[0].quota.remaining(first.prior_tat, refused.now);
@@ -256,11 +273,11 @@ mod tests {
         let now = 100 * S;
         cache.record(&tiers, &redis_verdict(&tiers, 0), now, u32::MAX);
         assert!(
-            !cache.known(&tiers),
+            !cache.known(&tiers, now, 1),
             "one unit left: the next request may pass"
         );
         // A leased tier's remaining is its slice's: an empty slice says nothing of Redis.
         cache.record(&tiers, &redis_verdict(&tiers, S), now, 0);
-        assert!(!cache.known(&tiers));
+        assert!(!cache.known(&tiers, now, 1));
     }
 }

@@ -21,6 +21,8 @@ use crate::limit::{Quota, Tier, Verdict, MAX_DECISIONS};
 pub const SLICE_WINDOW_NS: u64 = 50_000_000;
 /// A slice unused for this long is given back.
 pub const IDLE_NS: u64 = 200_000_000;
+/// The use of a key without a slice is counted over windows of about this length.
+const SEEN_WINDOW_NS: u64 = 4 * SLICE_WINDOW_NS;
 /// Slices held at once; beyond, keys are decided one unit at a time and no new slice is
 /// kept, so a flood of fresh keys cannot grow the table.
 pub const MAX_SLICES: usize = 65_536;
@@ -204,6 +206,12 @@ impl Slices {
         }
         let mut seen = lock(self.seen_shard(key));
         if let Some(s) = seen.get_mut(&key) {
+            if now.saturating_sub(s.since) > SEEN_WINDOW_NS {
+                // Sized from recent traffic only: a key whose rate jumps gets a slice as
+                // soon as the window shows it, not once its whole history averages it.
+                s.uses = 0;
+                s.since = s.last_use;
+            }
             s.uses += units;
             s.last_use = now;
         } else if self.seen_count.load(Ordering::Relaxed) < MAX_SLICES {
@@ -222,9 +230,13 @@ impl Slices {
     fn install(&self, key: u64, mut held: Held) -> u64 {
         held.id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = held.id;
-        if lock(self.shard(key)).insert(key, held).is_none() {
+        // Counted under the shard's lock, as removals are: the count never dips below
+        // what the shards hold.
+        let mut shard = lock(self.shard(key));
+        if shard.insert(key, held).is_none() {
             self.count.fetch_add(1, Ordering::Relaxed);
         }
+        drop(shard);
         if lock(self.seen_shard(key)).remove(&key).is_some() {
             self.seen_count.fetch_sub(1, Ordering::Relaxed);
         }
@@ -402,6 +414,19 @@ impl Limiter {
                     missed.push((i, ask));
                 }
             }
+        }
+        // On a Cluster a call spanning several hash tags is rolled back group by group when a
+        // later group refuses, by subtracting its increments: a leased key must never be in
+        // such a call, or a slice another gateway took meanwhile would be moved under its
+        // slots. Leased keys ride only in a call of one group.
+        if call_anyway && remote.is_cluster() {
+            let mut tags = tiers
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| leased & (1 << i) == 0 || missed.iter().any(|(m, _)| m == i))
+                .map(|(i, _)| keys[i].tag.as_str());
+            let first = tags.next();
+            call_anyway = tags.all(|t| Some(t) == first);
         }
         // Keys decided in Redis with the exact tiers: their use sizes their first slice.
         let mut in_call: ArrayVec<usize, MAX_DECISIONS> = ArrayVec::new();
@@ -622,6 +647,26 @@ mod tests {
         // 1,000 uses a second of a key allowed 100 a second (T = 10 ms), burst 100.
         let ask = Ask::sized(50, 50 * MS, &quota(100, 100));
         assert_eq!(ask, Ask { want: 25, lead: 0 });
+    }
+
+    #[test]
+    fn a_key_without_a_slice_is_sized_from_its_recent_use() {
+        let slices = Slices::default();
+        let q = quota(1_000_000, 1_000_000);
+        let mut now = 0;
+        // An hour at 30 a second: about one use in 50 ms, no slice.
+        for _ in 0..30 * 3600 {
+            slices.note_use(7, 1, now);
+            now += 33 * MS;
+        }
+        assert_eq!(slices.next_ask(7, now, &q).want, 1);
+        // Then 5,000 a second: within a window the slice is sized from that.
+        for _ in 0..1_000 {
+            slices.note_use(7, 1, now);
+            now += MS / 5;
+        }
+        let ask = slices.next_ask(7, now, &q);
+        assert!(ask.want >= 100, "{ask:?}");
     }
 
     #[test]
