@@ -166,7 +166,7 @@ impl Limiter {
                     return Outcome::Decided;
                 }
                 // A key refused moments ago: one call at a time, the rest re-check after.
-                let _flight = if refusals.known(tiers, now, cost) {
+                let _flight = if refusals.known(tiers) {
                     match refusals.single_flight(tiers).await {
                         Some(guard) => Some(guard),
                         None => {

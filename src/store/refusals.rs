@@ -16,6 +16,9 @@ use crate::limit::{evaluate, Mode, Tier, Verdict};
 
 /// Entries kept (a power of two); 16 bytes each. A collision only forgets a refusal.
 const SLOTS: usize = 1 << 16;
+/// The lowest bit of a remembered TAT (rounded down to make room for it, so never later
+/// than Redis's): set for a key remembered beside one at its limit.
+const BESIDE: u64 = 1;
 /// Shards of the in-flight map.
 const FLIGHT_SHARDS: usize = 64;
 
@@ -63,11 +66,22 @@ impl RefusalCache {
         (entry.key.load(Ordering::Acquire) == key && tat != 0).then_some(tat)
     }
 
-    /// Remembers `key`'s TAT on the local clock: one Redis reported, never later than its own.
+    /// Remembers `key`'s TAT on the local clock — one Redis reported, never later than its
+    /// own — as a key at its limit (refused, or left with nothing).
     pub fn remember(&self, key: u64, tat: u64) {
+        self.store(key, (tat & !BESIDE).max(2));
+    }
+
+    /// Remembers `key`'s TAT as a key with room, recorded only to describe it beside one
+    /// at its limit: it refuses what its TAT refuses, but makes no request wait.
+    fn remember_beside(&self, key: u64, tat: u64) {
+        self.store(key, (tat.saturating_sub(1) | BESIDE).max(BESIDE));
+    }
+
+    fn store(&self, key: u64, tat: u64) {
         let entry = self.slot(key);
         entry.key.store(0, Ordering::Release);
-        entry.tat.store(tat.max(1), Ordering::Release);
+        entry.tat.store(tat, Ordering::Release);
         entry.key.store(key, Ordering::Release);
     }
 
@@ -79,29 +93,25 @@ impl RefusalCache {
         }
     }
 
-    /// Whether some tier's key is remembered at or near its limit at `now`: with less room
-    /// than a request of `cost` and one unit more — refused recently, or left with nothing
-    /// by an admission. Only then do concurrent requests on it wait for one another; a key
-    /// remembered beside them with room to spare makes nobody wait.
-    pub fn known(&self, tiers: &[Tier], now: u64, cost: u64) -> bool {
-        tiers.iter().any(|t| {
-            self.tat(t.key).is_some_and(|tat| {
-                let room = t
-                    .quota
-                    .tolerance_ns()
-                    .saturating_sub(tat.saturating_sub(now));
-                room < t
-                    .cost(cost)
-                    .saturating_add(1)
-                    .saturating_mul(t.quota.interval_ns())
-            })
-        })
+    /// Whether some tier's key is remembered at its limit (refused recently, or left with
+    /// nothing; its entry may have expired since). Only then do concurrent requests on it
+    /// wait for one another: a key remembered beside one, with room to spare, makes nobody
+    /// wait.
+    pub fn known(&self, tiers: &[Tier]) -> bool {
+        tiers
+            .iter()
+            .any(|t| self.tat(t.key).is_some_and(|tat| tat & BESIDE == 0))
+    }
+
+    /// Whether some tier's key is remembered at all.
+    fn remembered(&self, tiers: &[Tier]) -> bool {
+        tiers.iter().any(|t| self.tat(t.key).is_some())
     }
 
     /// The verdict on the remembered TATs, when it is a refusal. Unknown keys count as
     /// idle, so a refusal here is one Redis would give too (or Redis knows a later TAT).
     pub fn refuse(&self, tiers: &[Tier], now: u64, cost: u64) -> Option<Verdict> {
-        if !self.known(tiers, now, cost) {
+        if !self.remembered(tiers) {
             return None;
         }
         let table = SnapshotTable::default();
@@ -144,13 +154,19 @@ impl RefusalCache {
             if !enforced(i) || (d.admitted && exact & (1 << i) == 0) {
                 continue;
             }
-            let tat = if verdict.admitted {
-                d.tat
+            let (tat, at_limit) = if verdict.admitted {
+                (d.tat, d.remaining == 0)
             } else {
-                outcome.prior_tat
+                (outcome.prior_tat, !d.admitted)
             };
-            if tat > BASE {
-                self.remember(tier.key, now.saturating_add(tat - BASE));
+            if tat <= BASE {
+                continue;
+            }
+            let tat = now.saturating_add(tat - BASE);
+            if at_limit {
+                self.remember(tier.key, tat);
+            } else {
+                self.remember_beside(tier.key, tat);
             }
         }
     }
@@ -258,8 +274,8 @@ mod tests {
         cache.record(&tiers, &v, now, u32::MAX);
         let refused = cache.refuse(&tiers, now, 1).expect("refused here");
         // Remembered to describe it, the roomy tier alone makes no request wait.
-        assert!(!cache.known(&tiers[..1], now, 1));
-        assert!(cache.known(&tiers[1..], now, 1));
+        assert!(!cache.known(&tiers[..1]));
+        assert!(cache.known(&tiers[1..]));
         // The headers describe a tier that admitted as the refusal left it: 8 of 10.
         let first = &refused.outcomes()[0];
         let left = tiers[0].quota.remaining(first.prior_tat, refused.now);
@@ -273,11 +289,11 @@ mod tests {
         let now = 100 * S;
         cache.record(&tiers, &redis_verdict(&tiers, 0), now, u32::MAX);
         assert!(
-            !cache.known(&tiers, now, 1),
+            !cache.remembered(&tiers),
             "one unit left: the next request may pass"
         );
         // A leased tier's remaining is its slice's: an empty slice says nothing of Redis.
         cache.record(&tiers, &redis_verdict(&tiers, S), now, 0);
-        assert!(!cache.known(&tiers, now, 1));
+        assert!(!cache.remembered(&tiers));
     }
 }
