@@ -158,6 +158,18 @@ impl KeySource {
     /// disagree on whether the first or the last one counts.
     pub fn extract<'a>(&self, req: &RequestView<'a>) -> Result<KeyValues<'a>, TooManyValues> {
         let mut values = KeyValues::new();
+        self.extract_into(req, &mut values)?;
+        Ok(values)
+    }
+
+    /// [`extract`](Self::extract) into `values`, replacing what it held: the request path
+    /// reuses one buffer rather than moving a fresh one out of every call.
+    pub fn extract_into<'a>(
+        &self,
+        req: &RequestView<'a>,
+        values: &mut KeyValues<'a>,
+    ) -> Result<(), TooManyValues> {
+        values.clear();
         let borrowed = |b: &'a [u8]| KeyPart::Bytes(Cow::Borrowed(b));
         match self {
             KeySource::Ip => values.push(KeyPart::Ip(req.client_ip)),
@@ -170,25 +182,25 @@ impl KeySource {
                 for value in req.headers.get_all(name) {
                     let v = trim_ows(value.as_bytes());
                     if !v.is_empty() {
-                        push_distinct(&mut values, borrowed(v))?;
+                        push_distinct(values, borrowed(v))?;
                     }
                 }
             }
             KeySource::Query(name) => {
                 if let Some(query) = req.uri.query() {
-                    query_values(query, name, &mut values)?;
+                    query_values(query, name, values)?;
                 }
             }
-            KeySource::Cookie(name) => cookie_values(req.headers, name, &mut values)?,
+            KeySource::Cookie(name) => cookie_values(req.headers, name, values)?,
             KeySource::Jwt(claim) => {
                 for value in req.headers.get_all(AUTHORIZATION) {
                     if let Some(part) = jwt_claim(value.as_bytes(), claim) {
-                        push_distinct(&mut values, part)?;
+                        push_distinct(values, part)?;
                     }
                 }
             }
         }
-        Ok(values)
+        Ok(())
     }
 }
 

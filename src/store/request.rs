@@ -11,7 +11,7 @@ use super::{KeyBuilder, Limiter, Outcome, StoreError};
 use crate::clock::Clock;
 use crate::config::compile::Applied;
 use crate::config::{Missing, Policy, PolicyKind, Route};
-use crate::key::{KeyPart, RedisKey, RequestView, MAX_KEY_VALUES};
+use crate::key::{KeyPart, KeyValues, RedisKey, RequestView, MAX_KEY_VALUES};
 use crate::limit::{Mode, Tier, Verdict, INLINE_DECISIONS};
 
 /// Every decision one request asks of the limiter.
@@ -279,14 +279,16 @@ impl RequestTiers {
         self.leased = 0;
         self.settled = 0;
         let out = self;
+        let mut keys = ArrayVec::new();
+        let mut values = KeyValues::new();
         for (position, policy) in route.policies.iter().enumerate() {
-            let Some(keys) = keys_of(limiter, policy, view, position)? else {
+            if !keys_of(limiter, policy, view, position, &mut keys, &mut values)? {
                 continue;
-            };
+            }
             let rate = match &policy.kind {
                 PolicyKind::Rate(rate) => rate,
                 PolicyKind::Concurrency(cap) => {
-                    for partial in keys {
+                    for partial in keys.drain(..) {
                         let key = partial.key.finish(&policy.name);
                         let max = match limiter.overrides.get(key.hash, clock) {
                             Some(Applied::Concurrency(max)) => max,
@@ -311,7 +313,7 @@ impl RequestTiers {
             };
             let max_delay_ns = u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX);
             let overflow = limiter.overflow_key(&policy.name);
-            for partial in keys {
+            for partial in keys.drain(..) {
                 let key = partial.key.finish(&policy.name);
                 let quota = match (limiter.overrides.get(key.hash, clock), &partial.single) {
                     (Some(Applied::Rate(quota)), _) => quota,
@@ -340,27 +342,31 @@ impl RequestTiers {
     }
 }
 
-/// The keys `policy` applies to in this request; `None` when the tier is skipped.
+/// Fills `keys` with the keys `policy` applies to in this request; `false` when the tier is
+/// skipped. `keys` and `values` are the caller's buffers, reused from tier to tier (moving
+/// them out of every call cost more than composing the keys).
 fn keys_of<'a>(
     limiter: &Limiter,
     policy: &Policy,
     view: &RequestView<'a>,
     position: usize,
-) -> Result<Option<ArrayVec<Partial<'a>, MAX_KEY_VALUES>>, KeyRefusal> {
-    let mut keys: ArrayVec<Partial<'a>, MAX_KEY_VALUES> = ArrayVec::new();
+    keys: &mut ArrayVec<Partial<'a>, MAX_KEY_VALUES>,
+    values: &mut KeyValues<'a>,
+) -> Result<bool, KeyRefusal> {
+    keys.clear();
     keys.push(Partial {
         key: limiter.key_builder(&policy.name),
         single: None,
     });
     let too_many = KeyRefusal::TooManyValues(position);
     for source in &policy.key {
-        let values = source.extract(view).map_err(|_| too_many)?;
+        source.extract_into(view, values).map_err(|_| too_many)?;
         if values.is_empty() {
             match policy.missing {
-                Missing::Skip => return Ok(None),
+                Missing::Skip => return Ok(false),
                 Missing::Reject => return Err(KeyRefusal::Missing(position)),
                 Missing::Shared => {
-                    for partial in &mut keys {
+                    for partial in keys.iter_mut() {
                         partial.key.missing();
                     }
                 }
@@ -375,19 +381,19 @@ fn keys_of<'a>(
         let single_source = policy.key.len() == 1 && policy.override_count() > 0;
         if let [part] = values.as_slice() {
             // The common case: extend every key in place, no copies.
-            for key in &mut keys {
+            for key in keys.iter_mut() {
                 key.add(part, single_source);
             }
             continue;
         }
-        let so_far = std::mem::take(&mut keys);
+        let so_far = std::mem::take(keys);
         for key in &so_far {
-            for part in &values {
+            for part in values.iter() {
                 let mut next = key.clone();
                 next.add(part, single_source);
                 keys.push(next);
             }
         }
     }
-    Ok(Some(keys))
+    Ok(true)
 }
