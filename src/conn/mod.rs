@@ -25,9 +25,8 @@ pub struct ConnContext {
     pub permits: Arc<tokio::sync::Semaphore>,
     /// Held while the connection (or a tunnel from it) is open; the drain waits for it.
     pub open: tokio::sync::mpsc::Sender<()>,
-    /// The upstream connection this connection's last response came over (0: none):
-    /// the next request prefers it, so a keep-alive client keeps a warm path upstream.
-    pub upstream_affinity: Arc<std::sync::atomic::AtomicU64>,
+    /// What the connection keeps between its requests upstream (affinity, deadline timer).
+    pub upstream: crate::proxy::pool::ClientMemory,
 }
 
 pub type ConnInfo = Arc<ConnContext>;

@@ -597,9 +597,7 @@ async fn forward(
     prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
 
     let sent = shared.clock.now_ns();
-    let result = pool
-        .send(outgoing, now, replayable, &conn.upstream_affinity)
-        .await;
+    let result = pool.send(outgoing, now, replayable, &conn.upstream).await;
     let upstream = &pool.upstream.name;
     let mut resp = match result {
         Ok(resp) => resp,

@@ -6,8 +6,13 @@ pub mod deadline;
 pub mod preface;
 pub mod stream_watch;
 
+use std::future::Future as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Wake, Waker};
 use std::time::Duration;
+
+use atomic_waker::AtomicWaker;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -98,7 +103,7 @@ pub async fn serve(
             activity: Arc::new(Activity::default()),
             permits: permits.clone(),
             open: open.clone(),
-            upstream_affinity: Default::default(),
+            upstream: Default::default(),
         });
         let shutdown = shutdown.clone();
         let limits = Limits::of(&server);
@@ -241,28 +246,62 @@ async fn serve_io<I>(
     if closing {
         connection.as_mut().graceful_shutdown();
     }
-    loop {
-        tokio::select! {
-            result = connection.as_mut() => {
-                if let Err(e) = result {
-                    tracing::debug!(error = %e, peer = %ctx.peer, "connection ended with an error");
-                }
-                return;
-            }
-            _ = shutdown.changed(), if !closing => {
+    let changed = shutdown.changed();
+    tokio::pin!(changed);
+    // The idle timer and the shutdown signal wake the task through `watchers`, so a wake-up
+    // for the connection's own I/O (several a request) does not poll them too.
+    let watchers = Arc::new(Watchers::default());
+    let watchers_waker = Waker::from(watchers.clone());
+    let result = std::future::poll_fn(|cx| {
+        watchers.task.register(cx.waker());
+        if !closing && watchers.woken.swap(false, Ordering::AcqRel) {
+            let mut wcx = Context::from_waker(&watchers_waker);
+            if changed.as_mut().poll(&mut wcx).is_ready() {
                 closing = true;
-                connection.as_mut().graceful_shutdown();
             }
-            () = &mut idle, if !closing => {
+            while !closing && idle.as_mut().poll(&mut wcx).is_ready() {
                 match ctx.activity.idle_deadline(limits.idle) {
-                    Some(at) if at <= Instant::now() => {
-                        closing = true;
-                        connection.as_mut().graceful_shutdown();
-                    }
+                    Some(at) if at <= Instant::now() => closing = true,
                     Some(at) => idle.as_mut().reset(at),
                     None => idle.as_mut().reset(Instant::now() + limits.idle),
                 }
             }
+            if closing {
+                connection.as_mut().graceful_shutdown();
+            }
         }
+        connection.as_mut().poll(cx)
+    })
+    .await;
+    if let Err(e) = result {
+        tracing::debug!(error = %e, peer = %ctx.peer, "connection ended with an error");
+    }
+}
+
+/// What a connection's watchers (idle timer, shutdown signal) wake it through: notes that
+/// they need polling, then wakes the connection's task.
+struct Watchers {
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Default for Watchers {
+    fn default() -> Self {
+        Self {
+            // Polled once at the start, which registers them.
+            woken: AtomicBool::new(true),
+            task: AtomicWaker::new(),
+        }
+    }
+}
+
+impl Wake for Watchers {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.task.wake();
     }
 }

@@ -80,6 +80,34 @@ async fn unreachable_upstream_is_502_and_a_hung_one_504() {
     assert_eq!(r.json()["error"], "upstream_timeout");
 }
 
+/// A client connection keeps its response-deadline timer between requests, due at the
+/// earlier request's deadline: a later request still in flight then is given its own full
+/// timeout, and one that outlasts it is cut at it, not before.
+#[tokio::test]
+async fn each_request_on_a_kept_alive_connection_gets_its_full_upstream_timeout() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&single(r#"timeout = "2s""#), &up.url()).await;
+    let client = http1();
+    assert_eq!(
+        send(&client, "GET", &gw.url("/a"), &[], b"").await.status,
+        200
+    );
+    // The kept timer is now due 2 s after the first request; the second (1 s upstream)
+    // starts 1.5 s in, so it is in flight when that timer fires.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = send(&client, "GET", &gw.url("/delay"), &[], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let started = Instant::now();
+    let r = send(&client, "GET", &gw.url("/slow"), &[], b"").await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1900) && waited < Duration::from_secs(20),
+        "cut after {waited:?}"
+    );
+    assert_eq!(up.requests(), 3);
+}
+
 #[tokio::test]
 async fn one_dead_target_of_two_fails_no_request() {
     let up = Upstream::start().await;

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
-use tokio::time::Instant;
+use quanta::Instant;
 
 use super::local::{with_existing, Idle};
 use crate::proxy::response::Body;

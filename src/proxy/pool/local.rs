@@ -9,7 +9,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use hyper::client::conn::http1::SendRequest;
-use tokio::time::Instant;
+// quanta reads the TSC: a connection is stamped at every check-in, and the system clock
+// call cost more than the rest of the check-in.
+use quanta::Instant;
 
 use super::connect::Slots;
 use super::UpstreamPool;

@@ -7,6 +7,7 @@
 mod body;
 mod connect;
 mod error;
+mod kept_timer;
 mod local;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,7 @@ use hyper_util::rt::TokioIo;
 pub use body::PooledBody;
 pub use connect::ConnectError;
 pub use error::{ClientBodyFault, ForwardError};
+pub use kept_timer::KeptTimer;
 
 use body::CheckIn;
 use connect::Connector;
@@ -30,6 +32,16 @@ use super::response::Body;
 use crate::config::Upstream;
 use crate::metrics::Metrics;
 use crate::metrics::ShardedHistogram as Histogram;
+
+/// What a client connection keeps between its requests upstream.
+#[derive(Debug, Default)]
+pub struct ClientMemory {
+    /// The upstream connection its last response came over (0: none): the next request
+    /// prefers it, so a keep-alive client keeps a warm path upstream.
+    pub affinity: Arc<AtomicU64>,
+    /// The response deadline's timer.
+    pub timer: KeptTimer,
+}
 
 /// How long a target that refused a connection is passed over while others answer.
 pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);
@@ -128,14 +140,14 @@ impl UpstreamPool {
 
     /// Sends `req` (its URI already origin-form) to a target, within the upstream's
     /// `timeout`. A connection refused by one target is retried once on another when the
-    /// request has no body to replay. `affinity` is the client connection's memory of the
-    /// upstream connection it used last.
+    /// request has no body to replay. `client` is what the client connection keeps between
+    /// its requests: the upstream connection it used last, and its deadline timer.
     pub async fn send(
         self: &Arc<Self>,
         req: Request<Body>,
         now_ns: u64,
         replayable: bool,
-        affinity: &Arc<AtomicU64>,
+        client: &ClientMemory,
     ) -> Result<Response<PooledBody>, ForwardError> {
         let timeout = self.upstream.timeout;
         let first = self.pick(now_ns);
@@ -145,24 +157,29 @@ impl UpstreamPool {
         };
         let deadline = tokio::time::Instant::now() + timeout;
         let spare = (replayable && self.upstream.targets.len() > 1).then(|| copy_head(&req));
-        let result = tokio::time::timeout_at(
-            deadline,
-            self.send_to(first, req, now_ns, replayable, affinity),
-        )
-        .await
-        .unwrap_or_else(|_| Err(timed_out()));
+        let affinity = &client.affinity;
+        let result = client
+            .timer
+            .within(
+                deadline,
+                self.send_to(first, req, now_ns, replayable, affinity),
+            )
+            .await
+            .unwrap_or_else(|| Err(timed_out()));
         match (result, spare) {
             (Err(e @ ForwardError::Connect { .. }), Some(copy)) => {
                 let second = self.pick(now_ns);
                 if second == first {
                     return Err(e);
                 }
-                tokio::time::timeout_at(
-                    deadline,
-                    self.send_to(second, copy, now_ns, replayable, affinity),
-                )
-                .await
-                .unwrap_or_else(|_| Err(timed_out()))
+                client
+                    .timer
+                    .within(
+                        deadline,
+                        self.send_to(second, copy, now_ns, replayable, affinity),
+                    )
+                    .await
+                    .unwrap_or_else(|| Err(timed_out()))
             }
             (other, _) => other,
         }
@@ -327,7 +344,7 @@ impl UpstreamPool {
         Ok(Idle {
             serial: next_serial(),
             sender,
-            since: tokio::time::Instant::now(),
+            since: quanta::Instant::now(),
         })
     }
 }

@@ -1,0 +1,180 @@
+//! The upstream's response deadline, on a timer the client connection keeps from request to
+//! request. A fresh tokio timer per request is entered into the timer wheel on its first
+//! poll and taken out again when dropped, which under callgrind cost more than the rest of
+//! the deadline. A kept timer is never pushed later on the way in: one that fires before
+//! the request's own deadline is moved to it then, so on a busy connection the timer is
+//! reset about once per `timeout`, not once per request. Deadlines stay exact either way.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use parking_lot::Mutex;
+use tokio::time::{Instant, Sleep};
+
+/// A client connection's spare timer. HTTP/2 streams in flight at once take turns: a
+/// stream that finds it taken uses a timer of its own.
+#[derive(Debug, Default)]
+pub struct KeptTimer(Mutex<Option<Pin<Box<Sleep>>>>);
+
+impl KeptTimer {
+    /// Runs `fut` until `deadline`; `None` if the deadline came first.
+    pub fn within<F: Future>(&self, deadline: Instant, fut: F) -> Within<'_, F> {
+        Within {
+            fut,
+            held: Held {
+                slot: self,
+                timer: Some(self.take(deadline)),
+            },
+            deadline,
+        }
+    }
+
+    /// The spare timer (or a new one), due no later than `deadline`.
+    fn take(&self, deadline: Instant) -> Pin<Box<Sleep>> {
+        match self.0.lock().take() {
+            Some(mut timer) => {
+                if timer.deadline() > deadline {
+                    timer.as_mut().reset(deadline);
+                }
+                timer
+            }
+            None => Box::pin(tokio::time::sleep_until(deadline)),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// [`KeptTimer::within`]'s future (a struct, not an `async fn`, so the request's
+    /// future is moved into it once).
+    pub struct Within<'a, F> {
+        #[pin]
+        fut: F,
+        held: Held<'a>,
+        deadline: Instant,
+    }
+}
+
+impl<F: Future> Future for Within<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(out) = this.fut.poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        // Always `Some` until `held` is dropped.
+        if let Some(timer) = this.held.timer.as_mut() {
+            while timer.as_mut().poll(cx).is_ready() {
+                // Set for an earlier request: not this request's deadline yet.
+                if Instant::now() >= *this.deadline {
+                    return Poll::Ready(None);
+                }
+                timer.as_mut().reset(*this.deadline);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// A timer taken from its slot, put back when the request is done (or dropped).
+struct Held<'a> {
+    slot: &'a KeptTimer,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(timer) = self.timer.take() {
+            *self.slot.0.lock() = Some(timer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn paused() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("runtime")
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_timer_kept_from_an_earlier_request_does_not_cut_a_later_one_short() {
+        paused().block_on(async {
+            let kept = KeptTimer::default();
+            let start = Instant::now();
+            // Leaves a timer due at 10 s in the slot.
+            assert_eq!(kept.within(start + 10 * SECOND, async { 1 }).await, Some(1));
+            tokio::time::advance(5 * SECOND).await;
+            // Due at 15 s, done at 12 s: the kept timer fires at 10 s and is moved on.
+            let slow = tokio::time::sleep_until(start + 12 * SECOND);
+            assert_eq!(kept.within(start + 15 * SECOND, slow).await, Some(()));
+            assert_eq!(Instant::now() - start, 12 * SECOND);
+        });
+    }
+
+    #[test]
+    fn a_request_that_outlasts_its_deadline_ends_at_the_deadline() {
+        paused().block_on(async {
+            let kept = KeptTimer::default();
+            let start = Instant::now();
+            assert_eq!(kept.within(start + 10 * SECOND, async {}).await, Some(()));
+            tokio::time::advance(5 * SECOND).await;
+            let never = std::future::pending::<()>();
+            assert_eq!(kept.within(start + 15 * SECOND, never).await, None);
+            assert_eq!(Instant::now() - start, 15 * SECOND);
+        });
+    }
+
+    #[test]
+    fn a_kept_timer_due_later_is_brought_forward_to_a_shorter_deadline() {
+        paused().block_on(async {
+            let kept = KeptTimer::default();
+            let start = Instant::now();
+            assert_eq!(kept.within(start + 100 * SECOND, async {}).await, Some(()));
+            let never = std::future::pending::<()>();
+            assert_eq!(kept.within(start + 5 * SECOND, never).await, None);
+            assert_eq!(Instant::now() - start, 5 * SECOND);
+        });
+    }
+
+    #[test]
+    fn the_timer_goes_back_when_a_request_is_dropped_half_way() {
+        paused().block_on(async {
+            let kept = KeptTimer::default();
+            let start = Instant::now();
+            let never = std::future::pending::<()>();
+            let cut = tokio::time::timeout(SECOND, kept.within(start + 60 * SECOND, never)).await;
+            assert!(cut.is_err(), "the request was still waiting");
+            let back = kept.0.lock().as_ref().map(|t| t.deadline());
+            assert_eq!(back, Some(start + 60 * SECOND));
+        });
+    }
+
+    #[test]
+    fn streams_in_flight_at_once_each_keep_their_own_deadline() {
+        paused().block_on(async {
+            let kept = KeptTimer::default();
+            let start = Instant::now();
+            let never = || std::future::pending::<()>();
+            let (a, b) = tokio::join!(
+                kept.within(start + 3 * SECOND, never()),
+                kept.within(start + 7 * SECOND, async {
+                    tokio::time::sleep(5 * SECOND).await;
+                    7
+                }),
+            );
+            assert_eq!((a, b), (None, Some(7)));
+            assert_eq!(Instant::now() - start, 5 * SECOND);
+        });
+    }
+}
