@@ -4,6 +4,7 @@
 //! progress (for `send_timeout`).
 
 pub mod activity;
+pub mod kept_timer;
 pub mod progress;
 pub mod worker;
 
@@ -11,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use activity::{Activity, InFlight};
+pub use kept_timer::{HeaderTimer, KeptTimer};
 
 /// What the accepting connection knows about itself, shared by its requests.
 #[derive(Debug)]

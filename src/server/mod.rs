@@ -86,7 +86,9 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
-        let builder = builder.clone();
+        let mut builder = builder.clone();
+        // The header-read timeout on a timer the connection keeps between its requests.
+        builder.http1().timer(crate::conn::HeaderTimer::default());
         // The certificates of the config in effect now (a reload swaps them).
         let tls = shared
             .snapshot

@@ -7,7 +7,6 @@
 mod body;
 mod connect;
 mod error;
-mod kept_timer;
 mod local;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +21,6 @@ use hyper_util::rt::TokioIo;
 pub use body::PooledBody;
 pub use connect::ConnectError;
 pub use error::{ClientBodyFault, ForwardError};
-pub use kept_timer::KeptTimer;
 
 use body::CheckIn;
 use connect::Connector;
@@ -40,7 +38,7 @@ pub struct ClientMemory {
     /// prefers it, so a keep-alive client keeps a warm path upstream.
     pub affinity: Arc<AtomicU64>,
     /// The response deadline's timer.
-    pub timer: KeptTimer,
+    pub timer: crate::conn::KeptTimer,
 }
 
 /// How long a target that refused a connection is passed over while others answer.

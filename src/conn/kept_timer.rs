@@ -1,13 +1,16 @@
-//! The upstream's response deadline, on a timer the client connection keeps from request to
-//! request. A fresh tokio timer per request is entered into the timer wheel on its first
-//! poll and taken out again when dropped, which under callgrind cost more than the rest of
-//! the deadline. A kept timer is never pushed later on the way in: one that fires before
-//! the request's own deadline is moved to it then, so on a busy connection the timer is
-//! reset about once per `timeout`, not once per request. Deadlines stay exact either way.
+//! Per-request deadlines (the upstream's response `timeout`, hyper's header-read timeout)
+//! on timers the client connection keeps from request to request. A fresh tokio timer per
+//! request is entered into the timer wheel on its first poll and taken out again when
+//! dropped, which under callgrind cost more than the rest of the deadline. A kept timer is
+//! never pushed later on the way in: one that fires before the request's own deadline is
+//! moved to it then, so on a busy connection the timer is reset about once per timeout,
+//! not once per request. Deadlines stay exact either way.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tokio::time::{Instant, Sleep};
@@ -42,6 +45,22 @@ impl KeptTimer {
             None => Box::pin(tokio::time::sleep_until(deadline)),
         }
     }
+
+    fn put(&self, timer: Pin<Box<Sleep>>) {
+        *self.0.lock() = Some(timer);
+    }
+}
+
+/// Ready once `deadline` has passed, on `timer` (due no later than `deadline`).
+fn poll_deadline(timer: &mut Pin<Box<Sleep>>, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
+    while timer.as_mut().poll(cx).is_ready() {
+        // Set for an earlier request: not this request's deadline yet.
+        if Instant::now() >= deadline {
+            return Poll::Ready(());
+        }
+        timer.as_mut().reset(deadline);
+    }
+    Poll::Pending
 }
 
 pin_project_lite::pin_project! {
@@ -64,16 +83,10 @@ impl<F: Future> Future for Within<'_, F> {
             return Poll::Ready(Some(out));
         }
         // Always `Some` until `held` is dropped.
-        if let Some(timer) = this.held.timer.as_mut() {
-            while timer.as_mut().poll(cx).is_ready() {
-                // Set for an earlier request: not this request's deadline yet.
-                if Instant::now() >= *this.deadline {
-                    return Poll::Ready(None);
-                }
-                timer.as_mut().reset(*this.deadline);
-            }
+        match this.held.timer.as_mut() {
+            Some(timer) => poll_deadline(timer, *this.deadline, cx).map(|()| None),
+            None => Poll::Pending,
         }
-        Poll::Pending
     }
 }
 
@@ -86,7 +99,78 @@ struct Held<'a> {
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         if let Some(timer) = self.timer.take() {
-            *self.slot.0.lock() = Some(timer);
+            self.slot.put(timer);
+        }
+    }
+}
+
+/// hyper's timer for one HTTP/1 client connection, used for its header-read timeout:
+/// hyper drops that timer once a request's head is read and asks for a new one for the
+/// next, and each of them runs on the connection's kept timer.
+#[derive(Clone, Default)]
+pub struct HeaderTimer(Arc<KeptTimer>);
+
+impl hyper::rt::Timer for HeaderTimer {
+    fn sleep(&self, duration: std::time::Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until((Instant::now() + duration).into_std())
+    }
+
+    fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(KeptSleep {
+            slot: self.0.clone(),
+            deadline: deadline.into(),
+            timer: None,
+        })
+    }
+
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: std::time::Instant) {
+        match sleep.as_mut().downcast_mut_pin::<KeptSleep>() {
+            Some(mut kept) => kept.move_to(new_deadline.into()),
+            None => *sleep = self.sleep_until(new_deadline),
+        }
+    }
+
+    fn now(&self) -> std::time::Instant {
+        Instant::now().into_std()
+    }
+}
+
+/// One of hyper's timers on the connection's kept timer, taken at its first poll and put
+/// back when dropped.
+struct KeptSleep {
+    slot: Arc<KeptTimer>,
+    deadline: Instant,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl KeptSleep {
+    fn move_to(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        if let Some(timer) = self.timer.as_mut() {
+            if timer.deadline() > deadline {
+                timer.as_mut().reset(deadline);
+            }
+        }
+    }
+}
+
+impl Future for KeptSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        let deadline = this.deadline;
+        let timer = this.timer.get_or_insert_with(|| this.slot.take(deadline));
+        poll_deadline(timer, deadline, cx)
+    }
+}
+
+impl hyper::rt::Sleep for KeptSleep {}
+
+impl Drop for KeptSleep {
+    fn drop(&mut self) {
+        if let Some(timer) = self.timer.take() {
+            self.slot.put(timer);
         }
     }
 }
@@ -176,5 +260,33 @@ mod tests {
             assert_eq!((a, b), (None, Some(7)));
             assert_eq!(Instant::now() - start, 5 * SECOND);
         });
+    }
+
+    #[test]
+    fn hyper_header_timers_fire_at_their_own_deadlines() {
+        use hyper::rt::Timer as _;
+        paused().block_on(async {
+            let timer = HeaderTimer::default();
+            let start = Instant::now();
+            // A first head read, done at once: leaves a timer due at 10 s.
+            let mut first = timer.sleep_until((start + 10 * SECOND).into_std());
+            assert!(futures_poll_once(first.as_mut()).await.is_pending());
+            drop(first);
+            tokio::time::advance(5 * SECOND).await;
+            // The next, due at 15 s, is not cut when the kept timer fires at 10 s.
+            timer.sleep_until((start + 15 * SECOND).into_std()).await;
+            assert_eq!(Instant::now() - start, 15 * SECOND);
+            // Reset to an earlier deadline than the one it was made with: that one counts.
+            let mut third = timer.sleep_until((start + 100 * SECOND).into_std());
+            assert!(futures_poll_once(third.as_mut()).await.is_pending());
+            timer.reset(&mut third, (start + 20 * SECOND).into_std());
+            third.await;
+            assert_eq!(Instant::now() - start, 20 * SECOND);
+        });
+    }
+
+    /// Polls `fut` once.
+    async fn futures_poll_once<F: Future + ?Sized>(mut fut: Pin<&mut F>) -> Poll<F::Output> {
+        std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
     }
 }
