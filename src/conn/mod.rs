@@ -28,10 +28,20 @@ pub struct ConnContext {
     /// Held while the connection (or a tunnel from it) is open; the drain waits for it.
     pub open: tokio::sync::mpsc::Sender<()>,
     /// What the connection keeps between its requests upstream (affinity, deadline timer).
-    pub upstream: crate::proxy::pool::ClientMemory,
+    pub upstream: ClientMemory,
 }
 
 pub type ConnInfo = Arc<ConnContext>;
+
+/// What a client connection keeps between its requests upstream.
+#[derive(Debug, Default)]
+pub struct ClientMemory {
+    /// The upstream connection its last response came over (0: none): the next request
+    /// prefers it, so a keep-alive client keeps a warm path upstream.
+    pub affinity: Arc<std::sync::atomic::AtomicU64>,
+    /// The response deadline's timer.
+    pub timer: KeptTimer,
+}
 
 /// `ip` as header text (`192.0.2.1`, `2001:db8::1`).
 pub fn ip_text(ip: std::net::IpAddr) -> http::HeaderValue {

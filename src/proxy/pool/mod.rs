@@ -28,18 +28,9 @@ use local::{next_serial, with_local, Idle};
 
 use super::response::Body;
 use crate::config::Upstream;
+use crate::conn::ClientMemory;
 use crate::metrics::Metrics;
 use crate::metrics::ShardedHistogram as Histogram;
-
-/// What a client connection keeps between its requests upstream.
-#[derive(Debug, Default)]
-pub struct ClientMemory {
-    /// The upstream connection its last response came over (0: none): the next request
-    /// prefers it, so a keep-alive client keeps a warm path upstream.
-    pub affinity: Arc<AtomicU64>,
-    /// The response deadline's timer.
-    pub timer: crate::conn::KeptTimer,
-}
 
 /// How long a target that refused a connection is passed over while others answer.
 pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);
