@@ -213,10 +213,13 @@ pub fn rate_limit_headers(
         (_, Some((count, list))) if all_constant && *count == items.len() => {
             headers.insert(RATELIMIT_POLICY.clone(), list.clone());
         }
-        ([only], _) if only.constant.is_some() => {
-            if let Some(c) = only.constant {
-                headers.insert(RATELIMIT_POLICY.clone(), c.policy.clone());
-            }
+        (
+            [TierItem {
+                constant: Some(c), ..
+            }],
+            _,
+        ) => {
+            headers.insert(RATELIMIT_POLICY.clone(), c.policy.clone());
         }
         _ => {
             let mut policies = Vec::with_capacity(items.len() * 32);

@@ -135,29 +135,26 @@ impl RefusalCache {
     /// outlasts the real wait.
     pub fn record(&self, tiers: &[Tier], verdict: &Verdict, now: u64, exact: u32) {
         let outcomes = verdict.outcomes();
-        let enforced = |i: usize| tiers[i].mode == Mode::Enforce;
-        let worth_it = (0..outcomes.len()).any(|i| {
-            let d = &outcomes[i].decision;
-            enforced(i)
-                && if verdict.admitted {
-                    d.remaining == 0 && exact & (1 << i) != 0
-                } else {
-                    !d.admitted
-                }
-        });
-        if !worth_it {
-            return;
-        }
-        for (i, (tier, outcome)) in tiers.iter().zip(outcomes).enumerate() {
-            let d = &outcome.decision;
-            // A slice's or a settled tier's numbers are not the key's as Redis keeps it.
-            if !enforced(i) || (d.admitted && exact & (1 << i) == 0) {
-                continue;
+        // What tier `i` leaves to remember: its TAT (as the store's offset) and whether it
+        // is at its limit. `None`: nothing, since a shadow tier's numbers do not count and
+        // a slice's or a settled tier's are not the key's as Redis keeps it.
+        let state = |i: usize| {
+            let (outcome, d) = (&outcomes[i], &outcomes[i].decision);
+            if tiers[i].mode != Mode::Enforce || (d.admitted && exact & (1 << i) == 0) {
+                return None;
             }
-            let (tat, at_limit) = if verdict.admitted {
+            Some(if verdict.admitted {
                 (d.tat, d.remaining == 0)
             } else {
                 (outcome.prior_tat, !d.admitted)
+            })
+        };
+        if !(0..outcomes.len()).any(|i| matches!(state(i), Some((_, true)))) {
+            return;
+        }
+        for (i, tier) in tiers.iter().enumerate().take(outcomes.len()) {
+            let Some((tat, at_limit)) = state(i) else {
+                continue;
             };
             if tat <= BASE {
                 continue;
