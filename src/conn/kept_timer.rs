@@ -7,10 +7,10 @@
 //! not once per request. Deadlines stay exact either way.
 
 use std::future::Future;
+use std::ops::Deref;
 use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
 use tokio::time::{Instant, Sleep};
@@ -25,10 +25,7 @@ impl KeptTimer {
     pub fn within<F: Future>(&self, deadline: Instant, fut: F) -> Within<'_, F> {
         Within {
             fut,
-            held: Held {
-                slot: self,
-                timer: Some(self.take(deadline)),
-            },
+            held: Held::new(self),
             deadline,
         }
     }
@@ -69,7 +66,7 @@ pin_project_lite::pin_project! {
     pub struct Within<'a, F> {
         #[pin]
         fut: F,
-        held: Held<'a>,
+        held: Held<&'a KeptTimer>,
         deadline: Instant,
     }
 }
@@ -82,21 +79,30 @@ impl<F: Future> Future for Within<'_, F> {
         if let Poll::Ready(out) = this.fut.poll(cx) {
             return Poll::Ready(Some(out));
         }
-        // Always `Some` until `held` is dropped.
-        match this.held.timer.as_mut() {
-            Some(timer) => poll_deadline(timer, *this.deadline, cx).map(|()| None),
-            None => Poll::Pending,
-        }
+        let deadline = *this.deadline;
+        poll_deadline(this.held.timer(deadline), deadline, cx).map(|()| None)
     }
 }
 
-/// A timer taken from its slot, put back when the request is done (or dropped).
-struct Held<'a> {
-    slot: &'a KeptTimer,
+/// A connection's kept timer while one deadline uses it: taken from its slot at the first
+/// poll, put back when the deadline is done with (or dropped).
+struct Held<S: Deref<Target = KeptTimer>> {
+    slot: S,
     timer: Option<Pin<Box<Sleep>>>,
 }
 
-impl Drop for Held<'_> {
+impl<S: Deref<Target = KeptTimer>> Held<S> {
+    fn new(slot: S) -> Self {
+        Self { slot, timer: None }
+    }
+
+    /// The timer, due no later than `deadline`.
+    fn timer(&mut self, deadline: Instant) -> &mut Pin<Box<Sleep>> {
+        self.timer.get_or_insert_with(|| self.slot.take(deadline))
+    }
+}
+
+impl<S: Deref<Target = KeptTimer>> Drop for Held<S> {
     fn drop(&mut self) {
         if let Some(timer) = self.timer.take() {
             self.slot.put(timer);
@@ -117,9 +123,8 @@ impl hyper::rt::Timer for HeaderTimer {
 
     fn sleep_until(&self, deadline: std::time::Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
         Box::pin(KeptSleep {
-            slot: self.0.clone(),
+            held: Held::new(self.0.clone()),
             deadline: deadline.into(),
-            timer: None,
         })
     }
 
@@ -135,18 +140,16 @@ impl hyper::rt::Timer for HeaderTimer {
     }
 }
 
-/// One of hyper's timers on the connection's kept timer, taken at its first poll and put
-/// back when dropped.
+/// One of hyper's timers, on the connection's kept timer.
 struct KeptSleep {
-    slot: Arc<KeptTimer>,
+    held: Held<Arc<KeptTimer>>,
     deadline: Instant,
-    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl KeptSleep {
     fn move_to(&mut self, deadline: Instant) {
         self.deadline = deadline;
-        if let Some(timer) = self.timer.as_mut() {
+        if let Some(timer) = self.held.timer.as_mut() {
             if timer.deadline() > deadline {
                 timer.as_mut().reset(deadline);
             }
@@ -159,21 +162,11 @@ impl Future for KeptSleep {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
-        let deadline = this.deadline;
-        let timer = this.timer.get_or_insert_with(|| this.slot.take(deadline));
-        poll_deadline(timer, deadline, cx)
+        poll_deadline(this.held.timer(this.deadline), this.deadline, cx)
     }
 }
 
 impl hyper::rt::Sleep for KeptSleep {}
-
-impl Drop for KeptSleep {
-    fn drop(&mut self) {
-        if let Some(timer) = self.timer.take() {
-            self.slot.put(timer);
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -47,6 +47,7 @@ fn builder(server: &Server) -> auto::Builder<StreamExecutor> {
         send_timeout: server.send_timeout,
     });
     b.http1()
+        // Replaced per connection (see `serve`) by a timer it keeps between requests.
         .timer(TokioTimer::new())
         .header_read_timeout(server.header_read_timeout)
         // Bounds both the head being read and the response bytes queued for writing.

@@ -126,7 +126,7 @@ impl Limiter {
 
     /// Forgets remembered refusals: the numbers behind them may have changed (reload).
     pub fn forget_refusals(&self) {
-        if let Store::Redis { refusals, .. } = &self.store {
+        if let Some(refusals) = self.refusals() {
             refusals.clear();
         }
     }
