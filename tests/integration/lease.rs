@@ -206,28 +206,36 @@ async fn a_cold_leased_tier_rides_in_the_requests_one_call() {
     assert_eq!(up.requests(), 51);
 }
 
+/// A gateway leasing `hot` on `redis` (T = 1 s, burst 100: nothing refills during a test,
+/// so the key's state shows what is held) after 4 requests of tenant `acme`, and its
+/// config. The gateway's clock is the fake one: requests take no time on it, so slices are
+/// sized the same on any machine (1 unit decided in Redis, then a quarter of the burst:
+/// 25), and a slice goes idle only when the test moves the clock.
+async fn four_requests_into_a_slice(redis: &RedisServer, up: &Upstream) -> (TestGateway, String) {
+    let toml = leased(redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n").build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    for _ in 0..4 {
+        assert_eq!(
+            get(&gw.url("/"), &[("x-tenant-id", "acme")]).await.status,
+            200
+        );
+    }
+    let state = get(&gw.admin_url("/admin/limits/hot/acme"), &[])
+        .await
+        .json();
+    assert_eq!(state["remaining"], 100 - 26, "4 used, 22 held");
+    (gw, toml)
+}
+
 #[tokio::test]
 async fn idle_slices_and_shutdown_give_units_back() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    // T = 1 s: nothing refills during the test, so the key's state shows what is held.
-    // The gateway's clock is the fake one: requests take no time on it, so slices are
-    // sized the same on any machine (1 unit, then a quarter of the burst: 25), and a slice
-    // goes idle only when the test moves the clock.
-    let toml = leased(&redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n").build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
+    let (gw, toml) = four_requests_into_a_slice(&redis, &up).await;
     let h = [("x-tenant-id", "acme")];
-    for _ in 0..4 {
-        assert_eq!(get(&gw.url("/"), &h).await.status, 200);
-    }
     let admin = gw.admin_url("/admin/limits/hot/acme");
     let metrics = gw.admin_url("/metrics");
     let held = |text: &str| metric_of(text, "tollgate_lease_units_held");
-    assert_eq!(
-        get(&admin, &[]).await.json()["remaining"],
-        100 - 26,
-        "4 used, 22 held"
-    );
     // Idle for a second: the slice goes back (but for the unit whose slot began).
     gw.advance(S);
     let back = eventually_async(Duration::from_secs(20), || async {
@@ -354,21 +362,9 @@ async fn lease_needs_redis_and_refuses_what_it_cannot_keep_exact() {
 async fn a_reload_gives_every_slice_back() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    // T = 1 s, 100 at once, the gateway's clock standing still: nothing refills, and the
-    // slices are 1 unit (decided in Redis), then 25.
-    let toml = leased(&redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n").build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let h = [("x-tenant-id", "acme")];
-    for _ in 0..4 {
-        assert_eq!(get(&gw.url("/"), &h).await.status, 200);
-    }
+    let (gw, _) = four_requests_into_a_slice(&redis, &up).await;
     let admin = gw.admin_url("/admin/limits/hot/acme");
     let remaining = |v: serde_json::Value| v["remaining"].as_u64().unwrap_or(0);
-    assert_eq!(
-        remaining(get(&admin, &[]).await.json()),
-        74,
-        "4 used, 22 held"
-    );
     let reloaded = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
     assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     assert_eq!(
