@@ -108,6 +108,33 @@ async fn each_request_on_a_kept_alive_connection_gets_its_full_upstream_timeout(
     assert_eq!(up.requests(), 3);
 }
 
+/// HTTP/2 streams in flight at once on one connection share its kept timer in turns:
+/// each is still cut at its own deadline, and none before.
+#[tokio::test]
+async fn http2_streams_at_once_each_get_their_full_upstream_timeout() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&single(r#"timeout = "2s""#), &up.url()).await;
+    let client = http2();
+    assert_eq!(
+        send(&client, "GET", &gw.url("/a"), &[], b"").await.status,
+        200
+    );
+    let (slow_url, delay_url) = (gw.url("/slow"), gw.url("/delay"));
+    let started = Instant::now();
+    let (slow, delayed) = tokio::join!(
+        send(&client, "GET", &slow_url, &[], b""),
+        send(&client, "GET", &delay_url, &[], b""),
+    );
+    assert_eq!(slow.status, 504, "{}", slow.text());
+    assert_eq!(delayed.status, 200, "{}", delayed.text());
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1900) && waited < Duration::from_secs(20),
+        "cut after {waited:?}"
+    );
+    assert_eq!(up.requests(), 3);
+}
+
 #[tokio::test]
 async fn one_dead_target_of_two_fails_no_request() {
     let up = Upstream::start().await;
