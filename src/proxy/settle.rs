@@ -83,6 +83,11 @@ pub fn parse_value(headers: &HeaderMap, name: &http::HeaderName) -> Measured {
     }
 }
 
+/// `(tier index, debt after)` of each tier the store answered for.
+type Settled = SmallVec<[(usize, u64); 1]>;
+/// Tiers whose keys Redis holds, with the units each settles at.
+type Remote = SmallVec<[(PendingSettle, u64); 1]>;
+
 /// The tiers of one request still to settle, and what settles them.
 pub struct Settlement {
     shared: Arc<Shared>,
@@ -102,28 +107,11 @@ impl Settlement {
     /// store, in a task for Redis.
     pub fn finish(mut self, measure: impl Fn(&PendingSettle) -> Measured) {
         let pending = std::mem::take(&mut self.pending);
-        let now = self.shared.clock.now_ns();
-        let mut remote = SmallVec::<[(PendingSettle, u64); 1]>::new();
-        for p in pending {
-            let units = self.units(&p, measure(&p));
-            if self.shared.limiter.settle_local(&p, units, now).is_none() {
-                remote.push((p, units));
-            }
+        let measured: SmallVec<[Measured; 1]> = pending.iter().map(measure).collect();
+        let (_, remote, now) = self.count_and_settle_local(pending, measured);
+        if !remote.is_empty() {
+            let _detached = spawn_remote(self.shared.clone(), remote, now);
         }
-        if remote.is_empty() {
-            return;
-        }
-        let shared = self.shared.clone();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
-            for (p, units) in remote {
-                if shared.limiter.settle(&p, units, now).await.is_err() {
-                    count_fallback(&shared, &p, "store_error");
-                }
-            }
-        });
     }
 
     /// What `measure` says of each pending tier, in order (for [`Settlement::finish_waiting`]).
@@ -133,22 +121,38 @@ impl Settlement {
 
     /// Settles every pending tier at its `measured` value and waits for it, so what the
     /// response says about the limit is the settled state: `(tier index, debt after)` of
-    /// each tier the store answered for.
-    pub async fn finish_waiting(
-        mut self,
-        measured: SmallVec<[Measured; 1]>,
-    ) -> SmallVec<[(usize, u64); 1]> {
+    /// each tier the store answered for. The Redis calls run in a task of their own, so a
+    /// request dropped while it waits (its client gone) still settles every tier: a
+    /// client cannot hang up at the right moment to leave a debt unpaid.
+    pub async fn finish_waiting(mut self, measured: SmallVec<[Measured; 1]>) -> Settled {
         let pending = std::mem::take(&mut self.pending);
-        let now = self.shared.clock.now_ns();
-        let mut settled = SmallVec::new();
-        for (p, measured) in pending.into_iter().zip(measured) {
-            let units = self.units(&p, measured);
-            match self.shared.limiter.settle(&p, units, now).await {
-                Ok(debt) => settled.push((p.tier, debt)),
-                Err(_) => count_fallback(&self.shared, &p, "store_error"),
+        let (mut settled, remote, now) = self.count_and_settle_local(pending, measured);
+        if !remote.is_empty() {
+            if let Some(task) = spawn_remote(self.shared.clone(), remote, now) {
+                // An error here is the runtime shutting down: nothing left to describe.
+                settled.extend(task.await.unwrap_or_default());
             }
         }
         settled
+    }
+
+    /// Counts each tier's units and settles those the local store holds; the rest (Redis
+    /// keys) are returned with their units, and the clock reading they settle at.
+    fn count_and_settle_local(
+        &self,
+        pending: SmallVec<[PendingSettle; 1]>,
+        measured: SmallVec<[Measured; 1]>,
+    ) -> (Settled, Remote, u64) {
+        let now = self.shared.clock.now_ns();
+        let (mut settled, mut remote) = (SmallVec::new(), SmallVec::new());
+        for (p, measured) in pending.into_iter().zip(measured) {
+            let units = self.units(&p, measured);
+            match self.shared.limiter.settle_local(&p, units, now) {
+                Some(debt) => settled.push((p.tier, debt)),
+                None => remote.push((p, units)),
+            }
+        }
+        (settled, remote, now)
     }
 
     /// The units for `measured`, counted.
@@ -200,6 +204,27 @@ impl Drop for Settlement {
             rest.finish(|_| Measured::Aborted(0));
         }
     }
+}
+
+/// Settles `remote` (Redis keys, with their units) in a task of its own, one tier after the
+/// other: `(tier index, debt after)` of each the store answered for. `None` outside a
+/// runtime (a process shutting down).
+fn spawn_remote(
+    shared: Arc<Shared>,
+    remote: Remote,
+    now: u64,
+) -> Option<tokio::task::JoinHandle<Settled>> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    Some(runtime.spawn(async move {
+        let mut settled = Settled::new();
+        for (p, units) in remote {
+            match shared.limiter.settle(&p, units, now).await {
+                Ok(debt) => settled.push((p.tier, debt)),
+                Err(_) => count_fallback(&shared, &p, "store_error"),
+            }
+        }
+        settled
+    }))
 }
 
 fn count_fallback(shared: &Shared, p: &PendingSettle, reason: &'static str) {

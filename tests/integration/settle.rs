@@ -479,3 +479,114 @@ async fn an_admission_by_the_local_fallback_settles_locally() {
         "the local debt holds back the next request"
     );
 }
+
+/// A client that hangs up while the gateway waits on Redis to settle what the answer's
+/// header said still pays it, on every tier: the settling does not hang on the request.
+/// Redis is frozen once the request is admitted, so the gateway is still waiting on the
+/// first tier's settlement when the client goes (HTTP/1.1: the connection closed; HTTP/2:
+/// the stream reset).
+#[tokio::test]
+async fn hanging_up_while_redis_settles_the_cost_still_settles_every_tier() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let tokens = |key: &str| {
+        format!(
+            "key = {key}\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n"
+        )
+    };
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"30s\"\n",
+            redis.url()
+        ))
+        .policy_raw(
+            "slots",
+            "key = \"header:x-tenant-id\"\nmax_in_flight = 10\n",
+        )
+        .policy_raw("tenant", tokens("\"header:x-tenant-id\""))
+        .policy_raw("endpoint", tokens("[\"header:x-tenant-id\", \"route\"]"))
+        .route("api", "/", "api", &["slots", "tenant", "endpoint"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store("/v1/usage", "warm-up").await;
+    let metrics = gw.admin_url("/metrics");
+    for round in 0..2 {
+        let tenant = format!("t{round}");
+        let seen = up.requests();
+        let head = format!(
+            "GET /v1/usage HTTP/1.1\r\nhost: gw\r\nx-tenant-id: {tenant}\r\nx-usage: 60\r\nx-delay-ms: 3000\r\n\r\n"
+        );
+        // The client, kept until it hangs up.
+        let client: Box<dyn std::any::Any + Send> = if round == 0 {
+            use tokio::io::AsyncWriteExt;
+            let mut s = tokio::net::TcpStream::connect(gw.addr)
+                .await
+                .expect("connect");
+            s.write_all(head.as_bytes()).await.expect("write");
+            Box::new(s)
+        } else {
+            let (url, tenant) = (gw.url("/v1/usage"), tenant.clone());
+            Box::new(AbortOnDrop(tokio::spawn(async move {
+                let headers = [
+                    ("x-tenant-id", tenant.as_str()),
+                    ("x-usage", "60"),
+                    ("x-delay-ms", "3000"),
+                ];
+                send(&http2(), "GET", &url, &headers, b"").await
+            })))
+        };
+        assert!(
+            eventually(Duration::from_secs(20), || up.requests() > seen).await,
+            "round {round}: admitted and forwarded"
+        );
+        // Admitted: from now on Redis does not answer until resumed.
+        redis.pause();
+        let waiting = eventually_async(Duration::from_secs(20), || async {
+            let text = get(&metrics, &[]).await.text();
+            metric(&text, "tollgate_in_flight{policy=\"slots\"}") == 1.0
+                && metric(
+                    &text,
+                    "tollgate_settlements_total{policy=\"tenant\",result=\"debt\"}",
+                ) == (round + 1) as f64
+        })
+        .await;
+        assert!(
+            waiting,
+            "round {round}: the answer came, its settling waits on Redis"
+        );
+        drop(client);
+        let dropped = eventually_async(Duration::from_secs(20), || async {
+            metric(
+                &get(&metrics, &[]).await.text(),
+                "tollgate_in_flight{policy=\"slots\"}",
+            ) == 0.0
+        })
+        .await;
+        assert!(dropped, "round {round}: the gateway let go of the request");
+        redis.resume();
+        for (policy, key) in [
+            ("tenant", tenant.clone()),
+            ("endpoint", format!("{tenant}/api")),
+        ] {
+            let url = gw.admin_url(&format!("/admin/limits/{policy}/{key}"));
+            let settled = eventually_async(Duration::from_secs(20), || async {
+                let limits = get(&url, &[]).await.json();
+                limits["remaining"].as_u64() == Some(40)
+            })
+            .await;
+            assert!(
+                settled,
+                "round {round}: {policy} charged the 60 used, not the 10 reserved"
+            );
+        }
+    }
+}
+
+/// A spawned request, cancelled (its HTTP/2 stream reset) when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -30,7 +30,7 @@ pub struct Seen {
 ///
 /// By the path's last segment (`/slow` and `/v1/slow` alike): `slow` answers after 30 s,
 /// `delay` after 1 s, `reset` breaks mid-body, `big` streams 8 MiB; anything else echoes
-/// 200 and counts the request body.
+/// 200 and counts the request body. Any request with `x-delay-ms: N` is answered N ms late.
 pub struct Upstream {
     pub addr: SocketAddr,
     pub seen: Arc<Seen>,
@@ -56,6 +56,13 @@ async fn upstream_answer(
     seen.targets.lock().expect("lock").push(target.clone());
     // Counted last: a test that sees the count move also sees the headers and target.
     seen.requests.fetch_add(1, Ordering::SeqCst);
+    let delay_ms = req
+        .headers()
+        .get("x-delay-ms")
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if let Some(ms) = delay_ms {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
     if path.ends_with("/slow") {
         tokio::time::sleep(Duration::from_secs(30)).await;
     }
