@@ -194,10 +194,12 @@ impl Overrides {
     ) -> Result<bool, ChangeError> {
         let _one_at_a_time = self.changes.lock().await;
         let config = current();
+        // With Redis, one set through another gateway and not read here yet exists too.
+        let mut existed = false;
         if let Some(remote) = limiter.remote() {
-            shared::delete(remote, std::slice::from_ref(id)).await?;
+            existed = shared::delete(remote, std::slice::from_ref(id), now_ms).await? > 0;
         }
-        let existed = lock(&self.set)
+        existed |= lock(&self.set)
             .remove(id)
             .is_some_and(|s| !s.expired(now_ms));
         self.apply(&config, limiter, now_ms);

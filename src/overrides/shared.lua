@@ -3,9 +3,10 @@
 -- (again) created, so gateways re-read only on a change, and notice a hash that was lost
 -- and started over even when its counter happens to match.
 --   KEYS[1]  the hash
---   ARGV[1]  "put" epoch id value | "del" epoch id… | "expire" epoch now_ms id… |
+--   ARGV[1]  "put" epoch id value | "del" epoch now_ms id… | "expire" epoch now_ms id… |
 --            "read" seen-version
--- put/del/expire answer the new version; read answers {version} when it equals
+-- put/expire answer the new version; del answers {version, removed}, removed counting the
+-- overrides that had not expired by now_ms; read answers {version} when it equals
 -- seen-version, else {version, id, value, id, value, …}. A version is "epoch:counter".
 local VERSION, EPOCH = "#version", "#epoch"
 local op = ARGV[1]
@@ -14,6 +15,13 @@ local function version()
   local epoch = redis.call("HGET", KEYS[1], EPOCH) or "none"
   local n = redis.call("HGET", KEYS[1], VERSION) or "0"
   return epoch .. ":" .. n
+end
+
+-- Whether an override (JSON) has expired by now: it has an expiry, and it has passed.
+local function expired(value, now)
+  local ok, o = pcall(cjson.decode, value)
+  return ok and type(o) == "table" and tonumber(o.expires_at_ms) ~= nil
+    and tonumber(o.expires_at_ms) <= now
 end
 
 local function bump(epoch)
@@ -26,21 +34,23 @@ if op == "put" then
   redis.call("HSET", KEYS[1], ARGV[3], ARGV[4])
   return bump(ARGV[2])
 elseif op == "del" then
-  for i = 3, #ARGV do
-    redis.call("HDEL", KEYS[1], ARGV[i])
+  local now, removed = tonumber(ARGV[3]), 0
+  for i = 4, #ARGV do
+    local value = redis.call("HGET", KEYS[1], ARGV[i])
+    if value then
+      redis.call("HDEL", KEYS[1], ARGV[i])
+      if not expired(value, now) then removed = removed + 1 end
+    end
   end
-  return bump(ARGV[2])
+  return {bump(ARGV[2]), removed}
 elseif op == "expire" then
   -- Only what is expired as stored: an override set again since is kept.
   local now, removed = tonumber(ARGV[3]), 0
   for i = 4, #ARGV do
     local value = redis.call("HGET", KEYS[1], ARGV[i])
-    if value then
-      local ok, o = pcall(cjson.decode, value)
-      if ok and type(o) == "table" and tonumber(o.expires_at_ms) and tonumber(o.expires_at_ms) <= now then
-        redis.call("HDEL", KEYS[1], ARGV[i])
-        removed = removed + 1
-      end
+    if value and expired(value, now) then
+      redis.call("HDEL", KEYS[1], ARGV[i])
+      removed = removed + 1
     end
   end
   if removed > 0 then return bump(ARGV[2]) end

@@ -41,13 +41,23 @@ pub async fn put(remote: &RedisStore, stored: &Stored) -> Result<(), StoreError>
     remote.invoke::<String>(&call).await.map(drop)
 }
 
-pub async fn delete(remote: &RedisStore, ids: &[OverrideId]) -> Result<(), StoreError> {
+/// Removes `ids`; how many of them were set and not expired by `now_ms`, whichever
+/// gateway set them (this one may not have read them yet).
+pub async fn delete(
+    remote: &RedisStore,
+    ids: &[OverrideId],
+    now_ms: u64,
+) -> Result<u64, StoreError> {
     let mut call = SCRIPT.prepare_invoke();
-    call.key(hash_key()).arg("del").arg(EPOCH.as_str());
+    call.key(hash_key())
+        .arg("del")
+        .arg(EPOCH.as_str())
+        .arg(now_ms);
     for id in ids {
         call.arg(field(id));
     }
-    remote.invoke::<String>(&call).await.map(drop)
+    let (_version, removed): (String, u64) = remote.invoke(&call).await?;
+    Ok(removed)
 }
 
 /// Removes `ids` where the stored override has expired by `now_ms` (one set again since

@@ -507,4 +507,31 @@ async fn with_redis_the_fleet_shares_runtime_overrides() {
     })
     .await;
     assert!(dropped, "a deletion on one gateway reaches the other");
+
+    // Set through one gateway, deleted through the other before that one has read it
+    // (checked by its listing; tried again on a key the other read too soon): the
+    // deletion finds it in Redis, and a second finds nothing.
+    let mut tried_unread = false;
+    for attempt in 0..5 {
+        let key = format!("late-{attempt}");
+        let path = format!("/admin/overrides/tenant/{key}");
+        put_ok(&a.admin_url(&path), br#"{"burst": 10}"#).await;
+        let listed = get(&b.admin_url("/admin/overrides"), &[]).await.json();
+        let read = listed["overrides"]
+            .as_array()
+            .is_none_or(|l| l.iter().any(|o| o["key"][0] == key.as_str()));
+        if read {
+            continue;
+        }
+        tried_unread = true;
+        let deleted = delete(&b.admin_url(&path)).await;
+        assert_eq!(deleted.status, 200, "{}", deleted.text());
+        let again = delete(&b.admin_url(&path)).await;
+        assert_eq!(again.status, 404, "{}", again.text());
+        break;
+    }
+    assert!(
+        tried_unread,
+        "the second gateway read every override at once, five times"
+    );
 }
