@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# CPU per request, split into user and kernel (system) time: tollgate with 3 tiers, with 0
+# tiers and refusing, beside the bare-hyper floor forwarding and refusing, one worker each
+# in front of the same upstream. The kernel's share is what no proxy on this stack can save
+# (the same socket calls for all); the user share is what tollgate adds. Read from
+# /proc/PID/stat around each wrk run. Markdown report on stdout, progress on stderr.
+#
+#   sudo bench/cpu.sh
+#   TOLLGATE_BIN=target/release/tollgate FLOOR_BIN=target/release/examples/floor bench/cpu.sh
+#
+# Env: ROUNDS (3) alternating rounds, DURATION (5) seconds of counted load per target,
+# CONNS (32).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5} CONNS=${CONNS:-32}
+BIG=1000000
+
+need_tools nginx=nginx-light wrk=wrk
+find_tollgate
+find_floor
+make_workdir
+mkdir -p "$WORK/res"
+start_upstream
+
+free_port TG_PORT; free_port FLOOR_PORT; free_port FLOOR_DENY_PORT
+{ cat <<EOF
+[server]
+listen = "127.0.0.1:$TG_PORT"
+access_log = false
+drain_timeout = "1s"
+workers = 1
+
+[store]
+max_keys = 2_000_000
+
+[upstreams.up]
+targets = ["http://127.0.0.1:$UPSTREAM_PORT"]
+
+EOF
+  toml_policy tenant '"header:x-tenant-id"' $BIG 1s $BIG
+  toml_policy endpoint '"route"' $BIG 1s $BIG
+  toml_policy user '["header:x-tenant-id", "header:x-user-id"]' $BIG 1s $BIG
+  toml_policy hot '"header:x-tenant-id"' 1 1h 1
+  toml_route search /v1/search up '["tenant", "endpoint", "user"]'
+  toml_route open /v1/open up '[]'
+  toml_route deny /deny up '["hot"]'
+} >"$WORK/tollgate.toml"
+start_tollgate tollgate "$WORK/tollgate.toml" "$TG_PORT"
+TG_PID=$LAST_PID
+spawn floor "$FLOOR" forward --listen "127.0.0.1:$FLOOR_PORT" --upstream "127.0.0.1:$UPSTREAM_PORT" --workers 1
+wait_port "$FLOOR_PORT" floor "$LAST_PID"
+FLOOR_PID=$LAST_PID
+spawn floordeny "$FLOOR" deny --listen "127.0.0.1:$FLOOR_DENY_PORT" --workers 1
+wait_port "$FLOOR_DENY_PORT" floordeny "$LAST_PID"
+FLOOR_DENY_PID=$LAST_PID
+
+TICK=$(getconf CLK_TCK)
+H=(-H 'x-tenant-id: t1' -H 'x-user-id: u1')
+# measure NAME PID URL [wrk args]: appends "user_us system_us" per request to res/NAME.
+measure() {
+  local name=$1 pid=$2 url=$3 u0 s0 u1 s1 n
+  shift 3
+  timeout 60 wrk -t1 -c"$CONNS" -d2s "$@" "$url" >/dev/null   # warm-up, not counted
+  read -r u0 s0 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
+  n=$(timeout $((DURATION + 60)) wrk -t1 -c"$CONNS" -d"${DURATION}s" "$@" "$url" |
+    awk '/ requests in / { print $1 }')
+  read -r u1 s1 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
+  [[ ${n:-0} -gt 0 ]] || die "no requests answered by $name"
+  awk -v n="$n" -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v t="$TICK" \
+    'BEGIN { printf "%.2f %.2f\n", u / t / n * 1e6, s / t / n * 1e6 }' >>"$WORK/res/$name"
+  log "$name: $(tail -1 "$WORK/res/$name") (user, system µs per request; $n requests)"
+}
+
+TARGETS=(tg3 tg0 floor tgdeny floordeny)
+run() {
+  case $1 in
+    tg3) measure tg3 "$TG_PID" "http://127.0.0.1:$TG_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
+    tg0) measure tg0 "$TG_PID" "http://127.0.0.1:$TG_PORT/v1/open" "${H[@]}" ;;
+    floor) measure floor "$FLOOR_PID" "http://127.0.0.1:$FLOOR_PORT/v1/open" "${H[@]}" ;;
+    tgdeny) measure tgdeny "$TG_PID" "http://127.0.0.1:$TG_PORT/deny" -H 'x-tenant-id: hot' ;;
+    floordeny) measure floordeny "$FLOOR_DENY_PID" "http://127.0.0.1:$FLOOR_DENY_PORT/deny" ;;
+  esac
+}
+for ((r = 0; r < ROUNDS; r++)); do
+  log "round $((r + 1))/$ROUNDS"
+  for ((i = 0; i < ${#TARGETS[@]}; i++)); do
+    run "${TARGETS[(i + r) % ${#TARGETS[@]}]}"
+  done
+done
+
+# med NAME COLUMN: the median of one column over the rounds.
+med() { sort -n -k"$2" "$WORK/res/$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }
+row() { # NAME LABEL BASE
+  local u s bu bs
+  u=$(med "$1" 1) s=$(med "$1" 2) bu=$(med "$3" 1) bs=$(med "$3" 2)
+  awk -v l="$2" -v u="$u" -v s="$s" -v bu="$bu" -v bs="$bs" \
+    'BEGIN { printf "| %s | %.1f | %.1f | %.1f | %.2f |\n", l, u, s, u + s, (u + s) / (bu + bs) }'
+}
+cat <<EOF
+## CPU per request (one worker, wrk -t1 -c$CONNS, ${DURATION}s counted, $ROUNDS rounds, medians)
+
+- $(date -u +'%F %T UTC'), $(nproc) CPUs, $("$TOLLGATE" --version); user and system time of
+  the proxy process from /proc/PID/stat over the requests answered.
+
+| target | user µs / request | system µs / request | total | / floor |
+|---|---:|---:|---:|---:|
+$(row floor "floor: bare hyper, dedicated upstream connection" floor)
+$(row tg0 "tollgate, 0 tiers" floor)
+$(row tg3 "tollgate, 3 tiers (100 tenants x 10,000 users)" floor)
+$(row floordeny "floor: static 429" floordeny)
+$(row tgdeny "tollgate, refusing (one tier)" floordeny)
+EOF
