@@ -129,8 +129,12 @@ impl Settlement {
         let (mut settled, remote, now) = self.count_and_settle_local(pending, measured);
         if !remote.is_empty() {
             if let Some(task) = spawn_remote(self.shared.clone(), remote, now) {
-                // An error here is the runtime shutting down: nothing left to describe.
-                settled.extend(task.await.unwrap_or_default());
+                match task.await {
+                    Ok(remote) => settled.extend(remote),
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    // The runtime shutting down: nothing left to describe.
+                    Err(_) => {}
+                }
             }
         }
         settled
@@ -143,6 +147,7 @@ impl Settlement {
         pending: SmallVec<[PendingSettle; 1]>,
         measured: SmallVec<[Measured; 1]>,
     ) -> (Settled, Remote, u64) {
+        debug_assert_eq!(pending.len(), measured.len(), "one measure per tier");
         let now = self.shared.clock.now_ns();
         let (mut settled, mut remote) = (SmallVec::new(), SmallVec::new());
         for (p, measured) in pending.into_iter().zip(measured) {
