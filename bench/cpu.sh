@@ -79,7 +79,7 @@ run() {
     tg0) measure tg0 "$TG_PID" "http://127.0.0.1:$TG_PORT/v1/open" "${H[@]}" ;;
     floor) measure floor "$FLOOR_PID" "http://127.0.0.1:$FLOOR_PORT/v1/open" "${H[@]}" ;;
     tgdeny) measure tgdeny "$TG_PID" "http://127.0.0.1:$TG_PORT/deny" -H 'x-tenant-id: hot' ;;
-    floordeny) measure floordeny "$FLOOR_DENY_PID" "http://127.0.0.1:$FLOOR_DENY_PORT/deny" ;;
+    floordeny) measure floordeny "$FLOOR_DENY_PID" "http://127.0.0.1:$FLOOR_DENY_PORT/deny" -H 'x-tenant-id: hot' ;;
   esac
 }
 for ((r = 0; r < ROUNDS; r++)); do

@@ -88,7 +88,7 @@ count tg0 "$TG_PORT" /v1/open "${H[@]}" -- "$TOLLGATE" run --config "$WORK/tollg
 count tgdeny "$TG_PORT" /deny -H 'x-tenant-id: hot' -- "$TOLLGATE" run --config "$WORK/tollgate.toml"
 count floor "$FLOOR_PORT" /v1/search "${H[@]}" -- "$FLOOR" forward --listen "127.0.0.1:$FLOOR_PORT" \
   --upstream "127.0.0.1:$UPSTREAM_PORT" --workers 1
-count floordeny "$FLOOR_PORT" /deny -- "$FLOOR" deny --listen "127.0.0.1:$FLOOR_PORT" --workers 1
+count floordeny "$FLOOR_PORT" /deny -H 'x-tenant-id: hot' -- "$FLOOR" deny --listen "127.0.0.1:$FLOOR_PORT" --workers 1
 
 per() { awk -v t="$1" '$1 == t { printf "%.0f", $3 / $2 }' "$WORK/counts"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
