@@ -201,9 +201,10 @@ impl Gateway {
     /// Stops accepting, drains open connections up to the drain deadline, stops the rest.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
+        let mut drained = Vec::with_capacity(self.data_plane.len());
         for worker in self.data_plane {
             let _ = worker.done.await;
-            let _ = tokio::task::spawn_blocking(move || worker.thread.join()).await;
+            drained.push((worker.release, worker.thread));
         }
         if let Some(admin) = self.admin {
             let _ = admin.await;
@@ -221,6 +222,12 @@ impl Gateway {
             .is_err()
         {
             tracing::warn!("leased slices not all given back in 5 s; their units expire");
+        }
+        // Only now: a worker's runtime may be the one driving the Redis connection those
+        // give-backs went through.
+        for (release, thread) in drained {
+            let _ = release.send(());
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
         }
         for task in self.background {
             task.abort();

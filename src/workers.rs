@@ -42,9 +42,13 @@ pub fn bind_all(
     Ok((bound, listeners))
 }
 
-/// A running worker: it reports on `done` once it has drained.
+/// A running worker: it reports on `done` once it has drained, then keeps its runtime
+/// going (serving nothing) until `release` is sent or dropped: what was spawned on it may
+/// include the Redis connection, which the shutdown's last calls (leased slices given
+/// back) still need.
 pub struct Worker {
     pub done: oneshot::Receiver<()>,
+    pub release: oneshot::Sender<()>,
     pub thread: std::thread::JoinHandle<()>,
 }
 
@@ -59,6 +63,7 @@ pub fn spawn(
     for (index, listener) in listeners.into_iter().enumerate() {
         let (shared, shutdown, permits) = (shared.clone(), shutdown.clone(), permits.clone());
         let (done_tx, done) = oneshot::channel();
+        let (release, released) = oneshot::channel::<()>();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -76,11 +81,16 @@ pub fn spawn(
                         }
                     }
                 });
+                let _ = done_tx.send(());
+                let _ = runtime.block_on(released);
                 // Tasks still running (tunnels) end with the runtime.
                 drop(runtime);
-                let _ = done_tx.send(());
             })?;
-        workers.push(Worker { done, thread });
+        workers.push(Worker {
+            done,
+            release,
+            thread,
+        });
     }
     Ok(workers)
 }

@@ -601,8 +601,9 @@ impl Limiter {
                 .give_back_slice(&back.redis_key, back.ns, &back.end)
                 .await;
             if given.is_err() {
-                // At shutdown the connection may have been driven by a worker that has
-                // stopped: the connection manager reconnects on the next call.
+                // A connection that broke meanwhile is reconnected by the manager on the
+                // next call. (At shutdown the workers, one of whose runtimes may drive the
+                // connection, are kept running until this is done: `Gateway::shutdown`.)
                 given = remote
                     .give_back_slice(&back.redis_key, back.ns, &back.end)
                     .await;
