@@ -195,62 +195,85 @@ pub fn rate_limit_headers(
     items: &[TierItem<'_>],
     route: Option<&RouteHeaders>,
 ) {
-    let reset = ceil_secs(r.until_full_ns);
-    let built;
-    let constant = match r.constant {
-        Some(c) => c,
-        None => {
-            built = PolicyHeaders::new(r.policy, &r.quota);
-            &built
-        }
-    };
-    headers.insert(X_RATELIMIT_LIMIT.clone(), constant.limit.clone());
-    headers.insert(X_RATELIMIT_REMAINING.clone(), number(r.remaining));
-    headers.insert(X_RATELIMIT_RESET.clone(), number(reset));
-    let all_constant = items.iter().all(|i| i.constant.is_some());
-    match (items, route.and_then(|r| r.rate_list.as_ref())) {
-        // Every enforcing tier, each on its own quota: the list built at config load.
-        (_, Some((count, list))) if all_constant && *count == items.len() => {
-            headers.insert(RATELIMIT_POLICY.clone(), list.clone());
-        }
-        (
-            [TierItem {
-                constant: Some(c), ..
-            }],
-            _,
-        ) => {
-            headers.insert(RATELIMIT_POLICY.clone(), c.policy.clone());
-        }
-        _ => {
-            let mut policies = Vec::with_capacity(items.len() * 32);
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    policies.extend_from_slice(b", ");
-                }
-                match item.constant {
-                    Some(c) => policies.extend_from_slice(c.policy.as_bytes()),
-                    None => policy_item(&mut policies, item.policy, &item.quota),
-                }
+    RateLimitValues::of(r, items, route).insert_into(headers);
+}
+
+/// The values of the rate-limit headers of one response (see [`rate_limit_headers`]).
+/// The two lists are `None` only if their bytes were not a header value, which the
+/// config's name rules rule out.
+struct RateLimitValues {
+    limit: HeaderValue,
+    remaining: HeaderValue,
+    reset: HeaderValue,
+    policy: Option<HeaderValue>,
+    current: Option<HeaderValue>,
+}
+
+impl RateLimitValues {
+    fn of(r: &TierItem<'_>, items: &[TierItem<'_>], route: Option<&RouteHeaders>) -> Self {
+        let built;
+        let constant = match r.constant {
+            Some(c) => c,
+            None => {
+                built = PolicyHeaders::new(r.policy, &r.quota);
+                &built
             }
-            if let Some(v) = value_of(policies) {
-                headers.insert(RATELIMIT_POLICY.clone(), v);
+        };
+        let all_constant = items.iter().all(|i| i.constant.is_some());
+        let policy = match (items, route.and_then(|r| r.rate_list.as_ref())) {
+            // Every enforcing tier, each on its own quota: the list built at config load.
+            (_, Some((count, list))) if all_constant && *count == items.len() => Some(list.clone()),
+            (
+                [TierItem {
+                    constant: Some(c), ..
+                }],
+                _,
+            ) => Some(c.policy.clone()),
+            _ => {
+                let mut policies = Vec::with_capacity(items.len() * 32);
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        policies.extend_from_slice(b", ");
+                    }
+                    match item.constant {
+                        Some(c) => policies.extend_from_slice(c.policy.as_bytes()),
+                        None => policy_item(&mut policies, item.policy, &item.quota),
+                    }
+                }
+                value_of(policies)
             }
+        };
+        let mut current = Vec::with_capacity(items.len() * 32);
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                current.extend_from_slice(b", ");
+            }
+            current.push(b'"');
+            current.extend_from_slice(item.policy.as_bytes());
+            current.extend_from_slice(b"\";r=");
+            push_number(&mut current, item.remaining);
+            current.extend_from_slice(b";t=");
+            push_number(&mut current, ceil_secs(item.until_full_ns));
+        }
+        Self {
+            limit: constant.limit.clone(),
+            remaining: number(r.remaining),
+            reset: number(ceil_secs(r.until_full_ns)),
+            policy,
+            current: value_of(current),
         }
     }
-    let mut current = Vec::with_capacity(items.len() * 32);
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            current.extend_from_slice(b", ");
+
+    fn insert_into(self, headers: &mut HeaderMap) {
+        headers.insert(X_RATELIMIT_LIMIT.clone(), self.limit);
+        headers.insert(X_RATELIMIT_REMAINING.clone(), self.remaining);
+        headers.insert(X_RATELIMIT_RESET.clone(), self.reset);
+        if let Some(policy) = self.policy {
+            headers.insert(RATELIMIT_POLICY.clone(), policy);
         }
-        current.push(b'"');
-        current.extend_from_slice(item.policy.as_bytes());
-        current.extend_from_slice(b"\";r=");
-        push_number(&mut current, item.remaining);
-        current.extend_from_slice(b";t=");
-        push_number(&mut current, ceil_secs(item.until_full_ns));
-    }
-    if let Some(v) = value_of(current) {
-        headers.insert(RATELIMIT.clone(), v);
+        if let Some(current) = self.current {
+            headers.insert(RATELIMIT.clone(), current);
+        }
     }
 }
 
@@ -373,6 +396,45 @@ impl Refused<'_> {
         (body, content_type)
     }
 
+    /// A 429 with this body, `Retry-After: retry_after_s`, `Vary: Accept` (the body's
+    /// form depends on it) and the rate-limit headers `limits` has: the headers are
+    /// [`REFUSAL_HEADERS`] with their values set in place, so no name is hashed per 429.
+    fn rate_response(&self, retry_after_s: u64, limits: RateLimitValues) -> Response<Body> {
+        let (policy, current) = match (limits.policy, limits.current) {
+            (Some(policy), Some(current)) => (policy, current),
+            // A list that was not a header value (never, by the config's name rules).
+            (policy, current) => {
+                let mut resp = self.response(retry_after_s);
+                RateLimitValues {
+                    policy,
+                    current,
+                    ..limits
+                }
+                .insert_into(resp.headers_mut());
+                return resp;
+            }
+        };
+        let (body, content_type) = self.body();
+        let mut headers = REFUSAL_HEADERS.clone();
+        let values = [
+            content_type,
+            HeaderValue::from_static("accept"),
+            number(retry_after_s),
+            limits.limit,
+            limits.remaining,
+            limits.reset,
+            policy,
+            current,
+        ];
+        for ((_, slot), value) in headers.iter_mut().zip(values) {
+            *slot = value;
+        }
+        let mut resp = Response::new(full(body));
+        *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        *resp.headers_mut() = headers;
+        resp
+    }
+
     /// A 429 with this body, `Retry-After: retry_after_s` and `Vary: Accept` (the body's
     /// form depends on it).
     fn response(&self, retry_after_s: u64) -> Response<Body> {
@@ -400,18 +462,39 @@ pub fn too_many_requests(
     problem: Option<&[&str]>,
 ) -> Response<Body> {
     let wait = verdict.wait_ns;
-    let mut resp = Refused {
+    let refused = Refused {
         policy: first_denier,
         limit: None,
         retry_after_ms: ceil_millis(wait),
         problem,
+    };
+    match reported {
+        Some(r) => {
+            refused.rate_response(ceil_secs(wait), RateLimitValues::of(r, items, Some(route)))
+        }
+        None => refused.response(ceil_secs(wait)),
     }
-    .response(ceil_secs(wait));
-    if let Some(r) = reported {
-        rate_limit_headers(resp.headers_mut(), r, items, Some(route));
-    }
-    resp
 }
+
+/// The headers of a rate refusal, in the order [`Refused::rate_response`] sets their
+/// values: the names hashed and placed once, the map cloned per 429.
+static REFUSAL_HEADERS: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(|| {
+    let names = [
+        CONTENT_TYPE,
+        VARY,
+        RETRY_AFTER,
+        X_RATELIMIT_LIMIT.clone(),
+        X_RATELIMIT_REMAINING.clone(),
+        X_RATELIMIT_RESET.clone(),
+        RATELIMIT_POLICY.clone(),
+        RATELIMIT.clone(),
+    ];
+    let mut headers = HeaderMap::with_capacity(names.len() + 2);
+    for name in names {
+        headers.insert(name, HeaderValue::from_static(""));
+    }
+    headers
+});
 
 /// The 429 for a request a concurrency policy refused: its slots were all taken (for
 /// `max_delay`, when it could wait). The wait is unknowable, so `Retry-After` is the
@@ -506,6 +589,52 @@ mod tests {
             h["x-ratelimit-remaining"], "2",
             "X-RateLimit-* stay one tier's"
         );
+    }
+
+    /// A 429's headers set in place on the cloned [`REFUSAL_HEADERS`] are the ones the
+    /// inserting path writes, value for value, with nothing left over.
+    #[test]
+    fn a_refusal_built_in_place_has_the_headers_an_inserted_one_has() {
+        let quota = Quota::new(10, NANOS_PER_SEC, 5).expect("valid");
+        let user = TierItem {
+            policy: "user",
+            quota,
+            constant: None,
+            until_full_ns: 300_000_000,
+            remaining: 0,
+        };
+        let tenant = TierItem {
+            policy: "tenant",
+            quota: Quota::new(100, 60 * NANOS_PER_SEC, 20).expect("valid"),
+            constant: None,
+            until_full_ns: 2_500_000_000,
+            remaining: 19,
+        };
+        let violated = ["user"];
+        for problem in [None, Some(&violated[..])] {
+            let refused = Refused {
+                policy: "user",
+                limit: None,
+                retry_after_ms: 1234,
+                problem,
+            };
+            let in_place =
+                refused.rate_response(2, RateLimitValues::of(&user, &[tenant, user], None));
+            let mut inserted = refused.response(2);
+            rate_limit_headers(inserted.headers_mut(), &user, &[tenant, user], None);
+            assert_eq!(in_place.status(), StatusCode::TOO_MANY_REQUESTS);
+            let list = |h: &HeaderMap| {
+                let mut l: Vec<(String, String)> = h
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_str().expect("text").to_owned()))
+                    .collect();
+                l.sort();
+                l
+            };
+            assert_eq!(list(in_place.headers()), list(inserted.headers()));
+            assert_eq!(in_place.headers().len(), 8);
+            assert!(in_place.headers().iter().all(|(_, v)| !v.is_empty()));
+        }
     }
 
     fn accept(values: &[&'static str]) -> bool {
