@@ -6,6 +6,7 @@
 pub mod breaker;
 pub mod concurrency;
 pub mod held;
+pub mod key_locks;
 pub mod keys;
 pub mod lease;
 pub mod memory;

@@ -11,6 +11,7 @@ use std::sync::Mutex;
 
 use arrayvec::ArrayVec;
 
+use super::key_locks::KeyLocks;
 use super::redis::{Decided, RedisStore, SliceAnswer, SliceAsk};
 use super::{Limiter, StoreError};
 use crate::key::RedisKey;
@@ -80,9 +81,9 @@ pub struct Slices {
     /// once idle for [`IDLE_NS`].
     seen: [Mutex<HashMap<u64, Seen>>; SHARDS],
     seen_count: AtomicUsize,
-    /// One fetch at a time per stripe of keys: concurrent requests for a key with no
-    /// usable slice wait for the one call instead of each making their own.
-    fetches: [tokio::sync::Mutex<()>; SHARDS],
+    /// One fetch at a time per key: concurrent requests for a key with no usable slice
+    /// wait for the one call instead of each making their own.
+    fetches: KeyLocks,
     /// Slices held, kept beside the shards so sizing never locks them all.
     count: AtomicUsize,
     next_id: AtomicU64,
@@ -94,7 +95,7 @@ impl Default for Slices {
             shards: std::array::from_fn(|_| Mutex::default()),
             seen: std::array::from_fn(|_| Mutex::default()),
             seen_count: AtomicUsize::new(0),
-            fetches: std::array::from_fn(|_| tokio::sync::Mutex::default()),
+            fetches: KeyLocks::default(),
             count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
         }
@@ -495,9 +496,7 @@ impl Limiter {
         units: u64,
         clock: &dyn crate::clock::Clock,
     ) -> Result<Leased, StoreError> {
-        let _one_fetch = self.slices.fetches[(tier.key as usize) % SHARDS]
-            .lock()
-            .await;
+        let _one_fetch = self.slices.fetches.lock(tier.key).await;
         // Another request may have fetched one meanwhile, or been refused: over the limit,
         // the requests queued here are then refused without a call each.
         let now = clock.now_ns();
