@@ -77,7 +77,7 @@ pub struct Return {
 
 pub struct Slices {
     shards: [Mutex<HashMap<u64, Held>>; SHARDS],
-    /// Keys used without a slice, by the same stripes; at most [`MAX_SLICES`], forgotten
+    /// Keys used without a slice, sharded the same way; at most [`MAX_SLICES`], forgotten
     /// once idle for [`IDLE_NS`].
     seen: [Mutex<HashMap<u64, Seen>>; SHARDS],
     seen_count: AtomicUsize,
