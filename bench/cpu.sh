@@ -14,7 +14,6 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5} CONNS=${CONNS:-32}
-BIG=1000000
 
 need_tools nginx=nginx-light wrk=wrk
 find_tollgate
@@ -24,28 +23,7 @@ mkdir -p "$WORK/res"
 start_upstream
 
 free_port TG_PORT; free_port FLOOR_PORT; free_port FLOOR_DENY_PORT
-{ cat <<EOF
-[server]
-listen = "127.0.0.1:$TG_PORT"
-access_log = false
-drain_timeout = "1s"
-workers = 1
-
-[store]
-max_keys = 2_000_000
-
-[upstreams.up]
-targets = ["http://127.0.0.1:$UPSTREAM_PORT"]
-
-EOF
-  toml_policy tenant '"header:x-tenant-id"' $BIG 1s $BIG
-  toml_policy endpoint '"route"' $BIG 1s $BIG
-  toml_policy user '["header:x-tenant-id", "header:x-user-id"]' $BIG 1s $BIG
-  toml_policy hot '"header:x-tenant-id"' 1 1h 1
-  toml_route search /v1/search up '["tenant", "endpoint", "user"]'
-  toml_route open /v1/open up '[]'
-  toml_route deny /deny up '["hot"]'
-} >"$WORK/tollgate.toml"
+one_worker_toml "$TG_PORT" >"$WORK/tollgate.toml"
 start_tollgate tollgate "$WORK/tollgate.toml" "$TG_PORT"
 TG_PID=$LAST_PID
 spawn floor "$FLOOR" forward --listen "127.0.0.1:$FLOOR_PORT" --upstream "127.0.0.1:$UPSTREAM_PORT" --workers 1

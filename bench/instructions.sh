@@ -15,7 +15,6 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 DURATION=${DURATION:-8} CONNS=${CONNS:-4}
-BIG=1000000
 
 need_tools nginx=nginx-light wrk=wrk valgrind=valgrind callgrind_control=valgrind
 find_tollgate
@@ -24,28 +23,7 @@ make_workdir
 start_upstream
 
 free_port TG_PORT; free_port FLOOR_PORT
-{ cat <<EOF
-[server]
-listen = "127.0.0.1:$TG_PORT"
-access_log = false
-drain_timeout = "1s"
-workers = 1
-
-[store]
-max_keys = 2_000_000
-
-[upstreams.up]
-targets = ["http://127.0.0.1:$UPSTREAM_PORT"]
-
-EOF
-  toml_policy tenant '"header:x-tenant-id"' $BIG 1s $BIG
-  toml_policy endpoint '"route"' $BIG 1s $BIG
-  toml_policy user '["header:x-tenant-id", "header:x-user-id"]' $BIG 1s $BIG
-  toml_policy hot '"header:x-tenant-id"' 1 1h 1
-  toml_route search /v1/search up '["tenant", "endpoint", "user"]'
-  toml_route open /v1/open up '[]'
-  toml_route deny /deny up '["hot"]'
-} >"$WORK/tollgate.toml"
+one_worker_toml "$TG_PORT" >"$WORK/tollgate.toml"
 "$TOLLGATE" check --config "$WORK/tollgate.toml" >/dev/null || die "tollgate check rejected its config"
 
 # count NAME PORT PATH [wrk args] -- COMMAND...: Ir per request of COMMAND under callgrind,

@@ -142,6 +142,34 @@ toml_policy() {
 # toml_route NAME PATH UPSTREAM POLICIES: a [[routes]] table (POLICIES as a TOML list).
 toml_route() { printf '[[routes]]\nname = "%s"\npath = "%s"\nupstream = "%s"\npolicies = %s\n\n' "$@"; }
 
+# one_worker_toml PORT: the tollgate bench/instructions.sh and bench/cpu.sh measure, one
+# worker on PORT in front of the upstream: /v1/search with 3 tiers that admit everything,
+# /v1/open with none, /deny refusing tenant `hot` (1 an hour).
+one_worker_toml() {
+  local big=1000000
+  cat <<EOF
+[server]
+listen = "127.0.0.1:$1"
+access_log = false
+drain_timeout = "1s"
+workers = 1
+
+[store]
+max_keys = 2_000_000
+
+[upstreams.up]
+targets = ["http://127.0.0.1:$UPSTREAM_PORT"]
+
+EOF
+  toml_policy tenant '"header:x-tenant-id"' $big 1s $big
+  toml_policy endpoint '"route"' $big 1s $big
+  toml_policy user '["header:x-tenant-id", "header:x-user-id"]' $big 1s $big
+  toml_policy hot '"header:x-tenant-id"' 1 1h 1
+  toml_route search /v1/search up '["tenant", "endpoint", "user"]'
+  toml_route open /v1/open up '[]'
+  toml_route deny /deny up '["hot"]'
+}
+
 # start_tollgate NAME CONFIG PORT: run tollgate with CONFIG, wait for PORT.
 start_tollgate() {
   "$TOLLGATE" check --config "$2" >/dev/null 2>"$WORK/$1.check" ||
