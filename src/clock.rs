@@ -90,3 +90,14 @@ impl Clock for FakeClock {
         FAKE_EPOCH_MS + self.now_ns() / 1_000_000
     }
 }
+
+/// A current-thread runtime whose tokio time is paused: tests move it with
+/// `tokio::time::advance`, or it jumps ahead whenever every task is waiting on a timer.
+#[cfg(test)]
+pub(crate) fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
+}

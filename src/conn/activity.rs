@@ -71,12 +71,7 @@ mod tests {
 
     #[test]
     fn idle_deadline_waits_for_requests_in_flight() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
+        crate::clock::paused_runtime().block_on(async {
             let a = Arc::new(Activity::default());
             let limit = Duration::from_secs(60);
             assert_eq!(a.idle_deadline(limit), Some(a.opened + limit));

@@ -173,20 +173,13 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    fn paused() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("runtime")
-    }
+    use crate::clock::paused_runtime;
 
     const SECOND: Duration = Duration::from_secs(1);
 
     #[test]
     fn a_timer_kept_from_an_earlier_request_does_not_cut_a_later_one_short() {
-        paused().block_on(async {
+        paused_runtime().block_on(async {
             let kept = KeptTimer::default();
             let start = Instant::now();
             // Leaves a timer due at 10 s in the slot.
@@ -201,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_request_that_outlasts_its_deadline_ends_at_the_deadline() {
-        paused().block_on(async {
+        paused_runtime().block_on(async {
             let kept = KeptTimer::default();
             let start = Instant::now();
             assert_eq!(kept.within(start + 10 * SECOND, async {}).await, Some(()));
@@ -214,7 +207,7 @@ mod tests {
 
     #[test]
     fn a_kept_timer_due_later_is_brought_forward_to_a_shorter_deadline() {
-        paused().block_on(async {
+        paused_runtime().block_on(async {
             let kept = KeptTimer::default();
             let start = Instant::now();
             assert_eq!(kept.within(start + 100 * SECOND, async {}).await, Some(()));
@@ -226,7 +219,7 @@ mod tests {
 
     #[test]
     fn the_timer_goes_back_when_a_request_is_dropped_half_way() {
-        paused().block_on(async {
+        paused_runtime().block_on(async {
             let kept = KeptTimer::default();
             let start = Instant::now();
             let never = std::future::pending::<()>();
@@ -239,7 +232,7 @@ mod tests {
 
     #[test]
     fn streams_in_flight_at_once_each_keep_their_own_deadline() {
-        paused().block_on(async {
+        paused_runtime().block_on(async {
             let kept = KeptTimer::default();
             let start = Instant::now();
             let never = || std::future::pending::<()>();
@@ -258,7 +251,7 @@ mod tests {
     #[test]
     fn hyper_header_timers_fire_at_their_own_deadlines() {
         use hyper::rt::Timer as _;
-        paused().block_on(async {
+        paused_runtime().block_on(async {
             let timer = HeaderTimer::default();
             let start = Instant::now();
             // A first head read, done at once: leaves a timer due at 10 s.

@@ -552,17 +552,32 @@ mod tests {
         assert_eq!(ceil_millis(600_000_001), 601);
     }
 
-    #[test]
-    fn headers_follow_the_contract() {
-        let quota = Quota::new(10, NANOS_PER_SEC, 5).expect("valid");
-        let mut h = HeaderMap::new();
-        let user = TierItem {
+    /// Tier `user`: 5 at once, 10 a second, full again in 0.3 s, `remaining` left.
+    fn user_item(remaining: u64) -> TierItem<'static> {
+        TierItem {
             policy: "user",
-            quota,
+            quota: Quota::new(10, NANOS_PER_SEC, 5).expect("valid"),
             constant: None,
             until_full_ns: 300_000_000,
-            remaining: 2,
-        };
+            remaining,
+        }
+    }
+
+    /// Tier `tenant`: 20 at once, 100 a minute, full again in 2.5 s, 19 left.
+    fn tenant_item() -> TierItem<'static> {
+        TierItem {
+            policy: "tenant",
+            quota: Quota::new(100, 60 * NANOS_PER_SEC, 20).expect("valid"),
+            constant: None,
+            until_full_ns: 2_500_000_000,
+            remaining: 19,
+        }
+    }
+
+    #[test]
+    fn headers_follow_the_contract() {
+        let mut h = HeaderMap::new();
+        let user = user_item(2);
         rate_limit_headers(&mut h, &user, &[user], None);
         assert_eq!(h["x-ratelimit-limit"], "5");
         assert_eq!(h["x-ratelimit-remaining"], "2");
@@ -571,13 +586,7 @@ mod tests {
         assert_eq!(h["ratelimit"], "\"user\";r=2;t=1");
 
         // One list item per enforcing tier, in route order.
-        let tenant = TierItem {
-            policy: "tenant",
-            quota: Quota::new(100, 60 * NANOS_PER_SEC, 20).expect("valid"),
-            constant: None,
-            until_full_ns: 2_500_000_000,
-            remaining: 19,
-        };
+        let tenant = tenant_item();
         let mut h = HeaderMap::new();
         rate_limit_headers(&mut h, &user, &[tenant, user], None);
         assert_eq!(
@@ -595,21 +604,7 @@ mod tests {
     /// inserting path writes, value for value, with nothing left over.
     #[test]
     fn a_refusal_built_in_place_has_the_headers_an_inserted_one_has() {
-        let quota = Quota::new(10, NANOS_PER_SEC, 5).expect("valid");
-        let user = TierItem {
-            policy: "user",
-            quota,
-            constant: None,
-            until_full_ns: 300_000_000,
-            remaining: 0,
-        };
-        let tenant = TierItem {
-            policy: "tenant",
-            quota: Quota::new(100, 60 * NANOS_PER_SEC, 20).expect("valid"),
-            constant: None,
-            until_full_ns: 2_500_000_000,
-            remaining: 19,
-        };
+        let (user, tenant) = (user_item(0), tenant_item());
         let violated = ["user"];
         for problem in [None, Some(&violated[..])] {
             let refused = Refused {

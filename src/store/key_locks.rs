@@ -86,18 +86,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("runtime")
-    }
+    use crate::clock::paused_runtime;
 
     #[test]
     fn keys_of_one_shard_do_not_wait_on_each_other() {
-        runtime().block_on(async {
+        paused_runtime().block_on(async {
             let locks = KeyLocks::default();
             let first = locks.lock(7).await;
             // Same shard (7 + 64), another key: at once.
@@ -113,7 +106,7 @@ mod tests {
 
     #[test]
     fn one_key_is_held_by_one_at_a_time_in_order() {
-        runtime().block_on(async {
+        paused_runtime().block_on(async {
             let locks = Arc::new(KeyLocks::default());
             let order = Arc::new(Mutex::new(Vec::new()));
             let first = locks.lock(3).await;
@@ -140,7 +133,7 @@ mod tests {
 
     #[test]
     fn a_wait_given_up_leaves_nothing_behind() {
-        runtime().block_on(async {
+        paused_runtime().block_on(async {
             let locks = Arc::new(KeyLocks::default());
             let first = locks.lock(5).await;
             let waiter = {
