@@ -171,12 +171,12 @@ async fn a_trailer_settles_once_the_body_is_done() {
     let h = [("x-tenant-id", "acme"), ("x-usage", "40")];
     assert_eq!(get(&gw.url("/v1/usage-trailer"), &h).await.status, 200);
     let metrics = gw.admin_url("/metrics");
-    let counted = eventually_async(Duration::from_secs(10), || async {
-        metric(
-            &get(&metrics, &[]).await.text(),
-            "tollgate_settle_fallbacks_total{policy=\"tokens\",result=\"missing\"}",
-        ) == 1.0
-    })
+    let counted = metric_reaches(
+        Duration::from_secs(10),
+        &metrics,
+        "tollgate_settle_fallbacks_total{policy=\"tokens\",result=\"missing\"}",
+        1.0,
+    )
     .await;
     assert!(counted);
     assert_eq!(remaining(&gw, "tokens").await, 50);
@@ -264,12 +264,12 @@ async fn concurrent_requests_beyond_the_reserve_are_stopped_at_the_door() {
     second.abort();
     let admin = gw.admin_url("/admin/limits/tokens/acme");
     let metrics = gw.admin_url("/metrics");
-    let settled = eventually_async(Duration::from_secs(20), || async {
-        metric(
-            &get(&metrics, &[]).await.text(),
-            "tollgate_settlements_total{policy=\"tokens\",result=\"exact\"}",
-        ) == 2.0
-    })
+    let settled = metric_reaches(
+        Duration::from_secs(20),
+        &metrics,
+        "tollgate_settlements_total{policy=\"tokens\",result=\"exact\"}",
+        2.0,
+    )
     .await;
     assert!(settled, "both settled at their reserve");
     assert_eq!(get(&admin, &[]).await.json()["remaining"], 20);
@@ -425,12 +425,12 @@ async fn hanging_up_mid_download_pays_for_what_moved() {
         }
         drop(body);
         drop(client);
-        let counted = eventually_async(Duration::from_secs(20), || async {
-            metric(
-                &get(&metrics, &[]).await.text(),
-                "tollgate_settle_fallbacks_total{policy=\"download\",result=\"aborted\"}",
-            ) == (round + 1) as f64
-        })
+        let counted = metric_reaches(
+            Duration::from_secs(20),
+            &metrics,
+            "tollgate_settle_fallbacks_total{policy=\"download\",result=\"aborted\"}",
+            (round + 1) as f64,
+        )
         .await;
         assert!(counted, "round {round}: the cut-short download is settled");
         let limits = get(
@@ -555,12 +555,12 @@ async fn hanging_up_while_redis_settles_the_cost_still_settles_every_tier() {
             "round {round}: the answer came, its settling waits on Redis"
         );
         drop(client);
-        let dropped = eventually_async(Duration::from_secs(20), || async {
-            metric(
-                &get(&metrics, &[]).await.text(),
-                "tollgate_in_flight{policy=\"slots\"}",
-            ) == 0.0
-        })
+        let dropped = metric_reaches(
+            Duration::from_secs(20),
+            &metrics,
+            "tollgate_in_flight{policy=\"slots\"}",
+            0.0,
+        )
         .await;
         assert!(dropped, "round {round}: the gateway let go of the request");
         redis.resume();

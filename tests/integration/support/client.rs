@@ -125,6 +125,15 @@ pub fn metric(text: &str, name: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// Whether the series `name` at the metrics endpoint `url` reads `value` within `limit`
+/// (polled).
+pub async fn metric_reaches(limit: Duration, url: &str, name: &str, value: f64) -> bool {
+    super::eventually_async(limit, || async {
+        metric(&get(url, &[]).await.text(), name) == value
+    })
+    .await
+}
+
 /// A server that answers, then closes with most of a large request unread (as hyper does
 /// with a `431`), makes the kernel reset the connection: the client's write fails half-way.
 /// `raw` must take that as the end of its writing and still read the answer.
