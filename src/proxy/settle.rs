@@ -106,15 +106,12 @@ impl Settlement {
     /// Settles every pending tier by `measure`, without waiting: at once in the local
     /// store, in a task for Redis.
     pub fn finish(mut self, measure: impl Fn(&PendingSettle) -> Measured) {
-        let pending = std::mem::take(&mut self.pending);
-        let measured: SmallVec<[Measured; 1]> = pending.iter().map(measure).collect();
-        let (_, remote, now) = self.count_and_settle_local(pending, measured);
-        if !remote.is_empty() {
-            let _detached = spawn_remote(self.shared.clone(), remote, now);
-        }
+        let measured = self.measure(measure);
+        let (_, remote, now) = self.count_and_settle_local(measured);
+        let _detached = spawn_remote(self.shared.clone(), remote, now);
     }
 
-    /// What `measure` says of each pending tier, in order (for [`Settlement::finish_waiting`]).
+    /// What `measure` says of each pending tier, in order.
     pub fn measure(&self, measure: impl Fn(&PendingSettle) -> Measured) -> SmallVec<[Measured; 1]> {
         self.pending.iter().map(measure).collect()
     }
@@ -125,28 +122,26 @@ impl Settlement {
     /// request dropped while it waits (its client gone) still settles every tier: a
     /// client cannot hang up at the right moment to leave a debt unpaid.
     pub async fn finish_waiting(mut self, measured: SmallVec<[Measured; 1]>) -> Settled {
-        let pending = std::mem::take(&mut self.pending);
-        let (mut settled, remote, now) = self.count_and_settle_local(pending, measured);
-        if !remote.is_empty() {
-            if let Some(task) = spawn_remote(self.shared.clone(), remote, now) {
-                match task.await {
-                    Ok(remote) => settled.extend(remote),
-                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                    // The runtime shutting down: nothing left to describe.
-                    Err(_) => {}
-                }
+        let (mut settled, remote, now) = self.count_and_settle_local(measured);
+        if let Some(task) = spawn_remote(self.shared.clone(), remote, now) {
+            match task.await {
+                Ok(remote) => settled.extend(remote),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // The runtime shutting down: nothing left to describe.
+                Err(_) => {}
             }
         }
         settled
     }
 
-    /// Counts each tier's units and settles those the local store holds; the rest (Redis
-    /// keys) are returned with their units, and the clock reading they settle at.
+    /// Takes every pending tier, counts its units (at `measured`, in order) and settles
+    /// those the local store holds; the rest (Redis keys) are returned with their units,
+    /// and the clock reading they settle at.
     fn count_and_settle_local(
-        &self,
-        pending: SmallVec<[PendingSettle; 1]>,
+        &mut self,
         measured: SmallVec<[Measured; 1]>,
     ) -> (Settled, Remote, u64) {
+        let pending = std::mem::take(&mut self.pending);
         debug_assert_eq!(pending.len(), measured.len(), "one measure per tier");
         let now = self.shared.clock.now_ns();
         let (mut settled, mut remote) = (SmallVec::new(), SmallVec::new());
@@ -212,13 +207,16 @@ impl Drop for Settlement {
 }
 
 /// Settles `remote` (Redis keys, with their units) in a task of its own, one tier after the
-/// other: `(tier index, debt after)` of each the store answered for. `None` outside a
-/// runtime (a process shutting down).
+/// other: `(tier index, debt after)` of each the store answered for. `None` when there is
+/// nothing to settle, or outside a runtime (a process shutting down).
 fn spawn_remote(
     shared: Arc<Shared>,
     remote: Remote,
     now: u64,
 ) -> Option<tokio::task::JoinHandle<Settled>> {
+    if remote.is_empty() {
+        return None;
+    }
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     Some(runtime.spawn(async move {
         let mut settled = Settled::new();
