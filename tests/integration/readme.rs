@@ -91,6 +91,16 @@ async fn the_readme_demo_serves_200s_then_429s_and_stops_on_ctrl_c() {
     );
     assert!(refused.num("retry-after") >= 1);
     assert_eq!(refused.json()["policy"], "client", "{}", refused.text());
+    // The 429's headers, as the binary writes them (`curl -i`).
+    assert_eq!(refused.header("content-type"), Some("application/json"));
+    assert_eq!(refused.header("vary"), Some("accept"));
+    assert_eq!(refused.num("x-ratelimit-limit"), 5, "{:?}", refused.headers);
+    assert_eq!(refused.num("x-ratelimit-remaining"), 0);
+    assert!(refused.num("x-ratelimit-reset") >= 1);
+    let policy = refused.header("ratelimit-policy").unwrap_or_default();
+    assert!(policy.contains("\"client\";q=5;"), "{policy}");
+    let current = refused.header("ratelimit").unwrap_or_default();
+    assert!(current.contains("\"client\";r=0;t="), "{current}");
 
     // `curl localhost:9901/metrics` and the status page.
     let metrics = get(&format!("http://{admin}/metrics"), &[]).await;
