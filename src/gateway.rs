@@ -15,8 +15,8 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::config::{self, Backend, Config, ConfigError};
 use crate::metrics::Metrics;
 use crate::overrides::Overrides;
+use crate::proxy::snapshot::{Shared, Snapshot};
 use crate::reload::{ReloadError, ReloadReport};
-use crate::state::{Shared, Snapshot};
 use crate::store::{Limiter, MemoryStore, RedisStore, Store};
 
 /// How often idle keys are swept from the embedded store.
@@ -84,7 +84,6 @@ impl Gateway {
                 )?),
                 local,
                 on_error: config.store.on_error,
-                refusals: Default::default(),
             },
         };
         let limiter = Limiter::new(store, metrics.clone());
@@ -134,7 +133,7 @@ impl Gateway {
             tokio::spawn(follow_overrides(shared.clone(), rx.clone())),
         ];
         let mut slice_keeper = None;
-        if let Store::Redis { remote, .. } = &shared.limiter.store {
+        if let Some(remote) = shared.limiter.remote() {
             background.push(tokio::spawn(remote.clone().maintain()));
             slice_keeper = Some(tokio::spawn(give_back_idle_slices(
                 shared.clone(),

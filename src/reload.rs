@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::config::{self, Config, ConfigError};
 use crate::metrics::ResultLabels;
-use crate::state::{Shared, Snapshot};
+use crate::proxy::snapshot::{Shared, Snapshot};
 
 /// What a successful reload changed that only a restart applies.
 #[derive(Debug, Default, serde::Serialize)]

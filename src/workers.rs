@@ -8,7 +8,7 @@ use std::sync::Arc;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{oneshot, watch, Semaphore};
 
-use crate::state::Shared;
+use crate::proxy::snapshot::Shared;
 
 /// Pending connections the kernel queues per listener.
 const LISTEN_BACKLOG: i32 = 4096;

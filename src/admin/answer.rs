@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderValue, Response, StatusCode};
 
-use crate::proxy::response::{full, Body};
+use crate::reply::{full, Body};
 
 pub fn text(
     status: StatusCode,

@@ -8,7 +8,7 @@ use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
 
 use crate::config::Config;
-use crate::proxy::response::{json_error, Body};
+use crate::reply::{json_error, Body};
 
 /// The answer refusing this request, or `None` when it may go on.
 pub fn refuse(

@@ -11,9 +11,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::config::ADMIN_MAX_CONNECTIONS;
+use crate::proxy::snapshot::Shared;
 use crate::server::deadline::SendDeadline;
 use crate::server::{accept_bounded, preface};
-use crate::state::Shared;
 
 /// Admin requests are small: their headers fit in this.
 const ADMIN_MAX_HEADER_BYTES: usize = 16 * 1024;

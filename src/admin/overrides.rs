@@ -14,8 +14,8 @@ use serde_json::json;
 use super::answer::{json_ok, key_path};
 use crate::config::compile::{override_spec, Applied, OverrideProblem};
 use crate::overrides::{ChangeError, OverrideId};
-use crate::proxy::response::{json_error, Body};
-use crate::state::Shared;
+use crate::proxy::snapshot::Shared;
+use crate::reply::{json_error, Body};
 
 /// An override's body is a handful of fields.
 const MAX_BODY: usize = 16 * 1024;

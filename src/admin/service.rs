@@ -11,8 +11,8 @@ use serde_json::json;
 use super::answer::{json_ok, json_status, key_path, text};
 use crate::config::compile::Applied;
 use crate::config::PolicyKind;
-use crate::proxy::response::{ceil_millis, json_error, Body};
-use crate::state::Shared;
+use crate::proxy::snapshot::Shared;
+use crate::reply::{ceil_millis, json_error, Body};
 
 const STATUS_PAGE: &str = include_str!("page/index.html");
 
@@ -120,9 +120,9 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
             )],
         );
     }
-    let key = shared.limiter.key_of(&policy.name, &parts);
+    let key = shared.limiter.keys().key_of(&policy.name, &parts);
     let single = (parts.len() == 1).then(|| parts[0].as_str());
-    let runtime = shared.limiter.overrides.get(key.hash, &*shared.clock);
+    let runtime = shared.limiter.overrides().get(key.hash, &*shared.clock);
     let rate = match &policy.kind {
         PolicyKind::Rate(rate) => rate,
         PolicyKind::Concurrency(cap) => {

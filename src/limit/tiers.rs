@@ -50,6 +50,12 @@ pub struct Tier {
     pub reserve: Option<NonZeroU64>,
 }
 
+impl AsRef<Tier> for Tier {
+    fn as_ref(&self) -> &Tier {
+        self
+    }
+}
+
 impl Tier {
     /// The units this tier charges for a request of `cost`.
     #[inline]
@@ -167,13 +173,19 @@ impl Verdict {
 }
 
 /// Decides `tiers` (at most [`MAX_DECISIONS`]; extra tiers are ignored) for one request.
+/// A tier is anything that holds one (the store's tiers carry their keys beside it).
 #[inline]
-pub fn evaluate<T: TatTable + ?Sized>(table: &T, tiers: &[Tier], now: u64, cost: u64) -> Verdict {
+pub fn evaluate<T: TatTable + ?Sized, D: AsRef<Tier>>(
+    table: &T,
+    tiers: &[D],
+    now: u64,
+    cost: u64,
+) -> Verdict {
     let tiers = &tiers[..tiers.len().min(MAX_DECISIONS)];
     let mut verdict = Verdict::unlimited();
     verdict.now = now;
 
-    for (i, tier) in tiers.iter().enumerate() {
+    for (i, tier) in tiers.iter().map(AsRef::as_ref).enumerate() {
         let cost = tier.cost(cost);
         let mut decide = |tat| tier.quota.decide(tat, now, cost, tier.max_delay_ns);
         // After a denial nothing may move: later tiers are only looked at, for the wait.
@@ -217,9 +229,10 @@ fn roll_back<T: TatTable + ?Sized>(table: &T, outcomes: &[TierOutcome], now: u64
 }
 
 #[inline]
-fn summarize(verdict: &mut Verdict, tiers: &[Tier], now: u64) {
+fn summarize<D: AsRef<Tier>>(verdict: &mut Verdict, tiers: &[D], now: u64) {
     let admitted = verdict.admitted;
     let mut best: Option<(usize, u64)> = None;
+    let tiers = tiers.iter().map(AsRef::as_ref);
     for (i, (outcome, tier)) in verdict.outcomes.iter().zip(tiers).enumerate() {
         if !outcome.enforcing() {
             continue;

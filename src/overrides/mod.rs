@@ -131,7 +131,7 @@ impl Overrides {
             }
             match resolve(config, &id, &stored.set) {
                 Ok(applied) => {
-                    let hash = limiter.key_of(&id.policy, &id.key).hash;
+                    let hash = limiter.keys().key_of(&id.policy, &id.key).hash;
                     table.insert(
                         hash,
                         KeyOverride {
@@ -145,7 +145,7 @@ impl Overrides {
                 }
             }
         }
-        limiter.overrides.replace(table);
+        limiter.overrides().replace(table);
         *lock(&self.inactive) = inactive;
     }
 

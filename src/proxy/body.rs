@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::response::BoxError;
+use crate::reply::BoxError;
 
 /// The client's request body failed (malformed chunked encoding, reset mid-upload).
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +83,7 @@ where
 /// flight until it is done (or dropped), and tells an HTTP/2 stream's send watchdog when
 /// it is waiting for the client to take more.
 pub struct ResponseBody {
-    inner: super::response::Body,
+    inner: crate::reply::Body,
     progress: Option<std::sync::Arc<crate::conn::progress::SendProgress>>,
     _in_flight: crate::conn::InFlight,
     /// Concurrency slots of the request: released when hyper drops the body (sent,
@@ -96,7 +96,7 @@ pub type HeldSlots = smallvec::SmallVec<[crate::store::Held; 2]>;
 
 impl ResponseBody {
     pub fn new(
-        inner: super::response::Body,
+        inner: crate::reply::Body,
         in_flight: crate::conn::InFlight,
         slots: HeldSlots,
     ) -> Self {

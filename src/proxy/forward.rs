@@ -1,178 +1,165 @@
-//! What forwarding does to a request on its way upstream and to the answer on its way
-//! back: hop-by-hop headers removed, X-Forwarded-* set. The connections, and how a failed
-//! exchange is classified and answered, are in [`super::pool`].
+//! Forwarding an admitted request: its body bounded (size, silence) and metered when a
+//! tier settles on its bytes, the request sent through the upstream pool, and the answer
+//! (or the failure) turned into the response — an agreed upgrade becomes a tunnel.
 
-use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, TRANSFER_ENCODING, UPGRADE};
-use http::{HeaderMap, Request, Version};
+use std::sync::Arc;
 
-use super::response::Body;
+use http::header::{CONTENT_LENGTH, UPGRADE};
+use http::{Request, Response, StatusCode};
+use http_body::Body as _;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
 
-static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+use super::body::{HeldSlots, IdleTimeout};
+use super::hop::{prepare_request, strip_hop_by_hop};
+use super::pool::UpstreamPool;
+use super::settle::{Metered, Settlement};
+use super::snapshot::Shared;
+use crate::config::{Route, Server};
+use crate::conn::ConnInfo;
+use crate::reply::{json_error, Body, BoxError};
 
-/// Headers that describe one connection, not the message (RFC 9110 §7.6.1), and
-/// `Upgrade` last. `Trailer` is not one of them (§6.6.2): it announces the trailer fields
-/// end to end, and an HTTP/1.1 hop sends only the trailers it announces.
-static HOP_BY_HOP: [HeaderName; 8] = [
-    CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    HeaderName::from_static("proxy-authenticate"),
-    HeaderName::from_static("proxy-authorization"),
-    TE,
-    TRANSFER_ENCODING,
-    UPGRADE,
-];
-const CONNECTION_BIT: u8 = 1;
-const UPGRADE_BIT: u8 = 1 << 7;
-
-/// `name`'s bit among [`HOP_BY_HOP`], 0 for any other header: one comparison of the
-/// name's text, so a message without connection-level headers (most of them) costs a
-/// pass over its names, not a look-up per hop-by-hop name.
-pub fn hop_by_hop_bit(name: &HeaderName) -> u8 {
-    match name.as_str() {
-        "connection" => CONNECTION_BIT,
-        "keep-alive" => 1 << 1,
-        "proxy-connection" => 1 << 2,
-        "proxy-authenticate" => 1 << 3,
-        "proxy-authorization" => 1 << 4,
-        "te" => 1 << 5,
-        "transfer-encoding" => 1 << 6,
-        "upgrade" => UPGRADE_BIT,
-        _ => 0,
-    }
+/// Where an admitted request goes: what [`forward`] needs besides the request.
+pub struct Sent<'a> {
+    pub server: &'a Server,
+    pub route: &'a Route,
+    pub pool: &'a Arc<UpstreamPool>,
+    pub conn: &'a ConnInfo,
+    /// The clock reading the request was admitted at.
+    pub now: u64,
 }
 
-/// Removes hop-by-hop headers and any header the Connection header names. With
-/// `upgrade`, keeps `Connection: upgrade` and `Upgrade` so the tunnel can be set up.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
-    let found = headers
-        .keys()
-        .fold(0, |bits, name| bits | hop_by_hop_bit(name));
-    if found != 0 {
-        remove_hop_by_hop(headers, upgrade, found);
-    }
-    if upgrade {
-        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
-    }
-}
+/// A tunnel the client asked for: the protocol, and its `max_connections` permit.
+pub type Upgrade = (http::HeaderValue, tokio::sync::OwnedSemaphorePermit);
 
-/// The removals of [`strip_hop_by_hop`]: the headers `Connection` names, and those of
-/// [`HOP_BY_HOP`] whose bits are in `found`.
-fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, found: u8) {
-    if found & CONNECTION_BIT != 0 {
-        // Copied out (on the stack for any usual value), so the named headers can be
-        // removed while reading it; `remove` by `&str` builds no header name.
-        let mut options: smallvec::SmallVec<[u8; 128]> = smallvec::SmallVec::new();
-        for value in headers.get_all(CONNECTION) {
-            options.extend_from_slice(value.as_bytes());
-            options.push(b',');
-        }
-        for option in options.split(|&b| b == b',') {
-            let Ok(name) = std::str::from_utf8(option.trim_ascii()) else {
-                continue;
-            };
-            // Hop-by-hop names go below, by their bits (`keep-alive` is the usual option).
-            let listed = HOP_BY_HOP
-                .iter()
-                .any(|h| name.eq_ignore_ascii_case(h.as_str()));
-            if name.is_empty() || listed {
-                continue;
+/// Sends an admitted request upstream and maps the answer or the failure to a response
+/// (`Err`: the gateway answered itself). A tunnel takes the request's concurrency slots
+/// from `slots` for its whole life. `uploaded`: the tiers settled on the request's body.
+pub async fn forward(
+    shared: &Shared,
+    sent: Sent<'_>,
+    mut req: Request<Incoming>,
+    upgrade: Option<Upgrade>,
+    slots: &mut HeldSlots,
+    uploaded: Option<Settlement>,
+) -> Result<Response<Body>, Response<Body>> {
+    let Sent {
+        server,
+        route,
+        pool,
+        conn,
+        now,
+    } = sent;
+    let (upgrade, tunnel_permit) = upgrade.unzip();
+    let client_version = req.version();
+    if let Some(refused) = declared_too_large(&req, route) {
+        return Err(refused);
+    }
+    let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
+    let replayable = req.body().is_end_stream();
+    let (parts, body) = req.into_parts();
+    let body = upstream_body(body, server, route, replayable, uploaded);
+    let mut outgoing = Request::from_parts(parts, body);
+    prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
+
+    let sent_at = shared.clock.now_ns();
+    let result = pool.send(outgoing, now, replayable, &conn.upstream).await;
+    let upstream = &pool.upstream.name;
+    let mut resp = match result {
+        Ok(resp) => resp,
+        Err(e) => {
+            // The client's own body failing is the client's fault: not worth a warning.
+            if e.clients_fault() {
+                tracing::debug!(route = %route.name, error = %e, "client request body failed");
+            } else {
+                tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
             }
-            headers.remove(name);
+            return Err(e.response(upstream));
         }
-    }
-    for (i, name) in HOP_BY_HOP.iter().enumerate() {
-        let bit = 1 << i;
-        if found & bit != 0 && !(upgrade && bit == UPGRADE_BIT) {
-            headers.remove(name);
-        }
-    }
-}
-
-/// Adds what the upstream learns from the gateway: X-Forwarded-For (every line the
-/// client sent, as one list, then the peer: `peer_text`), -Proto and -Host. The head was
-/// normalised before routing (`head::normalize`), so Host and hop-by-hop headers are
-/// already right.
-pub fn prepare_request(req: &mut Request<Body>, peer_text: &HeaderValue, tls: bool) {
-    let headers = req.headers_mut();
-    let forwarded_for = if headers.contains_key(&X_FORWARDED_FOR) {
-        let mut chain = Vec::with_capacity(64);
-        for line in headers.get_all(&X_FORWARDED_FOR) {
-            let line = line.as_bytes().trim_ascii();
-            if !line.is_empty() {
-                chain.extend_from_slice(line);
-                chain.extend_from_slice(b", ");
-            }
-        }
-        chain.extend_from_slice(peer_text.as_bytes());
-        HeaderValue::from_maybe_shared(bytes::Bytes::from(chain)).ok()
-    } else {
-        // The usual request, from a client no proxy stands before: the connection's own.
-        Some(peer_text.clone())
     };
-    if let Some(v) = forwarded_for {
-        headers.insert(X_FORWARDED_FOR.clone(), v);
-    }
-    headers.insert(
-        X_FORWARDED_PROTO.clone(),
-        HeaderValue::from_static(if tls { "https" } else { "http" }),
+    pool.observe(
+        resp.status().as_u16(),
+        shared.clock.now_ns().saturating_sub(sent_at) as f64 / 1e9,
     );
-    if let Some(host) = headers.get(HOST).cloned() {
-        headers.insert(X_FORWARDED_HOST.clone(), host);
+    let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
+    if switching {
+        // Tunnel only the upgrade the client asked for, and only when the 101 names it:
+        // otherwise the "tunnel" could carry any number of unlimited requests.
+        let agreed = upgrade
+            .as_ref()
+            .is_some_and(|asked| super::head::upgrade_matches(asked, resp.headers().get(UPGRADE)));
+        let Some(client_upgrade) = client_upgrade.filter(|_| agreed) else {
+            tracing::warn!(route = %route.name, upstream = %upstream, "upstream answered 101 to a request that did not ask for that upgrade");
+            return Err(json_error(
+                StatusCode::BAD_GATEWAY,
+                "upstream_bad_upgrade",
+                &[("upstream", upstream.as_str().into())],
+            ));
+        };
+        if let Some(permit) = tunnel_permit {
+            let tunnel = super::tunnel::Tunnel {
+                client: client_upgrade,
+                upstream: hyper::upgrade::on(&mut resp),
+                permit,
+                conn: conn.clone(),
+                idle_timeout: server.tunnel_idle_timeout,
+                gauge: shared.metrics.open_connections.clone(),
+                slots: std::mem::take(slots),
+            };
+            tunnel.spawn();
+        }
     }
-    *req.version_mut() = Version::HTTP_11;
+    // An intermediary answers in its own HTTP version (RFC 9110 §6.2): an HTTP/1.0
+    // upstream must not turn the client's keep-alive connection into a 1.0 one.
+    *resp.version_mut() = if client_version == http::Version::HTTP_2 {
+        http::Version::HTTP_2
+    } else {
+        http::Version::HTTP_11
+    };
+    strip_hop_by_hop(resp.headers_mut(), switching);
+    Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// 413 for a body whose declared length is above the route's `max_body`.
+fn declared_too_large(req: &Request<Incoming>, route: &Route) -> Option<Response<Body>> {
+    let max = route.max_body?;
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    declared.filter(|&len| len > max).map(|_| {
+        json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            &[("max_body", max.into())],
+        )
+    })
+}
 
-    #[test]
-    fn strips_hop_by_hop_and_connection_named_headers() {
-        let mut h = HeaderMap::new();
-        h.insert(CONNECTION, "keep-alive, X-Secret".parse().expect("v"));
-        h.insert("keep-alive", "timeout=5".parse().expect("v"));
-        h.insert("x-secret", "1".parse().expect("v"));
-        h.insert("te", "trailers".parse().expect("v"));
-        h.insert("transfer-encoding", "chunked".parse().expect("v"));
-        h.insert("upgrade", "websocket".parse().expect("v"));
-        h.insert("x-keep", "yes".parse().expect("v"));
-        strip_hop_by_hop(&mut h, false);
-        assert_eq!(h.len(), 1, "{h:?}");
-        assert_eq!(h["x-keep"], "yes");
-    }
-
-    #[test]
-    fn every_hop_by_hop_name_has_its_own_bit() {
-        let bits: Vec<u8> = HOP_BY_HOP.iter().map(hop_by_hop_bit).collect();
-        for (i, bit) in bits.iter().enumerate() {
-            assert_eq!(*bit, 1 << i, "{}", HOP_BY_HOP[i]);
-        }
-        assert_eq!(hop_by_hop_bit(&HOST), 0);
-        assert_eq!(hop_by_hop_bit(&HeaderName::from_static("x-connection")), 0);
-    }
-
-    #[test]
-    fn connection_options_naming_hop_by_hop_headers_remove_only_what_is_there() {
-        let mut h = HeaderMap::new();
-        h.insert(CONNECTION, "Keep-Alive, TE, x-a".parse().expect("v"));
-        h.insert("keep-alive", "timeout=5".parse().expect("v"));
-        h.insert("x-a", "1".parse().expect("v"));
-        h.insert("x-b", "2".parse().expect("v"));
-        strip_hop_by_hop(&mut h, false);
-        assert_eq!(h.len(), 1, "{h:?}");
-        assert_eq!(h["x-b"], "2");
-    }
-
-    #[test]
-    fn upgrade_keeps_the_upgrade_headers() {
-        let mut h = HeaderMap::new();
-        h.insert(CONNECTION, "Upgrade".parse().expect("v"));
-        h.insert(UPGRADE, "websocket".parse().expect("v"));
-        strip_hop_by_hop(&mut h, true);
-        assert_eq!(h[UPGRADE], "websocket");
-        assert_eq!(h[CONNECTION], "upgrade");
+/// The client's body as the upstream gets it. A failure of the client's body is tagged,
+/// so it is answered as the client's fault; a client that goes silent mid-body is cut
+/// after `body_read_timeout`; a request known to have no body (most GETs) skips the
+/// timer. `request_bytes` tiers settle on what it carried to the upstream.
+fn upstream_body(
+    body: Incoming,
+    server: &Server,
+    route: &Route,
+    empty: bool,
+    uploaded: Option<Settlement>,
+) -> Body {
+    let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
+    let body: Body = match (route.max_body, empty) {
+        (_, true) => body.boxed_unsync(),
+        (None, false) => IdleTimeout::new(body, server.body_read_timeout).boxed_unsync(),
+        (Some(max), false) => Limited::new(
+            IdleTimeout::new(body, server.body_read_timeout),
+            usize::try_from(max).unwrap_or(usize::MAX),
+        )
+        .boxed_unsync(),
+    };
+    match uploaded.filter(|s| !s.is_empty()) {
+        Some(settlement) => Metered::new(body, settlement, false).boxed_unsync(),
+        None => body,
     }
 }

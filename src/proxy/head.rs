@@ -6,7 +6,7 @@ use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::uri::{PathAndQuery, Uri};
 use http::{Request, Version};
 
-use super::forward::{hop_by_hop_bit, strip_hop_by_hop};
+use super::hop::{hop_by_hop_bit, strip_hop_by_hop};
 use crate::request::host::{self, HostError};
 use crate::request::path::{self, PathError, PathRules};
 

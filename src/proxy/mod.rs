@@ -1,10 +1,18 @@
-//! The data plane: the request path, forwarding, and the responses the gateway writes.
+//! The data plane: the request path (`service`, drawn as its phases: `admit`, `forward`,
+//! `respond`, `access_log`), what it does to heads (`head`, `hop`), bodies (`body`,
+//! `settle`), tunnels (`tunnel`), the upstream pool (`pool`), the responses the gateway
+//! writes itself (`response`), and the config snapshot a request reads (`snapshot`).
 
+pub mod access_log;
+pub mod admit;
 pub mod body;
 pub mod forward;
 pub mod head;
+pub mod hop;
 pub mod pool;
+pub mod respond;
 pub mod response;
 pub mod service;
 pub mod settle;
+pub mod snapshot;
 pub mod tunnel;

@@ -17,34 +17,56 @@ use tokio::time::Instant;
 
 use crate::conn::ConnInfo;
 
-/// Runs the tunnel between the client's and the upstream's upgraded connections.
-pub fn spawn(
-    client: OnUpgrade,
-    upstream: OnUpgrade,
-    permit: OwnedSemaphorePermit,
-    ctx: ConnInfo,
-    idle_timeout: Duration,
-    open_connections: prometheus_client::metrics::gauge::Gauge,
-    slots: super::body::HeldSlots,
-) {
-    open_connections.inc();
-    tokio::spawn(async move {
-        // Held for the tunnel's life: its connection slot, the drain's count, the gauge,
-        // and the request's concurrency slots.
-        let _held = (permit, ctx, OpenGauge(open_connections), slots);
-        let (Ok(client), Ok(server)) = (client.await, upstream.await) else {
-            return;
-        };
-        let last = Arc::new(LastActivity::new());
-        let mut client = Touching::new(TokioIo::new(client), last.clone());
-        let mut server = Touching::new(TokioIo::new(server), last.clone());
-        tokio::select! {
-            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-            () = idle(&last, idle_timeout) => {
-                tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
-            }
+/// A tunnel about to run: both upgraded connections, and what it holds for its life.
+pub struct Tunnel {
+    pub client: OnUpgrade,
+    pub upstream: OnUpgrade,
+    /// Its connection slot (`max_connections`).
+    pub permit: OwnedSemaphorePermit,
+    /// The client connection's facts (and the drain's count of it).
+    pub conn: ConnInfo,
+    pub idle_timeout: Duration,
+    pub gauge: prometheus_client::metrics::gauge::Gauge,
+    /// The request's concurrency slots.
+    pub slots: super::body::HeldSlots,
+}
+
+impl Tunnel {
+    /// Runs the tunnel between the client's and the upstream's upgraded connections.
+    pub fn spawn(self) {
+        let Tunnel {
+            client,
+            upstream,
+            permit,
+            conn,
+            idle_timeout,
+            gauge,
+            slots,
+        } = self;
+        gauge.inc();
+        tokio::spawn(run(
+            client,
+            upstream,
+            idle_timeout,
+            (permit, conn, OpenGauge(gauge), slots),
+        ));
+    }
+}
+
+/// Copies both ways until either side closes or goes idle; `_held` lives as long.
+async fn run<H>(client: OnUpgrade, upstream: OnUpgrade, idle_timeout: Duration, _held: H) {
+    let (Ok(client), Ok(server)) = (client.await, upstream.await) else {
+        return;
+    };
+    let last = Arc::new(LastActivity::new());
+    let mut client = Touching::new(TokioIo::new(client), last.clone());
+    let mut server = Touching::new(TokioIo::new(server), last.clone());
+    tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+        () = idle(&last, idle_timeout) => {
+            tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
         }
-    });
+    }
 }
 
 /// Counts the tunnel in `tollgate_open_connections` until it ends.

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::config::Server;
 use crate::conn::{Activity, ConnContext, ConnInfo};
 use crate::proxy::service::{handle, Downstream};
-use crate::state::Shared;
+use crate::proxy::snapshot::Shared;
 use stream_watch::StreamExecutor;
 
 /// A TLS client that has not finished its handshake by then is dropped.

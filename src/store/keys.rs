@@ -1,9 +1,14 @@
-//! A limiter key in the store's own encoding: the keyed 64-bit hash every store uses,
-//! and for Redis the fleet-wide key name as well. Only the store decides which it needs.
+//! Limiter keys in the store's own encoding: the keyed 64-bit hash every store uses, and
+//! for Redis the fleet-wide key name as well; and how one request's key sources compose
+//! into each tier's keys. Only the store decides which encoding it needs.
 
-use crate::key::{KeyHasher, KeyPart, RedisKey, RedisKeyBuilder};
+use arrayvec::ArrayVec;
 
-use super::Limiter;
+use super::tiers::KeyRefusal;
+use crate::config::{Missing, Policy};
+use crate::key::{
+    KeyHasher, KeyPart, KeyValues, RedisKey, RedisKeyBuilder, RequestView, MAX_KEY_VALUES,
+};
 
 /// One (policy, key parts) as the store identifies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +17,47 @@ pub struct StoreKey {
     /// The Redis key, when the store is Redis.
     pub redis: Option<RedisKey>,
 }
+
+/// Makes the keys of one gateway: hashes seeded once per process with random keys (so
+/// clients cannot aim collisions, and stable across reloads), and Redis keys when the
+/// store is Redis.
+pub struct KeyMaker {
+    hasher: ahash::RandomState,
+    redis: bool,
+}
+
+impl KeyMaker {
+    pub fn new(redis: bool) -> Self {
+        Self {
+            hasher: ahash::RandomState::new(),
+            redis,
+        }
+    }
+
+    /// A key of `policy`, to be given its parts.
+    pub fn builder(&self, policy: &str) -> KeyBuilder {
+        KeyBuilder {
+            hasher: KeyHasher::new(self.hasher.build_hasher(), policy),
+            redis: self.redis.then(Box::default),
+        }
+    }
+
+    /// The key every new key of `policy` shares when the store is too full to track one.
+    pub fn overflow_key(&self, policy: &str) -> u64 {
+        KeyHasher::new(self.hasher.build_hasher(), policy).overflow()
+    }
+
+    /// The key named by `parts` (their text, as an operator types them), for inspection.
+    pub fn key_of(&self, policy: &str, parts: &[String]) -> StoreKey {
+        let mut key = self.builder(policy);
+        for p in parts {
+            key.part(&KeyPart::Bytes(p.as_bytes().into()));
+        }
+        key.finish(policy)
+    }
+}
+
+use std::hash::BuildHasher as _;
 
 /// Builds a [`StoreKey`] part by part.
 #[derive(Clone)]
@@ -45,43 +91,69 @@ impl KeyBuilder {
     }
 }
 
-impl Limiter {
-    /// A key of `policy`, to be given its parts.
-    pub fn key_builder(&self, policy: &str) -> KeyBuilder {
-        KeyBuilder {
-            hasher: KeyHasher::new(self.key_hasher(), policy),
-            redis: self.is_remote().then(Box::default),
+/// One composed key under construction.
+#[derive(Clone)]
+pub struct Partial<'a> {
+    pub key: KeyBuilder,
+    /// The part, for override look-ups of single-source keys.
+    pub single: Option<KeyPart<'a>>,
+}
+
+impl<'a> Partial<'a> {
+    fn add(&mut self, part: &KeyPart<'a>, single_source: bool) {
+        self.key.part(part);
+        if single_source {
+            self.single = Some(part.clone());
         }
     }
+}
 
-    /// The key every new key of `policy` shares when the store is too full to track one.
-    pub fn overflow_key(&self, policy: &str) -> u64 {
-        KeyHasher::new(self.key_hasher(), policy).overflow()
-    }
-
-    /// The key named by `parts` (their text, as an operator types them), for inspection.
-    pub fn key_of(&self, policy: &str, parts: &[String]) -> StoreKey {
-        let mut key = self.key_builder(policy);
-        for p in parts {
-            key.part(&KeyPart::Bytes(p.as_bytes().into()));
-        }
-        key.finish(policy)
-    }
-
-    /// The key's TAT and the `now` it is relative to (the store's clock for Redis, whose
-    /// TATs are reported on a base that plays "now").
-    pub async fn peek(&self, key: &StoreKey, now: u64) -> Result<(u64, u64), super::StoreError> {
-        match (self.remote(), &key.redis) {
-            (Some(remote), Some(redis_key)) => {
-                let debts = remote.debts(std::slice::from_ref(redis_key)).await?;
-                let debt = debts.first().copied().unwrap_or(0);
-                let base = super::snapshot::BASE;
-                Ok((if debt == 0 { 0 } else { base + debt }, base))
+/// Fills `keys` with the keys `policy` applies to in this request; `false` when the tier is
+/// skipped. `keys` and `values` are the caller's buffers, reused from tier to tier (moving
+/// them out of every call cost more than composing the keys).
+pub fn compose<'a>(
+    maker: &KeyMaker,
+    policy: &Policy,
+    view: &RequestView<'a>,
+    position: usize,
+    keys: &mut ArrayVec<Partial<'a>, MAX_KEY_VALUES>,
+    values: &mut KeyValues<'a>,
+) -> Result<bool, KeyRefusal> {
+    keys.clear();
+    keys.push(Partial {
+        key: maker.builder(&policy.name),
+        single: None,
+    });
+    let too_many = KeyRefusal::TooManyValues(position);
+    // Override look-ups need the part of a single-source key.
+    let single_source = policy.key.len() == 1 && policy.override_count() > 0;
+    for source in &policy.key {
+        source.extract_into(view, values).map_err(|_| too_many)?;
+        if values.is_empty() {
+            match policy.missing {
+                Missing::Skip => return Ok(false),
+                Missing::Reject => return Err(KeyRefusal::Missing(position)),
+                Missing::Shared => keys.iter_mut().for_each(|k| k.key.missing()),
             }
-            _ => {
-                use crate::limit::TatTable;
-                Ok((self.local().peek(key.hash), now))
+            continue;
+        }
+        // Each value of this source combines with each key so far.
+        if keys.len() * values.len() > MAX_KEY_VALUES {
+            return Err(too_many);
+        }
+        if let [part] = values.as_slice() {
+            // The common case: extend every key in place, no copies.
+            keys.iter_mut().for_each(|k| k.add(part, single_source));
+            continue;
+        }
+        let so_far = std::mem::take(keys);
+        for key in &so_far {
+            for part in values.iter() {
+                let mut next = key.clone();
+                next.add(part, single_source);
+                keys.push(next);
             }
         }
     }
+    Ok(true)
 }

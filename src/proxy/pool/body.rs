@@ -14,7 +14,7 @@ use hyper::client::conn::http1::SendRequest;
 use quanta::Instant;
 
 use super::local::{with_existing, Idle};
-use crate::proxy::response::Body;
+use crate::reply::Body;
 
 /// Where a connection goes back to when its response ends.
 pub struct CheckIn {

@@ -15,7 +15,7 @@ use quanta::Instant;
 
 use super::connect::Slots;
 use super::UpstreamPool;
-use crate::proxy::response::Body;
+use crate::reply::Body;
 
 /// An idle connection, ready for its next request.
 pub struct Idle {

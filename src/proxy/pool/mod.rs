@@ -26,11 +26,11 @@ use body::CheckIn;
 use connect::Connector;
 use local::{next_serial, with_local, Idle};
 
-use super::response::Body;
 use crate::config::Upstream;
 use crate::conn::ClientMemory;
 use crate::metrics::Metrics;
 use crate::metrics::ShardedHistogram as Histogram;
+use crate::reply::Body;
 
 /// How long a target that refused a connection is passed over while others answer.
 pub const TARGET_COOLDOWN: Duration = Duration::from_secs(5);
@@ -340,7 +340,7 @@ impl UpstreamPool {
 
 /// A copy of a request without a body, to send again.
 fn copy_head(req: &Request<Body>) -> Request<Body> {
-    let mut copy = Request::new(super::response::empty());
+    let mut copy = Request::new(crate::reply::empty());
     *copy.method_mut() = req.method().clone();
     *copy.uri_mut() = req.uri().clone();
     *copy.version_mut() = req.version();

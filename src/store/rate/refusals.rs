@@ -13,6 +13,7 @@ use tokio::sync::Semaphore;
 
 use super::snapshot::{SnapshotTable, BASE};
 use crate::limit::{evaluate, Mode, Tier, Verdict};
+use crate::store::tiers::RateTier;
 
 /// Entries kept (a power of two); 16 bytes each. A collision only forgets a refusal.
 const SLOTS: usize = 1 << 16;
@@ -97,25 +98,26 @@ impl RefusalCache {
     /// nothing; its entry may have expired since). Only then do concurrent requests on it
     /// wait for one another: a key remembered beside one, with room to spare, makes nobody
     /// wait.
-    pub fn known(&self, tiers: &[Tier]) -> bool {
-        tiers
-            .iter()
-            .any(|t| self.tat(t.key).is_some_and(|tat| tat & BESIDE == 0))
+    pub fn known<D: AsRef<Tier>>(&self, tiers: &[D]) -> bool {
+        tiers.iter().any(|t| {
+            self.tat(t.as_ref().key)
+                .is_some_and(|tat| tat & BESIDE == 0)
+        })
     }
 
     /// Whether some tier's key is remembered at all.
-    fn remembered(&self, tiers: &[Tier]) -> bool {
-        tiers.iter().any(|t| self.tat(t.key).is_some())
+    fn remembered<D: AsRef<Tier>>(&self, tiers: &[D]) -> bool {
+        tiers.iter().any(|t| self.tat(t.as_ref().key).is_some())
     }
 
     /// The verdict on the remembered TATs, when it is a refusal. Unknown keys count as
     /// idle, so a refusal here is one Redis would give too (or Redis knows a later TAT).
-    pub fn refuse(&self, tiers: &[Tier], now: u64, cost: u64) -> Option<Verdict> {
+    pub fn refuse<D: AsRef<Tier>>(&self, tiers: &[D], now: u64, cost: u64) -> Option<Verdict> {
         if !self.remembered(tiers) {
             return None;
         }
         let table = SnapshotTable::default();
-        for tier in tiers {
+        for tier in tiers.iter().map(AsRef::as_ref) {
             if let Some(tat) = self.tat(tier.key).filter(|&t| t > now) {
                 table.insert(tier.key, tat - now);
             }
@@ -125,22 +127,24 @@ impl RefusalCache {
     }
 
     /// Records what a verdict from Redis, decided when the local clock read `now`, says
-    /// will be refused: the tiers that refused; and, of an admission, those of the tiers
-    /// in `exact` (a bit per tier: decided in Redis, not from a slice, not settled later)
-    /// that it left with nothing to spare, whose next request would be refused until a
+    /// will be refused: the tiers that refused; and, of an admission, those of the exact
+    /// tiers (decided in Redis, not from a slice, not settled later) that it left with
+    /// nothing to spare, whose next request would be refused until a
     /// unit frees — so the requests racing behind it are refused here, not each in a round
     /// trip. The request's other tiers are recorded beside them as the request left them,
     /// so a refusal given here describes every tier as Redis would. `now` was read before
     /// the call, so the recorded TATs are never later than Redis's: a local refusal never
     /// outlasts the real wait.
-    pub fn record(&self, tiers: &[Tier], verdict: &Verdict, now: u64, exact: u32) {
+    pub fn record(&self, tiers: &[RateTier], verdict: &Verdict, now: u64) {
         let outcomes = verdict.outcomes();
+        // A slice's numbers and a settled tier's are not the key's as Redis keeps it.
+        let exact = |i: usize| !tiers[i].leased && !tiers[i].settled;
         // What tier `i` leaves to remember: its TAT (as the store's offset) and whether it
         // is at its limit. `None`: nothing, since a shadow tier's numbers do not count and
         // a slice's or a settled tier's are not the key's as Redis keeps it.
         let state = |i: usize| {
             let (outcome, d) = (&outcomes[i], &outcomes[i].decision);
-            if tiers[i].mode != Mode::Enforce || (d.admitted && exact & (1 << i) == 0) {
+            if tiers[i].tier.mode != Mode::Enforce || (d.admitted && !exact(i)) {
                 return None;
             }
             Some(if verdict.admitted {
@@ -152,7 +156,12 @@ impl RefusalCache {
         if !(0..outcomes.len()).any(|i| matches!(state(i), Some((_, true)))) {
             return;
         }
-        for (i, tier) in tiers.iter().enumerate().take(outcomes.len()) {
+        for (i, tier) in tiers
+            .iter()
+            .map(AsRef::as_ref)
+            .enumerate()
+            .take(outcomes.len())
+        {
             let Some((tat, at_limit)) = state(i) else {
                 continue;
             };
@@ -170,9 +179,9 @@ impl RefusalCache {
 
     /// Joins the call in flight for the same tiers, or leads one: the leader's guard
     /// wakes the followers when dropped. `None` for a follower, after the leader is done.
-    pub async fn single_flight(&self, tiers: &[Tier]) -> Option<FlightGuard<'_>> {
+    pub async fn single_flight<D: AsRef<Tier>>(&self, tiers: &[D]) -> Option<FlightGuard<'_>> {
         let id = tiers.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, t| {
-            (h ^ t.key).wrapping_mul(0x100_0000_01b3)
+            (h ^ t.as_ref().key).wrapping_mul(0x100_0000_01b3)
         });
         let shard = &self.flights[(id as usize) % FLIGHT_SHARDS];
         let leader = {
@@ -218,22 +227,27 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
-    fn tier(key: u64) -> Tier {
-        Tier {
-            quota: Quota::new(1, S, 2).expect("quota"),
-            mode: Mode::Enforce,
-            max_delay_ns: 0,
-            key,
-            overflow: key + 1,
-            reserve: None,
+    fn tier(key: u64) -> RateTier {
+        RateTier {
+            tier: Tier {
+                quota: Quota::new(1, S, 2).expect("quota"),
+                mode: Mode::Enforce,
+                max_delay_ns: 0,
+                key,
+                overflow: key + 1,
+                reserve: None,
+            },
+            redis: None,
+            leased: false,
+            settled: false,
         }
     }
 
     /// Redis's verdict on `tiers` whose keys owe `debt` (TAT − now) each.
-    fn redis_verdict(tiers: &[Tier], debt: u64) -> Verdict {
+    fn redis_verdict(tiers: &[RateTier], debt: u64) -> Verdict {
         let table = SnapshotTable::default();
         for t in tiers {
-            table.insert(t.key, debt);
+            table.insert(t.tier.key, debt);
         }
         evaluate(&table, tiers, BASE, 1)
     }
@@ -246,7 +260,7 @@ mod tests {
         // Burst 2, one already spent: this admission takes the last unit.
         let v = redis_verdict(&tiers, S);
         assert!(v.admitted && v.outcomes()[0].decision.remaining == 0);
-        cache.record(&tiers, &v, now, u32::MAX);
+        cache.record(&tiers, &v, now);
         let refused = cache.refuse(&tiers, now + S / 2, 1).expect("refused here");
         assert_eq!(refused.wait_ns, S / 2, "until the next unit frees");
         assert!(
@@ -259,7 +273,7 @@ mod tests {
     fn a_refusal_given_here_describes_the_other_tiers_as_redis_left_them() {
         let cache = RefusalCache::default();
         let mut roomy = tier(30);
-        roomy.quota = Quota::new(1, S, 10).expect("quota");
+        roomy.tier.quota = Quota::new(1, S, 10).expect("quota");
         let tiers = [roomy, tier(31)];
         let now = 100 * S;
         // The second tier's last unit goes; the first has 10, 2 now spent.
@@ -268,14 +282,14 @@ mod tests {
         table.insert(31, S);
         let v = evaluate(&table, &tiers, BASE, 1);
         assert!(v.admitted);
-        cache.record(&tiers, &v, now, u32::MAX);
+        cache.record(&tiers, &v, now);
         let refused = cache.refuse(&tiers, now, 1).expect("refused here");
         // Remembered to describe it, the roomy tier alone makes no request wait.
         assert!(!cache.known(&tiers[..1]));
         assert!(cache.known(&tiers[1..]));
         // The headers describe a tier that admitted as the refusal left it: 8 of 10.
         let first = &refused.outcomes()[0];
-        let left = tiers[0].quota.remaining(first.prior_tat, refused.now);
+        let left = tiers[0].tier.quota.remaining(first.prior_tat, refused.now);
         assert_eq!(left, 8, "as Redis left it, not as an idle key");
     }
 
@@ -284,13 +298,17 @@ mod tests {
         let cache = RefusalCache::default();
         let tiers = [tier(20)];
         let now = 100 * S;
-        cache.record(&tiers, &redis_verdict(&tiers, 0), now, u32::MAX);
+        cache.record(&tiers, &redis_verdict(&tiers, 0), now);
         assert!(
             !cache.remembered(&tiers),
             "one unit left: the next request may pass"
         );
         // A leased tier's remaining is its slice's: an empty slice says nothing of Redis.
-        cache.record(&tiers, &redis_verdict(&tiers, S), now, 0);
+        let leased = [RateTier {
+            leased: true,
+            ..tier(20)
+        }];
+        cache.record(&leased, &redis_verdict(&leased, S), now);
         assert!(!cache.remembered(&tiers));
     }
 }

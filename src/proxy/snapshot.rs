@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use super::pool::UpstreamPool;
+use super::response::RouteHeaders;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::{Metrics, RouteMetrics};
-use crate::proxy::pool::UpstreamPool;
-use crate::proxy::response::RouteHeaders;
 use crate::store::Limiter;
 
 /// Everything one request needs from one config version. A request loads it once, so a

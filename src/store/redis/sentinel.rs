@@ -12,8 +12,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{IntoConnectionInfo, TlsMode};
 
-use super::StoreError;
 use crate::config::SentinelMaster;
+use crate::store::StoreError;
 
 /// The master's connection, as the Sentinels last named it.
 pub struct SentinelLink {

@@ -7,7 +7,57 @@ use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
 
-use super::redis::{LeaseOp, RedisStore};
+use redis::Script;
+
+use crate::store::redis::RedisStore;
+use crate::store::StoreError;
+
+static SLOT_LEASE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("slot_lease.lua")));
+
+/// What a call on a lease set does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseOp {
+    Take,
+    Refresh,
+    Give,
+    Count,
+}
+
+impl LeaseOp {
+    fn as_str(self) -> &'static str {
+        match self {
+            LeaseOp::Take => "take",
+            LeaseOp::Refresh => "refresh",
+            LeaseOp::Give => "give",
+            LeaseOp::Count => "count",
+        }
+    }
+}
+
+/// One call on a concurrency key's lease set (see slot_lease.lua): `(done, held)`. A
+/// take waits on it, so callers put takes through the breaker (`RedisStore::guarded`);
+/// refreshes and give-backs run in the background outside it.
+pub async fn call(
+    remote: &RedisStore,
+    key: &str,
+    op: LeaseOp,
+    id: &str,
+    max: u32,
+    ttl: Duration,
+) -> Result<(bool, u32), StoreError> {
+    let mut inv = SLOT_LEASE.prepare_invoke();
+    inv.key(key)
+        .arg(op.as_str())
+        .arg(id)
+        .arg(max)
+        .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+    let reply: Vec<i64> = remote.invoke(&inv).await?;
+    match reply.as_slice() {
+        [done, held] => Ok((*done == 1, u32::try_from(*held).unwrap_or(u32::MAX))),
+        _ => Err(StoreError::Reply),
+    }
+}
 
 /// One lease on a key's lease set.
 pub struct Lease {
@@ -33,7 +83,7 @@ impl Lease {
             let every = (ttl / 3).max(Duration::from_millis(100));
             loop {
                 tokio::time::sleep(every).await;
-                match s.lease_unguarded(&k, LeaseOp::Refresh, &i, ttl).await {
+                match call(&s, &k, LeaseOp::Refresh, &i, 0, ttl).await {
                     Ok((true, _)) => {}
                     Ok((false, _)) => {
                         tracing::warn!(key = %k, "a concurrency lease expired while its request was in flight (Redis unreachable for longer than lease_ttl?)");
@@ -66,10 +116,7 @@ impl Drop for Lease {
         // Given back in the background; if that fails, the lease expires by itself.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(e) = store
-                    .lease_unguarded(&key, LeaseOp::Give, &id, Duration::ZERO)
-                    .await
-                {
+                if let Err(e) = call(&store, &key, LeaseOp::Give, &id, 0, Duration::ZERO).await {
                     tracing::debug!(error = %e, "could not give a concurrency lease back; it will expire");
                 }
             });
@@ -111,9 +158,7 @@ impl Drop for PendingLease<'_> {
         let (store, key, id) = (self.store.clone(), self.key.to_owned(), self.id.to_owned());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = store
-                    .lease_unguarded(&key, LeaseOp::Give, &id, Duration::ZERO)
-                    .await;
+                let _ = call(&store, &key, LeaseOp::Give, &id, 0, Duration::ZERO).await;
             });
         }
     }

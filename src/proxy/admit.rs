@@ -1,0 +1,197 @@
+//! The admission phase: every tier of the route decided at once (`Limiter::check_request`),
+//! each policy's decision counted, and the answer for a refused request — 429 for a
+//! limit, 400 for a key that cannot be taken, 503 for a store that cannot answer.
+
+use std::time::Duration;
+
+use http::{HeaderMap, Response, StatusCode};
+
+use super::access_log::Trace;
+use super::response::{
+    concurrency_refused, too_many_requests, wants_problem_json, PolicyHeaders, RouteHeaders,
+    TierItem,
+};
+use super::snapshot::Snapshot;
+use crate::config::{Policy, Route};
+use crate::limit::Quota;
+use crate::metrics::RouteMetrics;
+use crate::reply::{ceil_millis, json_error, Body};
+use crate::store::{Admission, Counted, Outcome, TierReport};
+
+/// One route of one snapshot: what the phases after routing read.
+pub struct Routed<'a> {
+    pub snapshot: &'a Snapshot,
+    pub index: usize,
+    pub route: &'a Route,
+}
+
+impl<'a> Routed<'a> {
+    pub fn metrics(&self) -> &'a RouteMetrics {
+        &self.snapshot.route_metrics[self.index]
+    }
+
+    pub fn headers(&self) -> &'a RouteHeaders {
+        &self.snapshot.route_headers[self.index]
+    }
+
+    /// The `RateLimit` item of a report, with the policy's constant header values when
+    /// the key was decided on the policy's own quota (not an override's).
+    pub fn item(&self, report: &TierReport) -> TierItem<'a> {
+        let policy = &self.route.policies[report.position];
+        TierItem {
+            policy: &policy.name,
+            quota: report.quota,
+            constant: constant_headers(
+                policy,
+                &report.quota,
+                &self.headers().policies[report.position],
+            ),
+            remaining: report.remaining,
+            until_full_ns: report.until_full_ns,
+        }
+    }
+
+    /// The reported tier and the `RateLimit` items, as the admission left them.
+    pub fn reports(
+        &self,
+        admission: &Admission,
+    ) -> (Option<TierItem<'a>>, smallvec::SmallVec<[TierItem<'a>; 4]>) {
+        let reported = admission.reported().map(|r| self.item(&r));
+        let items = admission
+            .rate_reports()
+            .iter()
+            .map(|r| self.item(r))
+            .collect();
+        (reported, items)
+    }
+}
+
+fn constant_headers<'a>(
+    policy: &Policy,
+    quota: &Quota,
+    constant: &'a PolicyHeaders,
+) -> Option<&'a PolicyHeaders> {
+    (Some(quota) == policy.rate().map(|r| &r.quota)).then_some(constant)
+}
+
+/// Counts the admission's decisions and logs the shadow tiers that would have refused;
+/// returns the answer when the request is refused. `headers`: the request's, for the
+/// refusal's body form.
+pub fn answer(
+    routed: &Routed<'_>,
+    admission: &Admission,
+    headers: &HeaderMap,
+    client: std::net::IpAddr,
+    trace: &mut Trace,
+) -> Option<Response<Body>> {
+    count(admission, routed.metrics());
+    let route = routed.route;
+    for (position, wait_ns) in admission.shadow_denials() {
+        tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client, wait_ms = ceil_millis(wait_ns), "shadow tier would deny");
+    }
+    let policy_name = |position: usize| route.policies[position].name.as_str();
+    match admission.outcome() {
+        Outcome::Admitted => {
+            trace.decision = "admitted";
+            trace.wait_ns = admission.delay_ns();
+            None
+        }
+        Outcome::RateLimited { position } => {
+            trace.refused("denied", position, admission.wait_ns());
+            Some(rate_refusal(routed, admission, headers))
+        }
+        Outcome::SlotsFull { position, max } => {
+            let policy = &route.policies[position];
+            let retry_after = policy
+                .concurrency()
+                .map_or(Duration::from_secs(1), |c| c.retry_after);
+            let wait = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
+            trace.refused("denied", position, wait);
+            let constant = &routed.headers().policies[position];
+            let own = slot_headers(policy, max, constant);
+            let problem = wants_problem_json(headers);
+            Some(concurrency_refused(
+                &policy.name,
+                retry_after,
+                &own,
+                problem,
+            ))
+        }
+        Outcome::MissingKey { position } | Outcome::TooManyKeyValues { position } => {
+            let code = match admission.outcome() {
+                Outcome::MissingKey { .. } => "missing_key",
+                _ => "too_many_key_values",
+            };
+            trace.refused(code, position, 0);
+            let policy = [("policy", policy_name(position).into())];
+            Some(json_error(StatusCode::BAD_REQUEST, code, &policy))
+        }
+        Outcome::StoreUnavailable => {
+            trace.decision = "store_unavailable";
+            Some(json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                &[],
+            ))
+        }
+    }
+}
+
+/// The 429 of a rate refusal: headers describe every tier as the refusal left it.
+fn rate_refusal(routed: &Routed<'_>, admission: &Admission, headers: &HeaderMap) -> Response<Body> {
+    let route = routed.route;
+    let (reported, items) = routed.reports(admission);
+    let first = match admission.outcome() {
+        Outcome::RateLimited { position } => route.policies[position].name.as_str(),
+        _ => "",
+    };
+    routed
+        .metrics()
+        .retry_after
+        .observe(admission.wait_ns() as f64 / 1e9);
+    let violated: Option<smallvec::SmallVec<[&str; 4]>> = wants_problem_json(headers).then(|| {
+        admission
+            .violated()
+            .map(|position| route.policies[position].name.as_str())
+            .collect()
+    });
+    too_many_requests(
+        admission.wait_ns(),
+        first,
+        reported.as_ref(),
+        &items,
+        routed.headers(),
+        violated.as_deref(),
+    )
+}
+
+/// A concurrency tier's header values: the policy's constant ones, or, for a key with an
+/// override, ones naming its own cap.
+pub fn slot_headers<'a>(
+    policy: &Policy,
+    max: u32,
+    constant: &'a PolicyHeaders,
+) -> std::borrow::Cow<'a, PolicyHeaders> {
+    match policy.concurrency() {
+        Some(c) if c.max_in_flight != max => {
+            std::borrow::Cow::Owned(PolicyHeaders::concurrency(&policy.name, max))
+        }
+        _ => std::borrow::Cow::Borrowed(constant),
+    }
+}
+
+/// Counts one decision per applied policy.
+fn count(admission: &Admission, metrics: &RouteMetrics) {
+    for p in admission.per_policy() {
+        let counters = &metrics.tiers[p.position];
+        if p.overflow {
+            counters.overflow.inc();
+        }
+        match p.counted {
+            Counted::Admitted => counters.admitted.inc(),
+            Counted::Denied => counters.denied.inc(),
+            Counted::ShadowDenied => counters.shadow_denied.inc(),
+            Counted::Nothing => {}
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Header hygiene at each hop: hop-by-hop headers removed both ways, X-Forwarded-* set on
+//! the way upstream. Forwarding itself is in [`super::forward`]; the connections, and how
+//! a failed exchange is classified and answered, in [`super::pool`].
+
+use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, TRANSFER_ENCODING, UPGRADE};
+use http::{HeaderMap, Request, Version};
+
+use crate::reply::Body;
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1), and
+/// `Upgrade` last. `Trailer` is not one of them (§6.6.2): it announces the trailer fields
+/// end to end, and an HTTP/1.1 hop sends only the trailers it announces.
+static HOP_BY_HOP: [HeaderName; 8] = [
+    CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("proxy-authenticate"),
+    HeaderName::from_static("proxy-authorization"),
+    TE,
+    TRANSFER_ENCODING,
+    UPGRADE,
+];
+const CONNECTION_BIT: u8 = 1;
+const UPGRADE_BIT: u8 = 1 << 7;
+
+/// `name`'s bit among [`HOP_BY_HOP`], 0 for any other header: one comparison of the
+/// name's text, so a message without connection-level headers (most of them) costs a
+/// pass over its names, not a look-up per hop-by-hop name.
+pub fn hop_by_hop_bit(name: &HeaderName) -> u8 {
+    match name.as_str() {
+        "connection" => CONNECTION_BIT,
+        "keep-alive" => 1 << 1,
+        "proxy-connection" => 1 << 2,
+        "proxy-authenticate" => 1 << 3,
+        "proxy-authorization" => 1 << 4,
+        "te" => 1 << 5,
+        "transfer-encoding" => 1 << 6,
+        "upgrade" => UPGRADE_BIT,
+        _ => 0,
+    }
+}
+
+/// Removes hop-by-hop headers and any header the Connection header names. With
+/// `upgrade`, keeps `Connection: upgrade` and `Upgrade` so the tunnel can be set up.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+    let found = headers
+        .keys()
+        .fold(0, |bits, name| bits | hop_by_hop_bit(name));
+    if found != 0 {
+        remove_hop_by_hop(headers, upgrade, found);
+    }
+    if upgrade {
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+}
+
+/// The removals of [`strip_hop_by_hop`]: the headers `Connection` names, and those of
+/// [`HOP_BY_HOP`] whose bits are in `found`.
+fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, found: u8) {
+    if found & CONNECTION_BIT != 0 {
+        // Copied out (on the stack for any usual value), so the named headers can be
+        // removed while reading it; `remove` by `&str` builds no header name.
+        let mut options: smallvec::SmallVec<[u8; 128]> = smallvec::SmallVec::new();
+        for value in headers.get_all(CONNECTION) {
+            options.extend_from_slice(value.as_bytes());
+            options.push(b',');
+        }
+        for option in options.split(|&b| b == b',') {
+            let Ok(name) = std::str::from_utf8(option.trim_ascii()) else {
+                continue;
+            };
+            // Hop-by-hop names go below, by their bits (`keep-alive` is the usual option).
+            let listed = HOP_BY_HOP
+                .iter()
+                .any(|h| name.eq_ignore_ascii_case(h.as_str()));
+            if name.is_empty() || listed {
+                continue;
+            }
+            headers.remove(name);
+        }
+    }
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        let bit = 1 << i;
+        if found & bit != 0 && !(upgrade && bit == UPGRADE_BIT) {
+            headers.remove(name);
+        }
+    }
+}
+
+/// Adds what the upstream learns from the gateway: X-Forwarded-For (every line the
+/// client sent, as one list, then the peer: `peer_text`), -Proto and -Host. The head was
+/// normalised before routing (`head::normalize`), so Host and hop-by-hop headers are
+/// already right.
+pub fn prepare_request(req: &mut Request<Body>, peer_text: &HeaderValue, tls: bool) {
+    let headers = req.headers_mut();
+    let forwarded_for = if headers.contains_key(&X_FORWARDED_FOR) {
+        let mut chain = Vec::with_capacity(64);
+        for line in headers.get_all(&X_FORWARDED_FOR) {
+            let line = line.as_bytes().trim_ascii();
+            if !line.is_empty() {
+                chain.extend_from_slice(line);
+                chain.extend_from_slice(b", ");
+            }
+        }
+        chain.extend_from_slice(peer_text.as_bytes());
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(chain)).ok()
+    } else {
+        // The usual request, from a client no proxy stands before: the connection's own.
+        Some(peer_text.clone())
+    };
+    if let Some(v) = forwarded_for {
+        headers.insert(X_FORWARDED_FOR.clone(), v);
+    }
+    headers.insert(
+        X_FORWARDED_PROTO.clone(),
+        HeaderValue::from_static(if tls { "https" } else { "http" }),
+    );
+    if let Some(host) = headers.get(HOST).cloned() {
+        headers.insert(X_FORWARDED_HOST.clone(), host);
+    }
+    *req.version_mut() = Version::HTTP_11;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_hop_by_hop_and_connection_named_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, "keep-alive, X-Secret".parse().expect("v"));
+        h.insert("keep-alive", "timeout=5".parse().expect("v"));
+        h.insert("x-secret", "1".parse().expect("v"));
+        h.insert("te", "trailers".parse().expect("v"));
+        h.insert("transfer-encoding", "chunked".parse().expect("v"));
+        h.insert("upgrade", "websocket".parse().expect("v"));
+        h.insert("x-keep", "yes".parse().expect("v"));
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(h["x-keep"], "yes");
+    }
+
+    #[test]
+    fn every_hop_by_hop_name_has_its_own_bit() {
+        let bits: Vec<u8> = HOP_BY_HOP.iter().map(hop_by_hop_bit).collect();
+        for (i, bit) in bits.iter().enumerate() {
+            assert_eq!(*bit, 1 << i, "{}", HOP_BY_HOP[i]);
+        }
+        assert_eq!(hop_by_hop_bit(&HOST), 0);
+        assert_eq!(hop_by_hop_bit(&HeaderName::from_static("x-connection")), 0);
+    }
+
+    #[test]
+    fn connection_options_naming_hop_by_hop_headers_remove_only_what_is_there() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, "Keep-Alive, TE, x-a".parse().expect("v"));
+        h.insert("keep-alive", "timeout=5".parse().expect("v"));
+        h.insert("x-a", "1".parse().expect("v"));
+        h.insert("x-b", "2".parse().expect("v"));
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(h["x-b"], "2");
+    }
+
+    #[test]
+    fn upgrade_keeps_the_upgrade_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, "Upgrade".parse().expect("v"));
+        h.insert(UPGRADE, "websocket".parse().expect("v"));
+        strip_hop_by_hop(&mut h, true);
+        assert_eq!(h[UPGRADE], "websocket");
+        assert_eq!(h[CONNECTION], "upgrade");
+    }
+}

@@ -1,0 +1,81 @@
+//! What an admitted request's response carries back: its settled costs (a header's value
+//! settled before the head goes out; bytes and trailers metered as the body streams) and
+//! the rate-limit headers of every enforcing tier.
+
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
+
+use super::admit::{slot_headers, Routed};
+use super::response::{concurrency_headers, rate_limit_headers};
+use super::settle::{parse_value, Measured, Metered, Settlement};
+use crate::config::SettleSource;
+use crate::reply::Body;
+use crate::store::Admission;
+
+/// The response for the client: `forwarded` (the upstream's, or the gateway's own answer
+/// on `Err`), settled by `settlement` and with the rate-limit headers.
+pub async fn describe(
+    routed: &Routed<'_>,
+    forwarded: Result<Response<Body>, Response<Body>>,
+    settlement: Option<Settlement>,
+    admission: &mut Admission,
+) -> Response<Body> {
+    let mut resp = match settlement {
+        Some(settlement) => settle_response(forwarded, settlement, admission).await,
+        None => forwarded.unwrap_or_else(|resp| resp),
+    };
+    let (reported, items) = routed.reports(admission);
+    if let Some(r) = &reported {
+        rate_limit_headers(resp.headers_mut(), r, &items, Some(routed.headers()));
+    }
+    for (position, max, free) in admission.held_slots() {
+        let policy = &routed.route.policies[position];
+        let constant = &routed.headers().policies[position];
+        let own = slot_headers(policy, max, constant);
+        concurrency_headers(resp.headers_mut(), &policy.name, &own, free);
+    }
+    resp
+}
+
+/// Settles what the response head tells (a header's value; a failed upstream), waiting so
+/// the headers sent describe the settled state, and meters the response body for what
+/// its bytes or trailers tell.
+async fn settle_response(
+    forwarded: Result<Response<Body>, Response<Body>>,
+    mut settlement: Settlement,
+    admission: &mut Admission,
+) -> Response<Body> {
+    let by_header = settlement.split(|s| matches!(s, SettleSource::ResponseHeader(_)));
+    let resp = match forwarded {
+        Err(resp) => {
+            // The gateway answered (502, 504, 413…): no cost came back.
+            for s in [by_header, settlement] {
+                s.finish(|_| Measured::UpstreamFailed(0));
+            }
+            return resp;
+        }
+        Ok(resp) => resp,
+    };
+    let server_error = resp.status().is_server_error();
+    if !by_header.is_empty() {
+        let measured = by_header.measure(|p| match &p.settle().source {
+            SettleSource::ResponseHeader(name) => match parse_value(resp.headers(), name) {
+                Measured::Missing if server_error => Measured::UpstreamFailed(0),
+                measured => measured,
+            },
+            _ => Measured::Missing,
+        });
+        for (tier, debt) in by_header.finish_waiting(measured).await {
+            admission.settled(tier, debt);
+        }
+    }
+    if settlement.is_empty() {
+        return resp;
+    }
+    if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+        // A tunnel's bytes are not the response's: it settles at its reserve.
+        settlement.finish(|_| Measured::Aborted(0));
+        return resp;
+    }
+    resp.map(|body| Metered::new(body, settlement, server_error).boxed_unsync())
+}

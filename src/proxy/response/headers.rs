@@ -1,0 +1,331 @@
+//! The rate-limit headers on every response from a limited route: `X-RateLimit-*` from
+//! the reported tier, the IETF draft's `RateLimit-Policy` / `RateLimit` lists, and their
+//! constant parts built once per config load.
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::HeaderMap;
+
+use crate::limit::Quota;
+use crate::reply::ceil_secs;
+
+pub(super) static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+pub(super) static X_RATELIMIT_REMAINING: HeaderName =
+    HeaderName::from_static("x-ratelimit-remaining");
+pub(super) static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+pub(super) static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub(super) static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// Header values of the numbers most responses carry (remaining, reset, Retry-After up to
+/// a little over an hour), made once: handing one out is a copy of a static reference, not
+/// an allocation per response.
+const CACHED_NUMBERS: u64 = 4096;
+
+pub(super) fn number(n: u64) -> HeaderValue {
+    static CACHE: std::sync::OnceLock<Box<[HeaderValue]>> = std::sync::OnceLock::new();
+    if n >= CACHED_NUMBERS {
+        return HeaderValue::from(n);
+    }
+    let cache = CACHE.get_or_init(|| {
+        (0..CACHED_NUMBERS)
+            .map(|i| HeaderValue::from_static(Box::leak(i.to_string().into_boxed_str())))
+            .collect()
+    });
+    cache[n as usize].clone()
+}
+
+/// Appends `n` in decimal: the hot path writes its numbers without `core::fmt`.
+fn push_number(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Header values that depend only on a policy's numbers: built once per config load.
+#[derive(Debug, Clone)]
+pub struct PolicyHeaders {
+    pub limit: HeaderValue,
+    pub policy: HeaderValue,
+}
+
+/// A rate tier's `RateLimit-Policy` item: `"<policy>";q=<burst>;w=<τ in whole seconds>`.
+fn policy_item(out: &mut Vec<u8>, name: &str, quota: &Quota) {
+    let window = ceil_secs(quota.tolerance_ns()).max(1);
+    out.push(b'"');
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\";q=");
+    push_number(out, quota.burst());
+    out.extend_from_slice(b";w=");
+    push_number(out, window);
+}
+
+/// A header value from bytes the gateway wrote (names are validated by the config).
+fn value_of(bytes: Vec<u8>) -> Option<HeaderValue> {
+    HeaderValue::from_maybe_shared(Bytes::from(bytes)).ok()
+}
+
+/// The same, empty in the case the config's name rules rule out (bytes that are no
+/// header value).
+fn value_or_empty(bytes: Vec<u8>) -> HeaderValue {
+    value_of(bytes).unwrap_or_else(|| HeaderValue::from_static(""))
+}
+
+impl PolicyHeaders {
+    pub fn new(name: &str, quota: &Quota) -> Self {
+        let mut policy = Vec::with_capacity(name.len() + 24);
+        policy_item(&mut policy, name, quota);
+        Self::of(quota.burst(), policy)
+    }
+
+    /// A concurrency cap's `RateLimit-Policy` item: its quota is requests in flight.
+    pub fn concurrency(name: &str, max_in_flight: u32) -> Self {
+        let policy = format!("\"{name}\";q={max_in_flight};qu=\"concurrent-requests\"");
+        Self::of(u64::from(max_in_flight), policy.into_bytes())
+    }
+
+    fn of(limit: u64, policy: Vec<u8>) -> Self {
+        Self {
+            limit: number(limit),
+            policy: value_or_empty(policy),
+        }
+    }
+}
+
+/// One route's constant header values, built once per config load: each policy's, and
+/// the whole `RateLimit-Policy` list for the usual case where every enforcing rate tier
+/// decided on its policy's own quota (no override, none skipped).
+#[derive(Debug, Clone)]
+pub struct RouteHeaders {
+    /// By tier position.
+    pub policies: Box<[PolicyHeaders]>,
+    /// The joined `RateLimit-Policy` of every enforcing rate policy, in route order, and
+    /// how many items it has.
+    pub rate_list: Option<(usize, HeaderValue)>,
+}
+
+impl RouteHeaders {
+    pub fn new(route: &crate::config::Route) -> Self {
+        use crate::config::PolicyKind;
+        use crate::limit::Mode;
+        let policies: Box<[PolicyHeaders]> = route
+            .policies
+            .iter()
+            .map(|p| match &p.kind {
+                PolicyKind::Rate(r) => PolicyHeaders::new(&p.name, &r.quota),
+                PolicyKind::Concurrency(c) => PolicyHeaders::concurrency(&p.name, c.max_in_flight),
+            })
+            .collect();
+        let mut list = Vec::new();
+        let mut count = 0;
+        for (policy, headers) in route.policies.iter().zip(&policies) {
+            if policy.mode == Mode::Enforce && policy.rate().is_some() {
+                if count > 0 {
+                    list.extend_from_slice(b", ");
+                }
+                list.extend_from_slice(headers.policy.as_bytes());
+                count += 1;
+            }
+        }
+        let rate_list = (count > 0)
+            .then(|| value_of(list))
+            .flatten()
+            .map(|v| (count, v));
+        Self {
+            policies,
+            rate_list,
+        }
+    }
+}
+
+/// One enforcing rate tier as the `RateLimit-Policy` / `RateLimit` lists show it. The
+/// reported tier (the one `X-RateLimit-*` describe) is one too, with `remaining` the minimum
+/// over every enforcing tier.
+#[derive(Debug, Clone, Copy)]
+pub struct TierItem<'a> {
+    pub policy: &'a str,
+    pub quota: Quota,
+    /// The policy's constant header values, valid when `quota` is the policy's own.
+    pub constant: Option<&'a PolicyHeaders>,
+    /// Cost-1 requests this tier would admit right now.
+    pub remaining: u64,
+    /// Nanoseconds until this tier has its full burst again.
+    pub until_full_ns: u64,
+}
+
+/// Writes X-RateLimit-* (from the reported tier) and the IETF draft's RateLimit-Policy /
+/// RateLimit lists, one item per enforcing rate tier in route order (`items`). `route`:
+/// the route's constant values, used when every item is its policy's own.
+pub fn rate_limit_headers(
+    headers: &mut HeaderMap,
+    r: &TierItem<'_>,
+    items: &[TierItem<'_>],
+    route: Option<&RouteHeaders>,
+) {
+    RateLimitValues::of(r, items, route).insert_into(headers);
+}
+
+/// The values of the rate-limit headers of one response (see [`rate_limit_headers`]).
+pub(super) struct RateLimitValues {
+    pub(super) limit: HeaderValue,
+    pub(super) remaining: HeaderValue,
+    pub(super) reset: HeaderValue,
+    pub(super) policy: HeaderValue,
+    pub(super) current: HeaderValue,
+}
+
+impl RateLimitValues {
+    pub(super) fn of(
+        r: &TierItem<'_>,
+        items: &[TierItem<'_>],
+        route: Option<&RouteHeaders>,
+    ) -> Self {
+        let built;
+        let constant = match r.constant {
+            Some(c) => c,
+            None => {
+                built = PolicyHeaders::new(r.policy, &r.quota);
+                &built
+            }
+        };
+        let all_constant = items.iter().all(|i| i.constant.is_some());
+        let policy = match (items, route.and_then(|r| r.rate_list.as_ref())) {
+            // Every enforcing tier, each on its own quota: the list built at config load.
+            (_, Some((count, list))) if all_constant && *count == items.len() => list.clone(),
+            (
+                [TierItem {
+                    constant: Some(c), ..
+                }],
+                _,
+            ) => c.policy.clone(),
+            _ => {
+                let mut policies = Vec::with_capacity(items.len() * 32);
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        policies.extend_from_slice(b", ");
+                    }
+                    match item.constant {
+                        Some(c) => policies.extend_from_slice(c.policy.as_bytes()),
+                        None => policy_item(&mut policies, item.policy, &item.quota),
+                    }
+                }
+                value_or_empty(policies)
+            }
+        };
+        let mut current = Vec::with_capacity(items.len() * 32);
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                current.extend_from_slice(b", ");
+            }
+            current.push(b'"');
+            current.extend_from_slice(item.policy.as_bytes());
+            current.extend_from_slice(b"\";r=");
+            push_number(&mut current, item.remaining);
+            current.extend_from_slice(b";t=");
+            push_number(&mut current, ceil_secs(item.until_full_ns));
+        }
+        Self {
+            limit: constant.limit.clone(),
+            remaining: number(r.remaining),
+            reset: number(ceil_secs(r.until_full_ns)),
+            policy,
+            current: value_or_empty(current),
+        }
+    }
+
+    fn insert_into(self, headers: &mut HeaderMap) {
+        headers.insert(X_RATELIMIT_LIMIT.clone(), self.limit);
+        headers.insert(X_RATELIMIT_REMAINING.clone(), self.remaining);
+        headers.insert(X_RATELIMIT_RESET.clone(), self.reset);
+        headers.insert(RATELIMIT_POLICY.clone(), self.policy);
+        headers.insert(RATELIMIT.clone(), self.current);
+    }
+}
+
+/// Adds a concurrency tier to `RateLimit-Policy` and `RateLimit` (as list items after any
+/// rate tier's): its quota is requests in flight, `r` the slots left free.
+pub fn concurrency_headers(
+    headers: &mut HeaderMap,
+    policy: &str,
+    constant: &PolicyHeaders,
+    free: u32,
+) {
+    headers.append(RATELIMIT_POLICY.clone(), constant.policy.clone());
+    let mut current = Vec::with_capacity(policy.len() + 16);
+    current.push(b'"');
+    current.extend_from_slice(policy.as_bytes());
+    current.extend_from_slice(b"\";r=");
+    push_number(&mut current, u64::from(free));
+    if let Some(v) = value_of(current) {
+        headers.append(RATELIMIT.clone(), v);
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::limit::gcra::NANOS_PER_SEC;
+
+    /// Tier `user`: 5 at once, 10 a second, full again in 0.3 s, `remaining` left.
+    pub(in crate::proxy::response) fn user_item(remaining: u64) -> TierItem<'static> {
+        TierItem {
+            policy: "user",
+            quota: Quota::new(10, NANOS_PER_SEC, 5).expect("valid"),
+            constant: None,
+            until_full_ns: 300_000_000,
+            remaining,
+        }
+    }
+
+    /// Tier `tenant`: 20 at once, 100 a minute, full again in 2.5 s, 19 left.
+    pub(in crate::proxy::response) fn tenant_item() -> TierItem<'static> {
+        TierItem {
+            policy: "tenant",
+            quota: Quota::new(100, 60 * NANOS_PER_SEC, 20).expect("valid"),
+            constant: None,
+            until_full_ns: 2_500_000_000,
+            remaining: 19,
+        }
+    }
+
+    #[test]
+    fn headers_follow_the_contract() {
+        let mut h = HeaderMap::new();
+        let user = user_item(2);
+        rate_limit_headers(&mut h, &user, &[user], None);
+        assert_eq!(h["x-ratelimit-limit"], "5");
+        assert_eq!(h["x-ratelimit-remaining"], "2");
+        assert_eq!(h["x-ratelimit-reset"], "1");
+        assert_eq!(h["ratelimit-policy"], "\"user\";q=5;w=1");
+        assert_eq!(h["ratelimit"], "\"user\";r=2;t=1");
+
+        // One list item per enforcing tier, in route order.
+        let tenant = tenant_item();
+        let mut h = HeaderMap::new();
+        rate_limit_headers(&mut h, &user, &[tenant, user], None);
+        assert_eq!(
+            h["ratelimit-policy"],
+            "\"tenant\";q=20;w=12, \"user\";q=5;w=1"
+        );
+        assert_eq!(h["ratelimit"], "\"tenant\";r=19;t=3, \"user\";r=2;t=1");
+        assert_eq!(
+            h["x-ratelimit-remaining"], "2",
+            "X-RateLimit-* stay one tier's"
+        );
+    }
+
+    /// A 429's headers set in place on the cloned [`REFUSAL_HEADERS`] are the ones the
+    /// inserting path writes, value for value, with nothing left over.
+    #[test]
+    fn numbers_read_the_same_cached_or_not() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            3600,
+            CACHED_NUMBERS - 1,
+            CACHED_NUMBERS,
+            u64::MAX,
+        ] {
+            assert_eq!(number(n), n.to_string().as_str());
+        }
+    }
+}

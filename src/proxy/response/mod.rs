@@ -1,0 +1,12 @@
+//! Responses the gateway writes itself on the data plane: the rate-limit headers on every
+//! response from a limited route (`headers`), the 429 (`refusal`), and the one choice
+//! `Accept` makes (`accept`). The body type and JSON errors every listener shares are in
+//! [`crate::reply`].
+
+mod accept;
+mod headers;
+mod refusal;
+
+pub use accept::wants_problem_json;
+pub use headers::{concurrency_headers, rate_limit_headers, PolicyHeaders, RouteHeaders, TierItem};
+pub use refusal::{concurrency_refused, too_many_requests, QUOTA_EXCEEDED_TYPE};

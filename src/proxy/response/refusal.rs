@@ -1,0 +1,266 @@
+//! The 429 the gateway answers for a refused request, built one way whatever refused it:
+//! the refusal's header names hashed and placed once, the map cloned per 429 with the
+//! values set in place, and the body in the contract's JSON or, for a client that asks
+//! for it, as RFC 9457 problem details.
+
+use std::sync::LazyLock;
+
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, VARY};
+use http::{HeaderMap, Response, StatusCode};
+
+use super::headers::{
+    concurrency_headers, number, PolicyHeaders, RateLimitValues, RouteHeaders, TierItem, RATELIMIT,
+    RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+};
+use crate::reply::{ceil_millis, ceil_secs, full, Body, JsonObject};
+
+/// The problem type of the IETF httpapi RateLimit draft (-11) for a refused quota
+/// (RFC 9457 problem details), with its title.
+pub const QUOTA_EXCEEDED_TYPE: &str =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
+const QUOTA_EXCEEDED_TITLE: &str =
+    "Request cannot be satisfied as assigned quota has been exceeded";
+
+/// What a 429's body says, in either of its forms.
+struct Refused<'a> {
+    policy: &'a str,
+    /// `"concurrency"` for a concurrency cap's refusal.
+    limit: Option<&'static str>,
+    retry_after_ms: u64,
+    /// `Some`: RFC 9457 problem details naming these policies as `violated-policies`.
+    problem: Option<&'a [&'a str]>,
+}
+
+impl Refused<'_> {
+    /// The body and its content type.
+    fn body(&self) -> (Vec<u8>, HeaderValue) {
+        let mut body = JsonObject::with_capacity(
+            80 + self.policy.len() + self.problem.map_or(0, |v| 200 + 24 * v.len()),
+        );
+        let content_type = match self.problem {
+            None => HeaderValue::from_static("application/json"),
+            Some(violated) => {
+                body.str("type", QUOTA_EXCEEDED_TYPE)
+                    .str("title", QUOTA_EXCEEDED_TITLE)
+                    .number("status", 429)
+                    .strings("violated-policies", violated.iter().copied());
+                HeaderValue::from_static("application/problem+json")
+            }
+        };
+        body.str("error", "rate_limited").str("policy", self.policy);
+        if let Some(limit) = self.limit {
+            body.str("limit", limit);
+        }
+        body.number("retry_after_ms", self.retry_after_ms);
+        (body.finish(), content_type)
+    }
+
+    /// The 429: this body, `Retry-After: retry_after_s`, `Vary: Accept` (the body's form
+    /// depends on it) and, for a rate refusal, the rate-limit headers `limits` has.
+    fn response(&self, retry_after_s: u64, limits: Option<RateLimitValues>) -> Response<Body> {
+        let (body, content_type) = self.body();
+        let base = [
+            content_type,
+            HeaderValue::from_static("accept"),
+            number(retry_after_s),
+        ];
+        let headers = match limits {
+            Some(limits) => {
+                let mut headers = RATE_REFUSAL_HEADERS.clone();
+                let values = base.into_iter().chain([
+                    limits.limit,
+                    limits.remaining,
+                    limits.reset,
+                    limits.policy,
+                    limits.current,
+                ]);
+                for ((_, slot), value) in headers.iter_mut().zip(values) {
+                    *slot = value;
+                }
+                headers
+            }
+            None => {
+                let mut headers = REFUSAL_HEADERS.clone();
+                for ((_, slot), value) in headers.iter_mut().zip(base) {
+                    *slot = value;
+                }
+                headers
+            }
+        };
+        let mut resp = Response::new(full(body));
+        *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        *resp.headers_mut() = headers;
+        resp
+    }
+}
+
+/// The names every 429 carries, in the order [`Refused::response`] sets their values.
+fn refusal_names() -> [http::HeaderName; 3] {
+    [CONTENT_TYPE, VARY, RETRY_AFTER]
+}
+
+/// A header map with `names`, values empty, and room for `spare` more.
+fn placed(names: impl IntoIterator<Item = http::HeaderName>, spare: usize) -> HeaderMap {
+    let names: Vec<_> = names.into_iter().collect();
+    let mut headers = HeaderMap::with_capacity(names.len() + spare);
+    for name in names {
+        headers.insert(name, HeaderValue::from_static(""));
+    }
+    headers
+}
+
+/// Every 429's own headers (a concurrency refusal appends its items to these).
+static REFUSAL_HEADERS: LazyLock<HeaderMap> = LazyLock::new(|| placed(refusal_names(), 4));
+
+/// A rate refusal's headers: every 429's and the five rate-limit headers.
+static RATE_REFUSAL_HEADERS: LazyLock<HeaderMap> = LazyLock::new(|| {
+    let rate = [
+        X_RATELIMIT_LIMIT.clone(),
+        X_RATELIMIT_REMAINING.clone(),
+        X_RATELIMIT_RESET.clone(),
+        RATELIMIT_POLICY.clone(),
+        RATELIMIT.clone(),
+    ];
+    placed(refusal_names().into_iter().chain(rate), 2)
+});
+
+/// The 429 for a rate refusal that must wait `wait_ns`; `first_denier` names the policy
+/// in the body. `problem`: answer as RFC 9457 problem details naming these violated
+/// policies (see [`super::wants_problem_json`]).
+pub fn too_many_requests(
+    wait_ns: u64,
+    first_denier: &str,
+    reported: Option<&TierItem<'_>>,
+    items: &[TierItem<'_>],
+    route: &RouteHeaders,
+    problem: Option<&[&str]>,
+) -> Response<Body> {
+    let refused = Refused {
+        policy: first_denier,
+        limit: None,
+        retry_after_ms: ceil_millis(wait_ns),
+        problem,
+    };
+    let limits = reported.map(|r| RateLimitValues::of(r, items, Some(route)));
+    refused.response(ceil_secs(wait_ns), limits)
+}
+
+/// The 429 for a request a concurrency policy refused: its slots were all taken (for
+/// `max_delay`, when it could wait). The wait is unknowable, so `Retry-After` is the
+/// policy's hint. `problem`: answer as RFC 9457 problem details.
+pub fn concurrency_refused(
+    policy: &str,
+    retry_after: std::time::Duration,
+    constant: &PolicyHeaders,
+    problem: bool,
+) -> Response<Body> {
+    let hint_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
+    let hint_ns = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
+    let violated = [policy];
+    let mut resp = Refused {
+        policy,
+        limit: Some("concurrency"),
+        retry_after_ms: hint_ms,
+        problem: problem.then_some(&violated[..]),
+    }
+    .response(ceil_secs(hint_ns).max(1), None);
+    concurrency_headers(resp.headers_mut(), policy, constant, 0);
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::headers::tests::{tenant_item, user_item};
+    use super::*;
+
+    /// A rate 429's headers, value by value, with nothing left over.
+    #[test]
+    fn a_rate_refusal_carries_every_header_once() {
+        let (user, tenant) = (user_item(0), tenant_item());
+        let violated = ["user"];
+        for (problem, content_type) in [
+            (None, "application/json"),
+            (Some(&violated[..]), "application/problem+json"),
+        ] {
+            let refused = Refused {
+                policy: "user",
+                limit: None,
+                retry_after_ms: 1234,
+                problem,
+            };
+            let limits = RateLimitValues::of(&user, &[tenant, user], None);
+            let resp = refused.response(2, Some(limits));
+            assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+            let mut list: Vec<(String, String)> = resp
+                .headers()
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().expect("text").to_owned()))
+                .collect();
+            list.sort();
+            let expected = [
+                ("content-type", content_type),
+                ("ratelimit", "\"tenant\";r=19;t=3, \"user\";r=0;t=1"),
+                ("ratelimit-policy", "\"tenant\";q=20;w=12, \"user\";q=5;w=1"),
+                ("retry-after", "2"),
+                ("vary", "accept"),
+                ("x-ratelimit-limit", "5"),
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "1"),
+            ];
+            let expected: Vec<(String, String)> = expected
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            assert_eq!(list, expected);
+        }
+    }
+
+    #[test]
+    fn a_concurrency_refusal_carries_its_item_and_no_rate_headers() {
+        let constant = PolicyHeaders::concurrency("inflight", 3);
+        let resp = concurrency_refused(
+            "inflight",
+            std::time::Duration::from_millis(1500),
+            &constant,
+            false,
+        );
+        let h = resp.headers();
+        assert_eq!(h["retry-after"], "2");
+        assert_eq!(
+            h["ratelimit-policy"],
+            "\"inflight\";q=3;qu=\"concurrent-requests\""
+        );
+        assert_eq!(h["ratelimit"], "\"inflight\";r=0");
+        assert!(h.get("x-ratelimit-limit").is_none());
+        assert_eq!(h.len(), 5);
+    }
+
+    #[test]
+    fn the_two_bodies_carry_the_same_fields() {
+        let refused = |problem| Refused {
+            policy: "user",
+            limit: Some("concurrency"),
+            retry_after_ms: 1500,
+            problem,
+        };
+        let (plain, content_type) = refused(None).body();
+        let plain = String::from_utf8(plain).expect("UTF-8");
+        assert_eq!(content_type, "application/json");
+        assert_eq!(
+            plain,
+            r#"{"error":"rate_limited","policy":"user","limit":"concurrency","retry_after_ms":1500}"#
+        );
+        let violated = ["user", "tenant"];
+        let (problem, content_type) = refused(Some(&violated)).body();
+        let problem = String::from_utf8(problem).expect("UTF-8");
+        assert_eq!(content_type, "application/problem+json");
+        assert_eq!(
+            problem,
+            format!(
+                r#"{{"type":"{QUOTA_EXCEEDED_TYPE}","title":"{QUOTA_EXCEEDED_TITLE}","status":429,"violated-policies":["user","tenant"],"error":"rate_limited","policy":"user","limit":"concurrency","retry_after_ms":1500}}"#
+            )
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&problem).expect("JSON");
+        assert_eq!(parsed["violated-policies"][1], "tenant");
+    }
+}

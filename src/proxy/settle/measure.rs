@@ -1,0 +1,177 @@
+//! What a response tells of a settled tier's cost, and the units that settles at: the
+//! value reported, the bytes that moved, or the fallback when neither is usable.
+
+use http::HeaderMap;
+
+use crate::metrics::SettleFallback;
+use crate::store::rate::settle::PendingSettle;
+
+/// What was learned of one tier's cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measured {
+    /// The value the upstream reported.
+    Value(u64),
+    /// No value where one was expected.
+    Missing,
+    /// A value that is not a whole number of at least zero.
+    Invalid,
+    /// The whole body went through: this many bytes.
+    Bytes(u64),
+    /// The upstream failed before the cost was known (no answer, or a 5xx without the
+    /// value), after this many bytes.
+    UpstreamFailed(u64),
+    /// The exchange was cut short (client gone, upstream broke mid-body, an upgraded
+    /// connection), after this many bytes.
+    Aborted(u64),
+}
+
+/// The units `pending` settles at for `measured`, and why, when it is not the value as
+/// measured: the reserve when the value is missing, invalid or cut short (bytes: at least
+/// what moved, so a client cannot take a large answer, hang up and pay the reserve), a
+/// cap when it is above `max_cost`.
+pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<SettleFallback>) {
+    let settle = pending.settle();
+    let reserve = pending.reserve;
+    let bytes = |n: u64| n.div_ceil(settle.unit.get());
+    let measures_bytes = settle.source.measures_bytes();
+    let (units, why) = match measured {
+        Measured::Value(v) => (v, None),
+        Measured::Missing => (reserve, Some(SettleFallback::Missing)),
+        Measured::Invalid => (reserve, Some(SettleFallback::Invalid)),
+        Measured::Bytes(n) => (bytes(n), None),
+        Measured::UpstreamFailed(n) => {
+            let measured = if measures_bytes { bytes(n) } else { 0 };
+            let units = if settle.refund_on_upstream_error {
+                measured
+            } else {
+                reserve.max(measured)
+            };
+            (units, Some(SettleFallback::UpstreamError))
+        }
+        Measured::Aborted(n) => {
+            let moved = if measures_bytes { bytes(n) } else { 0 };
+            (reserve.max(moved), Some(SettleFallback::Aborted))
+        }
+    };
+    if units > settle.max_cost {
+        (settle.max_cost, Some(SettleFallback::Capped))
+    } else {
+        (units, why)
+    }
+}
+
+/// A header or trailer value: a whole number, surrounding spaces allowed.
+pub fn parse_value(headers: &HeaderMap, name: &http::HeaderName) -> Measured {
+    let Some(value) = headers.get(name) else {
+        return Measured::Missing;
+    };
+    match std::str::from_utf8(value.as_bytes().trim_ascii()).map(str::parse::<u64>) {
+        Ok(Ok(v)) => Measured::Value(v),
+        _ => Measured::Invalid,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(settle: &str, extra: &str) -> PendingSettle {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[policies.p]\nkey = \"ip\"\nlimit = 60\nperiod = \"1m\"\nburst = 100\nreserve = 10\nsettle = \"{settle}\"\n{extra}"
+        );
+        let config = crate::config::compile(std::path::Path::new("t.toml"), &text).expect("valid");
+        PendingSettle {
+            policy: config.policies[0].clone(),
+            tier: 0,
+            position: 0,
+            key: 1,
+            redis_key: None,
+            t_ns: 1_000_000_000,
+            reserve: 10,
+            ahead_ns: 10_000_000_000,
+            admitted_at: 0,
+        }
+    }
+
+    #[test]
+    fn values_and_their_fallbacks() {
+        let p = pending(
+            "response_header:x-used",
+            "max_cost = 50\nrefund_on_upstream_error = true\n",
+        );
+        assert_eq!(units_for(&p, Measured::Value(30)), (30, None));
+        assert_eq!(units_for(&p, Measured::Value(0)), (0, None));
+        assert_eq!(
+            units_for(&p, Measured::Value(51)),
+            (50, Some(SettleFallback::Capped))
+        );
+        assert_eq!(
+            units_for(&p, Measured::Missing),
+            (10, Some(SettleFallback::Missing))
+        );
+        assert_eq!(
+            units_for(&p, Measured::Invalid),
+            (10, Some(SettleFallback::Invalid))
+        );
+        assert_eq!(
+            units_for(&p, Measured::UpstreamFailed(999)),
+            (0, Some(SettleFallback::UpstreamError))
+        );
+        assert_eq!(
+            units_for(&p, Measured::Aborted(999)),
+            (10, Some(SettleFallback::Aborted))
+        );
+        let keep = pending("response_header:x-used", "");
+        assert_eq!(
+            units_for(&keep, Measured::UpstreamFailed(0)),
+            (10, Some(SettleFallback::UpstreamError))
+        );
+    }
+
+    #[test]
+    fn bytes_count_in_units_and_a_cut_pays_at_least_the_reserve() {
+        let p = pending("response_bytes", "settle_unit = 1024\n");
+        assert_eq!(units_for(&p, Measured::Bytes(0)), (0, None));
+        assert_eq!(
+            units_for(&p, Measured::Bytes(1)),
+            (1, None),
+            "a started unit counts"
+        );
+        assert_eq!(units_for(&p, Measured::Bytes(20 * 1024)), (20, None));
+        assert_eq!(
+            units_for(&p, Measured::Aborted(2048)),
+            (10, Some(SettleFallback::Aborted))
+        );
+        assert_eq!(
+            units_for(&p, Measured::Aborted(20 * 1024)),
+            (20, Some(SettleFallback::Aborted))
+        );
+        assert_eq!(
+            units_for(&p, Measured::UpstreamFailed(0)),
+            (10, Some(SettleFallback::UpstreamError))
+        );
+        let refund = pending("response_bytes", "refund_on_upstream_error = true\n");
+        assert_eq!(
+            units_for(&refund, Measured::UpstreamFailed(3)),
+            (3, Some(SettleFallback::UpstreamError))
+        );
+    }
+
+    #[test]
+    fn header_values_are_whole_numbers() {
+        let name = http::HeaderName::from_static("x-used");
+        let mut h = HeaderMap::new();
+        assert_eq!(parse_value(&h, &name), Measured::Missing);
+        for (text, expected) in [
+            ("42", Measured::Value(42)),
+            (" 7 ", Measured::Value(7)),
+            ("-1", Measured::Invalid),
+            ("1e3", Measured::Invalid),
+            ("", Measured::Invalid),
+            ("99999999999999999999999", Measured::Invalid),
+        ] {
+            h.insert(&name, http::HeaderValue::from_str(text).unwrap());
+            assert_eq!(parse_value(&h, &name), expected, "{text:?}");
+        }
+    }
+}

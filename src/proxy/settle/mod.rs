@@ -1,0 +1,194 @@
+//! Costs known only once the upstream has answered (`settle` policies): the value read
+//! from a response header or trailer, or counted from body bytes, turned into units and
+//! settled on each tier's key. Every pending tier is settled exactly once: a
+//! [`Settlement`] settles on drop whatever it has not yet, as cut short.
+
+mod measure;
+mod metered;
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::config::SettleSource;
+use crate::metrics::{SettleCounters, SettleFallback, SettleResult};
+use crate::proxy::snapshot::{Current, Shared};
+use crate::store::rate::settle::PendingSettle;
+
+pub use measure::{parse_value, units_for, Measured};
+pub use metered::Metered;
+
+/// `(tier index, debt after)` of each tier the store answered for.
+type Settled = SmallVec<[(usize, u64); 1]>;
+/// Tiers whose keys Redis holds, with the units each settles at.
+type Remote = SmallVec<[(PendingSettle, u64); 1]>;
+
+/// The tiers of one request still to settle, and what settles them.
+pub struct Settlement {
+    shared: Arc<Shared>,
+    /// The route's metric handles: the snapshot that admitted the request, and the route.
+    counters: Counters,
+    pending: SmallVec<[PendingSettle; 1]>,
+}
+
+/// Where a settled tier's series are: prebuilt on the snapshot, by route and position.
+#[derive(Clone)]
+struct Counters {
+    snapshot: Current,
+    route: usize,
+}
+
+impl Counters {
+    fn of(&self, p: &PendingSettle) -> Option<&SettleCounters> {
+        let route = self.snapshot.route_metrics.get(self.route)?;
+        route.tiers.get(p.position)?.settle.as_ref()
+    }
+
+    fn fallback(&self, p: &PendingSettle, why: SettleFallback) {
+        if let Some(c) = self.of(p) {
+            c.fallback(why).inc();
+        }
+    }
+}
+
+impl Settlement {
+    /// The tiers of a request on route `route` of `snapshot` to settle.
+    pub fn new(
+        shared: Arc<Shared>,
+        snapshot: Current,
+        route: usize,
+        pending: SmallVec<[PendingSettle; 1]>,
+    ) -> Self {
+        Self {
+            shared,
+            counters: Counters { snapshot, route },
+            pending,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Settles every pending tier by `measure`, without waiting: at once in the local
+    /// store, in a task for Redis.
+    pub fn finish(mut self, measure: impl Fn(&PendingSettle) -> Measured) {
+        let measured = self.measure(measure);
+        let (_, remote, now) = self.count_and_settle_local(measured);
+        let _detached = spawn_remote(self.shared.clone(), self.counters.clone(), remote, now);
+    }
+
+    /// What `measure` says of each pending tier, in order.
+    pub fn measure(&self, measure: impl Fn(&PendingSettle) -> Measured) -> SmallVec<[Measured; 1]> {
+        self.pending.iter().map(measure).collect()
+    }
+
+    /// Settles every pending tier at its `measured` value and waits for it, so what the
+    /// response says about the limit is the settled state: `(tier index, debt after)` of
+    /// each tier the store answered for. The Redis calls run in a task of their own, so a
+    /// request dropped while it waits (its client gone) still settles every tier: a
+    /// client cannot hang up at the right moment to leave a debt unpaid.
+    pub async fn finish_waiting(mut self, measured: SmallVec<[Measured; 1]>) -> Settled {
+        let (mut settled, remote, now) = self.count_and_settle_local(measured);
+        let counters = self.counters.clone();
+        if let Some(task) = spawn_remote(self.shared.clone(), counters, remote, now) {
+            match task.await {
+                Ok(remote) => settled.extend(remote),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // The runtime shutting down: nothing left to describe.
+                Err(_) => {}
+            }
+        }
+        settled
+    }
+
+    /// Takes every pending tier, counts its units (at `measured`, in order) and settles
+    /// those the local store holds; the rest (Redis keys) are returned with their units,
+    /// and the clock reading they settle at.
+    fn count_and_settle_local(
+        &mut self,
+        measured: SmallVec<[Measured; 1]>,
+    ) -> (Settled, Remote, u64) {
+        let pending = std::mem::take(&mut self.pending);
+        debug_assert_eq!(pending.len(), measured.len(), "one measure per tier");
+        let now = self.shared.clock.now_ns();
+        let (mut settled, mut remote) = (SmallVec::new(), SmallVec::new());
+        for (p, measured) in pending.into_iter().zip(measured) {
+            let units = self.units(&p, measured);
+            match self.shared.limiter.settle_local(&p, units, now) {
+                Some(debt) => settled.push((p.tier, debt)),
+                None => remote.push((p, units)),
+            }
+        }
+        (settled, remote, now)
+    }
+
+    /// The units for `measured`, counted.
+    fn units(&self, p: &PendingSettle, measured: Measured) -> u64 {
+        let (units, why) = units_for(p, measured);
+        if let Some(c) = self.counters.of(p) {
+            c.units.observe(units as f64);
+            let result = match units.cmp(&p.reserve) {
+                std::cmp::Ordering::Equal => SettleResult::Exact,
+                std::cmp::Ordering::Greater => SettleResult::Debt,
+                std::cmp::Ordering::Less => SettleResult::Refund,
+            };
+            c.result(result).inc();
+            if let Some(why) = why {
+                c.fallback(why).inc();
+            }
+        }
+        units
+    }
+
+    /// Takes out the tiers settled by `source`'s kind, leaving the others.
+    pub fn split(&mut self, which: impl Fn(&SettleSource) -> bool) -> Settlement {
+        let (taken, kept) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| which(&p.settle().source));
+        self.pending = kept;
+        Settlement {
+            shared: self.shared.clone(),
+            counters: self.counters.clone(),
+            pending: taken,
+        }
+    }
+}
+
+impl Drop for Settlement {
+    fn drop(&mut self) {
+        if !self.pending.is_empty() {
+            let rest = Settlement {
+                shared: self.shared.clone(),
+                counters: self.counters.clone(),
+                pending: std::mem::take(&mut self.pending),
+            };
+            rest.finish(|_| Measured::Aborted(0));
+        }
+    }
+}
+
+/// Settles `remote` (Redis keys, with their units) in a task of its own, one tier after the
+/// other: `(tier index, debt after)` of each the store answered for. `None` when there is
+/// nothing to settle, or outside a runtime (a process shutting down).
+fn spawn_remote(
+    shared: Arc<Shared>,
+    counters: Counters,
+    remote: Remote,
+    now: u64,
+) -> Option<tokio::task::JoinHandle<Settled>> {
+    if remote.is_empty() {
+        return None;
+    }
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    Some(runtime.spawn(async move {
+        let mut settled = Settled::new();
+        for (p, units) in remote {
+            match shared.limiter.settle(&p, units, now).await {
+                Ok(debt) => settled.push((p.tier, debt)),
+                Err(_) => counters.fallback(&p, SettleFallback::StoreError),
+            }
+        }
+        settled
+    }))
+}

@@ -1,0 +1,293 @@
+//! A decided request, as the request path reads it: what decided it ([`Outcome`]), and
+//! per policy what to count, report in headers and name as violated. It is also the
+//! handle through which whatever outlives the decision is given back: concurrency slots
+//! released when the response ends, costs settled once they are known.
+
+use smallvec::SmallVec;
+
+use super::concurrency::held::Held;
+use super::rate::settle::PendingSettle;
+use super::tiers::{KeyRefusal, PolicyTiers, RequestTiers, SlotOutcome, TierKind};
+use crate::limit::{Mode, Quota, Verdict};
+
+/// What decided a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every tier admitted it (or the store could not be asked and `on_error = "allow"`).
+    Admitted,
+    /// 429: a rate tier refused; `position` is the first enforcing policy that did.
+    RateLimited { position: usize },
+    /// 429: every slot of the concurrency policy at `position` (at most `max`) was taken.
+    SlotsFull { position: usize, max: u32 },
+    /// 400: the policy at `position` has `missing = "reject"` and its key is absent.
+    MissingKey { position: usize },
+    /// 400: a key source of the policy at `position` came with too many distinct values.
+    TooManyKeyValues { position: usize },
+    /// 503: the store failed and `on_error = "deny"`.
+    StoreUnavailable,
+}
+
+impl From<KeyRefusal> for Outcome {
+    fn from(refusal: KeyRefusal) -> Self {
+        match refusal {
+            KeyRefusal::Missing(position) => Outcome::MissingKey { position },
+            KeyRefusal::TooManyValues(position) => Outcome::TooManyKeyValues { position },
+        }
+    }
+}
+
+/// What one policy's decision counts as in the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    Admitted,
+    Denied,
+    ShadowDenied,
+    /// Not decided, or decided for a request another tier refused.
+    Nothing,
+}
+
+/// One applied policy of a decided request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyOutcome {
+    pub position: usize,
+    pub counted: Counted,
+    /// Decided on the policy's overflow key: the store was full of keys that owe time.
+    pub overflow: bool,
+}
+
+/// One enforcing rate policy as the rate-limit headers describe it. A policy whose key
+/// came with several values speaks through the key with the fewest remaining.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TierReport {
+    pub position: usize,
+    pub quota: Quota,
+    /// Cost-1 requests this tier would admit right now.
+    pub remaining: u64,
+    /// Nanoseconds until this tier has its full burst again.
+    pub until_full_ns: u64,
+}
+
+/// The request path owns it and `Limiter::check_request` fills it in place: it holds
+/// every tier's key and outcome (kilobytes), which are never copied around.
+pub struct Admission {
+    pub(super) tiers: RequestTiers,
+    pub(super) verdict: Verdict,
+    /// The clock reading every rate tier was decided at (after any wait for a slot).
+    pub(super) now: u64,
+    pub(super) outcome: Outcome,
+    /// The slots this request holds: released when dropped, so whoever keeps them (the
+    /// response body, a tunnel) decides when.
+    pub(super) held: SmallVec<[Held; 2]>,
+    /// The admitted tiers whose cost is settled once the upstream has answered.
+    pub(super) settles: SmallVec<[PendingSettle; 1]>,
+}
+
+impl Default for Admission {
+    fn default() -> Self {
+        Self {
+            tiers: RequestTiers::default(),
+            verdict: Verdict::unlimited(),
+            now: 0,
+            outcome: Outcome::Admitted,
+            held: SmallVec::new(),
+            settles: SmallVec::new(),
+        }
+    }
+}
+
+impl Admission {
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The clock reading the rate tiers were decided at.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// How long to hold an admitted request before forwarding it (`max_delay`).
+    pub fn delay_ns(&self) -> u64 {
+        self.verdict.delay_ns
+    }
+
+    /// How long a refused request must wait until every rate tier would admit it.
+    pub fn wait_ns(&self) -> u64 {
+        self.verdict.wait_ns
+    }
+
+    /// Takes the held slots out, to keep them as long as the response lasts.
+    pub fn take_held(&mut self) -> SmallVec<[Held; 2]> {
+        std::mem::take(&mut self.held)
+    }
+
+    /// Takes out the tiers to settle once the response tells their cost.
+    pub fn take_settles(&mut self) -> SmallVec<[PendingSettle; 1]> {
+        std::mem::take(&mut self.settles)
+    }
+
+    /// Rate tier `tier` was settled and its key now owes `debt_ns`: the headers follow.
+    pub fn settled(&mut self, tier: usize, debt_ns: u64) {
+        if let Some(t) = self.tiers.rate.get(tier) {
+            let quota = t.tier.quota;
+            self.verdict.settled(tier, debt_ns, &quota);
+        }
+    }
+
+    /// Whether the request goes on: admitted by every tier.
+    fn admitted(&self) -> bool {
+        self.outcome == Outcome::Admitted
+    }
+
+    /// The policies that were decided, in route order (rate tiers only when the rate
+    /// tiers were decided at all), with what each counts as.
+    pub fn per_policy(&self) -> impl Iterator<Item = PolicyOutcome> + '_ {
+        let decided = self.verdict.outcomes().len();
+        self.tiers
+            .policies
+            .iter()
+            .filter(move |p| p.kind == TierKind::Concurrency || p.range.end <= decided)
+            .filter(|p| !p.range.is_empty())
+            .map(|p| match p.kind {
+                TierKind::Rate => self.rate_outcome(p),
+                TierKind::Concurrency => self.slot_outcome(p),
+            })
+    }
+
+    /// A rate policy counts as denied when any of its keys denied.
+    fn rate_outcome(&self, p: &PolicyTiers) -> PolicyOutcome {
+        let outcomes = &self.verdict.outcomes()[p.range.clone()];
+        let tiers = &self.tiers.rate[p.range.clone()];
+        let overflow = outcomes.iter().zip(tiers).any(|(o, t)| o.key != t.tier.key);
+        let counted = match outcomes.iter().find(|o| !o.decision.admitted) {
+            Some(o) if o.mode == Mode::Enforce => Counted::Denied,
+            Some(_) => Counted::ShadowDenied,
+            None if self.verdict.admitted => Counted::Admitted,
+            None => Counted::Nothing,
+        };
+        PolicyOutcome {
+            position: p.position,
+            counted,
+            overflow,
+        }
+    }
+
+    /// A concurrency policy, like a rate one, counts once: denied when any of its keys
+    /// found every slot taken.
+    fn slot_outcome(&self, p: &PolicyTiers) -> PolicyOutcome {
+        let slots = &self.tiers.slots[p.range.clone()];
+        let any = |o: SlotOutcome| slots.iter().any(|s| s.outcome == o);
+        let taken = |s: &&super::tiers::SlotTier| {
+            matches!(s.outcome, SlotOutcome::Held { .. } | SlotOutcome::Unchecked)
+        };
+        let counted = if any(SlotOutcome::Refused) {
+            Counted::Denied
+        } else if any(SlotOutcome::ShadowFull) {
+            Counted::ShadowDenied
+        } else if self.admitted() && slots.iter().any(|s| taken(&s)) {
+            Counted::Admitted
+        } else {
+            Counted::Nothing
+        };
+        PolicyOutcome {
+            position: p.position,
+            counted,
+            overflow: false,
+        }
+    }
+
+    /// The shadow rate tiers that would have refused: `(position, wait)`.
+    pub fn shadow_denials(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let outcomes = self.verdict.outcomes();
+        (0..outcomes.len())
+            .filter(move |&i| outcomes[i].mode == Mode::Shadow && !outcomes[i].decision.admitted)
+            .filter_map(move |i| {
+                let position = self.tiers.rate_policy(i)?.position;
+                Some((position, outcomes[i].decision.wait_ns))
+            })
+    }
+
+    /// The tier `X-RateLimit-*` describe, with `remaining` the minimum over every
+    /// enforcing tier: on admission the tightest, on a refusal the one with the longest
+    /// wait. `None` when no enforcing rate tier was decided.
+    pub fn reported(&self) -> Option<TierReport> {
+        let k = self.verdict.reporting?;
+        Some(TierReport {
+            position: self.tiers.rate_policy(k)?.position,
+            quota: self.tiers.rate[k].tier.quota,
+            remaining: self.verdict.remaining,
+            until_full_ns: self.verdict.outcomes()[k].decision.until_idle_ns,
+        })
+    }
+
+    /// One report per enforcing rate policy, in route order (the `RateLimit` lists). On
+    /// a refusal every tier is described as the request left it: rolled back, from its
+    /// TAT, relative to the verdict's own now.
+    pub fn rate_reports(&self) -> SmallVec<[TierReport; 4]> {
+        let verdict = &self.verdict;
+        let outcomes = verdict.outcomes();
+        let now = verdict.now;
+        let mut reports = SmallVec::new();
+        for p in &self.tiers.policies {
+            if p.kind != TierKind::Rate || p.range.is_empty() || p.range.end > outcomes.len() {
+                continue;
+            }
+            if outcomes[p.range.start].mode != Mode::Enforce {
+                continue;
+            }
+            let state = p.range.clone().map(|k| {
+                let (o, quota) = (&outcomes[k], self.tiers.rate[k].tier.quota);
+                let d = &o.decision;
+                if verdict.admitted {
+                    (k, d.remaining, d.until_idle_ns)
+                } else if d.admitted {
+                    let left = quota.remaining(o.prior_tat, now);
+                    (k, left, o.prior_tat.saturating_sub(now))
+                } else {
+                    (k, quota.remaining(o.prior_tat, now), d.until_idle_ns)
+                }
+            });
+            if let Some((k, remaining, until_full_ns)) = state.min_by_key(|s| s.1) {
+                reports.push(TierReport {
+                    position: p.position,
+                    quota: self.tiers.rate[k].tier.quota,
+                    remaining,
+                    until_full_ns,
+                });
+            }
+        }
+        reports
+    }
+
+    /// The positions of the enforcing rate policies that refused the request, in route
+    /// order, each once: the problem details' `violated-policies`.
+    pub fn violated(&self) -> impl Iterator<Item = usize> + '_ {
+        let outcomes = self.verdict.outcomes();
+        self.tiers
+            .policies
+            .iter()
+            .filter(move |p| p.kind == TierKind::Rate && p.range.end <= outcomes.len())
+            .filter(move |p| {
+                outcomes[p.range.clone()]
+                    .iter()
+                    .any(|o| o.mode == Mode::Enforce && !o.decision.admitted)
+            })
+            .map(|p| p.position)
+    }
+
+    /// The enforcing concurrency tiers holding a slot: `(position, max, free)`.
+    pub fn held_slots(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
+        self.tiers
+            .policies
+            .iter()
+            .filter(|p| p.kind == TierKind::Concurrency)
+            .flat_map(move |p| {
+                self.tiers.slots[p.range.clone()]
+                    .iter()
+                    .map(move |slot| (p.position, slot))
+            })
+            .filter_map(|(position, slot)| match (slot.outcome, slot.mode) {
+                (SlotOutcome::Held { free }, Mode::Enforce) => Some((position, slot.max, free)),
+                _ => None,
+            })
+    }
+}

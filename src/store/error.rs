@@ -1,0 +1,31 @@
+//! What can go wrong when the limiter asks its store. Only Redis can fail; the embedded
+//! store always answers.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the store did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the store is not connected yet")]
+    NotConnected,
+    #[error("the store is failing; calls are paused (circuit breaker open)")]
+    BreakerOpen,
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("unexpected reply from the store script")]
+    Reply,
+}
+
+impl StoreError {
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Timeout(_) => "timeout",
+            StoreError::NotConnected => "not_connected",
+            StoreError::BreakerOpen => "breaker_open",
+            StoreError::Redis(_) => "error",
+            StoreError::Reply => "reply",
+        }
+    }
+}

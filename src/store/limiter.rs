@@ -1,0 +1,401 @@
+//! The one door to the limiter: [`Limiter::check_request`] decides every tier of a
+//! request — keys, then concurrency slots, then the rate tiers at one clock reading —
+//! and applies `on_error` in one place when the store fails. Each limit kind is a room
+//! the limiter owns and calls (`rate`, `concurrency`, `slices`); a new kind is one more
+//! room and one more arm in [`Limiter::check_request`].
+
+use std::sync::Arc;
+
+use super::admission::{Admission, Outcome};
+use super::concurrency::Concurrency;
+use super::keys::{KeyMaker, StoreKey};
+use super::memory::MemoryStore;
+use super::overrides::KeyOverrides;
+use super::rate::settle::{settle_local, settle_remote, PendingSettle};
+use super::rate::{Rates, Remote};
+use super::redis::RedisStore;
+use super::slices::Slices;
+use super::tiers::{RequestTiers, SlotOutcome, SlotTier};
+use super::StoreError;
+use crate::clock::Clock;
+use crate::config::{OnError, Route};
+use crate::key::RequestView;
+use crate::limit::{Mode, Verdict};
+use crate::metrics::Metrics;
+
+/// Which store holds the state.
+pub enum Store {
+    Memory(Arc<MemoryStore>),
+    Redis {
+        remote: Arc<RedisStore>,
+        /// Used when Redis cannot answer and `on_error = "local"`.
+        local: Arc<MemoryStore>,
+        on_error: OnError,
+    },
+}
+
+/// What a decision becomes when the store could not make it (`on_error`).
+enum Fallback {
+    /// `allow`: go on unlimited by this tier.
+    Unchecked,
+    /// `deny`: refuse the request (503).
+    Refuse,
+    /// `local`: decide in this process alone.
+    Local,
+}
+
+/// The limiter a gateway decides against: its store, each limit kind's room, the runtime
+/// overrides, and the metrics its failures go to.
+pub struct Limiter {
+    store: Store,
+    keys: KeyMaker,
+    rates: Rates,
+    concurrency: Concurrency,
+    /// The slices of leased keys this gateway holds.
+    slices: Slices,
+    /// Per-key limits set through the admin API; they beat the file's overrides.
+    overrides: KeyOverrides,
+    metrics: Arc<Metrics>,
+}
+
+impl Limiter {
+    pub fn new(store: Store, metrics: Arc<Metrics>) -> Self {
+        let redis = matches!(store, Store::Redis { .. });
+        Self {
+            store,
+            keys: KeyMaker::new(redis),
+            rates: Rates::default(),
+            concurrency: Concurrency::new(metrics.clone()),
+            slices: Slices::default(),
+            overrides: KeyOverrides::default(),
+            metrics,
+        }
+    }
+
+    /// The embedded store when it holds all state (memory mode); `None` with Redis, whose
+    /// local fallback is [`Limiter::local`].
+    pub fn memory(&self) -> Option<&MemoryStore> {
+        match &self.store {
+            Store::Memory(m) => Some(m),
+            Store::Redis { .. } => None,
+        }
+    }
+
+    /// The process-local store: all state in memory mode, the `local` fallback with Redis.
+    pub fn local(&self) -> &MemoryStore {
+        match &self.store {
+            Store::Memory(m) => m,
+            Store::Redis { local, .. } => local,
+        }
+    }
+
+    pub fn remote(&self) -> Option<&Arc<RedisStore>> {
+        match &self.store {
+            Store::Redis { remote, .. } => Some(remote),
+            Store::Memory(_) => None,
+        }
+    }
+
+    /// How keys are made: the request path's and the admin API's alike.
+    pub fn keys(&self) -> &KeyMaker {
+        &self.keys
+    }
+
+    /// The runtime overrides in effect.
+    pub fn overrides(&self) -> &KeyOverrides {
+        &self.overrides
+    }
+
+    /// Forgets remembered refusals: the numbers behind them may have changed (reload).
+    pub fn forget_refusals(&self) {
+        self.rates.refusals.clear();
+    }
+
+    /// Whether the store can answer now (readiness).
+    pub fn ready(&self) -> bool {
+        self.remote().is_none_or(|r| !r.breaker.is_open())
+    }
+
+    /// Decides `route`'s tiers for the request `view` into `admission`: first the
+    /// concurrency tiers (taking a slot each, waiting for one up to `max_delay`), then
+    /// every rate tier at one clock reading taken after that. A refusal anywhere leaves no
+    /// slot held and no TAT moved. A store failure is counted here and answered per
+    /// `on_error`.
+    pub async fn check_request(
+        &self,
+        route: &Route,
+        view: &RequestView<'_>,
+        clock: &dyn Clock,
+        admission: &mut Admission,
+    ) {
+        admission.verdict = Verdict::unlimited();
+        admission.held.clear();
+        admission.settles.clear();
+        admission.outcome = Outcome::Admitted;
+        let filled = admission
+            .tiers
+            .fill(&self.keys, &self.overrides, route, view, clock);
+        if let Err(refusal) = filled {
+            admission.now = clock.now_ns();
+            admission.outcome = refusal.into();
+            return;
+        }
+        if let Some(refused) = self.take_slots(route, clock, admission).await {
+            admission.held.clear();
+            admission.now = clock.now_ns();
+            admission.outcome = refused;
+            return;
+        }
+        let now = clock.now_ns();
+        admission.now = now;
+        if admission.tiers.rate.is_empty() {
+            return;
+        }
+        let Some((verdict, in_store)) = self
+            .decide_rates(&admission.tiers, now, route.cost, clock)
+            .await
+        else {
+            admission.held.clear();
+            admission.outcome = Outcome::StoreUnavailable;
+            return;
+        };
+        admission.verdict = verdict;
+        if !admission.verdict.admitted {
+            // A rate tier refused: the slots go back, the request leaves no trace.
+            admission.held.clear();
+            let first = admission.verdict.first_denier;
+            let position = first
+                .and_then(|k| admission.tiers.rate_policy(k))
+                .map_or(0, |p| p.position);
+            admission.outcome = Outcome::RateLimited { position };
+            return;
+        }
+        pending_settles(route, admission, in_store);
+    }
+
+    /// Decides the rate tiers at `now`: the verdict, and whether the configured store
+    /// decided it (not the local fallback). `None`: the store failed and `on_error =
+    /// "deny"`.
+    async fn decide_rates(
+        &self,
+        tiers: &RequestTiers,
+        now: u64,
+        cost: u64,
+        clock: &dyn Clock,
+    ) -> Option<(Verdict, bool)> {
+        let rate = &tiers.rate[..];
+        let decided = match &self.store {
+            Store::Memory(m) => Ok(Rates::decide_local(m, rate, now, cost)),
+            Store::Redis { remote, .. } => {
+                let remote = Remote {
+                    store: remote,
+                    refusals: &self.rates.refusals,
+                    metrics: &self.metrics,
+                    clock,
+                };
+                Rates::decide_remote(&remote, &self.slices, rate, now, cost).await
+            }
+        };
+        match decided {
+            Ok(verdict) => Some((verdict, true)),
+            Err(e) => match self.fallback(&e) {
+                Fallback::Unchecked => Some((Verdict::unlimited(), true)),
+                Fallback::Refuse => None,
+                Fallback::Local => {
+                    Some((Rates::decide_local(self.local(), rate, now, cost), false))
+                }
+            },
+        }
+    }
+
+    /// Takes a slot for every concurrency tier, in route order, into `admission.held`.
+    /// `Some` when the request is refused (every slot taken, or the store failed under
+    /// `on_error = "deny"`); the caller then gives back what was taken.
+    async fn take_slots(
+        &self,
+        route: &Route,
+        clock: &dyn Clock,
+        admission: &mut Admission,
+    ) -> Option<Outcome> {
+        let Admission { tiers, held, .. } = admission;
+        for i in 0..tiers.slots.len() {
+            let position = tiers.slot_policy(i).map_or(0, |p| p.position);
+            let policy = &route.policies[position].name;
+            let tier = &tiers.slots[i];
+            let taken = match self.take_slot(tier, policy, clock).await {
+                Ok(taken) => taken,
+                Err(e) => match self.fallback(&e) {
+                    Fallback::Unchecked => {
+                        tiers.slots[i].outcome = SlotOutcome::Unchecked;
+                        continue;
+                    }
+                    Fallback::Refuse => return Some(Outcome::StoreUnavailable),
+                    Fallback::Local => self.concurrency.take_local(tier, policy, clock).await,
+                },
+            };
+            let tier = &mut tiers.slots[i];
+            tier.outcome = match (taken, tier.mode) {
+                (Some((slot, count)), _) => {
+                    held.push(slot);
+                    SlotOutcome::Held {
+                        free: tier.max.saturating_sub(count),
+                    }
+                }
+                (None, Mode::Enforce) => SlotOutcome::Refused,
+                (None, Mode::Shadow) => SlotOutcome::ShadowFull,
+            };
+            if tier.outcome == SlotOutcome::Refused {
+                let max = tier.max;
+                return Some(Outcome::SlotsFull { position, max });
+            }
+        }
+        None
+    }
+
+    /// One slot, where the store keeps it.
+    async fn take_slot(
+        &self,
+        tier: &SlotTier,
+        policy: &str,
+        clock: &dyn Clock,
+    ) -> Result<Option<super::concurrency::Taken>, StoreError> {
+        match (&self.store, &tier.redis) {
+            (Store::Redis { remote, .. }, Some(key)) => {
+                self.concurrency
+                    .take_remote(remote, key, tier, policy, clock)
+                    .await
+            }
+            _ => Ok(self.concurrency.take_local(tier, policy, clock).await),
+        }
+    }
+
+    /// What `on_error` makes of a failed store call: the one place it is read. The
+    /// failure is counted.
+    fn fallback(&self, e: &StoreError) -> Fallback {
+        self.failed(e);
+        match &self.store {
+            Store::Redis { on_error, .. } => match on_error {
+                OnError::Allow => Fallback::Unchecked,
+                OnError::Deny => Fallback::Refuse,
+                OnError::Local => Fallback::Local,
+            },
+            Store::Memory(_) => Fallback::Refuse,
+        }
+    }
+
+    /// Counts a failed store call.
+    fn failed(&self, e: &StoreError) {
+        self.metrics
+            .store_errors
+            .get_or_create(&crate::metrics::StoreLabels {
+                backend: "redis",
+                kind: e.kind(),
+            })
+            .inc();
+        self.metrics
+            .store_breaker_open
+            .set(i64::from(!self.ready()));
+        tracing::debug!(error = %e, "store call failed; applying on_error");
+    }
+
+    /// Settles `pending` at `units` when the local store holds its key: no wait. `None`
+    /// when Redis does (call [`Limiter::settle`]); otherwise the debt (TAT − now) after.
+    pub fn settle_local(&self, pending: &PendingSettle, units: u64, now: u64) -> Option<u64> {
+        match pending.redis_key {
+            Some(_) => None,
+            None => Some(settle_local(self.local(), pending, units, now)),
+        }
+    }
+
+    /// Settles `pending` at `units`, where its key lives. Returns the debt (TAT − now,
+    /// on the store's clock) after settling.
+    pub async fn settle(
+        &self,
+        pending: &PendingSettle,
+        units: u64,
+        now: u64,
+    ) -> Result<u64, StoreError> {
+        let (Some(remote), Some(key)) = (self.remote(), &pending.redis_key) else {
+            return Ok(settle_local(self.local(), pending, units, now));
+        };
+        settle_remote(remote, key, pending, units, now)
+            .await
+            .inspect_err(|e| self.failed(e))
+    }
+
+    /// The key's TAT and the `now` it is relative to (the store's clock for Redis, whose
+    /// TATs are reported on a base that plays "now").
+    pub async fn peek(&self, key: &StoreKey, now: u64) -> Result<(u64, u64), StoreError> {
+        match (self.remote(), &key.redis) {
+            (Some(remote), Some(redis_key)) => {
+                let debts = super::rate::redis::debts(remote, &[redis_key.key.as_str()]).await?;
+                let debt = debts.first().copied().unwrap_or(0);
+                let base = super::rate::snapshot::BASE;
+                Ok((if debt == 0 { 0 } else { base + debt }, base))
+            }
+            _ => {
+                use crate::limit::TatTable;
+                Ok((self.local().peek(key.hash), now))
+            }
+        }
+    }
+
+    /// Requests of this gateway waiting for a slot on a concurrency key now (the admin API).
+    pub fn slots_waiting(&self, hash: u64) -> usize {
+        self.concurrency.waiting(hash)
+    }
+
+    /// Slots held on a concurrency key now (the admin API): from Redis when it holds them.
+    pub async fn slots_held(&self, hash: u64, redis_key: Option<&str>) -> Result<u32, StoreError> {
+        self.concurrency
+            .held(self.remote().map(|r| &**r), hash, redis_key)
+            .await
+    }
+
+    /// Gives back the leased slices idle for a while (all of them with `all`: reload,
+    /// shutdown) and updates the held-units gauge.
+    pub async fn give_back_slices(&self, now: u64, all: bool) {
+        if let Some(remote) = self.remote() {
+            self.slices.give_back(remote, &self.metrics, now, all).await;
+        }
+    }
+}
+
+/// The admitted tiers of settled policies, to settle once the cost is known. `in_store`:
+/// decided by the configured store (Redis keys apply), not by the local fallback.
+fn pending_settles(route: &Route, admission: &mut Admission, in_store: bool) {
+    let Admission {
+        tiers,
+        verdict,
+        now,
+        settles,
+        ..
+    } = admission;
+    for p in tiers.policies.iter() {
+        let policy = &route.policies[p.position];
+        if policy.rate().is_none_or(|r| r.settle.is_none()) {
+            continue;
+        }
+        for i in p.range.clone() {
+            let (t, Some(outcome)) = (&tiers.rate[i], verdict.outcomes().get(i)) else {
+                continue; // not decided (the store failed open)
+            };
+            if !outcome.decision.admitted {
+                continue;
+            }
+            settles.push(PendingSettle {
+                policy: policy.clone(),
+                tier: i,
+                position: p.position,
+                key: outcome.key,
+                redis_key: in_store
+                    .then(|| t.redis.as_ref().map(|k| k.key.clone()))
+                    .flatten(),
+                t_ns: t.tier.quota.interval_ns(),
+                reserve: t.tier.cost(route.cost),
+                ahead_ns: outcome.decision.until_idle_ns,
+                admitted_at: *now,
+            });
+        }
+    }
+}

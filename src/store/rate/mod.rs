@@ -1,0 +1,80 @@
+//! Rate tiers (GCRA): decided in the process-local table, or in Redis with the refusal
+//! cache in front (a key Redis refused moments ago is refused here, without a round
+//! trip) and leased slices beside it (`sync = "lease"`). Settling a reserved cost once
+//! the response tells it is here too.
+
+pub mod redis;
+pub mod refusals;
+pub mod settle;
+pub mod snapshot;
+
+use super::memory::MemoryStore;
+use super::redis::RedisStore;
+use super::slices::Slices;
+use super::tiers::RateTier;
+use super::StoreError;
+use crate::clock::Clock;
+use crate::limit::{evaluate, Verdict};
+use crate::metrics::Metrics;
+use refusals::RefusalCache;
+
+/// What a decision with Redis talks to: Redis, the refusal cache it keeps current, the
+/// metrics of slice calls, and the clock leased units are taken by.
+pub struct Remote<'a> {
+    pub store: &'a RedisStore,
+    pub refusals: &'a RefusalCache,
+    pub metrics: &'a Metrics,
+    pub clock: &'a dyn Clock,
+}
+
+/// The rate tiers' own state beside the TAT tables: what Redis last refused.
+#[derive(Default)]
+pub struct Rates {
+    /// With Redis: refusals remembered until the wait Redis named has passed.
+    pub refusals: RefusalCache,
+}
+
+impl Rates {
+    /// Decides `tiers` at `now` in the process-local table.
+    pub fn decide_local(local: &MemoryStore, tiers: &[RateTier], now: u64, cost: u64) -> Verdict {
+        evaluate(local, tiers, now, cost)
+    }
+
+    /// Decides `tiers` at `now` (local clock) with Redis: refused here when the refusal
+    /// cache already knows the answer, otherwise in Redis, leased tiers from this
+    /// gateway's slices (which read the clock again as they take their units).
+    pub async fn decide_remote(
+        remote: &Remote<'_>,
+        slices: &Slices,
+        tiers: &[RateTier],
+        now: u64,
+        cost: u64,
+    ) -> Result<Verdict, StoreError> {
+        let refusals = remote.refusals;
+        if let Some(v) = refusals.refuse(tiers, now, cost) {
+            return Ok(v);
+        }
+        // A key refused moments ago: one call at a time, the rest re-check after.
+        let _flight = if refusals.known(tiers) {
+            match refusals.single_flight(tiers).await {
+                Some(guard) => Some(guard),
+                None => {
+                    if let Some(v) = refusals.refuse(tiers, now, cost) {
+                        return Ok(v);
+                    }
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let leased = tiers.iter().any(|t| t.leased);
+        let verdict = if leased {
+            slices.check(remote, tiers, cost).await?
+        } else {
+            redis::check(remote.store, tiers, cost, now, &redis::Decided::default()).await?
+        };
+        refusals.record(tiers, &verdict, now);
+        Ok(verdict)
+    }
+}

@@ -1,0 +1,265 @@
+//! Rate tiers decided in Redis: one Lua script per hash tag (one call for a single Redis),
+//! atomically, on Redis's clock; across tags, a later denial rolls the earlier groups
+//! back. The verdict is then computed by the same `evaluate` as in memory, from the TATs
+//! the scripts saw, so answers are identical to the embedded store's.
+
+use std::sync::LazyLock;
+
+use arrayvec::ArrayVec;
+use redis::Script;
+
+use super::snapshot::{SnapshotTable, BASE};
+use crate::limit::{evaluate, Mode, Verdict, MAX_DECISIONS};
+use crate::store::redis::RedisStore;
+use crate::store::tiers::RateTier;
+use crate::store::StoreError;
+
+const NANOS: u128 = 1_000_000_000;
+
+static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("gcra.lua")));
+static ROLLBACK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("rollback.lua")));
+static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("peek.lua")));
+
+/// Tiers decided before the Redis call (leased slices): each one's debt as the verdict
+/// should see it, and whether any of them refused.
+#[derive(Debug, Default)]
+pub struct Decided {
+    pub debts: ArrayVec<(usize, u64), MAX_DECISIONS>,
+    pub refused: bool,
+}
+
+impl Decided {
+    fn covers(&self, i: usize) -> bool {
+        self.debts.iter().any(|&(d, _)| d == i)
+    }
+
+    /// A request-sized table holding the debts decided so far.
+    fn snapshot(&self, tiers: &[RateTier]) -> SnapshotTable {
+        let snapshot = SnapshotTable::default();
+        for &(i, debt) in &self.debts {
+            snapshot.insert(tiers[i].tier.key, debt);
+        }
+        snapshot
+    }
+}
+
+/// What one script call answered: the server's now and each tier's debt (TAT − now).
+struct Reply {
+    now_s: u64,
+    now_ns: u64,
+    admitted: bool,
+    debts: ArrayVec<u64, MAX_DECISIONS>,
+}
+
+impl Reply {
+    fn parse(values: &[i64], n: usize, with_flag: bool) -> Result<Self, StoreError> {
+        let head = if with_flag { 3 } else { 2 };
+        if values.len() != head + n {
+            return Err(StoreError::Reply);
+        }
+        let nonneg = |v: i64| u64::try_from(v).map_err(|_| StoreError::Reply);
+        Ok(Self {
+            now_s: nonneg(values[0])?,
+            now_ns: nonneg(values[1])?,
+            admitted: !with_flag || values[2] == 1,
+            debts: values[head..]
+                .iter()
+                .map(|&v| nonneg(v))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    fn now_abs(&self) -> u128 {
+        u128::from(self.now_s) * NANOS + u128::from(self.now_ns)
+    }
+}
+
+fn stamp(abs_ns: u128) -> String {
+    format!("{}:{:09}", abs_ns / NANOS, abs_ns % NANOS)
+}
+
+/// One script call's tiers, by index into the request's tiers.
+type Group = ArrayVec<usize, MAX_DECISIONS>;
+
+/// Decides `tiers` in Redis, some of them possibly decided elsewhere already (leased
+/// slices, in `decided`): their debts go into the verdict as given and they are not sent.
+/// When one of those refused, the others are only read. `now_ns` is the local clock,
+/// read only by the breaker.
+pub async fn check(
+    remote: &RedisStore,
+    tiers: &[RateTier],
+    cost: u64,
+    now_ns: u64,
+    decided: &Decided,
+) -> Result<Verdict, StoreError> {
+    if decided.debts.len() >= tiers.len() {
+        // Every tier was decided from slices: Redis is not asked, so neither held nor
+        // told anything by the breaker.
+        return Ok(evaluate(&decided.snapshot(tiers), tiers, BASE, cost));
+    }
+    remote
+        .guarded(now_ns, check_unguarded(remote, tiers, cost, decided))
+        .await
+}
+
+async fn check_unguarded(
+    remote: &RedisStore,
+    tiers: &[RateTier],
+    cost: u64,
+    decided: &Decided,
+) -> Result<Verdict, StoreError> {
+    let groups = groups(remote, tiers, decided);
+    let mut snapshot = decided.snapshot(tiers);
+    let mut written: ArrayVec<(usize, Reply), MAX_DECISIONS> = ArrayVec::new();
+    // A tier decided elsewhere refused: nothing is charged, the others are only read.
+    let mut first_read = None;
+    if decided.refused {
+        first_read = Some(0);
+    } else {
+        for (g, group) in groups.iter().enumerate() {
+            let reply = match charge(remote, tiers, group, cost).await {
+                Ok(r) => r,
+                Err(e) => {
+                    roll_back(remote, &groups, &written, tiers, cost).await;
+                    return Err(e);
+                }
+            };
+            for (&i, &debt) in group.iter().zip(&reply.debts) {
+                snapshot.insert(tiers[i].tier.key, debt);
+            }
+            if !reply.admitted {
+                // The denying group wrote nothing; later groups are only read, for the wait.
+                first_read = Some(g + 1);
+                break;
+            }
+            written.push((g, reply));
+        }
+    }
+    if let Some(first) = first_read {
+        read_groups(remote, tiers, &groups[first..], &mut snapshot).await;
+    }
+    let verdict = evaluate(&snapshot, tiers, BASE, cost);
+    if !verdict.admitted && !written.is_empty() {
+        roll_back(remote, &groups, &written, tiers, cost).await;
+    }
+    Ok(verdict)
+}
+
+/// One script call per group. A single Redis takes all tiers at once (one round trip,
+/// one `now`); a Cluster needs one group per hash tag, in order of first appearance.
+fn groups(
+    remote: &RedisStore,
+    tiers: &[RateTier],
+    decided: &Decided,
+) -> ArrayVec<Group, MAX_DECISIONS> {
+    let single = !remote.is_cluster();
+    let tag = |i: usize| tiers[i].redis.as_ref().map(|k| k.tag.as_str());
+    let mut groups: ArrayVec<Group, MAX_DECISIONS> = ArrayVec::new();
+    for i in (0..tiers.len()).filter(|&i| !decided.covers(i) && tiers[i].redis.is_some()) {
+        match groups.iter_mut().find(|g| single || tag(g[0]) == tag(i)) {
+            Some(g) => g.push(i),
+            None => groups.push(std::iter::once(i).collect()),
+        }
+    }
+    groups
+}
+
+/// The tier's Redis key (every tier sent to Redis has one).
+fn key_of(tier: &RateTier) -> &str {
+    tier.redis.as_ref().map_or("", |k| k.key.as_str())
+}
+
+/// Decides one group in one script call: all admit and are charged, or nothing is.
+async fn charge(
+    remote: &RedisStore,
+    tiers: &[RateTier],
+    group: &Group,
+    cost: u64,
+) -> Result<Reply, StoreError> {
+    let mut inv = GCRA.prepare_invoke();
+    for &i in group {
+        let tier = &tiers[i].tier;
+        let q = tier.quota;
+        inv.key(key_of(&tiers[i]))
+            .arg(q.interval_ns())
+            .arg(q.tolerance_ns())
+            .arg(tier.max_delay_ns)
+            .arg(if tier.mode == Mode::Shadow { "1" } else { "0" })
+            .arg(tier.cost(cost));
+    }
+    let values: Vec<i64> = remote.invoke(&inv).await?;
+    Reply::parse(&values, group.len(), true)
+}
+
+/// Reads the TATs of `groups` into `snapshot`, for the wait a refusal names. A group
+/// that cannot be read counts as idle: the wait is then a lower bound.
+async fn read_groups(
+    remote: &RedisStore,
+    tiers: &[RateTier],
+    groups: &[Group],
+    snapshot: &mut SnapshotTable,
+) {
+    for group in groups {
+        let mut inv = PEEK.prepare_invoke();
+        for &i in group {
+            inv.key(key_of(&tiers[i]));
+        }
+        let read: Result<Vec<i64>, _> = remote.invoke(&inv).await;
+        if let Ok(reply) = read.and_then(|v| Reply::parse(&v, group.len(), false)) {
+            for (&i, &debt) in group.iter().zip(&reply.debts) {
+                snapshot.insert(tiers[i].tier.key, debt);
+            }
+        }
+    }
+}
+
+/// Takes back what earlier groups wrote for a request that was denied after all.
+async fn roll_back(
+    remote: &RedisStore,
+    groups: &[Group],
+    written: &[(usize, Reply)],
+    tiers: &[RateTier],
+    cost: u64,
+) {
+    for (g, reply) in written {
+        let mut inv = ROLLBACK.prepare_invoke();
+        let mut any = false;
+        for (&i, &debt) in groups[*g].iter().zip(&reply.debts) {
+            let tier = &tiers[i].tier;
+            let q = tier.quota;
+            let increment = tier.cost(cost).saturating_mul(q.interval_ns());
+            let ahead = debt.saturating_add(increment);
+            if ahead > q.tolerance_ns().saturating_add(tier.max_delay_ns) {
+                continue; // a shadow tier that did not admit wrote nothing
+            }
+            let now = reply.now_abs();
+            let old = if debt == 0 {
+                String::new()
+            } else {
+                stamp(now + u128::from(debt))
+            };
+            inv.key(key_of(&tiers[i]))
+                .arg(stamp(now + u128::from(ahead)))
+                .arg(old)
+                .arg(debt.div_ceil(1_000_000))
+                .arg(increment);
+            any = true;
+        }
+        if any {
+            let undone: Result<redis::Value, _> = remote.invoke(&inv).await;
+            if let Err(e) = undone {
+                tracing::warn!(error = %e, "could not roll back an admission in another slot");
+            }
+        }
+    }
+}
+
+/// Current debts (TAT − now, ns; 0 = idle) of `keys`, for the admin API.
+pub async fn debts(remote: &RedisStore, keys: &[&str]) -> Result<Vec<u64>, StoreError> {
+    let mut inv = PEEK.prepare_invoke();
+    for k in keys {
+        inv.key(*k);
+    }
+    let values: Vec<i64> = remote.invoke(&inv).await?;
+    Ok(Reply::parse(&values, keys.len(), false)?.debts.to_vec())
+}

@@ -1,0 +1,113 @@
+//! Settling a reservation once the actual cost is known: the difference to what was
+//! charged at admission is owed (a debt later requests wait off) or given back (at most
+//! what of this request's reservation is still ahead of now), on the tier's own key,
+//! with the `T` of the config that admitted the request.
+
+use std::sync::Arc;
+
+use crate::config::{Policy, Settle, MAX_SETTLED_DEBT_NS};
+use crate::limit::gcra::{settle, Adjustment};
+use crate::limit::TatTable;
+use crate::store::memory::MemoryStore;
+use crate::store::redis::RedisStore;
+use crate::store::StoreError;
+
+/// One admitted tier whose cost is settled later.
+#[derive(Debug, Clone)]
+pub struct PendingSettle {
+    /// The policy (its settle settings and name).
+    pub policy: Arc<Policy>,
+    /// The tier's index among the request's rate tiers (for its headers).
+    pub tier: usize,
+    /// Its policy's position in the route (for its metrics).
+    pub position: usize,
+    /// The key the tier was decided on (its own or its overflow key).
+    pub key: u64,
+    /// Its Redis key, when Redis decided it; `None` when the local store did.
+    pub redis_key: Option<String>,
+    /// `T` of the admitting config, in ns.
+    pub t_ns: u64,
+    /// Units charged at admission.
+    pub reserve: u64,
+    /// How far the TAT was ahead of now right after the reservation, and when (local
+    /// clock): what may be refunded shrinks as time passes.
+    pub ahead_ns: u64,
+    pub admitted_at: u64,
+}
+
+impl PendingSettle {
+    pub fn settle(&self) -> &Settle {
+        self.policy
+            .rate()
+            .and_then(|r| r.settle.as_ref())
+            .expect("a pending settle belongs to a settled rate policy")
+    }
+
+    /// The change from reserve to `units`, as seen at `now`; `None` when they are equal.
+    fn adjustment(&self, units: u64, now: u64) -> Option<Adjustment> {
+        match units.cmp(&self.reserve) {
+            std::cmp::Ordering::Equal => None,
+            std::cmp::Ordering::Greater => Some(Adjustment::Debt {
+                ns: (units - self.reserve).saturating_mul(self.t_ns),
+            }),
+            std::cmp::Ordering::Less => Some(Adjustment::Refund {
+                ns: (self.reserve - units).saturating_mul(self.t_ns),
+                room_ns: self
+                    .ahead_ns
+                    .saturating_sub(now.saturating_sub(self.admitted_at)),
+            }),
+        }
+    }
+}
+
+/// Settles `pending` at `units` in the process-local table, at `now`: the debt (TAT −
+/// now) after.
+pub fn settle_local(local: &MemoryStore, pending: &PendingSettle, units: u64, now: u64) -> u64 {
+    let Some(adjustment) = pending.adjustment(units, now) else {
+        return local.peek(pending.key).saturating_sub(now);
+    };
+    let (prior, decision) = local.apply(pending.key, |tat| {
+        let after = settle(tat, now, adjustment, MAX_SETTLED_DEBT_NS);
+        crate::limit::Decision {
+            admitted: after != tat,
+            tat: after,
+            remaining: 0,
+            wait_ns: 0,
+            delay_ns: 0,
+            until_idle_ns: 0,
+        }
+    });
+    let tat = if decision.admitted {
+        decision.tat
+    } else {
+        prior
+    };
+    tat.saturating_sub(now)
+}
+
+/// Settles `pending` at `units` on its Redis key `key`, on Redis's clock: the debt (TAT −
+/// now) after.
+pub async fn settle_remote(
+    remote: &RedisStore,
+    key: &str,
+    pending: &PendingSettle,
+    units: u64,
+    now: u64,
+) -> Result<u64, StoreError> {
+    let (op, ns, room) = match pending.adjustment(units, now) {
+        None => ("refund", 0, 0),
+        Some(Adjustment::Debt { ns }) => ("debt", ns, 0),
+        Some(Adjustment::Refund { ns, room_ns }) => ("refund", ns, room_ns),
+    };
+    let mut call = SETTLE_SCRIPT.prepare_invoke();
+    call.key(key)
+        .arg(op)
+        .arg(ns)
+        .arg(room)
+        .arg(MAX_SETTLED_DEBT_NS);
+    let debt: i64 = remote.invoke(&call).await?;
+    u64::try_from(debt).map_err(|_| StoreError::Reply)
+}
+
+static SETTLE_SCRIPT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(include_str!("settle.lua")));

@@ -1,0 +1,414 @@
+//! The Redis side of leased slices: a request whose tiers include leased ones is decided
+//! from this gateway's slices where they have units and in Redis otherwise, all or
+//! nothing; a key without units fetches a new slice (one fetch at a time per key), and
+//! slices left idle are given back.
+
+use std::sync::LazyLock;
+
+use arrayvec::ArrayVec;
+use redis::Script;
+
+use super::sizing::Ask;
+use super::{Held, Slices, Taken, MAX_SLICES};
+use crate::limit::slice::Slice;
+use crate::limit::{Tier, Verdict, MAX_DECISIONS};
+use crate::metrics::Metrics;
+use crate::store::rate::redis::{check, Decided};
+use crate::store::rate::Remote;
+use crate::store::redis::RedisStore;
+use crate::store::tiers::RateTier;
+use crate::store::StoreError;
+
+static SLICE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("slice.lua")));
+
+/// What a gateway asks of a slice: `want` units, at least `need`, the first slot
+/// beginning `lead` ns ahead where the key has room (see `limit::slice::grant`).
+#[derive(Debug, Clone, Copy)]
+struct SliceAsk {
+    want: u64,
+    need: u64,
+    lead: u64,
+}
+
+/// What Redis answered a request for a slice (`slice.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SliceAnswer {
+    /// `granted` units; the key is now `ahead` ns past Redis's now, with `left` units
+    /// still free; `end` is the stored TAT, for a later give-back.
+    Granted {
+        granted: u64,
+        ahead: u64,
+        left: u64,
+        end: String,
+    },
+    /// Not `need` units free: they will be after `wait` ns.
+    Refused { wait: u64 },
+}
+
+/// The debt at which `evaluate` reports what a tier served from a slice has left: the
+/// smaller of the slice and what Redis last said.
+fn leased_debt(tier: &Tier, units: u64, got: &Taken) -> u64 {
+    let (t, tau) = (tier.quota.interval_ns(), tier.quota.tolerance_ns());
+    let left = got.local.min(got.store);
+    tau.saturating_sub(left.saturating_add(units).saturating_mul(t))
+}
+
+/// The key's debt (TAT − now) that a refusal of `units` with `wait` tells: `wait` is how
+/// far the TAT is beyond the room for `units`.
+fn debt_from_wait(tier: &Tier, units: u64, wait: u64) -> u64 {
+    let (t, tau) = (tier.quota.interval_ns(), tier.quota.tolerance_ns());
+    wait.saturating_add(tau)
+        .saturating_sub(units.saturating_mul(t))
+}
+
+/// What a leased tier contributes to the verdict.
+enum Leased {
+    Taken(Taken),
+    Refused { wait: u64 },
+}
+
+/// Units taken from slices for one request: given back if the request is refused.
+type TakenUnits = ArrayVec<(u64, u64, Taken), MAX_DECISIONS>;
+
+impl Slices {
+    fn untake_all(&self, taken: &TakenUnits) {
+        for (key, units, got) in taken {
+            self.untake(*key, *units, got);
+        }
+    }
+
+    /// Decides a request some of whose tiers are leased: those from this gateway's slices
+    /// where they have units, the others in Redis, all or nothing. A leased key without
+    /// units gets a slice of its own only when the request makes no other call: a key too
+    /// cold for a slice is decided in Redis like an exact tier, and once one call is made,
+    /// every key without units rides in it (a fetch of its own would be a second round
+    /// trip for this request).
+    ///
+    /// The clock is read again right before each unit is taken: a unit's deadline is a
+    /// real time, and a `now` from before a wait (another tier's fetch, the fetch lock)
+    /// would let units be spent after their slots began.
+    pub async fn check(
+        &self,
+        remote: &Remote<'_>,
+        tiers: &[RateTier],
+        cost: u64,
+    ) -> Result<Verdict, StoreError> {
+        let mut decided = Decided::default();
+        let mut taken = TakenUnits::new();
+        let in_call = match self
+            .take_or_fetch(remote, tiers, cost, &mut decided, &mut taken)
+            .await
+        {
+            Ok(in_call) => in_call,
+            Err(e) => {
+                self.untake_all(&taken);
+                return Err(e);
+            }
+        };
+        let now = remote.clock.now_ns();
+        let verdict = match check(remote.store, tiers, cost, now, &decided).await {
+            Ok(verdict) => verdict,
+            Err(e) => {
+                self.untake_all(&taken);
+                return Err(e);
+            }
+        };
+        if !verdict.admitted {
+            self.untake_all(&taken);
+            return Ok(verdict);
+        }
+        for &i in &in_call {
+            let tier = &tiers[i].tier;
+            self.note_use(tier.key, tier.cost(cost), now);
+        }
+        // A key with nothing left here nor, as last heard, in Redis: the next request
+        // would be refused; the requests racing behind this one are refused locally (see
+        // `RefusalCache::record`), not each in a fetch.
+        for (key, _, got) in &taken {
+            if got.local == 0 && got.store == 0 {
+                remote.refusals.remember(*key, got.p);
+            }
+        }
+        Ok(verdict)
+    }
+
+    /// Takes units for the leased tiers into `decided` and `taken`, from slices or by
+    /// fetching new ones; returns the leased tiers left to ride in the request's Redis call.
+    async fn take_or_fetch(
+        &self,
+        remote: &Remote<'_>,
+        tiers: &[RateTier],
+        cost: u64,
+        decided: &mut Decided,
+        taken: &mut TakenUnits,
+    ) -> Result<ArrayVec<usize, MAX_DECISIONS>, StoreError> {
+        let mut missed: ArrayVec<(usize, Ask), MAX_DECISIONS> = ArrayVec::new();
+        let mut call_anyway = false;
+        for (i, t) in tiers.iter().enumerate() {
+            if !t.leased {
+                call_anyway = true;
+                continue;
+            }
+            let units = t.tier.cost(cost);
+            let now = remote.clock.now_ns();
+            match self.take(&t.tier, units, now) {
+                Some(got) => {
+                    decided.debts.push((i, leased_debt(&t.tier, units, &got)));
+                    taken.push((t.tier.key, units, got));
+                }
+                None => {
+                    let ask = self.next_ask(t.tier.key, now, &t.tier.quota);
+                    call_anyway |= ask.want <= units;
+                    missed.push((i, ask));
+                }
+            }
+        }
+        if call_anyway && remote.store.is_cluster() {
+            call_anyway = one_tag(tiers, &missed);
+        }
+        // Keys decided in Redis with the exact tiers: their use sizes their first slice.
+        let mut in_call = ArrayVec::new();
+        for (i, _) in missed {
+            if call_anyway {
+                in_call.push(i);
+                continue;
+            }
+            let (tier, units) = (&tiers[i], tiers[i].tier.cost(cost));
+            match self.fetch(remote, tier, units).await? {
+                Leased::Taken(got) => {
+                    decided
+                        .debts
+                        .push((i, leased_debt(&tier.tier, units, &got)));
+                    taken.push((tier.tier.key, units, got));
+                }
+                Leased::Refused { wait } => {
+                    decided
+                        .debts
+                        .push((i, debt_from_wait(&tier.tier, units, wait)));
+                    decided.refused = true;
+                    break;
+                }
+            }
+        }
+        Ok(in_call)
+    }
+
+    /// Asks Redis for a slice of `tier`'s key, giving back what is left of the old one,
+    /// and takes `units` from it.
+    async fn fetch(
+        &self,
+        remote: &Remote<'_>,
+        tier: &RateTier,
+        units: u64,
+    ) -> Result<Leased, StoreError> {
+        let (quota, key) = (&tier.tier.quota, tier.tier.key);
+        let redis_key = tier.redis.as_ref().map_or("", |k| k.key.as_str());
+        let _one_fetch = self.fetches.lock(key).await;
+        // Another request may have fetched one meanwhile, or been refused: over the limit,
+        // the requests queued here are then refused without a call each.
+        let now = remote.clock.now_ns();
+        if let Some(t) = self.take(&tier.tier, units, now) {
+            return Ok(Leased::Taken(t));
+        }
+        if let Some(v) = remote
+            .refusals
+            .refuse(std::slice::from_ref(&tier.tier), now, units)
+        {
+            return Ok(Leased::Refused { wait: v.wait_ns });
+        }
+        let (back, ask) = self.retire(key, now, quota, self.len());
+        let ask = SliceAsk {
+            want: ask.want.max(units),
+            need: units,
+            lead: ask.lead,
+        };
+        let back = back.as_ref().map(|b| (b.ns, b.end.as_str()));
+        let answer = ask_slice(remote.store, redis_key, quota, ask, back, now).await;
+        let metrics = remote.metrics;
+        match answer {
+            Ok(SliceAnswer::Granted {
+                granted,
+                ahead,
+                left,
+                end,
+            }) => {
+                metrics.lease_calls("granted");
+                metrics.lease_units("granted", granted);
+                let grant = Grant {
+                    granted,
+                    ahead,
+                    left,
+                    end,
+                };
+                self.keep(tier, redis_key, grant, units, now)
+                    .map(Leased::Taken)
+            }
+            Ok(SliceAnswer::Refused { wait }) => {
+                metrics.lease_calls("refused");
+                let debt = debt_from_wait(&tier.tier, units, wait);
+                remote.refusals.remember(key, now.saturating_add(debt));
+                Ok(Leased::Refused { wait })
+            }
+            Err(e) => {
+                metrics.lease_calls("error");
+                Err(e)
+            }
+        }
+    }
+
+    /// Takes `units` from a slice Redis granted and keeps the rest in the table (unless
+    /// the table is full).
+    fn keep(
+        &self,
+        tier: &RateTier,
+        redis_key: &str,
+        grant: Grant,
+        units: u64,
+        now: u64,
+    ) -> Result<Taken, StoreError> {
+        let quota = tier.tier.quota;
+        let mut slice = Slice::new(now, grant.ahead, grant.granted, quota.interval_ns(), 0);
+        let local = slice.take(units, now).ok_or(StoreError::Reply)?;
+        // A full table takes no more: the request used what it was granted (one
+        // request's worth, when full), and the key stays exact.
+        let full = local == 0 && self.len() >= MAX_SLICES;
+        let id = if full {
+            0
+        } else {
+            self.install(
+                tier.tier.key,
+                Held {
+                    id: 0,
+                    quota,
+                    slice,
+                    redis_key: redis_key.to_owned(),
+                    end: grant.end,
+                    left: grant.left,
+                    last_use: now,
+                    uses: units,
+                    since: now,
+                },
+            )
+        };
+        Ok(Taken {
+            local,
+            store: grant.left,
+            slice: id,
+            last: units,
+            p: now.saturating_add(grant.ahead),
+        })
+    }
+
+    /// Gives back the slices idle for `IDLE_NS` (all of them with `all`: reload,
+    /// shutdown) and updates the held-units gauge.
+    pub async fn give_back(&self, remote: &RedisStore, metrics: &Metrics, now: u64, all: bool) {
+        let (returns, held) = self.retire_idle(now, all);
+        metrics
+            .lease_held
+            .set(i64::try_from(held).unwrap_or(i64::MAX));
+        for back in returns {
+            let mut given = give_back_slice(remote, &back.redis_key, back.ns, &back.end).await;
+            if given.is_err() {
+                // A connection that broke meanwhile is reconnected by the manager on the
+                // next call. (At shutdown the workers, one of whose runtimes may drive the
+                // connection, are kept running until this is done: `Gateway::shutdown`.)
+                given = give_back_slice(remote, &back.redis_key, back.ns, &back.end).await;
+            }
+            match given {
+                Ok(()) => {
+                    metrics.lease_calls("given_back");
+                    metrics.lease_units("given_back", back.units);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "a slice could not be given back; its units expire")
+                }
+            }
+        }
+    }
+}
+
+/// A slice Redis granted (the `Granted` answer's fields).
+struct Grant {
+    granted: u64,
+    ahead: u64,
+    left: u64,
+    end: String,
+}
+
+/// On a Cluster a call spanning several hash tags is rolled back group by group when a
+/// later group refuses, by subtracting its increments: a leased key must never be in such
+/// a call, or a slice another gateway took meanwhile would be moved under its slots.
+/// Leased keys ride only in a call of one group: whether the exact tiers and the `missed`
+/// leased ones share one tag.
+fn one_tag(tiers: &[RateTier], missed: &[(usize, Ask)]) -> bool {
+    let mut tags = tiers
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| !t.leased || missed.iter().any(|(m, _)| m == i))
+        .map(|(_, t)| t.redis.as_ref().map(|k| k.tag.as_str()));
+    let first = tags.next();
+    tags.all(|t| Some(t) == first)
+}
+
+/// Asks for the slice `ask` of `key`, giving back `back` (unused time and the stamp the
+/// old slice left) first. Counts for the breaker like a decision.
+async fn ask_slice(
+    remote: &RedisStore,
+    key: &str,
+    quota: &crate::limit::Quota,
+    ask: SliceAsk,
+    back: Option<(u64, &str)>,
+    now_ns: u64,
+) -> Result<SliceAnswer, StoreError> {
+    let SliceAsk { want, need, lead } = ask;
+    let (give_ns, give_end) = back.unwrap_or((0, ""));
+    let mut inv = SLICE.prepare_invoke();
+    inv.key(key)
+        .arg(quota.interval_ns())
+        .arg(quota.tolerance_ns())
+        .arg(want)
+        .arg(need)
+        .arg(give_ns)
+        .arg(give_end)
+        .arg(lead);
+    let call = async {
+        let reply: redis::Value = remote.invoke(&inv).await?;
+        parse_slice(&reply)
+    };
+    remote.guarded(now_ns, call).await
+}
+
+/// Gives back `ns` of a slice that left `end` on `key` (only while it still is the key's
+/// last reservation). Outside the breaker: nothing waits on it.
+async fn give_back_slice(
+    remote: &RedisStore,
+    key: &str,
+    ns: u64,
+    end: &str,
+) -> Result<(), StoreError> {
+    let mut inv = SLICE.prepare_invoke();
+    inv.key(key).arg(1).arg(0).arg(0).arg(0).arg(ns).arg(end);
+    let _: redis::Value = remote.invoke(&inv).await?;
+    Ok(())
+}
+
+/// `{granted, ahead, left, end}` or `{0, wait}`.
+fn parse_slice(value: &redis::Value) -> Result<SliceAnswer, StoreError> {
+    let redis::Value::Array(items) = value else {
+        return Err(StoreError::Reply);
+    };
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(n) => u64::try_from(*n).map_err(|_| StoreError::Reply),
+        _ => Err(StoreError::Reply),
+    };
+    match items.as_slice() {
+        [granted, ahead, left, redis::Value::BulkString(end)] => Ok(SliceAnswer::Granted {
+            granted: int(granted)?,
+            ahead: int(ahead)?,
+            left: int(left)?,
+            end: String::from_utf8(end.clone()).map_err(|_| StoreError::Reply)?,
+        }),
+        [zero, wait] if int(zero)? == 0 => Ok(SliceAnswer::Refused { wait: int(wait)? }),
+        _ => Err(StoreError::Reply),
+    }
+}

@@ -1,0 +1,209 @@
+//! One request's tiers as the limiter decides them: each policy of the route, in route
+//! order, with the keys it applies to in this request (several when a key source came
+//! with several distinct values). A policy's keys sit together by construction: each
+//! [`PolicyTiers`] names the range of its kind's tiers it owns.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use smallvec::SmallVec;
+
+use super::keys::{compose, KeyMaker, Partial};
+use super::limits::limit_for;
+use super::overrides::KeyOverrides;
+use crate::clock::Clock;
+use crate::config::compile::Applied;
+use crate::config::{Policy, PolicyKind, Route, Sync};
+use crate::key::{KeyValues, RedisKey, RequestView};
+use crate::limit::{Mode, Tier, INLINE_DECISIONS};
+
+/// One rate decision: a tier on one key, and where the store keeps that key.
+#[derive(Debug, Clone)]
+pub struct RateTier {
+    pub tier: Tier,
+    /// Its key in Redis; `None` when the process-local store holds it.
+    pub redis: Option<RedisKey>,
+    /// Decided from this gateway's leased slice (`sync = "lease"`, Redis).
+    pub leased: bool,
+    /// Its cost is settled after the response: its TAT may move back.
+    pub settled: bool,
+}
+
+impl AsRef<Tier> for RateTier {
+    fn as_ref(&self) -> &Tier {
+        &self.tier
+    }
+}
+
+/// One concurrency decision: a slot on `key`, at most `max` held at once.
+#[derive(Debug, Clone)]
+pub struct SlotTier {
+    pub key: u64,
+    pub max: u32,
+    pub mode: Mode,
+    /// How long the request may wait for a slot.
+    pub max_delay: Duration,
+    /// Redis: how long a slot of a gateway that died stays taken.
+    pub lease_ttl: Duration,
+    /// Its lease set in Redis; `None` when the process-local table holds it.
+    pub redis: Option<String>,
+    pub outcome: SlotOutcome,
+}
+
+impl SlotTier {
+    /// Whether a request may wait for this tier's slot.
+    pub fn waits(&self) -> bool {
+        self.mode == Mode::Enforce && !self.max_delay.is_zero()
+    }
+}
+
+/// How one concurrency tier went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotOutcome {
+    /// Not decided (yet, or an earlier tier refused).
+    Skipped,
+    /// A slot is held; `free` were left after taking it.
+    Held { free: u32 },
+    /// The store could not be asked and `on_error = "allow"`: admitted without a slot.
+    Unchecked,
+    /// Every slot was taken (after waiting, with `max_delay`): the request is refused.
+    Refused,
+    /// A shadow tier that would have refused: counted, not held, not refused.
+    ShadowFull,
+}
+
+/// Which kind of tier a policy is in this request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierKind {
+    Rate,
+    Concurrency,
+}
+
+/// One policy of the route as this request applies it: its position in the route and
+/// the tiers (of its kind) that are its keys.
+#[derive(Debug, Clone)]
+pub struct PolicyTiers {
+    pub position: usize,
+    pub kind: TierKind,
+    pub range: Range<usize>,
+}
+
+/// Why a request cannot be keyed (400), with the position of the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRefusal {
+    /// `missing = "reject"` and the source is absent.
+    Missing(usize),
+    /// The key would take more than [`crate::key::MAX_KEY_VALUES`] distinct values.
+    TooManyValues(usize),
+}
+
+/// Every decision one request asks of the limiter.
+#[derive(Default)]
+pub struct RequestTiers {
+    pub rate: SmallVec<[RateTier; INLINE_DECISIONS]>,
+    pub slots: SmallVec<[SlotTier; 2]>,
+    /// The applied policies in route order (a skipped one is absent).
+    pub policies: SmallVec<[PolicyTiers; INLINE_DECISIONS]>,
+}
+
+impl RequestTiers {
+    /// Replaces the contents with the tiers of `route` for the request `view`.
+    pub fn fill(
+        &mut self,
+        keys: &KeyMaker,
+        overrides: &KeyOverrides,
+        route: &Route,
+        view: &RequestView<'_>,
+        clock: &dyn Clock,
+    ) -> Result<(), KeyRefusal> {
+        self.rate.clear();
+        self.slots.clear();
+        self.policies.clear();
+        let mut partials = arrayvec::ArrayVec::new();
+        let mut values = KeyValues::new();
+        for (position, policy) in route.policies.iter().enumerate() {
+            if !compose(keys, policy, view, position, &mut partials, &mut values)? {
+                continue;
+            }
+            let kind = match &policy.kind {
+                PolicyKind::Rate(_) => TierKind::Rate,
+                PolicyKind::Concurrency(_) => TierKind::Concurrency,
+            };
+            let start = self.len_of(kind);
+            for partial in partials.drain(..) {
+                self.push(keys, overrides, policy, partial, clock);
+            }
+            let range = start..self.len_of(kind);
+            self.policies.push(PolicyTiers {
+                position,
+                kind,
+                range,
+            });
+        }
+        Ok(())
+    }
+
+    fn len_of(&self, kind: TierKind) -> usize {
+        match kind {
+            TierKind::Rate => self.rate.len(),
+            TierKind::Concurrency => self.slots.len(),
+        }
+    }
+
+    /// Adds `policy`'s tier on one composed key.
+    fn push(
+        &mut self,
+        keys: &KeyMaker,
+        overrides: &KeyOverrides,
+        policy: &Policy,
+        partial: Partial<'_>,
+        clock: &dyn Clock,
+    ) {
+        let key = partial.key.finish(&policy.name);
+        let runtime = overrides.get(key.hash, clock);
+        let single = partial.single.as_ref();
+        let applied = limit_for(policy, runtime, || single.map(|p| p.as_text()));
+        match (&policy.kind, applied) {
+            (PolicyKind::Rate(rate), Applied::Rate(quota)) => self.rate.push(RateTier {
+                tier: Tier {
+                    reserve: rate.settle.as_ref().and_then(|s| s.reserve),
+                    quota,
+                    mode: policy.mode,
+                    max_delay_ns: u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX),
+                    key: key.hash,
+                    overflow: keys.overflow_key(&policy.name),
+                },
+                leased: rate.sync == Sync::Lease && key.redis.is_some(),
+                settled: rate.settle.is_some(),
+                redis: key.redis,
+            }),
+            (PolicyKind::Concurrency(cap), Applied::Concurrency(max)) => {
+                self.slots.push(SlotTier {
+                    key: key.hash,
+                    max,
+                    mode: policy.mode,
+                    max_delay: policy.max_delay,
+                    lease_ttl: cap.lease_ttl,
+                    redis: key.redis.map(|r| format!("{}:in-flight", r.key)),
+                    outcome: SlotOutcome::Skipped,
+                })
+            }
+            // `limit_for` answers in the policy's own kind.
+            _ => {}
+        }
+    }
+
+    /// The policy whose tiers include rate tier `index`.
+    pub fn rate_policy(&self, index: usize) -> Option<&PolicyTiers> {
+        self.policies
+            .iter()
+            .find(|p| p.kind == TierKind::Rate && p.range.contains(&index))
+    }
+
+    /// The policy whose tiers include slot tier `index`.
+    pub fn slot_policy(&self, index: usize) -> Option<&PolicyTiers> {
+        self.policies
+            .iter()
+            .find(|p| p.kind == TierKind::Concurrency && p.range.contains(&index))
+    }
+}
