@@ -111,7 +111,7 @@ impl Gateway {
             None => Vec::new(),
         };
         let config_path = config.path.clone();
-        let snapshot = Snapshot::build(Arc::new(config), None, &metrics);
+        let snapshot = Snapshot::build(Arc::new(config), None, &metrics, limiter.keys());
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(snapshot),
             limiter,

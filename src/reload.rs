@@ -90,7 +90,12 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
         needs_restart,
     };
     let previous = shared.snapshot.load_full();
-    let snapshot = Snapshot::build(Arc::new(config), Some(&previous), &shared.metrics);
+    let snapshot = Snapshot::build(
+        Arc::new(config),
+        Some(&previous),
+        &shared.metrics,
+        shared.limiter.keys(),
+    );
     shared
         .metrics
         .forget_removed(&previous.config, &snapshot.config);

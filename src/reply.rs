@@ -107,37 +107,45 @@ impl JsonObject {
         self.out.push(b'}');
         self.out
     }
+
+    /// The object so far with `key` and its colon, the value (and the closing brace)
+    /// left for the caller to write: a body whose start is made once and reused.
+    pub fn open_value(mut self, key: &str) -> Vec<u8> {
+        self.key(key);
+        self.out
+    }
 }
 
 /// `text` as a JSON string (RFC 8259 § 7): quotes, backslashes and control characters
 /// escaped; everything else, UTF-8 included, as it is.
 fn string(out: &mut Vec<u8>, text: &str) {
     out.push(b'"');
-    let bytes = text.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[usize::from(b >> 4)]);
-            out.push(HEX[usize::from(b & 0xf)]);
-        } else {
-            out.extend_from_slice(escape);
-        }
-        start = i + 1;
+    let plain = |b: &u8| *b >= 0x20 && *b != b'"' && *b != b'\\';
+    if text.as_bytes().iter().all(plain) {
+        out.extend_from_slice(text.as_bytes());
+    } else {
+        escaped(out, text);
     }
-    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+fn escaped(out: &mut Vec<u8>, text: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &b in text.as_bytes() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0..=0x1f => {
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 0xf)]);
+            }
+            _ => out.push(b),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ impl<'a> Routed<'a> {
 
     /// The `RateLimit` item of a report, with the policy's constant header values when
     /// the key was decided on the policy's own quota (not an override's).
+    #[inline]
     pub fn item(&self, report: &TierReport) -> TierItem<'a> {
         let policy = &self.route.policies[report.position];
         TierItem {
@@ -52,16 +53,13 @@ impl<'a> Routed<'a> {
     }
 
     /// The reported tier and the `RateLimit` items, as the admission left them.
+    #[inline]
     pub fn reports(
         &self,
         admission: &Admission,
     ) -> (Option<TierItem<'a>>, smallvec::SmallVec<[TierItem<'a>; 4]>) {
         let reported = admission.reported().map(|r| self.item(&r));
-        let items = admission
-            .rate_reports()
-            .iter()
-            .map(|r| self.item(r))
-            .collect();
+        let items = admission.rate_reports().map(|r| self.item(&r)).collect();
         (reported, items)
     }
 }
@@ -110,8 +108,10 @@ pub fn answer(
             let constant = &routed.headers().policies[position];
             let own = slot_headers(policy, max, constant);
             let problem = wants_problem_json(headers);
+            let start = &routed.headers().refusal_bodies[position];
             Some(concurrency_refused(
                 &policy.name,
+                start,
                 retry_after,
                 &own,
                 problem,
@@ -142,8 +142,8 @@ fn rate_refusal(routed: &Routed<'_>, admission: &Admission, headers: &HeaderMap)
     let route = routed.route;
     let (reported, items) = routed.reports(admission);
     let first = match admission.outcome() {
-        Outcome::RateLimited { position } => route.policies[position].name.as_str(),
-        _ => "",
+        Outcome::RateLimited { position } => (route.policies[position].name.as_str(), position),
+        _ => ("", usize::MAX),
     };
     routed
         .metrics()
@@ -181,6 +181,7 @@ pub fn slot_headers<'a>(
 }
 
 /// Counts one decision per applied policy.
+#[inline]
 fn count(admission: &Admission, metrics: &RouteMetrics) {
     for p in admission.per_policy() {
         let counters = &metrics.tiers[p.position];

@@ -110,9 +110,10 @@ async fn serve(
         route: &route.name,
     };
     let clock = &*shared.clock;
+    let keys = &snapshot.route_keys[index];
     shared
         .limiter
-        .check_request(route, &view, clock, &mut admission)
+        .check_request((route, keys), &view, clock, &mut admission)
         .await;
     let refused = super::admit::answer(&routed, &admission, req.headers(), client_ip, trace);
     if let Some(refused) = refused {

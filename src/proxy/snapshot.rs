@@ -23,12 +23,19 @@ pub struct Snapshot {
     pub route_metrics: Vec<RouteMetrics>,
     /// By route index: the constant header values of its policies.
     pub route_headers: Vec<RouteHeaders>,
+    /// By route index: its policies' key identities (see `KeyMaker::route`).
+    pub route_keys: Vec<Box<[crate::store::keys::PolicyKeys]>>,
 }
 
 impl Snapshot {
     /// Builds a snapshot for `config`, reusing the pools of `previous` whose upstream
     /// settings did not change so their warm connections survive.
-    pub fn build(config: Arc<Config>, previous: Option<&Snapshot>, metrics: &Metrics) -> Self {
+    pub fn build(
+        config: Arc<Config>,
+        previous: Option<&Snapshot>,
+        metrics: &Metrics,
+        keys: &crate::store::KeyMaker,
+    ) -> Self {
         let pools = config
             .upstreams
             .iter()
@@ -43,11 +50,13 @@ impl Snapshot {
             .collect();
         let route_metrics = metrics.route_handles(&config);
         let route_headers = config.routes.iter().map(|r| RouteHeaders::new(r)).collect();
+        let route_keys = config.routes.iter().map(|r| keys.route(r)).collect();
         Self {
             config,
             pools,
             route_metrics,
             route_headers,
+            route_keys,
         }
     }
 }

@@ -140,6 +140,7 @@ impl Admission {
 
     /// The policies that were decided, in route order (rate tiers only when the rate
     /// tiers were decided at all), with what each counts as.
+    #[inline]
     pub fn per_policy(&self) -> impl Iterator<Item = PolicyOutcome> + '_ {
         let decided = self.verdict.outcomes().len();
         self.tiers
@@ -154,6 +155,7 @@ impl Admission {
     }
 
     /// A rate policy counts as denied when any of its keys denied.
+    #[inline]
     fn rate_outcome(&self, p: &PolicyTiers) -> PolicyOutcome {
         let outcomes = &self.verdict.outcomes()[p.range.clone()];
         let tiers = &self.tiers.rate[p.range.clone()];
@@ -173,6 +175,7 @@ impl Admission {
 
     /// A concurrency policy, like a rate one, counts once: denied when any of its keys
     /// found every slot taken.
+    #[inline]
     fn slot_outcome(&self, p: &PolicyTiers) -> PolicyOutcome {
         let slots = &self.tiers.slots[p.range.clone()];
         let any = |o: SlotOutcome| slots.iter().any(|s| s.outcome == o);
@@ -201,7 +204,7 @@ impl Admission {
         (0..outcomes.len())
             .filter(move |&i| outcomes[i].mode == Mode::Shadow && !outcomes[i].decision.admitted)
             .filter_map(move |i| {
-                let position = self.tiers.rate_policy(i)?.position;
+                let position = self.tiers.rate.get(i)?.position;
                 Some((position, outcomes[i].decision.wait_ns))
             })
     }
@@ -209,10 +212,11 @@ impl Admission {
     /// The tier `X-RateLimit-*` describe, with `remaining` the minimum over every
     /// enforcing tier: on admission the tightest, on a refusal the one with the longest
     /// wait. `None` when no enforcing rate tier was decided.
+    #[inline]
     pub fn reported(&self) -> Option<TierReport> {
         let k = self.verdict.reporting?;
         Some(TierReport {
-            position: self.tiers.rate_policy(k)?.position,
+            position: self.tiers.rate.get(k)?.position,
             quota: self.tiers.rate[k].tier.quota,
             remaining: self.verdict.remaining,
             until_full_ns: self.verdict.outcomes()[k].decision.until_idle_ns,
@@ -222,40 +226,45 @@ impl Admission {
     /// One report per enforcing rate policy, in route order (the `RateLimit` lists). On
     /// a refusal every tier is described as the request left it: rolled back, from its
     /// TAT, relative to the verdict's own now.
-    pub fn rate_reports(&self) -> SmallVec<[TierReport; 4]> {
+    #[inline]
+    pub fn rate_reports(&self) -> impl Iterator<Item = TierReport> + '_ {
+        let outcomes = self.verdict.outcomes();
+        self.tiers
+            .policies
+            .iter()
+            .filter(move |p| {
+                p.kind == TierKind::Rate
+                    && !p.range.is_empty()
+                    && p.range.end <= outcomes.len()
+                    && outcomes[p.range.start].mode == Mode::Enforce
+            })
+            .filter_map(|p| self.rate_report(p))
+    }
+
+    /// The report of one decided rate policy: its key with the fewest remaining.
+    #[inline]
+    fn rate_report(&self, p: &PolicyTiers) -> Option<TierReport> {
         let verdict = &self.verdict;
-        let outcomes = verdict.outcomes();
-        let now = verdict.now;
-        let mut reports = SmallVec::new();
-        for p in &self.tiers.policies {
-            if p.kind != TierKind::Rate || p.range.is_empty() || p.range.end > outcomes.len() {
-                continue;
+        let (outcomes, now) = (verdict.outcomes(), verdict.now);
+        let state = p.range.clone().map(|k| {
+            let (o, quota) = (&outcomes[k], self.tiers.rate[k].tier.quota);
+            let d = &o.decision;
+            if verdict.admitted {
+                (k, d.remaining, d.until_idle_ns)
+            } else if d.admitted {
+                let left = quota.remaining(o.prior_tat, now);
+                (k, left, o.prior_tat.saturating_sub(now))
+            } else {
+                (k, quota.remaining(o.prior_tat, now), d.until_idle_ns)
             }
-            if outcomes[p.range.start].mode != Mode::Enforce {
-                continue;
-            }
-            let state = p.range.clone().map(|k| {
-                let (o, quota) = (&outcomes[k], self.tiers.rate[k].tier.quota);
-                let d = &o.decision;
-                if verdict.admitted {
-                    (k, d.remaining, d.until_idle_ns)
-                } else if d.admitted {
-                    let left = quota.remaining(o.prior_tat, now);
-                    (k, left, o.prior_tat.saturating_sub(now))
-                } else {
-                    (k, quota.remaining(o.prior_tat, now), d.until_idle_ns)
-                }
-            });
-            if let Some((k, remaining, until_full_ns)) = state.min_by_key(|s| s.1) {
-                reports.push(TierReport {
-                    position: p.position,
-                    quota: self.tiers.rate[k].tier.quota,
-                    remaining,
-                    until_full_ns,
-                });
-            }
-        }
-        reports
+        });
+        let (k, remaining, until_full_ns) = state.min_by_key(|s| s.1)?;
+        Some(TierReport {
+            position: p.position,
+            quota: self.tiers.rate[k].tier.quota,
+            remaining,
+            until_full_ns,
+        })
     }
 
     /// The positions of the enforcing rate policies that refused the request, in route

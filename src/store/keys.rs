@@ -36,15 +36,27 @@ impl KeyMaker {
 
     /// A key of `policy`, to be given its parts.
     pub fn builder(&self, policy: &str) -> KeyBuilder {
-        KeyBuilder {
-            hasher: KeyHasher::new(self.hasher.build_hasher(), policy),
-            redis: self.redis.then(Box::default),
+        self.policy(policy).builder()
+    }
+
+    /// `policy`'s key identity, worked out once per config version (the request path
+    /// then hashes only a key's parts, never the policy's name again).
+    pub fn policy(&self, policy: &str) -> PolicyKeys {
+        let start = KeyHasher::new(self.hasher.build_hasher(), policy);
+        PolicyKeys {
+            overflow: start.clone().overflow(),
+            start,
+            redis: self.redis,
         }
     }
 
-    /// The key every new key of `policy` shares when the store is too full to track one.
-    pub fn overflow_key(&self, policy: &str) -> u64 {
-        KeyHasher::new(self.hasher.build_hasher(), policy).overflow()
+    /// The key identities of `route`'s policies, by position.
+    pub fn route(&self, route: &crate::config::Route) -> Box<[PolicyKeys]> {
+        route
+            .policies
+            .iter()
+            .map(|p| self.policy(&p.name))
+            .collect()
     }
 
     /// The key named by `parts` (their text, as an operator types them), for inspection.
@@ -58,6 +70,25 @@ impl KeyMaker {
 }
 
 use std::hash::BuildHasher as _;
+
+/// One policy's key identity under a [`KeyMaker`]: the hash state after its name, and the
+/// key every new key of it shares when the store is too full to track one.
+#[derive(Clone)]
+pub struct PolicyKeys {
+    start: KeyHasher<ahash::AHasher>,
+    pub overflow: u64,
+    redis: bool,
+}
+
+impl PolicyKeys {
+    /// A key of this policy, to be given its parts.
+    pub fn builder(&self) -> KeyBuilder {
+        KeyBuilder {
+            hasher: self.start.clone(),
+            redis: self.redis.then(Box::default),
+        }
+    }
+}
 
 /// Builds a [`StoreKey`] part by part.
 #[derive(Clone)]
@@ -111,8 +142,9 @@ impl<'a> Partial<'a> {
 /// Fills `keys` with the keys `policy` applies to in this request; `false` when the tier is
 /// skipped. `keys` and `values` are the caller's buffers, reused from tier to tier (moving
 /// them out of every call cost more than composing the keys).
+#[inline]
 pub fn compose<'a>(
-    maker: &KeyMaker,
+    start: &PolicyKeys,
     policy: &Policy,
     view: &RequestView<'a>,
     position: usize,
@@ -121,7 +153,7 @@ pub fn compose<'a>(
 ) -> Result<bool, KeyRefusal> {
     keys.clear();
     keys.push(Partial {
-        key: maker.builder(&policy.name),
+        key: start.builder(),
         single: None,
     });
     let too_many = KeyRefusal::TooManyValues(position);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::admission::{Admission, Outcome};
 use super::concurrency::Concurrency;
-use super::keys::{KeyMaker, StoreKey};
+use super::keys::{KeyMaker, PolicyKeys, StoreKey};
 use super::memory::MemoryStore;
 use super::overrides::KeyOverrides;
 use super::rate::settle::{settle_local, settle_remote, PendingSettle};
@@ -116,14 +116,15 @@ impl Limiter {
         self.remote().is_none_or(|r| !r.breaker.is_open())
     }
 
-    /// Decides `route`'s tiers for the request `view` into `admission`: first the
+    /// Decides `route`'s tiers (`keys`: their key identities, [`KeyMaker::route`]) for the
+    /// request `view` into `admission`: first the
     /// concurrency tiers (taking a slot each, waiting for one up to `max_delay`), then
     /// every rate tier at one clock reading taken after that. A refusal anywhere leaves no
     /// slot held and no TAT moved. A store failure is counted here and answered per
     /// `on_error`.
     pub async fn check_request(
         &self,
-        route: &Route,
+        (route, keys): (&Route, &[PolicyKeys]),
         view: &RequestView<'_>,
         clock: &dyn Clock,
         admission: &mut Admission,
@@ -134,7 +135,7 @@ impl Limiter {
         admission.outcome = Outcome::Admitted;
         let filled = admission
             .tiers
-            .fill(&self.keys, &self.overrides, route, view, clock);
+            .fill(keys, &self.overrides, route, view, clock);
         if let Err(refusal) = filled {
             admission.now = clock.now_ns();
             admission.outcome = refusal.into();
@@ -151,29 +152,27 @@ impl Limiter {
         if admission.tiers.rate.is_empty() {
             return;
         }
-        let Some((verdict, in_store)) = self
-            .decide_rates(&admission.tiers, now, route.cost, clock)
-            .await
-        else {
+        let (tiers, verdict) = (&admission.tiers, &mut admission.verdict);
+        let decided = self.decide_rates(tiers, now, route.cost, clock, verdict);
+        let Some(in_store) = decided.await else {
             admission.held.clear();
             admission.outcome = Outcome::StoreUnavailable;
             return;
         };
-        admission.verdict = verdict;
         if !admission.verdict.admitted {
             // A rate tier refused: the slots go back, the request leaves no trace.
             admission.held.clear();
             let first = admission.verdict.first_denier;
             let position = first
-                .and_then(|k| admission.tiers.rate_policy(k))
-                .map_or(0, |p| p.position);
+                .and_then(|k| admission.tiers.rate.get(k))
+                .map_or(0, |t| t.position);
             admission.outcome = Outcome::RateLimited { position };
             return;
         }
         pending_settles(route, admission, in_store);
     }
 
-    /// Decides the rate tiers at `now`: the verdict, and whether the configured store
+    /// Decides the rate tiers at `now` into `verdict`: whether the configured store
     /// decided it (not the local fallback). `None`: the store failed and `on_error =
     /// "deny"`.
     async fn decide_rates(
@@ -182,27 +181,33 @@ impl Limiter {
         now: u64,
         cost: u64,
         clock: &dyn Clock,
-    ) -> Option<(Verdict, bool)> {
+        verdict: &mut Verdict,
+    ) -> Option<bool> {
         let rate = &tiers.rate[..];
-        let decided = match &self.store {
-            Store::Memory(m) => Ok(Rates::decide_local(m, rate, now, cost)),
-            Store::Redis { remote, .. } => {
-                let remote = Remote {
-                    store: remote,
-                    refusals: &self.rates.refusals,
-                    metrics: &self.metrics,
-                    clock,
-                };
-                Rates::decide_remote(&remote, &self.slices, rate, now, cost).await
+        let remote = match &self.store {
+            Store::Memory(m) => {
+                Rates::decide_local(m, rate, now, cost, verdict);
+                return Some(true);
             }
+            Store::Redis { remote, .. } => remote,
         };
-        match decided {
-            Ok(verdict) => Some((verdict, true)),
+        let remote = Remote {
+            store: remote,
+            refusals: &self.rates.refusals,
+            metrics: &self.metrics,
+            clock,
+        };
+        match Rates::decide_remote(&remote, &self.slices, rate, now, cost).await {
+            Ok(decided) => {
+                *verdict = decided;
+                Some(true)
+            }
             Err(e) => match self.fallback(&e) {
-                Fallback::Unchecked => Some((Verdict::unlimited(), true)),
+                Fallback::Unchecked => Some(true),
                 Fallback::Refuse => None,
                 Fallback::Local => {
-                    Some((Rates::decide_local(self.local(), rate, now, cost), false))
+                    Rates::decide_local(self.local(), rate, now, cost, verdict);
+                    Some(false)
                 }
             },
         }
@@ -219,7 +224,7 @@ impl Limiter {
     ) -> Option<Outcome> {
         let Admission { tiers, held, .. } = admission;
         for i in 0..tiers.slots.len() {
-            let position = tiers.slot_policy(i).map_or(0, |p| p.position);
+            let position = tiers.slots[i].position;
             let policy = &route.policies[position].name;
             let tier = &tiers.slots[i];
             let taken = match self.take_slot(tier, policy, clock).await {

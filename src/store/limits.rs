@@ -10,6 +10,7 @@ use crate::config::{Policy, PolicyKind};
 /// The limit `policy` puts on a key. `runtime` is the key's runtime override, if any;
 /// `text` gives the key's text for the file's overrides, asked only when the policy has
 /// some (so a request pays for no text it does not need).
+#[inline]
 pub fn limit_for<'t>(
     policy: &Policy,
     runtime: Option<Applied>,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
-use super::keys::{compose, KeyMaker, Partial};
+use super::keys::{compose, Partial, PolicyKeys};
 use super::limits::limit_for;
 use super::overrides::KeyOverrides;
 use crate::clock::Clock;
@@ -21,6 +21,8 @@ use crate::limit::{Mode, Tier, INLINE_DECISIONS};
 #[derive(Debug, Clone)]
 pub struct RateTier {
     pub tier: Tier,
+    /// Its policy's position in the route.
+    pub position: usize,
     /// Its key in Redis; `None` when the process-local store holds it.
     pub redis: Option<RedisKey>,
     /// Decided from this gateway's leased slice (`sync = "lease"`, Redis).
@@ -39,6 +41,8 @@ impl AsRef<Tier> for RateTier {
 #[derive(Debug, Clone)]
 pub struct SlotTier {
     pub key: u64,
+    /// Its policy's position in the route.
+    pub position: usize,
     pub max: u32,
     pub mode: Mode,
     /// How long the request may wait for a slot.
@@ -107,10 +111,11 @@ pub struct RequestTiers {
 }
 
 impl RequestTiers {
-    /// Replaces the contents with the tiers of `route` for the request `view`.
+    /// Replaces the contents with the tiers of `route` for the request `view`; `keys`
+    /// are the route's policies' key identities, by position.
     pub fn fill(
         &mut self,
-        keys: &KeyMaker,
+        keys: &[PolicyKeys],
         overrides: &KeyOverrides,
         route: &Route,
         view: &RequestView<'_>,
@@ -121,7 +126,7 @@ impl RequestTiers {
         self.policies.clear();
         let mut partials = arrayvec::ArrayVec::new();
         let mut values = KeyValues::new();
-        for (position, policy) in route.policies.iter().enumerate() {
+        for ((position, policy), keys) in route.policies.iter().enumerate().zip(keys) {
             if !compose(keys, policy, view, position, &mut partials, &mut values)? {
                 continue;
             }
@@ -131,7 +136,7 @@ impl RequestTiers {
             };
             let start = self.len_of(kind);
             for partial in partials.drain(..) {
-                self.push(keys, overrides, policy, partial, clock);
+                self.push(keys, overrides, (position, policy), partial, clock);
             }
             let range = start..self.len_of(kind);
             self.policies.push(PolicyTiers {
@@ -151,11 +156,12 @@ impl RequestTiers {
     }
 
     /// Adds `policy`'s tier on one composed key.
+    #[inline]
     fn push(
         &mut self,
-        keys: &KeyMaker,
+        keys: &PolicyKeys,
         overrides: &KeyOverrides,
-        policy: &Policy,
+        (position, policy): (usize, &Policy),
         partial: Partial<'_>,
         clock: &dyn Clock,
     ) {
@@ -171,8 +177,9 @@ impl RequestTiers {
                     mode: policy.mode,
                     max_delay_ns: u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX),
                     key: key.hash,
-                    overflow: keys.overflow_key(&policy.name),
+                    overflow: keys.overflow,
                 },
+                position,
                 leased: rate.sync == Sync::Lease && key.redis.is_some(),
                 settled: rate.settle.is_some(),
                 redis: key.redis,
@@ -180,6 +187,7 @@ impl RequestTiers {
             (PolicyKind::Concurrency(cap), Applied::Concurrency(max)) => {
                 self.slots.push(SlotTier {
                     key: key.hash,
+                    position,
                     max,
                     mode: policy.mode,
                     max_delay: policy.max_delay,
@@ -191,19 +199,5 @@ impl RequestTiers {
             // `limit_for` answers in the policy's own kind.
             _ => {}
         }
-    }
-
-    /// The policy whose tiers include rate tier `index`.
-    pub fn rate_policy(&self, index: usize) -> Option<&PolicyTiers> {
-        self.policies
-            .iter()
-            .find(|p| p.kind == TierKind::Rate && p.range.contains(&index))
-    }
-
-    /// The policy whose tiers include slot tier `index`.
-    pub fn slot_policy(&self, index: usize) -> Option<&PolicyTiers> {
-        self.policies
-            .iter()
-            .find(|p| p.kind == TierKind::Concurrency && p.range.contains(&index))
     }
 }

@@ -99,6 +99,9 @@ pub struct RouteHeaders {
     /// The joined `RateLimit-Policy` of every enforcing rate policy, in route order, and
     /// how many items it has.
     pub rate_list: Option<(usize, HeaderValue)>,
+    /// By tier position: the start of the plain 429 body a refusal by that policy gets,
+    /// up to its wait (see `refusal::body_start`).
+    pub refusal_bodies: Box<[Box<[u8]>]>,
 }
 
 impl RouteHeaders {
@@ -128,9 +131,15 @@ impl RouteHeaders {
             .then(|| value_of(list))
             .flatten()
             .map(|v| (count, v));
+        let refusal_bodies = route
+            .policies
+            .iter()
+            .map(|p| super::refusal::body_start(&p.name, p.concurrency().is_some()))
+            .collect();
         Self {
             policies,
             rate_list,
+            refusal_bodies,
         }
     }
 }

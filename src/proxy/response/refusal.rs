@@ -24,6 +24,8 @@ const QUOTA_EXCEEDED_TITLE: &str =
 /// What a 429's body says, in either of its forms.
 struct Refused<'a> {
     policy: &'a str,
+    /// The plain body up to the wait, made once per config ([`body_start`]).
+    start: &'a [u8],
     /// `"concurrency"` for a concurrency cap's refusal.
     limit: Option<&'static str>,
     retry_after_ms: u64,
@@ -34,24 +36,24 @@ struct Refused<'a> {
 impl Refused<'_> {
     /// The body and its content type.
     fn body(&self) -> (Vec<u8>, HeaderValue) {
-        let mut body = JsonObject::with_capacity(
-            80 + self.policy.len() + self.problem.map_or(0, |v| 200 + 24 * v.len()),
-        );
-        let content_type = match self.problem {
-            None => HeaderValue::from_static("application/json"),
-            Some(violated) => {
-                body.str("type", QUOTA_EXCEEDED_TYPE)
-                    .str("title", QUOTA_EXCEEDED_TITLE)
-                    .number("status", 429)
-                    .strings("violated-policies", violated.iter().copied());
-                HeaderValue::from_static("application/problem+json")
-            }
+        let Some(violated) = self.problem else {
+            let mut body = Vec::with_capacity(self.start.len() + 21);
+            body.extend_from_slice(self.start);
+            body.extend_from_slice(itoa::Buffer::new().format(self.retry_after_ms).as_bytes());
+            body.push(b'}');
+            return (body, HeaderValue::from_static("application/json"));
         };
+        let mut body = JsonObject::with_capacity(280 + self.policy.len() + 24 * violated.len());
+        body.str("type", QUOTA_EXCEEDED_TYPE)
+            .str("title", QUOTA_EXCEEDED_TITLE)
+            .number("status", 429)
+            .strings("violated-policies", violated.iter().copied());
         body.str("error", "rate_limited").str("policy", self.policy);
         if let Some(limit) = self.limit {
             body.str("limit", limit);
         }
         body.number("retry_after_ms", self.retry_after_ms);
+        let content_type = HeaderValue::from_static("application/problem+json");
         (body.finish(), content_type)
     }
 
@@ -94,6 +96,18 @@ impl Refused<'_> {
     }
 }
 
+/// The contract's 429 body for a refusal by `policy`, up to its wait:
+/// `{"error":"rate_limited","policy":"<policy>",["limit":"concurrency",]"retry_after_ms":`.
+/// Made once per config load, so a refusal only writes its number.
+pub fn body_start(policy: &str, concurrency: bool) -> Box<[u8]> {
+    let mut body = JsonObject::with_capacity(80 + policy.len());
+    body.str("error", "rate_limited").str("policy", policy);
+    if concurrency {
+        body.str("limit", "concurrency");
+    }
+    body.open_value("retry_after_ms").into_boxed_slice()
+}
+
 /// The names every 429 carries, in the order [`Refused::response`] sets their values.
 fn refusal_names() -> [http::HeaderName; 3] {
     [CONTENT_TYPE, VARY, RETRY_AFTER]
@@ -129,14 +143,19 @@ static RATE_REFUSAL_HEADERS: LazyLock<HeaderMap> = LazyLock::new(|| {
 /// policies (see [`super::wants_problem_json`]).
 pub fn too_many_requests(
     wait_ns: u64,
-    first_denier: &str,
+    first_denier: (&str, usize),
     reported: Option<&TierItem<'_>>,
     items: &[TierItem<'_>],
     route: &RouteHeaders,
     problem: Option<&[&str]>,
 ) -> Response<Body> {
+    let (policy, position) = first_denier;
     let refused = Refused {
-        policy: first_denier,
+        policy,
+        start: route
+            .refusal_bodies
+            .get(position)
+            .map_or(&[][..], |b| &b[..]),
         limit: None,
         retry_after_ms: ceil_millis(wait_ns),
         problem,
@@ -147,9 +166,11 @@ pub fn too_many_requests(
 
 /// The 429 for a request a concurrency policy refused: its slots were all taken (for
 /// `max_delay`, when it could wait). The wait is unknowable, so `Retry-After` is the
-/// policy's hint. `problem`: answer as RFC 9457 problem details.
+/// policy's hint. `start`: the plain body's start ([`body_start`]). `problem`: answer as
+/// RFC 9457 problem details.
 pub fn concurrency_refused(
     policy: &str,
+    start: &[u8],
     retry_after: std::time::Duration,
     constant: &PolicyHeaders,
     problem: bool,
@@ -159,6 +180,7 @@ pub fn concurrency_refused(
     let violated = [policy];
     let mut resp = Refused {
         policy,
+        start,
         limit: Some("concurrency"),
         retry_after_ms: hint_ms,
         problem: problem.then_some(&violated[..]),
@@ -182,8 +204,10 @@ mod tests {
             (None, "application/json"),
             (Some(&violated[..]), "application/problem+json"),
         ] {
+            let start = body_start("user", false);
             let refused = Refused {
                 policy: "user",
+                start: &start,
                 limit: None,
                 retry_after_ms: 1234,
                 problem,
@@ -218,8 +242,10 @@ mod tests {
     #[test]
     fn a_concurrency_refusal_carries_its_item_and_no_rate_headers() {
         let constant = PolicyHeaders::concurrency("inflight", 3);
+        let start = body_start("inflight", true);
         let resp = concurrency_refused(
             "inflight",
+            &start,
             std::time::Duration::from_millis(1500),
             &constant,
             false,
@@ -237,8 +263,10 @@ mod tests {
 
     #[test]
     fn the_two_bodies_carry_the_same_fields() {
+        let start = body_start("user", true);
         let refused = |problem| Refused {
             policy: "user",
+            start: &start,
             limit: Some("concurrency"),
             retry_after_ms: 1500,
             problem,

@@ -35,9 +35,15 @@ pub struct Rates {
 }
 
 impl Rates {
-    /// Decides `tiers` at `now` in the process-local table.
-    pub fn decide_local(local: &MemoryStore, tiers: &[RateTier], now: u64, cost: u64) -> Verdict {
-        evaluate(local, tiers, now, cost)
+    /// Decides `tiers` at `now` in the process-local table, into `verdict`.
+    pub fn decide_local(
+        local: &MemoryStore,
+        tiers: &[RateTier],
+        now: u64,
+        cost: u64,
+        verdict: &mut Verdict,
+    ) {
+        *verdict = evaluate(local, tiers, now, cost);
     }
 
     /// Decides `tiers` at `now` (local clock) with Redis: refused here when the refusal

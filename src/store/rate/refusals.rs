@@ -237,6 +237,7 @@ mod tests {
                 overflow: key + 1,
                 reserve: None,
             },
+            position: 0,
             redis: None,
             leased: false,
             settled: false,
