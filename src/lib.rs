@@ -2,19 +2,22 @@
 //!
 //! # Layout
 //!
-//! Three layers, dependencies pointing inward (no import circles):
+//! Three layers, every import pointing down (no import circles; docs/architecture.md is
+//! the map):
 //!
 //! 1. **Pure core** — [`limit`] (GCRA maths, tier evaluation with rollback), [`key`] (key
 //!    sources, client IP, key hashing), [`request`] (canonical path and host), [`config`]
-//!    (TOML → validated, immutable config; it reads only the files the config names).
+//!    (TOML → validated, immutable config; it reads only the files the config names),
+//!    [`reply`] (the body type and JSON answers every listener writes), [`clock`], [`tls`].
 //!    No network, no clock reads.
-//! 2. **Adapters** — [`store`] (embedded lock-free store, Redis; [`store::Limiter`] is the one
-//!    API the request path calls), [`proxy`] (the request path, forwarding, responses),
-//!    [`conn`] (what one client connection shares with its requests), [`admin`] (admin API,
-//!    status page), [`metrics`], [`tls`], [`clock`].
-//! 3. **Wiring** — [`gateway`] (start-up, signals, shutdown), [`workers`] (thread-per-core
-//!    data plane), [`server`] (accepting and serving connections under their deadlines),
-//!    [`reload`], [`descriptors`], [`state`] (shared state and the per-config snapshot), [`cli`],
+//! 2. **Adapters** — [`metrics`], [`store`] (embedded lock-free store, Redis;
+//!    [`store::Limiter`] is the one door the request path calls, one room per limit kind
+//!    behind it), [`overrides`] (runtime per-key limits), [`conn`] (what one client
+//!    connection shares with its requests), [`proxy`] (the request path as its phases, the
+//!    upstream pool, the config snapshot), [`server`] (accepting and serving connections
+//!    under their deadlines), [`admin`] (admin API, status page).
+//! 3. **Wiring** — [`gateway`] (start-up, background tasks, signals, shutdown), [`workers`]
+//!    (thread-per-core data plane), [`reload`], [`descriptors`], [`cli`], [`summary`],
 //!    [`health`] (the `tollgate health` probe).
 //!
 //! One request, top to bottom, is [`proxy::service::handle`]: load the snapshot once →

@@ -1,7 +1,10 @@
 //! The `tollgate` binary: parse the command line, set up logging, run, map errors to exit codes
 //! (0 ok, 2 bad config or usage, 1 runtime failure).
 
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 // The request path allocates a few small objects per request; mimalloc's thread-local
 // free lists make those markedly cheaper than glibc's malloc (docs/benchmarks.md).
@@ -37,116 +40,126 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+/// Why a subcommand failed, which decides the exit code; what went wrong has already
+/// been said on stderr or in the log.
+enum Failure {
+    /// A config file that does not compile, or overrides that do not apply to it.
+    BadConfig,
+    /// Anything else: the runtime, a listener, signals, an unhealthy answer.
+    Runtime,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
-    match cli.command {
-        Command::Check { config } => match tollgate::config::load(&config) {
-            Ok(c) => {
-                print!("{}", tollgate::summary::summary(&c));
-                let now_ms = tollgate::clock::MonotonicClock::new().wall_ms();
-                match tollgate::overrides::describe_file(&c, now_ms) {
-                    Ok(described) => {
-                        print!("{}", described.unwrap_or_default());
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => {
-                        eprintln!("{e}");
-                        ExitCode::from(2)
-                    }
-                }
-            }
-            Err(e) => {
-                eprintln!("{e}");
-                ExitCode::from(2)
-            }
-        },
+    let outcome = match cli.command {
+        Command::Check { config } => check(&config),
         Command::Run {
             config,
             ready_file,
             demo_upstream,
-        } => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("cannot start the runtime: {e}");
-                    return ExitCode::from(1);
-                }
-            };
-            runtime.block_on(async {
-                if let Some(addr) = demo_upstream {
-                    match tokio::net::TcpListener::bind(addr).await {
-                        Ok(listener) => {
-                            tokio::spawn(tollgate::echo::serve_on(listener));
-                        }
-                        Err(e) => {
-                            eprintln!("cannot serve the demo upstream on {addr}: {e}");
-                            return ExitCode::from(1);
-                        }
-                    }
-                }
-                let gateway = match Gateway::start(&config).await {
-                    Ok(g) => g,
-                    Err(StartError::Config(e)) => {
-                        eprintln!("{e}");
-                        return ExitCode::from(2);
-                    }
-                    Err(e) => {
-                        tracing::error!("{e}");
-                        return ExitCode::from(1);
-                    }
-                };
-                if let Some(path) = ready_file {
-                    if let Err(e) = gateway.write_ready_file(&path) {
-                        tracing::error!(path = %path.display(), "cannot write the ready file: {e}");
-                        gateway.shutdown().await;
-                        return ExitCode::from(1);
-                    }
-                }
-                match gateway.run_until_signalled().await {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) => {
-                        tracing::error!("signal handling failed: {e}");
-                        ExitCode::from(1)
-                    }
-                }
-            })
+        } => run(&config, ready_file, demo_upstream),
+        Command::Health { url, timeout } => health(&url, timeout),
+        Command::Echo { listen } => echo(listen),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::BadConfig) => ExitCode::from(2),
+        Err(Failure::Runtime) => ExitCode::from(1),
+    }
+}
+
+/// `tollgate check`: the summary of a valid config and of the overrides file it names.
+fn check(config: &Path) -> Result<(), Failure> {
+    let c = tollgate::config::load(config).map_err(|e| {
+        eprintln!("{e}");
+        Failure::BadConfig
+    })?;
+    print!("{}", tollgate::summary::summary(&c));
+    let now_ms = tollgate::clock::MonotonicClock::new().wall_ms();
+    let described = tollgate::overrides::describe_file(&c, now_ms).map_err(|e| {
+        eprintln!("{e}");
+        Failure::BadConfig
+    })?;
+    print!("{}", described.unwrap_or_default());
+    Ok(())
+}
+
+/// `tollgate run`: serve until signalled, with the demo upstream alongside if asked.
+fn run(
+    config: &Path,
+    ready_file: Option<PathBuf>,
+    demo_upstream: Option<SocketAddr>,
+) -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("cannot start the runtime: {e}");
+            Failure::Runtime
+        })?;
+    runtime.block_on(async {
+        if let Some(addr) = demo_upstream {
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                eprintln!("cannot serve the demo upstream on {addr}: {e}");
+                Failure::Runtime
+            })?;
+            tokio::spawn(tollgate::echo::serve_on(listener));
         }
-        Command::Health { url, timeout } => {
-            let result = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map(|rt| rt.block_on(tollgate::health::check(&url, timeout)));
-            match result {
-                Ok(Ok(())) => {
-                    println!("healthy: GET {} answered 200 OK", url.url);
-                    ExitCode::SUCCESS
-                }
-                Ok(Err(unhealthy)) => {
-                    eprintln!("unhealthy: {unhealthy}");
-                    ExitCode::from(1)
-                }
-                Err(e) => {
-                    eprintln!("cannot start the runtime: {e}");
-                    ExitCode::from(1)
-                }
+        let gateway = Gateway::start(config).await.map_err(|e| match e {
+            StartError::Config(e) => {
+                eprintln!("{e}");
+                Failure::BadConfig
+            }
+            e => {
+                tracing::error!("{e}");
+                Failure::Runtime
+            }
+        })?;
+        if let Some(path) = ready_file {
+            if let Err(e) = gateway.write_ready_file(&path) {
+                tracing::error!(path = %path.display(), "cannot write the ready file: {e}");
+                gateway.shutdown().await;
+                return Err(Failure::Runtime);
             }
         }
-        Command::Echo { listen } => {
-            let result = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .and_then(|rt| rt.block_on(tollgate::echo::serve(listen)));
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("echo upstream failed: {e}");
-                    ExitCode::from(1)
-                }
-            }
+        gateway.run_until_signalled().await.map_err(|e| {
+            tracing::error!("signal handling failed: {e}");
+            Failure::Runtime
+        })
+    })
+}
+
+/// `tollgate health`: one GET of the admin API's /healthz.
+fn health(url: &tollgate::health::Target, timeout: Duration) -> Result<(), Failure> {
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(|rt| rt.block_on(tollgate::health::check(url, timeout)));
+    match result {
+        Ok(Ok(())) => {
+            println!("healthy: GET {} answered 200 OK", url.url);
+            Ok(())
+        }
+        Ok(Err(unhealthy)) => {
+            eprintln!("unhealthy: {unhealthy}");
+            Err(Failure::Runtime)
+        }
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            Err(Failure::Runtime)
         }
     }
+}
+
+/// `tollgate echo`: the demo upstream, until killed.
+fn echo(listen: SocketAddr) -> Result<(), Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .and_then(|rt| rt.block_on(tollgate::echo::serve(listen)))
+        .map_err(|e| {
+            eprintln!("echo upstream failed: {e}");
+            Failure::Runtime
+        })
 }

@@ -3,7 +3,8 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::config::{Config, Policy, PolicyKind, RateLimit, Route, Server, Sync};
+use crate::limit::Mode;
 
 fn human(ns: u64) -> String {
     humantime::format_duration(Duration::from_nanos(ns)).to_string()
@@ -12,68 +13,10 @@ fn human(ns: u64) -> String {
 pub fn summary(config: &Config) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "configuration {} is valid", config.path.display());
-    let _ = writeln!(
-        out,
-        "listen {}{}",
-        config.server.listen,
-        if config.server.tls.is_some() {
-            " (TLS)"
-        } else {
-            ""
-        }
-    );
-    if let Some(a) = config.server.admin_listen {
-        let guard = match (&config.server.admin_token, a.ip().is_loopback()) {
-            (Some(_), _) => " (token required)",
-            (None, true) => "",
-            (None, false) => " - warning: no admin_token: limits, config and stats are readable by anyone who reaches this port (changes are refused); set admin_token_file or listen on 127.0.0.1",
-        };
-        let _ = writeln!(out, "admin  {a}{guard}");
-    }
+    write_listeners(&mut out, &config.server);
     let _ = writeln!(out, "\npolicies:");
     for p in &config.policies {
-        let keys: Vec<String> = p.key.iter().map(ToString::to_string).collect();
-        let numbers = match &p.kind {
-            crate::config::PolicyKind::Rate(r) => format!(
-                "limit={} per {} burst={}  T={} τ={}{}{}",
-                r.limit,
-                humantime::format_duration(r.period),
-                r.quota.burst(),
-                human(r.quota.interval_ns()),
-                human(r.quota.tolerance_ns()),
-                r.settle.as_ref().map_or_else(String::new, |s| format!(
-                    "  settle={} reserve={}",
-                    s.source.describe(),
-                    s.reserve
-                        .map_or_else(|| "the route's cost".to_owned(), |r| r.to_string())
-                )),
-                if r.sync == crate::config::Sync::Lease {
-                    "  sync=lease"
-                } else {
-                    ""
-                },
-            ),
-            crate::config::PolicyKind::Concurrency(c) => format!(
-                "max_in_flight={}  retry_after={}",
-                c.max_in_flight,
-                humantime::format_duration(c.retry_after),
-            ),
-        };
-        let _ = writeln!(
-            out,
-            "  {:<16} key={} {numbers}{}{}",
-            p.name,
-            keys.join("+"),
-            if p.mode == crate::limit::Mode::Shadow {
-                " (shadow)"
-            } else {
-                ""
-            },
-            match p.override_count() {
-                0 => String::new(),
-                n => format!(" overrides={n}"),
-            },
-        );
+        write_policy(&mut out, p);
     }
     let _ = writeln!(out, "\nroutes (in match order):");
     if config.routes.is_empty() {
@@ -83,20 +26,95 @@ pub fn summary(config: &Config) -> String {
         );
     }
     for r in &config.routes {
-        let tiers: Vec<&str> = r.policies.iter().map(|p| p.name.as_str()).collect();
-        let _ = writeln!(
-            out,
-            "  {:<16} {}{} -> {}  tiers=[{}] cost={}",
-            r.name,
-            r.host
-                .as_deref()
-                .map(|h| format!("{h} "))
-                .unwrap_or_default(),
-            r.path,
-            r.upstream.name,
-            tiers.join(", "),
-            r.cost
-        );
+        write_route(&mut out, r);
     }
     out
+}
+
+/// The data-plane and admin addresses, warning when the admin API is open to anyone who
+/// reaches it.
+fn write_listeners(out: &mut String, server: &Server) {
+    let _ = writeln!(
+        out,
+        "listen {}{}",
+        server.listen,
+        if server.tls.is_some() { " (TLS)" } else { "" }
+    );
+    if let Some(a) = server.admin_listen {
+        let guard = match (&server.admin_token, a.ip().is_loopback()) {
+            (Some(_), _) => " (token required)",
+            (None, true) => "",
+            (None, false) => " - warning: no admin_token: limits, config and stats are readable by anyone who reaches this port (changes are refused); set admin_token_file or listen on 127.0.0.1",
+        };
+        let _ = writeln!(out, "admin  {a}{guard}");
+    }
+}
+
+/// One line per policy: its name, key, numbers, shadow mode and override count.
+fn write_policy(out: &mut String, p: &Policy) {
+    let keys: Vec<String> = p.key.iter().map(ToString::to_string).collect();
+    let numbers = match &p.kind {
+        PolicyKind::Rate(r) => rate_numbers(r),
+        PolicyKind::Concurrency(c) => format!(
+            "max_in_flight={}  retry_after={}",
+            c.max_in_flight,
+            humantime::format_duration(c.retry_after),
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "  {:<16} key={} {numbers}{}{}",
+        p.name,
+        keys.join("+"),
+        if p.mode == Mode::Shadow {
+            " (shadow)"
+        } else {
+            ""
+        },
+        match p.override_count() {
+            0 => String::new(),
+            n => format!(" overrides={n}"),
+        },
+    );
+}
+
+/// A rate policy as written, then as run: T and τ, and how it settles and syncs.
+fn rate_numbers(r: &RateLimit) -> String {
+    format!(
+        "limit={} per {} burst={}  T={} τ={}{}{}",
+        r.limit,
+        humantime::format_duration(r.period),
+        r.quota.burst(),
+        human(r.quota.interval_ns()),
+        human(r.quota.tolerance_ns()),
+        r.settle.as_ref().map_or_else(String::new, |s| format!(
+            "  settle={} reserve={}",
+            s.source.describe(),
+            s.reserve
+                .map_or_else(|| "the route's cost".to_owned(), |r| r.to_string())
+        )),
+        if r.sync == Sync::Lease {
+            "  sync=lease"
+        } else {
+            ""
+        },
+    )
+}
+
+/// One line per route, in match order: host and path, upstream, tiers and cost.
+fn write_route(out: &mut String, r: &Route) {
+    let tiers: Vec<&str> = r.policies.iter().map(|p| p.name.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "  {:<16} {}{} -> {}  tiers=[{}] cost={}",
+        r.name,
+        r.host
+            .as_deref()
+            .map(|h| format!("{h} "))
+            .unwrap_or_default(),
+        r.path,
+        r.upstream.name,
+        tiers.join(", "),
+        r.cost
+    );
 }

@@ -104,73 +104,63 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
             &[("policy", policy_name.into())],
         );
     };
-    if parts.len() != policy.key.len() || parts.iter().any(String::is_empty) {
+    if let Err(expected) = crate::store::keys::key_shape(policy, &parts) {
         return json_error(
             StatusCode::BAD_REQUEST,
             "bad_key",
-            &[(
-                "expected_parts",
-                policy
-                    .key
-                    .iter()
-                    .map(|k| k.to_string())
-                    .collect::<Vec<_>>()
-                    .join("/")
-                    .into(),
-            )],
+            &[("expected_parts", expected.into())],
         );
     }
     let key = shared.limiter.keys().key_of(&policy.name, &parts);
-    let single = (parts.len() == 1).then(|| parts[0].as_str());
     let runtime = shared.limiter.overrides().get(key.hash, &*shared.clock);
-    let rate = match &policy.kind {
-        PolicyKind::Rate(rate) => rate,
-        PolicyKind::Concurrency(cap) => {
-            let max = match runtime {
-                Some(Applied::Concurrency(max)) => max,
-                _ => cap.max_for(single),
-            };
-            let redis_key = key.redis.as_ref().map(|r| r.key.as_str());
-            let held = match shared.limiter.slots_held(key.hash, redis_key).await {
-                Ok(held) => held,
-                Err(e) => {
-                    return json_error(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "store_unavailable",
-                        &[("detail", e.to_string().into())],
-                    )
-                }
-            };
-            return json_ok(json!({
-                "policy": policy.name,
-                "key": parts,
-                "kind": "concurrency",
-                "max_in_flight": max,
-                "in_flight": held,
-                "free": max.saturating_sub(held),
-                "waiting": shared.limiter.slots_waiting(key.hash),
-                "tracked": held > 0,
-            }));
+    let single = (parts.len() == 1).then(|| std::borrow::Cow::Borrowed(parts[0].as_str()));
+    let inspected = match crate::store::limits::limit_for(policy, runtime, || single) {
+        Applied::Concurrency(max) => concurrency_json(shared, &key, max).await,
+        Applied::Rate(quota) => rate_json(shared, &key, quota).await,
+    };
+    match inspected {
+        Ok(mut fields) => {
+            if let Some(out) = fields.as_object_mut() {
+                out.insert("policy".to_owned(), policy.name.as_str().into());
+                out.insert("key".to_owned(), parts.into());
+            }
+            json_ok(fields)
         }
-    };
-    let (tat, now) = match shared.limiter.peek(&key, shared.clock.now_ns()).await {
-        Ok(found) => found,
-        Err(e) => {
-            return json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                &[("detail", e.to_string().into())],
-            );
-        }
-    };
-    let quota = match runtime {
-        Some(Applied::Rate(quota)) => quota,
-        _ => rate.quota_for(single),
-    };
+        Err(e) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            &[("detail", e.to_string().into())],
+        ),
+    }
+}
+
+/// A concurrency key's slots: held (fleet-wide with Redis), free, waiting here.
+async fn concurrency_json(
+    shared: &Shared,
+    key: &crate::store::StoreKey,
+    max: u32,
+) -> Result<serde_json::Value, crate::store::StoreError> {
+    let redis_key = key.redis.as_ref().map(|r| r.key.as_str());
+    let held = shared.limiter.slots_held(key.hash, redis_key).await?;
+    Ok(json!({
+        "kind": "concurrency",
+        "max_in_flight": max,
+        "in_flight": held,
+        "free": max.saturating_sub(held),
+        "waiting": shared.limiter.slots_waiting(key.hash),
+        "tracked": held > 0,
+    }))
+}
+
+/// A rate key's TAT, relative to now, and what it lets through.
+async fn rate_json(
+    shared: &Shared,
+    key: &crate::store::StoreKey,
+    quota: crate::limit::Quota,
+) -> Result<serde_json::Value, crate::store::StoreError> {
+    let (tat, now) = shared.limiter.peek(key, shared.clock.now_ns()).await?;
     let probe = quota.decide(tat, now, 1, 0);
-    json_ok(json!({
-        "policy": policy.name,
-        "key": parts,
+    Ok(json!({
         "tat_ms": (tat.saturating_sub(now)) as f64 / 1e6,
         "burst": quota.burst(),
         "remaining": quota.remaining(tat, now),

@@ -1,11 +1,13 @@
 //! Configuration in two stages: `raw` mirrors the TOML, `compile` validates it into
-//! the immutable `model` that the gateway runs on.
+//! the immutable `model` (with its `policy` types) that the gateway runs on.
 
 pub mod compile;
 pub mod error;
 pub mod model;
+pub mod policy;
 pub mod raw;
 
 pub use compile::{compile, load, ADMIN_MAX_CONNECTIONS};
 pub use error::{ConfigError, Located};
 pub use model::*;
+pub use policy::*;

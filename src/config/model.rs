@@ -1,7 +1,6 @@
 //! The validated, immutable configuration. Built only by `compile`, so every value
 //! here is already known to be usable.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,8 +9,8 @@ use std::time::Duration;
 use http::uri::{Authority, Scheme};
 use http::Method;
 
-use crate::key::{KeySource, TrustedProxies};
-use crate::limit::{Mode, Quota};
+use super::policy::Policy;
+use crate::key::TrustedProxies;
 pub use crate::tls::CertFiles;
 
 #[derive(Debug)]
@@ -192,172 +191,6 @@ pub struct Target {
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}://{}", self.scheme, self.authority)
-    }
-}
-
-/// What to do when a tier's key source is absent from a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Missing {
-    /// All such requests share one limiter.
-    Shared,
-    /// The tier is not applied.
-    Skip,
-    /// The request is refused with 400.
-    Reject,
-}
-
-#[derive(Debug)]
-pub struct Policy {
-    pub name: String,
-    pub key: Vec<KeySource>,
-    pub missing: Missing,
-    pub mode: Mode,
-    /// Rate: how long an admitted request may be held to fit. Concurrency: how long a
-    /// request may wait for a slot.
-    pub max_delay: Duration,
-    pub kind: PolicyKind,
-}
-
-/// What a policy limits.
-#[derive(Debug)]
-pub enum PolicyKind {
-    /// Requests per period (GCRA).
-    Rate(RateLimit),
-    /// Requests in flight at once.
-    Concurrency(ConcurrencyLimit),
-}
-
-#[derive(Debug)]
-pub struct RateLimit {
-    pub limit: u64,
-    pub period: Duration,
-    pub quota: Quota,
-    /// Per-key quotas for single-source keys, by the key's text.
-    pub overrides: HashMap<String, Quota>,
-    /// Set when the cost is settled after the response.
-    pub settle: Option<Settle>,
-    /// How a fleet shares the limit through Redis.
-    pub sync: Sync,
-}
-
-/// How gateways sharing a Redis decide a rate policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Sync {
-    /// Every decision is one Redis call.
-    #[default]
-    Exact,
-    /// Each gateway takes slices of a key's capacity from Redis and admits from them
-    /// locally, each unit no later than its slot (`store::lease`).
-    Lease,
-}
-
-/// A rate policy whose cost is known only once the upstream has answered: `reserve` is
-/// charged at admission, the difference to the actual cost settled when it is known.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settle {
-    pub source: SettleSource,
-    /// Units charged at admission; `None`: the route's cost.
-    pub reserve: Option<std::num::NonZeroU64>,
-    /// The largest settled value; larger ones are capped (and counted).
-    pub max_cost: u64,
-    /// Measured bytes are divided by this (rounded up) to make units.
-    pub unit: std::num::NonZeroU64,
-    /// When the upstream fails (no answer, or 5xx without the value), settle at what was
-    /// measured (nothing, for a header or trailer) instead of the reserve.
-    pub refund_on_upstream_error: bool,
-}
-
-/// Where a settled cost comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SettleSource {
-    ResponseHeader(http::HeaderName),
-    ResponseTrailer(http::HeaderName),
-    ResponseBytes,
-    RequestBytes,
-}
-
-impl SettleSource {
-    /// The config's spelling.
-    pub fn describe(&self) -> String {
-        match self {
-            SettleSource::ResponseHeader(h) => format!("response_header:{h}"),
-            SettleSource::ResponseTrailer(h) => format!("response_trailer:{h}"),
-            SettleSource::ResponseBytes => "response_bytes".to_owned(),
-            SettleSource::RequestBytes => "request_bytes".to_owned(),
-        }
-    }
-
-    /// Whether the value is a count of body bytes (divided by `settle_unit`).
-    pub fn measures_bytes(&self) -> bool {
-        matches!(
-            self,
-            SettleSource::ResponseBytes | SettleSource::RequestBytes
-        )
-    }
-}
-
-/// A settled debt never takes a key's TAT further than this beyond now (about 52 days):
-/// the Redis script keeps debts exactly in doubles below 2^52 ns.
-pub const MAX_SETTLED_DEBT_NS: u64 = 1 << 52;
-
-#[derive(Debug)]
-pub struct ConcurrencyLimit {
-    pub max_in_flight: u32,
-    /// Sent as `Retry-After` when refused: the real wait is unknowable.
-    pub retry_after: Duration,
-    /// Redis: how long a slot of a gateway that died stays taken.
-    pub lease_ttl: Duration,
-    /// Per-key `max_in_flight` for single-source keys, by the key's text.
-    pub overrides: HashMap<String, u32>,
-}
-
-impl ConcurrencyLimit {
-    /// The cap for a key: its override if it has one.
-    pub fn max_for(&self, key_text: Option<&str>) -> u32 {
-        match key_text {
-            Some(k) if !self.overrides.is_empty() => {
-                self.overrides.get(k).copied().unwrap_or(self.max_in_flight)
-            }
-            _ => self.max_in_flight,
-        }
-    }
-}
-
-impl RateLimit {
-    /// The quota for a key: its override if it has one.
-    pub fn quota_for(&self, key_text: Option<&str>) -> Quota {
-        match key_text {
-            Some(k) if !self.overrides.is_empty() => {
-                self.overrides.get(k).copied().unwrap_or(self.quota)
-            }
-            _ => self.quota,
-        }
-    }
-}
-
-impl Policy {
-    /// The rate limit, for a rate policy.
-    pub fn rate(&self) -> Option<&RateLimit> {
-        match &self.kind {
-            PolicyKind::Rate(r) => Some(r),
-            PolicyKind::Concurrency(_) => None,
-        }
-    }
-
-    /// The concurrency limit, for a concurrency policy.
-    pub fn concurrency(&self) -> Option<&ConcurrencyLimit> {
-        match &self.kind {
-            PolicyKind::Concurrency(c) => Some(c),
-            PolicyKind::Rate(_) => None,
-        }
-    }
-
-    /// Whether overrides are set (either kind).
-    pub fn override_count(&self) -> usize {
-        match &self.kind {
-            PolicyKind::Rate(r) => r.overrides.len(),
-            PolicyKind::Concurrency(c) => c.overrides.len(),
-        }
     }
 }
 

@@ -11,4 +11,4 @@ pub use tiers::{
 };
 
 #[cfg(test)]
-mod model_tests;
+pub(crate) mod model_tests;

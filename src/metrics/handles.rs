@@ -150,6 +150,9 @@ impl Metrics {
         }
         for upstream in &old.upstreams {
             if !new.upstreams.iter().any(|u| u.name == upstream.name) {
+                self.upstream_open.remove(&super::UpstreamNameLabels {
+                    upstream: upstream.name.clone(),
+                });
                 for status in CLASSES {
                     self.upstream_latency.remove(&UpstreamLabels {
                         upstream: upstream.name.clone(),

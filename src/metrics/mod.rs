@@ -47,6 +47,8 @@ pub struct Metrics {
     pub requests_unmatched: ShardedCounter,
     pub responses: Family<RouteStatusLabels, ShardedCounter>,
     pub upstream_latency: Histograms<UpstreamLabels>,
+    /// Connections open to each upstream.
+    pub upstream_open: Family<UpstreamNameLabels, Gauge>,
     pub store_errors: Family<StoreLabels, Counter>,
     pub store_breaker_open: Gauge,
     pub reloads: Family<ResultLabels, Counter>,
@@ -91,6 +93,12 @@ impl Metrics {
             requests_unmatched: registered(&mut registry, "requests_unmatched", "Requests that matched no route (404)", ShardedCounter::default()),
             responses: registered(&mut registry, "responses", "Responses by route and status class, the gateway's own 429/502/504 included", Family::default()),
             upstream_latency: registered(&mut registry, "upstream_duration_seconds", "Time to the upstream's response headers, by upstream and status class", histograms(latency_histogram)),
+            upstream_open: registered(
+                &mut registry,
+                "upstream_connections",
+                "Connections open to each upstream (in use and idle), every worker's",
+                Family::default(),
+            ),
             store_errors: registered(&mut registry, "store_errors", "Store calls that failed, by backend and kind", Family::default()),
             store_breaker_open: registered(&mut registry, "store_breaker_open", "1 while the store circuit breaker is open", Gauge::default()),
             reloads: registered(&mut registry, "config_reloads", "Configuration reloads by result", Family::default()),
@@ -135,6 +143,15 @@ impl Metrics {
         self.in_flight
             .get_or_create(&PolicyLabels {
                 policy: policy.to_owned(),
+            })
+            .clone()
+    }
+
+    /// The gauge of connections open to `upstream`.
+    pub fn upstream_connections(&self, upstream: &str) -> Gauge {
+        self.upstream_open
+            .get_or_create(&UpstreamNameLabels {
+                upstream: upstream.to_owned(),
             })
             .clone()
     }

@@ -314,18 +314,10 @@ fn check_id(config: &Config, id: &OverrideId) -> Result<(), ChangeError> {
     let policy = config
         .policy(&id.policy)
         .ok_or_else(|| ChangeError::UnknownPolicy(id.policy.clone()))?;
-    if id.key.len() != policy.key.len() || id.key.iter().any(String::is_empty) {
-        return Err(ChangeError::BadKey {
-            policy: id.policy.clone(),
-            expected: policy
-                .key
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("/"),
-        });
-    }
-    Ok(())
+    crate::store::keys::key_shape(policy, &id.key).map_err(|expected| ChangeError::BadKey {
+        policy: id.policy.clone(),
+        expected,
+    })
 }
 
 fn resolve(

@@ -4,15 +4,17 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, Response, StatusCode};
+use http::{HeaderMap, Request, Response, StatusCode};
+use hyper::body::Incoming;
 
 use super::access_log::Trace;
 use super::response::{
     concurrency_refused, too_many_requests, wants_problem_json, PolicyHeaders, RouteHeaders,
     TierItem,
 };
-use super::snapshot::Snapshot;
+use super::snapshot::{Shared, Snapshot};
 use crate::config::{Policy, Route};
+use crate::key::RequestView;
 use crate::limit::Quota;
 use crate::metrics::RouteMetrics;
 use crate::reply::{ceil_millis, json_error, Body};
@@ -70,6 +72,32 @@ fn constant_headers<'a>(
     constant: &'a PolicyHeaders,
 ) -> Option<&'a PolicyHeaders> {
     (Some(quota) == policy.rate().map(|r| &r.quota)).then_some(constant)
+}
+
+/// Decides every tier of `req` on `routed` into `admission` and answers a refusal (see
+/// [`answer`]).
+pub async fn admit(
+    shared: &Shared,
+    routed: &Routed<'_>,
+    req: &Request<Incoming>,
+    client_ip: std::net::IpAddr,
+    admission: &mut Admission,
+    trace: &mut Trace,
+) -> Option<Response<Body>> {
+    let route = routed.route;
+    let view = RequestView {
+        method: req.method(),
+        uri: req.uri(),
+        headers: req.headers(),
+        client_ip,
+        route: &route.name,
+    };
+    let keys = &routed.snapshot.route_keys[routed.index];
+    shared
+        .limiter
+        .check_request((route, keys), &view, &*shared.clock, admission)
+        .await;
+    answer(routed, admission, req.headers(), client_ip, trace)
 }
 
 /// Counts the admission's decisions and logs the shadow tiers that would have refused;

@@ -49,7 +49,7 @@ pub async fn forward(
         pool,
         conn,
         now,
-    } = sent;
+    } = &sent;
     let (upgrade, tunnel_permit) = upgrade.unzip();
     let client_version = req.version();
     if let Some(refused) = declared_too_large(&req, route) {
@@ -63,7 +63,7 @@ pub async fn forward(
     prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
 
     let sent_at = shared.clock.now_ns();
-    let result = pool.send(outgoing, now, replayable, &conn.upstream).await;
+    let result = pool.send(outgoing, *now, replayable, &conn.upstream).await;
     let upstream = &pool.upstream.name;
     let mut resp = match result {
         Ok(resp) => resp,
@@ -83,30 +83,9 @@ pub async fn forward(
     );
     let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
     if switching {
-        // Tunnel only the upgrade the client asked for, and only when the 101 names it:
-        // otherwise the "tunnel" could carry any number of unlimited requests.
-        let agreed = upgrade
-            .as_ref()
-            .is_some_and(|asked| super::head::upgrade_matches(asked, resp.headers().get(UPGRADE)));
-        let Some(client_upgrade) = client_upgrade.filter(|_| agreed) else {
-            tracing::warn!(route = %route.name, upstream = %upstream, "upstream answered 101 to a request that did not ask for that upgrade");
-            return Err(json_error(
-                StatusCode::BAD_GATEWAY,
-                "upstream_bad_upgrade",
-                &[("upstream", upstream.as_str().into())],
-            ));
-        };
-        if let Some(permit) = tunnel_permit {
-            let tunnel = super::tunnel::Tunnel {
-                client: client_upgrade,
-                upstream: hyper::upgrade::on(&mut resp),
-                permit,
-                conn: conn.clone(),
-                idle_timeout: server.tunnel_idle_timeout,
-                gauge: shared.metrics.open_connections.clone(),
-                slots: std::mem::take(slots),
-            };
-            tunnel.spawn();
+        let asked = upgrade.zip(client_upgrade);
+        if let Some(refused) = open_tunnel(shared, &sent, &mut resp, asked, tunnel_permit, slots) {
+            return Err(refused);
         }
     }
     // An intermediary answers in its own HTTP version (RFC 9110 §6.2): an HTTP/1.0
@@ -118,6 +97,44 @@ pub async fn forward(
     };
     strip_hop_by_hop(resp.headers_mut(), switching);
     Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
+}
+
+/// Turns an upstream's 101 into a tunnel: only for the upgrade the client asked for, and
+/// only when the 101 names it (otherwise the "tunnel" could carry any number of
+/// unlimited requests): the 502 when it does not. The tunnel takes the request's
+/// concurrency slots.
+fn open_tunnel(
+    shared: &Shared,
+    sent: &Sent<'_>,
+    resp: &mut Response<super::pool::PooledBody>,
+    asked: Option<(http::HeaderValue, hyper::upgrade::OnUpgrade)>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    slots: &mut HeldSlots,
+) -> Option<Response<Body>> {
+    let upstream = &sent.pool.upstream.name;
+    let answered = resp.headers().get(UPGRADE);
+    let agreed = asked.filter(|(protocol, _)| super::head::upgrade_matches(protocol, answered));
+    let Some((_, client)) = agreed else {
+        tracing::warn!(route = %sent.route.name, upstream = %upstream, "upstream answered 101 to a request that did not ask for that upgrade");
+        return Some(json_error(
+            StatusCode::BAD_GATEWAY,
+            "upstream_bad_upgrade",
+            &[("upstream", upstream.as_str().into())],
+        ));
+    };
+    if let Some(permit) = permit {
+        let tunnel = super::tunnel::Tunnel {
+            client,
+            upstream: hyper::upgrade::on(resp),
+            permit,
+            conn: sent.conn.clone(),
+            idle_timeout: sent.server.tunnel_idle_timeout,
+            gauge: shared.metrics.open_connections.clone(),
+            slots: std::mem::take(slots),
+        };
+        tunnel.spawn();
+    }
+    None
 }
 
 /// 413 for a body whose declared length is above the route's `max_body`.

@@ -16,9 +16,7 @@ use super::body::{HeldSlots, ResponseBody};
 use super::forward::{forward, Sent, Upgrade};
 use super::settle::Settlement;
 use super::snapshot::{Current, Shared};
-use crate::config::SettleSource;
 use crate::conn::ConnInfo;
-use crate::key::RequestView;
 use crate::reply::{json_error, Body};
 use crate::store::Admission;
 
@@ -68,27 +66,66 @@ async fn serve(
     trace: &mut Trace,
     slots: &mut HeldSlots,
 ) -> Response<Body> {
-    let config = &snapshot.config;
-    let normalized = match super::head::normalize(&mut req, &config.server.paths) {
-        Ok(n) => n,
-        Err(e) => {
-            trace.decision = "bad_request";
-            return json_error(StatusCode::BAD_REQUEST, e.code(), &[]);
-        }
+    let arrived = match arrive(shared, snapshot, conn, &mut req, trace) {
+        Ok(arrived) => arrived,
+        Err(answer) => return *answer,
     };
+    let Arrived {
+        routed,
+        client_ip,
+        upgrade,
+    } = arrived;
+    let mut admission = Admission::default();
+    let refused = super::admit::admit(shared, &routed, &req, client_ip, &mut admission, trace);
+    if let Some(refused) = refused.await {
+        return refused;
+    }
+    if admission.delay_ns() > 0 {
+        tokio::time::sleep(Duration::from_nanos(admission.delay_ns())).await;
+    }
+    *slots = admission.take_held();
+    let settles = admission.take_settles();
+    let (settlement, uploaded) = Settlement::begin(shared, snapshot, routed.index, settles);
+    let sent = Sent {
+        server: &snapshot.config.server,
+        route: routed.route,
+        pool: &snapshot.pools[routed.route.upstream_index],
+        conn,
+        now: admission.now(),
+    };
+    // A tunnel takes the slots it needs; what it leaves is held until the body is done.
+    let forwarded = forward(shared, sent, req, upgrade, slots, uploaded).await;
+    super::respond::describe(&routed, forwarded, settlement, &mut admission).await
+}
+
+/// A request that has a route: which, who sent it, and the tunnel it may open.
+struct Arrived<'a> {
+    routed: Routed<'a>,
+    client_ip: std::net::IpAddr,
+    upgrade: Option<Upgrade>,
+}
+
+/// Normalises the head, matches the route and tells who the client is; the answer when
+/// the request goes no further (400, 404, 503 for a tunnel with no connection left).
+fn arrive<'a>(
+    shared: &Shared,
+    snapshot: &'a Current,
+    conn: &ConnInfo,
+    req: &mut Request<Incoming>,
+    trace: &mut Trace,
+) -> Result<Arrived<'a>, Box<Response<Body>>> {
+    let config = &snapshot.config;
+    let normalized = super::head::normalize(req, &config.server.paths).map_err(|e| {
+        trace.decision = "bad_request";
+        Box::new(json_error(StatusCode::BAD_REQUEST, e.code(), &[]))
+    })?;
     if config.server.access_log {
         trace.normalized = Some(req.uri().clone());
     }
     let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());
     let Some(index) = config.find_route(host, req.uri().path(), req.method()) else {
         shared.metrics.requests_unmatched.inc();
-        return json_error(StatusCode::NOT_FOUND, "no_route", &[]);
-    };
-    let route = &config.routes[index];
-    let routed = Routed {
-        snapshot,
-        index,
-        route,
+        return Err(Box::new(json_error(StatusCode::NOT_FOUND, "no_route", &[])));
     };
     trace.route = Some(index);
     let client_ip = config
@@ -96,50 +133,21 @@ async fn serve(
         .trusted_proxies
         .client_ip(conn.peer.ip(), req.headers());
     trace.client = Some(client_ip);
-    let Ok(upgrade) = tunnel_permit(normalized.upgrade, conn) else {
+    let upgrade = tunnel_permit(normalized.upgrade, conn).map_err(|_| {
         trace.decision = "too_many_connections";
-        return json_error(StatusCode::SERVICE_UNAVAILABLE, "too_many_connections", &[]);
+        let code = "too_many_connections";
+        Box::new(json_error(StatusCode::SERVICE_UNAVAILABLE, code, &[]))
+    })?;
+    let routed = Routed {
+        snapshot,
+        index,
+        route: &config.routes[index],
     };
-
-    let mut admission = Admission::default();
-    let view = RequestView {
-        method: req.method(),
-        uri: req.uri(),
-        headers: req.headers(),
+    Ok(Arrived {
+        routed,
         client_ip,
-        route: &route.name,
-    };
-    let clock = &*shared.clock;
-    let keys = &snapshot.route_keys[index];
-    shared
-        .limiter
-        .check_request((route, keys), &view, clock, &mut admission)
-        .await;
-    let refused = super::admit::answer(&routed, &admission, req.headers(), client_ip, trace);
-    if let Some(refused) = refused {
-        return refused;
-    }
-    if admission.delay_ns() > 0 {
-        tokio::time::sleep(Duration::from_nanos(admission.delay_ns())).await;
-    }
-
-    *slots = admission.take_held();
-    let settles = admission.take_settles();
-    let mut settlement = (!settles.is_empty())
-        .then(|| Settlement::new(shared.clone(), snapshot.clone(), index, settles));
-    let uploaded = settlement
-        .as_mut()
-        .map(|s| s.split(|source| *source == SettleSource::RequestBytes));
-    let sent = Sent {
-        server: &config.server,
-        route,
-        pool: &snapshot.pools[route.upstream_index],
-        conn,
-        now: admission.now(),
-    };
-    // A tunnel takes the slots it needs; what it leaves is held until the body is done.
-    let forwarded = forward(shared, sent, req, upgrade, slots, uploaded).await;
-    super::respond::describe(&routed, forwarded, settlement, &mut admission).await
+        upgrade,
+    })
 }
 
 /// A tunnel counts against `max_connections`: an upgrade with no slot left is refused

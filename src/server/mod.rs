@@ -86,10 +86,6 @@ pub async fn serve(
             break;
         };
         let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        let mut builder = builder.clone();
-        // The header-read timeout on a timer the connection keeps between its requests.
-        builder.http1().timer(crate::conn::HeaderTimer::default());
         // The certificates of the config in effect now (a reload swaps them).
         let tls = shared
             .snapshot
@@ -108,31 +104,18 @@ pub async fn serve(
             open: open.clone(),
             upstream: Default::default(),
         });
-        let shutdown = shutdown.clone();
-        let limits = Limits::of(&server);
+        let accepted = Accepted {
+            stream,
+            tls,
+            permit,
+            ctx,
+            shared: shared.clone(),
+            builder: builder.clone(),
+            shutdown: shutdown.clone(),
+            limits: Limits::of(&server),
+        };
         shared.metrics.open_connections.inc();
-        tokio::spawn(async move {
-            let gauge = shared.metrics.open_connections.clone();
-            // A client has `header_read_timeout` to show what it speaks: silent
-            // connections and stalled HTTP/2 prefaces are cut like slow HTTP/1 headers.
-            let deadline = limits.header_read;
-            match tls {
-                None => {
-                    if let Some(io) = preface::read_start(stream, deadline).await {
-                        serve_io(io, ctx, shared, &builder, shutdown, limits).await;
-                    }
-                }
-                Some(cfg) => {
-                    if let Some(tls_stream) = handshake(stream, cfg).await {
-                        if let Some(io) = preface::read_start(tls_stream, deadline).await {
-                            serve_io(io, ctx, shared, &builder, shutdown, limits).await;
-                        }
-                    }
-                }
-            }
-            gauge.dec();
-            drop(permit);
-        });
+        tokio::spawn(accepted.serve());
     }
     drop(listener);
     drop(open);
@@ -147,6 +130,59 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("drain deadline passed; closing remaining connections");
+    }
+}
+
+/// One accepted connection and what serving it needs.
+struct Accepted {
+    stream: TcpStream,
+    /// The TLS config to handshake with, when the listener serves TLS.
+    tls: Option<Arc<rustls::ServerConfig>>,
+    /// Its slot among `max_connections`, held until it closes.
+    permit: tokio::sync::OwnedSemaphorePermit,
+    ctx: Arc<ConnContext>,
+    shared: Arc<Shared>,
+    builder: auto::Builder<StreamExecutor>,
+    shutdown: watch::Receiver<bool>,
+    limits: Limits,
+}
+
+impl Accepted {
+    /// Serves the connection to its end: TLS first when configured, then whatever the
+    /// client speaks.
+    async fn serve(self) {
+        let Accepted {
+            stream,
+            tls,
+            permit,
+            ctx,
+            shared,
+            mut builder,
+            shutdown,
+            limits,
+        } = self;
+        // The header-read timeout on a timer the connection keeps between its requests.
+        builder.http1().timer(crate::conn::HeaderTimer::default());
+        let gauge = shared.metrics.open_connections.clone();
+        // A client has `header_read_timeout` to show what it speaks: silent connections
+        // and stalled HTTP/2 prefaces are cut like slow HTTP/1 headers.
+        let deadline = limits.header_read;
+        match tls {
+            None => {
+                if let Some(io) = preface::read_start(stream, deadline).await {
+                    serve_io(io, ctx, shared, &builder, shutdown, limits).await;
+                }
+            }
+            Some(cfg) => {
+                if let Some(tls_stream) = handshake(stream, cfg).await {
+                    if let Some(io) = preface::read_start(tls_stream, deadline).await {
+                        serve_io(io, ctx, shared, &builder, shutdown, limits).await;
+                    }
+                }
+            }
+        }
+        gauge.dec();
+        drop(permit);
     }
 }
 

@@ -6,8 +6,9 @@
 use smallvec::SmallVec;
 
 use super::concurrency::held::Held;
+use super::keys::KeyRefusal;
 use super::rate::settle::PendingSettle;
-use super::tiers::{KeyRefusal, PolicyTiers, RequestTiers, SlotOutcome, TierKind};
+use super::tiers::{PolicyTiers, RequestTiers, SlotOutcome, TierKind};
 use crate::limit::{Mode, Quota, Verdict};
 
 /// What decided a request.

@@ -4,11 +4,19 @@
 
 use arrayvec::ArrayVec;
 
-use super::tiers::KeyRefusal;
 use crate::config::{Missing, Policy};
 use crate::key::{
     KeyHasher, KeyPart, KeyValues, RedisKey, RedisKeyBuilder, RequestView, MAX_KEY_VALUES,
 };
+
+/// Why a request cannot be keyed (400), with the position of the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRefusal {
+    /// `missing = "reject"` and the source is absent.
+    Missing(usize),
+    /// The key would take more than [`MAX_KEY_VALUES`] distinct values.
+    TooManyValues(usize),
+}
 
 /// One (policy, key parts) as the store identifies it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +128,16 @@ impl KeyBuilder {
             redis: self.redis.map(|r| r.finish(policy)),
         }
     }
+}
+
+/// Whether `parts` name a key of `policy`: one non-empty part per key source. `Err`: the
+/// sources expected, as `header:x-tenant-id/header:x-user-id`.
+pub fn key_shape(policy: &Policy, parts: &[String]) -> Result<(), String> {
+    if parts.len() == policy.key.len() && parts.iter().all(|p| !p.is_empty()) {
+        return Ok(());
+    }
+    let expected: Vec<String> = policy.key.iter().map(ToString::to_string).collect();
+    Err(expected.join("/"))
 }
 
 /// One composed key under construction.

@@ -11,7 +11,7 @@ use super::concurrency::Concurrency;
 use super::keys::{KeyMaker, PolicyKeys, StoreKey};
 use super::memory::MemoryStore;
 use super::overrides::KeyOverrides;
-use super::rate::settle::{settle_local, settle_remote, PendingSettle};
+use super::rate::settle::{pending_settles, settle_local, settle_remote, PendingSettle};
 use super::rate::{Rates, Remote};
 use super::redis::RedisStore;
 use super::slices::Slices;
@@ -169,7 +169,14 @@ impl Limiter {
             admission.outcome = Outcome::RateLimited { position };
             return;
         }
-        pending_settles(route, admission, in_store);
+        let Admission {
+            tiers,
+            verdict,
+            now,
+            settles,
+            ..
+        } = admission;
+        pending_settles(route, tiers, verdict, *now, in_store, settles);
     }
 
     /// Decides the rate tiers at `now` into `verdict`: whether the configured store
@@ -362,45 +369,6 @@ impl Limiter {
     pub async fn give_back_slices(&self, now: u64, all: bool) {
         if let Some(remote) = self.remote() {
             self.slices.give_back(remote, &self.metrics, now, all).await;
-        }
-    }
-}
-
-/// The admitted tiers of settled policies, to settle once the cost is known. `in_store`:
-/// decided by the configured store (Redis keys apply), not by the local fallback.
-fn pending_settles(route: &Route, admission: &mut Admission, in_store: bool) {
-    let Admission {
-        tiers,
-        verdict,
-        now,
-        settles,
-        ..
-    } = admission;
-    for p in tiers.policies.iter() {
-        let policy = &route.policies[p.position];
-        if policy.rate().is_none_or(|r| r.settle.is_none()) {
-            continue;
-        }
-        for i in p.range.clone() {
-            let (t, Some(outcome)) = (&tiers.rate[i], verdict.outcomes().get(i)) else {
-                continue; // not decided (the store failed open)
-            };
-            if !outcome.decision.admitted {
-                continue;
-            }
-            settles.push(PendingSettle {
-                policy: policy.clone(),
-                tier: i,
-                position: p.position,
-                key: outcome.key,
-                redis_key: in_store
-                    .then(|| t.redis.as_ref().map(|k| k.key.clone()))
-                    .flatten(),
-                t_ns: t.tier.quota.interval_ns(),
-                reserve: t.tier.cost(route.cost),
-                ahead_ns: outcome.decision.until_idle_ns,
-                admitted_at: *now,
-            });
         }
     }
 }

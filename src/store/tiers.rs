@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
-use super::keys::{compose, Partial, PolicyKeys};
+use super::keys::{compose, KeyRefusal, Partial, PolicyKeys};
 use super::limits::limit_for;
 use super::overrides::KeyOverrides;
 use crate::clock::Clock;
@@ -90,15 +90,6 @@ pub struct PolicyTiers {
     pub position: usize,
     pub kind: TierKind,
     pub range: Range<usize>,
-}
-
-/// Why a request cannot be keyed (400), with the position of the policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyRefusal {
-    /// `missing = "reject"` and the source is absent.
-    Missing(usize),
-    /// The key would take more than [`crate::key::MAX_KEY_VALUES`] distinct values.
-    TooManyValues(usize),
 }
 
 /// Every decision one request asks of the limiter.

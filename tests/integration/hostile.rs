@@ -273,21 +273,21 @@ async fn connections_are_not_leaked() {
         .await;
     }
     let _ = raw(gw.addr, b"GARBAGE\r\n\r\n").await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
-        let open = metrics
-            .lines()
-            .find(|l| l.starts_with("tollgate_open_connections "))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .expect("open connections gauge");
-        if open == 0.0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "connections still open: {open}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let metrics = gw.admin_url("/metrics");
+    assert!(
+        metric_reaches(
+            Duration::from_secs(10),
+            &metrics,
+            "tollgate_open_connections",
+            0.0
+        )
+        .await,
+        "connections still open: {}",
+        metric(
+            &get(&metrics, &[]).await.text(),
+            "tollgate_open_connections"
+        )
+    );
 }
 
 #[tokio::test]

@@ -195,8 +195,8 @@ async fn a_connection_the_upstream_closes_is_not_reused() {
     );
     assert_eq!(up.accepted(), 2);
 
-    // Unannounced: the upstream answers, then closes. Whether the gateway has seen the
-    // close yet or not, the next request is answered.
+    // Unannounced: the upstream answers, then closes. Once the gateway has seen the
+    // close (its pooled connection is gone), the next request opens a new one.
     assert_eq!(
         send(&client, "GET", &gw.url("/drop"), &[], b"")
             .await
@@ -204,10 +204,30 @@ async fn a_connection_the_upstream_closes_is_not_reused() {
         200
     );
     assert!(eventually(WAIT, || up.closed() >= 2).await);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let metrics = gw.admin_url("/metrics");
+    let series = "tollgate_upstream_connections{upstream=\"api\"}";
+    assert!(
+        metric_reaches(WAIT, &metrics, series, 0.0).await,
+        "the gateway saw the upstream close its connection"
+    );
     let r = send(&client, "GET", &gw.url("/after-drop"), &[], b"").await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(up.accepted(), 3);
+    // And before it has seen the close: a request that can be replayed is sent again
+    // on a new connection, answered all the same.
+    assert_eq!(
+        send(&client, "GET", &gw.url("/drop"), &[], b"")
+            .await
+            .status,
+        200
+    );
+    let r = send(&client, "GET", &gw.url("/right-after-drop"), &[], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        up.accepted() >= 4 && up.accepted() <= 5,
+        "{}",
+        up.accepted()
+    );
 }
 
 #[tokio::test]

@@ -151,23 +151,21 @@ async fn cluster_tiers_across_slots_roll_back_and_share_across_gateways() {
     let mut statuses = Vec::new();
     for i in 0..8 {
         let gw = if i % 2 == 0 { &a } else { &b };
-        let mut r = get(
-            &gw.url("/"),
-            &[("x-tenant-id", "acme"), ("x-user-id", "bob")],
-        )
-        .await;
-        for _ in 0..50 {
-            // The cluster connection is made in the background right after start.
-            if r.status != 503 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            r = get(
+        // The cluster connection is made in the background right after start: a 503
+        // until then (charging nothing) is asked again.
+        let last = std::cell::RefCell::new(None);
+        eventually_async(Duration::from_secs(5), || async {
+            let r = get(
                 &gw.url("/"),
                 &[("x-tenant-id", "acme"), ("x-user-id", "bob")],
             )
             .await;
-        }
+            let answered = r.status != 503;
+            *last.borrow_mut() = Some(r);
+            answered
+        })
+        .await;
+        let r = last.into_inner().expect("asked at least once");
         statuses.push(r.status.as_u16());
         if r.status == 429 {
             assert_eq!(r.json()["policy"], "endpoint");
@@ -245,19 +243,15 @@ async fn outages_follow_on_error_fail_fast_and_recover() {
 
     // Killed outright, then back: recovery without a gateway restart.
     redis.restart();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let recovered = eventually_async(Duration::from_secs(20), || async {
+        get(&deny.url("/"), &[("x-tenant-id", "fresh")])
+            .await
+            .status
+            == 200
+    });
+    if !recovered.await {
         let r = get(&deny.url("/"), &[("x-tenant-id", "fresh")]).await;
-        if r.status == 200 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "did not recover: {} {}",
-            r.status,
-            r.text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        panic!("did not recover: {} {}", r.status, r.text());
     }
     assert_eq!(get(&deny.admin_url("/readyz"), &[]).await.status, 200);
     let metrics = get(&deny.admin_url("/metrics"), &[]).await.text();
@@ -310,16 +304,16 @@ async fn the_local_fallback_store_is_swept() {
             .find(|l| l.starts_with("tollgate_keys_tracked "))
             .and_then(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
     };
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        let n = tracked(get(&gw.admin_url("/metrics"), &[]).await.text());
+    let seen = std::cell::RefCell::new(Vec::new());
+    let metrics = gw.admin_url("/metrics");
+    eventually_async(Duration::from_secs(30), || async {
+        let n = tracked(get(&metrics, &[]).await.text());
+        let mut seen = seen.borrow_mut();
         seen.push(n);
-        if seen.contains(&Some(1)) && n == Some(0) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        seen.contains(&Some(1)) && n == Some(0)
+    })
+    .await;
+    let seen = seen.into_inner();
     assert!(
         seen.contains(&Some(1)),
         "the fallback held the key: {seen:?}"

@@ -22,6 +22,7 @@ mod store;
 mod upstreams;
 mod values;
 use super::model::*;
+use super::policy::*;
 use super::raw::{OneOrMany, RawConfig, RawPolicy, RawRoute, RawServer, RawStore, RawUpstream, S};
 use crate::key::{KeySource, TrustedProxies};
 use crate::limit::{Mode, Quota, MAX_TIERS};
@@ -128,21 +129,7 @@ impl Compiler {
             upstreams: raw.upstreams.keys().cloned().collect(),
             policies: raw.policies.keys().cloned().collect(),
         };
-        for (kind, name, span) in raw
-            .policies
-            .iter()
-            .map(|(n, p)| ("policy", n, p.span()))
-            .chain(raw.upstreams.iter().map(|(n, u)| ("upstream", n, u.span())))
-            .chain(
-                raw.routes
-                    .iter()
-                    .map(|r| ("route", r.get_ref().name.get_ref(), r.get_ref().name.span())),
-            )
-        {
-            if !valid_name(name) {
-                self.error(span, format!("{kind} name `{name}` has characters that cannot go into headers, JSON and metric labels unescaped"), Some("use letters, digits and _ . : - only".to_owned()));
-            }
-        }
+        self.check_names(&raw.policies, &raw.upstreams, &raw.routes);
         let upstreams: BTreeMap<String, Arc<Upstream>> = raw
             .upstreams
             .into_iter()
@@ -158,9 +145,57 @@ impl Compiler {
             .into_iter()
             .filter_map(|(name, p)| Some((name.clone(), Arc::new(self.policy(name, p)?))))
             .collect();
+        let paths = server.as_ref().map(|s| s.paths);
+        let routes = self.routes(raw.routes, &upstreams, &policies, &defined, paths);
+        if let (Some(store), true) = (&store, !policies.is_empty()) {
+            self.check_store_holds(store, &policies, &raw_policy_spans);
+        }
+        Some(Config {
+            path: path.to_owned(),
+            server: server?,
+            store: store?,
+            upstreams: upstreams.into_values().collect(),
+            policies: policies.into_values().collect(),
+            routes,
+        })
+    }
+
+    /// Every policy, upstream and route name must be usable unescaped (see [`valid_name`]).
+    fn check_names(
+        &mut self,
+        policies: &BTreeMap<String, S<RawPolicy>>,
+        upstreams: &BTreeMap<String, S<RawUpstream>>,
+        routes: &[S<RawRoute>],
+    ) {
+        for (kind, name, span) in policies
+            .iter()
+            .map(|(n, p)| ("policy", n, p.span()))
+            .chain(upstreams.iter().map(|(n, u)| ("upstream", n, u.span())))
+            .chain(
+                routes
+                    .iter()
+                    .map(|r| ("route", r.get_ref().name.get_ref(), r.get_ref().name.span())),
+            )
+        {
+            if !valid_name(name) {
+                self.error(span, format!("{kind} name `{name}` has characters that cannot go into headers, JSON and metric labels unescaped"), Some("use letters, digits and _ . : - only".to_owned()));
+            }
+        }
+    }
+
+    /// The routes, each named once, in match order: longest path first, then
+    /// host-specific, then method-specific, then as written.
+    fn routes(
+        &mut self,
+        raw: Vec<S<RawRoute>>,
+        upstreams: &BTreeMap<String, Arc<Upstream>>,
+        policies: &BTreeMap<String, Arc<Policy>>,
+        defined: &Defined,
+        paths: Option<crate::request::path::PathRules>,
+    ) -> Vec<Arc<Route>> {
         let mut names = HashSet::new();
         let mut routes = Vec::new();
-        for (index, r) in raw.routes.into_iter().enumerate() {
+        for (index, r) in raw.into_iter().enumerate() {
             if !names.insert(r.get_ref().name.get_ref().clone()) {
                 let name = &r.get_ref().name;
                 self.error(
@@ -169,8 +204,7 @@ impl Compiler {
                     Some("give every [[routes]] entry its own name".to_owned()),
                 );
             }
-            let paths = server.as_ref().map(|s| s.paths);
-            if let Some(route) = self.route(r, &upstreams, &policies, &defined, paths) {
+            if let Some(route) = self.route(r, upstreams, policies, defined, paths) {
                 routes.push((index, route));
             }
         }
@@ -182,29 +216,29 @@ impl Compiler {
                 *index,
             )
         });
-        if let (Some(store), true) = (&store, !policies.is_empty()) {
-            if matches!(store.backend, Backend::Redis { .. }) {
-                self.redis_limits(&policies, &raw_policy_spans);
-            } else {
-                for (name, p) in &policies {
-                    if p.rate().is_some_and(|r| r.sync == Sync::Lease) {
-                        self.error(
-                            raw_policy_spans.get(name).cloned().unwrap_or(0..0),
-                            format!("policy `{name}`: sync = \"lease\" needs the redis backend"),
-                            Some("leases share a limit among gateways through Redis; with the memory backend every decision is already local".to_owned()),
-                        );
-                    }
-                }
+        routes.into_iter().map(|(_, r)| Arc::new(r)).collect()
+    }
+
+    /// What the backend cannot keep: debts too long for Redis, or leases without Redis.
+    fn check_store_holds(
+        &mut self,
+        store: &StoreSettings,
+        policies: &BTreeMap<String, Arc<Policy>>,
+        spans: &BTreeMap<String, std::ops::Range<usize>>,
+    ) {
+        if matches!(store.backend, Backend::Redis { .. }) {
+            self.redis_limits(policies, spans);
+            return;
+        }
+        for (name, p) in policies {
+            if p.rate().is_some_and(|r| r.sync == Sync::Lease) {
+                self.error(
+                    spans.get(name).cloned().unwrap_or(0..0),
+                    format!("policy `{name}`: sync = \"lease\" needs the redis backend"),
+                    Some("leases share a limit among gateways through Redis; with the memory backend every decision is already local".to_owned()),
+                );
             }
         }
-        Some(Config {
-            path: path.to_owned(),
-            server: server?,
-            store: store?,
-            upstreams: upstreams.into_values().collect(),
-            policies: policies.into_values().collect(),
-            routes: routes.into_iter().map(|(_, r)| Arc::new(r)).collect(),
-        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! `[policies.NAME]`: key sources, quota, modes, overrides.
 
 use super::*;
+use crate::config::raw::RawOverride;
 
 impl Compiler {
     pub(super) fn policy(&mut self, name: String, raw: S<RawPolicy>) -> Option<Policy> {
@@ -77,20 +78,7 @@ impl Compiler {
         let (Some(raw_limit), Some(raw_period), Some(raw_burst)) =
             (&raw.limit, &raw.period, &raw.burst)
         else {
-            let absent: Vec<&str> = [
-                ("limit", raw.limit.is_none()),
-                ("period", raw.period.is_none()),
-                ("burst", raw.burst.is_none()),
-            ]
-            .iter()
-            .filter(|(_, absent)| *absent)
-            .map(|(field, _)| *field)
-            .collect();
-            self.error(
-                span,
-                format!("policy `{name}` has no {}", absent.join(", ")),
-                Some("a rate policy needs limit, period and burst (e.g. limit = 100, period = \"1m\", burst = 20); a concurrency cap needs max_in_flight instead".to_owned()),
-            );
+            self.missing_rate_fields(name, &raw, span);
             return None;
         };
         let period = self.duration(raw_period, false);
@@ -103,8 +91,47 @@ impl Compiler {
             .and_then(|d| humantime::parse_duration(d.get_ref().trim()).ok());
         let settle = self.settle(name, &raw, quota.as_ref(), max_delay);
         let sync = self.sync(name, &raw);
+        let overrides = self.rate_overrides(name, raw.overrides, limit, period, burst);
+        Some(PolicyKind::Rate(RateLimit {
+            limit: limit?,
+            period: period?,
+            quota: quota?,
+            overrides,
+            settle: settle?,
+            sync: sync?,
+        }))
+    }
+
+    /// One error naming every one of `limit`, `period` and `burst` that is absent.
+    fn missing_rate_fields(&mut self, name: &str, raw: &RawPolicy, span: std::ops::Range<usize>) {
+        let absent: Vec<&str> = [
+            ("limit", raw.limit.is_none()),
+            ("period", raw.period.is_none()),
+            ("burst", raw.burst.is_none()),
+        ]
+        .iter()
+        .filter(|(_, absent)| *absent)
+        .map(|(field, _)| *field)
+        .collect();
+        self.error(
+            span,
+            format!("policy `{name}` has no {}", absent.join(", ")),
+            Some("a rate policy needs limit, period and burst (e.g. limit = 100, period = \"1m\", burst = 20); a concurrency cap needs max_in_flight instead".to_owned()),
+        );
+    }
+
+    /// Per-key quotas: each override takes the policy's `limit`, `period` and `burst`
+    /// for what it does not set.
+    fn rate_overrides(
+        &mut self,
+        name: &str,
+        raw: BTreeMap<String, S<RawOverride>>,
+        limit: Option<u64>,
+        period: Option<Duration>,
+        burst: Option<u64>,
+    ) -> HashMap<String, Quota> {
         let mut overrides = HashMap::new();
-        for (key_text, o) in raw.overrides {
+        for (key_text, o) in raw {
             let span = o.span();
             let o = o.into_inner();
             if let Some(m) = &o.max_in_flight {
@@ -133,14 +160,7 @@ impl Compiler {
                 overrides.insert(key_text, q);
             }
         }
-        Some(PolicyKind::Rate(RateLimit {
-            limit: limit?,
-            period: period?,
-            quota: quota?,
-            overrides,
-            settle: settle?,
-            sync: sync?,
-        }))
+        overrides
     }
 
     /// `max_in_flight` requests at once, and per-key overrides of it.

@@ -14,14 +14,46 @@ impl Compiler {
     ) -> Option<Route> {
         let raw = raw.into_inner();
         let name = raw.name.get_ref().clone();
-        if name.is_empty() {
+        let path = raw.path.get_ref().clone();
+        self.check_route_name_and_path(&raw, paths);
+        let upstream = self.route_upstream(&raw, &name, upstreams, defined);
+        let cost = match &raw.cost {
+            Some(c) => self.positive(c, "cost"),
+            None => Some(1),
+        };
+        let tiers = self.route_tiers(&raw, &name, cost, policies, defined);
+        self.check_route_host(&raw);
+        let methods = self.route_methods(&raw, &name);
+        let host = raw.host.as_ref().map(|h| h.get_ref().to_ascii_lowercase());
+        let max_body = match &raw.max_body {
+            Some(b) => Some(self.positive(b, "max_body")?),
+            None => None,
+        };
+        let (upstream, upstream_index) = upstream?;
+        Some(Route {
+            name,
+            path,
+            host,
+            methods,
+            upstream,
+            upstream_index,
+            policies: tiers,
+            cost: cost?,
+            max_body,
+        })
+    }
+
+    /// A route needs a name, and a path that starts with `/` and is already in the form
+    /// requests take after normalisation.
+    fn check_route_name_and_path(&mut self, raw: &RawRoute, paths: Option<PathRules>) {
+        if raw.name.get_ref().is_empty() {
             self.error(
                 raw.name.span(),
                 "route name is empty",
                 Some("name it, e.g. name = \"search\"; names label metrics and logs".to_owned()),
             );
         }
-        let path = raw.path.get_ref().clone();
+        let path = raw.path.get_ref();
         if !path.starts_with('/') {
             self.error(
                 raw.path.span(),
@@ -34,7 +66,7 @@ impl Compiler {
         }
         // Requests are routed on their normalised path, so a route written in another
         // spelling could never match.
-        match paths.map(|rules| crate::request::path::normalize(&path, &rules)) {
+        match paths.map(|rules| crate::request::path::normalize(path, &rules)) {
             Some(Ok(std::borrow::Cow::Owned(canonical))) if path.starts_with('/') => self.error(
                 raw.path.span(),
                 format!("route path `{path}` is not in normalised form, so no request would match it"),
@@ -47,33 +79,46 @@ impl Compiler {
             ),
             _ => {}
         }
-        let upstream = match upstreams.get(raw.upstream.get_ref()) {
+    }
+
+    /// The upstream the route names, with its position in [`Config::upstreams`].
+    fn route_upstream(
+        &mut self,
+        raw: &RawRoute,
+        name: &str,
+        upstreams: &BTreeMap<String, Arc<Upstream>>,
+        defined: &Defined,
+    ) -> Option<(Arc<Upstream>, usize)> {
+        let wanted = raw.upstream.get_ref();
+        match upstreams.get(wanted) {
             Some(u) => Some((
                 u.clone(),
-                upstreams
-                    .keys()
-                    .position(|k| k == raw.upstream.get_ref())
-                    .unwrap_or(0),
+                upstreams.keys().position(|k| k == wanted).unwrap_or(0),
             )),
             // Defined but invalid: its own errors are already reported.
-            None if defined.upstreams.contains(raw.upstream.get_ref()) => None,
+            None if defined.upstreams.contains(wanted) => None,
             None => {
-                let hint = suggest(raw.upstream.get_ref(), upstreams.keys(), "[upstreams.");
+                let hint = suggest(wanted, upstreams.keys(), "[upstreams.");
                 self.error(
                     raw.upstream.span(),
-                    format!(
-                        "route `{name}` names unknown upstream `{}`",
-                        raw.upstream.get_ref()
-                    ),
+                    format!("route `{name}` names unknown upstream `{wanted}`"),
                     hint,
                 );
                 None
             }
-        };
-        let cost = match &raw.cost {
-            Some(c) => self.positive(c, "cost"),
-            None => Some(1),
-        };
+        }
+    }
+
+    /// The route's tiers in the order listed: each named policy once, each able to admit
+    /// the route's cost, and no more than [`MAX_TIERS`] of them.
+    fn route_tiers(
+        &mut self,
+        raw: &RawRoute,
+        name: &str,
+        cost: Option<u64>,
+        policies: &BTreeMap<String, Arc<Policy>>,
+        defined: &Defined,
+    ) -> Vec<Arc<Policy>> {
         let mut tiers = Vec::new();
         let mut seen = HashSet::new();
         for p in &raw.policies {
@@ -87,21 +132,7 @@ impl Compiler {
             }
             match policies.get(p.get_ref()) {
                 Some(policy) => {
-                    if let (Some(cost), Some(rate)) = (cost, policy.rate()) {
-                        // A settled policy charges its reserve at admission instead.
-                        let charged = rate
-                            .settle
-                            .as_ref()
-                            .and_then(|s| s.reserve)
-                            .map_or(cost, std::num::NonZeroU64::get);
-                        let too_small = std::iter::once(rate.quota.burst())
-                            .chain(rate.overrides.values().map(Quota::burst))
-                            .any(|b| charged > b);
-                        if too_small {
-                            let span = raw.cost.as_ref().map_or(p.span(), S::span);
-                            self.error(span, format!("cost {charged} of route `{name}` exceeds the burst of policy `{}` (or one of its overrides)", p.get_ref()), Some("such a request could never be admitted: lower cost or raise burst".to_owned()));
-                        }
-                    }
+                    self.check_cost_fits(raw, name, cost, p, policy);
                     tiers.push(policy.clone());
                 }
                 None if defined.policies.contains(p.get_ref()) => {}
@@ -125,59 +156,79 @@ impl Compiler {
                 Some("merge tiers or split the route".to_owned()),
             );
         }
-        if let Some(h) = &raw.host {
-            let text = h.get_ref();
-            if text.is_empty()
-                || text.contains(['/', ' '])
-                || text
-                    .rsplit_once(':')
-                    .is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
-                    && !text.ends_with(']')
-            {
-                self.error(h.span(), format!("route host `{text}` can never match"), Some("write the bare host name without port or scheme, e.g. host = \"api.example.com\" (the request's port is ignored)".to_owned()));
-            }
-        }
-        if let Some(ms) = &raw.methods {
-            if ms.is_empty() {
-                self.error(
-                    raw.name.span(),
-                    format!("route `{name}` has methods = [], which matches nothing"),
-                    Some("remove `methods` to match every method".to_owned()),
-                );
-            }
-        }
-        let host = raw.host.as_ref().map(|h| h.get_ref().to_ascii_lowercase());
-        let methods = raw.methods.as_ref().map(|ms| {
-            ms.iter()
-                .filter_map(|m| {
-                    match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
-                        Ok(method) => Some(method),
-                        Err(_) => {
-                            self.error(
-                                m.span(),
-                                format!("`{}` is not an HTTP method", m.get_ref()),
-                                Some("write methods = [\"GET\", \"POST\"]".to_owned()),
-                            );
-                            None
-                        }
-                    }
-                })
-                .collect()
-        });
-        let max_body = match &raw.max_body {
-            Some(b) => Some(self.positive(b, "max_body")?),
-            None => None,
+        tiers
+    }
+
+    /// A request charged more than a rate tier's burst (or an override's) could never be
+    /// admitted.
+    fn check_cost_fits(
+        &mut self,
+        raw: &RawRoute,
+        name: &str,
+        cost: Option<u64>,
+        listed: &S<String>,
+        policy: &Policy,
+    ) {
+        let (Some(cost), Some(rate)) = (cost, policy.rate()) else {
+            return;
         };
-        Some(Route {
-            name,
-            path,
-            host,
-            methods,
-            upstream: upstream.clone()?.0,
-            upstream_index: upstream?.1,
-            policies: tiers,
-            cost: cost?,
-            max_body,
-        })
+        // A settled policy charges its reserve at admission instead.
+        let charged = rate
+            .settle
+            .as_ref()
+            .and_then(|s| s.reserve)
+            .map_or(cost, std::num::NonZeroU64::get);
+        let too_small = std::iter::once(rate.quota.burst())
+            .chain(rate.overrides.values().map(Quota::burst))
+            .any(|b| charged > b);
+        if too_small {
+            let span = raw.cost.as_ref().map_or(listed.span(), S::span);
+            self.error(span, format!("cost {charged} of route `{name}` exceeds the burst of policy `{}` (or one of its overrides)", listed.get_ref()), Some("such a request could never be admitted: lower cost or raise burst".to_owned()));
+        }
+    }
+
+    /// `host` is matched against the request's host without its port, so one written
+    /// with a port, scheme or path never matches.
+    fn check_route_host(&mut self, raw: &RawRoute) {
+        let Some(h) = &raw.host else { return };
+        let text = h.get_ref();
+        if text.is_empty()
+            || text.contains(['/', ' '])
+            || text
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+                && !text.ends_with(']')
+        {
+            self.error(h.span(), format!("route host `{text}` can never match"), Some("write the bare host name without port or scheme, e.g. host = \"api.example.com\" (the request's port is ignored)".to_owned()));
+        }
+    }
+
+    /// `methods`, upper-cased; `None` when absent (every method matches).
+    fn route_methods(&mut self, raw: &RawRoute, name: &str) -> Option<Vec<Method>> {
+        let ms = raw.methods.as_ref()?;
+        if ms.is_empty() {
+            self.error(
+                raw.name.span(),
+                format!("route `{name}` has methods = [], which matches nothing"),
+                Some("remove `methods` to match every method".to_owned()),
+            );
+        }
+        let methods = ms
+            .iter()
+            .filter_map(
+                |m| match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
+                    Ok(method) => Some(method),
+                    Err(_) => {
+                        self.error(
+                            m.span(),
+                            format!("`{}` is not an HTTP method", m.get_ref()),
+                            Some("write methods = [\"GET\", \"POST\"]".to_owned()),
+                        );
+                        None
+                    }
+                },
+            )
+            .collect();
+        Some(methods)
     }
 }

@@ -1,11 +1,68 @@
 //! `[server]`: addresses, connection limits and deadlines, TLS, path rules, workers.
 
 use super::*;
+use crate::config::raw::RawTls;
 use crate::request::path::{EscapedSlash, PathRules};
+
+/// The `[server]` limits on one connection: how long each phase may take, and how
+/// many connections and workers share the load.
+struct ConnectionLimits {
+    header_read_timeout: Duration,
+    drain_timeout: Duration,
+    body_read_timeout: Duration,
+    workers: usize,
+    max_connections: usize,
+    max_header_bytes: usize,
+}
+
+/// The `[server]` limits on an open connection once requests flow: silences allowed
+/// while sending, idle and tunnelling, and HTTP/2 streams at once.
+struct StreamLimits {
+    send_timeout: Duration,
+    idle_timeout: Duration,
+    tunnel_idle_timeout: Duration,
+    max_streams: u32,
+}
 
 impl Compiler {
     pub(super) fn server(&mut self, raw: S<RawServer>) -> Option<Server> {
         let raw = raw.into_inner();
+        let (listen, admin_listen) = self.listen_addresses(&raw);
+        let trusted_proxies = self.trusted_proxies(&raw);
+        let admin_token = self.admin_token(&raw);
+        let overrides_file = raw
+            .overrides_file
+            .as_ref()
+            .map(|f| self.base.join(f.get_ref()));
+        let tls = raw.tls.as_ref().and_then(|t| self.server_tls(t));
+        let connections = self.connection_limits(&raw);
+        let paths = self.path_rules(&raw);
+        let streams = self.stream_limits(&raw);
+        let (connections, streams) = (connections?, streams?);
+        Some(Server {
+            listen: listen?,
+            paths: paths?,
+            send_timeout: streams.send_timeout,
+            idle_timeout: streams.idle_timeout,
+            tunnel_idle_timeout: streams.tunnel_idle_timeout,
+            max_streams: streams.max_streams,
+            admin_listen,
+            trusted_proxies,
+            tls,
+            header_read_timeout: connections.header_read_timeout,
+            max_connections: connections.max_connections,
+            max_header_bytes: connections.max_header_bytes,
+            drain_timeout: connections.drain_timeout,
+            access_log: raw.access_log.unwrap_or(true),
+            workers: connections.workers,
+            body_read_timeout: connections.body_read_timeout,
+            admin_token: admin_token?,
+            overrides_file,
+        })
+    }
+
+    /// `listen`, and `admin_listen` when given and valid: never the data plane's address.
+    fn listen_addresses(&mut self, raw: &RawServer) -> (Option<SocketAddr>, Option<SocketAddr>) {
         let listen = self.socket_addr(&raw.listen);
         let admin_listen = raw.admin_listen.as_ref().map(|a| self.socket_addr(a));
         if let (Some(l), Some((Some(a), span))) = (
@@ -25,6 +82,11 @@ impl Compiler {
                 );
             }
         }
+        (listen, admin_listen.flatten())
+    }
+
+    /// `trusted_proxies`: addresses and CIDRs whose forwarding headers are believed.
+    fn trusted_proxies(&mut self, raw: &RawServer) -> TrustedProxies {
         let mut nets = Vec::new();
         for entry in &raw.trusted_proxies {
             let text = entry.get_ref().trim();
@@ -40,53 +102,53 @@ impl Compiler {
                 ),
             }
         }
-        let admin_token = self.admin_token(&raw);
-        let overrides_file = raw
-            .overrides_file
-            .as_ref()
-            .map(|f| self.base.join(f.get_ref()));
-        let tls = match raw.tls {
-            None => None,
-            Some(t) => {
-                let span = t.span();
-                let t = t.into_inner();
-                let default = CertFiles {
-                    names: Vec::new(),
-                    cert: self.base.join(t.cert.get_ref()),
-                    key: self.base.join(t.key.get_ref()),
-                };
-                for name in t.sni.iter().flat_map(|s| &s.get_ref().names) {
-                    if let Err((message, hint)) = check_sni_name(name.get_ref()) {
-                        self.error(name.span(), message, Some(hint));
-                    }
-                }
-                let sni: Vec<CertFiles> = t
-                    .sni
-                    .iter()
-                    .map(|s| CertFiles {
-                        names: s
-                            .get_ref()
-                            .names
-                            .iter()
-                            .map(|n| n.get_ref().clone())
-                            .collect(),
-                        cert: self.base.join(&s.get_ref().cert),
-                        key: self.base.join(&s.get_ref().key),
-                    })
-                    .collect();
-                match crate::tls::server_config(&default, &sni) {
-                    Ok(config) => Some(ServerTls {
-                        default,
-                        sni,
-                        config,
-                    }),
-                    Err(e) => {
-                        self.error(span, format!("[server.tls]: {e}"), Some("point cert and key at PEM files (relative paths start at the config file's folder)".to_owned()));
-                        None
-                    }
-                }
-            }
+        TrustedProxies::new(nets)
+    }
+
+    /// `[server.tls]`: the default certificate and the SNI ones, loaded now so that an
+    /// unreadable file is a config error, not a failure at the first handshake.
+    fn server_tls(&mut self, raw: &S<RawTls>) -> Option<ServerTls> {
+        let span = raw.span();
+        let t = raw.get_ref();
+        let default = CertFiles {
+            names: Vec::new(),
+            cert: self.base.join(t.cert.get_ref()),
+            key: self.base.join(t.key.get_ref()),
         };
+        for name in t.sni.iter().flat_map(|s| &s.get_ref().names) {
+            if let Err((message, hint)) = check_sni_name(name.get_ref()) {
+                self.error(name.span(), message, Some(hint));
+            }
+        }
+        let sni: Vec<CertFiles> = t
+            .sni
+            .iter()
+            .map(|s| CertFiles {
+                names: s
+                    .get_ref()
+                    .names
+                    .iter()
+                    .map(|n| n.get_ref().clone())
+                    .collect(),
+                cert: self.base.join(&s.get_ref().cert),
+                key: self.base.join(&s.get_ref().key),
+            })
+            .collect();
+        match crate::tls::server_config(&default, &sni) {
+            Ok(config) => Some(ServerTls {
+                default,
+                sni,
+                config,
+            }),
+            Err(e) => {
+                self.error(span, format!("[server.tls]: {e}"), Some("point cert and key at PEM files (relative paths start at the config file's folder)".to_owned()));
+                None
+            }
+        }
+    }
+
+    /// Header, drain and body deadlines, `workers`, `max_connections`, `max_header_bytes`.
+    fn connection_limits(&mut self, raw: &RawServer) -> Option<ConnectionLimits> {
         let header_read_timeout =
             self.duration_or(&raw.header_read_timeout, DEFAULT_HEADER_READ_TIMEOUT, false);
         let drain_timeout = self.duration_or(&raw.drain_timeout, DEFAULT_DRAIN_TIMEOUT, true);
@@ -112,6 +174,19 @@ impl Compiler {
                 );
             }
         }
+        Some(ConnectionLimits {
+            header_read_timeout: header_read_timeout?,
+            drain_timeout: drain_timeout?,
+            body_read_timeout: body_read_timeout?,
+            workers: usize::try_from(workers?).ok()?,
+            max_connections: usize::try_from(max_connections?).ok()?,
+            max_header_bytes: usize::try_from(max_header_bytes?).ok()?,
+        })
+    }
+
+    /// How request paths are normalised: `normalize_path`, `merge_slashes`,
+    /// `escaped_slashes`, `allow_backslash`.
+    fn path_rules(&mut self, raw: &RawServer) -> Option<PathRules> {
         let escaped_slash = self.choice(
             &raw.escaped_slashes,
             &[
@@ -122,6 +197,17 @@ impl Compiler {
             EscapedSlash::Refuse,
             "escaped_slashes",
         );
+        let defaults = PathRules::default();
+        Some(PathRules {
+            normalize: raw.normalize_path.unwrap_or(defaults.normalize),
+            merge_slashes: raw.merge_slashes.unwrap_or(defaults.merge_slashes),
+            escaped_slash: escaped_slash?,
+            allow_backslash: raw.allow_backslash.unwrap_or(defaults.allow_backslash),
+        })
+    }
+
+    /// Send, idle and tunnel deadlines, and `max_streams`.
+    fn stream_limits(&mut self, raw: &RawServer) -> Option<StreamLimits> {
         let send_timeout = self.duration_or(&raw.send_timeout, DEFAULT_SEND_TIMEOUT, false);
         let idle_timeout = self.duration_or(&raw.idle_timeout, DEFAULT_IDLE_TIMEOUT, false);
         let tunnel_idle_timeout =
@@ -131,32 +217,11 @@ impl Compiler {
             u64::from(DEFAULT_MAX_STREAMS),
             "max_streams",
         );
-        let defaults = PathRules::default();
-        let paths = PathRules {
-            normalize: raw.normalize_path.unwrap_or(defaults.normalize),
-            merge_slashes: raw.merge_slashes.unwrap_or(defaults.merge_slashes),
-            escaped_slash: escaped_slash?,
-            allow_backslash: raw.allow_backslash.unwrap_or(defaults.allow_backslash),
-        };
-        Some(Server {
-            listen: listen?,
-            paths,
+        Some(StreamLimits {
             send_timeout: send_timeout?,
             idle_timeout: idle_timeout?,
             tunnel_idle_timeout: tunnel_idle_timeout?,
             max_streams: u32::try_from(max_streams?).unwrap_or(u32::MAX),
-            admin_listen: admin_listen.flatten(),
-            trusted_proxies: TrustedProxies::new(nets),
-            tls,
-            header_read_timeout: header_read_timeout?,
-            max_connections: usize::try_from(max_connections?).ok()?,
-            max_header_bytes: usize::try_from(max_header_bytes?).ok()?,
-            drain_timeout: drain_timeout?,
-            access_log: raw.access_log.unwrap_or(true),
-            workers: usize::try_from(workers?).ok()?,
-            body_read_timeout: body_read_timeout?,
-            admin_token: admin_token?,
-            overrides_file,
         })
     }
 

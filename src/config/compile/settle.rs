@@ -16,22 +16,50 @@ impl Compiler {
         max_delay: Option<Duration>,
     ) -> Option<Option<Settle>> {
         let Some(settle) = &raw.settle else {
-            self.refuse_fields(
-                [
-                    ("reserve", raw.reserve.as_ref().map(S::span)),
-                    ("max_cost", raw.max_cost.as_ref().map(S::span)),
-                    ("settle_unit", raw.settle_unit.as_ref().map(S::span)),
-                    (
-                        "refund_on_upstream_error",
-                        raw.refund_on_upstream_error.as_ref().map(S::span),
-                    ),
-                ],
-                |field| format!("policy `{name}`: `{field}` applies only with `settle`"),
-                "add settle = \"response_header:NAME\" (or response_trailer:NAME, response_bytes, request_bytes), or remove it",
-            );
+            self.refuse_settle_fields(name, raw);
             return Some(None);
         };
         let source = self.settle_source(settle);
+        let reserve = self.settle_reserve(name, raw, quota);
+        let unit = self.settle_unit(name, raw, source.as_ref());
+        let max_cost = self.settle_max_cost(name, raw, quota, max_delay);
+        Some(Some(Settle {
+            source: source?,
+            reserve: reserve.flatten_opt()?,
+            max_cost: max_cost?,
+            unit: unit.flatten_opt()?.unwrap_or(NonZeroU64::MIN),
+            refund_on_upstream_error: raw
+                .refund_on_upstream_error
+                .as_ref()
+                .is_some_and(|r| *r.get_ref()),
+        }))
+    }
+
+    /// Without `settle`, the fields that only tune settling are mistakes.
+    fn refuse_settle_fields(&mut self, name: &str, raw: &RawPolicy) {
+        self.refuse_fields(
+            [
+                ("reserve", raw.reserve.as_ref().map(S::span)),
+                ("max_cost", raw.max_cost.as_ref().map(S::span)),
+                ("settle_unit", raw.settle_unit.as_ref().map(S::span)),
+                (
+                    "refund_on_upstream_error",
+                    raw.refund_on_upstream_error.as_ref().map(S::span),
+                ),
+            ],
+            |field| format!("policy `{name}`: `{field}` applies only with `settle`"),
+            "add settle = \"response_header:NAME\" (or response_trailer:NAME, response_bytes, request_bytes), or remove it",
+        );
+    }
+
+    /// `reserve`: `None` when absent, `Some(None)` when invalid. One above the burst is
+    /// reported, as no request could pay it.
+    fn settle_reserve(
+        &mut self,
+        name: &str,
+        raw: &RawPolicy,
+        quota: Option<&Quota>,
+    ) -> Option<Option<NonZeroU64>> {
         let reserve = raw
             .reserve
             .as_ref()
@@ -51,11 +79,22 @@ impl Compiler {
                 );
             }
         }
+        reserve
+    }
+
+    /// `settle_unit`: `None` when absent, `Some(None)` when invalid. It divides measured
+    /// bytes, so it is refused with a header or trailer source.
+    fn settle_unit(
+        &mut self,
+        name: &str,
+        raw: &RawPolicy,
+        source: Option<&SettleSource>,
+    ) -> Option<Option<NonZeroU64>> {
         let unit = raw
             .settle_unit
             .as_ref()
             .map(|u| self.positive(u, "settle_unit").and_then(NonZeroU64::new));
-        if let (Some(u), Some(source)) = (&raw.settle_unit, &source) {
+        if let (Some(u), Some(source)) = (&raw.settle_unit, source) {
             if !source.measures_bytes() {
                 self.error(
                     u.span(),
@@ -69,7 +108,18 @@ impl Compiler {
                 );
             }
         }
-        // The largest cost whose debt the store keeps exactly.
+        unit
+    }
+
+    /// `max_cost`, by default (and at most) the largest cost whose debt the store keeps
+    /// exactly with this quota and `max_delay`.
+    fn settle_max_cost(
+        &mut self,
+        name: &str,
+        raw: &RawPolicy,
+        quota: Option<&Quota>,
+        max_delay: Option<Duration>,
+    ) -> Option<u64> {
         let representable = quota.map(|q| {
             let room = MAX_SETTLED_DEBT_NS
                 .saturating_sub(q.tolerance_ns())
@@ -78,7 +128,7 @@ impl Compiler {
                 );
             (room / q.interval_ns()).max(1)
         });
-        let max_cost = match (&raw.max_cost, representable) {
+        match (&raw.max_cost, representable) {
             (Some(m), Some(limit)) => {
                 let v = self.positive(m, "max_cost");
                 if let Some(v) = v {
@@ -94,17 +144,7 @@ impl Compiler {
             }
             (None, limit) => limit,
             (Some(m), None) => self.positive(m, "max_cost"),
-        };
-        Some(Some(Settle {
-            source: source?,
-            reserve: reserve.flatten_opt()?,
-            max_cost: max_cost?,
-            unit: unit.flatten_opt()?.unwrap_or(NonZeroU64::MIN),
-            refund_on_upstream_error: raw
-                .refund_on_upstream_error
-                .as_ref()
-                .is_some_and(|r| *r.get_ref()),
-        }))
+        }
     }
 
     fn settle_source(&mut self, raw: &S<String>) -> Option<SettleSource> {

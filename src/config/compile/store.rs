@@ -35,47 +35,31 @@ impl Compiler {
                 max_keys: DEFAULT_MAX_KEYS,
             });
         };
-        let urls = raw.url.as_ref().map(|u| (u.get_ref().to_vec(), u.span()));
-        let cluster = raw
-            .url
-            .as_ref()
-            .is_some_and(|u| matches!(u.get_ref(), OneOrMany::Many(_)));
-        let backend = match raw
+        let backend = self.backend(&raw);
+        let on_error = self.on_error(&raw);
+        let timeout = self.duration_or(&raw.timeout, DEFAULT_STORE_TIMEOUT, false);
+        let max_keys = self.count_or(&raw.max_keys, DEFAULT_MAX_KEYS as u64, "max_keys");
+        Some(StoreSettings {
+            backend: backend?,
+            timeout: timeout?,
+            on_error: on_error?,
+            max_keys: usize::try_from(max_keys?).ok()?,
+        })
+    }
+
+    /// `backend`: memory (the default), or Redis as one server, a cluster or through
+    /// Sentinel.
+    fn backend(&mut self, raw: &RawStore) -> Option<Backend> {
+        match raw
             .backend
             .as_ref()
             .map(|b| (b.get_ref().as_str(), b.span()))
         {
             None | Some(("memory", _)) => Some(Backend::Memory),
             Some(("redis", span)) if raw.sentinels.is_some() || raw.master.is_some() => {
-                self.sentinel_backend(&raw, span)
+                self.sentinel_backend(raw, span)
             }
-            Some(("redis", span)) => match urls {
-                None => {
-                    self.error(span, "backend = \"redis\" needs `url`", Some("add url = \"redis://127.0.0.1:6379\" (a list of node URLs means Redis Cluster)".to_owned()));
-                    None
-                }
-                Some((urls, span)) => {
-                    let bad: Vec<_> = urls
-                        .iter()
-                        .filter(|u| !(u.starts_with("redis://") || u.starts_with("rediss://")))
-                        .cloned()
-                        .collect();
-                    if urls.is_empty() || !bad.is_empty() {
-                        self.error(
-                            span,
-                            format!("not a Redis URL: {bad:?}"),
-                            Some("use redis://host:port or rediss://host:port".to_owned()),
-                        );
-                        None
-                    } else {
-                        Some(Backend::Redis {
-                            urls,
-                            cluster,
-                            sentinel: None,
-                        })
-                    }
-                }
-            },
+            Some(("redis", span)) => self.redis_backend(raw, span),
             Some((other, span)) => {
                 self.error(
                     span,
@@ -84,8 +68,42 @@ impl Compiler {
                 );
                 None
             }
+        }
+    }
+
+    /// `url` as one string: one Redis; as a list (even of one): Redis Cluster seed nodes.
+    fn redis_backend(&mut self, raw: &RawStore, span: std::ops::Range<usize>) -> Option<Backend> {
+        let Some((urls, span)) = raw.url.as_ref().map(|u| (u.get_ref().to_vec(), u.span())) else {
+            self.error(span, "backend = \"redis\" needs `url`", Some("add url = \"redis://127.0.0.1:6379\" (a list of node URLs means Redis Cluster)".to_owned()));
+            return None;
         };
-        let on_error = match raw
+        let cluster = raw
+            .url
+            .as_ref()
+            .is_some_and(|u| matches!(u.get_ref(), OneOrMany::Many(_)));
+        let bad: Vec<_> = urls
+            .iter()
+            .filter(|u| !(u.starts_with("redis://") || u.starts_with("rediss://")))
+            .cloned()
+            .collect();
+        if urls.is_empty() || !bad.is_empty() {
+            self.error(
+                span,
+                format!("not a Redis URL: {bad:?}"),
+                Some("use redis://host:port or rediss://host:port".to_owned()),
+            );
+            return None;
+        }
+        Some(Backend::Redis {
+            urls,
+            cluster,
+            sentinel: None,
+        })
+    }
+
+    /// `on_error`: what a request gets when the store cannot answer in time.
+    fn on_error(&mut self, raw: &RawStore) -> Option<OnError> {
+        match raw
             .on_error
             .as_ref()
             .map(|b| (b.get_ref().as_str(), b.span()))
@@ -101,15 +119,7 @@ impl Compiler {
                 );
                 None
             }
-        };
-        let timeout = self.duration_or(&raw.timeout, DEFAULT_STORE_TIMEOUT, false);
-        let max_keys = self.count_or(&raw.max_keys, DEFAULT_MAX_KEYS as u64, "max_keys");
-        Some(StoreSettings {
-            backend: backend?,
-            timeout: timeout?,
-            on_error: on_error?,
-            max_keys: usize::try_from(max_keys?).ok()?,
-        })
+        }
     }
 }
 

@@ -40,14 +40,18 @@ pub struct Slots {
     cap: usize,
     /// Woken when a place frees up or a connection comes back idle.
     pub freed: Notify,
+    /// The upstream's open connections, every worker's (moved per connection, not per
+    /// request).
+    gauge: prometheus_client::metrics::gauge::Gauge,
 }
 
 impl Slots {
-    pub fn new(cap: usize) -> Arc<Self> {
+    pub fn new(cap: usize, gauge: prometheus_client::metrics::gauge::Gauge) -> Arc<Self> {
         Arc::new(Self {
             open: AtomicUsize::new(0),
             cap: cap.max(1),
             freed: Notify::new(),
+            gauge,
         })
     }
 
@@ -58,6 +62,7 @@ impl Slots {
             return None;
         }
         self.open.fetch_add(1, Ordering::Relaxed);
+        self.gauge.inc();
         Some(Slot(self.clone()))
     }
 }
@@ -68,6 +73,7 @@ pub struct Slot(Arc<Slots>);
 impl Drop for Slot {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Ordering::Relaxed);
+        self.0.gauge.dec();
         self.0.freed.notify_one();
     }
 }

@@ -61,7 +61,7 @@ pub fn with_local<R>(pool: &Arc<UpstreamPool>, f: impl FnOnce(&mut LocalPool) ->
                     id: pool.id,
                     owner: Arc::downgrade(pool),
                     idle: pool.upstream.targets.iter().map(|_| Vec::new()).collect(),
-                    slots: Slots::new(pool.worker_share()),
+                    slots: Slots::new(pool.worker_share(), pool.connections.clone()),
                     next: crate::conn::worker::current(),
                 });
                 tokio::spawn(reap(pool.id, pool.idle_timeout()));

@@ -56,6 +56,8 @@ pub struct UpstreamPool {
     resting_until: Box<[AtomicU64]>,
     /// Time to response headers, by status class (1xx … 5xx).
     latency: [Histogram; 5],
+    /// Connections open to the upstream, every worker's.
+    connections: prometheus_client::metrics::gauge::Gauge,
 }
 
 impl UpstreamPool {
@@ -68,6 +70,7 @@ impl UpstreamPool {
         let resting_until = upstream.targets.iter().map(|_| AtomicU64::new(0)).collect();
         let latency = ["1xx", "2xx", "3xx", "4xx", "5xx"]
             .map(|class| metrics.upstream_histogram(&upstream.name, class));
+        let upstream_name = upstream.name.clone();
         Self {
             upstream,
             id: NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed),
@@ -75,6 +78,7 @@ impl UpstreamPool {
             connector,
             resting_until,
             latency,
+            connections: metrics.upstream_connections(&upstream_name),
         }
     }
 

@@ -134,7 +134,7 @@ impl RouteHeaders {
         let refusal_bodies = route
             .policies
             .iter()
-            .map(|p| super::refusal::body_start(&p.name, p.concurrency().is_some()))
+            .map(|p| super::refusal_body::body_start(&p.name, p.concurrency().is_some()))
             .collect();
         Self {
             policies,

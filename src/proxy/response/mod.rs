@@ -6,7 +6,9 @@
 mod accept;
 mod headers;
 mod refusal;
+mod refusal_body;
 
 pub use accept::wants_problem_json;
 pub use headers::{concurrency_headers, rate_limit_headers, PolicyHeaders, RouteHeaders, TierItem};
-pub use refusal::{concurrency_refused, too_many_requests, QUOTA_EXCEEDED_TYPE};
+pub use refusal::{concurrency_refused, too_many_requests};
+pub use refusal_body::QUOTA_EXCEEDED_TYPE;

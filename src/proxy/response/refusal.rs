@@ -1,7 +1,6 @@
 //! The 429 the gateway answers for a refused request, built one way whatever refused it:
 //! the refusal's header names hashed and placed once, the map cloned per 429 with the
-//! values set in place, and the body in the contract's JSON or, for a client that asks
-//! for it, as RFC 9457 problem details.
+//! values set in place, and the body of `refusal_body`.
 
 use std::sync::LazyLock;
 
@@ -12,51 +11,10 @@ use super::headers::{
     concurrency_headers, number, PolicyHeaders, RateLimitValues, RouteHeaders, TierItem, RATELIMIT,
     RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
-use crate::reply::{ceil_millis, ceil_secs, full, Body, JsonObject};
-
-/// The problem type of the IETF httpapi RateLimit draft (-11) for a refused quota
-/// (RFC 9457 problem details), with its title.
-pub const QUOTA_EXCEEDED_TYPE: &str =
-    "https://iana.org/assignments/http-problem-types#quota-exceeded";
-const QUOTA_EXCEEDED_TITLE: &str =
-    "Request cannot be satisfied as assigned quota has been exceeded";
-
-/// What a 429's body says, in either of its forms.
-struct Refused<'a> {
-    policy: &'a str,
-    /// The plain body up to the wait, made once per config ([`body_start`]).
-    start: &'a [u8],
-    /// `"concurrency"` for a concurrency cap's refusal.
-    limit: Option<&'static str>,
-    retry_after_ms: u64,
-    /// `Some`: RFC 9457 problem details naming these policies as `violated-policies`.
-    problem: Option<&'a [&'a str]>,
-}
+use super::refusal_body::Refused;
+use crate::reply::{ceil_millis, ceil_secs, full, Body};
 
 impl Refused<'_> {
-    /// The body and its content type.
-    fn body(&self) -> (Vec<u8>, HeaderValue) {
-        let Some(violated) = self.problem else {
-            let mut body = Vec::with_capacity(self.start.len() + 21);
-            body.extend_from_slice(self.start);
-            body.extend_from_slice(itoa::Buffer::new().format(self.retry_after_ms).as_bytes());
-            body.push(b'}');
-            return (body, HeaderValue::from_static("application/json"));
-        };
-        let mut body = JsonObject::with_capacity(280 + self.policy.len() + 24 * violated.len());
-        body.str("type", QUOTA_EXCEEDED_TYPE)
-            .str("title", QUOTA_EXCEEDED_TITLE)
-            .number("status", 429)
-            .strings("violated-policies", violated.iter().copied());
-        body.str("error", "rate_limited").str("policy", self.policy);
-        if let Some(limit) = self.limit {
-            body.str("limit", limit);
-        }
-        body.number("retry_after_ms", self.retry_after_ms);
-        let content_type = HeaderValue::from_static("application/problem+json");
-        (body.finish(), content_type)
-    }
-
     /// The 429: this body, `Retry-After: retry_after_s`, `Vary: Accept` (the body's form
     /// depends on it) and, for a rate refusal, the rate-limit headers `limits` has.
     fn response(&self, retry_after_s: u64, limits: Option<RateLimitValues>) -> Response<Body> {
@@ -94,18 +52,6 @@ impl Refused<'_> {
         *resp.headers_mut() = headers;
         resp
     }
-}
-
-/// The contract's 429 body for a refusal by `policy`, up to its wait:
-/// `{"error":"rate_limited","policy":"<policy>",["limit":"concurrency",]"retry_after_ms":`.
-/// Made once per config load, so a refusal only writes its number.
-pub fn body_start(policy: &str, concurrency: bool) -> Box<[u8]> {
-    let mut body = JsonObject::with_capacity(80 + policy.len());
-    body.str("error", "rate_limited").str("policy", policy);
-    if concurrency {
-        body.str("limit", "concurrency");
-    }
-    body.open_value("retry_after_ms").into_boxed_slice()
 }
 
 /// The names every 429 carries, in the order [`Refused::response`] sets their values.
@@ -166,7 +112,7 @@ pub fn too_many_requests(
 
 /// The 429 for a request a concurrency policy refused: its slots were all taken (for
 /// `max_delay`, when it could wait). The wait is unknowable, so `Retry-After` is the
-/// policy's hint. `start`: the plain body's start ([`body_start`]). `problem`: answer as
+/// policy's hint. `start`: the plain body's start (`refusal_body::body_start`). `problem`: answer as
 /// RFC 9457 problem details.
 pub fn concurrency_refused(
     policy: &str,
@@ -193,6 +139,7 @@ pub fn concurrency_refused(
 #[cfg(test)]
 mod tests {
     use super::super::headers::tests::{tenant_item, user_item};
+    use super::super::refusal_body::body_start;
     use super::*;
 
     /// A rate 429's headers, value by value, with nothing left over.
@@ -259,36 +206,5 @@ mod tests {
         assert_eq!(h["ratelimit"], "\"inflight\";r=0");
         assert!(h.get("x-ratelimit-limit").is_none());
         assert_eq!(h.len(), 5);
-    }
-
-    #[test]
-    fn the_two_bodies_carry_the_same_fields() {
-        let start = body_start("user", true);
-        let refused = |problem| Refused {
-            policy: "user",
-            start: &start,
-            limit: Some("concurrency"),
-            retry_after_ms: 1500,
-            problem,
-        };
-        let (plain, content_type) = refused(None).body();
-        let plain = String::from_utf8(plain).expect("UTF-8");
-        assert_eq!(content_type, "application/json");
-        assert_eq!(
-            plain,
-            r#"{"error":"rate_limited","policy":"user","limit":"concurrency","retry_after_ms":1500}"#
-        );
-        let violated = ["user", "tenant"];
-        let (problem, content_type) = refused(Some(&violated)).body();
-        let problem = String::from_utf8(problem).expect("UTF-8");
-        assert_eq!(content_type, "application/problem+json");
-        assert_eq!(
-            problem,
-            format!(
-                r#"{{"type":"{QUOTA_EXCEEDED_TYPE}","title":"{QUOTA_EXCEEDED_TITLE}","status":429,"violated-policies":["user","tenant"],"error":"rate_limited","policy":"user","limit":"concurrency","retry_after_ms":1500}}"#
-            )
-        );
-        let parsed: serde_json::Value = serde_json::from_str(&problem).expect("JSON");
-        assert_eq!(parsed["violated-policies"][1], "tenant");
     }
 }

@@ -52,6 +52,24 @@ impl Counters {
 }
 
 impl Settlement {
+    /// The settled tiers of an admitted request on route `route` of `snapshot`, split by
+    /// which side settles them: `(response, request body)`, each `None` when it settles
+    /// nothing.
+    pub fn begin(
+        shared: &Arc<Shared>,
+        snapshot: &Current,
+        route: usize,
+        pending: SmallVec<[PendingSettle; 1]>,
+    ) -> (Option<Self>, Option<Self>) {
+        if pending.is_empty() {
+            return (None, None);
+        }
+        let mut response = Self::new(shared.clone(), snapshot.clone(), route, pending);
+        let uploaded = response.split(|source| *source == SettleSource::RequestBytes);
+        let some = |s: Self| (!s.is_empty()).then_some(s);
+        (some(response), some(uploaded))
+    }
+
     /// The tiers of a request on route `route` of `snapshot` to settle.
     pub fn new(
         shared: Arc<Shared>,

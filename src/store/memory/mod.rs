@@ -5,6 +5,8 @@
 //! freezing each slot as it is copied, so no concurrent update is ever lost.
 
 mod cache;
+#[cfg(test)]
+mod model_tests;
 mod shard;
 mod table;
 #[cfg(test)]

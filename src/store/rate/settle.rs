@@ -5,12 +5,15 @@
 
 use std::sync::Arc;
 
+use crate::config::Route;
 use crate::config::{Policy, Settle, MAX_SETTLED_DEBT_NS};
 use crate::limit::gcra::{settle, Adjustment};
-use crate::limit::TatTable;
+use crate::limit::{TatTable, Verdict};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
+use crate::store::tiers::RequestTiers;
 use crate::store::StoreError;
+use smallvec::SmallVec;
 
 /// One admitted tier whose cost is settled later.
 #[derive(Debug, Clone)]
@@ -107,6 +110,45 @@ pub async fn settle_remote(
         .arg(MAX_SETTLED_DEBT_NS);
     let debt: i64 = remote.invoke(&call).await?;
     u64::try_from(debt).map_err(|_| StoreError::Reply)
+}
+
+/// The admitted tiers of settled policies, to settle once the cost is known. `in_store`:
+/// decided by the configured store (Redis keys apply), not by the local fallback.
+pub fn pending_settles(
+    route: &Route,
+    tiers: &RequestTiers,
+    verdict: &Verdict,
+    now: u64,
+    in_store: bool,
+    settles: &mut SmallVec<[PendingSettle; 1]>,
+) {
+    for p in tiers.policies.iter() {
+        let policy = &route.policies[p.position];
+        if policy.rate().is_none_or(|r| r.settle.is_none()) {
+            continue;
+        }
+        for i in p.range.clone() {
+            let (t, Some(outcome)) = (&tiers.rate[i], verdict.outcomes().get(i)) else {
+                continue; // not decided (the store failed open)
+            };
+            if !outcome.decision.admitted {
+                continue;
+            }
+            settles.push(PendingSettle {
+                policy: policy.clone(),
+                tier: i,
+                position: p.position,
+                key: outcome.key,
+                redis_key: in_store
+                    .then(|| t.redis.as_ref().map(|k| k.key.clone()))
+                    .flatten(),
+                t_ns: t.tier.quota.interval_ns(),
+                reserve: t.tier.cost(route.cost),
+                ahead_ns: outcome.decision.until_idle_ns,
+                admitted_at: now,
+            });
+        }
+    }
 }
 
 static SETTLE_SCRIPT: std::sync::LazyLock<redis::Script> =

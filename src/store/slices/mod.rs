@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 pub mod protocol;
+mod script;
 mod sizing;
 
 use super::key_locks::KeyLocks;

@@ -3,11 +3,9 @@
 //! nothing; a key without units fetches a new slice (one fetch at a time per key), and
 //! slices left idle are given back.
 
-use std::sync::LazyLock;
-
 use arrayvec::ArrayVec;
-use redis::Script;
 
+use super::script::{ask_slice, give_back_slice, SliceAnswer, SliceAsk};
 use super::sizing::Ask;
 use super::{Held, Slices, Taken, MAX_SLICES};
 use crate::limit::slice::Slice;
@@ -18,32 +16,6 @@ use crate::store::rate::Remote;
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RateTier;
 use crate::store::StoreError;
-
-static SLICE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("slice.lua")));
-
-/// What a gateway asks of a slice: `want` units, at least `need`, the first slot
-/// beginning `lead` ns ahead where the key has room (see `limit::slice::grant`).
-#[derive(Debug, Clone, Copy)]
-struct SliceAsk {
-    want: u64,
-    need: u64,
-    lead: u64,
-}
-
-/// What Redis answered a request for a slice (`slice.lua`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum SliceAnswer {
-    /// `granted` units; the key is now `ahead` ns past Redis's now, with `left` units
-    /// still free; `end` is the stored TAT, for a later give-back.
-    Granted {
-        granted: u64,
-        ahead: u64,
-        left: u64,
-        end: String,
-    },
-    /// Not `need` units free: they will be after `wait` ns.
-    Refused { wait: u64 },
-}
 
 /// The debt at which `evaluate` reports what a tier served from a slice has left: the
 /// smaller of the slice and what Redis last said.
@@ -348,67 +320,4 @@ fn one_tag(tiers: &[RateTier], missed: &[(usize, Ask)]) -> bool {
         .map(|(_, t)| t.redis.as_ref().map(|k| k.tag.as_str()));
     let first = tags.next();
     tags.all(|t| Some(t) == first)
-}
-
-/// Asks for the slice `ask` of `key`, giving back `back` (unused time and the stamp the
-/// old slice left) first. Counts for the breaker like a decision.
-async fn ask_slice(
-    remote: &RedisStore,
-    key: &str,
-    quota: &crate::limit::Quota,
-    ask: SliceAsk,
-    back: Option<(u64, &str)>,
-    now_ns: u64,
-) -> Result<SliceAnswer, StoreError> {
-    let SliceAsk { want, need, lead } = ask;
-    let (give_ns, give_end) = back.unwrap_or((0, ""));
-    let mut inv = SLICE.prepare_invoke();
-    inv.key(key)
-        .arg(quota.interval_ns())
-        .arg(quota.tolerance_ns())
-        .arg(want)
-        .arg(need)
-        .arg(give_ns)
-        .arg(give_end)
-        .arg(lead);
-    let call = async {
-        let reply: redis::Value = remote.invoke(&inv).await?;
-        parse_slice(&reply)
-    };
-    remote.guarded(now_ns, call).await
-}
-
-/// Gives back `ns` of a slice that left `end` on `key` (only while it still is the key's
-/// last reservation). Outside the breaker: nothing waits on it.
-async fn give_back_slice(
-    remote: &RedisStore,
-    key: &str,
-    ns: u64,
-    end: &str,
-) -> Result<(), StoreError> {
-    let mut inv = SLICE.prepare_invoke();
-    inv.key(key).arg(1).arg(0).arg(0).arg(0).arg(ns).arg(end);
-    let _: redis::Value = remote.invoke(&inv).await?;
-    Ok(())
-}
-
-/// `{granted, ahead, left, end}` or `{0, wait}`.
-fn parse_slice(value: &redis::Value) -> Result<SliceAnswer, StoreError> {
-    let redis::Value::Array(items) = value else {
-        return Err(StoreError::Reply);
-    };
-    let int = |v: &redis::Value| match v {
-        redis::Value::Int(n) => u64::try_from(*n).map_err(|_| StoreError::Reply),
-        _ => Err(StoreError::Reply),
-    };
-    match items.as_slice() {
-        [granted, ahead, left, redis::Value::BulkString(end)] => Ok(SliceAnswer::Granted {
-            granted: int(granted)?,
-            ahead: int(ahead)?,
-            left: int(left)?,
-            end: String::from_utf8(end.clone()).map_err(|_| StoreError::Reply)?,
-        }),
-        [zero, wait] if int(zero)? == 0 => Ok(SliceAnswer::Refused { wait: int(wait)? }),
-        _ => Err(StoreError::Reply),
-    }
 }

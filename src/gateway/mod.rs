@@ -1,5 +1,7 @@
-//! Start-up, signals and shutdown: binds the listeners once, owns every background task,
-//! and stops them in order (stop accepting → drain → exit).
+//! Start-up, signals and shutdown: binds the listeners once, owns every background task
+//! (`background`), and stops them in order (stop accepting → drain → exit).
+
+mod background;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -68,33 +70,14 @@ impl Gateway {
         let metrics = Arc::new(Metrics::new());
         // rustls needs one process-wide crypto provider for the Redis client's TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let local = Arc::new(MemoryStore::new(config.store.max_keys));
-        let store = match &config.store.backend {
-            Backend::Memory => Store::Memory(local),
-            Backend::Redis {
-                urls,
-                cluster,
-                sentinel,
-            } => Store::Redis {
-                remote: Arc::new(RedisStore::new(
-                    urls,
-                    *cluster,
-                    sentinel.as_ref(),
-                    config.store.timeout,
-                )?),
-                local,
-                on_error: config.store.on_error,
-            },
-        };
-        let limiter = Limiter::new(store, metrics.clone());
-        let tls = config.server.tls.is_some();
-        let listen = config.server.listen;
-        let workers = config.server.workers;
+        let limiter = Limiter::new(store_of(&config)?, metrics.clone());
         let (addr, listeners) =
-            crate::workers::bind_all(listen, workers).map_err(|source| StartError::Bind {
-                addr: listen,
-                source,
-            })?;
+            crate::workers::bind_all(config.server.listen, config.server.workers).map_err(
+                |source| StartError::Bind {
+                    addr: config.server.listen,
+                    source,
+                },
+            )?;
         let admin_listener = match config.server.admin_listen {
             Some(a) => Some(
                 TcpListener::bind(a)
@@ -104,23 +87,7 @@ impl Gateway {
             None => None,
         };
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
-
-        let overrides_file = config.server.overrides_file.clone();
-        let kept = match &overrides_file {
-            Some(path) => Overrides::read_file(path)?,
-            None => Vec::new(),
-        };
-        let config_path = config.path.clone();
-        let snapshot = Snapshot::build(Arc::new(config), None, &metrics, limiter.keys());
-        let shared = Arc::new(Shared {
-            snapshot: ArcSwap::from_pointee(snapshot),
-            limiter,
-            clock,
-            metrics,
-            config_path,
-            reload_lock: tokio::sync::Mutex::new(()),
-            overrides: Overrides::new(overrides_file, kept),
-        });
+        let shared = shared_state(config, limiter, clock, metrics)?;
         shared
             .overrides
             .reapply(|| shared.config(), &shared.limiter, shared.clock.wall_ms())
@@ -128,31 +95,10 @@ impl Gateway {
         let (shutdown, rx) = watch::channel(false);
         let data_plane = crate::workers::spawn(listeners, &shared, &rx)
             .map_err(|source| StartError::Bind { addr, source })?;
-        let mut background = vec![
-            tokio::spawn(sweep(shared.clone(), rx.clone())),
-            tokio::spawn(follow_overrides(shared.clone(), rx.clone())),
-        ];
-        let mut slice_keeper = None;
-        if let Some(remote) = shared.limiter.remote() {
-            background.push(tokio::spawn(remote.clone().maintain()));
-            slice_keeper = Some(tokio::spawn(give_back_idle_slices(
-                shared.clone(),
-                rx.clone(),
-            )));
-        }
+        let (background, slice_keeper) = background::spawn(&shared, &rx);
         let admin = admin_listener
             .map(|l| tokio::spawn(crate::admin::listener::serve(l, shared.clone(), rx)));
-        let admin_shown = admin_addr.map_or_else(|| "none".to_owned(), |a| a.to_string());
-        tracing::info!(%addr, admin = %admin_shown, tls, workers, "tollgate serving");
-        if crate::admin::auth::exposed_without_token(&shared.config()) {
-            tracing::warn!(
-                "the admin listener is not on a loopback address and no admin_token is set: \
-                 its read-only endpoints are open to anyone who reaches it and changes are refused"
-            );
-        }
-        if shared.config().routes.is_empty() {
-            tracing::warn!("the configuration has no routes: every request is answered 404");
-        }
+        announce(&shared, addr, admin_addr);
         Ok(Self {
             shared,
             addr,
@@ -263,67 +209,68 @@ impl Gateway {
     }
 }
 
-/// Drops idle keys every [`SWEEP_INTERVAL`], on a blocking thread so request tasks never
-/// wait on it: from the memory store, or from Redis mode's `on_error = "local"` fallback.
-/// Runtime overrides' upkeep, once a second: expiry, and with Redis the fleet's changes.
-async fn follow_overrides(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(OVERRIDES_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
-        }
-        shared
-            .overrides
-            .tick(|| shared.config(), &shared.limiter, shared.clock.wall_ms())
-            .await;
-    }
+/// The store `config` names: the embedded one, or Redis with the embedded one beside it
+/// for `on_error = "local"`.
+fn store_of(config: &Config) -> Result<Store, StartError> {
+    let local = Arc::new(MemoryStore::new(config.store.max_keys));
+    Ok(match &config.store.backend {
+        Backend::Memory => Store::Memory(local),
+        Backend::Redis {
+            urls,
+            cluster,
+            sentinel,
+        } => Store::Redis {
+            remote: Arc::new(RedisStore::new(
+                urls,
+                *cluster,
+                sentinel.as_ref(),
+                config.store.timeout,
+            )?),
+            local,
+            on_error: config.store.on_error,
+        },
+    })
 }
 
-/// Gives back leased slices left idle (`sync = "lease"`).
-async fn give_back_idle_slices(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let all = tokio::select! {
-            _ = tick.tick() => false,
-            _ = shutdown.changed() => true,
-        };
-        // At shutdown everything goes back at once, while the workers (whose runtimes
-        // drive the Redis connection) are still draining.
-        shared
-            .limiter
-            .give_back_slices(shared.clock.now_ns(), all)
-            .await;
-        if all {
-            return;
-        }
-    }
+/// What outlives config versions, with the first snapshot and the runtime overrides
+/// kept in `overrides_file`.
+fn shared_state(
+    config: Config,
+    limiter: Limiter,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+) -> Result<Arc<Shared>, StartError> {
+    let overrides_file = config.server.overrides_file.clone();
+    let kept = match &overrides_file {
+        Some(path) => Overrides::read_file(path)?,
+        None => Vec::new(),
+    };
+    let config_path = config.path.clone();
+    let snapshot = Snapshot::build(Arc::new(config), None, &metrics, limiter.keys());
+    Ok(Arc::new(Shared {
+        snapshot: ArcSwap::from_pointee(snapshot),
+        limiter,
+        clock,
+        metrics,
+        config_path,
+        reload_lock: tokio::sync::Mutex::new(()),
+        overrides: Overrides::new(overrides_file, kept),
+    }))
 }
 
-async fn sweep(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(SWEEP_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => return,
-        }
-        let s = shared.clone();
-        let swept = tokio::task::spawn_blocking(move || {
-            let local = s.limiter.local();
-            let removed = local.sweep(s.clock.now_ns());
-            s.metrics
-                .keys_tracked
-                .set(i64::try_from(local.len()).unwrap_or(i64::MAX));
-            removed
-        })
-        .await;
-        if let Ok(n) = swept {
-            if n > 0 {
-                tracing::debug!(removed = n, "swept idle keys");
-            }
-        }
+/// The start-up log line, and the warnings a running config deserves.
+fn announce(shared: &Shared, addr: SocketAddr, admin: Option<SocketAddr>) {
+    let config = shared.config();
+    let admin_shown = admin.map_or_else(|| "none".to_owned(), |a| a.to_string());
+    let (tls, workers) = (config.server.tls.is_some(), config.server.workers);
+    tracing::info!(%addr, admin = %admin_shown, tls, workers, "tollgate serving");
+    if crate::admin::auth::exposed_without_token(&config) {
+        tracing::warn!(
+            "the admin listener is not on a loopback address and no admin_token is set: \
+             its read-only endpoints are open to anyone who reaches it and changes are refused"
+        );
+    }
+    if config.routes.is_empty() {
+        tracing::warn!("the configuration has no routes: every request is answered 404");
     }
 }

@@ -1,0 +1,98 @@
+//! The body of a 429: the contract's JSON (its start made once per config, so a refusal
+//! writes only its wait) or, for a client that asks for it, RFC 9457 problem details.
+
+use http::header::HeaderValue;
+
+use crate::reply::JsonObject;
+
+/// The problem type of the IETF httpapi RateLimit draft (-11) for a refused quota
+/// (RFC 9457 problem details), with its title.
+pub const QUOTA_EXCEEDED_TYPE: &str =
+    "https://iana.org/assignments/http-problem-types#quota-exceeded";
+const QUOTA_EXCEEDED_TITLE: &str =
+    "Request cannot be satisfied as assigned quota has been exceeded";
+
+/// What a 429's body says, in either of its forms.
+pub struct Refused<'a> {
+    pub policy: &'a str,
+    /// The plain body up to the wait, made once per config ([`body_start`]).
+    pub start: &'a [u8],
+    /// `"concurrency"` for a concurrency cap's refusal.
+    pub limit: Option<&'static str>,
+    pub retry_after_ms: u64,
+    /// `Some`: RFC 9457 problem details naming these policies as `violated-policies`.
+    pub problem: Option<&'a [&'a str]>,
+}
+
+impl Refused<'_> {
+    /// The body and its content type.
+    pub fn body(&self) -> (Vec<u8>, HeaderValue) {
+        let Some(violated) = self.problem else {
+            let mut body = Vec::with_capacity(self.start.len() + 21);
+            body.extend_from_slice(self.start);
+            body.extend_from_slice(itoa::Buffer::new().format(self.retry_after_ms).as_bytes());
+            body.push(b'}');
+            return (body, HeaderValue::from_static("application/json"));
+        };
+        let mut body = JsonObject::with_capacity(280 + self.policy.len() + 24 * violated.len());
+        body.str("type", QUOTA_EXCEEDED_TYPE)
+            .str("title", QUOTA_EXCEEDED_TITLE)
+            .number("status", 429)
+            .strings("violated-policies", violated.iter().copied());
+        body.str("error", "rate_limited").str("policy", self.policy);
+        if let Some(limit) = self.limit {
+            body.str("limit", limit);
+        }
+        body.number("retry_after_ms", self.retry_after_ms);
+        let content_type = HeaderValue::from_static("application/problem+json");
+        (body.finish(), content_type)
+    }
+}
+
+/// The contract's 429 body for a refusal by `policy`, up to its wait:
+/// `{"error":"rate_limited","policy":"<policy>",["limit":"concurrency",]"retry_after_ms":`.
+/// Made once per config load, so a refusal only writes its number.
+pub fn body_start(policy: &str, concurrency: bool) -> Box<[u8]> {
+    let mut body = JsonObject::with_capacity(80 + policy.len());
+    body.str("error", "rate_limited").str("policy", policy);
+    if concurrency {
+        body.str("limit", "concurrency");
+    }
+    body.open_value("retry_after_ms").into_boxed_slice()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_two_bodies_carry_the_same_fields() {
+        let start = body_start("user", true);
+        let refused = |problem| Refused {
+            policy: "user",
+            start: &start,
+            limit: Some("concurrency"),
+            retry_after_ms: 1500,
+            problem,
+        };
+        let (plain, content_type) = refused(None).body();
+        let plain = String::from_utf8(plain).expect("UTF-8");
+        assert_eq!(content_type, "application/json");
+        assert_eq!(
+            plain,
+            r#"{"error":"rate_limited","policy":"user","limit":"concurrency","retry_after_ms":1500}"#
+        );
+        let violated = ["user", "tenant"];
+        let (problem, content_type) = refused(Some(&violated)).body();
+        let problem = String::from_utf8(problem).expect("UTF-8");
+        assert_eq!(content_type, "application/problem+json");
+        assert_eq!(
+            problem,
+            format!(
+                r#"{{"type":"{QUOTA_EXCEEDED_TYPE}","title":"{QUOTA_EXCEEDED_TITLE}","status":429,"violated-policies":["user","tenant"],"error":"rate_limited","policy":"user","limit":"concurrency","retry_after_ms":1500}}"#
+            )
+        );
+        let parsed: serde_json::Value = serde_json::from_str(&problem).expect("JSON");
+        assert_eq!(parsed["violated-policies"][1], "tenant");
+    }
+}
