@@ -92,10 +92,10 @@ pub async fn admit(
         client_ip,
         route: &route.name,
     };
-    let keys = &routed.snapshot.route_keys[routed.index];
+    let plans = &routed.snapshot.route_plans[routed.index];
     shared
         .limiter
-        .check_request((route, keys), &view, &*shared.clock, admission)
+        .check_request((route, plans), &view, &*shared.clock, admission)
         .await;
     answer(routed, admission, req.headers(), client_ip, trace)
 }
@@ -110,8 +110,12 @@ pub fn answer(
     client: std::net::IpAddr,
     trace: &mut Trace,
 ) -> Option<Response<Body>> {
-    count(admission, routed.metrics());
     let route = routed.route;
+    if route.policies.is_empty() {
+        trace.decision = "admitted";
+        return None; // an unlimited route: nothing decided, nothing to count
+    }
+    count(admission, routed.metrics());
     for (position, wait_ns) in admission.shadow_denials() {
         tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client, wait_ms = ceil_millis(wait_ns), "shadow tier would deny");
     }

@@ -138,6 +138,7 @@ fn open_tunnel(
 }
 
 /// 413 for a body whose declared length is above the route's `max_body`.
+#[inline]
 fn declared_too_large(req: &Request<Incoming>, route: &Route) -> Option<Response<Body>> {
     let max = route.max_body?;
     let declared = req
@@ -158,6 +159,7 @@ fn declared_too_large(req: &Request<Incoming>, route: &Route) -> Option<Response
 /// so it is answered as the client's fault; a client that goes silent mid-body is cut
 /// after `body_read_timeout`; a request known to have no body (most GETs) skips the
 /// timer. `request_bytes` tiers settle on what it carried to the upstream.
+#[inline]
 fn upstream_body(
     body: Incoming,
     server: &Server,

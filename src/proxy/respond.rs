@@ -24,6 +24,9 @@ pub async fn describe(
         Some(settlement) => settle_response(forwarded, settlement, admission).await,
         None => forwarded.unwrap_or_else(|resp| resp),
     };
+    if routed.route.policies.is_empty() {
+        return resp; // an unlimited route: no limits to describe
+    }
     let (reported, items) = routed.reports(admission);
     if let Some(r) = &reported {
         rate_limit_headers(resp.headers_mut(), r, &items, Some(routed.headers()));

@@ -107,6 +107,7 @@ struct Arrived<'a> {
 
 /// Normalises the head, matches the route and tells who the client is; the answer when
 /// the request goes no further (400, 404, 503 for a tunnel with no connection left).
+#[inline]
 fn arrive<'a>(
     shared: &Shared,
     snapshot: &'a Current,
@@ -152,6 +153,7 @@ fn arrive<'a>(
 
 /// A tunnel counts against `max_connections`: an upgrade with no slot left is refused
 /// before the limiter, so the refusal costs the client nothing.
+#[inline]
 fn tunnel_permit(
     protocol: Option<http::HeaderValue>,
     conn: &ConnInfo,

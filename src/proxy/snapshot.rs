@@ -11,6 +11,7 @@ use super::response::RouteHeaders;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::{Metrics, RouteMetrics};
+use crate::store::tiers::PolicyPlan;
 use crate::store::Limiter;
 
 /// Everything one request needs from one config version. A request loads it once, so a
@@ -23,8 +24,8 @@ pub struct Snapshot {
     pub route_metrics: Vec<RouteMetrics>,
     /// By route index: the constant header values of its policies.
     pub route_headers: Vec<RouteHeaders>,
-    /// By route index: its policies' key identities (see `KeyMaker::route`).
-    pub route_keys: Vec<Box<[crate::store::keys::PolicyKeys]>>,
+    /// By route index: what its policies' tiers start from (`store::tiers::PolicyPlan`).
+    pub route_plans: Vec<Box<[PolicyPlan]>>,
 }
 
 impl Snapshot {
@@ -50,13 +51,17 @@ impl Snapshot {
             .collect();
         let route_metrics = metrics.route_handles(&config);
         let route_headers = config.routes.iter().map(|r| RouteHeaders::new(r)).collect();
-        let route_keys = config.routes.iter().map(|r| keys.route(r)).collect();
+        let route_plans = config
+            .routes
+            .iter()
+            .map(|r| PolicyPlan::route(keys, r))
+            .collect();
         Self {
             config,
             pools,
             route_metrics,
             route_headers,
-            route_keys,
+            route_plans,
         }
     }
 }

@@ -160,10 +160,17 @@ impl Admission {
     fn rate_outcome(&self, p: &PolicyTiers) -> PolicyOutcome {
         let outcomes = &self.verdict.outcomes()[p.range.clone()];
         let tiers = &self.tiers.rate[p.range.clone()];
-        let overflow = outcomes.iter().zip(tiers).any(|(o, t)| o.key != t.tier.key);
-        let counted = match outcomes.iter().find(|o| !o.decision.admitted) {
-            Some(o) if o.mode == Mode::Enforce => Counted::Denied,
-            Some(_) => Counted::ShadowDenied,
+        let mut overflow = false;
+        let mut refused = None;
+        for (o, t) in outcomes.iter().zip(tiers) {
+            overflow |= o.key != t.tier.key;
+            if refused.is_none() && !o.decision.admitted {
+                refused = Some(o.mode);
+            }
+        }
+        let counted = match refused {
+            Some(Mode::Enforce) => Counted::Denied,
+            Some(Mode::Shadow) => Counted::ShadowDenied,
             None if self.verdict.admitted => Counted::Admitted,
             None => Counted::Nothing,
         };
@@ -247,22 +254,29 @@ impl Admission {
     fn rate_report(&self, p: &PolicyTiers) -> Option<TierReport> {
         let verdict = &self.verdict;
         let (outcomes, now) = (verdict.outcomes(), verdict.now);
-        let state = p.range.clone().map(|k| {
-            let (o, quota) = (&outcomes[k], self.tiers.rate[k].tier.quota);
+        let state = |k: usize| {
+            let (o, quota) = (&outcomes[k], &self.tiers.rate[k].tier.quota);
             let d = &o.decision;
             if verdict.admitted {
-                (k, d.remaining, d.until_idle_ns)
+                (d.remaining, d.until_idle_ns)
             } else if d.admitted {
                 let left = quota.remaining(o.prior_tat, now);
-                (k, left, o.prior_tat.saturating_sub(now))
+                (left, o.prior_tat.saturating_sub(now))
             } else {
-                (k, quota.remaining(o.prior_tat, now), d.until_idle_ns)
+                (quota.remaining(o.prior_tat, now), d.until_idle_ns)
             }
-        });
-        let (k, remaining, until_full_ns) = state.min_by_key(|s| s.1)?;
+        };
+        let mut best = p.range.start;
+        let (mut remaining, mut until_full_ns) = state(best);
+        for k in p.range.start + 1..p.range.end {
+            let (left, until) = state(k);
+            if left < remaining {
+                (best, remaining, until_full_ns) = (k, left, until);
+            }
+        }
         Some(TierReport {
             position: p.position,
-            quota: self.tiers.rate[k].tier.quota,
+            quota: self.tiers.rate[best].tier.quota,
             remaining,
             until_full_ns,
         })

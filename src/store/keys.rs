@@ -58,15 +58,6 @@ impl KeyMaker {
         }
     }
 
-    /// The key identities of `route`'s policies, by position.
-    pub fn route(&self, route: &crate::config::Route) -> Box<[PolicyKeys]> {
-        route
-            .policies
-            .iter()
-            .map(|p| self.policy(&p.name))
-            .collect()
-    }
-
     /// The key named by `parts` (their text, as an operator types them), for inspection.
     pub fn key_of(&self, policy: &str, parts: &[String]) -> StoreKey {
         let mut key = self.builder(policy);

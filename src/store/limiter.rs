@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use super::admission::{Admission, Outcome};
 use super::concurrency::Concurrency;
-use super::keys::{KeyMaker, PolicyKeys, StoreKey};
+use super::keys::{KeyMaker, StoreKey};
 use super::memory::MemoryStore;
 use super::overrides::KeyOverrides;
 use super::rate::settle::{pending_settles, settle_local, settle_remote, PendingSettle};
 use super::rate::{Rates, Remote};
 use super::redis::RedisStore;
 use super::slices::Slices;
-use super::tiers::{RequestTiers, SlotOutcome, SlotTier};
+use super::tiers::{PolicyPlan, RequestTiers, SlotOutcome, SlotTier};
 use super::StoreError;
 use crate::clock::Clock;
 use crate::config::{OnError, Route};
@@ -116,7 +116,7 @@ impl Limiter {
         self.remote().is_none_or(|r| !r.breaker.is_open())
     }
 
-    /// Decides `route`'s tiers (`keys`: their key identities, [`KeyMaker::route`]) for the
+    /// Decides `route`'s tiers (`plans`: its policies', [`PolicyPlan::route`]) for the
     /// request `view` into `admission`: first the
     /// concurrency tiers (taking a slot each, waiting for one up to `max_delay`), then
     /// every rate tier at one clock reading taken after that. A refusal anywhere leaves no
@@ -124,7 +124,7 @@ impl Limiter {
     /// `on_error`.
     pub async fn check_request(
         &self,
-        (route, keys): (&Route, &[PolicyKeys]),
+        (route, plans): (&Route, &[PolicyPlan]),
         view: &RequestView<'_>,
         clock: &dyn Clock,
         admission: &mut Admission,
@@ -135,7 +135,7 @@ impl Limiter {
         admission.outcome = Outcome::Admitted;
         let filled = admission
             .tiers
-            .fill(keys, &self.overrides, route, view, clock);
+            .fill(plans, &self.overrides, route, view, clock);
         if let Err(refusal) = filled {
             admission.now = clock.now_ns();
             admission.outcome = refusal.into();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
-use super::keys::{compose, KeyRefusal, Partial, PolicyKeys};
+use super::keys::{compose, KeyMaker, KeyRefusal, Partial, PolicyKeys};
 use super::limits::limit_for;
 use super::overrides::KeyOverrides;
 use crate::clock::Clock;
@@ -92,6 +92,47 @@ pub struct PolicyTiers {
     pub range: Range<usize>,
 }
 
+/// What one policy's tiers start from, worked out once per config version (on the
+/// snapshot): its key identity and, for a rate policy, the tier it decides with — its own
+/// quota, mode, hold, reserve and overflow key — so a request fills in only its keys.
+#[derive(Clone)]
+pub struct PolicyPlan {
+    pub keys: PolicyKeys,
+    rate: Option<RatePlan>,
+}
+
+#[derive(Clone)]
+struct RatePlan {
+    tier: Tier,
+    /// `sync = "lease"`.
+    leased: bool,
+    settled: bool,
+}
+
+impl PolicyPlan {
+    /// The plans of `route`'s policies, by position.
+    pub fn route(keys: &KeyMaker, route: &Route) -> Box<[PolicyPlan]> {
+        route.policies.iter().map(|p| Self::of(keys, p)).collect()
+    }
+
+    fn of(keys: &KeyMaker, policy: &Policy) -> Self {
+        let keys = keys.policy(&policy.name);
+        let rate = policy.rate().map(|rate| RatePlan {
+            tier: Tier {
+                reserve: rate.settle.as_ref().and_then(|s| s.reserve),
+                quota: rate.quota,
+                mode: policy.mode,
+                max_delay_ns: u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX),
+                key: 0,
+                overflow: keys.overflow,
+            },
+            leased: rate.sync == Sync::Lease,
+            settled: rate.settle.is_some(),
+        });
+        Self { keys, rate }
+    }
+}
+
 /// Every decision one request asks of the limiter.
 #[derive(Default)]
 pub struct RequestTiers {
@@ -102,11 +143,11 @@ pub struct RequestTiers {
 }
 
 impl RequestTiers {
-    /// Replaces the contents with the tiers of `route` for the request `view`; `keys`
-    /// are the route's policies' key identities, by position.
+    /// Replaces the contents with the tiers of `route` for the request `view`; `plans`
+    /// are the route's policies' plans, by position ([`PolicyPlan::route`]).
     pub fn fill(
         &mut self,
-        keys: &[PolicyKeys],
+        plans: &[PolicyPlan],
         overrides: &KeyOverrides,
         route: &Route,
         view: &RequestView<'_>,
@@ -117,8 +158,15 @@ impl RequestTiers {
         self.policies.clear();
         let mut partials = arrayvec::ArrayVec::new();
         let mut values = KeyValues::new();
-        for ((position, policy), keys) in route.policies.iter().enumerate().zip(keys) {
-            if !compose(keys, policy, view, position, &mut partials, &mut values)? {
+        for ((position, policy), plan) in route.policies.iter().enumerate().zip(plans) {
+            if !compose(
+                &plan.keys,
+                policy,
+                view,
+                position,
+                &mut partials,
+                &mut values,
+            )? {
                 continue;
             }
             let kind = match &policy.kind {
@@ -127,7 +175,7 @@ impl RequestTiers {
             };
             let start = self.len_of(kind);
             for partial in partials.drain(..) {
-                self.push(keys, overrides, (position, policy), partial, clock);
+                self.push(plan, overrides, (position, policy), partial, clock);
             }
             let range = start..self.len_of(kind);
             self.policies.push(PolicyTiers {
@@ -150,7 +198,7 @@ impl RequestTiers {
     #[inline]
     fn push(
         &mut self,
-        keys: &PolicyKeys,
+        plan: &PolicyPlan,
         overrides: &KeyOverrides,
         (position, policy): (usize, &Policy),
         partial: Partial<'_>,
@@ -160,22 +208,19 @@ impl RequestTiers {
         let runtime = overrides.get(key.hash, clock);
         let single = partial.single.as_ref();
         let applied = limit_for(policy, runtime, || single.map(|p| p.as_text()));
-        match (&policy.kind, applied) {
-            (PolicyKind::Rate(rate), Applied::Rate(quota)) => self.rate.push(RateTier {
+        match (&policy.kind, applied, &plan.rate) {
+            (PolicyKind::Rate(_), Applied::Rate(quota), Some(rate)) => self.rate.push(RateTier {
                 tier: Tier {
-                    reserve: rate.settle.as_ref().and_then(|s| s.reserve),
                     quota,
-                    mode: policy.mode,
-                    max_delay_ns: u64::try_from(policy.max_delay.as_nanos()).unwrap_or(u64::MAX),
                     key: key.hash,
-                    overflow: keys.overflow,
+                    ..rate.tier
                 },
                 position,
-                leased: rate.sync == Sync::Lease && key.redis.is_some(),
-                settled: rate.settle.is_some(),
+                leased: rate.leased && key.redis.is_some(),
+                settled: rate.settled,
                 redis: key.redis,
             }),
-            (PolicyKind::Concurrency(cap), Applied::Concurrency(max)) => {
+            (PolicyKind::Concurrency(cap), Applied::Concurrency(max), _) => {
                 self.slots.push(SlotTier {
                     key: key.hash,
                     position,
