@@ -77,6 +77,11 @@ pub struct Settle {
     /// When the upstream fails (no answer, or 5xx without the value), settle at what was
     /// measured (nothing, for a header or trailer) instead of the reserve.
     pub refund_on_upstream_error: bool,
+    /// The least any request is charged once settled (an empty body, a value of 0).
+    pub min_cost: u64,
+    /// Bytes sources: units a key's transfers may run beyond its burst at once (its debt
+    /// bound while streaming); a body that would go further is paused, then cut.
+    pub max_debt: u64,
 }
 
 /// Where a settled cost comes from.

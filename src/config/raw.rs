@@ -138,6 +138,10 @@ pub struct RawPolicy {
     pub max_cost: Option<S<i64>>,
     pub settle_unit: Option<S<i64>>,
     pub refund_on_upstream_error: Option<S<bool>>,
+    /// The least a settled request is charged, and (bytes) how far beyond its burst a
+    /// key's transfers may run.
+    pub min_cost: Option<S<i64>>,
+    pub max_debt: Option<S<i64>>,
     /// Rate policies with Redis: `"exact"` (every decision in Redis) or `"lease"`.
     pub sync: Option<S<String>>,
     #[serde(default)]

@@ -102,36 +102,6 @@ impl Quota {
     }
 }
 
-/// How a settled cost differs from what was reserved at admission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Adjustment {
-    /// More than reserved: `ns` more of the key's time is owed.
-    Debt { ns: u64 },
-    /// Less than reserved: `ns` of the key's time may be given back, within `room_ns`
-    /// (what of this request's reservation is still ahead of now).
-    Refund { ns: u64, room_ns: u64 },
-}
-
-/// The key's TAT once a reservation is settled at `now`. A debt is owed from whichever
-/// is later, the TAT or now (`max(TAT, now) + Δ·T`), so an idle key still pays it, and
-/// it never takes the TAT more than `max_debt_ns` past now (unless it already was). A
-/// refund gives back at most the part of this request's reservation still ahead of
-/// now, and never takes the TAT below now: time that has passed is not returned.
-pub fn settle(tat: u64, now: u64, adjustment: Adjustment, max_debt_ns: u64) -> u64 {
-    match adjustment {
-        Adjustment::Debt { ns } => {
-            let owed = tat.max(now).saturating_add(ns);
-            owed.min(tat.max(now.saturating_add(max_debt_ns)))
-        }
-        Adjustment::Refund { ns, room_ns } => {
-            if tat <= now {
-                return tat;
-            }
-            tat.saturating_sub(ns.min(room_ns)).max(now)
-        }
-    }
-}
-
 /// The answer for one (quota, key) at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Decision {
@@ -310,37 +280,5 @@ mod tests {
             tat = d.tat;
         }
         assert_eq!(delays, vec![0, 0, 100, 200, 300]);
-    }
-
-    #[test]
-    fn settling_owes_from_now_caps_debts_and_refunds_within_the_room() {
-        let now = 100 * S;
-        // An idle key still pays a debt, from now.
-        assert_eq!(
-            settle(50 * S, now, Adjustment::Debt { ns: 5 * S }, u64::MAX),
-            now + 5 * S
-        );
-        assert_eq!(
-            settle(now + S, now, Adjustment::Debt { ns: 5 * S }, u64::MAX),
-            now + 6 * S
-        );
-        // Never past now + max_debt, and a debt never lowers a TAT already past it.
-        assert_eq!(
-            settle(now, now, Adjustment::Debt { ns: 90 * S }, 60 * S),
-            now + 60 * S
-        );
-        assert_eq!(
-            settle(now + 70 * S, now, Adjustment::Debt { ns: S }, 60 * S),
-            now + 70 * S
-        );
-        // A refund: at most the room, never below now, nothing for an idle key.
-        let refund = |ns, room_ns| Adjustment::Refund { ns, room_ns };
-        assert_eq!(
-            settle(now + 10 * S, now, refund(4 * S, 8 * S), 0),
-            now + 6 * S
-        );
-        assert_eq!(settle(now + 10 * S, now, refund(4 * S, S), 0), now + 9 * S);
-        assert_eq!(settle(now + 10 * S, now, refund(40 * S, 40 * S), 0), now);
-        assert_eq!(settle(now - S, now, refund(4 * S, 8 * S), 0), now - S);
     }
 }

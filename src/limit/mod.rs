@@ -1,6 +1,7 @@
 //! The pure limiter: GCRA maths and multi-tier evaluation. No I/O, no clock reads.
 
 pub mod gcra;
+pub mod settle;
 pub mod slice;
 pub mod tiers;
 

@@ -25,7 +25,7 @@ pub struct TierCounters {
 pub struct SettleCounters {
     pub units: Histogram,
     results: [ShardedCounter; 3],
-    fallbacks: [ShardedCounter; 6],
+    fallbacks: [ShardedCounter; 8],
 }
 
 impl SettleCounters {

@@ -95,16 +95,22 @@ pub enum SettleFallback {
     Aborted,
     /// The store could not take the settlement.
     StoreError,
+    /// The gateway cut the body where a budget (or `max_cost`) ran out.
+    Budget,
+    /// Below `min_cost`: raised to it.
+    MinCost,
 }
 
 impl SettleFallback {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 8] = [
         Self::Missing,
         Self::Invalid,
         Self::Capped,
         Self::UpstreamError,
         Self::Aborted,
         Self::StoreError,
+        Self::Budget,
+        Self::MinCost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -115,6 +121,8 @@ impl SettleFallback {
             Self::UpstreamError => "upstream_error",
             Self::Aborted => "aborted",
             Self::StoreError => "store_error",
+            Self::Budget => "budget_exhausted",
+            Self::MinCost => "min_cost",
         }
     }
 }

@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use super::body::{HeldSlots, IdleTimeout};
 use super::hop::{prepare_request, strip_hop_by_hop};
 use super::pool::UpstreamPool;
-use super::settle::{Metered, Settlement};
+use super::settle::{Metered, Settlement, Side};
 use super::snapshot::Shared;
 use crate::config::{Route, Server};
 use crate::conn::ConnInfo;
@@ -27,6 +27,9 @@ pub struct Sent<'a> {
     pub conn: &'a ConnInfo,
     /// The clock reading the request was admitted at.
     pub now: u64,
+    /// A tier settles from a trailer: the upstream is asked for trailers (`TE:
+    /// trailers`), whatever the client asked, so leaving them out cannot lower a cost.
+    pub ask_trailers: bool,
 }
 
 /// A tunnel the client asked for: the protocol, and its `max_connections` permit.
@@ -49,10 +52,11 @@ pub async fn forward(
         pool,
         conn,
         now,
+        ..
     } = &sent;
     let (upgrade, tunnel_permit) = upgrade.unzip();
     let client_version = req.version();
-    if let Some(refused) = declared_too_large(&req, route) {
+    if let Some(refused) = declared_too_large(&req, route, uploaded.as_ref()) {
         return Err(refused);
     }
     let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
@@ -61,6 +65,10 @@ pub async fn forward(
     let body = upstream_body(body, server, route, replayable, uploaded);
     let mut outgoing = Request::from_parts(parts, body);
     prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
+    if sent.ask_trailers {
+        let te = http::HeaderValue::from_static("trailers");
+        outgoing.headers_mut().insert(http::header::TE, te);
+    }
 
     let sent_at = shared.clock.now_ns();
     let result = pool.send(outgoing, *now, replayable, &conn.upstream).await;
@@ -137,22 +145,31 @@ fn open_tunnel(
     None
 }
 
-/// 413 for a body whose declared length is above the route's `max_body`.
+/// 413 for a body whose declared length is above the route's `max_body`, or above what a
+/// `request_bytes` tier lets one request move (`max_cost`): refused before a byte goes.
 #[inline]
-fn declared_too_large(req: &Request<Incoming>, route: &Route) -> Option<Response<Body>> {
-    let max = route.max_body?;
+fn declared_too_large(
+    req: &Request<Incoming>,
+    route: &Route,
+    uploaded: Option<&Settlement>,
+) -> Option<Response<Body>> {
+    if route.max_body.is_none() && uploaded.is_none() {
+        return None;
+    }
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    declared.filter(|&len| len > max).map(|_| {
-        json_error(
+        .and_then(|v| v.parse::<u64>().ok())?;
+    if let Some(max) = route.max_body.filter(|&max| declared > max) {
+        return Some(json_error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
             &[("max_body", max.into())],
-        )
-    })
+        ));
+    }
+    let over = uploaded.and_then(|s| s.over_max_cost(declared))?;
+    Some(super::pool::budget_exhausted(&over.name))
 }
 
 /// The client's body as the upstream gets it. A failure of the client's body is tagged,
@@ -178,7 +195,7 @@ fn upstream_body(
         .boxed_unsync(),
     };
     match uploaded.filter(|s| !s.is_empty()) {
-        Some(settlement) => Metered::new(body, settlement, false).boxed_unsync(),
+        Some(settlement) => Metered::new(body, settlement, Side::Request).boxed_unsync(),
         None => body,
     }
 }

@@ -36,6 +36,8 @@ impl HeadError {
 pub struct Normalized {
     /// The protocol the client asked to switch to (`Upgrade`), when it may be tunnelled.
     pub upgrade: Option<HeaderValue>,
+    /// The client takes trailers (`TE: trailers`).
+    pub trailers: bool,
 }
 
 /// What one pass over a request's header names found: the `Host` lines (two are enough
@@ -146,7 +148,7 @@ pub fn normalize<B>(req: &mut Request<B>, rules: &PathRules) -> Result<Normalize
     if let Some(value) = new_host {
         headers.insert(HOST, value);
     }
-    Ok(Normalized { upgrade })
+    Ok(Normalized { upgrade, trailers })
 }
 
 /// The `Upgrade` protocol when `Connection` names `upgrade` and it is not `h2c`.

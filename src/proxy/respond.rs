@@ -7,21 +7,28 @@ use http_body_util::BodyExt;
 
 use super::admit::{slot_headers, Routed};
 use super::response::{concurrency_headers, rate_limit_headers};
-use super::settle::{parse_value, Measured, Metered, Settlement};
+use super::settle::{parse_value, Measured, Metered, Settlement, Side};
 use crate::config::SettleSource;
 use crate::reply::Body;
 use crate::store::Admission;
 
-/// The response for the client: `forwarded` (the upstream's, or the gateway's own answer
-/// on `Err`), settled by `settlement` and with the rate-limit headers.
+/// What forwarding gave: the upstream's answer (or on `Err` the gateway's own), what is
+/// left to settle, and whether the client takes trailers.
+pub type Answered = (
+    Result<Response<Body>, Response<Body>>,
+    Option<Settlement>,
+    bool,
+);
+
+/// The response for the client: the forwarded answer, settled, with the rate-limit
+/// headers.
 pub async fn describe(
     routed: &Routed<'_>,
-    forwarded: Result<Response<Body>, Response<Body>>,
-    settlement: Option<Settlement>,
+    (forwarded, settlement, trailers): Answered,
     admission: &mut Admission,
 ) -> Response<Body> {
     let mut resp = match settlement {
-        Some(settlement) => settle_response(forwarded, settlement, admission).await,
+        Some(settlement) => settle_response(forwarded, settlement, admission, trailers).await,
         None => forwarded.unwrap_or_else(|resp| resp),
     };
     if routed.route.policies.is_empty() {
@@ -47,6 +54,7 @@ async fn settle_response(
     forwarded: Result<Response<Body>, Response<Body>>,
     mut settlement: Settlement,
     admission: &mut Admission,
+    takes_trailers: bool,
 ) -> Response<Body> {
     let by_header = settlement.split(|s| matches!(s, SettleSource::ResponseHeader(_)));
     let resp = match forwarded {
@@ -80,5 +88,14 @@ async fn settle_response(
         settlement.finish(|_| Measured::Aborted(0));
         return resp;
     }
-    resp.map(|body| Metered::new(body, settlement, server_error).boxed_unsync())
+    let side = Side::Response {
+        server_error,
+        strip_trailers: !takes_trailers,
+    };
+    let mut resp = resp;
+    if !takes_trailers {
+        // The trailers read for the settle are not passed on: none are announced.
+        resp.headers_mut().remove(http::header::TRAILER);
+    }
+    resp.map(|body| Metered::new(body, settlement, side).boxed_unsync())
 }

@@ -74,6 +74,7 @@ async fn serve(
         routed,
         client_ip,
         upgrade,
+        trailers,
     } = arrived;
     let mut admission = Admission::default();
     let refused = super::admit::admit(shared, &routed, &req, client_ip, &mut admission, trace);
@@ -92,10 +93,12 @@ async fn serve(
         pool: &snapshot.pools[routed.route.upstream_index],
         conn,
         now: admission.now(),
+        ask_trailers: settlement.as_ref().is_some_and(Settlement::reads_trailers),
     };
     // A tunnel takes the slots it needs; what it leaves is held until the body is done.
     let forwarded = forward(shared, sent, req, upgrade, slots, uploaded).await;
-    super::respond::describe(&routed, forwarded, settlement, &mut admission).await
+    let answered = (forwarded, settlement, trailers);
+    super::respond::describe(&routed, answered, &mut admission).await
 }
 
 /// A request that has a route: which, who sent it, and the tunnel it may open.
@@ -103,6 +106,8 @@ struct Arrived<'a> {
     routed: Routed<'a>,
     client_ip: std::net::IpAddr,
     upgrade: Option<Upgrade>,
+    /// The client takes trailers (`TE: trailers`).
+    trailers: bool,
 }
 
 /// Normalises the head, matches the route and tells who the client is; the answer when
@@ -148,6 +153,7 @@ fn arrive<'a>(
         routed,
         client_ip,
         upgrade,
+        trailers: normalized.trailers,
     })
 }
 

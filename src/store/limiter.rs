@@ -7,10 +7,13 @@
 use std::sync::Arc;
 
 use super::admission::{Admission, Outcome};
+use super::backend::Fallback;
+pub use super::backend::Store;
 use super::concurrency::Concurrency;
 use super::keys::{KeyMaker, StoreKey};
 use super::memory::MemoryStore;
 use super::overrides::KeyOverrides;
+use super::rate::draw::{draw_local, draw_remote, Draw};
 use super::rate::settle::{pending_settles, settle_local, settle_remote, PendingSettle};
 use super::rate::{Rates, Remote};
 use super::redis::RedisStore;
@@ -18,31 +21,10 @@ use super::slices::Slices;
 use super::tiers::{PolicyPlan, RequestTiers, SlotOutcome, SlotTier};
 use super::StoreError;
 use crate::clock::Clock;
-use crate::config::{OnError, Route};
+use crate::config::Route;
 use crate::key::RequestView;
 use crate::limit::{Mode, Verdict};
 use crate::metrics::Metrics;
-
-/// Which store holds the state.
-pub enum Store {
-    Memory(Arc<MemoryStore>),
-    Redis {
-        remote: Arc<RedisStore>,
-        /// Used when Redis cannot answer and `on_error = "local"`.
-        local: Arc<MemoryStore>,
-        on_error: OnError,
-    },
-}
-
-/// What a decision becomes when the store could not make it (`on_error`).
-enum Fallback {
-    /// `allow`: go on unlimited by this tier.
-    Unchecked,
-    /// `deny`: refuse the request (503).
-    Refuse,
-    /// `local`: decide in this process alone.
-    Local,
-}
 
 /// The limiter a gateway decides against: its store, each limit kind's room, the runtime
 /// overrides, and the metrics its failures go to.
@@ -75,25 +57,16 @@ impl Limiter {
     /// The embedded store when it holds all state (memory mode); `None` with Redis, whose
     /// local fallback is [`Limiter::local`].
     pub fn memory(&self) -> Option<&MemoryStore> {
-        match &self.store {
-            Store::Memory(m) => Some(m),
-            Store::Redis { .. } => None,
-        }
+        self.store.memory()
     }
 
     /// The process-local store: all state in memory mode, the `local` fallback with Redis.
     pub fn local(&self) -> &MemoryStore {
-        match &self.store {
-            Store::Memory(m) => m,
-            Store::Redis { local, .. } => local,
-        }
+        self.store.local()
     }
 
     pub fn remote(&self) -> Option<&Arc<RedisStore>> {
-        match &self.store {
-            Store::Redis { remote, .. } => Some(remote),
-            Store::Memory(_) => None,
-        }
+        self.store.remote()
     }
 
     /// How keys are made: the request path's and the admin API's alike.
@@ -281,18 +254,11 @@ impl Limiter {
         }
     }
 
-    /// What `on_error` makes of a failed store call: the one place it is read. The
-    /// failure is counted.
+    /// What `on_error` makes of a failed store call (`Store::fallback`: the one place it
+    /// is read). The failure is counted.
     fn fallback(&self, e: &StoreError) -> Fallback {
         self.failed(e);
-        match &self.store {
-            Store::Redis { on_error, .. } => match on_error {
-                OnError::Allow => Fallback::Unchecked,
-                OnError::Deny => Fallback::Refuse,
-                OnError::Local => Fallback::Local,
-            },
-            Store::Memory(_) => Fallback::Refuse,
-        }
+        self.store.fallback()
     }
 
     /// Counts a failed store call.
@@ -330,9 +296,56 @@ impl Limiter {
         let (Some(remote), Some(key)) = (self.remote(), &pending.redis_key) else {
             return Ok(settle_local(self.local(), pending, units, now));
         };
-        settle_remote(remote, key, pending, units, now)
+        let debt = settle_remote(remote, key, pending, units, now)
             .await
-            .inspect_err(|e| self.failed(e))
+            .inspect_err(|e| self.failed(e))?;
+        if units < pending.charged() {
+            // A refund lowered the TAT: what this gateway remembers of a refusal is stale.
+            self.rates.refusals.forget(pending.key);
+        }
+        Ok(debt)
+    }
+
+    /// Draws between `need` and `want` units for `pending`'s streaming body, at `now`,
+    /// when the local store holds its key: no wait. `None` when Redis does (call
+    /// [`Limiter::draw`]).
+    pub fn draw_local(
+        &self,
+        pending: &PendingSettle,
+        want: u64,
+        need: u64,
+        now: u64,
+    ) -> Option<Draw> {
+        match pending.redis_key {
+            Some(_) => None,
+            None => Some(draw_local(self.local(), pending, want, need, now)),
+        }
+    }
+
+    /// Draws for `pending`'s streaming body where its key lives. A failed store call is
+    /// answered per `on_error`: `allow` grants what was wanted, `local` draws from this
+    /// process's table, `deny` fails (the body is cut).
+    pub async fn draw(
+        &self,
+        pending: &PendingSettle,
+        want: u64,
+        need: u64,
+        now: u64,
+    ) -> Result<Draw, StoreError> {
+        let (Some(remote), Some(key)) = (self.remote(), &pending.redis_key) else {
+            return Ok(draw_local(self.local(), pending, want, need, now));
+        };
+        match draw_remote(remote, key, pending, want, need).await {
+            Ok(drawn) => Ok(drawn),
+            Err(e) => match self.fallback(&e) {
+                Fallback::Unchecked => Ok(Draw::Granted {
+                    units: want,
+                    ahead_ns: pending.ahead_ns,
+                }),
+                Fallback::Local => Ok(draw_local(self.local(), pending, want, need, now)),
+                Fallback::Refuse => Err(e),
+            },
+        }
     }
 
     /// The key's TAT and the `now` it is relative to (the store's clock for Redis, whose

@@ -11,6 +11,7 @@
 //! breaker, Sentinel). Key encoding, the store's failures and their metrics stay in here.
 
 pub mod admission;
+pub mod backend;
 pub mod concurrency;
 pub mod error;
 pub mod key_locks;

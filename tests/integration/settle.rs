@@ -167,19 +167,33 @@ async fn a_trailer_settles_once_the_body_is_done() {
         answer.contains("\r\n0\r\nx-usage-tokens: 7\r\n"),
         "{answer}"
     );
-    // Without TE: trailers the upstream sends none: the reserve stands, counted.
-    let h = [("x-tenant-id", "acme"), ("x-usage", "40")];
-    assert_eq!(get(&gw.url("/v1/usage-trailer"), &h).await.status, 200);
-    let metrics = gw.admin_url("/metrics");
-    let counted = metric_reaches(
-        Duration::from_secs(10),
-        &metrics,
-        "tollgate_settle_fallbacks_total{policy=\"tokens\",result=\"missing\"}",
-        1.0,
+    // Without TE: trailers the gateway still asks the upstream for them: the cost is
+    // settled all the same, and the client that did not ask gets no trailers.
+    let (answer, _) = raw(
+        gw.addr,
+        b"GET /v1/usage-trailer HTTP/1.1\r\nhost: x\r\nx-tenant-id: acme\r\nx-usage: 40\r\nconnection: close\r\n\r\n",
     )
     .await;
-    assert!(counted);
-    assert_eq!(remaining(&gw, "tokens").await, 50);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(!answer.contains("x-usage-tokens"), "{answer}");
+    assert_eq!(
+        up.last_headers().get("te").map(|v| v.as_bytes()),
+        Some(&b"trailers"[..]),
+        "asked for trailers although the client did not"
+    );
+    let settled = eventually_async(Duration::from_secs(10), || async {
+        get(&admin, &[]).await.json()["remaining"] == 20
+    })
+    .await;
+    assert!(settled, "40 more used: 20 left, not the reserve's 50");
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    assert_eq!(
+        metric(
+            &metrics,
+            "tollgate_settle_fallbacks_total{policy=\"tokens\",result=\"missing\"}"
+        ),
+        0.0
+    );
 }
 
 #[tokio::test]
@@ -239,7 +253,7 @@ async fn concurrent_requests_beyond_the_reserve_are_stopped_at_the_door() {
     let toml = Fixture::new()
         .policy_raw(
             "tokens",
-            "key = \"header:x-tenant-id\"\nlimit = 60\nperiod = \"1m\"\nburst = 100\nreserve = 40\nsettle = \"response_header:x-usage-tokens\"\n",
+            "key = \"header:x-tenant-id\"\nlimit = 60\nperiod = \"1m\"\nburst = 100\nreserve = 40\nsettle = \"response_header:x-usage-tokens\"\nmax_cost = 45\n",
         )
         .route("api", "/", "api", &["tokens"])
         .build();
@@ -259,7 +273,8 @@ async fn concurrent_requests_beyond_the_reserve_are_stopped_at_the_door() {
         "80 of 100 reserved: another 40 does not fit"
     );
     assert_eq!(up.requests(), 2);
-    // The clients give up: nothing came back, each settles at its reserve.
+    // The clients give up before the value came back: the measure never arrives
+    // because they left, so each settles at max_cost (45), not its reserve (40).
     first.abort();
     second.abort();
     let admin = gw.admin_url("/admin/limits/tokens/acme");
@@ -267,12 +282,12 @@ async fn concurrent_requests_beyond_the_reserve_are_stopped_at_the_door() {
     let settled = metric_reaches(
         Duration::from_secs(20),
         &metrics,
-        "tollgate_settlements_total{policy=\"tokens\",result=\"exact\"}",
+        "tollgate_settle_fallbacks_total{policy=\"tokens\",result=\"aborted\"}",
         2.0,
     )
     .await;
-    assert!(settled, "both settled at their reserve");
-    assert_eq!(get(&admin, &[]).await.json()["remaining"], 20);
+    assert!(settled, "both settled as left by their clients");
+    assert_eq!(get(&admin, &[]).await.json()["remaining"], 10);
 }
 
 #[tokio::test]
@@ -306,7 +321,7 @@ async fn a_failed_upstream_settles_at_the_reserve_or_refunds_when_asked() {
         )
         .policy_raw(
             "refund",
-            "key = \"header:x-tenant-id\"\nlimit = 60\nperiod = \"1m\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\nrefund_on_upstream_error = true\n",
+            "key = \"header:x-tenant-id\"\nlimit = 60\nperiod = \"1m\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\nrefund_on_upstream_error = true\nmin_cost = 0\n",
         )
         .route("api", "/", "api", &["keep", "refund"])
         .build();

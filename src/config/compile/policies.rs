@@ -186,6 +186,8 @@ impl Compiler {
                 ("reserve", raw.reserve.as_ref().map(S::span)),
                 ("max_cost", raw.max_cost.as_ref().map(S::span)),
                 ("settle_unit", raw.settle_unit.as_ref().map(S::span)),
+                ("min_cost", raw.min_cost.as_ref().map(S::span)),
+                ("max_debt", raw.max_debt.as_ref().map(S::span)),
             ],
             |field| format!("policy `{name}` is a concurrency cap: `{field}` applies to rate policies"),
             "one slot per request whatever its cost; settle a cost on a rate policy listed in the same route",

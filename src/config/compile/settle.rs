@@ -1,5 +1,5 @@
-//! `settle`, `reserve`, `max_cost`, `settle_unit`, `refund_on_upstream_error`: a rate
-//! policy whose cost is settled after the response.
+//! `settle`, `reserve`, `max_cost`, `min_cost`, `max_debt`, `settle_unit`,
+//! `refund_on_upstream_error`: a rate policy whose cost is settled after the response.
 
 use std::num::NonZeroU64;
 
@@ -23,10 +23,14 @@ impl Compiler {
         let reserve = self.settle_reserve(name, raw, quota);
         let unit = self.settle_unit(name, raw, source.as_ref());
         let max_cost = self.settle_max_cost(name, raw, quota, max_delay);
+        let min_cost = self.settle_min_cost(name, raw, quota, max_cost);
+        let max_debt = self.settle_max_debt(name, raw, quota, source.as_ref());
         Some(Some(Settle {
             source: source?,
             reserve: reserve.flatten_opt()?,
             max_cost: max_cost?,
+            min_cost: min_cost?,
+            max_debt: max_debt?,
             unit: unit.flatten_opt()?.unwrap_or(NonZeroU64::MIN),
             refund_on_upstream_error: raw
                 .refund_on_upstream_error
@@ -46,6 +50,8 @@ impl Compiler {
                     "refund_on_upstream_error",
                     raw.refund_on_upstream_error.as_ref().map(S::span),
                 ),
+                ("min_cost", raw.min_cost.as_ref().map(S::span)),
+                ("max_debt", raw.max_debt.as_ref().map(S::span)),
             ],
             |field| format!("policy `{name}`: `{field}` applies only with `settle`"),
             "add settle = \"response_header:NAME\" (or response_trailer:NAME, response_bytes, request_bytes), or remove it",
@@ -145,6 +151,80 @@ impl Compiler {
             (None, limit) => limit,
             (Some(m), None) => self.positive(m, "max_cost"),
         }
+    }
+
+    /// `min_cost` (default 1): at most `max_cost` and the burst, or no request could be
+    /// admitted and settle.
+    fn settle_min_cost(
+        &mut self,
+        name: &str,
+        raw: &RawPolicy,
+        quota: Option<&Quota>,
+        max_cost: Option<u64>,
+    ) -> Option<u64> {
+        let Some(m) = &raw.min_cost else {
+            return Some(1);
+        };
+        let v = self.whole(m, "min_cost")?;
+        let ceiling = [max_cost, quota.map(Quota::burst)]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(ceiling) = ceiling.filter(|&c| v > c) {
+            self.error(
+                m.span(),
+                format!("policy `{name}`: min_cost {v} exceeds {ceiling} (max_cost or burst)"),
+                Some(
+                    "min_cost is the least a request is charged: at most the burst and max_cost"
+                        .to_owned(),
+                ),
+            );
+            return None;
+        }
+        Some(v)
+    }
+
+    /// `max_debt` (bytes sources; default and at most one burst): how far beyond the
+    /// burst a key's transfers may run at once.
+    fn settle_max_debt(
+        &mut self,
+        name: &str,
+        raw: &RawPolicy,
+        quota: Option<&Quota>,
+        source: Option<&SettleSource>,
+    ) -> Option<u64> {
+        let burst = quota.map_or(0, Quota::burst);
+        let Some(m) = &raw.max_debt else {
+            return Some(if source.is_some_and(SettleSource::measures_bytes) {
+                burst
+            } else {
+                0
+            });
+        };
+        if let Some(source) = source.filter(|s| !s.measures_bytes()) {
+            self.error(
+                m.span(),
+                format!(
+                    "policy `{name}`: max_debt bounds bytes in flight, and {} is not bytes",
+                    source.describe()
+                ),
+                Some(
+                    "a header or trailer value arrives whole, capped by max_cost: remove max_debt"
+                        .to_owned(),
+                ),
+            );
+            return None;
+        }
+        let v = self.whole(m, "max_debt")?;
+        if quota.is_some() && v > burst {
+            self.error(
+                m.span(),
+                format!("policy `{name}`: max_debt {v} exceeds the burst {burst}"),
+                Some("a key may run at most one burst beyond its burst: lower max_debt".to_owned()),
+            );
+            return None;
+        }
+        Some(v)
     }
 
     fn settle_source(&mut self, raw: &S<String>) -> Option<SettleSource> {

@@ -52,6 +52,24 @@ impl Compiler {
             .map_or(Some(default), |r| self.duration(r, zero_ok))
     }
 
+    /// A whole number of at least 0.
+    pub(super) fn whole(&mut self, raw: &S<i64>, what: &str) -> Option<u64> {
+        match u64::try_from(*raw.get_ref()) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.error(
+                    raw.span(),
+                    format!(
+                        "{what} must be a whole number of at least 0, not {}",
+                        raw.get_ref()
+                    ),
+                    Some(format!("write {what} = 0 or more, without quotes")),
+                );
+                None
+            }
+        }
+    }
+
     pub(super) fn positive(&mut self, raw: &S<i64>, what: &str) -> Option<u64> {
         match u64::try_from(*raw.get_ref()) {
             Ok(v) if v > 0 => Some(v),

@@ -5,7 +5,7 @@ use num_rational::BigRational;
 use proptest::prelude::*;
 
 use super::{quota_strategy, r, Bucket};
-use crate::limit::gcra::{settle, Adjustment};
+use crate::limit::settle::{settle, Adjustment};
 use crate::limit::slice::{give_back, grant, Grant, Slice};
 
 /// One step of a reserve/settle sequence.

@@ -9,6 +9,7 @@ use http::{Response, StatusCode};
 use super::connect::ConnectError;
 use crate::config::Target;
 use crate::proxy::body::{BodyReadTimeout, ClientBodyError};
+use crate::proxy::settle::BudgetExhausted;
 use crate::reply::{json_error, Body};
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +24,14 @@ pub enum ForwardError {
     Busy { target: String, cap: usize },
     #[error("no response from {target} within {timeout:?}")]
     Timeout { target: String, timeout: Duration },
+    /// A bytes tier cut the client's upload: its key's budget (or `max_cost`) ran out
+    /// before the upstream answered.
+    #[error("the client's request body was cut: {source}")]
+    OverBudget {
+        policy: String,
+        #[source]
+        source: hyper::Error,
+    },
     /// The client's own request body failed on the way: its fault, not the upstream's.
     #[error("the client's request body {fault}: {source}")]
     ClientBody {
@@ -52,6 +61,10 @@ pub enum ClientBodyFault {
 impl ForwardError {
     /// Classifies a failed exchange once, by what caused it.
     pub(super) fn classify(target: &Target, source: hyper::Error) -> Self {
+        if let Some(cut) = find::<BudgetExhausted>(&source) {
+            let policy = cut.policy.name.clone();
+            return ForwardError::OverBudget { policy, source };
+        }
         let fault = if caused_by::<http_body_util::LengthLimitError>(&source) {
             Some(ClientBodyFault::TooLarge)
         } else if caused_by::<BodyReadTimeout>(&source) {
@@ -71,7 +84,10 @@ impl ForwardError {
     }
 
     pub fn clients_fault(&self) -> bool {
-        matches!(self, ForwardError::ClientBody { .. })
+        matches!(
+            self,
+            ForwardError::ClientBody { .. } | ForwardError::OverBudget { .. }
+        )
     }
 
     /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's.
@@ -99,6 +115,7 @@ impl ForwardError {
                 }
                 ClientBodyFault::Broken => closing(StatusCode::BAD_REQUEST, "bad_request_body"),
             },
+            ForwardError::OverBudget { policy, .. } => budget_exhausted(policy),
             ForwardError::Connect { .. } | ForwardError::Broken { .. } => {
                 json_error(StatusCode::BAD_GATEWAY, "upstream_unavailable", &named)
             }
@@ -106,14 +123,32 @@ impl ForwardError {
     }
 }
 
+/// The 413 of an upload a bytes tier (`policy`) would not let through.
+pub fn budget_exhausted(policy: &str) -> Response<Body> {
+    let mut resp = json_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "budget_exhausted",
+        &[("policy", policy.into())],
+    );
+    // The rest of the upload is not read: the connection cannot carry another request.
+    resp.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
 /// Whether `E` is somewhere in the source chain of `e`.
 fn caused_by<E: std::error::Error + 'static>(e: &hyper::Error) -> bool {
+    find::<E>(e).is_some()
+}
+
+/// The first `E` in the source chain of `e`.
+fn find<E: std::error::Error + 'static>(e: &hyper::Error) -> Option<&E> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
-        if s.is::<E>() {
-            return true;
+        if let Some(found) = s.downcast_ref::<E>() {
+            return Some(found);
         }
         source = s.source();
     }
-    false
+    None
 }

@@ -20,7 +20,7 @@ use hyper_util::rt::TokioIo;
 
 pub use body::PooledBody;
 pub use connect::ConnectError;
-pub use error::{ClientBodyFault, ForwardError};
+pub use error::{budget_exhausted, ClientBodyFault, ForwardError};
 
 use body::CheckIn;
 use connect::Connector;

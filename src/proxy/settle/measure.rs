@@ -11,30 +11,37 @@ use crate::store::rate::settle::PendingSettle;
 pub enum Measured {
     /// The value the upstream reported.
     Value(u64),
-    /// No value where one was expected.
+    /// No value where one was expected, though the exchange completed.
     Missing,
     /// A value that is not a whole number of at least zero.
     Invalid,
     /// The whole body went through: this many bytes.
     Bytes(u64),
     /// The upstream failed before the cost was known (no answer, or a 5xx without the
-    /// value), after this many bytes.
+    /// value, or its body broke), after this many bytes.
     UpstreamFailed(u64),
-    /// The exchange was cut short (client gone, upstream broke mid-body, an upgraded
-    /// connection), after this many bytes.
+    /// The client left (hung up, reset its stream, its own body failed) before the cost
+    /// was known, after this many bytes; or the answer was a tunnel.
     Aborted(u64),
+    /// The gateway cut the body where a tier's budget (or `max_cost`) ran out, after this
+    /// many bytes.
+    Cut(u64),
 }
 
 /// The units `pending` settles at for `measured`, and why, when it is not the value as
-/// measured: the reserve when the value is missing, invalid or cut short (bytes: at least
-/// what moved, so a client cannot take a large answer, hang up and pay the reserve), a
-/// cap when it is above `max_cost`.
+/// measured. No choice of the client lowers the charge: a value that never arrives
+/// because the client left settles at `max_cost`; bytes at least at what moved (and the
+/// reserve, for a client that left). A value the upstream did not send is the reserve;
+/// one above `max_cost` is capped there. Nothing settles below `min_cost`.
 pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<SettleFallback>) {
     let settle = pending.settle();
     let reserve = pending.reserve;
     let bytes = |n: u64| n.div_ceil(settle.unit.get());
     let measures_bytes = settle.source.measures_bytes();
     let (units, why) = match measured {
+        Measured::Value(v) if v > settle.max_cost => {
+            (settle.max_cost, Some(SettleFallback::Capped))
+        }
         Measured::Value(v) => (v, None),
         Measured::Missing => (reserve, Some(SettleFallback::Missing)),
         Measured::Invalid => (reserve, Some(SettleFallback::Invalid)),
@@ -48,13 +55,14 @@ pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<Se
             };
             (units, Some(SettleFallback::UpstreamError))
         }
-        Measured::Aborted(n) => {
-            let moved = if measures_bytes { bytes(n) } else { 0 };
-            (reserve.max(moved), Some(SettleFallback::Aborted))
+        Measured::Aborted(n) if measures_bytes => {
+            (reserve.max(bytes(n)), Some(SettleFallback::Aborted))
         }
+        Measured::Aborted(_) => (settle.max_cost, Some(SettleFallback::Aborted)),
+        Measured::Cut(n) => (bytes(n), Some(SettleFallback::Budget)),
     };
-    if units > settle.max_cost {
-        (settle.max_cost, Some(SettleFallback::Capped))
+    if units < settle.min_cost {
+        (settle.min_cost, why.or(Some(SettleFallback::MinCost)))
     } else {
         (units, why)
     }
@@ -87,7 +95,9 @@ mod tests {
             key: 1,
             redis_key: None,
             t_ns: 1_000_000_000,
+            tau_ns: 100_000_000_000,
             reserve: 10,
+            drawn: 0,
             ahead_ns: 10_000_000_000,
             admitted_at: 0,
         }
@@ -100,7 +110,11 @@ mod tests {
             "max_cost = 50\nrefund_on_upstream_error = true\n",
         );
         assert_eq!(units_for(&p, Measured::Value(30)), (30, None));
-        assert_eq!(units_for(&p, Measured::Value(0)), (0, None));
+        assert_eq!(
+            units_for(&p, Measured::Value(0)),
+            (1, Some(SettleFallback::MinCost)),
+            "min_cost 1"
+        );
         assert_eq!(
             units_for(&p, Measured::Value(51)),
             (50, Some(SettleFallback::Capped))
@@ -115,11 +129,13 @@ mod tests {
         );
         assert_eq!(
             units_for(&p, Measured::UpstreamFailed(999)),
-            (0, Some(SettleFallback::UpstreamError))
+            (1, Some(SettleFallback::UpstreamError)),
+            "refunded, down to min_cost"
         );
         assert_eq!(
             units_for(&p, Measured::Aborted(999)),
-            (10, Some(SettleFallback::Aborted))
+            (50, Some(SettleFallback::Aborted)),
+            "the client left before the value came: max_cost"
         );
         let keep = pending("response_header:x-used", "");
         assert_eq!(
@@ -129,9 +145,26 @@ mod tests {
     }
 
     #[test]
+    fn min_cost_floors_every_value_and_bytes_cut_by_the_gateway_pay_what_moved() {
+        let p = pending("response_bytes", "min_cost = 4\n");
+        assert_eq!(
+            units_for(&p, Measured::Bytes(3)),
+            (4, Some(SettleFallback::MinCost))
+        );
+        assert_eq!(units_for(&p, Measured::Bytes(5)), (5, None));
+        assert_eq!(
+            units_for(&p, Measured::Cut(70)),
+            (70, Some(SettleFallback::Budget))
+        );
+    }
+
+    #[test]
     fn bytes_count_in_units_and_a_cut_pays_at_least_the_reserve() {
         let p = pending("response_bytes", "settle_unit = 1024\n");
-        assert_eq!(units_for(&p, Measured::Bytes(0)), (0, None));
+        assert_eq!(
+            units_for(&p, Measured::Bytes(0)),
+            (1, Some(SettleFallback::MinCost))
+        );
         assert_eq!(
             units_for(&p, Measured::Bytes(1)),
             (1, None),

@@ -1,36 +1,71 @@
-//! A body metered as it streams: its bytes (and, for a response, its trailers) settle
-//! the tiers it carries when it ends, fails or is dropped.
+//! A body metered as it streams: its bytes are paid for by its bytes tiers before they
+//! pass (`meter`), and its end — complete, trailers, failure, or the client gone —
+//! settles every tier it carries. A paused body is back-pressure: the frame waiting for
+//! its units is the only one held, and the inner body is not read meanwhile.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
 use super::measure::{parse_value, Measured};
+use super::meter::{BudgetExhausted, Call, Cover, CutReason};
 use super::Settlement;
 use crate::config::SettleSource;
 use crate::reply::BoxError;
 
-/// A body whose bytes (and, for a response, trailers) settle the tiers it carries when
-/// it ends, fails or is dropped.
+/// Which body a metered body is: it tells who failed when it breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client's upload: when it breaks, the client left.
+    Request,
+    /// The upstream's answer; `server_error` for a 5xx, whose missing trailer is the
+    /// upstream's failure. `strip_trailers`: the client did not ask for trailers, so
+    /// the ones read for a settle are not passed on.
+    Response {
+        server_error: bool,
+        strip_trailers: bool,
+    },
+}
+
+/// What a paused body waits for.
+enum Waiting {
+    /// The key to refill.
+    Refill(Pin<Box<tokio::time::Sleep>>),
+    /// A draw in Redis.
+    Call(Call),
+}
+
 pub struct Metered<B> {
     inner: B,
+    side: Side,
+    /// Bytes passed on so far.
     bytes: u64,
-    /// A response with a 5xx status: a trailer it does not carry is the upstream's failure.
-    server_error: bool,
     settlement: Option<Settlement>,
+    /// Whether any tier is paid for as the body streams.
+    metering: bool,
+    /// A data frame waiting for its units.
+    held: Option<Bytes>,
+    waiting: Option<Waiting>,
+    /// How long this body has waited for its key so far, in a row.
+    paused: Duration,
 }
 
 impl<B: Body> Metered<B> {
-    /// Meters `inner`; `server_error` when it is a response with a 5xx status.
-    pub fn new(inner: B, settlement: Settlement, server_error: bool) -> Self {
+    pub fn new(inner: B, settlement: Settlement, side: Side) -> Self {
         let mut metered = Self {
             inner,
+            side,
             bytes: 0,
-            server_error,
+            metering: settlement.meters(),
             settlement: Some(settlement),
+            held: None,
+            waiting: None,
+            paused: Duration::ZERO,
         };
         // An empty body may never be polled.
         if metered.inner.is_end_stream() {
@@ -45,7 +80,14 @@ impl<B> Metered<B> {
         let Some(settlement) = self.settlement.take() else {
             return;
         };
-        let (bytes, server_error) = (self.bytes, self.server_error);
+        let bytes = self.bytes;
+        let server_error = matches!(
+            self.side,
+            Side::Response {
+                server_error: true,
+                ..
+            }
+        );
         settlement.finish(|p| match (&p.settle().source, &end) {
             (SettleSource::ResponseTrailer(name), End::Trailers(t)) => match parse_value(t, name) {
                 Measured::Missing if server_error => Measured::UpstreamFailed(bytes),
@@ -56,8 +98,78 @@ impl<B> Metered<B> {
             }
             (SettleSource::ResponseTrailer(_), End::Complete) => Measured::Missing,
             (_, End::Trailers(_) | End::Complete) => Measured::Bytes(bytes),
-            (_, End::Cut) => Measured::Aborted(bytes),
+            (_, End::Broke) if self.side == Side::Request => Measured::Aborted(bytes),
+            (_, End::Broke) => Measured::UpstreamFailed(bytes),
+            (_, End::Gone) => Measured::Aborted(bytes),
+            (_, End::Cut) => Measured::Cut(bytes),
         });
+    }
+
+    /// Ready once every bytes tier has paid for the held frame; pending while paused.
+    fn release(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BudgetExhausted>> {
+        loop {
+            if let Some(waiting) = &mut self.waiting {
+                match waiting {
+                    Waiting::Refill(sleep) => {
+                        std::task::ready!(sleep.as_mut().poll(cx));
+                        self.waiting = None;
+                    }
+                    Waiting::Call(call) => {
+                        let (i, answer) = std::task::ready!(call.as_mut().poll(cx));
+                        self.waiting = None;
+                        let next = self.settlement.as_mut().and_then(|s| s.drew(i, answer));
+                        if let Some(cover) = next {
+                            self.wait_for(cover)?;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let Some(held) = &self.held else {
+                return Poll::Ready(Ok(()));
+            };
+            let total = self.bytes.saturating_add(held.len() as u64);
+            let Some(settlement) = self.settlement.as_mut() else {
+                return Poll::Ready(Ok(()));
+            };
+            match settlement.cover(total) {
+                Cover::Paid => {
+                    self.paused = Duration::ZERO;
+                    return Poll::Ready(Ok(()));
+                }
+                cover => self.wait_for(cover)?,
+            }
+        }
+    }
+
+    /// Starts waiting as `cover` asks, or cuts the body where the wait would pass the
+    /// tier's `max_delay`.
+    fn wait_for(&mut self, cover: Cover) -> Result<(), BudgetExhausted> {
+        match cover {
+            Cover::Paid => Ok(()),
+            Cover::Cut(cut) => Err(cut),
+            Cover::Call(call) => {
+                self.waiting = Some(Waiting::Call(call));
+                Ok(())
+            }
+            Cover::Pause {
+                wait_ns,
+                max_delay_ns,
+                policy,
+            } => {
+                let wait = Duration::from_nanos(wait_ns.max(1));
+                if self.paused.saturating_add(wait) > Duration::from_nanos(max_delay_ns) {
+                    return Err(BudgetExhausted {
+                        policy,
+                        why: CutReason::Budget,
+                    });
+                }
+                self.paused += wait;
+                let sleep = Box::pin(tokio::time::sleep(wait));
+                self.waiting = Some(Waiting::Refill(sleep));
+                Ok(())
+            }
+        }
     }
 }
 
@@ -65,6 +177,11 @@ impl<B> Metered<B> {
 enum End<'a> {
     Complete,
     Trailers(&'a HeaderMap),
+    /// The inner body failed (the client's upload, or the upstream's answer).
+    Broke,
+    /// Dropped before its end: the client (or the exchange) went away.
+    Gone,
+    /// Cut by the gateway: a budget ran out.
     Cut,
 }
 
@@ -79,28 +196,58 @@ where
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    self.bytes = self.bytes.saturating_add(data.len() as u64);
-                    // A body of known length may not be polled past its last bytes.
-                    if self.inner.is_end_stream() {
-                        self.finish(End::Complete);
-                    }
-                } else if let Some(trailers) = frame.trailers_ref() {
-                    self.finish(End::Trailers(trailers));
-                }
+        let this = &mut *self;
+        if this.held.is_some() {
+            match std::task::ready!(this.release(cx)) {
+                Ok(()) => return Poll::Ready(this.pass_held().map(Ok)),
+                Err(cut) => return Poll::Ready(Some(Err(this.cut(cut)))),
             }
-            Poll::Ready(Some(Err(_))) => self.finish(End::Cut),
-            Poll::Ready(None) => self.finish(End::Complete),
-            Poll::Pending => {}
         }
-        polled
+        let polled = std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx));
+        let frame = match polled {
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => {
+                this.finish(End::Broke);
+                return Poll::Ready(Some(Err(e)));
+            }
+            None => {
+                this.finish(End::Complete);
+                return Poll::Ready(None);
+            }
+        };
+        let frame = match frame.into_data() {
+            Ok(data) if this.metering && this.settlement.is_some() => {
+                this.held = Some(data);
+                return match std::task::ready!(this.release(cx)) {
+                    Ok(()) => Poll::Ready(this.pass_held().map(Ok)),
+                    Err(cut) => Poll::Ready(Some(Err(this.cut(cut)))),
+                };
+            }
+            Ok(data) => {
+                this.bytes = this.bytes.saturating_add(data.len() as u64);
+                this.finish_if_done();
+                return Poll::Ready(Some(Ok(Frame::data(data))));
+            }
+            Err(frame) => frame,
+        };
+        if let Some(trailers) = frame.trailers_ref() {
+            this.finish(End::Trailers(trailers));
+            let strip = matches!(
+                this.side,
+                Side::Response {
+                    strip_trailers: true,
+                    ..
+                }
+            );
+            if strip {
+                return Poll::Ready(None);
+            }
+        }
+        Poll::Ready(Some(Ok(frame)))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.held.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -108,8 +255,33 @@ where
     }
 }
 
+impl<B: Body> Metered<B> {
+    /// The held frame, paid for: passed on, and the body settled when it was the last.
+    fn pass_held(&mut self) -> Option<Frame<Bytes>> {
+        let data = self.held.take()?;
+        self.bytes = self.bytes.saturating_add(data.len() as u64);
+        self.finish_if_done();
+        Some(Frame::data(data))
+    }
+
+    /// A body of known length may not be polled past its last bytes: settled now.
+    fn finish_if_done(&mut self) {
+        if self.inner.is_end_stream() {
+            self.finish(End::Complete);
+        }
+    }
+
+    /// Cuts the body: settled at what moved, and the error the exchange ends with.
+    fn cut(&mut self, cut: BudgetExhausted) -> BoxError {
+        self.held = None;
+        self.waiting = None;
+        self.finish(End::Cut);
+        Box::new(cut)
+    }
+}
+
 impl<B> Drop for Metered<B> {
     fn drop(&mut self) {
-        self.finish(End::Cut);
+        self.finish(End::Gone);
     }
 }

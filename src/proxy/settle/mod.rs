@@ -4,6 +4,7 @@
 //! [`Settlement`] settles on drop whatever it has not yet, as cut short.
 
 mod measure;
+mod meter;
 mod metered;
 
 use std::sync::Arc;
@@ -16,7 +17,8 @@ use crate::proxy::snapshot::{Current, Shared};
 use crate::store::rate::settle::PendingSettle;
 
 pub use measure::{parse_value, units_for, Measured};
-pub use metered::Metered;
+pub use meter::{BudgetExhausted, CutReason};
+pub use metered::{Metered, Side};
 
 /// `(tier index, debt after)` of each tier the store answered for.
 type Settled = SmallVec<[(usize, u64); 1]>;
@@ -86,6 +88,14 @@ impl Settlement {
 
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
+    }
+
+    /// Whether a tier here settles from a response trailer (so the upstream is asked for
+    /// trailers, whatever the client asked).
+    pub fn reads_trailers(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| matches!(p.settle().source, SettleSource::ResponseTrailer(_)))
     }
 
     /// Settles every pending tier by `measure`, without waiting: at once in the local

@@ -3,6 +3,7 @@
 //! trip) and leased slices beside it (`sync = "lease"`). Settling a reserved cost once
 //! the response tells it is here too.
 
+pub mod draw;
 pub mod redis;
 pub mod refusals;
 pub mod settle;
@@ -61,7 +62,7 @@ impl Rates {
             return Ok(v);
         }
         // A key refused moments ago: one call at a time, the rest re-check after.
-        let _flight = if refusals.known(tiers) {
+        let _flight = if refusals.known(tiers, now) {
             match refusals.single_flight(tiers).await {
                 Some(guard) => Some(guard),
                 None => {

@@ -15,8 +15,11 @@ use super::snapshot::{SnapshotTable, BASE};
 use crate::limit::{evaluate, Mode, Tier, Verdict};
 use crate::store::tiers::RateTier;
 
-/// Entries kept (a power of two); 16 bytes each. A collision only forgets a refusal.
+/// Entries kept (a power of two); 24 bytes each. A collision only forgets a refusal.
 const SLOTS: usize = 1 << 16;
+/// How long a refusal of a settled tier is remembered at most: a settle on another
+/// gateway may have refunded its key meanwhile, which this gateway cannot see.
+pub const SETTLED_LIFE_NS: u64 = 1_000_000_000;
 /// The lowest bit of a remembered TAT (rounded down to make room for it, so never later
 /// than Redis's): set for a key remembered beside one at its limit.
 const BESIDE: u64 = 1;
@@ -27,6 +30,8 @@ struct Entry {
     key: AtomicU64,
     /// Local-clock TAT; 0 = empty.
     tat: AtomicU64,
+    /// Local clock: forgotten from then on; 0 = kept until its TAT.
+    until: AtomicU64,
 }
 
 /// Per call: a semaphore that is closed (never granted) when the call is done.
@@ -45,6 +50,7 @@ impl Default for RefusalCache {
                 .map(|_| Entry {
                     key: AtomicU64::new(0),
                     tat: AtomicU64::new(0),
+                    until: AtomicU64::new(0),
                 })
                 .collect(),
             flights: (0..FLIGHT_SHARDS)
@@ -59,30 +65,42 @@ impl RefusalCache {
         &self.slots[(key as usize) & (SLOTS - 1)]
     }
 
-    /// The TAT Redis last reported for `key` when it refused it (local clock), if kept.
-    fn tat(&self, key: u64) -> Option<u64> {
+    /// The TAT Redis last reported for `key` when it refused it (local clock), if kept
+    /// at `now`.
+    fn tat(&self, key: u64, now: u64) -> Option<u64> {
         let entry = self.slot(key);
         let tat = entry.tat.load(Ordering::Acquire);
+        let until = entry.until.load(Ordering::Acquire);
         // Read the key after the TAT: a racing writer of another key shows as a miss.
-        (entry.key.load(Ordering::Acquire) == key && tat != 0).then_some(tat)
+        let kept = until == 0 || now < until;
+        (entry.key.load(Ordering::Acquire) == key && tat != 0 && kept).then_some(tat)
     }
 
     /// Remembers `key`'s TAT on the local clock — one Redis reported, never later than its
     /// own — as a key at its limit (refused, or left with nothing).
     pub fn remember(&self, key: u64, tat: u64) {
-        self.store(key, (tat & !BESIDE).max(2));
+        self.store(key, (tat & !BESIDE).max(2), 0);
+    }
+
+    /// Forgets what was remembered of `key`: a settle here lowered its TAT.
+    pub fn forget(&self, key: u64) {
+        let entry = self.slot(key);
+        if entry.key.load(Ordering::Acquire) == key {
+            entry.key.store(0, Ordering::Release);
+        }
     }
 
     /// Remembers `key`'s TAT as a key with room, recorded only to describe it beside one
     /// at its limit: it refuses what its TAT refuses, but makes no request wait.
-    fn remember_beside(&self, key: u64, tat: u64) {
-        self.store(key, (tat.saturating_sub(1) | BESIDE).max(BESIDE));
+    fn remember_beside(&self, key: u64, tat: u64, until: u64) {
+        self.store(key, (tat.saturating_sub(1) | BESIDE).max(BESIDE), until);
     }
 
-    fn store(&self, key: u64, tat: u64) {
+    fn store(&self, key: u64, tat: u64, until: u64) {
         let entry = self.slot(key);
         entry.key.store(0, Ordering::Release);
         entry.tat.store(tat, Ordering::Release);
+        entry.until.store(until, Ordering::Release);
         entry.key.store(key, Ordering::Release);
     }
 
@@ -91,6 +109,7 @@ impl RefusalCache {
         for entry in self.slots.iter() {
             entry.key.store(0, Ordering::Release);
             entry.tat.store(0, Ordering::Release);
+            entry.until.store(0, Ordering::Release);
         }
     }
 
@@ -98,27 +117,29 @@ impl RefusalCache {
     /// nothing; its entry may have expired since). Only then do concurrent requests on it
     /// wait for one another: a key remembered beside one, with room to spare, makes nobody
     /// wait.
-    pub fn known<D: AsRef<Tier>>(&self, tiers: &[D]) -> bool {
+    pub fn known<D: AsRef<Tier>>(&self, tiers: &[D], now: u64) -> bool {
         tiers.iter().any(|t| {
-            self.tat(t.as_ref().key)
+            self.tat(t.as_ref().key, now)
                 .is_some_and(|tat| tat & BESIDE == 0)
         })
     }
 
     /// Whether some tier's key is remembered at all.
-    fn remembered<D: AsRef<Tier>>(&self, tiers: &[D]) -> bool {
-        tiers.iter().any(|t| self.tat(t.as_ref().key).is_some())
+    fn remembered<D: AsRef<Tier>>(&self, tiers: &[D], now: u64) -> bool {
+        tiers
+            .iter()
+            .any(|t| self.tat(t.as_ref().key, now).is_some())
     }
 
     /// The verdict on the remembered TATs, when it is a refusal. Unknown keys count as
     /// idle, so a refusal here is one Redis would give too (or Redis knows a later TAT).
     pub fn refuse<D: AsRef<Tier>>(&self, tiers: &[D], now: u64, cost: u64) -> Option<Verdict> {
-        if !self.remembered(tiers) {
+        if !self.remembered(tiers, now) {
             return None;
         }
         let table = SnapshotTable::default();
         for tier in tiers.iter().map(AsRef::as_ref) {
-            if let Some(tat) = self.tat(tier.key).filter(|&t| t > now) {
+            if let Some(tat) = self.tat(tier.key, now).filter(|&t| t > now) {
                 table.insert(tier.key, tat - now);
             }
         }
@@ -169,10 +190,16 @@ impl RefusalCache {
                 continue;
             }
             let tat = now.saturating_add(tat - BASE);
-            if at_limit {
-                self.remember(tier.key, tat);
+            // A settled tier's key may be refunded on another gateway: asked again soon.
+            let until = if tiers[i].settled {
+                now.saturating_add(SETTLED_LIFE_NS)
             } else {
-                self.remember_beside(tier.key, tat);
+                0
+            };
+            if at_limit {
+                self.store(tier.key, (tat & !BESIDE).max(2), until);
+            } else {
+                self.remember_beside(tier.key, tat, until);
             }
         }
     }
@@ -286,8 +313,8 @@ mod tests {
         cache.record(&tiers, &v, now);
         let refused = cache.refuse(&tiers, now, 1).expect("refused here");
         // Remembered to describe it, the roomy tier alone makes no request wait.
-        assert!(!cache.known(&tiers[..1]));
-        assert!(cache.known(&tiers[1..]));
+        assert!(!cache.known(&tiers[..1], now));
+        assert!(cache.known(&tiers[1..], now));
         // The headers describe a tier that admitted as the refusal left it: 8 of 10.
         let first = &refused.outcomes()[0];
         let left = tiers[0].tier.quota.remaining(first.prior_tat, refused.now);
@@ -301,7 +328,7 @@ mod tests {
         let now = 100 * S;
         cache.record(&tiers, &redis_verdict(&tiers, 0), now);
         assert!(
-            !cache.remembered(&tiers),
+            !cache.remembered(&tiers, now),
             "one unit left: the next request may pass"
         );
         // A leased tier's remaining is its slice's: an empty slice says nothing of Redis.
@@ -310,6 +337,6 @@ mod tests {
             ..tier(20)
         }];
         cache.record(&leased, &redis_verdict(&leased, S), now);
-        assert!(!cache.remembered(&tiers));
+        assert!(!cache.remembered(&tiers, now));
     }
 }

@@ -1,13 +1,14 @@
 //! Settling a reservation once the actual cost is known: the difference to what was
 //! charged at admission is owed (a debt later requests wait off) or given back (at most
 //! what of this request's reservation is still ahead of now), on the tier's own key,
-//! with the `T` of the config that admitted the request.
+//! with the `T` of the config that admitted the request. A body metered as it streams
+//! draws its units ahead (`draw`), within the key's debt bound.
 
 use std::sync::Arc;
 
 use crate::config::Route;
 use crate::config::{Policy, Settle, MAX_SETTLED_DEBT_NS};
-use crate::limit::gcra::{settle, Adjustment};
+use crate::limit::settle::{settle, Adjustment};
 use crate::limit::{TatTable, Verdict};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
@@ -28,12 +29,16 @@ pub struct PendingSettle {
     pub key: u64,
     /// Its Redis key, when Redis decided it; `None` when the local store did.
     pub redis_key: Option<String>,
-    /// `T` of the admitting config, in ns.
+    /// `T` and `τ` of the admitting config (the key's own, with an override), in ns.
     pub t_ns: u64,
+    pub tau_ns: u64,
     /// Units charged at admission.
     pub reserve: u64,
-    /// How far the TAT was ahead of now right after the reservation, and when (local
-    /// clock): what may be refunded shrinks as time passes.
+    /// Units drawn since, as the body streamed (bytes sources).
+    pub drawn: u64,
+    /// How far the TAT was ahead of now right after the last charge (the reservation, or
+    /// the latest draw), and when (local clock): what may be refunded shrinks as time
+    /// passes.
     pub ahead_ns: u64,
     pub admitted_at: u64,
 }
@@ -46,15 +51,37 @@ impl PendingSettle {
             .expect("a pending settle belongs to a settled rate policy")
     }
 
-    /// The change from reserve to `units`, as seen at `now`; `None` when they are equal.
+    /// Units charged so far: the reservation and what was drawn while streaming.
+    pub fn charged(&self) -> u64 {
+        self.reserve.saturating_add(self.drawn)
+    }
+
+    /// The TAT may be at most this far ahead of now while the body streams: the burst,
+    /// and `max_debt` beyond it (bytes sources).
+    pub fn bound_ns(&self) -> u64 {
+        let max_debt = self.settle().max_debt;
+        self.tau_ns
+            .saturating_add(max_debt.saturating_mul(self.t_ns))
+    }
+
+    /// `units` were drawn at `now`, leaving the key's TAT `ahead_ns` ahead.
+    pub fn drew(&mut self, units: u64, ahead_ns: u64, now: u64) {
+        self.drawn = self.drawn.saturating_add(units);
+        self.ahead_ns = ahead_ns;
+        self.admitted_at = now;
+    }
+
+    /// The change from what was charged to `units`, as seen at `now`; `None` when they
+    /// are equal.
     fn adjustment(&self, units: u64, now: u64) -> Option<Adjustment> {
-        match units.cmp(&self.reserve) {
+        let charged = self.charged();
+        match units.cmp(&charged) {
             std::cmp::Ordering::Equal => None,
             std::cmp::Ordering::Greater => Some(Adjustment::Debt {
-                ns: (units - self.reserve).saturating_mul(self.t_ns),
+                ns: (units - charged).saturating_mul(self.t_ns),
             }),
             std::cmp::Ordering::Less => Some(Adjustment::Refund {
-                ns: (self.reserve - units).saturating_mul(self.t_ns),
+                ns: (charged - units).saturating_mul(self.t_ns),
                 room_ns: self
                     .ahead_ns
                     .saturating_sub(now.saturating_sub(self.admitted_at)),
@@ -143,7 +170,9 @@ pub fn pending_settles(
                     .then(|| t.redis.as_ref().map(|k| k.key.clone()))
                     .flatten(),
                 t_ns: t.tier.quota.interval_ns(),
+                tau_ns: t.tier.quota.tolerance_ns(),
                 reserve: t.tier.cost(route.cost),
+                drawn: 0,
                 ahead_ns: outcome.decision.until_idle_ns,
                 admitted_at: now,
             });

@@ -1,0 +1,140 @@
+//! Bytes metered as they stream: before a body passes more bytes, every bytes tier it
+//! carries must have drawn the units for them from its key — a chunk at a time, never
+//! taking the key past its bound (the burst and `max_debt`). At the bound the body waits
+//! while the key refills (within the tier's `max_delay`), then is cut; `max_cost` cuts it
+//! too. Concurrent transfers of one key share its bound, since they draw from one TAT.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::Settlement;
+use crate::config::Policy;
+use crate::store::rate::draw::Draw;
+use crate::store::StoreError;
+
+/// Bytes a tier draws for at least, per call: with Redis one call moves at least this
+/// much (or an eighth of the burst, when larger).
+pub const CHUNK_BYTES: u64 = 64 * 1024;
+
+/// Why a body was cut.
+#[derive(Debug, thiserror::Error)]
+#[error("policy `{}`: {}", policy.name, match why { CutReason::Budget => "the key's budget ran out while the body streamed", CutReason::MaxCost => "the body reached max_cost", CutReason::Store => "the store could not meter the body" })]
+pub struct BudgetExhausted {
+    pub policy: Arc<Policy>,
+    pub why: CutReason,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutReason {
+    /// The key is at its bound and refills later than `max_delay` allows to wait.
+    Budget,
+    /// The body would move more than `max_cost`.
+    MaxCost,
+    /// The store failed and `on_error = "deny"`.
+    Store,
+}
+
+/// A draw in Redis under way: which tier, and its answer.
+pub type Call = Pin<Box<dyn Future<Output = (usize, Result<Draw, StoreError>)> + Send>>;
+
+/// What covering the bytes moved so far asks of the body.
+pub enum Cover {
+    /// Every bytes tier has paid for them.
+    Paid,
+    /// A tier is at its bound: its key has room for the next bytes in `wait_ns`, and
+    /// the tier (`policy`) lets a body wait `max_delay_ns` at most.
+    Pause {
+        wait_ns: u64,
+        max_delay_ns: u64,
+        policy: Arc<Policy>,
+    },
+    /// A tier's draw is a Redis call: await it ([`Settlement::drew`]), then ask again.
+    Call(Call),
+    /// Cut the body.
+    Cut(BudgetExhausted),
+}
+
+impl Settlement {
+    /// The first bytes tier that does not let one request move `bytes` (its `max_cost`).
+    pub fn over_max_cost(&self, bytes: u64) -> Option<&Arc<Policy>> {
+        self.pending.iter().find_map(|p| {
+            let settle = p.settle();
+            let moved = bytes.div_ceil(settle.unit.get());
+            (settle.source.measures_bytes() && moved > settle.max_cost).then_some(&p.policy)
+        })
+    }
+
+    /// Whether any tier here is metered as the body streams.
+    pub fn meters(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| p.settle().source.measures_bytes())
+    }
+
+    /// Makes every bytes tier pay for `bytes` moved in all (drawing a chunk ahead when
+    /// it runs short), or says what stops the body.
+    pub fn cover(&mut self, bytes: u64) -> Cover {
+        let now = self.shared.clock.now_ns();
+        for (i, p) in self.pending.iter_mut().enumerate() {
+            let settle = p.settle();
+            if !settle.source.measures_bytes() {
+                continue;
+            }
+            let moved = bytes.div_ceil(settle.unit.get());
+            if moved > settle.max_cost {
+                let policy = p.policy.clone();
+                return Cover::Cut(BudgetExhausted {
+                    policy,
+                    why: CutReason::MaxCost,
+                });
+            }
+            let charged = p.charged();
+            if moved <= charged {
+                continue;
+            }
+            let need = moved - charged;
+            let burst = p.tau_ns / p.t_ns.max(1);
+            let chunk = CHUNK_BYTES.div_ceil(settle.unit.get()).max(burst / 8);
+            let want = need.max(chunk).min(settle.max_cost - charged);
+            let Some(drawn) = self.shared.limiter.draw_local(p, want, need, now) else {
+                let (shared, pending) = (self.shared.clone(), p.clone());
+                return Cover::Call(Box::pin(async move {
+                    (i, shared.limiter.draw(&pending, want, need, now).await)
+                }));
+            };
+            match drawn {
+                Draw::Granted { units, ahead_ns } => p.drew(units, ahead_ns, now),
+                Draw::Wait { wait_ns } => return pause(p, wait_ns),
+            }
+        }
+        Cover::Paid
+    }
+
+    /// What a Redis draw for tier `i` answered: its units are the tier's; a refusal asks
+    /// the body to wait, a store that failed under `on_error = "deny"` to stop.
+    pub fn drew(&mut self, i: usize, answer: Result<Draw, StoreError>) -> Option<Cover> {
+        let now = self.shared.clock.now_ns();
+        let p = self.pending.get_mut(i)?;
+        match answer {
+            Ok(Draw::Granted { units, ahead_ns }) => {
+                p.drew(units, ahead_ns, now);
+                None
+            }
+            Ok(Draw::Wait { wait_ns }) => Some(pause(p, wait_ns)),
+            Err(_) => Some(Cover::Cut(BudgetExhausted {
+                policy: p.policy.clone(),
+                why: CutReason::Store,
+            })),
+        }
+    }
+}
+
+/// The pause tier `p` asks for: `wait_ns`, within its `max_delay`.
+fn pause(p: &crate::store::rate::settle::PendingSettle, wait_ns: u64) -> Cover {
+    Cover::Pause {
+        wait_ns,
+        max_delay_ns: u64::try_from(p.policy.max_delay.as_nanos()).unwrap_or(u64::MAX),
+        policy: p.policy.clone(),
+    }
+}
