@@ -37,6 +37,7 @@ pub async fn handle(
     // Counted until the response body is done, so the connection is not idle meanwhile.
     let in_flight = crate::conn::InFlight::new(conn.activity.clone());
     let snapshot = shared.current();
+    let is_head = req.method() == http::Method::HEAD;
     let head = snapshot.config.server.access_log.then(|| Head {
         method: req.method().clone(),
         uri: req.uri().clone(),
@@ -53,6 +54,12 @@ pub async fn handle(
         let now = shared.clock.now_ns();
         access_log::write(head, &trace, &snapshot.config, conn, status, now);
     }
+    // A HEAD answer carries no body, whoever made it (HTTP/2 would send one otherwise).
+    let resp = if is_head {
+        resp.map(|_| crate::reply::empty())
+    } else {
+        resp
+    };
     Ok(resp.map(|body| ResponseBody::new(body, in_flight, slots)))
 }
 

@@ -8,6 +8,7 @@ mod support;
 mod admin;
 mod bounds;
 mod browser;
+mod budgets;
 mod concurrency;
 mod config;
 mod container;

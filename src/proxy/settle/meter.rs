@@ -10,12 +10,8 @@ use std::sync::Arc;
 
 use super::Settlement;
 use crate::config::Policy;
-use crate::store::rate::draw::Draw;
+use crate::store::rate::draw::{Draw, Need};
 use crate::store::StoreError;
-
-/// Bytes a tier draws for at least, per call: with Redis one call moves at least this
-/// much (or an eighth of the burst, when larger).
-pub const CHUNK_BYTES: u64 = 64 * 1024;
 
 /// Why a body was cut.
 #[derive(Debug, thiserror::Error)]
@@ -77,26 +73,18 @@ impl Settlement {
     pub fn cover(&mut self, bytes: u64) -> Cover {
         let now = self.shared.clock.now_ns();
         for (i, p) in self.pending.iter_mut().enumerate() {
-            let settle = p.settle();
-            if !settle.source.measures_bytes() {
+            if !p.settle().source.measures_bytes() {
                 continue;
             }
-            let moved = bytes.div_ceil(settle.unit.get());
-            if moved > settle.max_cost {
-                let policy = p.policy.clone();
-                return Cover::Cut(BudgetExhausted {
-                    policy,
-                    why: CutReason::MaxCost,
-                });
-            }
-            let charged = p.charged();
-            if moved <= charged {
-                continue;
-            }
-            let need = moved - charged;
-            let burst = p.tau_ns / p.t_ns.max(1);
-            let chunk = CHUNK_BYTES.div_ceil(settle.unit.get()).max(burst / 8);
-            let want = need.max(chunk).min(settle.max_cost - charged);
+            let (want, need) = match p.need(bytes) {
+                Need::Paid => continue,
+                Need::OverMaxCost => {
+                    let policy = p.policy.clone();
+                    let why = CutReason::MaxCost;
+                    return Cover::Cut(BudgetExhausted { policy, why });
+                }
+                Need::Draw { want, need } => (want, need),
+            };
             let Some(drawn) = self.shared.limiter.draw_local(p, want, need, now) else {
                 let (shared, pending) = (self.shared.clone(), p.clone());
                 return Cover::Call(Box::pin(async move {

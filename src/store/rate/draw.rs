@@ -24,6 +24,41 @@ pub enum Draw {
     Wait { wait_ns: u64 },
 }
 
+/// What a bytes tier needs before a body that has moved `bytes` in all may pass them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Already paid for.
+    Paid,
+    /// At least `need` more units, `want` to draw a chunk ahead.
+    Draw { want: u64, need: u64 },
+    /// More than `max_cost`: the body is cut.
+    OverMaxCost,
+}
+
+/// Bytes a tier draws for at least, per call: with Redis one call moves at least this
+/// much (or an eighth of the burst, when larger).
+pub const CHUNK_BYTES: u64 = 64 * 1024;
+
+impl PendingSettle {
+    /// What this tier needs for `bytes` moved in all (see [`Need`]).
+    pub fn need(&self, bytes: u64) -> Need {
+        let settle = self.settle();
+        let moved = bytes.div_ceil(settle.unit.get());
+        if moved > settle.max_cost {
+            return Need::OverMaxCost;
+        }
+        let charged = self.charged();
+        if moved <= charged {
+            return Need::Paid;
+        }
+        let need = moved - charged;
+        let burst = self.tau_ns / self.t_ns.max(1);
+        let chunk = CHUNK_BYTES.div_ceil(settle.unit.get()).max(burst / 8);
+        let want = need.max(chunk).min(settle.max_cost.saturating_sub(charged));
+        Need::Draw { want, need }
+    }
+}
+
 /// Draws between `need` and `want` units on `pending`'s key in the local table at `now`.
 pub fn draw_local(
     local: &MemoryStore,

@@ -4,6 +4,8 @@
 //! the response tells it is here too.
 
 pub mod draw;
+#[cfg(test)]
+mod meter_tests;
 pub mod redis;
 pub mod refusals;
 pub mod settle;

@@ -111,6 +111,53 @@ pub async fn send(
         .expect("answer within 60 s")
 }
 
+/// A client whose request bodies stream (no declared length).
+pub type StreamClient = Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    http_body_util::combinators::BoxBody<Bytes, std::io::Error>,
+>;
+
+pub fn stream_client(http2: bool) -> StreamClient {
+    Client::builder(TokioExecutor::new())
+        .http2_only(http2)
+        .build_http()
+}
+
+/// POSTs `total` bytes in 16 KiB chunks without a declared length and reads the answer;
+/// `Err` when the exchange broke instead (the gateway cut it and closed).
+pub async fn upload(
+    client: &StreamClient,
+    url: &str,
+    headers: &[(&str, &str)],
+    total: usize,
+) -> Result<Got, String> {
+    const CHUNK: usize = 16 * 1024;
+    let chunk = Bytes::from(vec![b'u'; CHUNK]);
+    let frames = (0..total.div_ceil(CHUNK)).map(move |i| {
+        let n = CHUNK.min(total - i * CHUNK);
+        Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk.slice(..n)))
+    });
+    let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+    let mut req = Request::builder().method("POST").uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(BodyExt::boxed(body)).expect("request");
+    let fut = async {
+        let resp = client.request(req).await.map_err(|e| e.to_string())?;
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok(Got {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .expect("answer within 60 s")
+}
+
 pub async fn get(url: &str, headers: &[(&str, &str)]) -> Got {
     send(&http1(), "GET", url, headers, b"").await
 }

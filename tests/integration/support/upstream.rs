@@ -163,6 +163,30 @@ fn usage_answer(path: &str, query: Option<&str>, headers: &HeaderMap) -> Option<
         resp.headers_mut()
             .insert("trailer", http::HeaderValue::from_static("x-usage-tokens"));
         resp
+    } else if path.ends_with("/usage-trailer-late") {
+        // The body at once, the trailer only after `x-trailer-delay-ms` (default 2 s): a
+        // client can hang up in between.
+        let delay = headers
+            .get("x-trailer-delay-ms")
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            .unwrap_or(2_000);
+        let mut trailers = HeaderMap::new();
+        if let Some(u) = usage {
+            trailers.insert("x-usage-tokens", u);
+        }
+        let body = futures_util::stream::iter([Ok::<_, std::io::Error>(hyper::body::Frame::data(
+            Bytes::from_static(b"answer before its trailer"),
+        ))])
+        .chain(futures_util::stream::once(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            Ok(hyper::body::Frame::trailers(trailers))
+        }));
+        let mut resp = Response::new(BodyExt::boxed(http_body_util::StreamBody::new(Box::pin(
+            body,
+        ))));
+        resp.headers_mut()
+            .insert("trailer", http::HeaderValue::from_static("x-usage-tokens"));
+        resp
     } else if path.ends_with("/bytes") {
         let n: usize = query
             .and_then(|q| q.strip_prefix("n="))

@@ -1,0 +1,189 @@
+//! Bytes metered as they stream, against what the contract promises, on the real memory
+//! store and random traffic: several streams of one key move random amounts, pause, hang
+//! up, finish or run into `max_cost`, and settle. Whatever happens: no byte passes before
+//! its units are drawn; the key is never more than its burst and `max_debt` ahead of now
+//! (and one `min_cost` for a settle below it); a settle never gives back more than a
+//! stream drew beyond what it moved, so no key is charged less than what moved (nor less
+//! than `min_cost`, nor a client that left less than its reserve).
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::draw::{draw_local, Draw, Need};
+use super::settle::{settle_local, PendingSettle};
+use crate::config::Policy;
+use crate::limit::{evaluate, Mode, TatTable, Tier};
+use crate::store::memory::MemoryStore;
+
+const S: u64 = 1_000_000_000;
+const KEY: u64 = 42;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// A new request is admitted on its reserve (or refused).
+    Start,
+    /// Stream `i` tries to pass `n` more bytes.
+    Move(usize, u64),
+    /// Stream `i` ends: its body complete (`true`) or its client gone (`false`).
+    End(usize, bool),
+    /// Time passes.
+    Advance(u64),
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            2 => Just(Op::Start),
+            6 => (0usize..4, 1u64..300_000).prop_map(|(i, n)| Op::Move(i, n)),
+            2 => (0usize..4, any::<bool>()).prop_map(|(i, done)| Op::End(i, done)),
+            2 => (1u64..30 * S).prop_map(Op::Advance),
+        ],
+        1..80,
+    )
+}
+
+/// A bytes-settled policy: `limit` units per minute, `burst` at once, bytes in `unit`s.
+fn policy(
+    burst: u64,
+    unit: u64,
+    max_debt: u64,
+    min_cost: u64,
+    max_cost: u64,
+    reserve: u64,
+) -> Arc<Policy> {
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[policies.p]\nkey = \"ip\"\nlimit = {burst}\nperiod = \"1m\"\nburst = {burst}\nreserve = {reserve}\nsettle = \"response_bytes\"\nsettle_unit = {unit}\nmax_debt = {max_debt}\nmin_cost = {min_cost}\nmax_cost = {max_cost}\n"
+    );
+    let config = crate::config::compile(std::path::Path::new("t.toml"), &text).expect("valid");
+    config.policies[0].clone()
+}
+
+/// One stream of the key: its pending settle and the bytes it passed.
+struct Stream {
+    pending: PendingSettle,
+    moved: u64,
+}
+
+/// The units the contract says a stream settles at, however it ended.
+fn owed(p: &PendingSettle, moved: u64, complete: bool) -> u64 {
+    let settle = p.settle();
+    let units = moved.div_ceil(settle.unit.get());
+    let units = if complete {
+        units
+    } else {
+        units.max(p.reserve)
+    };
+    units.max(settle.min_cost)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn metered_streams_never_pass_unpaid_bytes_nor_leave_their_bound(
+        burst in 1u64..2_000,
+        unit in prop_oneof![Just(1u64), Just(7), Just(1024)],
+        debt_share in 0u64..=100,
+        min_cost in 0u64..=8,
+        cost_factor in 1u64..=20,
+        reserve_share in 1u64..=100,
+        ops in ops(),
+    ) {
+        let max_debt = burst * debt_share / 100;
+        let reserve = (burst * reserve_share / 100).max(1);
+        let max_cost = burst * cost_factor;
+        let policy = policy(burst, unit, max_debt, min_cost.min(burst), max_cost, reserve);
+        let rate = policy.rate().expect("rate");
+        let quota = rate.quota;
+        let store = MemoryStore::new(1000);
+        let mut now = 1_000_000 * S;
+        let mut streams: Vec<Stream> = Vec::new();
+        let bound = quota.tolerance_ns() + max_debt * quota.interval_ns();
+        let tier = Tier {
+            quota,
+            mode: Mode::Enforce,
+            max_delay_ns: 0,
+            key: KEY,
+            overflow: KEY + 1,
+            reserve: std::num::NonZeroU64::new(reserve),
+        };
+        for op in ops {
+            match op {
+                Op::Start => {
+                    let v = evaluate(&store, &[tier], now, 1);
+                    if v.admitted && streams.len() < 4 {
+                        let d = &v.outcomes()[0].decision;
+                        streams.push(Stream {
+                            pending: PendingSettle {
+                                policy: policy.clone(),
+                                tier: 0,
+                                position: 0,
+                                key: KEY,
+                                redis_key: None,
+                                t_ns: quota.interval_ns(),
+                                tau_ns: quota.tolerance_ns(),
+                                reserve,
+                                drawn: 0,
+                                ahead_ns: d.until_idle_ns,
+                                admitted_at: now,
+                            },
+                            moved: 0,
+                        });
+                    }
+                }
+                Op::Move(i, n) if i < streams.len() => {
+                    let s = &mut streams[i];
+                    let total = s.moved + n;
+                    let passes = loop {
+                        match s.pending.need(total) {
+                            Need::Paid => break true,
+                            Need::OverMaxCost => break false,
+                            Need::Draw { want, need } => {
+                                match draw_local(&store, &s.pending, want, need, now) {
+                                    Draw::Granted { units, ahead_ns } => {
+                                        prop_assert!(units >= need && units <= want.max(need));
+                                        s.pending.drew(units, ahead_ns, now);
+                                    }
+                                    Draw::Wait { wait_ns } => {
+                                        prop_assert!(wait_ns > 0);
+                                        break false;
+                                    }
+                                }
+                            }
+                        }
+                    };
+                    if passes {
+                        s.moved = total;
+                    }
+                    // No byte passes before its units are drawn.
+                    prop_assert!(s.moved.div_ceil(unit) <= s.pending.charged());
+                    prop_assert!(s.moved.div_ceil(unit) <= max_cost);
+                }
+                Op::End(i, complete) if i < streams.len() => {
+                    let s = streams.remove(i);
+                    let units = owed(&s.pending, s.moved, complete);
+                    let before = store.peek(KEY);
+                    let charged = s.pending.charged();
+                    let after = now + settle_local(&store, &s.pending, units, now);
+                    if units < charged {
+                        // A refund gives back at most what was drawn beyond `units`.
+                        let given = before.max(now).saturating_sub(after.max(now));
+                        prop_assert!(given <= (charged - units) * quota.interval_ns());
+                    } else if units > charged && before.max(now) < now + bound {
+                        prop_assert!(after >= before.max(now) + (units - charged) * quota.interval_ns() - 1
+                            || after >= now + crate::config::MAX_SETTLED_DEBT_NS);
+                    }
+                }
+                Op::Advance(ns) => now += ns,
+                _ => {}
+            }
+            // Never past the bound (a settle up to min_cost may go one min_cost further).
+            let ahead = store.peek(KEY).saturating_sub(now);
+            prop_assert!(
+                ahead <= bound + min_cost * quota.interval_ns(),
+                "{ahead} ns ahead, bound {bound}"
+            );
+        }
+    }
+}
