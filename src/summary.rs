@@ -87,18 +87,41 @@ fn rate_numbers(r: &RateLimit) -> String {
         r.quota.burst(),
         human(r.quota.interval_ns()),
         human(r.quota.tolerance_ns()),
-        r.settle.as_ref().map_or_else(String::new, |s| format!(
-            "  settle={} reserve={}",
-            s.source.describe(),
-            s.reserve
-                .map_or_else(|| "the route's cost".to_owned(), |r| r.to_string())
-        )),
+        r.settle.as_ref().map_or_else(String::new, settle_numbers),
         if r.sync == Sync::Lease {
             "  sync=lease"
         } else {
             ""
         },
     )
+}
+
+/// How a rate policy settles: its source and reserve, and what bounds a request: its
+/// floor (`min_cost`, which for bytes is also a bound on the request rate), its cap, and
+/// for bytes how far transfers may run past the burst.
+fn settle_numbers(s: &crate::config::Settle) -> String {
+    let reserve = s
+        .reserve
+        .map_or_else(|| "the route's cost".to_owned(), |r| r.to_string());
+    let mut out = format!(
+        "  settle={} reserve={reserve} min_cost={}",
+        s.source.describe(),
+        s.min_cost
+    );
+    if s.source.measures_bytes() {
+        let _ = write!(
+            out,
+            " max_cost={} max_debt={} (bytes metered as they stream; {})",
+            s.max_cost,
+            s.max_debt,
+            if s.min_cost > 0 {
+                "min_cost also bounds the request rate"
+            } else {
+                "warning: min_cost = 0 lets empty bodies through for free"
+            }
+        );
+    }
+    out
 }
 
 /// One line per route, in match order: host and path, upstream, tiers and cost.

@@ -281,7 +281,7 @@ async fn max_cost_cuts_a_body_and_never_discounts_it() {
 #[tokio::test]
 async fn parallel_uploads_of_one_key_share_its_burst() {
     const MIB: usize = 1 << 20;
-    for backend in [Backend::Memory, Backend::Redis] {
+    for backend in BACKENDS {
         let (_store, store_toml) = store(backend);
         let up = Upstream::start().await;
         let toml = Fixture::new()
@@ -502,4 +502,41 @@ async fn declared_upload(
     }
     task.abort();
     (status, String::from_utf8_lossy(&text).into_owned())
+}
+
+/// At its bound a body is paused, not cut, while `max_delay` allows the wait: the key
+/// refills at its rate and the upload goes on (back-pressure: the client is not read
+/// meanwhile). 1 MiB at 1 MiB a minute with 256 KiB at once, `max_delay = 60s`: the upload
+/// completes, after waiting for the key.
+#[tokio::test]
+async fn a_body_at_its_bound_waits_for_the_key_within_max_delay() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .policy_raw(
+            "up",
+            "key = \"header:x-tenant-id\"\nlimit = 1024\nperiod = \"1m\"\nburst = 256\nmax_debt = 0\nmax_delay = \"60s\"\nsettle = \"request_bytes\"\nsettle_unit = 1024\n",
+        )
+        .route("up", "/", "api", &["up"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for (round, http2) in [false, true].into_iter().enumerate() {
+        let tenant = format!("t{round}");
+        let started = std::time::Instant::now();
+        // 320 KiB: 64 KiB past the burst, which refills in about 3.75 s.
+        let r = upload(
+            &stream_client(http2),
+            &gw.url("/v1/echo"),
+            &[("x-tenant-id", &tenant)],
+            320 * 1024,
+        )
+        .await
+        .expect("an answer");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(r.text().contains("with 327680 body bytes"), "{}", r.text());
+        assert!(
+            started.elapsed() >= Duration::from_secs(2),
+            "paused for the key: {:?}",
+            started.elapsed()
+        );
+    }
 }
