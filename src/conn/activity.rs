@@ -39,6 +39,11 @@ impl Activity {
         }
     }
 
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
     /// When the connection may be closed for idleness, if nothing starts before then.
     pub fn idle_deadline(&self, idle_timeout: Duration) -> Option<Instant> {
         if self.in_flight.load(Ordering::Relaxed) > 0 {

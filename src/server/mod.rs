@@ -27,6 +27,10 @@ use crate::proxy::service::{handle, Downstream};
 use crate::proxy::snapshot::Shared;
 use stream_watch::StreamExecutor;
 
+/// Once a connection is being closed (idle, or the shutdown's drain), how long it may take
+/// to finish while nothing is in flight: an HTTP/2 client answering the GOAWAY's ping.
+/// A client that answers nothing is then closed, answered or not.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// A TLS client that has not finished its handshake by then is dropped.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Client-reset HTTP/2 streams tolerated before the connection is closed (rapid reset).
@@ -291,6 +295,8 @@ async fn serve_io<I>(
     // for the connection's own I/O (several a request) does not poll them too.
     let watchers = Arc::new(Watchers::default());
     let watchers_waker = Waker::from(watchers.clone());
+    // Started with the graceful close: it does not wait on the client's cooperation.
+    let mut grace: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     let result = std::future::poll_fn(|cx| {
         watchers.task.register(cx.waker());
         if !closing && watchers.woken.swap(false, Ordering::AcqRel) {
@@ -307,6 +313,16 @@ async fn serve_io<I>(
             }
             if closing {
                 connection.as_mut().graceful_shutdown();
+            }
+        }
+        if closing {
+            let grace = grace.get_or_insert_with(|| Box::pin(tokio::time::sleep(CLOSE_GRACE)));
+            while grace.as_mut().poll(cx).is_ready() {
+                if ctx.activity.in_flight() == 0 {
+                    tracing::debug!(peer = %ctx.peer, "closed: nothing in flight, the close not answered");
+                    return std::task::Poll::Ready(Ok(()));
+                }
+                grace.as_mut().reset(Instant::now() + CLOSE_GRACE);
             }
         }
         connection.as_mut().poll(cx)

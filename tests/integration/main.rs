@@ -24,5 +24,6 @@ mod proxy;
 mod readme;
 mod redis;
 mod settle;
+mod silent_clients;
 mod spellings;
 mod tls;

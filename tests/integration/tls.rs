@@ -499,3 +499,30 @@ fn a_wildcard_that_cannot_match_is_a_located_error() {
         "{err}"
     );
 }
+
+/// Over TLS too, an idle HTTP/2 client that answers nothing (no SETTINGS or PING ack) is
+/// closed within `idle_timeout` and a second's grace.
+#[tokio::test]
+async fn an_idle_tls_http2_client_that_answers_nothing_is_closed() {
+    use tokio::io::AsyncWriteExt;
+    let ca = Ca::new("test ca");
+    let up = Upstream::start().await;
+    let toml = tls_config(&[])
+        .server("idle_timeout = \"2s\"\nheader_read_timeout = \"30s\"\n")
+        .build();
+    let gw = tls_gateway_from(&ca, &toml, &up.url()).await;
+    let (mut stream, alpn, _) = connect(gw.addr, "localhost", client_config(&ca, &[b"h2"])).await;
+    assert_eq!(alpn.as_deref(), Some(&b"h2"[..]));
+    stream
+        .write_all(crate::silent_clients::PREFACE)
+        .await
+        .expect("preface");
+    let took =
+        crate::silent_clients::closed_within(&mut stream, std::time::Duration::from_secs(20))
+            .await
+            .expect("closed");
+    assert!(
+        took < std::time::Duration::from_secs(8),
+        "closed after {took:?}"
+    );
+}
