@@ -50,6 +50,9 @@ pub struct Server {
     pub tunnel_idle_timeout: Duration,
     /// HTTP/2 concurrent streams per connection.
     pub max_streams: u32,
+    /// Requests parked or in flight at once, the whole gateway (each worker takes its
+    /// share); past it a request is answered 503 `overloaded`.
+    pub max_requests: usize,
     /// Required as `Authorization: Bearer …` on every `/admin/*` request when set.
     pub admin_token: Option<AdminToken>,
     /// Where runtime overrides are written (atomically) and read back at start.

@@ -45,6 +45,8 @@ pub struct RawServer {
     pub idle_timeout: Option<S<String>>,
     pub tunnel_idle_timeout: Option<S<String>>,
     pub max_streams: Option<S<i64>>,
+    /// Requests parked or in flight, the whole gateway.
+    pub max_requests: Option<S<i64>>,
     /// Bearer token every `/admin/*` request must present (or a file holding it).
     pub admin_token: Option<S<String>>,
     pub admin_token_file: Option<S<String>>,

@@ -5,6 +5,7 @@
 
 pub mod activity;
 pub mod kept_timer;
+pub mod load;
 pub mod progress;
 pub mod worker;
 

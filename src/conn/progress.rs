@@ -55,7 +55,12 @@ pub fn current() -> Option<Arc<SendProgress>> {
     STREAM.try_with(Arc::clone).ok()
 }
 
-/// Runs `fut` as the stream whose progress is `progress` (see [`current`]).
-pub async fn watched<F: Future>(progress: Arc<SendProgress>, fut: F) -> F::Output {
-    STREAM.scope(progress, fut).await
+/// Runs `fut` as the stream whose progress is `progress` (see [`current`]). Not an
+/// `async fn`: that would keep `fut` twice (its argument and the scope holding it), in
+/// every HTTP/2 stream's task.
+pub fn watched<F: Future>(
+    progress: Arc<SendProgress>,
+    fut: F,
+) -> tokio::task::futures::TaskLocalFuture<Arc<SendProgress>, F> {
+    STREAM.scope(progress, fut)
 }

@@ -45,6 +45,8 @@ pub struct Metrics {
     pub decisions: Family<DecisionLabels, ShardedCounter>,
     pub retry_after: Histograms<RouteLabels>,
     pub requests_unmatched: ShardedCounter,
+    /// Requests refused past `max_requests` (503 `overloaded`).
+    pub requests_overloaded: ShardedCounter,
     pub responses: Family<RouteStatusLabels, ShardedCounter>,
     pub upstream_latency: Histograms<UpstreamLabels>,
     /// Connections open to each upstream.
@@ -91,6 +93,12 @@ impl Metrics {
             decisions: registered(&mut registry, "decisions", "Limiter decisions by route, policy (tier) and outcome", Family::default()),
             retry_after: registered(&mut registry, "retry_after_seconds", "Wait told to denied clients (Retry-After), by route", histograms(wait_histogram)),
             requests_unmatched: registered(&mut registry, "requests_unmatched", "Requests that matched no route (404)", ShardedCounter::default()),
+            requests_overloaded: registered(
+                &mut registry,
+                "requests_overloaded",
+                "Requests refused because the gateway held max_requests already (503 overloaded)",
+                ShardedCounter::default(),
+            ),
             responses: registered(&mut registry, "responses", "Responses by route and status class, the gateway's own 429/502/504 included", Family::default()),
             upstream_latency: registered(&mut registry, "upstream_duration_seconds", "Time to the upstream's response headers, by upstream and status class", histograms(latency_histogram)),
             upstream_open: registered(

@@ -86,6 +86,8 @@ pub struct ResponseBody {
     inner: crate::reply::Body,
     progress: Option<std::sync::Arc<crate::conn::progress::SendProgress>>,
     _in_flight: crate::conn::InFlight,
+    /// The request's place among its worker's `max_requests` share.
+    _load: Option<crate::conn::load::Load>,
     /// Concurrency slots of the request: released when hyper drops the body (sent,
     /// failed or abandoned).
     _slots: HeldSlots,
@@ -98,12 +100,14 @@ impl ResponseBody {
     pub fn new(
         inner: crate::reply::Body,
         in_flight: crate::conn::InFlight,
+        load: Option<crate::conn::load::Load>,
         slots: HeldSlots,
     ) -> Self {
         Self {
             inner,
             progress: crate::conn::progress::current(),
             _in_flight: in_flight,
+            _load: load,
             _slots: slots,
         }
     }

@@ -37,6 +37,12 @@ pub async fn handle(
     // Counted until the response body is done, so the connection is not idle meanwhile.
     let in_flight = crate::conn::InFlight::new(conn.activity.clone());
     let snapshot = shared.current();
+    // Past this worker's share of `max_requests`: refused before anything else is spent.
+    let Some(load) = crate::conn::load::Load::enter(snapshot.request_share) else {
+        shared.metrics.requests_overloaded.inc();
+        let resp = overloaded();
+        return Ok(resp.map(|body| ResponseBody::new(body, in_flight, None, HeldSlots::new())));
+    };
     let is_head = req.method() == http::Method::HEAD;
     let head = snapshot.config.server.access_log.then(|| Head {
         method: req.method().clone(),
@@ -60,7 +66,15 @@ pub async fn handle(
     } else {
         resp
     };
-    Ok(resp.map(|body| ResponseBody::new(body, in_flight, slots)))
+    Ok(resp.map(|body| ResponseBody::new(body, in_flight, Some(load), slots)))
+}
+
+/// 503 for a request past the gateway's `max_requests`: try again in a second.
+fn overloaded() -> Response<Body> {
+    let mut resp = json_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", &[]);
+    let retry = http::HeaderValue::from_static("1");
+    resp.headers_mut().insert(http::header::RETRY_AFTER, retry);
+    resp
 }
 
 /// The request path proper; `trace` collects what the log line reports, `slots` the
@@ -176,4 +190,21 @@ fn tunnel_permit(
     };
     let permit = conn.permits.clone().try_acquire_owned()?;
     Ok(Some((protocol, permit)))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The size of the future an async fn taking two arguments returns.
+    fn future_size<A, B, F, G: Fn(A, B) -> F>(_: G) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Every request in flight — a parked one too — holds its future: a few kilobytes,
+    /// not the tens a Redis path's state would add if it were not boxed (parked.rs
+    /// measures what 1,000 parked requests cost).
+    #[test]
+    fn a_requests_future_stays_small() {
+        let size = future_size(super::handle);
+        assert!(size <= 12 * 1024, "the request future is {size} bytes");
+    }
 }

@@ -26,6 +26,8 @@ pub struct Snapshot {
     pub route_headers: Vec<RouteHeaders>,
     /// By route index: what its policies' tiers start from (`store::tiers::PolicyPlan`).
     pub route_plans: Vec<Box<[PolicyPlan]>>,
+    /// Requests each worker may hold at once: its share of `max_requests`.
+    pub request_share: usize,
 }
 
 impl Snapshot {
@@ -51,6 +53,8 @@ impl Snapshot {
             .collect();
         let route_metrics = metrics.route_handles(&config);
         let route_headers = config.routes.iter().map(|r| RouteHeaders::new(r)).collect();
+        let request_share =
+            crate::conn::load::share(config.server.max_requests, config.server.workers);
         let route_plans = config
             .routes
             .iter()
@@ -62,6 +66,7 @@ impl Snapshot {
             route_metrics,
             route_headers,
             route_plans,
+            request_share,
         }
     }
 }

@@ -24,20 +24,47 @@ where
 {
     fn execute(&self, fut: F) {
         let progress = Arc::new(SendProgress::default());
-        let limit = self.send_timeout;
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = watched(progress.clone(), fut) => {}
-                () = stalled(&progress, limit) => {
-                    tracing::debug!("HTTP/2 stream reset: the client stopped reading (send_timeout)");
-                }
-            }
+        // A future of its own rather than an `async` block around `select!`, which would
+        // keep the stream's future twice in the task (a captured value and its pinned
+        // copy): each stream, a parked one too, costs what its future is, once.
+        tokio::spawn(Watchdog {
+            stream: watched(progress.clone(), fut),
+            stalled: stalled(progress, self.send_timeout),
         });
     }
 }
 
+pin_project_lite::pin_project! {
+    /// A stream's task: its future, until it ends or the stream stalls past the limit.
+    struct Watchdog<F, S> {
+        #[pin]
+        stream: F,
+        #[pin]
+        stalled: S,
+    }
+}
+
+impl<F: Future, S: Future<Output = ()>> Future for Watchdog<F, S> {
+    type Output = ();
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let this = self.project();
+        if this.stream.poll(cx).is_ready() {
+            return std::task::Poll::Ready(());
+        }
+        if this.stalled.poll(cx).is_ready() {
+            tracing::debug!("HTTP/2 stream reset: the client stopped reading (send_timeout)");
+            return std::task::Poll::Ready(());
+        }
+        std::task::Poll::Pending
+    }
+}
+
 /// Resolves once the stream has waited `limit` for the client in one stretch.
-async fn stalled(progress: &SendProgress, limit: Duration) {
+async fn stalled(progress: Arc<SendProgress>, limit: Duration) {
     loop {
         let next = match progress.waiting_since() {
             Some(since) if since + limit <= Instant::now() => return,

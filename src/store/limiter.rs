@@ -177,7 +177,10 @@ impl Limiter {
             metrics: &self.metrics,
             clock,
         };
-        match Rates::decide_remote(&remote, &self.slices, rate, now, cost).await {
+        // Boxed: the Redis path's state (its groups, replies, slices) is tens of kilobytes,
+        // and every request's future — a parked one too — would otherwise carry it.
+        let decided = Box::pin(Rates::decide_remote(&remote, &self.slices, rate, now, cost));
+        match decided.await {
             Ok(decided) => {
                 *verdict = decided;
                 Some(true)
@@ -246,9 +249,11 @@ impl Limiter {
     ) -> Result<Option<super::concurrency::Taken>, StoreError> {
         match (&self.store, &tier.redis) {
             (Store::Redis { remote, .. }, Some(key)) => {
-                self.concurrency
-                    .take_remote(remote, key, tier, policy, clock)
-                    .await
+                // Boxed like the rate tiers' Redis path: only its requests carry its state.
+                let take = self
+                    .concurrency
+                    .take_remote(remote, key, tier, policy, clock);
+                Box::pin(take).await
             }
             _ => Ok(self.concurrency.take_local(tier, policy, clock).await),
         }

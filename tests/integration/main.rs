@@ -18,6 +18,7 @@ mod health;
 mod hostile;
 mod lease;
 mod limits;
+mod parked;
 mod pool;
 mod problem;
 mod proxy;

@@ -42,6 +42,9 @@ pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_TUNNEL_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_MAX_STREAMS: u32 = 100;
+/// Requests parked or in flight at once, the whole gateway: at a few KiB each (a parked
+/// request holds about 8 KiB), 20,000 of them stay within a couple of hundred MiB.
+pub const DEFAULT_MAX_REQUESTS: usize = 20_000;
 /// Admin connections open at once; beyond it, the admin listener pauses accepting.
 pub const ADMIN_MAX_CONNECTIONS: usize = 512;
 /// Connections to one upstream per gateway, in use and idle.

@@ -22,6 +22,7 @@ struct StreamLimits {
     idle_timeout: Duration,
     tunnel_idle_timeout: Duration,
     max_streams: u32,
+    max_requests: usize,
 }
 
 impl Compiler {
@@ -46,6 +47,7 @@ impl Compiler {
             idle_timeout: streams.idle_timeout,
             tunnel_idle_timeout: streams.tunnel_idle_timeout,
             max_streams: streams.max_streams,
+            max_requests: streams.max_requests,
             admin_listen,
             trusted_proxies,
             tls,
@@ -206,7 +208,7 @@ impl Compiler {
         })
     }
 
-    /// Send, idle and tunnel deadlines, and `max_streams`.
+    /// Send, idle and tunnel deadlines, `max_streams` and `max_requests`.
     fn stream_limits(&mut self, raw: &RawServer) -> Option<StreamLimits> {
         let send_timeout = self.duration_or(&raw.send_timeout, DEFAULT_SEND_TIMEOUT, false);
         let idle_timeout = self.duration_or(&raw.idle_timeout, DEFAULT_IDLE_TIMEOUT, false);
@@ -217,11 +219,17 @@ impl Compiler {
             u64::from(DEFAULT_MAX_STREAMS),
             "max_streams",
         );
+        let max_requests = self.count_or(
+            &raw.max_requests,
+            DEFAULT_MAX_REQUESTS as u64,
+            "max_requests",
+        );
         Some(StreamLimits {
             send_timeout: send_timeout?,
             idle_timeout: idle_timeout?,
             tunnel_idle_timeout: tunnel_idle_timeout?,
             max_streams: u32::try_from(max_streams?).unwrap_or(u32::MAX),
+            max_requests: usize::try_from(max_requests?).unwrap_or(usize::MAX),
         })
     }
 
