@@ -114,6 +114,11 @@ impl Limiter {
             admission.outcome = refusal.into();
             return;
         }
+        // A rate tier this gateway knows Redis refuses is answered before any slot is
+        // taken: a refused request costs the store nothing, whatever tiers it has.
+        if self.refused_here(admission, route.cost, clock) {
+            return;
+        }
         if let Some(refused) = self.take_slots(route, clock, admission).await {
             admission.held.clear();
             admission.now = clock.now_ns();
@@ -150,6 +155,26 @@ impl Limiter {
             ..
         } = admission;
         pending_settles(route, tiers, verdict, *now, in_store, settles);
+    }
+
+    /// With Redis, refuses the request from the refusal cache when its rate tiers' keys are
+    /// remembered at their limit: `true` when it did (the verdict and outcome are set).
+    fn refused_here(&self, admission: &mut Admission, cost: u64, clock: &dyn Clock) -> bool {
+        if self.remote().is_none() || admission.tiers.rate.is_empty() {
+            return false;
+        }
+        let now = clock.now_ns();
+        let Some(verdict) = self.rates.refusals.refuse(&admission.tiers.rate, now, cost) else {
+            return false;
+        };
+        admission.now = now;
+        let position = verdict
+            .first_denier
+            .and_then(|k| admission.tiers.rate.get(k))
+            .map_or(0, |t| t.position);
+        admission.verdict = verdict;
+        admission.outcome = Outcome::RateLimited { position };
+        true
     }
 
     /// Decides the rate tiers at `now` into `verdict`: whether the configured store

@@ -27,4 +27,5 @@ mod redis;
 mod settle;
 mod silent_clients;
 mod spellings;
+mod store_calls;
 mod tls;

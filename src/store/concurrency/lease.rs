@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use redis::Script;
 
+use super::full::FullKeys;
 use crate::store::redis::RedisStore;
 use crate::store::StoreError;
 
@@ -66,17 +67,22 @@ pub struct Lease {
     id: String,
     refresher: tokio::task::AbortHandle,
     gauge: Gauge,
+    /// Told once the slot is back: the key is not full, its poller asks again.
+    full: (Arc<FullKeys>, u64),
+}
+
+/// Who holds a lease (the key's lease set and the lease's id) and what to tell when it
+/// goes back.
+pub struct Holder {
+    pub key: String,
+    pub id: String,
+    pub full: (Arc<FullKeys>, u64),
 }
 
 impl Lease {
-    /// Starts holding the lease `id` (already taken) on `key`.
-    pub fn hold(
-        store: Arc<RedisStore>,
-        key: String,
-        id: String,
-        ttl: Duration,
-        gauge: Gauge,
-    ) -> Self {
+    /// Starts holding the lease (already taken) of `holder`.
+    pub fn hold(store: Arc<RedisStore>, holder: Holder, ttl: Duration, gauge: Gauge) -> Self {
+        let Holder { key, id, full } = holder;
         gauge.inc();
         let (s, k, i) = (store.clone(), key.clone(), id.clone());
         let refresher = tokio::spawn(async move {
@@ -100,6 +106,7 @@ impl Lease {
             id,
             refresher,
             gauge,
+            full,
         }
     }
 }
@@ -113,11 +120,13 @@ impl Drop for Lease {
             std::mem::take(&mut self.key),
             std::mem::take(&mut self.id),
         );
+        let (full, hash) = (self.full.0.clone(), self.full.1);
         // Given back in the background; if that fails, the lease expires by itself.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(e) = call(&store, &key, LeaseOp::Give, &id, 0, Duration::ZERO).await {
-                    tracing::debug!(error = %e, "could not give a concurrency lease back; it will expire");
+                match call(&store, &key, LeaseOp::Give, &id, 0, Duration::ZERO).await {
+                    Ok(_) => full.freed(hash),
+                    Err(e) => tracing::debug!(error = %e, "could not give a concurrency lease back; it will expire"),
                 }
             });
         }

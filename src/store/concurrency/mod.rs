@@ -4,11 +4,12 @@
 //! gateway: with Redis, they take turns per key here and only the one whose turn it is
 //! asks Redis, again every 50 ms until a slot frees or `max_delay` has passed.
 
+pub mod full;
 pub mod held;
 pub mod lease;
 pub mod slots;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,12 +18,19 @@ use super::tiers::SlotTier;
 use super::StoreError;
 use crate::clock::Clock;
 use crate::metrics::Metrics;
+use full::FullKeys;
 use held::Held;
-use lease::{Lease, LeaseOp, PendingLease};
+use lease::{Holder, Lease, LeaseOp, PendingLease};
 use slots::{Acquired, SlotTable};
 
-/// How often a waiting request asks Redis again for a slot.
+/// How soon a waiting request first asks Redis again for a slot; each later time waits
+/// twice as long, up to [`REDIS_RETRY_MAX`].
 const REDIS_RETRY: Duration = Duration::from_millis(50);
+const REDIS_RETRY_MAX: Duration = Duration::from_secs(1);
+/// How long a key Redis found full is remembered at most (a fraction of its lease ttl).
+const FULL_MEMORY: Duration = Duration::from_secs(1);
+/// Requests of one gateway waiting for slots in Redis at once, all keys together.
+pub const MAX_REDIS_WAITERS: usize = 4096;
 
 /// A slot taken, and how many the key holds with it.
 pub type Taken = (Held, u32);
@@ -63,7 +71,36 @@ pub struct Concurrency {
     /// With Redis: whose turn it is to ask for a slot, among this gateway's waiters.
     turns: Arc<SlotTable>,
     lease_ids: LeaseIds,
+    /// With Redis: keys found full, and who polls for them.
+    full: Arc<FullKeys>,
+    /// With Redis: requests waiting for a slot, all keys together.
+    waiting: Waiting,
     metrics: Arc<Metrics>,
+}
+
+/// A gateway-wide count of requests waiting for a slot in Redis.
+#[derive(Default)]
+struct Waiting(Arc<AtomicUsize>);
+
+/// One request counted among the waiting until dropped.
+struct Waiter(Arc<AtomicUsize>);
+
+impl Waiting {
+    /// Counts one more waiter, unless [`MAX_REDIS_WAITERS`] wait already.
+    fn enter(&self) -> Option<Waiter> {
+        let n = self.0.fetch_add(1, Ordering::AcqRel);
+        if n >= MAX_REDIS_WAITERS {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Waiter(self.0.clone()))
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Concurrency {
@@ -72,6 +109,8 @@ impl Concurrency {
             slots: Arc::default(),
             turns: Arc::default(),
             lease_ids: LeaseIds::default(),
+            full: Arc::default(),
+            waiting: Waiting::default(),
             metrics,
         }
     }
@@ -102,9 +141,12 @@ impl Concurrency {
         Some((Held::Local(slot), table.held(tier.key)))
     }
 
-    /// A lease on `key` in Redis. A request that may wait first takes its turn among this
-    /// gateway's waiters for the key, then asks Redis until a slot frees or `max_delay`
-    /// has passed.
+    /// A lease on `key` in Redis. A request that may not wait is refused here while the
+    /// key is remembered full. One that may wait first takes its turn among this
+    /// gateway's waiters for the key (at most [`MAX_REDIS_WAITERS`] of them in all), then
+    /// asks Redis until a slot frees or `max_delay` has passed — at once when this gateway
+    /// gives a slot of the key back, otherwise less and less often (50 ms, doubling up to a
+    /// second): a waiting key costs at most about one call a second, however many wait.
     pub async fn take_remote(
         &self,
         remote: &Arc<RedisStore>,
@@ -113,9 +155,16 @@ impl Concurrency {
         policy: &str,
         clock: &dyn Clock,
     ) -> Result<Option<Taken>, StoreError> {
+        let waits = tier.waits();
+        if !waits && self.full.is_full(tier.key, clock.now_ns()) {
+            return Ok(None);
+        }
         let give_up = tokio::time::Instant::now() + tier.max_delay;
         let started = clock.now_ns();
-        let waits = tier.waits();
+        let _waiter = match waits.then(|| self.waiting.enter()) {
+            Some(None) => return Ok(None),
+            waiter => waiter.flatten(),
+        };
         let _turn = if waits {
             match self.turns.acquire(tier.key, 1, true, || None) {
                 Acquired::Taken(turn) => Some(turn),
@@ -131,7 +180,9 @@ impl Concurrency {
         } else {
             None
         };
+        let poller = waits.then(|| self.full.poll(tier.key));
         let id = self.lease_ids.next();
+        let mut retry = REDIS_RETRY;
         loop {
             let pending = PendingLease::new(remote, key, &id);
             let take = lease::call(remote, key, LeaseOp::Take, &id, tier.max, tier.lease_ttl);
@@ -144,13 +195,36 @@ impl Concurrency {
             }
             if taken {
                 let gauge = self.metrics.in_flight_gauge(policy);
-                let lease = Lease::hold(remote.clone(), key.to_owned(), id, tier.lease_ttl, gauge);
+                let full = (self.full.clone(), tier.key);
+                let holder = Holder {
+                    key: key.to_owned(),
+                    id,
+                    full,
+                };
+                let lease = Lease::hold(remote.clone(), holder, tier.lease_ttl, gauge);
                 return Ok(Some((Held::Remote(lease), held)));
             }
+            // Remembered full for a while: the refresh interval, at most a second.
+            let memory = (tier.lease_ttl / 3).min(FULL_MEMORY);
+            let until = clock
+                .now_ns()
+                .saturating_add(u64::try_from(memory.as_nanos()).unwrap_or(0));
+            self.full.remember(tier.key, until);
             if gave_up {
                 return Ok(None);
             }
-            tokio::time::sleep(REDIS_RETRY.min(give_up - now)).await;
+            let freed = poller.as_ref().map(|p| p.notify.clone());
+            let sleep = tokio::time::sleep(retry.min(give_up - now));
+            match freed {
+                Some(freed) => {
+                    tokio::select! {
+                        () = sleep => {}
+                        () = freed.notified() => {}
+                    }
+                }
+                None => sleep.await,
+            }
+            retry = (retry * 2).min(REDIS_RETRY_MAX);
         }
     }
 

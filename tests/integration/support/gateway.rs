@@ -84,9 +84,14 @@ impl TestGateway {
     /// Cluster is connected in the background after start. Use a tenant of its own, so
     /// the tenants a test measures are untouched.
     pub async fn wait_for_store(&self, path: &str, tenant: &str) {
+        self.wait_for_store_with(path, "x-tenant-id", tenant).await;
+    }
+
+    /// [`TestGateway::wait_for_store`] for routes keyed by another header.
+    pub async fn wait_for_store_with(&self, path: &str, header: &str, value: &str) {
         let url = self.url(path);
         let ready = super::eventually_async(std::time::Duration::from_secs(30), || async {
-            super::get(&url, &[("x-tenant-id", tenant)]).await.status == 200
+            super::get(&url, &[(header, value)]).await.status == 200
         })
         .await;
         assert!(ready, "the store answers");
