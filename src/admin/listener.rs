@@ -17,6 +17,7 @@ use crate::server::{accept_bounded, preface};
 
 /// Admin requests are small: their headers fit in this.
 const ADMIN_MAX_HEADER_BYTES: usize = 16 * 1024;
+const _: () = assert!(crate::config::AdminToken::MAX_LEN + 1024 < ADMIN_MAX_HEADER_BYTES);
 
 /// Serves admin connections until `shutdown` flips, then drains them for up to `drain`.
 pub async fn serve(

@@ -27,7 +27,7 @@ pub async fn handle(
     } else {
         req.method().clone()
     };
-    let refused = crate::admin::auth::refuse(&shared.config(), &method, &path, req.headers());
+    let refused = crate::admin::auth::refuse(&shared.config(), &method, req.uri(), req.headers());
     let mut resp = match refused {
         Some(refusal) => refusal,
         None => route(&shared, &method, &path, req).await,

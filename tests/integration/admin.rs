@@ -133,6 +133,76 @@ async fn a_token_file_is_read_again_on_reload() {
     gw.shutdown().await;
 }
 
+#[tokio::test]
+async fn without_a_token_a_rebound_name_reads_nothing() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&tenant_config(""), &up.url()).await;
+    let rebound = [("host", "rebound.attacker.example")];
+    for path in [
+        "/admin/overrides",
+        "/admin/config",
+        "/admin/limits/tenant/acme",
+    ] {
+        let r = get(&gw.admin_url(path), &rebound).await;
+        assert_eq!(r.status, 403, "{path}: {}", r.text());
+        assert!(r.text().contains("IP address or localhost"), "{}", r.text());
+        assert_eq!(
+            get(&gw.admin_url(path), &[]).await.status,
+            200,
+            "{path} by address"
+        );
+    }
+    for open in ["/healthz", "/readyz", "/metrics", "/"] {
+        assert_eq!(
+            get(&gw.admin_url(open), &rebound).await.status,
+            200,
+            "{open}"
+        );
+    }
+    drop(gw);
+}
+
+#[tokio::test]
+async fn a_weak_or_oversized_token_is_refused_and_the_running_one_kept() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("admin.token");
+    std::fs::write(&token_file, "first-token-0123456789\n").unwrap();
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &path,
+        tenant_config("admin_token_file = \"admin.token\"\n").replace("{upstream}", &up.url()),
+    )
+    .unwrap();
+    let config = tollgate::config::load(&path).expect("config with a token file");
+    let gw = tollgate::gateway::Gateway::start_with(
+        config,
+        std::sync::Arc::new(tollgate::clock::MonotonicClock::new()),
+    )
+    .await
+    .expect("starts");
+    let admin = |p: &str| format!("http://{}{p}", gw.admin_addr().unwrap());
+    let first = [("authorization", "Bearer first-token-0123456789")];
+    for (bad, problem) in [
+        ("short\n".to_owned(), "too short"),
+        ("x".repeat(2 << 20), "longer than"),
+    ] {
+        std::fs::write(&token_file, &bad).unwrap();
+        let e = tollgate::config::load(&path).expect_err("refused at start and by check");
+        assert!(e.to_string().contains(problem), "{e}");
+        assert!(e.to_string().contains("tollgate.toml:"), "located: {e}");
+        let reloaded = send(&http1(), "POST", &admin("/admin/reload"), &first, b"").await;
+        assert_eq!(reloaded.status, 422, "{}", reloaded.text());
+        assert!(reloaded.text().contains(problem), "{}", reloaded.text());
+        assert_eq!(
+            get(&admin("/admin/config"), &first).await.status,
+            200,
+            "old token kept"
+        );
+    }
+    gw.shutdown().await;
+}
+
 /// The `x-ratelimit-limit` and `-remaining` a request of `tenant` sees, and its status.
 async fn as_tenant(gw: &TestGateway, tenant: &str) -> (u16, u64, u64) {
     let r = get(&gw.url("/"), &[("x-tenant-id", tenant)]).await;
