@@ -14,6 +14,7 @@ pub fn summary(config: &Config) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "configuration {} is valid", config.path.display());
     write_listeners(&mut out, &config.server);
+    write_store(&mut out, &config.store);
     let _ = writeln!(out, "\npolicies:");
     for p in &config.policies {
         write_policy(&mut out, p);
@@ -48,6 +49,28 @@ fn write_listeners(out: &mut String, server: &Server) {
         };
         let _ = writeln!(out, "admin  {a}{guard}");
     }
+}
+
+/// The backend, and with Redis what its key names are keyed with.
+fn write_store(out: &mut String, store: &crate::config::StoreSettings) {
+    use crate::config::Backend;
+    let Backend::Redis {
+        cluster, sentinel, ..
+    } = &store.backend
+    else {
+        let _ = writeln!(out, "store  memory");
+        return;
+    };
+    let kind = match (cluster, sentinel) {
+        (true, _) => "redis cluster",
+        (false, Some(_)) => "redis through sentinel",
+        (false, None) => "redis",
+    };
+    let secret = match store.key_secret {
+        Some(_) => "key names keyed by key_secret",
+        None => "key names keyed by a secret the fleet keeps in Redis (tg:{secret}) - note: set key_secret_file so keys keep their names when Redis loses its data",
+    };
+    let _ = writeln!(out, "store  {kind}, {secret}");
 }
 
 /// One line per policy: its name, key, numbers, shadow mode and override count.

@@ -143,6 +143,9 @@ pub struct StoreSettings {
     pub timeout: Duration,
     pub on_error: OnError,
     pub max_keys: usize,
+    /// `key_secret` / `key_secret_file`: what Redis key names are keyed with. `None`: a
+    /// secret the fleet keeps in Redis.
+    pub key_secret: Option<crate::key::KeySecret>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -83,6 +83,9 @@ pub struct RawStore {
     /// Redis Sentinel: the Sentinels' URLs and the master's name.
     pub sentinels: Option<S<Vec<String>>>,
     pub master: Option<S<String>>,
+    /// The fleet's secret Redis key names are keyed with.
+    pub key_secret: Option<S<String>>,
+    pub key_secret_file: Option<S<String>>,
 }
 
 /// A value written either as one string or as a list of strings.

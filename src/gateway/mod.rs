@@ -15,11 +15,15 @@ use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::config::{self, Backend, Config, ConfigError};
+use crate::key::FleetSecret;
 use crate::metrics::Metrics;
 use crate::overrides::Overrides;
 use crate::proxy::snapshot::{Shared, Snapshot};
 use crate::reload::{ReloadError, ReloadReport};
 use crate::store::{Limiter, MemoryStore, RedisStore, Store};
+
+/// How long a start waits for Redis to give the fleet's key secret.
+const STARTUP_STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How often idle keys are swept from the embedded store.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -71,6 +75,11 @@ impl Gateway {
         // rustls needs one process-wide crypto provider for the Redis client's TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let limiter = Limiter::new(store_of(&config)?, metrics.clone());
+        if let Some(remote) = limiter.remote() {
+            // Decisions need the fleet's key secret: read it now if Redis answers soon
+            // (a gateway still starts while Redis is down, and learns it later).
+            remote.prepare(STARTUP_STORE_WAIT).await;
+        }
         let (addr, listeners) =
             crate::workers::bind_all(config.server.listen, config.server.workers).map_err(
                 |source| StartError::Bind {
@@ -225,6 +234,10 @@ fn store_of(config: &Config) -> Result<Store, StartError> {
                 *cluster,
                 sentinel.as_ref(),
                 config.store.timeout,
+                Arc::new(match &config.store.key_secret {
+                    Some(secret) => FleetSecret::configured(secret.clone()),
+                    None => FleetSecret::from_redis(),
+                }),
             )?),
             local,
             on_error: config.store.on_error,

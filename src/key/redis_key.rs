@@ -1,11 +1,12 @@
-//! Redis keys for (policy, key): the same on every gateway of a fleet (a fixed digest, no
-//! per-process seed), bounded in length, with a hash tag taken from the key's first part
-//! so that a request's tiers that share it (tenant and tenant+user, say) share a slot.
+//! Redis keys for (policy, key): the same on every gateway of a fleet (a hash keyed by the
+//! fleet's secret, no per-process seed), bounded in length, with a hash tag taken from
+//! the key's first part so that a request's tiers that share it (tenant and tenant+user,
+//! say) share a slot. Keyed, so a client can neither pick a key's Cluster slot (crowding a
+//! victim's master) nor find its key in Redis by hashing guesses.
 
-use std::fmt::Write;
+use ring::hmac;
 
-use sha2::{Digest, Sha256};
-
+use super::fleet::{hex, FleetKey};
 use super::KeyPart;
 
 pub const PREFIX: &str = "tg";
@@ -18,32 +19,33 @@ pub struct RedisKey {
     pub tag: String,
 }
 
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub struct RedisKeyBuilder {
+    /// The keyed hash the tag is taken from, until the first part has gone into it.
+    first: Option<hmac::Context>,
     tag: Option<String>,
-    all: Sha256,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    all: hmac::Context,
 }
 
 impl RedisKeyBuilder {
+    pub fn new(fleet: &FleetKey) -> Self {
+        Self {
+            first: Some(fleet.key_hash()),
+            tag: None,
+            all: fleet.key_hash(),
+        }
+    }
+
     fn absorb(&mut self, bytes: &[u8], marker: bool) {
-        if self.tag.is_none() {
-            let mut first = Sha256::new();
-            first.update([u8::from(marker)]);
+        if let Some(mut first) = self.first.take() {
+            first.update(&[u8::from(marker)]);
             first.update(bytes);
-            self.tag = Some(hex(&first.finalize()[..8]));
+            self.tag = Some(hex(&first.sign().as_ref()[..8]));
         }
         if marker {
-            self.all.update(u64::MAX.to_le_bytes());
+            self.all.update(&u64::MAX.to_le_bytes());
         } else {
-            self.all.update((bytes.len() as u64).to_le_bytes());
+            self.all.update(&(bytes.len() as u64).to_le_bytes());
             self.all.update(bytes);
         }
     }
@@ -62,7 +64,12 @@ impl RedisKeyBuilder {
 
     pub fn finish(self, policy: &str) -> RedisKey {
         let tag = self.tag.unwrap_or_default();
-        let digest = hex(&self.all.finalize()[..16]);
+        let mut all = self.all;
+        // The policy's name ends the digest: its length first, so no name and parts run
+        // into each other.
+        all.update(&(policy.len() as u64).to_le_bytes());
+        all.update(policy.as_bytes());
+        let digest = hex(&all.sign().as_ref()[..16]);
         RedisKey {
             key: format!("{PREFIX}:{{{tag}}}:{policy}:{digest}"),
             tag,
@@ -75,8 +82,16 @@ mod tests {
     use super::*;
     use std::borrow::Cow;
 
+    fn fleet(secret: &str) -> FleetKey {
+        FleetKey::new(crate::key::fleet::KeySecret::parse(secret).unwrap())
+    }
+
     fn key(parts: &[&str], policy: &str) -> RedisKey {
-        let mut b = RedisKeyBuilder::default();
+        keyed(&fleet("the-fleet-secret-0001"), parts, policy)
+    }
+
+    fn keyed(fleet: &FleetKey, parts: &[&str], policy: &str) -> RedisKey {
+        let mut b = RedisKeyBuilder::new(fleet);
         for p in parts {
             b.part(&KeyPart::Bytes(Cow::Borrowed(p.as_bytes())));
         }
@@ -94,5 +109,25 @@ mod tests {
         let long = "x".repeat(10_000);
         assert!(key(&[&long], "p").key.len() < 80, "long keys are digested");
         assert!(tenant.key.starts_with("tg:{"));
+        let other = keyed(&fleet("another-fleet-secret"), &["acme"], "tenant");
+        assert_ne!(other.tag, tenant.tag, "the tag is keyed");
+        assert_ne!(other.key, tenant.key);
+    }
+
+    /// Tags of keyed hashes spread like random ones: a client choosing tenant ids cannot
+    /// steer them, and ids that share a tag under one secret do not under another.
+    #[test]
+    fn tags_spread_over_cluster_slots() {
+        let a = fleet("the-fleet-secret-0001");
+        let mut buckets = [0u32; 3];
+        for i in 0..3000 {
+            let k = keyed(&a, &[&format!("tenant-{i}")], "t");
+            let slot = u64::from_str_radix(&k.tag[..4], 16).unwrap() % 3;
+            buckets[slot as usize] += 1;
+        }
+        assert!(
+            buckets.iter().all(|&n| (850..1150).contains(&n)),
+            "{buckets:?}"
+        );
     }
 }

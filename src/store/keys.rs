@@ -4,9 +4,12 @@
 
 use arrayvec::ArrayVec;
 
+use std::sync::Arc;
+
 use crate::config::{Missing, Policy};
 use crate::key::{
-    KeyHasher, KeyPart, KeyValues, RedisKey, RedisKeyBuilder, RequestView, MAX_KEY_VALUES,
+    FleetKey, FleetSecret, KeyHasher, KeyPart, KeyValues, RedisKey, RedisKeyBuilder, RequestView,
+    MAX_KEY_VALUES,
 };
 
 /// Why a request cannot be keyed (400), with the position of the policy.
@@ -27,24 +30,25 @@ pub struct StoreKey {
 }
 
 /// Makes the keys of one gateway: hashes seeded once per process with random keys (so
-/// clients cannot aim collisions, and stable across reloads), and Redis keys when the
-/// store is Redis.
+/// clients cannot aim collisions, and stable across reloads), and Redis keys, keyed by
+/// the fleet's secret, when the store is Redis.
 pub struct KeyMaker {
     hasher: ahash::RandomState,
-    redis: bool,
+    /// The fleet's secret, when the store is Redis.
+    fleet: Option<Arc<FleetSecret>>,
 }
 
 impl KeyMaker {
-    pub fn new(redis: bool) -> Self {
+    pub fn new(fleet: Option<Arc<FleetSecret>>) -> Self {
         Self {
             hasher: ahash::RandomState::new(),
-            redis,
+            fleet,
         }
     }
 
-    /// A key of `policy`, to be given its parts.
-    pub fn builder(&self, policy: &str) -> KeyBuilder {
-        self.policy(policy).builder()
+    /// The fleet's secret, when the store is Redis.
+    pub fn fleet(&self) -> Option<&Arc<FleetSecret>> {
+        self.fleet.as_ref()
     }
 
     /// `policy`'s key identity, worked out once per config version (the request path
@@ -54,13 +58,15 @@ impl KeyMaker {
         PolicyKeys {
             overflow: start.clone().overflow(),
             start,
-            redis: self.redis,
         }
     }
 
-    /// The key named by `parts` (their text, as an operator types them), for inspection.
+    /// The key named by `parts` (their text, as an operator types them), for inspection
+    /// and runtime overrides. With Redis and the fleet's secret not known yet, it has no
+    /// Redis key.
     pub fn key_of(&self, policy: &str, parts: &[String]) -> StoreKey {
-        let mut key = self.builder(policy);
+        let fleet = self.fleet.as_ref().and_then(|f| f.key());
+        let mut key = self.policy(policy).builder(fleet.as_deref());
         for p in parts {
             key.part(&KeyPart::Bytes(p.as_bytes().into()));
         }
@@ -76,15 +82,15 @@ use std::hash::BuildHasher as _;
 pub struct PolicyKeys {
     start: KeyHasher<ahash::AHasher>,
     pub overflow: u64,
-    redis: bool,
 }
 
 impl PolicyKeys {
-    /// A key of this policy, to be given its parts.
-    pub fn builder(&self) -> KeyBuilder {
+    /// A key of this policy, to be given its parts; with a Redis key too when `fleet`
+    /// (the fleet's key, Redis mode) is given.
+    pub fn builder(&self, fleet: Option<&FleetKey>) -> KeyBuilder {
         KeyBuilder {
             hasher: self.start.clone(),
-            redis: self.redis.then(Box::default),
+            redis: fleet.map(|f| Box::new(RedisKeyBuilder::new(f))),
         }
     }
 }
@@ -93,7 +99,8 @@ impl PolicyKeys {
 #[derive(Clone)]
 pub struct KeyBuilder {
     hasher: KeyHasher<ahash::AHasher>,
-    /// Boxed: the hash state is large, and memory mode (no Redis key) should not carry it.
+    /// Boxed: the keyed hash's state is large, and memory mode (no Redis key) should not
+    /// carry it.
     redis: Option<Box<RedisKeyBuilder>>,
 }
 
@@ -153,7 +160,7 @@ impl<'a> Partial<'a> {
 /// them out of every call cost more than composing the keys).
 #[inline]
 pub fn compose<'a>(
-    start: &PolicyKeys,
+    (start, fleet): (&PolicyKeys, Option<&FleetKey>),
     policy: &Policy,
     view: &RequestView<'a>,
     position: usize,
@@ -162,7 +169,7 @@ pub fn compose<'a>(
 ) -> Result<bool, KeyRefusal> {
     keys.clear();
     keys.push(Partial {
-        key: start.builder(),
+        key: start.builder(fleet),
         single: None,
     });
     let too_many = KeyRefusal::TooManyValues(position);

@@ -42,10 +42,10 @@ pub struct Limiter {
 
 impl Limiter {
     pub fn new(store: Store, metrics: Arc<Metrics>) -> Self {
-        let redis = matches!(store, Store::Redis { .. });
+        let fleet = store.remote().map(|r| r.fleet().clone());
         Self {
             store,
-            keys: KeyMaker::new(redis),
+            keys: KeyMaker::new(fleet),
             rates: Rates::default(),
             concurrency: Concurrency::new(metrics.clone()),
             slices: Slices::default(),
@@ -84,9 +84,11 @@ impl Limiter {
         self.rates.refusals.clear();
     }
 
-    /// Whether the store can answer now (readiness).
+    /// Whether the store can answer now (readiness): its breaker closed and, with Redis,
+    /// the fleet's key secret known.
     pub fn ready(&self) -> bool {
-        self.remote().is_none_or(|r| !r.breaker.is_open())
+        self.remote()
+            .is_none_or(|r| !r.breaker.is_open() && r.fleet().key().is_some())
     }
 
     /// Decides `route`'s tiers (`plans`: its policies', [`PolicyPlan::route`]) for the
@@ -106,9 +108,14 @@ impl Limiter {
         admission.held.clear();
         admission.settles.clear();
         admission.outcome = Outcome::Admitted;
+        // With Redis, keys are named with the fleet's key; until it is known they have no
+        // Redis name, and the Redis paths fail as if Redis were unreachable.
+        let fleet = self.keys.fleet().map(|f| f.load());
+        let fleet_key = fleet.as_ref().and_then(|g| g.as_deref());
         let filled = admission
             .tiers
-            .fill(plans, &self.overrides, route, view, clock);
+            .fill((plans, fleet_key), &self.overrides, route, view, clock);
+        drop(fleet);
         if let Err(refusal) = filled {
             admission.now = clock.now_ns();
             admission.outcome = refusal.into();
@@ -202,10 +209,16 @@ impl Limiter {
             metrics: &self.metrics,
             clock,
         };
-        // Boxed: the Redis path's state (its groups, replies, slices) is tens of kilobytes,
-        // and every request's future — a parked one too — would otherwise carry it.
-        let decided = Box::pin(Rates::decide_remote(&remote, &self.slices, rate, now, cost));
-        match decided.await {
+        let decided = if rate.iter().any(|t| t.redis.is_none()) {
+            // The fleet's key is not known yet: no key to ask Redis about.
+            Err(StoreError::NotConnected)
+        } else {
+            // Boxed: the Redis path's state (its groups, replies, slices) is tens of
+            // kilobytes, and every request's future — a parked one too — would otherwise
+            // carry it.
+            Box::pin(Rates::decide_remote(&remote, &self.slices, rate, now, cost)).await
+        };
+        match decided {
             Ok(decided) => {
                 *verdict = decided;
                 Some(true)
@@ -280,7 +293,9 @@ impl Limiter {
                     .take_remote(remote, key, tier, policy, clock);
                 Box::pin(take).await
             }
-            _ => Ok(self.concurrency.take_local(tier, policy, clock).await),
+            // Redis mode before the fleet's key is known: no key to ask Redis about.
+            (Store::Redis { .. }, None) => Err(StoreError::NotConnected),
+            (Store::Memory(_), _) => Ok(self.concurrency.take_local(tier, policy, clock).await),
         }
     }
 
@@ -388,7 +403,8 @@ impl Limiter {
                 let base = super::rate::snapshot::BASE;
                 Ok((if debt == 0 { 0 } else { base + debt }, base))
             }
-            _ => {
+            (Some(_), None) => Err(StoreError::NotConnected),
+            (None, _) => {
                 use crate::limit::TatTable;
                 Ok((self.local().peek(key.hash), now))
             }

@@ -14,7 +14,7 @@ use super::overrides::KeyOverrides;
 use crate::clock::Clock;
 use crate::config::compile::Applied;
 use crate::config::{Policy, PolicyKind, Route, Sync};
-use crate::key::{KeyValues, RedisKey, RequestView};
+use crate::key::{FleetKey, KeyValues, RedisKey, RequestView};
 use crate::limit::{Mode, Tier, INLINE_DECISIONS};
 
 /// One rate decision: a tier on one key, and where the store keeps that key.
@@ -144,10 +144,11 @@ pub struct RequestTiers {
 
 impl RequestTiers {
     /// Replaces the contents with the tiers of `route` for the request `view`; `plans`
-    /// are the route's policies' plans, by position ([`PolicyPlan::route`]).
+    /// are the route's policies' plans, by position ([`PolicyPlan::route`]), and `fleet`
+    /// the fleet's key the Redis keys are made with (`None`: no Redis keys).
     pub fn fill(
         &mut self,
-        plans: &[PolicyPlan],
+        (plans, fleet): (&[PolicyPlan], Option<&FleetKey>),
         overrides: &KeyOverrides,
         route: &Route,
         view: &RequestView<'_>,
@@ -160,7 +161,7 @@ impl RequestTiers {
         let mut values = KeyValues::new();
         for ((position, policy), plan) in route.policies.iter().enumerate().zip(plans) {
             if !compose(
-                &plan.keys,
+                (&plan.keys, fleet),
                 policy,
                 view,
                 position,

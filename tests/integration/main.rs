@@ -16,6 +16,7 @@ mod dashboard;
 mod fuzz_corpus;
 mod health;
 mod hostile;
+mod key_secret;
 mod lease;
 mod limits;
 mod parked;

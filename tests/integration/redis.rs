@@ -44,11 +44,19 @@ async fn two_gateways_share_one_limit_exactly() {
     assert_eq!(up.requests(), 5);
     // The key is stored under a fixed digest with an expiry equal to its time until idle.
     let keys = redis.cli(&["KEYS", "tg:*"]);
-    let key = keys.lines().next().expect("one key").trim().to_owned();
-    assert!(
-        key.starts_with("tg:{") && key.contains("}:tenant:"),
-        "{key}"
-    );
+    let tenant_keys: Vec<&str> = keys
+        .lines()
+        .map(str::trim)
+        .filter(|k| k.contains("}:tenant:"))
+        .collect();
+    let [key] = tenant_keys[..] else {
+        panic!("one key of the tenant policy: {keys}");
+    };
+    let key = key.to_owned();
+    assert!(key.starts_with("tg:{"), "{key}");
+    // Without a key_secret, the fleet keeps the one its keys are named with in Redis.
+    let secret = redis.cli(&["GET", "tg:{secret}"]);
+    assert_eq!(secret.trim().len(), 64, "a random secret: {secret}");
     assert!(
         !key.contains("acme"),
         "raw header values never become Redis keys"

@@ -236,31 +236,12 @@ impl Compiler {
     /// `admin_token`, or the contents of `admin_token_file` (read at every load, so a
     /// rotated secret applies on reload).
     fn admin_token(&mut self, raw: &RawServer) -> Option<Option<AdminToken>> {
-        let (text, span) = match (&raw.admin_token, &raw.admin_token_file) {
-            (None, None) => return Some(None),
-            (Some(_), Some(file)) => {
-                self.error(
-                    file.span(),
-                    "admin_token and admin_token_file are both set",
-                    Some("keep one: the file is the safer place for a secret".to_owned()),
-                );
-                return None;
-            }
-            (Some(token), None) => (token.get_ref().clone(), token.span()),
-            (None, Some(file)) => {
-                let path = self.base.join(file.get_ref());
-                match std::fs::read_to_string(&path) {
-                    Ok(text) => (text, file.span()),
-                    Err(e) => {
-                        self.error(
-                            file.span(),
-                            format!("cannot read admin_token_file {}: {e}", path.display()),
-                            Some("relative paths start at the config file's folder".to_owned()),
-                        );
-                        return None;
-                    }
-                }
-            }
+        let Some((text, span)) = self.secret_text(
+            ("admin_token", &raw.admin_token),
+            ("admin_token_file", &raw.admin_token_file),
+        )?
+        else {
+            return Some(None);
         };
         match AdminToken::parse(&text) {
             Ok(token) => Some(Some(token)),

@@ -1,6 +1,7 @@
 //! `[store]`: the backend (memory or Redis), its timeout, `on_error`, `max_keys`.
 
 use super::*;
+use crate::key::KeySecret;
 
 impl Compiler {
     /// The Redis script keeps debts in doubles: τ + max_delay must stay below 2^52 ns.
@@ -33,18 +34,43 @@ impl Compiler {
                 timeout: DEFAULT_STORE_TIMEOUT,
                 on_error: OnError::Deny,
                 max_keys: DEFAULT_MAX_KEYS,
+                key_secret: None,
             });
         };
         let backend = self.backend(&raw);
         let on_error = self.on_error(&raw);
         let timeout = self.duration_or(&raw.timeout, DEFAULT_STORE_TIMEOUT, false);
         let max_keys = self.count_or(&raw.max_keys, DEFAULT_MAX_KEYS as u64, "max_keys");
+        let key_secret = self.key_secret(&raw);
         Some(StoreSettings {
             backend: backend?,
             timeout: timeout?,
             on_error: on_error?,
             max_keys: usize::try_from(max_keys?).ok()?,
+            key_secret: key_secret?,
         })
+    }
+
+    /// `key_secret`, or the contents of `key_secret_file`.
+    fn key_secret(&mut self, raw: &RawStore) -> Option<Option<KeySecret>> {
+        let Some((text, span)) = self.secret_text(
+            ("key_secret", &raw.key_secret),
+            ("key_secret_file", &raw.key_secret_file),
+        )?
+        else {
+            return Some(None);
+        };
+        match KeySecret::parse(&text) {
+            Ok(secret) => Some(Some(secret)),
+            Err(problem) => {
+                self.error(
+                    span,
+                    problem,
+                    Some("generate one with e.g. `openssl rand -hex 32`; every gateway of the fleet needs the same".to_owned()),
+                );
+                None
+            }
+        }
     }
 
     /// `backend`: memory (the default), or Redis as one server, a cluster or through

@@ -119,3 +119,41 @@ impl Compiler {
         }
     }
 }
+
+impl Compiler {
+    /// A secret written inline (`inline_name`) or in a file (`file_name`, read at every
+    /// load so a rotated one applies on reload, relative to the config's folder): its
+    /// text and where the config names it. `Some(None)`: neither is set.
+    pub(super) fn secret_text(
+        &mut self,
+        (inline_name, inline): (&str, &Option<S<String>>),
+        (file_name, file): (&str, &Option<S<String>>),
+    ) -> Option<Option<(String, std::ops::Range<usize>)>> {
+        match (inline, file) {
+            (None, None) => Some(None),
+            (Some(_), Some(file)) => {
+                self.error(
+                    file.span(),
+                    format!("{inline_name} and {file_name} are both set"),
+                    Some("keep one: the file is the safer place for a secret".to_owned()),
+                );
+                None
+            }
+            (Some(text), None) => Some(Some((text.get_ref().clone(), text.span()))),
+            (None, Some(file)) => {
+                let path = self.base.join(file.get_ref());
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => Some(Some((text, file.span()))),
+                    Err(e) => {
+                        self.error(
+                            file.span(),
+                            format!("cannot read {file_name} {}: {e}", path.display()),
+                            Some("relative paths start at the config file's folder".to_owned()),
+                        );
+                        None
+                    }
+                }
+            }
+        }
+    }
+}

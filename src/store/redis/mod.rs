@@ -5,6 +5,7 @@
 //! slices in `store::slices`.
 
 pub mod breaker;
+pub mod secret;
 pub mod sentinel;
 
 use std::future::Future;
@@ -18,6 +19,7 @@ use redis::Script;
 
 use super::StoreError;
 use crate::config::SentinelMaster;
+use crate::key::FleetSecret;
 use breaker::Breaker;
 use sentinel::SentinelLink;
 
@@ -35,6 +37,8 @@ pub struct RedisStore {
     cluster_client: Option<redis::cluster::ClusterClient>,
     timeout: Duration,
     pub breaker: Breaker,
+    /// The fleet's key secret Redis keys are made with.
+    fleet: Arc<FleetSecret>,
 }
 
 /// The breaker's probe: proves the server answers and runs scripts.
@@ -49,6 +53,7 @@ impl RedisStore {
         cluster: bool,
         sentinel: Option<&SentinelMaster>,
         timeout: Duration,
+        fleet: Arc<FleetSecret>,
     ) -> Result<Self, StoreError> {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
@@ -82,23 +87,47 @@ impl RedisStore {
             cluster_client,
             timeout,
             breaker: Breaker::default(),
+            fleet,
         })
+    }
+
+    /// The fleet's key secret.
+    pub fn fleet(&self) -> &Arc<FleetSecret> {
+        &self.fleet
     }
 
     /// Background upkeep until the process stops: follows the Sentinels' master,
     /// connects a cluster as soon as it answers, and while the breaker is open probes the
     /// store so it recovers by itself, even with no traffic.
     pub async fn maintain(self: Arc<Self>) {
-        loop {
+        for turn in 0u64.. {
             if let Connection::Sentinel(link) = &self.connection {
                 link.refresh(self.timeout * 20).await;
             }
             self.connect_cluster().await;
+            // Every turn until the fleet's secret is known, then every 5 s.
+            if self.fleet.key().is_none() || turn % 10 == 0 {
+                secret::keep(&self).await;
+            }
             if self.breaker.is_open() && self.ping().await.is_ok() {
                 self.breaker.success();
                 tracing::info!("store reachable again; breaker closed");
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// At start: connects a Cluster and learns the fleet's key secret, waiting at most
+    /// `within` (the gateway starts while Redis is down, and `maintain` goes on trying).
+    pub async fn prepare(&self, within: Duration) {
+        let ready = async {
+            self.connect_cluster().await;
+            secret::keep(self).await;
+        };
+        if tokio::time::timeout(within, ready).await.is_err() {
+            tracing::warn!(
+                "Redis did not answer at start; decisions follow on_error until it does"
+            );
         }
     }
 
@@ -160,14 +189,46 @@ impl RedisStore {
                 result
             }
             Connection::Cluster(slot) => {
-                let mut c = slot
-                    .load_full()
-                    .ok_or(StoreError::NotConnected)?
-                    .as_ref()
-                    .clone();
+                let mut c = self.cluster(slot)?;
                 self.bounded(invocation.invoke_async(&mut c)).await
             }
         }
+    }
+
+    /// Runs one command (upkeep, never a decision), bounded like every call.
+    pub async fn command<T: redis::FromRedisValue>(
+        &self,
+        command: &redis::Cmd,
+    ) -> Result<T, StoreError> {
+        match &self.connection {
+            Connection::Single(c) => {
+                let mut c = c.clone();
+                self.bounded(command.query_async(&mut c)).await
+            }
+            Connection::Sentinel(link) => {
+                let mut c = link.connection()?;
+                let result = self.bounded(command.query_async(&mut c)).await;
+                if result.is_err() {
+                    link.failed();
+                }
+                result
+            }
+            Connection::Cluster(slot) => {
+                let mut c = self.cluster(slot)?;
+                self.bounded(command.query_async(&mut c)).await
+            }
+        }
+    }
+
+    fn cluster(
+        &self,
+        slot: &ArcSwapOption<ClusterConnection>,
+    ) -> Result<ClusterConnection, StoreError> {
+        Ok(slot
+            .load_full()
+            .ok_or(StoreError::NotConnected)?
+            .as_ref()
+            .clone())
     }
 
     /// Runs `call` (a decision: a request waits on it) through the circuit breaker: refused
