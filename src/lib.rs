@@ -8,11 +8,13 @@
 //! 1. **Pure core** — [`limit`] (GCRA maths, tier evaluation with rollback), [`key`] (key
 //!    sources, client IP, key hashing), [`request`] (canonical path and host), [`config`]
 //!    (TOML → validated, immutable config; it reads only the files the config names),
-//!    [`reply`] (the body type and JSON answers every listener writes), [`clock`], [`tls`].
+//!    [`reply`] (the body type and JSON answers every listener writes), [`clock`], [`tls`],
+//!    [`random`].
 //!    No network, no clock reads.
 //! 2. **Adapters** — [`metrics`], [`store`] (embedded lock-free store, Redis;
 //!    [`store::Limiter`] is the one door the request path calls, one room per limit kind
-//!    behind it), [`overrides`] (runtime per-key limits), [`conn`] (what one client
+//!    behind it), [`overrides`] (runtime per-key limits), [`files`] (every file the gateway
+//!    writes, safely), [`conn`] (what one client
 //!    connection shares with its requests), [`proxy`] (the request path as its phases, the
 //!    upstream pool, the config snapshot), [`server`] (accepting and serving connections
 //!    under their deadlines), [`admin`] (admin API, status page).
@@ -32,6 +34,7 @@ pub mod config;
 pub mod conn;
 pub mod descriptors;
 pub mod echo;
+pub mod files;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod gateway;
@@ -41,6 +44,7 @@ pub mod limit;
 pub mod metrics;
 pub mod overrides;
 pub mod proxy;
+pub mod random;
 pub mod reload;
 pub mod reply;
 pub mod request;

@@ -129,18 +129,18 @@ impl Gateway {
         self.admin_addr
     }
 
-    /// Writes `{"listen": …, "admin": … | null, "pid": …}` to `path` atomically (a file
-    /// beside it, then a rename), so a reader never sees it half-written.
-    pub fn write_ready_file(&self, path: &Path) -> std::io::Result<()> {
+    /// Writes `{"listen": …, "admin": … | null, "pid": …}` to `path` atomically, never
+    /// through a link ([`crate::files::replace`]), so a reader never sees it half-written.
+    pub fn write_ready_file(&self, path: &Path) -> Result<(), crate::files::WriteError> {
         let body = serde_json::json!({
             "listen": self.addr.to_string(),
             "admin": self.admin_addr.map(|a| a.to_string()),
             "pid": std::process::id(),
         });
-        let mut aside = path.as_os_str().to_owned();
-        aside.push(".tmp");
-        std::fs::write(&aside, format!("{body}\n"))?;
-        std::fs::rename(&aside, path)
+        crate::files::replace(path, |out| {
+            use std::io::Write;
+            writeln!(out, "{body}")
+        })
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -253,10 +253,12 @@ fn shared_state(
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Shared>, StartError> {
-    let overrides_file = config.server.overrides_file.clone();
-    let kept = match &overrides_file {
-        Some(path) => Overrides::read_file(path)?,
-        None => Vec::new(),
+    let kept = match &config.server.overrides_file {
+        Some(path) => {
+            crate::files::refuse_link(path).map_err(crate::overrides::FileError::from)?;
+            Some((path.clone(), Overrides::read_file(path)?))
+        }
+        None => None,
     };
     let config_path = config.path.clone();
     let snapshot = Snapshot::build(Arc::new(config), None, &metrics, limiter.keys());
@@ -267,7 +269,7 @@ fn shared_state(
         metrics,
         config_path,
         reload_lock: tokio::sync::Mutex::new(()),
-        overrides: Overrides::new(overrides_file, kept),
+        overrides: Overrides::new(kept),
     }))
 }
 

@@ -8,12 +8,12 @@
 //! (`store::redis::secret`). Until a gateway knows it, its Redis decisions fail as if
 //! Redis were unreachable (`on_error` decides).
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use ring::rand::{SecureRandom, SystemRandom};
 use ring::{aead, hmac};
+
+use crate::random::{bytes as random_bytes, hex};
 
 /// A secret's bytes; never printed.
 #[derive(Clone, PartialEq, Eq)]
@@ -186,29 +186,6 @@ impl FleetSecret {
         self.current.store(Some(Arc::new(FleetKey::new(secret))));
         true
     }
-}
-
-fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut bytes = [0u8; N];
-    // The system's random source does not fail on any platform tollgate runs on; if it
-    // did, nothing secret could be made, so stopping is right.
-    SystemRandom::new()
-        .fill(&mut bytes)
-        .unwrap_or_else(|_| panic!("the system's random number source failed"));
-    bytes
-}
-
-/// A random name part (16 hex digits), for temporary files.
-pub fn random_suffix() -> String {
-    hex(&random_bytes::<8>())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {

@@ -6,8 +6,9 @@
 
 use ring::hmac;
 
-use super::fleet::{hex, FleetKey};
+use super::fleet::FleetKey;
 use super::KeyPart;
+use crate::random::hex;
 
 pub const PREFIX: &str = "tg";
 

@@ -9,21 +9,27 @@
 //! gone or changed kind, a route's cost above its burst) is kept but inactive, and listed
 //! with the reason.
 
-mod file;
+mod apply;
+mod describe;
+mod journal;
+mod set;
 mod shared;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::compile::{check_override, Applied, OverrideProblem, OverrideSpec};
+use crate::config::compile::{Applied, OverrideProblem, OverrideSpec};
 use crate::config::Config;
-use crate::store::overrides::KeyOverride;
 use crate::store::Limiter;
 
-pub use file::FileError;
+pub use describe::describe_file;
+pub use journal::FileError;
+use journal::{Change, Journal};
+use set::OverrideSet;
+use shared::Changes;
 
 /// Which key of which policy.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -71,33 +77,50 @@ pub enum ChangeError {
 /// line in the file; a fleet needing more wants them in the config's overrides.
 pub const MAX_OVERRIDES: usize = 100_000;
 
-/// The runtime overrides of this gateway: what is set, and what is in effect.
+/// What one gateway holds: the set, and with Redis which field names which override.
+#[derive(Default)]
+struct State {
+    set: OverrideSet,
+    /// With Redis: the field of each override read from (or written to) Redis.
+    fields: HashMap<String, OverrideId>,
+    /// With Redis: the version of the shared set last read.
+    seen: Option<String>,
+    /// With Redis: whether the overrides an earlier version kept there were looked for.
+    imported: bool,
+}
+
+/// The runtime overrides of this gateway: what is set, and what is in effect. Each change
+/// costs O(log n) here, one appended line in the file and one script call with Redis.
 pub struct Overrides {
-    set: Mutex<BTreeMap<OverrideId, Stored>>,
-    /// Why an override is not in effect, by override.
-    inactive: Mutex<HashMap<OverrideId, Vec<OverrideProblem>>>,
+    state: Mutex<State>,
     /// Changes one at a time end to end, so the file and Redis see them in order.
     changes: tokio::sync::Mutex<()>,
-    file: Option<std::path::PathBuf>,
-    /// With Redis: the version of the shared set last read.
-    seen: Mutex<Option<String>>,
+    journal: Option<Arc<Mutex<Journal>>>,
 }
 
 impl Overrides {
-    /// Starts with what `file` holds (read by [`Overrides::read_file`]).
-    pub fn new(file: Option<std::path::PathBuf>, initial: Vec<Stored>) -> Self {
+    /// Starts with what `file` held (read by [`Overrides::read_file`]).
+    pub fn new(file: Option<(std::path::PathBuf, journal::Read)>) -> Self {
+        let (initial, journal) = match file {
+            Some((path, read)) => {
+                let journal = Journal::new(path, &read);
+                (read.overrides, Some(Arc::new(Mutex::new(journal))))
+            }
+            None => (Vec::new(), None),
+        };
         Self {
-            set: Mutex::new(initial.into_iter().map(|s| (s.id.clone(), s)).collect()),
-            inactive: Mutex::default(),
+            state: Mutex::new(State {
+                set: OverrideSet::new(initial),
+                ..State::default()
+            }),
             changes: tokio::sync::Mutex::new(()),
-            file,
-            seen: Mutex::new(None),
+            journal,
         }
     }
 
-    /// The overrides kept in `path`; none when it does not exist yet.
-    pub fn read_file(path: &std::path::Path) -> Result<Vec<Stored>, FileError> {
-        file::read(path)
+    /// What `path` holds; nothing when it does not exist yet.
+    pub fn read_file(path: &std::path::Path) -> Result<journal::Read, FileError> {
+        journal::read(path)
     }
 
     /// Puts the set overrides in effect for the running config (after start-up and after
@@ -105,8 +128,9 @@ impl Overrides {
     /// under way, so a reload racing a `PUT` still ends with both in effect.
     pub async fn reapply(&self, current: impl Fn() -> Arc<Config>, limiter: &Limiter, now_ms: u64) {
         let _one_at_a_time = self.changes.lock().await;
-        self.apply(&current(), limiter, now_ms);
-        for (id, problems) in lock(&self.inactive).iter() {
+        let mut state = lock(&self.state);
+        apply::all(&current(), limiter, &mut state.set, now_ms);
+        for (id, problems) in state.set.inactive() {
             for p in problems {
                 tracing::warn!(
                     policy = %id.policy,
@@ -117,36 +141,6 @@ impl Overrides {
                 );
             }
         }
-    }
-
-    /// Each set override checked against `config`: the ones that fit applied by key
-    /// hash, the others kept aside with their reasons.
-    fn apply(&self, config: &Config, limiter: &Limiter, now_ms: u64) {
-        let set = lock(&self.set).clone();
-        let mut table = HashMap::with_capacity(set.len());
-        let mut inactive = HashMap::new();
-        for (id, stored) in set {
-            if stored.expired(now_ms) {
-                continue;
-            }
-            match resolve(config, &id, &stored.set) {
-                Ok(applied) => {
-                    let hash = limiter.keys().key_of(&id.policy, &id.key).hash;
-                    table.insert(
-                        hash,
-                        KeyOverride {
-                            applied,
-                            expires_at_ms: stored.expires_at_ms,
-                        },
-                    );
-                }
-                Err(problems) => {
-                    inactive.insert(id, problems);
-                }
-            }
-        }
-        limiter.overrides().replace(table);
-        *lock(&self.inactive) = inactive;
     }
 
     /// Sets (or replaces) one override; in effect when this returns.
@@ -161,16 +155,16 @@ impl Overrides {
     ) -> Result<Applied, ChangeError> {
         let _one_at_a_time = self.changes.lock().await;
         let config = current();
-        check_id(&config, &id)?;
+        apply::check_id(&config, &id)?;
         {
-            let set = lock(&self.set);
-            if set.len() >= MAX_OVERRIDES && !set.contains_key(&id) {
+            let state = lock(&self.state);
+            if state.set.len() >= MAX_OVERRIDES && !state.set.contains(&id) {
                 return Err(ChangeError::TooMany);
             }
         }
-        let applied = resolve(&config, &id, &set).map_err(ChangeError::Invalid)?;
+        let applied = apply::resolve(&config, &id, &set).map_err(ChangeError::Invalid)?;
         let stored = Stored {
-            id: id.clone(),
+            id,
             set,
             expires_at_ms: ttl
                 .map(|t| now_ms.saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))),
@@ -178,49 +172,60 @@ impl Overrides {
         if let Some(remote) = limiter.remote() {
             shared::put(remote, &stored).await?;
         }
-        lock(&self.set).insert(id, stored);
-        self.apply(&config, limiter, now_ms);
-        self.persist().await?;
+        {
+            let mut state = lock(&self.state);
+            if let Some(fleet) = limiter.remote().and_then(|r| r.fleet().key()) {
+                state
+                    .fields
+                    .insert(shared::field(&fleet, &stored.id), stored.id.clone());
+            }
+            state.set.insert(stored.clone());
+            apply::one(&config, limiter, &mut state.set, &stored);
+        }
+        self.record(vec![Change::Put(stored)], false).await?;
         Ok(applied)
     }
 
     /// Removes one override; whether there was one.
     pub async fn delete(
         &self,
-        current: impl Fn() -> Arc<Config>,
+        _current: impl Fn() -> Arc<Config>,
         limiter: &Limiter,
         id: &OverrideId,
         now_ms: u64,
     ) -> Result<bool, ChangeError> {
         let _one_at_a_time = self.changes.lock().await;
-        let config = current();
         // With Redis, one set through another gateway and not read here yet exists too.
         let mut existed = false;
         if let Some(remote) = limiter.remote() {
-            existed = shared::delete(remote, std::slice::from_ref(id), now_ms).await? > 0;
+            existed = shared::remove(remote, std::slice::from_ref(id), now_ms, false).await? > 0;
         }
-        existed |= lock(&self.set)
-            .remove(id)
-            .is_some_and(|s| !s.expired(now_ms));
-        self.apply(&config, limiter, now_ms);
-        self.persist().await?;
+        let removed = forget(&mut lock(&self.state), limiter, id);
+        existed |= removed.as_ref().is_some_and(|s| !s.expired(now_ms));
+        if removed.is_some() {
+            self.record(vec![Change::Del(id.clone())], false).await?;
+        }
         Ok(existed)
     }
 
     /// Every override set and not expired, with whether it is in effect.
     pub fn list(&self, now_ms: u64) -> Vec<Listed> {
-        let inactive = lock(&self.inactive).clone();
-        lock(&self.set)
+        let state = lock(&self.state);
+        state
+            .set
             .values()
             .filter(|s| !s.expired(now_ms))
-            .map(|s| Listed {
-                policy: s.id.policy.clone(),
-                key: s.id.key.clone(),
-                set: s.set.clone(),
-                expires_at_ms: s.expires_at_ms,
-                expires_in_ms: s.expires_at_ms.map(|at| at.saturating_sub(now_ms)),
-                active: !inactive.contains_key(&s.id),
-                problems: inactive.get(&s.id).cloned().unwrap_or_default(),
+            .map(|s| {
+                let problems = state.set.problems(&s.id).to_vec();
+                Listed {
+                    policy: s.id.policy.clone(),
+                    key: s.id.key.clone(),
+                    set: s.set.clone(),
+                    expires_at_ms: s.expires_at_ms,
+                    expires_in_ms: s.expires_at_ms.map(|at| at.saturating_sub(now_ms)),
+                    active: problems.is_empty(),
+                    problems,
+                }
             })
             .collect()
     }
@@ -234,60 +239,126 @@ impl Overrides {
         now_ms: u64,
     ) -> bool {
         let _one_at_a_time = self.changes.lock().await;
-        let expired: Vec<OverrideId> = lock(&self.set)
-            .values()
-            .filter(|s| s.expired(now_ms))
-            .map(|s| s.id.clone())
-            .collect();
-        let mut changed = !expired.is_empty();
-        let mut read = None;
+        let expired = lock(&self.state).set.expired(now_ms);
+        let (mut changes, mut whole) = (Vec::new(), false);
         if let Some(remote) = limiter.remote() {
             if !expired.is_empty() {
                 // Whoever notices first removes them; an override set again since stays.
-                if let Err(e) = shared::expire(remote, &expired, now_ms).await {
+                if let Err(e) = shared::remove(remote, &expired, now_ms, true).await {
                     tracing::debug!(error = %e, "expired overrides not removed from Redis yet");
                 }
             }
-            let seen = lock(&self.seen).clone();
-            match shared::read_if_changed(remote, seen.as_deref()).await {
-                Ok(Some((version, all))) => {
-                    *lock(&self.seen) = Some(version);
-                    read = Some(all);
-                }
-                Ok(None) => {}
+            self.import_first_version(remote).await;
+            let seen = lock(&self.state).seen.clone();
+            match shared::changes(remote, seen.as_deref()).await {
+                Ok(read) => (changes, whole) = self.follow(&current(), limiter, read, now_ms),
                 Err(e) => tracing::debug!(error = %e, "runtime overrides not read from Redis"),
             }
         }
         {
-            let mut set = lock(&self.set);
-            if let Some(all) = read {
-                if all.is_empty() && !set.is_empty() {
-                    tracing::warn!(
-                        dropped = set.len(),
-                        "Redis holds no runtime overrides: the ones this gateway had are dropped"
-                    );
+            let mut state = lock(&self.state);
+            for id in &expired {
+                // Set again (with a later expiry) by a change just read: kept.
+                if state.set.get(id).is_some_and(|s| s.expired(now_ms)) {
+                    forget(&mut state, limiter, id);
+                    changes.push(Change::Del(id.clone()));
                 }
-                *set = all.into_iter().map(|s| (s.id.clone(), s)).collect();
-                changed = true;
             }
-            set.retain(|_, s| !s.expired(now_ms));
         }
+        let changed = whole || !changes.is_empty();
         if changed {
-            self.apply(&current(), limiter, now_ms);
-            if let Err(e) = self.persist().await {
+            if let Err(e) = self.record(changes, whole).await {
                 tracing::warn!(error = %e, "the overrides file was not updated");
             }
         }
         changed
     }
 
-    /// Writes the set overrides to the file, when there is one (replaced atomically).
-    async fn persist(&self) -> Result<(), FileError> {
-        let Some(path) = self.file.clone() else {
+    /// Applies what Redis says changed; the changes for the file, and whether it is to be
+    /// written whole.
+    fn follow(
+        &self,
+        config: &Config,
+        limiter: &Limiter,
+        read: Changes,
+        now_ms: u64,
+    ) -> (Vec<Change>, bool) {
+        let mut state = lock(&self.state);
+        let state = &mut *state;
+        match read {
+            Changes::Unchanged => (Vec::new(), false),
+            Changes::Delta {
+                version,
+                puts,
+                deleted,
+            } => {
+                state.seen = Some(version);
+                let mut changes = Vec::with_capacity(puts.len() + deleted.len());
+                for field in deleted {
+                    if let Some(id) = state.fields.remove(&field) {
+                        apply::remove(limiter, &id);
+                        state.set.remove(&id);
+                        changes.push(Change::Del(id));
+                    }
+                }
+                for (field, stored) in puts {
+                    state.fields.insert(field, stored.id.clone());
+                    state.set.insert(stored.clone());
+                    apply::one(config, limiter, &mut state.set, &stored);
+                    changes.push(Change::Put(stored));
+                }
+                (changes, false)
+            }
+            Changes::Full { version, all } => {
+                state.seen = Some(version);
+                if all.is_empty() && !state.set.is_empty() {
+                    tracing::warn!(
+                        dropped = state.set.len(),
+                        "Redis holds no runtime overrides: the ones this gateway had are dropped"
+                    );
+                }
+                state.fields = all.iter().map(|(f, s)| (f.clone(), s.id.clone())).collect();
+                state.set = OverrideSet::new(all.into_iter().map(|(_, s)| s));
+                apply::all(config, limiter, &mut state.set, now_ms);
+                // The file is written whole: no lines describe this change.
+                (Vec::new(), true)
+            }
+        }
+    }
+
+    /// Once per process with Redis: moves what an earlier version kept there.
+    async fn import_first_version(&self, remote: &crate::store::RedisStore) {
+        if lock(&self.state).imported {
+            return;
+        }
+        match shared::import_first_version(remote).await {
+            Ok(n) => {
+                if n > 0 {
+                    tracing::info!(
+                        moved = n,
+                        "runtime overrides of an earlier version moved to the sealed form"
+                    );
+                }
+                lock(&self.state).imported = true;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "runtime overrides of an earlier version not looked for yet")
+            }
+        }
+    }
+
+    /// Writes `changes` to the file, when there is one: appended, or the file written
+    /// whole when the journal is due for compaction.
+    async fn record(&self, changes: Vec<Change>, whole: bool) -> Result<(), FileError> {
+        let Some(journal) = self.journal.clone() else {
             return Ok(());
         };
-        let all: Vec<Stored> = lock(&self.set).values().cloned().collect();
-        tokio::task::spawn_blocking(move || file::write(&path, &all))
+        let all = {
+            let state = lock(&self.state);
+            let compacts = whole || lock(&journal).compacts(state.set.len());
+            compacts.then(|| state.set.values().cloned().collect::<Vec<_>>())
+        };
+        tokio::task::spawn_blocking(move || lock(&journal).record(&changes, all.as_deref()))
             .await
             .map_err(|e| FileError::Task(e.to_string()))?
     }
@@ -309,79 +380,16 @@ pub struct Listed {
     pub problems: Vec<OverrideProblem>,
 }
 
-/// The policy exists and the key has one part per key source.
-fn check_id(config: &Config, id: &OverrideId) -> Result<(), ChangeError> {
-    let policy = config
-        .policy(&id.policy)
-        .ok_or_else(|| ChangeError::UnknownPolicy(id.policy.clone()))?;
-    crate::store::keys::key_shape(policy, &id.key).map_err(|expected| ChangeError::BadKey {
-        policy: id.policy.clone(),
-        expected,
-    })
-}
-
-fn resolve(
-    config: &Config,
-    id: &OverrideId,
-    set: &OverrideSpec,
-) -> Result<Applied, Vec<OverrideProblem>> {
-    let problem = |message: String, hint: &str| {
-        vec![OverrideProblem {
-            message,
-            hint: Some(hint.to_owned()),
-        }]
-    };
-    let Some(policy) = config.policy(&id.policy) else {
-        return Err(problem(
-            format!("no policy `{}` in the running config", id.policy),
-            "it applies again once a reload brings the policy back; DELETE it otherwise",
-        ));
-    };
-    if id.key.len() != policy.key.len() {
-        return Err(problem(
-            format!(
-                "policy `{}` is keyed by {} part(s) now",
-                id.policy,
-                policy.key.len()
-            ),
-            "set the override again with the key's new parts and DELETE this one",
-        ));
+/// Takes `id`'s override out of effect and out of `state`; the one it was.
+fn forget(state: &mut State, limiter: &Limiter, id: &OverrideId) -> Option<Stored> {
+    apply::remove(limiter, id);
+    if let Some(fleet) = limiter.remote().and_then(|r| r.fleet().key()) {
+        state.fields.remove(&shared::field(&fleet, id));
     }
-    check_override(config, policy, set)
+    state.set.remove(id)
 }
 
-/// A poisoned lock still holds consistent data here: every writer replaces whole values.
+/// A poisoned lock still holds consistent data here: every writer leaves whole values.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// `tollgate check`'s word on `[server] overrides_file`: how many overrides it holds and
-/// which of them this config would not apply. A file that does not parse is an error.
-pub fn describe_file(config: &Config, now_ms: u64) -> Result<Option<String>, FileError> {
-    use std::fmt::Write;
-    let Some(path) = &config.server.overrides_file else {
-        return Ok(None);
-    };
-    let all = file::read(path)?;
-    let live: Vec<&Stored> = all.iter().filter(|s| !s.expired(now_ms)).collect();
-    let mut out = format!(
-        "\nruntime overrides: {} in {}\n",
-        live.len(),
-        path.display()
-    );
-    for stored in live {
-        if let Err(problems) = resolve(config, &stored.id, &stored.set) {
-            for p in problems {
-                let _ = writeln!(
-                    out,
-                    "  {}/{} - warning: not applied: {}{}",
-                    stored.id.policy,
-                    stored.id.key.join("/"),
-                    p.message,
-                    p.hint.map(|h| format!(" ({h})")).unwrap_or_default()
-                );
-            }
-        }
-    }
-    Ok(Some(out))
 }

@@ -1,20 +1,31 @@
--- The fleet's runtime overrides: one hash, each field an override's id (JSON) holding
--- the override (JSON), a counter every change bumps and an epoch made when the hash is
--- (again) created, so gateways re-read only on a change, and notice a hash that was lost
--- and started over even when its counter happens to match.
---   KEYS[1]  the hash
---   ARGV[1]  "put" epoch id value | "del" epoch now_ms id… | "expire" epoch now_ms id… |
---            "read" seen-version
+-- The fleet's runtime overrides: a hash of field -> override (JSON; the id sealed, the
+-- field a keyed hash of the id), a version every change bumps ("epoch:counter", the epoch
+-- made when the hash is (again) created), and two sorted sets by version: the fields put
+-- and the fields deleted since. A gateway that saw version V asks for what changed after
+-- V and gets only that; one whose V is too old (deletions below #floor were pruned) or of
+-- another epoch gets everything.
+--   KEYS     the hash, the puts, the deletions (v2); for import: the old hash, the import
+--   ARGV[1]  "put" epoch field value | "del" epoch now_ms field… | "expire" epoch now_ms
+--            field… | "read" seen-epoch seen-counter | "import" | "imported"
 -- put/expire answer the new version; del answers {version, removed}, removed counting the
--- overrides that had not expired by now_ms; read answers {version} when it equals
--- seen-version, else {version, id, value, id, value, …}. A version is "epoch:counter".
-local VERSION, EPOCH = "#version", "#epoch"
+-- overrides that had not expired by now_ms; read answers {version} when unchanged, else
+-- {version, "delta", #puts, field, value, …, deleted field, …} or {version, "full", #all,
+-- field, value, …}.
+local HASH, PUTS, DELS = KEYS[1], KEYS[2], KEYS[3]
+local VERSION, EPOCH, FLOOR = "#version", "#epoch", "#floor"
+-- Deletions remembered; beyond, the oldest half is pruned and #floor raised past them.
+local MAX_DELS = 10000
 local op = ARGV[1]
 
 local function version()
-  local epoch = redis.call("HGET", KEYS[1], EPOCH) or "none"
-  local n = redis.call("HGET", KEYS[1], VERSION) or "0"
+  local epoch = redis.call("HGET", HASH, EPOCH) or "none"
+  local n = redis.call("HGET", HASH, VERSION) or "0"
   return epoch .. ":" .. n
+end
+
+local function bump(epoch)
+  redis.call("HSETNX", HASH, EPOCH, epoch)
+  return redis.call("HINCRBY", HASH, VERSION, 1)
 end
 
 -- Whether an override (JSON) has expired by now: it has an expiry, and it has passed.
@@ -24,50 +35,84 @@ local function expired(value, now)
     and tonumber(o.expires_at_ms) <= now
 end
 
-local function bump(epoch)
-  redis.call("HSETNX", KEYS[1], EPOCH, epoch)
-  redis.call("HINCRBY", KEYS[1], VERSION, 1)
-  return version()
+local function prune()
+  local count = redis.call("ZCARD", DELS)
+  if count <= MAX_DELS then return end
+  local last = count - MAX_DELS / 2 - 1
+  local gone = redis.call("ZRANGE", DELS, last, last, "WITHSCORES")
+  redis.call("ZREMRANGEBYRANK", DELS, 0, last)
+  redis.call("HSET", HASH, FLOOR, gone[2])
+end
+
+-- Removes the fields ARGV[4..] (those expired by now only, when `only_expired`).
+local function remove(only_expired)
+  local now, removed, live, n = tonumber(ARGV[3]), 0, 0, nil
+  for i = 4, #ARGV do
+    local value = redis.call("HGET", HASH, ARGV[i])
+    if value and (not only_expired or expired(value, now)) then
+      n = n or bump(ARGV[2])
+      redis.call("HDEL", HASH, ARGV[i])
+      redis.call("ZREM", PUTS, ARGV[i])
+      redis.call("ZADD", DELS, n, ARGV[i])
+      removed = removed + 1
+      if not expired(value, now) then live = live + 1 end
+    end
+  end
+  if n then prune() end
+  return live
 end
 
 if op == "put" then
-  redis.call("HSET", KEYS[1], ARGV[3], ARGV[4])
-  return bump(ARGV[2])
+  local n = bump(ARGV[2])
+  redis.call("HSET", HASH, ARGV[3], ARGV[4])
+  redis.call("ZADD", PUTS, n, ARGV[3])
+  redis.call("ZREM", DELS, ARGV[3])
+  return version()
 elseif op == "del" then
-  local now, removed = tonumber(ARGV[3]), 0
-  for i = 4, #ARGV do
-    local value = redis.call("HGET", KEYS[1], ARGV[i])
-    if value then
-      redis.call("HDEL", KEYS[1], ARGV[i])
-      if not expired(value, now) then removed = removed + 1 end
-    end
-  end
-  return {bump(ARGV[2]), removed}
+  local live = remove(false)
+  return {version(), live}
 elseif op == "expire" then
-  -- Only what is expired as stored: an override set again since is kept.
-  local now, removed = tonumber(ARGV[3]), 0
-  for i = 4, #ARGV do
-    local value = redis.call("HGET", KEYS[1], ARGV[i])
-    if value and expired(value, now) then
-      redis.call("HDEL", KEYS[1], ARGV[i])
-      removed = removed + 1
-    end
-  end
-  if removed > 0 then return bump(ARGV[2]) end
+  remove(true)
   return version()
 elseif op == "read" then
   local v = version()
-  if v == ARGV[2] then
+  local epoch = redis.call("HGET", HASH, EPOCH) or "none"
+  local n = tonumber(redis.call("HGET", HASH, VERSION) or "0")
+  local seen = tonumber(ARGV[3])
+  if ARGV[2] == epoch and seen == n then
     return {v}
   end
-  local out = {v}
-  local all = redis.call("HGETALL", KEYS[1])
+  local floor = tonumber(redis.call("HGET", HASH, FLOOR) or "0")
+  if ARGV[2] == epoch and seen and seen >= floor and seen < n then
+    local puts = redis.call("ZRANGEBYSCORE", PUTS, "(" .. seen, "+inf")
+    local out = {v, "delta", #puts}
+    for _, f in ipairs(puts) do
+      out[#out + 1] = f
+      out[#out + 1] = redis.call("HGET", HASH, f) or ""
+    end
+    for _, f in ipairs(redis.call("ZRANGEBYSCORE", DELS, "(" .. seen, "+inf")) do
+      out[#out + 1] = f
+    end
+    return out
+  end
+  local all = redis.call("HGETALL", HASH)
+  local out = {v, "full", 0}
   for i = 1, #all, 2 do
-    if all[i] ~= VERSION and all[i] ~= EPOCH then
+    if string.sub(all[i], 1, 1) ~= "#" then
       out[#out + 1] = all[i]
       out[#out + 1] = all[i + 1]
     end
   end
+  out[3] = (#out - 3) / 2
   return out
+elseif op == "import" then
+  -- KEYS: the first version's hash (ids in clear), the import in progress.
+  if redis.call("EXISTS", KEYS[1]) == 1 and redis.call("EXISTS", KEYS[2]) == 0 then
+    redis.call("RENAME", KEYS[1], KEYS[2])
+  end
+  return redis.call("HGETALL", KEYS[2])
+elseif op == "imported" then
+  redis.call("DEL", KEYS[2])
+  return 1
 end
 return redis.error_reply("unknown operation " .. tostring(op))

@@ -1,13 +1,18 @@
-//! The fleet's runtime overrides in Redis (one hash; with Cluster, one slot): every
-//! change bumps a version (an epoch and a counter), and each gateway re-reads the hash
-//! only when the version it last saw has changed.
+//! The fleet's runtime overrides in Redis (with Cluster, one slot): every change bumps a
+//! version, and each gateway asks only for what changed since the version it saw — a
+//! change costs every gateway O(1), not a re-read of every override. No id is stored in
+//! clear: a field is a keyed hash of its id, and the id itself is sealed
+//! ([`FleetKey::seal`]) in the value, opened by each gateway to key its own table.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use redis::Script;
+use serde::{Deserialize, Serialize};
 
 use super::{OverrideId, Stored};
+use crate::config::compile::OverrideSpec;
 use crate::key::redis_key::PREFIX;
+use crate::key::FleetKey;
 use crate::store::redis::RedisStore;
 use crate::store::StoreError;
 
@@ -15,92 +20,173 @@ static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("sha
 
 /// The epoch this gateway proposes when it is the first to write the hash: a lost hash
 /// that starts over gets a new one, so nobody mistakes it for the old.
-static EPOCH: LazyLock<String> = LazyLock::new(|| {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
-});
+static EPOCH: LazyLock<String> = LazyLock::new(crate::random::suffix);
 
-fn hash_key() -> String {
-    format!("{PREFIX}:{{overrides}}")
+fn keys(call: &mut redis::ScriptInvocation<'_>) {
+    call.key(format!("{PREFIX}:{{overrides}}:v2"))
+        .key(format!("{PREFIX}:{{overrides}}:v2:puts"))
+        .key(format!("{PREFIX}:{{overrides}}:v2:dels"));
 }
 
-fn field(id: &OverrideId) -> String {
-    serde_json::to_string(id).unwrap_or_default()
+/// An override as Redis keeps it: the id sealed, the rest in clear (the script reads the
+/// expiry).
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    id: String,
+    set: OverrideSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at_ms: Option<u64>,
+}
+
+/// The fleet's key, which every override call needs.
+fn fleet(remote: &RedisStore) -> Result<Arc<FleetKey>, StoreError> {
+    remote.fleet().key().ok_or(StoreError::NotConnected)
+}
+
+/// `id`'s field name under `fleet`.
+pub fn field(fleet: &FleetKey, id: &OverrideId) -> String {
+    fleet.field(&serde_json::to_vec(id).unwrap_or_default())
 }
 
 pub async fn put(remote: &RedisStore, stored: &Stored) -> Result<(), StoreError> {
-    let value = serde_json::to_string(stored).map_err(|_| StoreError::Reply)?;
+    let fleet = fleet(remote)?;
+    let id = serde_json::to_vec(&stored.id).map_err(|_| StoreError::Reply)?;
+    let value = serde_json::to_string(&Sealed {
+        id: fleet.seal(&id),
+        set: stored.set.clone(),
+        expires_at_ms: stored.expires_at_ms,
+    })
+    .map_err(|_| StoreError::Reply)?;
     let mut call = SCRIPT.prepare_invoke();
-    call.key(hash_key())
-        .arg("put")
+    keys(&mut call);
+    call.arg("put")
         .arg(EPOCH.as_str())
-        .arg(field(&stored.id))
+        .arg(field(&fleet, &stored.id))
         .arg(value);
     remote.invoke::<String>(&call).await.map(drop)
 }
 
-/// Removes `ids`; how many of them were set and not expired by `now_ms`, whichever
-/// gateway set them (this one may not have read them yet).
-pub async fn delete(
+/// Removes `ids` (all, or with `only_expired` those whose stored override has expired by
+/// `now_ms`: one set again since is kept); how many of them were set and not expired,
+/// whichever gateway set them (this one may not have read them yet).
+pub async fn remove(
     remote: &RedisStore,
     ids: &[OverrideId],
     now_ms: u64,
+    only_expired: bool,
 ) -> Result<u64, StoreError> {
+    let fleet = fleet(remote)?;
     let mut call = SCRIPT.prepare_invoke();
-    call.key(hash_key())
-        .arg("del")
+    keys(&mut call);
+    call.arg(if only_expired { "expire" } else { "del" })
         .arg(EPOCH.as_str())
         .arg(now_ms);
     for id in ids {
-        call.arg(field(id));
+        call.arg(field(&fleet, id));
+    }
+    if only_expired {
+        return remote.invoke::<String>(&call).await.map(|_| 0);
     }
     let (_version, removed): (String, u64) = remote.invoke(&call).await?;
     Ok(removed)
 }
 
-/// Removes `ids` where the stored override has expired by `now_ms` (one set again since
-/// is kept).
-pub async fn expire(
-    remote: &RedisStore,
-    ids: &[OverrideId],
-    now_ms: u64,
-) -> Result<(), StoreError> {
-    let mut call = SCRIPT.prepare_invoke();
-    call.key(hash_key())
-        .arg("expire")
-        .arg(EPOCH.as_str())
-        .arg(now_ms);
-    for id in ids {
-        call.arg(field(id));
-    }
-    remote.invoke::<String>(&call).await.map(drop)
+/// What changed in Redis since a version.
+pub enum Changes {
+    Unchanged,
+    /// Overrides set (or set again) and fields deleted since.
+    Delta {
+        version: String,
+        puts: Vec<(String, Stored)>,
+        deleted: Vec<String>,
+    },
+    /// Everything (the first read, another epoch, or deletions pruned since).
+    Full {
+        version: String,
+        all: Vec<(String, Stored)>,
+    },
 }
 
-/// The whole set and its version, unless the version is still `seen`. An entry that
-/// does not parse (written by another version of tollgate) is skipped and logged.
-pub async fn read_if_changed(
-    remote: &RedisStore,
-    seen: Option<&str>,
-) -> Result<Option<(String, Vec<Stored>)>, StoreError> {
+/// What changed since `seen` (`None`: everything). An entry that cannot be opened
+/// (sealed under another secret, or written by another version of tollgate) is skipped
+/// and logged.
+pub async fn changes(remote: &RedisStore, seen: Option<&str>) -> Result<Changes, StoreError> {
+    let fleet = fleet(remote)?;
+    let (epoch, counter) = seen.and_then(|s| s.split_once(':')).unwrap_or(("", "-1"));
     let mut call = SCRIPT.prepare_invoke();
-    call.key(hash_key()).arg("read").arg(seen.unwrap_or(""));
+    keys(&mut call);
+    call.arg("read").arg(epoch).arg(counter);
     let reply: Vec<String> = remote.invoke(&call).await?;
-    let Some((version, pairs)) = reply.split_first() else {
+    let [version, rest @ ..] = &reply[..] else {
         return Err(StoreError::Reply);
     };
-    if pairs.is_empty() && Some(version.as_str()) == seen {
-        return Ok(None);
+    let [mode, count, rest @ ..] = rest else {
+        return Ok(Changes::Unchanged);
+    };
+    let count: usize = count.parse().map_err(|_| StoreError::Reply)?;
+    let (pairs, deleted) = rest.split_at(rest.len().min(2 * count));
+    let opened: Vec<(String, Stored)> = pairs
+        .chunks(2)
+        .filter_map(|p| Some((p[0].clone(), open(&fleet, &p[0], p.get(1)?)?)))
+        .collect();
+    let version = version.clone();
+    Ok(match mode.as_str() {
+        "delta" => Changes::Delta {
+            version,
+            puts: opened,
+            deleted: deleted.to_vec(),
+        },
+        _ => Changes::Full {
+            version,
+            all: opened,
+        },
+    })
+}
+
+/// One stored override, its id opened.
+fn open(fleet: &FleetKey, field: &str, value: &str) -> Option<Stored> {
+    let opened = serde_json::from_str::<Sealed>(value).ok().and_then(|s| {
+        let id: OverrideId = serde_json::from_slice(&fleet.open(&s.id)?).ok()?;
+        Some(Stored {
+            id,
+            set: s.set,
+            expires_at_ms: s.expires_at_ms,
+        })
+    });
+    if opened.is_none() && !value.is_empty() {
+        tracing::warn!(
+            field,
+            "a runtime override in Redis cannot be opened (sealed under another key secret, or written by another version); skipped"
+        );
     }
-    let mut all = Vec::with_capacity(pairs.len() / 2);
-    for pair in pairs.chunks(2) {
+    opened
+}
+
+/// Moves the overrides an earlier version kept in Redis (ids in clear, in `tg:{overrides}`)
+/// into this form; how many. Safe to run on every gateway at once: the old hash is renamed
+/// aside atomically, and deleted only once all of it is stored again.
+pub async fn import_first_version(remote: &RedisStore) -> Result<usize, StoreError> {
+    let call = |op: &str| {
+        let mut call = SCRIPT.prepare_invoke();
+        call.key(format!("{PREFIX}:{{overrides}}"))
+            .key(format!("{PREFIX}:{{overrides}}:import"))
+            .arg(op);
+        call
+    };
+    let old: Vec<String> = remote.invoke(&call("import")).await?;
+    if old.is_empty() {
+        return Ok(0);
+    }
+    let mut moved = 0;
+    for pair in old.chunks(2) {
         match pair.get(1).map(|v| serde_json::from_str::<Stored>(v)) {
-            Some(Ok(stored)) => all.push(stored),
-            _ => {
-                tracing::warn!(field = %pair[0], "a runtime override in Redis does not parse; skipped")
+            Some(Ok(stored)) => {
+                put(remote, &stored).await?;
+                moved += 1;
             }
+            _ => tracing::warn!("a runtime override of an earlier version does not parse; dropped"),
         }
     }
-    Ok(Some((version.clone(), all)))
+    remote.invoke::<i64>(&call("imported")).await?;
+    Ok(moved)
 }

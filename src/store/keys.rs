@@ -61,6 +61,15 @@ impl KeyMaker {
         }
     }
 
+    /// The store hash of the key named by `parts` (their text, as an operator types them).
+    pub fn hash_of(&self, policy: &str, parts: &[String]) -> u64 {
+        let mut key = self.policy(policy).builder(None);
+        for p in parts {
+            key.part(&KeyPart::Bytes(p.as_bytes().into()));
+        }
+        key.finish(policy).hash
+    }
+
     /// The key named by `parts` (their text, as an operator types them), for inspection
     /// and runtime overrides. With Redis and the fleet's secret not known yet, it has no
     /// Redis key.

@@ -1,7 +1,7 @@
 //! Where limiter state lives: the embedded memory store (default) or Redis, shared by a
 //! fleet. Both give the same verdicts; Redis can fail, and `on_error` decides what then.
 //!
-//! The request path asks one question, [`Limiter::check_request`] (`limiter.rs`), and
+//! The request path asks one question, [`Limiter::check_request`] (`limiter/`), and
 //! reads the answer from the [`Admission`] it filled (`admission.rs`). Behind that door:
 //! the request's tiers and their keys (`tiers.rs`, `keys.rs`, `limits.rs` for which limit
 //! applies to a key, `overrides.rs` for the runtime ones), one room per limit kind —

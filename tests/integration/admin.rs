@@ -203,6 +203,115 @@ async fn a_weak_or_oversized_token_is_refused_and_the_running_one_kept() {
     gw.shutdown().await;
 }
 
+/// A local account with write access to the overrides file's folder plants a link where
+/// the file is: the gateway writes nothing through it (the victim keeps its contents) and
+/// says why; a start with the link in place is refused.
+#[tokio::test]
+async fn the_overrides_file_is_never_written_through_a_planted_link() {
+    let up = Upstream::start().await;
+    let keep = tempfile::tempdir().unwrap();
+    let file = keep.path().join("overrides.json");
+    let victim = keep.path().join("victim");
+    std::fs::write(&victim, "x".repeat(1200)).unwrap();
+    let toml = tenant_config(&format!(
+        "overrides_file = {:?}\n",
+        file.display().to_string()
+    ));
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.admin_url("/admin/overrides/tenant/acme");
+    put_ok(&url, br#"{"burst": 10}"#).await;
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&victim, &file).unwrap();
+    // Whether the change would be appended or the file written whole, the link is refused.
+    for burst in [&br#"{"burst": 4}"#[..], br#"{"burst": 5}"#] {
+        let r = put_json(&url, None, burst).await;
+        assert_eq!(r.status, 500, "{}", r.text());
+        assert!(r.text().contains("symbolic link"), "{}", r.text());
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "x".repeat(1200));
+    // No temporary file was left beside it either.
+    assert_eq!(std::fs::read_dir(keep.path()).unwrap().count(), 2);
+    drop(gw);
+    let path = keep.path().join("tollgate.toml");
+    std::fs::write(&path, toml.replace("{upstream}", &up.url())).unwrap();
+    let refused = tollgate::gateway::Gateway::start_with(
+        tollgate::config::load(&path).unwrap(),
+        std::sync::Arc::new(tollgate::clock::MonotonicClock::new()),
+    )
+    .await;
+    let e = refused.err().expect("refused").to_string();
+    assert!(e.contains("symbolic link"), "{e}");
+}
+
+/// Redis holds no override id in clear: fields are keyed hashes, ids are sealed. The
+/// overrides an earlier version kept there (ids in clear) are moved to that form at start.
+#[tokio::test]
+async fn in_redis_override_ids_are_sealed_and_earlier_ones_moved() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let earlier = r#"{"policy":"tenant","key":["initech-earlier"],"set":{"burst":7}}"#;
+    redis.cli(&[
+        "HSET",
+        "tg:{overrides}",
+        r#"{"policy":"tenant","key":["initech-earlier"]}"#,
+        earlier,
+    ]);
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
+            redis.url()
+        ))
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    put_ok(
+        &a.admin_url("/admin/overrides/tenant/acme-confidential"),
+        br#"{"burst": 10}"#,
+    )
+    .await;
+    let moved = eventually_async(Duration::from_secs(20), || async {
+        get(&a.url("/"), &[("x-tenant-id", "initech-earlier")])
+            .await
+            .header("x-ratelimit-limit")
+            == Some("7")
+    })
+    .await;
+    assert!(moved, "the earlier version's override applies");
+    assert_eq!(
+        redis.cli(&["EXISTS", "tg:{overrides}"]).trim(),
+        "0",
+        "moved, not copied"
+    );
+    let mut everything = redis.cli(&["KEYS", "*"]);
+    for key in everything.clone().lines() {
+        let key = key.trim();
+        let kind = redis.cli(&["TYPE", key]);
+        let contents = match kind.trim() {
+            "hash" => redis.cli(&["HGETALL", key]),
+            "zset" => redis.cli(&["ZRANGE", key, "0", "-1"]),
+            _ => redis.cli(&["GET", key]),
+        };
+        everything.push_str(&contents);
+    }
+    assert!(everything.contains("\"burst\":10"), "{everything}");
+    for id in ["acme-confidential", "initech-earlier"] {
+        assert!(!everything.contains(id), "{id} in clear: {everything}");
+    }
+    let listed = get(&a.admin_url("/admin/overrides"), &[]).await.json();
+    let keys: Vec<&str> = listed["overrides"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["key"][0].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        ["acme-confidential", "initech-earlier"],
+        "the admin API shows them"
+    );
+}
+
 /// The `x-ratelimit-limit` and `-remaining` a request of `tenant` sees, and its status.
 async fn as_tenant(gw: &TestGateway, tenant: &str) -> (u16, u64, u64) {
     let r = get(&gw.url("/"), &[("x-tenant-id", tenant)]).await;
@@ -483,14 +592,43 @@ async fn the_overrides_file_carries_them_across_a_restart() {
         br#"{"burst": 10}"#,
     )
     .await;
-    let written: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&file).expect("written")).unwrap();
-    assert_eq!(written["overrides"][0]["set"]["burst"], 10, "{written}");
+    // A journal: a header line, then one line per change.
+    let written = std::fs::read_to_string(&file).expect("written");
+    let lines: Vec<serde_json::Value> = written
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["tollgate_overrides"], 2, "{written}");
+    assert_eq!(lines[1]["put"]["set"]["burst"], 10, "{written}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "readable by the gateway's user alone");
+    for (tenant, burst) in [
+        ("other", &br#"{"burst": 4}"#[..]),
+        ("third", br#"{"burst": 5}"#),
+    ] {
+        let url = first.admin_url(&format!("/admin/overrides/tenant/{tenant}"));
+        assert_eq!(put_json(&url, None, burst).await.status, 200);
+    }
+    assert_eq!(
+        delete(&first.admin_url("/admin/overrides/tenant/other"))
+            .await
+            .status,
+        200
+    );
+    let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+    assert_eq!(lines, 5, "each change one line appended");
     first.gw();
     drop(first);
 
     let second = TestGateway::start(&toml, &up.url()).await;
     assert_eq!(as_tenant(&second, "acme").await.1, 10, "read back at start");
+    assert_eq!(as_tenant(&second, "third").await.1, 5);
+    assert_eq!(
+        as_tenant(&second, "other").await.1,
+        3,
+        "deleted before the restart"
+    );
 
     // A check of the same config reports the file.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
@@ -504,7 +642,7 @@ async fn the_overrides_file_carries_them_across_a_restart() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("runtime overrides: 1 in"), "{text}");
+    assert!(text.contains("runtime overrides: 2 in"), "{text}");
 
     // A corrupt file refuses the start, located.
     std::fs::write(

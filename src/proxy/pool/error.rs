@@ -9,7 +9,7 @@ use http::{Response, StatusCode};
 use super::connect::ConnectError;
 use crate::config::Target;
 use crate::proxy::body::{BodyReadTimeout, ClientBodyError};
-use crate::proxy::settle::BudgetExhausted;
+use crate::proxy::settle::cut::BudgetExhausted;
 use crate::reply::{json_error, Body};
 
 #[derive(Debug, thiserror::Error)]

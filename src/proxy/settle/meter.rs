@@ -8,28 +8,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+pub use super::cut::{BudgetExhausted, CutReason};
 use super::Settlement;
 use crate::config::Policy;
 use crate::store::rate::draw::{Draw, Need};
 use crate::store::StoreError;
-
-/// Why a body was cut.
-#[derive(Debug, thiserror::Error)]
-#[error("policy `{}`: {}", policy.name, match why { CutReason::Budget => "the key's budget ran out while the body streamed", CutReason::MaxCost => "the body reached max_cost", CutReason::Store => "the store could not meter the body" })]
-pub struct BudgetExhausted {
-    pub policy: Arc<Policy>,
-    pub why: CutReason,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CutReason {
-    /// The key is at its bound and refills later than `max_delay` allows to wait.
-    Budget,
-    /// The body would move more than `max_cost`.
-    MaxCost,
-    /// The store failed and `on_error = "deny"`.
-    Store,
-}
 
 /// A draw in Redis under way: which tier, and its answer.
 pub type Call = Pin<Box<dyn Future<Output = (usize, Result<Draw, StoreError>)> + Send>>;

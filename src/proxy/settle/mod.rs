@@ -3,6 +3,7 @@
 //! settled on each tier's key. Every pending tier is settled exactly once: a
 //! [`Settlement`] settles on drop whatever it has not yet, as cut short.
 
+pub mod cut;
 mod measure;
 mod meter;
 mod metered;
@@ -16,8 +17,8 @@ use crate::metrics::{SettleCounters, SettleFallback, SettleResult};
 use crate::proxy::snapshot::{Current, Shared};
 use crate::store::rate::settle::PendingSettle;
 
+pub use cut::{BudgetExhausted, CutReason};
 pub use measure::{parse_value, units_for, Measured};
-pub use meter::{BudgetExhausted, CutReason};
 pub use metered::{Metered, Side};
 
 /// `(tier index, debt after)` of each tier the store answered for.

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 
 use super::draw::{draw_local, Draw, Need};
 use super::settle::{settle_local, PendingSettle};
@@ -77,6 +78,88 @@ fn owed(p: &PendingSettle, moved: u64, complete: bool) -> u64 {
     units.max(settle.min_cost)
 }
 
+/// A stream admitted at `now`, its key `ahead_ns` ahead after the admission.
+fn started(policy: &Arc<Policy>, reserve: u64, ahead_ns: u64, now: u64) -> Stream {
+    let quota = policy.rate().expect("rate").quota;
+    Stream {
+        pending: PendingSettle {
+            policy: policy.clone(),
+            tier: 0,
+            position: 0,
+            key: KEY,
+            redis_key: None,
+            t_ns: quota.interval_ns(),
+            tau_ns: quota.tolerance_ns(),
+            reserve,
+            drawn: 0,
+            ahead_ns,
+            admitted_at: now,
+        },
+        moved: 0,
+    }
+}
+
+/// `s` tries to move `n` more bytes, drawing what they need; no byte passes unpaid.
+fn move_bytes(
+    store: &MemoryStore,
+    s: &mut Stream,
+    n: u64,
+    now: u64,
+    max_cost: u64,
+) -> Result<(), TestCaseError> {
+    let unit = s.pending.settle().unit.get();
+    let total = s.moved + n;
+    let passes = loop {
+        match s.pending.need(total) {
+            Need::Paid => break true,
+            Need::OverMaxCost => break false,
+            Need::Draw { want, need } => match draw_local(store, &s.pending, want, need, now) {
+                Draw::Granted { units, ahead_ns } => {
+                    prop_assert!(units >= need && units <= want.max(need));
+                    s.pending.drew(units, ahead_ns, now);
+                }
+                Draw::Wait { wait_ns } => {
+                    prop_assert!(wait_ns > 0);
+                    break false;
+                }
+            },
+        }
+    };
+    if passes {
+        s.moved = total;
+    }
+    // No byte passes before its units are drawn.
+    prop_assert!(s.moved.div_ceil(unit) <= s.pending.charged());
+    prop_assert!(s.moved.div_ceil(unit) <= max_cost);
+    Ok(())
+}
+
+/// `s` ends (`complete`, or cut off) and settles: a refund gives back at most what was
+/// drawn beyond what it owes, an underpayment is charged up to the bound.
+fn end(
+    store: &MemoryStore,
+    s: &Stream,
+    complete: bool,
+    now: u64,
+    bound: u64,
+) -> Result<(), TestCaseError> {
+    let interval = s.pending.t_ns;
+    let units = owed(&s.pending, s.moved, complete);
+    let before = store.peek(KEY);
+    let charged = s.pending.charged();
+    let after = now + settle_local(store, &s.pending, units, now);
+    if units < charged {
+        let given = before.max(now).saturating_sub(after.max(now));
+        prop_assert!(given <= (charged - units) * interval);
+    } else if units > charged && before.max(now) < now + bound {
+        prop_assert!(
+            after >= before.max(now) + (units - charged) * interval - 1
+                || after >= now + crate::config::MAX_SETTLED_DEBT_NS
+        );
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
@@ -113,67 +196,16 @@ proptest! {
                 Op::Start => {
                     let v = evaluate(&store, &[tier], now, 1);
                     if v.admitted && streams.len() < 4 {
-                        let d = &v.outcomes()[0].decision;
-                        streams.push(Stream {
-                            pending: PendingSettle {
-                                policy: policy.clone(),
-                                tier: 0,
-                                position: 0,
-                                key: KEY,
-                                redis_key: None,
-                                t_ns: quota.interval_ns(),
-                                tau_ns: quota.tolerance_ns(),
-                                reserve,
-                                drawn: 0,
-                                ahead_ns: d.until_idle_ns,
-                                admitted_at: now,
-                            },
-                            moved: 0,
-                        });
+                        let ahead_ns = v.outcomes()[0].decision.until_idle_ns;
+                        streams.push(started(&policy, reserve, ahead_ns, now));
                     }
                 }
                 Op::Move(i, n) if i < streams.len() => {
-                    let s = &mut streams[i];
-                    let total = s.moved + n;
-                    let passes = loop {
-                        match s.pending.need(total) {
-                            Need::Paid => break true,
-                            Need::OverMaxCost => break false,
-                            Need::Draw { want, need } => {
-                                match draw_local(&store, &s.pending, want, need, now) {
-                                    Draw::Granted { units, ahead_ns } => {
-                                        prop_assert!(units >= need && units <= want.max(need));
-                                        s.pending.drew(units, ahead_ns, now);
-                                    }
-                                    Draw::Wait { wait_ns } => {
-                                        prop_assert!(wait_ns > 0);
-                                        break false;
-                                    }
-                                }
-                            }
-                        }
-                    };
-                    if passes {
-                        s.moved = total;
-                    }
-                    // No byte passes before its units are drawn.
-                    prop_assert!(s.moved.div_ceil(unit) <= s.pending.charged());
-                    prop_assert!(s.moved.div_ceil(unit) <= max_cost);
+                    move_bytes(&store, &mut streams[i], n, now, max_cost)?;
                 }
                 Op::End(i, complete) if i < streams.len() => {
                     let s = streams.remove(i);
-                    let units = owed(&s.pending, s.moved, complete);
-                    let before = store.peek(KEY);
-                    let charged = s.pending.charged();
-                    let after = now + settle_local(&store, &s.pending, units, now);
-                    if units < charged {
-                        // A refund gives back at most what was drawn beyond `units`.
-                        let given = before.max(now).saturating_sub(after.max(now));
-                        prop_assert!(given <= (charged - units) * quota.interval_ns());
-                    } else if units > charged && before.max(now) < now + bound {
-                        prop_assert!(after >= before.max(now) + (units - charged) * quota.interval_ns() - 1
-                            || after >= now + crate::config::MAX_SETTLED_DEBT_NS);
-                    }
+                    end(&store, &s, complete, now, bound)?;
                 }
                 Op::Advance(ns) => now += ns,
                 _ => {}

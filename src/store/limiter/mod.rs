@@ -2,7 +2,13 @@
 //! request — keys, then concurrency slots, then the rate tiers at one clock reading —
 //! and applies `on_error` in one place when the store fails. Each limit kind is a room
 //! the limiter owns and calls (`rate`, `concurrency`, `slices`); a new kind is one more
-//! room and one more arm in [`Limiter::check_request`].
+//! room and one more arm in [`Limiter::check_request`]. The slot tiers are taken in
+//! `slots.rs`; settling and drawing after the decision in `settle.rs`; what the admin API
+//! reads in `inspect.rs`.
+
+mod inspect;
+mod settle;
+mod slots;
 
 use std::sync::Arc;
 
@@ -10,20 +16,19 @@ use super::admission::{Admission, Outcome};
 use super::backend::Fallback;
 pub use super::backend::Store;
 use super::concurrency::Concurrency;
-use super::keys::{KeyMaker, StoreKey};
+use super::keys::KeyMaker;
 use super::memory::MemoryStore;
 use super::overrides::KeyOverrides;
-use super::rate::draw::{draw_local, draw_remote, Draw};
-use super::rate::settle::{pending_settles, settle_local, settle_remote, PendingSettle};
+use super::rate::settle::pending_settles;
 use super::rate::{Rates, Remote};
 use super::redis::RedisStore;
 use super::slices::Slices;
-use super::tiers::{PolicyPlan, RequestTiers, SlotOutcome, SlotTier};
+use super::tiers::{PolicyPlan, RequestTiers};
 use super::StoreError;
 use crate::clock::Clock;
 use crate::config::Route;
 use crate::key::RequestView;
-use crate::limit::{Mode, Verdict};
+use crate::limit::Verdict;
 use crate::metrics::Metrics;
 
 /// The limiter a gateway decides against: its store, each limit kind's room, the runtime
@@ -234,71 +239,6 @@ impl Limiter {
         }
     }
 
-    /// Takes a slot for every concurrency tier, in route order, into `admission.held`.
-    /// `Some` when the request is refused (every slot taken, or the store failed under
-    /// `on_error = "deny"`); the caller then gives back what was taken.
-    async fn take_slots(
-        &self,
-        route: &Route,
-        clock: &dyn Clock,
-        admission: &mut Admission,
-    ) -> Option<Outcome> {
-        let Admission { tiers, held, .. } = admission;
-        for i in 0..tiers.slots.len() {
-            let position = tiers.slots[i].position;
-            let policy = &route.policies[position].name;
-            let tier = &tiers.slots[i];
-            let taken = match self.take_slot(tier, policy, clock).await {
-                Ok(taken) => taken,
-                Err(e) => match self.fallback(&e) {
-                    Fallback::Unchecked => {
-                        tiers.slots[i].outcome = SlotOutcome::Unchecked;
-                        continue;
-                    }
-                    Fallback::Refuse => return Some(Outcome::StoreUnavailable),
-                    Fallback::Local => self.concurrency.take_local(tier, policy, clock).await,
-                },
-            };
-            let tier = &mut tiers.slots[i];
-            tier.outcome = match (taken, tier.mode) {
-                (Some((slot, count)), _) => {
-                    held.push(slot);
-                    SlotOutcome::Held {
-                        free: tier.max.saturating_sub(count),
-                    }
-                }
-                (None, Mode::Enforce) => SlotOutcome::Refused,
-                (None, Mode::Shadow) => SlotOutcome::ShadowFull,
-            };
-            if tier.outcome == SlotOutcome::Refused {
-                let max = tier.max;
-                return Some(Outcome::SlotsFull { position, max });
-            }
-        }
-        None
-    }
-
-    /// One slot, where the store keeps it.
-    async fn take_slot(
-        &self,
-        tier: &SlotTier,
-        policy: &str,
-        clock: &dyn Clock,
-    ) -> Result<Option<super::concurrency::Taken>, StoreError> {
-        match (&self.store, &tier.redis) {
-            (Store::Redis { remote, .. }, Some(key)) => {
-                // Boxed like the rate tiers' Redis path: only its requests carry its state.
-                let take = self
-                    .concurrency
-                    .take_remote(remote, key, tier, policy, clock);
-                Box::pin(take).await
-            }
-            // Redis mode before the fleet's key is known: no key to ask Redis about.
-            (Store::Redis { .. }, None) => Err(StoreError::NotConnected),
-            (Store::Memory(_), _) => Ok(self.concurrency.take_local(tier, policy, clock).await),
-        }
-    }
-
     /// What `on_error` makes of a failed store call (`Store::fallback`: the one place it
     /// is read). The failure is counted.
     fn fallback(&self, e: &StoreError) -> Fallback {
@@ -319,115 +259,5 @@ impl Limiter {
             .store_breaker_open
             .set(i64::from(!self.ready()));
         tracing::debug!(error = %e, "store call failed; applying on_error");
-    }
-
-    /// Settles `pending` at `units` when the local store holds its key: no wait. `None`
-    /// when Redis does (call [`Limiter::settle`]); otherwise the debt (TAT − now) after.
-    pub fn settle_local(&self, pending: &PendingSettle, units: u64, now: u64) -> Option<u64> {
-        match pending.redis_key {
-            Some(_) => None,
-            None => Some(settle_local(self.local(), pending, units, now)),
-        }
-    }
-
-    /// Settles `pending` at `units`, where its key lives. Returns the debt (TAT − now,
-    /// on the store's clock) after settling.
-    pub async fn settle(
-        &self,
-        pending: &PendingSettle,
-        units: u64,
-        now: u64,
-    ) -> Result<u64, StoreError> {
-        let (Some(remote), Some(key)) = (self.remote(), &pending.redis_key) else {
-            return Ok(settle_local(self.local(), pending, units, now));
-        };
-        let debt = settle_remote(remote, key, pending, units, now)
-            .await
-            .inspect_err(|e| self.failed(e))?;
-        if units < pending.charged() {
-            // A refund lowered the TAT: what this gateway remembers of a refusal is stale.
-            self.rates.refusals.forget(pending.key);
-        }
-        Ok(debt)
-    }
-
-    /// Draws between `need` and `want` units for `pending`'s streaming body, at `now`,
-    /// when the local store holds its key: no wait. `None` when Redis does (call
-    /// [`Limiter::draw`]).
-    pub fn draw_local(
-        &self,
-        pending: &PendingSettle,
-        want: u64,
-        need: u64,
-        now: u64,
-    ) -> Option<Draw> {
-        match pending.redis_key {
-            Some(_) => None,
-            None => Some(draw_local(self.local(), pending, want, need, now)),
-        }
-    }
-
-    /// Draws for `pending`'s streaming body where its key lives. A failed store call is
-    /// answered per `on_error`: `allow` grants what was wanted, `local` draws from this
-    /// process's table, `deny` fails (the body is cut).
-    pub async fn draw(
-        &self,
-        pending: &PendingSettle,
-        want: u64,
-        need: u64,
-        now: u64,
-    ) -> Result<Draw, StoreError> {
-        let (Some(remote), Some(key)) = (self.remote(), &pending.redis_key) else {
-            return Ok(draw_local(self.local(), pending, want, need, now));
-        };
-        match draw_remote(remote, key, pending, want, need).await {
-            Ok(drawn) => Ok(drawn),
-            Err(e) => match self.fallback(&e) {
-                Fallback::Unchecked => Ok(Draw::Granted {
-                    units: want,
-                    ahead_ns: pending.ahead_ns,
-                }),
-                Fallback::Local => Ok(draw_local(self.local(), pending, want, need, now)),
-                Fallback::Refuse => Err(e),
-            },
-        }
-    }
-
-    /// The key's TAT and the `now` it is relative to (the store's clock for Redis, whose
-    /// TATs are reported on a base that plays "now").
-    pub async fn peek(&self, key: &StoreKey, now: u64) -> Result<(u64, u64), StoreError> {
-        match (self.remote(), &key.redis) {
-            (Some(remote), Some(redis_key)) => {
-                let debts = super::rate::redis::debts(remote, &[redis_key.key.as_str()]).await?;
-                let debt = debts.first().copied().unwrap_or(0);
-                let base = super::rate::snapshot::BASE;
-                Ok((if debt == 0 { 0 } else { base + debt }, base))
-            }
-            (Some(_), None) => Err(StoreError::NotConnected),
-            (None, _) => {
-                use crate::limit::TatTable;
-                Ok((self.local().peek(key.hash), now))
-            }
-        }
-    }
-
-    /// Requests of this gateway waiting for a slot on a concurrency key now (the admin API).
-    pub fn slots_waiting(&self, hash: u64) -> usize {
-        self.concurrency.waiting(hash)
-    }
-
-    /// Slots held on a concurrency key now (the admin API): from Redis when it holds them.
-    pub async fn slots_held(&self, hash: u64, redis_key: Option<&str>) -> Result<u32, StoreError> {
-        self.concurrency
-            .held(self.remote().map(|r| &**r), hash, redis_key)
-            .await
-    }
-
-    /// Gives back the leased slices idle for a while (all of them with `all`: reload,
-    /// shutdown) and updates the held-units gauge.
-    pub async fn give_back_slices(&self, now: u64, all: bool) {
-        if let Some(remote) = self.remote() {
-            self.slices.give_back(remote, &self.metrics, now, all).await;
-        }
     }
 }

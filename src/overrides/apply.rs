@@ -1,0 +1,112 @@
+//! How a set override takes effect: checked against the running config with the rules of
+//! the file's overrides, then put in the limiter's table under its key's hash — one at a
+//! time for a change, all at once after a reload.
+
+use std::collections::HashMap;
+
+use super::{ChangeError, OverrideId, OverrideSet, Stored};
+use crate::config::compile::{check_override, Applied, OverrideProblem, OverrideSpec};
+use crate::config::Config;
+use crate::store::overrides::KeyOverride;
+use crate::store::Limiter;
+
+/// Puts `stored` in effect (or takes its key's override out, when the config refuses
+/// it, recording why): O(1) in the number of overrides.
+pub fn one(config: &Config, limiter: &Limiter, set: &mut OverrideSet, stored: &Stored) {
+    let hash = limiter.keys().hash_of(&stored.id.policy, &stored.id.key);
+    match resolve(config, &stored.id, &stored.set) {
+        Ok(applied) => {
+            limiter.overrides().set(
+                hash,
+                Some(KeyOverride {
+                    applied,
+                    expires_at_ms: stored.expires_at_ms,
+                }),
+            );
+            set.set_problems(&stored.id, None);
+        }
+        Err(problems) => {
+            limiter.overrides().set(hash, None);
+            set.set_problems(&stored.id, Some(problems));
+        }
+    }
+}
+
+/// Takes `id`'s override out of effect.
+pub fn remove(limiter: &Limiter, id: &OverrideId) {
+    limiter
+        .overrides()
+        .set(limiter.keys().hash_of(&id.policy, &id.key), None);
+}
+
+/// Every override of `set` checked against `config`: the ones that fit in effect, the
+/// others kept aside with their reasons (after a reload, or a whole new set).
+pub fn all(config: &Config, limiter: &Limiter, set: &mut OverrideSet, now_ms: u64) {
+    let mut table = HashMap::with_capacity(set.len());
+    let mut refused = Vec::new();
+    for stored in set.values().filter(|s| !s.expired(now_ms)) {
+        match resolve(config, &stored.id, &stored.set) {
+            Ok(applied) => {
+                let hash = limiter.keys().hash_of(&stored.id.policy, &stored.id.key);
+                table.insert(
+                    hash,
+                    KeyOverride {
+                        applied,
+                        expires_at_ms: stored.expires_at_ms,
+                    },
+                );
+            }
+            Err(problems) => refused.push((stored.id.clone(), problems)),
+        }
+    }
+    limiter.overrides().replace(table);
+    let ids: Vec<OverrideId> = set.values().map(|s| s.id.clone()).collect();
+    for id in &ids {
+        set.set_problems(id, None);
+    }
+    for (id, problems) in refused {
+        set.set_problems(&id, Some(problems));
+    }
+}
+
+/// The policy exists and the key has one part per key source.
+pub fn check_id(config: &Config, id: &OverrideId) -> Result<(), ChangeError> {
+    let policy = config
+        .policy(&id.policy)
+        .ok_or_else(|| ChangeError::UnknownPolicy(id.policy.clone()))?;
+    crate::store::keys::key_shape(policy, &id.key).map_err(|expected| ChangeError::BadKey {
+        policy: id.policy.clone(),
+        expected,
+    })
+}
+
+/// What `set` makes of `id`'s limit under `config`, or why it cannot apply.
+pub fn resolve(
+    config: &Config,
+    id: &OverrideId,
+    set: &OverrideSpec,
+) -> Result<Applied, Vec<OverrideProblem>> {
+    let problem = |message: String, hint: &str| {
+        vec![OverrideProblem {
+            message,
+            hint: Some(hint.to_owned()),
+        }]
+    };
+    let Some(policy) = config.policy(&id.policy) else {
+        return Err(problem(
+            format!("no policy `{}` in the running config", id.policy),
+            "it applies again once a reload brings the policy back; DELETE it otherwise",
+        ));
+    };
+    if id.key.len() != policy.key.len() {
+        return Err(problem(
+            format!(
+                "policy `{}` is keyed by {} part(s) now",
+                id.policy,
+                policy.key.len()
+            ),
+            "set the override again with the key's new parts and DELETE this one",
+        ));
+    }
+    check_override(config, policy, set)
+}

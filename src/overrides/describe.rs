@@ -1,0 +1,36 @@
+//! `tollgate check`'s word on `[server] overrides_file`: how many overrides it holds and
+//! which of them this config would not apply.
+
+use std::fmt::Write;
+
+use super::{apply, journal, FileError, Stored};
+use crate::config::Config;
+
+/// The file's summary; a file that does not parse is an error.
+pub fn describe_file(config: &Config, now_ms: u64) -> Result<Option<String>, FileError> {
+    let Some(path) = &config.server.overrides_file else {
+        return Ok(None);
+    };
+    let all = journal::read(path)?.overrides;
+    let live: Vec<&Stored> = all.iter().filter(|s| !s.expired(now_ms)).collect();
+    let mut out = format!(
+        "\nruntime overrides: {} in {}\n",
+        live.len(),
+        path.display()
+    );
+    for stored in live {
+        if let Err(problems) = apply::resolve(config, &stored.id, &stored.set) {
+            for p in problems {
+                let _ = writeln!(
+                    out,
+                    "  {}/{} - warning: not applied: {}{}",
+                    stored.id.policy,
+                    stored.id.key.join("/"),
+                    p.message,
+                    p.hint.map(|h| format!(" ({h})")).unwrap_or_default()
+                );
+            }
+        }
+    }
+    Ok(Some(out))
+}

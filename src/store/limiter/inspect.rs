@@ -1,0 +1,46 @@
+//! What the admin API reads through the limiter: a key's TAT, the slots held and waited
+//! for, and the leased slices given back.
+use super::Limiter;
+use crate::store::keys::StoreKey;
+use crate::store::StoreError;
+
+impl Limiter {
+    /// The key's TAT and the `now` it is relative to (the store's clock for Redis, whose
+    /// TATs are reported on a base that plays "now").
+    pub async fn peek(&self, key: &StoreKey, now: u64) -> Result<(u64, u64), StoreError> {
+        match (self.remote(), &key.redis) {
+            (Some(remote), Some(redis_key)) => {
+                let debts =
+                    crate::store::rate::redis::debts(remote, &[redis_key.key.as_str()]).await?;
+                let debt = debts.first().copied().unwrap_or(0);
+                let base = crate::store::rate::snapshot::BASE;
+                Ok((if debt == 0 { 0 } else { base + debt }, base))
+            }
+            (Some(_), None) => Err(StoreError::NotConnected),
+            (None, _) => {
+                use crate::limit::TatTable;
+                Ok((self.local().peek(key.hash), now))
+            }
+        }
+    }
+
+    /// Requests of this gateway waiting for a slot on a concurrency key now (the admin API).
+    pub fn slots_waiting(&self, hash: u64) -> usize {
+        self.concurrency.waiting(hash)
+    }
+
+    /// Slots held on a concurrency key now (the admin API): from Redis when it holds them.
+    pub async fn slots_held(&self, hash: u64, redis_key: Option<&str>) -> Result<u32, StoreError> {
+        self.concurrency
+            .held(self.remote().map(|r| &**r), hash, redis_key)
+            .await
+    }
+
+    /// Gives back the leased slices idle for a while (all of them with `all`: reload,
+    /// shutdown) and updates the held-units gauge.
+    pub async fn give_back_slices(&self, now: u64, all: bool) {
+        if let Some(remote) = self.remote() {
+            self.slices.give_back(remote, &self.metrics, now, all).await;
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! After the decision: settling a tier at its measured value, and drawing more of a key
+//! while a metered body streams, in the store that holds the key.
+use super::{Fallback, Limiter};
+use crate::store::rate::draw::{draw_local, draw_remote, Draw};
+use crate::store::rate::settle::{settle_local, settle_remote, PendingSettle};
+use crate::store::StoreError;
+
+impl Limiter {
+    /// Settles `pending` at `units` when the local store holds its key: no wait. `None`
+    /// when Redis does (call [`Limiter::settle`]); otherwise the debt (TAT − now) after.
+    pub fn settle_local(&self, pending: &PendingSettle, units: u64, now: u64) -> Option<u64> {
+        match pending.redis_key {
+            Some(_) => None,
+            None => Some(settle_local(self.local(), pending, units, now)),
+        }
+    }
+
+    /// Settles `pending` at `units`, where its key lives. Returns the debt (TAT − now,
+    /// on the store's clock) after settling.
+    pub async fn settle(
+        &self,
+        pending: &PendingSettle,
+        units: u64,
+        now: u64,
+    ) -> Result<u64, StoreError> {
+        let (Some(remote), Some(key)) = (self.remote(), &pending.redis_key) else {
+            return Ok(settle_local(self.local(), pending, units, now));
+        };
+        let debt = settle_remote(remote, key, pending, units, now)
+            .await
+            .inspect_err(|e| self.failed(e))?;
+        if units < pending.charged() {
+            // A refund lowered the TAT: what this gateway remembers of a refusal is stale.
+            self.rates.refusals.forget(pending.key);
+        }
+        Ok(debt)
+    }
+
+    /// Draws between `need` and `want` units for `pending`'s streaming body, at `now`,
+    /// when the local store holds its key: no wait. `None` when Redis does (call
+    /// [`Limiter::draw`]).
+    pub fn draw_local(
+        &self,
+        pending: &PendingSettle,
+        want: u64,
+        need: u64,
+        now: u64,
+    ) -> Option<Draw> {
+        match pending.redis_key {
+            Some(_) => None,
+            None => Some(draw_local(self.local(), pending, want, need, now)),
+        }
+    }
+
+    /// Draws for `pending`'s streaming body where its key lives. A failed store call is
+    /// answered per `on_error`: `allow` grants what was wanted, `local` draws from this
+    /// process's table, `deny` fails (the body is cut).
+    pub async fn draw(
+        &self,
+        pending: &PendingSettle,
+        want: u64,
+        need: u64,
+        now: u64,
+    ) -> Result<Draw, StoreError> {
+        let (Some(remote), Some(key)) = (self.remote(), &pending.redis_key) else {
+            return Ok(draw_local(self.local(), pending, want, need, now));
+        };
+        match draw_remote(remote, key, pending, want, need).await {
+            Ok(drawn) => Ok(drawn),
+            Err(e) => match self.fallback(&e) {
+                Fallback::Unchecked => Ok(Draw::Granted {
+                    units: want,
+                    ahead_ns: pending.ahead_ns,
+                }),
+                Fallback::Local => Ok(draw_local(self.local(), pending, want, need, now)),
+                Fallback::Refuse => Err(e),
+            },
+        }
+    }
+}
