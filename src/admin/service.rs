@@ -55,6 +55,13 @@ async fn route(
             ),
         },
         (&Method::GET, "/metrics") => {
+            // Set at the scrape: a breaker closed by the background probe moves no request.
+            if let Some(r) = shared.limiter.remote() {
+                shared
+                    .metrics
+                    .store_breaker_open
+                    .set(i64::from(r.breakers.any_open()));
+            }
             if let Some(m) = shared.limiter.memory() {
                 shared
                     .metrics
@@ -251,6 +258,8 @@ fn stats_json(shared: &Shared) -> serde_json::Value {
         "routes": routes,
         "keys_tracked": shared.limiter.memory().map(|m| m.len()),
         "store_ready": shared.limiter.ready(),
+        "store_events": shared.limiter.remote().map(|r| r.events.recent()).unwrap_or_default(),
+        "fleet_share": shared.limiter.remote().map(|r| r.fleet_share()),
     })
 }
 

@@ -146,6 +146,11 @@ pub struct StoreSettings {
     /// `key_secret` / `key_secret_file`: what Redis key names are keyed with. `None`: a
     /// secret the fleet keeps in Redis.
     pub key_secret: Option<crate::key::KeySecret>,
+    /// `fleet_size`: the gateways `on_error = "local"` divides each limit among. `None`:
+    /// as many as keep a heartbeat in Redis.
+    pub fleet_size: Option<u32>,
+    /// `replica_ack`: replicas that must acknowledge each admission before it counts.
+    pub replica_ack: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -86,6 +86,10 @@ pub struct RawStore {
     /// The fleet's secret Redis key names are keyed with.
     pub key_secret: Option<S<String>>,
     pub key_secret_file: Option<S<String>>,
+    /// Gateways in the fleet, for `on_error = "local"`'s share (else counted in Redis).
+    pub fleet_size: Option<S<i64>>,
+    /// Replicas that must acknowledge each admission (`WAIT`).
+    pub replica_ack: Option<S<i64>>,
 }
 
 /// A value written either as one string or as a list of strings.

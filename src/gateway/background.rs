@@ -73,7 +73,19 @@ pub fn spawn(
     let Some(remote) = shared.limiter.remote() else {
         return (tasks, None);
     };
-    tasks.push(tokio::spawn(remote.clone().maintain()));
+    if let Some(acker) = remote.acker() {
+        let r = remote.clone();
+        tasks.push(tokio::spawn(acker.clone().run(move || {
+            let r = r.clone();
+            async move { r.own_connection().await }
+        })));
+    }
+    let s = shared.clone();
+    tasks.push(tokio::spawn(
+        remote
+            .clone()
+            .maintain(shared.metrics.clone(), move || s.clock.wall_ms()),
+    ));
     let s = shared.clone();
     let keeper = every(SLICE_INTERVAL, shutdown.clone(), true, move |turn| {
         let s = s.clone();

@@ -229,16 +229,20 @@ fn store_of(config: &Config) -> Result<Store, StartError> {
             cluster,
             sentinel,
         } => Store::Redis {
-            remote: Arc::new(RedisStore::new(
-                urls,
-                *cluster,
-                sentinel.as_ref(),
-                config.store.timeout,
-                Arc::new(match &config.store.key_secret {
-                    Some(secret) => FleetSecret::configured(secret.clone()),
-                    None => FleetSecret::from_redis(),
-                }),
-            )?),
+            remote: Arc::new(
+                RedisStore::new(
+                    urls,
+                    *cluster,
+                    sentinel.as_ref(),
+                    config.store.timeout,
+                    Arc::new(match &config.store.key_secret {
+                        Some(secret) => FleetSecret::configured(secret.clone()),
+                        None => FleetSecret::from_redis(),
+                    }),
+                )?
+                .with_fleet_size(config.store.fleet_size)
+                .with_replica_ack(config.store.replica_ack),
+            ),
             local,
             on_error: config.store.on_error,
         },

@@ -20,6 +20,14 @@ pub struct RedisKey {
     pub tag: String,
 }
 
+/// The hash tag of a Redis key name (`tg:{<tag>}:…` and the names derived from it): the
+/// text between its first `{` and the `}` after it; the whole name when it has none.
+pub fn tag_of(key: &str) -> &str {
+    key.split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map_or(key, |(tag, _)| tag)
+}
+
 #[derive(Clone)]
 pub struct RedisKeyBuilder {
     /// The keyed hash the tag is taken from, until the first part has gone into it.
@@ -110,6 +118,8 @@ mod tests {
         let long = "x".repeat(10_000);
         assert!(key(&[&long], "p").key.len() < 80, "long keys are digested");
         assert!(tenant.key.starts_with("tg:{"));
+        assert_eq!(tag_of(&tenant.key), tenant.tag);
+        assert_eq!(tag_of(&format!("{}:in-flight", tenant.key)), tenant.tag);
         let other = keyed(&fleet("another-fleet-secret"), &["acme"], "tenant");
         assert_ne!(other.tag, tenant.tag, "the tag is keyed");
         assert_ne!(other.key, tenant.key);

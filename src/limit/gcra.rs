@@ -44,6 +44,24 @@ impl Quota {
         Ok(Self { t, tau, burst })
     }
 
+    /// One `n`-th of this quota: the rate divided by `n` and the burst too (rounded up,
+    /// at least 1), what each of `n` gateways may admit on its own so that together they
+    /// admit no more than the whole.
+    pub fn share(&self, n: u64) -> Self {
+        if n <= 1 {
+            return *self;
+        }
+        let t = self
+            .t
+            .saturating_mul(NonZeroU64::new(n).unwrap_or(NonZeroU64::MIN));
+        let burst = self.burst.div_ceil(n).max(1);
+        Self {
+            t,
+            tau: burst.saturating_mul(t.get()),
+            burst,
+        }
+    }
+
     /// Emission interval `T` in nanoseconds.
     pub fn interval_ns(&self) -> u64 {
         self.t.get()
@@ -116,6 +134,23 @@ pub struct Decision {
     pub delay_ns: u64,
     /// Nanoseconds until the key is idle again (its full burst available).
     pub until_idle_ns: u64,
+}
+
+#[cfg(test)]
+mod share_tests {
+    use super::*;
+
+    #[test]
+    fn a_share_is_the_nth_of_the_rate_and_the_burst() {
+        let q = Quota::new(100, 1_000_000_000, 10).unwrap();
+        let s = q.share(3);
+        assert_eq!(s.interval_ns(), 3 * q.interval_ns());
+        assert_eq!(s.burst(), 4, "rounded up");
+        assert_eq!(s.tolerance_ns(), 4 * s.interval_ns());
+        assert_eq!(q.share(1), q);
+        assert_eq!(q.share(0), q);
+        assert_eq!(q.share(1000).burst(), 1);
+    }
 }
 
 #[cfg(test)]

@@ -52,6 +52,8 @@ pub struct Metrics {
     /// Connections open to each upstream.
     pub upstream_open: Family<UpstreamNameLabels, Gauge>,
     pub store_errors: Family<StoreLabels, Counter>,
+    /// Redis data-loss events this gateway saw, by kind (restart, failover).
+    pub store_events: Family<EventLabels, Counter>,
     pub store_breaker_open: Gauge,
     pub reloads: Family<ResultLabels, Counter>,
     pub keys_tracked: Gauge<i64, AtomicI64Compat>,
@@ -108,7 +110,8 @@ impl Metrics {
                 Family::default(),
             ),
             store_errors: registered(&mut registry, "store_errors", "Store calls that failed, by backend and kind", Family::default()),
-            store_breaker_open: registered(&mut registry, "store_breaker_open", "1 while the store circuit breaker is open", Gauge::default()),
+            store_events: registered(&mut registry, "store_events", "Redis data-loss events seen (a restart, a failover), by kind", Family::default()),
+            store_breaker_open: registered(&mut registry, "store_breaker_open", "1 while a store circuit breaker is open (with a Cluster: that of any group of hash slots)", Gauge::default()),
             reloads: registered(&mut registry, "config_reloads", "Configuration reloads by result", Family::default()),
             keys_tracked: registered(&mut registry, "keys_tracked", "Keys held by the embedded store", Gauge::default()),
             open_connections: registered(&mut registry, "open_connections", "Open data-plane connections", Gauge::default()),

@@ -15,6 +15,8 @@ pub enum StoreError {
     Redis(#[from] redis::RedisError),
     #[error("unexpected reply from the store script")]
     Reply,
+    #[error("fewer than {0} Redis replicas acknowledged the decision in time (replica_ack)")]
+    NotAcknowledged(u32),
 }
 
 impl StoreError {
@@ -26,6 +28,7 @@ impl StoreError {
             StoreError::BreakerOpen => "breaker_open",
             StoreError::Redis(_) => "error",
             StoreError::Reply => "reply",
+            StoreError::NotAcknowledged(_) => "not_acknowledged",
         }
     }
 }

@@ -13,6 +13,7 @@ mod concurrency;
 mod config;
 mod container;
 mod dashboard;
+mod faults;
 mod fuzz_corpus;
 mod health;
 mod hostile;

@@ -205,7 +205,14 @@ async fn outages_follow_on_error_fail_fast_and_recover() {
     };
     let allow = TestGateway::start_real_clock(&toml("allow"), &up.url()).await;
     let deny = TestGateway::start_real_clock(&toml("deny"), &up.url()).await;
-    let local = TestGateway::start_real_clock(&toml("local"), &up.url()).await;
+    // Three gateways share this Redis; `fleet_size = 1` gives the local one the whole
+    // limit (the fleet's share is tested in faults.rs).
+    let local_toml = toml("local").replace(
+        "on_error = \"local\"",
+        "on_error = \"local\"\nfleet_size = 1",
+    );
+    assert!(local_toml.contains("fleet_size = 1"), "{local_toml}");
+    let local = TestGateway::start_real_clock(&local_toml, &up.url()).await;
     let h = [("x-tenant-id", "t")];
     assert_eq!(
         get(&deny.url("/"), &h).await.status,

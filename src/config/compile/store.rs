@@ -35,6 +35,8 @@ impl Compiler {
                 on_error: OnError::Deny,
                 max_keys: DEFAULT_MAX_KEYS,
                 key_secret: None,
+                fleet_size: None,
+                replica_ack: None,
             });
         };
         let backend = self.backend(&raw);
@@ -42,13 +44,52 @@ impl Compiler {
         let timeout = self.duration_or(&raw.timeout, DEFAULT_STORE_TIMEOUT, false);
         let max_keys = self.count_or(&raw.max_keys, DEFAULT_MAX_KEYS as u64, "max_keys");
         let key_secret = self.key_secret(&raw);
+        let fleet_size = self.optional_count(&raw.fleet_size, "fleet_size");
+        let replica_ack = self.replica_ack(&raw, backend.as_ref());
         Some(StoreSettings {
             backend: backend?,
             timeout: timeout?,
             on_error: on_error?,
             max_keys: usize::try_from(max_keys?).ok()?,
             key_secret: key_secret?,
+            fleet_size: fleet_size?,
+            replica_ack: replica_ack?,
         })
+    }
+
+    /// An optional whole number ≥ 1.
+    fn optional_count(&mut self, raw: &Option<S<i64>>, what: &str) -> Option<Option<u32>> {
+        match raw {
+            Some(n) => self
+                .positive(n, what)
+                .map(|n| Some(u32::try_from(n).unwrap_or(u32::MAX))),
+            None => Some(None),
+        }
+    }
+
+    /// `replica_ack`: a single Redis or Sentinel's master (a Cluster's writes go to many
+    /// masters, each with its own replicas).
+    fn replica_ack(&mut self, raw: &RawStore, backend: Option<&Backend>) -> Option<Option<u32>> {
+        let n = self.optional_count(&raw.replica_ack, "replica_ack")?;
+        match (n, backend, &raw.replica_ack) {
+            (Some(_), Some(Backend::Redis { cluster: true, .. }), Some(at)) => {
+                self.error(
+                    at.span(),
+                    "replica_ack works with one Redis or Sentinel, not with a Cluster",
+                    Some("remove replica_ack, or give each Cluster master replicas and use a single master per fleet".to_owned()),
+                );
+                None
+            }
+            (Some(_), Some(Backend::Memory) | None, Some(at)) => {
+                self.error(
+                    at.span(),
+                    "replica_ack needs backend = \"redis\"",
+                    Some("the memory backend has no replicas; remove replica_ack".to_owned()),
+                );
+                None
+            }
+            _ => Some(n),
+        }
     }
 
     /// `key_secret`, or the contents of `key_secret_file`.

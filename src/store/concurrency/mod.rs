@@ -186,7 +186,8 @@ impl Concurrency {
         loop {
             let pending = PendingLease::new(remote, key, &id);
             let take = lease::call(remote, key, LeaseOp::Take, &id, tier.max, tier.lease_ttl);
-            let (taken, held) = remote.guarded(clock.now_ns(), take).await?;
+            let tag = crate::key::redis_key::tag_of(key);
+            let (taken, held) = remote.guarded(tag, clock.now_ns(), take).await?;
             pending.settled();
             let now = tokio::time::Instant::now();
             let gave_up = !waits || now >= give_up;
@@ -204,12 +205,7 @@ impl Concurrency {
                 let lease = Lease::hold(remote.clone(), holder, tier.lease_ttl, gauge);
                 return Ok(Some((Held::Remote(lease), held)));
             }
-            // Remembered full for a while: the refresh interval, at most a second.
-            let memory = (tier.lease_ttl / 3).min(FULL_MEMORY);
-            let until = clock
-                .now_ns()
-                .saturating_add(u64::try_from(memory.as_nanos()).unwrap_or(0));
-            self.full.remember(tier.key, until);
+            self.remember_full(tier, clock);
             if gave_up {
                 return Ok(None);
             }
@@ -226,6 +222,16 @@ impl Concurrency {
             }
             retry = (retry * 2).min(REDIS_RETRY_MAX);
         }
+    }
+
+    /// A key Redis found full is remembered so for a while: the lease's refresh
+    /// interval, at most a second.
+    fn remember_full(&self, tier: &SlotTier, clock: &dyn Clock) {
+        let memory = (tier.lease_ttl / 3).min(FULL_MEMORY);
+        let until = clock
+            .now_ns()
+            .saturating_add(u64::try_from(memory.as_nanos()).unwrap_or(0));
+        self.full.remember(tier.key, until);
     }
 
     fn waited(&self, clock: &dyn Clock, started: u64) {

@@ -93,7 +93,7 @@ impl Limiter {
     /// the fleet's key secret known.
     pub fn ready(&self) -> bool {
         self.remote()
-            .is_none_or(|r| !r.breaker.is_open() && r.fleet().key().is_some())
+            .is_none_or(|r| !r.breakers.all_open() && r.fleet().key().is_some())
     }
 
     /// Decides `route`'s tiers (`plans`: its policies', [`PolicyPlan::route`]) for the
@@ -149,6 +149,11 @@ impl Limiter {
             admission.outcome = Outcome::StoreUnavailable;
             return;
         };
+        if in_store && admission.verdict.admitted && !self.replicated().await {
+            admission.held.clear();
+            admission.outcome = Outcome::StoreUnavailable;
+            return;
+        }
         if !admission.verdict.admitted {
             // A rate tier refused: the slots go back, the request leaves no trace.
             admission.held.clear();
@@ -232,11 +237,50 @@ impl Limiter {
                 Fallback::Unchecked => Some(true),
                 Fallback::Refuse => None,
                 Fallback::Local => {
-                    Rates::decide_local(self.local(), rate, now, cost, verdict);
+                    self.decide_share(rate, now, cost, verdict);
                     Some(false)
                 }
             },
         }
+    }
+
+    /// With `[store] replica_ack`, waits until the replicas acknowledge the admission just
+    /// written; `false` when they did not in time and `on_error = "deny"` refuses it (the
+    /// key keeps the charge: a refusal never admits more).
+    async fn replicated(&self) -> bool {
+        let Some(acker) = self.remote().and_then(|r| r.acker()) else {
+            return true;
+        };
+        match Box::pin(acker.acked()).await {
+            Ok(()) => true,
+            Err(e) => !matches!(self.fallback(&e), Fallback::Refuse),
+        }
+    }
+
+    /// `on_error = "local"`: decides the rate tiers in this process alone, on this
+    /// gateway's share of each limit (1/N of the rate and the burst, N the fleet's
+    /// gateways), so that an outage admits no more than the limits across the fleet.
+    fn decide_share(
+        &self,
+        rate: &[super::tiers::RateTier],
+        now: u64,
+        cost: u64,
+        verdict: &mut Verdict,
+    ) {
+        let n = self.remote().map_or(1, |r| r.fleet_share());
+        if n <= 1 {
+            Rates::decide_local(self.local(), rate, now, cost, verdict);
+            return;
+        }
+        let shares: arrayvec::ArrayVec<crate::limit::Tier, { crate::limit::MAX_DECISIONS }> = rate
+            .iter()
+            .take(crate::limit::MAX_DECISIONS)
+            .map(|t| crate::limit::Tier {
+                quota: t.tier.quota.share(n),
+                ..t.tier
+            })
+            .collect();
+        *verdict = crate::limit::evaluate(self.local(), &shares, now, cost);
     }
 
     /// What `on_error` makes of a failed store call (`Store::fallback`: the one place it
@@ -255,9 +299,10 @@ impl Limiter {
                 kind: e.kind(),
             })
             .inc();
-        self.metrics
-            .store_breaker_open
-            .set(i64::from(!self.ready()));
+        self.metrics.store_breaker_open.set(
+            self.remote()
+                .map_or(0, |r| i64::from(r.breakers.any_open())),
+        );
         tracing::debug!(error = %e, "store call failed; applying on_error");
     }
 }

@@ -31,7 +31,15 @@ impl Limiter {
                         continue;
                     }
                     Fallback::Refuse => return Some(Outcome::StoreUnavailable),
-                    Fallback::Local => self.concurrency.take_local(tier, policy, clock).await,
+                    Fallback::Local => {
+                        // This gateway's share of the cap (see `decide_share`).
+                        let n = self.remote().map_or(1, |r| r.fleet_share());
+                        let mut share = tier.clone();
+                        share.max = u32::try_from(u64::from(tier.max).div_ceil(n))
+                            .unwrap_or(u32::MAX)
+                            .max(1);
+                        self.concurrency.take_local(&share, policy, clock).await
+                    }
                 },
             };
             let tier = &mut tiers.slots[i];

@@ -7,11 +7,24 @@
 --
 -- KEYS[i]  the tier's key
 -- ARGV[5(i−1) + 1 .. 5]  T, tau, max_delay (ns), shadow ("1" or "0"), cost (units)
--- Returns  { now_s, now_ns, admitted (1/0), debt_1 … debt_n }
+-- ARGV[5n + 1]  optional: "s:ns" on the server's clock after which the call is too late
+-- Returns  { now_s, now_ns, admitted (1/0, 2: too late, nothing decided), debt_1 … debt_n }
 local time = redis.call('TIME')
 local now_s = tonumber(time[1])
 local now_ns = tonumber(time[2]) * 1000
 local n = #KEYS
+-- A call that reaches the server after the gateway gave up on it (the server was frozen,
+-- the network held it back) decides nothing: its request was answered per on_error.
+local deadline = ARGV[5 * n + 1]
+if deadline then
+  local ds, dns = string.match(deadline, '^(%d+):(%d+)$')
+  ds, dns = tonumber(ds), tonumber(dns)
+  if ds and (now_s > ds or (now_s == ds and now_ns > dns)) then
+    local late = { now_s, now_ns, 2 }
+    for i = 1, n do late[3 + i] = 0 end
+    return late
+  end
+end
 local debts, fresh = {}, {}
 local denied = false
 for i = 1, n do

@@ -97,15 +97,15 @@ pub async fn check(
         // told anything by the breaker.
         return Ok(evaluate(&decided.snapshot(tiers), tiers, BASE, cost));
     }
-    remote
-        .guarded(now_ns, check_unguarded(remote, tiers, cost, decided))
-        .await
+    check_groups(remote, tiers, cost, now_ns, decided).await
 }
 
-async fn check_unguarded(
+/// Each group's charge goes through the breaker of the node holding it.
+async fn check_groups(
     remote: &RedisStore,
     tiers: &[RateTier],
     cost: u64,
+    now_ns: u64,
     decided: &Decided,
 ) -> Result<Verdict, StoreError> {
     let groups = groups(remote, tiers, decided);
@@ -117,7 +117,12 @@ async fn check_unguarded(
         first_read = Some(0);
     } else {
         for (g, group) in groups.iter().enumerate() {
-            let reply = match charge(remote, tiers, group, cost).await {
+            let tag = tiers[group[0]]
+                .redis
+                .as_ref()
+                .map_or("", |k| k.tag.as_str());
+            let charged = remote.guarded(tag, now_ns, charge(remote, tiers, group, cost, now_ns));
+            let reply = match charged.await {
                 Ok(r) => r,
                 Err(e) => {
                     roll_back(remote, &groups, &written, tiers, cost).await;
@@ -175,6 +180,7 @@ async fn charge(
     tiers: &[RateTier],
     group: &Group,
     cost: u64,
+    sent_ns: u64,
 ) -> Result<Reply, StoreError> {
     let mut inv = GCRA.prepare_invoke();
     for &i in group {
@@ -187,8 +193,17 @@ async fn charge(
             .arg(if tier.mode == Mode::Shadow { "1" } else { "0" })
             .arg(tier.cost(cost));
     }
+    if let Some(deadline) = remote.server_deadline(sent_ns) {
+        inv.arg(stamp(deadline));
+    }
     let values: Vec<i64> = remote.invoke(&inv).await?;
-    Reply::parse(&values, group.len(), true)
+    if values.get(2) == Some(&2) {
+        // Ran after this gateway gave up on it: it decided nothing.
+        return Err(StoreError::Timeout(remote.timeout()));
+    }
+    let reply = Reply::parse(&values, group.len(), true)?;
+    remote.learn_server_clock(sent_ns, reply.now_abs());
+    Ok(reply)
 }
 
 /// Reads the TATs of `groups` into `snapshot`, for the wait a refusal names. A group

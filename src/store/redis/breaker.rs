@@ -1,5 +1,8 @@
-//! A circuit breaker for the remote store: after a few consecutive failures requests stop
-//! waiting on the store for a while and take the `on_error` path at once.
+//! Circuit breakers for the remote store: after a few consecutive failures requests stop
+//! waiting on the store for a while and take the `on_error` path at once. A single Redis
+//! (or Sentinel's master) has one; a Cluster has one per group of hash slots
+//! ([`Breakers`]), so a dead master opens only the breakers of its own slots and the
+//! others' requests go on.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -56,6 +59,85 @@ impl Breaker {
     }
 }
 
+/// Hash slots per breaker group in a Cluster: 64 groups of 256 slots. A master's slot
+/// range spans whole groups except at its two ends, so a dead master costs the others
+/// at most two shared groups (~3 % of their slots) while it is down.
+pub const SLOTS_PER_GROUP: u16 = 256;
+const GROUPS: usize = 16_384 / SLOTS_PER_GROUP as usize;
+
+/// The breakers of one store.
+pub struct Breakers {
+    groups: Vec<Breaker>,
+}
+
+impl Breakers {
+    /// One breaker, or with `cluster` one per group of hash slots.
+    pub fn new(cluster: bool) -> Self {
+        let n = if cluster { GROUPS } else { 1 };
+        Self {
+            groups: (0..n).map(|_| Breaker::default()).collect(),
+        }
+    }
+
+    /// The group of a hash tag (0 for a single Redis).
+    pub fn group_of(&self, tag: &str) -> usize {
+        if self.groups.len() == 1 {
+            return 0;
+        }
+        usize::from(slot(tag.as_bytes()) / SLOTS_PER_GROUP)
+    }
+
+    pub fn get(&self, group: usize) -> &Breaker {
+        &self.groups[group.min(self.groups.len() - 1)]
+    }
+
+    /// The groups open now.
+    pub fn open(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.groups.len()).filter(|&g| self.groups[g].is_open())
+    }
+
+    /// Whether every group is open (the store answers nothing).
+    pub fn all_open(&self) -> bool {
+        self.groups.iter().all(Breaker::is_open)
+    }
+
+    pub fn any_open(&self) -> bool {
+        self.groups.iter().any(Breaker::is_open)
+    }
+
+    pub fn len(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+}
+
+/// The Redis Cluster hash slot of a hash tag: CRC16 (XMODEM) mod 16,384.
+pub fn slot(tag: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in tag {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16_384
+}
+
+/// A hash tag whose slot falls in `group`, for probing that group's master.
+pub fn tag_in_group(group: usize) -> String {
+    (0u64..)
+        .map(|n| format!("probe-{n}"))
+        .find(|t| usize::from(slot(t.as_bytes()) / SLOTS_PER_GROUP) == group)
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +155,25 @@ mod tests {
         assert!(!b.allow(2 * s), "only one");
         b.success();
         assert!(b.allow(2 * s) && !b.is_open());
+    }
+
+    #[test]
+    fn cluster_groups_follow_hash_slots() {
+        // Known slots (redis-cli CLUSTER KEYSLOT): "foo" 12182, "bar" 5061.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"bar"), 5061);
+        let b = Breakers::new(true);
+        assert_eq!(b.len(), 64);
+        assert_eq!(b.group_of("foo"), 12182 / 256);
+        assert_eq!(Breakers::new(false).group_of("foo"), 0);
+        for g in [0, 17, 63] {
+            assert_eq!(b.group_of(&tag_in_group(g)), g);
+        }
+        let s = 1_000_000_000;
+        for _ in 0..TRIP_AFTER {
+            b.get(47).failure(s);
+        }
+        assert_eq!(b.open().collect::<Vec<_>>(), vec![47]);
+        assert!(b.any_open() && !b.all_open());
     }
 }

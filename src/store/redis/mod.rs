@@ -4,9 +4,12 @@
 //! business: the rate scripts in `store::rate`, slot leases in `store::concurrency`,
 //! slices in `store::slices`.
 
+pub mod ack;
 pub mod breaker;
+pub mod events;
 pub mod secret;
 pub mod sentinel;
+mod upkeep;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -19,12 +22,13 @@ use redis::Script;
 
 use super::StoreError;
 use crate::config::SentinelMaster;
+use crate::key::redis_key::PREFIX;
 use crate::key::FleetSecret;
-use breaker::Breaker;
+use breaker::Breakers;
 use sentinel::SentinelLink;
 
 #[derive(Clone)]
-enum Connection {
+pub(super) enum Connection {
     Single(ConnectionManager),
     /// Filled by the background task once the cluster answers (start-up never waits).
     Cluster(Arc<ArcSwapOption<ClusterConnection>>),
@@ -33,17 +37,40 @@ enum Connection {
 }
 
 pub struct RedisStore {
-    connection: Connection,
+    pub(super) connection: Connection,
     cluster_client: Option<redis::cluster::ClusterClient>,
-    timeout: Duration,
-    pub breaker: Breaker,
+    pub(super) timeout: Duration,
+    /// One breaker, or one per group of Cluster hash slots.
+    pub breakers: Breakers,
+    /// A key in each breaker group, for its probe.
+    pub(super) probe_keys: Vec<String>,
     /// The fleet's key secret Redis keys are made with.
-    fleet: Arc<FleetSecret>,
+    pub(super) fleet: Arc<FleetSecret>,
+    /// Data-loss events seen by the upkeep.
+    pub events: events::Watch,
+    /// Wakes the upkeep before its next turn (a Sentinel switched the master, a call to
+    /// it failed).
+    pub(super) wake: Arc<tokio::sync::Notify>,
+    /// A single Redis's address, as events name it.
+    pub(super) single_addr: String,
+    /// `[store] fleet_size`, and else the gateways with a heartbeat in Redis.
+    fleet_size: Option<u32>,
+    pub(super) members: std::sync::atomic::AtomicU32,
+    /// This gateway's name in the membership.
+    pub(super) member_id: String,
+    /// The server's clock minus this gateway's monotonic clock, in ns, as the last
+    /// decision's reply showed it (0: not known yet); it dates the deadline of a decision.
+    server_offset: std::sync::atomic::AtomicI64,
+    /// `[store] replica_ack`: what waits for the replicas' acknowledgements.
+    acker: Option<Arc<ack::Acker>>,
+    /// A single Redis's client, for the acker's connection of its own.
+    single_client: Option<redis::Client>,
 }
 
-/// The breaker's probe: proves the server answers and runs scripts.
-static PROBE: std::sync::LazyLock<Script> =
-    std::sync::LazyLock::new(|| Script::new("return redis.call('TIME')"));
+/// The breaker's probe: proves the node answers, runs scripts and takes writes (a demoted
+/// master, or one refusing writes for lack of replicas, fails it).
+pub(super) static PROBE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new("return redis.call('SET', KEYS[1], '1', 'PX', 2000)"));
 
 impl RedisStore {
     /// Prepares clients for `urls` (a single Redis, or Cluster seed nodes).
@@ -60,6 +87,8 @@ impl RedisStore {
             .set_response_timeout(Some(timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_secs(1));
+        let mut single_addr = String::new();
+        let mut single_client = None;
         let (connection, cluster_client) = if let Some(master) = sentinel {
             (
                 Connection::Sentinel(Arc::new(SentinelLink::new(urls, master, config)?)),
@@ -67,6 +96,8 @@ impl RedisStore {
             )
         } else if !cluster {
             let client = redis::Client::open(urls[0].as_str())?;
+            single_addr = client.get_connection_info().addr().to_string();
+            single_client = Some(client.clone());
             (
                 Connection::Single(ConnectionManager::new_lazy_with_config(client, config)?),
                 None,
@@ -86,35 +117,100 @@ impl RedisStore {
             connection,
             cluster_client,
             timeout,
-            breaker: Breaker::default(),
+            breakers: Breakers::new(cluster),
+            probe_keys: (0..Breakers::new(cluster).len())
+                .map(|g| format!("{PREFIX}:{{{}}}:probe", breaker::tag_in_group(g)))
+                .collect(),
             fleet,
+            events: events::Watch::default(),
+            wake: Arc::new(tokio::sync::Notify::new()),
+            single_addr,
+            fleet_size: None,
+            members: std::sync::atomic::AtomicU32::new(1),
+            member_id: crate::random::suffix(),
+            server_offset: std::sync::atomic::AtomicI64::new(0),
+            acker: None,
+            single_client,
         })
+    }
+
+    /// With `replicas`, every admission waits until that many replicas acknowledge it
+    /// (`[store] replica_ack`).
+    pub fn with_replica_ack(mut self, replicas: Option<u32>) -> Self {
+        self.acker = replicas.map(|n| Arc::new(ack::Acker::new(n, self.timeout)));
+        self
+    }
+
+    pub fn acker(&self) -> Option<&Arc<ack::Acker>> {
+        self.acker.as_ref()
+    }
+
+    /// A connection of its own to the master, for the acker.
+    pub async fn own_connection(&self) -> Option<redis::aio::MultiplexedConnection> {
+        let client = match &self.connection {
+            Connection::Sentinel(link) => link.master_client()?,
+            _ => self.single_client.clone()?,
+        };
+        tokio::time::timeout(self.timeout * 4, client.get_multiplexed_async_connection())
+            .await
+            .ok()?
+            .ok()
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The server's time (ns since the Unix epoch) after which a decision sent at
+    /// `sent_ns` (this gateway's clock) is too late to apply: twice the store timeout
+    /// after it, so clock estimates and round trips never make a timely call late.
+    /// `None` before the server's clock was seen.
+    pub fn server_deadline(&self, sent_ns: u64) -> Option<u128> {
+        let offset = self
+            .server_offset
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if offset == 0 {
+            return None;
+        }
+        let at = i128::from(sent_ns) + i128::from(offset) + 2 * self.timeout.as_nanos() as i128;
+        u128::try_from(at).ok()
+    }
+
+    /// Learns the server's clock from a reply to a call sent at `sent_ns`. The estimate
+    /// runs late by up to the round trip, which only moves deadlines later; the lowest
+    /// estimate is kept (the quickest round trip's), replaced when it grew by more than
+    /// 10 ms (the clocks drifted): written rarely, never per request.
+    pub fn learn_server_clock(&self, sent_ns: u64, server_ns: u128) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Ok(offset) = i64::try_from(server_ns as i128 - i128::from(sent_ns)) else {
+            return;
+        };
+        let known = self.server_offset.load(Relaxed);
+        if known == 0 || offset < known || offset > known + 10_000_000 {
+            self.server_offset.store(offset.max(1), Relaxed);
+        }
+    }
+
+    /// The number of gateways `on_error = "local"` divides each limit among, when set in
+    /// the config (`[store] fleet_size`); else they are counted in Redis.
+    pub fn with_fleet_size(mut self, fleet_size: Option<u32>) -> Self {
+        self.fleet_size = fleet_size;
+        self
+    }
+
+    /// How many gateways share each limit: `fleet_size`, or those seen in Redis lately
+    /// (the last count known when Redis is unreachable; 1 before any).
+    pub fn fleet_share(&self) -> u64 {
+        u64::from(
+            self.fleet_size
+                .unwrap_or_else(|| self.members.load(std::sync::atomic::Ordering::Relaxed))
+                .max(1),
+        )
     }
 
     /// The fleet's key secret.
     pub fn fleet(&self) -> &Arc<FleetSecret> {
         &self.fleet
-    }
-
-    /// Background upkeep until the process stops: follows the Sentinels' master,
-    /// connects a cluster as soon as it answers, and while the breaker is open probes the
-    /// store so it recovers by itself, even with no traffic.
-    pub async fn maintain(self: Arc<Self>) {
-        for turn in 0u64.. {
-            if let Connection::Sentinel(link) = &self.connection {
-                link.refresh(self.timeout * 20).await;
-            }
-            self.connect_cluster().await;
-            // Every turn until the fleet's secret is known, then every 5 s.
-            if self.fleet.key().is_none() || turn % 10 == 0 {
-                secret::keep(&self).await;
-            }
-            if self.breaker.is_open() && self.ping().await.is_ok() {
-                self.breaker.success();
-                tracing::info!("store reachable again; breaker closed");
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
     }
 
     /// At start: connects a Cluster and learns the fleet's key secret, waiting at most
@@ -123,6 +219,7 @@ impl RedisStore {
         let ready = async {
             self.connect_cluster().await;
             secret::keep(self).await;
+            self.warn_settings().await;
         };
         if tokio::time::timeout(within, ready).await.is_err() {
             tracing::warn!(
@@ -132,7 +229,7 @@ impl RedisStore {
     }
 
     /// Connects to the Cluster when that has not happened yet.
-    async fn connect_cluster(&self) {
+    pub(super) async fn connect_cluster(&self) {
         let (Connection::Cluster(slot), Some(client)) = (&self.connection, &self.cluster_client)
         else {
             return;
@@ -148,13 +245,6 @@ impl RedisStore {
             Ok(Err(e)) => tracing::warn!(error = %e, "Redis Cluster not reachable yet"),
             Err(_) => tracing::warn!("Redis Cluster did not answer in time"),
         }
-    }
-
-    /// A cheap probe: a script with no keys.
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        self.invoke::<redis::Value>(&PROBE.prepare_invoke())
-            .await
-            .map(|_| ())
     }
 
     async fn bounded<T>(
@@ -185,6 +275,7 @@ impl RedisStore {
                 if result.is_err() {
                     // The master may have moved (or been demoted: READONLY).
                     link.failed();
+                    self.wake.notify_one();
                 }
                 result
             }
@@ -210,6 +301,7 @@ impl RedisStore {
                 let result = self.bounded(command.query_async(&mut c)).await;
                 if result.is_err() {
                     link.failed();
+                    self.wake.notify_one();
                 }
                 result
             }
@@ -220,7 +312,7 @@ impl RedisStore {
         }
     }
 
-    fn cluster(
+    pub(super) fn cluster(
         &self,
         slot: &ArcSwapOption<ClusterConnection>,
     ) -> Result<ClusterConnection, StoreError> {
@@ -231,25 +323,32 @@ impl RedisStore {
             .clone())
     }
 
-    /// Runs `call` (a decision: a request waits on it) through the circuit breaker: refused
-    /// at once while the breaker is open, and its outcome counted. `now_ns` is the local
-    /// clock, read only by the breaker.
+    /// Runs `call` (a decision: a request waits on it, on the node holding hash tag `tag`)
+    /// through that node's circuit breaker: refused at once while it is open, and its
+    /// outcome counted. `now_ns` is the local clock, read only by the breaker.
     pub async fn guarded<T>(
         &self,
+        tag: &str,
         now_ns: u64,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        if !self.breaker.allow(now_ns) {
+        let group = self.breakers.group_of(tag);
+        let breaker = self.breakers.get(group);
+        if !breaker.allow(now_ns) {
             return Err(StoreError::BreakerOpen);
         }
         match call.await {
             Ok(v) => {
-                self.breaker.success();
+                breaker.success();
                 Ok(v)
             }
             Err(e) => {
-                if self.breaker.failure(now_ns) {
-                    tracing::warn!(error = %e, "store failing; breaker open");
+                if breaker.failure(now_ns) {
+                    if self.breakers.len() == 1 {
+                        tracing::warn!(error = %e, "store failing; breaker open");
+                    } else {
+                        tracing::warn!(error = %e, group, "store failing for this group of hash slots; its breaker open");
+                    }
                 }
                 Err(e)
             }

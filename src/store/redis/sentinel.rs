@@ -1,7 +1,11 @@
-//! Redis Sentinel: the master is asked of the Sentinels, and asked again when a call to
-//! it fails (a multiplexed connection does not follow a failover by itself) — so after a
-//! failover the gateway moves to the new master within a call or two, and in between the
-//! outage is answered per `on_error`.
+//! Redis Sentinel: the master is asked of the Sentinels at every upkeep turn (half a
+//! second), at once when a call to it fails (a multiplexed connection does not follow a
+//! failover by itself), and at once when a Sentinel announces `+switch-master` (each
+//! Sentinel's announcements are followed on a subscription of their own). A node that
+//! does not say it is a master (`ROLE`) is never written to. So a whole fleet leaves a
+//! replaced master within moments of its replacement — even while the old one still
+//! takes writes, which Sentinel discards when it demotes it — and no two gateways keep
+//! deciding on two masters.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,6 +22,9 @@ use crate::store::StoreError;
 /// The master's connection, as the Sentinels last named it.
 pub struct SentinelLink {
     sentinels: tokio::sync::Mutex<SentinelClient>,
+    /// The Sentinels' URLs and the master's name, for the `+switch-master` subscriptions.
+    urls: Vec<String>,
+    name: String,
     master: ArcSwapOption<Master>,
     /// A call failed: ask the Sentinels again.
     stale: AtomicBool,
@@ -26,6 +33,7 @@ pub struct SentinelLink {
 
 struct Master {
     addr: String,
+    client: redis::Client,
     connection: ConnectionManager,
 }
 
@@ -51,6 +59,8 @@ impl SentinelLink {
         )?;
         Ok(Self {
             sentinels: tokio::sync::Mutex::new(client),
+            urls: sentinels.to_vec(),
+            name: master.name.clone(),
             master: ArcSwapOption::empty(),
             stale: AtomicBool::new(true),
             config,
@@ -71,12 +81,19 @@ impl SentinelLink {
         self.stale.store(true, Ordering::Relaxed);
     }
 
-    /// Asks the Sentinels for the master when none is known or a call failed, within
-    /// `limit`; moves to it when it changed.
-    pub async fn refresh(&self, limit: Duration) {
-        if !self.stale.load(Ordering::Relaxed) {
-            return;
-        }
+    /// The master's client, for a connection of one's own.
+    pub fn master_client(&self) -> Option<redis::Client> {
+        self.master.load().as_ref().map(|m| m.client.clone())
+    }
+
+    /// The address of the master in use.
+    pub fn master_addr(&self) -> Option<String> {
+        self.master.load().as_ref().map(|m| m.addr.clone())
+    }
+
+    /// Asks the Sentinels for the master, within `limit`, and moves to it when it changed
+    /// and says it is a master. The new address when it moved.
+    pub async fn refresh(&self, limit: Duration) -> Option<String> {
         let asked = async {
             let mut sentinels = self.sentinels.lock().await;
             sentinels.async_get_client().await
@@ -85,28 +102,92 @@ impl SentinelLink {
             Ok(Ok(client)) => client,
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "Redis Sentinel did not name a master");
-                return;
+                return None;
             }
             Err(_) => {
                 tracing::warn!("Redis Sentinel did not answer in time");
-                return;
+                return None;
             }
         };
         let addr = client.get_connection_info().addr().to_string();
         self.stale.store(false, Ordering::Relaxed);
         if self.master.load().as_ref().is_some_and(|m| m.addr == addr) {
-            return;
+            return None;
         }
-        match ConnectionManager::new_lazy_with_config(client, self.config.clone()) {
-            Ok(connection) => {
-                tracing::info!(master = %addr, "following the master Redis Sentinel names");
-                self.master
-                    .store(Some(Arc::new(Master { addr, connection })));
-            }
-            Err(e) => {
-                self.stale.store(true, Ordering::Relaxed);
-                tracing::warn!(error = %e, "cannot connect to the master Sentinel names");
-            }
+        let connection =
+            match ConnectionManager::new_lazy_with_config(client.clone(), self.config.clone()) {
+                Ok(connection) => connection,
+                Err(e) => {
+                    self.stale.store(true, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "cannot connect to the master Sentinel names");
+                    return None;
+                }
+            };
+        if !says_master(&connection, limit).await {
+            // Named before it was promoted, or still a replica: stop writing to the old
+            // master all the same (Sentinel has replaced it), and ask again next turn.
+            self.stale.store(true, Ordering::Relaxed);
+            self.master.store(None);
+            tracing::warn!(master = %addr, "the node Sentinel names does not say it is a master yet");
+            return None;
         }
+        tracing::info!(master = %addr, "following the master Redis Sentinel names");
+        self.master.store(Some(Arc::new(Master {
+            addr: addr.clone(),
+            client,
+            connection,
+        })));
+        Some(addr)
+    }
+
+    /// Follows each Sentinel's `+switch-master` announcements for this master, calling
+    /// `switched` at each, until the process ends (reconnecting after a second when a
+    /// Sentinel goes away).
+    pub async fn follow_switches(self: Arc<Self>, switched: Arc<tokio::sync::Notify>) {
+        let watchers = self.urls.clone().into_iter().map(|url| {
+            let (link, switched) = (self.clone(), switched.clone());
+            tokio::spawn(async move { link.follow_one(&url, &switched).await })
+        });
+        for w in watchers.collect::<Vec<_>>() {
+            let _ = w.await;
+        }
+    }
+
+    async fn follow_one(&self, url: &str, switched: &tokio::sync::Notify) {
+        use futures_util::StreamExt;
+        loop {
+            let subscribed = async {
+                let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
+                pubsub.subscribe("+switch-master").await?;
+                Ok::<_, redis::RedisError>(pubsub)
+            };
+            if let Ok(mut pubsub) = subscribed.await {
+                let mut messages = pubsub.on_message();
+                while let Some(msg) = messages.next().await {
+                    let text: String = msg.get_payload().unwrap_or_default();
+                    // "<name> <old ip> <old port> <new ip> <new port>"
+                    if text.split(' ').next() == Some(self.name.as_str()) {
+                        tracing::warn!(announcement = %text, "Redis Sentinel switched the master");
+                        self.failed();
+                        switched.notify_one();
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Whether the node behind `connection` answers `ROLE` as a master, within `limit`.
+async fn says_master(connection: &ConnectionManager, limit: Duration) -> bool {
+    let mut c = connection.clone();
+    let cmd = redis::cmd("ROLE");
+    let role = cmd.query_async::<redis::Value>(&mut c);
+    match tokio::time::timeout(limit, role).await {
+        Ok(Ok(redis::Value::Array(items))) => matches!(
+            items.first(),
+            Some(redis::Value::BulkString(b)) if b.as_slice() == b"master"
+        ),
+        _ => false,
     }
 }

@@ -59,7 +59,9 @@ pub async fn ask_slice(
         let reply: redis::Value = remote.invoke(&inv).await?;
         parse_slice(&reply)
     };
-    remote.guarded(now_ns, call).await
+    remote
+        .guarded(crate::key::redis_key::tag_of(key), now_ns, call)
+        .await
 }
 
 /// Gives back `ns` of a slice that left `end` on `key` (only while it still is the key's

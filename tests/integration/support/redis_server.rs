@@ -40,6 +40,10 @@ impl RedisServer {
     }
 
     fn launch(port: u16, cluster: bool, dir: tempfile::TempDir) -> Self {
+        Self::launch_with(port, cluster, dir, &[])
+    }
+
+    fn launch_with(port: u16, cluster: bool, dir: tempfile::TempDir, extra: &[&str]) -> Self {
         let mut cmd = Command::new("redis-server");
         cmd.args([
             "--bind",
@@ -53,6 +57,7 @@ impl RedisServer {
         ])
         .arg("--dir")
         .arg(dir.path())
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
         if cluster {
@@ -160,7 +165,21 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3).map(|_| Self::node(free_port())).collect();
+        Self::start_with(&[])
+    }
+
+    /// A cluster whose nodes run with `extra` settings too.
+    pub fn start_with(extra: &[&str]) -> Self {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                RedisServer::launch_with(
+                    free_port(),
+                    true,
+                    tempfile::tempdir().expect("tempdir"),
+                    extra,
+                )
+            })
+            .collect();
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
         for n in &nodes {
@@ -188,10 +207,6 @@ impl RedisCluster {
             std::thread::sleep(Duration::from_millis(100));
         }
         Self { nodes }
-    }
-
-    fn node(port: u16) -> RedisServer {
-        RedisServer::launch(port, true, tempfile::tempdir().expect("tempdir"))
     }
 
     /// The TOML value for `url`: a list of the node URLs.

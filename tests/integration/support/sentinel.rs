@@ -81,6 +81,12 @@ impl SentinelSet {
         format!("[{}]", urls.join(", "))
     }
 
+    /// Asks the Sentinels for a failover (the old master stays up, and takes writes until
+    /// they demote it).
+    pub fn failover(&self) {
+        sentinel_cli(self.sentinels[0].0, &["SENTINEL", "FAILOVER", MASTER]);
+    }
+
     /// The port of the master the Sentinels name now.
     pub fn master_port(&self) -> Option<u16> {
         let answer = sentinel_cli(

@@ -1,0 +1,120 @@
+//! `[store] replica_ack = N`: an admission counts only once `N` replicas have it, so a
+//! failover to one of them loses no admission. One `WAIT` covers every write made before
+//! it (it waits for the master's replication offset as of its connection's last write),
+//! so the acknowledgements are batched: a decision that wrote waits for the next round of
+//! `SET` + `WAIT N` on a connection of the acker's own (a `WAIT` blocks its connection),
+//! and rounds run only while decisions wait for one.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use tokio::sync::{watch, Notify};
+
+use super::StoreError;
+use crate::key::redis_key::PREFIX;
+
+pub struct Acker {
+    replicas: u32,
+    timeout: Duration,
+    /// The round under way (its number); a write made now is covered by the next.
+    started: AtomicU64,
+    /// The last round whose `WAIT` saw enough replicas.
+    done: watch::Sender<u64>,
+    /// Decisions waiting for a round.
+    waiting: AtomicU64,
+    wake: Notify,
+}
+
+impl Acker {
+    pub fn new(replicas: u32, timeout: Duration) -> Self {
+        Self {
+            replicas,
+            timeout,
+            started: AtomicU64::new(0),
+            done: watch::channel(0).0,
+            waiting: AtomicU64::new(0),
+            wake: Notify::new(),
+        }
+    }
+
+    pub fn replicas(&self) -> u32 {
+        self.replicas
+    }
+
+    /// Waits until a write this gateway made before the call is on `replicas` replicas,
+    /// within the store timeout.
+    pub async fn acked(&self) -> Result<(), StoreError> {
+        let need = self.started.load(Ordering::Acquire) + 1;
+        let mut done = self.done.subscribe();
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        self.wake.notify_one();
+        let waited = tokio::time::timeout(self.timeout, done.wait_for(|&d| d >= need)).await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        match waited {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(StoreError::NotAcknowledged(self.replicas)),
+        }
+    }
+
+    /// Runs rounds while decisions wait, on connections `connect` makes (again after a
+    /// failure), until the process ends.
+    pub async fn run<F, Fut>(self: Arc<Self>, connect: F)
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Option<MultiplexedConnection>>,
+    {
+        let mut connection = None;
+        loop {
+            if self.waiting.load(Ordering::Acquire) == 0 {
+                self.wake.notified().await;
+                continue;
+            }
+            if connection.is_none() {
+                connection = connect().await;
+                if connection.is_none() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            }
+            let Some(c) = connection.as_mut() else {
+                continue;
+            };
+            let round = self.started.fetch_add(1, Ordering::AcqRel) + 1;
+            match self.round(c, round).await {
+                Ok(acks) if acks >= i64::from(self.replicas) => {
+                    self.done.send_replace(round);
+                }
+                Ok(acks) => {
+                    tracing::warn!(
+                        acks,
+                        wanted = self.replicas,
+                        "Redis replicas did not acknowledge the decisions in time"
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "replica acknowledgement failed");
+                    connection = None;
+                }
+            }
+        }
+    }
+
+    async fn round(&self, c: &mut MultiplexedConnection, round: u64) -> redis::RedisResult<i64> {
+        let ms = u64::try_from(self.timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let mut set = redis::cmd("SET");
+        set.arg(format!("{PREFIX}:{{ack}}"))
+            .arg(round)
+            .arg("PX")
+            .arg(60_000);
+        let _: () = set.query_async(c).await?;
+        redis::cmd("WAIT")
+            .arg(self.replicas)
+            .arg(ms)
+            .query_async(c)
+            .await
+    }
+}

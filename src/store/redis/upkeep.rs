@@ -1,0 +1,189 @@
+//! The connection's upkeep, one turn every half second (sooner when woken): follows the
+//! Sentinels' master, connects a Cluster, keeps the fleet's secret, probes open breakers,
+//! and watches the masters for data-loss events.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+
+use super::events::NodeState;
+use super::{secret, Connection, RedisStore, PROBE};
+use crate::key::redis_key::PREFIX;
+use crate::metrics::{EventLabels, Metrics};
+
+/// The time between two turns.
+const TURN: Duration = Duration::from_millis(500);
+/// A gateway silent in the membership for this long no longer counts.
+const MEMBERSHIP_MS: u64 = 30_000;
+
+impl RedisStore {
+    /// Background upkeep until the process stops. `wall_ms` gives the wall clock events
+    /// are dated with.
+    pub async fn maintain(self: Arc<Self>, metrics: Arc<Metrics>, wall_ms: impl Fn() -> u64) {
+        if let Connection::Sentinel(link) = &self.connection {
+            tokio::spawn(link.clone().follow_switches(self.wake.clone()));
+        }
+        for turn in 0u64.. {
+            if let Connection::Sentinel(link) = &self.connection {
+                link.refresh(self.timeout * 20).await;
+            }
+            self.connect_cluster().await;
+            let restarted = self.watch_events(&metrics, wall_ms()).await;
+            // Every turn until the fleet's secret is known, then every 5 s, and at once
+            // after a restart (so a gateway starting now finds the fleet's again).
+            if restarted || self.fleet.key().is_none() || turn % 10 == 0 {
+                secret::keep(&self).await;
+            }
+            if turn % 10 == 0 {
+                self.keep_membership(wall_ms()).await;
+            }
+            self.probe_open().await;
+            tokio::select! {
+                _ = tokio::time::sleep(TURN) => {}
+                _ = self.wake.notified() => {}
+            }
+        }
+    }
+
+    /// Probes every open breaker group with a write to a key of its own, closing those
+    /// whose node takes it: the store recovers by itself, even with no traffic.
+    async fn probe_open(&self) {
+        let open: Vec<usize> = self.breakers.open().collect();
+        for group in open {
+            let mut probe = PROBE.prepare_invoke();
+            probe.key(&self.probe_keys[group]);
+            if self.invoke::<redis::Value>(&probe).await.is_ok() {
+                self.breakers.get(group).success();
+                if self.breakers.len() == 1 {
+                    tracing::info!("store reachable again; breaker closed");
+                } else {
+                    tracing::info!(
+                        group,
+                        "store reachable again for this group of hash slots; breaker closed"
+                    );
+                }
+            }
+        }
+    }
+    /// This gateway's heartbeat in the fleet's membership (a sorted set of gateway ids by
+    /// the wall-clock time they last wrote), and the count of those seen in the last 30 s.
+    async fn keep_membership(&self, now_ms: u64) {
+        let key = format!("{PREFIX}:{{fleet}}");
+        let beat = redis::cmd("ZADD")
+            .arg(&key)
+            .arg(now_ms)
+            .arg(&self.member_id)
+            .to_owned();
+        let forget = redis::cmd("ZREMRANGEBYSCORE")
+            .arg(&key)
+            .arg("-inf")
+            .arg(now_ms.saturating_sub(MEMBERSHIP_MS))
+            .to_owned();
+        let count = redis::cmd("ZCARD").arg(&key).to_owned();
+        if self.command::<i64>(&beat).await.is_err() || self.command::<i64>(&forget).await.is_err()
+        {
+            return;
+        }
+        if let Ok(n) = self.command::<u32>(&count).await {
+            self.members
+                .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// At start: warns of the Redis settings that weaken the fleet's bound under faults
+    /// (docs/reliability.md). A Redis that does not allow `CONFIG GET` (a managed one)
+    /// is not judged.
+    pub(super) async fn warn_settings(&self) {
+        let get = |name: &str| redis::cmd("CONFIG").arg("GET").arg(name).to_owned();
+        let value = |reply: Result<Vec<String>, _>| reply.ok().and_then(|v| v.get(1).cloned());
+        if value(self.command(&get("appendonly")).await).as_deref() == Some("no") {
+            tracing::warn!("Redis runs with appendonly no: a restart loses every key, and each admits up to one burst per key again; set appendonly yes to make restarts lose nothing");
+        }
+        match &self.connection {
+            Connection::Sentinel(_) => {
+                let min = value(self.command(&get("min-replicas-to-write")).await);
+                if min.as_deref() == Some("0") && self.acker.is_none() {
+                    tracing::warn!("Redis replicates asynchronously (min-replicas-to-write 0, no replica_ack): a failover may lose the last admissions, up to one burst per key; set [store] replica_ack = 1 to lose none");
+                }
+            }
+            Connection::Cluster(_) => {
+                let full = value(self.command(&get("cluster-require-full-coverage")).await);
+                if full.as_deref() == Some("yes") {
+                    tracing::warn!("Redis Cluster runs with cluster-require-full-coverage yes: a master down without a replica stops every slot, not only its own; set it to no");
+                }
+            }
+            Connection::Single(_) => {}
+        }
+    }
+
+    /// Reads the masters and records what changed; whether one restarted.
+    async fn watch_events(&self, metrics: &Metrics, now_ms: u64) -> bool {
+        let Some(masters) = self.masters().await else {
+            return false;
+        };
+        let events = self.events.observe(masters, now_ms);
+        for e in &events {
+            metrics
+                .store_events
+                .get_or_create(&EventLabels {
+                    kind: e.kind.as_str(),
+                })
+                .inc();
+        }
+        events
+            .iter()
+            .any(|e| e.kind == super::events::EventKind::Restart)
+    }
+
+    /// Every master by address, as its `INFO` describes it; `None` when one cannot be read
+    /// (nothing is concluded from a turn that saw part of the store).
+    async fn masters(&self) -> Option<BTreeMap<String, NodeState>> {
+        let info = redis::cmd("INFO");
+        match &self.connection {
+            Connection::Single(_) => {
+                let text: String = self.command(&info).await.ok()?;
+                let node = NodeState::from_info(&text)?;
+                Some(BTreeMap::from([(self.single_addr.clone(), node)]))
+            }
+            Connection::Sentinel(link) => {
+                let addr = link.master_addr()?;
+                let text: String = self.command(&info).await.ok()?;
+                Some(BTreeMap::from([(addr, NodeState::from_info(&text)?)]))
+            }
+            Connection::Cluster(slot) => {
+                let mut c = self.cluster(slot).ok()?;
+                let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                let reply = tokio::time::timeout(self.timeout, c.route_command(info, all))
+                    .await
+                    .ok()?
+                    .ok()?;
+                per_node(reply)
+            }
+        }
+    }
+}
+
+/// A Cluster's per-node replies (a map, or pairs) read as `INFO` of each master.
+fn per_node(reply: redis::Value) -> Option<BTreeMap<String, NodeState>> {
+    let pairs: Vec<(redis::Value, redis::Value)> = match reply {
+        redis::Value::Map(pairs) => pairs,
+        redis::Value::Array(items) => items
+            .into_iter()
+            .filter_map(|item| match item {
+                redis::Value::Array(mut pair) if pair.len() == 2 => {
+                    let v = pair.pop()?;
+                    Some((pair.pop()?, v))
+                }
+                _ => None,
+            })
+            .collect(),
+        _ => return None,
+    };
+    let text = |v: redis::Value| redis::from_redis_value::<String>(v).ok();
+    pairs
+        .into_iter()
+        .map(|(addr, info)| Some((text(addr)?, NodeState::from_info(&text(info)?)?)))
+        .collect()
+}

@@ -1,0 +1,374 @@
+//! The fleet under Redis faults, through real Redis processes: a failover moves every
+//! gateway off the replaced master, a restart is seen, a call that runs after its
+//! request was answered charges nothing, `on_error = "local"` enforces a share, a dead
+//! Cluster master costs only its own slots, and `replica_ack` waits for the replicas.
+//! (bench/faults.sh measures the bound over longer runs.)
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+const SECRET: &str = "the-fleet-secret-for-fault-tests";
+
+fn store(backend: &str, extra: &str) -> String {
+    format!(
+        "backend = \"redis\"\n{backend}\ntimeout = \"300ms\"\nkey_secret = \"{SECRET}\"\n{extra}"
+    )
+}
+
+/// Both gateways move to the promoted replica within moments of a `SENTINEL FAILOVER`,
+/// while the old master still takes writes: after the switch, fresh keys land on the new
+/// master only, and a key driven at four times its rate through both gateways stays within
+/// its bound plus one burst.
+#[tokio::test]
+async fn a_sentinel_failover_moves_the_whole_fleet_at_once() {
+    let set = SentinelSet::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(store(
+            &format!("sentinels = {}\nmaster = \"{MASTER}\"", set.urls_toml()),
+            "on_error = \"deny\"",
+        ))
+        .policy("tenant", "header:x-tenant-id", 50, "1s", 50)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    a.wait_for_store("/", "warm-a").await;
+    b.wait_for_store("/", "warm-b").await;
+
+    let admitted = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let drive = |url: String| {
+        let admitted = admitted.clone();
+        tokio::spawn(async move {
+            // 100 requests a second per gateway: four times the key's 50 a second.
+            let mut tick = tokio::time::interval(Duration::from_millis(10));
+            while started.elapsed() < Duration::from_secs(8) {
+                tick.tick().await;
+                if get(&url, &[("x-tenant-id", "hot")]).await.status == 200 {
+                    admitted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let drivers = [drive(a.url("/")), drive(b.url("/"))];
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let old = set.master_port().expect("a master");
+    set.failover();
+    let promoted = eventually(Duration::from_secs(20), || {
+        set.master_port().is_some_and(|p| p != old)
+    })
+    .await;
+    assert!(promoted, "the Sentinels promoted the replica");
+    let old_master = if old == set.master.port {
+        &set.master
+    } else {
+        &set.replica
+    };
+    let new_master = if old == set.master.port {
+        &set.replica
+    } else {
+        &set.master
+    };
+    // Within a second and a half of the promotion, neither gateway writes to the old
+    // master, though it still takes writes until the Sentinels demote it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before_old = old_master
+        .cli(&["DBSIZE"])
+        .trim()
+        .parse::<u64>()
+        .unwrap_or(0);
+    let before_new = new_master
+        .cli(&["DBSIZE"])
+        .trim()
+        .parse::<u64>()
+        .unwrap_or(0);
+    for i in 0..20 {
+        let gw = if i % 2 == 0 { &a } else { &b };
+        let r = get(&gw.url("/"), &[("x-tenant-id", &format!("fresh-{i}"))]).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let after_old = old_master
+        .cli(&["DBSIZE"])
+        .trim()
+        .parse::<u64>()
+        .unwrap_or(0);
+    let after_new = new_master
+        .cli(&["DBSIZE"])
+        .trim()
+        .parse::<u64>()
+        .unwrap_or(0);
+    let still_master = old_master.cli(&["ROLE"]).starts_with("master");
+    assert!(
+        after_old <= before_old || !still_master,
+        "fresh keys went to the replaced master: {before_old} -> {after_old}"
+    );
+    assert!(
+        after_new >= before_new + 20,
+        "fresh keys on the new master: {before_new} -> {after_new}"
+    );
+    for d in drivers {
+        d.await.unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let bound = 50.0 + 50.0 * elapsed;
+    let got = admitted.load(Ordering::Relaxed) as f64;
+    assert!(
+        got <= bound + 50.0,
+        "{got} admitted, bound {bound:.0} + one burst"
+    );
+    for gw in [&a, &b] {
+        let seen = eventually_async(Duration::from_secs(10), || async {
+            let stats = get(&gw.admin_url("/admin/stats"), &[]).await.json();
+            stats["store_events"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|e| e["kind"] == "failover"))
+        })
+        .await;
+        assert!(seen, "each gateway saw the failover");
+    }
+}
+
+/// A Redis restarted empty is a data-loss event: seen, counted and shown; the fleet's
+/// secret the gateways use is stored again.
+#[tokio::test]
+async fn a_redis_restart_is_seen_and_counted() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\n",
+            redis.url()
+        ))
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 5)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store("/", "acme").await;
+    let secret = redis.cli(&["GET", "tg:{secret}"]);
+    // Two upkeep turns see the node before it restarts.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    redis.restart();
+    let counted = metric_reaches(
+        Duration::from_secs(20),
+        &gw.admin_url("/metrics"),
+        "tollgate_store_events_total{kind=\"restart\"}",
+        1.0,
+    )
+    .await;
+    assert!(counted, "the restart is counted");
+    let stats = get(&gw.admin_url("/admin/stats"), &[]).await.json();
+    assert_eq!(stats["store_events"][0]["kind"], "restart", "{stats}");
+    let replanted = eventually(Duration::from_secs(10), || {
+        redis.cli(&["GET", "tg:{secret}"]) == secret
+    })
+    .await;
+    assert!(replanted, "the fleet's secret is stored again");
+}
+
+/// Requests sent to a frozen Redis are answered per on_error when it does not answer in
+/// time; when it thaws and runs their scripts, they charge nothing.
+#[tokio::test]
+async fn a_decision_that_runs_after_its_request_was_answered_charges_nothing() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(store(
+            &format!("url = \"{}\"", redis.url()),
+            "on_error = \"deny\"",
+        ))
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 4)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let h = [("x-tenant-id", "acme")];
+    gw.wait_for_store("/", "acme").await; // one of the key's 4 used
+    redis.pause();
+    let url = gw.url("/");
+    let frozen: Vec<_> = (0..3)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { get(&url, &[("x-tenant-id", "acme")]).await.status })
+        })
+        .collect();
+    for f in frozen {
+        assert_eq!(
+            f.await.unwrap(),
+            503,
+            "answered per on_error while Redis is frozen"
+        );
+    }
+    // Well past twice the store timeout: the queued scripts are late when they run.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    redis.resume();
+    let back = eventually_async(Duration::from_secs(10), || async {
+        get(&gw.admin_url("/readyz"), &[]).await.status == 200
+    })
+    .await;
+    assert!(back);
+    let statuses: Vec<u16> = {
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            v.push(get(&url, &h).await.status.as_u16());
+        }
+        v
+    };
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 429],
+        "the three answered 503 were not charged"
+    );
+}
+
+/// With `on_error = "local"`, a fleet of two enforces half of each limit per gateway
+/// while Redis is down (N counted from the gateways' heartbeats in Redis).
+#[tokio::test]
+async fn on_error_local_enforces_each_gateways_share() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(store(
+            &format!("url = \"{}\"", redis.url()),
+            "on_error = \"local\"",
+        ))
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 10)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for gw in [&a, &b] {
+        let counted = eventually_async(Duration::from_secs(20), || async {
+            get(&gw.admin_url("/admin/stats"), &[]).await.json()["fleet_share"] == 2
+        })
+        .await;
+        assert!(
+            counted,
+            "each gateway counts a fleet of two: {} {}",
+            redis.cli(&["ZRANGE", "tg:{fleet}", "0", "-1", "WITHSCORES"]),
+            get(&gw.admin_url("/admin/stats"), &[]).await.text()
+        );
+    }
+    redis.kill();
+    let mut admitted = 0;
+    for gw in [&a, &b] {
+        for _ in 0..10 {
+            if get(&gw.url("/"), &[("x-tenant-id", "acme")]).await.status == 200 {
+                admitted += 1;
+            }
+        }
+    }
+    assert_eq!(
+        admitted, 10,
+        "5 on each gateway: the fleet admits one burst, not two"
+    );
+}
+
+/// The HMAC-SHA256 tag tollgate gives a key's first part under `secret`.
+fn tag(secret: &str, part: &str) -> String {
+    use ring::hmac;
+    let root = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
+    let keys = hmac::sign(&root, b"tollgate: redis keys, v1");
+    let keys = hmac::Key::new(hmac::HMAC_SHA256, keys.as_ref());
+    let mut input = vec![0u8];
+    input.extend_from_slice(part.as_bytes());
+    hmac::sign(&keys, &input).as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// With a Cluster master dead (no replica, full coverage off), only its slots' requests
+/// fail: the others' breakers stay closed.
+#[tokio::test]
+async fn a_dead_cluster_master_costs_only_its_own_slots() {
+    let mut cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(store(
+            &format!("url = {}", cluster.urls_toml()),
+            "on_error = \"deny\"",
+        ))
+        .policy("tenant", "header:x-tenant-id", 1000, "1s", 1000)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store("/", "warm-up").await;
+    // The first master holds slots 0..=5460; tenants of the other two masters' slots.
+    let slot = |t: &str| crate::key_secret::slot(tag(SECRET, t).as_bytes());
+    let healthy: Vec<String> = (0..)
+        .map(|i| format!("tenant-{i}"))
+        .filter(|t| slot(t) > 5460 + 256)
+        .take(60)
+        .collect();
+    let doomed: Vec<String> = (0..)
+        .map(|i| format!("tenant-{i}"))
+        .filter(|t| slot(t) < 5460 - 256)
+        .take(60)
+        .collect();
+    cluster.nodes[0].kill();
+    let mut healthy_failed = 0;
+    let mut doomed_failed = 0;
+    for round in 0..5 {
+        for t in &doomed {
+            if get(&gw.url("/"), &[("x-tenant-id", t)]).await.status != 200 {
+                doomed_failed += 1;
+            }
+        }
+        for t in &healthy {
+            if get(&gw.url("/"), &[("x-tenant-id", t)]).await.status != 200 {
+                healthy_failed += 1;
+            }
+        }
+        if round == 0 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    assert!(
+        doomed_failed >= 250,
+        "the dead master's slots fail: {doomed_failed}/300"
+    );
+    assert!(
+        healthy_failed <= 15,
+        "healthy slots keep answering: {healthy_failed}/300 failed"
+    );
+}
+
+/// With `replica_ack = 1`, an admission counts once a replica has it: while the replica
+/// is frozen, requests are refused per on_error (deny), and they are admitted again when
+/// it answers.
+#[tokio::test]
+async fn replica_ack_waits_for_a_replica() {
+    let master = RedisServer::start();
+    let replica = RedisServer::start();
+    replica.cli(&["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    let synced = eventually(Duration::from_secs(30), || {
+        replica
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")
+    })
+    .await;
+    assert!(synced);
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(store(
+            &format!("url = \"{}\"", master.url()),
+            "on_error = \"deny\"\nreplica_ack = 1",
+        ))
+        .policy("tenant", "header:x-tenant-id", 1000, "1s", 1000)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store("/", "acme").await;
+    replica.pause();
+    let r = get(&gw.url("/"), &[("x-tenant-id", "acme")]).await;
+    assert_eq!(r.status, 503, "no replica acknowledged: {}", r.text());
+    replica.resume();
+    let back = eventually_async(Duration::from_secs(10), || async {
+        get(&gw.url("/"), &[("x-tenant-id", "acme")]).await.status == 200
+    })
+    .await;
+    assert!(back, "admitted again once the replica acknowledges");
+}
