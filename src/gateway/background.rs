@@ -74,11 +74,14 @@ pub fn spawn(
         return (tasks, None);
     };
     if let Some(acker) = remote.acker() {
-        let r = remote.clone();
-        tasks.push(tokio::spawn(acker.clone().run(move || {
+        let (r, m) = (remote.clone(), remote.clone());
+        let connect = move || {
             let r = r.clone();
             async move { r.own_connection().await }
-        })));
+        };
+        tasks.push(tokio::spawn(
+            acker.clone().run(connect, move || m.sentinel_master()),
+        ));
     }
     let s = shared.clone();
     tasks.push(tokio::spawn(

@@ -58,41 +58,44 @@ impl Acker {
         }
     }
 
-    /// Runs rounds while decisions wait, on connections `connect` makes (again after a
-    /// failure), until the process ends.
-    pub async fn run<F, Fut>(self: Arc<Self>, connect: F)
+    /// Runs rounds while decisions wait, on connections `connect` makes to the master
+    /// (again after a failure, and when `master` names another node than the one
+    /// connected to: a promoted replica's writes are acknowledged by its own replicas),
+    /// until the process ends.
+    pub async fn run<F, Fut, M>(self: Arc<Self>, connect: F, master: M)
     where
         F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Option<MultiplexedConnection>>,
+        Fut: std::future::Future<Output = Option<(String, MultiplexedConnection)>>,
+        M: Fn() -> Option<String>,
     {
-        let mut connection = None;
+        let mut connection: Option<(String, MultiplexedConnection)> = None;
+        let mut short = Complaints::default();
         loop {
             if self.waiting.load(Ordering::Acquire) == 0 {
                 self.wake.notified().await;
                 continue;
             }
-            if connection.is_none() {
+            let moved = match (&connection, master()) {
+                (Some((addr, _)), Some(now)) => *addr != now,
+                _ => false,
+            };
+            if connection.is_none() || moved {
                 connection = connect().await;
                 if connection.is_none() {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             }
-            let Some(c) = connection.as_mut() else {
+            let Some((_, c)) = connection.as_mut() else {
                 continue;
             };
             let round = self.started.fetch_add(1, Ordering::AcqRel) + 1;
             match self.round(c, round).await {
                 Ok(acks) if acks >= i64::from(self.replicas) => {
                     self.done.send_replace(round);
+                    short.recovered();
                 }
-                Ok(acks) => {
-                    tracing::warn!(
-                        acks,
-                        wanted = self.replicas,
-                        "Redis replicas did not acknowledge the decisions in time"
-                    );
-                }
+                Ok(acks) => short.complain(acks, self.replicas),
                 Err(e) => {
                     tracing::warn!(error = %e, "replica acknowledgement failed");
                     connection = None;
@@ -116,5 +119,38 @@ impl Acker {
             .arg(ms)
             .query_async(c)
             .await
+    }
+}
+
+/// Short rounds, logged at most every 5 s (with how many there were), not once a round.
+#[derive(Default)]
+struct Complaints {
+    since_logged: u64,
+    logged_at: Option<tokio::time::Instant>,
+}
+
+impl Complaints {
+    fn complain(&mut self, acks: i64, wanted: u32) {
+        self.since_logged += 1;
+        let due = self
+            .logged_at
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(5));
+        if due {
+            tracing::warn!(
+                acks,
+                wanted,
+                rounds = self.since_logged,
+                "Redis replicas did not acknowledge the decisions in time; they are answered per on_error"
+            );
+            self.since_logged = 0;
+            self.logged_at = Some(tokio::time::Instant::now());
+        }
+    }
+
+    fn recovered(&mut self) {
+        if self.logged_at.take().is_some() {
+            tracing::info!("Redis replicas acknowledge the decisions again");
+        }
+        self.since_logged = 0;
     }
 }

@@ -9,6 +9,7 @@ pub mod breaker;
 pub mod events;
 pub mod secret;
 pub mod sentinel;
+mod sentinel_ask;
 mod upkeep;
 
 use std::future::Future;
@@ -145,16 +146,27 @@ impl RedisStore {
         self.acker.as_ref()
     }
 
-    /// A connection of its own to the master, for the acker.
-    pub async fn own_connection(&self) -> Option<redis::aio::MultiplexedConnection> {
+    /// A connection of its own to the master, for the acker, with the master's address.
+    pub async fn own_connection(&self) -> Option<(String, redis::aio::MultiplexedConnection)> {
         let client = match &self.connection {
             Connection::Sentinel(link) => link.master_client()?,
             _ => self.single_client.clone()?,
         };
-        tokio::time::timeout(self.timeout * 4, client.get_multiplexed_async_connection())
-            .await
-            .ok()?
-            .ok()
+        let addr = client.get_connection_info().addr().to_string();
+        let connection =
+            tokio::time::timeout(self.timeout * 4, client.get_multiplexed_async_connection())
+                .await
+                .ok()?
+                .ok()?;
+        Some((addr, connection))
+    }
+
+    /// The master Sentinel names now (`None` for a single Redis or a Cluster).
+    pub fn sentinel_master(&self) -> Option<String> {
+        match &self.connection {
+            Connection::Sentinel(link) => link.master_addr(),
+            _ => None,
+        }
     }
 
     pub fn timeout(&self) -> Duration {

@@ -1,33 +1,42 @@
-//! Redis Sentinel: the master is asked of the Sentinels at every upkeep turn (half a
-//! second), at once when a call to it fails (a multiplexed connection does not follow a
-//! failover by itself), and at once when a Sentinel announces `+switch-master` (each
-//! Sentinel's announcements are followed on a subscription of their own). A node that
-//! does not say it is a master (`ROLE`) is never written to. So a whole fleet leaves a
-//! replaced master within moments of its replacement — even while the old one still
-//! takes writes, which Sentinel discards when it demotes it — and no two gateways keep
-//! deciding on two masters.
+//! Redis Sentinel: the master is asked of every Sentinel at every upkeep turn (half a
+//! second; the newest configuration wins, [`sentinel_ask`](super::sentinel_ask)), and a
+//! Sentinel's `+switch-master` announcement (each Sentinel's followed on a subscription
+//! of its own) moves the gateway at once. A node that does not say it is a master
+//! (`ROLE`) is never written to, and a gateway never goes back to an older
+//! configuration's master. So a whole fleet leaves a replaced master within moments of
+//! its replacement — even while the old one still takes writes, which Sentinel discards
+//! when it demotes it — and no two gateways keep deciding on two masters.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::{IntoConnectionInfo, TlsMode};
+use redis::IntoConnectionInfo;
+
+use super::sentinel_ask::Sentinels;
 
 use crate::config::SentinelMaster;
 use crate::store::StoreError;
 
 /// The master's connection, as the Sentinels last named it.
 pub struct SentinelLink {
-    sentinels: tokio::sync::Mutex<SentinelClient>,
+    sentinels: Sentinels,
+    /// The master's credentials, database and TLS, with some address (replaced by the
+    /// address the Sentinels name).
+    template: redis::ConnectionInfo,
+    /// The configuration epoch of the master in use: an answer naming an older one is
+    /// a Sentinel that has not heard of the failover yet.
+    epoch: AtomicU64,
     /// The Sentinels' URLs and the master's name, for the `+switch-master` subscriptions.
     urls: Vec<String>,
     name: String,
     master: ArcSwapOption<Master>,
     /// A call failed: ask the Sentinels again.
     stale: AtomicBool,
+    /// The new master's host and port of the last `+switch-master`, not yet tried.
+    announced: std::sync::Mutex<Option<(String, u16)>>,
     config: ConnectionManagerConfig,
 }
 
@@ -43,26 +52,19 @@ impl SentinelLink {
         master: &SentinelMaster,
         config: ConnectionManagerConfig,
     ) -> Result<Self, StoreError> {
-        let mut node = SentinelNodeConnectionInfo::default();
-        if let Some(url) = &master.url {
-            let info = url.as_str().into_connection_info()?;
-            node = node.set_redis_connection_info(info.redis_settings().clone());
-            if url.starts_with("rediss://") {
-                node = node.set_tls_mode(TlsMode::Secure);
-            }
-        }
-        let client = SentinelClient::build(
-            sentinels.to_vec(),
-            master.name.clone(),
-            Some(node),
-            SentinelServerType::Master,
-        )?;
+        let template = match &master.url {
+            Some(url) => url.as_str().into_connection_info()?,
+            None => "redis://127.0.0.1:6379".into_connection_info()?,
+        };
         Ok(Self {
-            sentinels: tokio::sync::Mutex::new(client),
+            sentinels: Sentinels::new(sentinels)?,
+            template,
+            epoch: AtomicU64::new(0),
             urls: sentinels.to_vec(),
             name: master.name.clone(),
             master: ArcSwapOption::empty(),
             stale: AtomicBool::new(true),
+            announced: std::sync::Mutex::new(None),
             config,
         })
     }
@@ -92,25 +94,82 @@ impl SentinelLink {
     }
 
     /// Asks the Sentinels for the master, within `limit`, and moves to it when it changed
-    /// and says it is a master. The new address when it moved.
+    /// and says it is a master. The new address when it moved. A `+switch-master`
+    /// announcement is tried first, as it came: the Sentinels that did not lead the
+    /// failover may name the old master for seconds more.
     pub async fn refresh(&self, limit: Duration) -> Option<String> {
-        let asked = async {
-            let mut sentinels = self.sentinels.lock().await;
-            sentinels.async_get_client().await
-        };
-        let client = match tokio::time::timeout(limit, asked).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "Redis Sentinel did not name a master");
-                return None;
+        if let Some(client) = self.announced_client() {
+            if let Some(moved) = self.move_to(client, limit).await {
+                // A failover raised the epoch: the Sentinels still naming the old
+                // master answer with the old one.
+                self.epoch.fetch_add(1, Ordering::Relaxed);
+                return Some(moved);
             }
-            Err(_) => {
-                tracing::warn!("Redis Sentinel did not answer in time");
-                return None;
-            }
+        }
+        let Some(named) = self.sentinels.newest(&self.name, limit).await else {
+            tracing::warn!("no Redis Sentinel named a master");
+            return None;
         };
-        let addr = client.get_connection_info().addr().to_string();
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        if named.epoch < epoch && self.master.load().is_some() {
+            // A Sentinel that has not heard of the failover this gateway followed (with
+            // no master in use, any answer is better than none: a Sentinel set rebuilt
+            // from scratch starts its epochs again).
+            return None;
+        }
         self.stale.store(false, Ordering::Relaxed);
+        let addr = format!("{}:{}", named.host, named.port);
+        if named.failing {
+            self.fence(&addr);
+            return None;
+        }
+        let client = self.client_for(named.host, named.port)?;
+        let moved = self.move_to(client, limit).await;
+        if moved.is_some() || self.master.load().is_some() {
+            self.epoch.fetch_max(named.epoch, Ordering::Relaxed);
+        }
+        moved
+    }
+
+    /// Stops writing to `addr` while a Sentinel holds it down or is replacing it (what
+    /// it takes meanwhile may be discarded at its demotion): requests get `on_error`
+    /// until the Sentinels name the next master, or the same one again, recovered.
+    fn fence(&self, addr: &str) {
+        if self.master.load().as_ref().is_some_and(|m| m.addr == addr) {
+            self.master.store(None);
+            tracing::warn!(master = %addr, "Redis Sentinel holds the master down or is failing it over: not writing to it until the next master is named");
+        }
+    }
+
+    /// A client for the master at `host:port`, with the master's credentials, database
+    /// and TLS.
+    fn client_for(&self, host: String, port: u16) -> Option<redis::Client> {
+        let addr = match self.template.addr() {
+            redis::ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => redis::ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => redis::ConnectionAddr::Tcp(host, port),
+        };
+        redis::Client::open(self.template.clone().set_addr(addr)).ok()
+    }
+
+    /// A client for the master the last `+switch-master` announced, not yet tried.
+    fn announced_client(&self) -> Option<redis::Client> {
+        let (host, port) = self.announced.lock().ok()?.take()?;
+        self.client_for(host, port)
+    }
+
+    /// Moves to `client`'s node when it is another than the current one and says it is
+    /// a master; its address when it moved.
+    async fn move_to(&self, client: redis::Client, limit: Duration) -> Option<String> {
+        let addr = client.get_connection_info().addr().to_string();
         if self.master.load().as_ref().is_some_and(|m| m.addr == addr) {
             return None;
         }
@@ -166,8 +225,16 @@ impl SentinelLink {
                 while let Some(msg) = messages.next().await {
                     let text: String = msg.get_payload().unwrap_or_default();
                     // "<name> <old ip> <old port> <new ip> <new port>"
-                    if text.split(' ').next() == Some(self.name.as_str()) {
+                    let parts: Vec<&str> = text.split(' ').collect();
+                    if parts.first() == Some(&self.name.as_str()) {
                         tracing::warn!(announcement = %text, "Redis Sentinel switched the master");
+                        if let (Some(host), Some(Ok(port))) =
+                            (parts.get(3), parts.get(4).map(|p| p.parse::<u16>()))
+                        {
+                            if let Ok(mut announced) = self.announced.lock() {
+                                *announced = Some(((*host).to_owned(), port));
+                            }
+                        }
                         self.failed();
                         switched.notify_one();
                     }

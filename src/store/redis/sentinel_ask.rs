@@ -1,0 +1,202 @@
+//! Asking every Sentinel which node is the master, and believing the one whose
+//! configuration is newest: after a failover the Sentinels that did not lead it name the
+//! old master for a while (and the old master, not yet demoted, still says it is one),
+//! so the first Sentinel to answer is not to be trusted. Each Sentinel's `SENTINEL
+//! MASTER <name>` reply carries its `config-epoch`, which every failover raises; the
+//! highest wins, and a gateway never goes back to an older epoch's master.
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+
+/// One Sentinel's view of the master.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    pub host: String,
+    pub port: u16,
+    pub epoch: u64,
+    /// The Sentinel holds the master down (`o_down`) or its failover has begun promoting
+    /// a replica: what is written to the master now may be discarded when the failover
+    /// demotes it. (A failover still choosing a replica is not yet a risk, and may be
+    /// abandoned: writing on then loses nothing.)
+    pub failing: bool,
+}
+
+/// The Sentinels, each with a connection kept between turns.
+pub struct Sentinels {
+    clients: Vec<redis::Client>,
+    connections: tokio::sync::Mutex<Vec<Option<MultiplexedConnection>>>,
+}
+
+impl Sentinels {
+    pub fn new(urls: &[String]) -> redis::RedisResult<Self> {
+        let clients = urls
+            .iter()
+            .map(|u| redis::Client::open(u.as_str()))
+            .collect::<redis::RedisResult<Vec<_>>>()?;
+        let connections = tokio::sync::Mutex::new(vec![None; clients.len()]);
+        Ok(Self {
+            clients,
+            connections,
+        })
+    }
+
+    /// Every Sentinel's answer for `name`, each within `limit`, and the newest of them
+    /// (`None` when none answered), `failing` when any Sentinel of that epoch holds its
+    /// master down or is failing it over. Sentinels that failed are reconnected next time.
+    pub async fn newest(&self, name: &str, limit: Duration) -> Option<Named> {
+        let mut connections = self.connections.lock().await;
+        let asks = self
+            .clients
+            .iter()
+            .zip(connections.iter_mut())
+            .map(|(client, slot)| ask(client, slot, name, limit));
+        let answers: Vec<Named> = futures_util::future::join_all(asks)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        let mut newest = answers.iter().max_by_key(|n| n.epoch)?.clone();
+        newest.failing = answers.iter().any(|n| {
+            n.failing && n.epoch == newest.epoch && n.host == newest.host && n.port == newest.port
+        });
+        Some(newest)
+    }
+}
+
+async fn ask(
+    client: &redis::Client,
+    slot: &mut Option<MultiplexedConnection>,
+    name: &str,
+    limit: Duration,
+) -> Option<Named> {
+    let asked = async {
+        if slot.is_none() {
+            *slot = Some(client.get_multiplexed_async_connection().await?);
+        }
+        let Some(c) = slot.as_mut() else {
+            return Ok(None);
+        };
+        let reply: redis::Value = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(name)
+            .query_async(c)
+            .await?;
+        Ok::<_, redis::RedisError>(parse(&reply))
+    };
+    match tokio::time::timeout(limit, asked).await {
+        Ok(Ok(named)) => named,
+        _ => {
+            *slot = None;
+            None
+        }
+    }
+}
+
+/// `SENTINEL MASTER`'s reply: field names and values, as a flat array (RESP2) or a map.
+fn parse(reply: &redis::Value) -> Option<Named> {
+    let pairs: Vec<(String, String)> = match reply {
+        redis::Value::Array(items) => items
+            .chunks(2)
+            .filter_map(|kv| Some((text(kv.first()?)?, text(kv.get(1)?)?)))
+            .collect(),
+        redis::Value::Map(items) => items
+            .iter()
+            .filter_map(|(k, v)| Some((text(k)?, text(v)?)))
+            .collect(),
+        _ => return None,
+    };
+    let field = |name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let flags = field("flags").unwrap_or_default();
+    let promoting = matches!(
+        field("failover-state"),
+        Some("send_slaveof_noone" | "wait_promotion" | "reconf_slaves" | "update_config")
+    );
+    Some(Named {
+        host: field("ip")?.to_owned(),
+        port: field("port")?.parse().ok()?,
+        epoch: field("config-epoch")?.parse().ok()?,
+        failing: promoting || flags.split(',').any(|f| f == "o_down"),
+    })
+}
+
+fn text(v: &redis::Value) -> Option<String> {
+    match v {
+        redis::Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        redis::Value::SimpleString(s) => Some(s.clone()),
+        redis::Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> redis::Value {
+        redis::Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn reads_the_address_and_epoch_of_either_reply_shape() {
+        let flat = redis::Value::Array(
+            [
+                "name",
+                "mymaster",
+                "ip",
+                "10.0.0.2",
+                "port",
+                "6380",
+                "config-epoch",
+                "7",
+                "flags",
+                "master",
+            ]
+            .iter()
+            .map(|s| bulk(s))
+            .collect(),
+        );
+        let want = Named {
+            host: "10.0.0.2".into(),
+            port: 6380,
+            epoch: 7,
+            failing: false,
+        };
+        assert_eq!(parse(&flat), Some(want.clone()));
+        let map = redis::Value::Map(vec![
+            (bulk("ip"), bulk("10.0.0.2")),
+            (bulk("port"), bulk("6380")),
+            (bulk("config-epoch"), redis::Value::Int(7)),
+        ]);
+        assert_eq!(parse(&map), Some(want.clone()));
+        for (flags, state, failing) in [
+            ("master", "none", false),
+            ("master,s_down", "none", false),
+            ("master,s_down,o_down", "none", true),
+            ("master,failover_in_progress", "select_slave", false),
+            ("master,failover_in_progress", "wait_promotion", true),
+        ] {
+            let reply = redis::Value::Map(vec![
+                (bulk("ip"), bulk("10.0.0.2")),
+                (bulk("port"), bulk("6380")),
+                (bulk("config-epoch"), bulk("7")),
+                (bulk("flags"), bulk(flags)),
+                (bulk("failover-state"), bulk(state)),
+            ]);
+            assert_eq!(
+                parse(&reply).map(|n| n.failing),
+                Some(failing),
+                "{flags} {state}"
+            );
+        }
+        assert_eq!(parse(&redis::Value::Nil), None);
+        let no_epoch =
+            redis::Value::Array(["ip", "h", "port", "1"].iter().map(|s| bulk(s)).collect());
+        assert_eq!(parse(&no_epoch), None);
+    }
+}
