@@ -11,6 +11,7 @@
 # context, so copy the binary to dist/ (TOLLGATE_BINARY, a path inside the context):
 #
 #   cargo build --release --locked && install -D target/release/tollgate dist/tollgate
+#   strip --strip-debug dist/tollgate     # the release profile keeps debug info (~50 MB)
 #   docker build --target prebuilt -t tollgate .
 #   docker build --target prebuilt --build-arg TOLLGATE_BINARY=elsewhere/tollgate -t tollgate .
 #

@@ -48,6 +48,20 @@ pub enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Reload one running gateway through its admin API (`POST /admin/reload`): exit 0
+    /// when the new config is in use, 2 when it was refused (its errors printed, the
+    /// running config kept), 1 when the gateway could not be asked.
+    Reload {
+        /// The gateway's admin listener, HOST:PORT (as in `admin_listen`).
+        #[arg(long, value_name = "HOST:PORT", env = "TOLLGATE_ADMIN")]
+        admin: String,
+        /// A file holding the admin token (else `TOLLGATE_ADMIN_TOKEN`, else none).
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
+        /// Give up after this long.
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
     /// Run a small upstream that answers every request with 200 (for demos and benchmarks).
     Echo {
         #[arg(long, default_value = "127.0.0.1:3000")]

@@ -20,7 +20,8 @@
 //!    under their deadlines), [`admin`] (admin API, status page).
 //! 3. **Wiring** — [`gateway`] (start-up, background tasks, signals, shutdown), [`workers`]
 //!    (thread-per-core data plane), [`reload`], [`descriptors`], [`cli`], [`summary`],
-//!    [`health`] (the `tollgate health` probe).
+//!    [`health`] (the `tollgate health` probe), [`control`] (`tollgate reload`: the command
+//!    line as a client of a running gateway's admin API).
 //!
 //! One request, top to bottom, is [`proxy::service::handle`]: load the snapshot once →
 //! normalise the head → match the route → decide every tier with one `now`
@@ -32,6 +33,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod conn;
+pub mod control;
 pub mod descriptors;
 pub mod echo;
 pub mod files;

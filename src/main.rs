@@ -61,6 +61,11 @@ fn main() -> ExitCode {
         } => run(&config, ready_file, demo_upstream),
         Command::Health { url, timeout } => health(&url, timeout),
         Command::Echo { listen } => echo(listen),
+        Command::Reload {
+            admin,
+            token_file,
+            timeout,
+        } => reload(admin, token_file.as_deref(), timeout),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -75,6 +80,19 @@ fn check(config: &Path) -> Result<(), Failure> {
         eprintln!("{e}");
         Failure::BadConfig
     })?;
+    // The store's clients as `run` makes them (inside a runtime, as there).
+    let preflight = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(async { tollgate::gateway::preflight(&c) })
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = preflight {
+        eprintln!("{}: {e}", config.display());
+        return Err(Failure::BadConfig);
+    }
     print!("{}", tollgate::summary::summary(&c));
     let now_ms = tollgate::clock::MonotonicClock::new().wall_ms();
     let described = tollgate::overrides::describe_file(&c, now_ms).map_err(|e| {
@@ -83,6 +101,58 @@ fn check(config: &Path) -> Result<(), Failure> {
     })?;
     print!("{}", described.unwrap_or_default());
     Ok(())
+}
+
+/// `tollgate reload --admin HOST:PORT`: one gateway's `POST /admin/reload`.
+fn reload(address: String, token_file: Option<&Path>, timeout: Duration) -> Result<(), Failure> {
+    use tollgate::control::{reload_lines, token, Admin};
+    let token = token(token_file).map_err(|e| {
+        eprintln!("{e}");
+        Failure::Runtime
+    })?;
+    let admin = Admin {
+        address,
+        token,
+        timeout,
+    };
+    let answer = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(admin.call(http::Method::POST, "/admin/reload"))
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|e| {
+            eprintln!("{e}");
+            Failure::Runtime
+        })?;
+    let lines = reload_lines(&answer.body);
+    match answer.status.as_u16() {
+        200 => {
+            lines.iter().for_each(|l| println!("{l}"));
+            Ok(())
+        }
+        422 => {
+            eprintln!("reload refused; the running configuration is kept:");
+            lines.iter().for_each(|l| eprintln!("{l}"));
+            Err(Failure::BadConfig)
+        }
+        status => {
+            let hint = match status {
+                401 => " (send the admin token: --token-file or TOLLGATE_ADMIN_TOKEN)",
+                403 => " (without a token, changes are taken only on a loopback admin_listen, asked by address or localhost)",
+                _ => "",
+            };
+            eprintln!(
+                "POST http://{}/admin/reload answered {}{hint}: {}",
+                admin.address,
+                answer.status,
+                lines.join(" ")
+            );
+            Err(Failure::Runtime)
+        }
+    }
 }
 
 /// `tollgate run`: serve until signalled, with the demo upstream alongside if asked.

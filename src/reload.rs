@@ -40,6 +40,9 @@ pub async fn reload(shared: &Shared) -> Result<ReloadReport, ReloadError> {
                 policies = report.policies,
                 "configuration reloaded"
             );
+            for w in &shared.config().warnings {
+                tracing::warn!("{w}");
+            }
             for what in &report.needs_restart {
                 tracing::warn!("{what} changed: this takes effect only after a restart");
             }
@@ -168,6 +171,7 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
         o.overrides_file != n.overrides_file,
     );
     check("server.workers", o.workers != n.workers);
+    check("server.watch_config", o.watch_config != n.watch_config);
     check("store", old.store != new.store);
     changed
 }

@@ -29,6 +29,12 @@ pub fn summary(config: &Config) -> String {
     for r in &config.routes {
         write_route(&mut out, r);
     }
+    if !config.warnings.is_empty() {
+        let _ = writeln!(out);
+        for w in &config.warnings {
+            let _ = writeln!(out, "{w}");
+        }
+    }
     out
 }
 

@@ -182,7 +182,7 @@ fn config_json(shared: &Shared) -> serde_json::Value {
     let c = shared.config();
     let (redis_urls, sentinel_master) = match &c.store.backend {
         crate::config::Backend::Redis { urls, sentinel, .. } => (
-            urls.iter().map(|u| redact_url(u)).collect(),
+            urls.iter().map(|u| crate::config::redact_url(u)).collect(),
             sentinel.as_ref().map(|s| s.name.clone()),
         ),
         crate::config::Backend::Memory => (Vec::new(), None),
@@ -220,18 +220,6 @@ fn config_json(shared: &Shared) -> serde_json::Value {
             "cost": r.cost,
         })).collect::<Vec<_>>(),
     })
-}
-
-/// `redis://user:secret@host` → `redis://user:***@host`.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let creds = &url[scheme_end + 3..at];
-            let user = creds.split(':').next().unwrap_or("");
-            format!("{}{}:***{}", &url[..scheme_end + 3], user, &url[at..])
-        }
-        _ => url.to_owned(),
-    }
 }
 
 /// Cumulative decision counts per route and tier, for the status page's live rates.
@@ -301,19 +289,4 @@ fn policy_json(p: &Arc<crate::config::Policy>) -> serde_json::Value {
         out.extend(fields);
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_passwords_only() {
-        assert_eq!(
-            redact_url("redis://u:pw@h:6379/0"),
-            "redis://u:***@h:6379/0"
-        );
-        assert_eq!(redact_url("rediss://:pw@h"), "rediss://:***@h");
-        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
-    }
 }

@@ -6,8 +6,10 @@ pub mod error;
 pub mod model;
 pub mod policy;
 pub mod raw;
+mod redact;
 
 pub use compile::{compile, load, ADMIN_MAX_CONNECTIONS};
 pub use error::{ConfigError, Located};
 pub use model::*;
 pub use policy::*;
+pub use redact::redact_url;

@@ -22,6 +22,9 @@ pub struct Config {
     pub policies: Vec<Arc<Policy>>,
     /// In match order: longest path first, then host-specific, then method-specific.
     pub routes: Vec<Arc<Route>>,
+    /// What the file says that is valid but likely not meant, one located line each
+    /// (`path:line:column: warning: …`): `check` prints them, `run` and reloads log them.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +39,8 @@ pub struct Server {
     pub drain_timeout: Duration,
     /// One log line per request (target `tollgate::access`).
     pub access_log: bool,
+    /// Reload when the config file changes (its folder watched), as on SIGHUP.
+    pub watch_config: bool,
     /// Data-plane worker threads, each with its own runtime and listener.
     pub workers: usize,
     /// Longest silence allowed inside a request body (408 after it).

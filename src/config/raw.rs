@@ -35,6 +35,7 @@ pub struct RawServer {
     pub max_header_bytes: Option<S<i64>>,
     pub drain_timeout: Option<S<String>>,
     pub access_log: Option<bool>,
+    pub watch_config: Option<bool>,
     pub workers: Option<S<i64>>,
     pub body_read_timeout: Option<S<String>>,
     pub normalize_path: Option<bool>,

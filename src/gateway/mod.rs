@@ -2,6 +2,7 @@
 //! (`background`), and stops them in order (stop accepting → drain → exit).
 
 mod background;
+mod config_watch;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -45,6 +46,8 @@ pub enum StartError {
     /// Starting without them could throttle the tenants they protect.
     #[error("runtime overrides: {0}")]
     Overrides(#[from] crate::overrides::FileError),
+    #[error("watch_config: cannot watch the config file's folder: {0}")]
+    Watch(#[from] notify::Error),
 }
 
 pub struct Gateway {
@@ -104,7 +107,11 @@ impl Gateway {
         let (shutdown, rx) = watch::channel(false);
         let data_plane = crate::workers::spawn(listeners, &shared, &rx)
             .map_err(|source| StartError::Bind { addr, source })?;
-        let (background, slice_keeper) = background::spawn(&shared, &rx);
+        let (mut background, slice_keeper) = background::spawn(&shared, &rx);
+        if shared.config().server.watch_config {
+            let path = shared.config_path.clone();
+            background.push(config_watch::spawn(shared.clone(), path, rx.clone())?);
+        }
         let admin = admin_listener
             .map(|l| tokio::spawn(crate::admin::listener::serve(l, shared.clone(), rx)));
         announce(&shared, addr, admin_addr);
@@ -220,6 +227,13 @@ impl Gateway {
 
 /// The store `config` names: the embedded one, or Redis with the embedded one beside it
 /// for `on_error = "local"`.
+/// What `run` checks of a compiled config before it binds, beyond the config itself:
+/// the store's clients can be made (nothing connects). `tollgate check` runs it, so
+/// the two agree.
+pub fn preflight(config: &Config) -> Result<(), StartError> {
+    store_of(config).map(drop)
+}
+
 fn store_of(config: &Config) -> Result<Store, StartError> {
     let local = Arc::new(MemoryStore::new(config.store.max_keys));
     Ok(match &config.store.backend {
@@ -283,6 +297,9 @@ fn announce(shared: &Shared, addr: SocketAddr, admin: Option<SocketAddr>) {
     let admin_shown = admin.map_or_else(|| "none".to_owned(), |a| a.to_string());
     let (tls, workers) = (config.server.tls.is_some(), config.server.workers);
     tracing::info!(%addr, admin = %admin_shown, tls, workers, "tollgate serving");
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+    }
     if crate::admin::auth::exposed_without_token(&config) {
         tracing::warn!(
             "the admin listener is not on a loopback address and no admin_token is set: \

@@ -11,6 +11,7 @@ pub fn describe_file(config: &Config, now_ms: u64) -> Result<Option<String>, Fil
     let Some(path) = &config.server.overrides_file else {
         return Ok(None);
     };
+    crate::files::refuse_link(path)?;
     let all = journal::read(path)?.overrides;
     let live: Vec<&Stored> = all.iter().filter(|s| !s.expired(now_ms)).collect();
     let mut out = format!(

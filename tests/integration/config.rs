@@ -170,9 +170,35 @@ fn every_mistake_is_located_with_a_hint() {
             "hint: this field takes a string, in quotes: a duration with its unit",
         ),
         (
+            // One error, at the line that made it a concurrency cap.
             "limit = 10",
             "limit = 10\nmax_in_flight = 4",
-            "FILE:9:9: policy `p` sets both max_in_flight and `limit`",
+            "FILE:10:17: policy `p` sets max_in_flight and `limit`, `period`, `burst`: a policy is a concurrency cap or a rate, not both",
+        ),
+        (
+            "policies = [\"p\"]",
+            "policy = [\"p\"]",
+            "hint: did you mean `policies`?",
+        ),
+        (
+            "limit = 10\nperiod = \"1s\"",
+            "rate = \"10r/s\"",
+            "hint: tollgate writes a rate as `limit` requests per `period` (nginx's rate = \"10r/s\" is limit = 10, period = \"1s\")",
+        ),
+        (
+            "key = \"ip\"",
+            "key = \"ip",
+            "hint: a string is not closed on its line",
+        ),
+        (
+            "burst = 5",
+            "burst = 5\nburst = 6",
+            "hint: a field is set twice in this table",
+        ),
+        (
+            "[[routes]]",
+            "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:63790000\"\n\n[[routes]]",
+            "FILE:15:7: Redis URL `redis://127.0.0.1:63790000` does not parse",
         ),
         (
             "limit = 10\nperiod = \"1s\"\nburst = 5",
@@ -204,6 +230,35 @@ fn every_mistake_is_located_with_a_hint() {
             "for {to:?}\nexpected: {expected}\ngot:      {got}"
         );
     }
+}
+
+#[test]
+fn a_period_in_months_is_a_warning_check_prints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("months.toml");
+    std::fs::write(&path, BASE.replace("period = \"1s\"", "period = \"1M\"")).expect("write");
+    let config = tollgate::config::load(&path).expect("valid, with a warning");
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    assert!(
+        config.warnings[0].ends_with(
+            "months.toml:10:10: warning: policy `p`: period `1M` counts a month as a fixed length (30.44 days a month, 365.25 days a year) and refills continuously; it is not a calendar window\n    hint: write the period in days (\"30d\") to say so; limit = 1000000, period = \"30d\" is a continuous rate, not a monthly allowance"
+        ),
+        "{}",
+        config.warnings[0]
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run check");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("warning: policy `p`: period `1M`"));
+    let days = BASE.replace("period = \"1s\"", "period = \"30d\"");
+    std::fs::write(&path, days).expect("write");
+    assert!(tollgate::config::load(&path)
+        .expect("valid")
+        .warnings
+        .is_empty());
 }
 
 #[test]

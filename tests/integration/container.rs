@@ -17,6 +17,26 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
+/// `podman`, on runc when it is installed (scripts/test installs it): a podman whose
+/// default runtime is crun fails on this kind of machine (crun refuses a cgroup v1 or
+/// hybrid setup: "cgroups in hybrid mode not supported"), runc works on every setup.
+/// `TOLLGATE_TEST_PODMAN_RUNTIME` names another runtime (a path or a name podman knows).
+fn podman_command() -> Command {
+    let mut podman = Command::new("podman");
+    let chosen = std::env::var("TOLLGATE_TEST_PODMAN_RUNTIME")
+        .ok()
+        .or_else(|| {
+            ["/usr/sbin/runc", "/usr/bin/runc"]
+                .into_iter()
+                .find(|path| Path::new(path).exists())
+                .map(str::to_owned)
+        });
+    if let Some(runtime) = chosen {
+        podman.arg("--runtime").arg(runtime);
+    }
+    podman
+}
+
 /// podman here has no CAP_SYS_RESOURCE: limits it would raise to its defaults fail, so
 /// containers get limits within the current ones.
 fn ulimits() -> Vec<String> {
@@ -73,7 +93,7 @@ fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
 
 /// `podman ARGS`, off the runtime (the upstream in this process keeps serving), bounded.
 async fn podman(args: Vec<String>, limit: Duration) -> Output {
-    tokio::task::spawn_blocking(move || run_bounded(Command::new("podman").args(args), limit))
+    tokio::task::spawn_blocking(move || run_bounded(podman_command().args(args), limit))
         .await
         .expect("join")
 }
@@ -92,7 +112,7 @@ fn text(out: &Output) -> String {
 }
 
 fn podman_available() -> bool {
-    Command::new("podman")
+    podman_command()
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
@@ -149,11 +169,11 @@ impl Drop for Made {
     fn drop(&mut self) {
         let limit = Duration::from_secs(120);
         let _ = run_bounded(
-            Command::new("podman").args(["rm", "--force", "--time", "0", &self.container]),
+            podman_command().args(["rm", "--force", "--time", "0", &self.container]),
             limit,
         );
         let _ = run_bounded(
-            Command::new("podman").args(["rmi", "--force", &self.image]),
+            podman_command().args(["rmi", "--force", &self.image]),
             limit,
         );
     }

@@ -90,11 +90,30 @@ pub fn compile(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let base = path.parent().map(Path::to_owned).unwrap_or_default();
     let mut c = Compiler {
         problems: Vec::new(),
+        warnings: Vec::new(),
         base,
     };
     let config = c.config(path, raw);
     match config {
-        Some(config) if c.problems.is_empty() => Ok(config),
+        Some(mut config) if c.problems.is_empty() => {
+            config.warnings = locate(text, c.warnings)
+                .into_iter()
+                .map(|w| {
+                    let hint = w
+                        .hint
+                        .map(|h| format!("\n    hint: {h}"))
+                        .unwrap_or_default();
+                    format!(
+                        "{}:{}:{}: warning: {}{hint}",
+                        path.display(),
+                        w.line,
+                        w.column,
+                        w.message
+                    )
+                })
+                .collect();
+            Ok(config)
+        }
         _ => Err(invalid(c.problems)),
     }
 }
@@ -108,6 +127,7 @@ struct Defined {
 
 struct Compiler {
     problems: Vec<Problem>,
+    warnings: Vec<Problem>,
     base: PathBuf,
 }
 
@@ -119,6 +139,20 @@ impl Compiler {
         hint: impl Into<Option<String>>,
     ) {
         self.problems.push(Problem {
+            span,
+            message: message.into(),
+            hint: hint.into(),
+        });
+    }
+
+    /// Valid, but likely not what the author meant: reported, never refused.
+    fn warn(
+        &mut self,
+        span: std::ops::Range<usize>,
+        message: impl Into<String>,
+        hint: impl Into<Option<String>>,
+    ) {
+        self.warnings.push(Problem {
             span,
             message: message.into(),
             hint: hint.into(),
@@ -160,6 +194,7 @@ impl Compiler {
             upstreams: upstreams.into_values().collect(),
             policies: policies.into_values().collect(),
             routes,
+            warnings: Vec::new(),
         })
     }
 
@@ -303,16 +338,24 @@ fn parse_hint(message: &str) -> Option<String> {
             .step_by(2)
             .map(str::to_owned)
             .collect();
+        if known.iter().any(|k| k == "limit") && RATE_SPELLINGS.contains(&name) {
+            return Some("tollgate writes a rate as `limit` requests per `period` (nginx's rate = \"10r/s\" is limit = 10, period = \"1s\"), with a `burst`".to_owned());
+        }
+        // A table's name only where tables are named: at the top level.
+        let top_level = known.iter().any(|k| k == "server");
         let (distance, best) = known
             .iter()
             .map(|k| (strsim::levenshtein(name, k), k))
             .min_by_key(|(d, _)| *d)?;
         let close = distance <= 3 || best.starts_with(name) || name.starts_with(best.as_str());
         return close.then(|| match best.as_str() {
-            "policies" | "upstreams" => format!("did you mean `[{best}.NAME]`?"),
-            "routes" => "did you mean `[[routes]]`?".to_owned(),
+            "policies" | "upstreams" if top_level => format!("did you mean `[{best}.NAME]`?"),
+            "routes" if top_level => "did you mean `[[routes]]`?".to_owned(),
             _ => format!("did you mean `{best}`?"),
         });
+    }
+    if let Some(hint) = syntax_hint(message) {
+        return Some(hint.to_owned());
     }
     if message.starts_with("invalid type: string") && message.ends_with("expected i64") {
         return Some("a number, not a string: write it without quotes (limit = 100)".to_owned());
@@ -324,4 +367,36 @@ fn parse_hint(message: &str) -> Option<String> {
         );
     }
     None
+}
+
+/// Other limiters' names for a rate, answered with tollgate's own fields.
+const RATE_SPELLINGS: &[&str] = &[
+    "rate",
+    "rps",
+    "requests_per_second",
+    "rate_limit",
+    "requests",
+];
+
+/// What the TOML reader's terse syntax errors usually mean.
+fn syntax_hint(message: &str) -> Option<&'static str> {
+    Some(match message {
+        m if m.starts_with("invalid basic string") || m.starts_with("invalid literal string") => {
+            "a string is not closed on its line: end it with its quote (`\"` or `'`); a string over several lines needs `\"\"\"`"
+        }
+        m if m.starts_with("expected `.`, `=`") => {
+            "each line is `field = value`, a `[table]` header or a comment (`#`)"
+        }
+        m if m.starts_with("duplicate key") => "a field is set twice in this table: keep one",
+        m if m.starts_with("invalid table header") => {
+            "a table header is `[name]`, `[name.sub]` or `[[routes]]`, alone on its line"
+        }
+        m if m.starts_with("invalid array") || m.starts_with("unclosed array") => {
+            "a list is `[\"a\", \"b\"]`: values separated by commas, closed by `]`"
+        }
+        m if m.starts_with("invalid string") || m.starts_with("invalid unquoted") => {
+            "text values need quotes: name = \"api\""
+        }
+        _ => return None,
+    })
 }

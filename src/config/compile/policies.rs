@@ -82,6 +82,13 @@ impl Compiler {
             return None;
         };
         let period = self.duration(raw_period, false);
+        if let Some(unit) = calendar_unit(raw_period.get_ref()) {
+            self.warn(
+                raw_period.span(),
+                format!("policy `{name}`: period `{}` counts a {unit} as a fixed length (30.44 days a month, 365.25 days a year) and refills continuously; it is not a calendar window", raw_period.get_ref()),
+                Some("write the period in days (\"30d\") to say so; limit = 1000000, period = \"30d\" is a continuous rate, not a monthly allowance".to_owned()),
+            );
+        }
         let limit = self.positive(raw_limit, "limit");
         let burst = self.positive(raw_burst, "burst");
         let quota = self.quota(limit, period, burst, raw_limit.span());
@@ -170,15 +177,25 @@ impl Compiler {
         raw: RawPolicy,
         span: std::ops::Range<usize>,
     ) -> Option<PolicyKind> {
-        self.refuse_fields(
-            [
-                ("limit", raw.limit.as_ref().map(S::span)),
-                ("period", raw.period.as_ref().map(S::span)),
-                ("burst", raw.burst.as_ref().map(S::span)),
-            ],
-            |field| format!("policy `{name}` sets both max_in_flight and `{field}`"),
-            "a policy caps either requests in flight (max_in_flight) or requests per period (limit, period, burst); make two policies and list both in the route",
-        );
+        let rate_fields: Vec<&str> = [
+            ("limit", raw.limit.is_some()),
+            ("period", raw.period.is_some()),
+            ("burst", raw.burst.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(field, set)| set.then_some(field))
+        .collect();
+        if let (false, Some(max)) = (rate_fields.is_empty(), &raw.max_in_flight) {
+            // One error, at the line that makes it a concurrency cap.
+            self.error(
+                max.span(),
+                format!(
+                    "policy `{name}` sets max_in_flight and {}: a policy is a concurrency cap or a rate, not both",
+                    rate_fields.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+                ),
+                Some(format!("make two policies (e.g. [policies.{name}_rate] with limit, period, burst and [policies.{name}_in_flight] with max_in_flight) and list both in the route")),
+            );
+        }
         self.refuse_fields(
             [
                 ("sync", raw.sync.as_ref().map(S::span)),
@@ -326,4 +343,15 @@ impl Compiler {
             }
         }
     }
+}
+
+/// The calendar unit (month or year) a duration is written in, if any: humantime reads
+/// `M`, `month(s)`, `y` and `year(s)` as fixed lengths.
+fn calendar_unit(text: &str) -> Option<&'static str> {
+    text.split(|c: char| c.is_ascii_digit() || c.is_whitespace())
+        .find_map(|unit| match unit {
+            "M" | "month" | "months" => Some("month"),
+            "y" | "year" | "years" => Some("year"),
+            _ => None,
+        })
 }

@@ -73,6 +73,7 @@ pub fn check_override(
 ) -> Result<Applied, Vec<OverrideProblem>> {
     let mut c = Compiler {
         problems: Vec::new(),
+        warnings: Vec::new(),
         base: PathBuf::new(),
     };
     let applied = c.runtime_override(config, policy, spec);

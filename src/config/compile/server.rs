@@ -56,6 +56,7 @@ impl Compiler {
             max_header_bytes: connections.max_header_bytes,
             drain_timeout: connections.drain_timeout,
             access_log: raw.access_log.unwrap_or(true),
+            watch_config: raw.watch_config.unwrap_or(false),
             workers: connections.workers,
             body_read_timeout: connections.body_read_timeout,
             admin_token: admin_token?,

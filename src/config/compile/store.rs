@@ -148,17 +148,19 @@ impl Compiler {
             .url
             .as_ref()
             .is_some_and(|u| matches!(u.get_ref(), OneOrMany::Many(_)));
-        let bad: Vec<_> = urls
-            .iter()
-            .filter(|u| !(u.starts_with("redis://") || u.starts_with("rediss://")))
-            .cloned()
-            .collect();
-        if urls.is_empty() || !bad.is_empty() {
+        if urls.is_empty() {
             self.error(
                 span,
-                format!("not a Redis URL: {bad:?}"),
+                "`url` lists no Redis node",
                 Some("use redis://host:port or rediss://host:port".to_owned()),
             );
+            return None;
+        }
+        let parsed = urls
+            .iter()
+            .filter(|url| !self.redis_url(url, span.clone(), "Redis URL"))
+            .count();
+        if parsed > 0 {
             return None;
         }
         Some(Backend::Redis {
@@ -191,6 +193,32 @@ impl Compiler {
 }
 
 impl Compiler {
+    /// Whether `url` is one the Redis client takes, read by the client's own parser (so
+    /// `check` refuses what the start would); else an error at `span` naming the URL
+    /// (its password hidden) and the parser's complaint.
+    fn redis_url(&mut self, url: &str, span: std::ops::Range<usize>, what: &str) -> bool {
+        use redis::IntoConnectionInfo;
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            self.error(
+                span,
+                format!("not a {what}: `{}`", crate::config::redact_url(url)),
+                Some("use redis://host:port or rediss://host:port (TLS)".to_owned()),
+            );
+            return false;
+        }
+        match url.into_connection_info() {
+            Ok(_) => true,
+            Err(e) => {
+                self.error(
+                    span,
+                    format!("{what} `{}` does not parse: {}", crate::config::redact_url(url), e.detail().unwrap_or(e.category())),
+                    Some("redis://[user:password@]host:port[/db], the port 1-65535; percent-encode special characters in the password".to_owned()),
+                );
+                false
+            }
+        }
+    }
+
     /// `sentinels` and `master`, with `url` (one string) as the master's credentials.
     fn sentinel_backend(
         &mut self,
@@ -206,23 +234,27 @@ impl Compiler {
             return None;
         };
         let urls = sentinels.get_ref().clone();
-        let bad: Vec<&String> = urls
-            .iter()
-            .filter(|u| !(u.starts_with("redis://") || u.starts_with("rediss://")))
-            .collect();
-        if urls.is_empty() || !bad.is_empty() {
+        if urls.is_empty() {
             self.error(
                 sentinels.span(),
-                format!("not a Sentinel URL: {bad:?}"),
+                "`sentinels` lists no Sentinel",
                 Some("use redis://host:26379 (rediss:// for TLS; the Sentinels' own credentials go here)".to_owned()),
             );
             return None;
         }
+        let unparsed = urls
+            .iter()
+            .filter(|url| !self.redis_url(url, sentinels.span(), "Sentinel URL"))
+            .count();
+        if unparsed > 0 {
+            return None;
+        }
         let url = match raw.url.as_ref().map(|u| (u.get_ref(), u.span())) {
             None => None,
-            Some((OneOrMany::One(u), _))
-                if u.starts_with("redis://") || u.starts_with("rediss://") =>
-            {
+            Some((OneOrMany::One(u), span)) => {
+                if !self.redis_url(u, span, "master URL") {
+                    return None;
+                }
                 Some(u.clone())
             }
             Some((_, span)) => {
@@ -285,11 +317,41 @@ mod tests {
             ("sentinels = [\"redis://h:26379\"]", "needs both `sentinels` and `master`"),
             ("master = \"m\"", "needs both `sentinels` and `master`"),
             ("sentinels = [\"h:26379\"]\nmaster = \"m\"", "not a Sentinel URL"),
-            ("sentinels = []\nmaster = \"m\"", "not a Sentinel URL"),
+            ("sentinels = []\nmaster = \"m\"", "lists no Sentinel"),
+            ("sentinels = [\"redis://h:99999\"]\nmaster = \"m\"", "Sentinel URL `redis://h:99999` does not parse"),
             ("sentinels = [\"redis://h:26379\"]\nmaster = \"m\"\nurl = [\"redis://a\", \"redis://b\"]", "one URL carrying the master's credentials"),
         ] {
             let e = store(body).expect_err(body);
             assert!(e.contains(says), "{body}: expected {says:?} in {e}");
         }
+    }
+
+    #[test]
+    fn redis_urls_go_through_the_clients_own_parser() {
+        for (body, says) in [
+            (
+                "url = \"redis://127.0.0.1:63790000\"",
+                "Redis URL `redis://127.0.0.1:63790000` does not parse",
+            ),
+            (
+                "url = [\"redis://a:1\", \"redis://b:70000\"]",
+                "Redis URL `redis://b:70000` does not parse",
+            ),
+            (
+                "url = \"redis://:hunter2@h:6379999\"",
+                "`redis://:***@h:6379999` does not parse",
+            ),
+            (
+                "url = \"http://h:6379\"",
+                "not a Redis URL: `http://h:6379`",
+            ),
+            ("url = []", "lists no Redis node"),
+        ] {
+            let e = store(body).expect_err(body);
+            assert!(e.contains(says), "{body}: expected {says:?} in {e}");
+            assert!(!e.contains("hunter2"), "{e}");
+            assert!(e.contains("t.toml:"), "located: {e}");
+        }
+        store("url = \"rediss://u:p%40ss@h:6380/2\"").expect("a valid URL");
     }
 }

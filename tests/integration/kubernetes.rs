@@ -1,0 +1,103 @@
+//! examples/kubernetes/ holds together: its config passes `tollgate check`, and the
+//! Deployment's probes, port, mount and grace period match what that config says.
+
+use std::path::Path;
+use std::time::Duration;
+
+const DIR: &str = "examples/kubernetes";
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(Path::new(DIR).join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The value after `key:` on the first line that has it (`containerPort: 8080` → "8080").
+fn value_of<'a>(yaml: &'a str, key: &str) -> &'a str {
+    yaml.lines()
+        .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no `{key}:` in the manifest"))
+        .trim()
+}
+
+#[test]
+fn the_kubernetes_example_matches_its_config() {
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(Path::new(DIR).join("tollgate.toml"))
+        .output()
+        .expect("run tollgate check");
+    assert!(
+        check.status.success(),
+        "tollgate check: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let config = tollgate::config::load(&Path::new(DIR).join("tollgate.toml")).expect("valid");
+    assert!(
+        config.server.watch_config,
+        "the pods reload their ConfigMap by themselves"
+    );
+    let deployment = read("deployment.yaml");
+
+    let listen = config.server.listen.port().to_string();
+    assert_eq!(value_of(&deployment, "containerPort"), listen);
+    let admin = config
+        .server
+        .admin_listen
+        .expect("an admin listener for the probes");
+    for path in ["/readyz", "/healthz"] {
+        let url = format!("\"http://{admin}{path}\"");
+        assert!(
+            deployment.contains(&url),
+            "a probe asks {url} (the config's admin_listen)"
+        );
+    }
+    assert!(deployment.contains("readinessProbe") && deployment.contains("livenessProbe"));
+
+    // The config is mounted as a folder (so ConfigMap swaps are seen) where `run` reads it.
+    assert_eq!(value_of(&deployment, "mountPath"), "/etc/tollgate");
+    assert!(
+        !deployment.lines().any(|l| l.trim().starts_with("subPath:")),
+        "a subPath mount never sees an update"
+    );
+    assert!(deployment.contains(r#"args: ["run", "--config", "/etc/tollgate/tollgate.toml"]"#));
+    let kustomization = read("kustomization.yaml");
+    assert!(kustomization.contains("- tollgate.toml"));
+    assert!(kustomization.contains("name: tollgate-config"));
+    assert!(deployment.contains("name: tollgate-config"));
+
+    // The grace period covers the preStop pause and the drain.
+    let grace: u64 = value_of(&deployment, "terminationGracePeriodSeconds")
+        .parse()
+        .expect("seconds");
+    let pause: u64 = deployment
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix(r#"command: ["sleep", ""#)?
+                .split('"')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .expect("a preStop sleep");
+    assert!(
+        Duration::from_secs(grace) > Duration::from_secs(pause) + config.server.drain_timeout,
+        "terminationGracePeriodSeconds {grace} > preStop {pause} s + drain_timeout {:?}",
+        config.server.drain_timeout
+    );
+
+    // The Redis the config names is the one the manifests run.
+    let redis = read("redis.yaml");
+    match &config.store.backend {
+        tollgate::config::Backend::Redis { urls, .. } => {
+            assert_eq!(urls, &["redis://tollgate-redis:6379".to_owned()]);
+        }
+        other => panic!("a fleet shares its limits through Redis: {other:?}"),
+    }
+    assert!(redis.contains("name: tollgate-redis") && redis.contains("port: 6379"));
+    assert!(
+        redis.contains(r#""--appendonly", "yes""#),
+        "a restart forgives nothing"
+    );
+    let service = read("service.yaml");
+    assert_eq!(value_of(&service, "targetPort"), "http");
+}
