@@ -27,6 +27,29 @@ pub struct Config {
     pub warnings: Vec<String>,
 }
 
+/// `access_log`: every request's line, only refusals', or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessLog {
+    Off,
+    All,
+    Refused,
+}
+
+impl AccessLog {
+    pub fn enabled(self) -> bool {
+        self != AccessLog::Off
+    }
+}
+
+/// `log_keys`: key parts as the client sent them, or as keyed hashes (HMAC-SHA256 under
+/// the fleet's secret, or this process's): the same key gives the same hash, its value
+/// cannot be read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogKeys {
+    Clear,
+    Hash,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Server {
     pub listen: SocketAddr,
@@ -37,8 +60,12 @@ pub struct Server {
     pub max_connections: usize,
     pub max_header_bytes: usize,
     pub drain_timeout: Duration,
-    /// One log line per request (target `tollgate::access`).
-    pub access_log: bool,
+    /// Which requests get an access log line (target `tollgate::access`).
+    pub access_log: AccessLog,
+    /// At most this many access log lines a second (the rest are counted as dropped).
+    pub access_log_rate: u32,
+    /// How a refused request's key parts appear in its line.
+    pub log_keys: LogKeys,
     /// Reload when the config file changes (its folder watched), as on SIGHUP.
     pub watch_config: bool,
     /// Data-plane worker threads, each with its own runtime and listener.

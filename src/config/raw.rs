@@ -34,7 +34,9 @@ pub struct RawServer {
     pub max_connections: Option<S<i64>>,
     pub max_header_bytes: Option<S<i64>>,
     pub drain_timeout: Option<S<String>>,
-    pub access_log: Option<bool>,
+    pub access_log: Option<S<BoolOrText>>,
+    pub access_log_rate: Option<S<i64>>,
+    pub log_keys: Option<S<String>>,
     pub watch_config: Option<bool>,
     pub workers: Option<S<i64>>,
     pub body_read_timeout: Option<S<String>>,
@@ -91,6 +93,14 @@ pub struct RawStore {
     pub fleet_size: Option<S<i64>>,
     /// Replicas that must acknowledge each admission (`WAIT`).
     pub replica_ack: Option<S<i64>>,
+}
+
+/// A value written either as a boolean or as a word (`access_log = "refused"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum BoolOrText {
+    Bool(bool),
+    Text(String),
 }
 
 /// A value written either as one string or as a list of strings.

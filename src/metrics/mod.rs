@@ -47,6 +47,8 @@ pub struct Metrics {
     pub requests_unmatched: ShardedCounter,
     /// Requests refused past `max_requests` (503 `overloaded`).
     pub requests_overloaded: ShardedCounter,
+    /// Access log lines not written: past `access_log_rate`.
+    pub access_log_dropped: ShardedCounter,
     pub responses: Family<RouteStatusLabels, ShardedCounter>,
     pub upstream_latency: Histograms<UpstreamLabels>,
     /// Connections open to each upstream.
@@ -99,6 +101,12 @@ impl Metrics {
                 &mut registry,
                 "requests_overloaded",
                 "Requests refused because the gateway held max_requests already (503 overloaded)",
+                ShardedCounter::default(),
+            ),
+            access_log_dropped: registered(
+                &mut registry,
+                "access_log_dropped",
+                "Access log lines not written because access_log_rate lines had been written that second",
                 ShardedCounter::default(),
             ),
             responses: registered(&mut registry, "responses", "Responses by route and status class, the gateway's own 429/502/504 included", Family::default()),

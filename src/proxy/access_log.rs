@@ -1,7 +1,18 @@
 //! The access log: one line per request (target `tollgate::access`), from what the
-//! request path noted along the way.
+//! request path noted along the way. Bounded: `access_log = "refused"` writes only the
+//! requests not admitted, and each worker writes at most its share of `access_log_rate`
+//! lines a second (a per-thread budget, no shared write); the lines it could not write
+//! are counted in `tollgate_access_log_dropped_total`, added once a budget refills. So a
+//! flood costs the disk at most `access_log_rate` lines a second, whatever its size.
 
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use crate::config::{AccessLog, Config, LogKeys, Policy};
 use crate::conn::ConnInfo;
+use crate::key::fleet::{FleetKey, KeySecret};
+use crate::key::RequestView;
+use crate::metrics::Metrics;
 use crate::reply::ceil_millis;
 
 /// What the access log line and the response counters need, filled in along the way.
@@ -14,6 +25,9 @@ pub struct Trace {
     pub wait_ns: u64,
     /// The normalised target, kept only when an access log line will be written.
     pub normalized: Option<http::Uri>,
+    /// A refused request's key parts in the deciding policy, as `log_keys` writes them
+    /// (taken only when a line will be written).
+    pub key: Option<Vec<String>>,
 }
 
 impl Trace {
@@ -25,6 +39,7 @@ impl Trace {
             policy: None,
             wait_ns: 0,
             normalized: None,
+            key: None,
         }
     }
 
@@ -50,19 +65,118 @@ pub struct Head {
     pub started: u64,
 }
 
-/// Writes the access log line of one answered request.
+/// One worker thread's line budget: tokens in thousandths of a line, refilled at its
+/// share of `access_log_rate`, at most one second's worth.
+#[derive(Clone, Copy)]
+struct Budget {
+    milli_lines: u64,
+    at_ns: u64,
+    dropped: u64,
+}
+
+thread_local! {
+    static BUDGET: Cell<Option<Budget>> = const { Cell::new(None) };
+}
+
+/// This worker's share of `rate` lines a second.
+fn per_worker(config: &Config) -> u64 {
+    let workers = config.server.workers.max(1) as u64;
+    u64::from(config.server.access_log_rate).div_ceil(workers)
+}
+
+/// Takes one line from this thread's budget at `now`; when it has none, counts a drop.
+/// Drops are added to the metric when the budget has lines again.
+fn take_line(config: &Config, metrics: &Metrics, now: u64) -> bool {
+    let rate = per_worker(config);
+    let full = rate * 1_000;
+    let mut b = BUDGET.get().unwrap_or(Budget {
+        milli_lines: full,
+        at_ns: now,
+        dropped: 0,
+    });
+    // Thousandths of a line earned since the last look: rate lines a second.
+    let earned = u128::from(now.saturating_sub(b.at_ns)) * u128::from(rate) / 1_000_000;
+    if earned > 0 {
+        b.milli_lines = (u128::from(b.milli_lines) + earned).min(u128::from(full)) as u64;
+        b.at_ns = now;
+    }
+    let written = b.milli_lines >= 1_000;
+    if written {
+        b.milli_lines -= 1_000;
+        if b.dropped > 0 {
+            metrics.access_log_dropped.inc_by(b.dropped);
+            b.dropped = 0;
+        }
+    } else {
+        b.dropped += 1;
+    }
+    BUDGET.set(Some(b));
+    written
+}
+
+/// Whether this worker has a line to spend now (nothing taken): a refusal's key parts
+/// are worth composing only for a line that will be written.
+pub fn has_line(config: &Config, now: u64) -> bool {
+    config.server.access_log.enabled()
+        && BUDGET.get().is_none_or(|b| {
+            let earned = u128::from(now.saturating_sub(b.at_ns)) * u128::from(per_worker(config))
+                / 1_000_000;
+            u128::from(b.milli_lines) + earned >= 1_000
+        })
+}
+
+/// The key parts `policy` takes from the request, as `log_keys` writes them: the text as
+/// sent (the line escapes it), or a keyed hash of each part — under the fleet's secret
+/// when there is one (the same hash on every gateway), else this process's.
+pub fn key_parts(
+    policy: &Policy,
+    view: &RequestView<'_>,
+    log_keys: LogKeys,
+    fleet: Option<&FleetKey>,
+) -> Vec<String> {
+    static OWN: OnceLock<FleetKey> = OnceLock::new();
+    let mut parts = Vec::new();
+    for source in &policy.key {
+        let Ok(values) = source.extract(view) else {
+            parts.push("(too many values)".to_owned());
+            continue;
+        };
+        for value in values.iter() {
+            let text = value.as_text();
+            parts.push(match log_keys {
+                LogKeys::Clear => text.into_owned(),
+                LogKeys::Hash => {
+                    let key = fleet
+                        .unwrap_or_else(|| OWN.get_or_init(|| FleetKey::new(KeySecret::random())));
+                    key.field(text.as_bytes())
+                }
+            });
+        }
+    }
+    parts
+}
+
+/// Writes the access log line of one answered request, unless its mode leaves it out or
+/// this worker's budget for the second is spent.
 pub fn write(
-    head: &Head,
-    trace: &Trace,
-    config: &crate::config::Config,
+    (head, trace): (&Head, &Trace),
+    config: &Config,
+    metrics: &Metrics,
     conn: &ConnInfo,
     status: u16,
     now: u64,
 ) {
+    if config.server.access_log == AccessLog::Refused && trace.decision == "admitted" {
+        return;
+    }
+    if !take_line(config, metrics, now) {
+        return;
+    }
     let route = trace.route.map(|i| &config.routes[i]);
     let policy = route
         .zip(trace.policy)
         .map(|(r, p)| r.policies[p].name.as_str());
+    let no_key: &[String] = &[];
     tracing::info!(
         target: "tollgate::access",
         method = %head.method,
@@ -72,6 +186,7 @@ pub fn write(
         client = %trace.client.unwrap_or(conn.peer.ip()),
         decision = trace.decision,
         policy = policy.unwrap_or(""),
+        key = ?trace.key.as_deref().unwrap_or(no_key),
         wait_ms = ceil_millis(trace.wait_ns),
         status,
         elapsed_ms = now.saturating_sub(head.started) / 1_000_000,

@@ -97,7 +97,21 @@ pub async fn admit(
         .limiter
         .check_request((route, plans), &view, &*shared.clock, admission)
         .await;
-    answer(routed, admission, req.headers(), client_ip, trace)
+    let refused = answer(routed, admission, req.headers(), client_ip, trace);
+    // The deciding tier's key parts, for a line that will be written.
+    if let (Some(_), Some(position)) = (&refused, trace.policy) {
+        let config = &routed.snapshot.config;
+        if super::access_log::has_line(config, shared.clock.now_ns()) {
+            let fleet = shared.limiter.keys().fleet().and_then(|f| f.key());
+            trace.key = Some(super::access_log::key_parts(
+                &route.policies[position],
+                &view,
+                config.server.log_keys,
+                fleet.as_deref(),
+            ));
+        }
+    }
+    refused
 }
 
 /// Counts the admission's decisions and logs the shadow tiers that would have refused;

@@ -44,7 +44,7 @@ pub async fn handle(
         return Ok(resp.map(|body| ResponseBody::new(body, in_flight, None, HeldSlots::new())));
     };
     let is_head = req.method() == http::Method::HEAD;
-    let head = snapshot.config.server.access_log.then(|| Head {
+    let head = snapshot.config.server.access_log.enabled().then(|| Head {
         method: req.method().clone(),
         uri: req.uri().clone(),
         started: shared.clock.now_ns(),
@@ -58,7 +58,8 @@ pub async fn handle(
     }
     if let Some(head) = &head {
         let now = shared.clock.now_ns();
-        access_log::write(head, &trace, &snapshot.config, conn, status, now);
+        let line = (head, &trace);
+        access_log::write(line, &snapshot.config, &shared.metrics, conn, status, now);
     }
     // A HEAD answer carries no body, whoever made it (HTTP/2 would send one otherwise).
     let resp = if is_head {
@@ -146,7 +147,7 @@ fn arrive<'a>(
         trace.decision = "bad_request";
         Box::new(json_error(StatusCode::BAD_REQUEST, e.code(), &[]))
     })?;
-    if config.server.access_log {
+    if config.server.access_log.enabled() {
         trace.normalized = Some(req.uri().clone());
     }
     let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());

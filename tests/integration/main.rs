@@ -5,6 +5,7 @@
 
 mod support;
 
+mod access_log;
 mod admin;
 mod bounds;
 mod browser;

@@ -13,6 +13,7 @@ use ipnet::IpNet;
 
 use super::error::{locate, ConfigError, Problem};
 
+mod logging;
 mod policies;
 mod routes;
 mod runtime;

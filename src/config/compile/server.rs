@@ -39,7 +39,8 @@ impl Compiler {
         let connections = self.connection_limits(&raw);
         let paths = self.path_rules(&raw);
         let streams = self.stream_limits(&raw);
-        let (connections, streams) = (connections?, streams?);
+        let logging = self.logging(&raw);
+        let (connections, streams, logging) = (connections?, streams?, logging?);
         Some(Server {
             listen: listen?,
             paths: paths?,
@@ -55,7 +56,9 @@ impl Compiler {
             max_connections: connections.max_connections,
             max_header_bytes: connections.max_header_bytes,
             drain_timeout: connections.drain_timeout,
-            access_log: raw.access_log.unwrap_or(true),
+            access_log: logging.access_log,
+            access_log_rate: logging.access_log_rate,
+            log_keys: logging.log_keys,
             watch_config: raw.watch_config.unwrap_or(false),
             workers: connections.workers,
             body_read_timeout: connections.body_read_timeout,

@@ -1,0 +1,148 @@
+//! The access log cannot flood a disk, and says who was refused: through the binary, a
+//! flood of refusals over HTTP/1.1 and HTTP/2 writes at most `access_log_rate` lines a
+//! second and counts every other one as dropped (lines + dropped = requests, exactly);
+//! `"refused"` leaves admitted requests out; a refused line names the deciding tier's key
+//! parts, escaped as sent or as keyed hashes.
+
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// A gateway whose `tenant` tier admits one request an hour per `x-k`, with the access
+/// log set by `logging` (lines of `[server]`).
+fn gateway(up: &Upstream, logging: &str) -> (tempfile::TempDir, Process) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let text = Fixture::new()
+        .server(format!("workers = 1\n{logging}"))
+        .policy("tenant", "header:x-k", 1, "1h", 1)
+        .route("api", "/", "api", &["tenant"])
+        .build_for(&up.url())
+        .replace("access_log = false\n", "");
+    std::fs::write(&path, text).expect("write");
+    let gw = Process::run(&path);
+    (dir, gw)
+}
+
+fn access_lines(gw: &Process) -> Vec<String> {
+    gw.log()
+        .lines()
+        .filter(|l| l.contains("tollgate::access"))
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn flood(gw: &Process, over_h2: bool, requests: usize) -> Duration {
+    let client = if over_h2 { http2() } else { http1() };
+    let url = format!("http://{}/", gw.addr);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (client, url) = (client.clone(), url.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..requests / 8 {
+                send(&client, "GET", &url, &[("x-k", "flooder")], b"").await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("flood task");
+    }
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn a_flood_writes_at_most_the_rate_and_counts_the_rest() {
+    for http2 in [false, true] {
+        let up = Upstream::start().await;
+        let (_dir, gw) = gateway(&up, "access_log_rate = 20");
+        let requests = 1_600;
+        let took = flood(&gw, http2, requests).await;
+        // One more request after the budget refilled adds the drops to the counter.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        send(
+            &http1(),
+            "GET",
+            &format!("http://{}/", gw.addr),
+            &[("x-k", "flooder")],
+            b"",
+        )
+        .await;
+        let admin = format!("http://{}/metrics", gw.admin.expect("admin"));
+        let sent = requests + 1;
+        let settled = eventually_async(Duration::from_secs(20), || async {
+            let dropped = metric(
+                &get(&admin, &[]).await.text(),
+                "tollgate_access_log_dropped_total",
+            );
+            access_lines(&gw).len() + dropped as usize == sent
+        })
+        .await;
+        let lines = access_lines(&gw).len();
+        assert!(
+            settled,
+            "http2 {http2}: {lines} lines + dropped = {sent} requests"
+        );
+        // A second's budget at the start, then 20 a second, and the last request's line.
+        let bound = 20.0 * (took.as_secs_f64() + 1.2) + 20.0 + 1.0;
+        assert!(
+            lines as f64 <= bound && lines >= 20,
+            "http2 {http2}: {lines} lines in {took:?} (bound {bound:.0})"
+        );
+    }
+}
+
+#[tokio::test]
+async fn refused_mode_logs_only_refusals_naming_their_key() {
+    let up = Upstream::start().await;
+    let (_dir, gw) = gateway(&up, "access_log = \"refused\"");
+    let url = format!("http://{}/", gw.addr);
+    assert_eq!(get(&url, &[("x-k", "acme \"corp\"")]).await.status, 200);
+    assert_eq!(get(&url, &[("x-k", "acme \"corp\"")]).await.status, 429);
+    assert!(
+        eventually(Duration::from_secs(10), || access_lines(&gw).len() == 1).await,
+        "{}",
+        gw.log()
+    );
+    let line = &access_lines(&gw)[0];
+    assert!(line.contains("decision=\"denied\""), "{line}");
+    assert!(line.contains("policy=\"tenant\""), "{line}");
+    // Escaped as Debug text: a key cannot end the field or forge another.
+    assert!(line.contains(r#"key=["acme \"corp\""]"#), "{line}");
+}
+
+#[tokio::test]
+async fn hashed_keys_match_each_other_and_hide_the_value() {
+    let up = Upstream::start().await;
+    let (_dir, gw) = gateway(&up, "log_keys = \"hash\"");
+    let url = format!("http://{}/", gw.addr);
+    for _ in 0..3 {
+        get(&url, &[("x-k", "tenant-secret-42")]).await;
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || access_lines(&gw).len() == 3).await,
+        "{}",
+        gw.log()
+    );
+    let lines = access_lines(&gw);
+    assert!(!gw.log().contains("tenant-secret-42"), "{}", gw.log());
+    let key_of = |line: &str| {
+        line.split("key=[\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        key_of(&lines[0]),
+        None,
+        "the admitted line names no key: {}",
+        lines[0]
+    );
+    let (a, b) = (
+        key_of(&lines[1]).expect("a key"),
+        key_of(&lines[2]).expect("a key"),
+    );
+    assert_eq!(a, b, "the same key, the same hash");
+    assert_eq!(a.len(), 32, "128 bits as hex: {a}");
+    assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+}
