@@ -46,12 +46,12 @@ async fn route(
 ) -> Response<Body> {
     match (method, path) {
         (&Method::GET, "/healthz") => text(StatusCode::OK, "text/plain", "ok\n"),
-        (&Method::GET, "/readyz") => match shared.limiter.ready() {
-            true => text(StatusCode::OK, "text/plain", "ready\n"),
-            false => text(
+        (&Method::GET, "/readyz") => match shared.limiter.unready() {
+            None => text(StatusCode::OK, "text/plain", "ready\n"),
+            Some(why) => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "text/plain",
-                "store unavailable\n",
+                format!("{why}\n"),
             ),
         },
         (&Method::GET, "/metrics") => {
@@ -248,6 +248,10 @@ fn stats_json(shared: &Shared) -> serde_json::Value {
         "store_ready": shared.limiter.ready(),
         "store_events": shared.limiter.remote().map(|r| r.events.recent()).unwrap_or_default(),
         "fleet_share": shared.limiter.remote().map(|r| r.fleet_share()),
+        "store": shared.limiter.remote().map_or_else(
+            || json!({"backend": "memory", "ready": true}),
+            |r| crate::store::redis::health::report(r),
+        ),
     })
 }
 

@@ -57,6 +57,8 @@ pub struct EventLabels {
 pub struct StoreLabels {
     pub backend: &'static str,
     pub kind: &'static str,
+    /// Why, in one word (`connection_refused`, `timed_out`, `readonly`, …).
+    pub cause: &'static str,
 }
 
 /// The outcomes a tier's decision is counted as.

@@ -34,4 +34,5 @@ mod settle;
 mod silent_clients;
 mod spellings;
 mod store_calls;
+mod store_health;
 mod tls;

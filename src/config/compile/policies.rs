@@ -170,13 +170,8 @@ impl Compiler {
         overrides
     }
 
-    /// `max_in_flight` requests at once, and per-key overrides of it.
-    fn concurrency_limit(
-        &mut self,
-        name: &str,
-        raw: RawPolicy,
-        span: std::ops::Range<usize>,
-    ) -> Option<PolicyKind> {
+    /// A concurrency cap with rate fields: one error, at the line that makes it a cap.
+    fn refuse_rate_fields(&mut self, name: &str, raw: &RawPolicy) {
         let rate_fields: Vec<&str> = [
             ("limit", raw.limit.is_some()),
             ("period", raw.period.is_some()),
@@ -196,6 +191,16 @@ impl Compiler {
                 Some(format!("make two policies (e.g. [policies.{name}_rate] with limit, period, burst and [policies.{name}_in_flight] with max_in_flight) and list both in the route")),
             );
         }
+    }
+
+    /// `max_in_flight` requests at once, and per-key overrides of it.
+    fn concurrency_limit(
+        &mut self,
+        name: &str,
+        raw: RawPolicy,
+        span: std::ops::Range<usize>,
+    ) -> Option<PolicyKind> {
+        self.refuse_rate_fields(name, &raw);
         self.refuse_fields(
             [
                 ("sync", raw.sync.as_ref().map(S::span)),

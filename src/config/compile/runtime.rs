@@ -53,7 +53,7 @@ pub fn override_spec(
     let raw: RawOverride = toml::from_str(&text).map_err(|e| {
         let message = e.message().trim().to_owned();
         vec![OverrideProblem {
-            hint: parse_hint(&message),
+            hint: hints::parse_hint(&message),
             message,
         }]
     })?;

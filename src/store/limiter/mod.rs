@@ -91,6 +91,25 @@ impl Limiter {
 
     /// Whether the store can answer now (readiness): its breaker closed and, with Redis,
     /// the fleet's key secret known.
+    /// The cause a failed request is counted under: its own error's, or for a timeout or
+    /// an open breaker (which say little) the last cause the store saw.
+    fn cause_of(&self, e: &StoreError) -> &'static str {
+        let own = crate::store::redis::health::cause(e);
+        match e {
+            StoreError::Timeout(_) | StoreError::BreakerOpen => self
+                .remote()
+                .and_then(|r| r.health.last_cause())
+                .unwrap_or(own),
+            _ => own,
+        }
+    }
+
+    /// Why the store is not ready (`/readyz`'s answer), `None` when it is.
+    pub fn unready(&self) -> Option<String> {
+        self.remote()
+            .and_then(|r| crate::store::redis::health::unready(r))
+    }
+
     pub fn ready(&self) -> bool {
         self.remote()
             .is_none_or(|r| !r.breakers.all_open() && r.fleet().key().is_some())
@@ -297,6 +316,7 @@ impl Limiter {
             .get_or_create(&crate::metrics::StoreLabels {
                 backend: "redis",
                 kind: e.kind(),
+                cause: self.cause_of(e),
             })
             .inc();
         self.metrics.store_breaker_open.set(

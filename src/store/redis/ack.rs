@@ -122,6 +122,31 @@ impl Acker {
     }
 }
 
+impl super::RedisStore {
+    /// A connection of its own to the master, for the acker, with the master's address.
+    pub async fn own_connection(&self) -> Option<(String, redis::aio::MultiplexedConnection)> {
+        let client = match &self.connection {
+            super::Connection::Sentinel(link) => link.master_client()?,
+            _ => self.single_client.clone()?,
+        };
+        let addr = client.get_connection_info().addr().to_string();
+        let connection =
+            tokio::time::timeout(self.timeout * 4, client.get_multiplexed_async_connection())
+                .await
+                .ok()?
+                .ok()?;
+        Some((addr, connection))
+    }
+
+    /// The master Sentinel names now (`None` for a single Redis or a Cluster).
+    pub fn sentinel_master(&self) -> Option<String> {
+        match &self.connection {
+            super::Connection::Sentinel(link) => link.master_addr(),
+            _ => None,
+        }
+    }
+}
+
 /// Short rounds, logged at most every 5 s (with how many there were), not once a round.
 #[derive(Default)]
 struct Complaints {

@@ -7,6 +7,7 @@
 pub mod ack;
 pub mod breaker;
 pub mod events;
+pub mod health;
 pub mod secret;
 pub mod sentinel;
 mod sentinel_ask;
@@ -57,6 +58,10 @@ pub struct RedisStore {
     /// `[store] fleet_size`, and else the gateways with a heartbeat in Redis.
     fleet_size: Option<u32>,
     pub(super) members: std::sync::atomic::AtomicU32,
+    /// The last failure and the count of failed calls, for operators.
+    pub health: health::Health,
+    /// Where it connects, for operators (no credentials).
+    pub(super) address: String,
     /// This gateway's name in the membership.
     pub(super) member_id: String,
     /// The server's clock minus this gateway's monotonic clock, in ns, as the last
@@ -128,6 +133,8 @@ impl RedisStore {
             single_addr,
             fleet_size: None,
             members: std::sync::atomic::AtomicU32::new(1),
+            health: health::Health::default(),
+            address: health::addresses(urls),
             member_id: crate::random::suffix(),
             server_offset: std::sync::atomic::AtomicI64::new(0),
             acker: None,
@@ -146,26 +153,16 @@ impl RedisStore {
         self.acker.as_ref()
     }
 
-    /// A connection of its own to the master, for the acker, with the master's address.
-    pub async fn own_connection(&self) -> Option<(String, redis::aio::MultiplexedConnection)> {
-        let client = match &self.connection {
-            Connection::Sentinel(link) => link.master_client()?,
-            _ => self.single_client.clone()?,
-        };
-        let addr = client.get_connection_info().addr().to_string();
-        let connection =
-            tokio::time::timeout(self.timeout * 4, client.get_multiplexed_async_connection())
-                .await
-                .ok()?
-                .ok()?;
-        Some((addr, connection))
-    }
-
-    /// The master Sentinel names now (`None` for a single Redis or a Cluster).
-    pub fn sentinel_master(&self) -> Option<String> {
+    /// Where this store connects, without credentials: the node, the Cluster's seed
+    /// nodes, or the master Sentinel names now.
+    pub fn address(&self) -> String {
         match &self.connection {
-            Connection::Sentinel(link) => link.master_addr(),
-            _ => None,
+            Connection::Sentinel(link) => format!(
+                "{} (named by the Sentinels {})",
+                link.master_addr().unwrap_or_else(|| "no master".to_owned()),
+                self.address
+            ),
+            _ => self.address.clone(),
         }
     }
 
@@ -228,6 +225,29 @@ impl RedisStore {
     /// At start: connects a Cluster and learns the fleet's key secret, waiting at most
     /// `within` (the gateway starts while Redis is down, and `maintain` goes on trying).
     pub async fn prepare(&self, within: Duration) {
+        // Said at once, with where and why: a Redis that cannot be reached is the first
+        // thing an operator must know (the gateway starts all the same).
+        let ping = redis::cmd("PING");
+        match tokio::time::timeout(within, self.command::<String>(&ping)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                let e = match e {
+                    StoreError::Timeout(_) => self.diagnose().await.unwrap_or(e),
+                    e => e,
+                };
+                tracing::warn!(
+                    address = %self.address(),
+                    cause = health::cause(&e),
+                    error = %e,
+                    "Redis cannot be reached at start; decisions follow on_error until it answers"
+                );
+            }
+            Err(_) => tracing::warn!(
+                address = %self.address(),
+                cause = "timed_out",
+                "Redis did not answer PING at start; decisions follow on_error until it answers"
+            ),
+        }
         let ready = async {
             self.connect_cluster().await;
             secret::keep(self).await;
@@ -235,6 +255,7 @@ impl RedisStore {
         };
         if tokio::time::timeout(within, ready).await.is_err() {
             tracing::warn!(
+                address = %self.address(),
                 "Redis did not answer at start; decisions follow on_error until it does"
             );
         }
@@ -355,6 +376,7 @@ impl RedisStore {
                 Ok(v)
             }
             Err(e) => {
+                self.health.record(&e);
                 if breaker.failure(now_ns) {
                     if self.breakers.len() == 1 {
                         tracing::warn!(error = %e, "store failing; breaker open");

@@ -2,6 +2,7 @@
 //! Sentinels' master, connects a Cluster, keeps the fleet's secret, probes open breakers,
 //! and watches the masters for data-loss events.
 
+use crate::store::StoreError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,7 +55,18 @@ impl RedisStore {
         for group in open {
             let mut probe = PROBE.prepare_invoke();
             probe.key(&self.probe_keys[group]);
-            if self.invoke::<redis::Value>(&probe).await.is_ok() {
+            let probed = self.invoke::<redis::Value>(&probe).await;
+            if let Err(e) = probed {
+                // A timed-out call hides its cause (the client retries a refused
+                // connection until the deadline): a fresh connection attempt tells it.
+                let seen = match e {
+                    StoreError::Timeout(_) => self.diagnose().await.unwrap_or(e),
+                    e => e,
+                };
+                self.health.record(&seen);
+                continue;
+            }
+            {
                 self.breakers.get(group).success();
                 if self.breakers.len() == 1 {
                     tracing::info!("store reachable again; breaker closed");

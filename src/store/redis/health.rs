@@ -1,0 +1,200 @@
+//! What an operator needs to see of the store: the last failure and its cause, and how
+//! many calls failed. Written only when a call fails (never on a success), read by
+//! `/admin/stats`, the status page and `/readyz`. Credentials never appear: a Redis
+//! error's text names no password, and addresses come from the connection, not the URL.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::store::StoreError;
+
+/// The last failure of a store call.
+#[derive(Debug, Clone)]
+pub struct LastError {
+    /// One word: see [`cause`].
+    pub cause: &'static str,
+    pub message: String,
+    /// When it happened.
+    pub at: tokio::time::Instant,
+}
+
+#[derive(Debug, Default)]
+pub struct Health {
+    last: Mutex<Option<LastError>>,
+    failed: AtomicU64,
+}
+
+impl Health {
+    pub fn record(&self, e: &StoreError) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut last) = self.last.lock() {
+            // A timeout says less than the cause a fresh connection found a moment ago
+            // (a refused connection shows as a timeout once the client retries it).
+            let vaguer = cause(e) == "timed_out"
+                && last.as_ref().is_some_and(|l| {
+                    l.cause != "timed_out" && l.at.elapsed() < std::time::Duration::from_secs(2)
+                });
+            if vaguer {
+                return;
+            }
+            *last = Some(LastError {
+                cause: cause(e),
+                message: e.to_string(),
+                at: tokio::time::Instant::now(),
+            });
+        }
+    }
+
+    /// The last failure's cause, when the caller's own error says less (a timeout, an
+    /// open breaker) than what was seen.
+    pub fn last_cause(&self) -> Option<&'static str> {
+        self.last
+            .lock()
+            .ok()
+            .and_then(|l| l.as_ref().map(|l| l.cause))
+    }
+
+    pub fn last(&self) -> Option<LastError> {
+        self.last.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// Store calls that failed since start.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+}
+
+/// Why a store call failed, in one word an operator can act on: `connection_refused`
+/// (nothing listens), `timed_out`, `connection_lost`, `authentication`, `readonly` (a
+/// replica or demoted master), `noreplicas`, `clusterdown`, `script_error`,
+/// `not_connected` (no connection yet, or the fleet's secret not known yet),
+/// `breaker_open` (not attempted), `script_reply`, `no_replica_ack`, `other`.
+pub fn cause(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Timeout(_) => "timed_out",
+        StoreError::NotConnected => "not_connected",
+        StoreError::BreakerOpen => "breaker_open",
+        StoreError::Reply => "script_reply",
+        StoreError::NotAcknowledged(_) => "no_replica_ack",
+        StoreError::Redis(r) => redis_cause(r),
+    }
+}
+
+fn redis_cause(r: &redis::RedisError) -> &'static str {
+    if r.is_connection_refusal() {
+        return "connection_refused";
+    }
+    if r.is_timeout() {
+        return "timed_out";
+    }
+    match r.code() {
+        Some("READONLY") => return "readonly",
+        Some("NOREPLICAS") => return "noreplicas",
+        Some("CLUSTERDOWN") => return "clusterdown",
+        Some("NOAUTH" | "WRONGPASS" | "NOPERM") => return "authentication",
+        Some("NOSCRIPT" | "BUSY") => return "script_error",
+        _ => {}
+    }
+    match r.kind() {
+        redis::ErrorKind::AuthenticationFailed => "authentication",
+        _ if r.is_connection_dropped() || r.is_io_error() => "connection_lost",
+        _ if r.to_string().contains("script") || r.to_string().contains("Script") => "script_error",
+        _ => "other",
+    }
+}
+
+/// The hosts and ports of `urls`, credentials left out.
+pub fn addresses(urls: &[String]) -> String {
+    use redis::IntoConnectionInfo;
+    urls.iter()
+        .filter_map(|u| u.as_str().into_connection_info().ok())
+        .map(|info| info.addr().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl super::RedisStore {
+    /// What a fresh connection to the node says (within four timeouts): the cause a
+    /// timed-out call hid. `None` when it connects (or for a Cluster, whose client
+    /// reports its own errors).
+    pub async fn diagnose(&self) -> Option<StoreError> {
+        let client = match &self.connection {
+            super::Connection::Sentinel(link) => link.master_client()?,
+            super::Connection::Single(_) => self.single_client.clone()?,
+            super::Connection::Cluster(_) => return None,
+        };
+        let limit = self.timeout * 4;
+        match tokio::time::timeout(limit, client.get_multiplexed_async_connection()).await {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(StoreError::Redis(e)),
+            Err(_) => Some(StoreError::Timeout(limit)),
+        }
+    }
+}
+
+/// Why the store is not ready, for `/readyz`: `None` when it is.
+pub fn unready(store: &super::RedisStore) -> Option<String> {
+    if store.fleet().key().is_none() {
+        return Some(format!(
+            "store unavailable: {}: the fleet's key secret is not known yet (Redis has not answered)",
+            store.address()
+        ));
+    }
+    if !store.breakers.all_open() {
+        return None;
+    }
+    let why = store.health.last().map_or_else(
+        || "failing".to_owned(),
+        |l| format!("{} ({})", l.cause, l.message),
+    );
+    Some(format!(
+        "store unavailable: {}: {why}; breaker open",
+        store.address()
+    ))
+}
+
+/// The store's state for `/admin/stats` and the status page, at `now_ns`.
+pub fn report(store: &super::RedisStore) -> serde_json::Value {
+    let last = store.health.last().map(|l| {
+        serde_json::json!({
+            "cause": l.cause,
+            "message": l.message,
+            "seconds_ago": l.at.elapsed().as_secs(),
+        })
+    });
+    let open_groups = store.breakers.open().count();
+    serde_json::json!({
+        "backend": "redis",
+        "address": store.address(),
+        "breaker": match (open_groups, store.breakers.len()) {
+            (0, _) => "closed".to_owned(),
+            (_, 1) => "open".to_owned(),
+            (n, all) => format!("open for {n} of {all} slot groups"),
+        },
+        "ready": unready(store).is_none(),
+        "failed_calls": store.health.failed(),
+        "last_error": last,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn causes_are_one_word_each() {
+        let refused =
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(cause(&StoreError::Redis(refused)), "connection_refused");
+        assert_eq!(
+            cause(&StoreError::Timeout(std::time::Duration::from_millis(50))),
+            "timed_out"
+        );
+        assert_eq!(cause(&StoreError::NotConnected), "not_connected");
+        let h = Health::default();
+        h.record(&StoreError::NotConnected);
+        h.record(&StoreError::Reply);
+        let last = h.last().expect("recorded");
+        assert_eq!((last.cause, h.failed()), ("script_reply", 2));
+    }
+}
