@@ -229,3 +229,49 @@ async fn watch_config_follows_a_configmap_swap() {
     );
     assert_eq!(get(&format!("{base}/v1"), &[]).await.status, 404);
 }
+
+/// `tollgate check` refuses exactly what `tollgate run` refuses, with the same located
+/// first line (a systemd `ExecStartPre=tollgate check` then never passes a config the
+/// start fails on).
+#[test]
+fn check_and_run_agree_on_bad_configs() {
+    let base = "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:9\"]\n";
+    let cases = [
+        "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:63790000\"\n",
+        "[store]\nbackend = \"redis\"\nurl = [\"redis://a:1\", \"http://b:2\"]\n",
+        "[store]\nbackend = \"redis\"\nsentinels = [\"redis://h:99999\"]\nmaster = \"m\"\n",
+        "[policies.p]\nkey = \"ip\"\nrate = \"10r/s\"\n",
+        "[policies.p]\nkey = \"ip\"\nlimit = 1\nperiod = \"1s\"\nburst = 1\nmax_in_flight = 2\n",
+        "[[routes]]\nname = \"r\"\npath = \"/\"\nupstream = \"api\"\npolicy = [\"p\"]\n",
+        "[policies.p]\nkey = \"ip\nlimit = 1\n",
+        "[server.tls]\ncert = \"missing.pem\"\nkey = \"missing.key\"\n",
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (i, case) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad-{i}.toml"));
+        // A [server.tls] table belongs to [server]: put it right after it.
+        let text = if case.starts_with("[server.tls]") {
+            base.replacen("[upstreams.api]", &format!("{case}[upstreams.api]"), 1)
+        } else {
+            format!("{base}{case}")
+        };
+        std::fs::write(&path, text).expect("write");
+        let run = |command: &str| {
+            let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+                .args([command, "--config"])
+                .arg(&path)
+                .output()
+                .expect("run tollgate");
+            let first = String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .find(|l| l.contains(".toml:"))
+                .unwrap_or_default()
+                .to_owned();
+            (out.status.code(), first)
+        };
+        let (check, run_) = (run("check"), run("run"));
+        assert_eq!(check.0, Some(2), "check of case {i}: {check:?}");
+        assert_eq!(check, run_, "case {i}: check and run disagree");
+        assert!(!check.1.is_empty(), "case {i}: a located error");
+    }
+}
