@@ -67,3 +67,56 @@ async fn status_page_in_headless_chromium() {
         assert!(size > 10_000, "{shot} was written ({size} bytes)");
     }
 }
+
+/// With Redis unreachable, the page says so — the address, the cause, the breaker — instead
+/// of a green "live" (tests/browser/store_down.py), and never shows the store's password.
+#[tokio::test]
+#[ignore = "needs chromium, chromium-driver and selenium: scripts/test installs them and runs it (--include-ignored)"]
+async fn status_page_shows_a_store_that_cannot_be_reached() {
+    assert!(
+        browser_available(),
+        "install chromium, chromium-driver and `pip install selenium`, or run scripts/test"
+    );
+    let up = Upstream::start().await;
+    let port = free_port();
+    let secret = "hunter2-page-secret";
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"redis://:{secret}@127.0.0.1:{port}\"\ntimeout = \"100ms\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n"
+        ))
+        .policy("client", "ip", 10, "1s", 10)
+        .route("search", "/v1/search", "api", &["client"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    // Limited requests meet the dead store and open its breaker.
+    for _ in 0..5 {
+        assert_eq!(get(&gw.url("/v1/search"), &[]).await.status, 503);
+    }
+    let shots = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/store_down.py");
+    let args = [
+        script.display().to_string(),
+        gw.admin_url(""),
+        format!("127.0.0.1:{port}"),
+        secret.to_owned(),
+        shots.path().display().to_string(),
+    ];
+    let run = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3").args(args).output()
+    });
+    let out = tokio::time::timeout(Duration::from_secs(180), run)
+        .await
+        .expect("the browser check finishes within 3 minutes")
+        .expect("join")
+        .expect("python3 runs");
+    let report = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "store-down page check failed:\n{report}");
+    let size = std::fs::metadata(shots.path().join("store-down.png"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    assert!(size > 10_000, "store-down.png was written ({size} bytes)");
+}
