@@ -3,7 +3,7 @@
 //! `/admin/stats`, the status page and `/readyz`. Credentials never appear: a Redis
 //! error's text names no password, and addresses come from the connection, not the URL.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::store::StoreError;
@@ -22,7 +22,27 @@ pub struct LastError {
 pub struct Health {
     last: Mutex<Option<LastError>>,
     failed: AtomicU64,
+    /// The last cause, as 1 + its index in [`CAUSES`] (0: none yet): read by every
+    /// request that fails during an outage, so an atomic rather than the lock.
+    last_cause: AtomicUsize,
 }
+
+/// Every cause [`cause`] gives.
+const CAUSES: [&str; 13] = [
+    "connection_refused",
+    "timed_out",
+    "connection_lost",
+    "authentication",
+    "readonly",
+    "noreplicas",
+    "clusterdown",
+    "script_error",
+    "not_connected",
+    "breaker_open",
+    "script_reply",
+    "no_replica_ack",
+    "other",
+];
 
 impl Health {
     pub fn record(&self, e: &StoreError) {
@@ -37,6 +57,8 @@ impl Health {
             if vaguer {
                 return;
             }
+            let code = CAUSES.iter().position(|c| *c == cause(e)).map_or(0, |i| i + 1);
+            self.last_cause.store(code, Ordering::Relaxed);
             *last = Some(LastError {
                 cause: cause(e),
                 message: e.to_string(),
@@ -48,10 +70,8 @@ impl Health {
     /// The last failure's cause, when the caller's own error says less (a timeout, an
     /// open breaker) than what was seen.
     pub fn last_cause(&self) -> Option<&'static str> {
-        self.last
-            .lock()
-            .ok()
-            .and_then(|l| l.as_ref().map(|l| l.cause))
+        let code = self.last_cause.load(Ordering::Relaxed);
+        code.checked_sub(1).and_then(|i| CAUSES.get(i).copied())
     }
 
     pub fn last(&self) -> Option<LastError> {
@@ -196,5 +216,7 @@ mod tests {
         h.record(&StoreError::Reply);
         let last = h.last().expect("recorded");
         assert_eq!((last.cause, h.failed()), ("script_reply", 2));
+        assert_eq!(h.last_cause(), Some("script_reply"));
+        assert_eq!(Health::default().last_cause(), None);
     }
 }
