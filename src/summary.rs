@@ -55,6 +55,30 @@ fn write_listeners(out: &mut String, server: &Server) {
         };
         let _ = writeln!(out, "admin  {a}{guard}");
     }
+    use crate::config::{AccessLog, LogKeys};
+    let which = match server.access_log {
+        AccessLog::Off => None,
+        AccessLog::All => Some("every request"),
+        AccessLog::Refused => Some("refused requests"),
+    };
+    if let Some(which) = which {
+        let keys = match server.log_keys {
+            LogKeys::Clear => "keys as sent",
+            LogKeys::Hash => "keys hashed",
+        };
+        let _ = writeln!(
+            out,
+            "log    {which}, at most {} lines a second, {keys}{}",
+            server.access_log_rate,
+            if server.watch_config {
+                "; reloads when the file changes"
+            } else {
+                ""
+            }
+        );
+    } else if server.watch_config {
+        let _ = writeln!(out, "log    off; reloads when the file changes");
+    }
 }
 
 /// The backend, and with Redis what its key names are keyed with.
@@ -77,6 +101,18 @@ fn write_store(out: &mut String, store: &crate::config::StoreSettings) {
         None => "key names keyed by a secret the fleet keeps in Redis (tg:{secret}) - note: set key_secret_file so keys keep their names when Redis loses its data",
     };
     let _ = writeln!(out, "store  {kind}, {secret}");
+    if let Some(n) = store.replica_ack {
+        let _ = writeln!(
+            out,
+            "       admissions count once {n} replica(s) have them (replica_ack)"
+        );
+    }
+    if let Some(n) = store.fleet_size {
+        let _ = writeln!(
+            out,
+            "       on_error = \"local\" decides with 1/{n} of each limit (fleet_size)"
+        );
+    }
 }
 
 /// One line per policy: its name, key, numbers, shadow mode and override count.

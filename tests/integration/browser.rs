@@ -114,7 +114,10 @@ async fn status_page_shows_a_store_that_cannot_be_reached() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "store-down page check failed:\n{report}");
+    assert!(
+        out.status.success(),
+        "store-down page check failed:\n{report}"
+    );
     let size = std::fs::metadata(shots.path().join("store-down.png"))
         .map(|m| m.len())
         .unwrap_or(0);

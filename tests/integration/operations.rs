@@ -235,7 +235,8 @@ async fn watch_config_follows_a_configmap_swap() {
 /// start fails on).
 #[test]
 fn check_and_run_agree_on_bad_configs() {
-    let base = "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:9\"]\n";
+    let base =
+        "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:9\"]\n";
     let cases = [
         "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:63790000\"\n",
         "[store]\nbackend = \"redis\"\nurl = [\"redis://a:1\", \"http://b:2\"]\n",

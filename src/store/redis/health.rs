@@ -57,7 +57,10 @@ impl Health {
             if vaguer {
                 return;
             }
-            let code = CAUSES.iter().position(|c| *c == cause(e)).map_or(0, |i| i + 1);
+            let code = CAUSES
+                .iter()
+                .position(|c| *c == cause(e))
+                .map_or(0, |i| i + 1);
             self.last_cause.store(code, Ordering::Relaxed);
             *last = Some(LastError {
                 cause: cause(e),
