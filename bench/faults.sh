@@ -8,12 +8,13 @@
 #   sudo bench/faults.sh
 #   TOLLGATE_BIN=target/release/tollgate MODES="exact" ON_ERROR=local bench/faults.sh
 #
-# Env: DURATION (20) seconds per run, MODES ("exact lease"), EXTRAS ("ack local": the
-# replica_ack and on_error = "local" runs), ON_ERROR (deny), CONNS (4 per wrk), KEEP_TMP=1. docs/reliability.md explains the figures and records a run.
+# Env: DURATION (20) seconds per run, MODES ("exact lease"), EXTRAS ("cluster ack local":
+# the Cluster, replica_ack and on_error = "local" runs), ON_ERROR (deny), CONNS (4 per
+# wrk), KEEP_TMP=1. docs/reliability.md explains the figures and records a run.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-DURATION=${DURATION:-20} MODES=${MODES-exact lease} EXTRAS=${EXTRAS-ack local} ON_ERROR=${ON_ERROR:-deny} CONNS=${CONNS:-4}
+DURATION=${DURATION:-20} MODES=${MODES-exact lease} EXTRAS=${EXTRAS-cluster ack local} ON_ERROR=${ON_ERROR:-deny} CONNS=${CONNS:-4}
 RATE=100 HOT_BURST=20 DEEP_BURST=400 FAULT_AT=5
 
 need_tools nginx=nginx-light wrk=wrk redis-server=redis-server redis-cli=redis-tools curl=curl
@@ -155,6 +156,46 @@ fault_kill_master() { local port pid; port=$(master_port); pid=$(pid_of_port "$p
 fault_freeze() { local pid; pid=$(pid_of_port "$(master_port)"); kill -STOP "$pid"; sleep 3; kill -CONT "$pid"; }
 fault_gateway_kill() { kill -KILL "${GW_PIDS[2]}"; sleep 2; start_tollgate gw-3b "${GW_CONFIGS[2]}" "${GW_PORTS[2]}"; GW_PIDS[2]=$LAST_PID; }
 fault_gateway_pause() { kill -STOP "${GW_PIDS[2]}"; sleep 3; kill -CONT "${GW_PIDS[2]}"; }
+# A Redis Cluster of three masters (REPLICAS 1: each with a replica), node timeout 2 s;
+# CLUSTER_PORTS and CLUSTER_URLS (the TOML list). ARGS: more redis-server arguments.
+cluster_set() {
+  local replicas=$1; shift
+  local n=$((3 * (replicas + 1))) i port nodes=()
+  CLUSTER_PORTS=() CLUSTER_URLS=""
+  for i in $(seq "$n"); do
+    free_port port
+    rm -rf "$WORK/cluster$i"   # a node must start empty (no nodes.conf of an earlier Cluster)
+    redis "cluster$i" "$port" --appendonly no --cluster-enabled yes --cluster-node-timeout 2000 \
+      --cluster-config-file "$WORK/cluster$i/nodes.conf" "$@"
+    CLUSTER_PORTS+=("$port") nodes+=("127.0.0.1:$port")
+    CLUSTER_URLS+="${CLUSTER_URLS:+, }\"redis://127.0.0.1:$port\""
+  done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas "$replicas" --cluster-yes >"$WORK/cluster-create.log" 2>&1 ||
+    die "redis-cli --cluster create failed: $(tail -3 "$WORK/cluster-create.log")"
+  for _ in $(seq 100); do
+    [[ $(redis-cli -p "${CLUSTER_PORTS[0]}" CLUSTER INFO | tr -d '\r' | awk -F: '/cluster_state/ { print $2 }') == ok ]] && return
+    sleep 0.2
+  done
+  die "the Cluster did not become ok"
+}
+
+# The master holding the deep key's state (the run's key, written by its first requests).
+fault_kill_deep_master() {
+  local port pid i
+  for i in "${!CLUSTER_PORTS[@]}"; do
+    port=${CLUSTER_PORTS[$i]}
+    if redis-cli -p "$port" ROLE | head -1 | grep -q master &&
+       [[ -n $(redis-cli -p "$port" --scan --pattern 'tg:*:deep:*' | head -1) ]]; then
+      pid=REDIS_PID_cluster$((i + 1))
+      pid=${!pid}
+      kill -KILL "$pid"
+      log "killed the deep key's master 127.0.0.1:$port"
+      return
+    fi
+  done
+  log "warning: no master holds the deep key"
+}
+
 fault_restart() { # the single Redis restarted with the same arguments (SIGTERM: an AOF is flushed)
   kill -TERM "$SINGLE_PID"; wait "$SINGLE_PID" 2>/dev/null || true
   redis single "$SINGLE_PORT" "${SINGLE_ARGS[@]}"; SINGLE_PID=$REDIS_PID_single
@@ -228,6 +269,19 @@ master = \"mymaster\""
     stop_all
   done
 done
+
+# Redis Cluster: the deep key's master killed, with a replica (failover in the node
+# timeout) and without one (cluster-require-full-coverage no: its slots stay down).
+if [[ " $EXTRAS " == *" cluster "* ]]; then
+  for replicas in 1 0; do
+    log "Cluster, $replicas replica(s) per master, exact"
+    cluster_set "$replicas" --cluster-require-full-coverage no
+    SENTINEL_PORTS=()
+    fleet exact "url = [$CLUSTER_URLS]"
+    run "Cluster ($replicas replica per master), exact: the deep key's master kill -9" kill_deep_master
+    stop_all
+  done
+fi
 
 # What the settings of docs/reliability.md change: replica_ack against the failovers,
 # on_error = "local" (each gateway a third of each limit) against the outages.
