@@ -25,6 +25,9 @@ start_upstream
 free_port TG_PORT; free_port FLOOR_PORT
 one_worker_toml "$TG_PORT" >"$WORK/tollgate.toml"
 "$TOLLGATE" check --config "$WORK/tollgate.toml" >/dev/null || die "tollgate check rejected its config"
+# The same without the top-keys sketches: what they cost a request.
+sed 's/^workers = 1$/workers = 1\ntop_keys = false/' "$WORK/tollgate.toml" >"$WORK/tollgate-notop.toml"
+grep -q '^top_keys = false' "$WORK/tollgate-notop.toml" || die "could not turn top_keys off"
 
 # count NAME PORT PATH [wrk args] -- COMMAND...: Ir per request of COMMAND under callgrind,
 # counted over DURATION seconds of wrk after a warm-up that is not counted.
@@ -64,6 +67,8 @@ H=(-H 'x-tenant-id: t1' -H 'x-user-id: u1')
 count tg3 "$TG_PORT" /v1/search -s "$BENCH_DIR/keys.lua" -- "$TOLLGATE" run --config "$WORK/tollgate.toml"
 count tg0 "$TG_PORT" /v1/open "${H[@]}" -- "$TOLLGATE" run --config "$WORK/tollgate.toml"
 count tgdeny "$TG_PORT" /deny -H 'x-tenant-id: hot' -- "$TOLLGATE" run --config "$WORK/tollgate.toml"
+count tg3off "$TG_PORT" /v1/search -s "$BENCH_DIR/keys.lua" -- "$TOLLGATE" run --config "$WORK/tollgate-notop.toml"
+count tgdenyoff "$TG_PORT" /deny -H 'x-tenant-id: hot' -- "$TOLLGATE" run --config "$WORK/tollgate-notop.toml"
 count floor "$FLOOR_PORT" /v1/search "${H[@]}" -- "$FLOOR" forward --listen "127.0.0.1:$FLOOR_PORT" \
   --upstream "127.0.0.1:$UPSTREAM_PORT" --workers 1
 count floordeny "$FLOOR_PORT" /deny -H 'x-tenant-id: hot' -- "$FLOOR" deny --listen "127.0.0.1:$FLOOR_PORT" --workers 1
@@ -83,4 +88,10 @@ cat <<EOF
 | tollgate, 3 tiers (100 tenants x 10,000 users) | $(per tg3) | $(ratio "$(per tg3)" "$(per floor)") |
 | floor: static 429 | $(per floordeny) | 1.00 |
 | tollgate, refusing (one tier) | $(per tgdeny) | $(ratio "$(per tgdeny)" "$(per floordeny)") |
+
+| top keys (\`[server] top_keys\`) | 3 tiers | refusing |
+|---|---:|---:|
+| off | $(per tg3off) | $(per tgdenyoff) |
+| on (the default) | $(per tg3) | $(per tgdeny) |
+| on / off | $(ratio "$(per tg3)" "$(per tg3off)") | $(ratio "$(per tgdeny)" "$(per tgdenyoff)") |
 EOF

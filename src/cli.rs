@@ -62,6 +62,27 @@ pub enum Command {
         #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
+    /// Who is limited on one running gateway (its `GET /admin/top`), refreshed like `top`.
+    Top {
+        /// The gateway's admin listener, HOST:PORT (as in `admin_listen`).
+        #[arg(long, value_name = "HOST:PORT", env = "TOLLGATE_ADMIN")]
+        admin: String,
+        /// A file holding the admin token (else `TOLLGATE_ADMIN_TOKEN`, else none).
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
+        /// Only this policy's keys.
+        #[arg(long)]
+        policy: Option<String>,
+        /// How many keys (1 to 100).
+        #[arg(long, default_value_t = 20)]
+        n: usize,
+        /// Time between two refreshes.
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        interval: Duration,
+        /// Print the table once and exit.
+        #[arg(long)]
+        once: bool,
+    },
     /// Run a small upstream that answers every request with 200 (for demos and benchmarks).
     Echo {
         #[arg(long, default_value = "127.0.0.1:3000")]

@@ -1,6 +1,7 @@
 //! The command line's client of a running gateway's admin API: `tollgate reload --admin
 //! HOST:PORT` asks `POST /admin/reload` of that one gateway (never a signal to every
-//! process of a name), with the admin token from a file or `TOLLGATE_ADMIN_TOKEN`.
+//! process of a name), `tollgate top` shows its `GET /admin/top`, with the admin token
+//! from a file or `TOLLGATE_ADMIN_TOKEN`.
 
 use std::time::Duration;
 
@@ -31,14 +32,14 @@ pub enum CallError {
     Http {
         method: Method,
         address: String,
-        path: &'static str,
+        path: String,
         source: hyper::Error,
     },
     #[error("{method} http://{address}{path}: no answer within {}", humantime::format_duration(*.timeout))]
     Timeout {
         method: Method,
         address: String,
-        path: &'static str,
+        path: String,
         timeout: Duration,
     },
 }
@@ -52,7 +53,7 @@ pub struct Answer {
 
 impl Admin {
     /// One request over a fresh HTTP/1.1 connection, bounded by the timeout.
-    pub async fn call(&self, method: Method, path: &'static str) -> Result<Answer, CallError> {
+    pub async fn call(&self, method: Method, path: &str) -> Result<Answer, CallError> {
         let call = self.call_unbounded(method.clone(), path);
         tokio::time::timeout(self.timeout, call)
             .await
@@ -60,17 +61,13 @@ impl Admin {
                 Err(CallError::Timeout {
                     method,
                     address: self.address.clone(),
-                    path,
+                    path: path.to_owned(),
                     timeout: self.timeout,
                 })
             })
     }
 
-    async fn call_unbounded(
-        &self,
-        method: Method,
-        path: &'static str,
-    ) -> Result<Answer, CallError> {
+    async fn call_unbounded(&self, method: Method, path: &str) -> Result<Answer, CallError> {
         let stream = tokio::net::TcpStream::connect(self.address.as_str())
             .await
             .map_err(|source| CallError::Connect {
@@ -80,7 +77,7 @@ impl Admin {
         let http = |source| CallError::Http {
             method: method.clone(),
             address: self.address.clone(),
-            path,
+            path: path.to_owned(),
             source,
         };
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -152,6 +149,54 @@ pub fn reload_lines(body: &[u8]) -> Vec<String> {
         return lines;
     }
     vec![json.to_string()]
+}
+
+/// `GET /admin/top`'s answer as a table (plain text, one key a line).
+pub fn top_table(body: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return String::from_utf8_lossy(body).into_owned();
+    };
+    let mut out = String::new();
+    if json["enabled"] == false {
+        return "top keys are off on this gateway ([server] top_keys = false)\n".to_owned();
+    }
+    let _ = writeln!(
+        out,
+        "who is limited on this gateway, last {} s (each gateway of a fleet answers for itself)\n",
+        json["window_s"]
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} {:<32} {:>9} {:>9} {:>9} {:>10}",
+        "POLICY", "KEY", "REFUSED", "ADMITTED", "REMAINING", "RETRY (ms)"
+    );
+    for k in json["keys"].as_array().into_iter().flatten() {
+        let key: Vec<String> = k["key"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| p.as_str().unwrap_or_default().escape_debug().to_string())
+            .collect();
+        let shown = |v: &serde_json::Value| {
+            if v.is_null() {
+                "-".to_owned()
+            } else {
+                v.to_string()
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{:<16} {:<32} {:>9} {:>9} {:>9} {:>10}",
+            k["policy"].as_str().unwrap_or_default(),
+            key.join(" / "),
+            k["refused"],
+            k["admitted"],
+            shown(&k["remaining"]),
+            shown(&k["next_admit_ms"]),
+        );
+    }
+    out
 }
 
 #[cfg(test)]

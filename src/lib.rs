@@ -54,4 +54,5 @@ pub mod server;
 pub mod store;
 pub mod summary;
 pub mod tls;
+pub mod top;
 pub mod workers;

@@ -66,6 +66,14 @@ fn main() -> ExitCode {
             token_file,
             timeout,
         } => reload(admin, token_file.as_deref(), timeout),
+        Command::Top {
+            admin,
+            token_file,
+            policy,
+            n,
+            interval,
+            once,
+        } => top(admin, token_file.as_deref(), (policy, n), interval, once),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -152,6 +160,64 @@ fn reload(address: String, token_file: Option<&Path>, timeout: Duration) -> Resu
             );
             Err(Failure::Runtime)
         }
+    }
+}
+
+/// `tollgate top --admin HOST:PORT`: the gateway's top keys, refreshed every `interval`
+/// (the screen cleared as `top` does) or printed once.
+fn top(
+    address: String,
+    token_file: Option<&Path>,
+    (policy, n): (Option<String>, usize),
+    interval: Duration,
+    once: bool,
+) -> Result<(), Failure> {
+    use tollgate::control::{token, top_table, Admin};
+    let token = token(token_file).map_err(|e| {
+        eprintln!("{e}");
+        Failure::Runtime
+    })?;
+    let admin = Admin {
+        address,
+        token,
+        timeout: Duration::from_secs(10),
+    };
+    let mut path = format!("/admin/top?n={n}");
+    if let Some(p) = &policy {
+        let encoded = percent_encoding::utf8_percent_encode(p, percent_encoding::NON_ALPHANUMERIC);
+        path.push_str(&format!("&policy={encoded}"));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("cannot start the runtime: {e}");
+            Failure::Runtime
+        })?;
+    loop {
+        let answer = rt
+            .block_on(admin.call(http::Method::GET, &path))
+            .map_err(|e| {
+                eprintln!("{e}");
+                Failure::Runtime
+            })?;
+        if !answer.status.is_success() {
+            eprintln!(
+                "GET http://{}{path} answered {}: {}",
+                admin.address,
+                answer.status,
+                String::from_utf8_lossy(&answer.body).trim()
+            );
+            return Err(Failure::Runtime);
+        }
+        let table = top_table(&answer.body);
+        if once {
+            print!("{table}");
+            return Ok(());
+        }
+        // Clear the screen and go home, then the table: a plain ANSI terminal view.
+        print!("\x1b[H\x1b[2J{table}");
+        std::thread::sleep(interval);
     }
 }
 

@@ -5,3 +5,4 @@ pub mod auth;
 pub mod listener;
 pub mod overrides;
 pub mod service;
+pub mod top;

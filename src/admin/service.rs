@@ -84,6 +84,7 @@ async fn route(
                 json!({"status": "error", "errors": e.to_string().lines().collect::<Vec<_>>()}),
             ),
         },
+        (&Method::GET, "/admin/top") => super::top::handle(shared, req.uri().query()).await,
         (&Method::GET, p) if p.starts_with("/admin/limits/") => {
             limit_json(shared, &p["/admin/limits/".len()..]).await
         }
@@ -118,14 +119,7 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
             &[("expected_parts", expected.into())],
         );
     }
-    let key = shared.limiter.keys().key_of(&policy.name, &parts);
-    let runtime = shared.limiter.overrides().get(key.hash, &*shared.clock);
-    let single = (parts.len() == 1).then(|| std::borrow::Cow::Borrowed(parts[0].as_str()));
-    let inspected = match crate::store::limits::limit_for(policy, runtime, || single) {
-        Applied::Concurrency(max) => concurrency_json(shared, &key, max).await,
-        Applied::Rate(quota) => rate_json(shared, &key, quota).await,
-    };
-    match inspected {
+    match key_state(shared, policy, &parts).await {
         Ok(mut fields) => {
             if let Some(out) = fields.as_object_mut() {
                 out.insert("policy".to_owned(), policy.name.as_str().into());
@@ -138,6 +132,22 @@ async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
             "store_unavailable",
             &[("detail", e.to_string().into())],
         ),
+    }
+}
+
+/// One key's state in `policy` (its parts well-formed): a rate key's TAT and what it
+/// lets through, a concurrency key's slots.
+pub async fn key_state(
+    shared: &Shared,
+    policy: &crate::config::Policy,
+    parts: &[String],
+) -> Result<serde_json::Value, crate::store::StoreError> {
+    let key = shared.limiter.keys().key_of(&policy.name, parts);
+    let runtime = shared.limiter.overrides().get(key.hash, &*shared.clock);
+    let single = (parts.len() == 1).then(|| std::borrow::Cow::Borrowed(parts[0].as_str()));
+    match crate::store::limits::limit_for(policy, runtime, || single) {
+        Applied::Concurrency(max) => concurrency_json(shared, &key, max).await,
+        Applied::Rate(quota) => rate_json(shared, &key, quota).await,
     }
 }
 

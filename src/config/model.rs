@@ -66,6 +66,10 @@ pub struct Server {
     pub access_log_rate: u32,
     /// How a refused request's key parts appear in its line.
     pub log_keys: LogKeys,
+    /// Keep each tier's heavy hitters for `GET /admin/top`.
+    pub top_keys: bool,
+    /// The sliding window top keys are counted over.
+    pub top_window: Duration,
     /// Reload when the config file changes (its folder watched), as on SIGHUP.
     pub watch_config: bool,
     /// Data-plane worker threads, each with its own runtime and listener.

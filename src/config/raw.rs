@@ -37,6 +37,8 @@ pub struct RawServer {
     pub access_log: Option<S<BoolOrText>>,
     pub access_log_rate: Option<S<i64>>,
     pub log_keys: Option<S<String>>,
+    pub top_keys: Option<bool>,
+    pub top_window: Option<S<String>>,
     pub watch_config: Option<bool>,
     pub workers: Option<S<i64>>,
     pub body_read_timeout: Option<S<String>>,

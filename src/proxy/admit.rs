@@ -14,7 +14,7 @@ use super::response::{
 };
 use super::snapshot::{Shared, Snapshot};
 use crate::config::{Policy, Route};
-use crate::key::RequestView;
+use crate::key::{KeySource, RequestView};
 use crate::limit::Quota;
 use crate::metrics::RouteMetrics;
 use crate::reply::{ceil_millis, json_error, Body};
@@ -98,6 +98,9 @@ pub async fn admit(
         .check_request((route, plans), &view, &*shared.clock, admission)
         .await;
     let refused = answer(routed, admission, req.headers(), client_ip, trace);
+    if let Some(top) = &routed.snapshot.top {
+        record_top(top, routed, admission, &view);
+    }
     // The deciding tier's key parts, for a line that will be written.
     if let (Some(_), Some(position)) = (&refused, trace.policy) {
         let config = &routed.snapshot.config;
@@ -241,4 +244,41 @@ fn count(admission: &Admission, metrics: &RouteMetrics) {
             Counted::Nothing => {}
         }
     }
+}
+
+/// Counts the request's decided tiers in the top-keys sketches; a key's parts are
+/// written only when it enters one.
+fn record_top(
+    top: &crate::top::TopKeys,
+    routed: &Routed<'_>,
+    admission: &Admission,
+    view: &RequestView<'_>,
+) {
+    let worker = crate::conn::worker::current();
+    let now = admission.now();
+    top.on_route(worker, routed.index, |tiers| {
+        for outcome in admission.per_policy() {
+            let refused = match outcome.counted {
+                Counted::Denied => true,
+                Counted::Admitted => false,
+                _ => continue,
+            };
+            let policy = &routed.route.policies[outcome.position];
+            if policy.key.iter().all(|k| matches!(k, KeySource::Route)) {
+                // One key per route: its counts are the route's, in /admin/stats.
+                continue;
+            }
+            tiers.record(outcome.position, outcome.key, refused, now, |text| {
+                for (i, source) in policy.key.iter().enumerate() {
+                    if i > 0 {
+                        text.push(crate::top::PART_SEPARATOR.encode_utf8(&mut [0; 4]));
+                    }
+                    let first = source.extract(view).ok().and_then(|v| v.into_iter().next());
+                    if let Some(value) = first {
+                        text.push(&value.as_text());
+                    }
+                }
+            });
+        }
+    });
 }

@@ -28,6 +28,8 @@ pub struct Snapshot {
     pub route_plans: Vec<Box<[PolicyPlan]>>,
     /// Requests each worker may hold at once: its share of `max_requests`.
     pub request_share: usize,
+    /// Who is limited: each tier's heavy hitters, per worker (`None`: `top_keys = false`).
+    pub top: Option<crate::top::TopKeys>,
 }
 
 impl Snapshot {
@@ -60,6 +62,11 @@ impl Snapshot {
             .iter()
             .map(|r| PolicyPlan::route(keys, r))
             .collect();
+        let top = config.server.top_keys.then(|| {
+            let tiers: Vec<usize> = config.routes.iter().map(|r| r.policies.len()).collect();
+            let window = u64::try_from(config.server.top_window.as_nanos()).unwrap_or(u64::MAX);
+            crate::top::TopKeys::new(config.server.workers, &tiers, window)
+        });
         Self {
             config,
             pools,
@@ -67,6 +74,7 @@ impl Snapshot {
             route_headers,
             route_plans,
             request_share,
+            top,
         }
     }
 }

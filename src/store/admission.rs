@@ -54,6 +54,8 @@ pub struct PolicyOutcome {
     pub counted: Counted,
     /// Decided on the policy's overflow key: the store was full of keys that owe time.
     pub overflow: bool,
+    /// The hash of its (first) key.
+    pub key: u64,
 }
 
 /// One enforcing rate policy as the rate-limit headers describe it. A policy whose key
@@ -178,6 +180,7 @@ impl Admission {
             position: p.position,
             counted,
             overflow,
+            key: tiers.first().map_or(0, |t| t.tier.key),
         }
     }
 
@@ -203,6 +206,7 @@ impl Admission {
             position: p.position,
             counted,
             overflow: false,
+            key: slots.first().map_or(0, |s| s.key),
         }
     }
 

@@ -64,6 +64,16 @@ def wait_for(driver, timeout: float, what: str, fn):
         raise CheckFailed(f"timed out after {timeout:g} s waiting for {what}; last seen: {last['value']!r}") from None
 
 
+# The top-keys table's row for this script's address in the `client` policy, if refused.
+TOP_JS = r"""
+for (const tr of document.querySelectorAll("#top-body tr")) {
+  const td = [...tr.querySelectorAll("td")].map((c) => c.textContent.trim());
+  if (td.length === 6 && td[0] === "client" && td[1] === "127.0.0.1"
+      && Number(td[2].replace(/,/g, "")) > 0) return td.join(" | ");
+}
+return null;
+"""
+
 # One JS snapshot of everything the checks read, so no element reference can go stale
 # between reads (the page rebuilds its tables with replaceChildren on every poll).
 STATE_JS = r"""
@@ -218,6 +228,12 @@ def run(admin_url: str, data_url: str, shots: str, driver) -> list[str]:
     path = os.path.join(shots, "status-page.png")
     check(driver.save_screenshot(path), f"could not write {path}")
     summary.append(f"screenshot {path}")
+
+    # 2b. Who is limited: the top-keys table names this script's address under `client`,
+    # refused, with its current state.
+    top_row = wait_for(driver, STATS_TIMEOUT, "a #top-body row: policy client, key 127.0.0.1, refused > 0",
+                       lambda d: d.execute_script(TOP_JS))
+    summary.append(f"who is limited: {top_row}")
 
     # 3. Playground: the smallest-burst policy admits exactly `burst` requests at once, then denies.
     s = state(driver)

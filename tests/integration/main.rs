@@ -36,3 +36,4 @@ mod spellings;
 mod store_calls;
 mod store_health;
 mod tls;
+mod top;

@@ -12,7 +12,11 @@ pub(super) struct Logging {
     pub access_log: AccessLog,
     pub access_log_rate: u32,
     pub log_keys: LogKeys,
+    pub top_window: std::time::Duration,
 }
+
+/// `top_window` when not set.
+pub const DEFAULT_TOP_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl Compiler {
     pub(super) fn logging(&mut self, raw: &RawServer) -> Option<Logging> {
@@ -65,10 +69,12 @@ impl Compiler {
                 None
             }
         };
+        let top_window = self.duration_or(&raw.top_window, DEFAULT_TOP_WINDOW, false);
         Some(Logging {
             access_log: access_log?,
             access_log_rate: access_log_rate?,
             log_keys: log_keys?,
+            top_window: top_window?,
         })
     }
 }

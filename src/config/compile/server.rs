@@ -59,6 +59,8 @@ impl Compiler {
             access_log: logging.access_log,
             access_log_rate: logging.access_log_rate,
             log_keys: logging.log_keys,
+            top_keys: raw.top_keys.unwrap_or(true),
+            top_window: logging.top_window,
             watch_config: raw.watch_config.unwrap_or(false),
             workers: connections.workers,
             body_read_timeout: connections.body_read_timeout,

@@ -1,0 +1,87 @@
+//! `GET /admin/top?policy=NAME&n=N`: who is limited right now on this gateway — the keys
+//! its tiers decided most often over `top_window`, most refused first, each with its
+//! current state (remaining, next admit) as `/admin/limits` gives it.
+
+use http::{Response, StatusCode};
+use serde_json::json;
+
+use crate::proxy::snapshot::Shared;
+use crate::reply::{json_error, Body};
+
+/// Keys shown when `n` is not given, and at most.
+const DEFAULT_N: usize = 10;
+const MAX_N: usize = 100;
+
+pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
+    let (mut policy, mut n) = (None, DEFAULT_N);
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = percent_encoding::percent_decode_str(value)
+            .decode_utf8_lossy()
+            .into_owned();
+        match name {
+            "policy" if !value.is_empty() => policy = Some(value),
+            "n" => match value.parse::<usize>() {
+                Ok(v) if (1..=MAX_N).contains(&v) => n = v,
+                _ => {
+                    return json_error(
+                        StatusCode::BAD_REQUEST,
+                        "bad_n",
+                        &[(
+                            "detail",
+                            format!("n is a whole number from 1 to {MAX_N}").into(),
+                        )],
+                    )
+                }
+            },
+            _ => {}
+        }
+    }
+    let snapshot = shared.snapshot.load_full();
+    let config = &snapshot.config;
+    if let Some(p) = &policy {
+        if config.policy(p).is_none() {
+            return json_error(
+                StatusCode::NOT_FOUND,
+                "unknown_policy",
+                &[("policy", p.as_str().into())],
+            );
+        }
+    }
+    let Some(top) = &snapshot.top else {
+        return crate::admin::answer::json_ok(json!({"enabled": false, "keys": []}));
+    };
+    let now = shared.clock.now_ns();
+    let name_of =
+        |route: usize, position: usize| config.routes[route].policies[position].name.clone();
+    let keys = top.top(policy.as_deref(), n, now, name_of);
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        let state = match config.policy(&k.policy) {
+            Some(p) if !k.truncated && crate::store::keys::key_shape(p, &k.parts).is_ok() => {
+                super::service::key_state(shared, p, &k.parts).await.ok()
+            }
+            _ => None,
+        };
+        out.push(json!({
+            "policy": k.policy,
+            "key": k.parts,
+            "truncated": k.truncated,
+            "refused": k.refused,
+            "admitted": k.admitted,
+            "uncounted_at_most": k.error,
+            "remaining": state.as_ref().and_then(|s| s.get("remaining").or_else(|| s.get("free")).cloned()),
+            "next_admit_ms": state.as_ref().and_then(|s| s.get("next_admit_ms").cloned()),
+        }));
+    }
+    crate::admin::answer::json_ok(json!({
+        "enabled": true,
+        "window_s": config.server.top_window.as_secs(),
+        "scope": "this gateway",
+        "keys": out,
+    }))
+}

@@ -1,0 +1,98 @@
+//! Who is limited: `GET /admin/top` finds the key a flood comes from among thousands of
+//! others, with counts it can vouch for, and holds a fixed number of counters however many
+//! keys there are; `tollgate top --once` prints the same table.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+fn gateway_toml() -> String {
+    Fixture::new()
+        .server("workers = 1")
+        .policy("tenant", "header:x-k", 1, "1h", 1)
+        .route("api", "/", "api", &["tenant"])
+        .build()
+}
+
+#[tokio::test]
+async fn the_flooding_key_tops_the_list_among_thousands() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&gateway_toml(), &up.url()).await;
+    let url = gw.url("/");
+    let client = http1();
+    // 2,000 other keys, twice each (the second refused), the flooder 300 times among them.
+    let mut flooder = 0;
+    for i in 0..2_000 {
+        let other = format!("user-{i}");
+        for _ in 0..2 {
+            send(&client, "GET", &url, &[("x-k", &other)], b"").await;
+        }
+        if i % 7 == 0 && flooder < 300 {
+            for _ in 0..2 {
+                send(&client, "GET", &url, &[("x-k", "flooder")], b"").await;
+                flooder += 1;
+            }
+        }
+    }
+    while flooder < 300 {
+        send(&client, "GET", &url, &[("x-k", "flooder")], b"").await;
+        flooder += 1;
+    }
+    let top = get(&gw.admin_url("/admin/top?policy=tenant&n=100"), &[])
+        .await
+        .json();
+    let keys = top["keys"].as_array().expect("keys");
+    assert!(
+        keys.len() <= 64,
+        "a fixed number of counters: {}",
+        keys.len()
+    );
+    let first = &keys[0];
+    assert_eq!(first["key"], serde_json::json!(["flooder"]), "{top}");
+    let refused = first["refused"].as_u64().expect("refused");
+    let uncounted = first["uncounted_at_most"].as_u64().expect("bound");
+    assert!(
+        refused <= 299 && 299 <= refused + uncounted,
+        "299 refusals within [{refused}, {refused} + {uncounted}]"
+    );
+    assert_eq!(first["remaining"], 0, "its current state: {first}");
+    assert!(first["next_admit_ms"].as_u64().expect("wait") > 0);
+    assert_eq!(top["window_s"], 300);
+
+    // Unknown policies and bad counts are refused.
+    assert_eq!(
+        get(&gw.admin_url("/admin/top?policy=nope"), &[])
+            .await
+            .status,
+        404
+    );
+    assert_eq!(get(&gw.admin_url("/admin/top?n=0"), &[]).await.status, 400);
+
+    // The terminal view, once: the same first key.
+    let admin = gw
+        .admin_url("")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["top", "--admin", &admin, "--once"])
+            .env_remove("TOLLGATE_ADMIN_TOKEN")
+            .output()
+            .expect("run tollgate top")
+    })
+    .await
+    .expect("join");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains("flooder"))
+        .unwrap_or_default();
+    assert!(row.contains("tenant"), "{text}");
+    let _ = Duration::ZERO;
+}
