@@ -2,6 +2,7 @@
 
 pub mod answer;
 pub mod auth;
+pub mod key_state;
 pub mod listener;
 pub mod overrides;
 pub mod service;

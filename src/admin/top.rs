@@ -63,7 +63,7 @@ pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
     for k in keys {
         let state = match config.policy(&k.policy) {
             Some(p) if !k.truncated && crate::store::keys::key_shape(p, &k.parts).is_ok() => {
-                super::service::key_state(shared, p, &k.parts).await.ok()
+                super::key_state::key_state(shared, p, &k.parts).await.ok()
             }
             _ => None,
         };
