@@ -24,7 +24,13 @@ struct Windowed {
 struct WorkerTop {
     /// By tier: `route_offset[route] + position`.
     tiers: Vec<Option<Box<Windowed>>>,
+    /// Sketches made so far (at most [`MAX_SKETCHES`]).
+    made: usize,
 }
+
+/// Sketches one worker makes at most (about 10 KiB each): a config of thousands of busy
+/// routes keeps the first 1,024 tiers to decide, not 10 KiB for every one of them.
+pub const MAX_SKETCHES: usize = 1_024;
 
 /// Every tier's sketches, per worker, for one config version.
 pub struct TopKeys {
@@ -84,8 +90,10 @@ impl TopKeys {
         if table.tiers.len() < self.tiers {
             table.tiers.resize_with(self.tiers, || None);
         }
+        let WorkerTop { tiers, made } = &mut *table;
         f(&mut RouteTop {
-            tiers: &mut table.tiers[offset..],
+            tiers: &mut tiers[offset..],
+            made,
             half_ns: self.half_ns,
         });
     }
@@ -94,6 +102,7 @@ impl TopKeys {
 /// One worker's sketches of one route's tiers, for one request.
 pub struct RouteTop<'a> {
     tiers: &'a mut [Option<Box<Windowed>>],
+    made: &'a mut usize,
     half_ns: u64,
 }
 
@@ -113,6 +122,12 @@ impl RouteTop<'_> {
             return;
         };
         let half = now_ns / self.half_ns;
+        if tier.is_none() {
+            if *self.made >= MAX_SKETCHES {
+                return;
+            }
+            *self.made += 1;
+        }
         let w = tier.get_or_insert_with(|| {
             Box::new(Windowed {
                 half,
@@ -225,5 +240,18 @@ mod tests {
         assert_eq!(keys[0].parts, ["acme"]);
         // Two halves later, nothing is left.
         assert!(top.top(None, 10, 3 * half + 50, name).is_empty());
+    }
+
+    #[test]
+    fn a_worker_makes_at_most_its_share_of_sketches() {
+        let routes = vec![1; MAX_SKETCHES + 10];
+        let top = TopKeys::new(1, &routes, 1_000_000);
+        for route in 0..routes.len() {
+            top.on_route(0, route, |rt| {
+                rt.record(0, route as u64, true, 1, |t| t.push("k"))
+            });
+        }
+        let keys = top.top(None, usize::MAX, 2, |r, _| format!("p{r}"));
+        assert_eq!(keys.len(), MAX_SKETCHES);
     }
 }
