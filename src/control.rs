@@ -52,6 +52,20 @@ pub struct Answer {
 }
 
 impl Admin {
+    /// The gateway at `address`, with the token of `token_file` (else
+    /// `TOLLGATE_ADMIN_TOKEN`, else none): see [`token`].
+    pub fn new(
+        address: String,
+        token_file: Option<&std::path::Path>,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            address,
+            token: token(token_file)?,
+            timeout,
+        })
+    }
+
     /// One request over a fresh HTTP/1.1 connection, bounded by the timeout.
     pub async fn call(&self, method: Method, path: &str) -> Result<Answer, CallError> {
         let call = self.call_unbounded(method.clone(), path);

@@ -89,14 +89,10 @@ fn check(config: &Path) -> Result<(), Failure> {
         Failure::BadConfig
     })?;
     // The store's clients as `run` makes them (inside a runtime, as there).
-    let preflight = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
-        .and_then(|rt| {
-            rt.block_on(async { tollgate::gateway::preflight(&c) })
-                .map_err(|e| e.to_string())
-        });
+    let preflight = one_thread().map_err(|e| e.to_string()).and_then(|rt| {
+        rt.block_on(async { tollgate::gateway::preflight(&c) })
+            .map_err(|e| e.to_string())
+    });
     if let Err(e) = preflight {
         eprintln!("{}: {e}", config.display());
         return Err(Failure::BadConfig);
@@ -113,19 +109,12 @@ fn check(config: &Path) -> Result<(), Failure> {
 
 /// `tollgate reload --admin HOST:PORT`: one gateway's `POST /admin/reload`.
 fn reload(address: String, token_file: Option<&Path>, timeout: Duration) -> Result<(), Failure> {
-    use tollgate::control::{reload_lines, token, Admin};
-    let token = token(token_file).map_err(|e| {
+    use tollgate::control::{reload_lines, Admin};
+    let admin = Admin::new(address, token_file, timeout).map_err(|e| {
         eprintln!("{e}");
         Failure::Runtime
     })?;
-    let admin = Admin {
-        address,
-        token,
-        timeout,
-    };
-    let answer = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    let answer = one_thread()
         .map_err(|e| e.to_string())
         .and_then(|rt| {
             rt.block_on(admin.call(http::Method::POST, "/admin/reload"))
@@ -172,28 +161,20 @@ fn top(
     interval: Duration,
     once: bool,
 ) -> Result<(), Failure> {
-    use tollgate::control::{token, top_table, Admin};
-    let token = token(token_file).map_err(|e| {
+    use tollgate::control::{top_table, Admin};
+    let admin = Admin::new(address, token_file, Duration::from_secs(10)).map_err(|e| {
         eprintln!("{e}");
         Failure::Runtime
     })?;
-    let admin = Admin {
-        address,
-        token,
-        timeout: Duration::from_secs(10),
-    };
     let mut path = format!("/admin/top?n={n}");
     if let Some(p) = &policy {
         let encoded = percent_encoding::utf8_percent_encode(p, percent_encoding::NON_ALPHANUMERIC);
         path.push_str(&format!("&policy={encoded}"));
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            eprintln!("cannot start the runtime: {e}");
-            Failure::Runtime
-        })?;
+    let rt = one_thread().map_err(|e| {
+        eprintln!("cannot start the runtime: {e}");
+        Failure::Runtime
+    })?;
     loop {
         let answer = rt
             .block_on(admin.call(http::Method::GET, &path))
@@ -219,6 +200,13 @@ fn top(
         print!("\x1b[H\x1b[2J{table}");
         std::thread::sleep(interval);
     }
+}
+
+/// A runtime on this thread, for the commands that make a call or two and exit.
+fn one_thread() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
 }
 
 /// `tollgate run`: serve until signalled, with the demo upstream alongside if asked.
@@ -268,10 +256,7 @@ fn run(
 
 /// `tollgate health`: one GET of the admin API's /healthz.
 fn health(url: &tollgate::health::Target, timeout: Duration) -> Result<(), Failure> {
-    let result = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map(|rt| rt.block_on(tollgate::health::check(url, timeout)));
+    let result = one_thread().map(|rt| rt.block_on(tollgate::health::check(url, timeout)));
     match result {
         Ok(Ok(())) => {
             println!("healthy: GET {} answered 200 OK", url.url);

@@ -74,6 +74,13 @@ struct Budget {
     dropped: u64,
 }
 
+impl Budget {
+    /// Thousandths of a line earned since the last look, at `rate` lines a second.
+    fn earned(&self, now: u64, rate: u64) -> u128 {
+        u128::from(now.saturating_sub(self.at_ns)) * u128::from(rate) / 1_000_000
+    }
+}
+
 thread_local! {
     static BUDGET: Cell<Option<Budget>> = const { Cell::new(None) };
 }
@@ -94,8 +101,7 @@ fn take_line(config: &Config, metrics: &Metrics, now: u64) -> bool {
         at_ns: now,
         dropped: 0,
     });
-    // Thousandths of a line earned since the last look: rate lines a second.
-    let earned = u128::from(now.saturating_sub(b.at_ns)) * u128::from(rate) / 1_000_000;
+    let earned = b.earned(now, rate);
     if earned > 0 {
         b.milli_lines = (u128::from(b.milli_lines) + earned).min(u128::from(full)) as u64;
         b.at_ns = now;
@@ -118,11 +124,9 @@ fn take_line(config: &Config, metrics: &Metrics, now: u64) -> bool {
 /// are worth composing only for a line that will be written.
 pub fn has_line(config: &Config, now: u64) -> bool {
     config.server.access_log.enabled()
-        && BUDGET.get().is_none_or(|b| {
-            let earned = u128::from(now.saturating_sub(b.at_ns)) * u128::from(per_worker(config))
-                / 1_000_000;
-            u128::from(b.milli_lines) + earned >= 1_000
-        })
+        && BUDGET
+            .get()
+            .is_none_or(|b| u128::from(b.milli_lines) + b.earned(now, per_worker(config)) >= 1_000)
 }
 
 /// The key parts `policy` takes from the request, as `log_keys` writes them: the text as

@@ -300,23 +300,21 @@ def run(admin_url: str, data_url: str, shots: str, driver) -> list[str]:
     return summary
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 4:
-        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
-        return 2
-    admin_url, data_url, shots = argv[1], argv[2], argv[3]
-    os.makedirs(shots, exist_ok=True)
+def with_browser(check_page):
+    """Runs check_page(driver) in a fresh headless Chromium and returns (exit code, what it
+    returned): 0 when it passed, 1 (with the message on stderr) when a check failed or the
+    browser broke. The browser is always quit and its profile removed."""
     profile = tempfile.mkdtemp(prefix="tollgate-chromium-")
     driver = None
     try:
         driver = make_driver(profile)
-        summary = run(admin_url, data_url, shots, driver)
+        return 0, check_page(driver)
     except CheckFailed as e:
         print(f"FAIL: {e}", file=sys.stderr)
-        return 1
+        return 1, None
     except WebDriverException as e:
         print(f"FAIL: browser error: {e.msg or e}", file=sys.stderr)
-        return 1
+        return 1, None
     finally:
         if driver is not None:
             try:
@@ -324,6 +322,17 @@ def main(argv: list[str]) -> int:
             except Exception as e:  # noqa: BLE001 - report, but the verdict stands
                 print(f"warning: quitting the browser failed: {e}", file=sys.stderr)
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 4:
+        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+        return 2
+    admin_url, data_url, shots = argv[1], argv[2], argv[3]
+    os.makedirs(shots, exist_ok=True)
+    code, summary = with_browser(lambda driver: run(admin_url, data_url, shots, driver))
+    if code:
+        return code
     print("status page OK")
     for line in summary:
         print("  " + line)

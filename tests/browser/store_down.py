@@ -18,15 +18,12 @@ check, 2 on bad usage.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 
-from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from status_page import CheckFailed, check, make_driver, wait_for  # noqa: E402
+from status_page import check, wait_for, with_browser  # noqa: E402
 
 TIMEOUT = 20.0
 
@@ -60,21 +57,9 @@ def main(argv: list[str]) -> int:
         return 2
     admin_url, address, secret, shots = argv[1:]
     os.makedirs(shots, exist_ok=True)
-    profile = tempfile.mkdtemp(prefix="tollgate-chromium-")
-    driver = None
-    try:
-        driver = make_driver(profile)
-        banner = run(driver, admin_url, address, secret, shots)
-    except CheckFailed as e:
-        print(f"FAIL: {e}", file=sys.stderr)
-        return 1
-    except WebDriverException as e:
-        print(f"FAIL: browser error: {e.msg or e}", file=sys.stderr)
-        return 1
-    finally:
-        if driver is not None:
-            driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+    code, banner = with_browser(lambda driver: run(driver, admin_url, address, secret, shots))
+    if code:
+        return code
     print(f"store-down page OK: {banner}")
     return 0
 

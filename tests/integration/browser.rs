@@ -39,15 +39,27 @@ async fn status_page_in_headless_chromium() {
         .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let shots = tempfile::tempdir().expect("tempdir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/status_page.py");
-    let args = [
-        script.display().to_string(),
-        gw.admin_url(""),
-        gw.url("/v1/search"),
-        shots.path().display().to_string(),
-    ];
+    let shots_dir = shots.path().display().to_string();
+    run_check(
+        "status_page.py",
+        vec![gw.admin_url(""), gw.url("/v1/search"), shots_dir],
+        shots.path(),
+        &["status-page.png", "playground.png"],
+    )
+    .await;
+}
+
+/// Runs `tests/browser/SCRIPT ARGS…` (within 3 minutes), asserts it passed, and that it
+/// wrote each of `shots` into `dir`.
+async fn run_check(script: &str, args: Vec<String>, dir: &Path, shots: &[&str]) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/browser")
+        .join(script);
     let run = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3").args(args).output()
+        std::process::Command::new("python3")
+            .arg(path)
+            .args(args)
+            .output()
     });
     let out = tokio::time::timeout(Duration::from_secs(180), run)
         .await
@@ -59,9 +71,9 @@ async fn status_page_in_headless_chromium() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "status page check failed:\n{report}");
-    for shot in ["status-page.png", "playground.png"] {
-        let size = std::fs::metadata(shots.path().join(shot))
+    assert!(out.status.success(), "{script} failed:\n{report}");
+    for shot in shots {
+        let size = std::fs::metadata(dir.join(shot))
             .map(|m| m.len())
             .unwrap_or(0);
         assert!(size > 10_000, "{shot} was written ({size} bytes)");
@@ -93,33 +105,11 @@ async fn status_page_shows_a_store_that_cannot_be_reached() {
         assert_eq!(get(&gw.url("/v1/search"), &[]).await.status, 503);
     }
     let shots = tempfile::tempdir().expect("tempdir");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/store_down.py");
-    let args = [
-        script.display().to_string(),
+    let args = vec![
         gw.admin_url(""),
         format!("127.0.0.1:{port}"),
         secret.to_owned(),
         shots.path().display().to_string(),
     ];
-    let run = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3").args(args).output()
-    });
-    let out = tokio::time::timeout(Duration::from_secs(180), run)
-        .await
-        .expect("the browser check finishes within 3 minutes")
-        .expect("join")
-        .expect("python3 runs");
-    let report = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "store-down page check failed:\n{report}"
-    );
-    let size = std::fs::metadata(shots.path().join("store-down.png"))
-        .map(|m| m.len())
-        .unwrap_or(0);
-    assert!(size > 10_000, "store-down.png was written ({size} bytes)");
+    run_check("store_down.py", args, shots.path(), &["store-down.png"]).await;
 }

@@ -78,13 +78,13 @@ async fn a_sentinel_failover_moves_the_whole_fleet_at_once() {
     // are counted by Redis (keys would not do: a fresh key's debt, and so its key,
     // expires within milliseconds).
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (before_old, before_new) = (script_calls(old_master), script_calls(new_master));
+    let (before_old, before_new) = (old_master.script_calls(), new_master.script_calls());
     for i in 0..20 {
         let gw = if i % 2 == 0 { &a } else { &b };
         let r = get(&gw.url("/"), &[("x-tenant-id", &format!("fresh-{i}"))]).await;
         assert_eq!(r.status, 200, "{}", r.text());
     }
-    let (after_old, after_new) = (script_calls(old_master), script_calls(new_master));
+    let (after_old, after_new) = (old_master.script_calls(), new_master.script_calls());
     let still_master = old_master.cli(&["ROLE"]).starts_with("master");
     assert!(
         after_old <= before_old || !still_master,
@@ -355,21 +355,4 @@ async fn replica_ack_waits_for_a_replica() {
     })
     .await;
     assert!(back, "admitted again once the replica acknowledges");
-}
-
-/// The scripts `redis` ran (`EVALSHA` and `EVAL` calls), from its command statistics.
-fn script_calls(redis: &RedisServer) -> u64 {
-    redis
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
 }

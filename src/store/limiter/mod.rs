@@ -110,9 +110,9 @@ impl Limiter {
             .and_then(|r| crate::store::redis::health::unready(r))
     }
 
+    /// `/readyz`'s verdict: [`unready`](Self::unready) has no reason.
     pub fn ready(&self) -> bool {
-        self.remote()
-            .is_none_or(|r| !r.breakers.all_open() && r.fleet().key().is_some())
+        self.unready().is_none()
     }
 
     /// Decides `route`'s tiers (`plans`: its policies', [`PolicyPlan::route`]) for the

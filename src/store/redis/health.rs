@@ -121,8 +121,14 @@ fn redis_cause(r: &redis::RedisError) -> &'static str {
     match r.kind() {
         redis::ErrorKind::AuthenticationFailed => "authentication",
         _ if r.is_connection_dropped() || r.is_io_error() => "connection_lost",
-        _ if r.to_string().contains("script") || r.to_string().contains("Script") => "script_error",
-        _ => "other",
+        _ => {
+            let text = r.to_string();
+            if text.contains("script") || text.contains("Script") {
+                "script_error"
+            } else {
+                "other"
+            }
+        }
     }
 }
 

@@ -53,8 +53,6 @@ pub struct RedisStore {
     /// Wakes the upkeep before its next turn (a Sentinel switched the master, a call to
     /// it failed).
     pub(super) wake: Arc<tokio::sync::Notify>,
-    /// A single Redis's address, as events name it.
-    pub(super) single_addr: String,
     /// `[store] fleet_size`, and else the gateways with a heartbeat in Redis.
     fleet_size: Option<u32>,
     pub(super) members: std::sync::atomic::AtomicU32,
@@ -93,7 +91,6 @@ impl RedisStore {
             .set_response_timeout(Some(timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_secs(1));
-        let mut single_addr = String::new();
         let mut single_client = None;
         let (connection, cluster_client) = if let Some(master) = sentinel {
             (
@@ -102,7 +99,6 @@ impl RedisStore {
             )
         } else if !cluster {
             let client = redis::Client::open(urls[0].as_str())?;
-            single_addr = client.get_connection_info().addr().to_string();
             single_client = Some(client.clone());
             (
                 Connection::Single(ConnectionManager::new_lazy_with_config(client, config)?),
@@ -130,7 +126,6 @@ impl RedisStore {
             fleet,
             events: events::Watch::default(),
             wake: Arc::new(tokio::sync::Notify::new()),
-            single_addr,
             fleet_size: None,
             members: std::sync::atomic::AtomicU32::new(1),
             health: health::Health::default(),

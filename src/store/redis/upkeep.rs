@@ -157,7 +157,8 @@ impl RedisStore {
             Connection::Single(_) => {
                 let text: String = self.command(&info).await.ok()?;
                 let node = NodeState::from_info(&text)?;
-                Some(BTreeMap::from([(self.single_addr.clone(), node)]))
+                // A single node's address is the store's (health::addresses).
+                Some(BTreeMap::from([(self.address.clone(), node)]))
             }
             Connection::Sentinel(link) => {
                 let addr = link.master_addr()?;
