@@ -31,10 +31,17 @@ impl Entry {
     }
 }
 
-/// The sketch: key hashes scanned as one array (a cache-friendly search), counters beside.
+/// Slots of the index: a power of two, at most half full.
+const INDEX_SLOTS: usize = 2 * CAPACITY;
+
+/// The sketch: key hashes in one array, found through a small open-addressing index
+/// (linear probing, at most half full, so a lookup reads one or two bytes of it in the
+/// common case instead of scanning every hash), counters beside.
 #[derive(Clone)]
 pub struct Sketch {
     hashes: [u64; CAPACITY],
+    /// `slot + 1` of the counter whose hash probes here first (or later), 0 when empty.
+    index: [u8; INDEX_SLOTS],
     /// Each counter's total (admitted + refused + error), for the smallest's search.
     totals: [u32; CAPACITY],
     entries: [Entry; CAPACITY],
@@ -47,6 +54,7 @@ impl Default for Sketch {
     fn default() -> Self {
         Self {
             hashes: [0; CAPACITY],
+            index: [0; INDEX_SLOTS],
             totals: [0; CAPACITY],
             skipped: 0,
             entries: [Entry {
@@ -65,7 +73,7 @@ impl Sketch {
     /// Counts one decision of the key `hash`; `text` is asked only when the key enters.
     #[inline]
     pub fn record(&mut self, hash: u64, refused: bool, text: impl FnOnce(&mut TextBuf)) {
-        let slot = match self.hashes[..self.used].iter().position(|&h| h == hash) {
+        let slot = match self.find(hash) {
             Some(i) => i,
             None if self.used < CAPACITY => self.enter(hash, text),
             None => {
@@ -98,6 +106,8 @@ impl Sketch {
                     min = i;
                 }
             }
+            // The smallest counter's key leaves.
+            self.unindex(min);
             (min, self.totals[min].saturating_add(self.skipped))
         };
         self.skipped = 0;
@@ -105,6 +115,7 @@ impl Sketch {
         let mut buf = TextBuf::default();
         text(&mut buf);
         self.hashes[slot] = hash;
+        self.index_insert(slot);
         self.entries[slot] = Entry {
             admitted: 0,
             refused: 0,
@@ -126,6 +137,78 @@ impl Sketch {
     pub fn clear(&mut self) {
         self.used = 0;
         self.skipped = 0;
+        self.index = [0; INDEX_SLOTS];
+    }
+
+    /// Where `hash` first probes: the multiplication spreads any hash's bits to the top.
+    #[inline]
+    fn home(hash: u64) -> usize {
+        (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 57) as usize
+    }
+
+    /// The counter holding `hash`.
+    #[inline]
+    fn find(&self, hash: u64) -> Option<usize> {
+        let mut i = Self::home(hash);
+        loop {
+            let held = usize::from(self.index[i]);
+            if held == 0 {
+                return None;
+            }
+            if self.hashes[held - 1] == hash {
+                return Some(held - 1);
+            }
+            i = (i + 1) % INDEX_SLOTS;
+        }
+    }
+
+    fn index_insert(&mut self, slot: usize) {
+        let mut i = Self::home(self.hashes[slot]);
+        while self.index[i] != 0 {
+            i = (i + 1) % INDEX_SLOTS;
+        }
+        self.index[i] = slot as u8 + 1;
+    }
+
+    /// The index position naming `slot`.
+    fn position_of(&self, slot: usize) -> Option<usize> {
+        let mut i = Self::home(self.hashes[slot]);
+        loop {
+            match usize::from(self.index[i]) {
+                0 => return None,
+                held if held == slot + 1 => return Some(i),
+                _ => i = (i + 1) % INDEX_SLOTS,
+            }
+        }
+    }
+
+    /// Takes `slot` out of the index, moving later entries of its probe run back so
+    /// that every remaining hash is still found from its home (backward-shift deletion).
+    fn unindex(&mut self, slot: usize) {
+        let Some(mut hole) = self.position_of(slot) else {
+            return;
+        };
+        let mut next = hole;
+        loop {
+            next = (next + 1) % INDEX_SLOTS;
+            let held = usize::from(self.index[next]);
+            if held == 0 {
+                break;
+            }
+            let home = Self::home(self.hashes[held - 1]);
+            // The entry at `next` may move to `hole` unless its home lies after the hole,
+            // up to `next` (cyclically): then it would be found before reaching the hole.
+            let stays = if hole <= next {
+                hole < home && home <= next
+            } else {
+                hole < home || home <= next
+            };
+            if !stays {
+                self.index[hole] = self.index[next];
+                hole = next;
+            }
+        }
+        self.index[hole] = 0;
     }
 }
 
@@ -225,5 +308,77 @@ mod tests {
         s.record(7, false, |buf| *buf = t);
         let text = s.entries().next().expect("one").1.text().to_owned();
         assert_eq!(text, "é".repeat(TEXT_BYTES / 2));
+    }
+
+    /// The same rules with a linear scan in place of the index: what the sketch must
+    /// keep, counter for counter.
+    #[derive(Default)]
+    struct Model {
+        keys: Vec<(u64, u32, u32, u32, u32)>,
+        skipped: u32,
+    }
+
+    impl Model {
+        fn record(&mut self, hash: u64, refused: bool) {
+            let slot = match self.keys.iter().position(|k| k.0 == hash) {
+                Some(i) => i,
+                None => {
+                    if self.keys.len() == CAPACITY {
+                        self.skipped += 1;
+                        if self.skipped < ENTER_EVERY {
+                            return;
+                        }
+                    }
+                    let error = if self.keys.len() < CAPACITY {
+                        self.keys.push((hash, 0, 0, self.skipped, self.skipped));
+                        self.keys.len() - 1
+                    } else {
+                        let mut min = 0;
+                        for (i, k) in self.keys.iter().enumerate() {
+                            if k.4 < self.keys[min].4 {
+                                min = i;
+                            }
+                        }
+                        let error = self.keys[min].4 + self.skipped;
+                        self.keys[min] = (hash, 0, 0, error, error);
+                        min
+                    };
+                    self.skipped = 0;
+                    error
+                }
+            };
+            let k = &mut self.keys[slot];
+            k.4 += 1;
+            if refused {
+                k.2 += 1;
+            } else {
+                k.1 += 1;
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_index_finds_what_a_scan_finds(
+            pool in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..300),
+            picks in proptest::collection::vec((0usize..300, proptest::prelude::any::<bool>()), 1..4_000),
+        ) {
+            let mut sketch = Sketch::default();
+            let mut model = Model::default();
+            for (pick, refused) in picks {
+                let hash = pool[pick % pool.len()];
+                sketch.record(hash, refused, |t| t.push("k"));
+                model.record(hash, refused);
+            }
+            let got: Vec<_> = sketch
+                .entries()
+                .map(|(h, e)| (h, e.admitted, e.refused, e.error))
+                .collect();
+            let want: Vec<_> = model.keys.iter().map(|k| (k.0, k.1, k.2, k.3)).collect();
+            proptest::prop_assert_eq!(got, want);
+            for &(hash, ..) in &model.keys {
+                proptest::prop_assert!(sketch.find(hash).is_some());
+            }
+        }
     }
 }
