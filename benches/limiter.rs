@@ -50,6 +50,7 @@ impl Tollgate {
         let mut h = KeyHasher::new(self.store.key_hasher(), "bench");
         h.part(&KeyPart::Bytes(key.to_le_bytes()[..].into()));
         let tier = [Tier {
+            window: None,
             reserve: None,
             overflow: 0,
             quota: self.quota,

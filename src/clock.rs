@@ -11,6 +11,17 @@ pub trait Clock: Send + Sync + 'static {
     /// Wall-clock milliseconds since the Unix epoch, for what outlives the process or
     /// crosses gateways (a runtime override's expiry). Never used to decide a limit.
     fn wall_ms(&self) -> u64;
+
+    /// Unix nanoseconds at the monotonic instant `now_ns`, on one fixed mapping for the
+    /// process's life (taken at start), so that what is computed from it (a calendar
+    /// window's end on the monotonic timeline) never moves when the wall clock is stepped.
+    fn unix_ns_at(&self, now_ns: u64) -> u64;
+
+    /// The monotonic instant of Unix nanoseconds `unix_ns` (the inverse mapping).
+    fn mono_ns_at(&self, unix_ns: u64) -> u64 {
+        let offset = self.unix_ns_at(0);
+        unix_ns.saturating_sub(offset)
+    }
 }
 
 /// Monotonic process clock. The origin sits one hour before start-up so that
@@ -23,6 +34,8 @@ pub trait Clock: Send + Sync + 'static {
 pub struct MonotonicClock {
     clock: quanta::Clock,
     origin: u64,
+    /// Unix nanoseconds at monotonic 0.
+    unix_at_zero: u64,
 }
 
 const ORIGIN_OFFSET_NS: u64 = 3_600 * 1_000_000_000;
@@ -31,7 +44,16 @@ impl MonotonicClock {
     pub fn new() -> Self {
         let clock = quanta::Clock::new();
         let origin = clock.raw();
-        Self { clock, origin }
+        let mut this = Self {
+            clock,
+            origin,
+            unix_at_zero: 0,
+        };
+        this.unix_at_zero = this
+            .wall_ms()
+            .saturating_mul(1_000_000)
+            .saturating_sub(this.now_ns());
+        this
     }
 }
 
@@ -54,6 +76,16 @@ impl Clock for MonotonicClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
+
+    fn unix_ns_at(&self, now_ns: u64) -> u64 {
+        self.unix_at_zero.saturating_add(now_ns)
+    }
+}
+
+/// Unix nanoseconds as RFC 3339 in UTC, to the second (`2026-12-02T00:00:00Z`).
+pub fn rfc3339(unix_ns: u64) -> String {
+    let secs = i64::try_from(unix_ns / 1_000_000_000).unwrap_or(i64::MAX);
+    jiff::Timestamp::from_second(secs).map_or_else(|_| String::new(), |t| t.to_string())
 }
 
 /// A clock that only moves when told to. Shared handles see the same time.
@@ -88,6 +120,10 @@ impl Clock for FakeClock {
 
     fn wall_ms(&self) -> u64 {
         FAKE_EPOCH_MS + self.now_ns() / 1_000_000
+    }
+
+    fn unix_ns_at(&self, now_ns: u64) -> u64 {
+        (FAKE_EPOCH_MS * 1_000_000).saturating_add(now_ns)
     }
 }
 

@@ -44,10 +44,11 @@ pub enum CallError {
     },
 }
 
-/// An answer: its status and body.
+/// An answer: its status, headers and body.
 #[derive(Debug)]
 pub struct Answer {
     pub status: StatusCode,
+    pub headers: http::HeaderMap,
     pub body: Bytes,
 }
 
@@ -118,8 +119,13 @@ impl Admin {
             })?;
         let resp = sender.send_request(req).await.map_err(http)?;
         let status = resp.status();
+        let headers = resp.headers().clone();
         let body = resp.into_body().collect().await.map_err(http)?.to_bytes();
-        Ok(Answer { status, body })
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
     }
 }
 
@@ -165,27 +171,28 @@ pub fn reload_lines(body: &[u8]) -> Vec<String> {
     vec![json.to_string()]
 }
 
-/// `GET /admin/top`'s answer as a table (plain text, one key a line).
-pub fn top_table(body: &[u8]) -> String {
+/// `GET /admin/top`'s answer as a table (plain text, one key a line); `window` is its
+/// window header (seconds, or `off`).
+pub fn top_table(body: &[u8], window: Option<&str>) -> String {
     use std::fmt::Write as _;
     let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) else {
         return String::from_utf8_lossy(body).into_owned();
     };
     let mut out = String::new();
-    if json["enabled"] == false {
+    if window == Some("off") {
         return "top keys are off on this gateway ([server] top_keys = false)\n".to_owned();
     }
     let _ = writeln!(
         out,
         "who is limited on this gateway, last {} s (each gateway of a fleet answers for itself)\n",
-        json["window_s"]
+        window.unwrap_or("?")
     );
     let _ = writeln!(
         out,
         "{:<16} {:<32} {:>9} {:>9} {:>9} {:>10}",
         "POLICY", "KEY", "REFUSED", "ADMITTED", "REMAINING", "RETRY (ms)"
     );
-    for k in json["keys"].as_array().into_iter().flatten() {
+    for k in json.as_array().into_iter().flatten() {
         let key: Vec<String> = k["key"]
             .as_array()
             .into_iter()

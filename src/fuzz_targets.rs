@@ -113,6 +113,7 @@ pub fn gcra(data: &[u8]) {
     let store = MemoryStore::new(64);
     let tiers: Vec<Tier> = (0..(data.len() % 4 + 1))
         .map(|i| Tier {
+            window: None,
             reserve: None,
             overflow: 0,
             quota,

@@ -191,7 +191,11 @@ fn top(
             );
             return Err(Failure::Runtime);
         }
-        let table = top_table(&answer.body);
+        let window = answer
+            .headers
+            .get(tollgate::admin::top::WINDOW_HEADER)
+            .and_then(|v| v.to_str().ok());
+        let table = top_table(&answer.body, window);
         if once {
             print!("{table}");
             return Ok(());

@@ -17,10 +17,49 @@ pub async fn key_state(
     let key = shared.limiter.keys().key_of(&policy.name, parts);
     let runtime = shared.limiter.overrides().get(key.hash, &*shared.clock);
     let single = (parts.len() == 1).then(|| std::borrow::Cow::Borrowed(parts[0].as_str()));
-    match crate::store::limits::limit_for(policy, runtime, || single) {
-        Applied::Concurrency(max) => concurrency_json(shared, &key, max).await,
-        Applied::Rate(quota) => rate_json(shared, &key, quota).await,
+    let calendar = policy.rate().and_then(|r| r.calendar.as_deref());
+    match (
+        crate::store::limits::limit_for(policy, runtime, || single),
+        calendar,
+    ) {
+        (Applied::Concurrency(max), _) => concurrency_json(shared, &key, max).await,
+        (Applied::Rate(quota), Some(calendar)) => quota_json(shared, &key, quota, calendar).await,
+        (Applied::Rate(quota), None) => rate_json(shared, &key, quota).await,
     }
+}
+
+/// A quota key's usage in the current window and when it resets.
+async fn quota_json(
+    shared: &Shared,
+    key: &crate::store::StoreKey,
+    quota: crate::limit::Quota,
+    calendar: &crate::config::CalendarQuota,
+) -> Result<serde_json::Value, crate::store::StoreError> {
+    let clock = &*shared.clock;
+    let local_now = clock.now_ns();
+    let (tat, now) = shared.limiter.peek(key, local_now).await?;
+    let unix_now = clock.unix_ns_at(local_now);
+    let bounds = calendar.bounds(i64::try_from(unix_now / 1_000_000_000).unwrap_or(i64::MAX));
+    let end_unix = bounds.end_at(unix_now);
+    // The end on the timeline `tat` is on: `now` plays the local clock's now.
+    let end = now.saturating_add(end_unix.saturating_sub(unix_now));
+    let used = tat.saturating_sub(end);
+    let limit = quota.burst();
+    let left = limit.saturating_sub(used);
+    Ok(json!({
+        "kind": "quota",
+        "quota": limit,
+        "window": calendar.calendar.period_name(),
+        "timezone": calendar.calendar.zone_name,
+        "used": used,
+        "left": left,
+        "resets_at": crate::clock::rfc3339(end_unix),
+        "window_start": crate::clock::rfc3339(
+            u64::try_from(bounds.start).unwrap_or(0).saturating_mul(1_000_000_000)),
+        "remaining": left,
+        "next_admit_ms": if left > 0 { 0 } else { ceil_millis(end_unix.saturating_sub(unix_now)) },
+        "tracked": used > 0,
+    }))
 }
 
 /// A concurrency key's slots: held (fleet-wide with Redis), free, waiting here.

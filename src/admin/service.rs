@@ -84,6 +84,9 @@ async fn route(
             ),
         },
         (&Method::GET, "/admin/top") => super::top::handle(shared, req.uri().query()).await,
+        (&Method::POST, p) if p.starts_with("/admin/reset/") => {
+            reset_json(shared, &p["/admin/reset/".len()..]).await
+        }
         (&Method::GET, p) if p.starts_with("/admin/limits/") => {
             limit_json(shared, &p["/admin/limits/".len()..]).await
         }
@@ -97,6 +100,49 @@ async fn route(
             &[("allow", "POST".into())],
         ),
         _ => json_error(StatusCode::NOT_FOUND, "not_found", &[]),
+    }
+}
+
+/// `POST /admin/reset/{policy}/{part}[/{part}…]`: forgets one key's usage or debt.
+async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
+    let (policy_name, parts) = key_path(rest);
+    let config = shared.config();
+    let Some(policy) = config.policy(&policy_name) else {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "unknown_policy",
+            &[("policy", policy_name.into())],
+        );
+    };
+    if let Err(expected) = crate::store::keys::key_shape(policy, &parts) {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "bad_key",
+            &[("expected_parts", expected.into())],
+        );
+    }
+    if policy.concurrency().is_some() {
+        return json_error(
+            StatusCode::CONFLICT,
+            "not_resettable",
+            &[(
+                "detail",
+                "a concurrency key's state is its requests in flight, which end on their own"
+                    .into(),
+            )],
+        );
+    }
+    let key = shared.limiter.keys().key_of(&policy.name, &parts);
+    match shared.limiter.forget(&key).await {
+        Ok(()) => {
+            tracing::info!(policy = %policy.name, "a key's state was reset through the admin API");
+            json_ok(serde_json::json!({"status": "reset", "policy": policy.name, "key": parts}))
+        }
+        Err(e) => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            &[("detail", e.to_string().into())],
+        ),
     }
 }
 

@@ -10,7 +10,7 @@ use crate::reply::{json_error, Body};
 
 /// Keys shown when `n` is not given, and at most.
 const DEFAULT_N: usize = 10;
-const MAX_N: usize = 100;
+const MAX_N: usize = 1_000;
 
 pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
     let (mut policy, mut n) = (None, DEFAULT_N);
@@ -53,7 +53,7 @@ pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
         }
     }
     let Some(top) = &snapshot.top else {
-        return crate::admin::answer::json_ok(json!({"enabled": false, "keys": []}));
+        return with_meta(crate::admin::answer::json_ok(json!([])), None);
     };
     let now = shared.clock.now_ns();
     let name_of =
@@ -76,12 +76,30 @@ pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
             "uncounted_at_most": k.error,
             "remaining": state.as_ref().and_then(|s| s.get("remaining").or_else(|| s.get("free")).cloned()),
             "next_admit_ms": state.as_ref().and_then(|s| s.get("next_admit_ms").cloned()),
+            "last_refused": (k.last_refused > 0)
+                .then(|| crate::clock::rfc3339(shared.clock.unix_ns_at(k.last_refused))),
         }));
     }
-    crate::admin::answer::json_ok(json!({
-        "enabled": true,
-        "window_s": config.server.top_window.as_secs(),
-        "scope": "this gateway",
-        "keys": out,
-    }))
+    with_meta(
+        crate::admin::answer::json_ok(serde_json::Value::Array(out)),
+        Some(config.server.top_window.as_secs()),
+    )
 }
+
+/// The answer is the array of keys (the contract's shape); what describes it goes in
+/// headers: the window in seconds (`off` when top keys are off) and the scope.
+fn with_meta(mut response: Response<Body>, window_s: Option<u64>) -> Response<Body> {
+    let headers = response.headers_mut();
+    let window = window_s.map_or_else(|| "off".to_owned(), |s| s.to_string());
+    if let Ok(v) = http::HeaderValue::from_str(&window) {
+        headers.insert(WINDOW_HEADER, v);
+    }
+    headers.insert(
+        "x-tollgate-top-scope",
+        http::HeaderValue::from_static("this gateway"),
+    );
+    response
+}
+
+/// The header naming the window the counts cover (`off`: top keys are off).
+pub const WINDOW_HEADER: &str = "x-tollgate-top-window";

@@ -2,7 +2,10 @@
 //! flight), how it keys, settles and syncs, and each key's override of its numbers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+pub use crate::limit::calendar::{Bounds, Calendar, Period};
 
 use crate::key::KeySource;
 use crate::limit::{Mode, Quota};
@@ -50,6 +53,60 @@ pub struct RateLimit {
     pub settle: Option<Settle>,
     /// How a fleet shares the limit through Redis.
     pub sync: Sync,
+    /// Set for a calendar quota (`quota`, `window`): `quota` above is then one unit per
+    /// nanosecond with a burst of the quota, decided at the window's end.
+    pub calendar: Option<std::sync::Arc<CalendarQuota>>,
+}
+
+/// A calendar quota: units per window of a calendar, and the current window remembered
+/// (computed with the time-zone database only when a window ends).
+#[derive(Debug)]
+pub struct CalendarQuota {
+    pub quota: u64,
+    pub calendar: Calendar,
+    /// `start:end` and `end:next` of the window last computed, each as two `u32` Unix
+    /// seconds; read together, they agree on `end` unless a writer was between them.
+    first: AtomicU64,
+    second: AtomicU64,
+}
+
+impl CalendarQuota {
+    pub fn new(quota: u64, calendar: Calendar) -> Self {
+        Self {
+            quota,
+            calendar,
+            first: AtomicU64::new(0),
+            second: AtomicU64::new(0),
+        }
+    }
+
+    /// The window holding `unix_s` and the next: from the one remembered while it lasts.
+    #[inline]
+    pub fn bounds(&self, unix_s: i64) -> Bounds {
+        let (a, b) = (
+            self.first.load(Ordering::Relaxed),
+            self.second.load(Ordering::Relaxed),
+        );
+        let (start, end, end2, next) = (
+            i64::from((a >> 32) as u32),
+            i64::from(a as u32),
+            i64::from((b >> 32) as u32),
+            i64::from(b as u32),
+        );
+        if end == end2 && start <= unix_s && unix_s < end {
+            return Bounds { start, end, next };
+        }
+        let fresh = self.calendar.bounds(unix_s);
+        let pack = |hi: i64, lo: i64| match (u32::try_from(hi), u32::try_from(lo)) {
+            (Ok(hi), Ok(lo)) => Some(u64::from(hi) << 32 | u64::from(lo)),
+            _ => None,
+        };
+        if let (Some(a), Some(b)) = (pack(fresh.start, fresh.end), pack(fresh.end, fresh.next)) {
+            self.second.store(b, Ordering::Relaxed);
+            self.first.store(a, Ordering::Relaxed);
+        }
+        fresh
+    }
 }
 
 /// How gateways sharing a Redis decide a rate policy.

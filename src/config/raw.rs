@@ -166,6 +166,12 @@ pub struct RawPolicy {
     pub max_debt: Option<S<i64>>,
     /// Rate policies with Redis: `"exact"` (every decision in Redis) or `"lease"`.
     pub sync: Option<S<String>>,
+    /// Calendar quotas: units per `window` (day, week, month) of `timezone`, starting on
+    /// `anchor` (a day of the month, or a weekday).
+    pub quota: Option<S<i64>>,
+    pub window: Option<S<String>>,
+    pub timezone: Option<S<String>>,
+    pub anchor: Option<S<toml::Value>>,
     #[serde(default)]
     pub overrides: BTreeMap<String, S<RawOverride>>,
 }
@@ -177,6 +183,7 @@ pub struct RawOverride {
     pub period: Option<S<String>>,
     pub burst: Option<S<i64>>,
     pub max_in_flight: Option<S<i64>>,
+    pub quota: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

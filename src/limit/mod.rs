@@ -1,5 +1,6 @@
 //! The pure limiter: GCRA maths and multi-tier evaluation. No I/O, no clock reads.
 
+pub mod calendar;
 pub mod gcra;
 pub mod settle;
 pub mod slice;

@@ -48,6 +48,10 @@ pub struct Tier {
     /// What this tier charges at admission instead of the request's cost: the reserve of
     /// a policy whose cost is settled after the response.
     pub reserve: Option<NonZeroU64>,
+    /// A calendar quota's window end, on the timeline of the `now` it is decided at: the
+    /// tier is then decided at that end instead of at now (see [`super::calendar`]), and
+    /// a denial waits until it.
+    pub window: Option<u64>,
 }
 
 impl AsRef<Tier> for Tier {
@@ -61,6 +65,32 @@ impl Tier {
     #[inline]
     pub fn cost(&self, cost: u64) -> u64 {
         self.reserve.map_or(cost, NonZeroU64::get)
+    }
+
+    /// The instant this tier's TATs are measured from at `now`: now for a rate, the
+    /// window's end for a calendar quota.
+    #[inline]
+    pub fn basis(&self, now: u64) -> u64 {
+        self.window.unwrap_or(now)
+    }
+
+    /// Decides a request of `cost` units on `tat` at `now`.
+    #[inline]
+    pub fn decide(&self, tat: u64, now: u64, cost: u64) -> Decision {
+        match self.window {
+            None => self.quota.decide(tat, now, cost, self.max_delay_ns),
+            Some(end) => {
+                let mut d = self.quota.decide(tat, end, cost, 0);
+                // Nothing refills before the reset: a denial waits for it (forever when
+                // the cost alone is more than the quota), the key is idle once it is past.
+                let until_reset = end.saturating_sub(now);
+                if !d.admitted && d.wait_ns != u64::MAX {
+                    d.wait_ns = until_reset;
+                }
+                d.until_idle_ns = until_reset;
+                d
+            }
+        }
     }
 }
 
@@ -187,7 +217,7 @@ pub fn evaluate<T: TatTable + ?Sized, D: AsRef<Tier>>(
 
     for (i, tier) in tiers.iter().map(AsRef::as_ref).enumerate() {
         let cost = tier.cost(cost);
-        let mut decide = |tat| tier.quota.decide(tat, now, cost, tier.max_delay_ns);
+        let mut decide = |tat| tier.decide(tat, now, cost);
         // After a denial nothing may move: later tiers are only looked at, for the wait.
         let (key, prior_tat, decision) = if verdict.first_denier.is_some() {
             let tat = table.peek(tier.key);
@@ -208,22 +238,35 @@ pub fn evaluate<T: TatTable + ?Sized, D: AsRef<Tier>>(
 
     verdict.admitted = verdict.first_denier.is_none();
     if !verdict.admitted {
-        roll_back(table, &verdict.outcomes, now);
+        roll_back(table, &verdict.outcomes, tiers, now);
     }
     summarize(&mut verdict, tiers, now);
     verdict
 }
 
-fn roll_back<T: TatTable + ?Sized>(table: &T, outcomes: &[TierOutcome], now: u64) {
+fn roll_back<T: TatTable + ?Sized, D: AsRef<Tier>>(
+    table: &T,
+    outcomes: &[TierOutcome],
+    tiers: &[D],
+    now: u64,
+) {
     let first_denier = outcomes
         .iter()
         .position(|o| o.enforcing() && !o.decision.admitted)
         .unwrap_or(outcomes.len());
     // Last in, first out: when two tiers share a key, each undo then finds exactly the
     // value its own admission wrote and restores the one before it.
-    for outcome in outcomes.iter().take(first_denier).rev() {
+    for (outcome, tier) in outcomes.iter().zip(tiers).take(first_denier).rev() {
         if outcome.decision.admitted {
-            table.undo(outcome.key, outcome.prior_tat, outcome.decision.tat, now);
+            let tier = tier.as_ref();
+            let basis = tier.basis(now);
+            // A quota's TAT from an earlier window means "nothing used": restoring it or
+            // the window's end is the same, and from the end the increment is the cost.
+            let prior = match tier.window {
+                Some(end) => outcome.prior_tat.max(end),
+                None => outcome.prior_tat,
+            };
+            table.undo(outcome.key, prior, outcome.decision.tat, basis);
         }
     }
 }
@@ -242,7 +285,7 @@ fn summarize<D: AsRef<Tier>>(verdict: &mut Verdict, tiers: &[D], now: u64) {
         let remaining = if admitted {
             d.remaining
         } else {
-            tier.quota.remaining(outcome.prior_tat, now)
+            tier.quota.remaining(outcome.prior_tat, tier.basis(now))
         };
         verdict.remaining = verdict.remaining.min(remaining);
         if admitted {
@@ -261,103 +304,4 @@ fn summarize<D: AsRef<Tier>>(verdict: &mut Verdict, tiers: &[D], now: u64) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::cell::RefCell;
-    use std::collections::HashMap;
-
-    /// A single-threaded table for exercising the tier logic.
-    #[derive(Default)]
-    struct MapTable(RefCell<HashMap<u64, u64>>);
-
-    impl TatTable for MapTable {
-        fn apply(&self, key: u64, mut decide: impl FnMut(u64) -> Decision) -> (u64, Decision) {
-            let mut map = self.0.borrow_mut();
-            let tat = map.get(&key).copied().unwrap_or(0);
-            let d = decide(tat);
-            if d.admitted {
-                map.insert(key, d.tat);
-            }
-            (tat, d)
-        }
-        fn peek(&self, key: u64) -> u64 {
-            self.0.borrow().get(&key).copied().unwrap_or(0)
-        }
-        fn undo(&self, key: u64, old: u64, _new: u64, _now: u64) {
-            self.0.borrow_mut().insert(key, old);
-        }
-    }
-
-    const S: u64 = 1_000_000_000;
-
-    fn tier(limit: u64, burst: u64, key: u64) -> Tier {
-        Tier {
-            overflow: 0,
-            quota: Quota::new(limit, S, burst).expect("valid"),
-            mode: Mode::Enforce,
-            max_delay_ns: 0,
-            key,
-            reserve: None,
-        }
-    }
-
-    #[test]
-    fn later_denial_rolls_back_earlier_tiers() {
-        let table = MapTable::default();
-        let tiers = [tier(100, 10, 1), tier(1, 2, 2)];
-        let now = 10 * S;
-        assert!(evaluate(&table, &tiers, now, 1).admitted);
-        assert!(evaluate(&table, &tiers, now, 1).admitted);
-        let before = table.peek(1);
-        let v = evaluate(&table, &tiers, now, 1);
-        assert!(!v.admitted);
-        assert_eq!(v.first_denier, Some(1));
-        assert_eq!(v.reporting, Some(1));
-        assert_eq!(table.peek(1), before, "tenant tier untouched by the denial");
-        assert_eq!(v.remaining, 0);
-        assert_eq!(v.wait_ns, S);
-    }
-
-    #[test]
-    fn wait_is_the_maximum_over_denying_tiers() {
-        let table = MapTable::default();
-        // Tier 0: 1/s burst 1. Tier 1: 1 per 4 s (limit 1, period 1 s => use burst 1 and 0.25/s).
-        let slow = Tier {
-            overflow: 0,
-            quota: Quota::new(1, 4 * S, 1).expect("valid"),
-            ..tier(1, 1, 2)
-        };
-        let tiers = [tier(1, 1, 1), slow];
-        assert!(evaluate(&table, &tiers, S, 1).admitted);
-        let v = evaluate(&table, &tiers, S, 1);
-        assert!(!v.admitted);
-        assert_eq!(v.first_denier, Some(0));
-        assert_eq!(v.wait_ns, 4 * S);
-        assert_eq!(v.reporting, Some(1), "the tier forcing the longest wait");
-    }
-
-    #[test]
-    fn admission_reports_the_tightest_tier() {
-        let table = MapTable::default();
-        let tiers = [tier(100, 10, 1), tier(100, 3, 2)];
-        let v = evaluate(&table, &tiers, S, 1);
-        assert!(v.admitted);
-        assert_eq!(v.remaining, 2);
-        assert_eq!(v.reporting, Some(1));
-    }
-
-    #[test]
-    fn shadow_tiers_never_deny_and_are_not_reported() {
-        let table = MapTable::default();
-        let mut shadow = tier(1, 1, 2);
-        shadow.mode = Mode::Shadow;
-        let tiers = [tier(100, 10, 1), shadow];
-        for _ in 0..5 {
-            let v = evaluate(&table, &tiers, S, 1);
-            assert!(v.admitted);
-            assert_eq!(v.reporting, Some(0));
-        }
-        let v = evaluate(&table, &tiers, S, 1);
-        assert!(!v.outcomes()[1].decision.admitted, "shadow tier would deny");
-    }
-}
+mod tests;

@@ -44,13 +44,16 @@ impl<'a> Routed<'a> {
         TierItem {
             policy: &policy.name,
             quota: report.quota,
+            // A quota's window length changes with the window: its items are written.
             constant: constant_headers(
                 policy,
                 &report.quota,
                 &self.headers().policies[report.position],
-            ),
+            )
+            .filter(|_| report.window_s.is_none()),
             remaining: report.remaining,
             until_full_ns: report.until_full_ns,
+            window_s: report.window_s,
         }
     }
 

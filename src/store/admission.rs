@@ -68,6 +68,8 @@ pub struct TierReport {
     pub remaining: u64,
     /// Nanoseconds until this tier has its full burst again.
     pub until_full_ns: u64,
+    /// A calendar quota's window length in seconds.
+    pub window_s: Option<u64>,
 }
 
 /// The request path owns it and `Limiter::check_request` fills it in place: it holds
@@ -232,6 +234,7 @@ impl Admission {
             quota: self.tiers.rate[k].tier.quota,
             remaining: self.verdict.remaining,
             until_full_ns: self.verdict.outcomes()[k].decision.until_idle_ns,
+            window_s: self.tiers.rate[k].window_s(),
         })
     }
 
@@ -259,15 +262,19 @@ impl Admission {
         let verdict = &self.verdict;
         let (outcomes, now) = (verdict.outcomes(), verdict.now);
         let state = |k: usize| {
-            let (o, quota) = (&outcomes[k], &self.tiers.rate[k].tier.quota);
-            let d = &o.decision;
+            let (o, tier) = (&outcomes[k], &self.tiers.rate[k].tier);
+            let (d, basis) = (&o.decision, tier.basis(now));
             if verdict.admitted {
                 (d.remaining, d.until_idle_ns)
             } else if d.admitted {
-                let left = quota.remaining(o.prior_tat, now);
-                (left, o.prior_tat.saturating_sub(now))
+                let left = tier.quota.remaining(o.prior_tat, basis);
+                let until = match tier.window {
+                    Some(end) => end.saturating_sub(now),
+                    None => o.prior_tat.saturating_sub(now),
+                };
+                (left, until)
             } else {
-                (quota.remaining(o.prior_tat, now), d.until_idle_ns)
+                (tier.quota.remaining(o.prior_tat, basis), d.until_idle_ns)
             }
         };
         let mut best = p.range.start;
@@ -283,6 +290,7 @@ impl Admission {
             quota: self.tiers.rate[best].tier.quota,
             remaining,
             until_full_ns,
+            window_s: self.tiers.rate[best].window_s(),
         })
     }
 

@@ -29,6 +29,16 @@ pub struct RateTier {
     pub leased: bool,
     /// Its cost is settled after the response: its TAT may move back.
     pub settled: bool,
+    /// A calendar quota's window (and the next), in Unix seconds.
+    pub bounds: Option<crate::limit::calendar::Bounds>,
+}
+
+impl RateTier {
+    /// A calendar quota's window length in seconds.
+    pub fn window_s(&self) -> Option<u64> {
+        self.bounds
+            .map(|b| u64::try_from(b.end - b.start).unwrap_or(0))
+    }
 }
 
 impl AsRef<Tier> for RateTier {
@@ -107,6 +117,7 @@ struct RatePlan {
     /// `sync = "lease"`.
     leased: bool,
     settled: bool,
+    calendar: Option<std::sync::Arc<crate::config::CalendarQuota>>,
 }
 
 impl PolicyPlan {
@@ -119,6 +130,7 @@ impl PolicyPlan {
         let keys = keys.policy(&policy.name);
         let rate = policy.rate().map(|rate| RatePlan {
             tier: Tier {
+                window: None,
                 reserve: rate.settle.as_ref().and_then(|s| s.reserve),
                 quota: rate.quota,
                 mode: policy.mode,
@@ -128,6 +140,7 @@ impl PolicyPlan {
             },
             leased: rate.sync == Sync::Lease,
             settled: rate.settle.is_some(),
+            calendar: rate.calendar.clone(),
         });
         Self { keys, rate }
     }
@@ -188,6 +201,19 @@ impl RequestTiers {
         Ok(())
     }
 
+    /// Puts each calendar quota's window end on the monotonic timeline for a decision at
+    /// `now`: the end of the window `now` falls in (the next one, past a boundary crossed
+    /// since the tiers were filled).
+    #[inline]
+    pub fn place_windows(&mut self, now: u64, clock: &dyn Clock) {
+        for t in self.rate.iter_mut() {
+            if let Some(bounds) = &t.bounds {
+                let end = bounds.end_at(clock.unix_ns_at(now));
+                t.tier.window = Some(clock.mono_ns_at(end));
+            }
+        }
+    }
+
     fn len_of(&self, kind: TierKind) -> usize {
         match kind {
             TierKind::Rate => self.rate.len(),
@@ -212,11 +238,16 @@ impl RequestTiers {
         match (&policy.kind, applied, &plan.rate) {
             (PolicyKind::Rate(_), Applied::Rate(quota), Some(rate)) => self.rate.push(RateTier {
                 tier: Tier {
+                    window: None,
                     quota,
                     key: key.hash,
                     ..rate.tier
                 },
                 position,
+                bounds: rate.calendar.as_ref().map(|c| {
+                    let unix_ns = clock.unix_ns_at(clock.now_ns());
+                    c.bounds(i64::try_from(unix_ns / 1_000_000_000).unwrap_or(i64::MAX))
+                }),
                 leased: rate.leased && key.redis.is_some(),
                 settled: rate.settled,
                 redis: key.redis,

@@ -52,6 +52,8 @@ pub struct TopKey {
     pub refused: u64,
     /// How many decisions of this key may have gone uncounted.
     pub error: u64,
+    /// When it was last refused (the monotonic clock; 0: not in the window).
+    pub last_refused: u64,
 }
 
 /// Separates a key's parts in a sketch's text.
@@ -144,7 +146,7 @@ impl RouteTop<'_> {
             w.current.clear();
             w.half = half;
         }
-        w.current.record(hash, refused, text);
+        w.current.record(hash, (refused, now_ns), text);
     }
 }
 
@@ -198,10 +200,12 @@ impl TopKeys {
                                         admitted: 0,
                                         refused: 0,
                                         error: 0,
+                                        last_refused: 0,
                                     });
                             key.admitted += u64::from(e.admitted);
                             key.refused += u64::from(e.refused);
                             key.error += u64::from(e.error);
+                            key.last_refused = key.last_refused.max(e.last_refused);
                         }
                     }
                 }

@@ -20,6 +20,8 @@ pub struct Entry {
     pub refused: u32,
     /// How many times the key may have been seen before it entered.
     pub error: u32,
+    /// When it was last refused (the monotonic clock; 0: not since it entered).
+    pub last_refused: u64,
     text: [u8; TEXT_BYTES],
     len: u8,
 }
@@ -61,6 +63,7 @@ impl Default for Sketch {
                 admitted: 0,
                 refused: 0,
                 error: 0,
+                last_refused: 0,
                 text: [0; TEXT_BYTES],
                 len: 0,
             }; CAPACITY],
@@ -70,9 +73,15 @@ impl Default for Sketch {
 }
 
 impl Sketch {
-    /// Counts one decision of the key `hash`; `text` is asked only when the key enters.
+    /// Counts one decision of the key `hash` at `now_ns`; `text` is asked only when the
+    /// key enters.
     #[inline]
-    pub fn record(&mut self, hash: u64, refused: bool, text: impl FnOnce(&mut TextBuf)) {
+    pub fn record(
+        &mut self,
+        hash: u64,
+        (refused, now_ns): (bool, u64),
+        text: impl FnOnce(&mut TextBuf),
+    ) {
         let slot = match self.find(hash) {
             Some(i) => i,
             None if self.used < CAPACITY => self.enter(hash, text),
@@ -88,6 +97,7 @@ impl Sketch {
         let e = &mut self.entries[slot];
         if refused {
             e.refused = e.refused.saturating_add(1);
+            e.last_refused = now_ns;
         } else {
             e.admitted = e.admitted.saturating_add(1);
         }
@@ -120,6 +130,7 @@ impl Sketch {
             admitted: 0,
             refused: 0,
             error,
+            last_refused: 0,
             text: buf.bytes,
             len: buf.len,
         };
@@ -271,7 +282,7 @@ mod tests {
         let mut s = Sketch::default();
         for &k in &stream {
             *exact.entry(k).or_insert(0u64) += 1;
-            s.record(k, true, |t| t.push(&format!("key-{k}")));
+            s.record(k, (true, 1), |t| t.push(&format!("key-{k}")));
         }
         let total = stream.len() as u64;
         let mut top: Vec<_> = s.entries().collect();
@@ -305,7 +316,7 @@ mod tests {
         let mut t = TextBuf::default();
         t.push(&"é".repeat(40));
         let mut s = Sketch::default();
-        s.record(7, false, |buf| *buf = t);
+        s.record(7, (false, 1), |buf| *buf = t);
         let text = s.entries().next().expect("one").1.text().to_owned();
         assert_eq!(text, "é".repeat(TEXT_BYTES / 2));
     }
@@ -367,7 +378,7 @@ mod tests {
             let mut model = Model::default();
             for (pick, refused) in picks {
                 let hash = pool[pick % pool.len()];
-                sketch.record(hash, refused, |t| t.push("k"));
+                sketch.record(hash, (refused, 1), |t| t.push("k"));
                 model.record(hash, refused);
             }
             let got: Vec<_> = sketch

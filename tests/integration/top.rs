@@ -38,10 +38,10 @@ async fn the_flooding_key_tops_the_list_among_thousands() {
         send(&client, "GET", &url, &[("x-k", "flooder")], b"").await;
         flooder += 1;
     }
-    let top = get(&gw.admin_url("/admin/top?policy=tenant&n=100"), &[])
-        .await
-        .json();
-    let keys = top["keys"].as_array().expect("keys");
+    let answer = get(&gw.admin_url("/admin/top?policy=tenant&n=100"), &[]).await;
+    assert_eq!(answer.header("x-tollgate-top-window"), Some("300"));
+    let top = answer.json();
+    let keys = top.as_array().expect("an array of keys");
     assert!(
         keys.len() <= 64,
         "a fixed number of counters: {}",
@@ -57,7 +57,13 @@ async fn the_flooding_key_tops_the_list_among_thousands() {
     );
     assert_eq!(first["remaining"], 0, "its current state: {first}");
     assert!(first["next_admit_ms"].as_u64().expect("wait") > 0);
-    assert_eq!(top["window_s"], 300);
+    let last = first["last_refused"].as_str().expect("last_refused");
+    let last: jiff::Timestamp = last.parse().expect("RFC 3339");
+    let age = jiff::Timestamp::now().duration_since(last);
+    assert!(
+        age.as_secs() >= 0 && age.as_secs() < 600,
+        "refused moments ago: {last}"
+    );
 
     // Unknown policies and bad counts are refused.
     assert_eq!(

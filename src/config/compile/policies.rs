@@ -46,8 +46,10 @@ impl Compiler {
                 Some("overrides apply to single-source keys only".to_owned()),
             );
         }
+        let calendar = raw.quota.is_some() || raw.window.is_some();
         let kind = match &raw.max_in_flight {
             Some(_) => self.concurrency_limit(&name, raw, span),
+            None if calendar => self.quota_limit(&name, raw, span),
             None => self.rate_limit(&name, raw, span),
         };
         Some(Policy {
@@ -74,6 +76,14 @@ impl Compiler {
             ],
             |field| format!("policy `{name}`: `{field}` applies to concurrency policies only"),
             "remove it, or make the policy a concurrency cap with max_in_flight instead of limit/period/burst",
+        );
+        self.refuse_fields(
+            [
+                ("timezone", raw.timezone.as_ref().map(S::span)),
+                ("anchor", raw.anchor.as_ref().map(S::span)),
+            ],
+            |field| format!("policy `{name}`: `{field}` applies to calendar quotas only"),
+            "a calendar quota has quota and window (\"day\", \"week\", \"month\"); a rate has limit, period and burst",
         );
         let (Some(raw_limit), Some(raw_period), Some(raw_burst)) =
             (&raw.limit, &raw.period, &raw.burst)
@@ -106,6 +116,7 @@ impl Compiler {
             overrides,
             settle: settle?,
             sync: sync?,
+            calendar: None,
         }))
     }
 
@@ -141,6 +152,14 @@ impl Compiler {
         for (key_text, o) in raw {
             let span = o.span();
             let o = o.into_inner();
+            if let Some(q) = &o.quota {
+                self.error(
+                    q.span(),
+                    format!("policy `{name}` is a rate policy: an override cannot set quota"),
+                    Some("override limit, period or burst here".to_owned()),
+                );
+                continue;
+            }
             if let Some(m) = &o.max_in_flight {
                 self.error(
                     m.span(),
@@ -210,6 +229,10 @@ impl Compiler {
                 ("settle_unit", raw.settle_unit.as_ref().map(S::span)),
                 ("min_cost", raw.min_cost.as_ref().map(S::span)),
                 ("max_debt", raw.max_debt.as_ref().map(S::span)),
+                ("quota", raw.quota.as_ref().map(S::span)),
+                ("window", raw.window.as_ref().map(S::span)),
+                ("timezone", raw.timezone.as_ref().map(S::span)),
+                ("anchor", raw.anchor.as_ref().map(S::span)),
             ],
             |field| format!("policy `{name}` is a concurrency cap: `{field}` applies to rate policies"),
             "one slot per request whatever its cost; settle a cost on a rate policy listed in the same route",
@@ -239,6 +262,7 @@ impl Compiler {
                     ("limit", o.limit.as_ref().map(S::span)),
                     ("period", o.period.as_ref().map(S::span)),
                     ("burst", o.burst.as_ref().map(S::span)),
+                    ("quota", o.quota.as_ref().map(S::span)),
                 ],
                 |field| {
                     format!(

@@ -21,6 +21,8 @@ pub struct OverrideSpec {
     pub burst: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<i64>,
 }
 
 /// What an override makes of its key's limit.
@@ -62,6 +64,7 @@ pub fn override_spec(
         period: raw.period.map(|v| v.get_ref().clone()),
         burst: raw.burst.map(|v| *v.get_ref()),
         max_in_flight: raw.max_in_flight.map(|v| *v.get_ref()),
+        quota: raw.quota.map(|v| *v.get_ref()),
     })
 }
 
@@ -100,7 +103,43 @@ impl Compiler {
         let name = &policy.name;
         let spanned = |v: i64| S::new(0..0, v);
         match &policy.kind {
+            PolicyKind::Rate(rate) if rate.calendar.is_some() => {
+                let refused = [
+                    ("limit", spec.limit.is_some()),
+                    ("period", spec.period.is_some()),
+                    ("burst", spec.burst.is_some()),
+                    ("max_in_flight", spec.max_in_flight.is_some()),
+                ];
+                for (field, _) in refused.iter().filter(|(_, given)| *given) {
+                    self.error(
+                        0..0,
+                        format!(
+                            "policy `{name}` is a calendar quota: an override cannot set `{field}`"
+                        ),
+                        Some("override quota here".to_owned()),
+                    );
+                }
+                let Some(q) = spec.quota else {
+                    self.error(
+                        0..0,
+                        "the override sets no quota",
+                        Some("give quota = 1 or more".to_owned()),
+                    );
+                    return None;
+                };
+                let quota = self.quota_units(&spanned(q)).and_then(quotas::units)?;
+                self.fits_routes(config, policy, &quota);
+                Some(Applied::Rate(quota))
+            }
             PolicyKind::Rate(rate) => {
+                if spec.quota.is_some() {
+                    self.error(
+                        0..0,
+                        format!("policy `{name}` is a rate policy: an override cannot set quota"),
+                        Some("override limit, period or burst here".to_owned()),
+                    );
+                    return None;
+                }
                 if spec.max_in_flight.is_some() {
                     self.error(
                         0..0,
@@ -144,6 +183,7 @@ impl Compiler {
                     ("limit", spec.limit.is_some()),
                     ("period", spec.period.is_some()),
                     ("burst", spec.burst.is_some()),
+                    ("quota", spec.quota.is_some()),
                 ];
                 for (field, given) in refused {
                     if given {

@@ -46,9 +46,10 @@ pub struct PolicyHeaders {
     pub policy: HeaderValue,
 }
 
-/// A rate tier's `RateLimit-Policy` item: `"<policy>";q=<burst>;w=<τ in whole seconds>`.
-fn policy_item(out: &mut Vec<u8>, name: &str, quota: &Quota) {
-    let window = ceil_secs(quota.tolerance_ns()).max(1);
+/// A rate tier's `RateLimit-Policy` item: `"<policy>";q=<burst>;w=<τ in whole seconds>`,
+/// or a calendar quota's: `q=<quota>;w=<its window's length in seconds>`.
+fn policy_item(out: &mut Vec<u8>, name: &str, quota: &Quota, window_s: Option<u64>) {
+    let window = window_s.unwrap_or_else(|| ceil_secs(quota.tolerance_ns()).max(1));
     out.push(b'"');
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b"\";q=");
@@ -69,9 +70,9 @@ fn value_or_empty(bytes: Vec<u8>) -> HeaderValue {
 }
 
 impl PolicyHeaders {
-    pub fn new(name: &str, quota: &Quota) -> Self {
+    pub fn new(name: &str, quota: &Quota, window_s: Option<u64>) -> Self {
         let mut policy = Vec::with_capacity(name.len() + 24);
-        policy_item(&mut policy, name, quota);
+        policy_item(&mut policy, name, quota, window_s);
         Self::of(quota.burst(), policy)
     }
 
@@ -112,7 +113,7 @@ impl RouteHeaders {
             .policies
             .iter()
             .map(|p| match &p.kind {
-                PolicyKind::Rate(r) => PolicyHeaders::new(&p.name, &r.quota),
+                PolicyKind::Rate(r) => PolicyHeaders::new(&p.name, &r.quota, None),
                 PolicyKind::Concurrency(c) => PolicyHeaders::concurrency(&p.name, c.max_in_flight),
             })
             .collect();
@@ -157,6 +158,8 @@ pub struct TierItem<'a> {
     pub remaining: u64,
     /// Nanoseconds until this tier has its full burst again.
     pub until_full_ns: u64,
+    /// A calendar quota's window length in seconds.
+    pub window_s: Option<u64>,
 }
 
 /// Writes X-RateLimit-* (from the reported tier) and the IETF draft's RateLimit-Policy /
@@ -190,7 +193,7 @@ impl RateLimitValues {
         let constant = match r.constant {
             Some(c) => c,
             None => {
-                built = PolicyHeaders::new(r.policy, &r.quota);
+                built = PolicyHeaders::new(r.policy, &r.quota, r.window_s);
                 &built
             }
         };
@@ -212,7 +215,7 @@ impl RateLimitValues {
                     }
                     match item.constant {
                         Some(c) => policies.extend_from_slice(c.policy.as_bytes()),
-                        None => policy_item(&mut policies, item.policy, &item.quota),
+                        None => policy_item(&mut policies, item.policy, &item.quota, item.window_s),
                     }
                 }
                 value_or_empty(policies)
@@ -280,6 +283,7 @@ pub(super) mod tests {
             constant: None,
             until_full_ns: 300_000_000,
             remaining,
+            window_s: None,
         }
     }
 
@@ -291,6 +295,7 @@ pub(super) mod tests {
             constant: None,
             until_full_ns: 2_500_000_000,
             remaining: 19,
+            window_s: None,
         }
     }
 

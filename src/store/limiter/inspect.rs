@@ -24,6 +24,22 @@ impl Limiter {
         }
     }
 
+    /// Forgets a rate or quota key's state (its debt, its usage) where the store keeps it,
+    /// and what this gateway remembers Redis refused.
+    pub async fn forget(&self, key: &StoreKey) -> Result<(), StoreError> {
+        match (self.remote(), &key.redis) {
+            (Some(remote), Some(redis_key)) => {
+                let _: i64 = remote
+                    .command(redis::cmd("DEL").arg(redis_key.key.as_str()))
+                    .await?;
+            }
+            (Some(_), None) => return Err(StoreError::NotConnected),
+            (None, _) => self.local().forget(key.hash),
+        }
+        self.forget_refusals();
+        Ok(())
+    }
+
     /// Requests of this gateway waiting for a slot on a concurrency key now (the admin API).
     pub fn slots_waiting(&self, hash: u64) -> usize {
         self.concurrency.waiting(hash)

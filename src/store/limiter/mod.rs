@@ -7,6 +7,8 @@
 //! reads in `inspect.rs`.
 
 mod inspect;
+#[cfg(test)]
+mod quota_tests;
 mod settle;
 mod slots;
 
@@ -161,6 +163,7 @@ impl Limiter {
         if admission.tiers.rate.is_empty() {
             return;
         }
+        admission.tiers.place_windows(now, clock);
         let (tiers, verdict) = (&admission.tiers, &mut admission.verdict);
         let decided = self.decide_rates(tiers, now, route.cost, clock, verdict);
         let Some(in_store) = decided.await else {
@@ -200,6 +203,7 @@ impl Limiter {
             return false;
         }
         let now = clock.now_ns();
+        admission.tiers.place_windows(now, clock);
         let Some(verdict) = self.rates.refusals.refuse(&admission.tiers.rate, now, cost) else {
             return false;
         };
@@ -295,6 +299,7 @@ impl Limiter {
             .iter()
             .take(crate::limit::MAX_DECISIONS)
             .map(|t| crate::limit::Tier {
+                window: None,
                 quota: t.tier.quota.share(n),
                 ..t.tier
             })

@@ -115,6 +115,29 @@ impl MemoryStore {
             .sum()
     }
 
+    /// Forgets `key`'s state (its TAT becomes idle; the next sweep drops it): the admin
+    /// API's reset.
+    pub fn forget(&self, key: u64) {
+        self.with_slot(normalize(key), |slot| {
+            let Some(slot) = slot else {
+                return Some(());
+            };
+            loop {
+                let current = slot.tat.load(Ordering::Acquire);
+                if current == FROZEN {
+                    return None; // being moved: retried on the new table
+                }
+                if slot
+                    .tat
+                    .compare_exchange_weak(current, 0, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return Some(());
+                }
+            }
+        });
+    }
+
     /// The slot for `key` in the current table, retrying while a rebuild moves it.
     fn with_slot<R>(&self, key: u64, mut f: impl FnMut(Option<&Slot>) -> Option<R>) -> R {
         let index = self.shard_index(key);

@@ -25,6 +25,7 @@ proptest! {
             .iter()
             .enumerate()
             .map(|(i, ((q, _), shadow))| Tier {
+                window: None,
                 reserve: None,
                 overflow: 0,
                 quota: *q,
@@ -91,6 +92,7 @@ fn threads_hammering_one_key_admit_exactly() {
             );
             std::thread::spawn(move || {
                 let tier = [Tier {
+                    window: None,
                     reserve: None,
                     overflow: 0,
                     quota,
@@ -143,6 +145,7 @@ fn concurrent_rollback_charges_only_admissions() {
             std::thread::spawn(move || {
                 let tiers = [
                     Tier {
+                        window: None,
                         reserve: None,
                         overflow: 0,
                         quota: big,
@@ -151,6 +154,7 @@ fn concurrent_rollback_charges_only_admissions() {
                         key: 1,
                     },
                     Tier {
+                        window: None,
                         reserve: None,
                         overflow: 0,
                         quota: small,
@@ -195,6 +199,7 @@ fn rollback_of_tiers_sharing_a_key_is_exact() {
     let now = 1_000_000_000_000u64;
     let tiers = [
         Tier {
+            window: None,
             reserve: None,
             overflow: 0,
             quota: q,
@@ -203,6 +208,7 @@ fn rollback_of_tiers_sharing_a_key_is_exact() {
             key: 9,
         },
         Tier {
+            window: None,
             reserve: None,
             overflow: 0,
             quota: q,
@@ -211,6 +217,7 @@ fn rollback_of_tiers_sharing_a_key_is_exact() {
             key: 9,
         },
         Tier {
+            window: None,
             reserve: None,
             overflow: 0,
             quota: small,

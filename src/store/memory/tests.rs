@@ -6,6 +6,7 @@ const S: u64 = 1_000_000_000;
 
 fn tier(key: u64, burst: u64) -> Tier {
     Tier {
+        window: None,
         reserve: None,
         overflow: 0,
         quota: Quota::new(1, S, burst).expect("valid"),
@@ -67,6 +68,7 @@ fn a_full_shard_never_forgets_a_debt_and_sends_new_keys_to_the_overflow_key() {
     let now = 100 * S;
     let (owing, fresh, overflow) = (3, 5, 7 << 60); // 3 and 5 share a shard
     let with_overflow = |key| Tier {
+        window: None,
         reserve: None,
         overflow,
         ..tier(key, 5)
@@ -123,6 +125,7 @@ fn updates_racing_rebuilds_are_never_lost() {
     let mut admitted = 0u64;
     for _ in 0..200_000 {
         let t = Tier {
+            window: None,
             reserve: None,
             overflow: 0,
             quota,

@@ -5,9 +5,14 @@
 -- TATs are stored as "seconds:nanoseconds" and all arithmetic is done on the debt
 -- (TAT − now, in ns), which stays far below 2^53, so Lua's doubles are exact.
 --
+-- A calendar quota's tier (limit::calendar) is decided at its window's end instead of
+-- now: it names the window and the next as "start:end:next" Unix seconds, the end that
+-- holds the server's now is taken, and its TAT (end + units used) is measured from it.
+--
 -- KEYS[i]  the tier's key
--- ARGV[5(i−1) + 1 .. 5]  T, tau, max_delay (ns), shadow ("1" or "0"), cost (units)
--- ARGV[5n + 1]  optional: "s:ns" on the server's clock after which the call is too late
+-- ARGV[6(i−1) + 1 .. 6]  T, tau, max_delay (ns), shadow ("1" or "0"), cost (units),
+--                        window ("" for a rate, "start:end:next" for a quota)
+-- ARGV[6n + 1]  optional: "s:ns" on the server's clock after which the call is too late
 -- Returns  { now_s, now_ns, admitted (1/0, 2: too late, nothing decided), debt_1 … debt_n }
 local time = redis.call('TIME')
 local now_s = tonumber(time[1])
@@ -15,7 +20,7 @@ local now_ns = tonumber(time[2]) * 1000
 local n = #KEYS
 -- A call that reaches the server after the gateway gave up on it (the server was frozen,
 -- the network held it back) decides nothing: its request was answered per on_error.
-local deadline = ARGV[5 * n + 1]
+local deadline = ARGV[6 * n + 1]
 if deadline then
   local ds, dns = string.match(deadline, '^(%d+):(%d+)$')
   ds, dns = tonumber(ds), tonumber(dns)
@@ -28,12 +33,20 @@ end
 local debts, fresh = {}, {}
 local denied = false
 for i = 1, n do
-  local base = (i - 1) * 5
+  local base = (i - 1) * 6
   local t = tonumber(ARGV[base + 1])
   local tau = tonumber(ARGV[base + 2])
   local max_delay = tonumber(ARGV[base + 3])
   local shadow = ARGV[base + 4] == '1'
   local cost = tonumber(ARGV[base + 5])
+  -- The basis: how far the instant the tier is measured from lies ahead of now.
+  local basis = 0
+  local ws, we, wn = string.match(ARGV[base + 6], '^(%d+):(%d+):(%d+)$')
+  if ws then
+    local e = tonumber(we)
+    if now_s < tonumber(ws) then e = tonumber(ws) elseif now_s >= e then e = tonumber(wn) end
+    basis = (e - now_s) * 1000000000 - now_ns
+  end
   local debt = 0
   local stored = redis.call('GET', KEYS[i])
   if stored then
@@ -44,9 +57,11 @@ for i = 1, n do
   end
   if debt < 0 then debt = 0 end
   debts[i] = debt
-  local ahead = debt + cost * t
+  local over = debt - basis
+  if over < 0 then over = 0 end
+  local ahead = over + cost * t
   if ahead <= tau + max_delay then
-    fresh[i] = ahead
+    fresh[i] = basis + ahead
   elseif not shadow then
     denied = true
   end

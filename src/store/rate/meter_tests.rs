@@ -187,6 +187,7 @@ proptest! {
         let mut streams: Vec<Stream> = Vec::new();
         let bound = quota.tolerance_ns() + max_debt * quota.interval_ns();
         let tier = Tier {
+            window: None,
             quota,
             mode: Mode::Enforce,
             max_delay_ns: 0,

@@ -9,7 +9,9 @@ use arrayvec::ArrayVec;
 use redis::Script;
 
 use super::snapshot::{SnapshotTable, BASE};
-use crate::limit::{evaluate, Mode, Verdict, MAX_DECISIONS};
+use smallvec::SmallVec;
+
+use crate::limit::{evaluate, Mode, Tier, Verdict, INLINE_DECISIONS, MAX_DECISIONS};
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RateTier;
 use crate::store::StoreError;
@@ -81,6 +83,51 @@ fn stamp(abs_ns: u128) -> String {
 /// One script call's tiers, by index into the request's tiers.
 type Group = ArrayVec<usize, MAX_DECISIONS>;
 
+/// Each calendar quota tier's window end on the verdict's timeline (`BASE` playing the
+/// server's now its script ran at), by tier index.
+#[derive(Default)]
+struct Windows(ArrayVec<(usize, u64), MAX_DECISIONS>);
+
+impl Windows {
+    /// The quota tiers of `group`, answered at the server's `now_abs` (Unix ns).
+    fn place(&mut self, tiers: &[RateTier], group: &Group, now_abs: u128) {
+        let now = u64::try_from(now_abs).unwrap_or(u64::MAX);
+        for &i in group {
+            if let Some(bounds) = &tiers[i].bounds {
+                let end = bounds.end_at(now);
+                let _ = self
+                    .0
+                    .try_push((i, BASE.saturating_add(end.saturating_sub(now))));
+            }
+        }
+    }
+
+    /// The tiers as the verdict decides them: a quota tier with its window placed (one
+    /// Redis did not answer for keeps its end as the local clock places it).
+    fn on(&self, tiers: &[RateTier], local_now: u64) -> SmallVec<[Tier; INLINE_DECISIONS]> {
+        tiers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut tier = t.tier;
+                if let Some(local_end) = tier.window {
+                    let placed = self.0.iter().find(|(k, _)| *k == i).map(|&(_, end)| end);
+                    let fallback = BASE.saturating_add(local_end.saturating_sub(local_now));
+                    tier.window = Some(placed.unwrap_or(fallback));
+                }
+                tier
+            })
+            .collect()
+    }
+}
+
+/// A tier's window as the script reads it: `start:end:next` Unix seconds, or empty.
+fn window_arg(tier: &RateTier) -> String {
+    tier.bounds
+        .map(|b| format!("{}:{}:{}", b.start, b.end, b.next))
+        .unwrap_or_default()
+}
+
 /// Decides `tiers` in Redis, some of them possibly decided elsewhere already (leased
 /// slices, in `decided`): their debts go into the verdict as given and they are not sent.
 /// When one of those refused, the others are only read. `now_ns` is the local clock,
@@ -110,6 +157,7 @@ async fn check_groups(
 ) -> Result<Verdict, StoreError> {
     let groups = groups(remote, tiers, decided);
     let mut snapshot = decided.snapshot(tiers);
+    let mut windows = Windows::default();
     let mut written: ArrayVec<(usize, Reply), MAX_DECISIONS> = ArrayVec::new();
     // A tier decided elsewhere refused: nothing is charged, the others are only read.
     let mut first_read = None;
@@ -132,6 +180,7 @@ async fn check_groups(
             for (&i, &debt) in group.iter().zip(&reply.debts) {
                 snapshot.insert(tiers[i].tier.key, debt);
             }
+            windows.place(tiers, group, reply.now_abs());
             if !reply.admitted {
                 // The denying group wrote nothing; later groups are only read, for the wait.
                 first_read = Some(g + 1);
@@ -141,9 +190,13 @@ async fn check_groups(
         }
     }
     if let Some(first) = first_read {
-        read_groups(remote, tiers, &groups[first..], &mut snapshot).await;
+        read_groups(remote, tiers, &groups[first..], &mut snapshot, &mut windows).await;
     }
-    let verdict = evaluate(&snapshot, tiers, BASE, cost);
+    let verdict = if windows.0.is_empty() {
+        evaluate(&snapshot, tiers, BASE, cost)
+    } else {
+        evaluate(&snapshot, &windows.on(tiers, now_ns), BASE, cost)
+    };
     if !verdict.admitted && !written.is_empty() {
         roll_back(remote, &groups, &written, tiers, cost).await;
     }
@@ -191,7 +244,8 @@ async fn charge(
             .arg(q.tolerance_ns())
             .arg(tier.max_delay_ns)
             .arg(if tier.mode == Mode::Shadow { "1" } else { "0" })
-            .arg(tier.cost(cost));
+            .arg(tier.cost(cost))
+            .arg(window_arg(&tiers[i]));
     }
     if let Some(deadline) = remote.server_deadline(sent_ns) {
         inv.arg(stamp(deadline));
@@ -213,6 +267,7 @@ async fn read_groups(
     tiers: &[RateTier],
     groups: &[Group],
     snapshot: &mut SnapshotTable,
+    windows: &mut Windows,
 ) {
     for group in groups {
         let mut inv = PEEK.prepare_invoke();
@@ -224,6 +279,7 @@ async fn read_groups(
             for (&i, &debt) in group.iter().zip(&reply.debts) {
                 snapshot.insert(tiers[i].tier.key, debt);
             }
+            windows.place(tiers, group, reply.now_abs());
         }
     }
 }
@@ -243,11 +299,17 @@ async fn roll_back(
             let tier = &tiers[i].tier;
             let q = tier.quota;
             let increment = tier.cost(cost).saturating_mul(q.interval_ns());
-            let ahead = debt.saturating_add(increment);
-            if ahead > q.tolerance_ns().saturating_add(tier.max_delay_ns) {
+            let now = reply.now_abs();
+            // A quota is measured from its window's end (as gcra.lua placed it).
+            let basis = tiers[i].bounds.map_or(0, |b| {
+                let now = u64::try_from(now).unwrap_or(u64::MAX);
+                b.end_at(now).saturating_sub(now)
+            });
+            let over = debt.saturating_sub(basis);
+            if over.saturating_add(increment) > q.tolerance_ns().saturating_add(tier.max_delay_ns) {
                 continue; // a shadow tier that did not admit wrote nothing
             }
-            let now = reply.now_abs();
+            let ahead = basis.saturating_add(over).saturating_add(increment);
             let old = if debt == 0 {
                 String::new()
             } else {

@@ -168,6 +168,11 @@ impl RefusalCache {
             if tiers[i].tier.mode != Mode::Enforce || (d.admitted && !exact(i)) {
                 return None;
             }
+            // A quota's usage is measured from its window's end on Redis's clock, which
+            // this gateway's clock cannot place to the nanosecond (a unit): not remembered.
+            if tiers[i].bounds.is_some() {
+                return None;
+            }
             Some(if verdict.admitted {
                 (d.tat, d.remaining == 0)
             } else {
@@ -257,6 +262,7 @@ mod tests {
     fn tier(key: u64) -> RateTier {
         RateTier {
             tier: Tier {
+                window: None,
                 quota: Quota::new(1, S, 2).expect("quota"),
                 mode: Mode::Enforce,
                 max_delay_ns: 0,
@@ -266,6 +272,7 @@ mod tests {
             },
             position: 0,
             redis: None,
+            bounds: None,
             leased: false,
             settled: false,
         }

@@ -1,0 +1,168 @@
+//! Calendar windows, pure: which day, week or month of a time zone an instant falls in,
+//! as Unix-second boundaries. The civil arithmetic is jiff's (its bundled tz database), so
+//! a day may be 23 or 25 hours and a window starts at the first instant of its local day.
+//!
+//! A quota is decided as a GCRA of one unit per nanosecond whose `now` is the window's
+//! end ([`Window`]): the stored TAT is `end + used`, so usage is `TAT − end`, a new window
+//! (a later end) finds it below its own end (used 0), a store forgets it soon after the
+//! window is over (its TAT has passed), and a denial's wait is the time until the reset.
+
+use jiff::civil::{Date, Weekday};
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+
+/// A window's length in calendar terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    Day,
+    /// Starting on this weekday.
+    Week(Weekday),
+    /// Starting on this day of the month (1–28: every month has it).
+    Month(i8),
+}
+
+/// The most units one window may hold: its usage stays below the shortest window (23 h)
+/// in nanoseconds, so a window's TATs never reach the next window's end.
+pub const MAX_QUOTA: u64 = 10_000_000_000_000;
+
+/// A calendar: a period in a time zone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Calendar {
+    pub period: Period,
+    pub zone: TimeZone,
+    /// The zone's IANA name, as configured.
+    pub zone_name: String,
+}
+
+/// One window and the one after it, in Unix seconds: `[start, end)`, `[end, next)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub start: i64,
+    pub end: i64,
+    pub next: i64,
+}
+
+impl Bounds {
+    /// The end of the window holding `unix_ns` among the three boundaries known: before
+    /// `start` (a clock behind the one they were computed on) the window ending at
+    /// `start`, past `end` the next one.
+    pub fn end_at(&self, unix_ns: u64) -> u64 {
+        let s = |secs: i64| {
+            u64::try_from(secs)
+                .unwrap_or(0)
+                .saturating_mul(1_000_000_000)
+        };
+        if unix_ns < s(self.start) {
+            s(self.start)
+        } else if unix_ns < s(self.end) {
+            s(self.end)
+        } else {
+            s(self.next)
+        }
+    }
+
+    pub fn contains(&self, unix_s: i64) -> bool {
+        self.start <= unix_s && unix_s < self.end
+    }
+}
+
+impl Calendar {
+    /// The config's word for the period.
+    pub fn period_name(&self) -> &'static str {
+        match self.period {
+            Period::Day => "day",
+            Period::Week(_) => "week",
+            Period::Month(_) => "month",
+        }
+    }
+
+    /// The window holding the instant `unix_s`, and the next one.
+    pub fn bounds(&self, unix_s: i64) -> Bounds {
+        let at = Timestamp::from_second(unix_s).unwrap_or(Timestamp::UNIX_EPOCH);
+        let today = self.zone.to_datetime(at).date();
+        let mut first = self.first_day(today);
+        // A window starts at its first day's first instant; a local date that runs back
+        // over midnight (a DST fall-back at 00:00) may hold an instant of the next one.
+        let mut start = self.start_of(first);
+        if start > unix_s {
+            first = self.step(first, -1);
+            start = self.start_of(first);
+        }
+        let second = self.step(first, 1);
+        let mut end = self.start_of(second);
+        let mut next = self.start_of(self.step(second, 1));
+        if end <= unix_s {
+            start = end;
+            end = next;
+            next = self.start_of(self.step(second, 2));
+        }
+        Bounds { start, end, next }
+    }
+
+    /// The window length in seconds nominally (for `RateLimit-Policy`'s `w`): 86,400 a
+    /// day, 604,800 a week, the window's own length for a month.
+    pub fn nominal_seconds(&self, bounds: &Bounds) -> i64 {
+        match self.period {
+            Period::Day => 86_400,
+            Period::Week(_) => 604_800,
+            Period::Month(_) => bounds.end - bounds.start,
+        }
+    }
+
+    /// The first day of the window holding the civil date `day`.
+    fn first_day(&self, day: Date) -> Date {
+        match self.period {
+            Period::Day => day,
+            Period::Week(anchor) => {
+                let back = (day.weekday().to_monday_zero_offset() - anchor.to_monday_zero_offset())
+                    .rem_euclid(7);
+                day.checked_sub(jiff::Span::new().days(i64::from(back)))
+                    .unwrap_or(day)
+            }
+            Period::Month(anchor) => {
+                let this = Date::new(day.year(), day.month(), anchor).unwrap_or(day);
+                if day.day() >= anchor {
+                    this
+                } else {
+                    this.checked_sub(jiff::Span::new().months(1))
+                        .unwrap_or(this)
+                }
+            }
+        }
+    }
+
+    /// The first day of the window `n` windows from the one starting on `first`.
+    fn step(&self, first: Date, n: i64) -> Date {
+        let span = match self.period {
+            Period::Day => jiff::Span::new().days(n),
+            Period::Week(_) => jiff::Span::new().weeks(n),
+            Period::Month(_) => jiff::Span::new().months(n),
+        };
+        first.checked_add(span).unwrap_or(first)
+    }
+
+    /// The first instant of the local day `day`: midnight, or the end of a gap that
+    /// swallowed it, or the earlier of two midnights.
+    fn start_of(&self, day: Date) -> i64 {
+        day.to_zoned(self.zone.clone())
+            .and_then(|z| z.start_of_day())
+            .map_or(0, |z| z.timestamp().as_second())
+    }
+}
+
+/// A weekday by its English name, as the config writes it.
+pub fn weekday(name: &str) -> Option<Weekday> {
+    Some(match name.to_ascii_lowercase().as_str() {
+        "monday" => Weekday::Monday,
+        "tuesday" => Weekday::Tuesday,
+        "wednesday" => Weekday::Wednesday,
+        "thursday" => Weekday::Thursday,
+        "friday" => Weekday::Friday,
+        "saturday" => Weekday::Saturday,
+        "sunday" => Weekday::Sunday,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+use super::*;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// A single-threaded table for exercising the tier logic.
+#[derive(Default)]
+struct MapTable(RefCell<HashMap<u64, u64>>);
+
+impl TatTable for MapTable {
+    fn apply(&self, key: u64, mut decide: impl FnMut(u64) -> Decision) -> (u64, Decision) {
+        let mut map = self.0.borrow_mut();
+        let tat = map.get(&key).copied().unwrap_or(0);
+        let d = decide(tat);
+        if d.admitted {
+            map.insert(key, d.tat);
+        }
+        (tat, d)
+    }
+    fn peek(&self, key: u64) -> u64 {
+        self.0.borrow().get(&key).copied().unwrap_or(0)
+    }
+    fn undo(&self, key: u64, old: u64, _new: u64, _now: u64) {
+        self.0.borrow_mut().insert(key, old);
+    }
+}
+
+const S: u64 = 1_000_000_000;
+
+fn tier(limit: u64, burst: u64, key: u64) -> Tier {
+    Tier {
+        window: None,
+        overflow: 0,
+        quota: Quota::new(limit, S, burst).expect("valid"),
+        mode: Mode::Enforce,
+        max_delay_ns: 0,
+        key,
+        reserve: None,
+    }
+}
+
+#[test]
+fn later_denial_rolls_back_earlier_tiers() {
+    let table = MapTable::default();
+    let tiers = [tier(100, 10, 1), tier(1, 2, 2)];
+    let now = 10 * S;
+    assert!(evaluate(&table, &tiers, now, 1).admitted);
+    assert!(evaluate(&table, &tiers, now, 1).admitted);
+    let before = table.peek(1);
+    let v = evaluate(&table, &tiers, now, 1);
+    assert!(!v.admitted);
+    assert_eq!(v.first_denier, Some(1));
+    assert_eq!(v.reporting, Some(1));
+    assert_eq!(table.peek(1), before, "tenant tier untouched by the denial");
+    assert_eq!(v.remaining, 0);
+    assert_eq!(v.wait_ns, S);
+}
+
+#[test]
+fn wait_is_the_maximum_over_denying_tiers() {
+    let table = MapTable::default();
+    // Tier 0: 1/s burst 1. Tier 1: 1 per 4 s (limit 1, period 1 s => use burst 1 and 0.25/s).
+    let slow = Tier {
+        window: None,
+        overflow: 0,
+        quota: Quota::new(1, 4 * S, 1).expect("valid"),
+        ..tier(1, 1, 2)
+    };
+    let tiers = [tier(1, 1, 1), slow];
+    assert!(evaluate(&table, &tiers, S, 1).admitted);
+    let v = evaluate(&table, &tiers, S, 1);
+    assert!(!v.admitted);
+    assert_eq!(v.first_denier, Some(0));
+    assert_eq!(v.wait_ns, 4 * S);
+    assert_eq!(v.reporting, Some(1), "the tier forcing the longest wait");
+}
+
+#[test]
+fn admission_reports_the_tightest_tier() {
+    let table = MapTable::default();
+    let tiers = [tier(100, 10, 1), tier(100, 3, 2)];
+    let v = evaluate(&table, &tiers, S, 1);
+    assert!(v.admitted);
+    assert_eq!(v.remaining, 2);
+    assert_eq!(v.reporting, Some(1));
+}
+
+#[test]
+fn shadow_tiers_never_deny_and_are_not_reported() {
+    let table = MapTable::default();
+    let mut shadow = tier(1, 1, 2);
+    shadow.mode = Mode::Shadow;
+    let tiers = [tier(100, 10, 1), shadow];
+    for _ in 0..5 {
+        let v = evaluate(&table, &tiers, S, 1);
+        assert!(v.admitted);
+        assert_eq!(v.reporting, Some(0));
+    }
+    let v = evaluate(&table, &tiers, S, 1);
+    assert!(!v.outcomes()[1].decision.admitted, "shadow tier would deny");
+}
