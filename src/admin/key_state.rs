@@ -37,8 +37,10 @@ async fn quota_json(
 ) -> Result<serde_json::Value, crate::store::StoreError> {
     let clock = &*shared.clock;
     let local_now = clock.now_ns();
-    let (tat, now) = shared.limiter.peek(key, local_now).await?;
-    let unix_now = clock.unix_ns_at(local_now);
+    let (tat, now, server_now) = shared.limiter.peek(key, local_now).await?;
+    // Redis's own now when it answered: usage is measured from the window's end to the
+    // nanosecond, which this gateway's clock cannot place on Redis's.
+    let unix_now = server_now.unwrap_or_else(|| clock.unix_ns_at(local_now));
     let bounds = calendar.bounds(i64::try_from(unix_now / 1_000_000_000).unwrap_or(i64::MAX));
     let end_unix = bounds.end_at(unix_now);
     // The end on the timeline `tat` is on: `now` plays the local clock's now.
@@ -86,7 +88,7 @@ async fn rate_json(
     key: &crate::store::StoreKey,
     quota: crate::limit::Quota,
 ) -> Result<serde_json::Value, crate::store::StoreError> {
-    let (tat, now) = shared.limiter.peek(key, shared.clock.now_ns()).await?;
+    let (tat, now, _) = shared.limiter.peek(key, shared.clock.now_ns()).await?;
     let probe = quota.decide(tat, now, 1, 0);
     Ok(json!({
         "tat_ms": (tat.saturating_sub(now)) as f64 / 1e6,

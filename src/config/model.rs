@@ -187,7 +187,14 @@ pub struct StoreSettings {
     pub fleet_size: Option<u32>,
     /// `replica_ack`: replicas that must acknowledge each admission before it counts.
     pub replica_ack: Option<u32>,
+    /// `state_file` (memory backend): where rate debts and quota usage survive a restart.
+    pub state_file: Option<std::path::PathBuf>,
+    /// `state_interval`: how often it is written (and once at shutdown).
+    pub state_interval: Duration,
 }
+
+/// How often the state file is written when `state_interval` is not given.
+pub const DEFAULT_STATE_INTERVAL: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {

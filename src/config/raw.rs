@@ -95,6 +95,9 @@ pub struct RawStore {
     pub fleet_size: Option<S<i64>>,
     /// Replicas that must acknowledge each admission (`WAIT`).
     pub replica_ack: Option<S<i64>>,
+    /// The memory backend's state across restarts, and how often it is written.
+    pub state_file: Option<S<String>>,
+    pub state_interval: Option<S<String>>,
 }
 
 /// A value written either as a boolean or as a word (`access_log = "refused"`).

@@ -70,6 +70,14 @@ pub fn spawn(
         }
     });
     let mut tasks = vec![tokio::spawn(sweeping), tokio::spawn(following)];
+    let interval = shared.config().store.state_interval;
+    if shared.config().store.state_file.is_some() && shared.limiter.memory().is_some() {
+        let s = shared.clone();
+        let writing = every(interval, shutdown.clone(), false, move |_| {
+            super::state::write(s.clone())
+        });
+        tasks.push(tokio::spawn(writing));
+    }
     let Some(remote) = shared.limiter.remote() else {
         return (tasks, None);
     };

@@ -3,6 +3,7 @@
 
 mod background;
 mod config_watch;
+mod state;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -48,6 +49,8 @@ pub enum StartError {
     Overrides(#[from] crate::overrides::FileError),
     #[error("watch_config: cannot watch the config file's folder: {0}")]
     Watch(#[from] notify::Error),
+    #[error(transparent)]
+    State(#[from] crate::store::state::StateError),
 }
 
 pub struct Gateway {
@@ -77,7 +80,9 @@ impl Gateway {
         let metrics = Arc::new(Metrics::new());
         // rustls needs one process-wide crypto provider for the Redis client's TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let saved = state::read(&config)?;
         let limiter = Limiter::new(store_of(&config)?, metrics.clone());
+        let limiter = state::restore(limiter, saved, &*clock);
         if let Some(remote) = limiter.remote() {
             // Decisions need the fleet's key secret: read it now if Redis answers soon
             // (a gateway still starts while Redis is down, and learns it later).
@@ -173,6 +178,8 @@ impl Gateway {
         if let Some(keeper) = self.slice_keeper {
             let _ = tokio::time::timeout(Duration::from_secs(5), keeper).await;
         }
+        // Every request has been answered: the state file gets their last word.
+        state::write(self.shared.clone()).await;
         // Leased slices go back, so the fleet is not short of what this gateway held.
         let give_back = self
             .shared
@@ -231,6 +238,7 @@ impl Gateway {
 /// the store's clients can be made (nothing connects). `tollgate check` runs it, so
 /// the two agree.
 pub fn preflight(config: &Config) -> Result<(), StartError> {
+    state::read(config)?;
     store_of(config).map(drop)
 }
 

@@ -34,16 +34,37 @@ pub struct StoreKey {
 /// the fleet's secret, when the store is Redis.
 pub struct KeyMaker {
     hasher: ahash::RandomState,
+    /// The hasher's seeds: a state file keeps them, so keys hash the same next time.
+    seeds: [u64; 4],
     /// The fleet's secret, when the store is Redis.
     fleet: Option<Arc<FleetSecret>>,
 }
 
 impl KeyMaker {
     pub fn new(fleet: Option<Arc<FleetSecret>>) -> Self {
+        let random = crate::random::bytes::<32>();
+        let mut seeds = [0u64; 4];
+        for (seed, chunk) in seeds.iter_mut().zip(random.chunks_exact(8)) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            *seed = u64::from_le_bytes(w);
+        }
+        Self::seeded(fleet, seeds)
+    }
+
+    /// Keys hashed with `seeds` (a state file's, so they hash as they did before).
+    pub fn seeded(fleet: Option<Arc<FleetSecret>>, seeds: [u64; 4]) -> Self {
+        let [a, b, c, d] = seeds;
         Self {
-            hasher: ahash::RandomState::new(),
+            hasher: ahash::RandomState::with_seeds(a, b, c, d),
+            seeds,
             fleet,
         }
+    }
+
+    /// The key hasher's seeds.
+    pub fn seeds(&self) -> [u64; 4] {
+        self.seeds
     }
 
     /// The fleet's secret, when the store is Redis.

@@ -23,6 +23,7 @@ pub mod overrides;
 pub mod rate;
 pub mod redis;
 pub mod slices;
+pub mod state;
 pub mod tiers;
 
 pub use admission::{Admission, Counted, Outcome, PolicyOutcome, TierReport};

@@ -271,6 +271,18 @@ impl Compiler {
             self.redis_limits(policies, spans);
             return;
         }
+        if store.state_file.is_none() {
+            let quota = policies
+                .iter()
+                .find(|(_, p)| p.rate().is_some_and(|r| r.calendar.is_some()));
+            if let Some((name, _)) = quota {
+                self.warn(
+                    spans.get(name).cloned().unwrap_or(0..0),
+                    format!("policy `{name}` is a calendar quota on the memory backend without a state_file: a restart forgets every key's usage this window"),
+                    Some("add [store] state_file = \"/var/lib/tollgate/state\" (or use backend = \"redis\")".to_owned()),
+                );
+            }
+        }
         for (name, p) in policies {
             if p.rate().is_some_and(|r| r.sync == Sync::Lease) {
                 self.error(

@@ -37,6 +37,8 @@ impl Compiler {
                 key_secret: None,
                 fleet_size: None,
                 replica_ack: None,
+                state_file: None,
+                state_interval: DEFAULT_STATE_INTERVAL,
             });
         };
         let backend = self.backend(&raw);
@@ -46,6 +48,8 @@ impl Compiler {
         let key_secret = self.key_secret(&raw);
         let fleet_size = self.optional_count(&raw.fleet_size, "fleet_size");
         let replica_ack = self.replica_ack(&raw, backend.as_ref());
+        let state_file = self.state_file(&raw, backend.as_ref());
+        let state_interval = self.duration_or(&raw.state_interval, DEFAULT_STATE_INTERVAL, false);
         Some(StoreSettings {
             backend: backend?,
             timeout: timeout?,
@@ -54,7 +58,37 @@ impl Compiler {
             key_secret: key_secret?,
             fleet_size: fleet_size?,
             replica_ack: replica_ack?,
+            state_file: state_file?,
+            state_interval: state_interval?,
         })
+    }
+
+    /// `state_file`: the memory backend's (with Redis the state lives in Redis).
+    fn state_file(
+        &mut self,
+        raw: &RawStore,
+        backend: Option<&Backend>,
+    ) -> Option<Option<std::path::PathBuf>> {
+        let Some(file) = &raw.state_file else {
+            return Some(None);
+        };
+        if let Some(Backend::Redis { .. }) = backend {
+            self.error(
+                file.span(),
+                "state_file keeps the memory backend's state; with backend = \"redis\" the state lives in Redis",
+                Some("remove state_file".to_owned()),
+            );
+            return None;
+        }
+        if file.get_ref().trim().is_empty() {
+            self.error(
+                file.span(),
+                "state_file is empty",
+                Some("name a file, e.g. state_file = \"/var/lib/tollgate/state\"".to_owned()),
+            );
+            return None;
+        }
+        Some(Some(self.base.join(file.get_ref())))
     }
 
     /// An optional whole number ≥ 1.

@@ -6,20 +6,25 @@ use crate::store::StoreError;
 
 impl Limiter {
     /// The key's TAT and the `now` it is relative to (the store's clock for Redis, whose
-    /// TATs are reported on a base that plays "now").
-    pub async fn peek(&self, key: &StoreKey, now: u64) -> Result<(u64, u64), StoreError> {
+    /// TATs are reported on a base that plays "now"), and with Redis its now in Unix ns.
+    pub async fn peek(
+        &self,
+        key: &StoreKey,
+        now: u64,
+    ) -> Result<(u64, u64, Option<u64>), StoreError> {
         match (self.remote(), &key.redis) {
             (Some(remote), Some(redis_key)) => {
-                let debts =
+                let (debts, server_now) =
                     crate::store::rate::redis::debts(remote, &[redis_key.key.as_str()]).await?;
                 let debt = debts.first().copied().unwrap_or(0);
                 let base = crate::store::rate::snapshot::BASE;
-                Ok((if debt == 0 { 0 } else { base + debt }, base))
+                let tat = if debt == 0 { 0 } else { base + debt };
+                Ok((tat, base, Some(server_now)))
             }
             (Some(_), None) => Err(StoreError::NotConnected),
             (None, _) => {
                 use crate::limit::TatTable;
-                Ok((self.local().peek(key.hash), now))
+                Ok((self.local().peek(key.hash), now, None))
             }
         }
     }

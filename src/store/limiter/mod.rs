@@ -61,6 +61,12 @@ impl Limiter {
         }
     }
 
+    /// Hashes keys with `seeds` from now on (a state file's, read before any request).
+    pub fn with_key_seeds(mut self, seeds: [u64; 4]) -> Self {
+        self.keys = KeyMaker::seeded(self.keys.fleet().cloned(), seeds);
+        self
+    }
+
     /// The embedded store when it holds all state (memory mode); `None` with Redis, whose
     /// local fallback is [`Limiter::local`].
     pub fn memory(&self) -> Option<&MemoryStore> {

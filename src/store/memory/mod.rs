@@ -115,6 +115,46 @@ impl MemoryStore {
             .sum()
     }
 
+    /// Calls `f(key, tat)` for every key with `TAT > now` (what carries information),
+    /// reading the current tables without a lock. A key caught mid-move by a rebuild is
+    /// read from the table that replaces it.
+    pub fn busy_keys(&self, now: u64, mut f: impl FnMut(u64, u64)) {
+        for shard in self.shards.iter() {
+            let mut moved = Vec::new();
+            let table = shard.table.load_full();
+            for slot in table.buckets.iter().flat_map(|b| &b.0) {
+                let key = slot.key.load(Ordering::Acquire);
+                if key == table::EMPTY {
+                    continue;
+                }
+                match slot.tat.load(Ordering::Acquire) {
+                    FROZEN => moved.push(key),
+                    tat if tat > now => f(key, tat),
+                    _ => {}
+                }
+            }
+            for key in moved {
+                let tat = self.peek(key);
+                if tat > now {
+                    f(key, tat);
+                }
+            }
+        }
+    }
+
+    /// Sets `key`'s TAT to `tat` when it is later than the one kept (a state file's key
+    /// at start).
+    pub fn restore(&self, key: u64, tat: u64) {
+        self.apply(key, |current| Decision {
+            admitted: tat > current,
+            tat: tat.max(current),
+            remaining: 0,
+            wait_ns: 0,
+            delay_ns: 0,
+            until_idle_ns: 0,
+        });
+    }
+
     /// Forgets `key`'s state (its TAT becomes idle; the next sweep drops it): the admin
     /// API's reset.
     pub fn forget(&self, key: u64) {

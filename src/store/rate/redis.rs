@@ -331,12 +331,15 @@ async fn roll_back(
     }
 }
 
-/// Current debts (TAT − now, ns; 0 = idle) of `keys`, for the admin API.
-pub async fn debts(remote: &RedisStore, keys: &[&str]) -> Result<Vec<u64>, StoreError> {
+/// Current debts (TAT − now, ns; 0 = idle) of `keys`, for the admin API, and the
+/// server's now they are relative to (Unix ns).
+pub async fn debts(remote: &RedisStore, keys: &[&str]) -> Result<(Vec<u64>, u64), StoreError> {
     let mut inv = PEEK.prepare_invoke();
     for k in keys {
         inv.key(*k);
     }
     let values: Vec<i64> = remote.invoke(&inv).await?;
-    Ok(Reply::parse(&values, keys.len(), false)?.debts.to_vec())
+    let reply = Reply::parse(&values, keys.len(), false)?;
+    let now = u64::try_from(reply.now_abs()).unwrap_or(u64::MAX);
+    Ok((reply.debts.to_vec(), now))
 }

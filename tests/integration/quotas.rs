@@ -1,0 +1,319 @@
+//! Calendar quotas through the gateway: the headers and the refusal over HTTP/1.1 and
+//! HTTP/2, the reset at the window's end (the fake clock), the admin API's view, reset
+//! and a runtime override that raises the quota, two gateways sharing one quota on Redis
+//! (its key expiring with the window), and a memory-backed restart that keeps every
+//! quota's usage and every rate debt.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// The fake clock starts at 1000 s: 2026-01-01T00:16:40Z.
+const TO_MIDNIGHT_S: u64 = 86_400 - 1_000;
+
+fn daily(store: &str) -> String {
+    Fixture::new()
+        .server("workers = 1")
+        .store(store)
+        .policy_raw(
+            "daily",
+            "key = \"header:x-key\"\nquota = 3\nwindow = \"day\"\ntimezone = \"UTC\"\n",
+        )
+        .policy("rate", "header:x-rate", 1, "1h", 2)
+        .route("api", "/", "api", &["daily"])
+        .route("rated", "/rated", "api", &["rate"])
+        .build()
+}
+
+async fn call(client: &HttpClient, gw: &TestGateway, key: &str) -> Got {
+    send(client, "GET", &gw.url("/"), &[("x-key", key)], b"").await
+}
+
+#[tokio::test]
+async fn a_daily_quota_over_http1_and_http2_resets_at_midnight() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&daily("backend = \"memory\""), &up.url()).await;
+    for (client, key) in [(http1(), "one"), (http2(), "two")] {
+        for left in [2, 1, 0] {
+            let r = call(&client, &gw, key).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert_eq!(r.header("ratelimit-policy"), Some("\"daily\";q=3;w=86400"));
+            assert_eq!(
+                r.header("ratelimit"),
+                Some(format!("\"daily\";r={left};t={TO_MIDNIGHT_S}").as_str())
+            );
+            assert_eq!(r.num("x-ratelimit-limit"), 3);
+        }
+        let refused = call(&client, &gw, key).await;
+        assert_eq!(refused.status, 429);
+        assert_eq!(refused.num("retry-after"), TO_MIDNIGHT_S, "until the reset");
+        let problem = send(
+            &client,
+            "GET",
+            &gw.url("/"),
+            &[("x-key", key), ("accept", "application/problem+json")],
+            b"",
+        )
+        .await;
+        assert_eq!(problem.status, 429);
+        assert!(problem.text().contains("daily"), "{}", problem.text());
+    }
+    assert_eq!(up.requests(), 6, "only admitted requests went upstream");
+    let state = get(&gw.admin_url("/admin/limits/daily/one"), &[])
+        .await
+        .json();
+    assert_eq!(state["kind"], "quota", "{state}");
+    assert_eq!(
+        (state["used"].as_u64(), state["left"].as_u64()),
+        (Some(3), Some(0))
+    );
+    assert_eq!(state["resets_at"], "2026-01-02T00:00:00Z");
+    assert_eq!(state["window"], "day");
+
+    // Midnight: a new window.
+    gw.advance(TO_MIDNIGHT_S * S);
+    assert_eq!(call(&http1(), &gw, "one").await.status, 200);
+    let state = get(&gw.admin_url("/admin/limits/daily/one"), &[])
+        .await
+        .json();
+    assert_eq!(state["used"], 1, "{state}");
+    assert_eq!(state["resets_at"], "2026-01-03T00:00:00Z");
+}
+
+#[tokio::test]
+async fn a_reset_and_a_raised_quota_unblock_at_once() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&daily("backend = \"memory\""), &up.url()).await;
+    let client = http1();
+    for _ in 0..3 {
+        assert_eq!(call(&client, &gw, "k").await.status, 200);
+    }
+    assert_eq!(call(&client, &gw, "k").await.status, 429);
+    // Raised to 5 mid-window: two more, the three used are kept.
+    let put = send(
+        &client,
+        "PUT",
+        &gw.admin_url("/admin/overrides/daily/k"),
+        &[("content-type", "application/json")],
+        br#"{"quota": 5}"#,
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    let statuses: Vec<u16> = futures_statuses(&client, &gw, "k", 3).await;
+    assert_eq!(statuses, [200, 200, 429]);
+    // A reset forgets the usage.
+    let reset = send(
+        &client,
+        "POST",
+        &gw.admin_url("/admin/reset/daily/k"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+    assert_eq!(call(&client, &gw, "k").await.status, 200);
+    // Rate debts too; a concurrency key is not resettable; unknown policies are named.
+    for _ in 0..2 {
+        let r = send(&client, "GET", &gw.url("/rated"), &[("x-rate", "r")], b"").await;
+        assert_eq!(r.status, 200);
+    }
+    let rated_url = gw.url("/rated");
+    let rated = || send(&client, "GET", &rated_url, &[("x-rate", "r")], b"");
+    assert_eq!(rated().await.status, 429);
+    let reset = send(
+        &client,
+        "POST",
+        &gw.admin_url("/admin/reset/rate/r"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(reset.status, 200);
+    assert_eq!(rated().await.status, 200);
+    let unknown = send(
+        &client,
+        "POST",
+        &gw.admin_url("/admin/reset/nope/r"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(unknown.status, 404);
+    // A bad override is refused in the config's words.
+    let bad = send(
+        &client,
+        "PUT",
+        &gw.admin_url("/admin/overrides/daily/k"),
+        &[("content-type", "application/json")],
+        br#"{"limit": 5}"#,
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(bad.text().contains("quota"), "{}", bad.text());
+}
+
+async fn futures_statuses(client: &HttpClient, gw: &TestGateway, key: &str, n: usize) -> Vec<u16> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(call(client, gw, key).await.status.as_u16());
+    }
+    out
+}
+
+#[tokio::test]
+async fn two_gateways_share_one_monthly_quota_on_redis_and_its_key_expires_with_the_month() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\non_error = \"deny\"",
+        redis.url()
+    );
+    let toml = Fixture::new()
+        .store(store)
+        .policy_raw(
+            "monthly",
+            "key = \"header:x-key\"\nquota = 4\nwindow = \"month\"\ntimezone = \"Europe/Berlin\"\n",
+        )
+        .route("api", "/", "api", &["monthly"])
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    a.wait_for_store_with("/", "x-key", "warm-up-a").await;
+    b.wait_for_store_with("/", "x-key", "warm-up-b").await;
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let gw = if i % 2 == 0 { &a } else { &b };
+        let client = if i % 4 < 2 { http1() } else { http2() };
+        statuses.push(call(&client, gw, "acme").await.status.as_u16());
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 429, 429, 429, 429],
+        "one quota, two gateways"
+    );
+    let state = get(&b.admin_url("/admin/limits/monthly/acme"), &[])
+        .await
+        .json();
+    assert_eq!(
+        (state["used"].as_u64(), state["left"].as_u64()),
+        (Some(4), Some(0)),
+        "{state}"
+    );
+    // The key expires when the month ends in Berlin (its usage is worth nothing after).
+    let keys = redis.cli(&["KEYS", "tg:*"]);
+    let key = keys
+        .lines()
+        .map(str::trim)
+        .find(|k| k.contains("}:monthly:"))
+        .unwrap_or_else(|| panic!("a key of the monthly policy: {keys}"));
+    let ttl: i64 = redis.cli(&["PTTL", key]).trim().parse().expect("ttl");
+    let now = jiff::Zoned::now().with_time_zone(jiff::tz::TimeZone::get("Europe/Berlin").unwrap());
+    let next_month = now
+        .first_of_month()
+        .and_then(|d| d.checked_add(jiff::Span::new().months(1)))
+        .and_then(|d| d.start_of_day())
+        .expect("next month");
+    let until = now.duration_until(&next_month).as_millis() as i64;
+    assert!(
+        (until - 60_000..=until + 1_000).contains(&ttl),
+        "expires at the month's end ({until} ms away): {ttl}"
+    );
+    assert_eq!(state["resets_at"], next_month.timestamp().to_string());
+}
+
+#[tokio::test]
+async fn a_restart_keeps_quota_usage_and_rate_debts_and_a_damaged_file_refuses_it() {
+    let up = Upstream::start().await;
+    let keep = tempfile::tempdir().expect("tempdir");
+    let file = keep.path().join("state");
+    let store = format!(
+        "backend = \"memory\"\nstate_file = {:?}\nstate_interval = \"1h\"",
+        file.display().to_string()
+    );
+    let toml = daily(&store);
+    let mut first = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let client = http1();
+    assert_eq!(call(&client, &first, "k").await.status, 200);
+    assert_eq!(call(&client, &first, "k").await.status, 200);
+    let rated = |gw: &TestGateway| {
+        let url = gw.url("/rated");
+        async move {
+            send(&http2(), "GET", &url, &[("x-rate", "r")], b"")
+                .await
+                .status
+        }
+    };
+    assert_eq!(rated(&first).await, 200);
+    assert_eq!(rated(&first).await, 200);
+    assert_eq!(rated(&first).await, 429, "the burst is spent");
+    first.gateway.take().expect("running").shutdown().await;
+    let written = std::fs::metadata(&file).expect("written at shutdown");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(written.permissions().mode() & 0o777, 0o600);
+
+    let second = TestGateway::start_real_clock(&toml, &up.url()).await;
+    assert_eq!(
+        call(&client, &second, "k").await.status,
+        200,
+        "one unit was left"
+    );
+    assert_eq!(
+        call(&client, &second, "k").await.status,
+        429,
+        "two were used before"
+    );
+    assert_eq!(rated(&second).await, 429, "the debt survived the restart");
+    assert_eq!(call(&client, &second, "fresh").await.status, 200);
+    drop(second);
+
+    // A damaged file refuses the start, and `tollgate check` says so.
+    let eventually_written = eventually_async(Duration::from_secs(10), || async {
+        std::fs::metadata(&file).is_ok()
+    })
+    .await;
+    assert!(eventually_written);
+    let mut bytes = std::fs::read(&file).expect("state");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&file, &bytes).expect("damage");
+    let path = keep.path().join("tollgate.toml");
+    std::fs::write(&path, toml.replace("{upstream}", &up.url())).expect("config");
+    let refused = tollgate::gateway::Gateway::start_with(
+        tollgate::config::load(&path).expect("valid"),
+        std::sync::Arc::new(tollgate::clock::MonotonicClock::new()),
+    )
+    .await;
+    let message = refused.err().expect("refused").to_string();
+    assert!(message.contains("damaged"), "{message}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("tollgate check runs");
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("damaged"), "{text}");
+}
+
+#[tokio::test]
+async fn check_warns_of_a_quota_that_a_restart_would_forget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(
+        &path,
+        daily("backend = \"memory\"").replace("{upstream}", "http://127.0.0.1:9"),
+    )
+    .expect("config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("tollgate check runs");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("without a state_file"), "{all}");
+}
