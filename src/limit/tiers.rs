@@ -164,6 +164,10 @@ impl Verdict {
         &self.outcomes
     }
 
+    pub fn outcome_mut(&mut self, index: usize) -> Option<&mut TierOutcome> {
+        self.outcomes.get_mut(index)
+    }
+
     /// Tier `index` of this admitted request was settled and its key now owes `debt_ns`
     /// (TAT − now): its numbers, and which tier the headers report, follow.
     pub fn settled(&mut self, index: usize, debt_ns: u64, quota: &Quota) {

@@ -317,3 +317,74 @@ async fn check_warns_of_a_quota_that_a_restart_would_forget() {
     assert!(out.status.success(), "{all}");
     assert!(all.contains("without a state_file"), "{all}");
 }
+
+/// A token quota per day, 10 reserved per request, settled from the upstream's
+/// `x-usage-tokens` (the test upstream's `/v1/usage` sends back the request's `x-usage`).
+fn tokens_per_day(store: &str) -> String {
+    Fixture::new()
+        .store(store)
+        .policy_raw(
+            "tokens",
+            "key = \"header:x-key\"\nquota = 100\nwindow = \"day\"\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n",
+        )
+        .route("api", "/", "api", &["tokens"])
+        .build()
+}
+
+async fn used(gw: &TestGateway, client: &HttpClient, usage: &str) -> Got {
+    let headers = [("x-key", "acme"), ("x-usage", usage)];
+    send(client, "GET", &gw.url("/v1/usage"), &headers, b"").await
+}
+
+#[tokio::test]
+async fn a_quota_settles_from_the_upstreams_header_in_memory_and_on_redis() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&tokens_per_day("backend = \"memory\""), &up.url()).await;
+    let client = http2();
+    // 10 reserved, 30 used: 20 more; 10 reserved, 2 used: 8 back (none of it expires).
+    let r = used(&gw, &client, "30").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("ratelimit"),
+        Some(format!("\"tokens\";r=70;t={TO_MIDNIGHT_S}").as_str())
+    );
+    let r = used(&gw, &client, "2").await;
+    assert_eq!(r.num("x-ratelimit-remaining"), 68);
+    let state = get(&gw.admin_url("/admin/limits/tokens/acme"), &[])
+        .await
+        .json();
+    assert_eq!(state["used"], 32, "{state}");
+    // Past the quota on what was reported: admitted on its reserve, then refused until
+    // midnight.
+    assert_eq!(used(&gw, &client, "500").await.status, 200);
+    let refused = used(&gw, &client, "1").await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.num("retry-after"), TO_MIDNIGHT_S);
+    gw.advance(TO_MIDNIGHT_S * S);
+    assert_eq!(used(&gw, &client, "1").await.status, 200, "a new day");
+
+    let redis = RedisServer::start();
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\non_error = \"deny\"",
+        redis.url()
+    );
+    let gw = TestGateway::start_real_clock(&tokens_per_day(&store), &up.url()).await;
+    gw.wait_for_store_with("/", "x-key", "warm-up").await;
+    let client = http1();
+    assert_eq!(
+        used(&gw, &client, "30").await.num("x-ratelimit-remaining"),
+        70
+    );
+    assert_eq!(
+        used(&gw, &client, "2").await.num("x-ratelimit-remaining"),
+        68
+    );
+    let state = get(&gw.admin_url("/admin/limits/tokens/acme"), &[])
+        .await
+        .json();
+    assert_eq!(
+        (state["used"].as_u64(), state["left"].as_u64()),
+        (Some(32), Some(68)),
+        "{state}"
+    );
+}

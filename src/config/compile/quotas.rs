@@ -22,8 +22,6 @@ impl Compiler {
                 ("retry_after", raw.retry_after.as_ref().map(S::span)),
                 ("lease_ttl", raw.lease_ttl.as_ref().map(S::span)),
                 ("max_delay", raw.max_delay.as_ref().map(S::span)),
-                ("settle", raw.settle.as_ref().map(S::span)),
-                ("reserve", raw.reserve.as_ref().map(S::span)),
             ],
             |field| format!("policy `{name}` is a calendar quota (quota, window): `{field}` does not apply to it"),
             "a quota charges the route's cost per admitted request and refills only at the window's reset; for a rate, make a second policy with limit, period and burst and list both in the route",
@@ -53,14 +51,25 @@ impl Compiler {
         };
         let quota = self.quota_units(raw_quota);
         let calendar = self.calendar(name, &raw);
+        let gcra = quota.and_then(units);
+        let settle = self.settle(name, &raw, gcra.as_ref(), None);
+        if let (Some(Some(s)), Some(at)) = (&settle, &raw.settle) {
+            if s.source.measures_bytes() {
+                self.error(
+                    at.span(),
+                    format!("policy `{name}`: a calendar quota settles from a response header or trailer, not from {}", s.source.describe()),
+                    Some("bytes are metered as the body streams against a refilling rate: settle them on a rate policy listed in the same route".to_owned()),
+                );
+            }
+        }
         let overrides = self.quota_overrides(name, raw.overrides);
         let (quota, calendar) = (quota?, calendar?);
         Some(PolicyKind::Rate(RateLimit {
             limit: quota,
             period: Duration::from_secs(86_400),
-            quota: units(quota)?,
+            quota: gcra?,
             overrides,
-            settle: None,
+            settle: settle?,
             sync: Sync::Exact,
             calendar: Some(std::sync::Arc::new(CalendarQuota::new(quota, calendar))),
         }))

@@ -99,6 +99,7 @@ mod tests {
             reserve: 10,
             drawn: 0,
             ahead_ns: 10_000_000_000,
+            window: None,
             admitted_at: 0,
         }
     }

@@ -93,6 +93,7 @@ fn started(policy: &Arc<Policy>, reserve: u64, ahead_ns: u64, now: u64) -> Strea
             reserve,
             drawn: 0,
             ahead_ns,
+            window: None,
             admitted_at: now,
         },
         moved: 0,

@@ -7,18 +7,27 @@
 -- ARGV[2]  ns owed or refunded
 -- ARGV[3]  room (refund: ns of this request's reservation still ahead of now)
 -- ARGV[4]  max_debt (ns)
--- Returns  the debt (TAT − now, ns) after settling
+-- ARGV[5]  a calendar quota's window, "start:end:next" Unix seconds ("" for a rate): its
+--          TAT is measured from the window's end instead of now (see gcra.lua)
+-- Returns  the debt (TAT − now, ns; a quota: TAT − the window's end, its units used)
 local time = redis.call('TIME')
 local now_s = tonumber(time[1])
 local now_ns = tonumber(time[2]) * 1000
 local op, ns = ARGV[1], tonumber(ARGV[2])
 local room, max_debt = tonumber(ARGV[3]), tonumber(ARGV[4])
+local basis = 0
+local ws, we, wn = string.match(ARGV[5] or '', '^(%d+):(%d+):(%d+)$')
+if ws then
+  local e = tonumber(we)
+  if now_s < tonumber(ws) then e = tonumber(ws) elseif now_s >= e then e = tonumber(wn) end
+  basis = (e - now_s) * 1000000000 - now_ns
+end
 local debt = 0
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local s, sns = string.match(stored, '^(%d+):(%d+)$')
   if s then
-    debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(sns) - now_ns)
+    debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(sns) - now_ns) - basis
   end
 end
 if debt < 0 then debt = 0 end
@@ -34,8 +43,8 @@ if after == 0 then
   redis.call('DEL', KEYS[1])
   return 0
 end
-local total = now_ns + after
+local total = now_ns + basis + after
 local rest = math.fmod(total, 1000000000)
 local s = now_s + (total - rest) / 1000000000
-redis.call('SET', KEYS[1], string.format('%d:%09d', s, rest), 'PX', math.max(1, math.ceil(after / 1000000)))
+redis.call('SET', KEYS[1], string.format('%d:%09d', s, rest), 'PX', math.max(1, math.ceil((basis + after) / 1000000)))
 return after

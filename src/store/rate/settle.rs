@@ -41,6 +41,9 @@ pub struct PendingSettle {
     /// passes.
     pub ahead_ns: u64,
     pub admitted_at: u64,
+    /// A calendar quota's window: its end on the local clock (its TAT is measured from
+    /// it, and nothing it reserved expires with time) and its bounds for Redis.
+    pub window: Option<(u64, crate::limit::calendar::Bounds)>,
 }
 
 impl PendingSettle {
@@ -82,22 +85,28 @@ impl PendingSettle {
             }),
             std::cmp::Ordering::Less => Some(Adjustment::Refund {
                 ns: (charged - units).saturating_mul(self.t_ns),
-                room_ns: self
-                    .ahead_ns
-                    .saturating_sub(now.saturating_sub(self.admitted_at)),
+                room_ns: match self.window {
+                    // A quota's reservation does not run out with time: all of it may
+                    // come back.
+                    Some(_) => charged.saturating_mul(self.t_ns),
+                    None => self
+                        .ahead_ns
+                        .saturating_sub(now.saturating_sub(self.admitted_at)),
+                },
             }),
         }
     }
 }
 
 /// Settles `pending` at `units` in the process-local table, at `now`: the debt (TAT −
-/// now) after.
+/// now; for a quota, TAT − its window's end: the units used) after.
 pub fn settle_local(local: &MemoryStore, pending: &PendingSettle, units: u64, now: u64) -> u64 {
+    let basis = pending.window.map_or(now, |(end, _)| end);
     let Some(adjustment) = pending.adjustment(units, now) else {
-        return local.peek(pending.key).saturating_sub(now);
+        return local.peek(pending.key).saturating_sub(basis);
     };
     let (prior, decision) = local.apply(pending.key, |tat| {
-        let after = settle(tat, now, adjustment, MAX_SETTLED_DEBT_NS);
+        let after = settle(tat, basis, adjustment, MAX_SETTLED_DEBT_NS);
         crate::limit::Decision {
             admitted: after != tat,
             tat: after,
@@ -112,7 +121,7 @@ pub fn settle_local(local: &MemoryStore, pending: &PendingSettle, units: u64, no
     } else {
         prior
     };
-    tat.saturating_sub(now)
+    tat.saturating_sub(basis)
 }
 
 /// Settles `pending` at `units` on its Redis key `key`, on Redis's clock: the debt (TAT −
@@ -130,11 +139,16 @@ pub async fn settle_remote(
         Some(Adjustment::Refund { ns, room_ns }) => ("refund", ns, room_ns),
     };
     let mut call = SETTLE_SCRIPT.prepare_invoke();
+    let window = pending
+        .window
+        .map(|(_, b)| format!("{}:{}:{}", b.start, b.end, b.next))
+        .unwrap_or_default();
     call.key(key)
         .arg(op)
         .arg(ns)
         .arg(room)
-        .arg(MAX_SETTLED_DEBT_NS);
+        .arg(MAX_SETTLED_DEBT_NS)
+        .arg(window);
     let debt: i64 = remote.invoke(&call).await?;
     u64::try_from(debt).map_err(|_| StoreError::Reply)
 }
@@ -175,6 +189,7 @@ pub fn pending_settles(
                 drawn: 0,
                 ahead_ns: outcome.decision.until_idle_ns,
                 admitted_at: now,
+                window: t.tier.window.zip(t.bounds),
             });
         }
     }
