@@ -88,7 +88,15 @@ fn write_store(out: &mut String, store: &crate::config::StoreSettings) {
         cluster, sentinel, ..
     } = &store.backend
     else {
-        let _ = writeln!(out, "store  memory");
+        let _ = match &store.state_file {
+            Some(path) => writeln!(
+                out,
+                "store  memory, state kept in {} (written every {} and at shutdown)",
+                path.display(),
+                humantime::format_duration(store.state_interval)
+            ),
+            None => writeln!(out, "store  memory (state is lost on restart)"),
+        };
         return;
     };
     let kind = match (cluster, sentinel) {
@@ -143,8 +151,24 @@ fn write_policy(out: &mut String, p: &Policy) {
     );
 }
 
-/// A rate policy as written, then as run: T and τ, and how it settles and syncs.
+/// A rate policy as written, then as run: T and τ, and how it settles and syncs; a
+/// calendar quota as written.
 fn rate_numbers(r: &RateLimit) -> String {
+    if let Some(q) = &r.calendar {
+        use crate::limit::calendar::Period;
+        let from = match q.calendar.period {
+            Period::Day => "local midnight".to_owned(),
+            Period::Week(day) => format!("{day:?}s").to_lowercase(),
+            Period::Month(day) => format!("day {day}"),
+        };
+        return format!(
+            "quota={} per {} ({}, from {from}){}",
+            q.quota,
+            q.calendar.period_name(),
+            q.calendar.zone_name,
+            r.settle.as_ref().map_or_else(String::new, settle_numbers),
+        );
+    }
     format!(
         "limit={} per {} burst={}  T={} τ={}{}{}",
         r.limit,

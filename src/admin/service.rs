@@ -213,7 +213,7 @@ fn config_json(shared: &Shared) -> serde_json::Value {
             "name": u.name,
             "targets": u.targets.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "policies": c.policies.iter().map(policy_json).collect::<Vec<_>>(),
+        "policies": c.policies.iter().map(|p| policy_json(shared, p)).collect::<Vec<_>>(),
         "routes": c.routes.iter().map(|r| json!({
             "name": r.name,
             "path": r.path,
@@ -260,7 +260,7 @@ fn stats_json(shared: &Shared) -> serde_json::Value {
 
 /// One policy in `/admin/config`: the rate fields for a rate policy, `max_in_flight` and
 /// its hints for a concurrency cap.
-fn policy_json(p: &Arc<crate::config::Policy>) -> serde_json::Value {
+fn policy_json(shared: &Shared, p: &Arc<crate::config::Policy>) -> serde_json::Value {
     let mut out = json!({
         "name": p.name,
         "key": p.key.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
@@ -269,6 +269,24 @@ fn policy_json(p: &Arc<crate::config::Policy>) -> serde_json::Value {
         "overrides": p.override_count(),
     });
     let fields = match &p.kind {
+        PolicyKind::Rate(r) if r.calendar.is_some() => {
+            let q = r.calendar.as_deref().expect("a calendar quota");
+            let unix_ns = shared.clock.unix_ns_at(shared.clock.now_ns());
+            let bounds = q.bounds(i64::try_from(unix_ns / 1_000_000_000).unwrap_or(i64::MAX));
+            let at = |s: i64| crate::clock::rfc3339(u64::try_from(s).unwrap_or(0) * 1_000_000_000);
+            json!({
+                "kind": "quota",
+                "quota": q.quota,
+                "window": q.calendar.period_name(),
+                "timezone": q.calendar.zone_name,
+                "window_start": at(bounds.start),
+                "resets_at": at(bounds.end),
+                "settle": r.settle.as_ref().map(|s| json!({
+                    "source": s.source.describe(),
+                    "reserve": s.reserve.map(|r| r.get()),
+                })),
+            })
+        }
         PolicyKind::Rate(r) => json!({
             "kind": "rate",
             "limit": r.limit,

@@ -17,6 +17,7 @@ started), 2 on bad usage. The browser is always quit. Every wait is bounded.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -87,7 +88,8 @@ const policies = [...document.querySelectorAll("#policies-body tr")].map((tr) =>
            burst: Number(td[3].textContent.replace(/,/g, "")),
            t_ns: Number((td[4].title || "").replace(/ ns$/, "")),
            limit: td[2].textContent.trim(),
-           inflight: td[2].textContent.includes("in flight") };
+           inflight: td[2].textContent.includes("in flight"),
+           quota: td[2].textContent.includes(" per ") && td[2].textContent.includes("resets") };
 }).filter(Boolean);
 const canvas = $("rate-chart");
 return {
@@ -177,8 +179,15 @@ def run(admin_url: str, data_url: str, shots: str, driver) -> list[str]:
                                             and s["statsRows"] > 0 and not s["statsEmpty"]
                                             and s["points"] >= 2) else None)(state(d)))
     check(not s["banner"], "the 'admin API unreachable' banner is shown although the API answered")
-    rate = [p for p in s["policies"] if not p["inflight"]]
+    rate = [p for p in s["policies"] if not p["inflight"] and not p["quota"]]
     caps = [p for p in s["policies"] if p["inflight"]]
+    quotas = [p for p in s["policies"] if p["quota"]]
+    for p in quotas:
+        check(re.search(r"per (day|week|month)", p["limit"]) and re.search(r"resets \d{4}-\d\d-\d\dT", p["limit"]),
+              f"quota policy row does not show its window and reset time: {p}")
+        check(all(o["value"] != p["name"] for o in s["options"]),
+              f"quota policy {p['name']!r} is offered in the GCRA playground: {s['options']}")
+    summary.append(f"quota policies shown: {', '.join(p['name'] + ' ' + p['limit'] for p in quotas) or 'none'}")
     for p in rate:
         check(p["name"] and p["burst"] >= 1 and p["t_ns"] > 0, f"policies table row looks wrong: {p}")
     for p in caps:

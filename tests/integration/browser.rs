@@ -30,28 +30,36 @@ async fn status_page_in_headless_chromium() {
         .policy("client", "ip", 1, "1s", 5)
         .policy("endpoint", "route", 100, "1s", 20)
         .policy_raw("inflight", "key = \"ip\"\nmax_in_flight = 8\n")
+        .policy_raw(
+            "monthly",
+            "key = \"ip\"\nquota = 1000000\nwindow = \"month\"\ntimezone = \"Europe/Berlin\"\n",
+        )
         .route(
             "search",
             "/v1/search",
             "api",
-            &["endpoint", "client", "inflight"],
+            &["endpoint", "client", "inflight", "monthly"],
         )
         .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let shots = tempfile::tempdir().expect("tempdir");
     let shots_dir = shots.path().display().to_string();
-    run_check(
+    let report = run_check(
         "status_page.py",
         vec![gw.admin_url(""), gw.url("/v1/search"), shots_dir],
         shots.path(),
         &["status-page.png", "playground.png"],
     )
     .await;
+    assert!(
+        report.contains("quota policies shown: monthly 1,000,000 per month"),
+        "the quota policy's row with its window and reset: {report}"
+    );
 }
 
 /// Runs `tests/browser/SCRIPT ARGS…` (within 3 minutes), asserts it passed, and that it
-/// wrote each of `shots` into `dir`.
-async fn run_check(script: &str, args: Vec<String>, dir: &Path, shots: &[&str]) {
+/// wrote each of `shots` into `dir`; returns what it printed.
+async fn run_check(script: &str, args: Vec<String>, dir: &Path, shots: &[&str]) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/browser")
         .join(script);
@@ -78,6 +86,7 @@ async fn run_check(script: &str, args: Vec<String>, dir: &Path, shots: &[&str]) 
             .unwrap_or(0);
         assert!(size > 10_000, "{shot} was written ({size} bytes)");
     }
+    report
 }
 
 /// With Redis unreachable, the page says so — the address, the cause, the breaker — instead

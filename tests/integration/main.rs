@@ -28,6 +28,7 @@ mod parked;
 mod pool;
 mod problem;
 mod proxy;
+mod quota_fleet;
 mod quotas;
 mod readme;
 mod redis;

@@ -1,8 +1,8 @@
 //! Calendar quotas through the gateway: the headers and the refusal over HTTP/1.1 and
 //! HTTP/2, the reset at the window's end (the fake clock), the admin API's view, reset
-//! and a runtime override that raises the quota, two gateways sharing one quota on Redis
-//! (its key expiring with the window), and a memory-backed restart that keeps every
-//! quota's usage and every rate debt.
+//! and a runtime override that raises the quota, settling from the upstream's header
+//! (memory and Redis), and a memory-backed restart that keeps every quota's usage and
+//! every rate debt (fleets on Redis: `quota_fleet.rs`).
 
 use std::time::Duration;
 
@@ -56,7 +56,18 @@ async fn a_daily_quota_over_http1_and_http2_resets_at_midnight() {
         )
         .await;
         assert_eq!(problem.status, 429);
-        assert!(problem.text().contains("daily"), "{}", problem.text());
+        let body = problem.json();
+        assert_eq!(
+            body["violated-policies"],
+            serde_json::json!(["daily"]),
+            "{body}"
+        );
+        assert_eq!(body["limit"], "quota", "{body}");
+        assert_eq!(refused.json()["limit"], "quota");
+        assert_eq!(
+            refused.json()["retry_after_ms"].as_u64(),
+            Some(TO_MIDNIGHT_S * 1000)
+        );
     }
     assert_eq!(up.requests(), 6, "only admitted requests went upstream");
     let state = get(&gw.admin_url("/admin/limits/daily/one"), &[])
@@ -158,67 +169,6 @@ async fn futures_statuses(client: &HttpClient, gw: &TestGateway, key: &str, n: u
         out.push(call(client, gw, key).await.status.as_u16());
     }
     out
-}
-
-#[tokio::test]
-async fn two_gateways_share_one_monthly_quota_on_redis_and_its_key_expires_with_the_month() {
-    let redis = RedisServer::start();
-    let up = Upstream::start().await;
-    let store = format!(
-        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\non_error = \"deny\"",
-        redis.url()
-    );
-    let toml = Fixture::new()
-        .store(store)
-        .policy_raw(
-            "monthly",
-            "key = \"header:x-key\"\nquota = 4\nwindow = \"month\"\ntimezone = \"Europe/Berlin\"\n",
-        )
-        .route("api", "/", "api", &["monthly"])
-        .build();
-    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
-    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
-    a.wait_for_store_with("/", "x-key", "warm-up-a").await;
-    b.wait_for_store_with("/", "x-key", "warm-up-b").await;
-    let mut statuses = Vec::new();
-    for i in 0..8 {
-        let gw = if i % 2 == 0 { &a } else { &b };
-        let client = if i % 4 < 2 { http1() } else { http2() };
-        statuses.push(call(&client, gw, "acme").await.status.as_u16());
-    }
-    assert_eq!(
-        statuses,
-        [200, 200, 200, 200, 429, 429, 429, 429],
-        "one quota, two gateways"
-    );
-    let state = get(&b.admin_url("/admin/limits/monthly/acme"), &[])
-        .await
-        .json();
-    assert_eq!(
-        (state["used"].as_u64(), state["left"].as_u64()),
-        (Some(4), Some(0)),
-        "{state}"
-    );
-    // The key expires when the month ends in Berlin (its usage is worth nothing after).
-    let keys = redis.cli(&["KEYS", "tg:*"]);
-    let key = keys
-        .lines()
-        .map(str::trim)
-        .find(|k| k.contains("}:monthly:"))
-        .unwrap_or_else(|| panic!("a key of the monthly policy: {keys}"));
-    let ttl: i64 = redis.cli(&["PTTL", key]).trim().parse().expect("ttl");
-    let now = jiff::Zoned::now().with_time_zone(jiff::tz::TimeZone::get("Europe/Berlin").unwrap());
-    let next_month = now
-        .first_of_month()
-        .and_then(|d| d.checked_add(jiff::Span::new().months(1)))
-        .and_then(|d| d.start_of_day())
-        .expect("next month");
-    let until = now.duration_until(&next_month).as_millis() as i64;
-    assert!(
-        (until - 60_000..=until + 1_000).contains(&ttl),
-        "expires at the month's end ({until} ms away): {ttl}"
-    );
-    assert_eq!(state["resets_at"], next_month.timestamp().to_string());
 }
 
 #[tokio::test]

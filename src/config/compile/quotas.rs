@@ -1,6 +1,7 @@
 //! Calendar quota policies: `quota` units per `window` of a `timezone`, starting on an
 //! `anchor`, and per-key overrides of the quota.
 
+use super::runtime::{Applied, OverrideSpec};
 use super::*;
 use crate::config::raw::RawOverride;
 use crate::limit::calendar::{self, Calendar, Period, MAX_QUOTA};
@@ -167,6 +168,41 @@ impl Compiler {
             Some(hint.to_owned()),
         );
         None
+    }
+
+    /// A runtime override of a calendar quota: `quota` only.
+    pub(super) fn runtime_quota_override(
+        &mut self,
+        config: &Config,
+        policy: &Policy,
+        spec: &OverrideSpec,
+    ) -> Option<Applied> {
+        let name = &policy.name;
+        let spanned = |v: i64| S::new(0..0, v);
+        let refused = [
+            ("limit", spec.limit.is_some()),
+            ("period", spec.period.is_some()),
+            ("burst", spec.burst.is_some()),
+            ("max_in_flight", spec.max_in_flight.is_some()),
+        ];
+        for (field, _) in refused.iter().filter(|(_, given)| *given) {
+            self.error(
+                0..0,
+                format!("policy `{name}` is a calendar quota: an override cannot set `{field}`"),
+                Some("override quota here".to_owned()),
+            );
+        }
+        let Some(q) = spec.quota else {
+            self.error(
+                0..0,
+                "the override sets no quota",
+                Some("give quota = 1 or more".to_owned()),
+            );
+            return None;
+        };
+        let quota = self.quota_units(&spanned(q)).and_then(quotas::units)?;
+        self.fits_routes(config, policy, &quota);
+        Some(Applied::Rate(quota))
     }
 
     /// Per-key quotas: `quota` only (the window is the policy's).

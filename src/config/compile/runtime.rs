@@ -104,32 +104,7 @@ impl Compiler {
         let spanned = |v: i64| S::new(0..0, v);
         match &policy.kind {
             PolicyKind::Rate(rate) if rate.calendar.is_some() => {
-                let refused = [
-                    ("limit", spec.limit.is_some()),
-                    ("period", spec.period.is_some()),
-                    ("burst", spec.burst.is_some()),
-                    ("max_in_flight", spec.max_in_flight.is_some()),
-                ];
-                for (field, _) in refused.iter().filter(|(_, given)| *given) {
-                    self.error(
-                        0..0,
-                        format!(
-                            "policy `{name}` is a calendar quota: an override cannot set `{field}`"
-                        ),
-                        Some("override quota here".to_owned()),
-                    );
-                }
-                let Some(q) = spec.quota else {
-                    self.error(
-                        0..0,
-                        "the override sets no quota",
-                        Some("give quota = 1 or more".to_owned()),
-                    );
-                    return None;
-                };
-                let quota = self.quota_units(&spanned(q)).and_then(quotas::units)?;
-                self.fits_routes(config, policy, &quota);
-                Some(Applied::Rate(quota))
+                self.runtime_quota_override(config, policy, spec)
             }
             PolicyKind::Rate(rate) => {
                 if spec.quota.is_some() {
@@ -178,37 +153,44 @@ impl Compiler {
                 }
                 Some(Applied::Rate(quota))
             }
-            PolicyKind::Concurrency(_) => {
-                let refused = [
-                    ("limit", spec.limit.is_some()),
-                    ("period", spec.period.is_some()),
-                    ("burst", spec.burst.is_some()),
-                    ("quota", spec.quota.is_some()),
-                ];
-                for (field, given) in refused {
-                    if given {
-                        self.error(
-                            0..0,
-                            format!("policy `{name}` is a concurrency cap: an override cannot set `{field}`"),
-                            Some("override max_in_flight here".to_owned()),
-                        );
-                    }
-                }
-                let Some(max) = spec.max_in_flight else {
-                    self.error(
-                        0..0,
-                        "the override sets no max_in_flight",
-                        Some("give max_in_flight = 1 or more".to_owned()),
-                    );
-                    return None;
-                };
-                self.in_flight(&spanned(max)).map(Applied::Concurrency)
-            }
+            PolicyKind::Concurrency(_) => self.runtime_cap_override(policy, spec),
         }
     }
 
+    /// A runtime override of a concurrency cap: `max_in_flight` only.
+    fn runtime_cap_override(&mut self, policy: &Policy, spec: &OverrideSpec) -> Option<Applied> {
+        let name = &policy.name;
+        let spanned = |v: i64| S::new(0..0, v);
+        let refused = [
+            ("limit", spec.limit.is_some()),
+            ("period", spec.period.is_some()),
+            ("burst", spec.burst.is_some()),
+            ("quota", spec.quota.is_some()),
+        ];
+        for (field, given) in refused {
+            if given {
+                self.error(
+                    0..0,
+                    format!(
+                        "policy `{name}` is a concurrency cap: an override cannot set `{field}`"
+                    ),
+                    Some("override max_in_flight here".to_owned()),
+                );
+            }
+        }
+        let Some(max) = spec.max_in_flight else {
+            self.error(
+                0..0,
+                "the override sets no max_in_flight",
+                Some("give max_in_flight = 1 or more".to_owned()),
+            );
+            return None;
+        };
+        self.in_flight(&spanned(max)).map(Applied::Concurrency)
+    }
+
     /// Every route listing `policy` must still be able to admit its cost.
-    fn fits_routes(&mut self, config: &Config, policy: &Policy, quota: &Quota) {
+    pub(super) fn fits_routes(&mut self, config: &Config, policy: &Policy, quota: &Quota) {
         let reserve = policy
             .rate()
             .and_then(|r| r.settle.as_ref())

@@ -103,6 +103,8 @@ pub struct RouteHeaders {
     /// By tier position: the start of the plain 429 body a refusal by that policy gets,
     /// up to its wait (see `refusal::body_start`).
     pub refusal_bodies: Box<[Box<[u8]>]>,
+    /// By tier position: the body's `limit` (`"concurrency"`, `"quota"`; none for a rate).
+    pub limit_kinds: Box<[Option<&'static str>]>,
 }
 
 impl RouteHeaders {
@@ -132,15 +134,26 @@ impl RouteHeaders {
             .then(|| value_of(list))
             .flatten()
             .map(|v| (count, v));
+        let limit_kinds: Box<[Option<&'static str>]> = route
+            .policies
+            .iter()
+            .map(|p| match &p.kind {
+                PolicyKind::Concurrency(_) => Some("concurrency"),
+                PolicyKind::Rate(r) if r.calendar.is_some() => Some("quota"),
+                PolicyKind::Rate(_) => None,
+            })
+            .collect();
         let refusal_bodies = route
             .policies
             .iter()
-            .map(|p| super::refusal_body::body_start(&p.name, p.concurrency().is_some()))
+            .zip(limit_kinds.iter())
+            .map(|(p, kind)| super::refusal_body::body_start(&p.name, *kind))
             .collect();
         Self {
             policies,
             rate_list,
             refusal_bodies,
+            limit_kinds,
         }
     }
 }

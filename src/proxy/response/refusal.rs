@@ -102,7 +102,7 @@ pub fn too_many_requests(
             .refusal_bodies
             .get(position)
             .map_or(&[][..], |b| &b[..]),
-        limit: None,
+        limit: route.limit_kinds.get(position).copied().flatten(),
         retry_after_ms: ceil_millis(wait_ns),
         problem,
     };
@@ -151,7 +151,7 @@ mod tests {
             (None, "application/json"),
             (Some(&violated[..]), "application/problem+json"),
         ] {
-            let start = body_start("user", false);
+            let start = body_start("user", None);
             let refused = Refused {
                 policy: "user",
                 start: &start,
@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn a_concurrency_refusal_carries_its_item_and_no_rate_headers() {
         let constant = PolicyHeaders::concurrency("inflight", 3);
-        let start = body_start("inflight", true);
+        let start = body_start("inflight", Some("concurrency"));
         let resp = concurrency_refused(
             "inflight",
             &start,

@@ -17,7 +17,7 @@ pub struct Refused<'a> {
     pub policy: &'a str,
     /// The plain body up to the wait, made once per config ([`body_start`]).
     pub start: &'a [u8],
-    /// `"concurrency"` for a concurrency cap's refusal.
+    /// `"concurrency"` for a concurrency cap's refusal, `"quota"` for a calendar quota's.
     pub limit: Option<&'static str>,
     pub retry_after_ms: u64,
     /// `Some`: RFC 9457 problem details naming these policies as `violated-policies`.
@@ -50,13 +50,13 @@ impl Refused<'_> {
 }
 
 /// The contract's 429 body for a refusal by `policy`, up to its wait:
-/// `{"error":"rate_limited","policy":"<policy>",["limit":"concurrency",]"retry_after_ms":`.
+/// `{"error":"rate_limited","policy":"<policy>",["limit":"concurrency"|"quota",]"retry_after_ms":`.
 /// Made once per config load, so a refusal only writes its number.
-pub fn body_start(policy: &str, concurrency: bool) -> Box<[u8]> {
+pub fn body_start(policy: &str, limit: Option<&str>) -> Box<[u8]> {
     let mut body = JsonObject::with_capacity(80 + policy.len());
     body.str("error", "rate_limited").str("policy", policy);
-    if concurrency {
-        body.str("limit", "concurrency");
+    if let Some(limit) = limit {
+        body.str("limit", limit);
     }
     body.open_value("retry_after_ms").into_boxed_slice()
 }
@@ -67,7 +67,7 @@ mod tests {
 
     #[test]
     fn the_two_bodies_carry_the_same_fields() {
-        let start = body_start("user", true);
+        let start = body_start("user", Some("concurrency"));
         let refused = |problem| Refused {
             policy: "user",
             start: &start,

@@ -1,0 +1,101 @@
+//! Calendar quotas shared by a fleet on Redis: two gateways count one quota, its key
+//! expires with its window in the quota's zone, and a quota rides in the rate tiers' one
+//! script call.
+
+use crate::support::*;
+
+async fn call(client: &HttpClient, gw: &TestGateway, key: &str) -> Got {
+    send(client, "GET", &gw.url("/"), &[("x-key", key)], b"").await
+}
+
+#[tokio::test]
+async fn two_gateways_share_one_monthly_quota_on_redis_and_its_key_expires_with_the_month() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\non_error = \"deny\"",
+        redis.url()
+    );
+    let toml = Fixture::new()
+        .store(store)
+        .policy_raw(
+            "monthly",
+            "key = \"header:x-key\"\nquota = 4\nwindow = \"month\"\ntimezone = \"Europe/Berlin\"\n",
+        )
+        .route("api", "/", "api", &["monthly"])
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    a.wait_for_store_with("/", "x-key", "warm-up-a").await;
+    b.wait_for_store_with("/", "x-key", "warm-up-b").await;
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let gw = if i % 2 == 0 { &a } else { &b };
+        let client = if i % 4 < 2 { http1() } else { http2() };
+        statuses.push(call(&client, gw, "acme").await.status.as_u16());
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 429, 429, 429, 429],
+        "one quota, two gateways"
+    );
+    let state = get(&b.admin_url("/admin/limits/monthly/acme"), &[])
+        .await
+        .json();
+    assert_eq!(
+        (state["used"].as_u64(), state["left"].as_u64()),
+        (Some(4), Some(0)),
+        "{state}"
+    );
+    // The key expires when the month ends in Berlin (its usage is worth nothing after).
+    let keys = redis.cli(&["KEYS", "tg:*"]);
+    let key = keys
+        .lines()
+        .map(str::trim)
+        .find(|k| k.contains("}:monthly:"))
+        .unwrap_or_else(|| panic!("a key of the monthly policy: {keys}"));
+    let ttl: i64 = redis.cli(&["PTTL", key]).trim().parse().expect("ttl");
+    let now = jiff::Zoned::now().with_time_zone(jiff::tz::TimeZone::get("Europe/Berlin").unwrap());
+    let next_month = now
+        .first_of_month()
+        .and_then(|d| d.checked_add(jiff::Span::new().months(1)))
+        .and_then(|d| d.start_of_day())
+        .expect("next month");
+    let until = now.duration_until(&next_month).as_millis() as i64;
+    assert!(
+        (until - 60_000..=until + 1_000).contains(&ttl),
+        "expires at the month's end ({until} ms away): {ttl}"
+    );
+    assert_eq!(state["resets_at"], next_month.timestamp().to_string());
+}
+
+/// A route of a quota and two rate tiers costs one Redis script call a request, admitted
+/// or refused by the quota (a quota tier is not answered from the refusal cache).
+#[tokio::test]
+async fn a_quota_rides_in_the_rate_tiers_one_redis_call() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"",
+            redis.url()
+        ))
+        .policy_raw(
+            "monthly",
+            "key = \"header:x-key\"\nquota = 20\nwindow = \"month\"\n",
+        )
+        .policy("tenant", "header:x-key", 1000, "1s", 1000)
+        .policy("client", "ip", 1000, "1s", 1000)
+        .route("api", "/", "api", &["tenant", "monthly", "client"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store_with("/", "x-key", "warm-up").await;
+    let before = redis.script_calls();
+    let mut admitted = 0;
+    for i in 0..30 {
+        let client = if i % 2 == 0 { http1() } else { http2() };
+        admitted += usize::from(call(&client, &gw, "acme").await.status == 200);
+    }
+    assert_eq!(admitted, 20, "the quota");
+    assert_eq!(redis.script_calls() - before, 30, "one call a request");
+}
