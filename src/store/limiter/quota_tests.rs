@@ -190,3 +190,36 @@ fn headers_count_units_left_and_seconds_to_the_reset() {
     let refused = b.check("k");
     assert_eq!(refused.wait_ns(), 3_600 * S);
 }
+
+#[test]
+fn a_file_override_sets_a_keys_quota_and_bad_calendars_are_refused_with_a_hint() {
+    let policies = DAILY.to_owned() + "[policies.daily.overrides]\n\"vip\" = { quota = 5 }\n";
+    let b = bench(&policies, "[\"daily\"]", 1_800_000_000);
+    assert_eq!(b.drain("vip", 10), 5);
+    assert_eq!(b.drain("other", 10), 3);
+    let compile = |policy: &str| {
+        let text =
+            format!("[server]\nlisten = \"127.0.0.1:0\"\n[policies.q]\nkey = \"ip\"\n{policy}");
+        crate::config::compile(std::path::Path::new("q.toml"), &text)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let zone = compile("quota = 5\nwindow = \"day\"\ntimezone = \"Mars/Olympus\"\n");
+    assert!(
+        zone.contains("not a time zone of the IANA database"),
+        "{zone}"
+    );
+    let window = compile("quota = 5\nwindow = \"year\"\n");
+    assert!(window.contains("not a calendar window"), "{window}");
+    let mixed = compile("quota = 5\nwindow = \"day\"\nlimit = 5\n");
+    assert!(mixed.contains("does not apply to it"), "{mixed}");
+    let weekday = compile("quota = 5\nwindow = \"week\"\nanchor = \"someday\"\n");
+    assert!(weekday.contains("monday"), "{weekday}");
+    let bytes = compile("quota = 5\nwindow = \"day\"\nsettle = \"response_bytes\"\n");
+    assert!(bytes.contains("header or trailer"), "{bytes}");
+    let lease = compile("quota = 5\nwindow = \"day\"\nsync = \"lease\"\n");
+    assert!(lease.contains("decided exactly"), "{lease}");
+    let no_window = compile("quota = 5\n");
+    assert!(no_window.contains("no window"), "{no_window}");
+}
