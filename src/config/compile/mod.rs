@@ -190,7 +190,10 @@ impl Compiler {
         if let (Some(store), true) = (&store, !policies.is_empty()) {
             self.check_store_holds(store, &policies, &raw_policy_spans);
         }
+        let route_index =
+            crate::config::route_index::RouteIndex::new(routes.iter().map(|r| r.path.as_str()));
         Some(Config {
+            route_index,
             path: path.to_owned(),
             server: server?,
             store: store?,
