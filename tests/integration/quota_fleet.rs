@@ -99,3 +99,52 @@ async fn a_quota_rides_in_the_rate_tiers_one_redis_call() {
     assert_eq!(admitted, 20, "the quota");
     assert_eq!(redis.script_calls() - before, 30, "one call a request");
 }
+
+/// On a Redis Cluster a quota and a tier in another slot are decided together: when the
+/// other slot refuses, the quota's slot is rolled back, so a refused request uses none of
+/// the quota.
+#[tokio::test]
+async fn on_a_cluster_a_refusal_in_another_slot_gives_the_quota_back() {
+    let cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = {}\ntimeout = \"2s\"\non_error = \"deny\"",
+            cluster.urls_toml()
+        ))
+        .policy_raw(
+            "monthly",
+            "key = \"header:x-key\"\nquota = 100\nwindow = \"month\"\ntimezone = \"Asia/Tokyo\"\n",
+        )
+        .policy("endpoint", "route", 1, "1h", 3)
+        .route("api", "/", "api", &["monthly", "endpoint"])
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let gw = if i % 2 == 0 { &a } else { &b };
+        let client = if i % 4 < 2 { http1() } else { http2() };
+        // The cluster connection is made in the background: a 503 (charging nothing) is
+        // asked again.
+        let last = std::cell::RefCell::new(None);
+        eventually_async(std::time::Duration::from_secs(10), || async {
+            let r = call(&client, gw, "acme").await;
+            let answered = r.status != 503;
+            *last.borrow_mut() = Some(r);
+            answered
+        })
+        .await;
+        let r = last.into_inner().expect("asked");
+        statuses.push(r.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429, 429, 429]);
+    let state = get(&a.admin_url("/admin/limits/monthly/acme"), &[])
+        .await
+        .json();
+    assert_eq!(
+        (state["used"].as_u64(), state["left"].as_u64()),
+        (Some(3), Some(97)),
+        "{state}"
+    );
+}
