@@ -9,7 +9,8 @@
 #   sudo bench/instructions.sh
 #   TOLLGATE_BIN=target/release/tollgate FLOOR_BIN=target/release/examples/floor bench/instructions.sh
 #
-# Env: DURATION (8) seconds of counted load per target, CONNS (4), KEEP_TMP=1 (keeps the
+# Env: DURATION (8) seconds of counted load per target, CONNS (4), ROUTES (10000: extra
+# routes of the many-routes row), KEEP_TMP=1 (keeps the
 # callgrind.out files: `callgrind_annotate --inclusive=yes FILE` shows where they go).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -28,6 +29,14 @@ one_worker_toml "$TG_PORT" >"$WORK/tollgate.toml"
 # The same without the top-keys sketches: what they cost a request.
 sed 's/^workers = 1$/workers = 1\ntop_keys = false/' "$WORK/tollgate.toml" >"$WORK/tollgate-notop.toml"
 grep -q '^top_keys = false' "$WORK/tollgate-notop.toml" || die "could not turn top_keys off"
+# The same with 10,000 more routes sharing the /v1/ prefix: what the number of routes costs.
+ROUTES=${ROUTES:-10000}
+{
+  cat "$WORK/tollgate.toml"
+  awk -v n="$ROUTES" 'BEGIN { for (i = 0; i < n; i++)
+    printf "[[routes]]\nname = \"svc%d\"\npath = \"/v1/svc-%d/\"\nupstream = \"up\"\npolicies = [\"tenant\"]\n\n", i, i }'
+} >"$WORK/tollgate-routes.toml"
+"$TOLLGATE" check --config "$WORK/tollgate-routes.toml" >/dev/null || die "tollgate check rejected the many-routes config"
 
 # count NAME PORT PATH [wrk args] -- COMMAND...: Ir per request of COMMAND under callgrind,
 # counted over DURATION seconds of wrk after a warm-up that is not counted.
@@ -69,6 +78,7 @@ count tg0 "$TG_PORT" /v1/open "${H[@]}" -- "$TOLLGATE" run --config "$WORK/tollg
 count tgdeny "$TG_PORT" /deny -H 'x-tenant-id: hot' -- "$TOLLGATE" run --config "$WORK/tollgate.toml"
 count tg3off "$TG_PORT" /v1/search -s "$BENCH_DIR/keys.lua" -- "$TOLLGATE" run --config "$WORK/tollgate-notop.toml"
 count tgdenyoff "$TG_PORT" /deny -H 'x-tenant-id: hot' -- "$TOLLGATE" run --config "$WORK/tollgate-notop.toml"
+count tg3routes "$TG_PORT" /v1/search -s "$BENCH_DIR/keys.lua" -- "$TOLLGATE" run --config "$WORK/tollgate-routes.toml"
 count floor "$FLOOR_PORT" /v1/search "${H[@]}" -- "$FLOOR" forward --listen "127.0.0.1:$FLOOR_PORT" \
   --upstream "127.0.0.1:$UPSTREAM_PORT" --workers 1
 count floordeny "$FLOOR_PORT" /deny -H 'x-tenant-id: hot' -- "$FLOOR" deny --listen "127.0.0.1:$FLOOR_PORT" --workers 1
@@ -94,4 +104,10 @@ cat <<EOF
 | off | $(per tg3off) | $(per tgdenyoff) |
 | on (the default) | $(per tg3) | $(per tgdeny) |
 | on / off | $(ratio "$(per tg3)" "$(per tg3off)") | $(ratio "$(per tgdeny)" "$(per tgdenyoff)") |
+
+| routes in the config | 3 tiers, instructions / request |
+|---:|---:|
+| 4 | $(per tg3) |
+| $((ROUTES + 4)) (all under \`/v1/\`) | $(per tg3routes) |
+| ratio | $(ratio "$(per tg3routes)" "$(per tg3)") |
 EOF
