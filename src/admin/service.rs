@@ -269,40 +269,10 @@ fn policy_json(shared: &Shared, p: &Arc<crate::config::Policy>) -> serde_json::V
         "overrides": p.override_count(),
     });
     let fields = match &p.kind {
-        PolicyKind::Rate(r) if r.calendar.is_some() => {
-            let q = r.calendar.as_deref().expect("a calendar quota");
-            let unix_ns = shared.clock.unix_ns_at(shared.clock.now_ns());
-            let bounds = q.bounds(i64::try_from(unix_ns / 1_000_000_000).unwrap_or(i64::MAX));
-            let at = |s: i64| crate::clock::rfc3339(u64::try_from(s).unwrap_or(0) * 1_000_000_000);
-            json!({
-                "kind": "quota",
-                "quota": q.quota,
-                "window": q.calendar.period_name(),
-                "timezone": q.calendar.zone_name,
-                "window_start": at(bounds.start),
-                "resets_at": at(bounds.end),
-                "settle": r.settle.as_ref().map(|s| json!({
-                    "source": s.source.describe(),
-                    "reserve": s.reserve.map(|r| r.get()),
-                })),
-            })
-        }
-        PolicyKind::Rate(r) => json!({
-            "kind": "rate",
-            "limit": r.limit,
-            "period_ms": r.period.as_millis() as u64,
-            "burst": r.quota.burst(),
-            "t_ns": r.quota.interval_ns(),
-            "tau_ns": r.quota.tolerance_ns(),
-            "sync": if r.sync == crate::config::Sync::Lease { "lease" } else { "exact" },
-            "settle": r.settle.as_ref().map(|s| json!({
-                "source": s.source.describe(),
-                "reserve": s.reserve.map(|r| r.get()),
-                "max_cost": s.max_cost,
-                "unit": s.unit.get(),
-                "refund_on_upstream_error": s.refund_on_upstream_error,
-            })),
-        }),
+        PolicyKind::Rate(r) => match r.calendar.as_deref() {
+            Some(q) => quota_json(shared, r, q),
+            None => rate_json(r),
+        },
         PolicyKind::Concurrency(c) => json!({
             "kind": "concurrency",
             "max_in_flight": c.max_in_flight,
@@ -314,4 +284,47 @@ fn policy_json(shared: &Shared, p: &Arc<crate::config::Policy>) -> serde_json::V
         out.extend(fields);
     }
     out
+}
+
+/// A rate policy's numbers, as written and as run.
+fn rate_json(r: &crate::config::RateLimit) -> serde_json::Value {
+    json!({
+        "kind": "rate",
+        "limit": r.limit,
+        "period_ms": r.period.as_millis() as u64,
+        "burst": r.quota.burst(),
+        "t_ns": r.quota.interval_ns(),
+        "tau_ns": r.quota.tolerance_ns(),
+        "sync": if r.sync == crate::config::Sync::Lease { "lease" } else { "exact" },
+        "settle": r.settle.as_ref().map(|s| json!({
+            "source": s.source.describe(),
+            "reserve": s.reserve.map(|r| r.get()),
+            "max_cost": s.max_cost,
+            "unit": s.unit.get(),
+            "refund_on_upstream_error": s.refund_on_upstream_error,
+        })),
+    })
+}
+
+/// A calendar quota's numbers and its current window.
+fn quota_json(
+    shared: &Shared,
+    r: &crate::config::RateLimit,
+    q: &crate::config::CalendarQuota,
+) -> serde_json::Value {
+    let unix_ns = shared.clock.unix_ns_at(shared.clock.now_ns());
+    let bounds = q.bounds(i64::try_from(unix_ns / 1_000_000_000).unwrap_or(i64::MAX));
+    let at = |s: i64| crate::clock::rfc3339(u64::try_from(s).unwrap_or(0) * 1_000_000_000);
+    json!({
+        "kind": "quota",
+        "quota": q.quota,
+        "window": q.calendar.period_name(),
+        "timezone": q.calendar.zone_name,
+        "window_start": at(bounds.start),
+        "resets_at": at(bounds.end),
+        "settle": r.settle.as_ref().map(|s| json!({
+            "source": s.source.describe(),
+            "reserve": s.reserve.map(|r| r.get()),
+        })),
+    })
 }

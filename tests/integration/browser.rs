@@ -27,7 +27,8 @@ async fn status_page_in_headless_chromium() {
     );
     let up = Upstream::start().await;
     let toml = Fixture::new()
-        .policy("client", "ip", 1, "1s", 5)
+        // T = 10 s: the playground's 6 clicks cannot see a refill even on a busy machine.
+        .policy("client", "ip", 1, "10s", 5)
         .policy("endpoint", "route", 100, "1s", 20)
         .policy_raw("inflight", "key = \"ip\"\nmax_in_flight = 8\n")
         .policy_raw(
