@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU per request, split into user and kernel (system) time: tollgate with 3 tiers, with 0
-# tiers and refusing, beside the bare-hyper floor forwarding and refusing, one worker each
-# in front of the same upstream. The kernel's share is what no proxy on this stack can save
+# tiers and refusing, beside nginx (3 limit_req zones keyed like the tiers, one worker),
+# HAProxy (3 stick counters, one thread) and the bare-hyper floor forwarding and refusing,
+# one worker each in front of the same upstream, the same load and keys. The kernel's share is what no proxy on this stack can save
 # (the same socket calls for all); the user share is what tollgate adds. Read from
 # /proc/PID/stat around each wrk run. Markdown report on stdout, progress on stderr.
 #
@@ -14,15 +15,17 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5} CONNS=${CONNS:-32}
+BIG=1000000   # the peers' rate and burst on the allowed path: every request is admitted
 
-need_tools nginx=nginx-light wrk=wrk
+need_tools nginx=nginx-light haproxy=haproxy wrk=wrk
 find_tollgate
 find_floor
 make_workdir
 mkdir -p "$WORK/res"
 start_upstream
 
-free_port TG_PORT; free_port FLOOR_PORT; free_port FLOOR_DENY_PORT
+free_port TG_PORT; free_port FLOOR_PORT; free_port FLOOR_DENY_PORT; free_port NGINX_PORT
+free_port HAP_PORT
 one_worker_toml "$TG_PORT" >"$WORK/tollgate.toml"
 start_tollgate tollgate "$WORK/tollgate.toml" "$TG_PORT"
 TG_PID=$LAST_PID
@@ -32,6 +35,17 @@ FLOOR_PID=$LAST_PID
 spawn floordeny "$FLOOR" deny --listen "127.0.0.1:$FLOOR_DENY_PORT" --workers 1
 wait_port "$FLOOR_DENY_PORT" floordeny "$LAST_PID"
 FLOOR_DENY_PID=$LAST_PID
+peer_nginx_conf nginx 1 "$NGINX_PORT" >"$WORK/nginx.conf"
+spawn nginx nginx -p "$WORK/" -c "$WORK/nginx.conf"
+wait_port "$NGINX_PORT" nginx "$LAST_PID"
+# The worker does the work; its master only watches it.
+NGINX_PID=$(pgrep -P "$LAST_PID" | head -1)
+[[ -n $NGINX_PID ]] || die "no nginx worker process"
+peer_haproxy_cfg 1 "$HAP_PORT" >"$WORK/haproxy.cfg"
+haproxy -c -q -f "$WORK/haproxy.cfg" || die "haproxy rejected its config"
+spawn haproxy haproxy -db -f "$WORK/haproxy.cfg"
+wait_port "$HAP_PORT" haproxy "$LAST_PID"
+HAP_PID=$LAST_PID
 
 TICK=$(getconf CLK_TCK)
 H=(-H 'x-tenant-id: t1' -H 'x-user-id: u1')
@@ -50,7 +64,7 @@ measure() {
   log "$name: $(tail -1 "$WORK/res/$name") (user, system µs per request; $n requests)"
 }
 
-TARGETS=(tg3 tg0 floor tgdeny floordeny)
+TARGETS=(tg3 tg0 floor tgdeny floordeny nginx3 nginx0 nginxdeny hap3 hap0 hapdeny)
 run() {
   case $1 in
     tg3) measure tg3 "$TG_PID" "http://127.0.0.1:$TG_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
@@ -58,6 +72,12 @@ run() {
     floor) measure floor "$FLOOR_PID" "http://127.0.0.1:$FLOOR_PORT/v1/open" "${H[@]}" ;;
     tgdeny) measure tgdeny "$TG_PID" "http://127.0.0.1:$TG_PORT/deny" -H 'x-tenant-id: hot' ;;
     floordeny) measure floordeny "$FLOOR_DENY_PID" "http://127.0.0.1:$FLOOR_DENY_PORT/deny" -H 'x-tenant-id: hot' ;;
+    nginx3) measure nginx3 "$NGINX_PID" "http://127.0.0.1:$NGINX_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
+    nginx0) measure nginx0 "$NGINX_PID" "http://127.0.0.1:$NGINX_PORT/v1/open" "${H[@]}" ;;
+    nginxdeny) measure nginxdeny "$NGINX_PID" "http://127.0.0.1:$NGINX_PORT/deny" -H 'x-tenant-id: hot' ;;
+    hap3) measure hap3 "$HAP_PID" "http://127.0.0.1:$HAP_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
+    hap0) measure hap0 "$HAP_PID" "http://127.0.0.1:$HAP_PORT/v1/open" "${H[@]}" ;;
+    hapdeny) measure hapdeny "$HAP_PID" "http://127.0.0.1:$HAP_PORT/deny" -H 'x-tenant-id: hot' ;;
   esac
 }
 for ((r = 0; r < ROUNDS; r++)); do
@@ -75,6 +95,11 @@ row() { # NAME LABEL BASE
   awk -v l="$2" -v u="$u" -v s="$s" -v bu="$bu" -v bs="$bs" \
     'BEGIN { printf "| %s | %.1f | %.1f | %.1f | %.2f |\n", l, u, s, u + s, (u + s) / (bu + bs) }'
 }
+total() { awk -v u="$(med "$1" 1)" -v s="$(med "$1" 2)" 'BEGIN { print u + s }'; }
+versus() { # LABEL OURS NGINX HAPROXY: the ratios of total CPU per request
+  awk -v l="$1" -v t="$(total "$2")" -v n="$(total "$3")" -v h="$(total "$4")" \
+    'BEGIN { printf "| %s | %.2f | %.2f |\n", l, t / n, t / h }'
+}
 cat <<EOF
 ## CPU per request (one worker, wrk -t1 -c$CONNS, ${DURATION}s counted, $ROUNDS rounds, medians)
 
@@ -88,4 +113,16 @@ $(row tg0 "tollgate, 0 tiers" floor)
 $(row tg3 "tollgate, 3 tiers (100 tenants x 10,000 users)" floor)
 $(row floordeny "floor: static 429" floordeny)
 $(row tgdeny "tollgate, refusing (one tier)" floordeny)
+$(row nginx3 "nginx, 3 limit_req zones" floor)
+$(row nginx0 "nginx, no limits" floor)
+$(row nginxdeny "nginx, refusing (limit_req)" floordeny)
+$(row hap3 "HAProxy, 3 stick counters" floor)
+$(row hap0 "HAProxy, no counters" floor)
+$(row hapdeny "HAProxy, refusing (deny_status 429)" floordeny)
+
+| path | tollgate / nginx | tollgate / HAProxy |
+|---|---:|---:|
+$(versus "3 tiers" tg3 nginx3 hap3)
+$(versus "no limits" tg0 nginx0 hap0)
+$(versus "refusing" tgdeny nginxdeny hapdeny)
 EOF

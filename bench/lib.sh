@@ -189,3 +189,84 @@ find_floor() {
   fi
   [[ -x $FLOOR ]] || die "no floor binary at $FLOOR"
 }
+
+# peer_nginx_conf NAME WORKERS PORT [H2PORT]: nginx in front of the upstream as the
+# benchmarks compare it: /v1/search through 3 limit_req zones keyed like tollgate's tiers
+# (tenant, endpoint, tenant:user; rate and burst BIG, so everything is admitted), /v1/open
+# without limits, /deny refusing tenant `hot` past 1 a minute. H2PORT: h2c as well.
+peer_nginx_conf() {
+  local h2=""
+  [[ -n ${4:-} ]] && h2="listen 127.0.0.1:$4 http2;   # nginx 1.22: h2c (prior knowledge) needs its own port"
+  nginx_head "$1" "$2"
+  echo "http {"; nginx_http_common; cat <<EOF
+    limit_req_status 429;
+    limit_req_log_level info;   # error_log is at warn: denials are not logged (tollgate: access_log = false)
+    limit_req_zone \$http_x_tenant_id zone=tenant:16m rate=${BIG}r/s;
+    limit_req_zone \$uri zone=endpoint:1m rate=${BIG}r/s;
+    limit_req_zone "\$http_x_tenant_id:\$http_x_user_id" zone=user:128m rate=${BIG}r/s;
+    limit_req_zone \$http_x_tenant_id zone=hot:1m rate=1r/m;
+    upstream up { server 127.0.0.1:$UPSTREAM_PORT; keepalive 64; keepalive_requests 1000000; }
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    proxy_set_header Host \$http_host;   # tollgate also forwards Host unchanged and adds X-Forwarded-*
+    proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+    proxy_set_header X-Forwarded-Proto \$scheme;
+    proxy_set_header X-Forwarded-Host \$host;
+    server {
+        listen 127.0.0.1:$3;
+        $h2
+        location /v1/search {
+            limit_req zone=tenant burst=$BIG nodelay;
+            limit_req zone=endpoint burst=$BIG nodelay;
+            limit_req zone=user burst=$BIG nodelay;
+            proxy_pass http://up;
+        }
+        location /v1/open { proxy_pass http://up; }
+        location /deny { limit_req zone=hot nodelay; proxy_pass http://up; }
+    }
+}
+EOF
+}
+
+# peer_haproxy_cfg THREADS PORT: HAProxy as the benchmarks compare it: three
+# sc_http_req_rate counters (tenant, endpoint, tenant:user), the nearest equivalent of three
+# tiers, tables sized so no key is evicted during a run; /v1/open without counters; /deny
+# refusing tenant `hot` past 1 an hour.
+peer_haproxy_cfg() {
+  cat <<EOF
+global
+    nbthread $1
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+    option http-keep-alive
+frontend fe
+    bind 127.0.0.1:$2
+    acl is_deny path_beg /deny
+    acl is_open path_beg /v1/open
+    http-request track-sc0 req.hdr(x-tenant-id) table t_hot if is_deny
+    http-request deny deny_status 429 if is_deny { sc_http_req_rate(0) gt 1 }
+    http-request track-sc0 req.hdr(x-tenant-id) table t_tenant if !is_deny !is_open
+    http-request track-sc1 path table t_endpoint if !is_deny !is_open
+    http-request set-var(txn.user) req.hdr(x-user-id) if !is_deny !is_open
+    http-request track-sc2 req.hdr(x-tenant-id),concat(:,txn.user) table t_user if !is_deny !is_open
+    http-request deny deny_status 429 if { sc_http_req_rate(0) gt $BIG } || { sc_http_req_rate(1) gt $BIG } || { sc_http_req_rate(2) gt $BIG }
+    http-request set-header X-Forwarded-For %[src]
+    http-request set-header X-Forwarded-Proto http
+    default_backend be
+backend be
+    http-reuse always
+    server up 127.0.0.1:$UPSTREAM_PORT
+backend t_tenant
+    stick-table type string len 32 size 10k expire 60s store http_req_rate(1s)
+backend t_endpoint
+    stick-table type string len 64 size 1k expire 60s store http_req_rate(1s)
+backend t_user
+    stick-table type string len 48 size 2m expire 60s store http_req_rate(1s)
+backend t_hot
+    stick-table type string len 32 size 1k expire 1h store http_req_rate(1h)
+EOF
+}
