@@ -148,3 +148,30 @@ async fn on_a_cluster_a_refusal_in_another_slot_gives_the_quota_back() {
         "{state}"
     );
 }
+
+/// With Redis out and `on_error = "local"`, a quota is decided on this gateway's share of
+/// it (1/fleet_size of its units), still counted in its window, not as a rate.
+#[tokio::test]
+async fn with_redis_out_a_gateway_spends_its_share_of_the_quota() {
+    let dead = dead_port().await.port();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"redis://127.0.0.1:{dead}\"\ntimeout = \"100ms\"\non_error = \"local\"\nfleet_size = 2"
+        ))
+        .policy_raw(
+            "daily",
+            "key = \"header:x-key\"\nquota = 10\nwindow = \"day\"\n",
+        )
+        .route("api", "/", "api", &["daily"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut admitted = 0;
+    for i in 0..12 {
+        let client = if i % 2 == 0 { http1() } else { http2() };
+        admitted += usize::from(call(&client, &gw, "acme").await.status == 200);
+        // Time passes: a quota's share does not refill (a 1-unit-a-nanosecond rate would).
+        gw.advance(60 * S);
+    }
+    assert_eq!(admitted, 5, "half of the quota of 10");
+}

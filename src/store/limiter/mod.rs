@@ -305,7 +305,8 @@ impl Limiter {
             .iter()
             .take(crate::limit::MAX_DECISIONS)
             .map(|t| crate::limit::Tier {
-                window: None,
+                // A quota's window stays: its share is 1/N of its units, still reset at
+                // the window's end.
                 quota: t.tier.quota.share(n),
                 ..t.tier
             })
