@@ -13,6 +13,9 @@ pub struct ReloadReport {
     pub routes: usize,
     pub policies: usize,
     pub needs_restart: Vec<String>,
+    /// What the new file says that is valid but likely not meant (also logged).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +78,7 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     let mut config = tokio::task::spawn_blocking(move || config::load(&path)).await??;
     crate::descriptors::fit(&mut config, crate::descriptors::raise_limit());
     let old = shared.config();
+    warn_of_kind_changes(&old, &mut config);
     let needs_restart = restart_only_changes(&old, &config);
     // What needs a restart keeps its running value, so the snapshot (and /admin/config,
     // and the next reload's report) describe what is in effect.
@@ -91,6 +95,7 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
         routes: config.routes.len(),
         policies: config.policies.len(),
         needs_restart,
+        warnings: config.warnings.clone(),
     };
     let previous = shared.snapshot.load_full();
     let snapshot = Snapshot::build(
@@ -174,4 +179,27 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
     check("server.watch_config", o.watch_config != n.watch_config);
     check("store", old.store != new.store);
     changed
+}
+
+/// A policy that keeps its name keeps its keys' state (algorithm.md § 7.6). Between a
+/// rate and a calendar quota the same TAT means something else: a quota's usage read as a
+/// rate's debt of up to its window, so such a change is said, with how to start afresh.
+fn warn_of_kind_changes(old: &Config, new: &mut Config) {
+    let quota = |p: &crate::config::Policy| p.rate().map(|r| r.calendar.is_some());
+    let mut warnings = Vec::new();
+    for p in &new.policies {
+        let Some(before) = old.policy(&p.name) else {
+            continue;
+        };
+        if let (Some(was), Some(is)) = (quota(before), quota(p)) {
+            if was != is {
+                warnings.push(format!(
+                    "{}: warning: policy `{}` changed between a rate and a calendar quota; its keys keep their state, which the new kind reads differently (a quota's usage as a rate's debt of up to the window's length); rename the policy to start its keys afresh",
+                    new.path.display(),
+                    p.name
+                ));
+            }
+        }
+    }
+    new.warnings.extend(warnings);
 }

@@ -338,3 +338,23 @@ async fn a_quota_settles_from_the_upstreams_header_in_memory_and_on_redis() {
         "{state}"
     );
 }
+
+#[tokio::test]
+async fn a_reload_that_turns_a_quota_into_a_rate_says_what_its_keys_keep() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&daily("backend = \"memory\""), &up.url()).await;
+    assert_eq!(call(&http1(), &gw, "k").await.status, 200);
+    let as_rate = daily("backend = \"memory\"").replace(
+        "quota = 3\nwindow = \"day\"\ntimezone = \"UTC\"\n",
+        "limit = 3\nperiod = \"1h\"\nburst = 3\n",
+    );
+    assert!(as_rate.contains("limit = 3"), "{as_rate}");
+    gw.rewrite(&as_rate, &up.url());
+    let answer = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let warnings = answer.json()["report"]["warnings"].to_string();
+    assert!(
+        warnings.contains("policy `daily` changed between a rate and a calendar quota"),
+        "{warnings}"
+    );
+}
