@@ -69,8 +69,8 @@ async fn two_gateways_share_one_monthly_quota_on_redis_and_its_key_expires_with_
     assert_eq!(state["resets_at"], next_month.timestamp().to_string());
 }
 
-/// A route of a quota and two rate tiers costs one Redis script call a request, admitted
-/// or refused by the quota (a quota tier is not answered from the refusal cache).
+/// A route of a quota and two rate tiers costs one Redis script call an admitted request;
+/// once the quota is used up, its refusals are answered from what the gateway remembers.
 #[tokio::test]
 async fn a_quota_rides_in_the_rate_tiers_one_redis_call() {
     let redis = RedisServer::start();
@@ -97,7 +97,11 @@ async fn a_quota_rides_in_the_rate_tiers_one_redis_call() {
         admitted += usize::from(call(&client, &gw, "acme").await.status == 200);
     }
     assert_eq!(admitted, 20, "the quota");
-    assert_eq!(redis.script_calls() - before, 30, "one call a request");
+    assert_eq!(
+        redis.script_calls() - before,
+        20,
+        "one call an admitted request, none for the refusals after"
+    );
 }
 
 /// On a Redis Cluster a quota and a tier in another slot are decided together: when the
@@ -174,4 +178,60 @@ async fn with_redis_out_a_gateway_spends_its_share_of_the_quota() {
         gw.advance(60 * S);
     }
     assert_eq!(admitted, 5, "half of the quota of 10");
+}
+
+/// A key whose quota is used up is remembered refused, as a rate key is: a flood of its
+/// requests costs Redis about one call a second (the memory of a quota's refusal lasts a
+/// second, since another gateway may reset or raise it), not one a request.
+#[tokio::test]
+async fn a_flood_on_a_used_up_quota_costs_almost_no_redis_calls() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"",
+            redis.url()
+        ))
+        .policy_raw(
+            "monthly",
+            "key = \"header:x-key\"\nquota = 5\nwindow = \"month\"\n",
+        )
+        .route("api", "/", "api", &["monthly"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store_with("/", "x-key", "warm-up").await;
+    for _ in 0..5 {
+        assert_eq!(call(&http1(), &gw, "acme").await.status, 200);
+    }
+    let before = redis.script_calls();
+    let started = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..8 {
+        let url = gw.url("/");
+        tasks.push(tokio::spawn(async move {
+            let client = if worker % 2 == 0 { http1() } else { http2() };
+            let mut refused = 0;
+            for _ in 0..50 {
+                let got = send(&client, "GET", &url, &[("x-key", "acme")], b"").await;
+                refused += usize::from(got.status == 429);
+            }
+            refused
+        }));
+    }
+    let mut refused = 0;
+    for t in tasks {
+        refused += t.await.expect("flood");
+    }
+    assert_eq!(refused, 400, "the quota is used up");
+    let calls = redis.script_calls() - before;
+    let seconds = started.elapsed().as_secs() + 1;
+    assert!(
+        calls <= 8 + 2 * seconds,
+        "{calls} calls for 400 refusals in about {seconds} s"
+    );
+    // The key's state is still Redis's: used 5 of 5.
+    let state = get(&gw.admin_url("/admin/limits/monthly/acme"), &[])
+        .await
+        .json();
+    assert_eq!(state["used"], 5, "{state}");
 }

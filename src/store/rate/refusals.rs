@@ -34,6 +34,23 @@ struct Entry {
     until: AtomicU64,
 }
 
+/// A quota's remembered TAT: its window's end (made even) plus twice its usage, so the
+/// lowest bit stays free for [`BESIDE`] without costing a unit (one unit is 1 ns).
+fn quota_entry(end: u64, used: u64) -> u64 {
+    (end & !BESIDE).saturating_add(used.saturating_mul(2))
+}
+
+/// The usage a remembered quota TAT holds (see [`quota_entry`]): exact whether it was
+/// kept at its limit (even) or beside one (one less, the bit set).
+fn quota_usage(remembered: u64, end: u64) -> u64 {
+    let even = if remembered & BESIDE == BESIDE {
+        remembered.saturating_add(1)
+    } else {
+        remembered
+    };
+    even.saturating_sub(end & !BESIDE) / 2
+}
+
 /// Per call: a semaphore that is closed (never granted) when the call is done.
 type Flights = HashMap<u64, Arc<Semaphore>>;
 
@@ -140,10 +157,32 @@ impl RefusalCache {
         let table = SnapshotTable::default();
         for tier in tiers.iter().map(AsRef::as_ref) {
             if let Some(tat) = self.tat(tier.key, now).filter(|&t| t > now) {
-                table.insert(tier.key, tat - now);
+                let debt = match tier.window {
+                    Some(end) => end
+                        .saturating_sub(now)
+                        .saturating_add(quota_usage(tat, end)),
+                    None => tat - now,
+                };
+                table.insert(tier.key, debt);
             }
         }
-        let verdict = evaluate(&table, tiers, BASE, cost);
+        let quotas = tiers.iter().any(|t| t.as_ref().window.is_some());
+        let verdict = if quotas {
+            // A quota's window end moves onto the same timeline as the TATs (BASE = now).
+            let placed: smallvec::SmallVec<[Tier; 4]> = tiers
+                .iter()
+                .map(|t| {
+                    let mut tier = *t.as_ref();
+                    tier.window = tier
+                        .window
+                        .map(|end| BASE.saturating_add(end.saturating_sub(now)));
+                    tier
+                })
+                .collect();
+            evaluate(&table, &placed, BASE, cost)
+        } else {
+            evaluate(&table, tiers, BASE, cost)
+        };
         (!verdict.admitted).then_some(verdict)
     }
 
@@ -168,16 +207,20 @@ impl RefusalCache {
             if tiers[i].tier.mode != Mode::Enforce || (d.admitted && !exact(i)) {
                 return None;
             }
-            // A quota's usage is measured from its window's end on Redis's clock, which
-            // this gateway's clock cannot place to the nanosecond (a unit): not remembered.
-            if tiers[i].bounds.is_some() {
-                return None;
-            }
-            Some(if verdict.admitted {
+            let (tat, at_limit) = if verdict.admitted {
                 (d.tat, d.remaining == 0)
             } else {
                 (outcome.prior_tat, !d.admitted)
-            })
+            };
+            // A quota's TAT is its window's end plus its usage; the end was placed on
+            // Redis's clock (its decision's time until idle is the time to the reset), so
+            // the usage is exact and is kept beside this gateway's own end of the window.
+            if let (Some(local_end), Some(_)) = (tiers[i].tier.window, tiers[i].bounds) {
+                let used = tat.saturating_sub(BASE).saturating_sub(d.until_idle_ns);
+                let local = quota_entry(local_end, used);
+                return Some((BASE.saturating_add(local.saturating_sub(now)), at_limit));
+            }
+            Some((tat, at_limit))
         };
         if !(0..outcomes.len()).any(|i| matches!(state(i), Some((_, true)))) {
             return;
@@ -195,8 +238,9 @@ impl RefusalCache {
                 continue;
             }
             let tat = now.saturating_add(tat - BASE);
-            // A settled tier's key may be refunded on another gateway: asked again soon.
-            let until = if tiers[i].settled {
+            // A settled tier's key may be refunded on another gateway, a quota's reset or
+            // raised there: asked again soon.
+            let until = if tiers[i].settled || tiers[i].bounds.is_some() {
                 now.saturating_add(SETTLED_LIFE_NS)
             } else {
                 0
@@ -253,97 +297,4 @@ impl Drop for FlightGuard<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::limit::Quota;
-
-    const S: u64 = 1_000_000_000;
-
-    fn tier(key: u64) -> RateTier {
-        RateTier {
-            tier: Tier {
-                window: None,
-                quota: Quota::new(1, S, 2).expect("quota"),
-                mode: Mode::Enforce,
-                max_delay_ns: 0,
-                key,
-                overflow: key + 1,
-                reserve: None,
-            },
-            position: 0,
-            redis: None,
-            bounds: None,
-            leased: false,
-            settled: false,
-        }
-    }
-
-    /// Redis's verdict on `tiers` whose keys owe `debt` (TAT − now) each.
-    fn redis_verdict(tiers: &[RateTier], debt: u64) -> Verdict {
-        let table = SnapshotTable::default();
-        for t in tiers {
-            table.insert(t.tier.key, debt);
-        }
-        evaluate(&table, tiers, BASE, 1)
-    }
-
-    #[test]
-    fn an_admission_that_leaves_nothing_is_remembered_like_a_refusal() {
-        let cache = RefusalCache::default();
-        let tiers = [tier(10)];
-        let now = 100 * S;
-        // Burst 2, one already spent: this admission takes the last unit.
-        let v = redis_verdict(&tiers, S);
-        assert!(v.admitted && v.outcomes()[0].decision.remaining == 0);
-        cache.record(&tiers, &v, now);
-        let refused = cache.refuse(&tiers, now + S / 2, 1).expect("refused here");
-        assert_eq!(refused.wait_ns, S / 2, "until the next unit frees");
-        assert!(
-            cache.refuse(&tiers, now + S, 1).is_none(),
-            "then Redis is asked"
-        );
-    }
-
-    #[test]
-    fn a_refusal_given_here_describes_the_other_tiers_as_redis_left_them() {
-        let cache = RefusalCache::default();
-        let mut roomy = tier(30);
-        roomy.tier.quota = Quota::new(1, S, 10).expect("quota");
-        let tiers = [roomy, tier(31)];
-        let now = 100 * S;
-        // The second tier's last unit goes; the first has 10, 2 now spent.
-        let table = SnapshotTable::default();
-        table.insert(30, S);
-        table.insert(31, S);
-        let v = evaluate(&table, &tiers, BASE, 1);
-        assert!(v.admitted);
-        cache.record(&tiers, &v, now);
-        let refused = cache.refuse(&tiers, now, 1).expect("refused here");
-        // Remembered to describe it, the roomy tier alone makes no request wait.
-        assert!(!cache.known(&tiers[..1], now));
-        assert!(cache.known(&tiers[1..], now));
-        // The headers describe a tier that admitted as the refusal left it: 8 of 10.
-        let first = &refused.outcomes()[0];
-        let left = tiers[0].tier.quota.remaining(first.prior_tat, refused.now);
-        assert_eq!(left, 8, "as Redis left it, not as an idle key");
-    }
-
-    #[test]
-    fn admissions_with_room_and_tiers_served_from_slices_are_not_remembered() {
-        let cache = RefusalCache::default();
-        let tiers = [tier(20)];
-        let now = 100 * S;
-        cache.record(&tiers, &redis_verdict(&tiers, 0), now);
-        assert!(
-            !cache.remembered(&tiers, now),
-            "one unit left: the next request may pass"
-        );
-        // A leased tier's remaining is its slice's: an empty slice says nothing of Redis.
-        let leased = [RateTier {
-            leased: true,
-            ..tier(20)
-        }];
-        cache.record(&leased, &redis_verdict(&leased, S), now);
-        assert!(!cache.remembered(&tiers, now));
-    }
-}
+mod tests;
