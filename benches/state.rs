@@ -133,7 +133,7 @@ fn quota_against_rate(clock: &Arc<MonotonicClock>) {
                 // What a request does for a quota tier: its window from the policy's
                 // remembered bounds, placed on the monotonic clock.
                 let unix = clock.unix_ns_at(now);
-                let bounds = cached.bounds((unix / S) as i64);
+                let bounds = cached.bounds(unix);
                 tier.quota = Quota::new(1_000_000, 1_000_000, 1_000_000).expect("units");
                 tier.window = Some(clock.mono_ns_at(bounds.end_at(unix)));
             }

@@ -41,10 +41,10 @@ async fn quota_json(
     // Redis's own now when it answered: usage is measured from the window's end to the
     // nanosecond, which this gateway's clock cannot place on Redis's.
     let unix_now = server_now.unwrap_or_else(|| clock.unix_ns_at(local_now));
-    let bounds = calendar.bounds(i64::try_from(unix_now / 1_000_000_000).unwrap_or(i64::MAX));
-    let end_unix = bounds.end_at(unix_now);
+    let bounds = calendar.bounds(unix_now);
+    let until_end = bounds.until_end(unix_now);
     // The end on the timeline `tat` is on: `now` plays the local clock's now.
-    let end = now.saturating_add(end_unix.saturating_sub(unix_now));
+    let end = now.saturating_add(until_end);
     let used = tat.saturating_sub(end);
     let limit = quota.burst();
     let left = limit.saturating_sub(used);
@@ -55,11 +55,11 @@ async fn quota_json(
         "timezone": calendar.calendar.zone_name,
         "used": used,
         "left": left,
-        "resets_at": crate::clock::rfc3339(end_unix),
+        "resets_at": crate::clock::rfc3339(unix_now.saturating_add(until_end)),
         "window_start": crate::clock::rfc3339(
             u64::try_from(bounds.start).unwrap_or(0).saturating_mul(1_000_000_000)),
         "remaining": left,
-        "next_admit_ms": if left > 0 { 0 } else { ceil_millis(end_unix.saturating_sub(unix_now)) },
+        "next_admit_ms": if left > 0 { 0 } else { ceil_millis(until_end) },
         "tracked": used > 0,
     }))
 }

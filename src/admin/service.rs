@@ -103,24 +103,38 @@ async fn route(
     }
 }
 
-/// `POST /admin/reset/{policy}/{part}[/{part}…]`: forgets one key's usage or debt.
-async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
+/// A policy of the running config and one key's parts.
+type NamedKey = (Arc<crate::config::Policy>, Vec<String>);
+
+/// `{policy}/{part}[/{part}…]` of the running config: the policy and the key's parts,
+/// or the answer that says why not (404 unknown policy, 400 a key of the wrong shape).
+fn named_key(shared: &Shared, rest: &str) -> Result<NamedKey, Box<Response<Body>>> {
     let (policy_name, parts) = key_path(rest);
     let config = shared.config();
     let Some(policy) = config.policy(&policy_name) else {
-        return json_error(
+        return Err(Box::new(json_error(
             StatusCode::NOT_FOUND,
             "unknown_policy",
             &[("policy", policy_name.into())],
-        );
+        )));
     };
     if let Err(expected) = crate::store::keys::key_shape(policy, &parts) {
-        return json_error(
+        return Err(Box::new(json_error(
             StatusCode::BAD_REQUEST,
             "bad_key",
             &[("expected_parts", expected.into())],
-        );
+        )));
     }
+    Ok((policy.clone(), parts))
+}
+
+/// `POST /admin/reset/{policy}/{part}[/{part}…]`: forgets one key's usage or debt.
+async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
+    let (policy, parts) = match named_key(shared, rest) {
+        Ok(named) => named,
+        Err(refused) => return *refused,
+    };
+    let policy = &*policy;
     if policy.concurrency().is_some() {
         return json_error(
             StatusCode::CONFLICT,
@@ -148,22 +162,11 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
 
 /// `GET /admin/limits/{policy}/{part}[/{part}…]`: one path segment per key source.
 async fn limit_json(shared: &Shared, rest: &str) -> Response<Body> {
-    let (policy_name, parts) = key_path(rest);
-    let config = shared.config();
-    let Some(policy) = config.policy(&policy_name) else {
-        return json_error(
-            StatusCode::NOT_FOUND,
-            "unknown_policy",
-            &[("policy", policy_name.into())],
-        );
+    let (policy, parts) = match named_key(shared, rest) {
+        Ok(named) => named,
+        Err(refused) => return *refused,
     };
-    if let Err(expected) = crate::store::keys::key_shape(policy, &parts) {
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            "bad_key",
-            &[("expected_parts", expected.into())],
-        );
-    }
+    let policy = &*policy;
     match super::key_state::key_state(shared, policy, &parts).await {
         Ok(mut fields) => {
             if let Some(out) = fields.as_object_mut() {
@@ -313,7 +316,7 @@ fn quota_json(
     q: &crate::config::CalendarQuota,
 ) -> serde_json::Value {
     let unix_ns = shared.clock.unix_ns_at(shared.clock.now_ns());
-    let bounds = q.bounds(i64::try_from(unix_ns / 1_000_000_000).unwrap_or(i64::MAX));
+    let bounds = q.bounds(unix_ns);
     let at = |s: i64| crate::clock::rfc3339(u64::try_from(s).unwrap_or(0) * 1_000_000_000);
     json!({
         "kind": "quota",

@@ -80,9 +80,11 @@ impl CalendarQuota {
         }
     }
 
-    /// The window holding `unix_s` and the next: from the one remembered while it lasts.
+    /// The window holding the instant `unix_ns` and the next: from the one remembered
+    /// while it lasts.
     #[inline]
-    pub fn bounds(&self, unix_s: i64) -> Bounds {
+    pub fn bounds(&self, unix_ns: u64) -> Bounds {
+        let unix_s = i64::try_from(unix_ns / 1_000_000_000).unwrap_or(i64::MAX);
         let (a, b) = (
             self.first.load(Ordering::Relaxed),
             self.second.load(Ordering::Relaxed),

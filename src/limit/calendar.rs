@@ -61,6 +61,17 @@ impl Bounds {
         }
     }
 
+    /// Nanoseconds from `unix_ns` to the end of the window holding it ([`Bounds::end_at`]):
+    /// how far ahead of now a quota is measured from.
+    pub fn until_end(&self, unix_ns: u64) -> u64 {
+        self.end_at(unix_ns).saturating_sub(unix_ns)
+    }
+
+    /// The window and the next as the Redis scripts read them: `start:end:next`.
+    pub fn script_arg(&self) -> String {
+        format!("{}:{}:{}", self.start, self.end, self.next)
+    }
+
     pub fn contains(&self, unix_s: i64) -> bool {
         self.start <= unix_s && unix_s < self.end
     }

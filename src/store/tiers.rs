@@ -244,10 +244,10 @@ impl RequestTiers {
                     ..rate.tier
                 },
                 position,
-                bounds: rate.calendar.as_ref().map(|c| {
-                    let unix_ns = clock.unix_ns_at(clock.now_ns());
-                    c.bounds(i64::try_from(unix_ns / 1_000_000_000).unwrap_or(i64::MAX))
-                }),
+                bounds: rate
+                    .calendar
+                    .as_ref()
+                    .map(|c| c.bounds(clock.unix_ns_at(clock.now_ns()))),
                 leased: rate.leased && key.redis.is_some(),
                 settled: rate.settled,
                 redis: key.redis,

@@ -94,10 +94,9 @@ impl Windows {
         let now = u64::try_from(now_abs).unwrap_or(u64::MAX);
         for &i in group {
             if let Some(bounds) = &tiers[i].bounds {
-                let end = bounds.end_at(now);
                 let _ = self
                     .0
-                    .try_push((i, BASE.saturating_add(end.saturating_sub(now))));
+                    .try_push((i, BASE.saturating_add(bounds.until_end(now))));
             }
         }
     }
@@ -124,7 +123,8 @@ impl Windows {
 /// A tier's window as the script reads it: `start:end:next` Unix seconds, or empty.
 fn window_arg(tier: &RateTier) -> String {
     tier.bounds
-        .map(|b| format!("{}:{}:{}", b.start, b.end, b.next))
+        .as_ref()
+        .map(crate::limit::calendar::Bounds::script_arg)
         .unwrap_or_default()
 }
 
@@ -301,10 +301,9 @@ async fn roll_back(
             let increment = tier.cost(cost).saturating_mul(q.interval_ns());
             let now = reply.now_abs();
             // A quota is measured from its window's end (as gcra.lua placed it).
-            let basis = tiers[i].bounds.map_or(0, |b| {
-                let now = u64::try_from(now).unwrap_or(u64::MAX);
-                b.end_at(now).saturating_sub(now)
-            });
+            let basis = tiers[i]
+                .bounds
+                .map_or(0, |b| b.until_end(u64::try_from(now).unwrap_or(u64::MAX)));
             let over = debt.saturating_sub(basis);
             if over.saturating_add(increment) > q.tolerance_ns().saturating_add(tier.max_delay_ns) {
                 continue; // a shadow tier that did not admit wrote nothing

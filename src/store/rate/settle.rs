@@ -141,7 +141,7 @@ pub async fn settle_remote(
     let mut call = SETTLE_SCRIPT.prepare_invoke();
     let window = pending
         .window
-        .map(|(_, b)| format!("{}:{}:{}", b.start, b.end, b.next))
+        .map(|(_, b)| b.script_arg())
         .unwrap_or_default();
     call.key(key)
         .arg(op)
