@@ -270,3 +270,33 @@ backend t_hot
     stick-table type string len 32 size 1k expire 1h store http_req_rate(1h)
 EOF
 }
+
+# start_one_worker_peers: tollgate (one_worker_toml), the floor forwarding and refusing,
+# nginx (one worker, peer_nginx_conf) and HAProxy (one thread, peer_haproxy_cfg), each on
+# a port of its own in front of the upstream; sets TG_PORT/TG_PID, FLOOR_PORT/FLOOR_PID,
+# FLOOR_DENY_PORT/FLOOR_DENY_PID, NGINX_PORT/NGINX_PID (its worker, which does the work)
+# and HAP_PORT/HAP_PID. Needs BIG, TOLLGATE, FLOOR and the upstream started.
+start_one_worker_peers() {
+  free_port TG_PORT; free_port FLOOR_PORT; free_port FLOOR_DENY_PORT; free_port NGINX_PORT
+  free_port HAP_PORT
+  one_worker_toml "$TG_PORT" >"$WORK/tollgate.toml"
+  start_tollgate tollgate "$WORK/tollgate.toml" "$TG_PORT"
+  TG_PID=$LAST_PID
+  spawn floor "$FLOOR" forward --listen "127.0.0.1:$FLOOR_PORT" --upstream "127.0.0.1:$UPSTREAM_PORT" --workers 1
+  wait_port "$FLOOR_PORT" floor "$LAST_PID"
+  FLOOR_PID=$LAST_PID
+  spawn floordeny "$FLOOR" deny --listen "127.0.0.1:$FLOOR_DENY_PORT" --workers 1
+  wait_port "$FLOOR_DENY_PORT" floordeny "$LAST_PID"
+  FLOOR_DENY_PID=$LAST_PID
+  peer_nginx_conf nginx 1 "$NGINX_PORT" >"$WORK/nginx.conf"
+  spawn nginx nginx -p "$WORK/" -c "$WORK/nginx.conf"
+  wait_port "$NGINX_PORT" nginx "$LAST_PID"
+  # The worker does the work; its master only watches it.
+  NGINX_PID=$(pgrep -P "$LAST_PID" | head -1)
+  [[ -n $NGINX_PID ]] || die "no nginx worker process"
+  peer_haproxy_cfg 1 "$HAP_PORT" >"$WORK/haproxy.cfg"
+  haproxy -c -q -f "$WORK/haproxy.cfg" || die "haproxy rejected its config"
+  spawn haproxy haproxy -db -f "$WORK/haproxy.cfg"
+  wait_port "$HAP_PORT" haproxy "$LAST_PID"
+  HAP_PID=$LAST_PID
+}
