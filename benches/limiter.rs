@@ -8,10 +8,14 @@
 //! RSS growth of this process while a fresh limiter takes N keys.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Instant;
 
+use common::median;
 use governor::{Quota as GQuota, RateLimiter};
 use tollgate::clock::{Clock, MonotonicClock};
 use tollgate::key::{KeyHasher, KeyPart};
@@ -68,11 +72,6 @@ fn next(state: &mut u64) -> u64 {
     *state ^= *state >> 7;
     *state ^= *state << 17;
     *state
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// Runs `op` `ops` times on `threads` threads; returns operations per second.

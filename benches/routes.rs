@@ -7,17 +7,17 @@
 //! running gateway with it.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
+use common::full_run;
 use http::Method;
 use tollgate::clock::MonotonicClock;
 use tollgate::gateway::Gateway;
-
-fn full_run() -> bool {
-    std::env::args().any(|a| a == "--bench")
-}
 
 fn config_text(routes: usize) -> String {
     let mut text = String::from(

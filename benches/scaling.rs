@@ -8,17 +8,17 @@
 //! 100,000), ns per request and per extra tier.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::time::Instant;
 
+use common::{full_run, key, median};
 use tollgate::clock::{Clock, MonotonicClock};
 use tollgate::limit::{evaluate, Mode, Quota, Tier};
 use tollgate::store::MemoryStore;
 
 const S: u64 = 1_000_000_000;
-
-fn full_run() -> bool {
-    std::env::args().any(|a| a == "--bench")
-}
 
 fn tier(key: u64) -> Tier {
     Tier {
@@ -31,15 +31,6 @@ fn tier(key: u64) -> Tier {
         reserve: None,
         window: None,
     }
-}
-
-fn key(i: u64) -> u64 {
-    i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn per_decision(keys: u64, ops: u64, clock: &MonotonicClock) -> f64 {

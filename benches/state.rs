@@ -8,10 +8,14 @@
 //!    one thread, 100,000 keys): what the quota's window costs.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{full_run, key};
 use tollgate::clock::{Clock, MonotonicClock};
 use tollgate::limit::calendar::{Calendar, Period};
 use tollgate::limit::{evaluate, Mode, Quota, Tier};
@@ -19,10 +23,6 @@ use tollgate::store::state;
 use tollgate::store::MemoryStore;
 
 const S: u64 = 1_000_000_000;
-
-fn full_run() -> bool {
-    std::env::args().any(|a| a == "--bench")
-}
 
 fn rate_tier(key: u64) -> Tier {
     Tier {
@@ -34,11 +34,6 @@ fn rate_tier(key: u64) -> Tier {
         reserve: None,
         window: None,
     }
-}
-
-/// A cheap, deterministic key sequence.
-fn key(i: u64) -> u64 {
-    i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
 }
 
 /// Decides random keys of `store` until `stop`, returning every decision's duration.

@@ -1,0 +1,21 @@
+//! What several benchmarks share (each `benches/*.rs` is a crate of its own, so this is
+//! included by path; a benchmark uses some of it).
+#![allow(dead_code)]
+
+/// `cargo bench` passes `--bench`; `cargo test --benches` does not, and then a benchmark
+/// runs as a quick smoke test whose times are no measurement.
+pub fn full_run() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+/// A key hash for the counter `i`: a multiplicative spread, so consecutive counters land
+/// far apart and no prefetcher helps (never 0).
+pub fn key(i: u64) -> u64 {
+    i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
+}
+
+/// The median of `v`.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
