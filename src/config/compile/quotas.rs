@@ -179,19 +179,19 @@ impl Compiler {
     ) -> Option<Applied> {
         let name = &policy.name;
         let spanned = |v: i64| S::new(0..0, v);
-        let refused = [
-            ("limit", spec.limit.is_some()),
-            ("period", spec.period.is_some()),
-            ("burst", spec.burst.is_some()),
-            ("max_in_flight", spec.max_in_flight.is_some()),
-        ];
-        for (field, _) in refused.iter().filter(|(_, given)| *given) {
-            self.error(
-                0..0,
-                format!("policy `{name}` is a calendar quota: an override cannot set `{field}`"),
-                Some("override quota here".to_owned()),
-            );
-        }
+        let given = |set: bool| set.then_some(0..0);
+        self.refuse_fields(
+            [
+                ("limit", given(spec.limit.is_some())),
+                ("period", given(spec.period.is_some())),
+                ("burst", given(spec.burst.is_some())),
+                ("max_in_flight", given(spec.max_in_flight.is_some())),
+            ],
+            |field| {
+                format!("policy `{name}` is a calendar quota: an override cannot set `{field}`")
+            },
+            "override quota here",
+        );
         let Some(q) = spec.quota else {
             self.error(
                 0..0,

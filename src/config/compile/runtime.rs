@@ -161,23 +161,19 @@ impl Compiler {
     fn runtime_cap_override(&mut self, policy: &Policy, spec: &OverrideSpec) -> Option<Applied> {
         let name = &policy.name;
         let spanned = |v: i64| S::new(0..0, v);
-        let refused = [
-            ("limit", spec.limit.is_some()),
-            ("period", spec.period.is_some()),
-            ("burst", spec.burst.is_some()),
-            ("quota", spec.quota.is_some()),
-        ];
-        for (field, given) in refused {
-            if given {
-                self.error(
-                    0..0,
-                    format!(
-                        "policy `{name}` is a concurrency cap: an override cannot set `{field}`"
-                    ),
-                    Some("override max_in_flight here".to_owned()),
-                );
-            }
-        }
+        let given = |set: bool| set.then_some(0..0);
+        self.refuse_fields(
+            [
+                ("limit", given(spec.limit.is_some())),
+                ("period", given(spec.period.is_some())),
+                ("burst", given(spec.burst.is_some())),
+                ("quota", given(spec.quota.is_some())),
+            ],
+            |field| {
+                format!("policy `{name}` is a concurrency cap: an override cannot set `{field}`")
+            },
+            "override max_in_flight here",
+        );
         let Some(max) = spec.max_in_flight else {
             self.error(
                 0..0,
