@@ -159,21 +159,8 @@ async fn cluster_tiers_across_slots_roll_back_and_share_across_gateways() {
     let mut statuses = Vec::new();
     for i in 0..8 {
         let gw = if i % 2 == 0 { &a } else { &b };
-        // The cluster connection is made in the background right after start: a 503
-        // until then (charging nothing) is asked again.
-        let last = std::cell::RefCell::new(None);
-        eventually_async(Duration::from_secs(5), || async {
-            let r = get(
-                &gw.url("/"),
-                &[("x-tenant-id", "acme"), ("x-user-id", "bob")],
-            )
-            .await;
-            let answered = r.status != 503;
-            *last.borrow_mut() = Some(r);
-            answered
-        })
-        .await;
-        let r = last.into_inner().expect("asked at least once");
+        let (url, headers) = (gw.url("/"), [("x-tenant-id", "acme"), ("x-user-id", "bob")]);
+        let r = past_503(Duration::from_secs(5), || get(&url, &headers)).await;
         statuses.push(r.status.as_u16());
         if r.status == 429 {
             assert_eq!(r.json()["policy"], "endpoint");

@@ -34,3 +34,21 @@ where
     }
     cond().await
 }
+
+/// Sends `request` until it is answered with anything but 503 (a Redis Cluster is
+/// connected in the background after start; a 503 until then charges nothing), within
+/// `limit`: the last answer.
+pub async fn past_503<F, Fut>(limit: Duration, mut request: F) -> super::Got
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = super::Got>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        let answer = request().await;
+        if answer.status != 503 || Instant::now() >= deadline {
+            return answer;
+        }
+        tokio::time::sleep(EVERY).await;
+    }
+}
