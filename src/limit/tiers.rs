@@ -164,17 +164,14 @@ impl Verdict {
         &self.outcomes
     }
 
-    pub fn outcome_mut(&mut self, index: usize) -> Option<&mut TierOutcome> {
-        self.outcomes.get_mut(index)
-    }
-
     /// Tier `index` of this admitted request was settled and its key now owes `debt_ns`
-    /// (TAT − now): its numbers, and which tier the headers report, follow.
-    pub fn settled(&mut self, index: usize, debt_ns: u64, quota: &Quota) {
+    /// (TAT − now; a quota's usage) and is idle again in `until_idle_ns` (the debt; a
+    /// quota's time to its reset): its numbers, and which tier the headers report, follow.
+    pub fn settled(&mut self, index: usize, (debt_ns, until_idle_ns): (u64, u64), quota: &Quota) {
         let Some(outcome) = self.outcomes.get_mut(index) else {
             return;
         };
-        outcome.decision.until_idle_ns = debt_ns;
+        outcome.decision.until_idle_ns = until_idle_ns;
         outcome.decision.remaining = quota.remaining(debt_ns, 0);
         if !self.admitted {
             return;

@@ -134,12 +134,12 @@ impl Admission {
     pub fn settled(&mut self, tier: usize, debt_ns: u64) {
         if let Some(t) = self.tiers.rate.get(tier) {
             let quota = t.tier.quota;
-            let until_reset = t.tier.window.map(|end| end.saturating_sub(self.now));
-            self.verdict.settled(tier, debt_ns, &quota);
-            if let (Some(until), Some(o)) = (until_reset, self.verdict.outcome_mut(tier)) {
-                // A quota is whole again at its reset, however much was settled.
-                o.decision.until_idle_ns = until;
-            }
+            // A quota is whole again at its reset, however much was settled.
+            let until_idle = t
+                .tier
+                .window
+                .map_or(debt_ns, |end| end.saturating_sub(self.now));
+            self.verdict.settled(tier, (debt_ns, until_idle), &quota);
         }
     }
 
