@@ -257,6 +257,35 @@ pub struct Upstream {
     pub sni: Option<String>,
     /// For `https://` targets: web roots, or the CAs in `ca`.
     pub tls: Arc<rustls::ClientConfig>,
+    pub protocol: Protocol,
+    /// HTTP/2 upstreams: streams a connection carries before the worker opens another.
+    pub max_streams: usize,
+}
+
+/// How the gateway speaks to an upstream's targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1, one request at a time per connection (`http://` or `https://`).
+    Http1,
+    /// HTTP/2 with prior knowledge over plain TCP (`http://` targets).
+    H2c,
+    /// HTTP/2 over TLS, agreed by ALPN (`https://` targets).
+    H2,
+}
+
+impl Protocol {
+    /// Whether requests share connections as HTTP/2 streams.
+    pub fn multiplexed(self) -> bool {
+        self != Protocol::Http1
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http1",
+            Protocol::H2c => "h2c",
+            Protocol::H2 => "h2",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -139,6 +139,10 @@ pub struct RawUpstream {
     /// Idle connections kept per target, per worker.
     pub max_idle: Option<S<i64>>,
     pub idle_timeout: Option<S<String>>,
+    /// "http1" (default), "h2c" or "h2".
+    pub protocol: Option<S<String>>,
+    /// HTTP/2 streams per upstream connection before another is opened.
+    pub max_streams: Option<S<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -28,6 +28,9 @@ pub struct Trace {
     /// A refused request's key parts in the deciding policy, as `log_keys` writes them
     /// (taken only when a line will be written).
     pub key: Option<Vec<String>>,
+    /// The gateway answered itself (refused, or the upstream failed): a gRPC call's answer
+    /// is then rewritten as gRPC.
+    pub by_gateway: bool,
 }
 
 impl Trace {
@@ -40,6 +43,7 @@ impl Trace {
             wait_ns: 0,
             normalized: None,
             key: None,
+            by_gateway: false,
         }
     }
 

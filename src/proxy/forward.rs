@@ -24,6 +24,9 @@ pub struct Sent<'a> {
     pub server: &'a Server,
     pub route: &'a Route,
     pub pool: &'a Arc<UpstreamPool>,
+    /// How long the upstream has to answer: its `timeout`, or a gRPC call's shorter
+    /// `grpc-timeout`.
+    pub timeout: std::time::Duration,
     pub conn: &'a ConnInfo,
     /// The clock reading the request was admitted at.
     pub now: u64,
@@ -54,6 +57,8 @@ pub async fn forward(
         now,
         ..
     } = &sent;
+    // HTTP/2 has no Upgrade: to such an upstream, the request goes as a plain one.
+    let upgrade = upgrade.filter(|_| !pool.upstream.protocol.multiplexed());
     let (upgrade, tunnel_permit) = upgrade.unzip();
     let client_version = req.version();
     if let Some(refused) = declared_too_large(&req, route, uploaded.as_ref()) {
@@ -71,7 +76,9 @@ pub async fn forward(
     }
 
     let sent_at = shared.clock.now_ns();
-    let result = pool.send(outgoing, *now, replayable, &conn.upstream).await;
+    let result = pool
+        .send(outgoing, *now, replayable, &conn.upstream, sent.timeout)
+        .await;
     let upstream = &pool.upstream.name;
     let mut resp = match result {
         Ok(resp) => resp,

@@ -1,12 +1,14 @@
 //! The data plane: the request path (`service`, drawn as its phases: `admit`, `forward`,
 //! `respond`, `access_log`), what it does to heads (`head`, `hop`), bodies (`body`,
 //! `settle`), tunnels (`tunnel`), the upstream pool (`pool`), the responses the gateway
-//! writes itself (`response`), and the config snapshot a request reads (`snapshot`).
+//! writes itself (`response`; as gRPC for gRPC calls: `grpc`), and the config snapshot a
+//! request reads (`snapshot`).
 
 pub mod access_log;
 pub mod admit;
 pub mod body;
 pub mod forward;
+pub mod grpc;
 pub mod head;
 pub mod hop;
 pub mod pool;

@@ -37,10 +37,14 @@ pub async fn handle(
     // Counted until the response body is done, so the connection is not idle meanwhile.
     let in_flight = crate::conn::InFlight::new(conn.activity.clone());
     let snapshot = shared.current();
+    let grpc = super::grpc::is_call(req.headers());
     // Past this worker's share of `max_requests`: refused before anything else is spent.
     let Some(load) = crate::conn::load::Load::enter(snapshot.request_share) else {
         shared.metrics.requests_overloaded.inc();
-        let resp = overloaded();
+        let mut resp = overloaded();
+        if grpc {
+            resp = as_grpc(resp, &snapshot, &Trace::new());
+        }
         return Ok(resp.map(|body| ResponseBody::new(body, in_flight, None, HeldSlots::new())));
     };
     let is_head = req.method() == http::Method::HEAD;
@@ -51,7 +55,8 @@ pub async fn handle(
     });
     let mut trace = Trace::new();
     let mut slots = HeldSlots::new();
-    let resp = serve(shared, &snapshot, conn, req, &mut trace, &mut slots).await;
+    let resp = serve(shared, &snapshot, conn, req, grpc, &mut trace, &mut slots).await;
+    // Logged and counted by what the gateway decided (a 429), sent as gRPC asks (a 200).
     let status = resp.status().as_u16();
     if let Some(i) = trace.route {
         snapshot.route_metrics[i].responses[usize::from((status / 100).clamp(1, 5) - 1)].inc();
@@ -61,6 +66,11 @@ pub async fn handle(
         let line = (head, &trace);
         access_log::write(line, &snapshot.config, &shared.metrics, conn, status, now);
     }
+    let resp = if grpc && trace.by_gateway {
+        as_grpc(resp, &snapshot, &trace)
+    } else {
+        resp
+    };
     // A HEAD answer carries no body, whoever made it (HTTP/2 would send one otherwise).
     let resp = if is_head {
         resp.map(|_| crate::reply::empty())
@@ -68,6 +78,26 @@ pub async fn handle(
         resp
     };
     Ok(resp.map(|body| ResponseBody::new(body, in_flight, Some(load), slots)))
+}
+
+/// The gateway's own answer to a gRPC call, as gRPC (see `grpc`).
+fn as_grpc(resp: Response<Body>, snapshot: &Current, trace: &Trace) -> Response<Body> {
+    let policy = trace
+        .route
+        .zip(trace.policy)
+        .and_then(|(route, position)| snapshot.config.routes.get(route)?.policies.get(position))
+        .map(|policy| policy.name.as_str());
+    let decision = match trace.decision {
+        "admitted" => "upstream failed",
+        "unmatched" => "no route",
+        other => other,
+    };
+    let why = super::grpc::Refusal {
+        policy,
+        wait_ns: trace.wait_ns,
+        decision,
+    };
+    super::grpc::answer(resp, &why)
 }
 
 /// 503 for a request past the gateway's `max_requests`: try again in a second.
@@ -85,12 +115,16 @@ async fn serve(
     snapshot: &Current,
     conn: &ConnInfo,
     mut req: Request<Incoming>,
+    grpc: bool,
     trace: &mut Trace,
     slots: &mut HeldSlots,
 ) -> Response<Body> {
     let arrived = match arrive(shared, snapshot, conn, &mut req, trace) {
         Ok(arrived) => arrived,
-        Err(answer) => return *answer,
+        Err(answer) => {
+            trace.by_gateway = true;
+            return *answer;
+        }
     };
     let Arrived {
         routed,
@@ -101,6 +135,7 @@ async fn serve(
     let mut admission = Admission::default();
     let refused = super::admit::admit(shared, &routed, &req, client_ip, &mut admission, trace);
     if let Some(refused) = refused.await {
+        trace.by_gateway = true;
         return refused;
     }
     if admission.delay_ns() > 0 {
@@ -109,16 +144,21 @@ async fn serve(
     *slots = admission.take_held();
     let settles = admission.take_settles();
     let (settlement, uploaded) = Settlement::begin(shared, snapshot, routed.index, settles);
+    let pool = &snapshot.pools[routed.route.upstream_index];
+    // A gRPC call waits no longer than its own deadline.
+    let deadline = grpc.then(|| super::grpc::timeout(req.headers())).flatten();
     let sent = Sent {
         server: &snapshot.config.server,
         route: routed.route,
-        pool: &snapshot.pools[routed.route.upstream_index],
+        pool,
+        timeout: deadline.map_or(pool.upstream.timeout, |d| d.min(pool.upstream.timeout)),
         conn,
         now: admission.now(),
         ask_trailers: settlement.as_ref().is_some_and(Settlement::reads_trailers),
     };
     // A tunnel takes the slots it needs; what it leaves is held until the body is done.
     let forwarded = forward(shared, sent, req, upgrade, slots, uploaded).await;
+    trace.by_gateway = forwarded.is_err();
     let answered = (forwarded, settlement, trailers);
     super::respond::describe(&routed, answered, &mut admission).await
 }

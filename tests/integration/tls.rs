@@ -7,49 +7,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::*;
-
-/// A test CA that signs leaf certificates.
-struct Ca {
-    cert: rcgen::Certificate,
-    key: KeyPair,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let cert = params.self_signed(&key).expect("ca");
-        Self { cert, key }
-    }
-
-    /// (certificate PEM, key PEM) for `names`.
-    fn leaf(&self, names: &[&str], cn: &str) -> (String, String) {
-        let key = KeyPair::generate().expect("key");
-        let mut params =
-            CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .expect("params");
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let cert = params.signed_by(&key, &self.cert, &self.key).expect("leaf");
-        (cert.pem(), key.serialize_pem())
-    }
-
-    fn pem(&self) -> String {
-        self.cert.pem()
-    }
-
-    fn roots(&self) -> rustls::RootCertStore {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.cert.der().clone()).expect("root");
-        roots
-    }
-}
 
 fn client_config(ca: &Ca, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
     let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(

@@ -55,6 +55,9 @@ pub const DEFAULT_UPSTREAM_MAX_CONNECTIONS: usize = 1024;
 /// Idle upstream connections kept per target and worker, and for how long.
 pub const DEFAULT_UPSTREAM_MAX_IDLE: usize = 256;
 pub const DEFAULT_UPSTREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// HTTP/2 upstreams: streams per connection before another opens — the concurrency RFC
+/// 9113 §6.5.2 recommends a server allow at least.
+pub const DEFAULT_UPSTREAM_MAX_STREAMS: usize = 100;
 /// Concurrency policies: the `Retry-After` of a refusal, and how long a dead gateway's
 /// Redis slot stays taken.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);

@@ -59,6 +59,12 @@ impl Compiler {
         let max_idle = self.count_or(&raw.max_idle, DEFAULT_UPSTREAM_MAX_IDLE as u64, "max_idle");
         let idle_timeout =
             self.duration_or(&raw.idle_timeout, DEFAULT_UPSTREAM_IDLE_TIMEOUT, false);
+        let protocol = self.protocol(&name, &raw, &targets);
+        let max_streams = self.count_or(
+            &raw.max_streams,
+            DEFAULT_UPSTREAM_MAX_STREAMS as u64,
+            "max_streams",
+        );
         (!targets.is_empty() && targets.len() == raw.targets.get_ref().len()).then_some(())?;
         Some(Upstream {
             name,
@@ -72,7 +78,43 @@ impl Compiler {
             sni: raw.sni.map(|s| s.into_inner()),
             tls: tls.as_ref()?.0.clone(),
             ca_certs: tls?.1,
+            protocol: protocol?,
+            max_streams: usize::try_from(max_streams?).ok()?,
         })
+    }
+
+    /// `protocol`, checked against the targets' schemes: h2c is HTTP/2 over plain TCP,
+    /// h2 over TLS (it is agreed by ALPN, which only TLS carries).
+    fn protocol(&mut self, name: &str, raw: &RawUpstream, targets: &[Target]) -> Option<Protocol> {
+        let options = [
+            ("http1", Protocol::Http1),
+            ("h2c", Protocol::H2c),
+            ("h2", Protocol::H2),
+        ];
+        let protocol = self.choice(&raw.protocol, &options, Protocol::Http1, "protocol")?;
+        let wanted = match protocol {
+            Protocol::Http1 => return Some(protocol),
+            Protocol::H2c => Scheme::HTTP,
+            Protocol::H2 => Scheme::HTTPS,
+        };
+        let span = raw.protocol.as_ref().map_or(raw.targets.span(), S::span);
+        if let Some(odd) = targets.iter().find(|t| t.scheme != wanted) {
+            let hint = match protocol {
+                Protocol::H2c => "h2c is HTTP/2 without TLS: use http:// targets, or protocol = \"h2\" for https://",
+                _ => "h2 is HTTP/2 over TLS: use https:// targets, or protocol = \"h2c\" for http://",
+            };
+            self.error(
+                span,
+                format!(
+                    "upstream `{name}` has protocol = \"{}\" but target `{odd}` is {}://",
+                    protocol.as_str(),
+                    odd.scheme
+                ),
+                Some(hint.to_owned()),
+            );
+            return None;
+        }
+        Some(protocol)
     }
 }
 

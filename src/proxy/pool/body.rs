@@ -1,6 +1,7 @@
 //! An upstream response body that gives its connection back to the worker's pool when it
-//! ends. A body dropped before its end takes the connection with it: hyper closes it, so
-//! the unread rest of a response can never be mistaken for the next one.
+//! ends (HTTP/1.1), or its stream's place on a shared connection (HTTP/2). A body dropped
+//! before its end takes an HTTP/1.1 connection with it: hyper closes it, so the unread
+//! rest of a response can never be mistaken for the next one; an HTTP/2 stream is reset.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +15,7 @@ use hyper::client::conn::http1::SendRequest;
 use quanta::Instant;
 
 use super::local::{with_existing, Idle};
+use super::multiplex::StreamGuard;
 use crate::reply::Body;
 
 /// Where a connection goes back to when its response ends.
@@ -79,12 +81,17 @@ pin_project_lite::pin_project! {
         #[pin]
         body: Incoming,
         check_in: Option<CheckIn>,
+        stream: Option<StreamGuard>,
     }
 }
 
 impl PooledBody {
     pub fn new(body: Incoming, check_in: Option<CheckIn>) -> Self {
-        let mut this = Self { body, check_in };
+        let mut this = Self {
+            body,
+            check_in,
+            stream: None,
+        };
         if this.body.is_end_stream() {
             // Nothing to read (204, 304, HEAD, Content-Length: 0): the connection is free now.
             if let Some(c) = this.check_in.take() {
@@ -92,6 +99,17 @@ impl PooledBody {
             }
         }
         this
+    }
+
+    /// A response on a shared HTTP/2 connection: its stream counts against the
+    /// connection's `max_streams` until the body ends or is dropped.
+    pub fn streamed(body: Incoming, stream: StreamGuard) -> Self {
+        let ended = body.is_end_stream();
+        Self {
+            body,
+            check_in: None,
+            stream: (!ended).then_some(stream),
+        }
     }
 }
 
@@ -114,6 +132,7 @@ impl HttpBody for PooledBody {
             if let Some(c) = this.check_in.take() {
                 c.run();
             }
+            this.stream.take();
         }
         polled
     }

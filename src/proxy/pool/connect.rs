@@ -30,7 +30,9 @@ pub enum ConnectError {
     Tls(io::Error),
     #[error("`{0}` is not a valid TLS server name")]
     ServerName(String),
-    #[error("HTTP/1.1 handshake failed: {0}")]
+    #[error("the target's TLS does not offer HTTP/2 by ALPN (protocol = \"h2\")")]
+    NoHttp2,
+    #[error("HTTP handshake failed: {0}")]
     Handshake(hyper::Error),
 }
 
@@ -85,17 +87,25 @@ pub struct Connector {
     /// `sni` from the config: replaces every target's host as the TLS server name.
     sni: Option<ServerName<'static>>,
     timeout: Duration,
+    /// HTTP/2 over TLS: the target must agree to `h2` by ALPN.
+    http2: bool,
 }
 
 impl Connector {
-    pub fn new(tls: &rustls::ClientConfig, sni: Option<&str>, timeout: Duration) -> Self {
-        let mut tls = tls.clone();
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    pub fn new(upstream: &crate::config::Upstream) -> Self {
+        let mut tls = (*upstream.tls).clone();
+        let http2 = upstream.protocol == crate::config::Protocol::H2;
+        let alpn: &[u8] = if http2 { b"h2" } else { b"http/1.1" };
+        tls.alpn_protocols = vec![alpn.to_vec()];
         Self {
             tls: TlsConnector::from(Arc::new(tls)),
             // Validated as a server name when the config was compiled.
-            sni: sni.and_then(|name| ServerName::try_from(name.to_owned()).ok()),
-            timeout,
+            sni: upstream
+                .sni
+                .as_deref()
+                .and_then(|name| ServerName::try_from(name.to_owned()).ok()),
+            timeout: upstream.connect_timeout,
+            http2,
         }
     }
 
@@ -131,6 +141,9 @@ impl Connector {
                 .connect(name, tcp)
                 .await
                 .map_err(ConnectError::Tls)?;
+            if self.http2 && tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+                return Err(ConnectError::NoHttp2);
+            }
             Stream::Tls(Box::new(tls))
         } else {
             Stream::Plain(tcp)

@@ -14,6 +14,7 @@ use hyper::client::conn::http1::SendRequest;
 use quanta::Instant;
 
 use super::connect::Slots;
+use super::multiplex::Streams;
 use super::UpstreamPool;
 use crate::reply::Body;
 
@@ -31,6 +32,8 @@ pub struct LocalPool {
     owner: Weak<UpstreamPool>,
     /// Per target, the idle connections; the last is the most recently used.
     pub idle: Box<[Vec<Idle>]>,
+    /// Per target, the HTTP/2 connections (an upstream with `protocol = "h2c"`/`"h2"`).
+    pub streams: Box<[Streams]>,
     pub slots: Arc<Slots>,
     /// Round robin position over the targets.
     pub next: usize,
@@ -61,6 +64,12 @@ pub fn with_local<R>(pool: &Arc<UpstreamPool>, f: impl FnOnce(&mut LocalPool) ->
                     id: pool.id,
                     owner: Arc::downgrade(pool),
                     idle: pool.upstream.targets.iter().map(|_| Vec::new()).collect(),
+                    streams: pool
+                        .upstream
+                        .targets
+                        .iter()
+                        .map(|_| Streams::default())
+                        .collect(),
                     slots: Slots::new(pool.worker_share(), pool.connections.clone()),
                     next: crate::conn::worker::current(),
                 });
@@ -72,12 +81,16 @@ pub fn with_local<R>(pool: &Arc<UpstreamPool>, f: impl FnOnce(&mut LocalPool) ->
     })
 }
 
-/// Runs `f` on this worker's pool with identity `id`, if there is one.
+/// Runs `f` on this worker's pool with identity `id`, if there is one (and the thread is
+/// not being torn down).
 pub fn with_existing<R>(id: u64, f: impl FnOnce(&mut LocalPool) -> R) -> Option<R> {
-    POOLS.with(|cell| {
-        let mut pools = cell.try_borrow_mut().ok()?;
-        pools.iter_mut().find(|p| p.id == id).map(f)
-    })
+    POOLS
+        .try_with(|cell| {
+            let mut pools = cell.try_borrow_mut().ok()?;
+            pools.iter_mut().find(|p| p.id == id).map(f)
+        })
+        .ok()
+        .flatten()
 }
 
 impl LocalPool {
@@ -118,6 +131,11 @@ impl LocalPool {
     /// Closes the longest-idle connection to some target other than `target` (from the
     /// fullest idle stack), so its place under the share frees for `target`.
     pub fn close_idle_elsewhere(&mut self, target: usize) {
+        for (t, streams) in self.streams.iter_mut().enumerate() {
+            if t != target && streams.close_one_idle() {
+                return;
+            }
+        }
         let fullest = self
             .idle
             .iter_mut()
@@ -133,6 +151,10 @@ impl LocalPool {
     fn close_idle(&mut self, cutoff: Instant) {
         for idle in self.idle.iter_mut() {
             idle.retain(|c| c.since > cutoff && !c.sender.is_closed());
+        }
+        let now = Instant::now();
+        for streams in self.streams.iter_mut() {
+            streams.close_idle(cutoff, now);
         }
     }
 }

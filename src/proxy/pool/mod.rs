@@ -8,6 +8,7 @@ mod body;
 mod connect;
 mod error;
 mod local;
+mod multiplex;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -62,11 +63,7 @@ pub struct UpstreamPool {
 
 impl UpstreamPool {
     pub fn new(upstream: Arc<Upstream>, workers: usize, metrics: &Metrics) -> Self {
-        let connector = Connector::new(
-            &upstream.tls,
-            upstream.sni.as_deref(),
-            upstream.connect_timeout,
-        );
+        let connector = Connector::new(&upstream);
         let resting_until = upstream.targets.iter().map(|_| AtomicU64::new(0)).collect();
         let latency = ["1xx", "2xx", "3xx", "4xx", "5xx"]
             .map(|class| metrics.upstream_histogram(&upstream.name, class));
@@ -95,6 +92,8 @@ impl UpstreamPool {
             && u.ca == other.ca
             && u.ca_certs == other.ca_certs
             && u.sni == other.sni
+            && u.protocol == other.protocol
+            && u.max_streams == other.max_streams
     }
 
     /// This worker's share of `max_connections` (the remainder goes to the first workers).
@@ -131,8 +130,8 @@ impl UpstreamPool {
             .unwrap_or(start % n)
     }
 
-    /// Sends `req` (its URI already origin-form) to a target, within the upstream's
-    /// `timeout`. A connection refused by one target is retried once on another when the
+    /// Sends `req` (its URI already origin-form) to a target, within `timeout` (the
+    /// upstream's, or a shorter one of the request's own). A connection refused by one target is retried once on another when the
     /// request has no body to replay. `client` is what the client connection keeps between
     /// its requests: the upstream connection it used last, and its deadline timer.
     pub async fn send(
@@ -141,8 +140,8 @@ impl UpstreamPool {
         now_ns: u64,
         replayable: bool,
         client: &ClientMemory,
+        timeout: Duration,
     ) -> Result<Response<PooledBody>, ForwardError> {
-        let timeout = self.upstream.timeout;
         let first = self.pick(now_ns);
         let timed_out = || ForwardError::Timeout {
             target: self.upstream.targets[first].to_string(),
@@ -155,7 +154,7 @@ impl UpstreamPool {
             .timer
             .within(
                 deadline,
-                self.send_to(first, req, now_ns, replayable, affinity),
+                self.send_once(first, req, now_ns, replayable, affinity),
             )
             .await
             .unwrap_or_else(|| Err(timed_out()));
@@ -169,7 +168,7 @@ impl UpstreamPool {
                     .timer
                     .within(
                         deadline,
-                        self.send_to(second, copy, now_ns, replayable, affinity),
+                        self.send_once(second, copy, now_ns, replayable, affinity),
                     )
                     .await
                     .unwrap_or_else(|| Err(timed_out()))
@@ -321,8 +320,7 @@ impl UpstreamPool {
         let (sender, connection) = match connected {
             Ok(pair) => pair,
             Err(source) => {
-                let cooldown = u64::try_from(TARGET_COOLDOWN.as_nanos()).unwrap_or(u64::MAX);
-                self.resting_until[index].store(now_ns.saturating_add(cooldown), Ordering::Relaxed);
+                self.rest(index, now_ns);
                 return Err(ForwardError::Connect {
                     target: target.to_string(),
                     source,
@@ -339,6 +337,30 @@ impl UpstreamPool {
             sender,
             since: quanta::Instant::now(),
         })
+    }
+}
+
+impl UpstreamPool {
+    /// Passes target `index` over for [`TARGET_COOLDOWN`]: it refused a connection.
+    fn rest(&self, index: usize, now_ns: u64) {
+        let cooldown = u64::try_from(TARGET_COOLDOWN.as_nanos()).unwrap_or(u64::MAX);
+        self.resting_until[index].store(now_ns.saturating_add(cooldown), Ordering::Relaxed);
+    }
+
+    /// Sends `req` to target `index` as the upstream's protocol wants.
+    async fn send_once(
+        self: &Arc<Self>,
+        index: usize,
+        req: Request<Body>,
+        now_ns: u64,
+        replayable: bool,
+        affinity: &Arc<AtomicU64>,
+    ) -> Result<Response<PooledBody>, ForwardError> {
+        if self.upstream.protocol.multiplexed() {
+            self.send_streamed(index, req, now_ns, replayable).await
+        } else {
+            self.send_to(index, req, now_ns, replayable, affinity).await
+        }
     }
 }
 

@@ -6,9 +6,11 @@
 #![allow(dead_code)]
 
 mod alloc;
+mod certs;
 mod client;
 mod fixture;
 mod gateway;
+mod grpc;
 mod poll;
 mod process;
 mod redis_server;
@@ -16,9 +18,11 @@ mod sentinel;
 mod upstream;
 
 pub use alloc::*;
+pub use certs::*;
 pub use client::*;
 pub use fixture::*;
 pub use gateway::*;
+pub use grpc::*;
 pub use poll::*;
 pub use process::*;
 pub use redis_server::*;

@@ -1,0 +1,344 @@
+//! HTTP/2 upstreams (`protocol = "h2c"` or `"h2"`): each worker keeps a few connections
+//! per target and sends every request as a stream on one of them, requests from HTTP/1.1
+//! and HTTP/2 clients alike. A request takes the oldest connection with fewer than
+//! `max_streams` streams open, so the load packs onto as few connections as it needs; a
+//! new one is opened only when all are full, one at a time (the requests that arrive
+//! meanwhile wait for it, rather than each opening its own). At the worker's share of
+//! `max_connections`, the least busy connection takes the stream anyway: beyond the
+//! upstream's own `SETTINGS_MAX_CONCURRENT_STREAMS` it waits on that connection.
+//!
+//! An upstream that drains a connection (GOAWAY) stops getting streams on it at once;
+//! the streams it accepted finish, and a request it never processed — never sent, or
+//! above the GOAWAY's last stream, or refused with REFUSED_STREAM (RFC 9113 §8.7) — is
+//! sent again on another connection, when it can be: never a request the upstream may
+//! have seen, and a body only if it was never given to a connection.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::uri::{Authority, PathAndQuery, Scheme, Uri};
+use http::{Request, Response};
+use hyper::client::conn::http2::{Builder, SendRequest};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use quanta::Instant;
+
+use super::connect::{ConnectError, Slot};
+use super::local::with_local;
+use super::{copy_head, ForwardError, PooledBody, UpstreamPool};
+use crate::config::Protocol;
+use crate::reply::Body;
+
+/// Response bytes an upstream may send ahead on one stream before the client has taken
+/// them (the HTTP/2 default window): a stalled client holds at most this much here.
+const STREAM_WINDOW: u32 = 64 * 1024;
+/// Request bytes buffered per stream waiting for the upstream's window.
+const SEND_BUFFER: usize = 64 * 1024;
+/// A response head (trailers too) larger than this is refused.
+const MAX_HEADER_LIST: u32 = 64 * 1024;
+/// Pings find a dead upstream connection that would otherwise hold its streams.
+const PING_INTERVAL: Duration = Duration::from_secs(30);
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// Times a request the upstream never saw is sent again before the failure is answered.
+const MAX_RESENDS: usize = 2;
+
+/// One worker's HTTP/2 connections to one target.
+#[derive(Default)]
+pub struct Streams {
+    conns: Vec<Multiplexed>,
+    /// A connection is being opened; requests that find every connection full wait.
+    opening: bool,
+}
+
+/// One HTTP/2 connection and the streams open on it.
+struct Multiplexed {
+    sender: SendRequest<Body>,
+    open: Arc<AtomicUsize>,
+    /// When a stream last started or was seen running (by the reaper).
+    last_used: Instant,
+}
+
+/// A stream's place on its connection, given back when its response ends or is dropped.
+pub struct StreamGuard(Arc<AtomicUsize>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What a request found among a target's connections.
+enum Pick {
+    Stream(SendRequest<Body>, StreamGuard),
+    Open(Slot),
+    /// Another request is opening a connection, or every place is taken: wait.
+    Wait,
+}
+
+impl Streams {
+    /// A stream on the oldest connection with room, else a place to open one, else (at
+    /// the share) a stream on the least busy connection.
+    fn pick(&mut self, max_streams: usize, slot: impl FnOnce() -> Option<Slot>) -> Pick {
+        self.conns.retain(|c| !c.sender.is_closed());
+        let room = self
+            .conns
+            .iter_mut()
+            .find(|c| c.open.load(Ordering::Relaxed) < max_streams);
+        if let Some(conn) = room {
+            return conn.stream();
+        }
+        if self.opening {
+            return Pick::Wait;
+        }
+        if let Some(slot) = slot() {
+            self.opening = true;
+            return Pick::Open(slot);
+        }
+        match self
+            .conns
+            .iter_mut()
+            .min_by_key(|c| c.open.load(Ordering::Relaxed))
+        {
+            Some(conn) => conn.stream(),
+            None => Pick::Wait,
+        }
+    }
+
+    /// Closes connections without a stream since before `cutoff`; a busy one counts as
+    /// used now.
+    pub fn close_idle(&mut self, cutoff: Instant, now: Instant) {
+        self.conns.retain_mut(|c| {
+            if c.open.load(Ordering::Relaxed) > 0 {
+                c.last_used = now;
+            }
+            c.last_used > cutoff && !c.sender.is_closed()
+        });
+    }
+
+    /// Closes the least busy idle connection, so its place under the share frees.
+    pub fn close_one_idle(&mut self) -> bool {
+        let idle = self
+            .conns
+            .iter()
+            .position(|c| c.open.load(Ordering::Relaxed) == 0);
+        idle.map(|i| self.conns.remove(i)).is_some()
+    }
+}
+
+impl Multiplexed {
+    fn stream(&mut self) -> Pick {
+        self.open.fetch_add(1, Ordering::Relaxed);
+        self.last_used = Instant::now();
+        Pick::Stream(self.sender.clone(), StreamGuard(self.open.clone()))
+    }
+}
+
+/// Clears a target's `opening` mark however the opening ends — dropped with a client that
+/// hung up included — and wakes the requests waiting for it.
+struct Opening<'a> {
+    pool: &'a Arc<UpstreamPool>,
+    target: usize,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        with_local(self.pool, |local| {
+            local.streams[self.target].opening = false;
+            local.slots.freed.notify_waiters();
+        });
+    }
+}
+
+impl UpstreamPool {
+    /// Sends `req` as a stream to target `index`, again on another connection when the
+    /// upstream did not process it (see the module's comment).
+    pub(super) async fn send_streamed(
+        self: &Arc<Self>,
+        index: usize,
+        mut req: Request<Body>,
+        now_ns: u64,
+        replayable: bool,
+    ) -> Result<Response<PooledBody>, ForwardError> {
+        let target = &self.upstream.targets[index];
+        self.http2_head(index, &mut req);
+        let mut spare = replayable.then(|| copy_head(&req));
+        let mut resends = 0;
+        loop {
+            let (mut sender, stream) = self.stream_checkout(index, now_ns).await?;
+            match sender.try_send_request(req).await {
+                Ok(resp) => return Ok(resp.map(|body| PooledBody::streamed(body, stream))),
+                Err(mut e) => {
+                    drop(stream);
+                    let unsent = e.take_message();
+                    let again = match unsent {
+                        Some(unsent) => Some(unsent),
+                        None if never_processed(e.error()) => spare.take(),
+                        None => None,
+                    };
+                    match again {
+                        Some(again) if resends < MAX_RESENDS => {
+                            resends += 1;
+                            tracing::debug!(target = %target, error = %e.error(), "upstream did not process the request: sending it again");
+                            req = again;
+                        }
+                        _ => return Err(ForwardError::classify(target, e.into_error())),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The head as an HTTP/2 request: absolute URI (`:scheme`, `:authority` from the
+    /// client's `Host`, or the target's), no `Host` line.
+    fn http2_head(&self, index: usize, req: &mut Request<Body>) {
+        let target = &self.upstream.targets[index];
+        let scheme = match self.upstream.protocol {
+            Protocol::H2 => Scheme::HTTPS,
+            _ => Scheme::HTTP,
+        };
+        let authority = req
+            .headers_mut()
+            .remove(http::header::HOST)
+            .and_then(|host| Authority::try_from(host.as_bytes()).ok())
+            .or_else(|| req.uri().authority().cloned())
+            .unwrap_or_else(|| target.authority.clone());
+        let path = req
+            .uri()
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let uri = Uri::builder()
+            .scheme(scheme)
+            .authority(authority)
+            .path_and_query(path)
+            .build();
+        if let Ok(uri) = uri {
+            *req.uri_mut() = uri;
+        }
+        *req.version_mut() = http::Version::HTTP_2;
+    }
+
+    /// A stream on a connection to target `index`, opening one when all are full; waits
+    /// for a connection being opened, or at the share for a place, until a little before
+    /// the request's own timeout (then 503, as the HTTP/1.1 pool).
+    async fn stream_checkout(
+        self: &Arc<Self>,
+        index: usize,
+        now_ns: u64,
+    ) -> Result<(SendRequest<Body>, StreamGuard), ForwardError> {
+        let busy_wait = self.upstream.timeout - self.upstream.timeout / 20;
+        let give_up = tokio::time::Instant::now() + busy_wait;
+        let max_streams = self.upstream.max_streams;
+        loop {
+            let (pick, slots) = with_local(self, |local| {
+                let slots = local.slots.clone();
+                let pick = local.streams[index].pick(max_streams, || slots.try_take());
+                if matches!(pick, Pick::Wait) && !local.streams[index].opening {
+                    // At the share with no connection to this target: an idle one to
+                    // another target gives its place up.
+                    local.close_idle_elsewhere(index);
+                }
+                (pick, slots)
+            });
+            match pick {
+                Pick::Stream(sender, guard) => return Ok((sender, guard)),
+                Pick::Open(slot) => {
+                    let opening = Opening {
+                        pool: self,
+                        target: index,
+                    };
+                    // Boxed: connecting is a large future and a rare one.
+                    let sender = Box::pin(self.open_multiplexed(index, slot, now_ns)).await;
+                    let sender = sender?;
+                    let pick = with_local(self, |local| {
+                        let mut conn = Multiplexed {
+                            sender,
+                            open: Arc::new(AtomicUsize::new(0)),
+                            last_used: Instant::now(),
+                        };
+                        let pick = conn.stream();
+                        local.streams[index].conns.push(conn);
+                        pick
+                    });
+                    drop(opening);
+                    if let Pick::Stream(sender, guard) = pick {
+                        return Ok((sender, guard));
+                    }
+                }
+                Pick::Wait => {
+                    let freed = slots.freed.notified();
+                    if tokio::time::timeout_at(give_up, freed).await.is_err() {
+                        return Err(ForwardError::Busy {
+                            target: self.upstream.targets[index].to_string(),
+                            cap: self.upstream.max_connections,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Opens an HTTP/2 connection to target `index` and starts driving it on this worker.
+    async fn open_multiplexed(
+        &self,
+        index: usize,
+        slot: Slot,
+        now_ns: u64,
+    ) -> Result<SendRequest<Body>, ForwardError> {
+        let target = &self.upstream.targets[index];
+        let connected = match self.connector.connect(target, slot).await {
+            Ok(io) => builder(self.upstream.max_streams)
+                .handshake(TokioIo::new(io))
+                .await
+                .map_err(ConnectError::Handshake),
+            Err(e) => Err(e),
+        };
+        let (sender, connection) = match connected {
+            Ok(pair) => pair,
+            Err(source) => {
+                self.rest(index, now_ns);
+                return Err(ForwardError::Connect {
+                    target: target.to_string(),
+                    source,
+                });
+            }
+        };
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "upstream HTTP/2 connection ended with an error");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+/// The HTTP/2 client settings: small per-stream windows (what a stalled client can hold),
+/// and a connection window that lets every stream have its own, so streams stalled by
+/// slow clients never stop the others on the connection.
+fn builder(max_streams: usize) -> Builder<TokioExecutor> {
+    let streams = u32::try_from(max_streams).unwrap_or(u32::MAX);
+    let connection_window = STREAM_WINDOW.saturating_mul(streams).min(i32::MAX as u32);
+    let mut b = Builder::new(TokioExecutor::new());
+    b.timer(TokioTimer::new())
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(connection_window.max(STREAM_WINDOW))
+        .max_send_buf_size(SEND_BUFFER)
+        .max_header_list_size(MAX_HEADER_LIST)
+        .keep_alive_interval(PING_INTERVAL)
+        .keep_alive_timeout(PING_TIMEOUT);
+    b
+}
+
+/// Whether the upstream said it did not process the stream: it was above a GOAWAY's last
+/// stream id, or refused with REFUSED_STREAM (RFC 9113 §8.7 — both safe to send again).
+fn never_processed(e: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h2) = s.downcast_ref::<h2::Error>() {
+            let refused = h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+            return h2.is_remote() && (h2.is_go_away() || refused);
+        }
+        source = s.source();
+    }
+    false
+}
