@@ -321,3 +321,36 @@ async fn refusing_h2_upstream() -> (
     });
     (addr, streams)
 }
+
+#[tokio::test]
+async fn http2_connections_survive_a_reload_that_keeps_the_upstream() {
+    let up = GrpcUpstream::start().await;
+    let config = |extra: &str, second_route: bool| {
+        let mut f = Fixture::new()
+            .server("workers = 1")
+            .upstream("api", format!("protocol = \"h2c\"\n{extra}"))
+            .route("echo", "/test.Echo/", "api", &[]);
+        if second_route {
+            f = f.route("other", "/other/", "api", &[]);
+        }
+        f.build()
+    };
+    let gw = TestGateway::start(&config("", false), &up.url()).await;
+    let mut client = EchoClient::connect(&gw.url("")).await;
+    client.say(say_as("a", &[])).await.expect("before");
+    assert_eq!(up.connections(), 1);
+    // Routes change, the upstream does not: the same connection carries the next call.
+    gw.rewrite(&config("", true), &up.url());
+    gw.gw().reload().await.expect("reload");
+    client.say(say_as("b", &[])).await.expect("after a reload");
+    assert_eq!(
+        up.connections(),
+        1,
+        "the HTTP/2 connection survived the reload"
+    );
+    // Its settings change: a new pool and a new connection.
+    gw.rewrite(&config("max_streams = 10", false), &up.url());
+    gw.gw().reload().await.expect("reload");
+    client.say(say_as("c", &[])).await.expect("after a change");
+    assert_eq!(up.connections(), 2);
+}

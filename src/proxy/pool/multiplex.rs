@@ -24,7 +24,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use quanta::Instant;
 
 use super::connect::{ConnectError, Slot};
-use super::local::with_local;
+use super::local::{with_existing, with_local};
 use super::{copy_head, ForwardError, PooledBody, UpstreamPool};
 use crate::config::Protocol;
 use crate::reply::Body;
@@ -142,7 +142,8 @@ struct Opening<'a> {
 
 impl Drop for Opening<'_> {
     fn drop(&mut self) {
-        with_local(self.pool, |local| {
+        // `with_existing`: a drop at the worker's teardown must not make a pool.
+        with_existing(self.pool.id, |local| {
             local.streams[self.target].opening = false;
             local.slots.freed.notify_waiters();
         });
