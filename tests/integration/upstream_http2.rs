@@ -354,3 +354,41 @@ async fn http2_connections_survive_a_reload_that_keeps_the_upstream() {
     client.say(say_as("c", &[])).await.expect("after a change");
     assert_eq!(up.connections(), 2);
 }
+
+#[tokio::test]
+async fn requests_waiting_for_a_connection_that_fails_fail_with_it() {
+    // A target whose connections hang: a listener with a backlog of 0 whose one place is
+    // taken, so the gateway's connection attempts are never answered.
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    socket.bind(&addr.into()).expect("bind");
+    socket.listen(0).expect("listen");
+    let addr = socket
+        .local_addr()
+        .expect("addr")
+        .as_socket()
+        .expect("inet");
+    let _taken = std::net::TcpStream::connect(addr).expect("the backlog's one place");
+    let toml = Fixture::new()
+        .server("workers = 1")
+        .upstream(
+            "api",
+            "protocol = \"h2c\"\nconnect_timeout = \"1s\"\ntimeout = \"60s\"",
+        )
+        .route("all", "/", "api", &[])
+        .build();
+    let gw = TestGateway::start(&toml, &format!("http://{addr}")).await;
+    let started = std::time::Instant::now();
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..10 {
+        let url = gw.url(&format!("/{i}"));
+        calls.spawn(async move { send(&http1(), "GET", &url, &[], b"").await.status });
+    }
+    while let Some(status) = calls.join_next().await {
+        assert_eq!(status.expect("task"), 502);
+    }
+    // One attempt for all (1 s), not one after another (10 s): a wide margin either way.
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "{took:?}");
+}

@@ -34,6 +34,9 @@ pub enum ConnectError {
     NoHttp2,
     #[error("HTTP handshake failed: {0}")]
     Handshake(hyper::Error),
+    /// The connection this request waited for (HTTP/2: one opening for all) failed.
+    #[error("{0}")]
+    Shared(std::sync::Arc<str>),
 }
 
 /// One worker's places under an upstream's `max_connections`.

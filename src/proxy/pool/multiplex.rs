@@ -48,6 +48,10 @@ pub struct Streams {
     conns: Vec<Multiplexed>,
     /// A connection is being opened; requests that find every connection full wait.
     opening: bool,
+    /// The last opening that failed, and why: the requests that waited for it fail with
+    /// it, rather than each trying again in turn (a dead target would keep every one of
+    /// them for a `connect_timeout` per request ahead of it).
+    failed: Option<(Instant, Arc<str>)>,
 }
 
 /// One HTTP/2 connection and the streams open on it.
@@ -102,6 +106,13 @@ impl Streams {
             Some(conn) => conn.stream(),
             None => Pick::Wait,
         }
+    }
+
+    /// Why the opening the caller waited for (since `since`) failed, if it did and no
+    /// connection has come up since.
+    fn failed_since(&self, since: Instant) -> Option<Arc<str>> {
+        let (at, why) = self.failed.as_ref()?;
+        (*at >= since && self.conns.is_empty()).then(|| why.clone())
     }
 
     /// Closes connections without a stream since before `cutoff`; a busy one counts as
@@ -249,8 +260,17 @@ impl UpstreamPool {
                         target: index,
                     };
                     // Boxed: connecting is a large future and a rare one.
-                    let sender = Box::pin(self.open_multiplexed(index, slot, now_ns)).await;
-                    let sender = sender?;
+                    let opened = Box::pin(self.open_multiplexed(index, slot, now_ns)).await;
+                    let sender = match opened {
+                        Ok(sender) => sender,
+                        Err(e) => {
+                            let why: Arc<str> = Arc::from(e.to_string());
+                            with_local(self, |local| {
+                                local.streams[index].failed = Some((Instant::now(), why));
+                            });
+                            return Err(e); // `opening` drops after: the waiters see why
+                        }
+                    };
                     let pick = with_local(self, |local| {
                         let mut conn = Multiplexed {
                             sender,
@@ -267,11 +287,19 @@ impl UpstreamPool {
                     }
                 }
                 Pick::Wait => {
+                    let since = Instant::now();
                     let freed = slots.freed.notified();
                     if tokio::time::timeout_at(give_up, freed).await.is_err() {
                         return Err(ForwardError::Busy {
                             target: self.upstream.targets[index].to_string(),
                             cap: self.upstream.max_connections,
+                        });
+                    }
+                    let failed = with_local(self, |local| local.streams[index].failed_since(since));
+                    if let Some(why) = failed {
+                        return Err(ForwardError::Connect {
+                            target: self.upstream.targets[index].to_string(),
+                            source: ConnectError::Shared(why),
                         });
                     }
                 }
