@@ -274,3 +274,88 @@ async fn a_tier_settles_from_a_grpc_trailer() {
     .await;
     assert!(settled, "{}", get(&url, &[]).await.text());
 }
+
+/// grpcio (gRPC's C core) as the upstream and as the client: tests/grpcio/echo.py.
+struct GrpcioServer(std::process::Child);
+
+impl Drop for GrpcioServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn grpcio_script() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grpcio/echo.py")
+}
+
+async fn grpcio_server() -> (GrpcioServer, u16) {
+    let port = free_port();
+    let child = std::process::Command::new("python3")
+        .arg(grpcio_script())
+        .args(["server", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 runs (scripts/test installs grpcio)");
+    let server = GrpcioServer(child);
+    let listening = eventually_async(Duration::from_secs(30), || async move {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
+    assert!(listening, "the grpcio server listens on {port}");
+    (server, port)
+}
+
+/// Runs the grpcio client against `target`; its output, once it has passed.
+async fn grpcio_client(target: String, tenant: Option<&str>) -> String {
+    let tenant = tenant.map(str::to_owned);
+    let run = tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new("python3");
+        cmd.arg(grpcio_script()).args(["client", &target]);
+        cmd.args(tenant);
+        cmd.output()
+    });
+    let out = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the grpcio client finishes")
+        .expect("task")
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "grpcio client failed:\n{text}\n{errors}"
+    );
+    text
+}
+
+#[tokio::test]
+async fn grpcio_client_and_server_pass_every_call_kind_and_the_refusal() {
+    let (_server, port) = grpcio_server().await;
+    let upstream = format!("http://127.0.0.1:{port}");
+    let gw = TestGateway::start(&grpc_config("", &[]).build(), &upstream).await;
+    let out = grpcio_client(gw.addr.to_string(), None).await;
+    for check in [
+        "unary",
+        "server streaming",
+        "trailers",
+        "client streaming",
+        "bidi streaming",
+        "error",
+        "error metadata",
+        "deadline",
+    ] {
+        assert!(
+            out.contains(&format!("ok {check} ")),
+            "{check} missing:\n{out}"
+        );
+    }
+    let limited = TestGateway::start(&grpc_config("", &["tenant"]).build(), &upstream).await;
+    let out = grpcio_client(limited.addr.to_string(), Some("acme")).await;
+    assert!(
+        out.contains("ok refusal ") && out.contains("ok pushback "),
+        "{out}"
+    );
+}
