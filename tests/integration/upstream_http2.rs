@@ -66,6 +66,8 @@ async fn plain_h2_upstream() -> (
                             req.version(),
                             req.uri().path_and_query().map_or("", |p| p.as_str())
                         );
+                        // The whole body first, as an upstream that reads it does.
+                        let _ = http_body_util::BodyExt::collect(req.into_body()).await;
                         Ok::<_, std::convert::Infallible>(http::Response::new(
                             http_body_util::Full::new(bytes::Bytes::from(text)),
                         ))
@@ -78,6 +80,31 @@ async fn plain_h2_upstream() -> (
         }
     });
     (addr, seen)
+}
+
+#[tokio::test]
+async fn a_body_the_gateway_cuts_is_the_clients_fault_over_http2_too() {
+    let (addr, _) = plain_h2_upstream().await;
+    let toml = Fixture::new()
+        .upstream("api", "protocol = \"h2c\"")
+        .route_raw(
+            r#"
+            name = "all"
+            path = "/"
+            upstream = "api"
+            policies = []
+            max_body = 100_000
+            "#,
+        )
+        .build();
+    let gw = TestGateway::start(&toml, &format!("http://{addr}")).await;
+    for http2 in [false, true] {
+        let fits = upload(&stream_client(http2), &gw.url("/up"), &[], 50_000).await;
+        assert_eq!(fits.expect("answered").status, 200);
+        // No declared length: cut as it streams, answered 413, not 502.
+        let over = upload(&stream_client(http2), &gw.url("/up"), &[], 1_000_000).await;
+        assert_eq!(over.expect("answered").status, 413, "http2 client: {http2}");
+    }
 }
 
 #[tokio::test]

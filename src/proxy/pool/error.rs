@@ -61,21 +61,20 @@ pub enum ClientBodyFault {
 impl ForwardError {
     /// Classifies a failed exchange once, by what caused it.
     pub(super) fn classify(target: &Target, source: hyper::Error) -> Self {
-        if let Some(cut) = find::<BudgetExhausted>(&source) {
-            let policy = cut.policy.name.clone();
-            return ForwardError::OverBudget { policy, source };
-        }
-        let fault = if caused_by::<http_body_util::LengthLimitError>(&source) {
-            Some(ClientBodyFault::TooLarge)
-        } else if caused_by::<BodyReadTimeout>(&source) {
-            Some(ClientBodyFault::Stalled)
-        } else if caused_by::<ClientBodyError>(&source) {
-            Some(ClientBodyFault::Broken)
-        } else {
-            None
-        };
+        let fault = std::error::Error::source(&source).and_then(BodyFault::of);
+        Self::with_fault(target, source, fault)
+    }
+
+    /// A failed exchange whose request body's fate is known apart from the error
+    /// (an HTTP/2 stream reports a body's failure only as a reset).
+    pub(super) fn with_fault(
+        target: &Target,
+        source: hyper::Error,
+        fault: Option<BodyFault>,
+    ) -> Self {
         match fault {
-            Some(fault) => ForwardError::ClientBody { fault, source },
+            Some(BodyFault::OverBudget(policy)) => ForwardError::OverBudget { policy, source },
+            Some(BodyFault::Client(fault)) => ForwardError::ClientBody { fault, source },
             None => ForwardError::Broken {
                 target: target.to_string(),
                 source,
@@ -136,14 +135,38 @@ pub fn budget_exhausted(policy: &str) -> Response<Body> {
     resp
 }
 
-/// Whether `E` is somewhere in the source chain of `e`.
-fn caused_by<E: std::error::Error + 'static>(e: &hyper::Error) -> bool {
-    find::<E>(e).is_some()
+/// Why a request body failed on its way upstream, when it was not the upstream's doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyFault {
+    /// A bytes tier (this policy) cut it.
+    OverBudget(String),
+    Client(ClientBodyFault),
 }
 
-/// The first `E` in the source chain of `e`.
-fn find<E: std::error::Error + 'static>(e: &hyper::Error) -> Option<&E> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+impl BodyFault {
+    /// The body's fault in `e` or its sources, if it is one.
+    pub fn of(e: &(dyn std::error::Error + 'static)) -> Option<Self> {
+        if let Some(cut) = find::<BudgetExhausted>(e) {
+            return Some(BodyFault::OverBudget(cut.policy.name.clone()));
+        }
+        let fault = if find::<http_body_util::LengthLimitError>(e).is_some() {
+            ClientBodyFault::TooLarge
+        } else if find::<BodyReadTimeout>(e).is_some() {
+            ClientBodyFault::Stalled
+        } else if find::<ClientBodyError>(e).is_some() {
+            ClientBodyFault::Broken
+        } else {
+            return None;
+        };
+        Some(BodyFault::Client(fault))
+    }
+}
+
+/// The first `E` among `e` and its sources.
+fn find<'a, E: std::error::Error + 'static>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a E> {
+    let mut source = Some(e);
     while let Some(s) = source {
         if let Some(found) = s.downcast_ref::<E>() {
             return Some(found);

@@ -7,6 +7,7 @@
 mod body;
 mod connect;
 mod error;
+mod fate;
 mod local;
 mod multiplex;
 

@@ -167,13 +167,15 @@ impl UpstreamPool {
     pub(super) async fn send_streamed(
         self: &Arc<Self>,
         index: usize,
-        mut req: Request<Body>,
+        req: Request<Body>,
         now_ns: u64,
         replayable: bool,
     ) -> Result<Response<PooledBody>, ForwardError> {
         let target = &self.upstream.targets[index];
+        let mut req = req;
         self.http2_head(index, &mut req);
         let mut spare = replayable.then(|| copy_head(&req));
+        let (mut req, fate) = super::fate::watch(req);
         let mut resends = 0;
         loop {
             let (mut sender, stream) = self.stream_checkout(index, now_ns).await?;
@@ -193,7 +195,11 @@ impl UpstreamPool {
                             tracing::debug!(target = %target, error = %e.error(), "upstream did not process the request: sending it again");
                             req = again;
                         }
-                        _ => return Err(ForwardError::classify(target, e.into_error())),
+                        _ => {
+                            let fault = fate.as_ref().and_then(|f| f.get().cloned());
+                            let e = e.into_error();
+                            return Err(ForwardError::with_fault(target, e, fault));
+                        }
                     }
                 }
             }
