@@ -75,10 +75,24 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[tokio::test]
 async fn slow_readers_hold_bounded_memory_and_are_cut_after_send_timeout() {
+    slow_readers_hold_bounded_memory("").await;
+}
+
+/// The same readers, their responses streamed from an HTTP/2 upstream: all 64 share
+/// one upstream connection, each stalled on its own stream's window.
+#[tokio::test]
+async fn slow_readers_of_an_http2_upstream_hold_bounded_memory() {
+    slow_readers_hold_bounded_memory("protocol = \"h2c\"").await;
+}
+
+/// 64 HTTP/1.1 clients that stop reading an 8 MiB response: at most 256 KiB of gateway
+/// memory each, and cut after `send_timeout`. `upstream`: lines for the upstream.
+async fn slow_readers_hold_bounded_memory(upstream: &str) {
     let up = Upstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
     let toml = open()
+        .upstream("api", upstream)
         .server(
             r#"
             send_timeout = "3s"
@@ -118,17 +132,7 @@ async fn slow_readers_hold_bounded_memory_and_are_cut_after_send_timeout() {
         "every reader's request reached the upstream: {} of {READERS}",
         up.requests() - warmed
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut still = 0;
-    while still < 10 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let rss = rss_kib(pid);
-        if rss > peak {
-            (peak, still) = (rss, 0);
-        } else {
-            still += 1;
-        }
-    }
+    let peak = settled_peak(pid, peak).await;
     let per_reader = peak.saturating_sub(before) / READERS as u64;
     eprintln!("{READERS} stalled responses: RSS {before} -> {peak} KiB, {per_reader} KiB each");
     assert!(
@@ -154,6 +158,22 @@ async fn slow_readers_hold_bounded_memory_and_are_cut_after_send_timeout() {
         total += n;
     }
     assert!(total < 8 << 20, "read {total} bytes");
+}
+
+/// The highest RSS of `pid` (from `peak`) once it has not grown for a second (30 s at most).
+async fn settled_peak(pid: u32, mut peak: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut still = 0;
+    while still < 10 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let rss = rss_kib(pid);
+        if rss > peak {
+            (peak, still) = (rss, 0);
+        } else {
+            still += 1;
+        }
+    }
+    peak
 }
 
 /// One HTTP/2 connection (the `h2` crate), whose flow-control windows the test controls.
