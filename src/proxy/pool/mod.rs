@@ -318,16 +318,7 @@ impl UpstreamPool {
                 .map_err(ConnectError::Handshake),
             Err(e) => Err(e),
         };
-        let (sender, connection) = match connected {
-            Ok(pair) => pair,
-            Err(source) => {
-                self.rest(index, now_ns);
-                return Err(ForwardError::Connect {
-                    target: target.to_string(),
-                    source,
-                });
-            }
-        };
+        let (sender, connection) = connected.map_err(|e| self.refused(index, now_ns, e))?;
         tokio::spawn(async move {
             if let Err(e) = connection.with_upgrades().await {
                 tracing::debug!(error = %e, "upstream connection ended with an error");
@@ -342,10 +333,15 @@ impl UpstreamPool {
 }
 
 impl UpstreamPool {
-    /// Passes target `index` over for [`TARGET_COOLDOWN`]: it refused a connection.
-    fn rest(&self, index: usize, now_ns: u64) {
+    /// Target `index` could not be connected to (`source`): it is passed over for
+    /// [`TARGET_COOLDOWN`], and the request gets the error.
+    fn refused(&self, index: usize, now_ns: u64, source: ConnectError) -> ForwardError {
         let cooldown = u64::try_from(TARGET_COOLDOWN.as_nanos()).unwrap_or(u64::MAX);
         self.resting_until[index].store(now_ns.saturating_add(cooldown), Ordering::Relaxed);
+        ForwardError::Connect {
+            target: self.upstream.targets[index].to_string(),
+            source,
+        }
     }
 
     /// Sends `req` to target `index` as the upstream's protocol wants.

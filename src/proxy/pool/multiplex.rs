@@ -329,16 +329,7 @@ impl UpstreamPool {
                 .map_err(ConnectError::Handshake),
             Err(e) => Err(e),
         };
-        let (sender, connection) = match connected {
-            Ok(pair) => pair,
-            Err(source) => {
-                self.rest(index, now_ns);
-                return Err(ForwardError::Connect {
-                    target: target.to_string(),
-                    source,
-                });
-            }
-        };
+        let (sender, connection) = connected.map_err(|e| self.refused(index, now_ns, e))?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "upstream HTTP/2 connection ended with an error");
