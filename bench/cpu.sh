@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CPU per request, split into user and kernel (system) time: tollgate with 3 tiers, with 0
 # tiers and refusing, beside nginx (3 limit_req zones keyed like the tiers, one worker),
-# HAProxy (3 stick counters, one thread) and the bare-hyper floor forwarding and refusing,
+# HAProxy (3 stick counters, one thread), a Pingora-based peer (bench/pingora-peer:
+# pingora-proxy with 3 pingora-limits Rate tiers, one thread) and the bare-hyper floor forwarding and refusing,
 # one worker each in front of the same upstream, the same load and keys. The kernel's share is what no proxy on this stack can save
 # (the same socket calls for all); the user share is what tollgate adds. Read from
 # /proc/PID/stat around each wrk run. Markdown report on stdout, progress on stderr.
@@ -20,6 +21,7 @@ BIG=1000000   # the peers' rate and burst on the allowed path: every request is 
 need_tools nginx=nginx-light haproxy=haproxy wrk=wrk
 find_tollgate
 find_floor
+find_pingora
 make_workdir
 mkdir -p "$WORK/res"
 start_upstream
@@ -43,7 +45,7 @@ measure() {
   log "$name: $(tail -1 "$WORK/res/$name") (user, system µs per request; $n requests)"
 }
 
-TARGETS=(tg3 tg0 floor tgdeny floordeny nginx3 nginx0 nginxdeny hap3 hap0 hapdeny)
+TARGETS=(tg3 tg0 floor tgdeny floordeny nginx3 nginx0 nginxdeny hap3 hap0 hapdeny pin3 pin0 pindeny)
 run() {
   case $1 in
     tg3) measure tg3 "$TG_PID" "http://127.0.0.1:$TG_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
@@ -57,6 +59,9 @@ run() {
     hap3) measure hap3 "$HAP_PID" "http://127.0.0.1:$HAP_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
     hap0) measure hap0 "$HAP_PID" "http://127.0.0.1:$HAP_PORT/v1/open" "${H[@]}" ;;
     hapdeny) measure hapdeny "$HAP_PID" "http://127.0.0.1:$HAP_PORT/deny" -H 'x-tenant-id: hot' ;;
+    pin3) measure pin3 "$PIN_PID" "http://127.0.0.1:$PIN_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
+    pin0) measure pin0 "$PIN_PID" "http://127.0.0.1:$PIN_PORT/v1/open" "${H[@]}" ;;
+    pindeny) measure pindeny "$PIN_PID" "http://127.0.0.1:$PIN_PORT/deny" -H 'x-tenant-id: hot' ;;
   esac
 }
 for ((r = 0; r < ROUNDS; r++)); do
@@ -75,9 +80,9 @@ row() { # NAME LABEL BASE
     'BEGIN { printf "| %s | %.1f | %.1f | %.1f | %.2f |\n", l, u, s, u + s, (u + s) / (bu + bs) }'
 }
 total() { awk -v u="$(med "$1" 1)" -v s="$(med "$1" 2)" 'BEGIN { print u + s }'; }
-versus() { # LABEL OURS NGINX HAPROXY: the ratios of total CPU per request
-  awk -v l="$1" -v t="$(total "$2")" -v n="$(total "$3")" -v h="$(total "$4")" \
-    'BEGIN { printf "| %s | %.2f | %.2f |\n", l, t / n, t / h }'
+versus() { # LABEL OURS NGINX HAPROXY PINGORA: the ratios of total CPU per request
+  awk -v l="$1" -v t="$(total "$2")" -v n="$(total "$3")" -v h="$(total "$4")" -v p="$(total "$5")" \
+    'BEGIN { printf "| %s | %.2f | %.2f | %.2f |\n", l, t / n, t / h, t / p }'
 }
 cat <<EOF
 ## CPU per request (one worker, wrk -t1 -c$CONNS, ${DURATION}s counted, $ROUNDS rounds, medians)
@@ -98,10 +103,13 @@ $(row nginxdeny "nginx, refusing (limit_req)" floordeny)
 $(row hap3 "HAProxy, 3 stick counters" floor)
 $(row hap0 "HAProxy, no counters" floor)
 $(row hapdeny "HAProxy, refusing (deny_status 429)" floordeny)
+$(row pin3 "Pingora peer, 3 pingora-limits tiers" floor)
+$(row pin0 "Pingora peer, no limits" floor)
+$(row pindeny "Pingora peer, refusing" floordeny)
 
-| path | tollgate / nginx | tollgate / HAProxy |
-|---|---:|---:|
-$(versus "3 tiers" tg3 nginx3 hap3)
-$(versus "no limits" tg0 nginx0 hap0)
-$(versus "refusing" tgdeny nginxdeny hapdeny)
+| path | tollgate / nginx | tollgate / HAProxy | tollgate / Pingora |
+|---|---:|---:|---:|
+$(versus "3 tiers" tg3 nginx3 hap3 pin3)
+$(versus "no limits" tg0 nginx0 hap0 pin0)
+$(versus "refusing" tgdeny nginxdeny hapdeny pindeny)
 EOF

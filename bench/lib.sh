@@ -190,6 +190,22 @@ find_floor() {
   [[ -x $FLOOR ]] || die "no floor binary at $FLOOR"
 }
 
+# PINGORA: $PINGORA_BIN if set, else bench/pingora-peer built with cargo into its own target
+# directory (target/pingora-peer; its zlib-ng build needs cmake). Never part of tollgate's build.
+find_pingora() {
+  if [[ -n ${PINGORA_BIN:-} ]]; then
+    PINGORA=$PINGORA_BIN
+  else
+    need_tools cmake=cmake
+    log "building the Pingora peer (bench/pingora-peer, cargo build --release)"
+    (cd "$BENCH_DIR/pingora-peer" &&
+      cargo build --release --locked --target-dir "$REPO_DIR/target/pingora-peer" >&2) ||
+      die "cargo build of bench/pingora-peer failed"
+    PINGORA=$REPO_DIR/target/pingora-peer/release/pingora-peer
+  fi
+  [[ -x $PINGORA ]] || die "no Pingora peer binary at $PINGORA"
+}
+
 # peer_nginx_conf NAME WORKERS PORT [H2PORT]: nginx in front of the upstream as the
 # benchmarks compare it: /v1/search through 3 limit_req zones keyed like tollgate's tiers
 # (tenant, endpoint, tenant:user; rate and burst BIG, so everything is admitted), /v1/open
@@ -278,7 +294,7 @@ EOF
 # and HAP_PORT/HAP_PID. Needs BIG, TOLLGATE, FLOOR and the upstream started.
 start_one_worker_peers() {
   free_port TG_PORT; free_port FLOOR_PORT; free_port FLOOR_DENY_PORT; free_port NGINX_PORT
-  free_port HAP_PORT
+  free_port HAP_PORT; free_port PIN_PORT
   one_worker_toml "$TG_PORT" >"$WORK/tollgate.toml"
   start_tollgate tollgate "$WORK/tollgate.toml" "$TG_PORT"
   TG_PID=$LAST_PID
@@ -299,4 +315,7 @@ start_one_worker_peers() {
   spawn haproxy haproxy -db -f "$WORK/haproxy.cfg"
   wait_port "$HAP_PORT" haproxy "$LAST_PID"
   HAP_PID=$LAST_PID
+  spawn pingora env PEER_LISTEN="127.0.0.1:$PIN_PORT" PEER_UPSTREAM="127.0.0.1:$UPSTREAM_PORT" "$PINGORA"
+  wait_port "$PIN_PORT" pingora "$LAST_PID"
+  PIN_PID=$LAST_PID
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System calls per request, counted by `strace -c`: tollgate (3 tiers, 0 tiers, refusing)
-# beside nginx (one worker, 3 limit_req zones), HAProxy (one thread, 3 stick counters) and
+# beside nginx (one worker, 3 limit_req zones), HAProxy (one thread, 3 stick counters), the Pingora peer (bench/pingora-peer, one thread) and
 # the bare-hyper floor, the same upstream and load as bench/cpu.sh. strace slows the
 # traced process, so only the counts are read, never the times: calls per request answered
 # while it was attached. Markdown report on stdout, progress on stderr.
@@ -18,6 +18,7 @@ BIG=1000000   # the peers' rate and burst on the allowed path: every request is 
 need_tools nginx=nginx-light haproxy=haproxy wrk=wrk strace=strace
 find_tollgate
 find_floor
+find_pingora
 make_workdir
 start_upstream
 
@@ -55,6 +56,9 @@ trace nginxdeny "$NGINX_PID" "http://127.0.0.1:$NGINX_PORT/deny" -H 'x-tenant-id
 trace hap3 "$HAP_PID" "http://127.0.0.1:$HAP_PORT/v1/search" -s "$BENCH_DIR/keys.lua"
 trace hap0 "$HAP_PID" "http://127.0.0.1:$HAP_PORT/v1/open" "${H[@]}"
 trace hapdeny "$HAP_PID" "http://127.0.0.1:$HAP_PORT/deny" -H 'x-tenant-id: hot'
+trace pin3 "$PIN_PID" "http://127.0.0.1:$PIN_PORT/v1/search" -s "$BENCH_DIR/keys.lua"
+trace pin0 "$PIN_PID" "http://127.0.0.1:$PIN_PORT/v1/open" "${H[@]}"
+trace pindeny "$PIN_PID" "http://127.0.0.1:$PIN_PORT/deny" -H 'x-tenant-id: hot'
 
 # row NAME LABEL: total calls per request, then the calls above 0.05 a request.
 row() {
@@ -75,8 +79,11 @@ $(row nginx0 "nginx, no limits")
 $(row nginx3 "nginx, 3 limit_req zones")
 $(row hap0 "HAProxy, no counters")
 $(row hap3 "HAProxy, 3 stick counters")
+$(row pin0 "Pingora peer, no limits")
+$(row pin3 "Pingora peer, 3 pingora-limits tiers")
 $(row floordeny "floor: static 429")
 $(row tgdeny "tollgate, refusing")
 $(row nginxdeny "nginx, refusing")
 $(row hapdeny "HAProxy, refusing")
+$(row pindeny "Pingora peer, refusing")
 EOF
