@@ -8,8 +8,9 @@ use std::time::Duration;
 
 // The request path allocates a few small objects per request; mimalloc's thread-local
 // free lists make those markedly cheaper than glibc's malloc (docs/benchmarks.md).
+mod allocator;
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::Allocator = allocator::Allocator;
 
 use clap::Parser;
 use tollgate::cli::{Cli, Command, LogFormat};
