@@ -15,7 +15,7 @@ use hyper::client::conn::http1::SendRequest;
 use quanta::Instant;
 
 use super::local::{with_existing, Idle};
-use super::multiplex::StreamGuard;
+use super::streams::StreamGuard;
 use crate::reply::Body;
 
 /// Where a connection goes back to when its response ends.

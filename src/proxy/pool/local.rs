@@ -14,7 +14,7 @@ use hyper::client::conn::http1::SendRequest;
 use quanta::Instant;
 
 use super::connect::Slots;
-use super::multiplex::Streams;
+use super::streams::Streams;
 use super::UpstreamPool;
 use crate::reply::Body;
 

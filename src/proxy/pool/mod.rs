@@ -10,6 +10,7 @@ mod error;
 mod fate;
 mod local;
 mod multiplex;
+mod streams;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
