@@ -20,8 +20,9 @@ const PLAIN_ALIGN: usize = 16;
 
 pub struct Allocator;
 
-fn plain(layout: &Layout) -> bool {
-    layout.align() <= PLAIN_ALIGN && layout.align() <= layout.size()
+/// Whether a plain block of `size` bytes is aligned to `align` already.
+fn plain(align: usize, size: usize) -> bool {
+    align <= PLAIN_ALIGN && align <= size
 }
 
 // SAFETY: every block comes from mimalloc and goes back to it (`mi_free` takes blocks of
@@ -31,7 +32,7 @@ unsafe impl GlobalAlloc for Allocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: GlobalAlloc's contract (a non-zero size) is passed on unchanged.
         unsafe {
-            if plain(&layout) {
+            if plain(layout.align(), layout.size()) {
                 mi::mi_malloc(layout.size()).cast()
             } else {
                 mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
@@ -43,7 +44,7 @@ unsafe impl GlobalAlloc for Allocator {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as for `alloc`.
         unsafe {
-            if plain(&layout) {
+            if plain(layout.align(), layout.size()) {
                 mi::mi_zalloc(layout.size()).cast()
             } else {
                 mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
@@ -62,7 +63,7 @@ unsafe impl GlobalAlloc for Allocator {
         // SAFETY: `ptr` came from this allocator; the new layout keeps the alignment, so
         // the plain call is exact when `new_size` is at least the alignment too.
         unsafe {
-            if layout.align() <= PLAIN_ALIGN && layout.align() <= new_size {
+            if plain(layout.align(), new_size) {
                 mi::mi_realloc(ptr.cast::<c_void>(), new_size).cast()
             } else {
                 mi::mi_realloc_aligned(ptr.cast::<c_void>(), new_size, layout.align()).cast()
