@@ -2,13 +2,15 @@
 # CPU per request, split into user and kernel (system) time: tollgate with 3 tiers, with 0
 # tiers and refusing, beside nginx (3 limit_req zones keyed like the tiers, one worker),
 # HAProxy (3 stick counters, one thread), a Pingora-based peer (bench/pingora-peer:
-# pingora-proxy with 3 pingora-limits Rate tiers, one thread) and the bare-hyper floor forwarding and refusing,
-# one worker each in front of the same upstream, the same load and keys. The kernel's share is what no proxy on this stack can save
-# (the same socket calls for all); the user share is what tollgate adds. Read from
+# pingora-proxy with 3 pingora-limits Rate tiers, one thread) and the bare-hyper floor
+# forwarding and refusing, one worker each in front of the same upstream, the same load
+# and keys. The kernel's share is what no proxy on this stack can save (the same socket
+# calls for all); the user share is what tollgate adds. Read from
 # /proc/PID/stat around each wrk run. Markdown report on stdout, progress on stderr.
 #
 #   sudo bench/cpu.sh
-#   TOLLGATE_BIN=target/release/tollgate FLOOR_BIN=target/release/examples/floor bench/cpu.sh
+#   TOLLGATE_BIN=target/release/tollgate FLOOR_BIN=target/release/examples/floor \
+#     PINGORA_BIN=target/pingora-peer/release/pingora-peer bench/cpu.sh
 #
 # Env: ROUNDS (3) alternating rounds, DURATION (5) seconds of counted load per target,
 # CONNS (32).

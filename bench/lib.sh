@@ -288,10 +288,11 @@ EOF
 }
 
 # start_one_worker_peers: tollgate (one_worker_toml), the floor forwarding and refusing,
-# nginx (one worker, peer_nginx_conf) and HAProxy (one thread, peer_haproxy_cfg), each on
-# a port of its own in front of the upstream; sets TG_PORT/TG_PID, FLOOR_PORT/FLOOR_PID,
-# FLOOR_DENY_PORT/FLOOR_DENY_PID, NGINX_PORT/NGINX_PID (its worker, which does the work)
-# and HAP_PORT/HAP_PID. Needs BIG, TOLLGATE, FLOOR and the upstream started.
+# nginx (one worker, peer_nginx_conf), HAProxy (one thread, peer_haproxy_cfg) and the
+# Pingora peer (one thread), each on a port of its own in front of the upstream; sets
+# TG_PORT/TG_PID, FLOOR_PORT/FLOOR_PID, FLOOR_DENY_PORT/FLOOR_DENY_PID,
+# NGINX_PORT/NGINX_PID (its worker, which does the work), HAP_PORT/HAP_PID and
+# PIN_PORT/PIN_PID. Needs BIG, TOLLGATE, FLOOR, PINGORA and the upstream started.
 start_one_worker_peers() {
   free_port TG_PORT; free_port FLOOR_PORT; free_port FLOOR_DENY_PORT; free_port NGINX_PORT
   free_port HAP_PORT; free_port PIN_PORT

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # System calls per request, counted by `strace -c`: tollgate (3 tiers, 0 tiers, refusing)
-# beside nginx (one worker, 3 limit_req zones), HAProxy (one thread, 3 stick counters), the Pingora peer (bench/pingora-peer, one thread) and
-# the bare-hyper floor, the same upstream and load as bench/cpu.sh. strace slows the
-# traced process, so only the counts are read, never the times: calls per request answered
-# while it was attached. Markdown report on stdout, progress on stderr.
+# beside nginx (one worker, 3 limit_req zones), HAProxy (one thread, 3 stick counters),
+# the Pingora peer (bench/pingora-peer, one thread) and the bare-hyper floor, the same
+# upstream and load as bench/cpu.sh. strace slows the traced process, so only the counts
+# are read, never the times: calls per request answered while it was attached. Markdown
+# report on stdout, progress on stderr.
 #
 #   sudo bench/syscalls.sh
-#   TOLLGATE_BIN=target/release/tollgate FLOOR_BIN=target/release/examples/floor bench/syscalls.sh
+#   TOLLGATE_BIN=target/release/tollgate FLOOR_BIN=target/release/examples/floor \
+#     PINGORA_BIN=target/pingora-peer/release/pingora-peer bench/syscalls.sh
 #
 # Env: DURATION (5) seconds traced per target, CONNS (32).
 set -euo pipefail
