@@ -9,6 +9,8 @@ mod access_log;
 mod admin;
 mod bounds;
 mod browser;
+mod budget_bodies;
+mod budget_fleet;
 mod budgets;
 mod concurrency;
 mod config;

@@ -19,6 +19,28 @@ pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
     cond()
 }
 
+/// Reads `read` every 50 ms until its value has held for `quiet` (work still in flight,
+/// such as a settle the gateway sends after a response, has landed), or `limit` has
+/// passed; the last value read.
+pub async fn steady<T: PartialEq>(
+    quiet: Duration,
+    limit: Duration,
+    mut read: impl FnMut() -> T,
+) -> T {
+    let deadline = Instant::now() + limit;
+    let mut last = read();
+    let mut since = Instant::now();
+    while Instant::now() < deadline && since.elapsed() < quiet {
+        tokio::time::sleep(EVERY).await;
+        let now = read();
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
+    last
+}
+
 /// [`eventually`] for a condition that has to await (an HTTP request, say).
 pub async fn eventually_async<F, Fut>(limit: Duration, mut cond: F) -> bool
 where

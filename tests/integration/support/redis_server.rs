@@ -102,6 +102,11 @@ impl RedisServer {
         redis_cli(self.port, args)
     }
 
+    /// Every command the server serves from now on (see [`RedisMonitor`]).
+    pub fn monitor(&self) -> super::RedisMonitor {
+        super::RedisMonitor::start(self.port)
+    }
+
     /// Script calls the server has served (the GCRA script and its helpers).
     pub fn script_calls(&self) -> u64 {
         self.cli(&["INFO", "commandstats"])
