@@ -1,70 +1,22 @@
 //! `cargo bench --bench limiter`: tollgate's embedded store against the `governor` crate's
 //! keyed limiter (dashmap), side by side in one run, same machine, same keys. Prints
-//! throughput ratios (tollgate / governor) and measured bytes per tracked key.
+//! throughput ratios (tollgate / governor); bytes per tracked key are `benches/footprint.rs`.
 //!
 //! Method: each scenario runs ROUNDS alternating rounds (tollgate, governor, tollgate, …) of
 //! a fixed operation count; the median round of each is compared. Both limiters read
-//! their own clock on every decision and hash the key on every decision. Memory is the
-//! RSS growth of this process while a fresh limiter takes N keys.
+//! their own clock on every decision and hash the key on every decision.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock
 
 #[path = "common/mod.rs"]
 mod common;
 
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Instant;
 
 use common::median;
-use governor::{Quota as GQuota, RateLimiter};
-use tollgate::clock::{Clock, MonotonicClock};
-use tollgate::key::{KeyHasher, KeyPart};
-use tollgate::limit::{evaluate, Mode, Quota, Tier};
-use tollgate::store::MemoryStore;
+use common::pair::{governor, Tollgate};
 
 const ROUNDS: usize = 7;
-
-type Governor = governor::DefaultKeyedRateLimiter<u64>;
-
-/// Everything is admitted in both: the benchmark measures the decision, not denials.
-fn governor() -> Governor {
-    let rate = NonZeroU32::new(u32::MAX).expect("nonzero");
-    RateLimiter::dashmap(
-        GQuota::per_second(rate).allow_burst(NonZeroU32::new(1_000).expect("nonzero")),
-    )
-}
-
-struct Tollgate {
-    store: MemoryStore,
-    clock: MonotonicClock,
-    quota: Quota,
-}
-
-impl Tollgate {
-    fn new(max_keys: usize) -> Self {
-        Self {
-            store: MemoryStore::new(max_keys),
-            clock: MonotonicClock::new(),
-            quota: Quota::new(1_000_000_000, 1_000_000_000, 1_000).expect("quota"),
-        }
-    }
-
-    #[inline]
-    fn check(&self, key: u64) -> bool {
-        let mut h = KeyHasher::new(self.store.key_hasher(), "bench");
-        h.part(&KeyPart::Bytes(key.to_le_bytes()[..].into()));
-        let tier = [Tier {
-            window: None,
-            reserve: None,
-            overflow: 0,
-            quota: self.quota,
-            mode: Mode::Enforce,
-            max_delay_ns: 0,
-            key: h.finish(),
-        }];
-        evaluate(&self.store, &tier, self.clock.now_ns(), 1).admitted
-    }
-}
 
 /// xorshift: a cheap, repeatable key sequence.
 fn next(state: &mut u64) -> u64 {
@@ -117,35 +69,6 @@ fn scenario(
     ratio
 }
 
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
-}
-
-fn bytes_per_key(n: u64) {
-    let before = rss_bytes();
-    let ours = Tollgate::new(n as usize * 2);
-    for k in 0..n {
-        ours.check(k);
-    }
-    let ours_bytes = rss_bytes().saturating_sub(before) as f64 / n as f64;
-    assert_eq!(ours.store.len() as u64, n, "every key tracked");
-    drop(ours);
-    let before = rss_bytes();
-    let theirs = governor();
-    for k in 0..n {
-        let _ = theirs.check_key(&k);
-    }
-    let theirs_bytes = rss_bytes().saturating_sub(before) as f64 / n as f64;
-    drop(theirs);
-    println!("bytes per tracked key @ {:>5}k   tollgate {ours_bytes:>6.1}   governor {theirs_bytes:>6.1}", n / 1_000);
-}
-
 fn main() {
     // `cargo test --benches` runs benches with --bench absent: keep that quick.
     let quick = !std::env::args().any(|a| a == "--bench");
@@ -191,13 +114,5 @@ fn main() {
             &|_, _| hot_ours.check(7),
             &|_, _| hot_theirs.check_key(&7).is_ok(),
         );
-    }
-
-    if !wanted("bytes per key") {
-    } else if quick {
-        bytes_per_key(100_000);
-    } else {
-        bytes_per_key(1_000_000);
-        bytes_per_key(10_000_000);
     }
 }

@@ -2,6 +2,8 @@
 //! included by path; a benchmark uses some of it).
 #![allow(dead_code)]
 
+pub mod pair;
+
 /// `cargo bench` passes `--bench`; `cargo test --benches` does not, and then a benchmark
 /// runs as a quick smoke test whose times are no measurement.
 pub fn full_run() -> bool {

@@ -75,31 +75,38 @@ impl Shard {
     /// those `keep` selects. Caller holds the writer mutex.
     pub(super) fn rebuild(&self, keep: Keep, buckets: Option<usize>) -> usize {
         let old = self.table.load_full();
-        let mut kept: Vec<(u64, u64)> = Vec::with_capacity(self.len.load(Ordering::Relaxed));
-        for slot in old.buckets.iter().flat_map(|b| &b.0) {
-            let key = slot.key.load(Ordering::Acquire);
-            if key == EMPTY {
-                continue;
+        let keeps = |tat: u64| match keep {
+            Keep::All => true,
+            Keep::Busy(now) => tat > now,
+        };
+        let (table, kept) = match buckets {
+            // Growing: the size is known, so the keys go straight into the new table. (A copy
+            // of them on the side first was as large as the new table's live part: at a
+            // million keys, megabytes allocated and freed for every shard that grew.)
+            Some(buckets) => {
+                let table = Table::with_buckets(buckets);
+                let mut kept = 0;
+                for (key, tat) in freeze(&old) {
+                    if keeps(tat) && table.insert(key, tat) {
+                        kept += 1;
+                    }
+                }
+                (table, kept)
             }
-            // Freezing makes any racing CAS fail, so no update to the old table is lost.
-            let tat = slot.tat.swap(FROZEN, Ordering::AcqRel);
-            let keep_it = match keep {
-                Keep::All => true,
-                Keep::Busy(now) => tat > now,
-            };
-            if keep_it {
-                kept.push((key, tat));
+            // Sweeping: sized for what is kept, known once every key is frozen.
+            None => {
+                let kept: Vec<(u64, u64)> = freeze(&old).filter(|&(_, tat)| keeps(tat)).collect();
+                let wanted =
+                    (kept.len() * MAX_LOAD_DEN / MAX_LOAD_NUM / SLOTS_PER_BUCKET + 1).max(1);
+                let table = Table::with_buckets(wanted);
+                for &(key, tat) in &kept {
+                    table.insert(key, tat);
+                }
+                (table, kept.len())
             }
-        }
-        let wanted = buckets.unwrap_or_else(|| {
-            (kept.len() * MAX_LOAD_DEN / MAX_LOAD_NUM / SLOTS_PER_BUCKET + 1).max(1)
-        });
-        let table = Table::with_buckets(wanted);
-        for &(key, tat) in &kept {
-            table.insert(key, tat);
-        }
-        let removed = self.len.load(Ordering::Relaxed).saturating_sub(kept.len());
-        self.len.store(kept.len(), Ordering::Relaxed);
+        };
+        let removed = self.len.load(Ordering::Relaxed).saturating_sub(kept);
+        self.len.store(kept, Ordering::Relaxed);
         self.table.store(Arc::new(table));
         self.generation.fetch_add(1, Ordering::Release);
         removed
@@ -133,4 +140,13 @@ impl Shard {
         self.full_until.store(retry_at, Ordering::Relaxed);
         idle > 0
     }
+}
+
+/// Every key of `table` with its TAT, each slot frozen as it is read: freezing makes any
+/// racing CAS fail, so no update to the old table is lost.
+fn freeze(table: &Table) -> impl Iterator<Item = (u64, u64)> + '_ {
+    table.buckets.iter().flat_map(|b| &b.0).filter_map(|slot| {
+        let key = slot.key.load(Ordering::Acquire);
+        (key != EMPTY).then(|| (key, slot.tat.swap(FROZEN, Ordering::AcqRel)))
+    })
 }
