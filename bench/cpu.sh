@@ -13,14 +13,17 @@
 #     PINGORA_BIN=target/pingora-peer/release/pingora-peer bench/cpu.sh
 #
 # Env: ROUNDS (3) alternating rounds, DURATION (5) seconds of counted load per target,
-# CONNS (32).
+# CONNS (32). RATE (unset): offer a fixed load of RATE requests a second in all (h2load
+# --h1 --rps, open loop) instead of wrk's closed loop, so that every target sees the same
+# request timing; a target that cannot keep up is reported as such. h2load sends the same
+# headers on every request, so in this mode the 3-tier paths decide one tenant and user.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5} CONNS=${CONNS:-32}
 BIG=1000000   # the peers' rate and burst on the allowed path: every request is admitted
 
-need_tools nginx=nginx-light haproxy=haproxy wrk=wrk
+need_tools nginx=nginx-light haproxy=haproxy wrk=wrk h2load=nghttp2-client
 find_tollgate
 find_floor
 find_pingora
@@ -36,13 +39,48 @@ H=(-H 'x-tenant-id: t1' -H 'x-user-id: u1')
 measure() {
   local name=$1 pid=$2 url=$3 u0 s0 u1 s1 n
   shift 3
+  if [[ -n ${RATE:-} ]]; then
+    measure_rate "$name" "$pid" "$url" "$@"
+    return
+  fi
   timeout 60 wrk -t1 -c"$CONNS" -d2s "$@" "$url" >/dev/null   # warm-up, not counted
   read -r u0 s0 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
   n=$(timeout $((DURATION + 60)) wrk -t1 -c"$CONNS" -d"${DURATION}s" "$@" "$url" |
     awk '/ requests in / { print $1 }')
   read -r u1 s1 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
   [[ ${n:-0} -gt 0 ]] || die "no requests answered by $name"
-  awk -v n="$n" -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v t="$TICK" \
+  per_request "$name" "$n" $((u1 - u0)) $((s1 - s0))
+}
+# measure_rate NAME PID URL [wrk args]: the same at RATE requests a second (h2load, open
+# loop); wrk's -H headers are passed on, its -s script is not (h2load has none).
+measure_rate() {
+  local name=$1 pid=$2 url=$3 u0 s0 u1 s1 n headers=() rps
+  shift 3
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      -H) headers+=(-H "$2"); shift 2 ;;
+      -s) shift 2 ;;
+      *) shift ;;
+    esac
+  done
+  [[ ${#headers[@]} -gt 0 ]] || headers=(-H 'x-tenant-id: t1' -H 'x-user-id: u1')
+  rps=$((RATE / CONNS))
+  timeout 60 h2load --h1 -c"$CONNS" -t1 --rps="$rps" -D 2 "${headers[@]}" "$url" >/dev/null
+  read -r u0 s0 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
+  n=$(timeout $((DURATION + 60)) h2load --h1 -c"$CONNS" -t1 --rps="$rps" -D "$DURATION" \
+    "${headers[@]}" "$url" | awk '/^requests:/ { print $6 }')
+  read -r u1 s1 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
+  [[ ${n:-0} -gt 0 ]] || die "no requests answered by $name"
+  # Open loop: a target below 95 % of the offered load did not keep up, and its figure
+  # would not be comparable.
+  [[ $n -ge $((RATE * DURATION * 95 / 100)) ]] ||
+    log "$name answered $n of $((RATE * DURATION)) offered: below the rate"
+  per_request "$name" "$n" $((u1 - u0)) $((s1 - s0))
+}
+# per_request NAME REQUESTS USER_TICKS SYSTEM_TICKS: appends "user_us system_us" to res/NAME.
+per_request() {
+  local name=$1 n=$2 u=$3 s=$4
+  awk -v n="$n" -v u="$u" -v s="$s" -v t="$TICK" \
     'BEGIN { printf "%.2f %.2f\n", u / t / n * 1e6, s / t / n * 1e6 }' >>"$WORK/res/$name"
   log "$name: $(tail -1 "$WORK/res/$name") (user, system µs per request; $n requests)"
 }
@@ -86,8 +124,13 @@ versus() { # LABEL OURS NGINX HAPROXY PINGORA: the ratios of total CPU per reque
   awk -v l="$1" -v t="$(total "$2")" -v n="$(total "$3")" -v h="$(total "$4")" -v p="$(total "$5")" \
     'BEGIN { printf "| %s | %.2f | %.2f | %.2f |\n", l, t / n, t / h, t / p }'
 }
+if [[ -n ${RATE:-} ]]; then
+  LOAD="h2load --h1 -c$CONNS -t1 at $RATE requests/s in all (open loop; one key on the 3-tier paths)"
+else
+  LOAD="wrk -t1 -c$CONNS (closed loop)"
+fi
 cat <<EOF
-## CPU per request (one worker, wrk -t1 -c$CONNS, ${DURATION}s counted, $ROUNDS rounds, medians)
+## CPU per request (one worker, $LOAD, ${DURATION}s counted, $ROUNDS rounds, medians)
 
 - $(date -u +'%F %T UTC'), $(nproc) CPUs, $("$TOLLGATE" --version); user and system time of
   the proxy process from /proc/PID/stat over the requests answered.
