@@ -2,7 +2,9 @@
 //! the way upstream. Forwarding itself is in [`super::forward`]; the connections, and how
 //! a failed exchange is classified and answered, in [`super::pool`].
 
-use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, TRANSFER_ENCODING, UPGRADE};
+use http::header::{
+    Entry, HeaderName, HeaderValue, CONNECTION, HOST, TE, TRANSFER_ENCODING, UPGRADE,
+};
 use http::{HeaderMap, Request, Version};
 
 use crate::reply::Body;
@@ -61,7 +63,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
 /// The removals of [`strip_hop_by_hop`]: the headers `Connection` names, and those of
 /// [`HOP_BY_HOP`] whose bits are in `found`.
 fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, found: u8) {
-    if found & CONNECTION_BIT != 0 {
+    if found & CONNECTION_BIT != 0 && !names_no_other_header(headers) {
         // Copied out (on the stack for any usual value), so the named headers can be
         // removed while reading it; `remove` by `&str` builds no header name.
         let mut options: smallvec::SmallVec<[u8; 128]> = smallvec::SmallVec::new();
@@ -91,29 +93,44 @@ fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, found: u8) {
     }
 }
 
+/// Whether `Connection` is the one `keep-alive` (what nearly every HTTP/1.1 upstream sends
+/// with each response), which names only a hop-by-hop header: then there is no option to
+/// parse, and the `Keep-Alive` header, if any, goes by its bit.
+fn names_no_other_header(headers: &HeaderMap) -> bool {
+    let mut values = headers.get_all(CONNECTION).iter();
+    match (values.next(), values.next()) {
+        (Some(value), None) => value.as_bytes().eq_ignore_ascii_case(b"keep-alive"),
+        _ => false,
+    }
+}
+
 /// Adds what the upstream learns from the gateway: X-Forwarded-For (every line the
 /// client sent, as one list, then the peer: `peer_text`), -Proto and -Host. The head was
 /// normalised before routing (`head::normalize`), so Host and hop-by-hop headers are
 /// already right.
 pub fn prepare_request(req: &mut Request<Body>, peer_text: &HeaderValue, tls: bool) {
     let headers = req.headers_mut();
-    let forwarded_for = if headers.contains_key(&X_FORWARDED_FOR) {
-        let mut chain = Vec::with_capacity(64);
-        for line in headers.get_all(&X_FORWARDED_FOR) {
-            let line = line.as_bytes().trim_ascii();
-            if !line.is_empty() {
-                chain.extend_from_slice(line);
-                chain.extend_from_slice(b", ");
+    // One look-up of the name whether or not the client sent it (a custom name is hashed
+    // byte by byte on every look-up).
+    match headers.entry(&X_FORWARDED_FOR) {
+        Entry::Occupied(mut lines) => {
+            let mut chain = Vec::with_capacity(64);
+            for line in lines.iter() {
+                let line = line.as_bytes().trim_ascii();
+                if !line.is_empty() {
+                    chain.extend_from_slice(line);
+                    chain.extend_from_slice(b", ");
+                }
+            }
+            chain.extend_from_slice(peer_text.as_bytes());
+            if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(chain)) {
+                lines.insert(v);
             }
         }
-        chain.extend_from_slice(peer_text.as_bytes());
-        HeaderValue::from_maybe_shared(bytes::Bytes::from(chain)).ok()
-    } else {
         // The usual request, from a client no proxy stands before: the connection's own.
-        Some(peer_text.clone())
-    };
-    if let Some(v) = forwarded_for {
-        headers.insert(X_FORWARDED_FOR.clone(), v);
+        Entry::Vacant(slot) => {
+            slot.insert(peer_text.clone());
+        }
     }
     headers.insert(
         X_FORWARDED_PROTO.clone(),
@@ -159,6 +176,28 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(CONNECTION, "Keep-Alive, TE, x-a".parse().expect("v"));
         h.insert("keep-alive", "timeout=5".parse().expect("v"));
+        h.insert("x-a", "1".parse().expect("v"));
+        h.insert("x-b", "2".parse().expect("v"));
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(h["x-b"], "2");
+    }
+
+    #[test]
+    fn the_usual_keep_alive_is_removed_with_its_header_and_nothing_else() {
+        for value in ["keep-alive", "Keep-Alive"] {
+            let mut h = HeaderMap::new();
+            h.insert(CONNECTION, value.parse().expect("v"));
+            h.insert("keep-alive", "timeout=5".parse().expect("v"));
+            h.insert("x-b", "2".parse().expect("v"));
+            strip_hop_by_hop(&mut h, false);
+            assert_eq!(h.len(), 1, "{h:?}");
+            assert_eq!(h["x-b"], "2");
+        }
+        // Two lines, or another option beside it: parsed as ever.
+        let mut h = HeaderMap::new();
+        h.append(CONNECTION, "keep-alive".parse().expect("v"));
+        h.append(CONNECTION, "x-a".parse().expect("v"));
         h.insert("x-a", "1".parse().expect("v"));
         h.insert("x-b", "2".parse().expect("v"));
         strip_hop_by_hop(&mut h, false);
