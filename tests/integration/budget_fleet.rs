@@ -84,10 +84,8 @@ async fn a_metered_download_costs_a_call_per_chunk() {
         .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     gw.wait_for_store("/v1/echo", "warm-up").await;
-    // Calls of the rate scripts alone: not the gateway's read of the fleet's overrides,
-    // once a second.
     let monitor = redis.monitor();
-    let rate_calls = || monitor.script_calls_except("{overrides}");
+    let rate_calls = || monitor.decision_calls();
     // A first download loads the draw and settle scripts (a first call of a script costs
     // two: EVALSHA, then EVAL), so what follows counts calls alone. Its settle is sent
     // after the response, so the count is read once it has stopped moving.
