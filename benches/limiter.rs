@@ -13,18 +13,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::median;
 use common::pair::{governor, Tollgate};
+use common::{median, xorshift};
 
 const ROUNDS: usize = 7;
-
-/// xorshift: a cheap, repeatable key sequence.
-fn next(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}
 
 /// Runs `op` `ops` times on `threads` threads; returns operations per second.
 fn run<F: Fn(u64, usize) -> bool + Sync>(threads: usize, ops: usize, op: &F) -> f64 {
@@ -35,7 +27,7 @@ fn run<F: Fn(u64, usize) -> bool + Sync>(threads: usize, ops: usize, op: &F) -> 
                 let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
                 let mut admitted = 0usize;
                 for i in 0..ops / threads {
-                    admitted += usize::from(op(next(&mut state), i));
+                    admitted += usize::from(op(xorshift(&mut state), i));
                 }
                 std::hint::black_box(admitted);
             });

@@ -16,7 +16,7 @@ mod common;
 use std::time::Instant;
 
 use common::pair::{governor, Tollgate};
-use common::{full_run, key, median};
+use common::{full_run, key, median, xorshift};
 use tollgate::clock::{Clock, MonotonicClock};
 use tollgate::limit::{evaluate, Mode, Quota, Tier};
 use tollgate::store::MemoryStore;
@@ -36,8 +36,8 @@ fn tier(key: u64) -> Tier {
     }
 }
 
-/// The keys a round decides on, as indices among `keys` tracked: `uniform` draws each
-/// alike (the worst case for the caches), `skewed` by rank with Zipf's law (s = 1: the
+/// The keys a round decides on, as indices among `keys` tracked: each alike (the worst
+/// case for the caches), or with `skewed` by rank with Zipf's law (s = 1: the
 /// i-th key drawn in proportion to 1/i, as tenants and users are in real traffic). The
 /// walk is drawn before it is timed.
 fn walk(keys: u64, ops: u64, skewed: bool, seed: u64) -> Vec<u64> {
@@ -48,10 +48,7 @@ fn walk(keys: u64, ops: u64, skewed: bool, seed: u64) -> Vec<u64> {
             if !skewed {
                 return (i.wrapping_mul(2_654_435_761) + seed) % keys;
             }
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let u = (state >> 11) as f64 / (1u64 << 53) as f64;
+            let u = (xorshift(&mut state) >> 11) as f64 / (1u64 << 53) as f64;
             // Log-uniform over [1, keys]: density 1/x, Zipf's s = 1.
             ((u * ln_keys).exp() as u64).clamp(1, keys) - 1
         })
