@@ -35,27 +35,17 @@ start_one_worker_peers
 
 TICK=$(getconf CLK_TCK)
 H=(-H 'x-tenant-id: t1' -H 'x-user-id: u1')
-# measure NAME PID URL [wrk args]: appends "user_us system_us" per request to res/NAME.
-measure() {
-  local name=$1 pid=$2 url=$3 u0 s0 u1 s1 n
-  shift 3
-  if [[ -n ${RATE:-} ]]; then
-    measure_rate "$name" "$pid" "$url" "$@"
+# load SECONDS URL [wrk args]: drives URL for SECONDS and prints the requests answered —
+# with wrk (closed loop), or with RATE set at RATE requests a second in all (h2load, open
+# loop), which takes wrk's -H headers but not its -s script (h2load has none).
+load() {
+  local seconds=$1 url=$2 headers=()
+  shift 2
+  if [[ -z ${RATE:-} ]]; then
+    timeout $((seconds + 60)) wrk -t1 -c"$CONNS" -d"${seconds}s" "$@" "$url" |
+      awk '/ requests in / { print $1 }'
     return
   fi
-  timeout 60 wrk -t1 -c"$CONNS" -d2s "$@" "$url" >/dev/null   # warm-up, not counted
-  read -r u0 s0 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
-  n=$(timeout $((DURATION + 60)) wrk -t1 -c"$CONNS" -d"${DURATION}s" "$@" "$url" |
-    awk '/ requests in / { print $1 }')
-  read -r u1 s1 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
-  [[ ${n:-0} -gt 0 ]] || die "no requests answered by $name"
-  per_request "$name" "$n" $((u1 - u0)) $((s1 - s0))
-}
-# measure_rate NAME PID URL [wrk args]: the same at RATE requests a second (h2load, open
-# loop); wrk's -H headers are passed on, its -s script is not (h2load has none).
-measure_rate() {
-  local name=$1 pid=$2 url=$3 u0 s0 u1 s1 n headers=() rps
-  shift 3
   while [[ $# -gt 0 ]]; do
     case $1 in
       -H) headers+=(-H "$2"); shift 2 ;;
@@ -63,24 +53,24 @@ measure_rate() {
       *) shift ;;
     esac
   done
-  [[ ${#headers[@]} -gt 0 ]] || headers=(-H 'x-tenant-id: t1' -H 'x-user-id: u1')
-  rps=$((RATE / CONNS))
-  timeout 60 h2load --h1 -c"$CONNS" -t1 --rps="$rps" -D 2 "${headers[@]}" "$url" >/dev/null
+  [[ ${#headers[@]} -gt 0 ]] || headers=("${H[@]}")
+  timeout $((seconds + 60)) h2load --h1 -c"$CONNS" -t1 --rps=$((RATE / CONNS)) -D "$seconds" \
+    "${headers[@]}" "$url" | awk '/^requests:/ { print $6 }'
+}
+# measure NAME PID URL [wrk args]: appends "user_us system_us" per request to res/NAME.
+measure() {
+  local name=$1 pid=$2 url=$3 u0 s0 u1 s1 n
+  shift 3
+  load 2 "$url" "$@" >/dev/null   # warm-up, not counted
   read -r u0 s0 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
-  n=$(timeout $((DURATION + 60)) h2load --h1 -c"$CONNS" -t1 --rps="$rps" -D "$DURATION" \
-    "${headers[@]}" "$url" | awk '/^requests:/ { print $6 }')
+  n=$(load "$DURATION" "$url" "$@")
   read -r u1 s1 < <(awk '{ print $14, $15 }' "/proc/$pid/stat")
   [[ ${n:-0} -gt 0 ]] || die "no requests answered by $name"
   # Open loop: a target below 95 % of the offered load did not keep up, and its figure
   # would not be comparable.
-  [[ $n -ge $((RATE * DURATION * 95 / 100)) ]] ||
+  [[ -z ${RATE:-} || $n -ge $((RATE * DURATION * 95 / 100)) ]] ||
     log "$name answered $n of $((RATE * DURATION)) offered: below the rate"
-  per_request "$name" "$n" $((u1 - u0)) $((s1 - s0))
-}
-# per_request NAME REQUESTS USER_TICKS SYSTEM_TICKS: appends "user_us system_us" to res/NAME.
-per_request() {
-  local name=$1 n=$2 u=$3 s=$4
-  awk -v n="$n" -v u="$u" -v s="$s" -v t="$TICK" \
+  awk -v n="$n" -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v t="$TICK" \
     'BEGIN { printf "%.2f %.2f\n", u / t / n * 1e6, s / t / n * 1e6 }' >>"$WORK/res/$name"
   log "$name: $(tail -1 "$WORK/res/$name") (user, system µs per request; $n requests)"
 }
