@@ -191,6 +191,13 @@ fn warn_of_kind_changes(old: &Config, new: &mut Config) {
         let Some(before) = old.policy(&p.name) else {
             continue;
         };
+        if let Some(change) = calendar_change(before, p) {
+            warnings.push(format!(
+                "{}: warning: policy `{}`'s calendar changed ({change}): every key's usage starts at zero in the new calendar's window, whose end Retry-After and resets_at now name (a usage counted under the old calendar is not carried over)",
+                new.path.display(),
+                p.name
+            ));
+        }
         if let (Some(was), Some(is)) = (quota(before), quota(p)) {
             if was != is {
                 warnings.push(format!(
@@ -202,4 +209,28 @@ fn warn_of_kind_changes(old: &Config, new: &mut Config) {
         }
     }
     new.warnings.extend(warnings);
+}
+
+/// How a calendar quota's calendar changed between `old` and `new` (its window, anchor or
+/// time zone), said the way the file writes it; `None` when it did not (or either is no
+/// quota).
+fn calendar_change(old: &crate::config::Policy, new: &crate::config::Policy) -> Option<String> {
+    let calendar = |p: &crate::config::Policy| {
+        p.rate()
+            .and_then(|r| r.calendar.as_ref())
+            .map(|c| c.calendar.clone())
+    };
+    let (was, is) = (calendar(old)?, calendar(new)?);
+    if was.period == is.period && was.zone_name == is.zone_name {
+        return None;
+    }
+    let describe = |c: &crate::limit::calendar::Calendar| {
+        let anchor = match c.period {
+            crate::limit::calendar::Period::Day => String::new(),
+            crate::limit::calendar::Period::Week(day) => format!(" from {day:?}").to_lowercase(),
+            crate::limit::calendar::Period::Month(day) => format!(" from day {day}"),
+        };
+        format!("{}{anchor} in {}", c.period_name(), c.zone_name)
+    };
+    Some(format!("{} -> {}", describe(&was), describe(&is)))
 }

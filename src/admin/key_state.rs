@@ -45,7 +45,7 @@ async fn quota_json(
     let until_end = bounds.until_end(unix_now);
     // The end on the timeline `tat` is on: `now` plays the local clock's now.
     let end = now.saturating_add(until_end);
-    let used = tat.saturating_sub(end);
+    let used = crate::limit::calendar::used(tat, end);
     let limit = quota.burst();
     let left = limit.saturating_sub(used);
     Ok(json!({

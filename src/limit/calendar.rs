@@ -21,9 +21,40 @@ pub enum Period {
     Month(i8),
 }
 
-/// The most units one window may hold: its usage stays below the shortest window (23 h)
-/// in nanoseconds, so a window's TATs never reach the next window's end.
-pub const MAX_QUOTA: u64 = 10_000_000_000_000;
+/// How far past its window's end a stored TAT may lie and still be that window's usage.
+/// Two calendars' window ends differ by a multiple of 15 minutes whenever they differ
+/// (every zone's offset is a multiple of 15 minutes; days, weeks and months start at local
+/// midnight), so a TAT 15 minutes or more past the end was written under another calendar
+/// (the quota's `window`, `anchor` or `timezone` changed): it is no usage of this window,
+/// whose count starts at zero. Usage itself never reaches it ([`MAX_QUOTA`]; settles are
+/// capped below it).
+pub const CARRY_NS: u64 = 900 * 1_000_000_000;
+
+/// The most units one window may hold: well below [`CARRY_NS`], so usage and a settle's
+/// debt on top of it are never mistaken for another calendar's TAT.
+pub const MAX_QUOTA: u64 = 500_000_000_000;
+
+/// The TAT a quota decides on at its window's `end`: the stored one, or `end` (nothing
+/// used) when the stored one belongs to another calendar (see [`CARRY_NS`]).
+#[inline]
+pub fn carried(tat: u64, end: u64) -> u64 {
+    if tat >= end.saturating_add(CARRY_NS) {
+        end
+    } else {
+        tat
+    }
+}
+
+/// Units used in the window ending at `end` by a key whose TAT is `tat`.
+pub fn used(tat: u64, end: u64) -> u64 {
+    carried(tat, end).saturating_sub(end)
+}
+
+/// The highest TAT a settle may leave on a quota key of the window ending at `end`: one
+/// below what would read as another calendar's.
+pub fn max_tat(end: u64) -> u64 {
+    end.saturating_add(CARRY_NS - 1)
+}
 
 /// A calendar: a period in a time zone.
 #[derive(Debug, Clone, PartialEq)]

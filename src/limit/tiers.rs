@@ -74,12 +74,23 @@ impl Tier {
         self.window.unwrap_or(now)
     }
 
+    /// The stored `tat` as this tier reads it: as is for a rate; for a calendar quota,
+    /// its window's end (nothing used) when it was written under another calendar.
+    #[inline]
+    pub fn carried(&self, tat: u64) -> u64 {
+        match self.window {
+            None => tat,
+            Some(end) => super::calendar::carried(tat, end),
+        }
+    }
+
     /// Decides a request of `cost` units on `tat` at `now`.
     #[inline]
     pub fn decide(&self, tat: u64, now: u64, cost: u64) -> Decision {
         match self.window {
             None => self.quota.decide(tat, now, cost, self.max_delay_ns),
             Some(end) => {
+                let tat = super::calendar::carried(tat, end);
                 let mut d = self.quota.decide(tat, end, cost, 0);
                 // Nothing refills before the reset: a denial waits for it (forever when
                 // the cost alone is more than the quota), the key is idle once it is past.
@@ -228,7 +239,8 @@ pub fn evaluate<T: TatTable + ?Sized, D: AsRef<Tier>>(
         };
         verdict.outcomes.push(TierOutcome {
             key,
-            prior_tat,
+            // What the tier read: another calendar's quota TAT is no usage.
+            prior_tat: tier.carried(prior_tat),
             decision,
             mode: tier.mode,
         });

@@ -9,17 +9,25 @@
 -- ARGV[4]  max_debt (ns)
 -- ARGV[5]  a calendar quota's window, "start:end:next" Unix seconds ("" for a rate): its
 --          TAT is measured from the window's end instead of now (see gcra.lua)
+--          A refund of a reservation whose window has ended gives nothing back (the
+--          units were served in that window, not in the one now running); a TAT written
+--          under another calendar (15 minutes or more past the end, limit::calendar's
+--          CARRY_NS) is no usage of this window.
 -- Returns  the debt (TAT − now, ns; a quota: TAT − the window's end, its units used)
 local time = redis.call('TIME')
 local now_s = tonumber(time[1])
 local now_ns = tonumber(time[2]) * 1000
 local op, ns = ARGV[1], tonumber(ARGV[2])
 local room, max_debt = tonumber(ARGV[3]), tonumber(ARGV[4])
-local basis = 0
+local basis, ended = 0, false
 local ws, we, wn = string.match(ARGV[5] or '', '^(%d+):(%d+):(%d+)$')
 if ws then
   local e = tonumber(we)
-  if now_s < tonumber(ws) then e = tonumber(ws) elseif now_s >= e then e = tonumber(wn) end
+  if now_s < tonumber(ws) then
+    e = tonumber(ws)
+  elseif now_s >= e then
+    e, ended = tonumber(wn), true
+  end
   basis = (e - now_s) * 1000000000 - now_ns
 end
 local debt = 0
@@ -30,12 +38,12 @@ if stored then
     debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(sns) - now_ns) - basis
   end
 end
-if debt < 0 then debt = 0 end
+if debt < 0 or (ws and debt >= 900000000000) then debt = 0 end
 local after
 if op == 'debt' then
   after = math.min(debt + ns, math.max(debt, max_debt))
 else
-  if debt == 0 then return 0 end
+  if debt == 0 or ended then return debt end
   after = math.max(debt - math.min(ns, room), 0)
 end
 if after == debt then return debt end

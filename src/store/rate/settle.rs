@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::config::Route;
 use crate::config::{Policy, Settle, MAX_SETTLED_DEBT_NS};
+use crate::limit::calendar;
 use crate::limit::settle::{settle, Adjustment};
 use crate::limit::{TatTable, Verdict};
 use crate::store::memory::MemoryStore;
@@ -74,6 +75,31 @@ impl PendingSettle {
         self.admitted_at = now;
     }
 
+    /// What the key's TAT is measured from when settling at `now`: now for a rate; for a
+    /// quota the end of the window holding now — the admitting window's, or the next one's
+    /// once it has ended (then `true`: nothing reserved in it comes back).
+    fn basis(&self, now: u64) -> (u64, bool) {
+        match self.window {
+            None => (now, false),
+            Some((end, _)) if now < end => (end, false),
+            Some((end, bounds)) => {
+                let next_ns = u64::try_from(bounds.next.saturating_sub(bounds.end))
+                    .unwrap_or(0)
+                    .saturating_mul(crate::limit::gcra::NANOS_PER_SEC);
+                (end.saturating_add(next_ns), true)
+            }
+        }
+    }
+
+    /// The most a settle may leave the key owing past its basis: a quota's usage stays
+    /// below what would read as another calendar's TAT.
+    fn max_debt_ns(&self) -> u64 {
+        match self.window {
+            None => MAX_SETTLED_DEBT_NS,
+            Some(_) => MAX_SETTLED_DEBT_NS.min(calendar::CARRY_NS - 1),
+        }
+    }
+
     /// The change from what was charged to `units`, as seen at `now`; `None` when they
     /// are equal.
     fn adjustment(&self, units: u64, now: u64) -> Option<Adjustment> {
@@ -101,12 +127,22 @@ impl PendingSettle {
 /// Settles `pending` at `units` in the process-local table, at `now`: the debt (TAT −
 /// now; for a quota, TAT − its window's end: the units used) after.
 pub fn settle_local(local: &MemoryStore, pending: &PendingSettle, units: u64, now: u64) -> u64 {
-    let basis = pending.window.map_or(now, |(end, _)| end);
-    let Some(adjustment) = pending.adjustment(units, now) else {
-        return local.peek(pending.key).saturating_sub(basis);
+    let (basis, ended) = pending.basis(now);
+    let carried = |tat: u64| match pending.window {
+        Some(_) => calendar::carried(tat, basis),
+        None => tat,
     };
+    let adjustment = match pending.adjustment(units, now) {
+        // A reservation of a window that has ended gives nothing back to a later one.
+        Some(Adjustment::Refund { .. }) if ended => None,
+        adjustment => adjustment,
+    };
+    let Some(adjustment) = adjustment else {
+        return carried(local.peek(pending.key)).saturating_sub(basis);
+    };
+    let max_debt = pending.max_debt_ns();
     let (prior, decision) = local.apply(pending.key, |tat| {
-        let after = settle(tat, basis, adjustment, MAX_SETTLED_DEBT_NS);
+        let after = settle(carried(tat), basis, adjustment, max_debt);
         crate::limit::Decision {
             admitted: after != tat,
             tat: after,
@@ -119,7 +155,7 @@ pub fn settle_local(local: &MemoryStore, pending: &PendingSettle, units: u64, no
     let tat = if decision.admitted {
         decision.tat
     } else {
-        prior
+        carried(prior)
     };
     tat.saturating_sub(basis)
 }
@@ -147,7 +183,7 @@ pub async fn settle_remote(
         .arg(op)
         .arg(ns)
         .arg(room)
-        .arg(MAX_SETTLED_DEBT_NS)
+        .arg(pending.max_debt_ns())
         .arg(window);
     let debt: i64 = remote.invoke(&call).await?;
     u64::try_from(debt).map_err(|_| StoreError::Reply)
