@@ -29,6 +29,7 @@ pub use describe::describe_file;
 pub use journal::FileError;
 use journal::{Change, Journal};
 use set::OverrideSet;
+pub use shared::touch as announce_reset;
 use shared::Changes;
 
 /// Which key of which policy.
@@ -283,6 +284,11 @@ impl Overrides {
         read: Changes,
         now_ms: u64,
     ) -> (Vec<Change>, bool) {
+        if !matches!(read, Changes::Unchanged) {
+            // Some gateway changed an override or reset a key: what this one remembers
+            // of Redis's refusals may be stale, so it asks Redis again.
+            limiter.forget_refusals();
+        }
         let mut state = lock(&self.state);
         let state = &mut *state;
         match read {

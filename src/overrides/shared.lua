@@ -6,7 +6,9 @@
 -- another epoch gets everything.
 --   KEYS     the hash, the puts, the deletions (v2); for import: the old hash, the import
 --   ARGV[1]  "put" epoch field value | "del" epoch now_ms field… | "expire" epoch now_ms
---            field… | "read" seen-epoch seen-counter | "import" | "imported"
+--            field… | "touch" epoch | "read" seen-epoch seen-counter | "import" | "imported"
+-- touch bumps the version alone: a key was reset, and every gateway that reads the change
+-- forgets what it remembers of refusals.
 -- put/expire answer the new version; del answers {version, removed}, removed counting the
 -- overrides that had not expired by now_ms; read answers {version} when unchanged, else
 -- {version, "delta", #puts, field, value, …, deleted field, …} or {version, "full", #all,
@@ -71,6 +73,9 @@ if op == "put" then
 elseif op == "del" then
   local live = remove(false)
   return {version(), live}
+elseif op == "touch" then
+  bump(ARGV[2])
+  return version()
 elseif op == "expire" then
   remove(true)
   return version()

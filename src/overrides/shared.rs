@@ -66,6 +66,15 @@ pub async fn put(remote: &RedisStore, stored: &Stored) -> Result<(), StoreError>
     remote.invoke::<String>(&call).await.map(drop)
 }
 
+/// Tells the fleet that a key was reset: the version moves, so every gateway's next read
+/// (within a second) sees a change and forgets the refusals it remembers.
+pub async fn touch(remote: &RedisStore) -> Result<(), StoreError> {
+    let mut call = SCRIPT.prepare_invoke();
+    keys(&mut call);
+    call.arg("touch").arg(EPOCH.as_str());
+    remote.invoke::<String>(&call).await.map(drop)
+}
+
 /// Removes `ids` (all, or with `only_expired` those whose stored override has expired by
 /// `now_ms`: one set again since is kept); how many of them were set and not expired,
 /// whichever gateway set them (this one may not have read them yet).
