@@ -123,7 +123,8 @@ pub fn gcra(data: &[u8]) {
                 Mode::Enforce
             },
             max_delay_ns: delay % 1_000_000_000,
-            key: u64_at(data, 7 + i),
+            // Rate keys, as the key hasher makes them.
+            key: u64_at(data, 7 + i) & crate::key::compose::HASH_MASK,
         })
         .collect();
     let small_now = now % (1 << 62);

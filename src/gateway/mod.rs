@@ -82,7 +82,7 @@ impl Gateway {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let saved = state::read(&config)?;
         let limiter = Limiter::new(store_of(&config)?, metrics.clone());
-        let limiter = state::restore(limiter, saved, &*clock);
+        let limiter = state::restore(limiter, saved, &config, &*clock);
         if let Some(remote) = limiter.remote() {
             // Decisions need the fleet's key secret: read it now if Redis answers soon
             // (a gateway still starts while Redis is down, and learns it later).

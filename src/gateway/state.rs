@@ -19,18 +19,31 @@ pub fn read(config: &Config) -> Result<Option<state::Saved>, StateError> {
     }
 }
 
-/// `limiter` with the saved state in it: keys hashed as before, every debt and usage back.
-pub fn restore(limiter: Limiter, saved: Option<state::Saved>, clock: &dyn Clock) -> Limiter {
+/// `limiter` with the saved state in it: keys hashed as before, every debt and usage back,
+/// each quota policy's keys in its area of the store as `config` arranges them.
+pub fn restore(
+    limiter: Limiter,
+    saved: Option<state::Saved>,
+    config: &Config,
+    clock: &dyn Clock,
+) -> Limiter {
     let Some(saved) = saved else {
         return limiter;
     };
     let limiter = limiter.with_key_seeds(saved.seeds);
+    limiter.keys().arrange(config);
     let restored = state::restore(&saved, limiter.local(), clock);
     tracing::info!(
-        restored,
+        restored = restored.keys,
         saved = saved.keys.len(),
         "state file read: rate debts and quota usage restored (the keys idle since are left out)"
     );
+    if restored.dropped > 0 {
+        tracing::warn!(
+            dropped = restored.dropped,
+            "state file: keys of calendar quota policies the configuration no longer has were left out"
+        );
+    }
     limiter
 }
 

@@ -5,6 +5,13 @@ use std::hash::Hasher;
 
 use super::KeyPart;
 
+/// The bits of a key hash the hasher fills: the top [`STORE_BITS`] are left clear for
+/// the store to name where it keeps the key (`store::memory::areas`), so a key hashed
+/// here is a rate key until the store places it.
+pub const HASH_MASK: u64 = u64::MAX >> STORE_BITS;
+/// Top bits of a key hash that are the store's.
+pub const STORE_BITS: u32 = 6;
+
 #[derive(Clone)]
 pub struct KeyHasher<H: Hasher> {
     hasher: H,
@@ -31,10 +38,10 @@ impl<H: Hasher> KeyHasher<H> {
     /// store is too full to track.
     pub fn overflow(mut self) -> u64 {
         self.hasher.write_u64(u64::MAX - 1);
-        self.hasher.finish()
+        self.hasher.finish() & HASH_MASK
     }
 
     pub fn finish(self) -> u64 {
-        self.hasher.finish()
+        self.hasher.finish() & HASH_MASK
     }
 }

@@ -35,6 +35,22 @@ pub enum KeySourceError {
     BadHeader(String),
 }
 
+impl KeySource {
+    /// Whether a client can send any value it likes here, inventing as many keys as it
+    /// wants: a header, query parameter, cookie, path, or an unverified JWT claim. (The
+    /// client's address, the route and the method are not its to pick freely.)
+    pub fn client_chosen(&self) -> bool {
+        matches!(
+            self,
+            KeySource::Header(_)
+                | KeySource::Query(_)
+                | KeySource::Cookie(_)
+                | KeySource::Jwt(_)
+                | KeySource::Path
+        )
+    }
+}
+
 impl FromStr for KeySource {
     type Err = KeySourceError;
 

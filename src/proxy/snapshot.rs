@@ -41,6 +41,8 @@ impl Snapshot {
         metrics: &Metrics,
         keys: &crate::store::KeyMaker,
     ) -> Self {
+        // Quota policies' areas first: their plans' keys are placed in them.
+        keys.arrange(&config);
         let pools = config
             .upstreams
             .iter()

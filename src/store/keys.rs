@@ -6,7 +6,8 @@ use arrayvec::ArrayVec;
 
 use std::sync::Arc;
 
-use crate::config::{Missing, Policy};
+use super::memory::areas::{in_area, Areas};
+use crate::config::{Config, Missing, Policy};
 use crate::key::{
     FleetKey, FleetSecret, KeyHasher, KeyPart, KeyValues, RedisKey, RedisKeyBuilder, RequestView,
     MAX_KEY_VALUES,
@@ -38,10 +39,12 @@ pub struct KeyMaker {
     seeds: [u64; 4],
     /// The fleet's secret, when the store is Redis.
     fleet: Option<Arc<FleetSecret>>,
+    /// The embedded store's areas: a quota policy's hashes name its own.
+    areas: Arc<Areas>,
 }
 
 impl KeyMaker {
-    pub fn new(fleet: Option<Arc<FleetSecret>>) -> Self {
+    pub fn new(fleet: Option<Arc<FleetSecret>>, areas: Arc<Areas>) -> Self {
         let random = crate::random::bytes::<32>();
         let mut seeds = [0u64; 4];
         for (seed, chunk) in seeds.iter_mut().zip(random.chunks_exact(8)) {
@@ -49,17 +52,40 @@ impl KeyMaker {
             w.copy_from_slice(chunk);
             *seed = u64::from_le_bytes(w);
         }
-        Self::seeded(fleet, seeds)
+        Self::seeded(fleet, areas, seeds)
     }
 
     /// Keys hashed with `seeds` (a state file's, so they hash as they did before).
-    pub fn seeded(fleet: Option<Arc<FleetSecret>>, seeds: [u64; 4]) -> Self {
+    pub fn seeded(fleet: Option<Arc<FleetSecret>>, areas: Arc<Areas>, seeds: [u64; 4]) -> Self {
         let [a, b, c, d] = seeds;
         Self {
             hasher: ahash::RandomState::with_seeds(a, b, c, d),
             seeds,
             fleet,
+            areas,
         }
+    }
+
+    /// The embedded store's areas these keys are placed in.
+    pub fn areas(&self) -> &Arc<Areas> {
+        &self.areas
+    }
+
+    /// Gives `config`'s calendar quota policies their areas of the embedded store (see
+    /// [`Areas::arrange`]): before any of their keys is made, at start and at reload.
+    pub fn arrange(&self, config: &Config) {
+        let quotas: Vec<(&str, String)> = config
+            .policies
+            .iter()
+            .filter_map(|p| {
+                let calendar = &p.rate()?.calendar.as_ref()?.calendar;
+                Some((
+                    p.name.as_str(),
+                    format!("{:?} {}", calendar.period, calendar.zone_name),
+                ))
+            })
+            .collect();
+        self.areas.arrange(&quotas);
     }
 
     /// The key hasher's seeds.
@@ -77,7 +103,10 @@ impl KeyMaker {
     pub fn policy(&self, policy: &str) -> PolicyKeys {
         let start = KeyHasher::new(self.hasher.build_hasher(), policy);
         PolicyKeys {
+            // New keys of a quota policy never overflow (its area makes room): only rate
+            // keys use it, in the rate keys' area.
             overflow: start.clone().overflow(),
+            area: self.areas.tag(policy),
             start,
         }
     }
@@ -112,6 +141,8 @@ use std::hash::BuildHasher as _;
 pub struct PolicyKeys {
     start: KeyHasher<ahash::AHasher>,
     pub overflow: u64,
+    /// The area of the embedded store its keys are placed in (hash bits).
+    area: u64,
 }
 
 impl PolicyKeys {
@@ -120,6 +151,7 @@ impl PolicyKeys {
     pub fn builder(&self, fleet: Option<&FleetKey>) -> KeyBuilder {
         KeyBuilder {
             hasher: self.start.clone(),
+            area: self.area,
             redis: fleet.map(|f| Box::new(RedisKeyBuilder::new(f))),
         }
     }
@@ -129,6 +161,7 @@ impl PolicyKeys {
 #[derive(Clone)]
 pub struct KeyBuilder {
     hasher: KeyHasher<ahash::AHasher>,
+    area: u64,
     /// Boxed: the keyed hash's state is large, and memory mode (no Redis key) should not
     /// carry it.
     redis: Option<Box<RedisKeyBuilder>>,
@@ -152,7 +185,7 @@ impl KeyBuilder {
 
     pub fn finish(self, policy: &str) -> StoreKey {
         StoreKey {
-            hash: self.hasher.finish(),
+            hash: in_area(self.hasher.finish(), self.area),
             redis: self.redis.map(|r| r.finish(policy)),
         }
     }

@@ -5,22 +5,34 @@
 //! [`crate::files`]); read once at start.
 //!
 //! ```text
-//! "tollgate state\n" 0x01     16 bytes: what the file is, and its version
+//! "tollgate state\n" 0x02     16 bytes: what the file is, and its version
 //! seeds                       4 × u64: the key hasher's
+//! areas                       u64, then each quota policy's area of the store:
+//!   area, unix floor, length  3 × u64
+//!   name                      `length` bytes (UTF-8)
 //! count                       u64
 //! count × (key, unix TAT)     2 × u64 each: 16 bytes a key
 //! checksum                    u64: FNV-1a of everything before it
 //! ```
-//! All integers little-endian.
+//! All integers little-endian. A key's hash names its area (`memory::areas`); the next
+//! process finds each area by its policy's name, so keys of a quota policy removed meanwhile
+//! are left out. Version 1 (before areas) is read too: its keys go among the rate keys,
+//! and a quota key among them moves to its area when it is next used.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::memory::areas::{area_of, in_area};
 use super::memory::MemoryStore;
 use crate::clock::Clock;
 
-const MAGIC: &[u8; 16] = b"tollgate state\n\x01";
-const HEAD: usize = 16 + 32 + 8;
+const MAGIC: &[u8; 16] = b"tollgate state\n\x02";
+/// The first version's: no areas.
+const MAGIC_V1: &[u8; 16] = b"tollgate state\n\x01";
+/// Magic and seeds.
+const HEAD: usize = 16 + 32;
+/// The most areas a file may name (the store has 63).
+const MAX_AREAS: u64 = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -42,8 +54,28 @@ pub enum StateError {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Saved {
     pub seeds: [u64; 4],
+    /// Each quota policy's area, by name, with its floor (Unix ns).
+    pub areas: Vec<SavedArea>,
     /// Key hash and TAT in Unix nanoseconds.
     pub keys: Vec<(u64, u64)>,
+    /// Written by the first version: quota keys among the rate keys.
+    pub legacy: bool,
+}
+
+/// One quota policy's area as a state file names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedArea {
+    pub name: String,
+    pub area: usize,
+    pub floor: u64,
+}
+
+/// What restoring a state file did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restored {
+    pub keys: usize,
+    /// Keys of quota policies the config no longer has.
+    pub dropped: usize,
 }
 
 /// What writing one took.
@@ -91,44 +123,87 @@ pub fn read(path: &Path) -> Result<Option<Saved>, StateError> {
 
 /// `Err(None)`: not a state file; `Err(Some(what))`: a damaged one.
 fn decode(bytes: &[u8]) -> Result<Saved, Option<&'static str>> {
-    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
-        return Err(None);
-    }
-    if bytes.len() < HEAD + 8 {
+    let legacy = match bytes.get(..MAGIC.len()) {
+        Some(m) if m == MAGIC => false,
+        Some(m) if m == MAGIC_V1 => true,
+        _ => return Err(None),
+    };
+    if bytes.len() < HEAD + 16 {
         return Err(Some("cut short"));
     }
-    let count = usize::try_from(word(bytes, 48)).map_err(|_| Some("bad count"))?;
-    let body = count.checked_mul(16).ok_or(Some("bad count"))?;
-    if bytes.len() != HEAD + body + 8 {
-        return Err(Some("its length does not match its count"));
-    }
-    let end = HEAD + body;
-    if fnv1a(&bytes[..end]) != word(bytes, end) {
-        return Err(Some("checksum mismatch"));
-    }
+    let end = bytes.len() - 8;
+    let body = &bytes[..end];
     let seeds = [
         word(bytes, 16),
         word(bytes, 24),
         word(bytes, 32),
         word(bytes, 40),
     ];
+    let mut at = HEAD;
+    let next = |at: &mut usize| -> Result<u64, Option<&'static str>> {
+        let w = body.get(*at..*at + 8).ok_or(Some("cut short"))?;
+        *at += 8;
+        Ok(word(w, 0))
+    };
+    let mut areas = Vec::new();
+    if !legacy {
+        let n = next(&mut at)?;
+        if n > MAX_AREAS {
+            return Err(Some("bad area count"));
+        }
+        for _ in 0..n {
+            let area = usize::try_from(next(&mut at)?).map_err(|_| Some("bad area"))?;
+            let floor = next(&mut at)?;
+            let len = usize::try_from(next(&mut at)?).map_err(|_| Some("bad name"))?;
+            let name = body
+                .get(at..at.saturating_add(len))
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .ok_or(Some("bad area name"))?;
+            at += len;
+            areas.push(SavedArea {
+                name: name.to_owned(),
+                area,
+                floor,
+            });
+        }
+    }
+    let count = usize::try_from(next(&mut at)?).map_err(|_| Some("bad count"))?;
+    if count.checked_mul(16) != Some(body.len() - at) {
+        return Err(Some("its length does not match its count"));
+    }
+    if fnv1a(body) != word(bytes, end) {
+        return Err(Some("checksum mismatch"));
+    }
     let keys = (0..count)
-        .map(|i| (word(bytes, HEAD + 16 * i), word(bytes, HEAD + 16 * i + 8)))
+        .map(|i| (word(body, at + 16 * i), word(body, at + 16 * i + 8)))
         .collect();
-    Ok(Saved { seeds, keys })
+    Ok(Saved {
+        seeds,
+        areas,
+        keys,
+        legacy,
+    })
 }
 
-/// The file's bytes for `seeds` and `keys` (key hash, Unix TAT).
-pub fn encode(seeds: [u64; 4], keys: &[(u64, u64)]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEAD + 16 * keys.len() + 8);
+/// The file's bytes for `seeds`, `areas` and `keys` (key hash, Unix TAT).
+pub fn encode(seeds: [u64; 4], areas: &[SavedArea], keys: &[(u64, u64)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD + 8 + 64 * areas.len() + 8 + 16 * keys.len() + 8);
     out.extend_from_slice(MAGIC);
+    let put = |out: &mut Vec<u8>, w: u64| out.extend_from_slice(&w.to_le_bytes());
     for s in seeds {
-        out.extend_from_slice(&s.to_le_bytes());
+        put(&mut out, s);
     }
-    out.extend_from_slice(&(keys.len() as u64).to_le_bytes());
+    put(&mut out, areas.len() as u64);
+    for a in areas {
+        put(&mut out, a.area as u64);
+        put(&mut out, a.floor);
+        put(&mut out, a.name.len() as u64);
+        out.extend_from_slice(a.name.as_bytes());
+    }
+    put(&mut out, keys.len() as u64);
     for &(k, tat) in keys {
-        out.extend_from_slice(&k.to_le_bytes());
-        out.extend_from_slice(&tat.to_le_bytes());
+        put(&mut out, k);
+        put(&mut out, tat);
     }
     let sum = fnv1a(&out);
     out.extend_from_slice(&sum.to_le_bytes());
@@ -146,7 +221,20 @@ pub fn write(
     let now = clock.now_ns();
     let mut keys = Vec::with_capacity(store.len());
     store.busy_keys(now, |key, tat| keys.push((key, clock.unix_ns_at(tat))));
-    let bytes = encode(seeds, &keys);
+    let areas: Vec<SavedArea> = store
+        .areas()
+        .named()
+        .into_iter()
+        .map(|(name, area)| SavedArea {
+            name,
+            area,
+            floor: match store.areas().floor(area) {
+                0 => 0,
+                floor => clock.unix_ns_at(floor),
+            },
+        })
+        .collect();
+    let bytes = encode(seeds, &areas, &keys);
     crate::files::replace(path, |out| out.write_all(&bytes))?;
     Ok(Written {
         keys: keys.len(),
@@ -154,17 +242,46 @@ pub fn write(
     })
 }
 
-/// Puts `saved`'s keys into `store`, each TAT moved onto `clock`'s timeline; keys whose
-/// TAT has passed meanwhile are idle and left out. Returns how many were restored.
-pub fn restore(saved: &Saved, store: &MemoryStore, clock: &dyn Clock) -> usize {
+/// Puts `saved`'s keys into `store` (its areas arranged for the running config), each TAT
+/// moved onto `clock`'s timeline, each quota key into its policy's area now; keys whose TAT
+/// has passed meanwhile are idle and left out, and so are keys of quota policies the
+/// config no longer has.
+pub fn restore(saved: &Saved, store: &MemoryStore, clock: &dyn Clock) -> Restored {
     let now = clock.now_ns();
-    let mut restored = 0;
+    let areas = store.areas();
+    // The file's area → this process's area tag (hash bits), by policy name.
+    let mut moved: std::collections::HashMap<usize, u64> = std::collections::HashMap::new();
+    for a in &saved.areas {
+        let tag = areas.tag(&a.name);
+        moved.insert(a.area, tag);
+        if tag != 0 && a.floor != 0 {
+            areas.restore_floor(area_of(tag), clock.mono_ns_at(a.floor));
+        }
+    }
+    let mut restored = Restored {
+        keys: 0,
+        dropped: 0,
+    };
     for &(key, unix_tat) in &saved.keys {
         let tat = clock.mono_ns_at(unix_tat);
-        if tat > now {
-            store.restore(key, tat);
-            restored += 1;
+        if tat <= now {
+            continue;
         }
+        let key = match (saved.legacy, area_of(key)) {
+            (true, _) | (false, 0) => in_area(key, 0),
+            (false, area) => match moved.get(&area) {
+                Some(&tag) if tag != 0 => in_area(key, tag),
+                _ => {
+                    restored.dropped += 1;
+                    continue;
+                }
+            },
+        };
+        store.restore(key, tat);
+        restored.keys += 1;
+    }
+    if saved.legacy && restored.keys > 0 {
+        areas.set_legacy();
     }
     restored
 }
@@ -176,23 +293,49 @@ mod tests {
     #[test]
     fn a_file_reads_back_as_written_and_damage_is_named() {
         let keys = vec![(1, 10), (u64::MAX, 2_000_000_000_000_000_000)];
-        let bytes = encode([1, 2, 3, 4], &keys);
-        assert_eq!(bytes.len(), HEAD + 32 + 8, "16 bytes a key");
+        let areas = vec![SavedArea {
+            name: "monthly".into(),
+            area: 3,
+            floor: 7,
+        }];
+        let bytes = encode([1, 2, 3, 4], &areas, &keys);
+        assert_eq!(
+            bytes.len(),
+            HEAD + 8 + (24 + 7) + 8 + 32 + 8,
+            "16 bytes a key"
+        );
         let saved = decode(&bytes).expect("reads");
         assert_eq!(
             saved,
             Saved {
                 seeds: [1, 2, 3, 4],
-                keys
+                areas,
+                keys,
+                legacy: false,
             }
         );
         let mut flipped = bytes.clone();
-        flipped[HEAD + 3] ^= 1;
+        let tat_byte = bytes.len() - 8 - 3;
+        flipped[tat_byte] ^= 1;
         assert_eq!(decode(&flipped), Err(Some("checksum mismatch")));
         assert_eq!(
             decode(&bytes[..bytes.len() - 1]),
             Err(Some("its length does not match its count"))
         );
         assert_eq!(decode(b"[server]\nlisten = 1"), Err(None));
+    }
+
+    #[test]
+    fn a_first_version_file_still_reads() {
+        let mut v1 = MAGIC_V1.to_vec();
+        for w in [1u64, 2, 3, 4, 1, 42, 99] {
+            v1.extend_from_slice(&w.to_le_bytes());
+        }
+        let sum = fnv1a(&v1);
+        v1.extend_from_slice(&sum.to_le_bytes());
+        let saved = decode(&v1).expect("reads");
+        assert!(saved.legacy);
+        assert_eq!(saved.keys, vec![(42, 99)]);
+        assert!(saved.areas.is_empty());
     }
 }

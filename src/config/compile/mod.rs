@@ -290,6 +290,14 @@ impl Compiler {
             }
         }
         for (name, p) in policies {
+            let quota = p.rate().is_some_and(|r| r.calendar.is_some());
+            if let Some(source) = p.key.iter().find(|s| s.client_chosen()).filter(|_| quota) {
+                self.warn(
+                    spans.get(name).cloned().unwrap_or(0..0),
+                    format!("policy `{name}` is a calendar quota keyed on `{source}`, a value clients choose: on the memory backend each invented value holds a key until the window ends, and once the policy's share of max_keys is full its new keys start at the usage of the least-used keys dropped to make room"),
+                    Some("key the quota on a value the gateway can trust (an authenticated API key checked before tollgate, jwt only behind a verifier), size max_keys for your real customers (docs/algorithm.md § quota keys), or use backend = \"redis\"".to_owned()),
+                );
+            }
             if p.rate().is_some_and(|r| r.sync == Sync::Lease) {
                 self.error(
                     spans.get(name).cloned().unwrap_or(0..0),

@@ -50,9 +50,10 @@ pub struct Limiter {
 impl Limiter {
     pub fn new(store: Store, metrics: Arc<Metrics>) -> Self {
         let fleet = store.remote().map(|r| r.fleet().clone());
+        let areas = store.local().areas().clone();
         Self {
             store,
-            keys: KeyMaker::new(fleet),
+            keys: KeyMaker::new(fleet, areas),
             rates: Rates::default(),
             concurrency: Concurrency::new(metrics.clone()),
             slices: Slices::default(),
@@ -63,7 +64,7 @@ impl Limiter {
 
     /// Hashes keys with `seeds` from now on (a state file's, read before any request).
     pub fn with_key_seeds(mut self, seeds: [u64; 4]) -> Self {
-        self.keys = KeyMaker::seeded(self.keys.fleet().cloned(), seeds);
+        self.keys = KeyMaker::seeded(self.keys.fleet().cloned(), self.keys.areas().clone(), seeds);
         self
     }
 

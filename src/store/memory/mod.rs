@@ -4,7 +4,9 @@
 //! the shard's mutex. Tables are rebuilt (to grow, to sweep idle keys, to evict) by
 //! freezing each slot as it is copied, so no concurrent update is ever lost.
 
+pub mod areas;
 mod cache;
+mod decide;
 #[cfg(test)]
 mod model_tests;
 mod shard;
@@ -14,11 +16,13 @@ mod tests;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::limit::{Decision, TatTable};
 
-use shard::{Keep, Shard, MAX_LOAD_DEN, MAX_LOAD_NUM};
-use table::{apply_to, normalize, Probe, Slot, FROZEN, MAX_TAT};
+use areas::{area_of, Areas, AREAS, QUOTA_SHARDS};
+use shard::Shard;
+use table::{normalize, Probe, Slot, FROZEN};
 
 /// Fewest and most shards; between them, roughly one shard per 8,192 keys of `max_keys`.
 const MIN_SHARDS: usize = 16;
@@ -30,10 +34,12 @@ static NEXT_STORE_ID: AtomicU64 = AtomicU64::new(1);
 
 pub struct MemoryStore {
     id: u64,
+    /// The rate keys' shards, then [`QUOTA_SHARDS`] for each quota policy's area.
     shards: Box<[Shard]>,
+    rate_shards: usize,
     shard_mask: u64,
-    shard_cap: usize,
     max_keys: usize,
+    areas: Arc<Areas>,
     hasher: ahash::RandomState,
 }
 
@@ -46,30 +52,27 @@ impl std::fmt::Debug for MemoryStore {
     }
 }
 
-/// Whether a new key may be inserted into a full shard.
-#[derive(Clone, Copy)]
-enum NewKey {
-    /// Always (the shard grows past its share): overflow keys, and direct `apply` calls.
-    Always,
-    /// Only if idle keys can make room at this `now`; never by dropping a debt.
-    IfRoom(u64),
-}
-
 impl MemoryStore {
     /// A store that never tracks more than `max_keys` keys (at least one per shard).
     pub fn new(max_keys: usize) -> Self {
         let shards = (max_keys / KEYS_PER_SHARD_HINT)
             .next_power_of_two()
             .clamp(MIN_SHARDS, MAX_SHARDS);
-        let shard_cap = (max_keys / shards).max(1);
+        let all = shards + (AREAS - 1) * QUOTA_SHARDS;
         Self {
             id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
-            shards: (0..shards).map(|_| Shard::new()).collect(),
+            shards: (0..all).map(|_| Shard::new()).collect(),
+            rate_shards: shards,
             shard_mask: shards as u64 - 1,
-            shard_cap,
             max_keys,
+            areas: Arc::new(Areas::new(max_keys, shards)),
             hasher: ahash::RandomState::new(),
         }
+    }
+
+    /// Which policy's keys live in which area, and each area's bound and floor.
+    pub fn areas(&self) -> &Arc<Areas> {
+        &self.areas
     }
 
     /// A hasher for building key hashes. Seeded once per store with random keys, so
@@ -82,9 +85,23 @@ impl MemoryStore {
         self.max_keys
     }
 
+    #[inline]
     fn shard_index(&self, key: u64) -> usize {
-        // Buckets are indexed by the low bits; shard by high ones.
-        ((key >> 48) & self.shard_mask) as usize
+        // Buckets are indexed by the low bits; shard by high ones, below the area's.
+        match area_of(key) {
+            0 => ((key >> 48) & self.shard_mask) as usize,
+            area => {
+                let within = ((key >> 48) as usize) & (QUOTA_SHARDS - 1);
+                self.rate_shards + (area - 1) * QUOTA_SHARDS + within
+            }
+        }
+    }
+
+    /// The area shard `index` belongs to.
+    fn area_of_shard(&self, index: usize) -> usize {
+        index
+            .checked_sub(self.rate_shards)
+            .map_or(0, |q| q / QUOTA_SHARDS + 1)
     }
 
     /// Runs `f` on the shard's current table, through this thread's cache.
@@ -111,7 +128,8 @@ impl MemoryStore {
     pub fn sweep(&self, now: u64) -> usize {
         self.shards
             .iter()
-            .map(|shard| shard.sweep(now, self.shard_cap))
+            .enumerate()
+            .map(|(i, shard)| shard.sweep(now, self.areas.shard_cap(self.area_of_shard(i))))
             .sum()
     }
 
@@ -191,142 +209,5 @@ impl MemoryStore {
             }
             std::thread::yield_now();
         }
-    }
-}
-
-impl MemoryStore {
-    /// Decides `key` (see [`TatTable::apply`]); `None` when it is new, the shard is full of
-    /// keys that owe time and `new_key` does not allow growing.
-    #[inline]
-    fn apply_key(
-        &self,
-        key: u64,
-        new_key: NewKey,
-        decide: &mut impl FnMut(u64) -> Decision,
-    ) -> Option<(u64, Decision)> {
-        let key = normalize(key);
-        let index = self.shard_index(key);
-        let shard = &self.shards[index];
-        loop {
-            // The result is written in place: moving a nested Option of a Decision through
-            // the closure cost more than the CAS itself (store-forwarding stalls).
-            let mut decided: Option<(u64, Decision)> = None;
-            let found = self.with_table(index, |table| match table.find(key) {
-                Probe::Found(slot) => {
-                    decided = apply_to(slot, decide);
-                    true
-                }
-                Probe::Absent => false,
-            });
-            if decided.is_some() {
-                return decided;
-            }
-            if found {
-                // Frozen by a rebuild: the new table is about to be published.
-                std::thread::yield_now();
-                continue;
-            }
-            // An absent key is idle. A denial of it writes nothing, so only admissions insert.
-            let decision = decide(0);
-            if !decision.admitted {
-                return Some((0, decision));
-            }
-            let _writer = shard.writer.lock();
-            let table = shard.table.load_full();
-            if let Probe::Found(slot) = table.find(key) {
-                // Inserted meanwhile: decide again on its TAT (no rebuild can run: we hold the mutex).
-                if let Some(result) = apply_to(slot, decide) {
-                    return Some(result);
-                }
-                continue;
-            }
-            let len = shard.len.load(Ordering::Relaxed);
-            if len >= self.shard_cap {
-                if let NewKey::IfRoom(now) = new_key {
-                    let full =
-                        now < shard.full_until.load(Ordering::Relaxed) || !shard.evict_idle(now);
-                    if full {
-                        return None;
-                    }
-                }
-            }
-            let table = shard.table.load_full();
-            let len = shard.len.load(Ordering::Relaxed);
-            if (len + 1) * MAX_LOAD_DEN > table.capacity() * MAX_LOAD_NUM {
-                shard.rebuild(Keep::All, Some(table.buckets.len() * 2));
-            }
-            let table = shard.table.load();
-            if table.insert(key, decision.tat.min(MAX_TAT)) {
-                shard.len.fetch_add(1, Ordering::Relaxed);
-            }
-            return Some((0, decision));
-        }
-    }
-}
-
-impl TatTable for MemoryStore {
-    #[inline]
-    fn apply(&self, key: u64, mut decide: impl FnMut(u64) -> Decision) -> (u64, Decision) {
-        match self.apply_key(key, NewKey::Always, &mut decide) {
-            Some(result) => result,
-            None => unreachable!("NewKey::Always inserts"),
-        }
-    }
-
-    #[inline]
-    fn apply_tier(
-        &self,
-        tier: &crate::limit::Tier,
-        now: u64,
-        mut decide: impl FnMut(u64) -> Decision,
-    ) -> (u64, u64, Decision) {
-        if let Some((prior, decision)) = self.apply_key(tier.key, NewKey::IfRoom(now), &mut decide)
-        {
-            return (tier.key, prior, decision);
-        }
-        // Full of debts: this new key shares its policy's overflow key with every other
-        // new key, so inventing keys throttles only other inventions.
-        let (prior, decision) = self.apply(tier.overflow, decide);
-        (tier.overflow, prior, decision)
-    }
-
-    fn peek(&self, key: u64) -> u64 {
-        self.with_slot(normalize(key), |slot| match slot {
-            None => Some(0),
-            Some(s) => match s.tat.load(Ordering::Acquire) {
-                FROZEN => None,
-                tat => Some(tat),
-            },
-        })
-    }
-
-    fn undo(&self, key: u64, old: u64, new: u64, now: u64) {
-        // Others may have admitted on top of ours: then take back exactly our increment.
-        let increment = new.saturating_sub(old.max(now));
-        self.with_slot(normalize(key), |slot| {
-            let Some(slot) = slot else {
-                return Some(()); // evicted or swept: nothing left to undo
-            };
-            let mut current = slot.tat.load(Ordering::Acquire);
-            loop {
-                if current == FROZEN {
-                    return None;
-                }
-                let target = if current == new {
-                    old
-                } else {
-                    current.saturating_sub(increment)
-                };
-                match slot.tat.compare_exchange_weak(
-                    current,
-                    target,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return Some(()),
-                    Err(actual) => current = actual,
-                }
-            }
-        })
     }
 }

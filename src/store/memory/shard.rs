@@ -142,6 +142,32 @@ impl Shard {
     }
 }
 
+impl Shard {
+    /// Makes room in a full quota area's shard by dropping its least-used keys: every key
+    /// whose TAT is at most that of the eighth-lowest (so at least one, and all of a tie).
+    /// Within one policy and window a lower TAT is less used, and a key of an earlier
+    /// window is lower still. Returns the highest TAT dropped: the area's floor rises to
+    /// it, so none of them comes back cheaper. Caller holds the writer mutex.
+    pub(super) fn evict_least(&self) -> u64 {
+        let table = self.table.load();
+        let mut tats: Vec<u64> = table
+            .buckets
+            .iter()
+            .flat_map(|b| &b.0)
+            .filter(|s| s.key.load(Ordering::Acquire) != EMPTY)
+            .map(|s| s.tat.load(Ordering::Relaxed))
+            .collect();
+        drop(table);
+        if tats.is_empty() {
+            return 0;
+        }
+        let eighth = (tats.len() / 8).max(1);
+        let threshold = *tats.select_nth_unstable(eighth - 1).1;
+        self.rebuild(Keep::Busy(threshold), None);
+        threshold
+    }
+}
+
 /// Every key of `table` with its TAT, each slot frozen as it is read: freezing makes any
 /// racing CAS fail, so no update to the old table is lost.
 fn freeze(table: &Table) -> impl Iterator<Item = (u64, u64)> + '_ {

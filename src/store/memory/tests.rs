@@ -4,6 +4,11 @@ use std::sync::Arc;
 
 const S: u64 = 1_000_000_000;
 
+/// Counter `key` spread over the hash space of rate keys (the key hasher's bits).
+fn spread(key: u64) -> u64 {
+    key.wrapping_mul(0x9E37_79B9_7F4A_7C15) & crate::key::compose::HASH_MASK
+}
+
 fn tier(key: u64, burst: u64) -> Tier {
     Tier {
         window: None,
@@ -43,22 +48,11 @@ fn tables_grow_and_keep_every_tat() {
     let now = 100 * S;
     for key in 1..=20_000u64 {
         let cost = key % 3 + 1;
-        assert!(
-            evaluate(
-                &store,
-                &[tier(key.wrapping_mul(0x9E37_79B9_7F4A_7C15), 5)],
-                now,
-                cost
-            )
-            .admitted
-        );
+        assert!(evaluate(&store, &[tier(spread(key), 5)], now, cost).admitted);
     }
     assert_eq!(store.len(), 20_000);
     for key in 1..=20_000u64 {
-        assert_eq!(
-            store.peek(key.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            now + (key % 3 + 1) * S
-        );
+        assert_eq!(store.peek(spread(key)), now + (key % 3 + 1) * S);
     }
 }
 
@@ -143,5 +137,79 @@ fn updates_racing_rebuilds_are_never_lost() {
         store.peek(hot),
         now + admitted * quota.interval_ns(),
         "every admission is in the TAT"
+    );
+}
+
+/// A calendar quota tier of `quota` units a window ending at `end`, on `key`.
+fn quota_tier(key: u64, quota: u64, end: u64) -> Tier {
+    Tier {
+        window: Some(end),
+        quota: Quota::new(quota, quota, quota).expect("valid"),
+        ..tier(key, 1)
+    }
+}
+
+#[test]
+fn a_flood_of_quota_keys_takes_no_room_from_rate_keys() {
+    let store = MemoryStore::new(512);
+    store.areas().arrange(&[("monthly", "month".into())]);
+    let tag = store.areas().tag("monthly");
+    let now = 100 * S;
+    let end = now + 30 * 86_400 * S;
+    for i in 0..1_500 {
+        let key = areas::in_area(spread(i), tag);
+        let verdict = evaluate(&store, &[quota_tier(key, 1_000, end)], now, 1);
+        assert!(
+            verdict.admitted,
+            "invented key {i} is admitted: its own budget"
+        );
+        assert_eq!(verdict.outcomes()[0].key, key, "no quota key overflows");
+    }
+    assert!(store.len() <= 512, "bounded: {}", store.len());
+    for i in 0..200 {
+        let key = spread(1_000_000 + i);
+        let verdict = evaluate(&store, &[tier(key, 1)], now, 1);
+        assert!(verdict.admitted);
+        assert_eq!(
+            verdict.outcomes()[0].key,
+            key,
+            "rate key {i} has a room of its own"
+        );
+    }
+}
+
+#[test]
+fn a_dropped_quota_key_comes_back_at_least_as_used() {
+    let store = MemoryStore::new(256);
+    store.areas().arrange(&[("monthly", "month".into())]);
+    let tag = store.areas().tag("monthly");
+    let now = 100 * S;
+    let end = now + 30 * 86_400 * S;
+    // One key uses 40 units, then thousands of one-unit keys push it out.
+    let heavy = areas::in_area(spread(7), tag);
+    for _ in 0..40 {
+        assert!(evaluate(&store, &[quota_tier(heavy, 100, end)], now, 1).admitted);
+    }
+    for i in 0..5_000 {
+        let key = areas::in_area(spread(100 + i), tag);
+        evaluate(&store, &[quota_tier(key, 100, end)], now, 1);
+        let used = store.peek(heavy).saturating_sub(end);
+        assert!(
+            used >= 40,
+            "the heavy key reads {used} after {i} one-unit keys"
+        );
+    }
+    // A new key starts at the floor: like a Space-Saving sketch's least count, at most
+    // about the units charged in the window over the keys the area holds (128 here).
+    let fresh = areas::in_area(spread(99_999_999), tag);
+    let floor = store.peek(fresh).saturating_sub(end);
+    let charged = 40 + 5_000;
+    assert!(
+        floor >= 1,
+        "one-unit keys were dropped: the floor counts them"
+    );
+    assert!(
+        floor <= 2 * charged / 128,
+        "floor {floor} after {charged} units"
     );
 }

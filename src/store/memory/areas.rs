@@ -1,0 +1,224 @@
+//! Areas of the embedded store: rate keys in one, each calendar quota policy's keys in an
+//! area of its own, so that no policy's keys can take another's room.
+//!
+//! A rate key goes idle within its τ, but a quota key holds its usage until its window
+//! ends: a month. Were they in one table, a client inventing values of a quota's key could
+//! fill the store for a month and send every new key of every other policy to its
+//! overflow key. So each quota policy's keys live in their own area with their own bound
+//! (half of `max_keys` is shared among the quota policies), and a full area makes room
+//! the way a Space-Saving sketch does: it drops its least-used keys and raises the area's
+//! floor to the usage of the most-used one it dropped. A key not in the area is read at
+//! that floor, so a dropped key that comes back is charged at least what it had used —
+//! memory is bounded and nobody gains units by being forgotten; a new key pays the floor,
+//! which a flood of one-unit keys leaves at one unit.
+//!
+//! The area is carried in a key's hash (its top [`AREA_BITS`] bits), so every operation on
+//! a key finds its area without being told: `0` for rate keys, `1..AREAS` for quota
+//! policies, assigned by name and kept for the life of the process (a reload keeps them;
+//! the state file names them).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+/// Bits of a key's hash that name its area: the ones the key hasher leaves clear.
+pub const AREA_BITS: u32 = crate::key::compose::STORE_BITS;
+const AREA_SHIFT: u32 = 64 - AREA_BITS;
+/// Every bit that names an area.
+pub const AREA_MASK: u64 = ((1 << AREA_BITS) - 1) << AREA_SHIFT;
+/// Areas: the rate keys' and one per quota policy (at most `AREAS - 1` of them).
+pub const AREAS: usize = 1 << AREA_BITS;
+/// Shards of a quota policy's area: few keys change at once in one policy.
+pub const QUOTA_SHARDS: usize = 8;
+
+/// The area a key's hash names.
+#[inline]
+pub fn area_of(key: u64) -> usize {
+    (key >> AREA_SHIFT) as usize
+}
+
+/// `hash` placed in area `tag` (as returned by [`Areas::tag`]).
+#[inline]
+pub fn in_area(hash: u64, tag: u64) -> u64 {
+    (hash & !AREA_MASK) | tag
+}
+
+/// One quota policy's area: its bound per shard and its floor.
+struct Area {
+    shard_cap: AtomicUsize,
+    /// The highest TAT dropped to make room: a key absent from the area is read at it.
+    floor: AtomicU64,
+}
+
+/// Which policy holds which area, each area's bound and floor, and the rate keys' bound.
+pub struct Areas {
+    max_keys: usize,
+    rate_shards: usize,
+    rate_shard_cap: AtomicUsize,
+    quotas: Box<[Area]>,
+    /// Policy name → area, and each area's calendar as the config writes it.
+    names: Mutex<HashMap<String, (usize, String)>>,
+    /// A state file of the format before areas was read: its quota keys sit among the
+    /// rate keys until each is next used, and is then moved to its area.
+    legacy: AtomicBool,
+}
+
+impl Areas {
+    pub fn new(max_keys: usize, rate_shards: usize) -> Self {
+        Self {
+            max_keys,
+            rate_shards,
+            rate_shard_cap: AtomicUsize::new((max_keys / rate_shards).max(1)),
+            quotas: (1..AREAS)
+                .map(|_| Area {
+                    shard_cap: AtomicUsize::new(1),
+                    floor: AtomicU64::new(0),
+                })
+                .collect(),
+            names: Mutex::new(HashMap::new()),
+            legacy: AtomicBool::new(false),
+        }
+    }
+
+    /// The area tag (hash bits) of `policy`: its own when it is a quota policy the
+    /// store was arranged for, else the rate keys' (0).
+    pub fn tag(&self, policy: &str) -> u64 {
+        self.names
+            .lock()
+            .get(policy)
+            .map_or(0, |&(area, _)| (area as u64) << AREA_SHIFT)
+    }
+
+    /// The area of each quota policy by name, for the state file.
+    pub fn named(&self) -> Vec<(String, usize)> {
+        self.names
+            .lock()
+            .iter()
+            .map(|(name, &(area, _))| (name.clone(), area))
+            .collect()
+    }
+
+    /// Gives each of `quotas` (policy name, its calendar as written) an area — the one it
+    /// had, or a free one — and splits the bound: half of `max_keys` among the quota
+    /// policies, the rest to rate keys. A policy whose calendar changed starts with no
+    /// floor. Areas of policies no longer named are freed (their keys stay until idle, in
+    /// an area nobody's keys hash to). More quota policies than areas share the rate
+    /// keys' area, as before areas; that is logged.
+    pub fn arrange(&self, quotas: &[(&str, String)]) {
+        let mut names = self.names.lock();
+        names.retain(|name, _| quotas.iter().any(|(q, _)| q == name));
+        for (name, calendar) in quotas {
+            match names.get_mut(*name) {
+                Some((area, kept)) => {
+                    if kept != calendar {
+                        self.quotas[*area - 1].floor.store(0, Ordering::Relaxed);
+                        calendar.clone_into(kept);
+                    }
+                }
+                None => {
+                    let taken: Vec<usize> = names.values().map(|&(a, _)| a).collect();
+                    let Some(area) = (1..AREAS).find(|a| !taken.contains(a)) else {
+                        tracing::warn!(policy = %name, "more than {} calendar quota policies: this one's keys share the rate keys' area of the memory store", AREAS - 1);
+                        continue;
+                    };
+                    self.quotas[area - 1].floor.store(0, Ordering::Relaxed);
+                    names.insert((*name).to_owned(), (area, calendar.clone()));
+                }
+            }
+        }
+        let q = names.len();
+        let each = (self.max_keys / 2).checked_div(q).unwrap_or(0);
+        for &(area, _) in names.values() {
+            self.quotas[area - 1]
+                .shard_cap
+                .store((each / QUOTA_SHARDS).max(1), Ordering::Relaxed);
+        }
+        let rate = self.max_keys - each * q;
+        self.rate_shard_cap
+            .store((rate / self.rate_shards).max(1), Ordering::Relaxed);
+    }
+
+    /// How many keys one shard of `area` may hold.
+    #[inline]
+    pub fn shard_cap(&self, area: usize) -> usize {
+        match area {
+            0 => self.rate_shard_cap.load(Ordering::Relaxed),
+            a => self.quotas[a - 1].shard_cap.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The TAT a key absent from `area` is read at: 0 (idle) for rate keys.
+    #[inline]
+    pub fn floor(&self, area: usize) -> u64 {
+        match area {
+            0 => 0,
+            a => self.quotas[a - 1].floor.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Raises `area`'s floor to `tat` (the highest TAT dropped to make room).
+    pub fn raise_floor(&self, area: usize, tat: u64) {
+        if area > 0 {
+            self.quotas[area - 1]
+                .floor
+                .fetch_max(tat, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets `area`'s floor (a state file's, at start).
+    pub fn restore_floor(&self, area: usize, tat: u64) {
+        self.raise_floor(area, tat);
+    }
+
+    pub fn set_legacy(&self) {
+        self.legacy.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether quota keys may still sit among the rate keys (see [`Areas::set_legacy`]).
+    #[inline]
+    pub fn legacy(&self) -> bool {
+        self.legacy.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quota_policies_share_half_the_bound_and_keep_their_areas() {
+        let areas = Areas::new(1024, 16);
+        assert_eq!(
+            areas.shard_cap(0),
+            64,
+            "no quota: every key may be a rate key"
+        );
+        areas.arrange(&[("monthly", "month".into()), ("daily", "day".into())]);
+        let (m, d) = (areas.tag("monthly"), areas.tag("daily"));
+        assert!(m != 0 && d != 0 && m != d);
+        assert_eq!(areas.tag("rate"), 0);
+        assert_eq!(areas.shard_cap(area_of(m)), 1024 / 2 / 2 / QUOTA_SHARDS);
+        assert_eq!(areas.shard_cap(0), 512 / 16);
+        areas.raise_floor(area_of(m), 77);
+        areas.arrange(&[("monthly", "month".into())]);
+        assert_eq!(areas.tag("monthly"), m, "kept across a reload");
+        assert_eq!(areas.tag("daily"), 0, "freed");
+        assert_eq!(areas.floor(area_of(m)), 77);
+        areas.arrange(&[("monthly", "day".into())]);
+        assert_eq!(
+            areas.floor(area_of(m)),
+            0,
+            "a new calendar starts without a floor"
+        );
+    }
+
+    #[test]
+    fn a_hash_keeps_its_low_bits_in_an_area() {
+        let h = 0xdead_beef_cafe_f00d;
+        let tagged = in_area(h, 5 << AREA_SHIFT);
+        assert_eq!(area_of(tagged), 5);
+        assert_eq!(tagged & !AREA_MASK, h & !AREA_MASK);
+        assert_eq!(area_of(in_area(h, 0)), 0);
+    }
+}
