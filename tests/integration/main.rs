@@ -32,6 +32,8 @@ mod pool;
 mod problem;
 mod proxy;
 mod quota_fleet;
+mod quota_integrity;
+mod quota_redis;
 mod quotas;
 mod readme;
 mod redis;

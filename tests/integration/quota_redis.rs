@@ -1,0 +1,152 @@
+//! What a fleet on Redis keeps of resets and quota windows: a reset through one gateway
+//! ends the other's remembered refusals within about a second (rate and quota keys), and
+//! the Redis scripts themselves, run by a real Redis, never refund a reservation into a
+//! later window nor read another calendar's TAT as usage.
+
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_reset_through_one_gateway_admits_the_key_on_every_gateway_within_a_second() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
+            redis.url()
+        ))
+        .policy("hourly", "header:x-key", 1, "1h", 1)
+        .policy_raw(
+            "daily",
+            "key = \"header:x-key\"\nquota = 1\nwindow = \"day\"\n",
+        )
+        .route("rate", "/rate", "api", &["hourly"])
+        .route("quota", "/quota", "api", &["daily"])
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    a.wait_for_store_with("/rate", "x-key", "warm-up-a").await;
+    b.wait_for_store_with("/rate", "x-key", "warm-up-b").await;
+    for (path, policy) in [("/rate", "hourly"), ("/quota", "daily")] {
+        for h2 in [false, true] {
+            let key = format!("{policy}-{h2}");
+            let client = move || if h2 { http2() } else { http1() };
+            let call = |gw: &TestGateway| {
+                let (url, key) = (gw.url(path), key.clone());
+                async move {
+                    send(&client(), "GET", &url, &[("x-key", &key)], b"")
+                        .await
+                        .status
+                }
+            };
+            assert_eq!(call(&a).await, 200);
+            // Gateway b learns the refusal from Redis and remembers it.
+            assert_eq!(call(&b).await, 429);
+            assert_eq!(call(&b).await, 429);
+            let reset_url = a.admin_url(&format!("/admin/reset/{policy}/{key}"));
+            let reset = send(&http1(), "POST", &reset_url, &[], b"").await;
+            assert_eq!(reset.status, 200, "{}", reset.text());
+            let started = Instant::now();
+            let mut admitted = false;
+            while !admitted && started.elapsed() < Duration::from_secs(10) {
+                admitted = call(&b).await == 200;
+                if !admitted {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            assert!(admitted, "{policy}: gateway b admits the reset key");
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "{policy}: within about a second of the reset, not at the end of the wait: {:?}",
+                started.elapsed()
+            );
+        }
+    }
+}
+
+/// The server's clock in Unix seconds, as the scripts read it.
+fn redis_now(redis: &RedisServer) -> i64 {
+    let time = redis.cli(&["TIME"]);
+    time.lines()
+        .next()
+        .expect("seconds")
+        .trim()
+        .parse()
+        .expect("seconds")
+}
+
+#[tokio::test]
+async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_another_calendars_tat()
+{
+    let redis = RedisServer::start();
+    let settle = include_str!("../../src/store/rate/settle.lua");
+    let gcra = include_str!("../../src/store/rate/gcra.lua");
+    let now = redis_now(&redis);
+    // A day that ended 100 s ago; the key has used 80 units of the day running now.
+    let end = now - 100;
+    let (start, next) = (end - 86_400, end + 86_400);
+    let window = format!("{start}:{end}:{next}");
+    redis.cli(&["SET", "quota-key", &format!("{next}:000000080")]);
+    let after = redis.cli(&[
+        "EVAL",
+        settle,
+        "1",
+        "quota-key",
+        "refund",
+        "49",
+        "50",
+        "899999999999",
+        &window,
+    ]);
+    assert_eq!(
+        after.trim(),
+        "80",
+        "a reservation of the day that ended gives nothing back"
+    );
+    assert_eq!(
+        redis.cli(&["GET", "quota-key"]).trim(),
+        format!("{next}:000000080")
+    );
+    // Within its own window, the same refund is given.
+    let own = format!("{}:{}:{}", now - 10, now + 86_390, now + 2 * 86_400 - 10);
+    redis.cli(&["SET", "own-key", &format!("{}:000000080", now + 86_390)]);
+    let refunded = redis.cli(&[
+        "EVAL",
+        settle,
+        "1",
+        "own-key",
+        "refund",
+        "49",
+        "50",
+        "899999999999",
+        &own,
+    ]);
+    assert_eq!(refunded.trim(), "31");
+
+    // A TAT written under a monthly calendar, read by a daily one: 20 days past the
+    // day's end is no usage of the day, so a quota of 3 admits.
+    let day = format!("{}:{}:{}", now - 10, now + 86_390, now + 2 * 86_400 - 10);
+    let month_tat = format!("{}:000000002", now + 86_390 + 20 * 86_400);
+    redis.cli(&["SET", "switched-key", &month_tat]);
+    let reply = redis.cli(&[
+        "EVAL",
+        gcra,
+        "1",
+        "switched-key",
+        "1",
+        "3",
+        "0",
+        "0",
+        "1",
+        &day,
+    ]);
+    let admitted = reply.lines().nth(2).map(str::trim);
+    assert_eq!(admitted, Some("1"), "admitted: {reply}");
+    let stored = redis.cli(&["GET", "switched-key"]);
+    assert_eq!(
+        stored.trim(),
+        format!("{}:000000001", now + 86_390),
+        "the day's first unit, from the day's end"
+    );
+}
