@@ -45,6 +45,13 @@ impl Breaker {
         self.open_until.store(0, Ordering::Release);
     }
 
+    /// Opens the breaker until a probe closes it ([`Breaker::success`]): the background
+    /// probe found the store unreachable. Returns true when it was closed.
+    pub fn trip(&self) -> bool {
+        self.failures.store(TRIP_AFTER, Ordering::Release);
+        self.open_until.swap(u64::MAX, Ordering::AcqRel) == 0
+    }
+
     /// Records a failure; returns true when this one opened the breaker.
     pub fn failure(&self, now_ns: u64) -> bool {
         let failures = self.failures.fetch_add(1, Ordering::AcqRel) + 1;

@@ -22,6 +22,12 @@ pub struct LastError {
 pub struct Health {
     last: Mutex<Option<LastError>>,
     failed: AtomicU64,
+    /// Whether the store is known to be unreachable (the background probe failed twice in
+    /// a row, or the breaker of a single node opened): its going away and coming back are
+    /// each logged once.
+    down: std::sync::atomic::AtomicBool,
+    /// Background probes failed in a row.
+    missed: std::sync::atomic::AtomicU32,
     /// The last cause, as 1 + its index in [`CAUSES`] (0: none yet): read by every
     /// request that fails during an outage, so an atomic rather than the lock.
     last_cause: AtomicUsize,
@@ -68,6 +74,27 @@ impl Health {
                 at: tokio::time::Instant::now(),
             });
         }
+    }
+
+    /// The store went away: `true` when it was not known to be (log it then).
+    pub fn went_down(&self) -> bool {
+        !self.down.swap(true, Ordering::AcqRel)
+    }
+
+    /// The store answers: `true` when it was known to be down (log it then).
+    pub fn came_back(&self) -> bool {
+        self.missed.store(0, Ordering::Relaxed);
+        self.down.swap(false, Ordering::AcqRel)
+    }
+
+    /// Whether the store is known to be unreachable.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Acquire)
+    }
+
+    /// A background probe failed: how many in a row now.
+    pub fn missed_probe(&self) -> u32 {
+        self.missed.fetch_add(1, Ordering::AcqRel) + 1
     }
 
     /// The last failure's cause, when the caller's own error says less (a timeout, an
@@ -163,19 +190,23 @@ impl super::RedisStore {
 
 /// Why the store is not ready, for `/readyz`: `None` when it is.
 pub fn unready(store: &super::RedisStore) -> Option<String> {
+    let why = || {
+        store
+            .health
+            .last()
+            .map(|l| format!("{} ({})", l.cause, l.message))
+    };
     if store.fleet().key().is_none() {
+        let why = why().unwrap_or_else(|| "Redis has not answered".to_owned());
         return Some(format!(
-            "store unavailable: {}: the fleet's key secret is not known yet (Redis has not answered)",
+            "store unavailable: {}: {why}; the fleet's key secret is not known yet",
             store.address()
         ));
     }
-    if !store.breakers.all_open() {
+    if !store.breakers.all_open() && !store.health.is_down() {
         return None;
     }
-    let why = store.health.last().map_or_else(
-        || "failing".to_owned(),
-        |l| format!("{} ({})", l.cause, l.message),
-    );
+    let why = why().unwrap_or_else(|| "failing".to_owned());
     Some(format!(
         "store unavailable: {}: {why}; breaker open",
         store.address()
@@ -195,6 +226,7 @@ pub fn report(store: &super::RedisStore) -> serde_json::Value {
     serde_json::json!({
         "backend": "redis",
         "address": store.address(),
+        "reachable": !store.health.is_down(),
         "breaker": match (open_groups, store.breakers.len()) {
             (0, _) => "closed".to_owned(),
             (_, 1) => "open".to_owned(),

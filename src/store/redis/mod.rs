@@ -230,6 +230,10 @@ impl RedisStore {
                     StoreError::Timeout(_) => self.diagnose().await.unwrap_or(e),
                     e => e,
                 };
+                // Recorded as any failed call: what the operator is shown is true from
+                // the first call, also before the fleet's secret is known.
+                self.health.record(&e);
+                self.health.went_down();
                 tracing::warn!(
                     address = %self.address(),
                     cause = health::cause(&e),
@@ -237,11 +241,15 @@ impl RedisStore {
                     "Redis cannot be reached at start; decisions follow on_error until it answers"
                 );
             }
-            Err(_) => tracing::warn!(
-                address = %self.address(),
-                cause = "timed_out",
-                "Redis did not answer PING at start; decisions follow on_error until it answers"
-            ),
+            Err(_) => {
+                self.health.record(&StoreError::Timeout(within));
+                self.health.went_down();
+                tracing::warn!(
+                    address = %self.address(),
+                    cause = "timed_out",
+                    "Redis did not answer PING at start; decisions follow on_error until it answers"
+                )
+            }
         }
         let ready = async {
             self.connect_cluster().await;
@@ -374,7 +382,9 @@ impl RedisStore {
                 self.health.record(&e);
                 if breaker.failure(now_ns) {
                     if self.breakers.len() == 1 {
-                        tracing::warn!(error = %e, "store failing; breaker open");
+                        if self.health.went_down() {
+                            tracing::warn!(address = %self.address(), cause = health::cause(&e), error = %e, "store failing; breaker open, decisions follow on_error until it answers");
+                        }
                     } else {
                         tracing::warn!(error = %e, group, "store failing for this group of hash slots; its breaker open");
                     }

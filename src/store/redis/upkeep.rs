@@ -40,11 +40,64 @@ impl RedisStore {
             if turn % 10 == 0 {
                 self.keep_membership(wall_ms()).await;
             }
+            self.probe_liveness(&metrics).await;
             self.probe_open().await;
             tokio::select! {
                 _ = tokio::time::sleep(TURN) => {}
                 _ = self.wake.notified() => {}
             }
+        }
+    }
+
+    /// Asks the store whether it answers, whatever the traffic (and before the fleet's
+    /// secret is known): a failure is recorded with its cause at once, and two in a row
+    /// (half a second apart) say a single node (or Sentinel's master) is unreachable —
+    /// logged once, `/readyz` 503, its breaker opened so requests take the `on_error`
+    /// path at once instead of each waiting for its timeout. A Cluster's breakers stay per
+    /// group (one dead master must not stop the others' slots): there the probe only
+    /// records the failure.
+    async fn probe_liveness(&self, metrics: &Metrics) {
+        let answered = match &self.connection {
+            Connection::Cluster(slot) => match self.cluster(slot) {
+                Ok(mut c) => {
+                    let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                    self.bounded(c.route_command(redis::cmd("PING"), all))
+                        .await
+                        .map(drop)
+                }
+                Err(e) => Err(e),
+            },
+            // The breaker's own probe: a node that answers but refuses writes (a demoted
+            // master) is not a store that answers.
+            _ => {
+                let mut probe = PROBE.prepare_invoke();
+                probe.key(&self.probe_keys[0]);
+                self.invoke::<redis::Value>(&probe).await.map(drop)
+            }
+        };
+        let e = match answered {
+            Ok(()) => {
+                if self.health.came_back() {
+                    tracing::info!(address = %self.address(), "store reachable again");
+                }
+                return;
+            }
+            Err(StoreError::Timeout(t)) => self.diagnose().await.unwrap_or(StoreError::Timeout(t)),
+            Err(e) => e,
+        };
+        self.health.record(&e);
+        if self.health.missed_probe() < 2 || self.is_cluster() {
+            return;
+        }
+        self.breakers.get(0).trip();
+        metrics.store_breaker_open.set(1);
+        if self.health.went_down() {
+            tracing::warn!(
+                address = %self.address(),
+                cause = super::health::cause(&e),
+                error = %e,
+                "store unreachable; decisions follow on_error until it answers"
+            );
         }
     }
 
@@ -69,7 +122,9 @@ impl RedisStore {
             {
                 self.breakers.get(group).success();
                 if self.breakers.len() == 1 {
-                    tracing::info!("store reachable again; breaker closed");
+                    if self.health.came_back() {
+                        tracing::info!(address = %self.address(), "store reachable again; breaker closed");
+                    }
                 } else {
                     tracing::info!(
                         group,
