@@ -16,6 +16,8 @@ pub struct TierCounters {
     pub shadow_denied: ShardedCounter,
     /// Decided on the policy's overflow key: the store was full of keys that owe time.
     pub overflow: ShardedCounter,
+    /// Not decided: the store could not answer and `on_error = "allow"` let it through.
+    pub store_unavailable_allowed: ShardedCounter,
     /// For a policy whose cost is settled after the response.
     pub settle: Option<SettleCounters>,
 }
@@ -94,6 +96,7 @@ impl Metrics {
             denied: counter("denied"),
             shadow_denied: counter("shadow_denied"),
             overflow: counter("overflow"),
+            store_unavailable_allowed: counter("store_unavailable_allowed"),
             settle: settled.then(|| self.settle_counters(&p.name)),
         }
     }

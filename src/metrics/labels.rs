@@ -62,7 +62,13 @@ pub struct StoreLabels {
 }
 
 /// The outcomes a tier's decision is counted as.
-pub const OUTCOMES: [&str; 4] = ["admitted", "denied", "shadow_denied", "overflow"];
+pub const OUTCOMES: [&str; 5] = [
+    "admitted",
+    "denied",
+    "shadow_denied",
+    "overflow",
+    "store_unavailable_allowed",
+];
 /// Response status classes.
 pub const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 

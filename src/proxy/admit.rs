@@ -142,7 +142,12 @@ pub fn answer(
     let policy_name = |position: usize| route.policies[position].name.as_str();
     match admission.outcome() {
         Outcome::Admitted => {
-            trace.decision = "admitted";
+            trace.decision = if admission.unchecked() {
+                // Let through unlimited: not an admission of the limits.
+                "store_unavailable_allowed"
+            } else {
+                "admitted"
+            };
             trace.wait_ns = admission.delay_ns();
             None
         }
@@ -235,6 +240,12 @@ pub fn slot_headers<'a>(
 /// Counts one decision per applied policy.
 #[inline]
 fn count(admission: &Admission, metrics: &RouteMetrics) {
+    if admission.unchecked() {
+        for p in admission.applied() {
+            metrics.tiers[p].store_unavailable_allowed.inc();
+        }
+        return;
+    }
     for p in admission.per_policy() {
         let counters = &metrics.tiers[p.position];
         if p.overflow {

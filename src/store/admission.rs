@@ -85,6 +85,9 @@ pub struct Admission {
     pub(super) held: SmallVec<[Held; 2]>,
     /// The admitted tiers whose cost is settled once the upstream has answered.
     pub(super) settles: SmallVec<[PendingSettle; 1]>,
+    /// Some tier was not decided: the store could not answer and `on_error = "allow"`
+    /// let the request through unlimited there.
+    pub(super) unchecked: bool,
 }
 
 impl Default for Admission {
@@ -96,6 +99,7 @@ impl Default for Admission {
             outcome: Outcome::Admitted,
             held: SmallVec::new(),
             settles: SmallVec::new(),
+            unchecked: false,
         }
     }
 }
@@ -103,6 +107,13 @@ impl Default for Admission {
 impl Admission {
     pub fn outcome(&self) -> Outcome {
         self.outcome
+    }
+
+    /// Admitted without a decision of every tier: the store could not answer and
+    /// `on_error = "allow"` let the request through (logged and counted as
+    /// `store_unavailable_allowed`, not `admitted`).
+    pub fn unchecked(&self) -> bool {
+        self.unchecked
     }
 
     /// The clock reading the rate tiers were decided at.
@@ -146,6 +157,11 @@ impl Admission {
     /// Whether the request goes on: admitted by every tier.
     fn admitted(&self) -> bool {
         self.outcome == Outcome::Admitted
+    }
+
+    /// The positions of the policies applied to this request (a skipped one is absent).
+    pub fn applied(&self) -> impl Iterator<Item = usize> + '_ {
+        self.tiers.policies.iter().map(|p| p.position)
     }
 
     /// The policies that were decided, in route order (rate tiers only when the rate

@@ -33,6 +33,18 @@ use crate::key::RequestView;
 use crate::limit::Verdict;
 use crate::metrics::Metrics;
 
+/// Who decided a request's rate tiers.
+enum Decided {
+    /// The configured store.
+    Store,
+    /// This process alone, on its share (`on_error = "local"`).
+    Local,
+    /// Nobody: the store failed and `on_error = "allow"` let the request through.
+    Unchecked,
+    /// Nobody: the store failed and `on_error = "deny"` refuses the request.
+    Refused,
+}
+
 /// The limiter a gateway decides against: its store, each limit kind's room, the runtime
 /// overrides, and the metrics its failures go to.
 pub struct Limiter {
@@ -141,6 +153,7 @@ impl Limiter {
         admission.held.clear();
         admission.settles.clear();
         admission.outcome = Outcome::Admitted;
+        admission.unchecked = false;
         // With Redis, keys are named with the fleet's key; until it is known they have no
         // Redis name, and the Redis paths fail as if Redis were unreachable.
         let fleet = self.keys.fleet().map(|f| f.load());
@@ -173,10 +186,18 @@ impl Limiter {
         admission.tiers.place_windows(now, clock);
         let (tiers, verdict) = (&admission.tiers, &mut admission.verdict);
         let decided = self.decide_rates(tiers, now, route.cost, clock, verdict);
-        let Some(in_store) = decided.await else {
-            admission.held.clear();
-            admission.outcome = Outcome::StoreUnavailable;
-            return;
+        let in_store = match decided.await {
+            Decided::Store => true,
+            Decided::Local => false,
+            Decided::Unchecked => {
+                admission.unchecked = true;
+                true
+            }
+            Decided::Refused => {
+                admission.held.clear();
+                admission.outcome = Outcome::StoreUnavailable;
+                return;
+            }
         };
         if in_store && admission.verdict.admitted && !self.replicated().await {
             admission.held.clear();
@@ -224,9 +245,8 @@ impl Limiter {
         true
     }
 
-    /// Decides the rate tiers at `now` into `verdict`: whether the configured store
-    /// decided it (not the local fallback). `None`: the store failed and `on_error =
-    /// "deny"`.
+    /// Decides the rate tiers at `now` into `verdict`: by the configured store, or what
+    /// `on_error` made of its failure.
     async fn decide_rates(
         &self,
         tiers: &RequestTiers,
@@ -234,12 +254,12 @@ impl Limiter {
         cost: u64,
         clock: &dyn Clock,
         verdict: &mut Verdict,
-    ) -> Option<bool> {
+    ) -> Decided {
         let rate = &tiers.rate[..];
         let remote = match &self.store {
             Store::Memory(m) => {
                 Rates::decide_local(m, rate, now, cost, verdict);
-                return Some(true);
+                return Decided::Store;
             }
             Store::Redis { remote, .. } => remote,
         };
@@ -261,14 +281,14 @@ impl Limiter {
         match decided {
             Ok(decided) => {
                 *verdict = decided;
-                Some(true)
+                Decided::Store
             }
             Err(e) => match self.fallback(&e) {
-                Fallback::Unchecked => Some(true),
-                Fallback::Refuse => None,
+                Fallback::Unchecked => Decided::Unchecked,
+                Fallback::Refuse => Decided::Refused,
                 Fallback::Local => {
                     self.decide_share(rate, now, cost, verdict);
-                    Some(false)
+                    Decided::Local
                 }
             },
         }

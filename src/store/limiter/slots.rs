@@ -18,7 +18,12 @@ impl Limiter {
         clock: &dyn Clock,
         admission: &mut Admission,
     ) -> Option<Outcome> {
-        let Admission { tiers, held, .. } = admission;
+        let Admission {
+            tiers,
+            held,
+            unchecked,
+            ..
+        } = admission;
         for i in 0..tiers.slots.len() {
             let position = tiers.slots[i].position;
             let policy = &route.policies[position].name;
@@ -28,6 +33,7 @@ impl Limiter {
                 Err(e) => match self.fallback(&e) {
                     Fallback::Unchecked => {
                         tiers.slots[i].outcome = SlotOutcome::Unchecked;
+                        *unchecked = true;
                         continue;
                     }
                     Fallback::Refuse => return Some(Outcome::StoreUnavailable),
