@@ -42,6 +42,7 @@ mod silent_clients;
 mod spellings;
 mod store_calls;
 mod store_health;
+mod store_outage;
 mod tls;
 mod top;
 mod upstream_http2;

@@ -1,0 +1,156 @@
+//! A store that is down is shown down, from the first failed call and whatever the
+//! traffic: at start while the fleet's key secret is awaited, and when Redis dies mid-run
+//! (`/readyz` 503 within about a second, one line when it goes, one when it comes back);
+//! requests `on_error = "allow"` lets through are counted and logged as such.
+
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+fn config(store: &str, up: &Upstream, access_log: &str) -> String {
+    Fixture::new()
+        .store(store)
+        .policy("tenant", "header:x-k", 10, "1s", 10)
+        .route("api", "/", "api", &["tenant"])
+        .build_for(&up.url())
+        .replace("access_log = false", &format!("access_log = {access_log}"))
+}
+
+fn stats_store(body: &serde_json::Value) -> serde_json::Value {
+    body["store"].clone()
+}
+
+#[tokio::test]
+async fn redis_down_from_the_start_shows_open_with_its_cause_before_any_request() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    // No key_secret: the fleet's secret is awaited from Redis, which never answers.
+    let port = free_port();
+    let store =
+        format!("backend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\ntimeout = \"100ms\"\n");
+    std::fs::write(&path, config(&store, &up, "false")).expect("write");
+    let gw = Process::run(&path);
+    let admin = gw.admin.expect("admin");
+    let stats_url = format!("http://{admin}/admin/stats");
+    // Not one request is sent: the background probe alone must tell.
+    let shown = eventually_async(Duration::from_secs(10), || async {
+        stats_store(&get(&stats_url, &[]).await.json())["breaker"] == "open"
+    })
+    .await;
+    let store = stats_store(&get(&stats_url, &[]).await.json());
+    assert!(shown, "{store}");
+    assert_eq!(
+        store["last_error"]["cause"], "connection_refused",
+        "{store}"
+    );
+    assert!(store["failed_calls"].as_u64().unwrap_or(0) >= 2, "{store}");
+    assert_eq!(store["reachable"], false, "{store}");
+    let ready = get(&format!("http://{admin}/readyz"), &[]).await;
+    assert_eq!(ready.status, 503);
+    assert!(
+        ready.text().contains("connection_refused"),
+        "{}",
+        ready.text()
+    );
+    let page = get(&format!("http://{admin}/admin/stats"), &[])
+        .await
+        .text();
+    assert!(!page.contains("\"breaker\":\"closed\""), "{page}");
+    assert_eq!(up.requests(), 0);
+}
+
+#[tokio::test]
+async fn redis_dying_mid_run_is_not_ready_within_a_second_and_said_once_each_way() {
+    let up = Upstream::start().await;
+    let mut redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"100ms\"\n",
+        redis.url()
+    );
+    std::fs::write(&path, config(&store, &up, "false")).expect("write");
+    let gw = Process::run(&path);
+    let admin = gw.admin.expect("admin");
+    let ready_url = format!("http://{admin}/readyz");
+    let ready = eventually_async(Duration::from_secs(30), || async {
+        get(&ready_url, &[]).await.status == 200
+    })
+    .await;
+    assert!(ready, "{}", gw.log());
+
+    redis.kill();
+    let killed = Instant::now();
+    let unready = eventually_async(Duration::from_secs(10), || async {
+        get(&ready_url, &[]).await.status == 503
+    })
+    .await;
+    assert!(unready, "{}", gw.log());
+    // About a second: two probes half a second apart, with a margin for a busy machine.
+    assert!(
+        killed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        killed.elapsed()
+    );
+    let gone = eventually(Duration::from_secs(5), || {
+        gw.log().contains("store unreachable")
+    })
+    .await;
+    assert!(gone, "{}", gw.log());
+
+    redis.restart();
+    let back = eventually_async(Duration::from_secs(30), || async {
+        get(&ready_url, &[]).await.status == 200
+    })
+    .await;
+    assert!(back, "{}", gw.log());
+    let said = eventually(Duration::from_secs(5), || {
+        gw.log().contains("store reachable again")
+    })
+    .await;
+    assert!(said, "{}", gw.log());
+    let log = gw.log();
+    let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(count("store unreachable"), 1, "{log}");
+    assert_eq!(count("store reachable again"), 1, "{log}");
+}
+
+#[tokio::test]
+async fn requests_let_through_by_on_error_allow_are_counted_and_logged_as_such() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let port = free_port();
+    let store = format!(
+        "backend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\ntimeout = \"100ms\"\non_error = \"allow\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n"
+    );
+    std::fs::write(&path, config(&store, &up, "\"refused\"")).expect("write");
+    let gw = Process::run(&path);
+    let url = format!("http://{}/", gw.addr);
+    for client in [http1(), http2(), http1()] {
+        let r = send(&client, "GET", &url, &[("x-k", "a")], b"").await;
+        assert_eq!(r.status, 200, "let through unlimited");
+    }
+    let admin = gw.admin.expect("admin");
+    let metrics = get(&format!("http://{admin}/metrics"), &[]).await.text();
+    let series = |outcome: &str| {
+        metric(
+            &metrics,
+            &format!(
+                "tollgate_decisions_total{{route=\"api\",policy=\"tenant\",outcome=\"{outcome}\"}}"
+            ),
+        )
+    };
+    assert_eq!(series("store_unavailable_allowed"), 3.0, "{metrics}");
+    assert_eq!(series("admitted"), 0.0);
+    let logged = eventually(Duration::from_secs(5), || {
+        gw.log()
+            .lines()
+            .filter(|l| l.contains("decision=\"store_unavailable_allowed\""))
+            .count()
+            == 3
+    })
+    .await;
+    assert!(logged, "{}", gw.log());
+}
