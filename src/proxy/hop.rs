@@ -139,12 +139,52 @@ pub fn prepare_request(req: &mut Request<Body>, peer_text: &HeaderValue, tls: bo
     if let Some(host) = headers.get(HOST).cloned() {
         headers.insert(X_FORWARDED_HOST.clone(), host);
     }
+    if req.version() == Version::HTTP_2 {
+        join_cookie_crumbs(req.headers_mut());
+    }
     *req.version_mut() = Version::HTTP_11;
+}
+
+/// An HTTP/2 client may split its cookies into one `cookie` field each (RFC 9113
+/// §8.2.3, for better header compression); an HTTP/1.1 request carries one `Cookie`
+/// line (RFC 6265 §5.4), so the crumbs are joined with `"; "` before the request goes on.
+fn join_cookie_crumbs(headers: &mut HeaderMap) {
+    let Entry::Occupied(mut crumbs) = headers.entry(http::header::COOKIE) else {
+        return;
+    };
+    if crumbs.iter().nth(1).is_none() {
+        return;
+    }
+    let mut joined = Vec::with_capacity(128);
+    for crumb in crumbs.iter() {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(crumb.as_bytes());
+    }
+    if let Ok(v) = HeaderValue::from_maybe_shared(bytes::Bytes::from(joined)) {
+        crumbs.insert(v);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn http2_cookie_crumbs_go_on_as_one_line() {
+        let mut headers = HeaderMap::new();
+        for crumb in ["a=1", "b=2", "c=3"] {
+            headers.append(http::header::COOKIE, HeaderValue::from_static(crumb));
+        }
+        join_cookie_crumbs(&mut headers);
+        let all: Vec<_> = headers.get_all(http::header::COOKIE).iter().collect();
+        assert_eq!(all, ["a=1; b=2; c=3"]);
+        let mut one = HeaderMap::new();
+        one.insert(http::header::COOKIE, HeaderValue::from_static("x=1"));
+        join_cookie_crumbs(&mut one);
+        assert_eq!(one[http::header::COOKIE], "x=1");
+    }
 
     #[test]
     fn strips_hop_by_hop_and_connection_named_headers() {

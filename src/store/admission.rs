@@ -244,19 +244,42 @@ impl Admission {
             })
     }
 
-    /// The tier `X-RateLimit-*` describe, with `remaining` the minimum over every
-    /// enforcing tier: on admission the tightest, on a refusal the one with the longest
-    /// wait. `None` when no enforcing rate tier was decided.
+    /// The tier `X-RateLimit-*` describe, all three from that one tier (its limit, its
+    /// remaining, its reset): on admission the tightest, on a refusal the one with the
+    /// longest wait. `None` when no enforcing rate tier was decided.
     #[inline]
     pub fn reported(&self) -> Option<TierReport> {
         let k = self.verdict.reporting?;
+        let (remaining, until_full_ns) = self.tier_state(k);
         Some(TierReport {
             position: self.tiers.rate.get(k)?.position,
             quota: self.tiers.rate[k].tier.quota,
-            remaining: self.verdict.remaining,
-            until_full_ns: self.verdict.outcomes()[k].decision.until_idle_ns,
+            remaining,
+            until_full_ns,
             window_s: self.tiers.rate[k].window_s(),
         })
+    }
+
+    /// Rate tier `k` as the request left it: cost-1 requests it would admit now, and
+    /// nanoseconds until it is whole again. On a refusal every tier is as before the
+    /// request (rolled back), read from its TAT relative to the verdict's own now.
+    #[inline]
+    fn tier_state(&self, k: usize) -> (u64, u64) {
+        let verdict = &self.verdict;
+        let (o, tier) = (&verdict.outcomes()[k], &self.tiers.rate[k].tier);
+        let (d, basis) = (&o.decision, tier.basis(verdict.now));
+        if verdict.admitted {
+            (d.remaining, d.until_idle_ns)
+        } else if d.admitted {
+            let left = tier.quota.remaining(o.prior_tat, basis);
+            let until = match tier.window {
+                Some(end) => end.saturating_sub(verdict.now),
+                None => o.prior_tat.saturating_sub(verdict.now),
+            };
+            (left, until)
+        } else {
+            (tier.quota.remaining(o.prior_tat, basis), d.until_idle_ns)
+        }
     }
 
     /// One report per enforcing rate policy, in route order (the `RateLimit` lists). On
@@ -280,24 +303,7 @@ impl Admission {
     /// The report of one decided rate policy: its key with the fewest remaining.
     #[inline]
     fn rate_report(&self, p: &PolicyTiers) -> Option<TierReport> {
-        let verdict = &self.verdict;
-        let (outcomes, now) = (verdict.outcomes(), verdict.now);
-        let state = |k: usize| {
-            let (o, tier) = (&outcomes[k], &self.tiers.rate[k].tier);
-            let (d, basis) = (&o.decision, tier.basis(now));
-            if verdict.admitted {
-                (d.remaining, d.until_idle_ns)
-            } else if d.admitted {
-                let left = tier.quota.remaining(o.prior_tat, basis);
-                let until = match tier.window {
-                    Some(end) => end.saturating_sub(now),
-                    None => o.prior_tat.saturating_sub(now),
-                };
-                (left, until)
-            } else {
-                (tier.quota.remaining(o.prior_tat, basis), d.until_idle_ns)
-            }
-        };
+        let state = |k: usize| self.tier_state(k);
         let mut best = p.range.start;
         let (mut remaining, mut until_full_ns) = state(best);
         for k in p.range.start + 1..p.range.end {

@@ -20,6 +20,7 @@ mod docs;
 mod faults;
 mod fuzz_corpus;
 mod grpc;
+mod header_truth;
 mod health;
 mod hostile;
 mod key_secret;
