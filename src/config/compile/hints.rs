@@ -33,6 +33,18 @@ pub(super) fn parse_hint(message: &str) -> Option<String> {
     if message.starts_with("invalid type: string") && message.ends_with("expected i64") {
         return Some("a number, not a string: write it without quotes (limit = 100)".to_owned());
     }
+    if message.starts_with("invalid type: string") && message.ends_with("expected a sequence") {
+        return Some(
+            "this field takes a list, even of one: put the value in brackets (targets = [\"http://10.0.0.1:8000\"])"
+                .to_owned(),
+        );
+    }
+    if message.starts_with("invalid type: floating point") && message.ends_with("expected i64") {
+        return Some(
+            "a whole number: counts have no fraction (limit = 10); for a rate below one per unit, lengthen the period (limit = 21, period = \"2s\" for 10.5 a second)"
+                .to_owned(),
+        );
+    }
     if message.starts_with("invalid type: integer") && message.ends_with("expected a string") {
         return Some(
             "this field takes a string, in quotes: a duration with its unit (\"30s\", \"500ms\"), a name or an address"
@@ -72,4 +84,17 @@ fn syntax_hint(message: &str) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_hint;
+
+    #[test]
+    fn a_string_for_a_list_and_a_fraction_for_a_count_get_hints() {
+        let list = parse_hint("invalid type: string \"http://a\", expected a sequence");
+        assert!(list.is_some_and(|h| h.contains("brackets")));
+        let count = parse_hint("invalid type: floating point `10.5`, expected i64");
+        assert!(count.is_some_and(|h| h.contains("whole number")));
+    }
 }

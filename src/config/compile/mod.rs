@@ -16,6 +16,7 @@ use super::error::{locate, ConfigError, Problem};
 mod hints;
 mod logging;
 mod policies;
+mod policy_lints;
 mod quotas;
 mod routes;
 mod runtime;

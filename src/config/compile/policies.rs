@@ -32,6 +32,7 @@ impl Compiler {
             Missing::Shared,
             "missing",
         );
+        self.lint_missing(&name, &key, &raw);
         let mode = self.choice(
             &raw.mode,
             &[("enforce", Mode::Enforce), ("shadow", Mode::Shadow)],
@@ -92,13 +93,7 @@ impl Compiler {
             return None;
         };
         let period = self.duration(raw_period, false);
-        if let Some(unit) = calendar_unit(raw_period.get_ref()) {
-            self.warn(
-                raw_period.span(),
-                format!("policy `{name}`: period `{}` counts a {unit} as a fixed length (30.44 days a month, 365.25 days a year) and refills continuously; it is not a calendar window", raw_period.get_ref()),
-                Some("write the period in days (\"30d\") to say so; limit = 1000000, period = \"30d\" is a continuous rate, not a monthly allowance".to_owned()),
-            );
-        }
+        self.lint_period(name, raw_period, raw_limit);
         let limit = self.positive(raw_limit, "limit");
         let burst = self.positive(raw_burst, "burst");
         let quota = self.quota(limit, period, burst, raw_limit.span());
@@ -372,15 +367,4 @@ impl Compiler {
             }
         }
     }
-}
-
-/// The calendar unit (month or year) a duration is written in, if any: humantime reads
-/// `M`, `month(s)`, `y` and `year(s)` as fixed lengths.
-fn calendar_unit(text: &str) -> Option<&'static str> {
-    text.split(|c: char| c.is_ascii_digit() || c.is_whitespace())
-        .find_map(|unit| match unit {
-            "M" | "month" | "months" => Some("month"),
-            "y" | "year" | "years" => Some("year"),
-            _ => None,
-        })
 }

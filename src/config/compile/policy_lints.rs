@@ -1,0 +1,59 @@
+//! Warnings about policies that are valid but likely not what was meant: a rate period
+//! in months (a calendar quota's job, or a minute mistyped) and a client-chosen key whose
+//! absent value shares one bucket.
+
+use super::*;
+
+impl Compiler {
+    /// `missing = "shared"` by default on a key every source of which the client picks.
+    pub(super) fn lint_missing(&mut self, name: &str, key: &[KeySource], raw: &RawPolicy) {
+        // Said when the default decided it: writing missing = "shared" says it is meant.
+        let defaulted = raw.missing.is_none();
+        if defaulted && !key.is_empty() && key.iter().all(KeySource::client_chosen) {
+            self.warn(
+                raw.key.span(),
+                format!("policy `{name}`: every request without its key ({}) shares one bucket (missing = \"shared\", the default): one client can use it up for all of them, and a client can choose that bucket by leaving the key out", key.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+                Some("set missing = \"skip\" and limit such requests with an ip tier on the same route, or missing = \"reject\" (400); or write missing = \"shared\" when one bucket for them all is meant".to_owned()),
+            );
+        }
+    }
+
+    /// A rate's period written in months or years.
+    pub(super) fn lint_period(&mut self, name: &str, raw_period: &S<String>, raw_limit: &S<i64>) {
+        if let Some(unit) = calendar_unit(raw_period.get_ref()) {
+            let text = raw_period.get_ref();
+            // `M` is a month and `m` a minute: a capital M on a small limit is almost
+            // always a minute meant (60 a month is two a day).
+            let mixed_up = text.trim_start_matches(|c: char| c.is_ascii_digit()) == "M"
+                && raw_limit.get_ref().unsigned_abs() < MINUTES_A_DAY;
+            if mixed_up {
+                self.warn(
+                    raw_period.span(),
+                    format!("policy `{name}`: period `{text}` is {text} month(s) (`M`), not minutes (`m`): {} requests a month is fewer than one every ten minutes", raw_limit.get_ref()),
+                    Some(format!("for a minute write period = \"{}m\"; for a monthly allowance use a calendar quota (quota = …, window = \"month\")", text.trim_end_matches('M'))),
+                );
+            } else {
+                self.warn(
+                    raw_period.span(),
+                    format!("policy `{name}`: period `{text}` counts a {unit} as a fixed length (30.44 days a month, 365.25 days a year) and refills continuously; it is not a calendar window"),
+                    Some("write the period in days (\"30d\") to say so; limit = 1000000, period = \"30d\" is a continuous rate, not a monthly allowance".to_owned()),
+                );
+            }
+        }
+    }
+}
+
+/// A day's minutes: a limit a month below this is less than one request every ten
+/// minutes (30 days hold 43,200 minutes), far likelier a per-minute limit mistyped.
+const MINUTES_A_DAY: u64 = 1_440;
+
+/// The calendar unit (month or year) a duration is written in, if any: humantime reads
+/// `M`, `month(s)`, `y` and `year(s)` as fixed lengths.
+fn calendar_unit(text: &str) -> Option<&'static str> {
+    text.split(|c: char| c.is_ascii_digit() || c.is_whitespace())
+        .find_map(|unit| match unit {
+            "M" | "month" | "months" => Some("month"),
+            "y" | "year" | "years" => Some("year"),
+            _ => None,
+        })
+}
