@@ -50,14 +50,21 @@ pub async fn handle(
             };
             match shared
                 .overrides
-                .put(current, &shared.limiter, id.clone(), set, ttl, now_ms)
+                .put(
+                    current,
+                    &shared.limiter,
+                    id.clone(),
+                    set.clone(),
+                    ttl,
+                    now_ms,
+                )
                 .await
             {
                 Ok(applied) => json_ok(json!({
                     "status": "ok",
                     "policy": id.policy,
                     "key": id.key,
-                    "applied": applied_json(&applied),
+                    "applied": written_json(current().policy(&id.policy).map(|p| &**p), &set, &applied),
                     "expires_in_ms": ttl.map(|t| t.as_millis() as u64),
                 })),
                 Err(e) => refused(e),
@@ -193,6 +200,39 @@ fn refused(e: ChangeError) -> Response<Body> {
             "overrides_file_not_written",
             &[("detail", e.to_string().into())],
         ),
+    }
+}
+
+/// What an override makes of its key's limit in the policy's own words, as the file would
+/// write it: a quota's `quota` and calendar, a rate's `limit`, `period` and `burst` (with
+/// `t_ns` and `tau_ns` beside them, as `/admin/config` shows a rate), a cap's
+/// `max_in_flight`. Fields the override leaves out are the policy's.
+pub fn written_json(
+    policy: Option<&crate::config::Policy>,
+    set: &crate::config::compile::OverrideSpec,
+    applied: &Applied,
+) -> serde_json::Value {
+    let rate = policy.and_then(|p| p.rate());
+    match (applied, rate) {
+        (Applied::Rate(q), Some(r)) => match &r.calendar {
+            Some(c) => json!({
+                "kind": "quota",
+                "quota": q.burst(),
+                "window": c.calendar.period_name(),
+                "timezone": c.calendar.zone_name,
+            }),
+            None => json!({
+                "kind": "rate",
+                "limit": set.limit.map_or(r.limit, |l| l.unsigned_abs()),
+                "period": set.period.clone().unwrap_or_else(|| {
+                    humantime::format_duration(r.period).to_string()
+                }),
+                "burst": q.burst(),
+                "t_ns": q.interval_ns(),
+                "tau_ns": q.tolerance_ns(),
+            }),
+        },
+        _ => applied_json(applied),
     }
 }
 

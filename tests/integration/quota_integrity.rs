@@ -313,3 +313,22 @@ async fn check_warns_of_a_quota_keyed_on_a_value_clients_choose() {
         "{all}"
     );
 }
+
+#[tokio::test]
+async fn a_quota_override_answers_in_the_quotas_own_words() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&monthly_then("backend = \"memory\"", MONTH), &up.url()).await;
+    let put = send(
+        &http1(),
+        "PUT",
+        &gw.admin_url("/admin/overrides/plan/acme"),
+        &[("content-type", "application/json")],
+        br#"{"quota": 50}"#,
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    assert_eq!(
+        put.json()["applied"],
+        serde_json::json!({"kind": "quota", "quota": 50, "window": "month", "timezone": "UTC"}),
+    );
+}
