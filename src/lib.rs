@@ -21,7 +21,8 @@
 //! 3. **Wiring** — [`gateway`] (start-up, background tasks, signals, shutdown), [`workers`]
 //!    (thread-per-core data plane), [`reload`], [`descriptors`], [`cli`], [`summary`],
 //!    [`health`] (the `tollgate health` probe), [`control`] (`tollgate reload`: the command
-//!    line as a client of a running gateway's admin API).
+//!    line as a client of a running gateway's admin API), [`log_format`] (the JSON log's
+//!    lines).
 //!
 //! One request, top to bottom, is [`proxy::service::handle`]: load the snapshot once →
 //! normalise the head → match the route → decide every tier with one `now`
@@ -43,6 +44,7 @@ pub mod gateway;
 pub mod health;
 pub mod key;
 pub mod limit;
+pub mod log_format;
 pub mod metrics;
 pub mod overrides;
 pub mod proxy;

@@ -34,7 +34,10 @@ fn init_logging(format: LogFormat) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Json => builder
+            .json()
+            .event_format(tollgate::log_format::JsonLines::default())
+            .init(),
     }
     if let Some((spec, e)) = bad {
         tracing::warn!(rust_log = %spec, error = %e, "RUST_LOG is not a valid filter; logging at info");

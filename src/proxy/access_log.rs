@@ -67,6 +67,21 @@ pub struct Head {
     pub method: http::Method,
     pub uri: http::Uri,
     pub started: u64,
+    /// The client's `x-request-id` (passed upstream like any header), to name the line.
+    pub request_id: Option<http::HeaderValue>,
+}
+
+/// The header a client (or a proxy before tollgate) names a request with.
+pub static X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
+/// A line's request id when the client sent none: this process's prefix and a count, unique
+/// per process and cheap (made only for a line that is written).
+fn made_request_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let prefix = PREFIX.get_or_init(|| crate::random::hex(&crate::random::bytes::<8>()));
+    format!("{prefix}-{:x}", COUNT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// One worker thread's line budget: tokens in thousandths of a line, refilled at its
@@ -184,9 +199,16 @@ pub fn write(
     let policy = route
         .zip(trace.policy)
         .map(|(r, p)| r.policies[p].name.as_str());
-    let no_key: &[String] = &[];
+    // JSON text, so the JSON log can carry the parts as a list (see `JsonLines`); the text
+    // log shows the same `["part", …]`.
+    let key = serde_json::to_string(trace.key.as_deref().unwrap_or(&[])).unwrap_or_default();
+    let request_id = match head.request_id.as_ref().and_then(|v| v.to_str().ok()) {
+        Some(id) => std::borrow::Cow::Borrowed(id),
+        None => std::borrow::Cow::Owned(made_request_id()),
+    };
     tracing::info!(
         target: "tollgate::access",
+        request_id = %request_id,
         method = %head.method,
         path = %trace.normalized.as_ref().unwrap_or(&head.uri).path(),
         raw_path = %head.uri.path(),
@@ -194,7 +216,7 @@ pub fn write(
         client = %trace.client.unwrap_or(conn.peer.ip()),
         decision = trace.decision,
         policy = policy.unwrap_or(""),
-        key = ?trace.key.as_deref().unwrap_or(no_key),
+        key = %key,
         wait_ms = ceil_millis(trace.wait_ns),
         status,
         elapsed_ms = now.saturating_sub(head.started) / 1_000_000,

@@ -52,6 +52,7 @@ pub async fn handle(
         method: req.method().clone(),
         uri: req.uri().clone(),
         started: shared.clock.now_ns(),
+        request_id: req.headers().get(&super::access_log::X_REQUEST_ID).cloned(),
     });
     let mut trace = Trace::new();
     let mut slots = HeldSlots::new();

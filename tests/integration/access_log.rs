@@ -146,3 +146,40 @@ async fn hashed_keys_match_each_other_and_hide_the_value() {
     assert_eq!(a.len(), 32, "128 bits as hex: {a}");
     assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
 }
+
+#[tokio::test]
+async fn the_json_log_writes_the_key_as_a_list_and_names_each_request() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let text = Fixture::new()
+        .server("workers = 1")
+        .policy("tenant", "header:x-k", 1, "1h", 1)
+        .route("api", "/", "api", &["tenant"])
+        .build_for(&up.url())
+        .replace("access_log = false\n", "");
+    std::fs::write(&path, text).expect("write");
+    let gw = Process::start(&path, &["--log-format", "json"]).expect("starts");
+    let url = format!("http://{}/", gw.addr);
+    let named = [("x-k", "acme \"corp\""), ("x-request-id", "req-7")];
+    assert_eq!(send(&http1(), "GET", &url, &named, b"").await.status, 200);
+    let refused = send(&http2(), "GET", &url, &[("x-k", "acme \"corp\"")], b"").await;
+    assert_eq!(refused.status, 429);
+    assert!(
+        eventually(Duration::from_secs(10), || access_lines(&gw).len() == 2).await,
+        "{}",
+        gw.log()
+    );
+    let lines: Vec<serde_json::Value> = access_lines(&gw)
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines[0]["fields"]["request_id"], "req-7", "the client's id");
+    assert_eq!(lines[0]["fields"]["key"], serde_json::json!([]));
+    assert_eq!(
+        lines[1]["fields"]["key"],
+        serde_json::json!(["acme \"corp\""])
+    );
+    let made = lines[1]["fields"]["request_id"].as_str().expect("an id");
+    assert!(made.len() > 8 && made != "req-7", "one is made: {made}");
+}
