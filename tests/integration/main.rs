@@ -15,6 +15,7 @@ mod budgets;
 mod concurrency;
 mod config;
 mod container;
+mod cookbook;
 mod dashboard;
 mod docs;
 mod faults;

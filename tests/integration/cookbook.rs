@@ -1,0 +1,119 @@
+//! docs/cookbook.md's first task run as written against the binary: its config, the
+//! answers it says a client sees, the access log line, the admin API's key state, the
+//! metric query it names, and the runtime override of task 5.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// The first fenced block of `lang` in the cookbook after `heading`.
+fn block_after(doc: &str, heading: &str, lang: &str) -> String {
+    let from = doc
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading:?}"));
+    let fence = format!("```{lang}\n");
+    let start = doc[from..].find(&fence).expect("a block") + from + fence.len();
+    let end = doc[start..].find("```").expect("closed") + start;
+    doc[start..end].to_owned()
+}
+
+#[tokio::test]
+async fn the_cookbooks_per_key_limit_answers_as_it_says() {
+    let doc = std::fs::read_to_string("docs/cookbook.md").expect("cookbook");
+    let up = Upstream::start().await;
+    let config = block_after(&doc, "## 1. A limit per API key", "toml")
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("127.0.0.1:9901", "127.0.0.1:0")
+        .replace("http://127.0.0.1:3000", &up.url());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("api-key.toml");
+    std::fs::write(&path, &config).expect("write");
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("check");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let gw = Process::run(&path);
+    let url = format!("http://{}/v1/items", gw.addr);
+
+    let first = get(&url, &[("x-api-key", "k-123")]).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some("\"api-key\";q=200;w=2")
+    );
+    assert_eq!(first.num("x-ratelimit-remaining"), 199);
+    let anonymous = get(&url, &[]).await;
+    assert_eq!(anonymous.status, 400);
+    assert_eq!(
+        anonymous.json(),
+        serde_json::json!({"error":"missing_key","policy":"api-key"})
+    );
+    // Spend the burst, then a refusal with an exact Retry-After.
+    let mut refused = None;
+    for _ in 0..400 {
+        let r = get(&url, &[("x-api-key", "k-123")]).await;
+        if r.status == 429 {
+            refused = Some(r);
+            break;
+        }
+    }
+    let refused = refused.expect("a 429 within 400 requests of a 200 burst");
+    assert!(refused.header("retry-after").is_some());
+
+    let line = eventually(Duration::from_secs(5), || {
+        gw.log().lines().any(|l| {
+            l.contains("tollgate::access")
+                && l.contains("route=\"api\"")
+                && l.contains("decision=\"denied\"")
+                && l.contains("policy=\"api-key\"")
+                && l.contains("key=[\"k-123\"]")
+                && l.contains("status=429")
+        })
+    })
+    .await;
+    assert!(
+        line,
+        "the access log line the cookbook shows:\n{}",
+        gw.log()
+    );
+
+    let admin = gw.admin.expect("admin");
+    let state = get(&format!("http://{admin}/admin/limits/api-key/k-123"), &[])
+        .await
+        .json();
+    for field in ["remaining", "next_admit_ms", "tracked"] {
+        assert!(state.get(field).is_some(), "{field}: {state}");
+    }
+    let metrics = get(&format!("http://{admin}/metrics"), &[]).await.text();
+    let denied = metric(
+        &metrics,
+        "tollgate_decisions_total{route=\"api\",policy=\"api-key\",outcome=\"denied\"}",
+    );
+    assert!(
+        denied >= 1.0,
+        "the cookbook's query finds the refusals: {denied}"
+    );
+
+    // Task 5: the runtime override, as its curl sends it.
+    let body = r#"{"limit": 1000, "period": "1s", "burst": 2000, "ttl": "2h"}"#;
+    let put = send(
+        &http1(),
+        "PUT",
+        &format!("http://{admin}/admin/overrides/api-key/k-123"),
+        &[],
+        body.as_bytes().to_vec().leak(),
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    let answer = put.json();
+    assert_eq!(answer["status"], "ok", "{answer}");
+    assert_eq!(answer["expires_in_ms"], 7_200_000, "{answer}");
+    let after = get(&url, &[("x-api-key", "k-123")]).await;
+    assert_eq!(after.status, 200, "the override applies at once");
+}
