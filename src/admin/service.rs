@@ -250,6 +250,8 @@ fn stats_json(shared: &Shared) -> serde_json::Value {
                     "admitted": c.admitted.get(),
                     "denied": c.denied.get(),
                     "shadow_denied": c.shadow_denied.get(),
+                    "store_unavailable": c.store_unavailable.get(),
+                    "store_unavailable_allowed": c.store_unavailable_allowed.get(),
                 })).collect::<Vec<_>>(),
             })
         })

@@ -18,6 +18,8 @@ pub struct TierCounters {
     pub overflow: ShardedCounter,
     /// Not decided: the store could not answer and `on_error = "allow"` let it through.
     pub store_unavailable_allowed: ShardedCounter,
+    /// Not decided: the store could not answer and `on_error = "deny"` answered 503.
+    pub store_unavailable: ShardedCounter,
     /// For a policy whose cost is settled after the response.
     pub settle: Option<SettleCounters>,
 }
@@ -97,6 +99,7 @@ impl Metrics {
             shadow_denied: counter("shadow_denied"),
             overflow: counter("overflow"),
             store_unavailable_allowed: counter("store_unavailable_allowed"),
+            store_unavailable: counter("store_unavailable"),
             settle: settled.then(|| self.settle_counters(&p.name)),
         }
     }

@@ -62,12 +62,13 @@ pub struct StoreLabels {
 }
 
 /// The outcomes a tier's decision is counted as.
-pub const OUTCOMES: [&str; 5] = [
+pub const OUTCOMES: [&str; 6] = [
     "admitted",
     "denied",
     "shadow_denied",
     "overflow",
     "store_unavailable_allowed",
+    "store_unavailable",
 ];
 /// Response status classes.
 pub const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];

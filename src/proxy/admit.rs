@@ -246,6 +246,12 @@ fn count(admission: &Admission, metrics: &RouteMetrics) {
         }
         return;
     }
+    if admission.outcome() == Outcome::StoreUnavailable {
+        for p in admission.applied() {
+            metrics.tiers[p].store_unavailable.inc();
+        }
+        return;
+    }
     for p in admission.per_policy() {
         let counters = &metrics.tiers[p.position];
         if p.overflow {

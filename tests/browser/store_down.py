@@ -10,7 +10,8 @@ Usage:
     SCREENSHOT_DIR  where store-down.png is written
 
 The page must say the store is unavailable (the banner with the address and the cause
-`connection_refused`, the live indicator not green) rather than a green "live". Shares the
+`connection_refused`, the live indicator not green) rather than a green "live", and count
+the 503s it caused among the live numbers. Shares the
 browser set-up of status_page.py. Exits 0 when every check passes, 1 on the first failed
 check, 2 on bad usage.
 """
@@ -47,6 +48,17 @@ def run(driver, admin_url: str, address: str, secret: str, shots: str) -> str:
     store = driver.find_element(By.ID, "store").text
     check(address in store and "open" in store, f"the header names the store and its breaker: {store!r}")
     check(secret not in driver.page_source, "the store's password appears on the page")
+    # The 503s the dead store caused are among the live numbers, not missing from them.
+    wait_for(
+        driver,
+        TIMEOUT,
+        "the store's 503s among the live numbers (#total-store >= 5)",
+        lambda d: (
+            (lambda t: t if t.replace(",", "").isdigit() and int(t.replace(",", "")) >= 5 else None)(
+                d.find_element(By.ID, "total-store").text
+            )
+        ),
+    )
     driver.save_screenshot(os.path.join(shots, "store-down.png"))
     return banner
 
