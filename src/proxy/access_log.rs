@@ -13,13 +13,15 @@ use crate::conn::ConnInfo;
 use crate::key::fleet::{FleetKey, KeySecret};
 use crate::key::RequestView;
 use crate::metrics::Metrics;
+use crate::proxy::response::Answer;
 use crate::reply::ceil_millis;
 
 /// What the access log line and the response counters need, filled in along the way.
 pub struct Trace {
     pub route: Option<usize>,
     pub client: Option<std::net::IpAddr>,
-    pub decision: &'static str,
+    /// Why the request ended as it did (its `decision` word, its gRPC rendering).
+    pub answer: Answer,
     /// The deciding policy's position in the route.
     pub policy: Option<usize>,
     pub wait_ns: u64,
@@ -38,7 +40,7 @@ impl Trace {
         Self {
             route: None,
             client: None,
-            decision: "unmatched",
+            answer: Answer::Unmatched,
             policy: None,
             wait_ns: 0,
             normalized: None,
@@ -48,8 +50,8 @@ impl Trace {
     }
 
     /// The request was refused by the policy at `position`, to wait `wait_ns`.
-    pub fn refused(&mut self, decision: &'static str, position: usize, wait_ns: u64) {
-        self.decision = decision;
+    pub fn refused(&mut self, answer: Answer, position: usize, wait_ns: u64) {
+        self.answer = answer;
         self.policy = Some(position);
         self.wait_ns = wait_ns;
     }
@@ -189,7 +191,7 @@ pub fn write(
     status: u16,
     now: u64,
 ) {
-    if config.server.access_log == AccessLog::Refused && trace.decision == "admitted" {
+    if config.server.access_log == AccessLog::Refused && trace.answer.admitted() {
         return;
     }
     if !take_line(config, metrics, now) {
@@ -214,7 +216,7 @@ pub fn write(
         raw_path = %head.uri.path(),
         route = route.map_or("", |r| r.name.as_str()),
         client = %trace.client.unwrap_or(conn.peer.ip()),
-        decision = trace.decision,
+        decision = trace.answer.decision(),
         policy = policy.unwrap_or(""),
         key = %key,
         wait_ms = ceil_millis(trace.wait_ns),

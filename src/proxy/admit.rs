@@ -9,8 +9,8 @@ use hyper::body::Incoming;
 
 use super::access_log::Trace;
 use super::response::{
-    concurrency_refused, too_many_requests, wants_problem_json, PolicyHeaders, RouteHeaders,
-    TierItem,
+    concurrency_refused, too_many_requests, wants_problem_json, Answer, PolicyHeaders,
+    RouteHeaders, TierItem,
 };
 use super::snapshot::{Shared, Snapshot};
 use crate::config::{Policy, Route};
@@ -132,7 +132,7 @@ pub fn answer(
 ) -> Option<Response<Body>> {
     let route = routed.route;
     if route.policies.is_empty() {
-        trace.decision = "admitted";
+        trace.answer = Answer::Admitted;
         return None; // an unlimited route: nothing decided, nothing to count
     }
     count(admission, routed.metrics());
@@ -142,17 +142,17 @@ pub fn answer(
     let policy_name = |position: usize| route.policies[position].name.as_str();
     match admission.outcome() {
         Outcome::Admitted => {
-            trace.decision = if admission.unchecked() {
+            trace.answer = if admission.unchecked() {
                 // Let through unlimited: not an admission of the limits.
-                "store_unavailable_allowed"
+                Answer::StoreUnavailableAllowed
             } else {
-                "admitted"
+                Answer::Admitted
             };
             trace.wait_ns = admission.delay_ns();
             None
         }
         Outcome::RateLimited { position } => {
-            trace.refused("denied", position, admission.wait_ns());
+            trace.refused(Answer::Denied, position, admission.wait_ns());
             Some(rate_refusal(routed, admission, headers))
         }
         Outcome::SlotsFull { position, max } => {
@@ -161,7 +161,7 @@ pub fn answer(
                 .concurrency()
                 .map_or(Duration::from_secs(1), |c| c.retry_after);
             let wait = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
-            trace.refused("denied", position, wait);
+            trace.refused(Answer::Denied, position, wait);
             let constant = &routed.headers().policies[position];
             let own = slot_headers(policy, max, constant);
             let problem = wants_problem_json(headers);
@@ -175,16 +175,16 @@ pub fn answer(
             ))
         }
         Outcome::MissingKey { position } | Outcome::TooManyKeyValues { position } => {
-            let code = match admission.outcome() {
-                Outcome::MissingKey { .. } => "missing_key",
-                _ => "too_many_key_values",
+            let (code, answer) = match admission.outcome() {
+                Outcome::MissingKey { .. } => ("missing_key", Answer::MissingKey),
+                _ => ("too_many_key_values", Answer::TooManyKeyValues),
             };
-            trace.refused(code, position, 0);
+            trace.refused(answer, position, 0);
             let policy = [("policy", policy_name(position).into())];
             Some(json_error(StatusCode::BAD_REQUEST, code, &policy))
         }
         Outcome::StoreUnavailable => {
-            trace.decision = "store_unavailable";
+            trace.answer = Answer::StoreUnavailable;
             Some(json_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",

@@ -13,6 +13,8 @@ use hyper::body::Incoming;
 use super::body::{HeldSlots, IdleTimeout};
 use super::hop::{prepare_request, strip_hop_by_hop};
 use super::pool::UpstreamPool;
+use super::response::Answer;
+use super::settle::cut::CutReason;
 use super::settle::{Metered, Settlement, Side};
 use super::snapshot::Shared;
 use crate::config::{Route, Server};
@@ -169,14 +171,14 @@ fn declared_too_large(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())?;
     if let Some(max) = route.max_body.filter(|&max| declared > max) {
-        return Some(json_error(
+        return Some(Answer::BodyTooLarge.on(json_error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
             &[("max_body", max.into())],
-        ));
+        )));
     }
     let over = uploaded.and_then(|s| s.over_max_cost(declared))?;
-    Some(super::pool::budget_exhausted(&over.name))
+    Some(super::response::body_cut(CutReason::MaxCost, &over.name))
 }
 
 /// The client's body as the upstream gets it. A failure of the client's body is tagged,

@@ -9,6 +9,8 @@ use std::time::Duration;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, Response, StatusCode};
 
+use super::response::Answer;
+use super::settle::cut::CutReason;
 use crate::reply::{ceil_millis, Body};
 
 static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
@@ -59,23 +61,37 @@ pub fn timeout(headers: &HeaderMap) -> Option<Duration> {
 
 /// What the gateway's own answer means to a gRPC client.
 pub struct Refusal<'a> {
-    /// The refusing policy, for a 429.
+    /// The refusing policy, for a 429 or a 400 of a key.
     pub policy: Option<&'a str>,
     /// How long the client should wait, for a 429.
     pub wait_ns: u64,
-    /// The gateway's reason, as its access log names it.
-    pub decision: &'a str,
+    /// Why the gateway answered.
+    pub answer: &'a Answer,
 }
 
-/// The gRPC status of a gateway-made HTTP answer.
-pub fn code_of(status: StatusCode) -> Code {
-    match status.as_u16() {
-        429 | 413 => Code::ResourceExhausted,
-        400 => Code::InvalidArgument,
-        404 => Code::Unimplemented,
-        408 | 504 => Code::DeadlineExceeded,
-        502 | 503 => Code::Unavailable,
-        _ => Code::Unknown,
+/// The gRPC status of a gateway-made answer: "over a budget" is RESOURCE_EXHAUSTED (a
+/// refusal, a cut upload, a body over `max_body`); a request that cannot be served now
+/// (overloaded, the store or the upstream unavailable) is UNAVAILABLE; time running out
+/// is DEADLINE_EXCEEDED; the client's own mistake INVALID_ARGUMENT; no route, what a gRPC
+/// server answers for a method it lacks: UNIMPLEMENTED.
+pub fn code_of(answer: &Answer) -> Code {
+    match answer {
+        Answer::Denied | Answer::BodyTooLarge => Code::ResourceExhausted,
+        Answer::BodyCut { why, .. } => match why {
+            CutReason::Store => Code::Unavailable,
+            CutReason::Budget | CutReason::MaxCost => Code::ResourceExhausted,
+        },
+        Answer::MissingKey | Answer::TooManyKeyValues | Answer::BadRequest | Answer::BodyBroken => {
+            Code::InvalidArgument
+        }
+        Answer::Unmatched => Code::Unimplemented,
+        Answer::UpstreamTimeout | Answer::BodyStalled => Code::DeadlineExceeded,
+        Answer::TooManyConnections
+        | Answer::Overloaded
+        | Answer::StoreUnavailable
+        | Answer::UpstreamBusy
+        | Answer::UpstreamUnavailable => Code::Unavailable,
+        Answer::Admitted | Answer::StoreUnavailableAllowed => Code::Unknown,
     }
 }
 
@@ -85,14 +101,8 @@ pub fn code_of(status: StatusCode) -> Code {
 pub fn answer(resp: Response<Body>, why: &Refusal<'_>) -> Response<Body> {
     let (mut parts, _) = resp.into_parts();
     let status = parts.status;
-    let code = code_of(status);
-    let message = match (status, why.policy) {
-        (StatusCode::TOO_MANY_REQUESTS, Some(policy)) => format!(
-            "rate limited by policy {policy}: retry in {} ms",
-            ceil_millis(why.wait_ns)
-        ),
-        _ => format!("tollgate: {} (HTTP {})", why.decision, status.as_u16()),
-    };
+    let code = code_of(why.answer);
+    let message = why.answer.message(why.policy, why.wait_ns);
     let headers = &mut parts.headers;
     headers.remove(CONTENT_LENGTH);
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
@@ -176,7 +186,7 @@ mod tests {
         let why = Refusal {
             policy: Some("per_user"),
             wait_ns: 1_500_000_001,
-            decision: "denied",
+            answer: &Answer::Denied,
         };
         let resp = answer(resp, &why);
         assert_eq!(resp.status(), StatusCode::OK);
@@ -192,17 +202,25 @@ mod tests {
     }
 
     #[test]
-    fn gateway_errors_map_to_grpc_codes() {
-        assert_eq!(code_of(StatusCode::BAD_GATEWAY), Code::Unavailable);
-        assert_eq!(code_of(StatusCode::SERVICE_UNAVAILABLE), Code::Unavailable);
-        assert_eq!(code_of(StatusCode::GATEWAY_TIMEOUT), Code::DeadlineExceeded);
-        assert_eq!(code_of(StatusCode::BAD_REQUEST), Code::InvalidArgument);
-        assert_eq!(
-            code_of(StatusCode::PAYLOAD_TOO_LARGE),
-            Code::ResourceExhausted
-        );
-        assert_eq!(code_of(StatusCode::NOT_FOUND), Code::Unimplemented);
-        assert_eq!(code_of(StatusCode::IM_A_TEAPOT), Code::Unknown);
+    fn gateway_answers_map_to_grpc_codes() {
+        let cut = |why| Answer::BodyCut {
+            why,
+            policy: "bytes".into(),
+        };
+        for (answer, code) in [
+            (Answer::UpstreamUnavailable, Code::Unavailable),
+            (Answer::Overloaded, Code::Unavailable),
+            (Answer::StoreUnavailable, Code::Unavailable),
+            (cut(CutReason::Store), Code::Unavailable),
+            (Answer::UpstreamTimeout, Code::DeadlineExceeded),
+            (Answer::BodyStalled, Code::DeadlineExceeded),
+            (Answer::BadRequest, Code::InvalidArgument),
+            (Answer::BodyTooLarge, Code::ResourceExhausted),
+            (cut(CutReason::Budget), Code::ResourceExhausted),
+            (Answer::Unmatched, Code::Unimplemented),
+        ] {
+            assert_eq!(code_of(&answer), code, "{answer:?}");
+        }
     }
 
     #[test]

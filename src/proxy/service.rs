@@ -14,6 +14,7 @@ use super::access_log::{self, Head, Trace};
 use super::admit::Routed;
 use super::body::{HeldSlots, ResponseBody};
 use super::forward::{forward, Sent, Upgrade};
+use super::response::Answer;
 use super::settle::Settlement;
 use super::snapshot::{Current, Shared};
 use crate::conn::ConnInfo;
@@ -43,7 +44,11 @@ pub async fn handle(
         shared.metrics.requests_overloaded.inc();
         let mut resp = overloaded();
         if grpc {
-            resp = as_grpc(resp, &snapshot, &Trace::new());
+            let trace = Trace {
+                answer: Answer::Overloaded,
+                ..Trace::new()
+            };
+            resp = as_grpc(resp, &snapshot, &trace);
         }
         return Ok(resp.map(|body| ResponseBody::new(body, in_flight, None, HeldSlots::new())));
     };
@@ -57,6 +62,12 @@ pub async fn handle(
     let mut trace = Trace::new();
     let mut slots = HeldSlots::new();
     let resp = serve(shared, &snapshot, conn, req, grpc, &mut trace, &mut slots).await;
+    if trace.by_gateway {
+        // What the forwarding answered itself, named where it was answered.
+        if let Some(answer) = resp.extensions().get::<Answer>() {
+            trace.answer = answer.clone();
+        }
+    }
     // Logged and counted by what the gateway decided (a 429), sent as gRPC asks (a 200).
     let status = resp.status().as_u16();
     if let Some(i) = trace.route {
@@ -88,15 +99,10 @@ fn as_grpc(resp: Response<Body>, snapshot: &Current, trace: &Trace) -> Response<
         .zip(trace.policy)
         .and_then(|(route, position)| snapshot.config.routes.get(route)?.policies.get(position))
         .map(|policy| policy.name.as_str());
-    let decision = match trace.decision {
-        "admitted" => "upstream failed",
-        "unmatched" => "no route",
-        other => other,
-    };
     let why = super::grpc::Refusal {
         policy,
         wait_ns: trace.wait_ns,
-        decision,
+        answer: &trace.answer,
     };
     super::grpc::answer(resp, &why)
 }
@@ -185,7 +191,7 @@ fn arrive<'a>(
 ) -> Result<Arrived<'a>, Box<Response<Body>>> {
     let config = &snapshot.config;
     let normalized = super::head::normalize(req, &config.server.paths).map_err(|e| {
-        trace.decision = "bad_request";
+        trace.answer = Answer::BadRequest;
         Box::new(json_error(StatusCode::BAD_REQUEST, e.code(), &[]))
     })?;
     if config.server.access_log.enabled() {
@@ -203,7 +209,7 @@ fn arrive<'a>(
         .client_ip(conn.peer.ip(), req.headers());
     trace.client = Some(client_ip);
     let upgrade = tunnel_permit(normalized.upgrade, conn).map_err(|_| {
-        trace.decision = "too_many_connections";
+        trace.answer = Answer::TooManyConnections;
         let code = "too_many_connections";
         Box::new(json_error(StatusCode::SERVICE_UNAVAILABLE, code, &[]))
     })?;

@@ -7,6 +7,7 @@ mod support;
 
 mod access_log;
 mod admin;
+mod answers;
 mod bounds;
 mod browser;
 mod budget_bodies;

@@ -9,7 +9,8 @@ use http::{Response, StatusCode};
 use super::connect::ConnectError;
 use crate::config::Target;
 use crate::proxy::body::{BodyReadTimeout, ClientBodyError};
-use crate::proxy::settle::cut::BudgetExhausted;
+use crate::proxy::response::{body_cut, Answer};
+use crate::proxy::settle::cut::{BudgetExhausted, CutReason};
 use crate::reply::{json_error, Body};
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +30,7 @@ pub enum ForwardError {
     #[error("the client's request body was cut: {source}")]
     OverBudget {
         policy: String,
+        why: CutReason,
         #[source]
         source: hyper::Error,
     },
@@ -73,7 +75,11 @@ impl ForwardError {
         fault: Option<BodyFault>,
     ) -> Self {
         match fault {
-            Some(BodyFault::OverBudget(policy)) => ForwardError::OverBudget { policy, source },
+            Some(BodyFault::OverBudget(policy, why)) => ForwardError::OverBudget {
+                policy,
+                why,
+                source,
+            },
             Some(BodyFault::Client(fault)) => ForwardError::ClientBody { fault, source },
             None => ForwardError::Broken {
                 target: target.to_string(),
@@ -89,8 +95,27 @@ impl ForwardError {
         )
     }
 
-    /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's.
+    /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's,
+    /// carrying its typed [`Answer`].
     pub fn response(&self, upstream: &str) -> Response<Body> {
+        let answer = match self {
+            ForwardError::Busy { .. } => Answer::UpstreamBusy,
+            ForwardError::Timeout { .. } => Answer::UpstreamTimeout,
+            ForwardError::ClientBody { fault, .. } => match fault {
+                ClientBodyFault::TooLarge => Answer::BodyTooLarge,
+                ClientBodyFault::Stalled => Answer::BodyStalled,
+                ClientBodyFault::Broken => Answer::BodyBroken,
+            },
+            // Carries its own answer.
+            ForwardError::OverBudget { policy, why, .. } => return body_cut(*why, policy),
+            ForwardError::Connect { .. } | ForwardError::Broken { .. } => {
+                Answer::UpstreamUnavailable
+            }
+        };
+        answer.on(self.plain_response(upstream))
+    }
+
+    fn plain_response(&self, upstream: &str) -> Response<Body> {
         let named = [("upstream", upstream.into())];
         let closing = |status, code| {
             let mut resp = json_error(status, code, &[]);
@@ -114,7 +139,7 @@ impl ForwardError {
                 }
                 ClientBodyFault::Broken => closing(StatusCode::BAD_REQUEST, "bad_request_body"),
             },
-            ForwardError::OverBudget { policy, .. } => budget_exhausted(policy),
+            ForwardError::OverBudget { policy, why, .. } => body_cut(*why, policy),
             ForwardError::Connect { .. } | ForwardError::Broken { .. } => {
                 json_error(StatusCode::BAD_GATEWAY, "upstream_unavailable", &named)
             }
@@ -122,24 +147,11 @@ impl ForwardError {
     }
 }
 
-/// The 413 of an upload a bytes tier (`policy`) would not let through.
-pub fn budget_exhausted(policy: &str) -> Response<Body> {
-    let mut resp = json_error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "budget_exhausted",
-        &[("policy", policy.into())],
-    );
-    // The rest of the upload is not read: the connection cannot carry another request.
-    resp.headers_mut()
-        .insert(CONNECTION, HeaderValue::from_static("close"));
-    resp
-}
-
 /// Why a request body failed on its way upstream, when it was not the upstream's doing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BodyFault {
-    /// A bytes tier (this policy) cut it.
-    OverBudget(String),
+    /// A bytes tier (this policy) cut it, for this reason.
+    OverBudget(String, CutReason),
     Client(ClientBodyFault),
 }
 
@@ -147,7 +159,7 @@ impl BodyFault {
     /// The body's fault in `e` or its sources, if it is one.
     pub fn of(e: &(dyn std::error::Error + 'static)) -> Option<Self> {
         if let Some(cut) = find::<BudgetExhausted>(e) {
-            return Some(BodyFault::OverBudget(cut.policy.name.clone()));
+            return Some(BodyFault::OverBudget(cut.policy.name.clone(), cut.why));
         }
         let fault = if find::<http_body_util::LengthLimitError>(e).is_some() {
             ClientBodyFault::TooLarge

@@ -23,7 +23,7 @@ use hyper_util::rt::TokioIo;
 
 pub use body::PooledBody;
 pub use connect::ConnectError;
-pub use error::{budget_exhausted, ClientBodyFault, ForwardError};
+pub use error::{ClientBodyFault, ForwardError};
 
 use body::CheckIn;
 use connect::Connector;

@@ -1,14 +1,17 @@
 //! Responses the gateway writes itself on the data plane: the rate-limit headers on every
-//! response from a limited route (`headers`), the 429 (`refusal`), and the one choice
-//! `Accept` makes (`accept`). The body type and JSON errors every listener shares are in
+//! response from a limited route (`headers`), the 429 (`refusal`), why a request ended as
+//! it did (`answer`: the typed answer every front door renders, and the answer to a cut
+//! upload), and the one choice `Accept` makes (`accept`). The body type and JSON errors every listener shares are in
 //! [`crate::reply`].
 
 mod accept;
+mod answer;
 mod headers;
 mod refusal;
 mod refusal_body;
 
 pub use accept::wants_problem_json;
+pub use answer::{body_cut, Answer};
 pub use headers::{concurrency_headers, rate_limit_headers, PolicyHeaders, RouteHeaders, TierItem};
 pub use refusal::{concurrency_refused, too_many_requests};
 pub use refusal_body::QUOTA_EXCEEDED_TYPE;

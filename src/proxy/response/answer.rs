@@ -1,0 +1,151 @@
+//! Why a request ended as it did, typed from the decision to the wire: the access log's
+//! decision word, the gRPC status and message of a gateway-made answer, and the body of a
+//! cut upload are all read from one [`Answer`], never worked back from a status number.
+
+use http::header::{HeaderValue, CONNECTION};
+use http::{Response, StatusCode};
+
+use crate::proxy::settle::cut::CutReason;
+use crate::reply::{json_error, Body};
+
+/// Why the request ended as it did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Answer {
+    /// No route matched (404).
+    #[default]
+    Unmatched,
+    /// Every tier admitted it: forwarded.
+    Admitted,
+    /// The store could not answer and `on_error = "allow"` forwarded it unlimited.
+    StoreUnavailableAllowed,
+    /// A tier refused it (429).
+    Denied,
+    /// `missing = "reject"` and its key is absent (400).
+    MissingKey,
+    /// A key source came with too many distinct values (400).
+    TooManyKeyValues,
+    /// The path or host was refused before routing (400).
+    BadRequest,
+    /// An upgrade found no connection left under `max_connections` (503).
+    TooManyConnections,
+    /// Past this worker's share of `max_requests` (503).
+    Overloaded,
+    /// The store could not decide and `on_error = "deny"` (503).
+    StoreUnavailable,
+    /// Admitted, then every connection to the upstream was in use (503).
+    UpstreamBusy,
+    /// Admitted, then the upstream did not answer in time (504).
+    UpstreamTimeout,
+    /// Admitted, then the upstream could not be reached or broke (502).
+    UpstreamUnavailable,
+    /// Admitted, then its body went past `max_body` (413).
+    BodyTooLarge,
+    /// Admitted, then its body stalled past `body_read_timeout` (408).
+    BodyStalled,
+    /// Admitted, then its body was malformed or cut off by the client (400).
+    BodyBroken,
+    /// Admitted, then a bytes tier (`policy`) cut its body: its budget or `max_cost` ran
+    /// out (413), or the store could not meter it under `on_error = "deny"` (503).
+    BodyCut { why: CutReason, policy: String },
+}
+
+impl Answer {
+    /// The access log's `decision`: what the limiter decided. An admitted request whose
+    /// forwarding failed stays `admitted` (its status says what came of it).
+    pub fn decision(&self) -> &'static str {
+        match self {
+            Answer::Unmatched => "unmatched",
+            Answer::StoreUnavailableAllowed => "store_unavailable_allowed",
+            Answer::Denied => "denied",
+            Answer::MissingKey => "missing_key",
+            Answer::TooManyKeyValues => "too_many_key_values",
+            Answer::BadRequest => "bad_request",
+            Answer::TooManyConnections => "too_many_connections",
+            Answer::Overloaded => "overloaded",
+            Answer::StoreUnavailable => "store_unavailable",
+            Answer::Admitted
+            | Answer::UpstreamBusy
+            | Answer::UpstreamTimeout
+            | Answer::UpstreamUnavailable
+            | Answer::BodyTooLarge
+            | Answer::BodyStalled
+            | Answer::BodyBroken
+            | Answer::BodyCut { .. } => "admitted",
+        }
+    }
+
+    /// Whether the limiter admitted the request (what `access_log = "refused"` leaves
+    /// out): forwarded, whatever came of the forwarding.
+    pub fn admitted(&self) -> bool {
+        self.decision() == "admitted"
+    }
+
+    /// What a person reads of it: the gRPC message of a gateway-made answer (`policy`
+    /// and `wait_ns` name a refusal's tier and wait).
+    pub fn message(&self, policy: Option<&str>, wait_ns: u64) -> String {
+        let policy = policy.unwrap_or("?");
+        let text = match self {
+            Answer::Denied => {
+                let ms = crate::reply::ceil_millis(wait_ns);
+                return format!("rate limited by policy {policy}: retry in {ms} ms");
+            }
+            Answer::BodyCut { why, policy } => {
+                return match why {
+                    CutReason::Budget => format!("tollgate: request body cut: policy {policy}'s budget ran out"),
+                    CutReason::MaxCost => format!("tollgate: request body cut: policy {policy}'s max_cost reached"),
+                    CutReason::Store => format!("tollgate: the rate-limit store could not meter the request body (policy {policy})"),
+                }
+            }
+            Answer::MissingKey => return format!("tollgate: the key of policy {policy} is missing"),
+            Answer::TooManyKeyValues => {
+                return format!("tollgate: the key of policy {policy} has too many values")
+            }
+            Answer::Unmatched => "no route for this call",
+            Answer::Admitted | Answer::StoreUnavailableAllowed => "forwarded",
+            Answer::BadRequest => "the path or host was refused",
+            Answer::TooManyConnections => "too many connections",
+            Answer::Overloaded => "overloaded: retry in 1 s",
+            Answer::StoreUnavailable => "the rate-limit store is unavailable",
+            Answer::UpstreamBusy => "every connection to the upstream is in use",
+            Answer::UpstreamTimeout => "the upstream did not answer in time",
+            Answer::UpstreamUnavailable => "the upstream is unavailable",
+            Answer::BodyTooLarge => "request body over max_body",
+            Answer::BodyStalled => "request body stalled past body_read_timeout",
+            Answer::BodyBroken => "request body malformed or cut off",
+        };
+        format!("tollgate: {text}")
+    }
+
+    /// A gateway-made response carrying this answer, for whoever renders it later (the
+    /// gRPC re-encoding reads it back).
+    pub fn on(self, mut resp: Response<Body>) -> Response<Body> {
+        resp.extensions_mut().insert(self);
+        resp
+    }
+}
+
+/// The answer to an upload a bytes tier (`policy`) cut: 413 `budget_exhausted` when its
+/// budget or `max_cost` ran out — the client's doing — and 503 `store_unavailable` when
+/// the store could not meter it under `on_error = "deny"`, as at admission. The rest of
+/// the upload is not read, so the connection cannot carry another request.
+pub fn body_cut(why: CutReason, policy: &str) -> Response<Body> {
+    let mut resp = match why {
+        CutReason::Store => json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            &[("policy", policy.into())],
+        ),
+        CutReason::Budget | CutReason::MaxCost => json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "budget_exhausted",
+            &[("policy", policy.into())],
+        ),
+    };
+    resp.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    Answer::BodyCut {
+        why,
+        policy: policy.to_owned(),
+    }
+    .on(resp)
+}
