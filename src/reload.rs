@@ -1,5 +1,8 @@
 //! Reload: read and validate the file off the request path, then swap the whole snapshot.
-//! A failed reload keeps the running config; limiter state is never touched.
+//! A failed reload keeps the running config; limiter state is never touched. What it
+//! changed is said by name (`changes.rs`).
+
+mod changes;
 
 use std::sync::Arc;
 
@@ -7,15 +10,43 @@ use crate::config::{self, Config, ConfigError};
 use crate::metrics::ResultLabels;
 use crate::proxy::snapshot::{Shared, Snapshot};
 
-/// What a successful reload changed that only a restart applies.
-#[derive(Debug, Default, serde::Serialize)]
+pub use changes::{Changes, Delta};
+
+/// What a successful reload applied: the new file's counts, what changed by name, and
+/// what changed that only a restart applies. `POST /admin/reload` answers it as JSON, and
+/// `tollgate reload` reads it back.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ReloadReport {
     pub routes: usize,
     pub policies: usize,
     pub needs_restart: Vec<String>,
+    /// Routes, policies and upstreams added, removed and changed; live `[server]` settings.
+    pub changes: Changes,
     /// What the new file says that is valid but likely not meant (also logged).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+impl ReloadReport {
+    /// What `tollgate reload` prints: the counts, one line per kind that changed (or
+    /// `nothing changed`), then what waits for a restart and the warnings.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![format!(
+            "reloaded: {} routes, {} policies",
+            self.routes, self.policies
+        )];
+        lines.extend(self.changes.lines());
+        if self.changes.is_empty() && self.needs_restart.is_empty() {
+            lines.push("nothing changed".to_owned());
+        }
+        for what in &self.needs_restart {
+            lines.push(format!(
+                "{what} changed: this takes effect only after a restart"
+            ));
+        }
+        lines.extend(self.warnings.iter().cloned());
+        lines
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +74,12 @@ pub async fn reload(shared: &Shared) -> Result<ReloadReport, ReloadError> {
                 policies = report.policies,
                 "configuration reloaded"
             );
+            for line in report.changes.lines() {
+                tracing::info!("{line}");
+            }
+            if report.changes.is_empty() {
+                tracing::info!("no route, policy, upstream or live server setting changed");
+            }
             for w in &shared.config().warnings {
                 tracing::warn!("{w}");
             }
@@ -95,6 +132,7 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
         routes: config.routes.len(),
         policies: config.policies.len(),
         needs_restart,
+        changes: Changes::between(&old, &config),
         warnings: config.warnings.clone(),
     };
     let previous = shared.snapshot.load_full();

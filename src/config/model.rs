@@ -262,6 +262,26 @@ pub struct Upstream {
     pub max_streams: usize,
 }
 
+impl Upstream {
+    /// Whether `other` has the same settings (the client TLS config is built from `ca`,
+    /// its certificates and `protocol`, so it is not compared itself): a pool built for
+    /// one serves the other, and a reload reports no change.
+    pub fn same_settings(&self, other: &Upstream) -> bool {
+        self.name == other.name
+            && self.targets == other.targets
+            && self.connect_timeout == other.connect_timeout
+            && self.timeout == other.timeout
+            && self.max_connections == other.max_connections
+            && self.max_idle == other.max_idle
+            && self.idle_timeout == other.idle_timeout
+            && self.ca == other.ca
+            && self.ca_certs == other.ca_certs
+            && self.sni == other.sni
+            && self.protocol == other.protocol
+            && self.max_streams == other.max_streams
+    }
+}
+
 /// How the gateway speaks to an upstream's targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {

@@ -21,7 +21,8 @@ pub enum Missing {
     Reject,
 }
 
-#[derive(Debug)]
+/// Equal when every setting is: a reload names a policy whose settings differ as changed.
+#[derive(Debug, PartialEq)]
 pub struct Policy {
     pub name: String,
     pub key: Vec<KeySource>,
@@ -34,7 +35,7 @@ pub struct Policy {
 }
 
 /// What a policy limits.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub enum PolicyKind {
     /// Requests per period (GCRA).
     Rate(RateLimit),
@@ -42,7 +43,7 @@ pub enum PolicyKind {
     Concurrency(ConcurrencyLimit),
 }
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct RateLimit {
     pub limit: u64,
     pub period: Duration,
@@ -68,6 +69,13 @@ pub struct CalendarQuota {
     /// seconds; read together, they agree on `end` unless a writer was between them.
     first: AtomicU64,
     second: AtomicU64,
+}
+
+/// The quota and its calendar; the window remembered is a cache, not a setting.
+impl PartialEq for CalendarQuota {
+    fn eq(&self, other: &Self) -> bool {
+        self.quota == other.quota && self.calendar == other.calendar
+    }
 }
 
 impl CalendarQuota {
@@ -176,7 +184,7 @@ impl SettleSource {
 /// the Redis script keeps debts exactly in doubles below 2^52 ns.
 pub const MAX_SETTLED_DEBT_NS: u64 = 1 << 52;
 
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct ConcurrencyLimit {
     pub max_in_flight: u32,
     /// Sent as `Retry-After` when refused: the real wait is unknowable.

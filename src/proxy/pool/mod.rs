@@ -83,19 +83,7 @@ impl UpstreamPool {
 
     /// Whether this pool was built for the same settings.
     pub fn serves(&self, other: &Upstream) -> bool {
-        let u = &self.upstream;
-        u.name == other.name
-            && u.targets == other.targets
-            && u.connect_timeout == other.connect_timeout
-            && u.timeout == other.timeout
-            && u.max_connections == other.max_connections
-            && u.max_idle == other.max_idle
-            && u.idle_timeout == other.idle_timeout
-            && u.ca == other.ca
-            && u.ca_certs == other.ca_certs
-            && u.sni == other.sni
-            && u.protocol == other.protocol
-            && u.max_streams == other.max_streams
+        self.upstream.same_settings(other)
     }
 
     /// This worker's share of `max_connections` (the remainder goes to the first workers).
