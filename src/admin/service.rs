@@ -34,6 +34,12 @@ pub async fn handle(
     // Every admin answer, errors included, describes a moment: never cached.
     resp.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // And says it is the admin listener's, for the command line to check before it sends
+    // a token.
+    resp.headers_mut().insert(
+        http::HeaderName::from_static(super::IDENTITY_HEADER),
+        HeaderValue::from_static("1"),
+    );
     Ok(resp)
 }
 
