@@ -48,9 +48,10 @@ pub enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Reload one running gateway through its admin API (`POST /admin/reload`): exit 0
-    /// when the new config is in use, 2 when it was refused (its errors printed, the
-    /// running config kept), 1 when the gateway could not be asked.
+    /// Reload one running gateway through its admin API (`POST /admin/reload`) and say
+    /// what changed: exit 0 when the new config is in use, 2 when it was refused (its
+    /// errors printed, the running config kept) or when the address is not a tollgate
+    /// admin listener (the token is then not sent), 1 when the gateway could not be asked.
     Reload {
         /// The gateway's admin listener, HOST:PORT (as in `admin_listen`).
         #[arg(long, value_name = "HOST:PORT", env = "TOLLGATE_ADMIN")]

@@ -1,223 +1,156 @@
 //! The command line's client of a running gateway's admin API: `tollgate reload --admin
 //! HOST:PORT` asks `POST /admin/reload` of that one gateway (never a signal to every
 //! process of a name), `tollgate top` shows its `GET /admin/top`, with the admin token
-//! from a file or `TOLLGATE_ADMIN_TOKEN`.
+//! from a file or `TOLLGATE_ADMIN_TOKEN`. The token goes only to a peer that answered as
+//! the admin listener (`client.rs`), and only an answer of the admin API's own shape
+//! counts as one.
 
-use std::time::Duration;
+mod client;
+mod table;
 
-use bytes::Bytes;
-use http::{header, Method, Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
+use http::{Method, StatusCode};
 
-/// Where to ask, and with which credentials.
-#[derive(Debug, Clone)]
-pub struct Admin {
-    /// `HOST:PORT` as given, also sent as the `Host` header (an IP literal or
-    /// `localhost`, as the admin API's guard wants for a token-less call).
-    pub address: String,
-    pub token: Option<String>,
-    pub timeout: Duration,
+pub use client::{token, Admin, Answer, CallError, ANSWER_LIMIT};
+pub use table::top_table;
+
+use crate::reload::ReloadReport;
+
+/// What a 401 or 403 asks of the operator; `mutating` for a call that changes something.
+pub fn refusal_hint(status: StatusCode, mutating: bool) -> &'static str {
+    match (status.as_u16(), mutating) {
+        (401, _) => " (send the admin token: --token-file or TOLLGATE_ADMIN_TOKEN)",
+        (403, true) => " (without a token, changes are taken only on a loopback admin_listen, asked by address or localhost)",
+        (403, false) => " (without a token, /admin/* answers only a gateway asked by IP address or localhost: name it so in --admin, or send the admin token)",
+        _ => "",
+    }
 }
 
-/// Why a call got no answer to judge.
+/// Why a command did not get what it asked for.
 #[derive(Debug, thiserror::Error)]
-pub enum CallError {
-    #[error("cannot connect to the admin API at {address}: {source}")]
-    Connect {
-        address: String,
-        source: std::io::Error,
-    },
-    #[error("{method} http://{address}{path} failed: {source}")]
-    Http {
+pub enum ControlError {
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The admin API said no (401, 403, 404, 5xx…).
+    #[error("{method} http://{address}{path} answered {status}{hint}: {detail}")]
+    Status {
         method: Method,
         address: String,
         path: String,
-        source: hyper::Error,
+        status: StatusCode,
+        hint: &'static str,
+        detail: String,
     },
-    #[error("{method} http://{address}{path}: no answer within {}", humantime::format_duration(*.timeout))]
-    Timeout {
+    /// An answer carrying the admin listener's header, but not of the shape it answers.
+    #[error("{method} http://{address}{path} answered {status} with a body that is not {expected}: {address} does not look like tollgate's admin listener (the data-plane port? --admin takes the address of [server] admin_listen)")]
+    Unrecognised {
         method: Method,
         address: String,
         path: String,
-        timeout: Duration,
+        status: StatusCode,
+        expected: &'static str,
     },
 }
 
-/// An answer: its status, headers and body.
+impl ControlError {
+    /// The exit code: 2 for an address that is not tollgate's admin listener, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ControlError::Call(e) => e.exit_code(),
+            ControlError::Status { .. } => 1,
+            ControlError::Unrecognised { .. } => 2,
+        }
+    }
+}
+
+/// How a reload went.
 #[derive(Debug)]
-pub struct Answer {
-    pub status: StatusCode,
-    pub headers: http::HeaderMap,
-    pub body: Bytes,
+pub enum Reloaded {
+    /// The new config is in use: its report.
+    Applied(Box<ReloadReport>),
+    /// The file was refused, the running config kept: the errors, one line each.
+    Refused(Vec<String>),
 }
 
-impl Admin {
-    /// The gateway at `address`, with the token of `token_file` (else
-    /// `TOLLGATE_ADMIN_TOKEN`, else none): see [`token`].
-    pub fn new(
-        address: String,
-        token_file: Option<&std::path::Path>,
-        timeout: Duration,
-    ) -> Result<Self, String> {
-        Ok(Self {
-            address,
-            token: token(token_file)?,
-            timeout,
-        })
-    }
+#[derive(serde::Deserialize)]
+struct Applied {
+    status: String,
+    report: ReloadReport,
+}
 
-    /// One request over a fresh HTTP/1.1 connection, bounded by the timeout.
-    pub async fn call(&self, method: Method, path: &str) -> Result<Answer, CallError> {
-        let call = self.call_unbounded(method.clone(), path);
-        tokio::time::timeout(self.timeout, call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(CallError::Timeout {
-                    method,
-                    address: self.address.clone(),
-                    path: path.to_owned(),
-                    timeout: self.timeout,
-                })
-            })
-    }
+#[derive(serde::Deserialize)]
+struct Refused {
+    status: String,
+    errors: Vec<String>,
+}
 
-    async fn call_unbounded(&self, method: Method, path: &str) -> Result<Answer, CallError> {
-        let stream = tokio::net::TcpStream::connect(self.address.as_str())
-            .await
-            .map_err(|source| CallError::Connect {
-                address: self.address.clone(),
-                source,
-            })?;
-        let http = |source| CallError::Http {
-            method: method.clone(),
-            address: self.address.clone(),
+const RELOAD: &str = "/admin/reload";
+
+/// `POST /admin/reload` of `admin`: applied only on the admin API's own success answer.
+pub async fn reload(admin: &Admin) -> Result<Reloaded, ControlError> {
+    let answer = admin.call(Method::POST, RELOAD).await?;
+    let unrecognised = |expected| ControlError::Unrecognised {
+        method: Method::POST,
+        address: admin.address.clone(),
+        path: RELOAD.to_owned(),
+        status: answer.status,
+        expected,
+    };
+    match answer.status {
+        StatusCode::OK => match serde_json::from_slice::<Applied>(&answer.body) {
+            Ok(a) if a.status == "ok" => Ok(Reloaded::Applied(Box::new(a.report))),
+            _ => Err(unrecognised("a reload report")),
+        },
+        StatusCode::UNPROCESSABLE_ENTITY => match serde_json::from_slice::<Refused>(&answer.body) {
+            Ok(r) if r.status == "error" => Ok(Reloaded::Refused(r.errors)),
+            _ => Err(unrecognised("a reload's errors")),
+        },
+        _ => Err(status_error(admin, Method::POST, RELOAD, &answer)),
+    }
+}
+
+/// `GET {path}` (an `/admin/top` query) of `admin`: its keys as a table.
+pub async fn top(admin: &Admin, path: &str) -> Result<String, ControlError> {
+    let answer = admin.call(Method::GET, path).await?;
+    if answer.status != StatusCode::OK {
+        return Err(status_error(admin, Method::GET, path, &answer));
+    }
+    let Ok(serde_json::Value::Array(keys)) = serde_json::from_slice(&answer.body) else {
+        return Err(ControlError::Unrecognised {
+            method: Method::GET,
+            address: admin.address.clone(),
             path: path.to_owned(),
-            source,
-        };
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(http)?;
-        tokio::spawn(conn);
-        let mut req = Request::builder()
-            .method(method.clone())
-            .uri(path)
-            .header(header::HOST, self.address.as_str())
-            .header(header::USER_AGENT, "tollgate-cli")
-            .header(header::CONNECTION, "close");
-        if let Some(token) = &self.token {
-            req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
-        }
-        let req = req
-            .body(Empty::<Bytes>::new())
-            .map_err(|_| CallError::Connect {
-                address: self.address.clone(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "the address or token cannot be sent in a request head",
-                ),
-            })?;
-        let resp = sender.send_request(req).await.map_err(http)?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let body = resp.into_body().collect().await.map_err(http)?.to_bytes();
-        Ok(Answer {
-            status,
-            headers,
-            body,
-        })
-    }
-}
-
-/// The admin token of `--token-file` (surrounding whitespace ignored) or, without one,
-/// `TOLLGATE_ADMIN_TOKEN`; none when neither is given.
-pub fn token(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
-    if let Some(path) = file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
-        return Ok(Some(text.trim().to_owned()));
-    }
-    Ok(std::env::var("TOLLGATE_ADMIN_TOKEN")
-        .ok()
-        .map(|t| t.trim().to_owned())
-        .filter(|t| !t.is_empty()))
-}
-
-/// The lines to print for a reload's JSON answer: the report, or one line per error.
-pub fn reload_lines(body: &[u8]) -> Vec<String> {
-    let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return vec![String::from_utf8_lossy(body).trim().to_owned()];
+            status: answer.status,
+            expected: "a list of keys",
+        });
     };
-    if let Some(errors) = json["errors"].as_array() {
-        return errors
-            .iter()
-            .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_owned))
-            .collect();
-    }
-    let report = &json["report"];
-    if report.is_object() {
-        let mut lines = vec![format!(
-            "reloaded: {} routes, {} policies",
-            report["routes"], report["policies"]
-        )];
-        for what in report["needs_restart"].as_array().into_iter().flatten() {
-            let what = what.as_str().unwrap_or_default();
-            lines.push(format!(
-                "{what} changed: this takes effect only after a restart"
-            ));
-        }
-        return lines;
-    }
-    vec![json.to_string()]
+    let window = answer
+        .headers
+        .get(crate::admin::top::WINDOW_HEADER)
+        .and_then(|v| v.to_str().ok());
+    Ok(top_table(&keys, window))
 }
 
-/// `GET /admin/top`'s answer as a table (plain text, one key a line); `window` is its
-/// window header (seconds, or `off`).
-pub fn top_table(body: &[u8], window: Option<&str>) -> String {
-    use std::fmt::Write as _;
-    let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return String::from_utf8_lossy(body).into_owned();
-    };
-    let mut out = String::new();
-    if window == Some("off") {
-        return "top keys are off on this gateway ([server] top_keys = false)\n".to_owned();
+/// An answer other than the one asked for, said with what the admin API gave as reason.
+fn status_error(admin: &Admin, method: Method, path: &str, answer: &Answer) -> ControlError {
+    let mutating = method != Method::GET;
+    ControlError::Status {
+        hint: refusal_hint(answer.status, mutating),
+        method,
+        address: admin.address.clone(),
+        path: path.to_owned(),
+        status: answer.status,
+        detail: detail(&answer.body),
     }
-    let _ = writeln!(
-        out,
-        "who is limited on this gateway, last {} s (each gateway of a fleet answers for itself)\n",
-        window.unwrap_or("?")
-    );
-    let _ = writeln!(
-        out,
-        "{:<16} {:<32} {:>9} {:>9} {:>9} {:>10}",
-        "POLICY", "KEY", "REFUSED", "ADMITTED", "REMAINING", "RETRY (ms)"
-    );
-    for k in json.as_array().into_iter().flatten() {
-        let key: Vec<String> = k["key"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|p| p.as_str().unwrap_or_default().escape_debug().to_string())
-            .collect();
-        let shown = |v: &serde_json::Value| {
-            if v.is_null() {
-                "-".to_owned()
-            } else {
-                v.to_string()
-            }
-        };
-        let _ = writeln!(
-            out,
-            "{:<16} {:<32} {:>9} {:>9} {:>9} {:>10}",
-            k["policy"].as_str().unwrap_or_default(),
-            key.join(" / "),
-            k["refused"],
-            k["admitted"],
-            shown(&k["remaining"]),
-            shown(&k["next_admit_ms"]),
-        );
+}
+
+/// An error body in one line: the admin API's JSON error as it is, other text cut short.
+fn detail(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() > 300 {
+        return text.chars().take(299).collect::<String>() + "…";
     }
-    out
+    text
 }
 
 #[cfg(test)]
@@ -225,17 +158,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reload_answers_read_as_lines() {
-        let ok = br#"{"report":{"needs_restart":["store"],"policies":4,"routes":5},"status":"ok"}"#;
+    fn reload_reports_read_as_lines() {
+        let ok = r#"{"report":{"changes":{"policies":{"added":["tenant"],"changed":["search"],"removed":["old"]},"routes":{"added":[],"changed":[],"removed":[]},"server":[],"upstreams":{"added":[],"changed":[],"removed":[]}},"needs_restart":["store"],"policies":4,"routes":5,"warnings":["f.toml: warning: w"]},"status":"ok"}"#;
+        let applied: Applied = serde_json::from_str(ok).expect("a report");
         assert_eq!(
-            reload_lines(ok),
+            applied.report.lines(),
             [
                 "reloaded: 5 routes, 4 policies",
-                "store changed: this takes effect only after a restart"
+                "policies: added tenant; removed old; changed search",
+                "store changed: this takes effect only after a restart",
+                "f.toml: warning: w",
             ]
         );
-        let refused = br#"{"errors":["f.toml:1:1: bad","    hint: fix"],"status":"error"}"#;
-        assert_eq!(reload_lines(refused), ["f.toml:1:1: bad", "    hint: fix"]);
-        assert_eq!(reload_lines(b"forbidden\n"), ["forbidden"]);
+        let unchanged = ok.replace(r#"["tenant"]"#, "[]");
+        let unchanged = unchanged.replace(r#"["search"]"#, "[]");
+        let unchanged = unchanged.replace(r#"["old"]"#, "[]");
+        let unchanged = unchanged.replace(r#"["store"]"#, "[]");
+        let applied: Applied = serde_json::from_str(&unchanged).expect("a report");
+        assert_eq!(
+            applied.report.lines(),
+            [
+                "reloaded: 5 routes, 4 policies",
+                "nothing changed",
+                "f.toml: warning: w"
+            ]
+        );
+        // Another server's JSON is no report.
+        assert!(serde_json::from_slice::<Applied>(br#"{"status":"ok"}"#).is_err());
+    }
+
+    #[test]
+    fn details_stay_one_short_line() {
+        assert_eq!(detail(b"forbidden\n"), "forbidden");
+        assert_eq!(detail(&[b'x'; 1000]).chars().count(), 300);
     }
 }

@@ -47,7 +47,8 @@ fn init_logging(format: LogFormat) {
 /// Why a subcommand failed, which decides the exit code; what went wrong has already
 /// been said on stderr or in the log.
 enum Failure {
-    /// A config file that does not compile, or overrides that do not apply to it.
+    /// A config file that does not compile, or overrides that do not apply to it; a
+    /// control command pointed at something that is not an admin listener.
     BadConfig,
     /// Anything else: the runtime, a listener, signals, an unhealthy answer.
     Runtime,
@@ -113,46 +114,36 @@ fn check(config: &Path) -> Result<(), Failure> {
 
 /// `tollgate reload --admin HOST:PORT`: one gateway's `POST /admin/reload`.
 fn reload(address: String, token_file: Option<&Path>, timeout: Duration) -> Result<(), Failure> {
-    use tollgate::control::{reload_lines, Admin};
+    use tollgate::control::{Admin, Reloaded};
     let admin = Admin::new(address, token_file, timeout).map_err(|e| {
         eprintln!("{e}");
         Failure::Runtime
     })?;
-    let answer = one_thread()
-        .map_err(|e| e.to_string())
-        .and_then(|rt| {
-            rt.block_on(admin.call(http::Method::POST, "/admin/reload"))
-                .map_err(|e| e.to_string())
-        })
-        .map_err(|e| {
-            eprintln!("{e}");
-            Failure::Runtime
-        })?;
-    let lines = reload_lines(&answer.body);
-    match answer.status.as_u16() {
-        200 => {
-            lines.iter().for_each(|l| println!("{l}"));
+    let rt = one_thread().map_err(|e| {
+        eprintln!("cannot start the runtime: {e}");
+        Failure::Runtime
+    })?;
+    match rt.block_on(tollgate::control::reload(&admin)) {
+        Ok(Reloaded::Applied(report)) => {
+            report.lines().iter().for_each(|l| println!("{l}"));
             Ok(())
         }
-        422 => {
+        Ok(Reloaded::Refused(errors)) => {
             eprintln!("reload refused; the running configuration is kept:");
-            lines.iter().for_each(|l| eprintln!("{l}"));
+            errors.iter().for_each(|l| eprintln!("{l}"));
             Err(Failure::BadConfig)
         }
-        status => {
-            let hint = match status {
-                401 => " (send the admin token: --token-file or TOLLGATE_ADMIN_TOKEN)",
-                403 => " (without a token, changes are taken only on a loopback admin_listen, asked by address or localhost)",
-                _ => "",
-            };
-            eprintln!(
-                "POST http://{}/admin/reload answered {}{hint}: {}",
-                admin.address,
-                answer.status,
-                lines.join(" ")
-            );
-            Err(Failure::Runtime)
-        }
+        Err(e) => Err(control_failed(&e)),
+    }
+}
+
+/// A control command's failure said, and its exit code: 2 for an address that is not an
+/// admin listener, 1 otherwise.
+fn control_failed(e: &tollgate::control::ControlError) -> Failure {
+    eprintln!("{e}");
+    match e.exit_code() {
+        2 => Failure::BadConfig,
+        _ => Failure::Runtime,
     }
 }
 
@@ -165,7 +156,7 @@ fn top(
     interval: Duration,
     once: bool,
 ) -> Result<(), Failure> {
-    use tollgate::control::{top_table, Admin};
+    use tollgate::control::Admin;
     let admin = Admin::new(address, token_file, Duration::from_secs(10)).map_err(|e| {
         eprintln!("{e}");
         Failure::Runtime
@@ -180,26 +171,9 @@ fn top(
         Failure::Runtime
     })?;
     loop {
-        let answer = rt
-            .block_on(admin.call(http::Method::GET, &path))
-            .map_err(|e| {
-                eprintln!("{e}");
-                Failure::Runtime
-            })?;
-        if !answer.status.is_success() {
-            eprintln!(
-                "GET http://{}{path} answered {}: {}",
-                admin.address,
-                answer.status,
-                String::from_utf8_lossy(&answer.body).trim()
-            );
-            return Err(Failure::Runtime);
-        }
-        let window = answer
-            .headers
-            .get(tollgate::admin::top::WINDOW_HEADER)
-            .and_then(|v| v.to_str().ok());
-        let table = top_table(&answer.body, window);
+        let table = rt
+            .block_on(tollgate::control::top(&admin, &path))
+            .map_err(|e| control_failed(&e))?;
         if once {
             print!("{table}");
             return Ok(());

@@ -16,6 +16,7 @@ mod budgets;
 mod concurrency;
 mod config;
 mod container;
+mod control;
 mod cookbook;
 mod dashboard;
 mod docs;

@@ -46,7 +46,11 @@ async fn reload_command_applies_reports_and_refuses() {
         .await
         .expect("join");
     assert_eq!(code, Some(0), "stdout: {out}\nstderr: {err}");
-    assert_eq!(out.trim(), "reloaded: 1 routes, 1 policies", "{out}");
+    assert_eq!(
+        out.trim(),
+        "reloaded: 1 routes, 1 policies\nroutes: changed api",
+        "{out}"
+    );
     assert_eq!(get(&format!("{base}/after"), &[]).await.status, 200);
 
     // A broken file: exit 2, its located errors on stderr, the running config kept.

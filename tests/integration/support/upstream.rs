@@ -24,6 +24,8 @@ pub struct Seen {
     /// The request target (path and query) of every request, in arrival order.
     pub targets: Mutex<Vec<String>>,
     pub body_bytes: AtomicUsize,
+    /// Every `Authorization` value any request carried, in arrival order.
+    pub authorizations: Mutex<Vec<String>>,
 }
 
 /// A real HTTP upstream on a free loopback port.
@@ -54,6 +56,10 @@ async fn upstream_answer(
         .map_or_else(|| path.clone(), |p| p.as_str().to_owned());
     *seen.last_headers.lock().expect("lock") = Some(req.headers().clone());
     seen.targets.lock().expect("lock").push(target.clone());
+    if let Some(auth) = req.headers().get(http::header::AUTHORIZATION) {
+        let auth = String::from_utf8_lossy(auth.as_bytes()).into_owned();
+        seen.authorizations.lock().expect("lock").push(auth);
+    }
     // Counted last: a test that sees the count move also sees the headers and target.
     seen.requests.fetch_add(1, Ordering::SeqCst);
     let delay_ms = req
@@ -241,6 +247,11 @@ impl Upstream {
     /// The request targets (path and query) the upstream has seen, in arrival order.
     pub fn targets(&self) -> Vec<String> {
         self.seen.targets.lock().expect("lock").clone()
+    }
+
+    /// Every `Authorization` value the upstream has seen.
+    pub fn authorizations(&self) -> Vec<String> {
+        self.seen.authorizations.lock().expect("lock").clone()
     }
 
     pub fn last_headers(&self) -> HeaderMap {
