@@ -30,6 +30,9 @@ pub fn refusal_hint(status: StatusCode, mutating: bool) -> &'static str {
 pub enum ControlError {
     #[error(transparent)]
     Call(#[from] CallError),
+    /// A reload's answer past the bound, after the listener said it was the admin one.
+    #[error("{0}; whether the reload applied is not known: the gateway logs `configuration reloaded` when it does")]
+    ReloadUnread(CallError),
     /// The admin API said no (401, 403, 404, 5xx…).
     #[error("{method} http://{address}{path} answered {status}{hint}: {detail}")]
     Status {
@@ -55,7 +58,7 @@ impl ControlError {
     /// The exit code: 2 for an address that is not tollgate's admin listener, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ControlError::Call(e) => e.exit_code(),
+            ControlError::Call(e) | ControlError::ReloadUnread(e) => e.exit_code(),
             ControlError::Status { .. } => 1,
             ControlError::Unrecognised { .. } => 2,
         }
@@ -87,7 +90,13 @@ const RELOAD: &str = "/admin/reload";
 
 /// `POST /admin/reload` of `admin`: applied only on the admin API's own success answer.
 pub async fn reload(admin: &Admin) -> Result<Reloaded, ControlError> {
-    let answer = admin.call(Method::POST, RELOAD).await?;
+    let answer = admin
+        .call(Method::POST, RELOAD)
+        .await
+        .map_err(|e| match e {
+            CallError::TooLarge { .. } => ControlError::ReloadUnread(e),
+            e => ControlError::Call(e),
+        })?;
     let unrecognised = |expected| ControlError::Unrecognised {
         method: Method::POST,
         address: admin.address.clone(),

@@ -250,6 +250,12 @@ async fn an_answer_past_the_bound_is_refused_unread() {
             err.contains("answered more than 1024 KiB: refused unread"),
             "{command:?}: {err}"
         );
+        if command[0] == "reload" {
+            assert!(
+                err.contains("whether the reload applied is not known"),
+                "{err}"
+            );
+        }
         assert!(
             max_rss_kib < 64 * 1024,
             "{command:?}: the command held {max_rss_kib} KiB"
