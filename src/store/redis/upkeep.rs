@@ -67,17 +67,15 @@ impl RedisStore {
                 }
                 Err(e) => Err(e),
             },
-            // The breaker's own probe: a node that answers but refuses writes (a demoted
-            // master) is not a store that answers.
-            _ => {
-                let mut probe = PROBE.prepare_invoke();
-                probe.key(&self.probe_keys[0]);
-                self.invoke::<redis::Value>(&probe).await.map(drop)
-            }
+            // A plain PING, not a script: it costs the node least and is no decision. A
+            // node that answers but refuses writes (a demoted master) fails decisions, and
+            // its breaker's write probe (`probe_open`) says when it takes them again.
+            _ => self.command::<String>(&redis::cmd("PING")).await.map(drop),
         };
         let e = match answered {
             Ok(()) => {
-                if self.health.came_back() {
+                // Back only once no breaker is open (a refusing master answers PING).
+                if !self.breakers.any_open() && self.health.came_back() {
                     tracing::info!(address = %self.address(), "store reachable again");
                 }
                 return;
