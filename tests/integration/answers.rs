@@ -64,31 +64,14 @@ async fn an_upload_over_max_cost_is_named_as_the_tiers_cut() {
         .build();
     let gw = TestGateway::start(&toml, &up.url()).await;
     // Declared 1 MiB on a gRPC call (raw HTTP/2, the body never sent): cut at once.
-    let tcp = tokio::net::TcpStream::connect(gw.addr)
-        .await
-        .expect("connect");
-    let (mut client, conn) = h2::client::handshake(tcp).await.expect("h2");
-    let task = tokio::spawn(conn);
-    let req = http::Request::post("http://x/pkg.Svc/Upload")
-        .header("x-tenant-id", "t")
-        .header(GRPC.0, GRPC.1)
-        .header("te", "trailers")
-        .header("content-length", "1048576")
-        .body(())
-        .expect("request");
-    let (resp, _stream) = client.send_request(req, false).expect("send");
-    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
-        .await
-        .expect("in time")
-        .expect("an answer");
-    let h = resp.headers();
-    assert_eq!(resp.status().as_u16(), 200);
+    let grpc = [("x-tenant-id", "t"), GRPC, ("te", "trailers")];
+    let (status, h, _) = h2_declared(gw.addr, "/pkg.Svc/Upload", &grpc, 1 << 20).await;
+    assert_eq!(status, 200);
     assert_eq!(h["grpc-status"], "8", "RESOURCE_EXHAUSTED");
     assert_eq!(
         h["grpc-message"],
         "tollgate: request body cut: policy up's max_cost reached"
     );
-    task.abort();
     let h = [("x-tenant-id", "t")];
     let plain = upload(&stream_client(false), &gw.url("/v1/echo"), &h, 1 << 20).await;
     if let Ok(r) = plain {

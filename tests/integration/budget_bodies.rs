@@ -111,29 +111,8 @@ async fn declared_upload(
         let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
         return (raw_status(&answer), body);
     }
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let (mut client, conn) = h2::client::handshake(tcp).await.expect("h2");
-    let task = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let req = http::Request::post("http://x/up/echo")
-        .header("x-tenant-id", tenant)
-        .header("content-length", length.to_string())
-        .body(())
-        .expect("request");
-    let (resp, _stream) = client.send_request(req, false).expect("send");
-    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
-        .await
-        .expect("in time")
-        .expect("an answer");
-    let status = resp.status().as_u16();
-    let mut body = resp.into_body();
-    let mut text = Vec::new();
-    while let Some(Ok(chunk)) = body.data().await {
-        text.extend_from_slice(&chunk);
-    }
-    task.abort();
-    (status, String::from_utf8_lossy(&text).into_owned())
+    let (status, _, body) = h2_declared(addr, "/up/echo", &[("x-tenant-id", tenant)], length).await;
+    (status, body)
 }
 
 /// At its bound a body is paused, not cut, while `max_delay` allows the wait: the key

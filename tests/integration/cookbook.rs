@@ -28,16 +28,8 @@ async fn the_cookbooks_per_key_limit_answers_as_it_says() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("api-key.toml");
     std::fs::write(&path, &config).expect("write");
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .expect("check");
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    let (passed, said) = check_config(&path);
+    assert!(passed, "{said}");
     let gw = Process::run(&path);
     let url = format!("http://{}/v1/items", gw.addr);
 

@@ -254,17 +254,8 @@ async fn check_warns_of_a_quota_that_a_restart_would_forget() {
         daily("backend = \"memory\"").replace("{upstream}", "http://127.0.0.1:9"),
     )
     .expect("config");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .expect("tollgate check runs");
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{all}");
+    let (passed, all) = check_config(&path);
+    assert!(passed, "{all}");
     assert!(all.contains("without a state_file"), "{all}");
 }
 

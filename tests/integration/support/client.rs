@@ -208,3 +208,38 @@ async fn raw_reads_the_answer_when_its_write_is_cut_short() {
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer:?}");
     assert!(closed, "the reset is the end of the answer");
 }
+
+/// Declares a `length`-byte body to `path` over a raw HTTP/2 connection without sending
+/// it, and reads the answer: status, headers and body.
+pub async fn h2_declared(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    length: usize,
+) -> (u16, HeaderMap, String) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut client, conn) = h2::client::handshake(tcp).await.expect("h2");
+    let task = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut req =
+        http::Request::post(format!("http://x{path}")).header("content-length", length.to_string());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let (resp, _stream) = client
+        .send_request(req.body(()).expect("request"), false)
+        .expect("send");
+    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+        .await
+        .expect("in time")
+        .expect("an answer");
+    let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+    let mut body = resp.into_body();
+    let mut text = Vec::new();
+    while let Some(Ok(chunk)) = body.data().await {
+        text.extend_from_slice(&chunk);
+    }
+    task.abort();
+    (status, headers, String::from_utf8_lossy(&text).into_owned())
+}

@@ -110,3 +110,18 @@ impl Drop for Process {
         let _ = self.child.wait();
     }
 }
+
+/// Runs `tollgate check --config PATH`: whether it passed, and stdout and stderr together.
+pub fn check_config(path: &std::path::Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(path)
+        .output()
+        .expect("tollgate check runs");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), all)
+}
