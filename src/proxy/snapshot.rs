@@ -62,7 +62,7 @@ impl Snapshot {
         let route_plans = config
             .routes
             .iter()
-            .map(|r| PolicyPlan::route(keys, r))
+            .map(|r| PolicyPlan::route(keys, r, metrics))
             .collect();
         let top = config.server.top_keys.then(|| {
             let tiers: Vec<usize> = config.routes.iter().map(|r| r.policies.len()).collect();

@@ -16,6 +16,7 @@ use crate::config::compile::Applied;
 use crate::config::{Policy, PolicyKind, Route, Sync};
 use crate::key::{FleetKey, KeyValues, RedisKey, RequestView};
 use crate::limit::{Mode, Tier, INLINE_DECISIONS};
+use crate::metrics::Metrics;
 
 /// One rate decision: a tier on one key, and where the store keeps that key.
 #[derive(Debug, Clone)]
@@ -109,6 +110,9 @@ pub struct PolicyTiers {
 pub struct PolicyPlan {
     pub keys: PolicyKeys,
     rate: Option<RatePlan>,
+    /// A concurrency policy's in-flight gauge, resolved once per config version: the
+    /// request path takes a slot without looking a label up.
+    pub in_flight: Option<prometheus_client::metrics::gauge::Gauge>,
 }
 
 #[derive(Clone)]
@@ -122,11 +126,18 @@ struct RatePlan {
 
 impl PolicyPlan {
     /// The plans of `route`'s policies, by position.
-    pub fn route(keys: &KeyMaker, route: &Route) -> Box<[PolicyPlan]> {
-        route.policies.iter().map(|p| Self::of(keys, p)).collect()
+    pub fn route(keys: &KeyMaker, route: &Route, metrics: &Metrics) -> Box<[PolicyPlan]> {
+        route
+            .policies
+            .iter()
+            .map(|p| Self::of(keys, p, metrics))
+            .collect()
     }
 
-    fn of(keys: &KeyMaker, policy: &Policy) -> Self {
+    fn of(keys: &KeyMaker, policy: &Policy, metrics: &Metrics) -> Self {
+        let in_flight = policy
+            .concurrency()
+            .map(|_| metrics.in_flight_gauge(&policy.name));
         let keys = keys.policy(&policy.name);
         let rate = policy.rate().map(|rate| RatePlan {
             tier: Tier {
@@ -142,7 +153,11 @@ impl PolicyPlan {
             settled: rate.settle.is_some(),
             calendar: rate.calendar.clone(),
         });
-        Self { keys, rate }
+        Self {
+            keys,
+            rate,
+            in_flight,
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use crate::metrics::Metrics;
 use full::FullKeys;
 use held::Held;
 use lease::{Holder, Lease, LeaseOp, PendingLease};
+use prometheus_client::metrics::gauge::Gauge;
 use slots::{Acquired, SlotTable};
 
 /// How soon a waiting request first asks Redis again for a slot; each later time waits
@@ -117,14 +118,19 @@ impl Concurrency {
 
     /// A slot in this process's table, waiting in the key's queue when the tier allows;
     /// `None` when every slot stayed taken.
+    /// `policy`: its name and its in-flight gauge, resolved once per config version.
     pub async fn take_local(
         &self,
         tier: &SlotTier,
-        policy: &str,
+        (policy, gauge): (&str, Option<&Gauge>),
         clock: &dyn Clock,
     ) -> Option<Taken> {
         let table = &self.slots;
-        let gauge = || Some(self.metrics.in_flight_gauge(policy));
+        let gauge = || {
+            gauge
+                .cloned()
+                .or_else(|| Some(self.metrics.in_flight_gauge(policy)))
+        };
         let slot = match table.acquire(tier.key, tier.max, tier.waits(), gauge) {
             Acquired::Taken(slot) => Some(slot),
             Acquired::Full => None,
@@ -152,7 +158,7 @@ impl Concurrency {
         remote: &Arc<RedisStore>,
         key: &str,
         tier: &SlotTier,
-        policy: &str,
+        (policy, gauge): (&str, Option<&Gauge>),
         clock: &dyn Clock,
     ) -> Result<Option<Taken>, StoreError> {
         let waits = tier.waits();
@@ -195,7 +201,9 @@ impl Concurrency {
                 self.waited(clock, started);
             }
             if taken {
-                let gauge = self.metrics.in_flight_gauge(policy);
+                let gauge = gauge
+                    .cloned()
+                    .unwrap_or_else(|| self.metrics.in_flight_gauge(policy));
                 let full = (self.full.clone(), tier.key);
                 let holder = Holder {
                     key: key.to_owned(),

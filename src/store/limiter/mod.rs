@@ -172,7 +172,7 @@ impl Limiter {
         if self.refused_here(admission, route.cost, clock) {
             return;
         }
-        if let Some(refused) = self.take_slots(route, clock, admission).await {
+        if let Some(refused) = self.take_slots((route, plans), clock, admission).await {
             admission.held.clear();
             admission.now = clock.now_ns();
             admission.outcome = refused;

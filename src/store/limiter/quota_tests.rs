@@ -27,8 +27,9 @@ fn bench(policies: &str, route_policies: &str, unix_s: u64) -> Bench {
     let config = crate::config::compile(std::path::Path::new("quota.toml"), &text)
         .unwrap_or_else(|e| panic!("{e}"));
     let local = Arc::new(MemoryStore::new(1 << 16));
-    let limiter = Limiter::new(Store::Memory(local), Arc::new(Metrics::new()));
-    let plans = PolicyPlan::route(limiter.keys(), &config.routes[0]);
+    let metrics = Arc::new(Metrics::new());
+    let limiter = Limiter::new(Store::Memory(local), metrics.clone());
+    let plans = PolicyPlan::route(limiter.keys(), &config.routes[0], &metrics);
     let clock = FakeClock::at(0);
     clock.set((unix_s * S).saturating_sub(crate::clock::Clock::unix_ns_at(&clock, 0)));
     Bench {

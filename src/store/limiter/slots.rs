@@ -5,8 +5,9 @@ use crate::clock::Clock;
 use crate::config::Route;
 use crate::limit::Mode;
 use crate::store::admission::{Admission, Outcome};
-use crate::store::tiers::{SlotOutcome, SlotTier};
+use crate::store::tiers::{PolicyPlan, SlotOutcome, SlotTier};
 use crate::store::StoreError;
+use prometheus_client::metrics::gauge::Gauge;
 
 impl Limiter {
     /// Takes a slot for every concurrency tier, in route order, into `admission.held`.
@@ -14,7 +15,7 @@ impl Limiter {
     /// `on_error = "deny"`); the caller then gives back what was taken.
     pub(super) async fn take_slots(
         &self,
-        route: &Route,
+        (route, plans): (&Route, &[PolicyPlan]),
         clock: &dyn Clock,
         admission: &mut Admission,
     ) -> Option<Outcome> {
@@ -28,7 +29,8 @@ impl Limiter {
             let position = tiers.slots[i].position;
             let policy = &route.policies[position].name;
             let tier = &tiers.slots[i];
-            let taken = match self.take_slot(tier, policy, clock).await {
+            let gauge = plans.get(position).and_then(|p| p.in_flight.as_ref());
+            let taken = match self.take_slot(tier, (policy, gauge), clock).await {
                 Ok(taken) => taken,
                 Err(e) => match self.fallback(&e) {
                     Fallback::Unchecked => {
@@ -44,7 +46,8 @@ impl Limiter {
                         share.max = u32::try_from(u64::from(tier.max).div_ceil(n))
                             .unwrap_or(u32::MAX)
                             .max(1);
-                        self.concurrency.take_local(&share, policy, clock).await
+                        let named = (policy.as_str(), gauge);
+                        self.concurrency.take_local(&share, named, clock).await
                     }
                 },
             };
@@ -71,7 +74,7 @@ impl Limiter {
     async fn take_slot(
         &self,
         tier: &SlotTier,
-        policy: &str,
+        policy: (&str, Option<&Gauge>),
         clock: &dyn Clock,
     ) -> Result<Option<crate::store::concurrency::Taken>, StoreError> {
         match (&self.store, &tier.redis) {
