@@ -1,10 +1,14 @@
 //! examples/kubernetes/ holds together: its config passes `tollgate check`, and the
 //! Deployment's probes, port, mount and grace period match what that config says.
+//! That they are safe to copy is kubernetes_security.rs.
 
-use std::path::Path;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const DIR: &str = "examples/kubernetes";
+pub const DIR: &str = "examples/kubernetes";
+/// tollgate.toml's admin token file, mounted from a Secret (deployment.yaml).
+const TOKEN_LINE: &str = r#"admin_token_file = "/run/secrets/tollgate/admin-token""#;
 
 fn read(name: &str) -> String {
     std::fs::read_to_string(Path::new(DIR).join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -18,11 +22,30 @@ fn value_of<'a>(yaml: &'a str, key: &str) -> &'a str {
         .trim()
 }
 
+/// tollgate.toml as shipped but for its admin token file, which is only in the pod: a copy
+/// whose `admin_token_file` names a token in the returned folder.
+fn config_with_a_token() -> (tempfile::TempDir, PathBuf) {
+    let toml = read("tollgate.toml");
+    assert_eq!(
+        toml.matches(TOKEN_LINE).count(),
+        1,
+        "tollgate.toml has {TOKEN_LINE}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("admin-token");
+    std::fs::write(&token, "0123456789abcdef0123456789abcdef\n").expect("token");
+    let line = format!("admin_token_file = {:?}", token.display().to_string());
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(&path, toml.replace(TOKEN_LINE, &line)).expect("config");
+    (dir, path)
+}
+
 #[test]
 fn the_kubernetes_example_matches_its_config() {
+    let (_dir, toml) = config_with_a_token();
     let check = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .args(["check", "--config"])
-        .arg(Path::new(DIR).join("tollgate.toml"))
+        .arg(&toml)
         .output()
         .expect("run tollgate check");
     assert!(
@@ -30,7 +53,7 @@ fn the_kubernetes_example_matches_its_config() {
         "tollgate check: {}",
         String::from_utf8_lossy(&check.stderr)
     );
-    let config = tollgate::config::load(&Path::new(DIR).join("tollgate.toml")).expect("valid");
+    let config = tollgate::config::load(&toml).expect("valid");
     assert!(
         config.server.watch_config,
         "the pods reload their ConfigMap by themselves"
@@ -43,6 +66,12 @@ fn the_kubernetes_example_matches_its_config() {
         .server
         .admin_listen
         .expect("an admin listener for the probes");
+    // Listening on every address (for Prometheus), it answers the probes on the loopback.
+    let admin = if admin.ip().is_unspecified() {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, admin.port()))
+    } else {
+        admin
+    };
     for path in ["/readyz", "/healthz"] {
         let url = format!("\"http://{admin}{path}\"");
         assert!(
@@ -100,4 +129,7 @@ fn the_kubernetes_example_matches_its_config() {
     );
     let service = read("service.yaml");
     assert_eq!(value_of(&service, "targetPort"), "http");
+    // The token file's folder is the Secret's mount.
+    assert!(deployment.contains("mountPath: /run/secrets/tollgate\n"));
+    assert!(deployment.contains("secretName: tollgate-admin-token"));
 }

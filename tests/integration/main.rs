@@ -28,6 +28,7 @@ mod health;
 mod hostile;
 mod key_secret;
 mod kubernetes;
+mod kubernetes_security;
 mod lease;
 mod limits;
 mod operations;
