@@ -222,12 +222,10 @@ fn run_measured(mut cmd: Command) -> (Option<i32>, String, i64) {
     let status_file = format!("/proc/{}/status", child.id());
     let mut peak_kib = 0i64;
     let status = loop {
-        let hwm = std::fs::read_to_string(&status_file)
-            .ok()
-            .and_then(|text| {
-                let line = text.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
-                line.split_whitespace().nth(1)?.parse::<i64>().ok()
-            });
+        let hwm = std::fs::read_to_string(&status_file).ok().and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
+            line.split_whitespace().nth(1)?.parse::<i64>().ok()
+        });
         peak_kib = peak_kib.max(hwm.unwrap_or(0));
         if let Some(status) = child.try_wait().expect("try_wait") {
             break status;
