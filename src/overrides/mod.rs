@@ -285,8 +285,7 @@ impl Overrides {
         now_ms: u64,
     ) -> (Vec<Change>, bool) {
         if !matches!(read, Changes::Unchanged) {
-            // Some gateway changed an override or reset a key: what this one remembers
-            // of Redis's refusals may be stale, so it asks Redis again.
+            // An override changed or a key was reset somewhere: remembered refusals may lie.
             limiter.forget_refusals();
         }
         let mut state = lock(&self.state);

@@ -217,53 +217,6 @@ impl RedisStore {
         &self.fleet
     }
 
-    /// At start: connects a Cluster and learns the fleet's key secret, waiting at most
-    /// `within` (the gateway starts while Redis is down, and `maintain` goes on trying).
-    pub async fn prepare(&self, within: Duration) {
-        // Said at once, with where and why: a Redis that cannot be reached is the first
-        // thing an operator must know (the gateway starts all the same).
-        let ping = redis::cmd("PING");
-        match tokio::time::timeout(within, self.command::<String>(&ping)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                let e = match e {
-                    StoreError::Timeout(_) => self.diagnose().await.unwrap_or(e),
-                    e => e,
-                };
-                // Recorded as any failed call: what the operator is shown is true from
-                // the first call, also before the fleet's secret is known.
-                self.health.record(&e);
-                self.health.went_down();
-                tracing::warn!(
-                    address = %self.address(),
-                    cause = health::cause(&e),
-                    error = %e,
-                    "Redis cannot be reached at start; decisions follow on_error until it answers"
-                );
-            }
-            Err(_) => {
-                self.health.record(&StoreError::Timeout(within));
-                self.health.went_down();
-                tracing::warn!(
-                    address = %self.address(),
-                    cause = "timed_out",
-                    "Redis did not answer PING at start; decisions follow on_error until it answers"
-                )
-            }
-        }
-        let ready = async {
-            self.connect_cluster().await;
-            secret::keep(self).await;
-            self.warn_settings().await;
-        };
-        if tokio::time::timeout(within, ready).await.is_err() {
-            tracing::warn!(
-                address = %self.address(),
-                "Redis did not answer at start; decisions follow on_error until it does"
-            );
-        }
-    }
-
     /// Connects to the Cluster when that has not happened yet.
     pub(super) async fn connect_cluster(&self) {
         let (Connection::Cluster(slot), Some(client)) = (&self.connection, &self.cluster_client)

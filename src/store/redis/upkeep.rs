@@ -1,6 +1,7 @@
-//! The connection's upkeep, one turn every half second (sooner when woken): follows the
-//! Sentinels' master, connects a Cluster, keeps the fleet's secret, probes open breakers,
-//! and watches the masters for data-loss events.
+//! The connection's upkeep: the start (`prepare`: said at once when Redis cannot be
+//! reached), then one turn every half second (sooner when woken): follows the Sentinels'
+//! master, connects a Cluster, keeps the fleet's secret, probes the store's liveness and
+//! its open breakers, and watches the masters for data-loss events.
 
 use crate::store::StoreError;
 use std::collections::BTreeMap;
@@ -46,6 +47,53 @@ impl RedisStore {
                 _ = tokio::time::sleep(TURN) => {}
                 _ = self.wake.notified() => {}
             }
+        }
+    }
+
+    /// At start: connects a Cluster and learns the fleet's key secret, waiting at most
+    /// `within` (the gateway starts while Redis is down, and `maintain` goes on trying).
+    pub async fn prepare(&self, within: Duration) {
+        // Said at once, with where and why: a Redis that cannot be reached is the first
+        // thing an operator must know (the gateway starts all the same).
+        let ping = redis::cmd("PING");
+        match tokio::time::timeout(within, self.command::<String>(&ping)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                let e = match e {
+                    StoreError::Timeout(_) => self.diagnose().await.unwrap_or(e),
+                    e => e,
+                };
+                // Recorded as any failed call: what the operator is shown is true from
+                // the first call, also before the fleet's secret is known.
+                self.health.record(&e);
+                self.health.went_down();
+                tracing::warn!(
+                    address = %self.address(),
+                    cause = super::health::cause(&e),
+                    error = %e,
+                    "Redis cannot be reached at start; decisions follow on_error until it answers"
+                );
+            }
+            Err(_) => {
+                self.health.record(&StoreError::Timeout(within));
+                self.health.went_down();
+                tracing::warn!(
+                    address = %self.address(),
+                    cause = "timed_out",
+                    "Redis did not answer PING at start; decisions follow on_error until it answers"
+                )
+            }
+        }
+        let ready = async {
+            self.connect_cluster().await;
+            secret::keep(self).await;
+            self.warn_settings().await;
+        };
+        if tokio::time::timeout(within, ready).await.is_err() {
+            tracing::warn!(
+                address = %self.address(),
+                "Redis did not answer at start; decisions follow on_error until it does"
+            );
         }
     }
 
