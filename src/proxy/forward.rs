@@ -14,7 +14,7 @@ use super::body::{HeldSlots, IdleTimeout};
 use super::hop::{prepare_request, strip_hop_by_hop};
 use super::pool::UpstreamPool;
 use super::response::Answer;
-use super::settle::cut::CutReason;
+use super::response::CutReason;
 use super::settle::{Metered, Settlement, Side};
 use super::snapshot::Shared;
 use crate::config::{Route, Server};

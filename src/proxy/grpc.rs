@@ -10,7 +10,7 @@ use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, Response, StatusCode};
 
 use super::response::Answer;
-use super::settle::cut::CutReason;
+use super::response::CutReason;
 use crate::reply::{ceil_millis, Body};
 
 static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");

@@ -10,7 +10,7 @@ use super::connect::ConnectError;
 use crate::config::Target;
 use crate::proxy::body::{BodyReadTimeout, ClientBodyError};
 use crate::proxy::response::{body_cut, Answer};
-use crate::proxy::settle::cut::{BudgetExhausted, CutReason};
+use crate::proxy::response::{BudgetExhausted, CutReason};
 use crate::reply::{json_error, Body};
 
 #[derive(Debug, thiserror::Error)]

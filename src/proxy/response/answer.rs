@@ -5,7 +5,7 @@
 use http::header::{HeaderValue, CONNECTION};
 use http::{Response, StatusCode};
 
-use crate::proxy::settle::cut::CutReason;
+use super::cut::CutReason;
 use crate::reply::{json_error, Body};
 
 /// Why the request ended as it did.

@@ -6,12 +6,14 @@
 
 mod accept;
 mod answer;
+mod cut;
 mod headers;
 mod refusal;
 mod refusal_body;
 
 pub use accept::wants_problem_json;
 pub use answer::{body_cut, Answer};
+pub use cut::{BudgetExhausted, CutReason};
 pub use headers::{concurrency_headers, rate_limit_headers, PolicyHeaders, RouteHeaders, TierItem};
 pub use refusal::{concurrency_refused, too_many_requests};
 pub use refusal_body::QUOTA_EXCEEDED_TYPE;

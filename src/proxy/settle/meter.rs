@@ -8,9 +8,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-pub use super::cut::{BudgetExhausted, CutReason};
 use super::Settlement;
 use crate::config::Policy;
+pub use crate::proxy::response::{BudgetExhausted, CutReason};
 use crate::store::rate::draw::{Draw, Need};
 use crate::store::StoreError;
 

@@ -3,7 +3,6 @@
 //! settled on each tier's key. Every pending tier is settled exactly once: a
 //! [`Settlement`] settles on drop whatever it has not yet, as cut short.
 
-pub mod cut;
 mod measure;
 mod meter;
 mod metered;
@@ -17,7 +16,7 @@ use crate::metrics::{SettleCounters, SettleFallback, SettleResult};
 use crate::proxy::snapshot::{Current, Shared};
 use crate::store::rate::settle::PendingSettle;
 
-pub use cut::{BudgetExhausted, CutReason};
+pub use crate::proxy::response::{BudgetExhausted, CutReason};
 pub use measure::{parse_value, units_for, Measured};
 pub use metered::{Metered, Side};
 

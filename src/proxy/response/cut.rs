@@ -1,6 +1,7 @@
 //! Why a metered body was cut: the error the body carries out to whoever answers for it
-//! (the forwarding's error mapping turns it into 413 or a reset). Apart from the meter so
-//! that the upstream pool can recognise it without importing the settlement.
+//! (the forwarding's error mapping turns it into a 413, a 503 or a reset). With the answers,
+//! not the meter, so that the upstream pool and the answer read it without importing the
+//! settlement.
 
 use std::sync::Arc;
 
