@@ -1,11 +1,12 @@
 //! Every answer the gateway makes itself says why, the same way over HTTP/1.1, HTTP/2 and
-//! gRPC: an overloaded gateway, an upload cut at `max_cost`, a stalled upload, and a store
+//! gRPC: an overloaded gateway, an upload cut at `max_cost` or over `max_body`, and a store
 //! that fails mid-upload (503 store_unavailable, as at admission — not the client's 413).
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use tonic::Code;
 
 use crate::support::*;
 
@@ -175,4 +176,32 @@ async fn a_store_failing_mid_upload_is_the_stores_503_not_the_clients_413() {
         gw.wait_for_store("/v1/echo", &format!("again-{http2}-{grpc}"))
             .await;
     }
+}
+
+/// Over `max_body`, a real gRPC client (tonic) is told RESOURCE_EXHAUSTED and why.
+#[tokio::test]
+async fn a_call_over_max_body_is_resource_exhausted() {
+    let up = GrpcUpstream::start().await;
+    let toml = Fixture::new()
+        .upstream("api", "protocol = \"h2c\"")
+        .route_raw(
+            r#"
+            name = "echo"
+            path = "/test.Echo/"
+            upstream = "api"
+            policies = []
+            max_body = 64
+            "#,
+        )
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut client = EchoClient::connect(&gw.url("")).await;
+    client
+        .say(say_as("small", &[]))
+        .await
+        .expect("within max_body");
+    let big = "x".repeat(1000);
+    let refused = client.say(say_as(&big, &[])).await.expect_err("too large");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(refused.message(), "tollgate: request body over max_body");
 }

@@ -381,30 +381,3 @@ async fn grpcio_client_and_server_pass_every_call_kind_and_the_refusal() {
         "{out}"
     );
 }
-
-#[tokio::test]
-async fn a_call_over_max_body_is_resource_exhausted() {
-    let up = GrpcUpstream::start().await;
-    let toml = Fixture::new()
-        .upstream("api", "protocol = \"h2c\"")
-        .route_raw(
-            r#"
-            name = "echo"
-            path = "/test.Echo/"
-            upstream = "api"
-            policies = []
-            max_body = 64
-            "#,
-        )
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let mut client = EchoClient::connect(&gw.url("")).await;
-    client
-        .say(say_as("small", &[]))
-        .await
-        .expect("within max_body");
-    let big = "x".repeat(1000);
-    let refused = client.say(say_as(&big, &[])).await.expect_err("too large");
-    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
-    assert_eq!(refused.message(), "tollgate: request body over max_body");
-}
