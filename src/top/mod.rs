@@ -6,6 +6,7 @@
 //! worker, so a route that sees no traffic costs nothing. A reload starts afresh (the
 //! sketches belong to one config version). `GET /admin/top` merges them.
 
+mod filter;
 pub mod sketch;
 
 use std::collections::HashMap;
@@ -28,8 +29,8 @@ struct WorkerTop {
     made: usize,
 }
 
-/// Sketches one worker makes at most (about 10 KiB each): a config of thousands of busy
-/// routes keeps the first 1,024 tiers to decide, not 10 KiB for every one of them.
+/// Sketches one worker makes at most (about 15 KiB each): a config of thousands of busy
+/// routes keeps the first 1,024 tiers to decide, not 15 KiB for every one of them.
 pub const MAX_SKETCHES: usize = 1_024;
 
 /// Every tier's sketches, per worker, for one config version.
@@ -131,10 +132,12 @@ impl RouteTop<'_> {
             *self.made += 1;
         }
         let w = tier.get_or_insert_with(|| {
+            // One draw from the system per tier and worker, when it first decides.
+            let salt = u64::from_le_bytes(crate::random::bytes());
             Box::new(Windowed {
                 half,
-                current: Sketch::default(),
-                previous: Sketch::default(),
+                current: Sketch::new(salt),
+                previous: Sketch::new(salt.rotate_left(32)),
             })
         });
         if w.half != half {

@@ -1,17 +1,25 @@
 //! A Space-Saving heavy-hitter sketch of a fixed number of counters: memory independent of
-//! the number of keys, no allocation per record. A key not in a full sketch takes the
-//! smallest counter only at every [`ENTER_EVERY`]th such miss (a long tail of keys seen
-//! once then costs a scan, not an entry and a copy of its text each time); a key seen often
-//! enters within a few of its own misses and then stays. Its counts are exact from the
-//! moment it entered, and `error` bounds what it may have been seen before: the count of
-//! the key it replaced plus the misses skipped since the last entry.
+//! the number of keys, no allocation per record. A decision of a key not in a full sketch
+//! is counted in a small filter of misses ([`Misses`]), and the key takes the smallest
+//! counter as soon as the filter's bound on its decisions passes that counter's total
+//! (filtered Space-Saving): a long tail of keys seen once costs two filter counters each,
+//! not an entry and a copy of its text, and no order or cadence of arrivals keeps a key
+//! seen often out. Its counts are exact from the moment it entered; like Space-Saving's,
+//! its `error` is the total of the counter it took, which bounds what it was seen before
+//! (it entered at its first miss past that total).
+//!
+//! What holds whatever the order: a counter's total is never below its key's decisions;
+//! the totals add up to at most the decisions, so the smallest is at most 1/64 of them;
+//! and a key not held was decided no more than the smallest total (at its last miss the
+//! filter's bound, never below the truth, had not passed it; or it left as the smallest).
+//! So every key decided more than 1/64 of the times is held.
+
+use super::filter::Misses;
 
 /// Counters per sketch.
 pub const CAPACITY: usize = 64;
 /// Bytes of a key's text kept (longer texts are cut at a character boundary).
 pub const TEXT_BYTES: usize = 48;
-/// A full sketch lets a new key in at every this many misses.
-pub const ENTER_EVERY: u32 = 8;
 
 /// One counter: a key, its text as first seen, and its counts.
 #[derive(Clone, Copy, Debug)]
@@ -38,7 +46,8 @@ const INDEX_SLOTS: usize = 2 * CAPACITY;
 
 /// The sketch: key hashes in one array, found through a small open-addressing index
 /// (linear probing, at most half full, so a lookup reads one or two bytes of it in the
-/// common case instead of scanning every hash), counters beside.
+/// common case instead of scanning every hash), counters beside, and the filter of what
+/// a full sketch did not count.
 #[derive(Clone)]
 pub struct Sketch {
     hashes: [u64; CAPACITY],
@@ -48,17 +57,28 @@ pub struct Sketch {
     totals: [u32; CAPACITY],
     entries: [Entry; CAPACITY],
     used: usize,
-    /// Misses let go since the last entry.
-    skipped: u32,
+    /// At most the smallest total (in a full sketch totals only grow, and a newcomer's
+    /// passes the one it replaces): a miss below it is let go without a scan.
+    floor: u32,
+    misses: Misses,
 }
 
 impl Default for Sketch {
+    /// A sketch whose filter is unsalted (tests and benchmarks; the gateway salts each).
     fn default() -> Self {
+        Self::new(0)
+    }
+}
+
+impl Sketch {
+    /// An empty sketch whose filter maps keys to its counters salted with `salt`.
+    pub fn new(salt: u64) -> Self {
         Self {
             hashes: [0; CAPACITY],
             index: [0; INDEX_SLOTS],
             totals: [0; CAPACITY],
-            skipped: 0,
+            floor: 0,
+            misses: Misses::new(salt),
             entries: [Entry {
                 admitted: 0,
                 refused: 0,
@@ -70,9 +90,7 @@ impl Default for Sketch {
             used: 0,
         }
     }
-}
 
-impl Sketch {
     /// Counts one decision of the key `hash` at `now_ns`; `text` is asked only when the
     /// key enters.
     #[inline]
@@ -84,13 +102,20 @@ impl Sketch {
     ) {
         let slot = match self.find(hash) {
             Some(i) => i,
-            None if self.used < CAPACITY => self.enter(hash, text),
+            None if self.used < CAPACITY => {
+                self.used += 1;
+                // Nothing has left a sketch that was never full: a key not in it is new.
+                self.fill(self.used - 1, hash, 0, text)
+            }
             None => {
-                self.skipped += 1;
-                if self.skipped < ENTER_EVERY {
+                let seen = self.misses.add(hash);
+                if seen <= self.floor {
                     return;
                 }
-                self.enter(hash, text)
+                match self.replace_smallest(hash, seen, text) {
+                    Some(slot) => slot,
+                    None => return,
+                }
             }
         };
         self.totals[slot] = self.totals[slot].saturating_add(1);
@@ -103,24 +128,45 @@ impl Sketch {
         }
     }
 
-    /// A free counter, or the smallest one's (its count becomes the newcomer's error).
+    /// The smallest counter goes to the key `hash`, seen `seen` times at most (this
+    /// decision included), if that passes the counter's total; its key leaves, and the
+    /// filter keeps that it was seen that many times at most.
     #[cold]
-    fn enter(&mut self, hash: u64, text: impl FnOnce(&mut TextBuf)) -> usize {
-        let (slot, error) = if self.used < CAPACITY {
-            self.used += 1;
-            (self.used - 1, self.skipped)
-        } else {
-            let mut min = 0;
-            for (i, &t) in self.totals.iter().enumerate() {
-                if t < self.totals[min] {
-                    min = i;
-                }
-            }
-            // The smallest counter's key leaves.
-            self.unindex(min);
-            (min, self.totals[min].saturating_add(self.skipped))
-        };
-        self.skipped = 0;
+    fn replace_smallest(
+        &mut self,
+        hash: u64,
+        seen: u32,
+        text: impl FnOnce(&mut TextBuf),
+    ) -> Option<usize> {
+        let min = self.smallest();
+        let total = self.totals[min];
+        self.floor = total;
+        if seen <= total {
+            return None;
+        }
+        self.misses.left(self.hashes[min], total);
+        self.unindex(min);
+        // Its earlier misses never passed `total` (or it left with `total`): at most
+        // `total` decisions before this one.
+        Some(self.fill(min, hash, total, text))
+    }
+
+    /// The counter with the smallest total (the first of them): its value found first,
+    /// which compiles to a vector scan, then its place.
+    fn smallest(&self) -> usize {
+        let min = self.totals.iter().copied().min().unwrap_or(0);
+        self.totals.iter().position(|&t| t == min).unwrap_or(0)
+    }
+
+    /// The counter `slot` to the key `hash`, which may have been seen `error` times before.
+    #[cold]
+    fn fill(
+        &mut self,
+        slot: usize,
+        hash: u64,
+        error: u32,
+        text: impl FnOnce(&mut TextBuf),
+    ) -> usize {
         self.totals[slot] = error;
         let mut buf = TextBuf::default();
         text(&mut buf);
@@ -145,10 +191,22 @@ impl Sketch {
             .zip(&self.entries[..self.used])
     }
 
+    /// How many decisions of the key `hash` this sketch may have seen and not counted:
+    /// its error if it holds the key, else the smaller of the filter's bound and the
+    /// smallest total (none when the sketch was never full: nothing has left it).
+    pub fn uncounted_at_most(&self, hash: u64) -> u32 {
+        match self.find(hash) {
+            Some(i) => self.entries[i].error,
+            None if self.used < CAPACITY => 0,
+            None => self.misses.at_most(hash).min(self.totals[self.smallest()]),
+        }
+    }
+
     pub fn clear(&mut self) {
         self.used = 0;
-        self.skipped = 0;
+        self.floor = 0;
         self.index = [0; INDEX_SLOTS];
+        self.misses.clear();
     }
 
     /// Where `hash` first probes: the multiplication spreads any hash's bits to the top.
@@ -253,143 +311,4 @@ impl TextBuf {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A Zipf-like stream (key k seen about n/k times), shuffled deterministically.
-    fn zipf(keys: u64, n: u64) -> Vec<u64> {
-        let mut stream = Vec::new();
-        for k in 1..=keys {
-            for _ in 0..(n / k).max(1) {
-                stream.push(k);
-            }
-        }
-        // A fixed-seed xorshift shuffle.
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        for i in (1..stream.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            stream.swap(i, (x % (i as u64 + 1)) as usize);
-        }
-        stream
-    }
-
-    #[test]
-    fn the_heaviest_keys_are_found_with_bounded_counts() {
-        let stream = zipf(20_000, 5_000);
-        let mut exact = std::collections::HashMap::new();
-        let mut s = Sketch::default();
-        for &k in &stream {
-            *exact.entry(k).or_insert(0u64) += 1;
-            s.record(k, (true, 1), |t| t.push(&format!("key-{k}")));
-        }
-        let total = stream.len() as u64;
-        let mut top: Vec<_> = s.entries().collect();
-        top.sort_by_key(|(_, e)| std::cmp::Reverse(e.refused));
-        let (hash, e) = top[0];
-        assert_eq!(hash, 1, "the heaviest key comes first");
-        assert_eq!(e.text(), "key-1");
-        // Its true count lies within [refused, refused + error].
-        let truth = exact[&1];
-        assert!(
-            u64::from(e.refused) <= truth && truth <= u64::from(e.refused) + u64::from(e.error)
-        );
-        // Every key seen well above total / CAPACITY times is in it, with an honest bound.
-        for (&k, &c) in &exact {
-            if c > 2 * total / CAPACITY as u64 {
-                let (_, e) = s
-                    .entries()
-                    .find(|(h, _)| *h == k)
-                    .unwrap_or_else(|| panic!("key {k} ({c} of {total}) is kept"));
-                assert!(
-                    u64::from(e.refused) <= c && c <= u64::from(e.refused) + u64::from(e.error),
-                    "key {k}: {c} within its bound"
-                );
-            }
-        }
-        assert!(s.entries().count() <= CAPACITY);
-    }
-
-    #[test]
-    fn text_is_cut_at_a_character_boundary() {
-        let mut t = TextBuf::default();
-        t.push(&"é".repeat(40));
-        let mut s = Sketch::default();
-        s.record(7, (false, 1), |buf| *buf = t);
-        let text = s.entries().next().expect("one").1.text().to_owned();
-        assert_eq!(text, "é".repeat(TEXT_BYTES / 2));
-    }
-
-    /// The same rules with a linear scan in place of the index: what the sketch must
-    /// keep, counter for counter.
-    #[derive(Default)]
-    struct Model {
-        keys: Vec<(u64, u32, u32, u32, u32)>,
-        skipped: u32,
-    }
-
-    impl Model {
-        fn record(&mut self, hash: u64, refused: bool) {
-            let slot = match self.keys.iter().position(|k| k.0 == hash) {
-                Some(i) => i,
-                None => {
-                    if self.keys.len() == CAPACITY {
-                        self.skipped += 1;
-                        if self.skipped < ENTER_EVERY {
-                            return;
-                        }
-                    }
-                    let error = if self.keys.len() < CAPACITY {
-                        self.keys.push((hash, 0, 0, self.skipped, self.skipped));
-                        self.keys.len() - 1
-                    } else {
-                        let mut min = 0;
-                        for (i, k) in self.keys.iter().enumerate() {
-                            if k.4 < self.keys[min].4 {
-                                min = i;
-                            }
-                        }
-                        let error = self.keys[min].4 + self.skipped;
-                        self.keys[min] = (hash, 0, 0, error, error);
-                        min
-                    };
-                    self.skipped = 0;
-                    error
-                }
-            };
-            let k = &mut self.keys[slot];
-            k.4 += 1;
-            if refused {
-                k.2 += 1;
-            } else {
-                k.1 += 1;
-            }
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn the_index_finds_what_a_scan_finds(
-            pool in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..300),
-            picks in proptest::collection::vec((0usize..300, proptest::prelude::any::<bool>()), 1..4_000),
-        ) {
-            let mut sketch = Sketch::default();
-            let mut model = Model::default();
-            for (pick, refused) in picks {
-                let hash = pool[pick % pool.len()];
-                sketch.record(hash, (refused, 1), |t| t.push("k"));
-                model.record(hash, refused);
-            }
-            let got: Vec<_> = sketch
-                .entries()
-                .map(|(h, e)| (h, e.admitted, e.refused, e.error))
-                .collect();
-            let want: Vec<_> = model.keys.iter().map(|k| (k.0, k.1, k.2, k.3)).collect();
-            proptest::prop_assert_eq!(got, want);
-            for &(hash, ..) in &model.keys {
-                proptest::prop_assert!(sketch.find(hash).is_some());
-            }
-        }
-    }
-}
+mod tests;
