@@ -1,5 +1,6 @@
 //! `GET /admin/top?policy=NAME&n=N`: who is limited right now on this gateway — the keys
-//! its tiers decided most often over `top_window`, most refused first, each with its
+//! its tiers decided most often over `top_window`, ranked by the refusals surely counted
+//! (`refused_at_least`; `refused_at_most` adds what may have gone uncounted), each with its
 //! current state (remaining, next admit) as `/admin/limits` gives it.
 
 use http::{Response, StatusCode};
@@ -72,6 +73,8 @@ pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
             "key": k.parts,
             "truncated": k.truncated,
             "refused": k.refused,
+            "refused_at_least": k.refused,
+            "refused_at_most": k.refused.saturating_add(k.error),
             "admitted": k.admitted,
             "uncounted_at_most": k.error,
             "remaining": state.as_ref().and_then(|s| s.get("remaining").or_else(|| s.get("free")).cloned()),

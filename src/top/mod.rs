@@ -4,12 +4,13 @@
 //! one before). Each worker writes only its own sketches (its own lock, never contended
 //! but by an admin read); a sketch is made the first time its tier decides on that
 //! worker, so a route that sees no traffic costs nothing. A reload starts afresh (the
-//! sketches belong to one config version). `GET /admin/top` merges them.
+//! sketches belong to one config version). `GET /admin/top` merges them and ranks keys by
+//! what was surely counted, never by a bound.
 
 mod filter;
 pub mod sketch;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use sketch::{Sketch, TextBuf};
@@ -49,13 +50,20 @@ pub struct TopKey {
     pub parts: Vec<String>,
     /// The text was longer than a sketch keeps.
     pub truncated: bool,
+    /// Decisions counted (exact from when the key entered each sketch): the key was
+    /// decided at least this many times.
     pub admitted: u64,
     pub refused: u64,
-    /// How many decisions of this key may have gone uncounted.
+    /// How many decisions of this key may have gone uncounted: in the sketches that hold
+    /// it, before it entered; in those that do not, what their filters bound.
     pub error: u64,
     /// When it was last refused (the monotonic clock; 0: not in the window).
     pub last_refused: u64,
+    hash: u64,
 }
+
+/// A sketch in a read: its worker, its tier, which half (0 the filling one).
+type SketchId = (usize, usize, usize);
 
 /// Separates a key's parts in a sketch's text.
 pub const PART_SEPARATOR: char = '\u{1f}';
@@ -155,7 +163,8 @@ impl RouteTop<'_> {
 
 impl TopKeys {
     /// The keys of the tiers `policy_of(route, position)` names (all when `only` is
-    /// `None`), merged over workers and the window, most refused first, at most `n`.
+    /// `None`), merged over workers and the window (counts and errors add), ranked by what
+    /// was surely counted: most refused first, then most admitted; at most `n`.
     pub fn top(
         &self,
         only: Option<&str>,
@@ -165,8 +174,65 @@ impl TopKeys {
     ) -> Vec<TopKey> {
         let half = now_ns / self.half_ns;
         let mut merged: HashMap<(String, u64), TopKey> = HashMap::new();
-        for worker in self.workers.iter() {
-            let Ok(table) = worker.lock() else { continue };
+        let mut held: HashSet<(SketchId, u64)> = HashSet::new();
+        self.each_sketch(only, half, &policy_of, |id, policy, s| {
+            for (hash, e) in s.entries() {
+                held.insert((id, hash));
+                let text = e.text();
+                let key = merged
+                    .entry((policy.to_owned(), hash))
+                    .or_insert_with(|| TopKey {
+                        policy: policy.to_owned(),
+                        parts: text.split(PART_SEPARATOR).map(str::to_owned).collect(),
+                        truncated: text.len() >= sketch::TEXT_BYTES - 4,
+                        admitted: 0,
+                        refused: 0,
+                        error: 0,
+                        last_refused: 0,
+                        hash,
+                    });
+                key.admitted += u64::from(e.admitted);
+                key.refused += u64::from(e.refused);
+                key.error += u64::from(e.error);
+                key.last_refused = key.last_refused.max(e.last_refused);
+            }
+        });
+        let mut keys: Vec<TopKey> = merged.into_values().collect();
+        keys.sort_by(|a, b| {
+            (b.refused, b.admitted, &a.policy, &a.parts)
+                .cmp(&(a.refused, a.admitted, &b.policy, &b.parts))
+        });
+        keys.truncate(n);
+        // A key shown may also have been decided, uncounted, where a sketch of its policy
+        // does not hold it (another worker's, the other half): add what those sketches
+        // bound (the smaller of their filter's bound and their smallest total). A read is
+        // no snapshot: decisions made while it runs may or may not be in it.
+        let mut shown: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            shown.entry(k.policy.clone()).or_default().push(i);
+        }
+        self.each_sketch(only, half, &policy_of, |id, policy, s| {
+            for &i in shown.get(policy).into_iter().flatten() {
+                let k = &mut keys[i];
+                if !held.contains(&(id, k.hash)) {
+                    k.error += u64::from(s.uncounted_at_most(k.hash));
+                }
+            }
+        });
+        keys
+    }
+
+    /// Runs `f` on every sketch inside the window of the tiers of `only` (or all), one
+    /// worker's lock at a time.
+    fn each_sketch(
+        &self,
+        only: Option<&str>,
+        half: u64,
+        policy_of: &impl Fn(usize, usize) -> String,
+        mut f: impl FnMut(SketchId, &str, &Sketch),
+    ) {
+        for (worker, table) in self.workers.iter().enumerate() {
+            let Ok(table) = table.lock() else { continue };
             for (route, &offset) in self.route_offset.iter().enumerate() {
                 let end = self
                     .route_offset
@@ -187,40 +253,12 @@ impl TopKeys {
                         1 => &[&w.current],
                         _ => &[],
                     };
-                    for s in sketches {
-                        for (hash, e) in s.entries() {
-                            let text = e.text();
-                            let key =
-                                merged
-                                    .entry((policy.clone(), hash))
-                                    .or_insert_with(|| TopKey {
-                                        policy: policy.clone(),
-                                        parts: text
-                                            .split(PART_SEPARATOR)
-                                            .map(str::to_owned)
-                                            .collect(),
-                                        truncated: text.len() >= sketch::TEXT_BYTES - 4,
-                                        admitted: 0,
-                                        refused: 0,
-                                        error: 0,
-                                        last_refused: 0,
-                                    });
-                            key.admitted += u64::from(e.admitted);
-                            key.refused += u64::from(e.refused);
-                            key.error += u64::from(e.error);
-                            key.last_refused = key.last_refused.max(e.last_refused);
-                        }
+                    for (which, s) in sketches.iter().enumerate() {
+                        f((worker, offset + position, which), &policy, s);
                     }
                 }
             }
         }
-        let mut keys: Vec<TopKey> = merged.into_values().collect();
-        keys.sort_by(|a, b| {
-            (b.refused, b.admitted, &a.policy, &a.parts)
-                .cmp(&(a.refused, a.admitted, &b.policy, &b.parts))
-        });
-        keys.truncate(n);
-        keys
     }
 }
 
@@ -247,6 +285,53 @@ mod tests {
         assert_eq!(keys[0].parts, ["acme"]);
         // Two halves later, nothing is left.
         assert!(top.top(None, 10, 3 * half + 50, name).is_empty());
+    }
+
+    /// Issue #44 (a): a flood of keys seen once on one policy, a real offender on
+    /// another. The flood's keys may carry large errors; the ranking goes by what was
+    /// counted, so both offenders come first, each with an honest bound.
+    #[test]
+    fn offenders_outrank_a_flood_of_one_off_keys_on_another_policy() {
+        let top = TopKeys::new(2, &[1, 1], 1_000_000);
+        let policy = |r: usize, _: usize| ["a", "b"][r].to_owned();
+        let mut truth = HashMap::new();
+        let mut decide = |worker: usize, route: usize, key: u64, refused: bool| {
+            *truth.entry((route, key)).or_insert(0u64) += 1;
+            top.on_route(worker, route, |rt| {
+                rt.record(0, key, refused, 1, |t| t.push(&format!("k{key}")))
+            });
+        };
+        // On "a": 6,000 keys admitted once and refused once, on both workers, and one key
+        // refused 250 times among them (above 1/64 of the 12,250 decisions).
+        for i in 0..6_000u64 {
+            let key = 1_000 + i;
+            decide((i % 2) as usize, 0, key, false);
+            decide((i % 2) as usize, 0, key, true);
+            if i % 24 == 0 {
+                decide((i % 2) as usize, 0, 7, true);
+            }
+        }
+        // On "b": one key refused 60 times (fewer than 12,250 / 64) among a few others.
+        for i in 0..60u64 {
+            decide(0, 1, 9, true);
+            decide(1, 1, 20 + i % 3, false);
+        }
+        let keys = top.top(None, 20, 2, policy);
+        let first: Vec<_> = keys
+            .iter()
+            .take(2)
+            .map(|k| (k.policy.as_str(), k.hash))
+            .collect();
+        assert_eq!(first, [("a", 7), ("b", 9)], "{keys:#?}");
+        for k in &keys {
+            let route = usize::from(k.policy == "b");
+            let c = truth[&(route, k.hash)];
+            let counted = k.admitted + k.refused;
+            assert!(counted <= c && c <= counted + k.error, "{k:?}: {c}");
+            if k.policy == "a" && k.hash != 7 {
+                assert!(k.refused <= 1, "a one-off key counted once: {k:?}");
+            }
+        }
     }
 
     #[test]
