@@ -50,4 +50,5 @@ mod store_health;
 mod store_outage;
 mod tls;
 mod top;
+mod top_adversarial;
 mod upstream_http2;
