@@ -1,13 +1,15 @@
 //! The fleet under Redis faults, through real Redis processes: a failover moves every
 //! gateway off the replaced master, a restart is seen, a call that runs after its
 //! request was answered charges nothing, `on_error = "local"` enforces a share, a dead
-//! Cluster master costs only its own slots, and `replica_ack` waits for the replicas.
+//! Cluster master costs only its own slots, `replica_ack` waits for the replicas, and a
+//! gateway killed with a leased slice loses at most that slice.
 //! (bench/faults.sh measures the bound over longer runs.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::lease::leased;
 use crate::support::*;
 
 const SECRET: &str = "the-fleet-secret-for-fault-tests";
@@ -355,4 +357,40 @@ async fn replica_ack_waits_for_a_replica() {
     })
     .await;
     assert!(back, "admitted again once the replica acknowledges");
+}
+
+/// A gateway killed with a slice held loses at most that slice: what it admitted stays
+/// charged, and no more than a slice's worth of units (a quarter of the burst) is lost.
+#[tokio::test]
+async fn a_killed_gateway_loses_at_most_its_slice() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    // T = 1 s, 100 at once: nothing refills during the test.
+    let fixture = leased(&redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(&path, fixture.build_for(&up.url())).unwrap();
+    let mut process = Process::run(&path);
+    let url = format!("http://{}/", process.addr);
+    for _ in 0..10 {
+        assert_eq!(get(&url, &[("x-tenant-id", "acme")]).await.status, 200);
+    }
+    process.signal("KILL");
+    let status = process.child.wait().expect("wait");
+    assert!(!status.success(), "killed: {status}");
+    let other = TestGateway::start_real_clock(&fixture.build(), &up.url()).await;
+    let remaining = get(&other.admin_url("/admin/limits/hot/acme"), &[])
+        .await
+        .json()["remaining"]
+        .as_u64()
+        .expect("remaining");
+    assert!(
+        remaining <= 90,
+        "the 10 admitted stay charged: {remaining} left"
+    );
+    let lost = 90 - remaining;
+    assert!(
+        lost <= 25,
+        "at most a slice (a quarter of the burst) is lost: {lost}"
+    );
 }

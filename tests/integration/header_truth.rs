@@ -1,7 +1,9 @@
 //! What the headers say is true: the `X-RateLimit-*` triple comes from one tier (its
-//! limit, its remaining, its reset) on admissions and refusals alike, and an HTTP/2
-//! client's cookie crumbs reach an HTTP/1.1 upstream as one `Cookie` line.
+//! limit, its remaining, its reset) on admissions and refusals alike, a refusal from Redis
+//! describes every tier as the request left it, and an HTTP/2 client's cookie crumbs reach
+//! an HTTP/1.1 upstream as one `Cookie` line.
 
+use super::redis::on_redis;
 use crate::support::*;
 
 /// A token tier (2,000 an hour, 1,500 reserved a request, settled from the upstream's
@@ -98,4 +100,25 @@ async fn http2_cookie_crumbs_reach_an_http1_upstream_as_one_line_and_key_alike()
     )
     .await;
     assert_eq!(third.status, 429);
+}
+
+/// On a refusal from Redis, every tier is described as the request left it: a tier that
+/// admitted and was rolled back shows what it still has, not 0.
+#[tokio::test]
+async fn a_refusal_from_redis_describes_every_tier() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let url = format!("\"{}\"", redis.url());
+    let toml = on_redis(&url, "deny", &["tenant", "strict"])
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 10)
+        .policy("strict", "header:x-tenant-id", 1, "1h", 1)
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let h = [("x-tenant-id", "acme")];
+    assert_eq!(get(&gw.url("/"), &h).await.status, 200);
+    let denied = get(&gw.url("/"), &h).await;
+    assert_eq!(denied.status, 429);
+    let items = denied.header("ratelimit").expect("RateLimit").to_owned();
+    assert!(items.starts_with("\"tenant\";r=9;"), "{items}");
+    assert!(items.contains("\"strict\";r=0;"), "{items}");
 }

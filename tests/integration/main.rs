@@ -52,3 +52,4 @@ mod tls;
 mod top;
 mod top_adversarial;
 mod upstream_http2;
+mod upstream_http2_life;

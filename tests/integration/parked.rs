@@ -1,7 +1,8 @@
 //! Requests parked by the hundred: what each costs the gateway while it waits (in a
-//! concurrency queue), and the gateway-wide bound on requests in flight.
+//! concurrency queue), the gateway-wide bound on requests in flight, and a request held by
+//! `max_delay` until its turn.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::support::*;
 
@@ -138,4 +139,70 @@ async fn requests_past_max_requests_are_refused_and_counted() {
         200,
         "places freed"
     );
+}
+
+/// `max_delay` holds a request the limiter would refuse now but admit within it, then
+/// forwards it; past it, the refusal is immediate.
+#[tokio::test]
+async fn max_delay_holds_then_forwards() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .policy_raw(
+            "smooth",
+            r#"
+            key = "ip"
+            limit = 1
+            period = "1s"
+            burst = 1
+            max_delay = "2s"
+            "#,
+        )
+        .route("api", "/", "api", &["smooth"])
+        .build();
+    // The fake clock stands still, so the limiter's holds are exact (none, 1 s, 2 s) and
+    // a fourth request would need 3 s; the holds themselves take real time.
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let admitted = r#"tollgate_decisions_total{route="api",policy="smooth",outcome="admitted"}"#;
+    let metrics_url = gw.admin_url("/metrics");
+    let mut held = Vec::new();
+    for n in 1..=3 {
+        let url = gw.url(&format!("/{n}"));
+        held.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let status = get(&url, &[]).await.status.as_u16();
+            (status, started.elapsed())
+        }));
+        // One after the other: the next is sent once this one has been admitted.
+        let decided = metric_reaches(
+            Duration::from_secs(20),
+            &metrics_url,
+            admitted,
+            f64::from(n),
+        )
+        .await;
+        assert!(decided, "request {n} admitted");
+    }
+    let started = Instant::now();
+    let d = get(&gw.url("/4"), &[]).await;
+    let d_took = started.elapsed();
+    assert_eq!(d.status, 429, "a fourth would wait 3 s > max_delay");
+    assert_eq!(
+        d.json()["retry_after_ms"],
+        1000,
+        "admitted within max_delay one interval later"
+    );
+    assert!(
+        d_took < Duration::from_millis(1500),
+        "the refusal is immediate, not held: {d_took:?}"
+    );
+    let mut took = Vec::new();
+    for (n, task) in held.into_iter().enumerate() {
+        let (status, elapsed) = task.await.expect("request task");
+        assert_eq!(status, 200, "request {}", n + 1);
+        took.push(elapsed);
+    }
+    // The second and third were held one and two intervals.
+    assert!(took[1] >= Duration::from_secs(1), "held: {took:?}");
+    assert!(took[2] >= Duration::from_secs(2), "held: {took:?}");
+    assert_eq!(up.requests(), 3);
 }

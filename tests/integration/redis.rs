@@ -6,7 +6,7 @@ use crate::support::*;
 
 /// A gateway whose store is Redis at `url_toml` (a TOML string or list of strings), with
 /// one route, `api` on `/`, under `policies`.
-fn on_redis(url_toml: &str, on_error: &str, policies: &[&str]) -> Fixture {
+pub(super) fn on_redis(url_toml: &str, on_error: &str, policies: &[&str]) -> Fixture {
     Fixture::new()
         .store(format!(
             r#"
@@ -387,25 +387,4 @@ async fn sentinel_failover_is_followed() {
         keys.contains(":tenant:"),
         "decisions now go to the new master: {keys}"
     );
-}
-
-/// On a refusal from Redis, every tier is described as the request left it: a tier that
-/// admitted and was rolled back shows what it still has, not 0.
-#[tokio::test]
-async fn a_refusal_from_redis_describes_every_tier() {
-    let redis = RedisServer::start();
-    let up = Upstream::start().await;
-    let url = format!("\"{}\"", redis.url());
-    let toml = on_redis(&url, "deny", &["tenant", "strict"])
-        .policy("tenant", "header:x-tenant-id", 1, "1h", 10)
-        .policy("strict", "header:x-tenant-id", 1, "1h", 1)
-        .build();
-    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
-    let h = [("x-tenant-id", "acme")];
-    assert_eq!(get(&gw.url("/"), &h).await.status, 200);
-    let denied = get(&gw.url("/"), &h).await;
-    assert_eq!(denied.status, 429);
-    let items = denied.header("ratelimit").expect("RateLimit").to_owned();
-    assert!(items.starts_with("\"tenant\";r=9;"), "{items}");
-    assert!(items.contains("\"strict\";r=0;"), "{items}");
 }
