@@ -7,6 +7,8 @@ mod support;
 
 mod access_log;
 mod admin;
+mod admin_overrides;
+mod admin_overrides_kept;
 mod answers;
 mod bounds;
 mod browser;
