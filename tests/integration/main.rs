@@ -17,6 +17,8 @@ mod budget_fleet;
 mod budgets;
 mod concurrency;
 mod config;
+mod config_reload;
+mod config_warnings;
 mod container;
 mod control;
 mod cookbook;

@@ -1,0 +1,83 @@
+//! What `tollgate check` warns of and hints at for a valid file that is likely not meant: a
+//! period in months (or a minute mistyped as `M`), a client-chosen key left at
+//! `missing = "shared"`, a string where a list is wanted, a fraction for a count.
+
+use super::config::{errors_of, BASE};
+
+#[test]
+fn a_period_in_months_is_a_warning_check_prints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("months.toml");
+    std::fs::write(&path, BASE.replace("period = \"1s\"", "period = \"1M\"")).expect("write");
+    let config = tollgate::config::load(&path).expect("valid, with a warning");
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    // 10 a month: a minute (`m`) was surely meant.
+    assert!(
+        config.warnings[0].ends_with(
+            "months.toml:10:10: warning: policy `p`: period `1M` is 1M month(s) (`M`), not minutes (`m`): 10 requests a month is fewer than one every ten minutes\n    hint: for a minute write period = \"1m\"; for a monthly allowance use a calendar quota (quota = …, window = \"month\")"
+        ),
+        "{}",
+        config.warnings[0]
+    );
+    // A million a month is a rate meant in months, said as one.
+    let million = BASE
+        .replace("period = \"1s\"", "period = \"1M\"")
+        .replace("limit = 10", "limit = 1_000_000");
+    std::fs::write(&path, million).expect("write");
+    let config = tollgate::config::load(&path).expect("valid, with a warning");
+    assert!(
+        config.warnings[0].ends_with(
+            "warning: policy `p`: period `1M` counts a month as a fixed length (30.44 days a month, 365.25 days a year) and refills continuously; it is not a calendar window\n    hint: write the period in days (\"30d\") to say so; limit = 1000000, period = \"30d\" is a continuous rate, not a monthly allowance"
+        ),
+        "{}",
+        config.warnings[0]
+    );
+    std::fs::write(&path, BASE.replace("period = \"1s\"", "period = \"1M\"")).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run check");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("warning: policy `p`: period `1M`"));
+    let days = BASE.replace("period = \"1s\"", "period = \"30d\"");
+    std::fs::write(&path, days).expect("write");
+    assert!(tollgate::config::load(&path)
+        .expect("valid")
+        .warnings
+        .is_empty());
+}
+
+#[test]
+fn a_header_key_without_missing_and_mistyped_values_get_hints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("first-day.toml");
+    let header = BASE.replace("key = \"ip\"", "key = \"header:x-tenant-id\"");
+    std::fs::write(&path, &header).expect("write");
+    let config = tollgate::config::load(&path).expect("valid, with a warning");
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    assert!(
+        config.warnings[0]
+            .contains("every request without its key (header:x-tenant-id) shares one bucket")
+            && config.warnings[0].contains("missing = \"skip\""),
+        "{}",
+        config.warnings[0]
+    );
+    let meant = header.replace("burst = 5", "burst = 5\nmissing = \"shared\"");
+    std::fs::write(&path, meant).expect("write");
+    let said = tollgate::config::load(&path).expect("valid");
+    assert!(said.warnings.is_empty(), "{:?}", said.warnings);
+
+    let cases = [
+        (
+            "targets = [\"http://127.0.0.1:3000\"]",
+            "targets = \"http://127.0.0.1:3000\"",
+            "put the value in brackets",
+        ),
+        ("limit = 10", "limit = 10.5", "a whole number"),
+    ];
+    for (from, to, hint) in cases {
+        let got = errors_of(&BASE.replacen(from, to, 1));
+        assert!(got.contains(hint), "for {to:?}: {got}");
+    }
+}
