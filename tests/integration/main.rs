@@ -47,6 +47,7 @@ mod quotas;
 mod readme;
 mod redis;
 mod settle;
+mod settle_fleet;
 mod silent_clients;
 mod spellings;
 mod store_calls;
