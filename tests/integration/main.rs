@@ -16,6 +16,7 @@ mod budget_bodies;
 mod budget_fleet;
 mod budgets;
 mod concurrency;
+mod concurrency_fleet;
 mod config;
 mod config_reload;
 mod config_warnings;
