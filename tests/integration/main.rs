@@ -51,6 +51,7 @@ mod settle;
 mod settle_fleet;
 mod silent_clients;
 mod spellings;
+mod spellings_keys;
 mod store_calls;
 mod store_health;
 mod store_outage;
