@@ -1,7 +1,7 @@
 //! One client cannot exhaust the gateway: slow readers, stalled HTTP/2 streams, idle
 //! connections and tunnels are closed after their timeouts; memory per stalled response
-//! is bounded; a full store forgets no debt; a full upstream pool answers 503; refused
-//! floods against Redis cost (almost) no Redis calls.
+//! is bounded; a full store forgets no debt; a full upstream pool answers 503. (Refused
+//! floods against Redis: `store_calls.rs`; a config beyond the open-file limit: `config.rs`.)
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use crate::support::*;
 
 /// The upstream `api` behind one unlimited route, `open` on `/`.
-fn open() -> Fixture {
+pub(super) fn open() -> Fixture {
     Fixture::new().route("open", "/", "api", &[])
 }
 
@@ -350,118 +350,4 @@ async fn a_full_upstream_pool_answers_503_within_the_timeout() {
         "the second request never reached the upstream"
     );
     holder.abort();
-}
-
-#[tokio::test]
-async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_pass() {
-    let redis = RedisServer::start();
-    let up = Upstream::start().await;
-    let toml = open()
-        .store(format!(
-            r#"
-            backend = "redis"
-            url = "{}"
-            timeout = "500ms"
-            on_error = "allow"
-            "#,
-            redis.url()
-        ))
-        .policy("user", "header:x-user", 1, "1h", 2)
-        .route("api", "/api", "api", &["user"])
-        .build();
-    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
-    let mallory = [("x-user", "mallory")];
-    let charged = Instant::now();
-    for _ in 0..2 {
-        assert_eq!(get(&gw.url("/api"), &mallory).await.status, 200);
-    }
-    assert_eq!(get(&gw.url("/api"), &mallory).await.status, 429);
-    let monitor = redis.monitor();
-    const FLOOD: usize = 400;
-    let mut tasks = Vec::new();
-    for worker in 0..16 {
-        let url = gw.url("/api");
-        tasks.push(tokio::spawn(async move {
-            let client = if worker % 2 == 0 { http1() } else { http2() };
-            let mut refused = 0;
-            for _ in 0..FLOOD / 16 {
-                let got = send(&client, "GET", &url, &[("x-user", "mallory")], b"").await;
-                refused += usize::from(got.status == 429);
-            }
-            refused
-        }));
-    }
-    let mut refused = 0;
-    for t in tasks {
-        refused += t.await.expect("flood task");
-    }
-    assert_eq!(refused, FLOOD, "every flooded request refused");
-    let calls = monitor.decision_calls();
-    assert_eq!(
-        calls, 0,
-        "{calls} Redis calls for {FLOOD} requests refused from the refusal cache"
-    );
-    for user in ["alice", "bob", "carol"] {
-        let got = get(&gw.url("/api"), &[("x-user", user)]).await;
-        assert_eq!(got.status, 200, "honest {user}");
-    }
-    let got = get(&gw.url("/api"), &mallory).await;
-    assert_eq!(got.status, 429);
-    // Two admissions put the TAT 2 h ahead of the first (τ = 2 h): a third is admitted
-    // 1 h after the first, whole seconds rounded up.
-    let since_charged = charged.elapsed().as_secs();
-    let wait: u64 = got.num("retry-after");
-    assert!(
-        (3599 - since_charged..=3600).contains(&wait),
-        "the exact wait, from Redis's TAT: {wait} s, {since_charged} s after the first"
-    );
-}
-
-#[test]
-fn a_config_beyond_the_open_file_limit_is_scaled_down_and_still_serves() {
-    use std::io::{BufRead, BufReader};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    let toml = open()
-        .server("max_connections = 10000")
-        .upstream("api", "max_connections = 1024")
-        .build_for("http://127.0.0.1:9");
-    std::fs::write(&path, toml).expect("write");
-    let mut child = std::process::Command::new("bash")
-        .arg("-c")
-        .arg("ulimit -n 1024 && exec \"$0\" run --config \"$1\"")
-        .arg(env!("CARGO_BIN_EXE_tollgate"))
-        .arg(&path)
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut warned = None;
-    let mut serving = false;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline && !(serving && warned.is_some()) {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-            if line.contains("caps scaled down to fit") {
-                warned = Some(line.clone());
-            }
-            serving |= line.contains("tollgate serving");
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    let warned = warned.expect("a warning naming the caps in effect");
-    assert!(serving, "it started all the same");
-    // 10 000 + 1024 scaled into 1024 − 512 (admin) − 64 (reserve) = 448, in proportion
-    // (docs/operations.md § open files).
-    assert!(
-        warned.ends_with("limit=1024 max_connections=406 upstream_max_connections=api=41"),
-        "{warned}"
-    );
 }

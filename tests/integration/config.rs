@@ -1,6 +1,10 @@
 //! Configuration: every validation error located with a hint, `tollgate check`, every
-//! shipped config valid. Warnings and type hints: `config_warnings.rs`; reloads:
-//! `config_reload.rs`.
+//! shipped config valid, a config beyond the open-file limit scaled down. Warnings and type
+//! hints: `config_warnings.rs`; reloads: `config_reload.rs`.
+
+use std::time::{Duration, Instant};
+
+use super::bounds::open;
 
 pub(super) const BASE: &str = r#"[server]
 listen = "127.0.0.1:0"
@@ -322,5 +326,54 @@ fn every_shipped_config_is_valid() {
     assert!(
         checked >= 7,
         "config/, examples/ (compose/ too) and docker/ configs: {checked}"
+    );
+}
+
+#[test]
+fn a_config_beyond_the_open_file_limit_is_scaled_down_and_still_serves() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let toml = open()
+        .server("max_connections = 10000")
+        .upstream("api", "max_connections = 1024")
+        .build_for("http://127.0.0.1:9");
+    std::fs::write(&path, toml).expect("write");
+    let mut child = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("ulimit -n 1024 && exec \"$0\" run --config \"$1\"")
+        .arg(env!("CARGO_BIN_EXE_tollgate"))
+        .arg(&path)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut warned = None;
+    let mut serving = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !(serving && warned.is_some()) {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            if line.contains("caps scaled down to fit") {
+                warned = Some(line.clone());
+            }
+            serving |= line.contains("tollgate serving");
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let warned = warned.expect("a warning naming the caps in effect");
+    assert!(serving, "it started all the same");
+    // 10 000 + 1024 scaled into 1024 − 512 (admin) − 64 (reserve) = 448, in proportion
+    // (docs/operations.md § open files).
+    assert!(
+        warned.ends_with("limit=1024 max_connections=406 upstream_max_connections=api=41"),
+        "{warned}"
     );
 }

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::bounds::open;
 use crate::support::*;
 
 fn on_redis(redis: &RedisServer) -> Fixture {
@@ -141,4 +142,69 @@ async fn waiters_cost_about_a_call_a_second_per_key() {
     for t in tasks {
         t.abort();
     }
+}
+
+#[tokio::test]
+async fn a_refused_flood_against_redis_costs_no_round_trips_and_honest_clients_pass() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = open()
+        .store(format!(
+            r#"
+            backend = "redis"
+            url = "{}"
+            timeout = "500ms"
+            on_error = "allow"
+            "#,
+            redis.url()
+        ))
+        .policy("user", "header:x-user", 1, "1h", 2)
+        .route("api", "/api", "api", &["user"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let mallory = [("x-user", "mallory")];
+    let charged = Instant::now();
+    for _ in 0..2 {
+        assert_eq!(get(&gw.url("/api"), &mallory).await.status, 200);
+    }
+    assert_eq!(get(&gw.url("/api"), &mallory).await.status, 429);
+    let monitor = redis.monitor();
+    const FLOOD: usize = 400;
+    let mut tasks = Vec::new();
+    for worker in 0..16 {
+        let url = gw.url("/api");
+        tasks.push(tokio::spawn(async move {
+            let client = if worker % 2 == 0 { http1() } else { http2() };
+            let mut refused = 0;
+            for _ in 0..FLOOD / 16 {
+                let got = send(&client, "GET", &url, &[("x-user", "mallory")], b"").await;
+                refused += usize::from(got.status == 429);
+            }
+            refused
+        }));
+    }
+    let mut refused = 0;
+    for t in tasks {
+        refused += t.await.expect("flood task");
+    }
+    assert_eq!(refused, FLOOD, "every flooded request refused");
+    let calls = monitor.decision_calls();
+    assert_eq!(
+        calls, 0,
+        "{calls} Redis calls for {FLOOD} requests refused from the refusal cache"
+    );
+    for user in ["alice", "bob", "carol"] {
+        let got = get(&gw.url("/api"), &[("x-user", user)]).await;
+        assert_eq!(got.status, 200, "honest {user}");
+    }
+    let got = get(&gw.url("/api"), &mallory).await;
+    assert_eq!(got.status, 429);
+    // Two admissions put the TAT 2 h ahead of the first (τ = 2 h): a third is admitted
+    // 1 h after the first, whole seconds rounded up.
+    let since_charged = charged.elapsed().as_secs();
+    let wait: u64 = got.num("retry-after");
+    assert!(
+        (3599 - since_charged..=3600).contains(&wait),
+        "the exact wait, from Redis's TAT: {wait} s, {since_charged} s after the first"
+    );
 }
