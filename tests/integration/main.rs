@@ -56,6 +56,7 @@ mod store_calls;
 mod store_health;
 mod store_outage;
 mod tls;
+mod tls_names;
 mod top;
 mod top_adversarial;
 mod upstream_http2;
