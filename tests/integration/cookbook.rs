@@ -92,6 +92,11 @@ async fn the_cookbooks_per_key_limit_answers_as_it_says() {
         "the cookbook's query finds the refusals: {denied}"
     );
 
+    task_five(admin, &url).await;
+}
+
+/// Task 5: the runtime override, as its curl sends it, applies at once.
+async fn task_five(admin: std::net::SocketAddr, url: &str) {
     // Task 5: the runtime override, as its curl sends it.
     let body = r#"{"limit": 1000, "period": "1s", "burst": 2000, "ttl": "2h"}"#;
     let put = send(
@@ -106,6 +111,6 @@ async fn the_cookbooks_per_key_limit_answers_as_it_says() {
     let answer = put.json();
     assert_eq!(answer["status"], "ok", "{answer}");
     assert_eq!(answer["expires_in_ms"], 7_200_000, "{answer}");
-    let after = get(&url, &[("x-api-key", "k-123")]).await;
+    let after = get(url, &[("x-api-key", "k-123")]).await;
     assert_eq!(after.status, 200, "the override applies at once");
 }

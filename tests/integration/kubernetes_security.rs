@@ -132,6 +132,73 @@ fn kubernetes_manifests_pass_the_kubernetes_schemas() {
     }
 }
 
+/// The line of the container's securityContext a broken copy replaces.
+const SC: &str = "privileged: false";
+
+/// Each a pod template broken one way against the restricted profile, and what the checker must say of it.
+const BROKEN_PODS: &[(&str, &str, &str)] = &[
+    (
+        "      automountServiceAccountToken: false",
+        "      hostNetwork: true",
+        "Host Namespaces",
+    ),
+    (SC, "privileged: true", "Privileged Containers"),
+    (SC, "windowsOptions: {hostProcess: true}", "HostProcess"),
+    (
+        r#"drop: ["ALL"]"#,
+        r#"drop: ["ALL"], add: ["NET_ADMIN"]"#,
+        "Capabilities",
+    ),
+    (
+        r#"drop: ["ALL"]"#,
+        r#"add: ["NET_BIND_SERVICE"]"#,
+        "Capabilities",
+    ),
+    (
+        "      volumes:\n",
+        "      volumes:\n        - {name: host, hostPath: {path: /}}\n",
+        "HostPath Volumes",
+    ),
+    (
+        "      volumes:\n",
+        "      volumes:\n        - {name: nfs, nfs: {server: nas, path: /}}\n",
+        "Volume Types",
+    ),
+    (
+        "containerPort: 8080\n",
+        "containerPort: 8080\n              hostPort: 8080\n",
+        "Host Ports",
+    ),
+    (
+        "prometheus.io/path: /metrics",
+        "container.apparmor.security.beta.kubernetes.io/tollgate: unconfined",
+        "AppArmor",
+    ),
+    (SC, "seLinuxOptions: {type: spc_t}", "SELinux"),
+    (SC, "procMount: Unmasked", "/proc Mount Type"),
+    (
+        "fsGroup: 10001",
+        r#"sysctls: [{name: kernel.msgmax, value: "65536"}]"#,
+        "Sysctls",
+    ),
+    ("{type: RuntimeDefault}", "{type: Unconfined}", "Seccomp"),
+    (
+        "allowPrivilegeEscalation: false",
+        "allowPrivilegeEscalation: true",
+        "Privilege Escalation",
+    ),
+    (
+        "runAsNonRoot: true",
+        "runAsNonRoot: false",
+        "Running as Non-root",
+    ),
+    (
+        "runAsUser: 10001",
+        "runAsUser: 0",
+        "Running as Non-root user",
+    ),
+];
+
 #[test]
 #[ignore = "needs python3 with kubernetes-validate: scripts/test installs it and runs it (--include-ignored)"]
 fn kubernetes_pod_templates_pass_the_restricted_pod_security_standard() {
@@ -156,69 +223,7 @@ fn kubernetes_pod_templates_pass_the_restricted_pod_security_standard() {
 
     // Every control refuses the gateway's pod once it breaks that control.
     let d = "deployment.yaml";
-    let sc = "privileged: false";
-    for (from, to, control) in [
-        (
-            "      automountServiceAccountToken: false",
-            "      hostNetwork: true",
-            "Host Namespaces",
-        ),
-        (sc, "privileged: true", "Privileged Containers"),
-        (sc, "windowsOptions: {hostProcess: true}", "HostProcess"),
-        (
-            r#"drop: ["ALL"]"#,
-            r#"drop: ["ALL"], add: ["NET_ADMIN"]"#,
-            "Capabilities",
-        ),
-        (
-            r#"drop: ["ALL"]"#,
-            r#"add: ["NET_BIND_SERVICE"]"#,
-            "Capabilities",
-        ),
-        (
-            "      volumes:\n",
-            "      volumes:\n        - {name: host, hostPath: {path: /}}\n",
-            "HostPath Volumes",
-        ),
-        (
-            "      volumes:\n",
-            "      volumes:\n        - {name: nfs, nfs: {server: nas, path: /}}\n",
-            "Volume Types",
-        ),
-        (
-            "containerPort: 8080\n",
-            "containerPort: 8080\n              hostPort: 8080\n",
-            "Host Ports",
-        ),
-        (
-            "prometheus.io/path: /metrics",
-            "container.apparmor.security.beta.kubernetes.io/tollgate: unconfined",
-            "AppArmor",
-        ),
-        (sc, "seLinuxOptions: {type: spc_t}", "SELinux"),
-        (sc, "procMount: Unmasked", "/proc Mount Type"),
-        (
-            "fsGroup: 10001",
-            r#"sysctls: [{name: kernel.msgmax, value: "65536"}]"#,
-            "Sysctls",
-        ),
-        ("{type: RuntimeDefault}", "{type: Unconfined}", "Seccomp"),
-        (
-            "allowPrivilegeEscalation: false",
-            "allowPrivilegeEscalation: true",
-            "Privilege Escalation",
-        ),
-        (
-            "runAsNonRoot: true",
-            "runAsNonRoot: false",
-            "Running as Non-root",
-        ),
-        (
-            "runAsUser: 10001",
-            "runAsUser: 0",
-            "Running as Non-root user",
-        ),
-    ] {
+    for &(from, to, control) in BROKEN_PODS {
         let root = copy_of_the_examples();
         mutate(root.path(), &format!("{DIR}/{d}"), from, to);
         let file = root.path().join(DIR).join(d);
@@ -230,6 +235,88 @@ fn kubernetes_pod_templates_pass_the_restricted_pod_security_standard() {
         );
     }
 }
+
+/// Each a copy of the examples broken one way, and what the checker must say of it: (file, from, to, said).
+const BROKEN_COPIES: &[(&str, &str, &str, &str)] = &[
+    (
+        "examples/kubernetes/deployment.yaml",
+        "image: tollgate:0.1.0",
+        "image: tollgate:latest",
+        "FAIL image",
+    ),
+    (
+        "examples/kubernetes/redis.yaml",
+        "imagePullPolicy: IfNotPresent",
+        "imagePullPolicy: Always",
+        "FAIL image",
+    ),
+    (
+        "examples/kubernetes/deployment.yaml",
+        "readOnlyRootFilesystem: true",
+        "readOnlyRootFilesystem: false",
+        "FAIL read-only root",
+    ),
+    (
+        "Dockerfile",
+        "USER 10001:10001",
+        "USER 10002:10002",
+        "FAIL gateway runs as",
+    ),
+    (
+        "examples/kubernetes/pdb.yaml",
+        "matchLabels: {app: tollgate}",
+        "matchLabels: {app: api}",
+        "FAIL pdb",
+    ),
+    (
+        "examples/kubernetes/kustomization.yaml",
+        "  - pdb.yaml\n",
+        "",
+        "FAIL kustomization.yaml: pdb.yaml",
+    ),
+    (
+        "examples/kubernetes/deployment.yaml",
+        r#"prometheus.io/port: "9901""#,
+        r#"prometheus.io/port: "8080""#,
+        "FAIL metrics: pod annotations",
+    ),
+    (
+        "examples/kubernetes/service.yaml",
+        "targetPort: admin",
+        "targetPort: http",
+        "FAIL metrics: servicemonitor.yaml endpoint",
+    ),
+    (
+        "examples/kubernetes/tollgate.toml",
+        "0.0.0.0:9901",
+        "127.0.0.1:9901",
+        "is not reachable from outside the pod",
+    ),
+    (
+        "examples/kubernetes/redis.yaml",
+        r#""--appendonly", "yes""#,
+        r#""--appendonly", "no""#,
+        "FAIL redis",
+    ),
+    (
+        "examples/kubernetes/redis.yaml",
+        "name: data\n      spec",
+        "name: scratch\n      spec",
+        "FAIL redis",
+    ),
+    (
+        "examples/docker-compose.yml",
+        r#""--appendonly", "yes""#,
+        r#""--appendonly", "no""#,
+        "FAIL compose redis",
+    ),
+    (
+        "examples/docker-compose.yml",
+        "redis-data:/data",
+        "./redis:/data",
+        "FAIL compose redis",
+    ),
+];
 
 #[test]
 #[ignore = "needs python3 with kubernetes-validate: scripts/test installs it and runs it (--include-ignored)"]
@@ -251,86 +338,7 @@ fn kubernetes_and_compose_examples_are_safe_to_copy() {
         assert!(report.contains(said), "{said}:\n{report}");
     }
 
-    for (file, from, to, said) in [
-        (
-            "examples/kubernetes/deployment.yaml",
-            "image: tollgate:0.1.0",
-            "image: tollgate:latest",
-            "FAIL image",
-        ),
-        (
-            "examples/kubernetes/redis.yaml",
-            "imagePullPolicy: IfNotPresent",
-            "imagePullPolicy: Always",
-            "FAIL image",
-        ),
-        (
-            "examples/kubernetes/deployment.yaml",
-            "readOnlyRootFilesystem: true",
-            "readOnlyRootFilesystem: false",
-            "FAIL read-only root",
-        ),
-        (
-            "Dockerfile",
-            "USER 10001:10001",
-            "USER 10002:10002",
-            "FAIL gateway runs as",
-        ),
-        (
-            "examples/kubernetes/pdb.yaml",
-            "matchLabels: {app: tollgate}",
-            "matchLabels: {app: api}",
-            "FAIL pdb",
-        ),
-        (
-            "examples/kubernetes/kustomization.yaml",
-            "  - pdb.yaml\n",
-            "",
-            "FAIL kustomization.yaml: pdb.yaml",
-        ),
-        (
-            "examples/kubernetes/deployment.yaml",
-            r#"prometheus.io/port: "9901""#,
-            r#"prometheus.io/port: "8080""#,
-            "FAIL metrics: pod annotations",
-        ),
-        (
-            "examples/kubernetes/service.yaml",
-            "targetPort: admin",
-            "targetPort: http",
-            "FAIL metrics: servicemonitor.yaml endpoint",
-        ),
-        (
-            "examples/kubernetes/tollgate.toml",
-            "0.0.0.0:9901",
-            "127.0.0.1:9901",
-            "is not reachable from outside the pod",
-        ),
-        (
-            "examples/kubernetes/redis.yaml",
-            r#""--appendonly", "yes""#,
-            r#""--appendonly", "no""#,
-            "FAIL redis",
-        ),
-        (
-            "examples/kubernetes/redis.yaml",
-            "name: data\n      spec",
-            "name: scratch\n      spec",
-            "FAIL redis",
-        ),
-        (
-            "examples/docker-compose.yml",
-            r#""--appendonly", "yes""#,
-            r#""--appendonly", "no""#,
-            "FAIL compose redis",
-        ),
-        (
-            "examples/docker-compose.yml",
-            "redis-data:/data",
-            "./redis:/data",
-            "FAIL compose redis",
-        ),
-    ] {
+    for &(file, from, to, said) in BROKEN_COPIES {
         let root = copy_of_the_examples();
         mutate(root.path(), file, from, to);
         let (passed, report) = check(&["conventions".as_ref(), root.path().as_os_str()]);
