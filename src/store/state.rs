@@ -255,7 +255,7 @@ pub fn restore(saved: &Saved, store: &MemoryStore, clock: &dyn Clock) -> Restore
         let tag = areas.tag(&a.name);
         moved.insert(a.area, tag);
         if tag != 0 && a.floor != 0 {
-            areas.restore_floor(area_of(tag), clock.mono_ns_at(a.floor));
+            areas.raise_floor(area_of(tag), clock.mono_ns_at(a.floor));
         }
     }
     let mut restored = Restored {

@@ -157,18 +157,14 @@ impl Areas {
         }
     }
 
-    /// Raises `area`'s floor to `tat` (the highest TAT dropped to make room).
+    /// Raises `area`'s floor to `tat` (the highest TAT dropped to make room, or a state
+    /// file's floor at start).
     pub fn raise_floor(&self, area: usize, tat: u64) {
         if area > 0 {
             self.quotas[area - 1]
                 .floor
                 .fetch_max(tat, Ordering::Relaxed);
         }
-    }
-
-    /// Sets `area`'s floor (a state file's, at start).
-    pub fn restore_floor(&self, area: usize, tat: u64) {
-        self.raise_floor(area, tat);
     }
 
     pub fn set_legacy(&self) {
