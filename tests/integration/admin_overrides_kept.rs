@@ -104,14 +104,7 @@ async fn the_overrides_file_carries_them_across_a_restart() {
 async fn with_redis_the_fleet_shares_runtime_overrides() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
-            redis.url()
-        ))
-        .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
-        .route("api", "/", "api", &["tenant"])
-        .build();
+    let toml = tenant_on_redis(&redis);
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     put_ok(
@@ -187,14 +180,7 @@ async fn in_redis_override_ids_are_sealed_and_earlier_ones_moved() {
         r#"{"policy":"tenant","key":["initech-earlier"]}"#,
         earlier,
     ]);
-    let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
-            redis.url()
-        ))
-        .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
-        .route("api", "/", "api", &["tenant"])
-        .build();
+    let toml = tenant_on_redis(&redis);
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     put_ok(
         &a.admin_url("/admin/overrides/tenant/acme-confidential"),
@@ -241,4 +227,16 @@ async fn in_redis_override_ids_are_sealed_and_earlier_ones_moved() {
         ["acme-confidential", "initech-earlier"],
         "the admin API shows them"
     );
+}
+
+/// Each tenant 3 at once, then one an hour, on `redis`.
+fn tenant_on_redis(redis: &RedisServer) -> String {
+    Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
+            redis.url()
+        ))
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
+        .route("api", "/", "api", &["tenant"])
+        .build()
 }

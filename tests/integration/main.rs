@@ -21,6 +21,7 @@ mod config;
 mod config_reload;
 mod config_warnings;
 mod container;
+mod container_podman;
 mod control;
 mod cookbook;
 mod dashboard;

@@ -7,14 +7,6 @@ use std::time::Duration;
 
 use crate::support::*;
 
-/// A loopback port free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// The shipped config with `from` replaced by `to`, which must be there exactly once.
 fn replace_once(text: &str, from: &str, to: &str) -> String {
     assert_eq!(
