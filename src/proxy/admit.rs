@@ -175,10 +175,12 @@ pub fn answer(
             ))
         }
         Outcome::MissingKey { position } | Outcome::TooManyKeyValues { position } => {
-            let (code, answer) = match admission.outcome() {
-                Outcome::MissingKey { .. } => ("missing_key", Answer::MissingKey),
-                _ => ("too_many_key_values", Answer::TooManyKeyValues),
+            let answer = match admission.outcome() {
+                Outcome::MissingKey { .. } => Answer::MissingKey,
+                _ => Answer::TooManyKeyValues,
             };
+            // The body's error word is the access log's decision.
+            let code = answer.decision();
             trace.refused(answer, position, 0);
             let policy = [("policy", policy_name(position).into())];
             Some(json_error(StatusCode::BAD_REQUEST, code, &policy))

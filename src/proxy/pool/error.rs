@@ -98,24 +98,6 @@ impl ForwardError {
     /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's,
     /// carrying its typed [`Answer`].
     pub fn response(&self, upstream: &str) -> Response<Body> {
-        let answer = match self {
-            ForwardError::Busy { .. } => Answer::UpstreamBusy,
-            ForwardError::Timeout { .. } => Answer::UpstreamTimeout,
-            ForwardError::ClientBody { fault, .. } => match fault {
-                ClientBodyFault::TooLarge => Answer::BodyTooLarge,
-                ClientBodyFault::Stalled => Answer::BodyStalled,
-                ClientBodyFault::Broken => Answer::BodyBroken,
-            },
-            // Carries its own answer.
-            ForwardError::OverBudget { policy, why, .. } => return body_cut(*why, policy),
-            ForwardError::Connect { .. } | ForwardError::Broken { .. } => {
-                Answer::UpstreamUnavailable
-            }
-        };
-        answer.on(self.plain_response(upstream))
-    }
-
-    fn plain_response(&self, upstream: &str) -> Response<Body> {
         let named = [("upstream", upstream.into())];
         let closing = |status, code| {
             let mut resp = json_error(status, code, &[]);
@@ -123,27 +105,37 @@ impl ForwardError {
                 .insert(CONNECTION, HeaderValue::from_static("close"));
             resp
         };
-        match self {
-            ForwardError::Busy { .. } => {
-                json_error(StatusCode::SERVICE_UNAVAILABLE, "upstream_busy", &named)
-            }
-            ForwardError::Timeout { .. } => {
-                json_error(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", &named)
-            }
+        let (answer, resp) = match self {
+            ForwardError::Busy { .. } => (
+                Answer::UpstreamBusy,
+                json_error(StatusCode::SERVICE_UNAVAILABLE, "upstream_busy", &named),
+            ),
+            ForwardError::Timeout { .. } => (
+                Answer::UpstreamTimeout,
+                json_error(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", &named),
+            ),
             ForwardError::ClientBody { fault, .. } => match fault {
-                ClientBodyFault::TooLarge => {
-                    json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[])
-                }
-                ClientBodyFault::Stalled => {
-                    closing(StatusCode::REQUEST_TIMEOUT, "request_body_timeout")
-                }
-                ClientBodyFault::Broken => closing(StatusCode::BAD_REQUEST, "bad_request_body"),
+                ClientBodyFault::TooLarge => (
+                    Answer::BodyTooLarge,
+                    json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[]),
+                ),
+                ClientBodyFault::Stalled => (
+                    Answer::BodyStalled,
+                    closing(StatusCode::REQUEST_TIMEOUT, "request_body_timeout"),
+                ),
+                ClientBodyFault::Broken => (
+                    Answer::BodyBroken,
+                    closing(StatusCode::BAD_REQUEST, "bad_request_body"),
+                ),
             },
-            ForwardError::OverBudget { policy, why, .. } => body_cut(*why, policy),
-            ForwardError::Connect { .. } | ForwardError::Broken { .. } => {
-                json_error(StatusCode::BAD_GATEWAY, "upstream_unavailable", &named)
-            }
-        }
+            // Built with its answer on it.
+            ForwardError::OverBudget { policy, why, .. } => return body_cut(*why, policy),
+            ForwardError::Connect { .. } | ForwardError::Broken { .. } => (
+                Answer::UpstreamUnavailable,
+                json_error(StatusCode::BAD_GATEWAY, "upstream_unavailable", &named),
+            ),
+        };
+        answer.on(resp)
     }
 }
 
