@@ -52,6 +52,7 @@ pub mod random;
 pub mod reload;
 pub mod reply;
 pub mod request;
+pub mod rls;
 pub mod server;
 pub mod store;
 pub mod summary;

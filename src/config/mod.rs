@@ -7,6 +7,7 @@ pub mod model;
 pub mod policy;
 pub mod raw;
 mod redact;
+pub mod rls;
 pub mod route_index;
 
 pub use compile::{compile, load, ADMIN_MAX_CONNECTIONS};

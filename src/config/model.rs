@@ -22,6 +22,8 @@ pub struct Config {
     pub policies: Vec<Arc<Policy>>,
     /// In match order: longest path first, then host-specific, then method-specific.
     pub routes: Vec<Arc<Route>>,
+    /// `[rls]`: Envoy's rate limit service, when configured.
+    pub rls: Option<super::rls::Rls>,
     /// The routes' paths as a trie, so a request finds its route in the time of one walk
     /// along its path, however many routes there are.
     pub route_index: super::route_index::RouteIndex,

@@ -20,6 +20,8 @@ pub struct RawConfig {
     pub policies: BTreeMap<String, S<RawPolicy>>,
     #[serde(default)]
     pub routes: Vec<S<RawRoute>>,
+    /// Envoy's rate limit service (RLS v3) on a listener of its own.
+    pub rls: Option<S<RawRls>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -205,4 +207,32 @@ pub struct RawRoute {
     pub policies: Vec<S<String>>,
     pub cost: Option<S<i64>>,
     pub max_body: Option<S<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRls {
+    pub listen: S<String>,
+    pub tls: Option<S<RawTls>>,
+    /// A descriptor no rule names: "ok" (not counted) or "over_limit".
+    pub on_unmatched: Option<S<String>>,
+    #[serde(default)]
+    pub rules: Vec<S<RawRlsRule>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRlsRule {
+    pub domain: S<String>,
+    /// Entry keys in order; an entry written `{ key = "value" }` pins its value.
+    pub descriptor: S<Vec<RawRlsEntry>>,
+    pub policy: S<String>,
+}
+
+/// One descriptor entry of a rule: a key (any value) or a key with its pinned value.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawRlsEntry {
+    Key(String),
+    Pinned(BTreeMap<String, String>),
 }

@@ -57,10 +57,14 @@ pub struct Gateway {
     shared: Arc<Shared>,
     addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
+    /// The rate limit service's address, when `[rls]` is configured.
+    rls_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     data_plane: Vec<crate::workers::Worker>,
     /// The admin listener: drained on shutdown, after the data plane.
     admin: Option<JoinHandle<()>>,
+    /// The rate limit service's listener: drained with the admin listener.
+    rls: Option<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
     /// Gives leased slices back; stopped by the shutdown signal, never aborted, so a
     /// slice it took out of the table is always given back.
@@ -104,6 +108,15 @@ impl Gateway {
             None => None,
         };
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let rls_listener = match config.rls.as_ref().map(|r| r.listen) {
+            Some(a) => Some(
+                TcpListener::bind(a)
+                    .await
+                    .map_err(|source| StartError::Bind { addr: a, source })?,
+            ),
+            None => None,
+        };
+        let rls_addr = rls_listener.as_ref().and_then(|l| l.local_addr().ok());
         let shared = shared_state(config, limiter, clock, metrics)?;
         shared
             .overrides
@@ -117,16 +130,23 @@ impl Gateway {
             let path = shared.config_path.clone();
             background.push(config_watch::spawn(shared.clone(), path, rx.clone())?);
         }
+        let rls = rls_listener
+            .map(|l| tokio::spawn(crate::rls::listener::serve(l, shared.clone(), rx.clone())));
         let admin = admin_listener
             .map(|l| tokio::spawn(crate::admin::listener::serve(l, shared.clone(), rx)));
         announce(&shared, addr, admin_addr);
+        if let Some(rls_addr) = rls_addr {
+            tracing::info!(%rls_addr, "rate limit service (RLS v3) serving");
+        }
         Ok(Self {
             shared,
             addr,
             admin_addr,
+            rls_addr,
             shutdown,
             data_plane,
             admin,
+            rls,
             background,
             slice_keeper,
         })
@@ -141,12 +161,18 @@ impl Gateway {
         self.admin_addr
     }
 
-    /// Writes `{"listen": …, "admin": … | null, "pid": …}` to `path` atomically, never
+    /// The rate limit service's address, when `[rls]` is configured.
+    pub fn rls_addr(&self) -> Option<SocketAddr> {
+        self.rls_addr
+    }
+
+    /// Writes `{"listen": …, "admin": … | null, "rls": … | null, "pid": …}` to `path` atomically, never
     /// through a link ([`crate::files::replace`]), so a reader never sees it half-written.
     pub fn write_ready_file(&self, path: &Path) -> Result<(), crate::files::WriteError> {
         let body = serde_json::json!({
             "listen": self.addr.to_string(),
             "admin": self.admin_addr.map(|a| a.to_string()),
+            "rls": self.rls_addr.map(|a| a.to_string()),
             "pid": std::process::id(),
         });
         crate::files::replace(path, |out| {
@@ -174,6 +200,9 @@ impl Gateway {
         }
         if let Some(admin) = self.admin {
             let _ = admin.await;
+        }
+        if let Some(rls) = self.rls {
+            let _ = rls.await;
         }
         if let Some(keeper) = self.slice_keeper {
             let _ = tokio::time::timeout(Duration::from_secs(5), keeper).await;

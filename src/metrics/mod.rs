@@ -5,6 +5,7 @@
 
 mod handles;
 pub mod labels;
+pub mod rls;
 mod sharded;
 
 use prometheus_client::metrics::counter::Counter;
@@ -74,6 +75,8 @@ pub struct Metrics {
     pub lease_call_count: Family<ResultLabels, Counter>,
     pub lease_unit_count: Family<ResultLabels, Counter>,
     pub lease_held: Gauge,
+    /// The rate limit service's decisions and calls.
+    pub rls: rls::RlsFamilies,
 }
 
 /// A family of histograms built by `f`.
@@ -131,6 +134,7 @@ impl Metrics {
             lease_call_count: registered(&mut registry, "lease_calls", "Redis calls for slices of leased keys (sync = \"lease\"), by result: granted, refused, error, given_back", Family::default()),
             lease_unit_count: registered(&mut registry, "lease_units", "Units of leased slices: granted by Redis, given back unused", Family::default()),
             lease_held: registered(&mut registry, "lease_units_held", "Units of leased slices this gateway holds now: at most what a crash would lose", Gauge::default()),
+            rls: rls::RlsFamilies::register(&mut registry),
             registry,
         }
     }

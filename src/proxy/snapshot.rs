@@ -30,6 +30,10 @@ pub struct Snapshot {
     pub request_share: usize,
     /// Who is limited: each tier's heavy hitters, per worker (`None`: `top_keys = false`).
     pub top: Option<crate::top::TopKeys>,
+    /// By `[[rls.rules]]` index: what each rule's policy's tiers start from, and its
+    /// decision counters.
+    pub rls_plans: Box<[PolicyPlan]>,
+    pub rls_metrics: Box<[crate::metrics::rls::RlsRuleCounters]>,
 }
 
 impl Snapshot {
@@ -69,7 +73,16 @@ impl Snapshot {
             let window = u64::try_from(config.server.top_window.as_nanos()).unwrap_or(u64::MAX);
             crate::top::TopKeys::new(config.server.workers, &tiers, window)
         });
+        let rls_plans = config.rls.as_ref().map_or_else(Box::default, |rls| {
+            rls.rules
+                .iter()
+                .map(|rule| PolicyPlan::of(keys, &rule.policy, metrics))
+                .collect()
+        });
+        let rls_metrics = metrics.rls.rules(&config);
         Self {
+            rls_plans,
+            rls_metrics,
             config,
             pools,
             route_metrics,

@@ -245,7 +245,8 @@ impl Limits {
     }
 }
 
-async fn handshake(
+/// The TLS handshake of an accepted connection, bounded by `TLS_HANDSHAKE_TIMEOUT`.
+pub async fn handshake(
     stream: TcpStream,
     cfg: Arc<rustls::ServerConfig>,
 ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {

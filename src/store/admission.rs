@@ -105,6 +105,16 @@ impl Default for Admission {
 }
 
 impl Admission {
+    /// Ready for the next decision: nothing held, nothing to settle, admitted until a
+    /// tier says otherwise.
+    pub(super) fn reset(&mut self) {
+        self.verdict = Verdict::unlimited();
+        self.held.clear();
+        self.settles.clear();
+        self.outcome = Outcome::Admitted;
+        self.unchecked = false;
+    }
+
     pub fn outcome(&self) -> Outcome {
         self.outcome
     }
@@ -298,6 +308,19 @@ impl Admission {
                     && outcomes[p.range.start].mode == Mode::Enforce
             })
             .filter_map(|p| self.rate_report(p))
+    }
+
+    /// Every decided rate policy, shadow ones too, in order, with what it counts as: a
+    /// rate limit service call's statuses, one per decided descriptor.
+    pub fn policy_reports(&self) -> impl Iterator<Item = (TierReport, Counted)> + '_ {
+        let outcomes = self.verdict.outcomes();
+        self.tiers
+            .policies
+            .iter()
+            .filter(move |p| {
+                p.kind == TierKind::Rate && !p.range.is_empty() && p.range.end <= outcomes.len()
+            })
+            .filter_map(|p| Some((self.rate_report(p)?, self.rate_outcome(p).counted)))
     }
 
     /// The report of one decided rate policy: its key with the fewest remaining.

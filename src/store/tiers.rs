@@ -14,7 +14,7 @@ use super::overrides::KeyOverrides;
 use crate::clock::Clock;
 use crate::config::compile::Applied;
 use crate::config::{Policy, PolicyKind, Route, Sync};
-use crate::key::{FleetKey, KeyValues, RedisKey, RequestView};
+use crate::key::{FleetKey, KeyPart, KeyValues, RedisKey, RequestView};
 use crate::limit::{Mode, Tier, INLINE_DECISIONS};
 use crate::metrics::Metrics;
 
@@ -134,7 +134,8 @@ impl PolicyPlan {
             .collect()
     }
 
-    fn of(keys: &KeyMaker, policy: &Policy, metrics: &Metrics) -> Self {
+    /// The plan of one policy.
+    pub fn of(keys: &KeyMaker, policy: &Policy, metrics: &Metrics) -> Self {
         let in_flight = policy
             .concurrency()
             .map(|_| metrics.in_flight_gauge(&policy.name));
@@ -214,6 +215,53 @@ impl RequestTiers {
             });
         }
         Ok(())
+    }
+
+    /// Empties the tiers, to fill them with [`RequestTiers::push_parts`].
+    pub fn clear(&mut self) {
+        self.rate.clear();
+        self.slots.clear();
+        self.policies.clear();
+    }
+
+    /// Adds rate `policy`'s tier at `position` on the key named by `parts` (their text,
+    /// as [`KeyMaker::key_of`] names a key, so a proxied request keyed by the same values
+    /// shares it), charging `cost` units: a rate limit service's descriptor. A cost of 0
+    /// checks without charging.
+    pub fn push_parts<'a>(
+        &mut self,
+        (plan, fleet): (&PolicyPlan, Option<&FleetKey>),
+        overrides: &KeyOverrides,
+        (position, policy): (usize, &Policy),
+        (parts, cost): (impl Iterator<Item = &'a str>, u64),
+        clock: &dyn Clock,
+    ) {
+        let mut key = plan.keys.builder(fleet);
+        let mut single = None;
+        for part in parts {
+            let part = KeyPart::Bytes(part.as_bytes().into());
+            key.part(&part);
+            single = Some(part);
+        }
+        let single = single.filter(|_| policy.key.len() == 1);
+        let start = self.rate.len();
+        self.push(
+            plan,
+            overrides,
+            (position, policy),
+            Partial { key, single },
+            clock,
+        );
+        for t in &mut self.rate[start..] {
+            // The call's own cost; nothing is settled after it.
+            t.tier.reserve = std::num::NonZeroU64::new(cost);
+            t.settled = false;
+        }
+        self.policies.push(PolicyTiers {
+            position,
+            kind: TierKind::Rate,
+            range: start..self.rate.len(),
+        });
     }
 
     /// Puts each calendar quota's window end on the monotonic timeline for a decision at

@@ -48,6 +48,7 @@ mod quota_redis;
 mod quotas;
 mod readme;
 mod redis;
+mod rls;
 mod settle;
 mod settle_fleet;
 mod silent_clients;

@@ -86,6 +86,7 @@ async fn tls_gateway_from(ca: &Ca, toml: &str, upstream_url: &str) -> TestGatewa
     TestGateway {
         addr: gateway.addr(),
         admin: gateway.admin_addr(),
+        rls: gateway.rls_addr(),
         gateway: Some(gateway),
         clock: Default::default(),
         dir,

@@ -18,6 +18,7 @@ mod logging;
 mod policies;
 mod policy_lints;
 mod quotas;
+mod rls;
 mod routes;
 mod runtime;
 mod server;
@@ -191,6 +192,11 @@ impl Compiler {
             .collect();
         let paths = server.as_ref().map(|s| s.paths);
         let routes = self.routes(raw.routes, &upstreams, &policies, &defined, paths);
+        let data_plane = server.as_ref().map(|s| s.listen);
+        let rls = match raw.rls {
+            Some(r) => Some(self.rls(r, &policies, &defined, data_plane)?),
+            None => None,
+        };
         if let (Some(store), true) = (&store, !policies.is_empty()) {
             self.check_store_holds(store, &policies, &raw_policy_spans);
         }
@@ -204,6 +210,7 @@ impl Compiler {
             upstreams: upstreams.into_values().collect(),
             policies: policies.into_values().collect(),
             routes,
+            rls,
             warnings: Vec::new(),
         })
     }

@@ -35,7 +35,10 @@ impl Compiler {
             .overrides_file
             .as_ref()
             .map(|f| self.base.join(f.get_ref()));
-        let tls = raw.tls.as_ref().and_then(|t| self.server_tls(t));
+        let tls = raw
+            .tls
+            .as_ref()
+            .and_then(|t| self.server_tls(t, "[server.tls]"));
         let connections = self.connection_limits(&raw);
         let paths = self.path_rules(&raw);
         let streams = self.stream_limits(&raw);
@@ -113,9 +116,10 @@ impl Compiler {
         TrustedProxies::new(nets)
     }
 
-    /// `[server.tls]`: the default certificate and the SNI ones, loaded now so that an
-    /// unreadable file is a config error, not a failure at the first handshake.
-    fn server_tls(&mut self, raw: &S<RawTls>) -> Option<ServerTls> {
+    /// `[server.tls]` (or `[rls.tls]`, named by `table`): the default certificate and the
+    /// SNI ones, loaded now so that an unreadable file is a config error, not a failure at
+    /// the first handshake.
+    pub(super) fn server_tls(&mut self, raw: &S<RawTls>, table: &str) -> Option<ServerTls> {
         let span = raw.span();
         let t = raw.get_ref();
         let default = CertFiles {
@@ -149,7 +153,7 @@ impl Compiler {
                 config,
             }),
             Err(e) => {
-                self.error(span, format!("[server.tls]: {e}"), Some("point cert and key at PEM files (relative paths start at the config file's folder)".to_owned()));
+                self.error(span, format!("{table}: {e}"), Some("point cert and key at PEM files (relative paths start at the config file's folder)".to_owned()));
                 None
             }
         }

@@ -6,6 +6,7 @@
 //! `slots.rs`; settling and drawing after the decision in `settle.rs`; what the admin API
 //! reads in `inspect.rs`.
 
+mod descriptors;
 mod inspect;
 #[cfg(test)]
 mod quota_tests;
@@ -32,6 +33,7 @@ use crate::config::Route;
 use crate::key::RequestView;
 use crate::limit::Verdict;
 use crate::metrics::Metrics;
+pub use descriptors::Descriptor;
 
 /// Who decided a request's rate tiers.
 enum Decided {
@@ -149,11 +151,7 @@ impl Limiter {
         clock: &dyn Clock,
         admission: &mut Admission,
     ) {
-        admission.verdict = Verdict::unlimited();
-        admission.held.clear();
-        admission.settles.clear();
-        admission.outcome = Outcome::Admitted;
-        admission.unchecked = false;
+        admission.reset();
         // With Redis, keys are named with the fleet's key; until it is known they have no
         // Redis name, and the Redis paths fail as if Redis were unreachable.
         let fleet = self.keys.fleet().map(|f| f.load());
@@ -178,14 +176,36 @@ impl Limiter {
             admission.outcome = refused;
             return;
         }
-        let now = clock.now_ns();
-        admission.now = now;
+        admission.now = clock.now_ns();
         if admission.tiers.rate.is_empty() {
             return;
         }
+        let Some(in_store) = self.decide_rate_tiers(route.cost, clock, admission).await else {
+            return;
+        };
+        let Admission {
+            tiers,
+            verdict,
+            now,
+            settles,
+            ..
+        } = admission;
+        pending_settles(route, tiers, verdict, *now, in_store, settles);
+    }
+
+    /// Decides the filled rate tiers at `admission.now` (a request of `cost`) and sets the
+    /// outcome: `Some(in_store)` when admitted (`false`: on this gateway's share, the
+    /// store having failed), `None` when refused (every slot given back).
+    async fn decide_rate_tiers(
+        &self,
+        cost: u64,
+        clock: &dyn Clock,
+        admission: &mut Admission,
+    ) -> Option<bool> {
+        let now = admission.now;
         admission.tiers.place_windows(now, clock);
         let (tiers, verdict) = (&admission.tiers, &mut admission.verdict);
-        let decided = self.decide_rates(tiers, now, route.cost, clock, verdict);
+        let decided = self.decide_rates(tiers, now, cost, clock, verdict);
         let in_store = match decided.await {
             Decided::Store => true,
             Decided::Local => false,
@@ -196,13 +216,13 @@ impl Limiter {
             Decided::Refused => {
                 admission.held.clear();
                 admission.outcome = Outcome::StoreUnavailable;
-                return;
+                return None;
             }
         };
         if in_store && admission.verdict.admitted && !self.replicated().await {
             admission.held.clear();
             admission.outcome = Outcome::StoreUnavailable;
-            return;
+            return None;
         }
         if !admission.verdict.admitted {
             // A rate tier refused: the slots go back, the request leaves no trace.
@@ -212,16 +232,9 @@ impl Limiter {
                 .and_then(|k| admission.tiers.rate.get(k))
                 .map_or(0, |t| t.position);
             admission.outcome = Outcome::RateLimited { position };
-            return;
+            return None;
         }
-        let Admission {
-            tiers,
-            verdict,
-            now,
-            settles,
-            ..
-        } = admission;
-        pending_settles(route, tiers, verdict, *now, in_store, settles);
+        Some(in_store)
     }
 
     /// With Redis, refuses the request from the refusal cache when its rate tiers' keys are

@@ -17,6 +17,8 @@ pub struct TestGateway {
     pub dir: tempfile::TempDir,
     pub addr: SocketAddr,
     pub admin: Option<SocketAddr>,
+    /// The rate limit service's address, when `[rls]` is configured.
+    pub rls: Option<SocketAddr>,
 }
 
 impl TestGateway {
@@ -46,7 +48,9 @@ impl TestGateway {
             .expect("gateway starts");
         let addr = gateway.addr();
         let admin = gateway.admin_addr();
+        let rls = gateway.rls_addr();
         Self {
+            rls,
             gateway: Some(gateway),
             clock: clock_handle,
             dir,

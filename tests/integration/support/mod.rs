@@ -15,6 +15,7 @@ mod poll;
 mod process;
 mod redis_monitor;
 mod redis_server;
+mod rls;
 mod sentinel;
 mod upstream;
 
@@ -28,5 +29,6 @@ pub use poll::*;
 pub use process::*;
 pub use redis_monitor::*;
 pub use redis_server::*;
+pub use rls::*;
 pub use sentinel::*;
 pub use upstream::*;

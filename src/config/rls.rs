@@ -1,0 +1,203 @@
+//! `[rls]`: Envoy's rate limit service on a listener of its own, and which policy decides
+//! each descriptor a `ShouldRateLimit` call carries. Matching is pure: a descriptor's
+//! entries against the rules of its domain.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::model::ServerTls;
+use super::policy::Policy;
+
+/// What a descriptor no rule names is answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Unmatched {
+    /// OK, and nothing is counted (envoyproxy/ratelimit's answer).
+    #[default]
+    Ok,
+    /// OVER_LIMIT: only descriptors the file names pass.
+    OverLimit,
+}
+
+impl Unmatched {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unmatched::Ok => "ok",
+            Unmatched::OverLimit => "over_limit",
+        }
+    }
+}
+
+/// One entry of a rule's descriptor: its key, and the value it is pinned to (`None`:
+/// any value, which becomes a part of the limiter key).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RuleEntry {
+    pub key: String,
+    pub value: Option<String>,
+}
+
+/// `[[rls.rules]]`: descriptors of `domain` whose entries are `entries` (same keys, same
+/// order, pinned values equal) are decided by `policy`, keyed by the values of the
+/// entries that are not pinned.
+#[derive(Debug, Clone)]
+pub struct RlsRule {
+    pub domain: String,
+    pub entries: Vec<RuleEntry>,
+    pub policy: Arc<Policy>,
+}
+
+impl RlsRule {
+    /// Whether a descriptor with `entries` (key, value) is this rule's.
+    fn matches<'a>(&self, entries: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> bool {
+        entries.len() == self.entries.len()
+            && entries.zip(&self.entries).all(|((key, value), rule)| {
+                key == rule.key && rule.value.as_deref().is_none_or(|v| v == value)
+            })
+    }
+
+    /// The rule as the file would write it, for logs and `tollgate check`:
+    /// `edge: tenant, path=/v1/search`.
+    pub fn describe(&self) -> String {
+        let entries: Vec<String> = self
+            .entries
+            .iter()
+            .map(|e| match &e.value {
+                Some(v) => format!("{}={v}", e.key),
+                None => e.key.clone(),
+            })
+            .collect();
+        format!("{}: {}", self.domain, entries.join(", "))
+    }
+
+    /// The values of a matching descriptor that key the limiter: those of the entries
+    /// the rule does not pin, in order.
+    pub fn key_parts<'a>(
+        &'a self,
+        values: impl Iterator<Item = &'a str> + 'a,
+    ) -> impl Iterator<Item = &'a str> + 'a {
+        values
+            .zip(&self.entries)
+            .filter(|(_, rule)| rule.value.is_none())
+            .map(|(value, _)| value)
+    }
+}
+
+/// The rules, by domain, most specific first: at each entry, a pinned value before any
+/// value (as envoyproxy/ratelimit prefers `key_value` over `key`); the file's order
+/// between equals.
+#[derive(Debug, Clone, Default)]
+pub struct RlsRules {
+    rules: Vec<RlsRule>,
+    by_domain: HashMap<String, Vec<usize>>,
+}
+
+impl RlsRules {
+    pub fn new(rules: Vec<RlsRule>) -> Self {
+        let mut by_domain: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, rule) in rules.iter().enumerate() {
+            by_domain.entry(rule.domain.clone()).or_default().push(i);
+        }
+        for ids in by_domain.values_mut() {
+            // Stable: equals keep the file's order.
+            ids.sort_by_key(|&i| {
+                let pinned: Vec<bool> =
+                    rules[i].entries.iter().map(|e| e.value.is_some()).collect();
+                std::cmp::Reverse(pinned)
+            });
+        }
+        Self { rules, by_domain }
+    }
+
+    /// The rule deciding a descriptor of `domain` with `entries` (key, value), by index.
+    pub fn find<'a, I>(&self, domain: &str, entries: I) -> Option<usize>
+    where
+        I: ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
+    {
+        self.by_domain
+            .get(domain)?
+            .iter()
+            .copied()
+            .find(|&i| self.rules[i].matches(entries.clone()))
+    }
+
+    pub fn get(&self, index: usize) -> Option<&RlsRule> {
+        self.rules.get(index)
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &RlsRule> {
+        self.rules.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+}
+
+/// `[rls]`.
+#[derive(Debug, Clone)]
+pub struct Rls {
+    pub listen: SocketAddr,
+    pub tls: Option<ServerTls>,
+    pub on_unmatched: Unmatched,
+    pub rules: RlsRules,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    fn rules(rules: &str) -> super::RlsRules {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[policies.p]\nkey = \"header:x-tenant\"\n\
+             limit = 10\nperiod = \"1s\"\n[policies.q]\nkey = [\"header:a\", \"header:b\"]\n\
+             limit = 10\nperiod = \"1s\"\n[rls]\nlisten = \"127.0.0.1:0\"\n{rules}"
+        );
+        let config = crate::config::compile(Path::new("t.toml"), &text).expect("valid");
+        config.rls.expect("[rls]").rules
+    }
+
+    fn find(rules: &super::RlsRules, domain: &str, entries: &[(&str, &str)]) -> Option<usize> {
+        rules.find(domain, entries.iter().copied())
+    }
+
+    #[test]
+    fn a_pinned_value_beats_any_value_and_keys_must_match_in_order_and_number() {
+        let rules = rules(
+            "[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", \"path\"]\npolicy = \"q\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { path = \"/v1/search\" }]\npolicy = \"p\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"p\"\n\
+             [[rls.rules]]\ndomain = \"other\"\ndescriptor = [\"tenant\"]\npolicy = \"p\"\n",
+        );
+        assert_eq!(
+            find(&rules, "edge", &[("tenant", "a"), ("path", "/v1/search")]),
+            Some(1)
+        );
+        assert_eq!(
+            find(&rules, "edge", &[("tenant", "a"), ("path", "/v1/x")]),
+            Some(0)
+        );
+        assert_eq!(find(&rules, "edge", &[("tenant", "a")]), Some(2));
+        assert_eq!(find(&rules, "other", &[("tenant", "a")]), Some(3));
+        assert_eq!(
+            find(&rules, "edge", &[("path", "/v1/x"), ("tenant", "a")]),
+            None
+        );
+        assert_eq!(
+            find(
+                &rules,
+                "edge",
+                &[("tenant", "a"), ("path", "x"), ("u", "1")]
+            ),
+            None
+        );
+        assert_eq!(find(&rules, "nowhere", &[("tenant", "a")]), None);
+        let pinned = rules.get(1).expect("rule");
+        let parts: Vec<&str> = pinned.key_parts(["a", "/v1/search"].into_iter()).collect();
+        assert_eq!(parts, ["a"]);
+        assert_eq!(pinned.describe(), "edge: tenant, path=/v1/search");
+    }
+}

@@ -1,0 +1,89 @@
+//! The `[rls]` listener: HTTP/2 only (gRPC over h2c, or TLS with `[rls.tls]`), bounded
+//! like the admin listener (a connection cap, the header deadline, a graceful drain), on
+//! the main runtime beside it; each call is decided against the same snapshot, store and
+//! metrics as a proxied request.
+
+use std::sync::Arc;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::proxy::snapshot::Shared;
+use crate::server::deadline::SendDeadline;
+use crate::server::{accept_bounded, handshake, preface};
+
+/// Envoys (and their connections) one service answers at once.
+pub const RLS_MAX_CONNECTIONS: usize = 4096;
+/// Calls one connection may have in flight: Envoy multiplexes its calls on few.
+const RLS_MAX_STREAMS: u32 = 1024;
+
+/// Serves rate limit service connections until `shutdown` flips, then drains them.
+pub async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(RLS_MAX_CONNECTIONS));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http.timer(TokioTimer::new())
+        .max_concurrent_streams(RLS_MAX_STREAMS)
+        .max_header_list_size(16 * 1024);
+    loop {
+        let Some((permit, stream, _)) =
+            accept_bounded(&listener, &permits, &mut shutdown, "rls accept failed").await
+        else {
+            break;
+        };
+        let _ = stream.set_nodelay(true);
+        let config = shared.config();
+        let tls = config
+            .rls
+            .as_ref()
+            .and_then(|r| r.tls.as_ref())
+            .map(|t| t.config.clone());
+        let (deadline, send_timeout) = (
+            config.server.header_read_timeout,
+            config.server.send_timeout,
+        );
+        let (shared, http, watcher) = (shared.clone(), http.clone(), graceful.watcher());
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| super::service::handle(shared.clone(), req));
+            match tls {
+                Some(cfg) => {
+                    let Some(stream) = handshake(stream, cfg).await else {
+                        return drop(permit);
+                    };
+                    if let Some(io) = preface::read_start(stream, deadline).await {
+                        let io = SendDeadline::new(io, send_timeout);
+                        let _ = watcher
+                            .watch(http.serve_connection(TokioIo::new(io), svc))
+                            .await;
+                    }
+                }
+                None => {
+                    if let Some(io) = preface::read_start(stream, deadline).await {
+                        let io = SendDeadline::new(io, send_timeout);
+                        let _ = watcher
+                            .watch(http.serve_connection(TokioIo::new(io), svc))
+                            .await;
+                    }
+                }
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let drain = shared.config().server.drain_timeout;
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "rls drain deadline passed; closing remaining rate limit service connections"
+        );
+    }
+}

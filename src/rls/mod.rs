@@ -1,0 +1,10 @@
+//! Envoy's rate limit service (RLS v3): `ShouldRateLimit` answered from the same
+//! policies, store, overrides and metrics as proxied requests. `listener.rs` accepts,
+//! `service.rs` speaks gRPC, `decide.rs` turns a call into one limiter decision,
+//! `render.rs` turns that decision into Envoy's `RateLimitResponse` (`proto.rs`).
+
+pub mod decide;
+pub mod listener;
+pub mod proto;
+pub mod render;
+pub mod service;

@@ -1,0 +1,206 @@
+//! A decided call as Envoy reads it: one status per descriptor in order, the overall
+//! code, the draft-11 `RateLimit` / `RateLimit-Policy` fields (and `Retry-After` when
+//! over), and which policy and descriptor refused. Everything is read from the decision;
+//! nothing is decided here.
+
+use http::HeaderMap;
+
+use super::decide::{Decided, Matched};
+use super::proto::{self, Code, DescriptorStatus, RateLimit, RateLimitResponse, Unit};
+use crate::config::rls::{Rls, Unmatched};
+use crate::config::Policy;
+use crate::limit::calendar::Period;
+use crate::limit::Quota;
+use crate::proxy::response::{rate_limit_headers, TierItem};
+use crate::store::{Counted, TierReport};
+
+const SECOND_NS: u64 = 1_000_000_000;
+/// The units a rate is stated in, smallest first, with their length.
+const UNITS: [(Unit, u64); 4] = [
+    (Unit::Second, SECOND_NS),
+    (Unit::Minute, 60 * SECOND_NS),
+    (Unit::Hour, 3_600 * SECOND_NS),
+    (Unit::Day, 86_400 * SECOND_NS),
+];
+
+/// `current_limit`'s `requests_per_unit` and `unit` for `policy` deciding on `quota`: a
+/// calendar quota's units per its window; a rate's requests per the smallest unit that
+/// states it exactly (10/s, 100/min, 7/h); a rate no unit states exactly (a period that
+/// is no divisor of a day) per day, rounded down.
+pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
+    let saturate = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    if let Some(calendar) = policy.rate().and_then(|r| r.calendar.as_ref()) {
+        let unit = match calendar.calendar.period {
+            Period::Day => Unit::Day,
+            Period::Week(_) => Unit::Week,
+            Period::Month(_) => Unit::Month,
+        };
+        return (saturate(quota.burst()), unit);
+    }
+    let t = quota.interval_ns();
+    for (unit, length) in UNITS {
+        if length % t == 0 {
+            return (saturate(length / t), unit);
+        }
+    }
+    (saturate(UNITS[3].1 / t), Unit::Day)
+}
+
+/// The response for `decided` under `rls`: `retry_after_s` is the call's wait when over.
+pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
+    let admission = &decided.admission;
+    let mut reports: [Option<(TierReport, Counted)>; crate::limit::MAX_DECISIONS] =
+        [None; crate::limit::MAX_DECISIONS];
+    for (report, counted) in admission.policy_reports() {
+        if let Some(slot) = reports.get_mut(report.position) {
+            *slot = Some((report, counted));
+        }
+    }
+    let mut statuses = Vec::with_capacity(decided.matched.len());
+    let mut over = false;
+    let mut refusing = None;
+    for (position, m) in decided.matched.iter().enumerate() {
+        let status = match *m {
+            Matched::Unmatched(Unmatched::Ok) => status(Code::Ok),
+            Matched::Unmatched(Unmatched::OverLimit) => status(Code::OverLimit),
+            Matched::Rule(rule) => {
+                let policy = rls.rules.get(rule).map(|r| &r.policy);
+                match (policy, reports[position]) {
+                    (Some(policy), Some((report, counted))) => {
+                        let code = match counted {
+                            Counted::Denied => Code::OverLimit,
+                            _ => Code::Ok,
+                        };
+                        rule_status(code, policy, &report)
+                    }
+                    // Not decided: the store could not answer and on_error let it pass.
+                    _ => status(Code::Ok),
+                }
+            }
+        };
+        if status.code == Code::OverLimit as i32 {
+            over = true;
+            refusing.get_or_insert(position);
+        }
+        statuses.push(status);
+    }
+    let mut response = RateLimitResponse {
+        overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
+        statuses,
+        ..RateLimitResponse::default()
+    };
+    response.response_headers_to_add = headers(rls, decided, &reports, over);
+    if let Some(position) = refusing {
+        response.dynamic_metadata = Some(refused_by(rls, decided, position));
+    }
+    response
+}
+
+fn status(code: Code) -> DescriptorStatus {
+    DescriptorStatus {
+        code: code as i32,
+        ..DescriptorStatus::default()
+    }
+}
+
+fn rule_status(code: Code, policy: &Policy, report: &TierReport) -> DescriptorStatus {
+    let (requests_per_unit, unit) = stated(policy, &report.quota);
+    DescriptorStatus {
+        code: code as i32,
+        current_limit: Some(RateLimit {
+            name: policy.name.clone(),
+            requests_per_unit,
+            unit: unit as i32,
+        }),
+        limit_remaining: u32::try_from(report.remaining).unwrap_or(u32::MAX),
+        duration_until_reset: Some(duration(report.until_full_ns)),
+    }
+}
+
+fn duration(ns: u64) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(ns / SECOND_NS).unwrap_or(i64::MAX),
+        // Below 10⁹: fits.
+        nanos: i32::try_from(ns % SECOND_NS).unwrap_or(0),
+    }
+}
+
+/// `RateLimit-Policy` and `RateLimit` over the enforcing policies decided (the same
+/// values a proxied request's headers carry), and `Retry-After` when the call is over.
+fn headers(
+    rls: &Rls,
+    decided: &Decided,
+    reports: &[Option<(TierReport, Counted)>],
+    over: bool,
+) -> Vec<proto::HeaderValue> {
+    let items: Vec<TierItem<'_>> = decided
+        .matched
+        .iter()
+        .zip(reports)
+        .filter_map(|(m, report)| {
+            let (Matched::Rule(rule), Some((report, _))) = (m, report) else {
+                return None;
+            };
+            let policy = &rls.rules.get(*rule)?.policy;
+            (policy.mode == crate::limit::Mode::Enforce).then_some(TierItem {
+                policy: &policy.name,
+                quota: report.quota,
+                constant: None,
+                remaining: report.remaining,
+                until_full_ns: report.until_full_ns,
+                window_s: report.window_s,
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    if let Some(tightest) = items.iter().min_by_key(|i| i.remaining) {
+        let mut map = HeaderMap::new();
+        rate_limit_headers(&mut map, tightest, &items, None);
+        for name in ["ratelimit-policy", "ratelimit"] {
+            if let Some(v) = map.get(name).and_then(|v| v.to_str().ok()) {
+                out.push(proto::HeaderValue {
+                    key: name.to_owned(),
+                    value: v.to_owned(),
+                });
+            }
+        }
+    }
+    let wait_ns = decided.admission.wait_ns();
+    if over && wait_ns > 0 && wait_ns != u64::MAX {
+        out.push(proto::HeaderValue {
+            key: "retry-after".to_owned(),
+            value: crate::reply::ceil_secs(wait_ns).to_string(),
+        });
+    }
+    out
+}
+
+/// `dynamic_metadata` of a refused call: the first refusing descriptor and its policy.
+fn refused_by(rls: &Rls, decided: &Decided, position: usize) -> prost_types::Struct {
+    use prost_types::value::Kind;
+    let text = |s: &str| prost_types::Value {
+        kind: Some(Kind::StringValue(s.to_owned())),
+    };
+    let mut fields = std::collections::BTreeMap::new();
+    #[allow(clippy::cast_precision_loss)] // at most 32
+    fields.insert(
+        "descriptor_index".to_owned(),
+        prost_types::Value {
+            kind: Some(Kind::NumberValue(position as f64)),
+        },
+    );
+    let policy = match decided.matched.get(position) {
+        Some(Matched::Rule(rule)) => rls.rules.get(*rule).map(|r| r.policy.name.as_str()),
+        _ => None,
+    };
+    fields.insert("policy".to_owned(), text(policy.unwrap_or("")));
+    fields.insert(
+        "reason".to_owned(),
+        text(if policy.is_some() {
+            "rate_limited"
+        } else {
+            "unmatched"
+        }),
+    );
+    prost_types::Struct { fields }
+}

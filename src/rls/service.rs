@@ -1,0 +1,269 @@
+//! The gRPC side of the rate limit service: one unary method read from its
+//! length-prefixed frame, decided, and answered as gRPC does (HTTP 200, the message, then
+//! `grpc-status` in trailers; an error trailers-only). Anything else is a gRPC error with
+//! a message that says what was wrong.
+
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use http::{HeaderMap, Request, Response};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use prost::Message;
+
+use super::decide::{decide, Decided, Matched};
+use super::proto::{RateLimitRequest, SHOULD_RATE_LIMIT};
+use super::render;
+use crate::metrics::rls::RlsRuleCounters;
+use crate::proxy::snapshot::{Shared, Snapshot};
+use crate::reply::Body;
+use crate::store::{Counted, Outcome};
+
+/// The largest request message read: a call of 32 descriptors of 8 entries is a few KiB.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+
+/// gRPC status codes the service answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Status {
+    Ok = 0,
+    InvalidArgument = 3,
+    ResourceExhausted = 8,
+    Unimplemented = 12,
+    Unavailable = 14,
+}
+
+/// Answers one request of the `[rls]` listener.
+pub async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, std::convert::Infallible> {
+    let calls = &shared.metrics.rls.calls;
+    let answer = match call(&shared, req).await {
+        Ok(message) => message,
+        Err((status, why)) => {
+            match status {
+                Status::Unavailable => calls.unavailable.inc(),
+                Status::Unimplemented => calls.unimplemented.inc(),
+                _ => calls.invalid_argument.inc(),
+            };
+            return Ok(error(status, &why));
+        }
+    };
+    Ok(answer)
+}
+
+type Failed = (Status, String);
+
+async fn call(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>, Failed> {
+    if req.uri().path() != SHOULD_RATE_LIMIT {
+        return Err((
+            Status::Unimplemented,
+            format!(
+                "unknown method {}; this listener serves {SHOULD_RATE_LIMIT}",
+                req.uri().path()
+            ),
+        ));
+    }
+    if !is_grpc(req.headers()) {
+        return Err((
+            Status::InvalidArgument,
+            "content-type must be application/grpc".to_owned(),
+        ));
+    }
+    let timeout = shared.config().server.body_read_timeout;
+    let body = Limited::new(req.into_body(), MAX_MESSAGE_BYTES + 5);
+    let bytes = match tokio::time::timeout(timeout, body.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err((
+                Status::ResourceExhausted,
+                format!("the request message is over {MAX_MESSAGE_BYTES} bytes"),
+            ));
+        }
+        Ok(Err(e)) => {
+            return Err((
+                Status::InvalidArgument,
+                format!("reading the request failed: {e}"),
+            ))
+        }
+        Err(_) => {
+            return Err((
+                Status::InvalidArgument,
+                format!(
+                    "the request message did not arrive within {}",
+                    humantime::format_duration(timeout)
+                ),
+            ))
+        }
+    };
+    let message = unframe(bytes)?;
+    let request = RateLimitRequest::decode(message).map_err(|e| {
+        (
+            Status::InvalidArgument,
+            format!("not a RateLimitRequest: {e}"),
+        )
+    })?;
+    let snapshot = shared.current();
+    let Some(rls) = snapshot.config.rls.as_ref() else {
+        return Err((
+            Status::Unavailable,
+            "the configuration in effect has no [rls] table".to_owned(),
+        ));
+    };
+    let clock = &*shared.clock;
+    let decided = decide((&snapshot, rls), &shared.limiter, clock, &request)
+        .await
+        .map_err(|e| (Status::InvalidArgument, e.to_string()))?;
+    count(&snapshot, &shared.metrics.rls.calls, &decided);
+    if decided.admission.outcome() == Outcome::StoreUnavailable {
+        return Err((
+            Status::Unavailable,
+            "the limiter's store cannot answer (on_error = \"deny\")".to_owned(),
+        ));
+    }
+    let response = render::response(rls, &decided);
+    if response.overall_code == super::proto::Code::OverLimit as i32 {
+        shared.metrics.rls.calls.over_limit.inc();
+    } else {
+        shared.metrics.rls.calls.ok.inc();
+    }
+    Ok(ok(frame(&response.encode_to_vec())))
+}
+
+fn is_grpc(headers: &HeaderMap) -> bool {
+    headers.get(CONTENT_TYPE).is_some_and(|v| {
+        let v = v.as_bytes();
+        v.len() >= 16 && v[..16].eq_ignore_ascii_case(b"application/grpc")
+    })
+}
+
+/// The message of one gRPC frame: a flag byte (0: not compressed), a 4-byte length,
+/// exactly that many bytes.
+fn unframe(mut bytes: Bytes) -> Result<Bytes, Failed> {
+    if bytes.len() < 5 {
+        return Err((
+            Status::InvalidArgument,
+            "the request is not one gRPC message".to_owned(),
+        ));
+    }
+    let compressed = bytes.get_u8();
+    let length = bytes.get_u32() as usize;
+    if compressed != 0 {
+        return Err((
+            Status::Unimplemented,
+            "compressed messages are not supported: send them uncompressed".to_owned(),
+        ));
+    }
+    if length != bytes.len() {
+        return Err((
+            Status::InvalidArgument,
+            format!(
+                "the frame says {length} bytes, {} came (one message per call)",
+                bytes.len()
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+fn frame(message: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(message.len() + 5);
+    out.push(0);
+    out.extend_from_slice(
+        &u32::try_from(message.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    out.extend_from_slice(message);
+    out.into()
+}
+
+fn grpc_response(body: Body) -> Response<Body> {
+    let mut resp = Response::new(body);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    resp
+}
+
+/// The message, then `grpc-status: 0` in trailers.
+fn ok(message: Bytes) -> Response<Body> {
+    let mut trailers = HeaderMap::new();
+    trailers.insert(GRPC_STATUS.clone(), HeaderValue::from_static("0"));
+    let body = Full::new(message)
+        .map_err(|never| match never {})
+        .with_trailers(async move { Some(Ok(trailers)) })
+        .boxed_unsync();
+    grpc_response(body)
+}
+
+/// A trailers-only error: status and message in the headers, no body.
+pub fn error(status: Status, message: &str) -> Response<Body> {
+    let mut resp = grpc_response(crate::reply::empty());
+    let headers = resp.headers_mut();
+    headers.insert(
+        GRPC_STATUS.clone(),
+        HeaderValue::from(u16::from(status as u8)),
+    );
+    let encoded = percent_encoding::utf8_percent_encode(message, GRPC_MESSAGE_ESCAPED).to_string();
+    if let Ok(v) = HeaderValue::from_str(&encoded) {
+        headers.insert(GRPC_MESSAGE.clone(), v);
+    }
+    resp
+}
+
+/// gRPC's percent-encoding of `grpc-message`: everything outside printable ASCII, and `%`.
+const GRPC_MESSAGE_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%');
+
+/// Counts each descriptor under its rule, and the unmatched ones.
+fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, decided: &Decided) {
+    let counters = |position: usize| -> Option<&RlsRuleCounters> {
+        match decided.matched.get(position)? {
+            Matched::Rule(rule) => snapshot.rls_metrics.get(*rule),
+            Matched::Unmatched(_) => None,
+        }
+    };
+    let admission = &decided.admission;
+    let unmatched = decided
+        .matched
+        .iter()
+        .filter(|m| matches!(m, Matched::Unmatched(_)))
+        .count();
+    calls.unmatched.inc_by(unmatched as u64);
+    if admission.outcome() == Outcome::StoreUnavailable || admission.unchecked() {
+        let deny = admission.outcome() == Outcome::StoreUnavailable;
+        for position in 0..decided.matched.len() {
+            if let Some(c) = counters(position) {
+                if deny {
+                    &c.store_unavailable
+                } else {
+                    &c.store_unavailable_allowed
+                }
+                .inc();
+            }
+        }
+        return;
+    }
+    for outcome in admission.per_policy() {
+        let Some(c) = counters(outcome.position) else {
+            continue;
+        };
+        match outcome.counted {
+            Counted::Admitted => {
+                c.ok.inc();
+            }
+            Counted::Denied => {
+                c.over_limit.inc();
+            }
+            Counted::ShadowDenied => {
+                c.shadow_over_limit.inc();
+            }
+            // Admitted here, but another descriptor refused the call.
+            Counted::Nothing => {}
+        }
+    }
+}
