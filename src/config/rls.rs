@@ -153,8 +153,8 @@ mod tests {
     fn rules(rules: &str) -> super::RlsRules {
         let text = format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n[policies.p]\nkey = \"header:x-tenant\"\n\
-             limit = 10\nperiod = \"1s\"\n[policies.q]\nkey = [\"header:a\", \"header:b\"]\n\
-             limit = 10\nperiod = \"1s\"\n[rls]\nlisten = \"127.0.0.1:0\"\n{rules}"
+             limit = 10\nperiod = \"1s\"\nburst = 1\n[policies.q]\nkey = [\"header:a\", \"header:b\"]\n\
+             limit = 10\nperiod = \"1s\"\nburst = 1\n[rls]\nlisten = \"127.0.0.1:0\"\n{rules}"
         );
         let config = crate::config::compile(Path::new("t.toml"), &text).expect("valid");
         config.rls.expect("[rls]").rules

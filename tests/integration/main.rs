@@ -49,6 +49,7 @@ mod quotas;
 mod readme;
 mod redis;
 mod rls;
+mod rls_envoy;
 mod settle;
 mod settle_fleet;
 mod silent_clients;

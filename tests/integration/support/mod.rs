@@ -8,6 +8,7 @@
 mod alloc;
 mod certs;
 mod client;
+mod envoy;
 mod fixture;
 mod gateway;
 mod grpc;
@@ -22,6 +23,7 @@ mod upstream;
 pub use alloc::*;
 pub use certs::*;
 pub use client::*;
+pub use envoy::*;
 pub use fixture::*;
 pub use gateway::*;
 pub use grpc::*;

