@@ -176,6 +176,16 @@ fn keep_running_values(running: &Config, new: &mut Config) {
     n.max_streams = r.max_streams;
     n.overrides_file = r.overrides_file.clone();
     new.store = running.store.clone();
+    // The rate limit service's listener is bound at start: its address and mode stay
+    // (new certificates of a TLS one apply to new connections).
+    if let (Some(r), Some(n)) = (&running.rls, &mut new.rls) {
+        n.listen = r.listen;
+        n.tls = match (&r.tls, n.tls.take()) {
+            (None, _) => None,
+            (Some(kept), None) => Some(kept.clone()),
+            (Some(_), new) => new,
+        };
+    }
 }
 
 fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
@@ -187,6 +197,17 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
         }
     };
     check("server.listen", o.listen != n.listen);
+    check(
+        "[rls] (adding or removing the rate limit service)",
+        old.rls.is_some() != new.rls.is_some(),
+    );
+    if let (Some(o), Some(n)) = (&old.rls, &new.rls) {
+        check("rls.listen", o.listen != n.listen);
+        check(
+            "rls.tls (enabling or disabling)",
+            o.tls.is_some() != n.tls.is_some(),
+        );
+    }
     check("server.admin_listen", o.admin_listen != n.admin_listen);
     check(
         "server.tls (enabling or disabling)",

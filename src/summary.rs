@@ -29,6 +29,9 @@ pub fn summary(config: &Config) -> String {
     for r in &config.routes {
         write_route(&mut out, r);
     }
+    if let Some(rls) = &config.rls {
+        write_rls(&mut out, rls);
+    }
     if !config.warnings.is_empty() {
         let _ = writeln!(out);
         for w in &config.warnings {
@@ -211,6 +214,26 @@ fn settle_numbers(s: &crate::config::Settle) -> String {
         );
     }
     out
+}
+
+/// The rate limit service: its address, and which policy decides which descriptors.
+fn write_rls(out: &mut String, rls: &crate::config::rls::Rls) {
+    let _ = writeln!(
+        out,
+        "\nrate limit service (RLS v3) on {}{}, unmatched descriptors: {}",
+        rls.listen,
+        if rls.tls.is_some() { " (TLS)" } else { "" },
+        rls.on_unmatched.as_str()
+    );
+    if rls.rules.is_empty() {
+        let _ = writeln!(
+            out,
+            "  no rules - warning: every descriptor is unmatched; add a [[rls.rules]] entry"
+        );
+    }
+    for rule in rls.rules.iter() {
+        let _ = writeln!(out, "  {:<40} -> {}", rule.describe(), rule.policy.name);
+    }
 }
 
 /// One line per route, in match order: host and path, upstream, tiers and cost.

@@ -200,4 +200,37 @@ mod tests {
         assert_eq!(parts, ["a"]);
         assert_eq!(pinned.describe(), "edge: tenant, path=/v1/search");
     }
+
+    #[test]
+    fn every_mistake_of_a_rule_is_located_and_says_what_to_do() {
+        let text = "[server]\nlisten = \"127.0.0.1:9000\"\n\
+            [policies.p]\nkey = \"header:x-tenant\"\nlimit = 10\nperiod = \"1s\"\nburst = 1\n\
+            [policies.slots]\nkey = \"header:x-tenant\"\nmax_in_flight = 4\n\
+            [rls]\nlisten = \"127.0.0.1:9000\"\non_unmatched = \"deny\"\n\
+            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"pp\"\n\
+            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"slots\"\n\
+            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", \"user\"]\npolicy = \"p\"\n\
+            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [{ a = \"1\", b = \"2\" }]\npolicy = \"p\"\n\
+            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = []\npolicy = \"p\"\n\
+            [[rls.rules]]\ndomain = \"\"\ndescriptor = [\"tenant\"]\npolicy = \"p\"\n\
+            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"user\"]\npolicy = \"p\"\n\
+            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"user\"]\npolicy = \"p\"\n";
+        let err = crate::config::compile(Path::new("t.toml"), text)
+            .expect_err("invalid")
+            .to_string();
+        for expected in [
+            "t.toml:12:10: [rls] listen 127.0.0.1:9000 is the same address as [server] listen",
+            "t.toml:13:16: unknown on_unmatched `deny`",
+            "t.toml:17:10: unknown policy `pp`",
+            "did you mean `p`?",
+            "t.toml:21:10: policy `slots` limits requests in flight",
+            "t.toml:24:14: this descriptor keys policy `p` by 2 value(s), but the policy is keyed by 1 source(s) (header:x-tenant)",
+            "t.toml:28:14: a pinned descriptor entry is a table of exactly one key",
+            "t.toml:32:14: an [[rls.rules]] descriptor needs at least one entry",
+            "t.toml:35:10: an [[rls.rules]] entry has an empty domain",
+            "t.toml:42:1: two [[rls.rules]] entries name the descriptor `edge: user`",
+        ] {
+            assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+        }
+    }
 }

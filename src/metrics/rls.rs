@@ -41,6 +41,8 @@ pub struct RlsCallCounters {
     pub unavailable: Counter,
     pub invalid_argument: Counter,
     pub unimplemented: Counter,
+    /// Overloaded, or a message too large.
+    pub resource_exhausted: Counter,
     /// Descriptors no rule names.
     pub unmatched: Counter,
 }
@@ -62,7 +64,7 @@ impl RlsFamilies {
         let calls = Family::<RlsCallLabels, Counter>::default();
         registry.register(
             "rls_calls",
-            "Rate limit service calls by the answer's code (ok, over_limit, unavailable, invalid_argument, unimplemented), and descriptors no rule names (unmatched)",
+            "Rate limit service calls by the answer's code (ok, over_limit, unavailable, invalid_argument, unimplemented, resource_exhausted), and descriptors no rule names (unmatched)",
             calls.clone(),
         );
         let call = |code| calls.get_or_create(&RlsCallLabels { code }).clone();
@@ -74,6 +76,7 @@ impl RlsFamilies {
                 unavailable: call("unavailable"),
                 invalid_argument: call("invalid_argument"),
                 unimplemented: call("unimplemented"),
+                resource_exhausted: call("resource_exhausted"),
                 unmatched: call("unmatched"),
             },
         }

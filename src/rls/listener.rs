@@ -27,6 +27,9 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(RLS_MAX_CONNECTIONS));
+    // Calls in flight, every connection's: beyond it a call is answered RESOURCE_EXHAUSTED
+    // at once, so parked calls cannot grow memory without bound.
+    let in_flight = Arc::new(Semaphore::new(shared.config().server.max_requests));
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     http.timer(TokioTimer::new())
@@ -50,8 +53,11 @@ pub async fn serve(
             config.server.send_timeout,
         );
         let (shared, http, watcher) = (shared.clone(), http.clone(), graceful.watcher());
+        let in_flight = in_flight.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| super::service::handle(shared.clone(), req));
+            let svc = service_fn(move |req| {
+                super::service::handle(shared.clone(), in_flight.clone(), req)
+            });
             match tls {
                 Some(cfg) => {
                     let Some(stream) = handshake(stream, cfg).await else {

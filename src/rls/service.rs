@@ -40,15 +40,22 @@ pub enum Status {
 /// Answers one request of the `[rls]` listener.
 pub async fn handle(
     shared: Arc<Shared>,
+    in_flight: Arc<tokio::sync::Semaphore>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, std::convert::Infallible> {
     let calls = &shared.metrics.rls.calls;
+    let Ok(_permit) = in_flight.try_acquire() else {
+        calls.resource_exhausted.inc();
+        let why = "overloaded: [server] max_requests calls are in flight";
+        return Ok(error(Status::ResourceExhausted, why));
+    };
     let answer = match call(&shared, req).await {
         Ok(message) => message,
         Err((status, why)) => {
             match status {
                 Status::Unavailable => calls.unavailable.inc(),
                 Status::Unimplemented => calls.unimplemented.inc(),
+                Status::ResourceExhausted => calls.resource_exhausted.inc(),
                 _ => calls.invalid_argument.inc(),
             };
             return Ok(error(status, &why));

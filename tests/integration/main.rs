@@ -50,6 +50,7 @@ mod readme;
 mod redis;
 mod rls;
 mod rls_envoy;
+mod rls_hostile;
 mod rls_redis;
 mod settle;
 mod settle_fleet;

@@ -351,3 +351,39 @@ async fn what_is_not_a_call_gets_a_grpc_error_that_says_why() {
     // Nothing of it was charged, and the service still answers.
     assert_eq!(rls.ask("edge", vec![tenant("a")]).await.codes(), [(OK, 2)]);
 }
+
+#[tokio::test]
+async fn a_reload_changes_the_rules_keeps_the_buckets_and_names_what_waits_for_a_restart() {
+    let (up, gw, mut rls) = start("ok").await;
+    assert_eq!(
+        rls.ask("edge", vec![tenant("acme")]).await.codes(),
+        [(OK, 2)]
+    );
+    // `tenant` now decides `customer` descriptors; its bucket for acme keeps its charge.
+    let changed = rls_toml("ok")
+        .replace(
+            "descriptor = [\"tenant\"]\npolicy = \"tenant\"",
+            "descriptor = [\"customer\"]\npolicy = \"tenant\"",
+        )
+        .replace(
+            "[rls]\nlisten = \"127.0.0.1:0\"",
+            "[rls]\nlisten = \"127.0.0.1:1\"",
+        );
+    gw.rewrite(&changed, &up.url());
+    let report = gw.gw().reload().await.expect("reload");
+    assert_eq!(report.needs_restart, ["rls.listen"]);
+    assert_eq!(
+        rls.ask("edge", vec![tenant("acme")]).await.codes(),
+        [(OK, 0)]
+    );
+    assert_eq!(
+        rls.ask("edge", vec![tenant("acme")]).await.statuses[0].current_limit,
+        None
+    );
+    assert_eq!(
+        rls.ask("edge", vec![descriptor(&[("customer", "acme")])])
+            .await
+            .codes(),
+        [(OK, 1)]
+    );
+}

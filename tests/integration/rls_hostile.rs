@@ -1,0 +1,127 @@
+//! What a caller of the rate limit service can hold: calls parked with their message
+//! unsent are bounded (`max_requests` in flight, then RESOURCE_EXHAUSTED at once) and cut
+//! at `body_read_timeout`; a message over 64 KiB is refused unread; none of it charges a
+//! key or stops the service answering. Driven by a raw HTTP/2 client (the `h2` crate),
+//! which sends only what the test tells it to.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Request;
+use prost::Message;
+
+use crate::support::*;
+
+const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+fn toml() -> String {
+    Fixture::new()
+        .server("max_requests = 2\nbody_read_timeout = \"2s\"")
+        .policy("tenant", "header:x-tenant", 3, "1m", 3)
+        .raw("[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n")
+        .build()
+}
+
+async fn raw_h2(addr: std::net::SocketAddr) -> h2::client::SendRequest<Bytes> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    tokio::spawn(connection);
+    client
+}
+
+fn call_head() -> Request<()> {
+    Request::post(format!("http://rls{PATH}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request")
+}
+
+fn framed(message: &[u8]) -> Bytes {
+    let mut out = vec![0u8];
+    out.extend_from_slice(&u32::try_from(message.len()).expect("small").to_be_bytes());
+    out.extend_from_slice(message);
+    out.into()
+}
+
+/// The `grpc-status` of an answer's headers (trailers-only) or, failing that, trailers.
+async fn grpc_status(response: h2::client::ResponseFuture) -> String {
+    let response = response.await.expect("answered");
+    if let Some(s) = response.headers().get("grpc-status") {
+        return s.to_str().unwrap_or("?").to_owned();
+    }
+    let mut body = response.into_body();
+    while let Some(chunk) = body.data().await {
+        let _ = chunk.expect("body");
+    }
+    let trailers = body.trailers().await.expect("trailers").unwrap_or_default();
+    trailers
+        .get("grpc-status")
+        .map_or("none".to_owned(), |v| v.to_str().unwrap_or("?").to_owned())
+}
+
+#[tokio::test]
+async fn parked_calls_are_bounded_then_cut_and_charge_nothing() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&toml(), &up.url()).await;
+    let addr = gw.rls.expect("rls");
+    let mut client = raw_h2(addr).await;
+    // Two calls whose messages never come hold both places.
+    let mut parked = Vec::new();
+    for _ in 0..2 {
+        client = client.ready().await.expect("ready");
+        let (response, stream) = client.send_request(call_head(), false).expect("send");
+        parked.push((response, stream));
+    }
+    // The next call is refused at once, whole as it is.
+    let started = Instant::now();
+    let message = RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![descriptor(&[("tenant", "a")])],
+        hits_addend: 0,
+    };
+    client = client.ready().await.expect("ready");
+    let (response, mut stream) = client.send_request(call_head(), false).expect("send");
+    stream
+        .send_data(framed(&message.encode_to_vec()), true)
+        .expect("data");
+    assert_eq!(grpc_status(response).await, "8");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused without waiting"
+    );
+    // The parked ones are cut at body_read_timeout (2 s) as INVALID_ARGUMENT.
+    for (response, _stream) in parked {
+        assert_eq!(grpc_status(response).await, "3");
+    }
+    // Then the places are free and nothing was charged.
+    let mut rls = RlsClient::connect(addr).await;
+    assert_eq!(
+        rls.ask("edge", vec![descriptor(&[("tenant", "a")])])
+            .await
+            .codes(),
+        [(OK, 2)]
+    );
+}
+
+#[tokio::test]
+async fn a_message_over_64_kib_is_refused_unread() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&toml(), &up.url()).await;
+    let addr = gw.rls.expect("rls");
+    let huge = RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![descriptor(&[("tenant", &"x".repeat(70 * 1024))])],
+        hits_addend: 0,
+    };
+    let mut rls = RlsClient::connect(addr).await;
+    let status = rls.call(huge).await.expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(status.message(), "the request message is over 65536 bytes");
+    assert_eq!(
+        rls.ask("edge", vec![descriptor(&[("tenant", "a")])])
+            .await
+            .codes(),
+        [(OK, 2)]
+    );
+}
