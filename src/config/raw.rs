@@ -227,6 +227,9 @@ pub struct RawRlsRule {
     /// Entry keys in order; an entry written `{ key = "value" }` pins its value.
     pub descriptor: S<Vec<RawRlsEntry>>,
     pub policy: S<String>,
+    /// A non-zero `hits_addend` is usage already spent (Envoy's `apply_on_stream_done`
+    /// report): charged even over the limit. 0 still checks.
+    pub reports: Option<bool>,
 }
 
 /// One descriptor entry of a rule: a key (any value) or a key with its pinned value.

@@ -44,6 +44,9 @@ pub struct RlsRule {
     pub domain: String,
     pub entries: Vec<RuleEntry>,
     pub policy: Arc<Policy>,
+    /// `reports = true`: a non-zero cost is usage reported after the fact, charged even
+    /// when it goes over (the next check is refused until it is paid); 0 checks.
+    pub reports: bool,
 }
 
 impl RlsRule {

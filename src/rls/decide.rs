@@ -35,11 +35,13 @@ pub enum Matched {
     Unmatched(Unmatched),
 }
 
-/// A decided call: each descriptor's match, in order, and the limiter's decision of the
-/// matched ones (positions are descriptor indexes).
+/// A decided call: each descriptor's match, in order, and the limiter's decisions of the
+/// matched ones (positions are descriptor indexes): `admission` all-or-nothing, `reports`
+/// the usage reported by `reports = true` rules, charged on their own and never refused.
 pub struct Decided {
     pub matched: ArrayVec<Matched, MAX_DECISIONS>,
     pub admission: Admission,
+    pub reports: Option<Admission>,
 }
 
 impl Decided {
@@ -48,17 +50,87 @@ impl Decided {
         self.matched
             .contains(&Matched::Unmatched(Unmatched::OverLimit))
     }
+
+    /// Each decision of the call: the all-or-nothing one, then the reports'.
+    pub fn admissions(&self) -> impl Iterator<Item = &Admission> {
+        std::iter::once(&self.admission).chain(self.reports.as_ref())
+    }
 }
 
 /// Decides `call` under `rls` (the snapshot's `[rls]`): the matched descriptors at their
 /// costs (the descriptor's `hits_addend`, else the call's, else 1), or, when a descriptor
 /// no rule names refuses the call, every matched one only checked (nothing is charged).
+/// Usage reports (a `reports = true` rule's descriptor with a cost) are charged first, on
+/// their own: a refusal of the rest does not undo usage already spent.
 pub async fn decide(
     (snapshot, rls): (&Snapshot, &Rls),
     limiter: &Limiter,
     clock: &dyn Clock,
     call: &RateLimitRequest,
 ) -> Result<Decided, CallError> {
+    let matched = match_descriptors(rls, call)?;
+    let mut decided = Decided {
+        matched,
+        admission: Admission::default(),
+        reports: None,
+    };
+    let check_only = decided.unmatched_refuses();
+    let call_cost = match call.hits_addend {
+        0 => 1,
+        n => u64::from(n),
+    };
+    let descriptors = |reports: bool| {
+        decided
+            .matched
+            .iter()
+            .enumerate()
+            .filter_map(move |(position, m)| {
+                let Matched::Rule(rule_index) = *m else {
+                    return None;
+                };
+                let rule = rls.rules.get(rule_index)?;
+                let plan = snapshot.rls_plans.get(rule_index)?;
+                let d = &call.descriptors[position];
+                // A refund (Envoy's `is_negative_hits`) is only a check: nothing is given
+                // back on a caller's word (see docs/rls.md).
+                let cost = match d.is_negative_hits {
+                    true => 0,
+                    false => d.hits_addend.unwrap_or(call_cost),
+                };
+                let report = rule.reports && cost > 0;
+                (report == reports).then(|| Descriptor {
+                    position,
+                    policy: &rule.policy,
+                    plan,
+                    parts: rule
+                        .key_parts(d.entries.iter().map(|e| e.value.as_str()))
+                        .collect(),
+                    cost: if check_only && !report { 0 } else { cost },
+                    forced: report,
+                })
+            })
+    };
+    if descriptors(true).next().is_some() {
+        let mut reports = Admission::default();
+        limiter
+            .check_descriptors(descriptors(true), clock, &mut reports)
+            .await;
+        decided.reports = Some(reports);
+    }
+    let mut admission = Admission::default();
+    limiter
+        .check_descriptors(descriptors(false), clock, &mut admission)
+        .await;
+    decided.admission = admission;
+    Ok(decided)
+}
+
+/// Each descriptor of `call` matched to its rule, or unmatched; a call that cannot be
+/// decided is an error.
+fn match_descriptors(
+    rls: &Rls,
+    call: &RateLimitRequest,
+) -> Result<ArrayVec<Matched, MAX_DECISIONS>, CallError> {
     if call.domain.is_empty() {
         return Err(CallError::NoDomain);
     }
@@ -78,44 +150,5 @@ pub async fn decide(
             None => Matched::Unmatched(rls.on_unmatched),
         });
     }
-    let mut decided = Decided {
-        matched,
-        admission: Admission::default(),
-    };
-    let check_only = decided.unmatched_refuses();
-    let call_cost = match call.hits_addend {
-        0 => 1,
-        n => u64::from(n),
-    };
-    let descriptors = decided
-        .matched
-        .iter()
-        .enumerate()
-        .filter_map(|(position, m)| {
-            let Matched::Rule(rule_index) = *m else {
-                return None;
-            };
-            let rule = rls.rules.get(rule_index)?;
-            let plan = snapshot.rls_plans.get(rule_index)?;
-            let d = &call.descriptors[position];
-            // A refund (Envoy's `is_negative_hits`) is only a check: nothing is given back
-            // on a caller's word (see docs/rls.md).
-            let cost = match d.is_negative_hits {
-                true => 0,
-                false => d.hits_addend.unwrap_or(call_cost),
-            };
-            Some(Descriptor {
-                position,
-                policy: &rule.policy,
-                plan,
-                parts: rule
-                    .key_parts(d.entries.iter().map(|e| e.value.as_str()))
-                    .collect(),
-                cost: if check_only { 0 } else { cost },
-            })
-        });
-    limiter
-        .check_descriptors(descriptors, clock, &mut decided.admission)
-        .await;
-    Ok(decided)
+    Ok(matched)
 }

@@ -48,10 +48,10 @@ pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
 
 /// The response for `decided` under `rls`: `retry_after_s` is the call's wait when over.
 pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
-    let admission = &decided.admission;
     let mut reports: [Option<(TierReport, Counted)>; crate::limit::MAX_DECISIONS] =
         [None; crate::limit::MAX_DECISIONS];
-    for (report, counted) in admission.policy_reports() {
+    let decisions = decided.admissions().flat_map(|a| a.policy_reports());
+    for (report, counted) in decisions {
         if let Some(slot) = reports.get_mut(report.position) {
             *slot = Some((report, counted));
         }

@@ -127,7 +127,8 @@ async fn call(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>,
         .await
         .map_err(|e| (Status::InvalidArgument, e.to_string()))?;
     count(&snapshot, &shared.metrics.rls.calls, &decided);
-    if decided.admission.outcome() == Outcome::StoreUnavailable {
+    let unavailable = |a: &crate::store::Admission| a.outcome() == Outcome::StoreUnavailable;
+    if decided.admissions().any(unavailable) {
         return Err((
             Status::Unavailable,
             "the limiter's store cannot answer (on_error = \"deny\")".to_owned(),
@@ -234,16 +235,26 @@ fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, deci
             Matched::Unmatched(_) => None,
         }
     };
-    let admission = &decided.admission;
     let unmatched = decided
         .matched
         .iter()
         .filter(|m| matches!(m, Matched::Unmatched(_)))
         .count();
     calls.unmatched.inc_by(unmatched as u64);
+    for admission in decided.admissions() {
+        count_decision(&counters, admission, decided.matched.len());
+    }
+}
+
+/// Counts one decision's descriptors under their rules.
+fn count_decision<'a>(
+    counters: &impl Fn(usize) -> Option<&'a RlsRuleCounters>,
+    admission: &crate::store::Admission,
+    descriptors: usize,
+) {
     if admission.outcome() == Outcome::StoreUnavailable || admission.unchecked() {
         let deny = admission.outcome() == Outcome::StoreUnavailable;
-        for position in 0..decided.matched.len() {
+        for position in admission.applied().take(descriptors) {
             if let Some(c) = counters(position) {
                 if deny {
                     &c.store_unavailable

@@ -264,6 +264,16 @@ impl RequestTiers {
         });
     }
 
+    /// The last policy's tiers admit whatever their keys owe: no allowance bounds the
+    /// charge (usage already spent, reported after the fact).
+    pub fn force_last(&mut self) {
+        if let Some(p) = self.policies.last() {
+            for t in &mut self.rate[p.range.clone()] {
+                t.tier.max_delay_ns = u64::MAX;
+            }
+        }
+    }
+
     /// Puts each calendar quota's window end on the monotonic timeline for a decision at
     /// `now`: the end of the window `now` falls in (the next one, past a boundary crossed
     /// since the tiers were filled).

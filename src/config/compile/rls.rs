@@ -116,6 +116,7 @@ impl Compiler {
             domain: raw.domain.into_inner(),
             entries,
             policy: policy.clone(),
+            reports: raw.reports.unwrap_or(false),
         })
     }
 

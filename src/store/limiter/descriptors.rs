@@ -21,6 +21,8 @@ pub struct Descriptor<'a> {
     pub parts: ArrayVec<&'a str, MAX_TIERS>,
     /// Units charged; 0 checks without charging.
     pub cost: u64,
+    /// Charged whatever the key owes (usage already spent): never refused.
+    pub forced: bool,
 }
 
 impl Limiter {
@@ -45,6 +47,9 @@ impl Limiter {
                 (d.parts.iter().copied(), d.cost),
                 clock,
             );
+            if d.forced {
+                admission.tiers.force_last();
+            }
         }
         drop(fleet);
         // Every tier carries its own cost (its reserve): the call's is 0.
