@@ -20,11 +20,20 @@ pub fn summary(config: &Config) -> String {
         write_policy(&mut out, p);
     }
     let _ = writeln!(out, "\nroutes (in match order):");
-    if config.routes.is_empty() {
-        let _ = writeln!(
-            out,
-            "  none - warning: every request will be answered 404; add a [[routes]] entry"
-        );
+    match (config.routes.is_empty(), config.rls.is_some()) {
+        (true, false) => {
+            let _ = writeln!(
+                out,
+                "  none - warning: every request will be answered 404; add a [[routes]] entry"
+            );
+        }
+        (true, true) => {
+            let _ = writeln!(
+                out,
+                "  none (the rate limit service only: proxied requests are answered 404)"
+            );
+        }
+        _ => {}
     }
     for r in &config.routes {
         write_route(&mut out, r);

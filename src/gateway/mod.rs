@@ -343,7 +343,7 @@ fn announce(shared: &Shared, addr: SocketAddr, admin: Option<SocketAddr>) {
              its read-only endpoints are open to anyone who reaches it and changes are refused"
         );
     }
-    if config.routes.is_empty() {
+    if config.routes.is_empty() && config.rls.is_none() {
         tracing::warn!("the configuration has no routes: every request is answered 404");
     }
 }

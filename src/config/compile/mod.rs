@@ -100,6 +100,7 @@ pub fn compile(path: &Path, text: &str) -> Result<Config, ConfigError> {
         problems: Vec::new(),
         warnings: Vec::new(),
         base,
+        routed: HashSet::new(),
     };
     let config = c.config(path, raw);
     match config {
@@ -137,6 +138,9 @@ struct Compiler {
     problems: Vec<Problem>,
     warnings: Vec<Problem>,
     base: PathBuf,
+    /// The policies some route names: what only proxied requests do (a missing key)
+    /// is said of these alone.
+    routed: HashSet<String>,
 }
 
 impl Compiler {
@@ -175,6 +179,11 @@ impl Compiler {
             policies: raw.policies.keys().cloned().collect(),
         };
         self.check_names(&raw.policies, &raw.upstreams, &raw.routes);
+        self.routed = raw
+            .routes
+            .iter()
+            .flat_map(|r| r.get_ref().policies.iter().map(|p| p.get_ref().clone()))
+            .collect();
         let upstreams: BTreeMap<String, Arc<Upstream>> = raw
             .upstreams
             .into_iter()

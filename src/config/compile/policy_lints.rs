@@ -8,7 +8,8 @@ impl Compiler {
     /// `missing = "shared"` by default on a key every source of which the client picks.
     pub(super) fn lint_missing(&mut self, name: &str, key: &[KeySource], raw: &RawPolicy) {
         // Said when the default decided it: writing missing = "shared" says it is meant.
-        let defaulted = raw.missing.is_none();
+        // A policy no route names keys no proxied request (an RLS-only policy).
+        let defaulted = raw.missing.is_none() && self.routed.contains(name);
         if defaulted && !key.is_empty() && key.iter().all(KeySource::client_chosen) {
             self.warn(
                 raw.key.span(),

@@ -78,6 +78,7 @@ pub fn check_override(
         problems: Vec::new(),
         warnings: Vec::new(),
         base: PathBuf::new(),
+        routed: HashSet::new(),
     };
     let applied = c.runtime_override(config, policy, spec);
     match applied {
