@@ -226,7 +226,7 @@ fn settle_numbers(s: &crate::config::Settle) -> String {
 }
 
 /// The rate limit service: its address, and which policy decides which descriptors.
-fn write_rls(out: &mut String, rls: &crate::config::rls::Rls) {
+fn write_rls(out: &mut String, rls: &crate::config::Rls) {
     let _ = writeln!(
         out,
         "\nrate limit service (RLS v3) on {}{}, unmatched descriptors: {}",

@@ -23,7 +23,7 @@ pub struct Config {
     /// In match order: longest path first, then host-specific, then method-specific.
     pub routes: Vec<Arc<Route>>,
     /// `[rls]`: Envoy's rate limit service, when configured.
-    pub rls: Option<super::rls::Rls>,
+    pub rls: Option<Rls>,
     /// The routes' paths as a trie, so a request finds its route in the time of one walk
     /// along its path, however many routes there are.
     pub route_index: super::route_index::RouteIndex,
@@ -372,4 +372,13 @@ fn strip_port(host: &str) -> &str {
     host.rsplit_once(':')
         .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
         .map_or(host, |(h, _)| h)
+}
+
+/// `[rls]`: Envoy's rate limit service on a listener of its own.
+#[derive(Debug, Clone)]
+pub struct Rls {
+    pub listen: SocketAddr,
+    pub tls: Option<ServerTls>,
+    pub on_unmatched: super::rls::Unmatched,
+    pub rules: super::rls::RlsRules,
 }

@@ -3,10 +3,8 @@
 //! entries against the rules of its domain.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::model::ServerTls;
 use super::policy::Policy;
 
 /// What a descriptor no rule names is answered with.
@@ -138,15 +136,6 @@ impl RlsRules {
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
-}
-
-/// `[rls]`.
-#[derive(Debug, Clone)]
-pub struct Rls {
-    pub listen: SocketAddr,
-    pub tls: Option<ServerTls>,
-    pub on_unmatched: Unmatched,
-    pub rules: RlsRules,
 }
 
 #[cfg(test)]

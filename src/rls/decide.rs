@@ -7,7 +7,8 @@ use arrayvec::ArrayVec;
 
 use super::proto::RateLimitRequest;
 use crate::clock::Clock;
-use crate::config::rls::{Rls, Unmatched};
+use crate::config::rls::Unmatched;
+use crate::config::Rls;
 use crate::limit::{MAX_DECISIONS, MAX_TIERS};
 use crate::proxy::snapshot::Snapshot;
 use crate::store::limiter::Descriptor;

@@ -7,8 +7,9 @@ use http::HeaderMap;
 
 use super::decide::{Decided, Matched};
 use super::proto::{self, Code, DescriptorStatus, RateLimit, RateLimitResponse, Unit};
-use crate::config::rls::{Rls, Unmatched};
+use crate::config::rls::Unmatched;
 use crate::config::Policy;
+use crate::config::Rls;
 use crate::limit::calendar::Period;
 use crate::limit::Quota;
 use crate::proxy::response::{rate_limit_headers, TierItem};

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::config::raw::{RawRls, RawRlsEntry, RawRlsRule};
-use crate::config::rls::{Rls, RlsRule, RlsRules, RuleEntry, Unmatched};
+use crate::config::rls::{RlsRule, RlsRules, RuleEntry, Unmatched};
+use crate::config::Rls;
 
 impl Compiler {
     pub(super) fn rls(
