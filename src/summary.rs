@@ -241,7 +241,7 @@ fn write_rls(out: &mut String, rls: &crate::config::Rls) {
         );
     }
     for rule in rls.rules.iter() {
-        let _ = writeln!(out, "  {:<40} -> {}", rule.describe(), rule.policy.name);
+        let _ = writeln!(out, "  {:<40} -> {}", rule.describe(), rule.limit_name());
     }
 }
 

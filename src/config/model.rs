@@ -381,4 +381,6 @@ pub struct Rls {
     pub tls: Option<ServerTls>,
     pub on_unmatched: super::rls::Unmatched,
     pub rules: super::rls::RlsRules,
+    /// `ratelimit_config`, resolved: envoyproxy/ratelimit's YAML file or folder.
+    pub ratelimit_config: Option<PathBuf>,
 }

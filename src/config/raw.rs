@@ -216,6 +216,8 @@ pub struct RawRls {
     pub tls: Option<S<RawTls>>,
     /// A descriptor no rule names: "ok" (not counted) or "over_limit".
     pub on_unmatched: Option<S<String>>,
+    /// envoyproxy/ratelimit's YAML: a file, or a folder of them.
+    pub ratelimit_config: Option<S<String>>,
     #[serde(default)]
     pub rules: Vec<S<RawRlsRule>>,
 }

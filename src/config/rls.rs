@@ -26,34 +26,70 @@ impl Unmatched {
     }
 }
 
-/// One entry of a rule's descriptor: its key, and the value it is pinned to (`None`:
-/// any value, which becomes a part of the limiter key).
+/// Which values of an entry a rule takes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Value {
+    /// Any value, which becomes a part of the limiter key.
+    Any,
+    /// Values starting with this (envoyproxy/ratelimit's trailing `*`): each value is a
+    /// part of the key, as with any value.
+    Prefix(String),
+    /// Exactly this value: it selects the rule and is not part of the key.
+    Exact(String),
+}
+
+impl Value {
+    fn takes(&self, value: &str) -> bool {
+        match self {
+            Value::Any => true,
+            Value::Prefix(p) => value.starts_with(p.as_str()),
+            Value::Exact(v) => v == value,
+        }
+    }
+
+    /// How specific the match is: an exact value before a prefix before any value.
+    fn rank(&self) -> u8 {
+        match self {
+            Value::Any => 0,
+            Value::Prefix(_) => 1,
+            Value::Exact(_) => 2,
+        }
+    }
+}
+
+/// One entry of a rule's descriptor: its key, and which values it takes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RuleEntry {
     pub key: String,
-    pub value: Option<String>,
+    pub value: Value,
 }
 
-/// `[[rls.rules]]`: descriptors of `domain` whose entries are `entries` (same keys, same
-/// order, pinned values equal) are decided by `policy`, keyed by the values of the
-/// entries that are not pinned.
+/// `[[rls.rules]]` (or a limit of envoyproxy/ratelimit's YAML): descriptors of `domain`
+/// whose entries are `entries` (same keys, same order, values taken) are decided by
+/// `policy`, keyed by the values of the entries that are not exact.
 #[derive(Debug, Clone)]
 pub struct RlsRule {
     pub domain: String,
     pub entries: Vec<RuleEntry>,
-    pub policy: Arc<Policy>,
+    /// `None`: unlimited (the YAML's `unlimited: true`): answered OK, counted, never
+    /// charged.
+    pub policy: Option<Arc<Policy>>,
     /// `reports = true`: a non-zero cost is usage reported after the fact, charged even
     /// when it goes over (the next check is refused until it is paid); 0 checks.
     pub reports: bool,
+    /// The limit's name (the YAML's `rate_limit.name`), which `replaces` refers to.
+    pub name: Option<String>,
+    /// Names of the limits this one replaces when both apply to one call.
+    pub replaces: Vec<String>,
 }
 
 impl RlsRule {
     /// Whether a descriptor with `entries` (key, value) is this rule's.
     fn matches<'a>(&self, entries: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> bool {
         entries.len() == self.entries.len()
-            && entries.zip(&self.entries).all(|((key, value), rule)| {
-                key == rule.key && rule.value.as_deref().is_none_or(|v| v == value)
-            })
+            && entries
+                .zip(&self.entries)
+                .all(|((key, value), rule)| key == rule.key && rule.value.takes(value))
     }
 
     /// The rule as the file would write it, for logs and `tollgate check`:
@@ -63,29 +99,38 @@ impl RlsRule {
             .entries
             .iter()
             .map(|e| match &e.value {
-                Some(v) => format!("{}={v}", e.key),
-                None => e.key.clone(),
+                Value::Exact(v) => format!("{}={v}", e.key),
+                Value::Prefix(p) => format!("{}={p}*", e.key),
+                Value::Any => e.key.clone(),
             })
             .collect();
         format!("{}: {}", self.domain, entries.join(", "))
     }
 
+    /// The name its statuses give: the limit's own, else its policy's.
+    pub fn limit_name(&self) -> &str {
+        self.name
+            .as_deref()
+            .or(self.policy.as_ref().map(|p| p.name.as_str()))
+            .unwrap_or("unlimited")
+    }
+
     /// The values of a matching descriptor that key the limiter: those of the entries
-    /// the rule does not pin, in order.
+    /// the rule does not pin to one value, in order.
     pub fn key_parts<'a>(
         &'a self,
         values: impl Iterator<Item = &'a str> + 'a,
     ) -> impl Iterator<Item = &'a str> + 'a {
         values
             .zip(&self.entries)
-            .filter(|(_, rule)| rule.value.is_none())
+            .filter(|(_, rule)| !matches!(rule.value, Value::Exact(_)))
             .map(|(value, _)| value)
     }
 }
 
-/// The rules, by domain, most specific first: at each entry, a pinned value before any
-/// value (as envoyproxy/ratelimit prefers `key_value` over `key`); the file's order
-/// between equals.
+/// The rules, by domain, most specific first: at each entry, an exact value before a
+/// prefix before any value (as envoyproxy/ratelimit looks up `key_value`, then its
+/// wildcards, then `key`); the file's order between equals.
 #[derive(Debug, Clone, Default)]
 pub struct RlsRules {
     rules: Vec<RlsRule>,
@@ -101,9 +146,8 @@ impl RlsRules {
         for ids in by_domain.values_mut() {
             // Stable: equals keep the file's order.
             ids.sort_by_key(|&i| {
-                let pinned: Vec<bool> =
-                    rules[i].entries.iter().map(|e| e.value.is_some()).collect();
-                std::cmp::Reverse(pinned)
+                let ranks: Vec<u8> = rules[i].entries.iter().map(|e| e.value.rank()).collect();
+                std::cmp::Reverse(ranks)
             });
         }
         Self { rules, by_domain }

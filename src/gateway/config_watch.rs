@@ -4,7 +4,9 @@
 //! both counted in `tollgate_config_reloads_total`. The folder, not the file, is watched so that
 //! every way of replacing it is seen: an edit in place, an editor's rename over it, and a
 //! Kubernetes ConfigMap's swap of its `..data` link (the file itself is a link through
-//! `..data` to a dated folder that is replaced whole).
+//! `..data` to a dated folder that is replaced whole). `[rls] ratelimit_config` (the YAML
+//! file's folder, or the folder of YAML files) is watched the same way: a change of either
+//! reloads.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,17 +21,41 @@ use crate::proxy::snapshot::Shared;
 /// touches; a ConfigMap swap is several renames).
 const SETTLE: Duration = Duration::from_millis(300);
 
-/// Starts watching `path`'s folder; the task ends at shutdown. An error when the folder
-/// cannot be watched (the start then fails: the operator asked for it).
+/// The folder a file is in (`.` for a bare name).
+fn folder_of(path: &Path) -> PathBuf {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_owned)
+}
+
+/// What a change is judged by: the config file's bytes, then each YAML file's (name and
+/// bytes). `None` while the config file is missing (mid-swap).
+fn contents(path: &Path, yaml: Option<&Path>) -> Option<Vec<u8>> {
+    let mut all = std::fs::read(path).ok()?;
+    let files = yaml.map_or_else(Vec::new, |y| {
+        crate::config::compile::ratelimit_files(y).unwrap_or_default()
+    });
+    for file in files {
+        all.extend_from_slice(file.as_os_str().as_encoded_bytes());
+        all.extend(std::fs::read(&file).unwrap_or_default());
+    }
+    Some(all)
+}
+
+/// Starts watching `path`'s folder (and `[rls] ratelimit_config`'s, as the config in
+/// effect names it now); the task ends at shutdown. An error when a folder cannot be
+/// watched (the start then fails: the operator asked for it).
 pub fn spawn(
     shared: Arc<Shared>,
     path: PathBuf,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, notify::Error> {
-    let folder = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| PathBuf::from("."), Path::to_owned);
+    let folder = folder_of(&path);
+    let yaml = shared
+        .config()
+        .rls
+        .as_ref()
+        .and_then(|r| r.ratelimit_config.clone());
     let (tx, mut rx) = mpsc::channel::<()>(1);
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if event.is_ok() {
@@ -39,9 +65,16 @@ pub fn spawn(
     })?;
     watcher.watch(&folder, notify::RecursiveMode::NonRecursive)?;
     tracing::info!(folder = %folder.display(), "watching the config file for changes");
+    if let Some(y) = &yaml {
+        let yaml_folder = if y.is_dir() { y.clone() } else { folder_of(y) };
+        if yaml_folder != folder {
+            watcher.watch(&yaml_folder, notify::RecursiveMode::NonRecursive)?;
+            tracing::info!(folder = %yaml_folder.display(), "watching ratelimit_config for changes");
+        }
+    }
     Ok(tokio::spawn(async move {
         let _watching = watcher;
-        let mut last = std::fs::read(&path).ok();
+        let mut last = contents(&path, yaml.as_deref());
         loop {
             tokio::select! {
                 _ = shutdown.changed() => return,
@@ -50,7 +83,7 @@ pub fn spawn(
             // Let the burst of events settle, then judge the file as it is now.
             tokio::time::sleep(SETTLE).await;
             while rx.try_recv().is_ok() {}
-            let now = std::fs::read(&path).ok();
+            let now = contents(&path, yaml.as_deref());
             if now.is_none() || now == last {
                 // Gone for a moment (mid-swap) or unchanged (another file, a touch):
                 // the next event looks again.

@@ -23,6 +23,9 @@ pub enum KeySource {
     Route,
     Method,
     Path,
+    /// The value of a rate limit service descriptor's entry (an envoyproxy/ratelimit
+    /// YAML limit's key): never written in the TOML, never found in a request.
+    Descriptor(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +96,7 @@ impl fmt::Display for KeySource {
             KeySource::Route => f.write_str("route"),
             KeySource::Method => f.write_str("method"),
             KeySource::Path => f.write_str("path"),
+            KeySource::Descriptor(k) => write!(f, "descriptor:{k}"),
         }
     }
 }
@@ -192,6 +196,8 @@ impl KeySource {
             KeySource::Route => values.push(borrowed(req.route.as_bytes())),
             KeySource::Method => values.push(borrowed(req.method.as_str().as_bytes())),
             KeySource::Path => values.push(borrowed(req.uri.path().as_bytes())),
+            // Only a rate limit service call has descriptors; it keys them itself.
+            KeySource::Descriptor(_) => {}
             KeySource::Header(name) => {
                 // HTTP/1 parsers trim optional whitespace around a value; HTTP/2 does not,
                 // and the HTTP/1 upstream then trims: trim here so both are one key.

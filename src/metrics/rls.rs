@@ -94,7 +94,7 @@ impl RlsFamilies {
                     self.decisions
                         .get_or_create(&RlsDecisionLabels {
                             domain: rule.domain.clone(),
-                            policy: rule.policy.name.clone(),
+                            policy: rule.limit_name().to_owned(),
                             outcome,
                         })
                         .clone()

@@ -32,7 +32,7 @@ pub struct Snapshot {
     pub top: Option<crate::top::TopKeys>,
     /// By `[[rls.rules]]` index: what each rule's policy's tiers start from, and its
     /// decision counters.
-    pub rls_plans: Box<[PolicyPlan]>,
+    pub rls_plans: Box<[Option<PolicyPlan>]>,
     pub rls_metrics: Box<[crate::metrics::rls::RlsRuleCounters]>,
 }
 
@@ -76,7 +76,10 @@ impl Snapshot {
         let rls_plans = config.rls.as_ref().map_or_else(Box::default, |rls| {
             rls.rules
                 .iter()
-                .map(|rule| PolicyPlan::of(keys, &rule.policy, metrics))
+                .map(|rule| {
+                    let policy = rule.policy.as_ref()?;
+                    Some(PolicyPlan::of(keys, policy, metrics))
+                })
                 .collect()
         });
         let rls_metrics = metrics.rls.rules(&config);

@@ -80,7 +80,19 @@ pub async fn decide(
         0 => 1,
         n => u64::from(n),
     };
+    // Limits another matched limit of the call replaces are not decided (the YAML's
+    // `replaces`): answered OK without a limit.
+    let replaced: Vec<&str> = decided
+        .matched
+        .iter()
+        .filter_map(|m| match m {
+            Matched::Rule(i) => rls.rules.get(*i),
+            Matched::Unmatched(_) => None,
+        })
+        .flat_map(|r| r.replaces.iter().map(String::as_str))
+        .collect();
     let descriptors = |reports: bool| {
+        let replaced = &replaced;
         decided
             .matched
             .iter()
@@ -90,7 +102,12 @@ pub async fn decide(
                     return None;
                 };
                 let rule = rls.rules.get(rule_index)?;
-                let plan = snapshot.rls_plans.get(rule_index)?;
+                if rule.name.as_deref().is_some_and(|n| replaced.contains(&n)) {
+                    return None;
+                }
+                // An unlimited rule has neither policy nor plan: not decided.
+                let policy = rule.policy.as_deref()?;
+                let plan = snapshot.rls_plans.get(rule_index)?.as_ref()?;
                 let d = &call.descriptors[position];
                 // A refund (Envoy's `is_negative_hits`) is only a check: nothing is given
                 // back on a caller's word (see docs/rls.md).
@@ -101,7 +118,7 @@ pub async fn decide(
                 let report = rule.reports && cost > 0;
                 (report == reports).then(|| Descriptor {
                     position,
-                    policy: &rule.policy,
+                    policy,
                     plan,
                     parts: rule
                         .key_parts(d.entries.iter().map(|e| e.value.as_str()))

@@ -65,7 +65,8 @@ pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
             Matched::Unmatched(Unmatched::Ok) => status(Code::Ok),
             Matched::Unmatched(Unmatched::OverLimit) => status(Code::OverLimit),
             Matched::Rule(rule) => {
-                let policy = rls.rules.get(rule).map(|r| &r.policy);
+                let rule = rls.rules.get(rule);
+                let policy = rule.and_then(|r| Some((r.limit_name(), r.policy.as_deref()?)));
                 match (policy, reports[position]) {
                     (Some(policy), Some((report, counted))) => {
                         let code = match counted {
@@ -104,12 +105,17 @@ fn status(code: Code) -> DescriptorStatus {
     }
 }
 
-fn rule_status(code: Code, policy: &Policy, report: &TierReport) -> DescriptorStatus {
+/// A decided descriptor's status: `name` is its limit's, `policy` decided it.
+fn rule_status(
+    code: Code,
+    (name, policy): (&str, &Policy),
+    report: &TierReport,
+) -> DescriptorStatus {
     let (requests_per_unit, unit) = stated(policy, &report.quota);
     DescriptorStatus {
         code: code as i32,
         current_limit: Some(RateLimit {
-            name: policy.name.clone(),
+            name: name.to_owned(),
             requests_per_unit,
             unit: unit as i32,
         }),
@@ -142,9 +148,10 @@ fn headers(
             let (Matched::Rule(rule), Some((report, _))) = (m, report) else {
                 return None;
             };
-            let policy = &rls.rules.get(*rule)?.policy;
+            let rule = rls.rules.get(*rule)?;
+            let policy = rule.policy.as_deref()?;
             (policy.mode == crate::limit::Mode::Enforce).then_some(TierItem {
-                policy: &policy.name,
+                policy: rule.limit_name(),
                 quota: report.quota,
                 constant: None,
                 remaining: report.remaining,
@@ -191,7 +198,7 @@ fn refused_by(rls: &Rls, decided: &Decided, position: usize) -> prost_types::Str
         },
     );
     let policy = match decided.matched.get(position) {
-        Some(Matched::Rule(rule)) => rls.rules.get(*rule).map(|r| r.policy.name.as_str()),
+        Some(Matched::Rule(rule)) => rls.rules.get(*rule).map(|r| r.limit_name()),
         _ => None,
     };
     fields.insert("policy".to_owned(), text(policy.unwrap_or("")));

@@ -52,6 +52,7 @@ mod rls;
 mod rls_envoy;
 mod rls_hostile;
 mod rls_redis;
+mod rls_yaml;
 mod settle;
 mod settle_fleet;
 mod silent_clients;

@@ -18,6 +18,7 @@ mod logging;
 mod policies;
 mod policy_lints;
 mod quotas;
+mod ratelimit_yaml;
 mod rls;
 mod routes;
 mod runtime;
@@ -31,6 +32,7 @@ use super::policy::*;
 use super::raw::{OneOrMany, RawConfig, RawPolicy, RawRoute, RawServer, RawStore, RawUpstream, S};
 use crate::key::{KeySource, TrustedProxies};
 use crate::limit::{Mode, Quota, MAX_TIERS};
+pub use ratelimit_yaml::yaml_files as ratelimit_files;
 pub use runtime::{check_override, override_spec, Applied, OverrideProblem, OverrideSpec};
 use store::redis_cannot_hold;
 
@@ -194,7 +196,8 @@ impl Compiler {
             .iter()
             .map(|(name, p)| (name.clone(), p.span()))
             .collect();
-        let policies: BTreeMap<String, Arc<Policy>> = raw
+        let mut raw_policy_spans = raw_policy_spans;
+        let mut policies: BTreeMap<String, Arc<Policy>> = raw
             .policies
             .into_iter()
             .filter_map(|(name, p)| Some((name.clone(), Arc::new(self.policy(name, p)?))))
@@ -203,7 +206,14 @@ impl Compiler {
         let routes = self.routes(raw.routes, &upstreams, &policies, &defined, paths);
         let data_plane = server.as_ref().map(|s| s.listen);
         let rls = match raw.rls {
-            Some(r) => Some(self.rls(r, &policies, &defined, data_plane)?),
+            Some(r) => {
+                let (rls, from_yaml, span) = self.rls(r, &policies, &defined, data_plane)?;
+                for p in from_yaml {
+                    raw_policy_spans.insert(p.name.clone(), span.clone());
+                    policies.entry(p.name.clone()).or_insert(p);
+                }
+                Some(rls)
+            }
             None => None,
         };
         if let (Some(store), true) = (&store, !policies.is_empty()) {

@@ -2,18 +2,40 @@
 
 use super::*;
 use crate::config::raw::{RawRls, RawRlsEntry, RawRlsRule};
-use crate::config::rls::{RlsRule, RlsRules, RuleEntry, Unmatched};
+use crate::config::rls::{RlsRule, RlsRules, RuleEntry, Unmatched, Value};
 use crate::config::Rls;
 
 impl Compiler {
+    /// `[rls]`, and the policies its envoyproxy/ratelimit YAML adds (with where the file
+    /// names them, for errors about them).
     pub(super) fn rls(
         &mut self,
         raw: S<RawRls>,
         policies: &BTreeMap<String, Arc<Policy>>,
         defined: &Defined,
         data_plane: Option<SocketAddr>,
-    ) -> Option<Rls> {
+    ) -> Option<(Rls, Vec<Arc<Policy>>, std::ops::Range<usize>)> {
         let raw = raw.into_inner();
+        let yaml_span = raw.ratelimit_config.as_ref().map_or(0..0, S::span);
+        let yaml = match &raw.ratelimit_config {
+            Some(path) => self.ratelimit_yaml(path),
+            None => super::ratelimit_yaml::FromYaml::default(),
+        };
+        for p in &yaml.policies {
+            if defined.policies.contains(&p.name) {
+                self.error(
+                    yaml_span.clone(),
+                    format!(
+                        "the YAML's limit `{}` has the name of a [policies.{}] table",
+                        p.name, p.name
+                    ),
+                    Some(
+                        "rename the table: a YAML limit's policy is named by its full key"
+                            .to_owned(),
+                    ),
+                );
+            }
+        }
         let listen = self.socket_addr(&raw.listen);
         if let (Some(l), Some(d)) = (listen, data_plane) {
             if l == d && l.port() != 0 {
@@ -36,6 +58,12 @@ impl Compiler {
         );
         let mut rules = Vec::new();
         let mut seen: HashSet<(String, Vec<RuleEntry>)> = HashSet::new();
+        for rule in yaml.rules {
+            // The YAML checks its own duplicates (per level); a TOML rule naming one of
+            // its descriptors is reported below.
+            seen.insert((rule.domain.clone(), rule.entries.clone()));
+            rules.push(rule);
+        }
         for r in raw.rules {
             let span = r.span();
             let Some(rule) = self.rls_rule(r.into_inner(), policies, defined) else {
@@ -54,7 +82,7 @@ impl Compiler {
             }
             rules.push(rule);
         }
-        Some(Rls {
+        let rls = Rls {
             listen: listen?,
             tls: match tls {
                 Some(t) => Some(t?),
@@ -62,7 +90,12 @@ impl Compiler {
             },
             on_unmatched: on_unmatched?,
             rules: RlsRules::new(rules),
-        })
+            ratelimit_config: raw
+                .ratelimit_config
+                .as_ref()
+                .map(|p| self.base.join(p.get_ref())),
+        };
+        Some((rls, yaml.policies, yaml_span))
     }
 
     fn rls_rule(
@@ -99,7 +132,10 @@ impl Compiler {
             );
             return None;
         }
-        let any_values = entries.iter().filter(|e| e.value.is_none()).count();
+        let any_values = entries
+            .iter()
+            .filter(|e| !matches!(e.value, Value::Exact(_)))
+            .count();
         if any_values != policy.key.len() {
             let sources: Vec<String> = policy.key.iter().map(ToString::to_string).collect();
             self.error(
@@ -116,8 +152,10 @@ impl Compiler {
         Some(RlsRule {
             domain: raw.domain.into_inner(),
             entries,
-            policy: policy.clone(),
+            policy: Some(policy.clone()),
             reports: raw.reports.unwrap_or(false),
+            name: None,
+            replaces: Vec::new(),
         })
     }
 
@@ -139,13 +177,13 @@ impl Compiler {
             let entry = match entry {
                 RawRlsEntry::Key(key) => RuleEntry {
                     key: key.clone(),
-                    value: None,
+                    value: Value::Any,
                 },
                 RawRlsEntry::Pinned(map) if map.len() == 1 => {
                     let (key, value) = map.iter().next()?;
                     RuleEntry {
                         key: key.clone(),
-                        value: Some(value.clone()),
+                        value: Value::Exact(value.clone()),
                     }
                 }
                 RawRlsEntry::Pinned(_) => {

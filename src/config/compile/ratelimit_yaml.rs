@@ -1,0 +1,350 @@
+//! `[rls] ratelimit_config`: envoyproxy/ratelimit's YAML, read as is (a file, or every
+//! `*.yaml`/`*.yml` of a folder, as its `RUNTIME_ROOT/…/config/` layout holds them). Each
+//! limit becomes a rule and a policy of its own: `requests_per_unit` per `unit` with a
+//! burst of `requests_per_unit` (a window's allowance), keyed by the values of the
+//! entries whose value is not fixed, named by its full key (`domain.key_value.key`).
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use super::*;
+use crate::config::rls::{RlsRule, RuleEntry, Value};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YamlRoot {
+    domain: Spanned<String>,
+    #[serde(default)]
+    descriptors: Vec<YamlDescriptor>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YamlDescriptor {
+    key: Spanned<String>,
+    #[serde(default)]
+    value: Option<String>,
+    rate_limit: Option<Spanned<YamlRateLimit>>,
+    #[serde(default)]
+    descriptors: Vec<YamlDescriptor>,
+    #[serde(default)]
+    shadow_mode: bool,
+    /// Per-value metrics in envoyproxy/ratelimit; tollgate never labels a value.
+    #[serde(default)]
+    #[allow(dead_code)]
+    detailed_metric: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YamlRateLimit {
+    #[serde(default)]
+    requests_per_unit: u64,
+    #[serde(default)]
+    unit: Option<String>,
+    #[serde(default)]
+    unlimited: bool,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    replaces: Vec<YamlReplaces>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YamlReplaces {
+    name: String,
+}
+
+/// What the YAML gives: its rules, and the policies its limits are.
+#[derive(Default)]
+pub(super) struct FromYaml {
+    pub rules: Vec<RlsRule>,
+    pub policies: Vec<Arc<Policy>>,
+}
+
+/// One place in one file, for messages: `ratelimit/config.yaml:7:5`.
+struct At<'a> {
+    file: &'a str,
+    line: u64,
+    column: u64,
+}
+
+impl std::fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+fn at<'a, T>(file: &'a str, spanned: &Spanned<T>) -> At<'a> {
+    At {
+        file,
+        line: spanned.referenced.line(),
+        column: spanned.referenced.column(),
+    }
+}
+
+/// A unit's length in seconds, as envoyproxy/ratelimit counts it (a month is 30 days, a
+/// year 365).
+fn unit_seconds(unit: &str) -> Option<u64> {
+    Some(match unit.to_ascii_lowercase().as_str() {
+        "second" => 1,
+        "minute" => 60,
+        "hour" => 3_600,
+        "day" => 86_400,
+        "week" => 7 * 86_400,
+        "month" => 30 * 86_400,
+        "year" => 365 * 86_400,
+        _ => return None,
+    })
+}
+
+/// A policy name from a limit's full key: the characters a policy name allows, others as `_`.
+fn policy_name(full_key: &str) -> String {
+    full_key
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '.' | ':' | '-' => c,
+            _ => '_',
+        })
+        .collect()
+}
+
+impl Compiler {
+    /// Reads the YAML `raw` names (relative to the config's folder) into rules and
+    /// policies; every mistake is an error located in its file, reported at `raw`.
+    pub(super) fn ratelimit_yaml(&mut self, raw: &S<String>) -> FromYaml {
+        let mut out = FromYaml::default();
+        let path = self.base.join(raw.get_ref());
+        let files = match yaml_files(&path) {
+            Ok(files) => files,
+            Err(e) => {
+                self.error(raw.span(), format!("ratelimit_config {}: {e}", path.display()), Some("name envoyproxy/ratelimit's YAML file, or the folder of its files (relative paths start at the config file's folder)".to_owned()));
+                return out;
+            }
+        };
+        let mut names = HashSet::new();
+        for file in files {
+            let shown = file.display().to_string();
+            let text = match std::fs::read_to_string(&file) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.error(raw.span(), format!("ratelimit_config {shown}: {e}"), None);
+                    continue;
+                }
+            };
+            match serde_saphyr::from_str::<YamlRoot>(&text) {
+                Ok(root) => self.yaml_root(raw, &shown, root, (&mut out, &mut names)),
+                Err(e) => {
+                    let place = e.location().map_or(shown.clone(), |l| {
+                        format!("{shown}:{}:{}", l.line(), l.column())
+                    });
+                    let first = e.to_string();
+                    let first = first.lines().next().unwrap_or("");
+                    self.error(raw.span(), format!("ratelimit_config {place}: {first}"), Some("envoyproxy/ratelimit's keys: domain, descriptors, key, value, rate_limit (unit, requests_per_unit, unlimited, name, replaces), shadow_mode, detailed_metric".to_owned()));
+                }
+            }
+        }
+        out
+    }
+
+    fn yaml_root(
+        &mut self,
+        raw: &S<String>,
+        file: &str,
+        root: YamlRoot,
+        sink: (&mut FromYaml, &mut HashSet<String>),
+    ) {
+        if root.domain.value.is_empty() {
+            let place = at(file, &root.domain);
+            self.error(
+                raw.span(),
+                format!("ratelimit_config {place}: the domain is empty"),
+                None,
+            );
+            return;
+        }
+        let domain = root.domain.value;
+        let mut path = Vec::new();
+        self.yaml_level(raw, (file, &domain), &root.descriptors, &mut path, sink);
+    }
+
+    /// One level of nested descriptors under `path` (the entries above it).
+    fn yaml_level(
+        &mut self,
+        raw: &S<String>,
+        (file, domain): (&str, &str),
+        nodes: &[YamlDescriptor],
+        path: &mut Vec<RuleEntry>,
+        (out, names): (&mut FromYaml, &mut HashSet<String>),
+    ) {
+        let mut seen = HashSet::new();
+        for node in nodes {
+            let place = at(file, &node.key);
+            let key = node.key.value.clone();
+            let value = match node.value.as_deref() {
+                None | Some("") => Value::Any,
+                Some(v) => match v.strip_suffix('*') {
+                    Some(prefix) => Value::Prefix(prefix.to_owned()),
+                    None => Value::Exact(v.to_owned()),
+                },
+            };
+            if key.is_empty() {
+                self.error(
+                    raw.span(),
+                    format!("ratelimit_config {place}: a descriptor has an empty key"),
+                    None,
+                );
+                continue;
+            }
+            if !seen.insert((key.clone(), value.clone())) {
+                self.error(raw.span(), format!("ratelimit_config {place}: the descriptor `{key}` with this value is given twice at this level"), None);
+                continue;
+            }
+            path.push(RuleEntry { key, value });
+            if let Some(limit) = &node.rate_limit {
+                if let Some(rule) = self.yaml_limit(raw, (file, domain), path, node, limit, names) {
+                    out.policies.extend(rule.policy.clone());
+                    out.rules.push(rule);
+                }
+            }
+            self.yaml_level(raw, (file, domain), &node.descriptors, path, (out, names));
+            path.pop();
+        }
+    }
+
+    /// The rule (and policy) of one `rate_limit`.
+    fn yaml_limit(
+        &mut self,
+        raw: &S<String>,
+        (file, domain): (&str, &str),
+        path: &[RuleEntry],
+        node: &YamlDescriptor,
+        limit: &Spanned<YamlRateLimit>,
+        names: &mut HashSet<String>,
+    ) -> Option<RlsRule> {
+        let place = at(file, limit);
+        let l = &limit.value;
+        let fail = |c: &mut Self, message: String| {
+            c.error(
+                raw.span(),
+                format!("ratelimit_config {place}: {message}"),
+                None,
+            );
+        };
+        for r in &l.replaces {
+            if r.name.is_empty() || Some(&r.name) == l.name.as_ref() {
+                fail(
+                    self,
+                    "a replaces entry is empty or names its own limit".to_owned(),
+                );
+                return None;
+            }
+        }
+        let full_key = std::iter::once(domain.to_owned())
+            .chain(path.iter().map(|e| match &e.value {
+                Value::Any => e.key.clone(),
+                Value::Prefix(p) => format!("{}_{p}*", e.key),
+                Value::Exact(v) => format!("{}_{v}", e.key),
+            }))
+            .collect::<Vec<_>>()
+            .join(".");
+        let unlimited = l.unlimited;
+        let unit = l.unit.as_deref().filter(|u| !u.is_empty());
+        let policy = match (unlimited, unit) {
+            (true, Some(_)) => {
+                fail(self, "an unlimited limit names no unit".to_owned());
+                return None;
+            }
+            (true, None) => None,
+            (false, unit) => {
+                let Some(seconds) = unit.and_then(unit_seconds) else {
+                    let shown = unit.unwrap_or("");
+                    fail(self, format!("invalid rate limit unit `{shown}`: second, minute, hour, day, week, month or year"));
+                    return None;
+                };
+                let Some(policy) = yaml_policy(
+                    (&full_key, names),
+                    path,
+                    node,
+                    (l.requests_per_unit, seconds),
+                ) else {
+                    fail(self, format!("requests_per_unit {} per {} cannot be a limit: at least 1, at most 1e9 a second", l.requests_per_unit, unit.unwrap_or("")));
+                    return None;
+                };
+                Some(Arc::new(policy))
+            }
+        };
+        Some(RlsRule {
+            domain: domain.to_owned(),
+            entries: path.to_vec(),
+            policy,
+            reports: false,
+            name: l.name.clone().or(Some(full_key)),
+            replaces: l.replaces.iter().map(|r| r.name.clone()).collect(),
+        })
+    }
+}
+
+/// The policy of one limit: `requests_per_unit` per unit, the same burst, keyed by the
+/// entries whose value is not fixed. Its name is unique among `names`.
+fn yaml_policy(
+    (full_key, names): (&str, &mut HashSet<String>),
+    path: &[RuleEntry],
+    node: &YamlDescriptor,
+    (requests, seconds): (u64, u64),
+) -> Option<Policy> {
+    let period = Duration::from_secs(seconds);
+    let quota = Quota::new(requests, u64::try_from(period.as_nanos()).ok()?, requests).ok()?;
+    let base = policy_name(full_key);
+    let mut name = base.clone();
+    let mut n = 1;
+    while !names.insert(name.clone()) {
+        n += 1;
+        name = format!("{base}-{n}");
+    }
+    Some(Policy {
+        name,
+        key: path
+            .iter()
+            .filter(|e| !matches!(e.value, Value::Exact(_)))
+            .map(|e| KeySource::Descriptor(e.key.clone()))
+            .collect(),
+        missing: Missing::Shared,
+        mode: if node.shadow_mode {
+            Mode::Shadow
+        } else {
+            Mode::Enforce
+        },
+        max_delay: Duration::ZERO,
+        kind: PolicyKind::Rate(RateLimit {
+            limit: requests,
+            period,
+            quota,
+            overrides: Default::default(),
+            settle: None,
+            sync: Sync::Exact,
+            calendar: None,
+        }),
+    })
+}
+
+/// The YAML files at `path`: itself, or the `*.yaml`/`*.yml` files of the folder (not
+/// hidden, not below it), by name.
+pub fn yaml_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    if !std::fs::metadata(path)?.is_dir() {
+        return Ok(vec![path.to_owned()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or(".");
+            !name.starts_with('.')
+                && (name.ends_with(".yaml") || name.ends_with(".yml"))
+                && p.is_file()
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
