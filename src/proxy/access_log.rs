@@ -114,7 +114,7 @@ fn per_worker(config: &Config) -> u64 {
 
 /// Takes one line from this thread's budget at `now`; when it has none, counts a drop.
 /// Drops are added to the metric when the budget has lines again.
-fn take_line(config: &Config, metrics: &Metrics, now: u64) -> bool {
+pub fn take_line(config: &Config, metrics: &Metrics, now: u64) -> bool {
     let rate = per_worker(config);
     let full = rate * 1_000;
     let mut b = BUDGET.get().unwrap_or(Budget {
@@ -159,7 +159,6 @@ pub fn key_parts(
     log_keys: LogKeys,
     fleet: Option<&FleetKey>,
 ) -> Vec<String> {
-    static OWN: OnceLock<FleetKey> = OnceLock::new();
     let mut parts = Vec::new();
     for source in &policy.key {
         let Ok(values) = source.extract(view) else {
@@ -167,18 +166,23 @@ pub fn key_parts(
             continue;
         };
         for value in values.iter() {
-            let text = value.as_text();
-            parts.push(match log_keys {
-                LogKeys::Clear => text.into_owned(),
-                LogKeys::Hash => {
-                    let key = fleet
-                        .unwrap_or_else(|| OWN.get_or_init(|| FleetKey::new(KeySecret::random())));
-                    key.field(text.as_bytes())
-                }
-            });
+            parts.push(logged_part(&value.as_text(), log_keys, fleet));
         }
     }
     parts
+}
+
+/// One key part as `log_keys` writes it: as sent, or its keyed hash (see [`key_parts`]).
+pub fn logged_part(text: &str, log_keys: LogKeys, fleet: Option<&FleetKey>) -> String {
+    static OWN: OnceLock<FleetKey> = OnceLock::new();
+    match log_keys {
+        LogKeys::Clear => text.to_owned(),
+        LogKeys::Hash => {
+            let key =
+                fleet.unwrap_or_else(|| OWN.get_or_init(|| FleetKey::new(KeySecret::random())));
+            key.field(text.as_bytes())
+        }
+    }
 }
 
 /// Writes the access log line of one answered request, unless its mode leaves it out or

@@ -36,7 +36,7 @@ pub async fn serve(
         .max_concurrent_streams(RLS_MAX_STREAMS)
         .max_header_list_size(16 * 1024);
     loop {
-        let Some((permit, stream, _)) =
+        let Some((permit, stream, peer)) =
             accept_bounded(&listener, &permits, &mut shutdown, "rls accept failed").await
         else {
             break;
@@ -56,7 +56,7 @@ pub async fn serve(
         let in_flight = in_flight.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
-                super::service::handle(shared.clone(), in_flight.clone(), req)
+                super::service::handle(shared.clone(), in_flight.clone(), peer, req)
             });
             match tls {
                 Some(cfg) => {

@@ -5,6 +5,7 @@
 
 pub mod decide;
 pub mod listener;
+pub mod log;
 pub mod proto;
 pub mod render;
 pub mod service;

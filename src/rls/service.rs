@@ -37,36 +37,141 @@ pub enum Status {
     Unavailable = 14,
 }
 
-/// Answers one request of the `[rls]` listener.
+/// Answers one request of the `[rls]` listener from `peer`, and logs it.
 pub async fn handle(
     shared: Arc<Shared>,
     in_flight: Arc<tokio::sync::Semaphore>,
+    peer: std::net::SocketAddr,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, std::convert::Infallible> {
-    let calls = &shared.metrics.rls.calls;
-    let Ok(_permit) = in_flight.try_acquire() else {
-        calls.resource_exhausted.inc();
-        let why = "overloaded: [server] max_requests calls are in flight";
-        return Ok(error(Status::ResourceExhausted, why));
-    };
-    let answer = match call(&shared, req).await {
-        Ok(message) => message,
+    let started = shared.clock.now_ns();
+    let snapshot = shared.current();
+    let mut call = Call::default();
+    let (response, decision) = match answer(&shared, &snapshot, in_flight, req, &mut call).await {
+        Ok((response, over)) => (
+            response,
+            if over {
+                "over_limit"
+            } else {
+                call.quiet_word()
+            },
+        ),
         Err((status, why)) => {
+            let calls = &shared.metrics.rls.calls;
             match status {
                 Status::Unavailable => calls.unavailable.inc(),
                 Status::Unimplemented => calls.unimplemented.inc(),
                 Status::ResourceExhausted => calls.resource_exhausted.inc(),
                 _ => calls.invalid_argument.inc(),
             };
-            return Ok(error(status, &why));
+            (error(status, &why), status.word())
         }
     };
-    Ok(answer)
+    let ended = super::log::Ended {
+        decision,
+        decided: call.decided.as_ref(),
+        refusing: call.refusing,
+    };
+    let config = &snapshot.config;
+    super::log::write(
+        (&shared, config),
+        call.request.as_ref(),
+        &ended,
+        peer,
+        started,
+    );
+    Ok(response)
+}
+
+/// What one call got to, for its log line.
+#[derive(Default)]
+struct Call {
+    request: Option<RateLimitRequest>,
+    decided: Option<Decided>,
+    /// The first refusing descriptor.
+    refusing: Option<usize>,
+}
+
+impl Call {
+    /// An answered call that was not over: decided, or let through undecided.
+    fn quiet_word(&self) -> &'static str {
+        let unchecked = self
+            .decided
+            .as_ref()
+            .is_some_and(|d| d.admissions().any(crate::store::Admission::unchecked));
+        if unchecked {
+            "store_unavailable_allowed"
+        } else {
+            "ok"
+        }
+    }
 }
 
 type Failed = (Status, String);
 
-async fn call(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>, Failed> {
+impl Status {
+    /// The code's name in the log and the metrics.
+    fn word(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::InvalidArgument => "invalid_argument",
+            Status::ResourceExhausted => "resource_exhausted",
+            Status::Unimplemented => "unimplemented",
+            Status::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// Reads, decides and renders one call (`call` keeps what it got to); `Ok((response,
+/// over))`, or the gRPC error to answer.
+async fn answer(
+    shared: &Shared,
+    snapshot: &Snapshot,
+    in_flight: Arc<tokio::sync::Semaphore>,
+    req: Request<Incoming>,
+    call: &mut Call,
+) -> Result<(Response<Body>, bool), Failed> {
+    let Ok(_permit) = in_flight.try_acquire() else {
+        let why = "overloaded: [server] max_requests calls are in flight";
+        return Err((Status::ResourceExhausted, why.to_owned()));
+    };
+    let request = call.request.insert(read(snapshot, req).await?);
+    let Some(rls) = snapshot.config.rls.as_ref() else {
+        return Err((
+            Status::Unavailable,
+            "the configuration in effect has no [rls] table".to_owned(),
+        ));
+    };
+    let clock = &*shared.clock;
+    let decided = decide((snapshot, rls), &shared.limiter, clock, request)
+        .await
+        .map_err(|e| (Status::InvalidArgument, e.to_string()))?;
+    let decided = call.decided.insert(decided);
+    count(snapshot, &shared.metrics.rls.calls, decided);
+    let unavailable = |a: &crate::store::Admission| a.outcome() == Outcome::StoreUnavailable;
+    if decided.admissions().any(unavailable) {
+        return Err((
+            Status::Unavailable,
+            "the limiter's store cannot answer (on_error = \"deny\")".to_owned(),
+        ));
+    }
+    let response = render::response(rls, decided);
+    let over = response.overall_code == super::proto::Code::OverLimit as i32;
+    call.refusing = response
+        .statuses
+        .iter()
+        .position(|s| s.code == super::proto::Code::OverLimit as i32);
+    if over {
+        shared.metrics.rls.calls.over_limit.inc();
+    } else {
+        shared.metrics.rls.calls.ok.inc();
+    }
+    Ok((ok(frame(&response.encode_to_vec())), over))
+}
+
+/// The call's message: the one method, gRPC, read whole within `body_read_timeout` and
+/// the size bound, decoded.
+async fn read(snapshot: &Snapshot, req: Request<Incoming>) -> Result<RateLimitRequest, Failed> {
     if req.uri().path() != SHOULD_RATE_LIMIT {
         return Err((
             Status::Unimplemented,
@@ -82,7 +187,7 @@ async fn call(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>,
             "content-type must be application/grpc".to_owned(),
         ));
     }
-    let timeout = shared.config().server.body_read_timeout;
+    let timeout = snapshot.config.server.body_read_timeout;
     let body = Limited::new(req.into_body(), MAX_MESSAGE_BYTES + 5);
     let bytes = match tokio::time::timeout(timeout, body.collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
@@ -115,32 +220,7 @@ async fn call(shared: &Shared, req: Request<Incoming>) -> Result<Response<Body>,
             format!("not a RateLimitRequest: {e}"),
         )
     })?;
-    let snapshot = shared.current();
-    let Some(rls) = snapshot.config.rls.as_ref() else {
-        return Err((
-            Status::Unavailable,
-            "the configuration in effect has no [rls] table".to_owned(),
-        ));
-    };
-    let clock = &*shared.clock;
-    let decided = decide((&snapshot, rls), &shared.limiter, clock, &request)
-        .await
-        .map_err(|e| (Status::InvalidArgument, e.to_string()))?;
-    count(&snapshot, &shared.metrics.rls.calls, &decided);
-    let unavailable = |a: &crate::store::Admission| a.outcome() == Outcome::StoreUnavailable;
-    if decided.admissions().any(unavailable) {
-        return Err((
-            Status::Unavailable,
-            "the limiter's store cannot answer (on_error = \"deny\")".to_owned(),
-        ));
-    }
-    let response = render::response(rls, &decided);
-    if response.overall_code == super::proto::Code::OverLimit as i32 {
-        shared.metrics.rls.calls.over_limit.inc();
-    } else {
-        shared.metrics.rls.calls.ok.inc();
-    }
-    Ok(ok(frame(&response.encode_to_vec())))
+    Ok(request)
 }
 
 fn is_grpc(headers: &HeaderMap) -> bool {

@@ -51,6 +51,7 @@ mod redis;
 mod rls;
 mod rls_envoy;
 mod rls_hostile;
+mod rls_ops;
 mod rls_redis;
 mod rls_yaml;
 mod settle;

@@ -199,7 +199,11 @@ async fn the_platform_examples_envoy_pieces_are_accepted_by_a_real_envoy() {
         .arg(format!("{root}/examples/rls/envoy.yaml"))
         .output()
         .expect("run envoy");
-    assert!(plain.status.success(), "examples/rls/envoy.yaml: {}", String::from_utf8_lossy(&plain.stderr));
+    assert!(
+        plain.status.success(),
+        "examples/rls/envoy.yaml: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
     // The Envoy configuration inside the Istio and Envoy Gateway manifests, with a
     // misspelt field as the control that Envoy does refuse.
     let pieces = std::process::Command::new("python3")
@@ -209,5 +213,9 @@ async fn the_platform_examples_envoy_pieces_are_accepted_by_a_real_envoy() {
         .output()
         .expect("run python3");
     let out = String::from_utf8_lossy(&pieces.stdout);
-    assert!(pieces.status.success() && out.contains("3 passed, 0 failed"), "{out}{}", String::from_utf8_lossy(&pieces.stderr));
+    assert!(
+        pieces.status.success() && out.contains("3 passed, 0 failed"),
+        "{out}{}",
+        String::from_utf8_lossy(&pieces.stderr)
+    );
 }

@@ -9,6 +9,8 @@ pub struct Process {
     pub child: std::process::Child,
     pub addr: SocketAddr,
     pub admin: Option<SocketAddr>,
+    /// The rate limit service's address, when `[rls]` is configured.
+    pub rls: Option<SocketAddr>,
     pub stderr: Arc<Mutex<String>>,
 }
 
@@ -73,6 +75,7 @@ impl Process {
         Ok(Self {
             addr: addr("listen").expect("listen address in the ready file"),
             admin: addr("admin"),
+            rls: addr("rls"),
             child,
             stderr: log,
         })

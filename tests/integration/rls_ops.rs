@@ -1,0 +1,115 @@
+//! The rate limit service as an operator sees it, through the binary: the ready file names
+//! its address, `tollgate check` lists where each descriptor goes, and each call gets an
+//! access log line (`front = "rls"`) under the same `access_log` mode and `log_keys` as a
+//! proxied request — a refused call's line naming the refusing descriptor, its limit and
+//! its key parts.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+fn config(dir: &std::path::Path, up: &Upstream, logging: &str) -> std::path::PathBuf {
+    let path = dir.join("tollgate.toml");
+    let text = Fixture::new()
+        .server(format!("workers = 1\n{logging}"))
+        .policy("tenant", "header:x-tenant", 1, "1h", 1)
+        .raw("[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { kind = \"api\" }]\npolicy = \"tenant\"\n")
+        .build_for(&up.url())
+        .replace("access_log = false\n", "");
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+fn rls_lines(gw: &Process) -> Vec<String> {
+    gw.log()
+        .lines()
+        .filter(|l| l.contains("tollgate::access") && l.contains("rls"))
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn two_calls(gw: &Process) {
+    let mut rls = RlsClient::connect(gw.rls.expect("the ready file names the rls address")).await;
+    let d = || {
+        vec![
+            descriptor(&[("tenant", "acme corp")]),
+            descriptor(&[("tenant", "x"), ("kind", "api")]),
+        ]
+    };
+    assert_eq!(rls.ask("edge", d()).await.overall_code, OK);
+    assert_eq!(rls.ask("edge", d()).await.overall_code, OVER_LIMIT);
+}
+
+#[tokio::test]
+async fn each_call_has_a_line_and_a_refused_one_names_who_refused_it() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = Process::run(&config(dir.path(), &up, ""));
+    two_calls(&gw).await;
+    let found = eventually(Duration::from_secs(10), || rls_lines(&gw).len() >= 2).await;
+    let lines = rls_lines(&gw);
+    assert!(found, "{lines:?}");
+    assert!(
+        lines[0].contains("decision=\"ok\"") && lines[0].contains("descriptor=-1"),
+        "{}",
+        lines[0]
+    );
+    let refused = &lines[1];
+    // The wait is the hour's rest, by the real clock: 3,599,… ms.
+    let parts = [
+        "front=\"rls\"",
+        "domain=\"edge\"",
+        "descriptors=2",
+        "decision=\"over_limit\"",
+        "policy=\"tenant\"",
+        "descriptor=1",
+        "key=[\"x\"]",
+        "wait_ms=359",
+    ];
+    for part in parts {
+        assert!(refused.contains(part), "{part} in {refused}");
+    }
+    assert!(refused.contains("over_limit"), "{refused}");
+}
+
+#[tokio::test]
+async fn refused_only_and_hashed_keys_apply_to_rls_lines_too() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = Process::run(&config(
+        dir.path(),
+        &up,
+        "access_log = \"refused\"\nlog_keys = \"hash\"",
+    ));
+    two_calls(&gw).await;
+    let found = eventually(Duration::from_secs(10), || !rls_lines(&gw).is_empty()).await;
+    let lines = rls_lines(&gw);
+    assert!(
+        found && lines.len() == 1,
+        "only the refused call: {lines:?}"
+    );
+    assert!(
+        lines[0].contains("over_limit") && !lines[0].contains("key=[\"x\"]"),
+        "{}",
+        lines[0]
+    );
+}
+
+#[test]
+fn check_lists_where_each_descriptor_goes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let text = Fixture::new()
+        .policy("tenant", "header:x-tenant", 1, "1h", 1)
+        .raw("[rls]\nlisten = \"127.0.0.1:8081\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { kind = \"api\" }]\npolicy = \"tenant\"\n")
+        .build_for("http://127.0.0.1:9");
+    std::fs::write(&path, text).expect("write");
+    let (ok, out) = check_config(&path);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("rate limit service (RLS v3) on 127.0.0.1:8081, unmatched descriptors: ok"),
+        "{out}"
+    );
+    assert!(out.contains("edge: tenant, kind=api"), "{out}");
+    assert!(out.contains("-> tenant"), "{out}");
+}
