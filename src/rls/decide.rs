@@ -41,8 +41,10 @@ pub enum Matched {
 /// the usage reported by `reports = true` rules, charged on their own and never refused.
 pub struct Decided {
     pub matched: ArrayVec<Matched, MAX_DECISIONS>,
-    pub admission: Admission,
-    pub reports: Option<Admission>,
+    /// Boxed, as the proxy keeps its own per connection: a decision holds every tier's
+    /// key and outcome (kilobytes), and a call's future is moved as it is polled.
+    pub admission: Box<Admission>,
+    pub reports: Option<Box<Admission>>,
 }
 
 impl Decided {
@@ -54,7 +56,7 @@ impl Decided {
 
     /// Each decision of the call: the all-or-nothing one, then the reports'.
     pub fn admissions(&self) -> impl Iterator<Item = &Admission> {
-        std::iter::once(&self.admission).chain(self.reports.as_ref())
+        std::iter::once(&*self.admission).chain(self.reports.as_deref())
     }
 }
 
@@ -72,7 +74,7 @@ pub async fn decide(
     let matched = match_descriptors(rls, call)?;
     let mut decided = Decided {
         matched,
-        admission: Admission::default(),
+        admission: Box::default(),
         reports: None,
     };
     let check_only = decided.unmatched_refuses();
@@ -129,13 +131,13 @@ pub async fn decide(
             })
     };
     if descriptors(true).next().is_some() {
-        let mut reports = Admission::default();
+        let mut reports = Box::<Admission>::default();
         limiter
             .check_descriptors(descriptors(true), clock, &mut reports)
             .await;
         decided.reports = Some(reports);
     }
-    let mut admission = Admission::default();
+    let mut admission = Box::<Admission>::default();
     limiter
         .check_descriptors(descriptors(false), clock, &mut admission)
         .await;

@@ -47,7 +47,10 @@ pub async fn handle(
     let started = shared.clock.now_ns();
     let snapshot = shared.current();
     let mut call = Call::default();
-    let (response, decision) = match answer(&shared, &snapshot, in_flight, req, &mut call).await {
+    // Boxed: the call's decision and the limiter's futures are kilobytes, and the
+    // connection moves this future as it polls it.
+    let answered = Box::pin(answer(&shared, &snapshot, in_flight, req, &mut call)).await;
+    let (response, decision) = match answered {
         Ok((response, over)) => (
             response,
             if over {
