@@ -56,15 +56,39 @@ impl Compiler {
             Unmatched::Ok,
             "on_unmatched",
         );
+        let rules = self.all_rules(raw.rules, yaml.rules, (policies, defined));
+        let rls = Rls {
+            listen: listen?,
+            tls: match tls {
+                Some(t) => Some(t?),
+                None => None,
+            },
+            on_unmatched: on_unmatched?,
+            rules: RlsRules::new(rules),
+            ratelimit_config: raw
+                .ratelimit_config
+                .as_ref()
+                .map(|p| self.base.join(p.get_ref())),
+        };
+        Some((rls, yaml.policies, yaml_span))
+    }
+
+    /// The YAML's rules, then the TOML's, each descriptor named once.
+    fn all_rules(
+        &mut self,
+        raw: Vec<S<RawRlsRule>>,
+        from_yaml: Vec<RlsRule>,
+        (policies, defined): (&BTreeMap<String, Arc<Policy>>, &Defined),
+    ) -> Vec<RlsRule> {
         let mut rules = Vec::new();
         let mut seen: HashSet<(String, Vec<RuleEntry>)> = HashSet::new();
-        for rule in yaml.rules {
+        for rule in from_yaml {
             // The YAML checks its own duplicates (per level); a TOML rule naming one of
             // its descriptors is reported below.
             seen.insert((rule.domain.clone(), rule.entries.clone()));
             rules.push(rule);
         }
-        for r in raw.rules {
+        for r in raw {
             let span = r.span();
             let Some(rule) = self.rls_rule(r.into_inner(), policies, defined) else {
                 continue;
@@ -82,20 +106,7 @@ impl Compiler {
             }
             rules.push(rule);
         }
-        let rls = Rls {
-            listen: listen?,
-            tls: match tls {
-                Some(t) => Some(t?),
-                None => None,
-            },
-            on_unmatched: on_unmatched?,
-            rules: RlsRules::new(rules),
-            ratelimit_config: raw
-                .ratelimit_config
-                .as_ref()
-                .map(|p| self.base.join(p.get_ref())),
-        };
-        Some((rls, yaml.policies, yaml_span))
+        rules
     }
 
     fn rls_rule(
