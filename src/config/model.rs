@@ -380,6 +380,7 @@ pub struct Rls {
     pub listen: SocketAddr,
     pub tls: Option<ServerTls>,
     pub on_unmatched: super::rls::Unmatched,
+    pub refusal_body: super::rls::RefusalBody,
     pub rules: super::rls::RlsRules,
     /// `ratelimit_config`, resolved: envoyproxy/ratelimit's YAML file or folder.
     pub ratelimit_config: Option<PathBuf>,

@@ -218,6 +218,8 @@ pub struct RawRls {
     pub on_unmatched: Option<S<String>>,
     /// envoyproxy/ratelimit's YAML: a file, or a folder of them.
     pub ratelimit_config: Option<S<String>>,
+    /// The body Envoy's 429 carries (`raw_body`): none, the contract's JSON, or RFC 9457.
+    pub refusal_body: Option<S<String>>,
     #[serde(default)]
     pub rules: Vec<S<RawRlsRule>>,
 }

@@ -17,6 +17,18 @@ pub enum Unmatched {
     OverLimit,
 }
 
+/// What Envoy's 429 carries as its body (`raw_body`), when a call is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RefusalBody {
+    /// Nothing: Envoy's own empty 429.
+    #[default]
+    None,
+    /// The contract's JSON, as a proxied refusal's (`{"error":"rate_limited",…}`).
+    Json,
+    /// RFC 9457 problem details, as a proxied refusal's to a client that asks for them.
+    ProblemJson,
+}
+
 impl Unmatched {
     pub fn as_str(self) -> &'static str {
         match self {

@@ -7,12 +7,12 @@ use http::HeaderMap;
 
 use super::decide::{Decided, Matched};
 use super::proto::{self, Code, DescriptorStatus, RateLimit, RateLimitResponse, Unit};
-use crate::config::rls::Unmatched;
+use crate::config::rls::{RefusalBody, Unmatched};
 use crate::config::Policy;
 use crate::config::Rls;
 use crate::limit::calendar::Period;
 use crate::limit::Quota;
-use crate::proxy::response::{rate_limit_headers, TierItem};
+use crate::proxy::response::{body_start, rate_limit_headers, Refused, TierItem};
 use crate::store::{Counted, TierReport};
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -94,8 +94,55 @@ pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
     response.response_headers_to_add = headers(rls, decided, &reports, over);
     if let Some(position) = refusing {
         response.dynamic_metadata = Some(refused_by(rls, decided, position));
+        if let Some((body, content_type)) = refusal_body(rls, decided, &response.statuses) {
+            response.raw_body = body;
+            response.response_headers_to_add.push(proto::HeaderValue {
+                key: "content-type".to_owned(),
+                value: content_type.to_owned(),
+            });
+        }
     }
     response
+}
+
+/// The 429's body Envoy sends (`raw_body`) under `refusal_body`: a proxied refusal's, by
+/// the first refusing descriptor's limit, naming every refusing one as violated.
+fn refusal_body(
+    rls: &Rls,
+    decided: &Decided,
+    statuses: &[DescriptorStatus],
+) -> Option<(Vec<u8>, &'static str)> {
+    let refused = |(m, s): (&Matched, &DescriptorStatus)| match m {
+        Matched::Rule(r) if s.code == Code::OverLimit as i32 => rls.rules.get(*r),
+        _ => None,
+    };
+    let violated: Vec<&crate::config::rls::RlsRule> = decided
+        .matched
+        .iter()
+        .zip(statuses)
+        .filter_map(refused)
+        .collect();
+    let first = violated.first()?;
+    let names: Vec<&str> = violated.iter().map(|r| r.limit_name()).collect();
+    let quota = first
+        .policy
+        .as_ref()
+        .and_then(|p| p.rate()?.calendar.as_ref());
+    let limit = quota.map(|_| "quota");
+    let start = body_start(first.limit_name(), limit);
+    let wait_ns = decided.admission.wait_ns();
+    let refused = Refused {
+        policy: first.limit_name(),
+        start: &start,
+        limit,
+        retry_after_ms: crate::reply::ceil_millis(if wait_ns == u64::MAX { 0 } else { wait_ns }),
+        problem: (rls.refusal_body == RefusalBody::ProblemJson).then_some(&names[..]),
+    };
+    match rls.refusal_body {
+        RefusalBody::None => None,
+        RefusalBody::Json => Some((refused.body().0, "application/json")),
+        RefusalBody::ProblemJson => Some((refused.body().0, "application/problem+json")),
+    }
 }
 
 fn status(code: Code) -> DescriptorStatus {

@@ -18,7 +18,7 @@ fn toml(store: &str) -> String {
         .policy("search", "header:x-tenant", 1, "1m", 1)
         .policy("tokens", "header:x-tenant", 1000, "1h", 1000)
         .raw(
-            "[rls]\nlisten = \"127.0.0.1:0\"\n\
+            "[rls]\nlisten = \"127.0.0.1:0\"\nrefusal_body = \"problem+json\"\n\
              [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { kind = \"tokens\" }]\npolicy = \"tokens\"\nreports = true\n\
              [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n\
              [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { path = \"/v1/search\" }]\npolicy = \"search\"\n",
@@ -75,6 +75,13 @@ async fn envoy_refuses_each_tenant_exactly_at_its_burst_with_tollgate_s_numbers(
         assert_eq!(header(&refused, "x-ratelimit-remaining"), "0");
         assert_eq!(header(&refused, "x-ratelimit-reset"), "60");
         assert_eq!(header(&refused, "retry-after"), "20");
+        // The body Envoy sends is tollgate's: RFC 9457, as a proxied refusal's.
+        assert_eq!(header(&refused, "content-type"), "application/problem+json");
+        let body: serde_json::Value = serde_json::from_slice(&refused.body).expect("JSON body");
+        assert_eq!(body["status"], 429);
+        assert_eq!(body["policy"], "tenant");
+        assert_eq!(body["violated-policies"], serde_json::json!(["tenant"]));
+        assert_eq!(body["retry_after_ms"], 20_000);
     }
     // The fake clock: 20 s later each tenant has exactly one request again.
     gw.advance(20 * S);

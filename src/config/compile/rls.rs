@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::config::raw::{RawRls, RawRlsEntry, RawRlsRule};
-use crate::config::rls::{RlsRule, RlsRules, RuleEntry, Unmatched, Value};
+use crate::config::rls::{RefusalBody, RlsRule, RlsRules, RuleEntry, Unmatched, Value};
 use crate::config::Rls;
 
 impl Compiler {
@@ -56,6 +56,16 @@ impl Compiler {
             Unmatched::Ok,
             "on_unmatched",
         );
+        let refusal_body = self.choice(
+            &raw.refusal_body,
+            &[
+                ("none", RefusalBody::None),
+                ("json", RefusalBody::Json),
+                ("problem+json", RefusalBody::ProblemJson),
+            ],
+            RefusalBody::None,
+            "refusal_body",
+        );
         let rules = self.all_rules(raw.rules, yaml.rules, (policies, defined));
         let rls = Rls {
             listen: listen?,
@@ -64,6 +74,7 @@ impl Compiler {
                 None => None,
             },
             on_unmatched: on_unmatched?,
+            refusal_body: refusal_body?,
             rules: RlsRules::new(rules),
             ratelimit_config: raw
                 .ratelimit_config

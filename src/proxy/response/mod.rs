@@ -16,4 +16,4 @@ pub use answer::{body_cut, Answer};
 pub use cut::{BudgetExhausted, CutReason};
 pub use headers::{concurrency_headers, rate_limit_headers, PolicyHeaders, RouteHeaders, TierItem};
 pub use refusal::{concurrency_refused, too_many_requests};
-pub use refusal_body::QUOTA_EXCEEDED_TYPE;
+pub use refusal_body::{body_start, Refused, QUOTA_EXCEEDED_TYPE};
