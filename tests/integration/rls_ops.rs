@@ -2,7 +2,7 @@
 //! its address, `tollgate check` lists where each descriptor goes, and each call gets an
 //! access log line (`front = "rls"`) under the same `access_log` mode and `log_keys` as a
 //! proxied request — a refused call's line naming the refusing descriptor, its limit and
-//! its key parts.
+//! its key parts; and `[rls.tls]` serves gRPC over TLS to a client that trusts it.
 
 use std::time::Duration;
 
@@ -112,4 +112,47 @@ fn check_lists_where_each_descriptor_goes() {
     );
     assert!(out.contains("edge: tenant, kind=api"), "{out}");
     assert!(out.contains("-> tenant"), "{out}");
+}
+
+#[tokio::test]
+async fn with_rls_tls_calls_are_answered_over_tls_and_only_over_tls() {
+    let ca = Ca::new("rls test ca");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = ca.leaf(&["localhost", "127.0.0.1"], "rls");
+    std::fs::write(dir.path().join("rls.pem"), cert).expect("write");
+    std::fs::write(dir.path().join("rls.key"), key).expect("write");
+    let toml = Fixture::new()
+        .policy("tenant", "header:x-tenant", 1, "1h", 1)
+        .raw(format!(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n[rls.tls]\ncert = \"{0}/rls.pem\"\nkey = \"{0}/rls.key\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n",
+            dir.path().display()
+        ))
+        .build();
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let addr = gw.rls.expect("rls");
+    let mut rls = RlsClient::connect_tls(addr, &ca.pem()).await;
+    assert_eq!(rls.ask("edge", vec![descriptor(&[("tenant", "a")])]).await.codes(), [(OK, 0)]);
+    assert_eq!(rls.ask("edge", vec![descriptor(&[("tenant", "a")])]).await.overall_code, OVER_LIMIT);
+    // Cleartext HTTP/2 to the TLS listener gets no answer.
+    let plain = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .expect("url")
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(5))
+        .connect()
+        .await;
+    if let Ok(channel) = plain {
+        let mut grpc = tonic::client::Grpc::new(channel);
+        let path = http::uri::PathAndQuery::from_static("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit");
+        let req = RlsRequest { domain: "edge".into(), descriptors: vec![descriptor(&[("tenant", "b")])], hits_addend: 0 };
+        let codec = tonic_prost::ProstCodec::<RlsRequest, RlsResponse>::default();
+        let answered = match grpc.ready().await {
+            Ok(()) => grpc.unary(tonic::Request::new(req), path, codec).await.is_ok(),
+            Err(_) => false,
+        };
+        assert!(!answered, "a cleartext call is not answered by a TLS listener");
+    }
+    // Tenant b was never charged by it.
+    assert_eq!(rls.ask("edge", vec![descriptor(&[("tenant", "b")])]).await.codes(), [(OK, 0)]);
 }
