@@ -1,17 +1,22 @@
 //! The rate limit service on Redis: two tollgate gateways' `[rls]` listeners on one Redis
 //! admit exactly the burst between them (one after the other and all at once; behind two
 //! real Envoys too), a call of three descriptors is one script call, and a refused call
-//! leaves every key as it was.
+//! leaves every key as it was — on a Redis Cluster too, where a call's keys live in
+//! different slots.
 
 use std::time::Duration;
 
 use crate::support::*;
 
 fn toml(redis: &RedisServer) -> String {
+    toml_for(&format!("\"{}\"", redis.url()))
+}
+
+/// The rules on the Redis at `url` (a TOML value: one URL, or a Cluster's list).
+fn toml_for(url: &str) -> String {
     Fixture::new()
         .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
-            redis.url()
+            "backend = \"redis\"\nurl = {url}\ntimeout = \"2s\"\non_error = \"deny\""
         ))
         .policy("tenant", "header:x-tenant", 10, "1h", 10)
         .policy("user", "header:x-user", 100, "1h", 100)
@@ -156,4 +161,37 @@ async fn two_envoys_each_asking_its_own_tollgate_on_one_redis_admit_exactly_the_
     }
     assert_eq!(passed, 10);
     assert_eq!(up.requests(), 10);
+}
+
+#[tokio::test]
+async fn on_a_cluster_a_call_whose_keys_live_apart_is_still_all_or_nothing_and_exact() {
+    let cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    let toml = toml_for(&cluster.urls_toml());
+    let (gw_a, mut a) = gateway(&toml, &up).await;
+    let (_gw_b, mut b) = gateway(&toml, &up).await;
+    // Keys of three policies, spread over the cluster's slots.
+    let three = || {
+        vec![
+            descriptor(&[("tenant", "acme")]),
+            descriptor(&[("user", "ann")]),
+            descriptor(&[("tenant", "acme"), ("path", "/v1/search")]),
+        ]
+    };
+    assert_eq!(a.ask("edge", three()).await.codes(), [(OK, 9), (OK, 99), (OK, 0)]);
+    for i in 0..3 {
+        let rls = if i == 1 { &mut b } else { &mut a };
+        let refused = rls.ask("edge", three()).await;
+        assert_eq!(refused.codes(), [(OK, 9), (OK, 99), (OVER_LIMIT, 0)]);
+    }
+    let two = vec![descriptor(&[("tenant", "acme")]), descriptor(&[("user", "ann")])];
+    assert_eq!(b.ask("edge", two).await.codes(), [(OK, 8), (OK, 98)]);
+    // Exact between the two gateways: 10 a tenant in all.
+    let mut admitted = 0;
+    for i in 0..24 {
+        let rls = if i % 2 == 0 { &mut a } else { &mut b };
+        admitted += usize::from(rls.ask("edge", vec![descriptor(&[("tenant", "fleet")])]).await.overall_code == OK);
+    }
+    assert_eq!(admitted, 10);
+    drop(gw_a);
 }
