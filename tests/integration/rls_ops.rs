@@ -133,8 +133,18 @@ async fn with_rls_tls_calls_are_answered_over_tls_and_only_over_tls() {
     let gw = TestGateway::start(&toml, &up.url()).await;
     let addr = gw.rls.expect("rls");
     let mut rls = RlsClient::connect_tls(addr, &ca.pem()).await;
-    assert_eq!(rls.ask("edge", vec![descriptor(&[("tenant", "a")])]).await.codes(), [(OK, 0)]);
-    assert_eq!(rls.ask("edge", vec![descriptor(&[("tenant", "a")])]).await.overall_code, OVER_LIMIT);
+    assert_eq!(
+        rls.ask("edge", vec![descriptor(&[("tenant", "a")])])
+            .await
+            .codes(),
+        [(OK, 0)]
+    );
+    assert_eq!(
+        rls.ask("edge", vec![descriptor(&[("tenant", "a")])])
+            .await
+            .overall_code,
+        OVER_LIMIT
+    );
     // Cleartext HTTP/2 to the TLS listener gets no answer.
     let plain = tonic::transport::Channel::from_shared(format!("http://{addr}"))
         .expect("url")
@@ -144,15 +154,32 @@ async fn with_rls_tls_calls_are_answered_over_tls_and_only_over_tls() {
         .await;
     if let Ok(channel) = plain {
         let mut grpc = tonic::client::Grpc::new(channel);
-        let path = http::uri::PathAndQuery::from_static("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit");
-        let req = RlsRequest { domain: "edge".into(), descriptors: vec![descriptor(&[("tenant", "b")])], hits_addend: 0 };
+        let path = http::uri::PathAndQuery::from_static(
+            "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+        );
+        let req = RlsRequest {
+            domain: "edge".into(),
+            descriptors: vec![descriptor(&[("tenant", "b")])],
+            hits_addend: 0,
+        };
         let codec = tonic_prost::ProstCodec::<RlsRequest, RlsResponse>::default();
         let answered = match grpc.ready().await {
-            Ok(()) => grpc.unary(tonic::Request::new(req), path, codec).await.is_ok(),
+            Ok(()) => grpc
+                .unary(tonic::Request::new(req), path, codec)
+                .await
+                .is_ok(),
             Err(_) => false,
         };
-        assert!(!answered, "a cleartext call is not answered by a TLS listener");
+        assert!(
+            !answered,
+            "a cleartext call is not answered by a TLS listener"
+        );
     }
     // Tenant b was never charged by it.
-    assert_eq!(rls.ask("edge", vec![descriptor(&[("tenant", "b")])]).await.codes(), [(OK, 0)]);
+    assert_eq!(
+        rls.ask("edge", vec![descriptor(&[("tenant", "b")])])
+            .await
+            .codes(),
+        [(OK, 0)]
+    );
 }

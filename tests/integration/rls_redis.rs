@@ -178,19 +178,30 @@ async fn on_a_cluster_a_call_whose_keys_live_apart_is_still_all_or_nothing_and_e
             descriptor(&[("tenant", "acme"), ("path", "/v1/search")]),
         ]
     };
-    assert_eq!(a.ask("edge", three()).await.codes(), [(OK, 9), (OK, 99), (OK, 0)]);
+    assert_eq!(
+        a.ask("edge", three()).await.codes(),
+        [(OK, 9), (OK, 99), (OK, 0)]
+    );
     for i in 0..3 {
         let rls = if i == 1 { &mut b } else { &mut a };
         let refused = rls.ask("edge", three()).await;
         assert_eq!(refused.codes(), [(OK, 9), (OK, 99), (OVER_LIMIT, 0)]);
     }
-    let two = vec![descriptor(&[("tenant", "acme")]), descriptor(&[("user", "ann")])];
+    let two = vec![
+        descriptor(&[("tenant", "acme")]),
+        descriptor(&[("user", "ann")]),
+    ];
     assert_eq!(b.ask("edge", two).await.codes(), [(OK, 8), (OK, 98)]);
     // Exact between the two gateways: 10 a tenant in all.
     let mut admitted = 0;
     for i in 0..24 {
         let rls = if i % 2 == 0 { &mut a } else { &mut b };
-        admitted += usize::from(rls.ask("edge", vec![descriptor(&[("tenant", "fleet")])]).await.overall_code == OK);
+        admitted += usize::from(
+            rls.ask("edge", vec![descriptor(&[("tenant", "fleet")])])
+                .await
+                .overall_code
+                == OK,
+        );
     }
     assert_eq!(admitted, 10);
     drop(gw_a);
