@@ -46,27 +46,7 @@ async fn the_cookbooks_per_key_limit_answers_as_it_says() {
         anonymous.json(),
         serde_json::json!({"error":"missing_key","policy":"api-key"})
     );
-    // Spend the burst, then a refusal with an exact Retry-After. In batches of 50 at once:
-    // one at a time, a busy machine may send slower than the key refills (100 a second).
-    let mut refused = None;
-    for _ in 0..40 {
-        let batch: Vec<_> = (0..50)
-            .map(|_| {
-                let url = url.clone();
-                tokio::spawn(async move { get(&url, &[("x-api-key", "k-123")]).await })
-            })
-            .collect();
-        for r in batch {
-            let r = r.await.expect("request");
-            if r.status == 429 && refused.is_none() {
-                refused = Some(r);
-            }
-        }
-        if refused.is_some() {
-            break;
-        }
-    }
-    let refused = refused.expect("a 429 within 2,000 requests of a 200 burst");
+    let refused = spend_the_burst(&url).await;
     assert!(refused.header("retry-after").is_some());
 
     let line = eventually(Duration::from_secs(5), || {
@@ -104,6 +84,30 @@ async fn the_cookbooks_per_key_limit_answers_as_it_says() {
     );
 
     task_five(admin, &url).await;
+}
+
+/// Spends key `k-123`'s burst until a refusal, which it returns. In batches of 50 at once:
+/// one at a time, a busy machine may send slower than the key refills (100 a second).
+async fn spend_the_burst(url: &str) -> Got {
+    let mut refused = None;
+    for _ in 0..40 {
+        let batch: Vec<_> = (0..50)
+            .map(|_| {
+                let url = url.to_owned();
+                tokio::spawn(async move { get(&url, &[("x-api-key", "k-123")]).await })
+            })
+            .collect();
+        for r in batch {
+            let r = r.await.expect("request");
+            if r.status == 429 && refused.is_none() {
+                refused = Some(r);
+            }
+        }
+        if refused.is_some() {
+            break;
+        }
+    }
+    refused.expect("a 429 within 2,000 requests of a 200 burst")
 }
 
 /// Task 5: the runtime override, as its curl sends it, applies at once.
