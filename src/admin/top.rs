@@ -57,8 +57,15 @@ pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
         return with_meta(crate::admin::answer::json_ok(json!([])), None);
     };
     let now = shared.clock.now_ns();
-    let name_of =
-        |route: usize, position: usize| config.routes[route].policies[position].name.clone();
+    // Past the routes, the rate limit service's rules (see `Snapshot::build`).
+    let name_of = |route: usize, position: usize| match config.routes.get(route) {
+        Some(r) => r.policies[position].name.clone(),
+        None => config
+            .rls
+            .as_ref()
+            .and_then(|rls| rls.rules.get(position)?.policy.as_ref())
+            .map_or_else(String::new, |p| p.name.clone()),
+    };
     let keys = top.top(policy.as_deref(), n, now, name_of);
     let mut out = Vec::with_capacity(keys.len());
     for k in keys {

@@ -69,7 +69,15 @@ impl Snapshot {
             .map(|r| PolicyPlan::route(keys, r, metrics))
             .collect();
         let top = config.server.top_keys.then(|| {
-            let tiers: Vec<usize> = config.routes.iter().map(|r| r.policies.len()).collect();
+            // The rate limit service's rules count as one more route, after the real ones
+            // (see `rls::service`): its tiers are the rules.
+            let rules = config.rls.as_ref().map_or(0, |r| r.rules.len());
+            let tiers: Vec<usize> = config
+                .routes
+                .iter()
+                .map(|r| r.policies.len())
+                .chain(std::iter::once(rules))
+                .collect();
             let window = u64::try_from(config.server.top_window.as_nanos()).unwrap_or(u64::MAX);
             crate::top::TopKeys::new(config.server.workers, &tiers, window)
         });

@@ -9,3 +9,4 @@ pub mod log;
 pub mod proto;
 pub mod render;
 pub mod service;
+pub mod top;

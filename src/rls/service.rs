@@ -151,6 +151,9 @@ async fn answer(
         .map_err(|e| (Status::InvalidArgument, e.to_string()))?;
     let decided = call.decided.insert(decided);
     count(snapshot, &shared.metrics.rls.calls, decided);
+    if let Some(top) = &snapshot.top {
+        super::top::record(top, (&snapshot.config, rls), request, decided);
+    }
     let unavailable = |a: &crate::store::Admission| a.outcome() == Outcome::StoreUnavailable;
     if decided.admissions().any(unavailable) {
         return Err((

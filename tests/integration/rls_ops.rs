@@ -183,3 +183,41 @@ async fn with_rls_tls_calls_are_answered_over_tls_and_only_over_tls() {
         [(OK, 0)]
     );
 }
+
+#[tokio::test]
+async fn the_tenant_the_service_refuses_most_tops_admin_top() {
+    let toml = Fixture::new()
+        .policy("tenant", "header:x-tenant", 1, "1h", 1)
+        .raw("[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n")
+        .build();
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    for i in 0..20 {
+        rls.ask(
+            "edge",
+            vec![descriptor(&[("tenant", &format!("quiet-{i}"))])],
+        )
+        .await;
+    }
+    for _ in 0..30 {
+        rls.ask("edge", vec![descriptor(&[("tenant", "noisy")])])
+            .await;
+    }
+    let top = send(
+        &http1(),
+        "GET",
+        &gw.admin_url("/admin/top?policy=tenant&n=3"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(top.status, 200, "{}", top.text());
+    let keys: serde_json::Value = serde_json::from_slice(&top.body).expect("JSON");
+    let first = &keys[0];
+    assert_eq!(first["policy"], "tenant", "{keys}");
+    assert_eq!(first["key"], serde_json::json!(["noisy"]), "{keys}");
+    assert_eq!(first["refused"], 29, "{keys}");
+    assert_eq!(first["admitted"], 1, "{keys}");
+    assert_eq!(first["remaining"], 0, "{keys}");
+}
