@@ -10,8 +10,9 @@
 #   TOLLGATE_BIN=target/release/tollgate LIMITADOR_BIN=…/limitador-server bench/rls-peers.sh
 #
 # Without LIMITADOR_BIN, limitador is built from its repository (LIMITADOR_REPO, at
-# LIMITADOR_COMMIT) into ~/.cache/tollgate-bench/limitador: it needs protoc, libssl-dev and
-# pkg-config (installed here when missing) and takes a while.
+# LIMITADOR_COMMIT) into ~/.cache/tollgate-bench/limitador: it needs protoc, pkg-config,
+# libssl-dev and libclang-dev (installed here when missing) and takes a while (about 17
+# minutes on 2 cores: rocksdb is C++).
 # Env: ROUNDS (3), DURATION (5), CONNS (4), STREAMS (50), RACE (1000), LIMIT (100).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -29,7 +30,10 @@ if [[ -n ${LIMITADOR_BIN:-} ]]; then
   LIMITADOR=$LIMITADOR_BIN
 else
   need_tools protoc=protobuf-compiler pkg-config=pkg-config git=git
-  dpkg -s libssl-dev >/dev/null 2>&1 || need_tools no-such-command=libssl-dev
+  # Libraries its build links or generates bindings from (rocksdb through bindgen).
+  for pkg in libssl-dev libclang-dev; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_tools "absent-$pkg=$pkg"
+  done
   src=$HOME/.cache/tollgate-bench/limitador
   [[ -d $src ]] || git clone -q "$LIMITADOR_REPO" "$src"
   (cd "$src" && git checkout -q "$LIMITADOR_COMMIT" && cargo build --release -p limitador-server --locked >&2) ||
