@@ -105,11 +105,7 @@ pub fn answer(resp: Response<Body>, why: &Refusal<'_>) -> Response<Body> {
     let message = why.answer.message(why.policy, why.wait_ns);
     let headers = &mut parts.headers;
     headers.remove(CONTENT_LENGTH);
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert(GRPC_STATUS.clone(), HeaderValue::from(code as u16));
-    if let Ok(text) = HeaderValue::from_str(&percent_encode(&message)) {
-        headers.insert(GRPC_MESSAGE.clone(), text);
-    }
+    set_status(headers, code, &message);
     if status == StatusCode::TOO_MANY_REQUESTS {
         headers.insert(
             GRPC_PUSHBACK.clone(),
@@ -118,6 +114,17 @@ pub fn answer(resp: Response<Body>, why: &Refusal<'_>) -> Response<Body> {
     }
     parts.status = StatusCode::OK;
     Response::from_parts(parts, crate::reply::empty())
+}
+
+/// Makes `headers` a trailers-only gRPC answer's: `content-type`, `grpc-status` and
+/// `grpc-message` (percent-encoded). The proxy's answers and the rate limit service's
+/// errors are written here.
+pub fn set_status(headers: &mut HeaderMap, code: Code, message: &str) {
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(GRPC_STATUS.clone(), HeaderValue::from(code as u16));
+    if let Ok(text) = HeaderValue::from_str(&percent_encode(message)) {
+        headers.insert(GRPC_MESSAGE.clone(), text);
+    }
 }
 
 /// `grpc-message`'s encoding: printable ASCII but `%` as is, every other byte `%XX`.

@@ -3,8 +3,6 @@
 //! over), and which policy and descriptor refused. Everything is read from the decision;
 //! nothing is decided here.
 
-use http::HeaderMap;
-
 use super::decide::{Decided, Matched};
 use super::proto::{self, Code, DescriptorStatus, RateLimit, RateLimitResponse, Unit};
 use crate::config::rls::{RefusalBody, Unmatched};
@@ -12,7 +10,7 @@ use crate::config::Policy;
 use crate::config::Rls;
 use crate::limit::calendar::Period;
 use crate::limit::Quota;
-use crate::proxy::response::{body_start, rate_limit_headers, Refused, TierItem};
+use crate::proxy::response::{body_start, rate_limit_lists, Refused, TierItem};
 use crate::store::{Counted, TierReport};
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -208,14 +206,13 @@ fn headers(
         })
         .collect();
     let mut out = Vec::new();
-    if let Some(tightest) = items.iter().min_by_key(|i| i.remaining) {
-        let mut map = HeaderMap::new();
-        rate_limit_headers(&mut map, tightest, &items, None);
-        for name in ["ratelimit-policy", "ratelimit"] {
-            if let Some(v) = map.get(name).and_then(|v| v.to_str().ok()) {
+    if !items.is_empty() {
+        let (policy, current) = rate_limit_lists(&items, None);
+        for (name, value) in [("ratelimit-policy", policy), ("ratelimit", current)] {
+            if let Ok(value) = value.to_str() {
                 out.push(proto::HeaderValue {
                     key: name.to_owned(),
-                    value: v.to_owned(),
+                    value: value.to_owned(),
                 });
             }
         }

@@ -16,6 +16,7 @@ use super::decide::{decide, Decided, Matched};
 use super::proto::{RateLimitRequest, SHOULD_RATE_LIMIT};
 use super::render;
 use crate::metrics::rls::RlsRuleCounters;
+use crate::proxy::grpc::{is_call, set_status, Code};
 use crate::proxy::snapshot::{Shared, Snapshot};
 use crate::reply::Body;
 use crate::store::{Counted, Outcome};
@@ -24,18 +25,6 @@ use crate::store::{Counted, Outcome};
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
 static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
-static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
-
-/// gRPC status codes the service answers with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Status {
-    Ok = 0,
-    InvalidArgument = 3,
-    ResourceExhausted = 8,
-    Unimplemented = 12,
-    Unavailable = 14,
-}
 
 /// Answers one request of the `[rls]` listener from `peer`, and logs it.
 pub async fn handle(
@@ -62,12 +51,12 @@ pub async fn handle(
         Err((status, why)) => {
             let calls = &shared.metrics.rls.calls;
             match status {
-                Status::Unavailable => calls.unavailable.inc(),
-                Status::Unimplemented => calls.unimplemented.inc(),
-                Status::ResourceExhausted => calls.resource_exhausted.inc(),
+                Code::Unavailable => calls.unavailable.inc(),
+                Code::Unimplemented => calls.unimplemented.inc(),
+                Code::ResourceExhausted => calls.resource_exhausted.inc(),
                 _ => calls.invalid_argument.inc(),
             };
-            (error(status, &why), status.word())
+            (error(status, &why), word(status))
         }
     };
     let ended = super::log::Ended {
@@ -110,18 +99,17 @@ impl Call {
     }
 }
 
-type Failed = (Status, String);
+type Failed = (Code, String);
 
-impl Status {
-    /// The code's name in the log and the metrics.
-    fn word(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::InvalidArgument => "invalid_argument",
-            Status::ResourceExhausted => "resource_exhausted",
-            Status::Unimplemented => "unimplemented",
-            Status::Unavailable => "unavailable",
-        }
+/// A gRPC error's name in the log and the metrics.
+fn word(code: Code) -> &'static str {
+    match code {
+        Code::Unknown => "unknown",
+        Code::InvalidArgument => "invalid_argument",
+        Code::DeadlineExceeded => "deadline_exceeded",
+        Code::ResourceExhausted => "resource_exhausted",
+        Code::Unimplemented => "unimplemented",
+        Code::Unavailable => "unavailable",
     }
 }
 
@@ -136,19 +124,19 @@ async fn answer(
 ) -> Result<(Response<Body>, bool), Failed> {
     let Ok(_permit) = in_flight.try_acquire() else {
         let why = "overloaded: [server] max_requests calls are in flight";
-        return Err((Status::ResourceExhausted, why.to_owned()));
+        return Err((Code::ResourceExhausted, why.to_owned()));
     };
     let request = call.request.insert(read(snapshot, req).await?);
     let Some(rls) = snapshot.config.rls.as_ref() else {
         return Err((
-            Status::Unavailable,
+            Code::Unavailable,
             "the configuration in effect has no [rls] table".to_owned(),
         ));
     };
     let clock = &*shared.clock;
     let decided = decide((snapshot, rls), &shared.limiter, clock, request)
         .await
-        .map_err(|e| (Status::InvalidArgument, e.to_string()))?;
+        .map_err(|e| (Code::InvalidArgument, e.to_string()))?;
     let decided = call.decided.insert(decided);
     count(snapshot, &shared.metrics.rls.calls, decided);
     if let Some(top) = &snapshot.top {
@@ -157,7 +145,7 @@ async fn answer(
     let unavailable = |a: &crate::store::Admission| a.outcome() == Outcome::StoreUnavailable;
     if decided.admissions().any(unavailable) {
         return Err((
-            Status::Unavailable,
+            Code::Unavailable,
             "the limiter's store cannot answer (on_error = \"deny\")".to_owned(),
         ));
     }
@@ -180,16 +168,16 @@ async fn answer(
 async fn read(snapshot: &Snapshot, req: Request<Incoming>) -> Result<RateLimitRequest, Failed> {
     if req.uri().path() != SHOULD_RATE_LIMIT {
         return Err((
-            Status::Unimplemented,
+            Code::Unimplemented,
             format!(
                 "unknown method {}; this listener serves {SHOULD_RATE_LIMIT}",
                 req.uri().path()
             ),
         ));
     }
-    if !is_grpc(req.headers()) {
+    if !is_call(req.headers()) {
         return Err((
-            Status::InvalidArgument,
+            Code::InvalidArgument,
             "content-type must be application/grpc".to_owned(),
         ));
     }
@@ -199,19 +187,19 @@ async fn read(snapshot: &Snapshot, req: Request<Incoming>) -> Result<RateLimitRe
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
             return Err((
-                Status::ResourceExhausted,
+                Code::ResourceExhausted,
                 format!("the request message is over {MAX_MESSAGE_BYTES} bytes"),
             ));
         }
         Ok(Err(e)) => {
             return Err((
-                Status::InvalidArgument,
+                Code::InvalidArgument,
                 format!("reading the request failed: {e}"),
             ))
         }
         Err(_) => {
             return Err((
-                Status::InvalidArgument,
+                Code::InvalidArgument,
                 format!(
                     "the request message did not arrive within {}",
                     humantime::format_duration(timeout)
@@ -222,18 +210,11 @@ async fn read(snapshot: &Snapshot, req: Request<Incoming>) -> Result<RateLimitRe
     let message = unframe(bytes)?;
     let request = RateLimitRequest::decode(message).map_err(|e| {
         (
-            Status::InvalidArgument,
+            Code::InvalidArgument,
             format!("not a RateLimitRequest: {e}"),
         )
     })?;
     Ok(request)
-}
-
-fn is_grpc(headers: &HeaderMap) -> bool {
-    headers.get(CONTENT_TYPE).is_some_and(|v| {
-        let v = v.as_bytes();
-        v.len() >= 16 && v[..16].eq_ignore_ascii_case(b"application/grpc")
-    })
 }
 
 /// The message of one gRPC frame: a flag byte (0: not compressed), a 4-byte length,
@@ -241,7 +222,7 @@ fn is_grpc(headers: &HeaderMap) -> bool {
 fn unframe(mut bytes: Bytes) -> Result<Bytes, Failed> {
     if bytes.len() < 5 {
         return Err((
-            Status::InvalidArgument,
+            Code::InvalidArgument,
             "the request is not one gRPC message".to_owned(),
         ));
     }
@@ -249,13 +230,13 @@ fn unframe(mut bytes: Bytes) -> Result<Bytes, Failed> {
     let length = bytes.get_u32() as usize;
     if compressed != 0 {
         return Err((
-            Status::Unimplemented,
+            Code::Unimplemented,
             "compressed messages are not supported: send them uncompressed".to_owned(),
         ));
     }
     if length != bytes.len() {
         return Err((
-            Status::InvalidArgument,
+            Code::InvalidArgument,
             format!(
                 "the frame says {length} bytes, {} came (one message per call)",
                 bytes.len()
@@ -277,13 +258,6 @@ fn frame(message: &[u8]) -> Bytes {
     out.into()
 }
 
-fn grpc_response(body: Body) -> Response<Body> {
-    let mut resp = Response::new(body);
-    resp.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    resp
-}
-
 /// The message, then `grpc-status: 0` in trailers.
 fn ok(message: Bytes) -> Response<Body> {
     let mut trailers = HeaderMap::new();
@@ -292,26 +266,18 @@ fn ok(message: Bytes) -> Response<Body> {
         .map_err(|never| match never {})
         .with_trailers(async move { Some(Ok(trailers)) })
         .boxed_unsync();
-    grpc_response(body)
-}
-
-/// A trailers-only error: status and message in the headers, no body.
-pub fn error(status: Status, message: &str) -> Response<Body> {
-    let mut resp = grpc_response(crate::reply::empty());
-    let headers = resp.headers_mut();
-    headers.insert(
-        GRPC_STATUS.clone(),
-        HeaderValue::from(u16::from(status as u8)),
-    );
-    let encoded = percent_encoding::utf8_percent_encode(message, GRPC_MESSAGE_ESCAPED).to_string();
-    if let Ok(v) = HeaderValue::from_str(&encoded) {
-        headers.insert(GRPC_MESSAGE.clone(), v);
-    }
+    let mut resp = Response::new(body);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     resp
 }
 
-/// gRPC's percent-encoding of `grpc-message`: everything outside printable ASCII, and `%`.
-const GRPC_MESSAGE_ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%');
+/// A trailers-only error: status and message in the headers, no body.
+pub fn error(code: Code, message: &str) -> Response<Body> {
+    let mut resp = Response::new(crate::reply::empty());
+    set_status(resp.headers_mut(), code, message);
+    resp
+}
 
 /// Counts each descriptor under its rule, and the unmatched ones.
 fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, decided: &Decided) {

