@@ -320,3 +320,56 @@ start_one_worker_peers() {
   wait_port "$PIN_PORT" pingora "$LAST_PID"
   PIN_PID=$LAST_PID
 }
+
+# --- The rate limit service (bench/rls.sh, bench/rls-peers.sh) ---
+
+# The ShouldRateLimit calls, framed, written field by field into DIR: one.bin (domain
+# `one`, tenant=acme), three.bin (domain `edge`: tenant=acme; tenant=acme,
+# path=/v1/search; user=ann), refused.bin (domain `closed`, tenant=acme), race.msg
+# (domain `race`, tenant=racer, unframed, for a grpcio client).
+rls_calls() {
+  python3 - "$1" <<'PY'
+import sys
+def field(tag, payload): return bytes([tag << 3 | 2, len(payload)]) + payload
+def entry(k, v): return field(1, field(1, k.encode()) + field(2, v.encode()))
+def msg(domain, ds): return field(1, domain.encode()) + b"".join(field(2, b"".join(entry(k, v) for k, v in d)) for d in ds)
+def framed(m): return b"\x00" + len(m).to_bytes(4, "big") + m
+w = sys.argv[1]
+open(f"{w}/one.bin", "wb").write(framed(msg("one", [[("tenant", "acme")]])))
+open(f"{w}/three.bin", "wb").write(framed(msg("edge", [[("tenant", "acme")], [("tenant", "acme"), ("path", "/v1/search")], [("user", "ann")]])))
+open(f"{w}/refused.bin", "wb").write(framed(msg("closed", [[("tenant", "acme")]])))
+open(f"{w}/race.msg", "wb").write(msg("race", [[("tenant", "racer")]]))
+PY
+}
+
+# rls_rules: the [[rls.rules]] of those calls' domains (policies tenant, search, user,
+# closed and race, defined by the caller).
+rls_rules() {
+  local d
+  for d in 'one tenant tenant' 'edge tenant tenant' 'edge user user' 'closed tenant closed' 'race tenant race'; do
+    set -- $d
+    printf '[[rls.rules]]\ndomain = "%s"\ndescriptor = ["%s"]\npolicy = "%s"\n' "$1" "$2" "$3"
+  done
+  printf '[[rls.rules]]\ndomain = "edge"\ndescriptor = ["tenant", { path = "/v1/search" }]\npolicy = "search"\n'
+}
+
+# rls_load NAME PID PORT BODY: h2load's ShouldRateLimit calls (BODY a file of WORK),
+# CONNS x STREAMS in flight, a 2 s warm-up then DURATION counted; appends "user_us
+# system_us calls_per_s" of process PID to WORK/res/NAME.
+rls_load() {
+  local u0 s0 u1 s1 n tick
+  local args=(-t1 -c"$CONNS" -m"$STREAMS" -H 'content-type: application/grpc' -H 'te: trailers' -d "$WORK/$4")
+  local url="http://127.0.0.1:$3/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+  tick=$(getconf CLK_TCK)
+  timeout 60 h2load "${args[@]}" -D 2 "$url" >/dev/null
+  read -r u0 s0 < <(awk '{ print $14, $15 }' "/proc/$2/stat")
+  n=$(timeout $((DURATION + 60)) h2load "${args[@]}" -D "$DURATION" "$url" | awk '/^status codes:/ { print $3 }')
+  read -r u1 s1 < <(awk '{ print $14, $15 }' "/proc/$2/stat")
+  [[ ${n:-0} -gt 0 ]] || die "no calls answered in $1"
+  awk -v n="$n" -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v t="$tick" -v d="$DURATION" \
+    'BEGIN { printf "%.2f %.2f %.0f\n", u / t / n * 1e6, s / t / n * 1e6, n / d }' >>"$WORK/res/$1"
+  log "$1: $(tail -1 "$WORK/res/$1") (user, system µs per call; calls/s)"
+}
+
+# med NAME COLUMN: the median of COLUMN of WORK/res/NAME.
+rls_med() { sort -n -k"$2" "$WORK/res/$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }

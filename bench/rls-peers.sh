@@ -63,29 +63,11 @@ $3
 $(toml_policy tenant '"header:x-tenant"' 1000000000 1s 1000000000)
 $(toml_policy search '"header:x-tenant"' 1000000000 1s 1000000000)
 $(toml_policy user '"header:x-user"' 1000000000 1s 1000000000)
+$(toml_policy closed '"header:x-tenant"' 1 1h 1)
 $(toml_policy race '"header:x-tenant"' "$LIMIT" 1h "$LIMIT")
 [rls]
 listen = "127.0.0.1:$2"
-[[rls.rules]]
-domain = "edge"
-descriptor = ["tenant"]
-policy = "tenant"
-[[rls.rules]]
-domain = "edge"
-descriptor = ["tenant", { path = "/v1/search" }]
-policy = "search"
-[[rls.rules]]
-domain = "edge"
-descriptor = ["user"]
-policy = "user"
-[[rls.rules]]
-domain = "race"
-descriptor = ["tenant"]
-policy = "race"
-[[rls.rules]]
-domain = "one"
-descriptor = ["tenant"]
-policy = "tenant"
+$(rls_rules)
 EOF
 }
 # One-descriptor calls have a domain of their own: limitador panics on a call whose
@@ -142,17 +124,7 @@ start_limitador li_r1 "$LI_R1" redis "$REDIS_URL"; LI_R1_PID=$LAST_PID
 start_limitador li_r2 "$LI_R2" redis "$REDIS_URL"
 
 # The calls, framed, and a client that counts answers by overall_code.
-python3 - "$WORK" <<'PY'
-import sys
-def field(tag, payload): return bytes([tag << 3 | 2, len(payload)]) + payload
-def entry(k, v): return field(1, field(1, k.encode()) + field(2, v.encode()))
-def msg(domain, ds): return field(1, domain.encode()) + b"".join(field(2, b"".join(entry(k, v) for k, v in d)) for d in ds)
-def framed(m): return b"\x00" + len(m).to_bytes(4, "big") + m
-w = sys.argv[1]
-open(f"{w}/one.bin", "wb").write(framed(msg("one", [[("tenant", "acme")]])))
-open(f"{w}/three.bin", "wb").write(framed(msg("edge", [[("tenant", "acme")], [("tenant", "acme"), ("path", "/v1/search")], [("user", "ann")]])))
-open(f"{w}/race.msg", "wb").write(msg("race", [[("tenant", "racer")]]))
-PY
+rls_calls "$WORK"
 cat >"$WORK/race.py" <<'PY'
 # RACE calls at once over the servers given, each `race.msg`; prints how many were OK.
 import asyncio, sys, grpc
@@ -169,33 +141,17 @@ n, msg = int(sys.argv[1]), open(sys.argv[2], "rb").read()
 asyncio.run(main(n, msg, sys.argv[3:]))
 PY
 
-GRPC_H=(-H 'content-type: application/grpc' -H 'te: trailers')
-URL_PATH=/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
-TICK=$(getconf CLK_TCK)
-cpu() { awk '{ print $14, $15 }' "/proc/$1/stat"; }
-load() { # NAME PID PORT BODY
-  local u0 s0 u1 s1 n args=(-t1 -c"$CONNS" -m"$STREAMS" "${GRPC_H[@]}" -d "$WORK/$4")
-  local url="http://127.0.0.1:$3$URL_PATH"
-  timeout 60 h2load "${args[@]}" -D 2 "$url" >/dev/null
-  read -r u0 s0 < <(cpu "$2")
-  n=$(timeout $((DURATION + 60)) h2load "${args[@]}" -D "$DURATION" "$url" | awk '/^status codes:/ { print $3 }')
-  read -r u1 s1 < <(cpu "$2")
-  [[ ${n:-0} -gt 0 ]] || die "no calls answered in $1"
-  awk -v n="$n" -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v t="$TICK" -v d="$DURATION" \
-    'BEGIN { printf "%.2f %.2f %.0f\n", u / t / n * 1e6, s / t / n * 1e6, n / d }' >>"$WORK/res/$1"
-  log "$1: $(tail -1 "$WORK/res/$1") (user, system µs per call; calls/s)"
-}
 CASES=(tg_mem_one li_mem_one tg_mem_three li_mem_three tg_r_one li_r_one tg_r_three li_r_three)
 run() {
   case $1 in
-    tg_mem_one) load "$1" "$TG_MEM_PID" "$TG_MEM_RLS" one.bin ;;
-    li_mem_one) load "$1" "$LI_MEM_PID" "$LI_MEM" one.bin ;;
-    tg_mem_three) load "$1" "$TG_MEM_PID" "$TG_MEM_RLS" three.bin ;;
-    li_mem_three) load "$1" "$LI_MEM_PID" "$LI_MEM" three.bin ;;
-    tg_r_one) load "$1" "$TG_R1_PID" "$TG_R1_RLS" one.bin ;;
-    li_r_one) load "$1" "$LI_R1_PID" "$LI_R1" one.bin ;;
-    tg_r_three) load "$1" "$TG_R1_PID" "$TG_R1_RLS" three.bin ;;
-    li_r_three) load "$1" "$LI_R1_PID" "$LI_R1" three.bin ;;
+    tg_mem_one) rls_load "$1" "$TG_MEM_PID" "$TG_MEM_RLS" one.bin ;;
+    li_mem_one) rls_load "$1" "$LI_MEM_PID" "$LI_MEM" one.bin ;;
+    tg_mem_three) rls_load "$1" "$TG_MEM_PID" "$TG_MEM_RLS" three.bin ;;
+    li_mem_three) rls_load "$1" "$LI_MEM_PID" "$LI_MEM" three.bin ;;
+    tg_r_one) rls_load "$1" "$TG_R1_PID" "$TG_R1_RLS" one.bin ;;
+    li_r_one) rls_load "$1" "$LI_R1_PID" "$LI_R1" one.bin ;;
+    tg_r_three) rls_load "$1" "$TG_R1_PID" "$TG_R1_RLS" three.bin ;;
+    li_r_three) rls_load "$1" "$LI_R1_PID" "$LI_R1" three.bin ;;
   esac
 }
 for ((r = 0; r < ROUNDS; r++)); do
@@ -207,10 +163,9 @@ log "the race: $RACE calls of one key over two processes on one Redis, limit $LI
 TG_RACE=$(python3 "$WORK/race.py" "$RACE" "$WORK/race.msg" "127.0.0.1:$TG_R1_RLS" "127.0.0.1:$TG_R2_RLS")
 LI_RACE=$(python3 "$WORK/race.py" "$RACE" "$WORK/race.msg" "127.0.0.1:$LI_R1" "127.0.0.1:$LI_R2")
 
-med() { sort -n -k"$2" "$WORK/res/$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'; }
-tot() { awk -v u="$(med "$1" 1)" -v s="$(med "$1" 2)" 'BEGIN { print u + s }'; }
+tot() { awk -v u="$(rls_med "$1" 1)" -v s="$(rls_med "$1" 2)" 'BEGIN { print u + s }'; }
 row() { # LABEL TOLLGATE LIMITADOR
-  awk -v l="$1" -v t="$(tot "$2")" -v li="$(tot "$3")" -v tr="$(med "$2" 3)" -v lr="$(med "$3" 3)" \
+  awk -v l="$1" -v t="$(tot "$2")" -v li="$(tot "$3")" -v tr="$(rls_med "$2" 3)" -v lr="$(rls_med "$3" 3)" \
     'BEGIN { printf "| %s | %.1f | %.1f | **%.2f** | %.0f | %.0f |\n", l, t, li, t / li, tr, lr }'
 }
 cat <<EOF
