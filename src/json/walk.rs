@@ -1,0 +1,252 @@
+//! One pass over a JSON body that picks out what a route's pointers name: serde_json's own
+//! parser drives a seed that follows only the members and elements some pointer still
+//! matches and skips the rest unbuilt, so the body is parsed once, whatever the number of
+//! pointers, and a string without escapes is borrowed from the body, not copied.
+//!
+//! The whole body must be one JSON value (trailing bytes make it not JSON), so the values
+//! found are the ones any JSON parser upstream sees. A member given twice yields both
+//! values: parsers upstream disagree on which one wins, so a key charges each.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use smallvec::SmallVec;
+
+use super::JsonPointer;
+
+/// Most pointers one walk follows (a bit each).
+pub const MAX_POINTERS: usize = 64;
+
+/// Most distinct values kept for all pointers together; more makes the walk
+/// [`overflowed`](BodyFacts::overflowed) (a key then has too many values).
+const MAX_FOUND: usize = 32;
+
+/// The body is not one JSON value (or nests deeper than serde_json's limit of 128).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the request body is not JSON")]
+pub struct NotJson;
+
+/// What a request's body told: each pointer's scalar values (strings as their text,
+/// numbers and booleans as JSON writes them), and the body's length when known.
+#[derive(Debug, Default, Clone)]
+pub struct BodyFacts<'a> {
+    found: SmallVec<[(&'a JsonPointer, Cow<'a, [u8]>); 4]>,
+    overflowed: bool,
+    /// The body's length in bytes, when it is known (read whole, or declared).
+    pub len: Option<u64>,
+}
+
+impl<'a> BodyFacts<'a> {
+    /// Facts with nothing found: a body that was not read, not JSON, or too large.
+    pub fn unread(len: Option<u64>) -> Self {
+        Self {
+            len,
+            ..Self::default()
+        }
+    }
+
+    /// The distinct values found at `pointer`.
+    pub fn values<'s>(&'s self, pointer: &'s JsonPointer) -> impl Iterator<Item = &'s [u8]> + 's {
+        self.found
+            .iter()
+            .filter(move |(p, _)| p.text() == pointer.text())
+            .map(|(_, v)| &**v)
+    }
+
+    /// More distinct values than the walk keeps: treated as too many key values.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    fn record(&mut self, pointer: &'a JsonPointer, value: Cow<'a, [u8]>) {
+        let seen = self
+            .found
+            .iter()
+            .any(|(p, v)| p.text() == pointer.text() && *v == value);
+        if seen {
+            return;
+        }
+        if self.found.len() == MAX_FOUND {
+            self.overflowed = true;
+            return;
+        }
+        self.found.push((pointer, value));
+    }
+}
+
+/// Walks `body` once for every pointer in `pointers` (at most [`MAX_POINTERS`]), adding
+/// what it finds to `facts`. On `Err` nothing is added.
+pub fn walk<'a>(
+    body: &'a [u8],
+    pointers: &[&'a JsonPointer],
+    facts: &mut BodyFacts<'a>,
+) -> Result<(), NotJson> {
+    debug_assert!(pointers.len() <= MAX_POINTERS);
+    let active = match pointers.len() {
+        0 => return Ok(()),
+        n if n >= MAX_POINTERS => u64::MAX,
+        n => (1u64 << n) - 1,
+    };
+    let mut found = BodyFacts::default();
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let node = Node {
+        pointers,
+        active,
+        depth: 0,
+        out: &mut found,
+    };
+    node.deserialize(&mut de).map_err(|_| NotJson)?;
+    de.end().map_err(|_| NotJson)?;
+    facts.overflowed |= found.overflowed;
+    for (p, v) in found.found {
+        facts.record(p, v);
+    }
+    Ok(())
+}
+
+/// One value of the body, at `depth`, that the `active` pointers still match.
+struct Node<'p, 'a, 'o> {
+    pointers: &'p [&'a JsonPointer],
+    active: u64,
+    depth: usize,
+    out: &'o mut BodyFacts<'a>,
+}
+
+impl<'a> Node<'_, 'a, '_> {
+    /// The active pointers whose token at this depth satisfies `matches`.
+    fn next(&self, matches: impl Fn(&JsonPointer) -> bool) -> u64 {
+        let mut next = 0;
+        for (i, p) in self.pointers.iter().enumerate().take(MAX_POINTERS) {
+            let bit = 1u64 << i;
+            if self.active & bit != 0 && p.tokens().len() > self.depth && matches(p) {
+                next |= bit;
+            }
+        }
+        next
+    }
+
+    /// A scalar here is the value of every active pointer that ends here.
+    fn scalar(self, value: Cow<'a, [u8]>) {
+        for (i, p) in self.pointers.iter().enumerate().take(MAX_POINTERS) {
+            if self.active & (1u64 << i) != 0 && p.tokens().len() == self.depth {
+                self.out.record(p, value.clone());
+            }
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Node<'_, 'de, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Node<'_, 'de, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<(), E> {
+        self.scalar(Cow::Borrowed(v.as_bytes()));
+        Ok(())
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        self.scalar(Cow::Owned(v.as_bytes().to_vec()));
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        self.scalar(Cow::Owned(v.to_string().into_bytes()));
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        self.scalar(Cow::Owned(v.to_string().into_bytes()));
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+        self.scalar(Cow::Owned(v.to_string().into_bytes()));
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        let text: &'static [u8] = if v { b"true" } else { b"false" };
+        self.scalar(Cow::Borrowed(text));
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            let next = self.next(|p| *p.tokens()[self.depth] == *key);
+            if next == 0 {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            map.next_value_seed(Node {
+                pointers: self.pointers,
+                active: next,
+                depth: self.depth + 1,
+                out: &mut *self.out,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut index = 0;
+        loop {
+            let next = self.next(|p| p.names_index(self.depth, index));
+            let more = if next == 0 {
+                seq.next_element::<IgnoredAny>()?.is_some()
+            } else {
+                seq.next_element_seed(Node {
+                    pointers: self.pointers,
+                    active: next,
+                    depth: self.depth + 1,
+                    out: &mut *self.out,
+                })?
+                .is_some()
+            };
+            if !more {
+                return Ok(());
+            }
+            index += 1;
+        }
+    }
+}
+
+/// A member name, borrowed from the body when it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,143 @@
+use super::*;
+use proptest::prelude::*;
+
+fn ptr(text: &str) -> JsonPointer {
+    text.parse().expect("pointer")
+}
+
+fn found<'a>(body: &'a [u8], pointers: &'a [JsonPointer]) -> Result<BodyFacts<'a>, NotJson> {
+    let refs: Vec<&JsonPointer> = pointers.iter().collect();
+    let mut facts = BodyFacts::default();
+    walk(body, &refs, &mut facts).map(|()| facts)
+}
+
+fn texts(facts: &BodyFacts<'_>, p: &JsonPointer) -> Vec<String> {
+    facts
+        .values(p)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
+}
+
+#[test]
+fn every_pointer_is_found_in_one_pass() {
+    let pointers = [
+        ptr("/model"),
+        ptr("/params/name"),
+        ptr("/messages/1/role"),
+        ptr("/n"),
+        ptr("/stream"),
+        ptr("/absent"),
+    ];
+    let body = br#"{"model":"gpt-4o-mini","n":2,"stream":true,"messages":[{"role":"system"},{"role":"user"}],"params":{"name":"search","arguments":{"name":"no"}}}"#;
+    let facts = found(body, &pointers).expect("json");
+    assert_eq!(texts(&facts, &pointers[0]), ["gpt-4o-mini"]);
+    assert_eq!(texts(&facts, &pointers[1]), ["search"]);
+    assert_eq!(texts(&facts, &pointers[2]), ["user"]);
+    assert_eq!(texts(&facts, &pointers[3]), ["2"]);
+    assert_eq!(texts(&facts, &pointers[4]), ["true"]);
+    assert!(texts(&facts, &pointers[5]).is_empty());
+    let borrowed = facts.values(&pointers[0]).next().unwrap();
+    assert!(
+        std::ptr::eq(borrowed.as_ptr(), body[10..].as_ptr()),
+        "a plain string is borrowed from the body"
+    );
+}
+
+#[test]
+fn a_member_given_twice_yields_both_values_and_escapes_are_decoded() {
+    let pointers = [ptr("/model")];
+    let facts = found(
+        br#"{"model":"cheap","mod\u0065l":"dear","model":"cheap"}"#,
+        &pointers,
+    )
+    .expect("json");
+    assert_eq!(texts(&facts, &pointers[0]), ["cheap", "dear"]);
+}
+
+#[test]
+fn what_is_not_one_json_value_finds_nothing() {
+    let pointers = [ptr("/model")];
+    for body in [
+        &b""[..],
+        b"{\"model\":\"a\"} trailing",
+        b"{\"model\":\"a\"",
+        b"model=a",
+        b"{\"model\":\"a\",}",
+    ] {
+        assert_eq!(found(body, &pointers).err(), Some(NotJson), "{body:?}");
+    }
+    // Skipped values are skipped without recursion: deep nesting elsewhere is fine.
+    let deep = format!(
+        "{{\"x\":{}{},\"model\":\"m\"}}",
+        "[".repeat(500),
+        "]".repeat(500)
+    );
+    let facts = found(deep.as_bytes(), &pointers).expect("json");
+    assert_eq!(texts(&facts, &pointers[0]), ["m"]);
+}
+
+#[test]
+fn objects_and_null_at_a_pointer_are_no_value() {
+    let pointers = [ptr("/a"), ptr("/a/b")];
+    let facts = found(br#"{"a":{"b":null}}"#, &pointers).expect("json");
+    assert!(texts(&facts, &pointers[0]).is_empty());
+    assert!(texts(&facts, &pointers[1]).is_empty());
+}
+
+#[test]
+fn too_many_distinct_values_overflow() {
+    let pointers = [ptr("/k")];
+    let members: Vec<String> = (0..40).map(|i| format!("\"k\":\"v{i}\"")).collect();
+    let body = format!("{{{}}}", members.join(","));
+    let facts = found(body.as_bytes(), &pointers).expect("json");
+    assert!(facts.overflowed());
+}
+
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        (0u64..1000).prop_map(serde_json::Value::from),
+        "[a-c~/\\\\\"é]{0,4}".prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(4, 40, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            prop::collection::btree_map("[a-c~/]{0,2}", inner, 0..4)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn pointer_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            "[a-c]{0,2}",
+            "[0-3]",
+            Just("~0".to_owned()),
+            Just("~1".to_owned())
+        ],
+        1..4,
+    )
+    .prop_map(|tokens| format!("/{}", tokens.join("/")))
+}
+
+proptest! {
+    /// Against serde_json's own RFC 6901 look-up on the whole document (no member given
+    /// twice, as a map cannot hold two).
+    #[test]
+    fn the_walk_finds_what_a_dom_lookup_finds(value in json_value(), texts_ in prop::collection::vec(pointer_text(), 1..5)) {
+        let body = serde_json::to_vec(&value).unwrap();
+        let pointers: Vec<JsonPointer> = texts_.iter().map(|t| ptr(t)).collect();
+        let facts = found(&body, &pointers).expect("serde_json wrote it");
+        for p in &pointers {
+            let expected: Vec<String> = match value.pointer(p.text()) {
+                Some(serde_json::Value::String(s)) => vec![s.clone()],
+                Some(serde_json::Value::Bool(b)) => vec![b.to_string()],
+                Some(serde_json::Value::Number(n)) => vec![n.to_string()],
+                _ => vec![],
+            };
+            prop_assert_eq!(texts(&facts, p), expected, "{} in {}", p, String::from_utf8_lossy(&body));
+        }
+    }
+}

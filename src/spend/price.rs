@@ -1,0 +1,126 @@
+//! Per-token prices and the two costs a priced request has: the most it can cost (its
+//! reserve, from what its body declares) and what it cost (its usage, priced).
+
+use super::Usage;
+
+/// Prices are kept in millionths of a unit per token, so a price table may say
+/// `0.15` micro-dollars per token and every cost stays whole-number arithmetic.
+pub const PRICE_SCALE: u64 = 1_000_000;
+
+/// One row of a price table: units per token (× [`PRICE_SCALE`]) for input, cached input
+/// and output, and the model's most output tokens when a request names none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenPrice {
+    pub input: u64,
+    pub cached_input: u64,
+    pub output: u64,
+    pub max_output: Option<u64>,
+}
+
+/// What a request body declares about its own size: an upper bound on its input tokens
+/// (its length in bytes: a token is at least one byte of text) and on its output tokens
+/// (`max_tokens` × `n`), each `None` when the body does not bound it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Estimate {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+impl TokenPrice {
+    /// What `usage` costs, rounded up to a whole unit.
+    pub fn cost(&self, usage: &Usage) -> u64 {
+        let cached = usage.cached.min(usage.input);
+        let part = |tokens: u64, price: u64| u128::from(tokens) * u128::from(price);
+        let scaled = part(usage.input - cached, self.input)
+            .saturating_add(part(cached, self.cached_input))
+            .saturating_add(part(usage.output, self.output));
+        whole_units(scaled)
+    }
+
+    /// The most a request with `estimate` can cost (every input token uncached), `None`
+    /// when its output is unbounded (no `max_tokens` and no `max_output` for the model)
+    /// or its input unknown.
+    pub fn most(&self, estimate: Estimate) -> Option<u64> {
+        let input = estimate.input_tokens?;
+        let output = estimate.output_tokens.or(self.max_output)?;
+        Some(self.cost(&Usage {
+            input,
+            cached: 0,
+            output,
+        }))
+    }
+}
+
+/// `scaled` / [`PRICE_SCALE`], rounded up, saturating at `u64::MAX`.
+fn whole_units(scaled: u128) -> u64 {
+    u64::try_from(scaled.div_ceil(u128::from(PRICE_SCALE))).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINI: TokenPrice = TokenPrice {
+        input: 150_000,
+        cached_input: 75_000,
+        output: 600_000,
+        max_output: Some(16_384),
+    };
+
+    #[test]
+    fn usage_is_priced_and_rounded_up() {
+        let usage = Usage {
+            input: 1000,
+            cached: 400,
+            output: 10,
+        };
+        // 600 × 0.15 + 400 × 0.075 + 10 × 0.6 = 90 + 30 + 6.
+        assert_eq!(MINI.cost(&usage), 126);
+        let one = Usage {
+            input: 1,
+            cached: 0,
+            output: 0,
+        };
+        assert_eq!(MINI.cost(&one), 1, "a started unit counts");
+        assert_eq!(MINI.cost(&Usage::default()), 0);
+        let lying = Usage {
+            input: 10,
+            cached: 50,
+            output: 0,
+        };
+        assert_eq!(MINI.cost(&lying), 1, "cached tokens are at most the input");
+    }
+
+    #[test]
+    fn the_most_a_request_can_cost_needs_both_bounds() {
+        let declared = Estimate {
+            input_tokens: Some(2000),
+            output_tokens: Some(100),
+        };
+        assert_eq!(MINI.most(declared), Some(300 + 60));
+        let open = Estimate {
+            output_tokens: None,
+            ..declared
+        };
+        assert_eq!(MINI.most(open), Some(300 + 9831), "the model's max_output");
+        let unknown_model = TokenPrice {
+            max_output: None,
+            ..MINI
+        };
+        assert_eq!(unknown_model.most(open), None);
+        let unknown_input = Estimate {
+            input_tokens: None,
+            ..declared
+        };
+        assert_eq!(MINI.most(unknown_input), None);
+        let huge = TokenPrice {
+            output: u64::MAX,
+            ..MINI
+        };
+        let many = Estimate {
+            input_tokens: Some(u64::MAX),
+            output_tokens: Some(u64::MAX),
+        };
+        assert_eq!(huge.most(many), Some(u64::MAX), "saturates");
+    }
+}

@@ -1,0 +1,362 @@
+//! The `usage` an answer reports, found while the answer streams through: a JSON body's
+//! top-level `usage` (OpenAI chat and responses, Anthropic messages), or in a
+//! `text/event-stream` each event's `usage`, `message.usage` (Anthropic's
+//! `message_start`) or `response.usage` (OpenAI's `response.completed`). A lexer follows
+//! only strings and nesting, skipping string contents with `memchr`; the one object it
+//! keeps is a `usage` value (at most 4 KiB), parsed when it closes. The answer itself is
+//! never held.
+//!
+//! Text the model wrote is inside JSON strings, so it can never read as a member: a
+//! prompt cannot make the gateway see a usage of its choosing. A member name written
+//! with escapes (`"usag\u0065"`) is not recognised; no encoder writes ASCII that way.
+
+use arrayvec::ArrayVec;
+use serde::Deserialize;
+
+/// Tokens an answer reports: input (cached included), the cached part, and output.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub cached: u64,
+    pub output: u64,
+}
+
+/// Largest `usage` object kept for parsing.
+const MAX_USAGE_BYTES: usize = 4096;
+/// Longest member name compared (`response` is the longest wanted).
+const MAX_NAME: usize = 16;
+/// Nesting tracked; what is deeper only counts levels.
+const TRACKED: usize = 3;
+
+/// Finds the usage of one answer as its bytes go by ([`feed`](Self::feed)); several
+/// usage reports (a stream's events) merge pessimistically: the largest input (with its
+/// cached part) and the largest output.
+#[derive(Debug)]
+pub struct UsageScanner {
+    lexer: Lexer,
+    /// Server-sent events: where the current line is.
+    sse: Option<Line>,
+    usage: Option<Usage>,
+}
+
+impl UsageScanner {
+    /// A scanner for an answer of `content_type`: events for `text/event-stream`, one
+    /// JSON document otherwise.
+    pub fn new(content_type: Option<&[u8]>) -> Self {
+        let sse = content_type.is_some_and(|ct| {
+            let essence = ct.split(|&b| b == b';').next().unwrap_or_default();
+            essence
+                .trim_ascii()
+                .eq_ignore_ascii_case(b"text/event-stream")
+        });
+        Self {
+            lexer: Lexer::default(),
+            sse: sse.then_some(Line::Start),
+            usage: None,
+        }
+    }
+
+    /// The usage reported so far; `None` when none was.
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    /// Reads the next bytes of the answer.
+    pub fn feed(&mut self, mut chunk: &[u8]) {
+        if self.sse.is_none() {
+            self.lexer.feed(chunk, &mut self.usage);
+            return;
+        }
+        while !chunk.is_empty() {
+            let (segment, ended) = match memchr::memchr(b'\n', chunk) {
+                Some(i) => (&chunk[..i], Some(&chunk[i + 1..])),
+                None => (chunk, None),
+            };
+            self.segment(segment);
+            match ended {
+                Some(rest) => {
+                    self.end_line();
+                    chunk = rest;
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Part of an event-stream line (no line break in it).
+    fn segment(&mut self, mut bytes: &[u8]) {
+        while let (Some(line), Some(&b)) = (self.sse.as_mut(), bytes.first()) {
+            match line {
+                Line::Data { skip_space } => {
+                    if *skip_space && b == b' ' {
+                        bytes = &bytes[1..];
+                    }
+                    *skip_space = false;
+                    self.lexer.feed(bytes, &mut self.usage);
+                    return;
+                }
+                Line::Other => return,
+                Line::Start if b == b'\r' => bytes = &bytes[1..],
+                Line::Start => *line = Line::Field(ArrayVec::new()),
+                Line::Field(name) => {
+                    bytes = &bytes[1..];
+                    if b == b':' {
+                        *line = if name.as_slice() == b"data" {
+                            Line::Data { skip_space: true }
+                        } else {
+                            Line::Other
+                        };
+                    } else if name.try_push(b).is_err() || !b"data".starts_with(name) {
+                        *line = Line::Other;
+                    }
+                }
+            }
+        }
+    }
+
+    fn end_line(&mut self) {
+        match self.sse.replace(Line::Start) {
+            // A blank line ends the event: an event that broke off takes nothing along.
+            Some(Line::Start) => self.lexer = Lexer::default(),
+            // An event's data lines are joined by a line break, which JSON reads as space.
+            Some(Line::Data { .. }) => self.lexer.feed(b"\n", &mut self.usage),
+            _ => {}
+        }
+    }
+}
+
+/// Where an event-stream line is.
+#[derive(Debug)]
+enum Line {
+    Start,
+    /// Reading a field name (at most `data`).
+    Field(ArrayVec<u8, 4>),
+    Data {
+        skip_space: bool,
+    },
+    Other,
+}
+
+/// What the member whose value comes next is to the scanner.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Member {
+    #[default]
+    None,
+    /// `usage`, where a usage is reported.
+    Usage,
+    /// `message` or `response` of the root: an object whose `usage` counts too.
+    Holder,
+}
+
+#[derive(Debug, Default)]
+struct Lexer {
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// Whether each tracked level (1..=TRACKED) is an object, and a usage holder.
+    object: [bool; TRACKED + 1],
+    holder: [bool; TRACKED + 1],
+    /// The next string at this level is a member name.
+    expect_name: bool,
+    /// A member name being read (levels 1 and 2 only), and whether it fit.
+    name: Option<ArrayVec<u8, MAX_NAME>>,
+    name_fits: bool,
+    /// The last name read, waiting for its `:`.
+    named: Member,
+    member: Member,
+    /// A `usage` object being kept: the level it opened at, and its bytes so far.
+    kept: Option<(usize, Vec<u8>)>,
+}
+
+impl Lexer {
+    fn feed(&mut self, mut bytes: &[u8], usage: &mut Option<Usage>) {
+        while !bytes.is_empty() {
+            if self.in_string {
+                bytes = self.string(bytes);
+                continue;
+            }
+            let b = bytes[0];
+            bytes = &bytes[1..];
+            self.keep(&[b]);
+            self.structural(b, usage);
+        }
+    }
+
+    /// Inside a string: skips to its next quote or backslash; the rest after it.
+    fn string<'b>(&mut self, bytes: &'b [u8]) -> &'b [u8] {
+        if self.escaped {
+            self.escaped = false;
+            self.keep(&bytes[..1]);
+            self.name_byte(bytes[0]);
+            return &bytes[1..];
+        }
+        let Some(i) = memchr::memchr2(b'"', b'\\', bytes) else {
+            self.keep(bytes);
+            for &b in bytes {
+                self.name_byte(b);
+            }
+            return &[];
+        };
+        self.keep(&bytes[..=i]);
+        for &b in &bytes[..i] {
+            self.name_byte(b);
+        }
+        if bytes[i] == b'\\' {
+            self.escaped = true;
+            self.name_byte(b'\\');
+        } else {
+            self.in_string = false;
+            if let Some(name) = self.name.take() {
+                self.named = self.classify(&name);
+            }
+        }
+        &bytes[i + 1..]
+    }
+
+    fn name_byte(&mut self, b: u8) {
+        if let Some(name) = &mut self.name {
+            if name.try_push(b).is_err() {
+                self.name_fits = false;
+            }
+        }
+    }
+
+    /// What a member name read at this level is to the scanner.
+    fn classify(&self, name: &[u8]) -> Member {
+        if !self.name_fits {
+            return Member::None;
+        }
+        match (self.depth, name) {
+            (1, b"usage") => Member::Usage,
+            (1, b"message" | b"response") => Member::Holder,
+            (2, b"usage") if self.holder[2] => Member::Usage,
+            _ => Member::None,
+        }
+    }
+
+    fn structural(&mut self, b: u8, usage: &mut Option<Usage>) {
+        match b {
+            b'"' => {
+                self.in_string = true;
+                if self.expect_name && (self.depth == 1 || self.depth == 2) {
+                    self.name = Some(ArrayVec::new());
+                    self.name_fits = true;
+                }
+                self.expect_name = false;
+            }
+            b':' => self.member = std::mem::take(&mut self.named),
+            b'{' | b'[' => {
+                let object = b == b'{';
+                if object && self.member == Member::Usage && self.kept.is_none() {
+                    self.kept = Some((self.depth, vec![b'{']));
+                }
+                let holder = object && self.member == Member::Holder;
+                self.depth = self.depth.saturating_add(1);
+                if self.depth <= TRACKED {
+                    self.object[self.depth] = object;
+                    self.holder[self.depth] = holder;
+                }
+                self.expect_name = object;
+                self.member = Member::None;
+            }
+            b'}' | b']' => {
+                self.depth = self.depth.saturating_sub(1);
+                if self.kept.as_ref().is_some_and(|(at, _)| *at == self.depth) {
+                    if let Some((_, bytes)) = self.kept.take() {
+                        merge(usage, parse(&bytes));
+                    }
+                }
+                self.expect_name = false;
+                self.member = Member::None;
+            }
+            b',' => {
+                self.expect_name = self.depth <= TRACKED && self.object[self.depth];
+                self.member = Member::None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Adds bytes to a kept `usage` object; one too large is dropped.
+    fn keep(&mut self, bytes: &[u8]) {
+        if let Some((_, kept)) = &mut self.kept {
+            if kept.len() + bytes.len() > MAX_USAGE_BYTES {
+                self.kept = None;
+            } else {
+                kept.extend_from_slice(bytes);
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Details {
+    cached_tokens: Option<u64>,
+}
+
+/// The usage shapes answered by OpenAI (chat: `prompt_tokens`; responses:
+/// `input_tokens`, cached tokens among them) and Anthropic (`input_tokens` without the
+/// cache, `cache_read_input_tokens` and `cache_creation_input_tokens` beside it).
+#[derive(Deserialize)]
+struct RawUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    prompt_tokens_details: Option<Details>,
+    input_tokens_details: Option<Details>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+}
+
+/// A kept `usage` object; `None` when it is not one (no token counts, a wrong type).
+fn parse(bytes: &[u8]) -> Option<Usage> {
+    let raw: RawUsage = serde_json::from_slice(bytes).ok()?;
+    let reported = [
+        raw.prompt_tokens,
+        raw.input_tokens,
+        raw.completion_tokens,
+        raw.output_tokens,
+    ];
+    if reported.iter().all(Option::is_none) {
+        return None;
+    }
+    let cache_read = raw.cache_read_input_tokens.unwrap_or(0);
+    let cache_written = raw.cache_creation_input_tokens.unwrap_or(0);
+    let input = raw
+        .prompt_tokens
+        .or(raw.input_tokens)
+        .unwrap_or(0)
+        .saturating_add(cache_read)
+        .saturating_add(cache_written);
+    let cached = [raw.prompt_tokens_details, raw.input_tokens_details]
+        .into_iter()
+        .flatten()
+        .find_map(|d| d.cached_tokens)
+        .unwrap_or(cache_read);
+    Some(Usage {
+        input,
+        cached: cached.min(input),
+        output: raw.completion_tokens.or(raw.output_tokens).unwrap_or(0),
+    })
+}
+
+/// Keeps the larger of two reports, field by field, the cached part going with its input.
+fn merge(into: &mut Option<Usage>, next: Option<Usage>) {
+    let Some(next) = next else { return };
+    let merged = match *into {
+        None => next,
+        Some(mut u) => {
+            if next.input > u.input || (next.input == u.input && next.cached < u.cached) {
+                u.input = next.input;
+                u.cached = next.cached;
+            }
+            u.output = u.output.max(next.output);
+            u
+        }
+    };
+    *into = Some(merged);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,123 @@
+use super::*;
+use proptest::prelude::*;
+
+const SSE: Option<&[u8]> = Some(b"text/event-stream; charset=utf-8");
+const JSON: Option<&[u8]> = Some(b"application/json");
+
+fn scan(content_type: Option<&[u8]>, chunks: &[&[u8]]) -> Option<Usage> {
+    let mut s = UsageScanner::new(content_type);
+    for c in chunks {
+        s.feed(c);
+    }
+    s.usage()
+}
+
+fn usage(input: u64, cached: u64, output: u64) -> Option<Usage> {
+    Some(Usage {
+        input,
+        cached,
+        output,
+    })
+}
+
+const CHAT: &str = r#"{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"say \"usage\":{\"prompt_tokens\":1} {}[]"},"finish_reason":"stop"}],"usage":{"prompt_tokens":120,"completion_tokens":30,"total_tokens":150,"prompt_tokens_details":{"cached_tokens":100}}}"#;
+
+const CHAT_STREAM: &str = concat!(
+    "data: {\"choices\":[{\"delta\":{\"content\":\"usage: {\\\"completion_tokens\\\":1}\"}}],\"usage\":null}\n\n",
+    ": keep-alive\n\n",
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":7,\"total_tokens\":19}}\n\n",
+    "data: [DONE]\n\n",
+);
+
+const ANTHROPIC_STREAM: &str = concat!(
+    "event: message_start\r\n",
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":25,\"cache_read_input_tokens\":5,\"output_tokens\":1}}}\r\n\r\n",
+    "event: content_block_delta\r\n",
+    "data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"hi\"}}\r\n\r\n",
+    "event: message_delta\r\n",
+    "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\r\n\r\n",
+);
+
+#[test]
+fn a_json_answer_reports_its_usage_and_text_cannot_fake_one() {
+    assert_eq!(scan(JSON, &[CHAT.as_bytes()]), usage(120, 100, 30));
+    assert_eq!(scan(None, &[CHAT.as_bytes()]), usage(120, 100, 30));
+}
+
+#[test]
+fn a_stream_reports_its_last_usage_event() {
+    assert_eq!(scan(SSE, &[CHAT_STREAM.as_bytes()]), usage(12, 0, 7));
+    // Anthropic: the cache beside the input, output counted up by message_delta.
+    assert_eq!(scan(SSE, &[ANTHROPIC_STREAM.as_bytes()]), usage(30, 5, 15));
+    // OpenAI's responses API: the usage of the response in response.completed.
+    let responses = "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"output\":[{\"usage\":{\"input_tokens\":999}}],\"usage\":{\"input_tokens\":40,\"input_tokens_details\":{\"cached_tokens\":8},\"output_tokens\":9}}}\n\n";
+    assert_eq!(scan(SSE, &[responses.as_bytes()]), usage(40, 8, 9));
+}
+
+#[test]
+fn what_reports_no_usage_is_none() {
+    for (ct, body) in [
+        (JSON, r#"{"choices":[]}"#),
+        (JSON, r#"{"usage":null}"#),
+        (JSON, r#"{"usage":{"total_tokens":5}}"#),
+        (JSON, r#"{"usage":{"prompt_tokens":"5"}}"#),
+        (JSON, r#"{"data":{"usage":{"prompt_tokens":5}}}"#),
+        (JSON, "not json at all {"),
+        (SSE, "data: {\"choices\":[]}\n\n"),
+        (SSE, "event: x\ndata:\n\n"),
+    ] {
+        assert_eq!(scan(ct, &[body.as_bytes()]), None, "{body}");
+    }
+}
+
+#[test]
+fn an_oversized_usage_object_is_dropped() {
+    let padding = "x".repeat(MAX_USAGE_BYTES);
+    let body = format!(r#"{{"usage":{{"prompt_tokens":5,"note":"{padding}"}}}}"#);
+    assert_eq!(scan(JSON, &[body.as_bytes()]), None);
+}
+
+#[test]
+fn a_data_line_split_over_lines_is_one_event() {
+    let body = "data: {\"usage\":\ndata: {\"prompt_tokens\":3,\"completion_tokens\":4}}\n\n";
+    assert_eq!(scan(SSE, &[body.as_bytes()]), usage(3, 0, 4));
+}
+
+proptest! {
+    /// However the answer is cut into chunks, the usage found is the same.
+    #[test]
+    fn chunking_never_changes_the_usage(cuts in prop::collection::vec(0usize..400, 0..12), which in 0usize..3) {
+        let (ct, text) = [(JSON, CHAT), (SSE, CHAT_STREAM), (SSE, ANTHROPIC_STREAM)][which];
+        let bytes = text.as_bytes();
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut chunks = Vec::new();
+        let mut at = 0;
+        for c in cuts {
+            chunks.push(&bytes[at..c]);
+            at = c;
+        }
+        chunks.push(&bytes[at..]);
+        prop_assert_eq!(scan(ct, &chunks), scan(ct, &[bytes]));
+    }
+
+    /// Against serde_json on whole documents: the usage at the root, as a DOM reads it.
+    #[test]
+    fn a_document_reports_what_its_root_usage_says(
+        prompt in 0u64..1_000_000,
+        completion in 0u64..1_000_000,
+        noise in "[a-z\"\\\\{}\\[\\]:, ]{0,30}",
+        before in any::<bool>(),
+    ) {
+        let usage_member = format!(r#""usage":{{"prompt_tokens":{prompt},"completion_tokens":{completion}}}"#);
+        let text_member = format!(r#""text":{}"#, serde_json::to_string(&noise).unwrap());
+        let doc = if before {
+            format!("{{{usage_member},{text_member}}}")
+        } else {
+            format!("{{{text_member},{usage_member}}}")
+        };
+        let dom: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        prop_assert_eq!(dom["usage"]["prompt_tokens"].as_u64(), Some(prompt));
+        prop_assert_eq!(scan(JSON, &[doc.as_bytes()]), usage(prompt, 0, completion));
+    }
+}
