@@ -57,6 +57,7 @@ pub fn keys(data: &[u8]) {
         headers: &headers,
         client_ip: client,
         route: "r",
+        body: None,
     };
     for source in [
         "ip",

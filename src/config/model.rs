@@ -24,6 +24,8 @@ pub struct Config {
     pub routes: Vec<Arc<Route>>,
     /// `[rls]`: Envoy's rate limit service, when configured.
     pub rls: Option<Rls>,
+    /// `[prices.NAME]`, by name.
+    pub prices: Vec<Arc<super::Prices>>,
     /// The routes' paths as a trie, so a request finds its route in the time of one walk
     /// along its path, however many routes there are.
     pub route_index: super::route_index::RouteIndex,
@@ -94,6 +96,10 @@ pub struct Server {
     /// Requests parked or in flight at once, the whole gateway (each worker takes its
     /// share); past it a request is answered 503 `overloaded`.
     pub max_requests: usize,
+    /// The most of a request body read for `json:` keys and price quotes (bytes), and
+    /// the most all such buffers hold at once, the whole gateway.
+    pub max_key_body: usize,
+    pub max_key_body_memory: usize,
     /// Required as `Authorization: Bearer …` on every `/admin/*` request when set.
     pub admin_token: Option<AdminToken>,
     /// Where runtime overrides are written (atomically) and read back at start.
@@ -337,6 +343,10 @@ pub struct Route {
     pub cost: u64,
     /// Largest request body in bytes; larger ones get 413.
     pub max_body: Option<u64>,
+    /// The JSON pointers its policies read from the request body (keys and price
+    /// quotes), each once; empty when no policy reads the body, which is then not read
+    /// before it is forwarded.
+    pub body_pointers: Box<[Arc<crate::json::JsonPointer>]>,
 }
 
 impl Config {

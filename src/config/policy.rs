@@ -135,8 +135,11 @@ pub enum Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settle {
     pub source: SettleSource,
-    /// Units charged at admission; `None`: the route's cost.
+    /// Units charged at admission; `None`: the route's cost (or the quote, `priced`).
     pub reserve: Option<std::num::NonZeroU64>,
+    /// `reserve = "price:NAME"`: each request is quoted from the table, and charged the
+    /// most it can cost (capped by `max_cost`).
+    pub priced: Option<std::sync::Arc<super::Prices>>,
     /// The largest settled value; larger ones are capped (and counted).
     pub max_cost: u64,
     /// Measured bytes are divided by this (rounded up) to make units.
@@ -158,6 +161,9 @@ pub enum SettleSource {
     ResponseTrailer(http::HeaderName),
     ResponseBytes,
     RequestBytes,
+    /// The `usage` the answer reports (a JSON body's, or an event stream's last), priced
+    /// by the table at the row the request was quoted on.
+    Usage(std::sync::Arc<super::Prices>),
 }
 
 impl SettleSource {
@@ -168,6 +174,7 @@ impl SettleSource {
             SettleSource::ResponseTrailer(h) => format!("response_trailer:{h}"),
             SettleSource::ResponseBytes => "response_bytes".to_owned(),
             SettleSource::RequestBytes => "request_bytes".to_owned(),
+            SettleSource::Usage(p) => format!("usage:{}", p.name),
         }
     }
 

@@ -22,6 +22,9 @@ pub struct RawConfig {
     pub routes: Vec<S<RawRoute>>,
     /// Envoy's rate limit service (RLS v3) on a listener of its own.
     pub rls: Option<S<RawRls>>,
+    /// Price tables: `model`, `default` and one row per model name, read in `compile`.
+    #[serde(default)]
+    pub prices: BTreeMap<String, S<BTreeMap<String, S<toml::Value>>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,6 +57,10 @@ pub struct RawServer {
     pub max_streams: Option<S<i64>>,
     /// Requests parked or in flight, the whole gateway.
     pub max_requests: Option<S<i64>>,
+    /// The most of a request body read for `json:` keys and quotes, and what all such
+    /// buffers may hold at once, the whole gateway.
+    pub max_key_body: Option<S<i64>>,
+    pub max_key_body_memory: Option<S<i64>>,
     /// Bearer token every `/admin/*` request must present (or a file holding it).
     pub admin_token: Option<S<String>>,
     pub admin_token_file: Option<S<String>>,
@@ -107,6 +114,14 @@ pub struct RawStore {
 #[serde(untagged)]
 pub enum BoolOrText {
     Bool(bool),
+    Text(String),
+}
+
+/// A number, or a string naming where the number comes from (`reserve = "price:llm"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum IntOrText {
+    Int(i64),
     Text(String),
 }
 
@@ -165,7 +180,7 @@ pub struct RawPolicy {
     /// Rate policies whose cost is known after the response: where to read it, what to
     /// charge at admission, a cap, and the unit measured bytes are divided by.
     pub settle: Option<S<String>>,
-    pub reserve: Option<S<i64>>,
+    pub reserve: Option<S<IntOrText>>,
     pub max_cost: Option<S<i64>>,
     pub settle_unit: Option<S<i64>>,
     pub refund_on_upstream_error: Option<S<bool>>,

@@ -11,7 +11,6 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use smallvec::SmallVec;
 
 use super::JsonPointer;
 
@@ -20,7 +19,7 @@ pub const MAX_POINTERS: usize = 64;
 
 /// Most distinct values kept for all pointers together; more makes the walk
 /// [`overflowed`](BodyFacts::overflowed) (a key then has too many values).
-const MAX_FOUND: usize = 32;
+const MAX_FOUND: usize = 16;
 
 /// The body is not one JSON value (or nests deeper than serde_json's limit of 128).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -31,7 +30,9 @@ pub struct NotJson;
 /// numbers and booleans as JSON writes them), and the body's length when known.
 #[derive(Debug, Default, Clone)]
 pub struct BodyFacts<'a> {
-    found: SmallVec<[(&'a JsonPointer, Cow<'a, [u8]>); 4]>,
+    /// Inline and covariant (an `ArrayVec`), so facts borrowed for a short while pass
+    /// where a longer-lived request view is asked for.
+    found: arrayvec::ArrayVec<(&'a JsonPointer, Cow<'a, [u8]>), MAX_FOUND>,
     overflowed: bool,
     /// The body's length in bytes, when it is known (read whole, or declared).
     pub len: Option<u64>,
@@ -47,7 +48,10 @@ impl<'a> BodyFacts<'a> {
     }
 
     /// The distinct values found at `pointer`.
-    pub fn values<'s>(&'s self, pointer: &'s JsonPointer) -> impl Iterator<Item = &'s [u8]> + 's {
+    pub fn values<'s, 'p>(
+        &'s self,
+        pointer: &'p JsonPointer,
+    ) -> impl Iterator<Item = &'s [u8]> + use<'s, 'p, 'a> {
         self.found
             .iter()
             .filter(move |(p, _)| p.text() == pointer.text())

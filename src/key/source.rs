@@ -23,6 +23,9 @@ pub enum KeySource {
     Route,
     Method,
     Path,
+    /// A value in the request's JSON body (RFC 6901 pointer), read up to `[server]
+    /// max_key_body` on routes that key or price by the body.
+    Json(std::sync::Arc<crate::json::JsonPointer>),
     /// The value of a rate limit service descriptor's entry (an envoyproxy/ratelimit
     /// YAML limit's key): never written in the TOML, never found in a request.
     Descriptor(String),
@@ -36,6 +39,8 @@ pub enum KeySourceError {
     MissingName(&'static str),
     #[error("`{0}` is not a valid HTTP header name")]
     BadHeader(String),
+    #[error("`json:{0}`: {1}")]
+    BadPointer(String, crate::json::PointerError),
 }
 
 impl KeySource {
@@ -50,7 +55,13 @@ impl KeySource {
                 | KeySource::Cookie(_)
                 | KeySource::Jwt(_)
                 | KeySource::Path
+                | KeySource::Json(_)
         )
+    }
+
+    /// Whether the value is read from the request body (which is then buffered).
+    pub fn reads_body(&self) -> bool {
+        matches!(self, KeySource::Json(_))
     }
 }
 
@@ -80,6 +91,11 @@ impl FromStr for KeySource {
             ("query", _) => Ok(KeySource::Query(named("query")?)),
             ("cookie", _) => Ok(KeySource::Cookie(named("cookie")?)),
             ("jwt", _) => Ok(KeySource::Jwt(named("jwt")?)),
+            ("json", Some(pointer)) => pointer
+                .parse()
+                .map(|p| KeySource::Json(std::sync::Arc::new(p)))
+                .map_err(|e| KeySourceError::BadPointer(pointer.to_owned(), e)),
+            ("json", None) => Err(KeySourceError::MissingName("json")),
             _ => Err(KeySourceError::Unknown(s.to_owned())),
         }
     }
@@ -96,6 +112,7 @@ impl fmt::Display for KeySource {
             KeySource::Route => f.write_str("route"),
             KeySource::Method => f.write_str("method"),
             KeySource::Path => f.write_str("path"),
+            KeySource::Json(p) => write!(f, "json:{p}"),
             KeySource::Descriptor(k) => write!(f, "descriptor:{k}"),
         }
     }
@@ -109,6 +126,8 @@ pub struct RequestView<'a> {
     pub headers: &'a HeaderMap,
     pub client_ip: IpAddr,
     pub route: &'a str,
+    /// What the JSON body told, on routes that read it.
+    pub body: Option<&'a crate::json::BodyFacts<'a>>,
 }
 
 /// One part of a key, borrowed from the request where possible.
@@ -214,6 +233,20 @@ impl KeySource {
                 }
             }
             KeySource::Cookie(name) => cookie_values(req.headers, name, values)?,
+            KeySource::Json(pointer) => {
+                let Some(body) = req.body else {
+                    return Ok(());
+                };
+                // Values the walk could not keep would be uncharged: too many.
+                if body.overflowed() {
+                    return Err(TooManyValues);
+                }
+                for value in body.values(pointer) {
+                    if !value.is_empty() {
+                        push_distinct(values, borrowed(value))?;
+                    }
+                }
+            }
             KeySource::Jwt(claim) => {
                 for value in req.headers.get_all(AUTHORIZATION) {
                     if let Some(part) = jwt_claim(value.as_bytes(), claim) {

@@ -14,6 +14,7 @@ use super::response::{
 };
 use super::snapshot::{Shared, Snapshot};
 use crate::config::{Policy, Route};
+use crate::json::BodyFacts;
 use crate::key::{KeySource, RequestView};
 use crate::limit::Quota;
 use crate::metrics::RouteMetrics;
@@ -82,8 +83,7 @@ fn constant_headers<'a>(
 pub async fn admit(
     shared: &Shared,
     routed: &Routed<'_>,
-    req: &Request<Incoming>,
-    client_ip: std::net::IpAddr,
+    (req, client_ip, body): (&Request<Incoming>, std::net::IpAddr, Option<&BodyFacts<'_>>),
     admission: &mut Admission,
     trace: &mut Trace,
 ) -> Option<Response<Body>> {
@@ -94,6 +94,7 @@ pub async fn admit(
         headers: req.headers(),
         client_ip,
         route: &route.name,
+        body,
     };
     let plans = &routed.snapshot.route_plans[routed.index];
     shared
@@ -174,9 +175,12 @@ pub fn answer(
                 problem,
             ))
         }
-        Outcome::MissingKey { position } | Outcome::TooManyKeyValues { position } => {
+        Outcome::MissingKey { position }
+        | Outcome::TooManyKeyValues { position }
+        | Outcome::UnpricedModel { position } => {
             let answer = match admission.outcome() {
                 Outcome::MissingKey { .. } => Answer::MissingKey,
+                Outcome::UnpricedModel { .. } => Answer::UnpricedModel,
                 _ => Answer::TooManyKeyValues,
             };
             // The body's error word is the access log's decision.

@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 
 use super::body::{HeldSlots, IdleTimeout};
 use super::hop::{prepare_request, strip_hop_by_hop};
+use super::key_body::{KeyBody, Prefixed};
 use super::pool::UpstreamPool;
 use super::response::Answer;
 use super::response::CutReason;
@@ -35,6 +36,9 @@ pub struct Sent<'a> {
     /// A tier settles from a trailer: the upstream is asked for trailers (`TE:
     /// trailers`), whatever the client asked, so leaving them out cannot lower a cost.
     pub ask_trailers: bool,
+    /// What was read of the body before the decision (routes that key by it): sent
+    /// first, unchanged.
+    pub key_body: Option<KeyBody>,
 }
 
 /// A tunnel the client asked for: the protocol, and its `max_connections` permit.
@@ -45,12 +49,13 @@ pub type Upgrade = (http::HeaderValue, tokio::sync::OwnedSemaphorePermit);
 /// from `slots` for its whole life. `uploaded`: the tiers settled on the request's body.
 pub async fn forward(
     shared: &Shared,
-    sent: Sent<'_>,
+    mut sent: Sent<'_>,
     mut req: Request<Incoming>,
     upgrade: Option<Upgrade>,
     slots: &mut HeldSlots,
     uploaded: Option<Settlement>,
 ) -> Result<Response<Body>, Response<Body>> {
+    let key_body = sent.key_body.take();
     let Sent {
         server,
         route,
@@ -67,9 +72,19 @@ pub async fn forward(
         return Err(refused);
     }
     let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
-    let replayable = req.body().is_end_stream();
+    let replayable = req.body().is_end_stream() && key_body.as_ref().is_none_or(KeyBody::is_empty);
     let (parts, body) = req.into_parts();
-    let body = upstream_body(body, server, route, replayable, uploaded);
+    let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
+    let body = match key_body {
+        Some(read) => upstream_body(
+            Prefixed::new(read, body),
+            server,
+            route,
+            replayable,
+            uploaded,
+        ),
+        None => upstream_body(body, server, route, replayable, uploaded),
+    };
     let mut outgoing = Request::from_parts(parts, body);
     prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
     if sent.ask_trailers {
@@ -186,14 +201,16 @@ fn declared_too_large(
 /// after `body_read_timeout`; a request known to have no body (most GETs) skips the
 /// timer. `request_bytes` tiers settle on what it carried to the upstream.
 #[inline]
-fn upstream_body(
-    body: Incoming,
+fn upstream_body<B>(
+    body: B,
     server: &Server,
     route: &Route,
     empty: bool,
     uploaded: Option<Settlement>,
-) -> Body {
-    let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
+) -> Body
+where
+    B: http_body::Body<Data = bytes::Bytes, Error = BoxError> + Send + 'static,
+{
     let body: Body = match (route.max_body, empty) {
         (_, true) => body.boxed_unsync(),
         (None, false) => IdleTimeout::new(body, server.body_read_timeout).boxed_unsync(),

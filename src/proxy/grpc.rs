@@ -81,9 +81,11 @@ pub fn code_of(answer: &Answer) -> Code {
             CutReason::Store => Code::Unavailable,
             CutReason::Budget | CutReason::MaxCost => Code::ResourceExhausted,
         },
-        Answer::MissingKey | Answer::TooManyKeyValues | Answer::BadRequest | Answer::BodyBroken => {
-            Code::InvalidArgument
-        }
+        Answer::MissingKey
+        | Answer::TooManyKeyValues
+        | Answer::UnpricedModel
+        | Answer::BadRequest
+        | Answer::BodyBroken => Code::InvalidArgument,
         Answer::Unmatched => Code::Unimplemented,
         Answer::UpstreamTimeout | Answer::BodyStalled => Code::DeadlineExceeded,
         Answer::TooManyConnections

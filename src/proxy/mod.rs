@@ -11,6 +11,7 @@ pub mod forward;
 pub mod grpc;
 pub mod head;
 pub mod hop;
+pub mod key_body;
 pub mod pool;
 pub mod respond;
 pub mod response;

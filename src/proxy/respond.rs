@@ -92,10 +92,22 @@ async fn settle_response(
         server_error,
         strip_trailers: !takes_trailers,
     };
+    let priced = settlement.reads_usage();
+    let content_type = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| v.as_bytes().to_vec());
     let mut resp = resp;
     if !takes_trailers {
         // The trailers read for the settle are not passed on: none are announced.
         resp.headers_mut().remove(http::header::TRAILER);
     }
-    resp.map(|body| Metered::new(body, settlement, side).boxed_unsync())
+    resp.map(|body| {
+        let metered = Metered::new(body, settlement, side);
+        match priced {
+            true => metered.scanning_usage(content_type.as_deref()),
+            false => metered,
+        }
+        .boxed_unsync()
+    })
 }

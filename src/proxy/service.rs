@@ -139,12 +139,22 @@ async fn serve(
         upgrade,
         trailers,
     } = arrived;
+    let key_body = match read_key_body(&routed, &mut req).await {
+        Ok(read) => read,
+        Err(answer) => {
+            trace.by_gateway = true;
+            return *answer;
+        }
+    };
     let mut admission = Admission::default();
-    let refused = super::admit::admit(shared, &routed, &req, client_ip, &mut admission, trace);
+    let facts = key_body.as_ref().map(|b| b.facts(routed.route));
+    let asked = (&req, client_ip, facts.as_ref());
+    let refused = super::admit::admit(shared, &routed, asked, &mut admission, trace);
     if let Some(refused) = refused.await {
         trace.by_gateway = true;
         return refused;
     }
+    drop(facts);
     if admission.delay_ns() > 0 {
         tokio::time::sleep(Duration::from_nanos(admission.delay_ns())).await;
     }
@@ -162,12 +172,27 @@ async fn serve(
         conn,
         now: admission.now(),
         ask_trailers: settlement.as_ref().is_some_and(Settlement::reads_trailers),
+        key_body,
     };
     // A tunnel takes the slots it needs; what it leaves is held until the body is done.
     let forwarded = forward(shared, sent, req, upgrade, slots, uploaded).await;
     trace.by_gateway = forwarded.is_err();
     let answered = (forwarded, settlement, trailers);
     super::respond::describe(&routed, answered, &mut admission).await
+}
+
+/// What a route that keys or prices by the body reads of it before the decision.
+async fn read_key_body(
+    routed: &Routed<'_>,
+    req: &mut Request<Incoming>,
+) -> Result<Option<super::key_body::KeyBody>, Box<Response<Body>>> {
+    if routed.route.body_pointers.is_empty() {
+        return Ok(None);
+    }
+    let server = &routed.snapshot.config.server;
+    super::key_body::read(req, server, server.workers)
+        .await
+        .map(Some)
 }
 
 /// A request that has a route: which, who sent it, and the tunnel it may open.

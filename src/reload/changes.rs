@@ -145,6 +145,7 @@ fn same_route(a: &Route, b: &Route) -> bool {
             .all(|(p, q)| p.name == q.name)
         && a.cost == b.cost
         && a.max_body == b.max_body
+        && a.body_pointers == b.body_pointers
 }
 
 /// The `[server]` fields that differ. Every field is named below, so a new one has to be
@@ -173,6 +174,8 @@ fn live_server_changes(old: &Server, new: &Server) -> Vec<String> {
         tunnel_idle_timeout,
         max_streams: _,
         max_requests,
+        max_key_body,
+        max_key_body_memory,
         admin_token,
         overrides_file: _,
     } = new;
@@ -194,6 +197,11 @@ fn live_server_changes(old: &Server, new: &Server) -> Vec<String> {
             old.tunnel_idle_timeout != *tunnel_idle_timeout,
         ),
         ("max_requests", old.max_requests != *max_requests),
+        ("max_key_body", old.max_key_body != *max_key_body),
+        (
+            "max_key_body_memory",
+            old.max_key_body_memory != *max_key_body_memory,
+        ),
         ("admin_token", old.admin_token != *admin_token),
     ]
     .into_iter()

@@ -24,6 +24,8 @@ pub enum Outcome {
     MissingKey { position: usize },
     /// 400: a key source of the policy at `position` came with too many distinct values.
     TooManyKeyValues { position: usize },
+    /// 400: the priced policy at `position` has no price for the model the request names.
+    UnpricedModel { position: usize },
     /// 503: the store failed and `on_error = "deny"`.
     StoreUnavailable,
 }
@@ -33,6 +35,7 @@ impl From<KeyRefusal> for Outcome {
         match refusal {
             KeyRefusal::Missing(position) => Outcome::MissingKey { position },
             KeyRefusal::TooManyValues(position) => Outcome::TooManyKeyValues { position },
+            KeyRefusal::Unpriced(position) => Outcome::UnpricedModel { position },
         }
     }
 }

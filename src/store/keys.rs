@@ -20,6 +20,9 @@ pub enum KeyRefusal {
     Missing(usize),
     /// The key would take more than [`MAX_KEY_VALUES`] distinct values.
     TooManyValues(usize),
+    /// A priced policy's table has no row for the model the request names (and no
+    /// `default`).
+    Unpriced(usize),
 }
 
 /// One (policy, key parts) as the store identifies it.

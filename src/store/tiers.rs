@@ -32,6 +32,8 @@ pub struct RateTier {
     pub settled: bool,
     /// A calendar quota's window (and the next), in Unix seconds.
     pub bounds: Option<crate::limit::calendar::Bounds>,
+    /// A priced policy: the row of its price table the request was quoted on.
+    pub row: Option<u32>,
 }
 
 impl RateTier {
@@ -122,6 +124,9 @@ struct RatePlan {
     leased: bool,
     settled: bool,
     calendar: Option<std::sync::Arc<crate::config::CalendarQuota>>,
+    /// `reserve = "price:NAME"`: the table each request is quoted from, and the bounds
+    /// of a quote (`min_cost`, `max_cost`).
+    priced: Option<(std::sync::Arc<crate::config::Prices>, u64, u64)>,
 }
 
 impl PolicyPlan {
@@ -153,6 +158,10 @@ impl PolicyPlan {
             leased: rate.sync == Sync::Lease,
             settled: rate.settle.is_some(),
             calendar: rate.calendar.clone(),
+            priced: rate
+                .settle
+                .as_ref()
+                .and_then(|s| Some((s.priced.clone()?, s.min_cost.max(1), s.max_cost.max(1)))),
         });
         Self {
             keys,
@@ -208,6 +217,10 @@ impl RequestTiers {
                 self.push(plan, overrides, (position, policy), partial, clock);
             }
             let range = start..self.len_of(kind);
+            if let Some(rate) = plan.rate.as_ref().filter(|r| r.priced.is_some()) {
+                self.quote(rate, view, range.clone())
+                    .map_err(|_| KeyRefusal::Unpriced(position))?;
+            }
             self.policies.push(PolicyTiers {
                 position,
                 kind,
@@ -287,6 +300,30 @@ impl RequestTiers {
         }
     }
 
+    /// Charges the tiers in `range` (a priced policy's keys) the request's quote: the
+    /// most it can cost, within `min_cost` and `max_cost`; a request whose cost the body
+    /// does not bound is charged `max_cost`, and at most a key's whole burst.
+    fn quote(
+        &mut self,
+        rate: &RatePlan,
+        view: &RequestView<'_>,
+        range: Range<usize>,
+    ) -> Result<(), crate::config::Unpriced> {
+        let Some((prices, min_cost, max_cost)) = &rate.priced else {
+            return Ok(());
+        };
+        let quote = prices.quote(view)?;
+        for t in &mut self.rate[range] {
+            let units = match quote.most {
+                Some(most) => most.min(*max_cost),
+                None => (*max_cost).min(t.tier.quota.burst()),
+            };
+            t.tier.reserve = std::num::NonZeroU64::new(units.max(*min_cost).max(1));
+            t.row = Some(quote.row);
+        }
+        Ok(())
+    }
+
     fn len_of(&self, kind: TierKind) -> usize {
         match kind {
             TierKind::Rate => self.rate.len(),
@@ -324,6 +361,7 @@ impl RequestTiers {
                 leased: rate.leased && key.redis.is_some(),
                 settled: rate.settled,
                 redis: key.redis,
+                row: None,
             }),
             (PolicyKind::Concurrency(cap), Applied::Concurrency(max), _) => {
                 self.slots.push(SlotTier {

@@ -59,6 +59,7 @@ mod settle_fleet;
 mod silent_clients;
 mod spellings;
 mod spellings_keys;
+mod spend;
 mod store_calls;
 mod store_health;
 mod store_outage;

@@ -17,6 +17,7 @@ mod hints;
 mod logging;
 mod policies;
 mod policy_lints;
+mod prices;
 mod quotas;
 mod ratelimit_yaml;
 mod rls;
@@ -29,6 +30,7 @@ mod upstreams;
 mod values;
 use super::model::*;
 use super::policy::*;
+use super::prices::Prices;
 use super::raw::{OneOrMany, RawConfig, RawPolicy, RawRoute, RawServer, RawStore, RawUpstream, S};
 use crate::key::{KeySource, TrustedProxies};
 use crate::limit::{Mode, Quota, MAX_TIERS};
@@ -52,6 +54,11 @@ pub const DEFAULT_MAX_STREAMS: u32 = 100;
 /// Requests parked or in flight at once, the whole gateway: at a few KiB each (a parked
 /// request holds about 8 KiB), 20,000 of them stay within a couple of hundred MiB.
 pub const DEFAULT_MAX_REQUESTS: usize = 20_000;
+/// The most of a request body read for `json:` keys and price quotes, by default and at
+/// most, and what all such buffers may hold at once (the whole gateway) by default.
+pub const DEFAULT_MAX_KEY_BODY: usize = 64 * 1024;
+pub const MAX_KEY_BODY: usize = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_KEY_BODY_MEMORY: usize = 64 * 1024 * 1024;
 /// Admin connections open at once; beyond it, the admin listener pauses accepting.
 pub const ADMIN_MAX_CONNECTIONS: usize = 512;
 /// Connections to one upstream per gateway, in use and idle.
@@ -103,6 +110,7 @@ pub fn compile(path: &Path, text: &str) -> Result<Config, ConfigError> {
         warnings: Vec::new(),
         base,
         routed: HashSet::new(),
+        prices: BTreeMap::new(),
     };
     let config = c.config(path, raw);
     match config {
@@ -143,6 +151,8 @@ struct Compiler {
     /// The policies some route names: what only proxied requests do (a missing key)
     /// is said of these alone.
     routed: HashSet<String>,
+    /// `[prices.NAME]`, compiled before the policies that name them.
+    prices: BTreeMap<String, Arc<Prices>>,
 }
 
 impl Compiler {
@@ -197,6 +207,11 @@ impl Compiler {
             .map(|(name, p)| (name.clone(), p.span()))
             .collect();
         let mut raw_policy_spans = raw_policy_spans;
+        self.prices = raw
+            .prices
+            .into_iter()
+            .filter_map(|(name, p)| Some((name.clone(), Arc::new(self.price_table(name, p)?))))
+            .collect();
         let mut policies: BTreeMap<String, Arc<Policy>> = raw
             .policies
             .into_iter()
@@ -230,6 +245,7 @@ impl Compiler {
             policies: policies.into_values().collect(),
             routes,
             rls,
+            prices: self.prices.values().cloned().collect(),
             warnings: Vec::new(),
         })
     }

@@ -30,7 +30,9 @@ impl Compiler {
             None => None,
         };
         let (upstream, upstream_index) = upstream?;
+        let body_pointers = self.body_pointers(&raw, &name, &tiers);
         Some(Route {
+            body_pointers,
             name,
             path,
             host,
@@ -41,6 +43,47 @@ impl Compiler {
             cost: cost?,
             max_body,
         })
+    }
+
+    /// The JSON pointers the route's policies read from a request body, each once: their
+    /// `json:` key sources and their price tables' quotes.
+    fn body_pointers(
+        &mut self,
+        raw: &RawRoute,
+        name: &str,
+        policies: &[Arc<Policy>],
+    ) -> Box<[Arc<crate::json::JsonPointer>]> {
+        let mut pointers: Vec<Arc<crate::json::JsonPointer>> = Vec::new();
+        let keys = policies
+            .iter()
+            .flat_map(|p| &p.key)
+            .filter_map(|k| match k {
+                KeySource::Json(p) => Some(p),
+                _ => None,
+            });
+        let quoted = policies
+            .iter()
+            .filter_map(|p| p.rate()?.settle.as_ref()?.priced.as_ref())
+            .flat_map(|prices| prices.pointers());
+        for p in keys.chain(quoted) {
+            if !pointers.iter().any(|q| q.text() == p.text()) {
+                pointers.push(p.clone());
+            }
+        }
+        if pointers.len() > crate::json::MAX_POINTERS {
+            self.error(
+                raw.name.span(),
+                format!(
+                    "route `{name}` reads {} JSON pointers from a request body",
+                    pointers.len()
+                ),
+                Some(format!(
+                    "at most {}: split the policies over routes",
+                    crate::json::MAX_POINTERS
+                )),
+            );
+        }
+        pointers.into()
     }
 
     /// A route needs a name, and a path that starts with `/` and is already in the form
@@ -172,7 +215,11 @@ impl Compiler {
         let (Some(cost), Some(rate)) = (cost, policy.rate()) else {
             return;
         };
-        // A settled policy charges its reserve at admission instead.
+        // A settled policy charges its reserve at admission instead; a priced one quotes
+        // each request.
+        if rate.settle.as_ref().is_some_and(|s| s.priced.is_some()) {
+            return;
+        }
         let charged = rate
             .settle
             .as_ref()

@@ -79,6 +79,7 @@ pub fn check_override(
         warnings: Vec::new(),
         base: PathBuf::new(),
         routed: HashSet::new(),
+        prices: BTreeMap::new(),
     };
     let applied = c.runtime_override(config, policy, spec);
     match applied {
@@ -188,10 +189,11 @@ impl Compiler {
 
     /// Every route listing `policy` must still be able to admit its cost.
     pub(super) fn fits_routes(&mut self, config: &Config, policy: &Policy, quota: &Quota) {
-        let reserve = policy
-            .rate()
-            .and_then(|r| r.settle.as_ref())
-            .and_then(|s| s.reserve);
+        let settle = policy.rate().and_then(|r| r.settle.as_ref());
+        if settle.is_some_and(|s| s.priced.is_some()) {
+            return; // each request is quoted: no one charge to check
+        }
+        let reserve = settle.and_then(|s| s.reserve);
         for route in &config.routes {
             let lists = route.policies.iter().any(|p| p.name == policy.name);
             let charged = reserve.map_or(route.cost, std::num::NonZeroU64::get);

@@ -23,6 +23,8 @@ struct StreamLimits {
     tunnel_idle_timeout: Duration,
     max_streams: u32,
     max_requests: usize,
+    max_key_body: usize,
+    max_key_body_memory: usize,
 }
 
 impl Compiler {
@@ -52,6 +54,8 @@ impl Compiler {
             tunnel_idle_timeout: streams.tunnel_idle_timeout,
             max_streams: streams.max_streams,
             max_requests: streams.max_requests,
+            max_key_body: streams.max_key_body,
+            max_key_body_memory: streams.max_key_body_memory,
             admin_listen,
             trusted_proxies,
             tls,
@@ -234,13 +238,51 @@ impl Compiler {
             DEFAULT_MAX_REQUESTS as u64,
             "max_requests",
         );
+        let (max_key_body, max_key_body_memory) = self.key_body_limits(raw);
         Some(StreamLimits {
+            max_key_body: max_key_body?,
+            max_key_body_memory: max_key_body_memory?,
             send_timeout: send_timeout?,
             idle_timeout: idle_timeout?,
             tunnel_idle_timeout: tunnel_idle_timeout?,
             max_streams: u32::try_from(max_streams?).unwrap_or(u32::MAX),
             max_requests: usize::try_from(max_requests?).unwrap_or(usize::MAX),
         })
+    }
+
+    /// `max_key_body` (at most 16 MiB) and `max_key_body_memory` (at least one body).
+    fn key_body_limits(&mut self, raw: &RawServer) -> (Option<usize>, Option<usize>) {
+        let body = self.count_or(
+            &raw.max_key_body,
+            DEFAULT_MAX_KEY_BODY as u64,
+            "max_key_body",
+        );
+        if let (Some(b), Some(r)) = (body, &raw.max_key_body) {
+            if b > MAX_KEY_BODY as u64 {
+                let hint = "a key or a price is near the top of a request: 64 KiB is the default";
+                self.error(
+                    r.span(),
+                    format!("max_key_body {b} is above {MAX_KEY_BODY} (16 MiB)"),
+                    Some(hint.to_owned()),
+                );
+            }
+        }
+        let memory = self.count_or(
+            &raw.max_key_body_memory,
+            DEFAULT_MAX_KEY_BODY_MEMORY as u64,
+            "max_key_body_memory",
+        );
+        if let (Some(b), Some(m), Some(r)) = (body, memory, &raw.max_key_body_memory) {
+            if m < b {
+                self.error(
+                    r.span(),
+                    format!("max_key_body_memory {m} is less than one body (max_key_body {b})"),
+                    Some("raise max_key_body_memory, or lower max_key_body".to_owned()),
+                );
+            }
+        }
+        let size = |v: Option<u64>| v.map(|v| usize::try_from(v).unwrap_or(usize::MAX));
+        (size(body), size(memory))
     }
 
     /// `admin_token`, or the contents of `admin_token_file` (read at every load, so a

@@ -4,6 +4,7 @@
 use std::num::NonZeroU64;
 
 use super::*;
+use crate::config::raw::IntOrText;
 
 impl Compiler {
     /// The settle settings of rate policy `name` with `quota`, or `None` when it has
@@ -20,7 +21,7 @@ impl Compiler {
             return Some(None);
         };
         let source = self.settle_source(settle);
-        let reserve = self.settle_reserve(name, raw, quota);
+        let (reserve, priced) = self.settle_reserve(name, raw, quota, source.as_ref());
         let unit = self.settle_unit(name, raw, source.as_ref());
         let max_cost = self.settle_max_cost(name, raw, quota, max_delay);
         let min_cost = self.settle_min_cost(name, raw, quota, max_cost);
@@ -28,6 +29,7 @@ impl Compiler {
         Some(Some(Settle {
             source: source?,
             reserve: reserve.flatten_opt()?,
+            priced: priced?,
             max_cost: max_cost?,
             min_cost: min_cost?,
             max_debt: max_debt?,
@@ -58,19 +60,63 @@ impl Compiler {
         );
     }
 
-    /// `reserve`: `None` when absent, `Some(None)` when invalid. One above the burst is
-    /// reported, as no request could pay it.
+    /// `reserve`: a number (`None` when absent, `Some(None)` when invalid; one above the
+    /// burst is reported, as no request could pay it), or `"price:NAME"`: a quote from a
+    /// price table (`None` when invalid). A `usage:NAME` settle quotes from its table
+    /// unless told otherwise, and only from it.
     fn settle_reserve(
         &mut self,
         name: &str,
         raw: &RawPolicy,
         quota: Option<&Quota>,
-    ) -> Option<Option<NonZeroU64>> {
-        let reserve = raw
-            .reserve
-            .as_ref()
-            .map(|r| self.positive(r, "reserve").and_then(NonZeroU64::new));
-        if let (Some(Some(reserve)), Some(q), Some(r)) = (reserve, quota, &raw.reserve) {
+        source: Option<&SettleSource>,
+    ) -> (Option<Option<NonZeroU64>>, Option<Option<Arc<Prices>>>) {
+        let usage = match source {
+            Some(SettleSource::Usage(p)) => Some(p.clone()),
+            _ => None,
+        };
+        let Some(r) = &raw.reserve else {
+            return (None, Some(usage));
+        };
+        let number = match r.get_ref() {
+            IntOrText::Int(n) => S::new(r.span(), *n),
+            IntOrText::Text(text) => {
+                let table = text
+                    .strip_prefix("price:")
+                    .and_then(|t| self.prices.get(t).cloned());
+                let fits = table
+                    .as_ref()
+                    .zip(usage.as_ref())
+                    .is_none_or(|(t, u)| t.name == u.name);
+                if table.is_none() || !fits {
+                    let hint = match (text.strip_prefix("price:"), &usage) {
+                        (Some(_), Some(u)) if table.is_some() => format!("a usage:{} settle is priced by the same table: reserve = \"price:{}\"", u.name, u.name),
+                        (Some(t), _) => format!("no [prices.{t}] table: define it, or name one of {:?}", self.prices.keys().collect::<Vec<_>>()),
+                        _ => "write a number of units, or \"price:NAME\" for a quote from [prices.NAME]".to_owned(),
+                    };
+                    self.error(
+                        r.span(),
+                        format!(
+                            "policy `{name}`: reserve `{text}` is not a number or a price table"
+                        ),
+                        Some(hint),
+                    );
+                    return (Some(None), None);
+                }
+                return (None, Some(table));
+            }
+        };
+        if usage.is_some() {
+            self.error(
+                r.span(),
+                format!("policy `{name}`: a usage settle is quoted per model, not a fixed reserve"),
+                Some("remove reserve, or write reserve = \"price:NAME\"".to_owned()),
+            );
+            return (Some(None), None);
+        }
+        let reserve = Some(self.positive(&number, "reserve").and_then(NonZeroU64::new));
+        let raw_reserve = Some(&number);
+        if let (Some(Some(reserve)), Some(q), Some(r)) = (reserve, quota, raw_reserve) {
             if reserve.get() > q.burst() {
                 self.error(
                     r.span(),
@@ -85,7 +131,7 @@ impl Compiler {
                 );
             }
         }
-        reserve
+        (reserve, Some(None))
     }
 
     /// `settle_unit`: `None` when absent, `Some(None)` when invalid. It divides measured
@@ -235,13 +281,25 @@ impl Compiler {
             Some(("response_trailer", name)) => header(name).map(SettleSource::ResponseTrailer),
             None if text == "response_bytes" => Some(SettleSource::ResponseBytes),
             None if text == "request_bytes" => Some(SettleSource::RequestBytes),
+            Some(("usage", table)) => match self.prices.get(table.trim()) {
+                Some(p) => Some(SettleSource::Usage(p.clone())),
+                None => {
+                    let known: Vec<&String> = self.prices.keys().collect();
+                    self.error(
+                        raw.span(),
+                        format!("`{text}`: no [prices.{}] table", table.trim()),
+                        Some(format!("define it, or name one of {known:?}")),
+                    );
+                    return None;
+                }
+            },
             _ => None,
         };
         if parsed.is_none() {
             self.error(
                 raw.span(),
                 format!("`{text}` is not a settle source"),
-                Some("write \"response_header:NAME\", \"response_trailer:NAME\", \"response_bytes\" or \"request_bytes\"".to_owned()),
+                Some("write \"response_header:NAME\", \"response_trailer:NAME\", \"response_bytes\", \"request_bytes\" or \"usage:PRICES\"".to_owned()),
             );
         }
         parsed

@@ -7,6 +7,7 @@ fn view<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> RequestView<'a> {
         headers,
         client_ip: "192.0.2.1".parse().expect("ip"),
         route: "search",
+        body: None,
     }
 }
 

@@ -24,6 +24,8 @@ pub enum Answer {
     MissingKey,
     /// A key source came with too many distinct values (400).
     TooManyKeyValues,
+    /// A priced policy has no price for the model the request names (400).
+    UnpricedModel,
     /// The path or host was refused before routing (400).
     BadRequest,
     /// An upgrade found no connection left under `max_connections` (503).
@@ -59,6 +61,7 @@ impl Answer {
             Answer::Denied => "denied",
             Answer::MissingKey => "missing_key",
             Answer::TooManyKeyValues => "too_many_key_values",
+            Answer::UnpricedModel => "unpriced_model",
             Answer::BadRequest => "bad_request",
             Answer::TooManyConnections => "too_many_connections",
             Answer::Overloaded => "overloaded",
@@ -99,6 +102,9 @@ impl Answer {
             Answer::MissingKey => return format!("tollgate: the key of policy {policy} is missing"),
             Answer::TooManyKeyValues => {
                 return format!("tollgate: the key of policy {policy} has too many values")
+            }
+            Answer::UnpricedModel => {
+                return format!("tollgate: policy {policy} has no price for the model asked for")
             }
             Answer::Unmatched => "no route for this call",
             Answer::Admitted | Answer::StoreUnavailableAllowed => "forwarded",

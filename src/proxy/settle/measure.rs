@@ -58,6 +58,8 @@ pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<Se
         Measured::Aborted(n) if measures_bytes => {
             (reserve.max(bytes(n)), Some(SettleFallback::Aborted))
         }
+        // A priced request's reserve is already the most it can cost.
+        Measured::Aborted(_) if settle.priced.is_some() => (reserve, Some(SettleFallback::Aborted)),
         Measured::Aborted(_) => (settle.max_cost, Some(SettleFallback::Aborted)),
         Measured::Cut(n) => (bytes(n), Some(SettleFallback::Budget)),
     };
@@ -101,6 +103,7 @@ mod tests {
             ahead_ns: 10_000_000_000,
             window: None,
             admitted_at: 0,
+            row: None,
         }
     }
 

@@ -17,6 +17,7 @@ use super::meter::{BudgetExhausted, Call, Cover, CutReason};
 use super::Settlement;
 use crate::config::SettleSource;
 use crate::reply::BoxError;
+use crate::spend::UsageScanner;
 
 /// Which body a metered body is: it tells who failed when it breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,8 @@ pub struct Metered<B> {
     waiting: Option<Waiting>,
     /// How long this body has waited for its key so far, in a row.
     paused: Duration,
+    /// A tier settles on the usage the answer reports: it is read as the bytes pass.
+    usage: Option<Box<UsageScanner>>,
 }
 
 impl<B: Body> Metered<B> {
@@ -66,12 +69,21 @@ impl<B: Body> Metered<B> {
             held: None,
             waiting: None,
             paused: Duration::ZERO,
+            usage: None,
         };
         // An empty body may never be polled.
         if metered.inner.is_end_stream() {
             metered.finish(End::Complete);
         }
         metered
+    }
+
+    /// Reads the usage the answer reports as it streams (an answer of `content_type`).
+    pub fn scanning_usage(mut self, content_type: Option<&[u8]>) -> Self {
+        if self.settlement.is_some() {
+            self.usage = Some(Box::new(UsageScanner::new(content_type)));
+        }
+        self
     }
 }
 
@@ -81,6 +93,7 @@ impl<B> Metered<B> {
             return;
         };
         let bytes = self.bytes;
+        let usage = self.usage.as_ref().and_then(|s| s.usage());
         let server_error = matches!(
             self.side,
             Side::Response {
@@ -89,6 +102,16 @@ impl<B> Metered<B> {
             }
         );
         settlement.finish(|p| match (&p.settle().source, &end) {
+            (SettleSource::Usage(prices), End::Trailers(_) | End::Complete) => {
+                let row = p.row.and_then(|r| prices.rows.get(r as usize));
+                match (usage, row) {
+                    (Some(usage), Some(row)) => Measured::Value(row.cost(&usage)),
+                    _ if server_error => Measured::UpstreamFailed(bytes),
+                    _ => Measured::Missing,
+                }
+            }
+            // The gateway cut the answer for another tier: what it used is unknown.
+            (SettleSource::Usage(_), End::Cut) => Measured::Missing,
             (SettleSource::ResponseTrailer(name), End::Trailers(t)) => match parse_value(t, name) {
                 Measured::Missing if server_error => Measured::UpstreamFailed(bytes),
                 measured => measured,
@@ -224,6 +247,9 @@ where
                 };
             }
             Ok(data) => {
+                if let Some(scanner) = &mut this.usage {
+                    scanner.feed(&data);
+                }
                 this.bytes = this.bytes.saturating_add(data.len() as u64);
                 this.finish_if_done();
                 return Poll::Ready(Some(Ok(Frame::data(data))));
@@ -259,6 +285,9 @@ impl<B: Body> Metered<B> {
     /// The held frame, paid for: passed on, and the body settled when it was the last.
     fn pass_held(&mut self) -> Option<Frame<Bytes>> {
         let data = self.held.take()?;
+        if let Some(scanner) = &mut self.usage {
+            scanner.feed(&data);
+        }
         self.bytes = self.bytes.saturating_add(data.len() as u64);
         self.finish_if_done();
         Some(Frame::data(data))

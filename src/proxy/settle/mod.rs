@@ -98,6 +98,13 @@ impl Settlement {
             .any(|p| matches!(p.settle().source, SettleSource::ResponseTrailer(_)))
     }
 
+    /// Whether a tier here settles on the usage the answer reports.
+    pub fn reads_usage(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| matches!(p.settle().source, SettleSource::Usage(_)))
+    }
+
     /// Settles every pending tier by `measure`, without waiting: at once in the local
     /// store, in a task for Redis.
     pub fn finish(mut self, measure: impl Fn(&PendingSettle) -> Measured) {

@@ -51,6 +51,7 @@ impl Bench {
             headers: &headers,
             client_ip: std::net::IpAddr::from([127, 0, 0, 1]),
             route: "r",
+            body: None,
         };
         let mut admission = Admission::default();
         let route = &self.config.routes[0];

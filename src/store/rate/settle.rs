@@ -45,6 +45,8 @@ pub struct PendingSettle {
     /// A calendar quota's window: its end on the local clock (its TAT is measured from
     /// it, and nothing it reserved expires with time) and its bounds for Redis.
     pub window: Option<(u64, crate::limit::calendar::Bounds)>,
+    /// A priced policy: the row of its table the request was quoted on.
+    pub row: Option<u32>,
 }
 
 impl PendingSettle {
@@ -226,6 +228,7 @@ pub fn pending_settles(
                 ahead_ns: outcome.decision.until_idle_ns,
                 admitted_at: now,
                 window: t.tier.window.zip(t.bounds),
+                row: t.row,
             });
         }
     }

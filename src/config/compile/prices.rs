@@ -1,0 +1,152 @@
+//! `[prices.NAME]`: `model` (where the model's name is read), `default` (the row of models
+//! not listed; without it they are refused) and one row per model:
+//! `{ input = …, output = …, cached_input = …, max_output = … }`, prices in units per
+//! token (fractions allowed, to a millionth).
+
+use super::*;
+use crate::spend::{TokenPrice, PRICE_SCALE};
+
+/// Highest price accepted per token, in units: a mistake beyond this (a price per million
+/// tokens written as per token, say 10^9 for 1,000) is caught.
+const MAX_PRICE: f64 = 1e9;
+
+type RawTable = S<BTreeMap<String, S<toml::Value>>>;
+
+impl Compiler {
+    pub(super) fn price_table(&mut self, name: String, raw: RawTable) -> Option<Prices> {
+        let span = raw.span();
+        let mut table = raw.into_inner();
+        if !valid_name(&name) {
+            self.error(span.clone(), format!("price table name `{name}` has characters that cannot go into headers, JSON and metric labels unescaped"), Some("use letters, digits and _ . : - only".to_owned()));
+        }
+        let model = match table.remove("model") {
+            Some(m) => self.price_model(&name, &m),
+            None => {
+                self.error(
+                    span.clone(),
+                    format!("[prices.{name}] has no `model`"),
+                    Some(
+                        "say where a request names its model, e.g. model = \"json:/model\""
+                            .to_owned(),
+                    ),
+                );
+                None
+            }
+        };
+        let default = table
+            .remove("default")
+            .map(|d| self.price_row(&name, "default", &d));
+        let mut rows = Vec::with_capacity(table.len());
+        let mut ok = true;
+        for (model, row) in &table {
+            match self.price_row(&name, model, row) {
+                Some(price) => rows.push((model.clone(), price)),
+                None => ok = false,
+            }
+        }
+        if rows.is_empty() && default.is_none() {
+            self.error(span, format!("[prices.{name}] prices no model"), Some("add a row, e.g. \"gpt-4o-mini\" = { input = 0.15, output = 0.6 }, or default = { … }".to_owned()));
+            return None;
+        }
+        let default = match default {
+            Some(None) => return None,
+            Some(Some(d)) => Some(d),
+            None => None,
+        };
+        let model = model?;
+        ok.then(|| Prices::new(name, model, rows, default))
+    }
+
+    fn price_model(&mut self, name: &str, raw: &S<toml::Value>) -> Option<KeySource> {
+        let Some(text) = raw.get_ref().as_str() else {
+            self.error(
+                raw.span(),
+                format!("[prices.{name}] model must be a key source"),
+                Some("e.g. model = \"json:/model\"".to_owned()),
+            );
+            return None;
+        };
+        match text.parse::<KeySource>() {
+            Ok(source) => Some(source),
+            Err(e) => {
+                self.error(
+                    raw.span(),
+                    format!("[prices.{name}] model: {e}"),
+                    Some("e.g. model = \"json:/model\" or \"header:x-model\"".to_owned()),
+                );
+                None
+            }
+        }
+    }
+
+    /// One row: `input` and `output` required, `cached_input` (default: `input`) and
+    /// `max_output` (tokens) optional.
+    fn price_row(&mut self, name: &str, model: &str, raw: &S<toml::Value>) -> Option<TokenPrice> {
+        let where_ = format!("[prices.{name}] \"{model}\"");
+        let Some(fields) = raw.get_ref().as_table() else {
+            self.error(
+                raw.span(),
+                format!("{where_} must be a table of prices"),
+                Some("e.g. { input = 0.15, output = 0.6 } (units per token)".to_owned()),
+            );
+            return None;
+        };
+        let mut bad = false;
+        for key in fields.keys() {
+            if !["input", "output", "cached_input", "max_output"].contains(&key.as_str()) {
+                self.error(
+                    raw.span(),
+                    format!("{where_} has an unknown field `{key}`"),
+                    Some("fields: input, output, cached_input, max_output".to_owned()),
+                );
+                bad = true;
+            }
+        }
+        let mut price = |field: &str, required: bool| -> Option<Option<u64>> {
+            match fields.get(field) {
+                None if required => {
+                    self.error(
+                        raw.span(),
+                        format!("{where_} has no `{field}` price"),
+                        Some("prices are units per token, e.g. input = 0.15".to_owned()),
+                    );
+                    None
+                }
+                None => Some(None),
+                Some(v) => {
+                    let number = v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
+                    match number.filter(|n| n.is_finite() && (0.0..=MAX_PRICE).contains(n)) {
+                        Some(n) => Some(Some((n * PRICE_SCALE as f64).round() as u64)),
+                        None => {
+                            self.error(raw.span(), format!("{where_}: `{field}` must be a number from 0 to {MAX_PRICE:e} (units per token)"), None::<String>);
+                            None
+                        }
+                    }
+                }
+            }
+        };
+        let input = price("input", true);
+        let output = price("output", true);
+        let cached = price("cached_input", false);
+        let max_output = match fields.get("max_output") {
+            None => Some(None),
+            Some(v) => match v.as_integer().filter(|&i| i >= 1) {
+                Some(i) => Some(Some(i as u64)),
+                None => {
+                    self.error(raw.span(), format!("{where_}: `max_output` must be a whole number of tokens, at least 1"), Some("the model's most output tokens, used when a request names no max_tokens".to_owned()));
+                    None
+                }
+            },
+        };
+        let (input, output) = (input??, output??);
+        if bad {
+            return None;
+        }
+        Some(TokenPrice {
+            input,
+            output,
+            cached_input: cached?.unwrap_or(input),
+            max_output: max_output?,
+        })
+    }
+}

@@ -1,0 +1,253 @@
+//! The request body read before the decision, on routes whose policies key or price by it
+//! (`json:` keys, `reserve = "price:…"`): at most `[server] max_key_body` bytes, each
+//! read within `body_read_timeout`, walked once for every pointer the route reads, then
+//! sent upstream unchanged ahead of the rest ([`Prefixed`]).
+//!
+//! What such buffers hold is bounded per worker (its share of `max_key_body_memory`,
+//! counted on the worker alone, like `max_requests`): a request that would pass it is
+//! answered 503 `overloaded` before a byte is read, so clients parking bodies cannot make
+//! the gateway hold more, nor make another request's key read as missing.
+
+use std::cell::Cell;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{CONNECTION, CONTENT_LENGTH};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body::{Body as _, Frame, SizeHint};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::response::Answer;
+use crate::config::{Route, Server};
+use crate::json::{walk, BodyFacts};
+use crate::reply::{json_error, Body};
+
+thread_local! {
+    static HELD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Bytes of key bodies counted on this worker until dropped.
+struct Held(usize);
+
+impl Held {
+    /// Counts `n` more bytes unless the worker's `share` would be passed.
+    fn take(n: usize, share: usize) -> Option<Self> {
+        HELD.with(|held| {
+            let now = held.get();
+            (now.saturating_add(n) <= share).then(|| {
+                held.set(now + n);
+                Held(n)
+            })
+        })
+    }
+
+    /// Counts `n` more bytes, whatever the share (a chunk already read).
+    fn grow(&mut self, n: usize) {
+        HELD.with(|held| held.set(held.get().saturating_add(n)));
+        self.0 += n;
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.with(|held| held.set(held.get().saturating_sub(self.0)));
+    }
+}
+
+/// What was read of a request body before its decision.
+pub struct KeyBody {
+    bytes: Bytes,
+    /// The whole body was read (`trailers`, when it had any).
+    ended: bool,
+    trailers: Option<HeaderMap>,
+    /// The body's length when known: read whole, or declared.
+    len: Option<u64>,
+    held: Held,
+}
+
+impl KeyBody {
+    /// Walks the bytes for `route`'s pointers: nothing is found in a body that was not
+    /// read whole or is not JSON.
+    pub fn facts<'a>(&'a self, route: &'a Route) -> BodyFacts<'a> {
+        let mut facts = BodyFacts::unread(self.len);
+        if self.ended {
+            let pointers: smallvec::SmallVec<[&crate::json::JsonPointer; 8]> =
+                route.body_pointers.iter().map(|p| &**p).collect();
+            let _not_json = walk(&self.bytes, &pointers, &mut facts);
+        }
+        facts
+    }
+
+    /// Whether the request can be sent again as it is (nothing of its body was read).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty() && self.trailers.is_none()
+    }
+}
+
+/// Reads up to `max_key_body` of `req`'s body; the answer when the client's body stalls,
+/// breaks, or the worker holds too many such bodies already.
+pub async fn read(
+    req: &mut Request<Incoming>,
+    server: &Server,
+    workers: usize,
+) -> Result<KeyBody, Box<Response<Body>>> {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let max = server.max_key_body;
+    let empty = |len, held| KeyBody {
+        bytes: Bytes::new(),
+        ended: len == Some(0),
+        trailers: None,
+        len,
+        held,
+    };
+    if req.body().is_end_stream() {
+        return Ok(empty(Some(0), Held(0)));
+    }
+    // Too large to key by: not read; forwarded as it comes.
+    if declared.is_some_and(|d| d > max as u64) {
+        return Ok(empty(declared, Held(0)));
+    }
+    let share = server.max_key_body_memory.div_ceil(workers.max(1));
+    let wanted = declared.map_or(max, |d| d as usize);
+    let Some(mut held) = Held::take(wanted, share) else {
+        let mut resp = json_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", &[]);
+        resp.headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return Err(Box::new(Answer::Overloaded.on(resp)));
+    };
+    let mut chunks: smallvec::SmallVec<[Bytes; 4]> = smallvec::SmallVec::new();
+    let mut total = 0usize;
+    let mut trailers = None;
+    let body = req.body_mut();
+    let ended = loop {
+        if total > max {
+            break false;
+        }
+        let frame = tokio::time::timeout(server.body_read_timeout, body.frame()).await;
+        match frame {
+            Err(_elapsed) => return Err(refused(StatusCode::REQUEST_TIMEOUT)),
+            Ok(Some(Err(_))) => return Err(refused(StatusCode::BAD_REQUEST)),
+            Ok(None) => break true,
+            Ok(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => {
+                    total += data.len();
+                    if total > held.0 {
+                        held.grow(total - held.0);
+                    }
+                    chunks.push(data);
+                }
+                Err(frame) => {
+                    trailers = frame.into_trailers().ok();
+                    break true;
+                }
+            },
+        }
+        if body.is_end_stream() {
+            break true;
+        }
+    };
+    let bytes = match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.pop().unwrap_or_default(),
+        _ => {
+            let mut joined = BytesMut::with_capacity(total);
+            chunks.iter().for_each(|c| joined.extend_from_slice(c));
+            joined.freeze()
+        }
+    };
+    let len = if ended { Some(total as u64) } else { declared };
+    Ok(KeyBody {
+        bytes,
+        ended,
+        trailers,
+        len,
+        held,
+    })
+}
+
+/// A body that stalled (408) or broke (400) before its decision: the connection closes,
+/// as the rest of the body cannot be trusted to be read.
+fn refused(status: StatusCode) -> Box<Response<Body>> {
+    let (answer, code) = match status {
+        StatusCode::REQUEST_TIMEOUT => (Answer::BodyStalled, "request_body_timeout"),
+        _ => (Answer::BodyBroken, "bad_request_body"),
+    };
+    let mut resp = json_error(status, code, &[]);
+    resp.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    Box::new(answer.on(resp))
+}
+
+pin_project_lite::pin_project! {
+    /// The body upstream: what was read before the decision, then the rest as it comes.
+    pub struct Prefixed<B> {
+        prefix: Option<Bytes>,
+        trailers: Option<HeaderMap>,
+        #[pin]
+        rest: Option<B>,
+        held: Option<Held>,
+    }
+}
+
+impl<B> Prefixed<B> {
+    pub fn new(read: KeyBody, rest: B) -> Self {
+        Self {
+            prefix: Some(read.bytes).filter(|b| !b.is_empty()),
+            trailers: read.trailers,
+            rest: (!read.ended).then_some(rest),
+            held: Some(read.held),
+        }
+    }
+}
+
+impl<B> http_body::Body for Prefixed<B>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = self.project();
+        if let Some(prefix) = this.prefix.take() {
+            return Poll::Ready(Some(Ok(Frame::data(prefix))));
+        }
+        // The buffer is on its way: no longer held here.
+        this.held.take();
+        if let Some(trailers) = this.trailers.take() {
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+        }
+        match this.rest.as_pin_mut() {
+            Some(rest) => rest.poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.prefix.is_none()
+            && self.trailers.is_none()
+            && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let prefix = self.prefix.as_ref().map_or(0, |p| p.len() as u64);
+        let rest = self
+            .rest
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), |r| r.size_hint());
+        let mut hint = SizeHint::new();
+        hint.set_lower(rest.lower() + prefix);
+        if let Some(upper) = rest.upper() {
+            hint.set_upper(upper + prefix);
+        }
+        hint
+    }
+}

@@ -1,0 +1,209 @@
+//! An OpenAI-compatible upstream for the spend tests: `POST /v1/chat/completions`, JSON or
+//! streamed (`text/event-stream`, the usage as the last event when
+//! `stream_options.include_usage`), with a usage the test can predict: the prompt is the
+//! words of every message plus one per message; the answer is as many words as the last
+//! message's first word says (5 when it is not a number), at most `max_tokens`, per choice.
+//! A model named `slow-…` streams one word every 200 ms. It records every body it got.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+
+type LlmBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+#[derive(Default)]
+pub struct LlmSeen {
+    pub requests: AtomicUsize,
+    pub bodies: Mutex<Vec<Bytes>>,
+    /// Streams that ended before their last event (the client went away).
+    pub streams_cut: AtomicUsize,
+}
+
+pub struct LlmUpstream {
+    pub addr: SocketAddr,
+    pub seen: Arc<LlmSeen>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for LlmUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The usage the upstream reports for a request body, as `(prompt, completion)`.
+pub fn predicted_usage(body: &serde_json::Value) -> (u64, u64) {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let prompt: u64 = messages
+        .iter()
+        .map(|m| {
+            1 + m["content"]
+                .as_str()
+                .unwrap_or("")
+                .split_whitespace()
+                .count() as u64
+        })
+        .sum();
+    let asked = messages
+        .last()
+        .and_then(|m| {
+            m["content"]
+                .as_str()?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap_or(5);
+    let max = ["max_tokens", "max_completion_tokens"]
+        .iter()
+        .filter_map(|k| body[*k].as_u64())
+        .min()
+        .unwrap_or(u64::MAX);
+    let n = body["n"].as_u64().unwrap_or(1).max(1);
+    (prompt, asked.min(max) * n)
+}
+
+impl LlmUpstream {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind llm upstream");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(LlmSeen::default());
+        let s = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| answer(s.clone(), req));
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Self { addr, seen, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn requests(&self) -> usize {
+        self.seen.requests.load(Ordering::SeqCst)
+    }
+
+    pub fn bodies(&self) -> Vec<Bytes> {
+        self.seen.bodies.lock().unwrap().clone()
+    }
+}
+
+async fn answer(
+    seen: Arc<LlmSeen>,
+    req: Request<Incoming>,
+) -> Result<Response<LlmBody>, Infallible> {
+    seen.requests.fetch_add(1, Ordering::SeqCst);
+    let path = req.uri().path().to_owned();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Ok(plain(400, "body broke")),
+    };
+    seen.bodies.lock().unwrap().push(body.clone());
+    if path == "/mcp" {
+        let rpc: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let reply = serde_json::json!({"jsonrpc": "2.0", "id": rpc["id"], "result": {"content": [{"type": "text", "text": "ok"}]}});
+        return Ok(json(reply));
+    }
+    let Ok(request) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return Ok(plain(400, "not json"));
+    };
+    let model = request["model"].as_str().unwrap_or("unknown").to_owned();
+    let (prompt, completion) = predicted_usage(&request);
+    let usage = serde_json::json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});
+    let words = vec!["tok"; completion as usize].join(" ");
+    if request["stream"].as_bool() != Some(true) {
+        return Ok(json(serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": words}, "finish_reason": "stop"}],
+            "usage": usage,
+        })));
+    }
+    let include_usage = request["stream_options"]["include_usage"].as_bool() == Some(true);
+    let slow = model.starts_with("slow-");
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
+    tokio::spawn(async move {
+        let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+            let event = serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            Bytes::from(format!("data: {event}\n\n"))
+        };
+        let mut events = vec![chunk(
+            serde_json::json!({"role": "assistant", "content": ""}),
+            serde_json::Value::Null,
+        )];
+        for _ in 0..completion {
+            events.push(chunk(
+                serde_json::json!({"content": "tok "}),
+                serde_json::Value::Null,
+            ));
+        }
+        events.push(chunk(serde_json::json!({}), "stop".into()));
+        if include_usage {
+            let last = serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model, "choices": [], "usage": usage});
+            events.push(Bytes::from(format!("data: {last}\n\n")));
+        }
+        events.push(Bytes::from_static(b"data: [DONE]\n\n"));
+        for event in events {
+            if slow {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            if tx.send(Ok(Frame::data(event))).await.is_err() {
+                seen.streams_cut.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+        }
+    });
+    let stream = tokio_stream_from(rx);
+    let mut resp = Response::new(StreamBody::new(stream).boxed());
+    resp.headers_mut().insert(
+        "content-type",
+        http::HeaderValue::from_static("text/event-stream"),
+    );
+    Ok(resp)
+}
+
+fn tokio_stream_from(
+    mut rx: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, Infallible>>,
+) -> impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> {
+    futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+fn json(value: serde_json::Value) -> Response<LlmBody> {
+    let mut resp = Response::new(http_body_util::Full::new(Bytes::from(value.to_string())).boxed());
+    resp.headers_mut().insert(
+        "content-type",
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn plain(status: u16, text: &'static str) -> Response<LlmBody> {
+    let mut resp =
+        Response::new(http_body_util::Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *resp.status_mut() = http::StatusCode::from_u16(status).expect("status");
+    resp
+}
