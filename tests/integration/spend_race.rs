@@ -1,0 +1,229 @@
+//! The spend race (BerriAI/litellm#34732: concurrent calls against a budget that fits a
+//! few), replayed over HTTP/1.1 and HTTP/2, in memory and on Redis shared by two gateways;
+//! the official `openai` client through the gateway; and what a client can do with the
+//! body before the decision (stall it, park many).
+
+use std::time::Duration;
+
+use crate::spend::{budget, chat, post, priced, reserve_of, used, used_reaches};
+use crate::support::*;
+
+/// Fires `calls` concurrent requests for `key` at the gateways (alternating), each with
+/// reserve `reserve_of(chat(..))`; returns the priced usage of every answer admitted and
+/// the number refused.
+async fn race(
+    gws: &[&TestGateway],
+    client: &HttpClient,
+    key: &str,
+    calls: usize,
+) -> (Vec<u64>, usize) {
+    let body = chat("big", 4, 40);
+    let mut tasks = Vec::new();
+    for i in 0..calls {
+        let url = gws[i % gws.len()].url("/v1/chat/completions");
+        let (client, key, text) = (client.clone(), key.to_owned(), body.to_string());
+        tasks.push(tokio::spawn(async move {
+            post(&client, &url, &key, text.into_bytes()).await
+        }));
+    }
+    let (mut spent, mut refused) = (Vec::new(), 0);
+    for t in tasks {
+        let r = t.await.expect("task");
+        match r.status.as_u16() {
+            200 => spent.push(priced(&body)),
+            429 => refused += 1,
+            other => panic!("unexpected {other}: {}", r.text()),
+        }
+    }
+    (spent, refused)
+}
+
+/// The published bound: what a key spends never passes its budget plus, for each request
+/// in flight, what its usage exceeds its reserve by — nothing here, as a text request's
+/// reserve bounds its usage. So: spent ≤ budget, and every request refused was one whose
+/// reserve no longer fitted.
+async fn replay(gws: &[&TestGateway]) {
+    let reserve = reserve_of(&chat("big", 4, 40));
+    // Room for three reserves at once, no more.
+    let quota = reserve * 3 + reserve / 2;
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let key = format!("racer-{i}");
+        let (spent, refused) = race(gws, client, &key, 40).await;
+        let total: u64 = spent.iter().sum();
+        assert!(
+            spent.len() >= 3,
+            "the budget fits three reserves: {} admitted",
+            spent.len()
+        );
+        assert!(total <= quota, "spent {total} of {quota}: the bound holds");
+        assert_eq!(spent.len() + refused, 40);
+        assert_eq!(
+            used_reaches(gws[0], &key, total).await,
+            total,
+            "each admitted call settled on its usage"
+        );
+        // What is left cannot pay one more reserve only if it is below one.
+        let left = quota - total;
+        let one_more = post(
+            client,
+            &gws[0].url("/v1/chat/completions"),
+            &key,
+            chat("big", 4, 40).to_string().into_bytes(),
+        )
+        .await;
+        assert_eq!(
+            one_more.status == 200,
+            left >= reserve,
+            "left {left}, reserve {reserve}"
+        );
+    }
+}
+
+fn quota_for_race() -> u64 {
+    let reserve = reserve_of(&chat("big", 4, 40));
+    reserve * 3 + reserve / 2
+}
+
+#[tokio::test]
+async fn the_spend_race_never_passes_the_budget_in_memory() {
+    let up = LlmUpstream::start().await;
+    let gw = TestGateway::start(&budget(quota_for_race()).build(), &up.url()).await;
+    replay(&[&gw]).await;
+}
+
+#[tokio::test]
+async fn the_spend_race_never_passes_the_budget_on_redis_shared_by_two_gateways() {
+    let redis = RedisServer::start();
+    let up = LlmUpstream::start().await;
+    let toml = budget(quota_for_race())
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
+            redis.url()
+        ))
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for gw in [&a, &b] {
+        let ready = eventually_async(Duration::from_secs(30), || async {
+            get(&gw.admin_url("/readyz"), &[]).await.status == 200
+        })
+        .await;
+        assert!(ready, "the gateway reaches Redis");
+    }
+    replay(&[&a, &b]).await;
+    // Both gateways read the same month of the same key.
+    assert_eq!(used(&a, "racer-0").await, used(&b, "racer-0").await);
+}
+
+#[tokio::test]
+#[ignore = "needs Python's openai package: scripts/test installs it"]
+async fn the_openai_client_is_charged_what_each_answer_reports() {
+    let up = LlmUpstream::start().await;
+    let gw = TestGateway::start(&budget(20_000).build(), &up.url()).await;
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spend/openai_client.py");
+    let base = gw.url("/v1");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(script)
+            .args([&base, "openai-user"])
+            .output()
+            .expect("python3 runs (scripts/test installs openai)")
+    })
+    .await
+    .expect("join");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the openai client failed:\n{stderr}");
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json out");
+    let price = |u: &serde_json::Value, input: u64, output: u64| {
+        u["prompt_tokens"].as_u64().unwrap() * input
+            + u["completion_tokens"].as_u64().unwrap() * output
+    };
+    assert_eq!(got["json"]["completion_tokens"], 7);
+    assert_eq!(
+        got["stream"]["completion_tokens"], 9,
+        "the stream's last event, read by the client"
+    );
+    let expected = price(&got["json"], 1, 2) + price(&got["stream"], 10, 30);
+    assert_eq!(used_reaches(&gw, "openai-user", expected).await, expected);
+    let refused = &got["refused"];
+    assert_eq!(refused["status"], 429, "{got}");
+    assert!(
+        refused["retry_after"]
+            .as_str()
+            .is_some_and(|s| s.parse::<u64>().is_ok()),
+        "{refused}"
+    );
+    assert_eq!(refused["error"], "rate_limited");
+    assert_eq!(
+        up.requests(),
+        2,
+        "the refused call never reached the upstream"
+    );
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_before_the_decision_is_answered_408_and_charges_nothing() {
+    let up = LlmUpstream::start().await;
+    let toml = budget(1_000_000)
+        .server("body_read_timeout = \"1s\"\n")
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    // A raw client: declares 100 bytes, sends 12, then nothing.
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-api-key: staller\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":\"b";
+    let (answer, closed) = raw(gw.addr, head.as_bytes()).await;
+    assert_eq!(raw_status(&answer), 408, "{answer}");
+    assert!(
+        closed,
+        "the connection closes: the rest of the body cannot be trusted"
+    );
+    assert_eq!(up.requests(), 0);
+    assert_eq!(used(&gw, "staller").await, 0);
+}
+
+#[tokio::test]
+async fn parked_bodies_cannot_hold_more_than_max_key_body_memory() {
+    let up = LlmUpstream::start().await;
+    let toml = budget(1_000_000)
+        .server("workers = 1\nmax_key_body = 1024\nmax_key_body_memory = 2048\nbody_read_timeout = \"30s\"\n")
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    // Two clients park 1 KiB bodies each (declared, barely sent): the worker's whole share.
+    let mut parked = Vec::new();
+    for _ in 0..2 {
+        use tokio::io::AsyncWriteExt;
+        let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        s.write_all(
+            b"POST /v1/x HTTP/1.1\r\nhost: x\r\nx-api-key: p\r\ncontent-length: 1000\r\n\r\n{",
+        )
+        .await
+        .unwrap();
+        parked.push(s);
+    }
+    let busy = eventually_async(Duration::from_secs(20), || async {
+        let r = post(
+            &http1(),
+            &gw.url("/v1/chat/completions"),
+            "other",
+            chat("mini", 1, 5).to_string().into_bytes(),
+        )
+        .await;
+        r.status == 503 && r.json()["error"] == "overloaded" && r.header("retry-after") == Some("1")
+    })
+    .await;
+    assert!(busy, "a third body is refused, not buffered");
+    drop(parked);
+    let back = eventually_async(Duration::from_secs(20), || async {
+        post(
+            &http2(),
+            &gw.url("/v1/chat/completions"),
+            "other",
+            chat("mini", 1, 5).to_string().into_bytes(),
+        )
+        .await
+        .status
+            == 200
+    })
+    .await;
+    assert!(back, "the budget comes back when the parked bodies go");
+}
