@@ -201,9 +201,11 @@ fn rate_numbers(r: &RateLimit) -> String {
 /// floor (`min_cost`, which for bytes is also a bound on the request rate), its cap, and
 /// for bytes how far transfers may run past the burst.
 fn settle_numbers(s: &crate::config::Settle) -> String {
-    let reserve = s
-        .reserve
-        .map_or_else(|| "the route's cost".to_owned(), |r| r.to_string());
+    let reserve = match (&s.priced, s.reserve) {
+        (Some(p), _) => format!("price:{} (each request's most)", p.name),
+        (None, Some(r)) => r.to_string(),
+        (None, None) => "the route's cost".to_owned(),
+    };
     let mut out = format!(
         "  settle={} reserve={reserve} min_cost={}",
         s.source.describe(),

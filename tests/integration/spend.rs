@@ -351,3 +351,52 @@ async fn a_body_too_large_to_read_is_priced_at_the_default_and_bounded() {
         "sent whole"
     );
 }
+
+#[tokio::test]
+async fn mcp_tool_calls_are_limited_per_tool_whatever_the_agent_sends_around_them() {
+    let up = LlmUpstream::start().await;
+    let toml = Fixture::new()
+        .policy_raw("per_tool", "key = \"json:/params/name\"\nmissing = \"skip\"\nlimit = 2\nperiod = \"1h\"\nburst = 2\n")
+        .route("mcp", "/mcp", "api", &["per_tool"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let call = |id: u64, tool: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {"name": "decoy"}}})
+            .to_string()
+            .into_bytes()
+    };
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let tool = format!("search-{i}");
+        let mut statuses = Vec::new();
+        for id in 0..3 {
+            let r = post(
+                client,
+                &gw.url("/mcp"),
+                &format!("agent-{id}"),
+                call(id, &tool),
+            )
+            .await;
+            statuses.push(r.status.as_u16());
+            if r.status == 200 {
+                assert_eq!(r.json()["id"], id, "the JSON-RPC answer passes through");
+            }
+        }
+        assert_eq!(
+            statuses,
+            [200, 200, 429],
+            "a tool's budget, whichever agent calls"
+        );
+        let other = post(client, &gw.url("/mcp"), "a", call(9, &format!("fetch-{i}"))).await;
+        assert_eq!(other.status, 200, "another tool has its own");
+        // Not a tool call: this tier does not apply.
+        let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.to_vec();
+        for _ in 0..3 {
+            assert_eq!(
+                post(client, &gw.url("/mcp"), "a", list.clone())
+                    .await
+                    .status,
+                200
+            );
+        }
+    }
+}
