@@ -2,6 +2,7 @@
 //! a `json:/model` key on 1 KiB and 64 KiB bodies beside a `header:` key, and the usage
 //! scanner over a JSON answer and a streamed one. Nanoseconds per operation, median of
 //! seven runs (`cargo bench --bench spend`); figures in docs/benchmarks.md §11.
+#![allow(clippy::disallowed_methods)] // a benchmark reads the real clock
 
 use std::hint::black_box;
 use std::time::Instant;
