@@ -13,16 +13,17 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH};
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http::header::CONTENT_LENGTH;
+use http::{HeaderMap, Request, Response};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::response::Answer;
+use super::pool::ClientBodyFault;
+use super::response::{overloaded, Answer};
 use crate::config::{Route, Server};
 use crate::json::{walk, BodyFacts};
-use crate::reply::{json_error, Body};
+use crate::reply::Body;
 
 thread_local! {
     static HELD: Cell<usize> = const { Cell::new(0) };
@@ -91,7 +92,6 @@ impl KeyBody {
 pub async fn read(
     req: &mut Request<Incoming>,
     server: &Server,
-    workers: usize,
 ) -> Result<KeyBody, Box<Response<Body>>> {
     let declared = req
         .headers()
@@ -112,13 +112,10 @@ pub async fn read(
     if declared.is_some_and(|d| d > max as u64) {
         return Ok(empty(declared, Held(0)));
     }
-    let share = server.max_key_body_memory.div_ceil(workers.max(1));
+    let share = server.max_key_body_memory.div_ceil(server.workers.max(1));
     let wanted = declared.map_or(max, |d| d as usize);
     let Some(mut held) = Held::take(wanted, share) else {
-        let mut resp = json_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", &[]);
-        resp.headers_mut()
-            .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return Err(Box::new(Answer::Overloaded.on(resp)));
+        return Err(Box::new(Answer::Overloaded.on(overloaded())));
     };
     let mut chunks: smallvec::SmallVec<[Bytes; 4]> = smallvec::SmallVec::new();
     let mut total = 0usize;
@@ -130,8 +127,8 @@ pub async fn read(
         }
         let frame = tokio::time::timeout(server.body_read_timeout, body.frame()).await;
         match frame {
-            Err(_elapsed) => return Err(refused(StatusCode::REQUEST_TIMEOUT)),
-            Ok(Some(Err(_))) => return Err(refused(StatusCode::BAD_REQUEST)),
+            Err(_elapsed) => return Err(Box::new(ClientBodyFault::Stalled.response())),
+            Ok(Some(Err(_))) => return Err(Box::new(ClientBodyFault::Broken.response())),
             Ok(None) => break true,
             Ok(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => {
@@ -168,19 +165,6 @@ pub async fn read(
         len,
         held,
     })
-}
-
-/// A body that stalled (408) or broke (400) before its decision: the connection closes,
-/// as the rest of the body cannot be trusted to be read.
-fn refused(status: StatusCode) -> Box<Response<Body>> {
-    let (answer, code) = match status {
-        StatusCode::REQUEST_TIMEOUT => (Answer::BodyStalled, "request_body_timeout"),
-        _ => (Answer::BodyBroken, "bad_request_body"),
-    };
-    let mut resp = json_error(status, code, &[]);
-    resp.headers_mut()
-        .insert(CONNECTION, HeaderValue::from_static("close"));
-    Box::new(answer.on(resp))
 }
 
 pin_project_lite::pin_project! {

@@ -92,22 +92,18 @@ async fn settle_response(
         server_error,
         strip_trailers: !takes_trailers,
     };
-    let priced = settlement.reads_usage();
-    let content_type = resp
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .map(|v| v.as_bytes().to_vec());
+    let reads_usage = settlement.reads_usage();
     let mut resp = resp;
     if !takes_trailers {
         // The trailers read for the settle are not passed on: none are announced.
         resp.headers_mut().remove(http::header::TRAILER);
     }
-    resp.map(|body| {
-        let metered = Metered::new(body, settlement, side);
-        match priced {
-            true => metered.scanning_usage(content_type.as_deref()),
-            false => metered,
-        }
-        .boxed_unsync()
-    })
+    let (parts, body) = resp.into_parts();
+    let mut metered = Metered::new(body, settlement, side);
+    if reads_usage {
+        // Read from the head it came with: a JSON body or an event stream.
+        let content_type = parts.headers.get(http::header::CONTENT_TYPE);
+        metered = metered.scanning_usage(content_type.map(http::HeaderValue::as_bytes));
+    }
+    Response::from_parts(parts, metered.boxed_unsync())
 }

@@ -14,7 +14,7 @@ use super::access_log::{self, Head, Trace};
 use super::admit::Routed;
 use super::body::{HeldSlots, ResponseBody};
 use super::forward::{forward, Sent, Upgrade};
-use super::response::Answer;
+use super::response::{overloaded, Answer};
 use super::settle::Settlement;
 use super::snapshot::{Current, Shared};
 use crate::conn::ConnInfo;
@@ -107,14 +107,6 @@ fn as_grpc(resp: Response<Body>, snapshot: &Current, trace: &Trace) -> Response<
     super::grpc::answer(resp, &why)
 }
 
-/// 503 for a request past the gateway's `max_requests`: try again in a second.
-fn overloaded() -> Response<Body> {
-    let mut resp = json_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", &[]);
-    let retry = http::HeaderValue::from_static("1");
-    resp.headers_mut().insert(http::header::RETRY_AFTER, retry);
-    resp
-}
-
 /// The request path proper; `trace` collects what the log line reports, `slots` the
 /// concurrency slots the response body holds until it is done.
 async fn serve(
@@ -189,8 +181,7 @@ async fn read_key_body(
     if routed.route.body_pointers.is_empty() {
         return Ok(None);
     }
-    let server = &routed.snapshot.config.server;
-    super::key_body::read(req, server, server.workers)
+    super::key_body::read(req, &routed.snapshot.config.server)
         .await
         .map(Some)
 }

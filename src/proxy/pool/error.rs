@@ -99,12 +99,6 @@ impl ForwardError {
     /// carrying its typed [`Answer`].
     pub fn response(&self, upstream: &str) -> Response<Body> {
         let named = [("upstream", upstream.into())];
-        let closing = |status, code| {
-            let mut resp = json_error(status, code, &[]);
-            resp.headers_mut()
-                .insert(CONNECTION, HeaderValue::from_static("close"));
-            resp
-        };
         let (answer, resp) = match self {
             ForwardError::Busy { .. } => (
                 Answer::UpstreamBusy,
@@ -114,25 +108,40 @@ impl ForwardError {
                 Answer::UpstreamTimeout,
                 json_error(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", &named),
             ),
-            ForwardError::ClientBody { fault, .. } => match fault {
-                ClientBodyFault::TooLarge => (
-                    Answer::BodyTooLarge,
-                    json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[]),
-                ),
-                ClientBodyFault::Stalled => (
-                    Answer::BodyStalled,
-                    closing(StatusCode::REQUEST_TIMEOUT, "request_body_timeout"),
-                ),
-                ClientBodyFault::Broken => (
-                    Answer::BodyBroken,
-                    closing(StatusCode::BAD_REQUEST, "bad_request_body"),
-                ),
-            },
+            ForwardError::ClientBody { fault, .. } => return fault.response(),
             // Built with its answer on it.
             ForwardError::OverBudget { policy, why, .. } => return body_cut(*why, policy),
             ForwardError::Connect { .. } | ForwardError::Broken { .. } => (
                 Answer::UpstreamUnavailable,
                 json_error(StatusCode::BAD_GATEWAY, "upstream_unavailable", &named),
+            ),
+        };
+        answer.on(resp)
+    }
+}
+
+impl ClientBodyFault {
+    /// The answer to a client whose body failed: 413, or 408 / 400 with the connection
+    /// closed (the rest of the body cannot be trusted to be read).
+    pub fn response(self) -> Response<Body> {
+        let closing = |status, code| {
+            let mut resp = json_error(status, code, &[]);
+            resp.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            resp
+        };
+        let (answer, resp) = match self {
+            ClientBodyFault::TooLarge => (
+                Answer::BodyTooLarge,
+                json_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", &[]),
+            ),
+            ClientBodyFault::Stalled => (
+                Answer::BodyStalled,
+                closing(StatusCode::REQUEST_TIMEOUT, "request_body_timeout"),
+            ),
+            ClientBodyFault::Broken => (
+                Answer::BodyBroken,
+                closing(StatusCode::BAD_REQUEST, "bad_request_body"),
             ),
         };
         answer.on(resp)

@@ -130,6 +130,15 @@ impl Answer {
     }
 }
 
+/// 503 for a request past what the gateway holds at once (`max_requests`, or the memory
+/// of bodies read before their decision): try again in a second.
+pub fn overloaded() -> Response<Body> {
+    let mut resp = json_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", &[]);
+    let retry = HeaderValue::from_static("1");
+    resp.headers_mut().insert(http::header::RETRY_AFTER, retry);
+    resp
+}
+
 /// The answer to an upload a bytes tier (`policy`) cut: 413 `budget_exhausted` when its
 /// budget or `max_cost` ran out — the client's doing — and 503 `store_unavailable` when
 /// the store could not meter it under `on_error = "deny"`, as at admission. The rest of
