@@ -60,6 +60,7 @@ mod silent_clients;
 mod spellings;
 mod spellings_keys;
 mod spend;
+mod spend_keys;
 mod spend_race;
 mod store_calls;
 mod store_health;

@@ -1,6 +1,7 @@
 //! Spend: keys and costs from the JSON request body, prices per model, budgets settled on
 //! the usage each answer reports (JSON or streamed), over HTTP/1.1 and HTTP/2, against a
-//! real OpenAI-compatible upstream. The race replay and the `openai` client: `spend_race.rs`.
+//! real OpenAI-compatible upstream. The race replay and the `openai` client: `spend_race.rs`;
+//! keys read from the body (per model, per MCP tool): `spend_keys.rs`.
 
 use std::time::Duration;
 
@@ -56,24 +57,8 @@ pub(super) fn chat(model: &str, words: u64, max_tokens: u64) -> serde_json::Valu
 
 /// POSTs `body` (JSON text as given) with an API key, and reads the whole answer.
 pub(super) async fn post(client: &HttpClient, url: &str, key: &str, body: Vec<u8>) -> Got {
-    let req = Request::post(url)
-        .header("content-type", "application/json")
-        .header("x-api-key", key)
-        .body(Full::new(Bytes::from(body)))
-        .expect("request");
-    let fut = async {
-        let resp = client.request(req).await.expect("request completes");
-        let (parts, body) = resp.into_parts();
-        let body = body.collect().await.expect("body").to_bytes();
-        Got {
-            status: parts.status,
-            headers: parts.headers,
-            body,
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(60), fut)
-        .await
-        .expect("answer within 60 s")
+    let headers = [("content-type", "application/json"), ("x-api-key", key)];
+    send_bytes(client, "POST", url, &headers, Bytes::from(body)).await
 }
 
 /// Units the key `key` used this month, as the admin API says.
@@ -148,68 +133,6 @@ async fn each_answer_is_charged_its_priced_usage_json_or_streamed_over_both_prot
         "settlements are counted"
     );
     assert_eq!(up.requests(), 6);
-}
-
-#[tokio::test]
-async fn a_key_from_the_body_limits_per_model_and_the_body_goes_upstream_unchanged() {
-    let up = LlmUpstream::start().await;
-    let toml = Fixture::new()
-        .policy_raw(
-            "per_model",
-            "key = \"json:/model\"\nlimit = 2\nperiod = \"1h\"\nburst = 2\nmissing = \"reject\"\n",
-        )
-        .route("llm", "/v1", "api", &["per_model"])
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let url = gw.url("/v1/chat/completions");
-    for (i, client) in [http1(), http2()].iter().enumerate() {
-        let model = format!("m{i}");
-        // Spelled differently each time, the same model is the same key.
-        let bodies = [
-            format!("{{\"model\":\"{model}\",\"messages\":[]}}"),
-            format!(
-                "{{ \"messages\": [], \"model\" : \"{}\" }}",
-                model.replace('m', "\\u006d")
-            ),
-            format!("{{\"model\":\"{model}\"}}"),
-        ];
-        let mut statuses = Vec::new();
-        for b in &bodies {
-            statuses.push(
-                post(client, &url, "k", b.clone().into_bytes())
-                    .await
-                    .status
-                    .as_u16(),
-            );
-        }
-        assert_eq!(statuses, [200, 200, 429], "{model}");
-        let other = post(
-            client,
-            &url,
-            "k",
-            format!("{{\"model\":\"other{i}\"}}").into_bytes(),
-        )
-        .await;
-        assert_eq!(other.status, 200, "another model has its own bucket");
-        // Not JSON, or no model: the key is missing and the policy rejects it.
-        for bad in [
-            "model=m",
-            "{\"model\":\"m\"",
-            "{\"messages\":[]}",
-            "{\"model\":{\"id\":\"m\"}}",
-        ] {
-            let r = post(client, &url, "k", bad.as_bytes().to_vec()).await;
-            assert_eq!(r.status, 400, "{bad}");
-            assert_eq!(r.json()["error"], "missing_key", "{bad}");
-        }
-        let seen = up.bodies();
-        for b in &bodies[..2] {
-            assert!(
-                seen.iter().any(|s| s == b.as_bytes()),
-                "forwarded unchanged: {b}"
-            );
-        }
-    }
 }
 
 #[tokio::test]
@@ -350,53 +273,4 @@ async fn a_body_too_large_to_read_is_priced_at_the_default_and_bounded() {
             .any(|b| *b == body.to_string().as_bytes()),
         "sent whole"
     );
-}
-
-#[tokio::test]
-async fn mcp_tool_calls_are_limited_per_tool_whatever_the_agent_sends_around_them() {
-    let up = LlmUpstream::start().await;
-    let toml = Fixture::new()
-        .policy_raw("per_tool", "key = \"json:/params/name\"\nmissing = \"skip\"\nlimit = 2\nperiod = \"1h\"\nburst = 2\n")
-        .route("mcp", "/mcp", "api", &["per_tool"])
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let call = |id: u64, tool: &str| {
-        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {"name": "decoy"}}})
-            .to_string()
-            .into_bytes()
-    };
-    for (i, client) in [http1(), http2()].iter().enumerate() {
-        let tool = format!("search-{i}");
-        let mut statuses = Vec::new();
-        for id in 0..3 {
-            let r = post(
-                client,
-                &gw.url("/mcp"),
-                &format!("agent-{id}"),
-                call(id, &tool),
-            )
-            .await;
-            statuses.push(r.status.as_u16());
-            if r.status == 200 {
-                assert_eq!(r.json()["id"], id, "the JSON-RPC answer passes through");
-            }
-        }
-        assert_eq!(
-            statuses,
-            [200, 200, 429],
-            "a tool's budget, whichever agent calls"
-        );
-        let other = post(client, &gw.url("/mcp"), "a", call(9, &format!("fetch-{i}"))).await;
-        assert_eq!(other.status, 200, "another tool has its own");
-        // Not a tool call: this tier does not apply.
-        let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.to_vec();
-        for _ in 0..3 {
-            assert_eq!(
-                post(client, &gw.url("/mcp"), "a", list.clone())
-                    .await
-                    .status,
-                200
-            );
-        }
-    }
 }

@@ -89,13 +89,22 @@ pub async fn send(
     headers: &[(&str, &str)],
     body: &'static [u8],
 ) -> Got {
+    send_bytes(client, method, url, headers, Bytes::from_static(body)).await
+}
+
+/// [`send`] with a body made at run time.
+pub async fn send_bytes(
+    client: &HttpClient,
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> Got {
     let mut req = Request::builder().method(method).uri(url);
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
-    let req = req
-        .body(Full::new(Bytes::from_static(body)))
-        .expect("request");
+    let req = req.body(Full::new(body)).expect("request");
     let fut = async {
         let resp = client.request(req).await.expect("request completes");
         let (parts, body) = resp.into_parts();

@@ -15,8 +15,6 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
 type LlmBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -81,21 +79,7 @@ impl LlmUpstream {
             .expect("bind llm upstream");
         let addr = listener.local_addr().expect("addr");
         let seen = Arc::new(LlmSeen::default());
-        let s = seen.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req| answer(s.clone(), req));
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
+        let task = super::serve_all(listener, seen.clone(), answer);
         Self { addr, seen, task }
     }
 

@@ -210,6 +210,38 @@ fn usage_answer(path: &str, query: Option<&str>, headers: &HeaderMap) -> Option<
     Some(resp)
 }
 
+/// Serves every connection `listener` accepts, HTTP/1.1 or HTTP/2, each request answered
+/// by `answer` with the server's `state`.
+pub fn serve_all<S, F, Fut, E>(
+    listener: TcpListener,
+    state: Arc<S>,
+    answer: F,
+) -> tokio::task::JoinHandle<()>
+where
+    S: Send + Sync + 'static,
+    F: Fn(Arc<S>, Request<Incoming>) -> Fut + Copy + Send + Sync + 'static,
+    Fut: std::future::Future<
+            Output = Result<Response<http_body_util::combinators::BoxBody<Bytes, E>>, Infallible>,
+        > + Send
+        + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let state = state.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req| answer(state.clone(), req));
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    })
+}
+
 impl Upstream {
     pub async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
@@ -217,21 +249,7 @@ impl Upstream {
             .expect("bind upstream");
         let addr = listener.local_addr().expect("addr");
         let seen = Arc::new(Seen::default());
-        let s = seen.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req| upstream_answer(s.clone(), req));
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-        });
+        let task = serve_all(listener, seen.clone(), upstream_answer);
         Self { addr, seen, task }
     }
 

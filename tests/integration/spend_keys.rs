@@ -1,0 +1,117 @@
+//! Keys read from the JSON request body: per model whatever the body's spelling, the body
+//! forwarded unchanged, a body without the key rejected; MCP tool calls per tool, over
+//! HTTP/1.1 and HTTP/2 against a real upstream.
+
+use crate::spend::post;
+use crate::support::*;
+
+#[tokio::test]
+async fn a_key_from_the_body_limits_per_model_and_the_body_goes_upstream_unchanged() {
+    let up = LlmUpstream::start().await;
+    let toml = Fixture::new()
+        .policy_raw(
+            "per_model",
+            "key = \"json:/model\"\nlimit = 2\nperiod = \"1h\"\nburst = 2\nmissing = \"reject\"\n",
+        )
+        .route("llm", "/v1", "api", &["per_model"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let model = format!("m{i}");
+        // Spelled differently each time, the same model is the same key.
+        let bodies = [
+            format!("{{\"model\":\"{model}\",\"messages\":[]}}"),
+            format!(
+                "{{ \"messages\": [], \"model\" : \"{}\" }}",
+                model.replace('m', "\\u006d")
+            ),
+            format!("{{\"model\":\"{model}\"}}"),
+        ];
+        let mut statuses = Vec::new();
+        for b in &bodies {
+            statuses.push(
+                post(client, &url, "k", b.clone().into_bytes())
+                    .await
+                    .status
+                    .as_u16(),
+            );
+        }
+        assert_eq!(statuses, [200, 200, 429], "{model}");
+        let other = post(
+            client,
+            &url,
+            "k",
+            format!("{{\"model\":\"other{i}\"}}").into_bytes(),
+        )
+        .await;
+        assert_eq!(other.status, 200, "another model has its own bucket");
+        // Not JSON, or no model: the key is missing and the policy rejects it.
+        for bad in [
+            "model=m",
+            "{\"model\":\"m\"",
+            "{\"messages\":[]}",
+            "{\"model\":{\"id\":\"m\"}}",
+        ] {
+            let r = post(client, &url, "k", bad.as_bytes().to_vec()).await;
+            assert_eq!(r.status, 400, "{bad}");
+            assert_eq!(r.json()["error"], "missing_key", "{bad}");
+        }
+        let seen = up.bodies();
+        for b in &bodies[..2] {
+            assert!(
+                seen.iter().any(|s| s == b.as_bytes()),
+                "forwarded unchanged: {b}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn mcp_tool_calls_are_limited_per_tool_whatever_the_agent_sends_around_them() {
+    let up = LlmUpstream::start().await;
+    let toml = Fixture::new()
+        .policy_raw("per_tool", "key = \"json:/params/name\"\nmissing = \"skip\"\nlimit = 2\nperiod = \"1h\"\nburst = 2\n")
+        .route("mcp", "/mcp", "api", &["per_tool"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let call = |id: u64, tool: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {"name": "decoy"}}})
+            .to_string()
+            .into_bytes()
+    };
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let tool = format!("search-{i}");
+        let mut statuses = Vec::new();
+        for id in 0..3 {
+            let r = post(
+                client,
+                &gw.url("/mcp"),
+                &format!("agent-{id}"),
+                call(id, &tool),
+            )
+            .await;
+            statuses.push(r.status.as_u16());
+            if r.status == 200 {
+                assert_eq!(r.json()["id"], id, "the JSON-RPC answer passes through");
+            }
+        }
+        assert_eq!(
+            statuses,
+            [200, 200, 429],
+            "a tool's budget, whichever agent calls"
+        );
+        let other = post(client, &gw.url("/mcp"), "a", call(9, &format!("fetch-{i}"))).await;
+        assert_eq!(other.status, 200, "another tool has its own");
+        // Not a tool call: this tier does not apply.
+        let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.to_vec();
+        for _ in 0..3 {
+            assert_eq!(
+                post(client, &gw.url("/mcp"), "a", list.clone())
+                    .await
+                    .status,
+                200
+            );
+        }
+    }
+}
