@@ -36,6 +36,8 @@ pub struct BodyFacts<'a> {
     overflowed: bool,
     /// The body's length in bytes, when it is known (read whole, or declared).
     pub len: Option<u64>,
+    /// The body, when it was read whole and is JSON.
+    json: Option<&'a [u8]>,
 }
 
 impl<'a> BodyFacts<'a> {
@@ -56,6 +58,12 @@ impl<'a> BodyFacts<'a> {
             .iter()
             .filter(move |(p, _)| p.text() == pointer.text())
             .map(|(_, v)| &**v)
+    }
+
+    /// The id of a JSON-RPC request body (see [`super::rpc`]), for the answer to its
+    /// refusal. Parses the body again: only for a request already refused.
+    pub fn json_rpc_id(&self) -> Option<super::rpc::RequestId> {
+        super::rpc::request_id(self.json?)
     }
 
     /// More distinct values than the walk keeps: treated as too many key values.
@@ -102,6 +110,7 @@ pub fn walk<'a>(
     };
     node.deserialize(&mut de).map_err(|_| NotJson)?;
     de.end().map_err(|_| NotJson)?;
+    facts.json = Some(body);
     facts.overflowed |= found.overflowed;
     for (p, v) in found.found {
         facts.record(p, v);

@@ -101,7 +101,8 @@ pub async fn admit(
         .limiter
         .check_request((route, plans), &view, &*shared.clock, admission)
         .await;
-    let refused = answer(routed, admission, req.headers(), client_ip, trace);
+    let asked = (req.headers(), body);
+    let refused = answer(routed, admission, asked, client_ip, trace);
     if let Some(top) = &routed.snapshot.top {
         record_top(top, routed, admission, &view);
     }
@@ -122,12 +123,12 @@ pub async fn admit(
 }
 
 /// Counts the admission's decisions and logs the shadow tiers that would have refused;
-/// returns the answer when the request is refused. `headers`: the request's, for the
-/// refusal's body form.
+/// returns the answer when the request is refused. `headers` and `body`: the request's,
+/// for the refusal's body form.
 pub fn answer(
     routed: &Routed<'_>,
     admission: &Admission,
-    headers: &HeaderMap,
+    (headers, body): (&HeaderMap, Option<&BodyFacts<'_>>),
     client: std::net::IpAddr,
     trace: &mut Trace,
 ) -> Option<Response<Body>> {
@@ -154,7 +155,7 @@ pub fn answer(
         }
         Outcome::RateLimited { position } => {
             trace.refused(Answer::Denied, position, admission.wait_ns());
-            Some(rate_refusal(routed, admission, headers))
+            Some(rate_refusal(routed, admission, (headers, body)))
         }
         Outcome::SlotsFull { position, max } => {
             let policy = &route.policies[position];
@@ -166,13 +167,14 @@ pub fn answer(
             let constant = &routed.headers().policies[position];
             let own = slot_headers(policy, max, constant);
             let problem = wants_problem_json(headers);
+            let rpc = body.and_then(BodyFacts::json_rpc_id);
             let start = &routed.headers().refusal_bodies[position];
             Some(concurrency_refused(
                 &policy.name,
                 start,
                 retry_after,
                 &own,
-                problem,
+                (problem, rpc.as_ref()),
             ))
         }
         Outcome::MissingKey { position }
@@ -201,7 +203,11 @@ pub fn answer(
 }
 
 /// The 429 of a rate refusal: headers describe every tier as the refusal left it.
-fn rate_refusal(routed: &Routed<'_>, admission: &Admission, headers: &HeaderMap) -> Response<Body> {
+fn rate_refusal(
+    routed: &Routed<'_>,
+    admission: &Admission,
+    (headers, body): (&HeaderMap, Option<&BodyFacts<'_>>),
+) -> Response<Body> {
     let route = routed.route;
     let (reported, items) = routed.reports(admission);
     let first = match admission.outcome() {
@@ -225,6 +231,7 @@ fn rate_refusal(routed: &Routed<'_>, admission: &Admission, headers: &HeaderMap)
         &items,
         routed.headers(),
         violated.as_deref(),
+        body.and_then(BodyFacts::json_rpc_id).as_ref(),
     )
 }
 

@@ -135,6 +135,7 @@ fn refusal_body(
         limit,
         retry_after_ms: crate::reply::ceil_millis(if wait_ns == u64::MAX { 0 } else { wait_ns }),
         problem: (rls.refusal_body == RefusalBody::ProblemJson).then_some(&names[..]),
+        rpc: None,
     };
     match rls.refusal_body {
         RefusalBody::None => None,

@@ -37,6 +37,7 @@ mod kubernetes;
 mod kubernetes_security;
 mod lease;
 mod limits;
+mod mcp;
 mod operations;
 mod parked;
 mod pool;

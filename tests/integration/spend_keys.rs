@@ -94,6 +94,15 @@ async fn mcp_tool_calls_are_limited_per_tool_whatever_the_agent_sends_around_the
             statuses.push(r.status.as_u16());
             if r.status == 200 {
                 assert_eq!(r.json()["id"], id, "the JSON-RPC answer passes through");
+            } else {
+                // The refusal is a JSON-RPC error to this call, still a 429 with its wait.
+                let refusal = r.json();
+                assert_eq!(refusal["jsonrpc"], "2.0");
+                assert_eq!(refusal["id"], id, "{refusal}");
+                assert_eq!(refusal["error"]["code"], -32029, "{refusal}");
+                assert_eq!(refusal["error"]["data"]["policy"], "per_tool");
+                assert!(refusal["error"]["data"]["retry_after_ms"].as_u64() > Some(0));
+                assert!(r.header("retry-after").is_some(), "{refusal}");
             }
         }
         assert_eq!(

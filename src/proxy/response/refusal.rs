@@ -12,6 +12,7 @@ use super::headers::{
     RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 use super::refusal_body::Refused;
+use crate::json::rpc::RequestId;
 use crate::reply::{ceil_millis, ceil_secs, full, Body};
 
 impl Refused<'_> {
@@ -86,7 +87,8 @@ static RATE_REFUSAL_HEADERS: LazyLock<HeaderMap> = LazyLock::new(|| {
 
 /// The 429 for a rate refusal that must wait `wait_ns`; `first_denier` names the policy
 /// in the body. `problem`: answer as RFC 9457 problem details naming these violated
-/// policies (see [`super::wants_problem_json`]).
+/// policies (see [`super::wants_problem_json`]); `rpc`: answer the JSON-RPC request of
+/// this id with a JSON-RPC error.
 pub fn too_many_requests(
     wait_ns: u64,
     first_denier: (&str, usize),
@@ -94,6 +96,7 @@ pub fn too_many_requests(
     items: &[TierItem<'_>],
     route: &RouteHeaders,
     problem: Option<&[&str]>,
+    rpc: Option<&RequestId>,
 ) -> Response<Body> {
     let (policy, position) = first_denier;
     let refused = Refused {
@@ -105,6 +108,7 @@ pub fn too_many_requests(
         limit: route.limit_kinds.get(position).copied().flatten(),
         retry_after_ms: ceil_millis(wait_ns),
         problem,
+        rpc,
     };
     let limits = reported.map(|r| RateLimitValues::of(r, items, Some(route)));
     refused.response(ceil_secs(wait_ns), limits)
@@ -113,13 +117,13 @@ pub fn too_many_requests(
 /// The 429 for a request a concurrency policy refused: its slots were all taken (for
 /// `max_delay`, when it could wait). The wait is unknowable, so `Retry-After` is the
 /// policy's hint. `start`: the plain body's start (`refusal_body::body_start`). `problem`: answer as
-/// RFC 9457 problem details.
+/// RFC 9457 problem details; `rpc`: as a JSON-RPC error to the request of this id.
 pub fn concurrency_refused(
     policy: &str,
     start: &[u8],
     retry_after: std::time::Duration,
     constant: &PolicyHeaders,
-    problem: bool,
+    (problem, rpc): (bool, Option<&RequestId>),
 ) -> Response<Body> {
     let hint_ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
     let hint_ns = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
@@ -130,6 +134,7 @@ pub fn concurrency_refused(
         limit: Some("concurrency"),
         retry_after_ms: hint_ms,
         problem: problem.then_some(&violated[..]),
+        rpc,
     }
     .response(ceil_secs(hint_ns).max(1), None);
     concurrency_headers(resp.headers_mut(), policy, constant, 0);
@@ -158,6 +163,7 @@ mod tests {
                 limit: None,
                 retry_after_ms: 1234,
                 problem,
+                rpc: None,
             };
             let limits = RateLimitValues::of(&user, &[tenant, user], None);
             let resp = refused.response(2, Some(limits));
@@ -195,7 +201,7 @@ mod tests {
             &start,
             std::time::Duration::from_millis(1500),
             &constant,
-            false,
+            (false, None),
         );
         let h = resp.headers();
         assert_eq!(h["retry-after"], "2");

@@ -3,7 +3,12 @@
 
 use http::header::HeaderValue;
 
+use crate::json::rpc::RequestId;
 use crate::reply::JsonObject;
+
+/// The JSON-RPC error code of a refusal: in the range JSON-RPC 2.0 leaves to servers
+/// (-32000 to -32099), 429 in its last digits.
+pub const JSON_RPC_RATE_LIMITED: i64 = -32029;
 
 /// The problem type of the IETF httpapi RateLimit draft (-11) for a refused quota
 /// (RFC 9457 problem details), with its title.
@@ -22,17 +27,22 @@ pub struct Refused<'a> {
     pub retry_after_ms: u64,
     /// `Some`: RFC 9457 problem details naming these policies as `violated-policies`.
     pub problem: Option<&'a [&'a str]>,
+    /// `Some`: the request was JSON-RPC 2.0 with this id; the body is its error response,
+    /// the plain body as the error's `data` (ahead of `problem`).
+    pub rpc: Option<&'a RequestId>,
 }
 
 impl Refused<'_> {
     /// The body and its content type.
     pub fn body(&self) -> (Vec<u8>, HeaderValue) {
+        if let Some(id) = self.rpc {
+            return (
+                self.json_rpc_error(id),
+                HeaderValue::from_static("application/json"),
+            );
+        }
         let Some(violated) = self.problem else {
-            let mut body = Vec::with_capacity(self.start.len() + 21);
-            body.extend_from_slice(self.start);
-            body.extend_from_slice(itoa::Buffer::new().format(self.retry_after_ms).as_bytes());
-            body.push(b'}');
-            return (body, HeaderValue::from_static("application/json"));
+            return (self.plain(), HeaderValue::from_static("application/json"));
         };
         let mut body = JsonObject::with_capacity(280 + self.policy.len() + 24 * violated.len());
         body.str("type", QUOTA_EXCEEDED_TYPE)
@@ -46,6 +56,35 @@ impl Refused<'_> {
         body.number("retry_after_ms", self.retry_after_ms);
         let content_type = HeaderValue::from_static("application/problem+json");
         (body.finish(), content_type)
+    }
+}
+
+impl Refused<'_> {
+    /// The contract's body.
+    fn plain(&self) -> Vec<u8> {
+        let mut body = Vec::with_capacity(self.start.len() + 21);
+        body.extend_from_slice(self.start);
+        body.extend_from_slice(itoa::Buffer::new().format(self.retry_after_ms).as_bytes());
+        body.push(b'}');
+        body
+    }
+
+    /// A JSON-RPC 2.0 error response to the request `id`:
+    /// `{"jsonrpc":"2.0","id":ID,"error":{"code":-32029,"message":"rate limited by
+    /// POLICY","data":PLAIN}}`, `PLAIN` the contract's body.
+    fn json_rpc_error(&self, id: &RequestId) -> Vec<u8> {
+        let data: serde_json::Value =
+            serde_json::from_slice(&self.plain()).unwrap_or(serde_json::Value::Null);
+        let error = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id.value(),
+            "error": {
+                "code": JSON_RPC_RATE_LIMITED,
+                "message": format!("rate limited by {}", self.policy),
+                "data": data,
+            },
+        });
+        serde_json::to_vec(&error).unwrap_or_default()
     }
 }
 
@@ -74,6 +113,7 @@ mod tests {
             limit: Some("concurrency"),
             retry_after_ms: 1500,
             problem,
+            rpc: None,
         };
         let (plain, content_type) = refused(None).body();
         let plain = String::from_utf8(plain).expect("UTF-8");
@@ -94,5 +134,37 @@ mod tests {
         );
         let parsed: serde_json::Value = serde_json::from_str(&problem).expect("JSON");
         assert_eq!(parsed["violated-policies"][1], "tenant");
+    }
+
+    #[test]
+    fn a_json_rpc_request_is_answered_with_an_error_to_its_id() {
+        let start = body_start("per_tool", None);
+        let call = br#"{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{}}"#;
+        let id = crate::json::rpc::request_id(call).expect("JSON-RPC");
+        let violated = ["per_tool"];
+        let refused = Refused {
+            policy: "per_tool",
+            start: &start,
+            limit: None,
+            retry_after_ms: 2500,
+            // JSON-RPC wins over an Accept that asks for problem details.
+            problem: Some(&violated),
+            rpc: Some(&id),
+        };
+        let (body, content_type) = refused.body();
+        assert_eq!(content_type, "application/json");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": "call-7",
+                "error": {
+                    "code": -32029,
+                    "message": "rate limited by per_tool",
+                    "data": {"error": "rate_limited", "policy": "per_tool", "retry_after_ms": 2500},
+                },
+            })
+        );
     }
 }
