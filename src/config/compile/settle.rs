@@ -24,6 +24,19 @@ impl Compiler {
         let (reserve, priced) = self.settle_reserve(name, raw, quota, source.as_ref());
         let unit = self.settle_unit(name, raw, source.as_ref());
         let max_cost = self.settle_max_cost(name, raw, quota, max_delay);
+        if let (Some(Some(_)), None) = (&priced, &raw.max_cost) {
+            // A client that hangs up before the usage settles at max_cost (the rule of
+            // every settle); by default that is far more than any request costs.
+            self.warn(
+                settle.span(),
+                format!(
+                    "policy `{name}` prices usage without max_cost: a client that hangs up \
+                     before its usage arrives is charged max_cost, by default {}",
+                    max_cost.map_or("the largest cost the store keeps".to_owned(), |m| m.to_string())
+                ),
+                Some("set max_cost to the most one request should be charged (e.g. the dearest reserve you expect)".to_owned()),
+            );
+        }
         let min_cost = self.settle_min_cost(name, raw, quota, max_cost);
         let max_debt = self.settle_max_debt(name, raw, quota, source.as_ref());
         Some(Some(Settle {

@@ -58,8 +58,6 @@ pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<Se
         Measured::Aborted(n) if measures_bytes => {
             (reserve.max(bytes(n)), Some(SettleFallback::Aborted))
         }
-        // A priced request's reserve is already the most it can cost.
-        Measured::Aborted(_) if settle.priced.is_some() => (reserve, Some(SettleFallback::Aborted)),
         Measured::Aborted(_) => (settle.max_cost, Some(SettleFallback::Aborted)),
         Measured::Cut(n) => (bytes(n), Some(SettleFallback::Budget)),
     };
