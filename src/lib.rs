@@ -53,6 +53,7 @@ pub mod random;
 pub mod reload;
 pub mod reply;
 pub mod request;
+pub mod rlqs;
 pub mod rls;
 pub mod server;
 pub mod spend;

@@ -8,6 +8,7 @@ pub mod policy;
 pub mod prices;
 pub mod raw;
 mod redact;
+pub mod rlqs;
 pub mod rls;
 pub mod route_index;
 

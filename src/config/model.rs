@@ -394,4 +394,6 @@ pub struct Rls {
     pub rules: super::rls::RlsRules,
     /// `ratelimit_config`, resolved: envoyproxy/ratelimit's YAML file or folder.
     pub ratelimit_config: Option<PathBuf>,
+    /// `[[rlqs.buckets]]`: Envoy's quota service, answered on this listener.
+    pub buckets: super::rlqs::RlqsBuckets,
 }

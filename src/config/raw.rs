@@ -22,6 +22,10 @@ pub struct RawConfig {
     pub routes: Vec<S<RawRoute>>,
     /// Envoy's rate limit service (RLS v3) on a listener of its own.
     pub rls: Option<S<RawRls>>,
+    /// Envoy's quota service (RLQS), served on the `[rls]` listener.
+    /// Not spanned: written only as `[[rlqs.buckets]]`, the table is implicit, and toml
+    /// gives an implicit table no span.
+    pub rlqs: Option<RawRlqs>,
     /// Price tables: `model`, `default` and one row per model name, read in `compile`.
     #[serde(default)]
     pub prices: BTreeMap<String, S<BTreeMap<String, S<toml::Value>>>>,
@@ -249,6 +253,23 @@ pub struct RawRlsRule {
     /// A non-zero `hits_addend` is usage already spent (Envoy's `apply_on_stream_done`
     /// report): charged even over the limit. 0 still checks.
     pub reports: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRlqs {
+    #[serde(default)]
+    pub buckets: Vec<S<RawRlqsBucket>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRlqsBucket {
+    pub domain: S<String>,
+    /// Bucket id keys in order; a key written `{ key = "value" }` pins its value.
+    pub bucket: S<Vec<RawRlsEntry>>,
+    pub policy: S<String>,
+    pub assignment_ttl: Option<S<String>>,
 }
 
 /// One descriptor entry of a rule: a key (any value) or a key with its pinned value.

@@ -5,6 +5,7 @@
 
 mod handles;
 pub mod labels;
+pub mod rlqs;
 pub mod rls;
 mod sharded;
 
@@ -77,6 +78,7 @@ pub struct Metrics {
     pub lease_held: Gauge,
     /// The rate limit service's decisions and calls.
     pub rls: rls::RlsFamilies,
+    pub rlqs: rlqs::RlqsFamilies,
 }
 
 /// A family of histograms built by `f`.
@@ -135,6 +137,7 @@ impl Metrics {
             lease_unit_count: registered(&mut registry, "lease_units", "Units of leased slices: granted by Redis, given back unused", Family::default()),
             lease_held: registered(&mut registry, "lease_units_held", "Units of leased slices this gateway holds now: at most what a crash would lose", Gauge::default()),
             rls: rls::RlsFamilies::register(&mut registry),
+            rlqs: rlqs::RlqsFamilies::register(&mut registry),
             registry,
         }
     }

@@ -33,6 +33,8 @@ pub struct Snapshot {
     /// By `[[rls.rules]]` index: what each rule's policy's tiers start from, and its
     /// decision counters.
     pub rls_plans: Box<[Option<PolicyPlan>]>,
+    /// Each `[[rlqs.buckets]]` entry's policy plan, by the entry's index.
+    pub rlqs_plans: Box<[Option<PolicyPlan>]>,
     pub rls_metrics: Box<[crate::metrics::rls::RlsRuleCounters]>,
 }
 
@@ -90,9 +92,16 @@ impl Snapshot {
                 })
                 .collect()
         });
+        let rlqs_plans = config.rls.as_ref().map_or_else(Box::default, |rls| {
+            rls.buckets
+                .iter()
+                .map(|b| Some(PolicyPlan::of(keys, b.rule.policy.as_ref()?, metrics)))
+                .collect()
+        });
         let rls_metrics = metrics.rls.rules(&config);
         Self {
             rls_plans,
+            rlqs_plans,
             rls_metrics,
             config,
             pools,

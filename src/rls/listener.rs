@@ -31,6 +31,8 @@ pub async fn serve(
     // at once, so parked calls cannot grow memory without bound.
     let in_flight = Arc::new(Semaphore::new(shared.config().server.max_requests));
     let graceful = GracefulShutdown::new();
+    // Which Envoys hold which keys' quota shares: the listener's, across connections.
+    let holders = Arc::new(crate::rlqs::holders::Holders::default());
     let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     http.timer(TokioTimer::new())
         .max_concurrent_streams(RLS_MAX_STREAMS)
@@ -54,9 +56,17 @@ pub async fn serve(
         );
         let (shared, http, watcher) = (shared.clone(), http.clone(), graceful.watcher());
         let in_flight = in_flight.clone();
+        let (holders, ending) = (holders.clone(), shutdown.clone());
         tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                super::service::handle(shared.clone(), in_flight.clone(), peer, req)
+            let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let (shared, in_flight) = (shared.clone(), in_flight.clone());
+                let (holders, ending) = (holders.clone(), ending.clone());
+                async move {
+                    if req.uri().path() == crate::rlqs::proto::STREAM_RATE_LIMIT_QUOTAS {
+                        return Ok(crate::rlqs::stream::handle(shared, holders, ending, req));
+                    }
+                    super::service::handle(shared, in_flight, peer, req).await
+                }
             });
             match tls {
                 Some(cfg) => {

@@ -49,6 +49,7 @@ mod quota_redis;
 mod quotas;
 mod readme;
 mod redis;
+mod rlqs;
 mod rls;
 mod rls_envoy;
 mod rls_hostile;

@@ -20,6 +20,7 @@ mod policy_lints;
 mod prices;
 mod quotas;
 mod ratelimit_yaml;
+mod rlqs;
 mod rls;
 mod routes;
 mod runtime;
@@ -220,13 +221,19 @@ impl Compiler {
         let paths = server.as_ref().map(|s| s.paths);
         let routes = self.routes(raw.routes, &upstreams, &policies, &defined, paths);
         let data_plane = server.as_ref().map(|s| s.listen);
+        let has_rls = raw.rls.is_some();
+        let buckets = raw
+            .rlqs
+            .map(|r| self.rlqs(r, has_rls, (&policies, &defined)))
+            .unwrap_or_default();
         let rls = match raw.rls {
             Some(r) => {
-                let (rls, from_yaml, span) = self.rls(r, &policies, &defined, data_plane)?;
+                let (mut rls, from_yaml, span) = self.rls(r, &policies, &defined, data_plane)?;
                 for p in from_yaml {
                     raw_policy_spans.insert(p.name.clone(), span.clone());
                     policies.entry(p.name.clone()).or_insert(p);
                 }
+                rls.buckets = buckets;
                 Some(rls)
             }
             None => None,

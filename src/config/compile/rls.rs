@@ -80,6 +80,7 @@ impl Compiler {
                 .ratelimit_config
                 .as_ref()
                 .map(|p| self.base.join(p.get_ref())),
+            buckets: Default::default(),
         };
         Some((rls, yaml.policies, yaml_span))
     }
@@ -120,7 +121,7 @@ impl Compiler {
         rules
     }
 
-    fn rls_rule(
+    pub(super) fn rls_rule(
         &mut self,
         raw: RawRlsRule,
         policies: &BTreeMap<String, Arc<Policy>>,

@@ -1,0 +1,82 @@
+//! The quota service's series: streams open, reports and bucket usages read, and the
+//! actions sent by kind, each resolved once per process (no label look-up per report).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RlqsActionLabels {
+    pub action: &'static str,
+}
+
+pub struct RlqsFamilies {
+    /// Envoys' streams open now.
+    pub streams: Gauge,
+    /// Bucket usages read (one per bucket per report).
+    pub usages: Counter,
+    /// Requests Envoys reported allowed, charged to their keys.
+    pub allowed: Counter,
+    /// Requests Envoys reported denied.
+    pub denied: Counter,
+    pub token_bucket: Counter,
+    pub allow_all: Counter,
+    pub deny_all: Counter,
+    pub abandon: Counter,
+    /// Usages of buckets no `[[rlqs.buckets]]` entry names.
+    pub unmatched: Counter,
+}
+
+impl RlqsFamilies {
+    pub fn register(registry: &mut prometheus_client::registry::Registry) -> Self {
+        let streams = Gauge::default();
+        registry.register(
+            "rlqs_streams",
+            "Envoy quota streams open now",
+            streams.clone(),
+        );
+        let usages = Counter::default();
+        registry.register(
+            "rlqs_bucket_usages",
+            "Bucket usages Envoys reported (one per bucket per report)",
+            usages.clone(),
+        );
+        let allowed = Counter::default();
+        registry.register(
+            "rlqs_requests_allowed",
+            "Requests Envoys reported allowed under their assignments, charged to the keys",
+            allowed.clone(),
+        );
+        let denied = Counter::default();
+        registry.register(
+            "rlqs_requests_denied",
+            "Requests Envoys reported denied under their assignments",
+            denied.clone(),
+        );
+        let unmatched = Counter::default();
+        registry.register(
+            "rlqs_unmatched",
+            "Bucket usages of buckets no [[rlqs.buckets]] entry names",
+            unmatched.clone(),
+        );
+        let actions = Family::<RlqsActionLabels, Counter>::default();
+        registry.register(
+            "rlqs_actions",
+            "Bucket actions sent by kind (token_bucket, allow_all, deny_all, abandon)",
+            actions.clone(),
+        );
+        let action = |action| actions.get_or_create(&RlqsActionLabels { action }).clone();
+        Self {
+            streams,
+            usages,
+            allowed,
+            denied,
+            token_bucket: action("token_bucket"),
+            allow_all: action("allow_all"),
+            deny_all: action("deny_all"),
+            abandon: action("abandon"),
+            unmatched,
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! One bucket usage read and answered: the usage charged to the bucket's key (forced: it
+//! was spent), the Envoy's demand recorded among the key's holders, and its next share
+//! rendered as the action Envoy applies. The limiter's typed decision is rendered here,
+//! never re-derived: a store that cannot answer, an `on_error = "allow"` pass and a shadow
+//! policy become blanket rules; a decided key becomes a token bucket.
+
+use std::collections::HashMap;
+
+use arrayvec::ArrayVec;
+use tokio::sync::mpsc;
+
+use super::holders::{Holders, StreamId, Weight};
+use super::proto::{
+    AbandonAction, Action, BlanketRule, BucketAction, BucketId, BucketQuotaUsage,
+    QuotaAssignmentAction, RateLimitStrategy, Strategy, TokenBucket,
+};
+use super::share::{self, Assignment, KeyState};
+use crate::config::rls::Unmatched;
+use crate::limit::MAX_TIERS;
+use crate::proxy::snapshot::{Shared, Snapshot};
+use crate::store::limiter::Descriptor;
+use crate::store::{Admission, Outcome};
+
+/// A bucket id in a form that hashes: its pairs, sorted.
+pub type BucketKey = Vec<(String, String)>;
+
+pub fn bucket_key(id: &BucketId) -> BucketKey {
+    let mut pairs: BucketKey = id
+        .bucket
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+/// A bucket this stream has reported, as last answered.
+pub struct Tracked {
+    pub id: BucketId,
+    pub domain: String,
+    /// The key it is a share of (policy and key parts), among [`Holders`].
+    pub key: String,
+    pub last_ns: u64,
+    pub demand: f64,
+}
+
+/// What one stream answers with: the process's shared parts and its own identity.
+pub struct Stream<'a> {
+    pub shared: &'a Shared,
+    pub holders: &'a Holders,
+    pub id: StreamId,
+    pub nudge: &'a mpsc::Sender<String>,
+    pub buckets: HashMap<BucketKey, Tracked>,
+}
+
+/// What one answer is about: a bucket, the usage to charge, and the requests it saw
+/// (`None`: a re-size, which keeps the demand).
+struct Asked<'a> {
+    domain: &'a str,
+    id: &'a BucketId,
+    allowed: u64,
+    requests: Option<u64>,
+}
+
+/// A bucket of no entry, answered per `[rls] on_unmatched` for this long.
+const UNMATCHED_TTL_S: u64 = 10;
+
+impl Stream<'_> {
+    /// Reads one usage of `domain`'s bucket and answers it; `None` for a bucket Envoy
+    /// cannot be answered about (an empty id).
+    pub async fn usage(
+        &mut self,
+        snapshot: &Snapshot,
+        domain: &str,
+        usage: &BucketQuotaUsage,
+    ) -> Option<BucketAction> {
+        let id = usage
+            .bucket_id
+            .as_ref()
+            .filter(|id| !id.bucket.is_empty())?;
+        let metrics = &self.shared.metrics.rlqs;
+        metrics.usages.inc();
+        metrics.allowed.inc_by(usage.num_requests_allowed);
+        metrics.denied.inc_by(usage.num_requests_denied);
+        let requests = usage.num_requests_allowed + usage.num_requests_denied;
+        let asked = Asked {
+            domain,
+            id,
+            allowed: usage.num_requests_allowed,
+            requests: Some(requests),
+        };
+        self.answer(snapshot, asked).await
+    }
+
+    /// Re-sizes every bucket of this stream that is a share of `key` (another Envoy
+    /// joined it): the key's state read without a charge, the demand kept.
+    pub async fn resize(&mut self, snapshot: &Snapshot, key: &str) -> Vec<BucketAction> {
+        let held: Vec<(String, BucketId)> = self
+            .buckets
+            .values()
+            .filter(|t| t.key == key)
+            .map(|t| (t.domain.clone(), t.id.clone()))
+            .collect();
+        let mut actions = Vec::new();
+        for (domain, id) in &held {
+            let asked = Asked {
+                domain,
+                id,
+                allowed: 0,
+                requests: None,
+            };
+            actions.extend(self.answer(snapshot, asked).await);
+        }
+        actions
+    }
+
+    async fn answer(&mut self, snapshot: &Snapshot, asked: Asked<'_>) -> Option<BucketAction> {
+        let Asked {
+            domain,
+            id,
+            allowed,
+            requests,
+        } = asked;
+        let metrics = &self.shared.metrics.rlqs;
+        let rls = snapshot.config.rls.as_ref()?;
+        let bkey = bucket_key(id);
+        let Some(entry) = rls.buckets.find(domain, &id.bucket) else {
+            if let Some(gone) = self.buckets.remove(&bkey) {
+                // Its entry went away on reload: Envoy drops the bucket and starts over.
+                self.holders.release(&gone.key, self.id);
+                metrics.abandon.inc();
+                return Some(BucketAction {
+                    bucket_id: Some(id.clone()),
+                    action: Some(Action::Abandon(AbandonAction {})),
+                });
+            }
+            metrics.unmatched.inc();
+            let blanket = match rls.on_unmatched {
+                Unmatched::Ok => Assignment::AllowAll,
+                Unmatched::OverLimit => Assignment::DenyAll,
+            };
+            return Some(self.render(id, blanket, UNMATCHED_TTL_S));
+        };
+        let bucket = rls.buckets.get(entry)?;
+        let policy = bucket.rule.policy.as_deref()?;
+        let plan = snapshot.rlqs_plans.get(entry)?.as_ref()?;
+        let parts: ArrayVec<&str, MAX_TIERS> = bucket.key_parts(&id.bucket).collect();
+        let key = holder_key(&policy.name, &parts);
+        let mut admission = Admission::default();
+        let descriptor = Descriptor {
+            position: 0,
+            policy,
+            plan,
+            parts,
+            cost: allowed,
+            forced: true,
+        };
+        let clock = &*self.shared.clock;
+        self.shared
+            .limiter
+            .check_descriptors(std::iter::once(descriptor), clock, &mut admission)
+            .await;
+        let now = clock.now_ns();
+        let ttl_s = bucket.ttl.as_secs().max(1);
+        let tracked = self.buckets.entry(bkey).or_insert_with(|| Tracked {
+            id: id.clone(),
+            domain: domain.to_owned(),
+            key: key.clone(),
+            last_ns: now,
+            demand: 0.0,
+        });
+        if tracked.key != key {
+            // Its entry now names another policy or key (a reload): the old hold goes.
+            self.holders.release(&tracked.key, self.id);
+            tracked.key.clone_from(&key);
+        }
+        if let Some(requests) = requests {
+            let previous = (tracked.demand > 0.0).then_some(tracked.demand);
+            let elapsed = now.saturating_sub(tracked.last_ns);
+            tracked.demand = share::demand(previous, requests, elapsed);
+            tracked.last_ns = now;
+        }
+        let weight = self.holders.hold(
+            &key,
+            (self.id, self.nudge),
+            tracked.demand.max(share::MIN_DEMAND),
+            (now, now.saturating_add(ttl_s * 1_000_000_000)),
+        );
+        let assignment = decided(&admission, policy.mode, weight, ttl_s);
+        Some(self.render(id, assignment, ttl_s))
+    }
+
+    /// A bucket beyond what one stream may hold: refused for a while, not tracked.
+    pub fn refuse(&self, usage: &BucketQuotaUsage) -> Option<BucketAction> {
+        let id = usage
+            .bucket_id
+            .as_ref()
+            .filter(|id| !id.bucket.is_empty())?;
+        Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S))
+    }
+
+    /// `assignment` as the action Envoy applies, for `ttl_s` seconds; counted.
+    fn render(&self, id: &BucketId, assignment: Assignment, ttl_s: u64) -> BucketAction {
+        let metrics = &self.shared.metrics.rlqs;
+        let strategy = match assignment {
+            Assignment::Bucket {
+                max_tokens,
+                tokens_per_fill,
+                fill_s,
+            } => {
+                metrics.token_bucket.inc();
+                Strategy::TokenBucket(TokenBucket {
+                    max_tokens,
+                    tokens_per_fill: Some(tokens_per_fill),
+                    fill_interval: Some(seconds(fill_s)),
+                })
+            }
+            Assignment::AllowAll => {
+                metrics.allow_all.inc();
+                Strategy::BlanketRule(BlanketRule::AllowAll as i32)
+            }
+            Assignment::DenyAll => {
+                metrics.deny_all.inc();
+                Strategy::BlanketRule(BlanketRule::DenyAll as i32)
+            }
+        };
+        BucketAction {
+            bucket_id: Some(id.clone()),
+            action: Some(Action::QuotaAssignment(QuotaAssignmentAction {
+                assignment_time_to_live: Some(seconds(ttl_s)),
+                rate_limit_strategy: Some(RateLimitStrategy {
+                    strategy: Some(strategy),
+                }),
+            })),
+        }
+    }
+}
+
+/// The share a decided charge leaves this Envoy: the typed outcome first (a store that
+/// could not answer is `on_error`'s blanket), then the key's state split by `weight`.
+pub fn decided(
+    admission: &Admission,
+    mode: crate::limit::Mode,
+    weight: Weight,
+    ttl_s: u64,
+) -> Assignment {
+    if admission.outcome() == Outcome::StoreUnavailable {
+        return Assignment::DenyAll;
+    }
+    if admission.unchecked() || mode == crate::limit::Mode::Shadow {
+        return Assignment::AllowAll;
+    }
+    let Some((report, _)) = admission.policy_reports().next() else {
+        // No rate tier decided (a key that cannot be taken): nothing is shared out.
+        return Assignment::DenyAll;
+    };
+    let key = KeyState {
+        quota: report.quota,
+        calendar: report.window_s.is_some(),
+        free: report.remaining,
+        until_full_ns: report.until_full_ns,
+    };
+    share::share(&key, (weight.mine, weight.all), ttl_s)
+}
+
+/// The holders' name of a key: its policy and parts (NUL cannot occur in either).
+fn holder_key(policy: &str, parts: &[&str]) -> String {
+    let mut key =
+        String::with_capacity(policy.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>());
+    key.push_str(policy);
+    for p in parts {
+        key.push('\0');
+        key.push_str(p);
+    }
+    key
+}
+
+fn seconds(s: u64) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(s).unwrap_or(i64::MAX),
+        nanos: 0,
+    }
+}

@@ -1,0 +1,181 @@
+//! Which Envoys hold a share of which key, and how much each asks for: the split of
+//! [`super::share`] is over these. A holder whose stream ended keeps its place until its
+//! last assignment expires (Envoy runs on a cached assignment through a reconnect), so
+//! its share returns to the others only once it can no longer be used.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+
+/// A stream's id, unique in this process.
+pub type StreamId = u64;
+
+struct Holder {
+    stream: StreamId,
+    demand: f64,
+    /// When its last assignment of the key expires (clock ns).
+    expires_ns: u64,
+    /// Its stream, told to re-size its share when another Envoy joins the key; `None`
+    /// once the stream ended.
+    nudge: Option<mpsc::Sender<String>>,
+}
+
+/// Every key's holders; a key's list is short (the Envoys that route its traffic).
+#[derive(Default)]
+pub struct Holders {
+    keys: Mutex<HashMap<String, Vec<Holder>>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// One holder's place in a key's split.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weight {
+    pub mine: f64,
+    pub all: f64,
+}
+
+impl Holders {
+    pub fn new_stream(&self) -> StreamId {
+        self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records `stream`'s demand for `key` (holding its share until `expires_ns`) and
+    /// returns its weight among the key's holders now. When it is new to the key, the
+    /// other live holders are nudged to re-size their shares at once.
+    pub fn hold(
+        &self,
+        key: &str,
+        (stream, nudge): (StreamId, &mpsc::Sender<String>),
+        demand: f64,
+        (now, expires_ns): (u64, u64),
+    ) -> Weight {
+        let mut keys = self.keys.lock();
+        let holders = keys.entry(key.to_owned()).or_default();
+        holders.retain(|h| h.nudge.is_some() || h.expires_ns > now);
+        let mut joined = false;
+        match holders.iter_mut().find(|h| h.stream == stream) {
+            Some(h) => {
+                h.demand = demand;
+                h.expires_ns = expires_ns;
+            }
+            None => {
+                joined = true;
+                holders.push(Holder {
+                    stream,
+                    demand,
+                    expires_ns,
+                    nudge: Some(nudge.clone()),
+                });
+            }
+        }
+        if joined {
+            for other in holders.iter().filter(|h| h.stream != stream) {
+                if let Some(n) = &other.nudge {
+                    // A full queue already has work queued for that stream.
+                    let _ = n.try_send(key.to_owned());
+                }
+            }
+        }
+        Weight {
+            mine: demand,
+            all: holders.iter().map(|h| h.demand).sum(),
+        }
+    }
+
+    /// `stream`'s weight for `key` as things stand (for a nudged re-size).
+    pub fn weight(&self, key: &str, stream: StreamId, now: u64) -> Option<Weight> {
+        let mut keys = self.keys.lock();
+        let holders = keys.get_mut(key)?;
+        holders.retain(|h| h.nudge.is_some() || h.expires_ns > now);
+        let mine = holders.iter().find(|h| h.stream == stream)?.demand;
+        Some(Weight {
+            mine,
+            all: holders.iter().map(|h| h.demand).sum(),
+        })
+    }
+
+    /// `stream` ended: its holds stay until their assignments expire.
+    pub fn ended<'a>(&self, stream: StreamId, keys_held: impl Iterator<Item = &'a str>) {
+        let mut keys = self.keys.lock();
+        for key in keys_held {
+            if let Some(holders) = keys.get_mut(key) {
+                for h in holders.iter_mut().filter(|h| h.stream == stream) {
+                    h.nudge = None;
+                }
+            }
+        }
+    }
+
+    /// `stream` no longer holds `key` (its bucket was abandoned).
+    pub fn release(&self, key: &str, stream: StreamId) {
+        let mut keys = self.keys.lock();
+        if let Some(holders) = keys.get_mut(key) {
+            holders.retain(|h| h.stream != stream);
+            if holders.is_empty() {
+                keys.remove(key);
+            }
+        }
+    }
+
+    /// Keys with a holder (the metrics, the tests).
+    pub fn len(&self) -> usize {
+        self.keys.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_holder_nudges_the_others_and_an_ended_one_holds_until_expiry() {
+        let holders = Holders::default();
+        let (a_tx, mut a_rx) = mpsc::channel(4);
+        let (b_tx, mut b_rx) = mpsc::channel(4);
+        let a = holders.hold("k", (1, &a_tx), 3.0, (0, 10));
+        assert_eq!(
+            a,
+            Weight {
+                mine: 3.0,
+                all: 3.0
+            }
+        );
+        let b = holders.hold("k", (2, &b_tx), 1.0, (1, 11));
+        assert_eq!(
+            b,
+            Weight {
+                mine: 1.0,
+                all: 4.0
+            }
+        );
+        assert_eq!(
+            a_rx.try_recv().ok().as_deref(),
+            Some("k"),
+            "a re-sizes at once"
+        );
+        assert!(b_rx.try_recv().is_err(), "the newcomer is not nudged");
+        holders.ended(1, ["k"].into_iter());
+        assert_eq!(
+            holders.weight("k", 2, 5),
+            Some(Weight {
+                mine: 1.0,
+                all: 4.0
+            }),
+            "a's share is held until its assignment expires"
+        );
+        assert_eq!(
+            holders.weight("k", 2, 10),
+            Some(Weight {
+                mine: 1.0,
+                all: 1.0
+            })
+        );
+        holders.release("k", 2);
+        assert!(holders.is_empty());
+    }
+}

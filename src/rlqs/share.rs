@@ -1,0 +1,229 @@
+//! How big one Envoy's share of a key is: the pure arithmetic of an assignment.
+//!
+//! The Envoys holding a key split it by demand: Envoy `i`, with demand `dᵢ` of `D` in
+//! all, gets `wᵢ = dᵢ / D` of the key's refill (its rate, less what the key owes, paid
+//! back within one TTL) and of what the key has free now. That becomes Envoy's token
+//! bucket: `tokens_per_fill` per whole-second `fill_interval` (Envoy 1.40 drops
+//! fractions of a second: a sub-second interval would refill without limit), at most
+//! `max_tokens`. Every number is rounded down, so the shares never add up to more than
+//! the key has; a bucket holds at least one fill (Envoy refuses everything otherwise),
+//! which is the only rounding up, at most one fill per Envoy.
+
+use crate::limit::Quota;
+
+/// A key's state as a check without charge reports it, after the last usage was charged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeyState {
+    /// The quota the key is decided on (an override's, when it has one).
+    pub quota: Quota,
+    /// A calendar quota: nothing refills within the window.
+    pub calendar: bool,
+    /// Units the key admits now.
+    pub free: u64,
+    /// Nanoseconds until the key has its whole burst again.
+    pub until_full_ns: u64,
+}
+
+impl KeyState {
+    /// Units used beyond the key's bound (usage Envoys reported after the fact): repaid
+    /// out of the next TTL's refill.
+    pub fn owed(&self) -> u64 {
+        // A key is full when its TAT is now, and refuses once it is τ ahead.
+        self.until_full_ns.saturating_sub(self.quota.tolerance_ns()) / self.quota.interval_ns()
+    }
+
+    /// The key's refill in units a second (0 for a calendar quota).
+    pub fn rate_per_s(&self) -> f64 {
+        if self.calendar {
+            0.0
+        } else {
+            1e9 / self.quota.interval_ns() as f64
+        }
+    }
+}
+
+/// What an Envoy is told for one bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assignment {
+    /// A token bucket: at most `max_tokens`, `tokens_per_fill` more every `fill_s` seconds.
+    Bucket {
+        max_tokens: u32,
+        tokens_per_fill: u32,
+        fill_s: u64,
+    },
+    AllowAll,
+    DenyAll,
+}
+
+impl Assignment {
+    /// The most Envoy can admit under this assignment within `ttl_s` seconds of getting
+    /// it (a bucket starts at most full and refills whole fills).
+    pub fn most(&self, ttl_s: u64) -> Option<u64> {
+        match *self {
+            Assignment::Bucket {
+                max_tokens,
+                tokens_per_fill,
+                fill_s,
+            } => Some(u64::from(max_tokens) + u64::from(tokens_per_fill) * (ttl_s / fill_s.max(1))),
+            Assignment::AllowAll => None,
+            Assignment::DenyAll => Some(0),
+        }
+    }
+}
+
+/// The fill interval of a share that refills less than once a second and more than this
+/// rarely; slower still is no refill within the assignment at all.
+const SLOWEST_FILL_S: u64 = 3_600;
+
+/// Envoy `i`'s share of `key` for the next `ttl_s` seconds, `mine` of `all` demand (any
+/// unit, each at least [`MIN_DEMAND`] by the caller).
+pub fn share(key: &KeyState, (mine, all): (f64, f64), ttl_s: u64) -> Assignment {
+    let weight = if all > 0.0 {
+        (mine / all).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    let ttl = ttl_s.max(1) as f64;
+    let refill = (key.rate_per_s() * ttl - key.owed() as f64).max(0.0) / ttl;
+    let rate = refill * weight;
+    let burst = (key.free as f64 * weight).floor();
+    let (tokens_per_fill, fill_s) = if rate >= 1.0 {
+        (rate.floor().min(f64::from(u32::MAX)) as u32, 1)
+    } else if rate * SLOWEST_FILL_S as f64 >= 1.0 {
+        (1, (1.0 / rate).ceil() as u64)
+    } else if burst >= 1.0 {
+        // Nothing refills within reach: the bucket is what is free now, and one token
+        // an hour (Envoy needs a fill; counted in `most`).
+        (1, SLOWEST_FILL_S)
+    } else {
+        return Assignment::DenyAll;
+    };
+    let max_tokens = burst
+        .min(f64::from(u32::MAX))
+        .max(f64::from(tokens_per_fill)) as u32;
+    Assignment::Bucket {
+        max_tokens,
+        tokens_per_fill,
+        fill_s,
+    }
+}
+
+/// The least demand an Envoy counts with (requests a second): an idle holder keeps a
+/// sliver, so its first requests are not all refused while its next report is awaited.
+pub const MIN_DEMAND: f64 = 0.1;
+
+/// A holder's demand after a report of `requests` (allowed and denied) over
+/// `elapsed_ns`: what it asked for, decaying from the last figure by half a report at a
+/// time so a pause does not give its share away at once.
+pub fn demand(previous: Option<f64>, requests: u64, elapsed_ns: u64) -> f64 {
+    let elapsed_s = (elapsed_ns as f64 / 1e9).max(1.0);
+    let asked = requests as f64 / elapsed_s;
+    asked.max(previous.unwrap_or(0.0) / 2.0).max(MIN_DEMAND)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn key(limit: u64, period_s: u64, burst: u64, free: u64, until_full_s: u64) -> KeyState {
+        KeyState {
+            quota: Quota::new(limit, period_s * S, burst).expect("quota"),
+            calendar: false,
+            free,
+            until_full_ns: until_full_s * S,
+        }
+    }
+
+    #[test]
+    fn two_equal_envoys_split_rate_and_burst_in_halves() {
+        let k = key(100, 1, 100, 100, 0);
+        let a = share(&k, (5.0, 10.0), 10);
+        assert_eq!(
+            a,
+            Assignment::Bucket {
+                max_tokens: 50,
+                tokens_per_fill: 50,
+                fill_s: 1
+            }
+        );
+        // Both together: the key's own bound over a TTL (100 + 100·10).
+        assert_eq!(a.most(10).map(|m| 2 * m), Some(1_100));
+    }
+
+    #[test]
+    fn demand_weights_the_split_and_rounding_never_adds_up_to_more() {
+        let k = key(10, 1, 20, 20, 0);
+        let mut sum = (0, 0);
+        for (mine, all) in [(1.0, 3.0), (2.0, 3.0)] {
+            let Assignment::Bucket {
+                max_tokens,
+                tokens_per_fill,
+                ..
+            } = share(&k, (mine, all), 10)
+            else {
+                panic!("a bucket")
+            };
+            sum = (sum.0 + max_tokens, sum.1 + tokens_per_fill);
+        }
+        assert!(sum.0 <= 20 && sum.1 <= 10, "{sum:?}");
+    }
+
+    #[test]
+    fn a_slow_rate_refills_over_whole_seconds() {
+        // 10 a minute, a third of it: one every 18 s.
+        let k = key(10, 60, 10, 10, 0);
+        assert_eq!(
+            share(&k, (1.0, 3.0), 10),
+            Assignment::Bucket {
+                max_tokens: 3,
+                tokens_per_fill: 1,
+                fill_s: 18
+            }
+        );
+    }
+
+    #[test]
+    fn a_key_in_debt_pays_it_back_out_of_the_next_ttl() {
+        // 10/s, burst 10, owing 40 units beyond its bound: 100 − 40 over 10 s.
+        let k = key(10, 1, 10, 0, 5);
+        assert_eq!(k.owed(), 40);
+        assert_eq!(
+            share(&k, (1.0, 1.0), 10),
+            Assignment::Bucket {
+                max_tokens: 6,
+                tokens_per_fill: 6,
+                fill_s: 1
+            }
+        );
+        // Owing more than a TTL refills: nothing.
+        let deep = key(10, 1, 10, 0, 200);
+        assert_eq!(share(&deep, (1.0, 1.0), 10), Assignment::DenyAll);
+    }
+
+    #[test]
+    fn a_calendar_quota_hands_out_what_is_left_and_refills_nothing() {
+        let mut k = key(1_000, 30 * 86_400, 1_000, 400, 0);
+        k.calendar = true;
+        assert_eq!(
+            share(&k, (1.0, 4.0), 10),
+            Assignment::Bucket {
+                max_tokens: 100,
+                tokens_per_fill: 1,
+                fill_s: SLOWEST_FILL_S
+            }
+        );
+        k.free = 0;
+        assert_eq!(share(&k, (1.0, 4.0), 10), Assignment::DenyAll);
+    }
+
+    #[test]
+    fn demand_follows_requests_and_decays_by_halves() {
+        assert_eq!(demand(None, 50, 5 * S), 10.0);
+        assert_eq!(demand(Some(10.0), 0, 5 * S), 5.0);
+        assert_eq!(demand(Some(0.1), 0, 5 * S), MIN_DEMAND);
+        // A first report (time elapsed 0) counts over a second.
+        assert_eq!(demand(None, 1, 0), 1.0);
+    }
+}

@@ -1,0 +1,169 @@
+//! The gRPC side of the quota service: one bidirectional stream per Envoy (per domain).
+//! Each `RateLimitQuotaUsageReports` read is answered with one `RateLimitQuotaResponse`
+//! holding an action per bucket it names; a nudge (another Envoy joined a key this one
+//! holds) re-sizes that key's buckets between reports. The stream ends with the
+//! client's, at shutdown, or with a gRPC error for a message it cannot read.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{HeaderMap, Request, Response};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use prost::Message;
+use tokio::sync::{mpsc, watch};
+
+use super::assign::Stream;
+use super::frames::{frame, Frames};
+use super::holders::Holders;
+use super::proto::{BucketAction, RateLimitQuotaResponse, RateLimitQuotaUsageReports};
+use crate::proxy::grpc::{is_call, set_status, Code};
+use crate::proxy::snapshot::Shared;
+use crate::reply::{Body, BoxError};
+
+/// Buckets one stream may hold; a bucket beyond is refused outright (a stream cannot
+/// grow the server's memory without bound).
+pub const MAX_BUCKETS_PER_STREAM: usize = 65_536;
+
+type Out = mpsc::Sender<Result<Frame<Bytes>, BoxError>>;
+
+/// Answers a `StreamRateLimitQuotas` call: the response's head at once, its messages as
+/// the reports come.
+pub fn handle(
+    shared: Arc<Shared>,
+    holders: Arc<Holders>,
+    shutdown: watch::Receiver<bool>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    if !is_call(req.headers()) {
+        return crate::rls::service::error(
+            Code::InvalidArgument,
+            "content-type must be application/grpc",
+        );
+    }
+    let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, BoxError>>(16);
+    let body = StreamBody::new(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|frame| (frame, rx))
+    }));
+    tokio::spawn(serve(shared, holders, shutdown, req.into_body(), tx));
+    let mut resp = Response::new(BodyExt::boxed_unsync(body));
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    resp
+}
+
+/// Why a stream ended: the client's end or shutdown (OK), or an error to tell it.
+type Ended = Result<(), (Code, String)>;
+
+async fn serve(
+    shared: Arc<Shared>,
+    holders: Arc<Holders>,
+    mut shutdown: watch::Receiver<bool>,
+    mut body: Incoming,
+    out: Out,
+) {
+    let (nudge, mut nudged) = mpsc::channel::<String>(64);
+    let id = holders.new_stream();
+    let mut stream = Stream {
+        shared: &shared,
+        holders: &holders,
+        id,
+        nudge: &nudge,
+        buckets: HashMap::new(),
+    };
+    let metrics = &shared.metrics.rlqs;
+    metrics.streams.inc();
+    let mut frames = Frames::default();
+    let ended: Ended = loop {
+        tokio::select! {
+            frame = body.frame() => match frame {
+                None => break Ok(()),
+                Some(Err(_reset)) => break Ok(()),
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else { continue };
+                    frames.push(&data);
+                    match read_messages(&mut stream, &mut frames, &out).await {
+                        Ok(true) => {}
+                        Ok(false) => break Ok(()),
+                        Err(e) => break Err(e),
+                    }
+                }
+            },
+            Some(key) = nudged.recv() => {
+                let snapshot = shared.snapshot.load_full();
+                let actions = stream.resize(&snapshot, &key).await;
+                if !send(&out, actions).await {
+                    break Ok(());
+                }
+            }
+            _ = shutdown.changed() => break Ok(()),
+        }
+    };
+    holders.ended(id, stream.buckets.values().map(|t| t.key.as_str()));
+    metrics.streams.dec();
+    let mut trailers = HeaderMap::new();
+    match ended {
+        Ok(()) => {
+            trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        }
+        Err((code, why)) => {
+            tracing::warn!(target: "tollgate::rlqs", code = ?code, "quota stream ended: {why}");
+            set_status(&mut trailers, code, &why);
+            trailers.remove(CONTENT_TYPE);
+        }
+    }
+    let _ = out.send(Ok(Frame::trailers(trailers))).await;
+}
+
+/// Answers every whole message read; `Ok(false)` once the client is gone.
+async fn read_messages(
+    stream: &mut Stream<'_>,
+    frames: &mut Frames,
+    out: &Out,
+) -> Result<bool, (Code, String)> {
+    loop {
+        let message = match frames.next_message() {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(true),
+            Err(e) => return Err((Code::ResourceExhausted, e.to_string())),
+        };
+        let reports = RateLimitQuotaUsageReports::decode(message).map_err(|e| {
+            (
+                Code::InvalidArgument,
+                format!("not a RateLimitQuotaUsageReports: {e}"),
+            )
+        })?;
+        let snapshot = stream.shared.snapshot.load_full();
+        let mut actions = Vec::with_capacity(reports.bucket_quota_usages.len());
+        for usage in &reports.bucket_quota_usages {
+            let known = usage
+                .bucket_id
+                .as_ref()
+                .is_some_and(|id| stream.buckets.contains_key(&super::assign::bucket_key(id)));
+            if !known && stream.buckets.len() >= MAX_BUCKETS_PER_STREAM {
+                actions.extend(stream.refuse(usage));
+                continue;
+            }
+            actions.extend(stream.usage(&snapshot, &reports.domain, usage).await);
+        }
+        if !send(out, actions).await {
+            return Ok(false);
+        }
+    }
+}
+
+/// Sends one response holding `actions` (none: nothing is sent); `false` once the client
+/// is gone.
+async fn send(out: &Out, actions: Vec<BucketAction>) -> bool {
+    if actions.is_empty() {
+        return true;
+    }
+    let response = RateLimitQuotaResponse {
+        bucket_action: actions,
+    };
+    out.send(Ok(Frame::data(frame(&response.encode_to_vec()))))
+        .await
+        .is_ok()
+}

@@ -1,0 +1,218 @@
+//! Envoy's quota service (RLQS) through a real gRPC client (tonic streams): a report is
+//! charged to the bucket's key — the key a proxied request of the same value uses — and
+//! answered with the Envoy's share as a token bucket; a second Envoy halves the first's
+//! share at once; demand moves the split; a gone Envoy's share returns after its TTL;
+//! unmatched, empty, duplicate and thousands of buckets; a reload that drops an entry
+//! abandons its buckets; a message that is not a report ends the stream with an error.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+
+use crate::support::*;
+
+/// `tenant`: 10 a second, burst 20, keyed like the `/api` route's tier; its buckets keyed
+/// by the `tenant` of Envoy's bucket id, assigned for 10 s.
+fn rlqs_toml(buckets: bool) -> String {
+    let entries = if buckets {
+        "[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\nassignment_ttl = \"10s\"\n"
+    } else {
+        "[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"team\"]\npolicy = \"tenant\"\n"
+    };
+    Fixture::new()
+        .policy("tenant", "header:x-tenant", 10, "1s", 20)
+        .route("api", "/api", "api", &["tenant"])
+        .raw(format!("[rls]\nlisten = \"127.0.0.1:0\"\n{entries}"))
+        .build()
+}
+
+async fn start() -> (Upstream, TestGateway) {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&rlqs_toml(true), &up.url()).await;
+    (up, gw)
+}
+
+async fn open(gw: &TestGateway) -> RlqsStream {
+    RlqsStream::open(gw.rls.expect("[rls] listens")).await
+}
+
+fn tenant(t: &str, allowed: u64, denied: u64) -> Usage {
+    usage(&[("tenant", t)], allowed, denied, 5)
+}
+
+async fn proxied(gw: &TestGateway, t: &str) -> u16 {
+    let req = http::Request::get(gw.url("/api/x"))
+        .header("x-tenant", t)
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    http1()
+        .request(req)
+        .await
+        .expect("answer")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn a_report_is_charged_to_the_key_a_proxied_request_uses_and_answered_with_a_share() {
+    let (_up, gw) = start().await;
+    let mut envoy = open(&gw).await;
+    // Envoy's first report of a bucket: the request that made it, no time elapsed.
+    let first = envoy
+        .ask("edge", vec![usage(&[("tenant", "a")], 1, 0, 0)])
+        .await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].tenant(), "a", "the bucket id comes back as sent");
+    assert_eq!(
+        first[0].told(),
+        Told::Bucket(19, 10, 1, 10),
+        "the whole key less the request charged: 19 now, 10 a second, for 10 s"
+    );
+    // Envoy spent the rest: the key is empty for a proxied request too.
+    let spent = envoy.ask("edge", vec![tenant("a", 19, 0)]).await;
+    assert_eq!(
+        spent[0].told(),
+        Told::Bucket(10, 10, 1, 10),
+        "the refill only"
+    );
+    assert_eq!(
+        proxied(&gw, "a").await,
+        429,
+        "the Envoys' usage is the key's"
+    );
+    assert_eq!(proxied(&gw, "b").await, 200);
+    // Usage beyond the bound (reported late) is owed, paid out of the next TTL's refill.
+    let over = envoy.ask("edge", vec![tenant("a", 50, 0)]).await;
+    assert_eq!(
+        over[0].told(),
+        Told::Bucket(5, 5, 1, 10),
+        "(100 − 50) over 10 s"
+    );
+}
+
+#[tokio::test]
+async fn a_second_envoy_halves_the_first_share_at_once_and_demand_moves_the_split() {
+    let (_up, gw) = start().await;
+    let (mut one, mut two) = (open(&gw).await, open(&gw).await);
+    let a = |allowed, denied| vec![tenant("a", allowed, denied)];
+    assert_eq!(
+        one.ask("edge", a(1, 0)).await[0].told(),
+        Told::Bucket(19, 10, 1, 10)
+    );
+    assert_eq!(
+        two.ask("edge", a(1, 0)).await[0].told(),
+        Told::Bucket(9, 5, 1, 10),
+        "half of what is free (18) and of the rate"
+    );
+    // The first is told its new share without reporting anything.
+    let pushed = one.next().await.expect("a re-size").actions;
+    assert_eq!(pushed[0].told(), Told::Bucket(9, 5, 1, 10));
+    // The second asks for fifty a second, the first for one: the split follows.
+    let Told::Bucket(m2, f2, _, _) = two.ask("edge", a(5, 45)).await[0].told() else {
+        panic!("a bucket")
+    };
+    let Told::Bucket(m1, f1, _, _) = one.ask("edge", a(0, 0)).await[0].told() else {
+        panic!("a bucket")
+    };
+    assert!(m2 > 4 * m1 && f2 > 4 * f1, "two {m2}/{f2}, one {m1}/{f1}");
+    assert!(
+        f1 + f2 <= 10,
+        "the shares never add up to more than the rate"
+    );
+}
+
+#[tokio::test]
+async fn a_gone_envoys_share_returns_only_after_its_assignment_expires() {
+    let (_up, gw) = start().await;
+    let (mut one, mut two) = (open(&gw).await, open(&gw).await);
+    one.ask("edge", vec![tenant("a", 0, 0)]).await;
+    two.ask("edge", vec![tenant("a", 0, 0)]).await;
+    let _ = one.next().await;
+    one.close();
+    drop(one);
+    // Until its TTL passes, Envoy may still be spending its cached assignment.
+    gw.clock.advance(5 * S);
+    let held = two.ask("edge", vec![tenant("a", 0, 0)]).await[0].told();
+    let Told::Bucket(_, fill, _, _) = held else {
+        panic!("a bucket")
+    };
+    assert!(fill < 10, "the gone Envoy's share is still held: {held:?}");
+    gw.clock.advance(6 * S);
+    let back = two.ask("edge", vec![tenant("a", 0, 0)]).await[0].told();
+    assert_eq!(back, Told::Bucket(20, 10, 1, 10), "the whole key again");
+}
+
+#[tokio::test]
+async fn unmatched_empty_duplicate_and_many_buckets_are_each_answered_as_they_should() {
+    let (_up, gw) = start().await;
+    let mut envoy = open(&gw).await;
+    let answers = envoy
+        .ask(
+            "edge",
+            vec![
+                usage(&[("user", "u")], 1, 0, 0),
+                usage(&[], 1, 0, 0),
+                tenant("d", 10, 0),
+                tenant("d", 10, 0),
+            ],
+        )
+        .await;
+    let told: Vec<Told> = answers.iter().map(BucketAction::told).collect();
+    assert_eq!(
+        told[0],
+        Told::AllowAll(10),
+        "no entry names it: on_unmatched = ok"
+    );
+    assert_eq!(told.len(), 3, "an empty bucket id cannot be answered");
+    assert_eq!(told[2], Told::Bucket(10, 10, 1, 10), "both usages charged");
+    assert_eq!(proxied(&gw, "d").await, 429);
+    // Thousands of buckets in one report: one answer naming each, in order.
+    let many: Vec<Usage> = (0..3000).map(|i| tenant(&format!("t{i}"), 1, 0)).collect();
+    let answers = envoy.ask("edge", many).await;
+    assert_eq!(answers.len(), 3000);
+    assert_eq!(answers[2999].tenant(), "t2999");
+    assert!(answers
+        .iter()
+        .all(|a| a.told() == Told::Bucket(19, 10, 1, 10)));
+}
+
+#[tokio::test]
+async fn a_reload_that_drops_a_buckets_entry_abandons_the_bucket() {
+    let (up, gw) = start().await;
+    let mut envoy = open(&gw).await;
+    envoy.ask("edge", vec![tenant("a", 1, 0)]).await;
+    gw.rewrite(&rlqs_toml(false), &up.url());
+    gw.gw().reload().await.expect("reload");
+    let answers = envoy.ask("edge", vec![tenant("a", 1, 0)]).await;
+    assert_eq!(answers[0].told(), Told::Abandon);
+    let again = envoy.ask("edge", vec![tenant("a", 1, 0)]).await;
+    assert_eq!(again[0].told(), Told::AllowAll(10), "then it is unmatched");
+}
+
+#[tokio::test]
+async fn a_message_that_is_not_a_report_ends_the_stream_with_invalid_argument() {
+    let (_up, gw) = start().await;
+    let mut framed = vec![0u8, 0, 0, 0, 3];
+    framed.extend_from_slice(&[0xff, 0xff, 0xff]);
+    let req = http::Request::post(format!(
+        "http://{}/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas",
+        gw.rls.expect("rls")
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(Full::new(Bytes::from(framed)))
+    .expect("request");
+    let resp = http2().request(req).await.expect("answer");
+    assert_eq!(resp.status(), 200);
+    let collected = resp.into_body().collect().await.expect("body");
+    let trailers = collected.trailers().cloned().expect("trailers");
+    assert_eq!(trailers["grpc-status"], "3", "{trailers:?}");
+    assert!(
+        trailers["grpc-message"]
+            .to_str()
+            .is_ok_and(|m| m.contains("RateLimitQuotaUsageReports")),
+        "{trailers:?}"
+    );
+    // The listener still answers.
+    let mut envoy = open(&gw).await;
+    assert_eq!(envoy.ask("edge", vec![tenant("z", 1, 0)]).await.len(), 1);
+}
