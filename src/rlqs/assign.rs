@@ -175,9 +175,8 @@ impl Stream<'_> {
             tracked.key.clone_from(&key);
         }
         if let Some(requests) = requests {
-            let previous = (tracked.demand > 0.0).then_some(tracked.demand);
             let elapsed = now.saturating_sub(tracked.last_ns);
-            tracked.demand = share::demand(previous, requests, elapsed);
+            tracked.demand = share::demand(requests, elapsed);
             tracked.last_ns = now;
         }
         let weight = self.holders.hold(

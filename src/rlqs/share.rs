@@ -25,11 +25,12 @@ pub struct KeyState {
 }
 
 impl KeyState {
-    /// Units used beyond the key's bound (usage Envoys reported after the fact): repaid
-    /// out of the next TTL's refill.
+    /// Units used beyond the key's bound, repaid out of the next TTL's refill. Envoys
+    /// report every few seconds and a report is charged at once, so a key used at its
+    /// rate reads up to one report interval ahead: that much is not debt.
     pub fn owed(&self) -> u64 {
-        // A key is full when its TAT is now, and refuses once it is τ ahead.
-        self.until_full_ns.saturating_sub(self.quota.tolerance_ns()) / self.quota.interval_ns()
+        let bound = self.quota.tolerance_ns().saturating_add(REPORT_INTERVAL_NS);
+        self.until_full_ns.saturating_sub(bound) / self.quota.interval_ns()
     }
 
     /// The key's refill in units a second (0 for a calendar quota).
@@ -41,6 +42,9 @@ impl KeyState {
         }
     }
 }
+
+/// How often Envoy 1.40 reports, whatever its filter says.
+pub const REPORT_INTERVAL_NS: u64 = 5_000_000_000;
 
 /// What an Envoy is told for one bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,12 +117,12 @@ pub fn share(key: &KeyState, (mine, all): (f64, f64), ttl_s: u64) -> Assignment 
 pub const MIN_DEMAND: f64 = 0.1;
 
 /// A holder's demand after a report of `requests` (allowed and denied) over
-/// `elapsed_ns`: what it asked for, decaying from the last figure by half a report at a
-/// time so a pause does not give its share away at once.
-pub fn demand(previous: Option<f64>, requests: u64, elapsed_ns: u64) -> f64 {
+/// `elapsed_ns` (at least a second: a bucket's first report comes at once): what it asked
+/// for, in requests a second. A report already sums five seconds of traffic, so no more
+/// smoothing: a share follows demand within one report.
+pub fn demand(requests: u64, elapsed_ns: u64) -> f64 {
     let elapsed_s = (elapsed_ns as f64 / 1e9).max(1.0);
-    let asked = requests as f64 / elapsed_s;
-    asked.max(previous.unwrap_or(0.0) / 2.0).max(MIN_DEMAND)
+    (requests as f64 / elapsed_s).max(MIN_DEMAND)
 }
 
 #[cfg(test)]
@@ -186,8 +190,9 @@ mod tests {
 
     #[test]
     fn a_key_in_debt_pays_it_back_out_of_the_next_ttl() {
-        // 10/s, burst 10, owing 40 units beyond its bound: 100 − 40 over 10 s.
-        let k = key(10, 1, 10, 0, 5);
+        // 10/s, burst 10, 10 s ahead: a report interval (5 s) and τ (1 s) are not debt,
+        // the other 4 s are 40 units owed: 100 − 40 over 10 s.
+        let k = key(10, 1, 10, 0, 10);
         assert_eq!(k.owed(), 40);
         assert_eq!(
             share(&k, (1.0, 1.0), 10),
@@ -219,11 +224,10 @@ mod tests {
     }
 
     #[test]
-    fn demand_follows_requests_and_decays_by_halves() {
-        assert_eq!(demand(None, 50, 5 * S), 10.0);
-        assert_eq!(demand(Some(10.0), 0, 5 * S), 5.0);
-        assert_eq!(demand(Some(0.1), 0, 5 * S), MIN_DEMAND);
+    fn demand_follows_requests() {
+        assert_eq!(demand(50, 5 * S), 10.0);
+        assert_eq!(demand(0, 5 * S), MIN_DEMAND);
         // A first report (time elapsed 0) counts over a second.
-        assert_eq!(demand(None, 1, 0), 1.0);
+        assert_eq!(demand(1, 0), 1.0);
     }
 }

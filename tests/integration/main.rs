@@ -50,6 +50,7 @@ mod quotas;
 mod readme;
 mod redis;
 mod rlqs;
+mod rlqs_envoy;
 mod rls;
 mod rls_envoy;
 mod rls_hostile;

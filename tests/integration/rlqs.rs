@@ -80,12 +80,13 @@ async fn a_report_is_charged_to_the_key_a_proxied_request_uses_and_answered_with
         "the Envoys' usage is the key's"
     );
     assert_eq!(proxied(&gw, "b").await, 200);
-    // Usage beyond the bound (reported late) is owed, paid out of the next TTL's refill.
-    let over = envoy.ask("edge", vec![tenant("a", 50, 0)]).await;
+    // Usage beyond the bound (τ, 2 s) and one report interval (5 s) is owed, paid out
+    // of the next TTL's refill: 80 units are 8 s ahead, 1 s (10 units) of it owed.
+    let over = envoy.ask("edge", vec![tenant("a", 60, 0)]).await;
     assert_eq!(
         over[0].told(),
-        Told::Bucket(5, 5, 1, 10),
-        "(100 − 50) over 10 s"
+        Told::Bucket(9, 9, 1, 10),
+        "(100 − 10) over 10 s"
     );
 }
 

@@ -121,3 +121,12 @@ pub fn envoy_rls_bootstrap(upstream: SocketAddr, rls: SocketAddr, deny: bool) ->
         .replace("RLS_PORT", &rls.port().to_string())
         .replace("FAILURE_MODE_DENY", if deny { "true" } else { "false" })
 }
+
+/// A bootstrap: a listener on `LISTEN_PORT` routing to `upstream`, Envoy's quota filter
+/// (domain `edge`, one bucket per `x-tenant` value, allow-all before the first
+/// assignment, deny-all for a minute after one expires) streaming to `rlqs`.
+pub fn envoy_rlqs_bootstrap(upstream: SocketAddr, rlqs: SocketAddr) -> String {
+    include_str!("envoy_rlqs.yaml")
+        .replace("UPSTREAM_PORT", &upstream.port().to_string())
+        .replace("RLQS_PORT", &rlqs.port().to_string())
+}
