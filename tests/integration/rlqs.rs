@@ -217,3 +217,35 @@ async fn a_message_that_is_not_a_report_ends_the_stream_with_invalid_argument() 
     let mut envoy = open(&gw).await;
     assert_eq!(envoy.ask("edge", vec![tenant("z", 1, 0)]).await.len(), 1);
 }
+
+#[tokio::test]
+async fn a_monthly_quota_is_handed_out_without_refill_a_shadow_policy_allows_all() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .policy_raw(
+            "monthly",
+            "key = \"header:x-tenant\"\nquota = 1000\nwindow = \"month\"\n",
+        )
+        .policy_raw(
+            "watch",
+            "key = \"header:x-tenant\"\nlimit = 1\nperiod = \"1m\"\nburst = 1\nmode = \"shadow\"\n",
+        )
+        .route("api", "/api", "api", &["monthly"])
+        .raw(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n\
+             [[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"monthly\"\n\
+             [[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"watcher\"]\npolicy = \"watch\"\n",
+        )
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut envoy = open(&gw).await;
+    let first = envoy.ask("edge", vec![tenant("a", 600, 0)]).await;
+    assert_eq!(
+        first[0].told(),
+        Told::Bucket(400, 1, 3600, 10),
+        "what is left of the month, no refill within reach"
+    );
+    assert_eq!(proxied(&gw, "a").await, 200, "the proxy sees the month's usage too");
+    let watched = envoy.ask("edge", vec![usage(&[("watcher", "w")], 5, 0, 5)]).await;
+    assert_eq!(watched[0].told(), Told::AllowAll(10), "shadow: counted, never refused");
+}
