@@ -236,7 +236,7 @@ fn write_rls(out: &mut String, rls: &crate::config::Rls) {
         if rls.tls.is_some() { " (TLS)" } else { "" },
         rls.on_unmatched.as_str()
     );
-    if rls.rules.is_empty() {
+    if rls.rules.is_empty() && rls.buckets.is_empty() {
         let _ = writeln!(
             out,
             "  no rules - warning: every descriptor is unmatched; add a [[rls.rules]] entry"
@@ -244,6 +244,15 @@ fn write_rls(out: &mut String, rls: &crate::config::Rls) {
     }
     for rule in rls.rules.iter() {
         let _ = writeln!(out, "  {:<40} -> {}", rule.describe(), rule.limit_name());
+    }
+    for bucket in rls.buckets.iter() {
+        let _ = writeln!(
+            out,
+            "  quota bucket {:<27} -> {} (assignments for {}s)",
+            bucket.rule.describe(),
+            bucket.rule.limit_name(),
+            bucket.ttl.as_secs()
+        );
     }
 }
 

@@ -245,7 +245,17 @@ async fn a_monthly_quota_is_handed_out_without_refill_a_shadow_policy_allows_all
         Told::Bucket(400, 1, 3600, 10),
         "what is left of the month, no refill within reach"
     );
-    assert_eq!(proxied(&gw, "a").await, 200, "the proxy sees the month's usage too");
-    let watched = envoy.ask("edge", vec![usage(&[("watcher", "w")], 5, 0, 5)]).await;
-    assert_eq!(watched[0].told(), Told::AllowAll(10), "shadow: counted, never refused");
+    assert_eq!(
+        proxied(&gw, "a").await,
+        200,
+        "the proxy sees the month's usage too"
+    );
+    let watched = envoy
+        .ask("edge", vec![usage(&[("watcher", "w")], 5, 0, 5)])
+        .await;
+    assert_eq!(
+        watched[0].told(),
+        Told::AllowAll(10),
+        "shadow: counted, never refused"
+    );
 }
