@@ -29,6 +29,16 @@ one_worker_toml "$TG_PORT" >"$WORK/tollgate.toml"
 # The same without the top-keys sketches: what they cost a request.
 sed 's/^workers = 1$/workers = 1\ntop_keys = false/' "$WORK/tollgate.toml" >"$WORK/tollgate-notop.toml"
 grep -q '^top_keys = false' "$WORK/tollgate-notop.toml" || die "could not turn top_keys off"
+# The same with telemetry on: sampling nothing (ratio 0: what every unsampled request
+# pays) and everything (ratio 1: a span pair built and queued per request), exporting to
+# a port nothing listens on (the export fails on its own task and is counted).
+free_port DEAD_PORT
+for ratio in 0 1; do
+  { cat "$WORK/tollgate.toml"
+    printf '[telemetry]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s.0\n' "$DEAD_PORT" "$ratio"
+  } >"$WORK/tollgate-tel$ratio.toml"
+  "$TOLLGATE" check --config "$WORK/tollgate-tel$ratio.toml" >/dev/null || die "tollgate check rejected the telemetry config"
+done
 # The same with 10,000 more routes sharing the /v1/ prefix: what the number of routes costs.
 ROUTES=${ROUTES:-10000}
 {
@@ -78,6 +88,8 @@ count tg0 "$TG_PORT" /v1/open "${H[@]}" -- "$TOLLGATE" run --config "$WORK/tollg
 count tgdeny "$TG_PORT" /deny -H 'x-tenant-id: hot' -- "$TOLLGATE" run --config "$WORK/tollgate.toml"
 count tg3off "$TG_PORT" /v1/search -s "$BENCH_DIR/keys.lua" -- "$TOLLGATE" run --config "$WORK/tollgate-notop.toml"
 count tgdenyoff "$TG_PORT" /deny -H 'x-tenant-id: hot' -- "$TOLLGATE" run --config "$WORK/tollgate-notop.toml"
+count tg3tel0 "$TG_PORT" /v1/search -s "$BENCH_DIR/keys.lua" -- "$TOLLGATE" run --config "$WORK/tollgate-tel0.toml"
+count tg3tel1 "$TG_PORT" /v1/search -s "$BENCH_DIR/keys.lua" -- "$TOLLGATE" run --config "$WORK/tollgate-tel1.toml"
 count tg3routes "$TG_PORT" /v1/search -s "$BENCH_DIR/keys.lua" -- "$TOLLGATE" run --config "$WORK/tollgate-routes.toml"
 count floor "$FLOOR_PORT" /v1/search "${H[@]}" -- "$FLOOR" forward --listen "127.0.0.1:$FLOOR_PORT" \
   --upstream "127.0.0.1:$UPSTREAM_PORT" --workers 1
@@ -104,6 +116,12 @@ cat <<EOF
 | off | $(per tg3off) | $(per tgdenyoff) |
 | on (the default) | $(per tg3) | $(per tgdeny) |
 | on / off | $(ratio "$(per tg3)" "$(per tg3off)") | $(ratio "$(per tgdeny)" "$(per tgdenyoff)") |
+
+| telemetry (\`[telemetry]\`) | 3 tiers, instructions / request | / off |
+|---|---:|---:|
+| off | $(per tg3) | 1.000 |
+| on, ratio 0 (unsampled) | $(per tg3tel0) | $(awk -v a="$(per tg3tel0)" -v b="$(per tg3)" 'BEGIN { printf "%.3f", a / b }') |
+| on, ratio 1 (every request sampled) | $(per tg3tel1) | $(awk -v a="$(per tg3tel1)" -v b="$(per tg3)" 'BEGIN { printf "%.3f", a / b }') |
 
 | routes in the config | 3 tiers, instructions / request |
 |---:|---:|

@@ -150,7 +150,9 @@ async fn main() {
     let usages = (rounds * per_report) as f64;
     let cpu = (cpu_ns() - cpu0) as f64 / usages;
     let wall = wall0.elapsed().as_nanos() as f64 / usages;
-    println!("cpu per bucket usage (1,000 a report, memory store): {cpu:.0} ns ({wall:.0} ns wall)");
+    println!(
+        "cpu per bucket usage (1,000 a report, memory store): {cpu:.0} ns ({wall:.0} ns wall)"
+    );
 
     // Memory per bucket held: one stream taking ever more buckets.
     let (rss0, mut held) = (rss_bytes(), per_report);

@@ -41,6 +41,7 @@ pub mod files;
 #[doc(hidden)]
 pub mod fuzz_targets;
 pub mod gateway;
+pub mod grpc_frames;
 pub mod health;
 pub mod json;
 pub mod key;
@@ -59,6 +60,7 @@ pub mod server;
 pub mod spend;
 pub mod store;
 pub mod summary;
+pub mod telemetry;
 pub mod tls;
 pub mod top;
 pub mod workers;

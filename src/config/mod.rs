@@ -11,6 +11,7 @@ mod redact;
 pub mod rlqs;
 pub mod rls;
 pub mod route_index;
+pub mod telemetry;
 
 pub use compile::{compile, load, ADMIN_MAX_CONNECTIONS};
 pub use error::{ConfigError, Located};

@@ -24,6 +24,8 @@ pub struct Config {
     pub routes: Vec<Arc<Route>>,
     /// `[rls]`: Envoy's rate limit service, when configured.
     pub rls: Option<Rls>,
+    /// `[telemetry]`: spans of sampled requests over OTLP.
+    pub telemetry: Option<super::telemetry::Telemetry>,
     /// `[prices.NAME]`, by name.
     pub prices: Vec<Arc<super::Prices>>,
     /// The routes' paths as a trie, so a request finds its route in the time of one walk

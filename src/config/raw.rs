@@ -26,6 +26,8 @@ pub struct RawConfig {
     /// Not spanned: written only as `[[rlqs.buckets]]`, the table is implicit, and toml
     /// gives an implicit table no span.
     pub rlqs: Option<RawRlqs>,
+    /// Spans of sampled requests, exported over OTLP.
+    pub telemetry: Option<S<RawTelemetry>>,
     /// Price tables: `model`, `default` and one row per model name, read in `compile`.
     #[serde(default)]
     pub prices: BTreeMap<String, S<BTreeMap<String, S<toml::Value>>>>,
@@ -253,6 +255,18 @@ pub struct RawRlsRule {
     /// A non-zero `hits_addend` is usage already spent (Envoy's `apply_on_stream_done`
     /// report): charged even over the limit. 0 still checks.
     pub reports: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTelemetry {
+    pub otlp_endpoint: S<String>,
+    /// "grpc" or "http/protobuf"; by default from the port (4318: HTTP, else gRPC).
+    pub otlp_protocol: Option<S<String>>,
+    pub sample_ratio: Option<S<f64>>,
+    pub service_name: Option<S<String>>,
+    #[serde(default)]
+    pub resource: BTreeMap<String, S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -317,15 +317,23 @@ fn shared_state(
     };
     let config_path = config.path.clone();
     let snapshot = Snapshot::build(Arc::new(config), None, &metrics, limiter.keys());
-    Ok(Arc::new(Shared {
+    let (spans, queued) = crate::telemetry::export::Spans::new();
+    let shared = Arc::new(Shared {
         snapshot: ArcSwap::from_pointee(snapshot),
         limiter,
         clock,
-        metrics,
+        metrics: metrics.clone(),
         config_path,
         reload_lock: tokio::sync::Mutex::new(()),
         overrides: Overrides::new(kept),
-    }))
+        spans,
+    });
+    // The exporter reads the `[telemetry]` in effect at each export (a reload moves it)
+    // and ends with the gateway (its queue's sender lives in `Shared`).
+    let weak = Arc::downgrade(&shared);
+    let current = move || weak.upgrade()?.config().telemetry.clone();
+    tokio::spawn(crate::telemetry::export::run(queued, current, metrics));
+    Ok(shared)
 }
 
 /// The start-up log line, and the warnings a running config deserves.

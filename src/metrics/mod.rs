@@ -8,6 +8,7 @@ pub mod labels;
 pub mod rlqs;
 pub mod rls;
 mod sharded;
+pub mod telemetry;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -79,6 +80,7 @@ pub struct Metrics {
     /// The rate limit service's decisions and calls.
     pub rls: rls::RlsFamilies,
     pub rlqs: rlqs::RlqsFamilies,
+    pub telemetry: telemetry::TelemetryFamilies,
 }
 
 /// A family of histograms built by `f`.
@@ -138,6 +140,7 @@ impl Metrics {
             lease_held: registered(&mut registry, "lease_units_held", "Units of leased slices this gateway holds now: at most what a crash would lose", Gauge::default()),
             rls: rls::RlsFamilies::register(&mut registry),
             rlqs: rlqs::RlqsFamilies::register(&mut registry),
+            telemetry: telemetry::TelemetryFamilies::register(&mut registry),
             registry,
         }
     }

@@ -33,6 +33,8 @@ pub struct Trace {
     /// The gateway answered itself (refused, or the upstream failed): a gRPC call's answer
     /// is then rewritten as gRPC.
     pub by_gateway: bool,
+    /// A sampled request's span, as it goes (`[telemetry]`); `None` for every other.
+    pub span: Option<Box<crate::telemetry::span::SpanTrace>>,
 }
 
 impl Trace {
@@ -46,6 +48,7 @@ impl Trace {
             normalized: None,
             key: None,
             by_gateway: false,
+            span: None,
         }
     }
 

@@ -106,7 +106,18 @@ pub async fn admit(
     if let Some(top) = &routed.snapshot.top {
         record_top(top, routed, admission, &view);
     }
-    // The deciding tier's key parts, for a line that will be written.
+    // The deciding tier's key parts, for a line that will be written, and as a keyed hash
+    // for a sampled request's span.
+    if let (Some(_), Some(position), Some(span)) = (&refused, trace.policy, &mut trace.span) {
+        let fleet = shared.limiter.keys().fleet().and_then(|f| f.key());
+        let parts = super::access_log::key_parts(
+            &route.policies[position],
+            &view,
+            crate::config::LogKeys::Hash,
+            fleet.as_deref(),
+        );
+        span.key_hash = Some(parts.join(","));
+    }
     if let (Some(_), Some(position)) = (&refused, trace.policy) {
         let config = &routed.snapshot.config;
         if super::access_log::has_line(config, shared.clock.now_ns()) {

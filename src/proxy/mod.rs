@@ -18,4 +18,5 @@ pub mod response;
 pub mod service;
 pub mod settle;
 pub mod snapshot;
+pub mod spans;
 pub mod tunnel;

@@ -60,6 +60,15 @@ pub async fn handle(
         request_id: req.headers().get(&super::access_log::X_REQUEST_ID).cloned(),
     });
     let mut trace = Trace::new();
+    if let Some(telemetry) = &snapshot.config.telemetry {
+        let now = shared.clock.now_ns();
+        trace.span = crate::telemetry::span::start(telemetry, req.headers(), now).map(Box::new);
+    }
+    // What a sampled request's span names (taken only for one).
+    let asked = trace
+        .span
+        .is_some()
+        .then(|| (req.method().clone(), req.uri().path().to_owned()));
     let mut slots = HeldSlots::new();
     let resp = serve(shared, &snapshot, conn, req, grpc, &mut trace, &mut slots).await;
     if trace.by_gateway {
@@ -77,6 +86,9 @@ pub async fn handle(
         let now = shared.clock.now_ns();
         let line = (head, &trace);
         access_log::write(line, &snapshot.config, &shared.metrics, conn, status, now);
+    }
+    if let (Some(span), Some(asked)) = (trace.span.take(), &asked) {
+        super::spans::export(shared, &snapshot, (&trace, &span), asked, status);
     }
     let resp = if grpc && trace.by_gateway {
         as_grpc(resp, &snapshot, &trace)
@@ -166,8 +178,18 @@ async fn serve(
         ask_trailers: settlement.as_ref().is_some_and(Settlement::reads_trailers),
         key_body,
     };
+    if let Some(span) = trace.span.as_deref_mut() {
+        // The upstream's parent is this request's client span.
+        let traceparent = crate::telemetry::span::upstream_traceparent(span);
+        req.headers_mut()
+            .insert(crate::telemetry::span::TRACEPARENT.clone(), traceparent);
+        span.forward = Some((shared.clock.now_ns(), 0));
+    }
     // A tunnel takes the slots it needs; what it leaves is held until the body is done.
     let forwarded = forward(shared, sent, req, upgrade, slots, uploaded).await;
+    if let Some(span) = trace.span.as_deref_mut() {
+        span.forward = span.forward.map(|(from, _)| (from, shared.clock.now_ns()));
+    }
     trace.by_gateway = forwarded.is_err();
     let answered = (forwarded, settlement, trailers);
     super::respond::describe(&routed, answered, &mut admission).await

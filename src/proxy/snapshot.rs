@@ -124,6 +124,8 @@ pub struct Shared {
     pub reload_lock: tokio::sync::Mutex<()>,
     /// Per-key limits set through the admin API.
     pub overrides: crate::overrides::Overrides,
+    /// Sampled requests' spans, on their way to the OTLP exporter.
+    pub spans: crate::telemetry::export::Spans,
 }
 
 impl Shared {

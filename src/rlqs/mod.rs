@@ -1,12 +1,11 @@
 //! Envoy's quota service (RLQS): `StreamRateLimitQuotas` answered on the `[rls]`
 //! listener. Envoys report their buckets' usage; each report is charged to the bucket's
 //! key and answered with the Envoy's share of the key as a token bucket it enforces on
-//! its own. `stream.rs` speaks the gRPC stream, `frames.rs` cuts its messages,
+//! its own. `stream.rs` speaks the gRPC stream (`grpc_frames` cuts its messages),
 //! `assign.rs` turns a usage into an action, `holders.rs` knows which Envoys share which
 //! key, `share.rs` is the arithmetic of a share, `proto.rs` the messages.
 
 pub mod assign;
-pub mod frames;
 pub mod holders;
 pub mod proto;
 pub mod share;

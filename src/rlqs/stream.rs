@@ -16,9 +16,9 @@ use prost::Message;
 use tokio::sync::{mpsc, watch};
 
 use super::assign::Stream;
-use super::frames::{frame, Frames};
 use super::holders::Holders;
 use super::proto::{BucketAction, RateLimitQuotaResponse, RateLimitQuotaUsageReports};
+use crate::grpc_frames::{frame, Frames};
 use crate::proxy::grpc::{is_call, set_status, Code};
 use crate::proxy::snapshot::Shared;
 use crate::reply::{Body, BoxError};

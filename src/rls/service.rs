@@ -160,7 +160,10 @@ async fn answer(
     } else {
         shared.metrics.rls.calls.ok.inc();
     }
-    Ok((ok(frame(&response.encode_to_vec())), over))
+    Ok((
+        ok(crate::grpc_frames::frame(&response.encode_to_vec())),
+        over,
+    ))
 }
 
 /// The call's message: the one method, gRPC, read whole within `body_read_timeout` and
@@ -244,18 +247,6 @@ fn unframe(mut bytes: Bytes) -> Result<Bytes, Failed> {
         ));
     }
     Ok(bytes)
-}
-
-fn frame(message: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(message.len() + 5);
-    out.push(0);
-    out.extend_from_slice(
-        &u32::try_from(message.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
-    out.extend_from_slice(message);
-    out.into()
 }
 
 /// The message, then `grpc-status: 0` in trailers.

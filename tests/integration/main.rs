@@ -68,6 +68,7 @@ mod spend_race;
 mod store_calls;
 mod store_health;
 mod store_outage;
+mod telemetry;
 mod tls;
 mod tls_names;
 mod top;

@@ -27,6 +27,7 @@ mod runtime;
 mod server;
 mod settle;
 mod store;
+mod telemetry;
 mod upstreams;
 mod values;
 use super::model::*;
@@ -241,6 +242,10 @@ impl Compiler {
         if let (Some(store), true) = (&store, !policies.is_empty()) {
             self.check_store_holds(store, &policies, &raw_policy_spans);
         }
+        let telemetry = match &raw.telemetry {
+            Some(t) => Some(self.telemetry(t)?),
+            None => None,
+        };
         let route_index =
             crate::config::route_index::RouteIndex::new(routes.iter().map(|r| r.path.as_str()));
         Some(Config {
@@ -252,6 +257,7 @@ impl Compiler {
             policies: policies.into_values().collect(),
             routes,
             rls,
+            telemetry,
             prices: self.prices.values().cloned().collect(),
             warnings: Vec::new(),
         })

@@ -1,5 +1,7 @@
-//! gRPC's length-prefixed messages on a stream: a flag byte (0: not compressed), a 4-byte
-//! big-endian length, the message. Bytes arrive in any split; messages come out whole.
+//! gRPC's length-prefixed messages: a flag byte (0: not compressed), a 4-byte big-endian
+//! length, the message. Written by every gRPC front door and client of the crate (the
+//! rate limit service, the quota service's streams, the OTLP exporter); read from a
+//! stream whose bytes arrive in any split, messages out whole.
 
 use bytes::{Buf, Bytes, BytesMut};
 

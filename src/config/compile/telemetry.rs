@@ -1,0 +1,82 @@
+//! `[telemetry]`: the OTLP endpoint, its protocol, the sampling ratio, the resource.
+
+use super::*;
+use crate::config::raw::RawTelemetry;
+use crate::config::telemetry::{OtlpProtocol, Telemetry};
+
+impl Compiler {
+    pub(super) fn telemetry(&mut self, raw: &S<RawTelemetry>) -> Option<Telemetry> {
+        let raw = raw.get_ref();
+        let endpoint = self.otlp_endpoint(&raw.otlp_endpoint);
+        let protocol = match &raw.otlp_protocol {
+            Some(p) => self.choice(
+                &Some(p.clone()),
+                &[
+                    ("grpc", OtlpProtocol::Grpc),
+                    ("http/protobuf", OtlpProtocol::HttpProtobuf),
+                ],
+                OtlpProtocol::Grpc,
+                "otlp_protocol",
+            ),
+            None => endpoint.as_ref().map(|(_, port, _)| match port {
+                4318 => OtlpProtocol::HttpProtobuf,
+                _ => OtlpProtocol::Grpc,
+            }),
+        };
+        let sample_ratio = match &raw.sample_ratio {
+            Some(r) if (0.0..=1.0).contains(r.get_ref()) => Some(*r.get_ref()),
+            Some(r) => {
+                self.error(
+                    r.span(),
+                    format!("sample_ratio {} is not between 0 and 1", r.get_ref()),
+                    Some("0.01 samples one request in a hundred; a sampled traceparent is always followed".to_owned()),
+                );
+                None
+            }
+            None => Some(0.01),
+        };
+        let service_name = raw
+            .service_name
+            .as_ref()
+            .map_or_else(|| "tollgate".to_owned(), |s| s.get_ref().clone());
+        let resource = raw
+            .resource
+            .iter()
+            .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+            .collect();
+        let (host, port, base_path) = endpoint?;
+        Some(Telemetry {
+            host,
+            port,
+            base_path,
+            protocol: protocol?,
+            sample_ratio: sample_ratio?,
+            service_name,
+            resource,
+        })
+    }
+
+    /// `http://HOST:PORT[/PATH]`: a collector beside the gateway (an agent or sidecar).
+    fn otlp_endpoint(&mut self, raw: &S<String>) -> Option<(String, u16, String)> {
+        let hint = || {
+            Some("write the collector's address, e.g. \"http://127.0.0.1:4317\" (OTLP/gRPC) or \"http://127.0.0.1:4318\" (OTLP/HTTP); TLS to the collector is not supported: run a collector beside the gateway".to_owned())
+        };
+        let uri: Option<http::Uri> = raw.get_ref().parse().ok();
+        let Some(uri) = uri.filter(|u| u.scheme_str() == Some("http") && u.host().is_some()) else {
+            self.error(
+                raw.span(),
+                format!("otlp_endpoint `{}` is not an http:// URL", raw.get_ref()),
+                hint(),
+            );
+            return None;
+        };
+        let host = uri
+            .host()
+            .unwrap_or_default()
+            .trim_matches(['[', ']'])
+            .to_owned();
+        let port = uri.port_u16().unwrap_or(4317);
+        let path = uri.path().trim_end_matches('/').to_owned();
+        Some((host, port, path))
+    }
+}

@@ -1,0 +1,161 @@
+//! A sampled request's spans: what its trace recorded turned into OTLP spans — the
+//! server span (the HTTP semantic conventions' attributes and tollgate's decision) and,
+//! when it was forwarded, the client span of the upstream call, whose id the upstream
+//! received as its parent in `traceparent`.
+
+use http::HeaderMap;
+
+use super::context;
+use super::proto::{KeyValue, Span, SpanKind, Status, StatusCode, Value};
+use super::sampler::{self, Ratio, Sampled};
+use crate::config::telemetry::Telemetry;
+
+/// `traceparent`, the W3C header.
+pub static TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+
+/// What a sampled request's spans are made from, filled as the request goes.
+#[derive(Debug, Clone)]
+pub struct SpanTrace {
+    pub sampled: Sampled,
+    /// The upstream call's span: the parent the upstream is told of.
+    pub client_span: [u8; 8],
+    /// Clock readings (the monotonic clock's ns).
+    pub started_ns: u64,
+    pub forward: Option<(u64, u64)>,
+    /// The refusing tier's key, as a keyed hash.
+    pub key_hash: Option<String>,
+}
+
+/// The request's trace when `telemetry` samples it, given its headers (its caller's
+/// `traceparent`); `None` builds nothing for it.
+pub fn start(telemetry: &Telemetry, headers: &HeaderMap, now_ns: u64) -> Option<SpanTrace> {
+    let parent = headers
+        .get(&TRACEPARENT)
+        .and_then(|v| context::parse(v.as_bytes()));
+    let sampled = sampler::sample(parent, Ratio::new(telemetry.sample_ratio))?;
+    Some(SpanTrace {
+        sampled,
+        client_span: sampler::span_id(),
+        started_ns: now_ns,
+        forward: None,
+        key_hash: None,
+    })
+}
+
+/// The `traceparent` the upstream gets: this request's trace, the client span as parent.
+pub fn upstream_traceparent(trace: &SpanTrace) -> http::HeaderValue {
+    context::format(&trace.sampled.trace_id, &trace.client_span, true)
+}
+
+/// How a request ended, for its spans.
+pub struct Ended<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    /// The route's name and path prefix.
+    pub route: Option<(&'a str, &'a str)>,
+    pub status: u16,
+    pub decision: &'a str,
+    pub policy: Option<&'a str>,
+    pub retry_after_ms: Option<u64>,
+    pub upstream: Option<&'a str>,
+    /// The clock reading it ended at.
+    pub ended_ns: u64,
+}
+
+/// The server span and, when the request was forwarded, the client span; `unix` turns a
+/// clock reading into Unix ns.
+pub fn spans(trace: &SpanTrace, ended: &Ended<'_>, unix: impl Fn(u64) -> u64) -> Vec<Span> {
+    let s = &trace.sampled;
+    let mut attributes = vec![
+        KeyValue::new(
+            "http.request.method",
+            Value::String(ended.method.to_owned()),
+        ),
+        KeyValue::new("url.path", Value::String(ended.path.to_owned())),
+        KeyValue::new(
+            "http.response.status_code",
+            Value::Int(i64::from(ended.status)),
+        ),
+        KeyValue::new(
+            "tollgate.decision",
+            Value::String(ended.decision.to_owned()),
+        ),
+    ];
+    if let Some((name, path)) = ended.route {
+        attributes.push(KeyValue::new("http.route", Value::String(path.to_owned())));
+        attributes.push(KeyValue::new(
+            "tollgate.route",
+            Value::String(name.to_owned()),
+        ));
+    }
+    if let Some(policy) = ended.policy {
+        attributes.push(KeyValue::new(
+            "tollgate.policy",
+            Value::String(policy.to_owned()),
+        ));
+    }
+    if let Some(ms) = ended.retry_after_ms {
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        attributes.push(KeyValue::new("tollgate.retry_after_ms", Value::Int(ms)));
+    }
+    if let Some(hash) = &trace.key_hash {
+        attributes.push(KeyValue::new(
+            "tollgate.key_hash",
+            Value::String(hash.clone()),
+        ));
+    }
+    let error = ended.status >= 500;
+    let server = Span {
+        trace_id: s.trace_id.to_vec(),
+        span_id: s.span_id.to_vec(),
+        parent_span_id: s.parent_id.map(|p| p.to_vec()).unwrap_or_default(),
+        name: match ended.route {
+            Some((_, path)) => format!("{} {path}", ended.method),
+            None => ended.method.to_owned(),
+        },
+        kind: SpanKind::Server as i32,
+        start_time_unix_nano: unix(trace.started_ns),
+        end_time_unix_nano: unix(ended.ended_ns),
+        attributes,
+        status: error.then(|| Status {
+            message: String::new(),
+            code: StatusCode::Error as i32,
+        }),
+        // W3C flags (sampled), then "is_remote is known" and whether the parent is remote.
+        flags: 0x01 | 0x100 | u32::from(s.parent_id.is_some()) << 9,
+        trace_state: String::new(),
+    };
+    let mut out = vec![server];
+    if let Some((from, to)) = trace.forward {
+        let mut attributes = vec![
+            KeyValue::new(
+                "http.request.method",
+                Value::String(ended.method.to_owned()),
+            ),
+            KeyValue::new(
+                "http.response.status_code",
+                Value::Int(i64::from(ended.status)),
+            ),
+        ];
+        if let Some(upstream) = ended.upstream {
+            attributes.push(KeyValue::new(
+                "tollgate.upstream",
+                Value::String(upstream.to_owned()),
+            ));
+        }
+        out.push(Span {
+            trace_id: s.trace_id.to_vec(),
+            span_id: trace.client_span.to_vec(),
+            parent_span_id: s.span_id.to_vec(),
+            name: ended.method.to_owned(),
+            kind: SpanKind::Client as i32,
+            start_time_unix_nano: unix(from),
+            end_time_unix_nano: unix(to),
+            attributes,
+            status: None,
+            flags: 0x01 | 0x100,
+            trace_state: String::new(),
+        });
+    }
+    out
+}
