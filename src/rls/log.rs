@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 
 use super::decide::{Decided, Matched};
 use super::proto::RateLimitRequest;
-use crate::config::{AccessLog, Config};
+use crate::config::rls::RlsRule;
+use crate::config::{AccessLog, Config, LogKeys};
 use crate::proxy::access_log::{logged_part, take_line};
 use crate::proxy::snapshot::Shared;
 use crate::reply::ceil_millis;
@@ -39,22 +40,8 @@ pub fn write(
     if !take_line(config, &shared.metrics, now) {
         return;
     }
-    let rls = config.rls.as_ref();
-    let refusing = ended.refusing.zip(ended.decided);
-    let rule = refusing.and_then(|(i, d)| match d.matched.get(i)? {
-        Matched::Rule(r) => rls?.rules.get(*r),
-        Matched::Unmatched(_) => None,
-    });
-    let key: Vec<String> = match (rule, refusing, call) {
-        (Some(rule), Some((i, _)), Some(call)) => {
-            let fleet = shared.limiter.keys().fleet().and_then(|f| f.key());
-            let values = call.descriptors[i].entries.iter().map(|e| e.value.as_str());
-            rule.key_parts(values)
-                .map(|p| logged_part(p, server.log_keys, fleet.as_deref()))
-                .collect()
-        }
-        _ => Vec::new(),
-    };
+    let rule = refusing_rule(config, ended);
+    let key = refusing_key(shared, (rule, call, ended), server.log_keys);
     let wait_ns = ended.decided.map_or(0, |d| d.admission.wait_ns());
     tracing::info!(
         target: "tollgate::access",
@@ -69,4 +56,55 @@ pub fn write(
         wait_ms = if ended.decision == "over_limit" { ceil_millis(wait_ns) } else { 0 },
         elapsed_ms = now.saturating_sub(started) / 1_000_000,
     );
+}
+
+/// The rule of the first refusing descriptor.
+fn refusing_rule<'a>(config: &'a Config, ended: &Ended<'_>) -> Option<&'a RlsRule> {
+    let refusing = ended.refusing.zip(ended.decided)?;
+    match refusing.1.matched.get(refusing.0)? {
+        Matched::Rule(r) => config.rls.as_ref()?.rules.get(*r),
+        Matched::Unmatched(_) => None,
+    }
+}
+
+/// The refusing descriptor's key parts, as `log_keys` writes them.
+fn refusing_key(
+    shared: &Shared,
+    (rule, call, ended): (Option<&RlsRule>, Option<&RateLimitRequest>, &Ended<'_>),
+    log_keys: LogKeys,
+) -> Vec<String> {
+    let (Some(rule), Some(i), Some(call)) = (rule, ended.refusing, call) else {
+        return Vec::new();
+    };
+    let fleet = shared.limiter.keys().fleet().and_then(|f| f.key());
+    let values = call.descriptors[i].entries.iter().map(|e| e.value.as_str());
+    rule.key_parts(values)
+        .map(|p| logged_part(p, log_keys, fleet.as_deref()))
+        .collect()
+}
+
+/// A sampled call's span, rendered from the same end as its line.
+pub fn export_span(
+    shared: &Shared,
+    config: &Config,
+    (call, ended): (Option<&RateLimitRequest>, &Ended<'_>),
+    mut span: crate::telemetry::span::SpanTrace,
+) {
+    let rule = refusing_rule(config, ended);
+    let over = ended.decision == "over_limit";
+    if over {
+        span.key_hash = Some(refusing_key(shared, (rule, call, ended), LogKeys::Hash).join(","));
+    }
+    let wait = ended.decided.map_or(0, |d| d.admission.wait_ns());
+    let clock = &*shared.clock;
+    let unix = |ns| clock.unix_ns_at(ns);
+    let method = super::proto::SHOULD_RATE_LIMIT.trim_start_matches('/');
+    let outcome = (
+        ended.decision,
+        rule.filter(|_| over).map(RlsRule::limit_name),
+        over.then(|| ceil_millis(wait)),
+    );
+    let exported =
+        crate::telemetry::span::rpc_span(&span, method, outcome, (clock.now_ns(), &unix));
+    shared.spans.push(exported, &shared.metrics.telemetry);
 }

@@ -35,6 +35,12 @@ pub async fn handle(
 ) -> Result<Response<Body>, std::convert::Infallible> {
     let started = shared.clock.now_ns();
     let snapshot = shared.current();
+    // Envoy passes its trace in the call's metadata: a sampled call gets a span.
+    let span = snapshot
+        .config
+        .telemetry
+        .as_ref()
+        .and_then(|t| crate::telemetry::span::start(t, req.headers(), started));
     let mut call = Call::default();
     // Boxed: the call's decision and the limiter's futures are kilobytes, and the
     // connection moves this future as it polls it.
@@ -72,6 +78,9 @@ pub async fn handle(
         peer,
         started,
     );
+    if let Some(span) = span {
+        super::log::export_span(&shared, config, (call.request.as_ref(), &ended), span);
+    }
     Ok(response)
 }
 

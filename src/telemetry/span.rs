@@ -159,3 +159,50 @@ pub fn spans(trace: &SpanTrace, ended: &Ended<'_>, unix: impl Fn(u64) -> u64) ->
     }
     out
 }
+
+/// A gRPC call's server span (the rate limit service's): `method` as
+/// `package.Service/Method`, the decision and, for a refusal, the policy and its wait.
+pub fn rpc_span(
+    trace: &SpanTrace,
+    method: &str,
+    (decision, policy, retry_after_ms): (&str, Option<&str>, Option<u64>),
+    (ended_ns, unix): (u64, &dyn Fn(u64) -> u64),
+) -> Span {
+    let s = &trace.sampled;
+    let (service, name) = method.split_once('/').unwrap_or((method, ""));
+    let mut attributes = vec![
+        KeyValue::new("rpc.system", Value::String("grpc".to_owned())),
+        KeyValue::new("rpc.service", Value::String(service.to_owned())),
+        KeyValue::new("rpc.method", Value::String(name.to_owned())),
+        KeyValue::new("tollgate.decision", Value::String(decision.to_owned())),
+    ];
+    if let Some(policy) = policy {
+        attributes.push(KeyValue::new(
+            "tollgate.policy",
+            Value::String(policy.to_owned()),
+        ));
+    }
+    if let Some(ms) = retry_after_ms {
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        attributes.push(KeyValue::new("tollgate.retry_after_ms", Value::Int(ms)));
+    }
+    if let Some(hash) = &trace.key_hash {
+        attributes.push(KeyValue::new(
+            "tollgate.key_hash",
+            Value::String(hash.clone()),
+        ));
+    }
+    Span {
+        trace_id: s.trace_id.to_vec(),
+        span_id: s.span_id.to_vec(),
+        parent_span_id: s.parent_id.map(|p| p.to_vec()).unwrap_or_default(),
+        name: method.to_owned(),
+        kind: SpanKind::Server as i32,
+        start_time_unix_nano: unix(trace.started_ns),
+        end_time_unix_nano: unix(ended_ns),
+        attributes,
+        status: None,
+        flags: 0x01 | 0x100 | u32::from(s.parent_id.is_some()) << 9,
+        trace_state: String::new(),
+    }
+}

@@ -4,7 +4,8 @@
 //! spans to the upstream, over HTTP/1.1 and HTTP/2; a refusal's span naming the policy,
 //! the wait and the key as a hash; unsampled requests building nothing and passing
 //! `traceparent` unchanged; a ratio of one over OTLP/HTTP after a reload; a dead
-//! collector costing requests nothing.
+//! collector costing requests nothing; a rate limit service call's span from its
+//! metadata's `traceparent`.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -288,4 +289,45 @@ async fn a_dead_collector_costs_requests_nothing_and_its_spans_are_counted_dropp
     })
     .await;
     assert!(counted, "20 spans counted dropped");
+}
+
+#[tokio::test]
+#[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
+async fn a_traced_rate_limit_service_call_exports_its_span_with_the_refusing_policy() {
+    let receiver = Receiver::start().await;
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .policy("tenant", "header:x-tenant", 1, "1h", 1)
+        .raw(format!(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n\
+             [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\n",
+            receiver.grpc
+        ))
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut client = RlsClient::connect(gw.rls.expect("rls")).await;
+    for (i, expected) in ["ok", "over_limit"].iter().enumerate() {
+        let trace = format!("{}{i:02x}", &CALLER_TRACE[..30]);
+        let mut req = tonic::Request::new(RlsRequest {
+            domain: "edge".into(),
+            descriptors: vec![descriptor(&[("tenant", "acme")])],
+            hits_addend: 0,
+        });
+        let caller = traceparent(&trace, "00f067aa0ba902b7", "01");
+        req.metadata_mut()
+            .insert("traceparent", caller.parse().expect("ascii"));
+        client.call_with(req).await.expect("answered");
+        let spans = receiver.trace(&trace, 1).await;
+        let a = &spans[0]["attributes"];
+        assert_eq!(spans[0]["parent"], "00f067aa0ba902b7");
+        assert_eq!(a["rpc.method"], "ShouldRateLimit");
+        assert_eq!(a["tollgate.decision"], *expected, "{a}");
+        if *expected == "over_limit" {
+            assert_eq!(a["tollgate.policy"], "tenant");
+            assert!(a["tollgate.retry_after_ms"].as_i64() > Some(0));
+            assert!(a["tollgate.key_hash"]
+                .as_str()
+                .is_some_and(|h| !h.contains("acme")));
+        }
+    }
 }

@@ -168,12 +168,17 @@ impl RlsClient {
     }
 
     pub async fn call(&mut self, req: RlsRequest) -> Result<RlsResponse, Status> {
+        self.call_with(Request::new(req)).await
+    }
+
+    /// A call with the metadata `req` carries (a `traceparent`, say).
+    pub async fn call_with(&mut self, req: Request<RlsRequest>) -> Result<RlsResponse, Status> {
         self.grpc.ready().await.expect("channel ready");
         let path = PathAndQuery::from_static(
             "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
         );
         self.grpc
-            .unary(Request::new(req), path, ProstCodec::default())
+            .unary(req, path, ProstCodec::default())
             .await
             .map(tonic::Response::into_inner)
     }
