@@ -1,6 +1,7 @@
 //! Configuration in two stages: `raw` mirrors the TOML, `compile` validates it into
 //! the immutable `model` (with its `policy` types) that the gateway runs on.
 
+mod admin_token;
 pub mod compile;
 pub mod error;
 pub mod model;
@@ -13,6 +14,7 @@ pub mod rls;
 pub mod route_index;
 pub mod telemetry;
 
+pub use admin_token::AdminToken;
 pub use compile::{compile, load, ADMIN_MAX_CONNECTIONS};
 pub use error::{ConfigError, Located};
 pub use model::*;

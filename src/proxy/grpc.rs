@@ -129,6 +129,14 @@ pub fn set_status(headers: &mut HeaderMap, code: Code, message: &str) {
     }
 }
 
+/// A trailers-only error: status and message in the headers, no body (a gRPC service's
+/// answer to a call it does not take: the rate limit and quota services').
+pub fn trailers_only(code: Code, message: &str) -> Response<Body> {
+    let mut resp = Response::new(crate::reply::empty());
+    set_status(resp.headers_mut(), code, message);
+    resp
+}
+
 /// `grpc-message`'s encoding: printable ASCII but `%` as is, every other byte `%XX`.
 fn percent_encode(text: &str) -> String {
     use std::fmt::Write as _;

@@ -19,7 +19,7 @@ use super::assign::Stream;
 use super::holders::Holders;
 use super::proto::{BucketAction, RateLimitQuotaResponse, RateLimitQuotaUsageReports};
 use crate::grpc_frames::{frame, Frames};
-use crate::proxy::grpc::{is_call, set_status, Code};
+use crate::proxy::grpc::{is_call, set_status, trailers_only, Code};
 use crate::proxy::snapshot::Shared;
 use crate::reply::{Body, BoxError};
 
@@ -38,7 +38,7 @@ pub fn handle(
     req: Request<Incoming>,
 ) -> Response<Body> {
     if !is_call(req.headers()) {
-        return crate::rls::service::error(
+        return trailers_only(
             Code::InvalidArgument,
             "content-type must be application/grpc",
         );

@@ -20,6 +20,38 @@ pub const RLS_MAX_CONNECTIONS: usize = 4096;
 /// Calls one connection may have in flight: Envoy multiplexes its calls on few.
 const RLS_MAX_STREAMS: u32 = 1024;
 
+/// What the listener's calls are answered with: the rate limit service's unary calls and
+/// the quota service's streams.
+#[derive(Clone)]
+struct Services {
+    shared: Arc<Shared>,
+    /// Calls in flight, every connection's.
+    in_flight: Arc<Semaphore>,
+    /// Which Envoys hold which keys' quota shares: the listener's, across connections.
+    holders: Arc<crate::rlqs::holders::Holders>,
+    /// Ends the quota streams at shutdown.
+    ending: watch::Receiver<bool>,
+}
+
+impl Services {
+    async fn answer(
+        self,
+        peer: std::net::SocketAddr,
+        req: hyper::Request<hyper::body::Incoming>,
+    ) -> Result<hyper::Response<crate::reply::Body>, std::convert::Infallible> {
+        if req.uri().path() == crate::rlqs::proto::STREAM_RATE_LIMIT_QUOTAS {
+            let (holders, ending) = (self.holders, self.ending);
+            return Ok(crate::rlqs::stream::handle(
+                self.shared,
+                holders,
+                ending,
+                req,
+            ));
+        }
+        super::service::handle(self.shared, self.in_flight, peer, req).await
+    }
+}
+
 /// Serves rate limit service connections until `shutdown` flips, then drains them.
 pub async fn serve(
     listener: TcpListener,
@@ -31,8 +63,12 @@ pub async fn serve(
     // at once, so parked calls cannot grow memory without bound.
     let in_flight = Arc::new(Semaphore::new(shared.config().server.max_requests));
     let graceful = GracefulShutdown::new();
-    // Which Envoys hold which keys' quota shares: the listener's, across connections.
-    let holders = Arc::new(crate::rlqs::holders::Holders::default());
+    let services = Services {
+        shared: shared.clone(),
+        in_flight,
+        holders: Arc::default(),
+        ending: shutdown.clone(),
+    };
     let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     http.timer(TokioTimer::new())
         .max_concurrent_streams(RLS_MAX_STREAMS)
@@ -54,20 +90,9 @@ pub async fn serve(
             config.server.header_read_timeout,
             config.server.send_timeout,
         );
-        let (shared, http, watcher) = (shared.clone(), http.clone(), graceful.watcher());
-        let in_flight = in_flight.clone();
-        let (holders, ending) = (holders.clone(), shutdown.clone());
+        let (services, http, watcher) = (services.clone(), http.clone(), graceful.watcher());
         tokio::spawn(async move {
-            let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let (shared, in_flight) = (shared.clone(), in_flight.clone());
-                let (holders, ending) = (holders.clone(), ending.clone());
-                async move {
-                    if req.uri().path() == crate::rlqs::proto::STREAM_RATE_LIMIT_QUOTAS {
-                        return Ok(crate::rlqs::stream::handle(shared, holders, ending, req));
-                    }
-                    super::service::handle(shared, in_flight, peer, req).await
-                }
-            });
+            let svc = service_fn(move |req| services.clone().answer(peer, req));
             match tls {
                 Some(cfg) => {
                     let Some(stream) = handshake(stream, cfg).await else {

@@ -16,7 +16,7 @@ use super::decide::{decide, Decided, Matched};
 use super::proto::{RateLimitRequest, SHOULD_RATE_LIMIT};
 use super::render;
 use crate::metrics::rls::RlsRuleCounters;
-use crate::proxy::grpc::{is_call, set_status, Code};
+use crate::proxy::grpc::{is_call, trailers_only, Code};
 use crate::proxy::snapshot::{Shared, Snapshot};
 use crate::reply::Body;
 use crate::store::{Counted, Outcome};
@@ -62,7 +62,7 @@ pub async fn handle(
                 Code::ResourceExhausted => calls.resource_exhausted.inc(),
                 _ => calls.invalid_argument.inc(),
             };
-            (error(status, &why), word(status))
+            (trailers_only(status, &why), word(status))
         }
     };
     let ended = super::log::Ended {
@@ -269,13 +269,6 @@ fn ok(message: Bytes) -> Response<Body> {
     let mut resp = Response::new(body);
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    resp
-}
-
-/// A trailers-only error: status and message in the headers, no body.
-pub fn error(code: Code, message: &str) -> Response<Body> {
-    let mut resp = Response::new(crate::reply::empty());
-    set_status(resp.headers_mut(), code, message);
     resp
 }
 

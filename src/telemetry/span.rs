@@ -66,6 +66,36 @@ pub struct Ended<'a> {
 /// clock reading into Unix ns.
 pub fn spans(trace: &SpanTrace, ended: &Ended<'_>, unix: impl Fn(u64) -> u64) -> Vec<Span> {
     let s = &trace.sampled;
+    let error = ended.status >= 500;
+    let server = Span {
+        trace_id: s.trace_id.to_vec(),
+        span_id: s.span_id.to_vec(),
+        parent_span_id: s.parent_id.map(|p| p.to_vec()).unwrap_or_default(),
+        name: match ended.route {
+            Some((_, path)) => format!("{} {path}", ended.method),
+            None => ended.method.to_owned(),
+        },
+        kind: SpanKind::Server as i32,
+        start_time_unix_nano: unix(trace.started_ns),
+        end_time_unix_nano: unix(ended.ended_ns),
+        attributes: server_attributes(trace, ended),
+        status: error.then(|| Status {
+            message: String::new(),
+            code: StatusCode::Error as i32,
+        }),
+        // W3C flags (sampled), then "is_remote is known" and whether the parent is remote.
+        flags: 0x01 | 0x100 | u32::from(s.parent_id.is_some()) << 9,
+        trace_state: String::new(),
+    };
+    let mut out = vec![server];
+    if let Some((from, to)) = trace.forward {
+        out.push(client_span(trace, ended, (unix(from), unix(to))));
+    }
+    out
+}
+
+/// The server span's attributes: the HTTP conventions' and the decision's.
+fn server_attributes(trace: &SpanTrace, ended: &Ended<'_>) -> Vec<KeyValue> {
     let mut attributes = vec![
         KeyValue::new(
             "http.request.method",
@@ -88,13 +118,23 @@ pub fn spans(trace: &SpanTrace, ended: &Ended<'_>, unix: impl Fn(u64) -> u64) ->
             Value::String(name.to_owned()),
         ));
     }
-    if let Some(policy) = ended.policy {
+    refusal_attributes(&mut attributes, trace, (ended.policy, ended.retry_after_ms));
+    attributes
+}
+
+/// A refusal's policy, wait and hashed key.
+fn refusal_attributes(
+    attributes: &mut Vec<KeyValue>,
+    trace: &SpanTrace,
+    (policy, retry_after_ms): (Option<&str>, Option<u64>),
+) {
+    if let Some(policy) = policy {
         attributes.push(KeyValue::new(
             "tollgate.policy",
             Value::String(policy.to_owned()),
         ));
     }
-    if let Some(ms) = ended.retry_after_ms {
+    if let Some(ms) = retry_after_ms {
         let ms = i64::try_from(ms).unwrap_or(i64::MAX);
         attributes.push(KeyValue::new("tollgate.retry_after_ms", Value::Int(ms)));
     }
@@ -104,60 +144,40 @@ pub fn spans(trace: &SpanTrace, ended: &Ended<'_>, unix: impl Fn(u64) -> u64) ->
             Value::String(hash.clone()),
         ));
     }
-    let error = ended.status >= 500;
-    let server = Span {
-        trace_id: s.trace_id.to_vec(),
-        span_id: s.span_id.to_vec(),
-        parent_span_id: s.parent_id.map(|p| p.to_vec()).unwrap_or_default(),
-        name: match ended.route {
-            Some((_, path)) => format!("{} {path}", ended.method),
-            None => ended.method.to_owned(),
-        },
-        kind: SpanKind::Server as i32,
-        start_time_unix_nano: unix(trace.started_ns),
-        end_time_unix_nano: unix(ended.ended_ns),
-        attributes,
-        status: error.then(|| Status {
-            message: String::new(),
-            code: StatusCode::Error as i32,
-        }),
-        // W3C flags (sampled), then "is_remote is known" and whether the parent is remote.
-        flags: 0x01 | 0x100 | u32::from(s.parent_id.is_some()) << 9,
-        trace_state: String::new(),
-    };
-    let mut out = vec![server];
-    if let Some((from, to)) = trace.forward {
-        let mut attributes = vec![
-            KeyValue::new(
-                "http.request.method",
-                Value::String(ended.method.to_owned()),
-            ),
-            KeyValue::new(
-                "http.response.status_code",
-                Value::Int(i64::from(ended.status)),
-            ),
-        ];
-        if let Some(upstream) = ended.upstream {
-            attributes.push(KeyValue::new(
-                "tollgate.upstream",
-                Value::String(upstream.to_owned()),
-            ));
-        }
-        out.push(Span {
-            trace_id: s.trace_id.to_vec(),
-            span_id: trace.client_span.to_vec(),
-            parent_span_id: s.span_id.to_vec(),
-            name: ended.method.to_owned(),
-            kind: SpanKind::Client as i32,
-            start_time_unix_nano: unix(from),
-            end_time_unix_nano: unix(to),
-            attributes,
-            status: None,
-            flags: 0x01 | 0x100,
-            trace_state: String::new(),
-        });
+}
+
+/// The upstream call's span, from `from` to `to` (Unix ns), the server span its parent.
+fn client_span(trace: &SpanTrace, ended: &Ended<'_>, (from, to): (u64, u64)) -> Span {
+    let s = &trace.sampled;
+    let mut attributes = vec![
+        KeyValue::new(
+            "http.request.method",
+            Value::String(ended.method.to_owned()),
+        ),
+        KeyValue::new(
+            "http.response.status_code",
+            Value::Int(i64::from(ended.status)),
+        ),
+    ];
+    if let Some(upstream) = ended.upstream {
+        attributes.push(KeyValue::new(
+            "tollgate.upstream",
+            Value::String(upstream.to_owned()),
+        ));
     }
-    out
+    Span {
+        trace_id: s.trace_id.to_vec(),
+        span_id: trace.client_span.to_vec(),
+        parent_span_id: s.span_id.to_vec(),
+        name: ended.method.to_owned(),
+        kind: SpanKind::Client as i32,
+        start_time_unix_nano: from,
+        end_time_unix_nano: to,
+        attributes,
+        status: None,
+        flags: 0x01 | 0x100,
+        trace_state: String::new(),
+    }
 }
 
 /// A gRPC call's server span (the rate limit service's): `method` as

@@ -15,11 +15,13 @@ use super::error::{locate, ConfigError, Problem};
 
 mod hints;
 mod logging;
+mod names;
 mod policies;
 mod policy_lints;
 mod prices;
 mod quotas;
 mod ratelimit_yaml;
+use names::valid_name;
 mod rlqs;
 mod rls;
 mod routes;
@@ -30,6 +32,7 @@ mod store;
 mod telemetry;
 mod upstreams;
 mod values;
+use super::admin_token::AdminToken;
 use super::model::*;
 use super::policy::*;
 use super::prices::Prices;
@@ -263,29 +266,6 @@ impl Compiler {
         })
     }
 
-    /// Every policy, upstream and route name must be usable unescaped (see [`valid_name`]).
-    fn check_names(
-        &mut self,
-        policies: &BTreeMap<String, S<RawPolicy>>,
-        upstreams: &BTreeMap<String, S<RawUpstream>>,
-        routes: &[S<RawRoute>],
-    ) {
-        for (kind, name, span) in policies
-            .iter()
-            .map(|(n, p)| ("policy", n, p.span()))
-            .chain(upstreams.iter().map(|(n, u)| ("upstream", n, u.span())))
-            .chain(
-                routes
-                    .iter()
-                    .map(|r| ("route", r.get_ref().name.get_ref(), r.get_ref().name.span())),
-            )
-        {
-            if !valid_name(name) {
-                self.error(span, format!("{kind} name `{name}` has characters that cannot go into headers, JSON and metric labels unescaped"), Some("use letters, digits and _ . : - only".to_owned()));
-            }
-        }
-    }
-
     /// The routes, each named once, in match order: longest path first, then
     /// host-specific, then method-specific, then as written.
     fn routes(
@@ -363,14 +343,6 @@ impl Compiler {
             }
         }
     }
-}
-
-/// Names appear in headers (`RateLimit-Policy: "name"`), JSON bodies and metric labels.
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b))
 }
 
 /// "did you mean …" for a misspelt name.
