@@ -1,133 +1,21 @@
-//! The fleet under Redis faults, through real Redis processes: a failover moves every
-//! gateway off the replaced master, a restart is seen, a call that runs after its
+//! The fleet under Redis faults, through real Redis processes (a Sentinel failover:
+//! `failover.rs`): a restart is seen, a call that runs after its
 //! request was answered charges nothing, `on_error = "local"` enforces a share, a dead
 //! Cluster master costs only its own slots, `replica_ack` waits for the replicas, and a
 //! gateway killed with a leased slice loses at most that slice.
 //! (bench/faults.sh measures the bound over longer runs.)
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::lease::leased;
 use crate::support::*;
 
 const SECRET: &str = "the-fleet-secret-for-fault-tests";
 
-fn store(backend: &str, extra: &str) -> String {
+pub(super) fn store(backend: &str, extra: &str) -> String {
     format!(
         "backend = \"redis\"\n{backend}\ntimeout = \"300ms\"\nkey_secret = \"{SECRET}\"\n{extra}"
     )
-}
-
-/// Both gateways move to the promoted replica within moments of a `SENTINEL FAILOVER`,
-/// while the old master still takes writes: after the switch, fresh keys land on the new
-/// master only, and a key driven at four times its rate through both gateways stays within
-/// its bound plus one burst.
-#[tokio::test]
-async fn a_sentinel_failover_moves_the_whole_fleet_at_once() {
-    let set = SentinelSet::start();
-    let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(store(
-            &format!("sentinels = {}\nmaster = \"{MASTER}\"", set.urls_toml()),
-            "on_error = \"deny\"",
-        ))
-        .policy("tenant", "header:x-tenant-id", 50, "1s", 50)
-        .route("api", "/", "api", &["tenant"])
-        .build();
-    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
-    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
-    a.wait_for_store("/", "warm-a").await;
-    b.wait_for_store("/", "warm-b").await;
-
-    let admitted = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let drive = |url: String| {
-        let admitted = admitted.clone();
-        tokio::spawn(async move {
-            // 100 requests a second per gateway: four times the key's 50 a second.
-            let mut tick = tokio::time::interval(Duration::from_millis(10));
-            while started.elapsed() < Duration::from_secs(8) {
-                tick.tick().await;
-                if get(&url, &[("x-tenant-id", "hot")]).await.status == 200 {
-                    admitted.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        })
-    };
-    let drivers = [drive(a.url("/")), drive(b.url("/"))];
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let old = set.master_port().expect("a master");
-    set.failover();
-    let promoted = eventually(Duration::from_secs(20), || {
-        set.master_port().is_some_and(|p| p != old)
-    })
-    .await;
-    assert!(promoted, "the Sentinels promoted the replica");
-    let old_master = if old == set.master.port {
-        &set.master
-    } else {
-        &set.replica
-    };
-    let new_master = if old == set.master.port {
-        &set.replica
-    } else {
-        &set.master
-    };
-    // Soon after the promotion both gateways decide on the new master (a probe through
-    // each lands there), and from then on nothing reaches the old one, whether it still
-    // takes writes or the Sentinels demoted it. Script calls are counted by Redis (keys
-    // would not do: a fresh key's debt, and so its key, expires within milliseconds).
-    let mut probe = 0;
-    let moved = eventually_async(Duration::from_secs(20), || {
-        probe += 1;
-        let urls = [a.url("/"), b.url("/")];
-        let (old_calls, new_calls) = (old_master.script_calls(), new_master.script_calls());
-        async move {
-            for url in &urls {
-                let _ = get(url, &[("x-tenant-id", &format!("probe-{probe}"))]).await;
-            }
-            old_master.script_calls() == old_calls && new_master.script_calls() >= new_calls + 2
-        }
-    })
-    .await;
-    assert!(moved, "both gateways moved to the new master");
-    let (before_old, before_new) = (old_master.script_calls(), new_master.script_calls());
-    for i in 0..20 {
-        let gw = if i % 2 == 0 { &a } else { &b };
-        let r = get(&gw.url("/"), &[("x-tenant-id", &format!("fresh-{i}"))]).await;
-        assert_eq!(r.status, 200, "{}", r.text());
-    }
-    let (after_old, after_new) = (old_master.script_calls(), new_master.script_calls());
-    assert!(
-        after_old <= before_old,
-        "decisions went to the replaced master: {before_old} -> {after_old} script calls"
-    );
-    assert!(
-        after_new >= before_new + 20,
-        "decisions on the new master: {before_new} -> {after_new} script calls"
-    );
-    for d in drivers {
-        d.await.unwrap();
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    let bound = 50.0 + 50.0 * elapsed;
-    let got = admitted.load(Ordering::Relaxed) as f64;
-    assert!(
-        got <= bound + 50.0,
-        "{got} admitted, bound {bound:.0} + one burst"
-    );
-    for gw in [&a, &b] {
-        let seen = eventually_async(Duration::from_secs(10), || async {
-            let stats = get(&gw.admin_url("/admin/stats"), &[]).await.json();
-            stats["store_events"]
-                .as_array()
-                .is_some_and(|e| e.iter().any(|e| e["kind"] == "failover"))
-        })
-        .await;
-        assert!(seen, "each gateway saw the failover");
-    }
 }
 
 /// A Redis restarted empty is a data-loss event: seen, counted and shown; the fleet's

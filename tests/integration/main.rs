@@ -26,6 +26,7 @@ mod control;
 mod cookbook;
 mod dashboard;
 mod docs;
+mod failover;
 mod faults;
 mod fuzz_corpus;
 mod grpc;
