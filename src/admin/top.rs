@@ -57,15 +57,7 @@ pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
         return with_meta(crate::admin::answer::json_ok(json!([])), None);
     };
     let now = shared.clock.now_ns();
-    // Past the routes, the rate limit service's rules (see `Snapshot::build`).
-    let name_of = |route: usize, position: usize| match config.routes.get(route) {
-        Some(r) => r.policies[position].name.clone(),
-        None => config
-            .rls
-            .as_ref()
-            .and_then(|rls| rls.rules.get(position)?.policy.as_ref())
-            .map_or_else(String::new, |p| p.name.clone()),
-    };
+    let name_of = |route: usize, position: usize| tier_name(config, route, position);
     let keys = top.top(policy.as_deref(), n, now, name_of);
     let mut out = Vec::with_capacity(keys.len());
     for k in keys {
@@ -113,3 +105,17 @@ fn with_meta(mut response: Response<Body>, window_s: Option<u64>) -> Response<Bo
 
 /// The header naming the window the counts cover (`off`: top keys are off).
 pub const WINDOW_HEADER: &str = "x-tollgate-top-window";
+
+/// The policy of a sketch's tier: a route's, past the routes a rate limit service rule's,
+/// then a quota service bucket's (see `Snapshot::build`).
+fn tier_name(config: &crate::config::Config, route: usize, position: usize) -> String {
+    if let Some(r) = config.routes.get(route) {
+        return r.policies[position].name.clone();
+    }
+    let rls = config.rls.as_ref();
+    let policy = match route - config.routes.len() {
+        0 => rls.and_then(|rls| rls.rules.get(position)?.policy.as_ref()),
+        _ => rls.and_then(|rls| rls.buckets.get(position)?.rule.policy.as_ref()),
+    };
+    policy.map_or_else(String::new, |p| p.name.clone())
+}

@@ -72,13 +72,15 @@ impl Snapshot {
             .collect();
         let top = config.server.top_keys.then(|| {
             // The rate limit service's rules count as one more route, after the real ones
-            // (see `rls::service`): its tiers are the rules.
+            // (see `rls::top`): its tiers are the rules; the quota service's buckets one
+            // more after them (`rlqs::top`).
             let rules = config.rls.as_ref().map_or(0, |r| r.rules.len());
+            let buckets = config.rls.as_ref().map_or(0, |r| r.buckets.iter().len());
             let tiers: Vec<usize> = config
                 .routes
                 .iter()
                 .map(|r| r.policies.len())
-                .chain(std::iter::once(rules))
+                .chain([rules, buckets])
                 .collect();
             let window = u64::try_from(config.server.top_window.as_nanos()).unwrap_or(u64::MAX);
             crate::top::TopKeys::new(config.server.workers, &tiers, window)

@@ -151,7 +151,7 @@ impl Stream<'_> {
             position: 0,
             policy,
             plan,
-            parts,
+            parts: parts.clone(),
             cost: allowed,
             forced: true,
         };
@@ -160,6 +160,10 @@ impl Stream<'_> {
             .limiter
             .check_descriptors(std::iter::once(descriptor), clock, &mut admission)
             .await;
+        if let (Some(top), Some(requests)) = (&snapshot.top, requests) {
+            let route = snapshot.config.routes.len() + 1;
+            super::top::record(top, (route, entry), &admission, &parts, requests > allowed);
+        }
         let now = clock.now_ns();
         let ttl_s = bucket.ttl.as_secs().max(1);
         let tracked = self.buckets.entry(bkey).or_insert_with(|| Tracked {
