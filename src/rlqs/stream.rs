@@ -47,7 +47,16 @@ pub fn handle(
     let body = StreamBody::new(futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|frame| (frame, rx))
     }));
-    tokio::spawn(serve(shared, holders, shutdown, req.into_body(), tx));
+    // The stream's own headers carry Envoy's trace, if it traces: each report's span
+    // follows it.
+    let headers = req.headers().clone();
+    tokio::spawn(serve(
+        shared,
+        holders,
+        shutdown,
+        (headers, req.into_body()),
+        tx,
+    ));
     let mut resp = Response::new(BodyExt::boxed_unsync(body));
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
@@ -61,7 +70,7 @@ async fn serve(
     shared: Arc<Shared>,
     holders: Arc<Holders>,
     mut shutdown: watch::Receiver<bool>,
-    mut body: Incoming,
+    (headers, mut body): (HeaderMap, Incoming),
     out: Out,
 ) {
     let (nudge, mut nudged) = mpsc::channel::<String>(64);
@@ -84,7 +93,7 @@ async fn serve(
                 Some(Ok(frame)) => {
                     let Ok(data) = frame.into_data() else { continue };
                     frames.push(&data);
-                    match read_messages(&mut stream, &mut frames, &out).await {
+                    match read_messages(&mut stream, (&mut frames, &headers), &out).await {
                         Ok(true) => {}
                         Ok(false) => break Ok(()),
                         Err(e) => break Err(e),
@@ -120,7 +129,7 @@ async fn serve(
 /// Answers every whole message read; `Ok(false)` once the client is gone.
 async fn read_messages(
     stream: &mut Stream<'_>,
-    frames: &mut Frames,
+    (frames, headers): (&mut Frames, &HeaderMap),
     out: &Out,
 ) -> Result<bool, (Code, String)> {
     loop {
@@ -136,6 +145,12 @@ async fn read_messages(
             )
         })?;
         let snapshot = stream.shared.snapshot.load_full();
+        let started = stream.shared.clock.now_ns();
+        let span = snapshot
+            .config
+            .telemetry
+            .as_ref()
+            .and_then(|t| crate::telemetry::span::start(t, headers, started));
         let mut actions = Vec::with_capacity(reports.bucket_quota_usages.len());
         for usage in &reports.bucket_quota_usages {
             let known = usage
@@ -148,10 +163,34 @@ async fn read_messages(
             }
             actions.extend(stream.usage(&snapshot, &reports.domain, usage).await);
         }
+        if let Some(span) = span {
+            export_span(stream.shared, &span, reports.bucket_quota_usages.len());
+        }
         if !send(out, actions).await {
             return Ok(false);
         }
     }
+}
+
+/// A sampled report's span: the buckets it named, answered.
+fn export_span(shared: &Shared, span: &crate::telemetry::span::SpanTrace, buckets: usize) {
+    let clock = &*shared.clock;
+    let unix = |ns| clock.unix_ns_at(ns);
+    let method = super::proto::STREAM_RATE_LIMIT_QUOTAS.trim_start_matches('/');
+    let mut exported = crate::telemetry::span::rpc_span(
+        span,
+        method,
+        ("reported", None, None),
+        (clock.now_ns(), &unix),
+    );
+    let buckets = i64::try_from(buckets).unwrap_or(i64::MAX);
+    exported
+        .attributes
+        .push(crate::telemetry::proto::KeyValue::new(
+            "tollgate.buckets",
+            crate::telemetry::proto::Value::Int(buckets),
+        ));
+    shared.spans.push(exported, &shared.metrics.telemetry);
 }
 
 /// Sends one response holding `actions` (none: nothing is sent); `false` once the client

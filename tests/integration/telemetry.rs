@@ -4,8 +4,8 @@
 //! spans to the upstream, over HTTP/1.1 and HTTP/2; a refusal's span naming the policy,
 //! the wait and the key as a hash; unsampled requests building nothing and passing
 //! `traceparent` unchanged; a ratio of one over OTLP/HTTP after a reload; a dead
-//! collector costing requests nothing; a rate limit service call's span from its
-//! metadata's `traceparent`.
+//! collector costing requests nothing; a rate limit service call's and a quota
+//! service report's span from their metadata's `traceparent`.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -330,4 +330,32 @@ async fn a_traced_rate_limit_service_call_exports_its_span_with_the_refusing_pol
                 .is_some_and(|h| !h.contains("acme")));
         }
     }
+}
+
+#[tokio::test]
+#[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
+async fn a_traced_quota_stream_exports_a_span_per_report() {
+    let receiver = Receiver::start().await;
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .policy("tenant", "header:x-tenant", 10, "1s", 10)
+        .raw(format!(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\n\
+             [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\n",
+            receiver.grpc
+        ))
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let caller = traceparent(CALLER_TRACE, "00f067aa0ba902b7", "01");
+    let mut stream = RlqsStream::open_with(gw.rls.expect("rls"), Some(&caller)).await;
+    let usages = vec![
+        usage(&[("tenant", "a")], 1, 0, 0),
+        usage(&[("tenant", "b")], 1, 0, 0),
+    ];
+    assert_eq!(stream.ask("edge", usages).await.len(), 2);
+    let spans = receiver.trace(CALLER_TRACE, 1).await;
+    let a = &spans[0]["attributes"];
+    assert_eq!(spans[0]["parent"], "00f067aa0ba902b7");
+    assert_eq!(a["rpc.method"], "StreamRateLimitQuotas");
+    assert_eq!(a["tollgate.buckets"], 2);
 }

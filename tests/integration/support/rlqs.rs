@@ -147,6 +147,11 @@ pub struct RlqsStream {
 
 impl RlqsStream {
     pub async fn open(addr: SocketAddr) -> Self {
+        Self::open_with(addr, None).await
+    }
+
+    /// A stream whose metadata carries `traceparent`, when given.
+    pub async fn open_with(addr: SocketAddr, traceparent: Option<&str>) -> Self {
         let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
             .expect("url")
             .connect()
@@ -163,8 +168,14 @@ impl RlqsStream {
         let path = PathAndQuery::from_static(
             "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas",
         );
+        let mut request = tonic::Request::new(outgoing);
+        if let Some(tp) = traceparent {
+            request
+                .metadata_mut()
+                .insert("traceparent", tp.parse().expect("ascii"));
+        }
         let answers = grpc
-            .streaming(tonic::Request::new(outgoing), path, ProstCodec::default())
+            .streaming(request, path, ProstCodec::default())
             .await
             .expect("the stream opens")
             .into_inner();
