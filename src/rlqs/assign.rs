@@ -183,12 +183,19 @@ impl Stream<'_> {
             tracked.demand = share::demand(requests, elapsed);
             tracked.last_ns = now;
         }
-        let weight = self.holders.hold(
-            &key,
-            (self.id, self.nudge),
-            tracked.demand.max(share::MIN_DEMAND),
-            (now, now.saturating_add(ttl_s * 1_000_000_000)),
-        );
+        let demand = tracked.demand.max(share::MIN_DEMAND);
+        let expires = now.saturating_add(ttl_s * 1_000_000_000);
+        let mut weight = self
+            .holders
+            .hold(&key, (self.id, self.nudge), demand, (now, expires));
+        if let Some(remote) = self.shared.limiter.remote() {
+            // Split by every server's Envoys; Redis failing, by this server's alone.
+            if let Ok(all) =
+                super::fleet::demand(remote, &key, (self.id, demand), ttl_s * 1000).await
+            {
+                weight.all = all.max(weight.mine);
+            }
+        }
         let assignment = decided(&admission, policy.mode, weight, ttl_s);
         Some(self.render(id, assignment, ttl_s))
     }
