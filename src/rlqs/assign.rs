@@ -190,9 +190,9 @@ impl Stream<'_> {
             .hold(&key, (self.id, self.nudge), demand, (now, expires));
         if let Some(remote) = self.shared.limiter.remote() {
             // Split by every server's Envoys; Redis failing, by this server's alone.
-            if let Ok(all) =
-                super::fleet::demand(remote, &key, (self.id, demand), ttl_s * 1000).await
-            {
+            let field = self.holders.field(self.id);
+            let fleet = super::fleet::demand(remote, &key, (&field, demand), ttl_s * 1000).await;
+            if let Ok(all) = fleet {
                 weight.all = all.max(weight.mine);
             }
         }

@@ -8,29 +8,25 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::holders::StreamId;
 use crate::key::redis_key::PREFIX;
 use crate::store::redis::RedisStore;
 use crate::store::StoreError;
 
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("holders.lua")));
 
-/// This process among the fleet's servers.
-static SERVER: LazyLock<String> = LazyLock::new(crate::random::suffix);
-
-/// Records `stream`'s `demand` for `key` until `ttl_ms` from now and returns the live
-/// demand of every server's holders of it.
+/// Records the `demand` of the stream named `field` (see `Holders::field`) for `key`
+/// until `ttl_ms` from now and returns the live demand of every server's holders of it.
 pub async fn demand(
     remote: &RedisStore,
     key: &str,
-    (stream, demand): (StreamId, f64),
+    (field, demand): (&str, f64),
     ttl_ms: u64,
 ) -> Result<f64, StoreError> {
     // The key's name in Redis is a keyed hash: bucket values are the Envoys' clients'.
     let fleet = remote.fleet().key().ok_or(StoreError::NotConnected)?;
     let mut call = SCRIPT.prepare_invoke();
     call.key(format!("{PREFIX}:rlqs:{{{}}}", fleet.field(key.as_bytes())))
-        .arg(format!("{}:{stream}", *SERVER))
+        .arg(field)
         .arg(format!("{demand:.3}"))
         .arg(ttl_ms);
     let total: String = remote.invoke(&call).await?;

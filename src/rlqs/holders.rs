@@ -22,10 +22,21 @@ struct Holder {
 }
 
 /// Every key's holders; a key's list is short (the Envoys that route its traffic).
-#[derive(Default)]
 pub struct Holders {
     keys: Mutex<HashMap<String, Vec<Holder>>>,
     next: std::sync::atomic::AtomicU64,
+    /// This listener among a fleet's servers (its streams' names in Redis).
+    server: String,
+}
+
+impl Default for Holders {
+    fn default() -> Self {
+        Self {
+            keys: Mutex::default(),
+            next: std::sync::atomic::AtomicU64::default(),
+            server: crate::random::suffix(),
+        }
+    }
 }
 
 /// One holder's place in a key's split.
@@ -38,6 +49,11 @@ pub struct Weight {
 impl Holders {
     pub fn new_stream(&self) -> StreamId {
         self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `stream`'s name among every server's streams.
+    pub fn field(&self, stream: StreamId) -> String {
+        format!("{}:{stream}", self.server)
     }
 
     /// Records `stream`'s demand for `key` (holding its share until `expires_ns`) and

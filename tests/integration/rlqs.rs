@@ -259,3 +259,43 @@ async fn a_monthly_quota_is_handed_out_without_refill_a_shadow_policy_allows_all
         "shadow: counted, never refused"
     );
 }
+
+#[tokio::test]
+async fn two_servers_on_one_redis_split_a_key_between_their_envoys() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"",
+            redis.url()
+        ))
+        .policy("tenant", "header:x-tenant", 10, "1s", 20)
+        .raw("[rls]\nlisten = \"127.0.0.1:0\"\n[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\n")
+        .build();
+    let (a, b) = (
+        TestGateway::start_real_clock(&toml, &up.url()).await,
+        TestGateway::start_real_clock(&toml, &up.url()).await,
+    );
+    let (mut one, mut two) = (open(&a).await, open(&b).await);
+    let Told::Bucket(_, alone, _, _) = one.ask("edge", vec![tenant("a", 0, 5)]).await[0].told()
+    else {
+        panic!("a bucket")
+    };
+    assert_eq!(alone, 10, "one Envoy in the fleet: the whole rate");
+    let Told::Bucket(_, split, _, _) = two.ask("edge", vec![tenant("a", 0, 5)]).await[0].told()
+    else {
+        panic!("a bucket")
+    };
+    assert_eq!(
+        split, 5,
+        "the other server's Envoy is counted: half the rate"
+    );
+    let Told::Bucket(_, again, _, _) = one.ask("edge", vec![tenant("a", 0, 5)]).await[0].told()
+    else {
+        panic!("a bucket")
+    };
+    assert_eq!(
+        again, 5,
+        "and the first server sees the second's at its next report"
+    );
+}
