@@ -82,7 +82,9 @@ impl Stream<'_> {
         metrics.usages.inc();
         metrics.allowed.inc_by(usage.num_requests_allowed);
         metrics.denied.inc_by(usage.num_requests_denied);
-        let requests = usage.num_requests_allowed + usage.num_requests_denied;
+        let requests = usage
+            .num_requests_allowed
+            .saturating_add(usage.num_requests_denied);
         let asked = Asked {
             domain,
             id,

@@ -299,3 +299,21 @@ async fn two_servers_on_one_redis_split_a_key_between_their_envoys() {
         "and the first server sees the second's at its next report"
     );
 }
+
+#[tokio::test]
+async fn absurd_counts_are_charged_and_answered_and_the_listener_stays_up() {
+    let (_up, gw) = start().await;
+    let mut envoy = open(&gw).await;
+    let answers = envoy
+        .ask("edge", vec![tenant("huge", u64::MAX, u64::MAX)])
+        .await;
+    assert_eq!(
+        answers[0].told(),
+        Told::DenyAll(10),
+        "a key owing more than it ever refills"
+    );
+    assert_eq!(proxied(&gw, "huge").await, 429);
+    assert_eq!(proxied(&gw, "other").await, 200);
+    let next = envoy.ask("edge", vec![tenant("fine", 1, 0)]).await;
+    assert_eq!(next[0].told(), Told::Bucket(19, 10, 1, 10));
+}
