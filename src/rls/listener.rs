@@ -29,6 +29,8 @@ struct Services {
     in_flight: Arc<Semaphore>,
     /// Which Envoys hold which keys' quota shares: the listener's, across connections.
     holders: Arc<crate::rlqs::holders::Holders>,
+    /// Quota streams open, every connection's (`rlqs::stream::MAX_STREAMS`).
+    streams: Arc<Semaphore>,
     /// Ends the quota streams at shutdown.
     ending: watch::Receiver<bool>,
 }
@@ -67,6 +69,7 @@ pub async fn serve(
         shared: shared.clone(),
         in_flight,
         holders: Arc::default(),
+        streams: Arc::new(Semaphore::new(crate::rlqs::stream::MAX_STREAMS)),
         ending: shutdown.clone(),
     };
     let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
