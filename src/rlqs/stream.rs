@@ -36,7 +36,7 @@ type Out = mpsc::Sender<Result<Frame<Bytes>, BoxError>>;
 /// the reports come.
 pub fn handle(
     shared: Arc<Shared>,
-    holders: Arc<Holders>,
+    (holders, streams): (Arc<Holders>, &Arc<tokio::sync::Semaphore>),
     shutdown: watch::Receiver<bool>,
     req: Request<Incoming>,
 ) -> Response<Body> {
@@ -46,6 +46,10 @@ pub fn handle(
             "content-type must be application/grpc",
         );
     }
+    let Ok(open) = streams.clone().try_acquire_owned() else {
+        let why = format!("overloaded: {MAX_STREAMS} quota streams are open");
+        return trailers_only(Code::ResourceExhausted, &why);
+    };
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, BoxError>>(16);
     let body = StreamBody::new(futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|frame| (frame, rx))
@@ -53,13 +57,10 @@ pub fn handle(
     // The stream's own headers carry Envoy's trace, if it traces: each report's span
     // follows it.
     let headers = req.headers().clone();
-    tokio::spawn(serve(
-        shared,
-        holders,
-        shutdown,
-        (headers, req.into_body()),
-        tx,
-    ));
+    tokio::spawn(async move {
+        serve(shared, holders, shutdown, (headers, req.into_body()), tx).await;
+        drop(open);
+    });
     let mut resp = Response::new(BodyExt::boxed_unsync(body));
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));

@@ -42,11 +42,11 @@ impl Services {
         req: hyper::Request<hyper::body::Incoming>,
     ) -> Result<hyper::Response<crate::reply::Body>, std::convert::Infallible> {
         if req.uri().path() == crate::rlqs::proto::STREAM_RATE_LIMIT_QUOTAS {
-            let (holders, ending) = (self.holders, self.ending);
+            let open = (self.holders, &self.streams);
             return Ok(crate::rlqs::stream::handle(
                 self.shared,
-                holders,
-                ending,
+                open,
+                self.ending,
                 req,
             ));
         }
