@@ -36,191 +36,193 @@ pub(super) fn errors_of(text: &str) -> String {
     }
 }
 
+/// Each mistake: replace this, with this, and the expected "FILE:line:col: message"
+/// fragment.
+const MISTAKES: &[(&str, &str, &str)] = &[
+    (
+        "limit = 10",
+        "limit = 0",
+        "FILE:9:9: limit must be a whole number of at least 1, not 0",
+    ),
+    (
+        "burst = 5",
+        "burst = -2",
+        "FILE:11:9: burst must be a whole number of at least 1",
+    ),
+    (
+        "period = \"1s\"",
+        "period = \"1 fortnight\"",
+        "FILE:10:10: `1 fortnight` is not a duration",
+    ),
+    (
+        "period = \"1s\"",
+        "period = \"0s\"",
+        "FILE:10:10: duration must be greater than zero",
+    ),
+    (
+        "key = \"ip\"",
+        "key = \"ipv6\"",
+        "FILE:8:7: unknown key source `ipv6`",
+    ),
+    (
+        "upstream = \"api\"",
+        "upstream = \"apj\"",
+        "did you mean `api`?",
+    ),
+    (
+        "policies = [\"p\"]",
+        "policies = [\"q\"]",
+        "FILE:17:13: route `r` names unknown policy `q`",
+    ),
+    (
+        "targets = [\"http://127.0.0.1:3000\"]",
+        "targets = [\"ftp://x\"]",
+        "FILE:5:12: bad upstream target `ftp://x`",
+    ),
+    (
+        "listen = \"127.0.0.1:0\"",
+        "listen = \"localhost\"",
+        "FILE:2:10: `localhost` is not a socket address",
+    ),
+    (
+        "limit = 10\n",
+        "limit = 10\ncolour = \"red\"\n",
+        "unknown field `colour`",
+    ),
+    (
+        "period = \"1s\"",
+        "period = \"1ns\"",
+        "FILE:9:9: period / limit is below 1 ns",
+    ),
+    ("burst = 5", "burst = 9_000_000_000_000", "overflows"),
+    (
+        "name = \"r\"",
+        "name = \"r\"\ncost = 6",
+        "cost 6 of route `r` exceeds the burst of policy `p`",
+    ),
+    (
+        "key = \"ip\"",
+        "key = \"ip\"\nmode = \"loud\"",
+        "unknown mode `loud`",
+    ),
+    (
+        "listen = \"127.0.0.1:0\"",
+        "listen = \"127.0.0.1:0\"\ntrusted_proxies = [\"10.0.0.0/33\"]",
+        "`10.0.0.0/33` is not an IP address or CIDR",
+    ),
+    (
+        "listen = \"127.0.0.1:0\"",
+        "listen = \"127.0.0.1:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
+        "is the same address as listen",
+    ),
+    (
+        "[[routes]]",
+        "[store]\nbackend = \"etcd\"\n\n[[routes]]",
+        "unknown store backend `etcd`",
+    ),
+    ("path = \"/\"", "path = \"v1\"", "must start with `/`"),
+    (
+        "name = \"r\"",
+        "name = \"my route\"",
+        "route name `my route` has characters",
+    ),
+    (
+        "[upstreams.api]",
+        "[upstreams.\"a\\\"pi\"]",
+        "upstream name `a\"pi` has characters",
+    ),
+    (
+        "path = \"/\"",
+        "path = \"/\"\nhost = \"api.example.com:8443\"",
+        "FILE:16:8: route host `api.example.com:8443` can never match",
+    ),
+    (
+        "path = \"/\"",
+        "path = \"/\"\nmethods = []",
+        "has methods = [], which matches nothing",
+    ),
+    (
+        "listen = \"127.0.0.1:0\"",
+        "listen = \"0.0.0.0:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
+        "is the same address as listen",
+    ),
+    ("burst = 5", "brust = 5", "hint: did you mean `burst`?"),
+    (
+        "upstream = \"api\"",
+        "",
+        "route `r`: missing field `upstream`",
+    ),
+    (
+        "[policies.p]",
+        "[policy.p]",
+        "hint: did you mean `[policies.NAME]`?",
+    ),
+    (
+        "limit = 10",
+        "limit = \"10\"",
+        "hint: a number, not a string",
+    ),
+    (
+        "period = \"1s\"",
+        "period = 1",
+        "hint: this field takes a string, in quotes: a duration with its unit",
+    ),
+    (
+        // One error, at the line that made it a concurrency cap.
+        "limit = 10",
+        "limit = 10\nmax_in_flight = 4",
+        "FILE:10:17: policy `p` sets max_in_flight and `limit`, `period`, `burst`: a policy is a concurrency cap or a rate, not both",
+    ),
+    (
+        "policies = [\"p\"]",
+        "policy = [\"p\"]",
+        "hint: did you mean `policies`?",
+    ),
+    (
+        "limit = 10\nperiod = \"1s\"",
+        "rate = \"10r/s\"",
+        "hint: tollgate writes a rate as `limit` requests per `period` (nginx's rate = \"10r/s\" is limit = 10, period = \"1s\")",
+    ),
+    (
+        "key = \"ip\"",
+        "key = \"ip",
+        "hint: a string is not closed on its line",
+    ),
+    (
+        "burst = 5",
+        "burst = 5\nburst = 6",
+        "hint: a field is set twice in this table",
+    ),
+    (
+        "[[routes]]",
+        "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:63790000\"\n\n[[routes]]",
+        "FILE:15:7: Redis URL `redis://127.0.0.1:63790000` does not parse",
+    ),
+    (
+        "limit = 10\nperiod = \"1s\"\nburst = 5",
+        "limit = 10",
+        "policy `p` has no period, burst",
+    ),
+    (
+        "limit = 10\nperiod = \"1s\"\nburst = 5",
+        "max_in_flight = 0",
+        "max_in_flight must be a whole number of at least 1",
+    ),
+    (
+        "burst = 5",
+        "burst = 5\nretry_after = \"2s\"",
+        "`retry_after` applies to concurrency policies only",
+    ),
+    (
+        "limit = 10\nperiod = \"1s\"\nburst = 5",
+        "max_in_flight = 2\n[policies.p.overrides.\"10.0.0.1\"]\nlimit = 3",
+        "policy `p` is a concurrency cap: an override cannot set `limit`",
+    ),
+];
+
 #[test]
 fn every_mistake_is_located_with_a_hint() {
-    let cases: &[(&str, &str, &str)] = &[
-        // (replace this, with this, expected "FILE:line:col: message" fragment)
-        (
-            "limit = 10",
-            "limit = 0",
-            "FILE:9:9: limit must be a whole number of at least 1, not 0",
-        ),
-        (
-            "burst = 5",
-            "burst = -2",
-            "FILE:11:9: burst must be a whole number of at least 1",
-        ),
-        (
-            "period = \"1s\"",
-            "period = \"1 fortnight\"",
-            "FILE:10:10: `1 fortnight` is not a duration",
-        ),
-        (
-            "period = \"1s\"",
-            "period = \"0s\"",
-            "FILE:10:10: duration must be greater than zero",
-        ),
-        (
-            "key = \"ip\"",
-            "key = \"ipv6\"",
-            "FILE:8:7: unknown key source `ipv6`",
-        ),
-        (
-            "upstream = \"api\"",
-            "upstream = \"apj\"",
-            "did you mean `api`?",
-        ),
-        (
-            "policies = [\"p\"]",
-            "policies = [\"q\"]",
-            "FILE:17:13: route `r` names unknown policy `q`",
-        ),
-        (
-            "targets = [\"http://127.0.0.1:3000\"]",
-            "targets = [\"ftp://x\"]",
-            "FILE:5:12: bad upstream target `ftp://x`",
-        ),
-        (
-            "listen = \"127.0.0.1:0\"",
-            "listen = \"localhost\"",
-            "FILE:2:10: `localhost` is not a socket address",
-        ),
-        (
-            "limit = 10\n",
-            "limit = 10\ncolour = \"red\"\n",
-            "unknown field `colour`",
-        ),
-        (
-            "period = \"1s\"",
-            "period = \"1ns\"",
-            "FILE:9:9: period / limit is below 1 ns",
-        ),
-        ("burst = 5", "burst = 9_000_000_000_000", "overflows"),
-        (
-            "name = \"r\"",
-            "name = \"r\"\ncost = 6",
-            "cost 6 of route `r` exceeds the burst of policy `p`",
-        ),
-        (
-            "key = \"ip\"",
-            "key = \"ip\"\nmode = \"loud\"",
-            "unknown mode `loud`",
-        ),
-        (
-            "listen = \"127.0.0.1:0\"",
-            "listen = \"127.0.0.1:0\"\ntrusted_proxies = [\"10.0.0.0/33\"]",
-            "`10.0.0.0/33` is not an IP address or CIDR",
-        ),
-        (
-            "listen = \"127.0.0.1:0\"",
-            "listen = \"127.0.0.1:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
-            "is the same address as listen",
-        ),
-        (
-            "[[routes]]",
-            "[store]\nbackend = \"etcd\"\n\n[[routes]]",
-            "unknown store backend `etcd`",
-        ),
-        ("path = \"/\"", "path = \"v1\"", "must start with `/`"),
-        (
-            "name = \"r\"",
-            "name = \"my route\"",
-            "route name `my route` has characters",
-        ),
-        (
-            "[upstreams.api]",
-            "[upstreams.\"a\\\"pi\"]",
-            "upstream name `a\"pi` has characters",
-        ),
-        (
-            "path = \"/\"",
-            "path = \"/\"\nhost = \"api.example.com:8443\"",
-            "FILE:16:8: route host `api.example.com:8443` can never match",
-        ),
-        (
-            "path = \"/\"",
-            "path = \"/\"\nmethods = []",
-            "has methods = [], which matches nothing",
-        ),
-        (
-            "listen = \"127.0.0.1:0\"",
-            "listen = \"0.0.0.0:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
-            "is the same address as listen",
-        ),
-        ("burst = 5", "brust = 5", "hint: did you mean `burst`?"),
-        (
-            "upstream = \"api\"",
-            "",
-            "route `r`: missing field `upstream`",
-        ),
-        (
-            "[policies.p]",
-            "[policy.p]",
-            "hint: did you mean `[policies.NAME]`?",
-        ),
-        (
-            "limit = 10",
-            "limit = \"10\"",
-            "hint: a number, not a string",
-        ),
-        (
-            "period = \"1s\"",
-            "period = 1",
-            "hint: this field takes a string, in quotes: a duration with its unit",
-        ),
-        (
-            // One error, at the line that made it a concurrency cap.
-            "limit = 10",
-            "limit = 10\nmax_in_flight = 4",
-            "FILE:10:17: policy `p` sets max_in_flight and `limit`, `period`, `burst`: a policy is a concurrency cap or a rate, not both",
-        ),
-        (
-            "policies = [\"p\"]",
-            "policy = [\"p\"]",
-            "hint: did you mean `policies`?",
-        ),
-        (
-            "limit = 10\nperiod = \"1s\"",
-            "rate = \"10r/s\"",
-            "hint: tollgate writes a rate as `limit` requests per `period` (nginx's rate = \"10r/s\" is limit = 10, period = \"1s\")",
-        ),
-        (
-            "key = \"ip\"",
-            "key = \"ip",
-            "hint: a string is not closed on its line",
-        ),
-        (
-            "burst = 5",
-            "burst = 5\nburst = 6",
-            "hint: a field is set twice in this table",
-        ),
-        (
-            "[[routes]]",
-            "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:63790000\"\n\n[[routes]]",
-            "FILE:15:7: Redis URL `redis://127.0.0.1:63790000` does not parse",
-        ),
-        (
-            "limit = 10\nperiod = \"1s\"\nburst = 5",
-            "limit = 10",
-            "policy `p` has no period, burst",
-        ),
-        (
-            "limit = 10\nperiod = \"1s\"\nburst = 5",
-            "max_in_flight = 0",
-            "max_in_flight must be a whole number of at least 1",
-        ),
-        (
-            "burst = 5",
-            "burst = 5\nretry_after = \"2s\"",
-            "`retry_after` applies to concurrency policies only",
-        ),
-        (
-            "limit = 10\nperiod = \"1s\"\nburst = 5",
-            "max_in_flight = 2\n[policies.p.overrides.\"10.0.0.1\"]\nlimit = 3",
-            "policy `p` is a concurrency cap: an override cannot set `limit`",
-        ),
-    ];
-    for (from, to, expected) in cases {
+    for (from, to, expected) in MISTAKES {
         assert!(BASE.contains(from), "case pattern {from:?} not in BASE");
         let text = BASE.replacen(from, to, 1);
         let got = errors_of(&text);

@@ -154,8 +154,33 @@ async fn the_grafana_dashboard_queries_only_exported_metrics_and_all_of_them() {
     let queried: BTreeSet<String> = exprs.iter().flat_map(|e| metric_names(e)).collect();
     assert!(queried.len() >= 10, "the dashboard's metrics: {queried:?}");
 
-    // A real gateway with rate and concurrency tiers, after admitted, refused and
-    // unmatched requests and a reload: the labelled series exist.
+    let exposition = exposition_after_traffic().await;
+    let exported = queryable(&exposition);
+
+    let missing: Vec<&String> = queried
+        .iter()
+        .filter(|n| !exported.contains_key(*n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries metrics tollgate does not export: {missing:?}\nexported: {:?}",
+        exported.keys().collect::<Vec<_>>()
+    );
+    let shown: BTreeSet<&String> = queried.iter().filter_map(|n| exported.get(n)).collect();
+    let families: BTreeSet<&String> = exported
+        .values()
+        .filter(|f| f.starts_with("tollgate_"))
+        .collect();
+    let unshown: Vec<&&String> = families.difference(&shown).collect();
+    assert!(
+        unshown.is_empty(),
+        "exported metrics the dashboard does not show (add a panel): {unshown:?}"
+    );
+}
+
+/// What a real gateway with rate and concurrency tiers exposes after admitted, refused
+/// and unmatched requests and a reload: the labelled series exist.
+async fn exposition_after_traffic() -> String {
     let up = Upstream::start().await;
     let toml = Fixture::new()
         .policy("client", "ip", 1, "1h", 2)
@@ -185,25 +210,5 @@ async fn the_grafana_dashboard_queries_only_exported_metrics_and_all_of_them() {
     ] {
         assert!(exposition.contains(series), "{series} in:\n{exposition}");
     }
-    let exported = queryable(&exposition);
-
-    let missing: Vec<&String> = queried
-        .iter()
-        .filter(|n| !exported.contains_key(*n))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "the dashboard queries metrics tollgate does not export: {missing:?}\nexported: {:?}",
-        exported.keys().collect::<Vec<_>>()
-    );
-    let shown: BTreeSet<&String> = queried.iter().filter_map(|n| exported.get(n)).collect();
-    let families: BTreeSet<&String> = exported
-        .values()
-        .filter(|f| f.starts_with("tollgate_"))
-        .collect();
-    let unshown: Vec<&&String> = families.difference(&shown).collect();
-    assert!(
-        unshown.is_empty(),
-        "exported metrics the dashboard does not show (add a panel): {unshown:?}"
-    );
+    exposition
 }
