@@ -106,6 +106,11 @@ fn main() {
             size / 1024
         );
     }
+    usage_scans();
+}
+
+/// The usage settle's scan of a JSON answer and of an event stream.
+fn usage_scans() {
     let json_answer = format!(
         "{{\"id\":\"c\",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{}\"}}}}],\"usage\":{{\"prompt_tokens\":812,\"completion_tokens\":256}}}}",
         "token ".repeat(256)

@@ -57,7 +57,6 @@ pub async fn forward(
 ) -> Result<Response<Body>, Response<Body>> {
     let key_body = sent.key_body.take();
     let Sent {
-        server,
         route,
         pool,
         conn,
@@ -72,25 +71,7 @@ pub async fn forward(
         return Err(refused);
     }
     let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
-    let replayable = req.body().is_end_stream() && key_body.as_ref().is_none_or(KeyBody::is_empty);
-    let (parts, body) = req.into_parts();
-    let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
-    let body = match key_body {
-        Some(read) => upstream_body(
-            Prefixed::new(read, body),
-            server,
-            route,
-            replayable,
-            uploaded,
-        ),
-        None => upstream_body(body, server, route, replayable, uploaded),
-    };
-    let mut outgoing = Request::from_parts(parts, body);
-    prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
-    if sent.ask_trailers {
-        let te = http::HeaderValue::from_static("trailers");
-        outgoing.headers_mut().insert(http::header::TE, te);
-    }
+    let (outgoing, replayable) = outgoing(req, &sent, key_body, uploaded);
 
     let sent_at = shared.clock.now_ns();
     let result = pool
@@ -129,6 +110,38 @@ pub async fn forward(
     };
     strip_hop_by_hop(resp.headers_mut(), switching);
     Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
+}
+
+/// The request as it goes upstream — its body behind what was read of it before the
+/// decision, its head prepared, `TE: trailers` when a settle reads them — and whether it
+/// can be sent again (nothing of its body was read).
+fn outgoing(
+    req: Request<Incoming>,
+    sent: &Sent<'_>,
+    key_body: Option<KeyBody>,
+    uploaded: Option<Settlement>,
+) -> (Request<Body>, bool) {
+    let (server, route, conn) = (sent.server, sent.route, sent.conn);
+    let replayable = req.body().is_end_stream() && key_body.as_ref().is_none_or(KeyBody::is_empty);
+    let (parts, body) = req.into_parts();
+    let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
+    let body = match key_body {
+        Some(read) => upstream_body(
+            Prefixed::new(read, body),
+            server,
+            route,
+            replayable,
+            uploaded,
+        ),
+        None => upstream_body(body, server, route, replayable, uploaded),
+    };
+    let mut outgoing = Request::from_parts(parts, body);
+    prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
+    if sent.ask_trailers {
+        let te = http::HeaderValue::from_static("trailers");
+        outgoing.headers_mut().insert(http::header::TE, te);
+    }
+    (outgoing, replayable)
 }
 
 /// Turns an upstream's 101 into a tunnel: only for the upgrade the client asked for, and

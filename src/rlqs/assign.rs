@@ -123,25 +123,10 @@ impl Stream<'_> {
             allowed,
             requests,
         } = asked;
-        let metrics = &self.shared.metrics.rlqs;
         let rls = snapshot.config.rls.as_ref()?;
         let bkey = bucket_key(id);
         let Some(entry) = rls.buckets.find(domain, &id.bucket) else {
-            if let Some(gone) = self.buckets.remove(&bkey) {
-                // Its entry went away on reload: Envoy drops the bucket and starts over.
-                self.holders.release(&gone.key, self.id);
-                metrics.abandon.inc();
-                return Some(BucketAction {
-                    bucket_id: Some(id.clone()),
-                    action: Some(Action::Abandon(AbandonAction {})),
-                });
-            }
-            metrics.unmatched.inc();
-            let blanket = match rls.on_unmatched {
-                Unmatched::Ok => Assignment::AllowAll,
-                Unmatched::OverLimit => Assignment::DenyAll,
-            };
-            return Some(self.render(id, blanket, UNMATCHED_TTL_S));
+            return Some(self.unmatched(rls, id, &bkey));
         };
         let bucket = rls.buckets.get(entry)?;
         let policy = bucket.rule.policy.as_deref()?;
@@ -186,20 +171,52 @@ impl Stream<'_> {
             tracked.last_ns = now;
         }
         let demand = tracked.demand.max(share::MIN_DEMAND);
+        let weight = self.weight(&key, demand, (now, ttl_s)).await;
+        let assignment = decided(&admission, policy.mode, weight, ttl_s);
+        Some(self.render(id, assignment, ttl_s))
+    }
+
+    /// A bucket no entry names: abandoned when its entry went away on reload (Envoy drops
+    /// the bucket and starts over), else answered per `on_unmatched`.
+    fn unmatched(
+        &mut self,
+        rls: &crate::config::Rls,
+        id: &BucketId,
+        bkey: &BucketKey,
+    ) -> BucketAction {
+        let metrics = &self.shared.metrics.rlqs;
+        if let Some(gone) = self.buckets.remove(bkey) {
+            self.holders.release(&gone.key, self.id);
+            metrics.abandon.inc();
+            return BucketAction {
+                bucket_id: Some(id.clone()),
+                action: Some(Action::Abandon(AbandonAction {})),
+            };
+        }
+        metrics.unmatched.inc();
+        let blanket = match rls.on_unmatched {
+            Unmatched::Ok => Assignment::AllowAll,
+            Unmatched::OverLimit => Assignment::DenyAll,
+        };
+        self.render(id, blanket, UNMATCHED_TTL_S)
+    }
+
+    /// This stream's place among the holders of `key` with `demand`, its share held
+    /// `ttl_s` from `now`: among every server's on Redis, among this one's otherwise (and
+    /// when Redis fails).
+    async fn weight(&self, key: &str, demand: f64, (now, ttl_s): (u64, u64)) -> Weight {
         let expires = now.saturating_add(ttl_s * 1_000_000_000);
         let mut weight = self
             .holders
-            .hold(&key, (self.id, self.nudge), demand, (now, expires));
+            .hold(key, (self.id, self.nudge), demand, (now, expires));
         if let Some(remote) = self.shared.limiter.remote() {
-            // Split by every server's Envoys; Redis failing, by this server's alone.
             let field = self.holders.field(self.id);
-            let fleet = super::fleet::demand(remote, &key, (&field, demand), ttl_s * 1000).await;
+            let fleet = super::fleet::demand(remote, key, (&field, demand), ttl_s * 1000).await;
             if let Ok(all) = fleet {
                 weight.all = all.max(weight.mine);
             }
         }
-        let assignment = decided(&admission, policy.mode, weight, ttl_s);
-        Some(self.render(id, assignment, ttl_s))
+        weight
     }
 
     /// A bucket beyond what one stream may hold: refused for a while, not tracked.
