@@ -65,33 +65,52 @@ pub struct Ended<'a> {
 /// The server span and, when the request was forwarded, the client span; `unix` turns a
 /// clock reading into Unix ns.
 pub fn spans(trace: &SpanTrace, ended: &Ended<'_>, unix: impl Fn(u64) -> u64) -> Vec<Span> {
-    let s = &trace.sampled;
-    let error = ended.status >= 500;
-    let server = Span {
-        trace_id: s.trace_id.to_vec(),
-        span_id: s.span_id.to_vec(),
-        parent_span_id: s.parent_id.map(|p| p.to_vec()).unwrap_or_default(),
-        name: match ended.route {
-            Some((_, path)) => format!("{} {path}", ended.method),
-            None => ended.method.to_owned(),
-        },
-        kind: SpanKind::Server as i32,
-        start_time_unix_nano: unix(trace.started_ns),
-        end_time_unix_nano: unix(ended.ended_ns),
-        attributes: server_attributes(trace, ended),
-        status: error.then(|| Status {
+    let name = match ended.route {
+        Some((_, path)) => format!("{} {path}", ended.method),
+        None => ended.method.to_owned(),
+    };
+    let mut server = server_span(
+        trace,
+        name,
+        (unix(trace.started_ns), unix(ended.ended_ns)),
+        server_attributes(trace, ended),
+    );
+    if ended.status >= 500 {
+        server.status = Some(Status {
             message: String::new(),
             code: StatusCode::Error as i32,
-        }),
-        // W3C flags (sampled), then "is_remote is known" and whether the parent is remote.
-        flags: 0x01 | 0x100 | u32::from(s.parent_id.is_some()) << 9,
-        trace_state: String::new(),
-    };
+        });
+    }
     let mut out = vec![server];
     if let Some((from, to)) = trace.forward {
         out.push(client_span(trace, ended, (unix(from), unix(to))));
     }
     out
+}
+
+/// A sampled request's or call's own span, from `start` to `end` (Unix ns), its caller's
+/// span (if any) its parent.
+fn server_span(
+    trace: &SpanTrace,
+    name: String,
+    (start, end): (u64, u64),
+    attributes: Vec<KeyValue>,
+) -> Span {
+    let s = &trace.sampled;
+    Span {
+        trace_id: s.trace_id.to_vec(),
+        span_id: s.span_id.to_vec(),
+        parent_span_id: s.parent_id.map(|p| p.to_vec()).unwrap_or_default(),
+        name,
+        kind: SpanKind::Server as i32,
+        start_time_unix_nano: start,
+        end_time_unix_nano: end,
+        attributes,
+        status: None,
+        // W3C flags (sampled), then "is_remote is known" and whether the parent is remote.
+        flags: 0x01 | 0x100 | u32::from(s.parent_id.is_some()) << 9,
+        trace_state: String::new(),
+    }
 }
 
 /// The server span's attributes: the HTTP conventions' and the decision's.
@@ -188,7 +207,6 @@ pub fn rpc_span(
     (decision, policy, retry_after_ms): (&str, Option<&str>, Option<u64>),
     (ended_ns, unix): (u64, &dyn Fn(u64) -> u64),
 ) -> Span {
-    let s = &trace.sampled;
     let (service, name) = method.split_once('/').unwrap_or((method, ""));
     let mut attributes = vec![
         KeyValue::new("rpc.system", Value::String("grpc".to_owned())),
@@ -196,33 +214,7 @@ pub fn rpc_span(
         KeyValue::new("rpc.method", Value::String(name.to_owned())),
         KeyValue::new("tollgate.decision", Value::String(decision.to_owned())),
     ];
-    if let Some(policy) = policy {
-        attributes.push(KeyValue::new(
-            "tollgate.policy",
-            Value::String(policy.to_owned()),
-        ));
-    }
-    if let Some(ms) = retry_after_ms {
-        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
-        attributes.push(KeyValue::new("tollgate.retry_after_ms", Value::Int(ms)));
-    }
-    if let Some(hash) = &trace.key_hash {
-        attributes.push(KeyValue::new(
-            "tollgate.key_hash",
-            Value::String(hash.clone()),
-        ));
-    }
-    Span {
-        trace_id: s.trace_id.to_vec(),
-        span_id: s.span_id.to_vec(),
-        parent_span_id: s.parent_id.map(|p| p.to_vec()).unwrap_or_default(),
-        name: method.to_owned(),
-        kind: SpanKind::Server as i32,
-        start_time_unix_nano: unix(trace.started_ns),
-        end_time_unix_nano: unix(ended_ns),
-        attributes,
-        status: None,
-        flags: 0x01 | 0x100 | u32::from(s.parent_id.is_some()) << 9,
-        trace_state: String::new(),
-    }
+    refusal_attributes(&mut attributes, trace, (policy, retry_after_ms));
+    let span = (unix(trace.started_ns), unix(ended_ns));
+    server_span(trace, method.to_owned(), span, attributes)
 }
