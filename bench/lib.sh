@@ -142,11 +142,9 @@ toml_policy() {
 # toml_route NAME PATH UPSTREAM POLICIES: a [[routes]] table (POLICIES as a TOML list).
 toml_route() { printf '[[routes]]\nname = "%s"\npath = "%s"\nupstream = "%s"\npolicies = %s\n\n' "$@"; }
 
-# one_worker_toml PORT: the tollgate bench/instructions.sh and bench/cpu.sh measure, one
-# worker on PORT in front of the upstream: /v1/search with 3 tiers that admit everything,
-# /v1/open with none, /deny refusing tenant `hot` (1 an hour).
-one_worker_toml() {
-  local big=1000000
+# one_worker_head PORT: a tollgate's [server] (one worker on PORT, no access log), [store]
+# and the upstream `up`: what every one-worker config of the benches starts with.
+one_worker_head() {
   cat <<EOF
 [server]
 listen = "127.0.0.1:$1"
@@ -161,6 +159,14 @@ max_keys = 2_000_000
 targets = ["http://127.0.0.1:$UPSTREAM_PORT"]
 
 EOF
+}
+
+# one_worker_toml PORT: the tollgate bench/instructions.sh and bench/cpu.sh measure, one
+# worker on PORT in front of the upstream: /v1/search with 3 tiers that admit everything,
+# /v1/open with none, /deny refusing tenant `hot` (1 an hour).
+one_worker_toml() {
+  local big=1000000
+  one_worker_head "$1"
   toml_policy tenant '"header:x-tenant-id"' $big 1s $big
   toml_policy endpoint '"route"' $big 1s $big
   toml_policy user '["header:x-tenant-id", "header:x-user-id"]' $big 1s $big

@@ -22,20 +22,7 @@ start_upstream
 
 free_port TG_PORT
 {
-  cat <<EOF
-[server]
-listen = "127.0.0.1:$TG_PORT"
-access_log = false
-drain_timeout = "1s"
-workers = 1
-
-[store]
-max_keys = 2_000_000
-
-[upstreams.up]
-targets = ["http://127.0.0.1:$UPSTREAM_PORT"]
-
-EOF
+  one_worker_head "$TG_PORT"
   toml_policy by_header '"header:x-model"' 1000000000 1s 1000000000
   toml_policy by_json '"json:/model"' 1000000000 1s 1000000000
   toml_route header /v1/header up '["by_header"]'
