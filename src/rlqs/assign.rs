@@ -15,6 +15,7 @@ use super::proto::{
     QuotaAssignmentAction, RateLimitStrategy, Strategy, TokenBucket,
 };
 use super::share::{self, Assignment, KeyState};
+use super::stream::MAX_BUCKETS_PER_STREAM;
 use crate::config::rls::Unmatched;
 use crate::limit::MAX_TIERS;
 use crate::proxy::snapshot::{Shared, Snapshot};
@@ -151,6 +152,10 @@ impl Stream<'_> {
             let route = snapshot.config.routes.len() + 1;
             super::top::record(top, (route, entry), &admission, &parts, requests > allowed);
         }
+        if !self.buckets.contains_key(&bkey) && self.buckets.len() >= MAX_BUCKETS_PER_STREAM {
+            // Charged like any other, but not tracked: refused for a while.
+            return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S));
+        }
         let now = clock.now_ns();
         let ttl_s = bucket.ttl.as_secs().max(1);
         let tracked = self.buckets.entry(bkey).or_insert_with(|| Tracked {
@@ -217,15 +222,6 @@ impl Stream<'_> {
             }
         }
         weight
-    }
-
-    /// A bucket beyond what one stream may hold: refused for a while, not tracked.
-    pub fn refuse(&self, usage: &BucketQuotaUsage) -> Option<BucketAction> {
-        let id = usage
-            .bucket_id
-            .as_ref()
-            .filter(|id| !id.bucket.is_empty())?;
-        Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S))
     }
 
     /// `assignment` as the action Envoy applies, for `ttl_s` seconds; counted.

@@ -23,8 +23,8 @@ use crate::proxy::grpc::{is_call, set_status, trailers_only, Code};
 use crate::proxy::snapshot::Shared;
 use crate::reply::{Body, BoxError};
 
-/// Buckets one stream may hold; a bucket beyond is refused outright (a stream cannot
-/// grow the server's memory without bound).
+/// Buckets one stream may hold; a bucket beyond is charged its usage but refused for a
+/// while and not tracked (a stream cannot grow the server's memory without bound).
 pub const MAX_BUCKETS_PER_STREAM: usize = 65_536;
 /// Quota streams open at once on one listener (an Envoy holds one per domain); beyond,
 /// a new one is answered `RESOURCE_EXHAUSTED` and Envoy retries at its next report.
@@ -157,14 +157,6 @@ async fn read_messages(
             .and_then(|t| crate::telemetry::span::start(t, headers, started));
         let mut actions = Vec::with_capacity(reports.bucket_quota_usages.len());
         for usage in &reports.bucket_quota_usages {
-            let known = usage
-                .bucket_id
-                .as_ref()
-                .is_some_and(|id| stream.buckets.contains_key(&super::assign::bucket_key(id)));
-            if !known && stream.buckets.len() >= MAX_BUCKETS_PER_STREAM {
-                actions.extend(stream.refuse(usage));
-                continue;
-            }
             actions.extend(stream.usage(&snapshot, &reports.domain, usage).await);
         }
         if let Some(span) = span {
