@@ -20,25 +20,30 @@ pub fn governor() -> Governor {
 }
 
 /// tollgate's store, its clock and one quota: a decision on a key as the proxy makes it
-/// (the key hashed with the store's keyed hasher on every call).
+/// (the key hashed with the store's keyed hasher on every call, from the policy's hash
+/// state worked out once, as a config version's policy plan holds it).
 pub struct Tollgate {
     pub store: MemoryStore,
     clock: MonotonicClock,
     quota: Quota,
+    policy: KeyHasher<ahash::AHasher>,
 }
 
 impl Tollgate {
     pub fn new(max_keys: usize) -> Self {
+        let store = MemoryStore::new(max_keys);
+        let policy = KeyHasher::new(store.key_hasher(), "bench");
         Self {
-            store: MemoryStore::new(max_keys),
+            store,
             clock: MonotonicClock::new(),
             quota: Quota::new(1_000_000_000, 1_000_000_000, 1_000).expect("quota"),
+            policy,
         }
     }
 
     #[inline]
     pub fn check(&self, key: u64) -> bool {
-        let mut h = KeyHasher::new(self.store.key_hasher(), "bench");
+        let mut h = self.policy.clone();
         h.part(&KeyPart::Bytes(key.to_le_bytes()[..].into()));
         let tier = [Tier {
             window: None,

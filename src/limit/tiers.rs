@@ -108,7 +108,9 @@ impl Tier {
 /// Where TATs live. Implementations make `apply` atomic per key.
 pub trait TatTable {
     /// Reads the key's TAT (0 when absent), runs `decide` on it and, when the decision
-    /// admits, stores `decision.tat` atomically. Returns the TAT it decided on.
+    /// admits, stores `decision.tat` atomically. Returns the TAT it decided on. `decide`
+    /// must be pure: it may run more than once (a lost race, or to rebuild the decision
+    /// outside the atomic loop), the last time on the TAT returned.
     fn apply(&self, key: u64, decide: impl FnMut(u64) -> Decision) -> (u64, Decision);
 
     /// Reads the key's TAT without changing it.
@@ -229,7 +231,9 @@ pub fn evaluate<T: TatTable + ?Sized, D: AsRef<Tier>>(
 
     for (i, tier) in tiers.iter().map(AsRef::as_ref).enumerate() {
         let cost = tier.cost(cost);
-        let mut decide = |tat| tier.decide(tat, now, cost);
+        // By value: the closure then carries the tier's address and two numbers, not
+        // addresses of them.
+        let mut decide = move |tat| tier.decide(tat, now, cost);
         // After a denial nothing may move: later tiers are only looked at, for the wait.
         let (key, prior_tat, decision) = if verdict.first_denier.is_some() {
             let tat = table.peek(tier.key);
@@ -241,7 +245,10 @@ pub fn evaluate<T: TatTable + ?Sized, D: AsRef<Tier>>(
             key,
             // What the tier read: another calendar's quota TAT is no usage.
             prior_tat: tier.carried(prior_tat),
-            decision,
+            // Rebuilt field by field: a copy of the whole value carried its padding
+            // bytes too, reloaded across overlapping stores (a store-forwarding stall
+            // that cost the single-key decision up to a third, by process layout).
+            decision: Decision { ..decision },
             mode: tier.mode,
         });
         if !decision.admitted && tier.mode == Mode::Enforce && verdict.first_denier.is_none() {

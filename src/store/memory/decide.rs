@@ -8,7 +8,7 @@ use crate::limit::{Decision, TatTable};
 
 use super::areas::{area_of, AREA_MASK};
 use super::shard::{Keep, MAX_LOAD_DEN, MAX_LOAD_NUM};
-use super::table::{apply_to, normalize, Probe, FROZEN, MAX_TAT};
+use super::table::{apply_to, decided_on, normalize, Probe, FROZEN, MAX_TAT};
 use super::MemoryStore;
 
 /// Whether a new key may be inserted into a full shard.
@@ -48,7 +48,10 @@ impl MemoryStore {
 
     /// Decides `key` (see [`TatTable::apply`]); `None` when it is a new rate key, the
     /// shard is full of keys that owe time and `new_key` does not allow growing.
-    #[inline]
+    ///
+    /// The known key's path (one table lookup and one CAS) is all that is inlined into a
+    /// caller; inserting a new key is out of line, so the decision stays in registers.
+    #[inline(always)]
     pub(super) fn apply_key(
         &self,
         key: u64,
@@ -57,77 +60,96 @@ impl MemoryStore {
     ) -> Option<(u64, Decision)> {
         let key = normalize(key);
         let index = self.shard_index(key);
-        let shard = &self.shards[index];
         loop {
-            // The result is written in place: moving a nested Option of a Decision through
-            // the closure cost more than the CAS itself (store-forwarding stalls).
-            let mut decided: Option<(u64, Decision)> = None;
-            let found = self.with_table(index, |table| match table.find(key) {
-                Probe::Found(slot) => {
-                    decided = apply_to(slot, decide);
-                    true
-                }
-                Probe::Absent => false,
+            let decide_here = &mut *decide;
+            let step = self.with_table(index, move |table| match table.find(key) {
+                Probe::Found(slot) => match apply_to(slot, decide_here) {
+                    Some(prior) => Step::Decided(prior),
+                    None => Step::Frozen,
+                },
+                Probe::Absent => Step::Absent,
             });
-            if decided.is_some() {
-                return decided;
-            }
-            if found {
+            match step {
+                Step::Decided(prior) => return Some(decided_on(prior, decide)),
                 // Frozen by a rebuild: the new table is about to be published.
-                std::thread::yield_now();
-                continue;
-            }
-            let area = area_of(key);
-            if area > 0 && self.areas.legacy() && self.migrate(key) {
-                continue;
-            }
-            // An absent key is read at its area's floor. A denial of it writes nothing, so
-            // only admissions insert.
-            let prior = self.absent(key);
-            let decision = decide(prior);
-            if !decision.admitted {
-                return Some((prior, decision));
-            }
-            let _writer = shard.writer.lock();
-            let table = shard.table.load_full();
-            if let Probe::Found(slot) = table.find(key) {
-                // Inserted meanwhile: decide again on its TAT (no rebuild can run: we hold the mutex).
-                if let Some(result) = apply_to(slot, decide) {
-                    return Some(result);
-                }
-                continue;
-            }
-            let len = shard.len.load(Ordering::Relaxed);
-            if len >= self.areas.shard_cap(area) {
-                if let NewKey::IfRoom(now) = new_key {
-                    if area == 0 {
-                        let full = now < shard.full_until.load(Ordering::Relaxed)
-                            || !shard.evict_idle(now);
-                        if full {
-                            return None;
-                        }
-                    } else if !shard.evict_idle(now) {
-                        let dropped = shard.evict_least();
-                        self.areas.raise_floor(area, dropped);
+                Step::Frozen => std::thread::yield_now(),
+                Step::Absent => {
+                    if let Some(decided) = self.insert_key(key, index, new_key, decide) {
+                        return decided;
                     }
                 }
             }
-            if self.absent(key) != prior {
-                // Making room raised the floor: decide again from it.
-                continue;
-            }
-            let table = shard.table.load_full();
-            let len = shard.len.load(Ordering::Relaxed);
-            if (len + 1) * MAX_LOAD_DEN > table.capacity() * MAX_LOAD_NUM {
-                shard.rebuild(Keep::All, Some(table.buckets.len() * 2));
-            }
-            let table = shard.table.load();
-            if table.insert(key, decision.tat.min(MAX_TAT)) {
-                shard.len.fetch_add(1, Ordering::Relaxed);
-            }
-            return Some((prior, decision));
         }
     }
+
+    /// Decides a key absent from its shard and inserts it when admitted; `None` when the
+    /// table changed under it (decide again from the top).
+    #[inline(never)]
+    fn insert_key(
+        &self,
+        key: u64,
+        index: usize,
+        new_key: NewKey,
+        decide: &mut impl FnMut(u64) -> Decision,
+    ) -> Option<Option<(u64, Decision)>> {
+        let shard = &self.shards[index];
+        let area = area_of(key);
+        if area > 0 && self.areas.legacy() && self.migrate(key) {
+            return None;
+        }
+        // An absent key is read at its area's floor. A denial of it writes nothing, so
+        // only admissions insert.
+        let prior = self.absent(key);
+        let decision = decide(prior);
+        if !decision.admitted {
+            return Some(Some((prior, decision)));
+        }
+        let _writer = shard.writer.lock();
+        let table = shard.table.load_full();
+        if let Probe::Found(slot) = table.find(key) {
+            // Inserted meanwhile: decide again on its TAT (no rebuild can run: we hold the mutex).
+            return apply_to(slot, decide).map(|prior| Some(decided_on(prior, decide)));
+        }
+        let len = shard.len.load(Ordering::Relaxed);
+        if len >= self.areas.shard_cap(area) {
+            if let NewKey::IfRoom(now) = new_key {
+                if area == 0 {
+                    let full =
+                        now < shard.full_until.load(Ordering::Relaxed) || !shard.evict_idle(now);
+                    if full {
+                        return Some(None);
+                    }
+                } else if !shard.evict_idle(now) {
+                    let dropped = shard.evict_least();
+                    self.areas.raise_floor(area, dropped);
+                }
+            }
+        }
+        if self.absent(key) != prior {
+            // Making room raised the floor: decide again from it.
+            return None;
+        }
+        let table = shard.table.load_full();
+        let len = shard.len.load(Ordering::Relaxed);
+        if (len + 1) * MAX_LOAD_DEN > table.capacity() * MAX_LOAD_NUM {
+            shard.rebuild(Keep::All, Some(table.buckets.len() * 2));
+        }
+        let table = shard.table.load();
+        if table.insert(key, decision.tat.min(MAX_TAT)) {
+            shard.len.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(Some((prior, decision)))
+    }
+}
+
+/// What one look at a key's shard found.
+enum Step {
+    /// Decided on this TAT.
+    Decided(u64),
+    /// The key's slot is being moved by a rebuild.
+    Frozen,
+    /// The key is not in the shard.
+    Absent,
 }
 
 impl TatTable for MemoryStore {

@@ -105,6 +105,7 @@ impl MemoryStore {
     }
 
     /// Runs `f` on the shard's current table, through this thread's cache.
+    #[inline(always)]
     fn with_table<R>(&self, index: usize, f: impl FnOnce(&table::Table) -> R) -> R {
         cache::with_table(self.id, &self.shards, index, f)
     }

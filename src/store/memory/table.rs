@@ -101,30 +101,35 @@ pub(super) fn normalize(key: u64) -> u64 {
 }
 
 /// The CAS loop on one TAT; `decide` is pure, so re-running it on a lost race is safe.
-/// `None` when the slot is frozen by a rebuild.
+/// Returns the TAT the decision was made on (the decision is `decide` of it: the caller
+/// computes it again, so only two words leave this loop, and only `admitted` and `tat`
+/// are computed inside it); `None` when the slot is frozen by a rebuild.
 #[inline(always)]
-pub(super) fn apply_to(
-    slot: &Slot,
-    decide: &mut impl FnMut(u64) -> Decision,
-) -> Option<(u64, Decision)> {
+pub(super) fn apply_to(slot: &Slot, decide: &mut impl FnMut(u64) -> Decision) -> Option<u64> {
     let mut current = slot.tat.load(Ordering::Acquire);
     loop {
         if current == FROZEN {
             return None;
         }
-        let mut decision = decide(current);
-        decision.tat = decision.tat.min(MAX_TAT);
-        if !decision.admitted || decision.tat == current {
-            return Some((current, decision));
+        let decision = decide(current);
+        let tat = decision.tat.min(MAX_TAT);
+        if !decision.admitted || tat == current {
+            return Some(current);
         }
-        match slot.tat.compare_exchange_weak(
-            current,
-            decision.tat,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => return Some((current, decision)),
+        match slot
+            .tat
+            .compare_exchange_weak(current, tat, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return Some(current),
             Err(actual) => current = actual,
         }
     }
+}
+
+/// The decision on `prior`, as stored (a TAT is capped below [`FROZEN`]).
+#[inline(always)]
+pub(super) fn decided_on(prior: u64, decide: &mut impl FnMut(u64) -> Decision) -> (u64, Decision) {
+    let mut decision = decide(prior);
+    decision.tat = decision.tat.min(MAX_TAT);
+    (prior, decision)
 }
