@@ -15,12 +15,16 @@ use super::proto::{
     QuotaAssignmentAction, RateLimitStrategy, Strategy, TokenBucket,
 };
 use super::share::{self, Assignment, KeyState};
-use super::stream::MAX_BUCKETS_PER_STREAM;
 use crate::config::rls::Unmatched;
 use crate::limit::MAX_TIERS;
 use crate::proxy::snapshot::{Shared, Snapshot};
 use crate::store::limiter::Descriptor;
 use crate::store::{Admission, Outcome};
+
+/// Buckets one stream may hold; a bucket beyond is charged its usage but refused for a
+/// while and not tracked (a stream cannot grow the server's memory without bound). Checked
+/// here, where a bucket's key is made.
+pub const MAX_BUCKETS_PER_STREAM: usize = 65_536;
 
 /// A bucket id in a form that hashes: its pairs, sorted.
 pub type BucketKey = Vec<(String, String)>;

@@ -23,9 +23,6 @@ use crate::proxy::grpc::{is_call, set_status, trailers_only, Code};
 use crate::proxy::snapshot::Shared;
 use crate::reply::{Body, BoxError};
 
-/// Buckets one stream may hold; a bucket beyond is charged its usage but refused for a
-/// while and not tracked (a stream cannot grow the server's memory without bound).
-pub const MAX_BUCKETS_PER_STREAM: usize = 65_536;
 /// Quota streams open at once on one listener (an Envoy holds one per domain); beyond,
 /// a new one is answered `RESOURCE_EXHAUSTED` and Envoy retries at its next report.
 pub const MAX_STREAMS: usize = 16_384;

@@ -22,7 +22,6 @@ pub mod memory;
 pub mod overrides;
 pub mod rate;
 pub mod redis;
-pub mod slices;
 pub mod state;
 pub mod tiers;
 

@@ -322,7 +322,7 @@ async fn absurd_counts_are_charged_and_answered_and_the_listener_stays_up() {
 async fn a_bucket_past_the_streams_bound_is_charged_and_refused() {
     let (_up, gw) = start().await;
     let mut envoy = open(&gw).await;
-    let bound = tollgate::rlqs::stream::MAX_BUCKETS_PER_STREAM;
+    let bound = tollgate::rlqs::assign::MAX_BUCKETS_PER_STREAM;
     let mut usages: Vec<Usage> = (0..bound).map(|i| tenant(&format!("t{i}"), 0, 0)).collect();
     usages.push(tenant("past", 20, 0));
     let answers = envoy.ask("edge", usages).await;

@@ -4,31 +4,22 @@
 //! the response tells it is here too.
 
 pub mod draw;
+pub mod lease;
 #[cfg(test)]
 mod meter_tests;
 pub mod redis;
 pub mod refusals;
+pub mod remote;
 pub mod settle;
 pub mod snapshot;
 
 use super::memory::MemoryStore;
-use super::redis::RedisStore;
-use super::slices::Slices;
 use super::tiers::RateTier;
 use super::StoreError;
-use crate::clock::Clock;
 use crate::limit::{evaluate, Verdict};
-use crate::metrics::Metrics;
+use lease::Slices;
 use refusals::RefusalCache;
-
-/// What a decision with Redis talks to: Redis, the refusal cache it keeps current, the
-/// metrics of slice calls, and the clock leased units are taken by.
-pub struct Remote<'a> {
-    pub store: &'a RedisStore,
-    pub refusals: &'a RefusalCache,
-    pub metrics: &'a Metrics,
-    pub clock: &'a dyn Clock,
-}
+pub use remote::Remote;
 
 /// The rate tiers' own state beside the TAT tables: what Redis last refused.
 #[derive(Default)]

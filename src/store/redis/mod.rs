@@ -2,7 +2,7 @@
 //! Sentinel names. Every call is bounded by the store timeout; decisions go through the
 //! circuit breaker ([`RedisStore::guarded`]). What the calls do is each limit kind's own
 //! business: the rate scripts in `store::rate`, slot leases in `store::concurrency`,
-//! slices in `store::slices`.
+//! slices in `store::rate::lease`.
 
 pub mod ack;
 pub mod breaker;

@@ -12,7 +12,7 @@ use crate::limit::slice::Slice;
 use crate::limit::{Tier, Verdict, MAX_DECISIONS};
 use crate::metrics::Metrics;
 use crate::store::rate::redis::{check, Decided};
-use crate::store::rate::Remote;
+use crate::store::rate::remote::Remote;
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RateTier;
 use crate::store::StoreError;

@@ -14,9 +14,9 @@ pub mod protocol;
 mod script;
 mod sizing;
 
-use super::key_locks::KeyLocks;
 use crate::limit::slice::Slice;
 use crate::limit::{Quota, Tier};
+use crate::store::key_locks::KeyLocks;
 use sizing::{Ask, SLICE_WINDOW_NS};
 /// A slice unused for this long is given back.
 pub const IDLE_NS: u64 = 200_000_000;
