@@ -12,7 +12,8 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::answer::{json_ok, key_path};
-use crate::config::compile::{override_spec, Applied, OverrideProblem};
+use crate::config::compile::override_spec;
+use crate::config::override_spec::{Applied, OverrideProblem};
 use crate::overrides::{ChangeError, OverrideId};
 use crate::proxy::snapshot::Shared;
 use crate::reply::{json_error, Body};
@@ -94,7 +95,7 @@ pub async fn handle(
 /// The body's override fields and its `ttl`, or the answer refusing it.
 async fn read_body(
     req: Request<Incoming>,
-) -> Result<(crate::config::compile::OverrideSpec, Option<Duration>), Response<Body>> {
+) -> Result<(crate::config::override_spec::OverrideSpec, Option<Duration>), Response<Body>> {
     let bad = |problems: Vec<OverrideProblem>| {
         json_error(
             StatusCode::BAD_REQUEST,
@@ -209,7 +210,7 @@ fn refused(e: ChangeError) -> Response<Body> {
 /// `max_in_flight`. Fields the override leaves out are the policy's.
 pub fn written_json(
     policy: Option<&crate::config::Policy>,
-    set: &crate::config::compile::OverrideSpec,
+    set: &crate::config::override_spec::OverrideSpec,
     applied: &Applied,
 ) -> serde_json::Value {
     let rate = policy.and_then(|p| p.rate());

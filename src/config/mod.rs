@@ -5,6 +5,7 @@ mod admin_token;
 pub mod compile;
 pub mod error;
 pub mod model;
+pub mod override_spec;
 pub mod policy;
 pub mod prices;
 pub mod raw;

@@ -277,7 +277,7 @@ mod tests {
                 policy: "tenant".into(),
                 key: vec![key.into()],
             },
-            set: crate::config::compile::OverrideSpec {
+            set: crate::config::override_spec::OverrideSpec {
                 limit: Some(1000),
                 period: Some("1m".into()),
                 ..Default::default()

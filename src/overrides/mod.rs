@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::compile::{Applied, OverrideProblem, OverrideSpec};
+use crate::config::override_spec::{Applied, OverrideProblem, OverrideSpec};
 use crate::config::Config;
 use crate::store::Limiter;
 

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{OverrideId, Stored};
-use crate::config::compile::OverrideProblem;
+use crate::config::override_spec::OverrideProblem;
 
 #[derive(Default)]
 pub struct OverrideSet {

@@ -10,7 +10,7 @@ use redis::Script;
 use serde::{Deserialize, Serialize};
 
 use super::{OverrideId, Stored};
-use crate::config::compile::OverrideSpec;
+use crate::config::override_spec::OverrideSpec;
 use crate::key::redis_key::PREFIX;
 use crate::key::FleetKey;
 use crate::store::redis::RedisStore;

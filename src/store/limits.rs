@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use crate::config::compile::Applied;
+use crate::config::override_spec::Applied;
 use crate::config::{Policy, PolicyKind};
 
 /// The limit `policy` puts on a key. `runtime` is the key's runtime override, if any;

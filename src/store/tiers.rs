@@ -12,7 +12,7 @@ use super::keys::{compose, KeyMaker, KeyRefusal, Partial, PolicyKeys};
 use super::limits::limit_for;
 use super::overrides::KeyOverrides;
 use crate::clock::Clock;
-use crate::config::compile::Applied;
+use crate::config::override_spec::Applied;
 use crate::config::{Policy, PolicyKind, Route, Sync};
 use crate::key::{FleetKey, KeyPart, KeyValues, RedisKey, RequestView};
 use crate::limit::{Mode, Tier, INLINE_DECISIONS};

@@ -40,7 +40,7 @@ use super::raw::{OneOrMany, RawConfig, RawPolicy, RawRoute, RawServer, RawStore,
 use crate::key::{KeySource, TrustedProxies};
 use crate::limit::{Mode, Quota, MAX_TIERS};
 pub use ratelimit_yaml::yaml_files as ratelimit_files;
-pub use runtime::{check_override, override_spec, Applied, OverrideProblem, OverrideSpec};
+pub use runtime::{check_override, override_spec};
 use store::redis_cannot_hold;
 
 pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(50);

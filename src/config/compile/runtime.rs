@@ -3,42 +3,9 @@
 //! gives the file's `[policies.NAME.overrides]`. The same check runs again after every
 //! reload, so an override never applies numbers the running config would refuse.
 
-use serde::{Deserialize, Serialize};
-
 use super::*;
+use crate::config::override_spec::{Applied, OverrideProblem, OverrideSpec};
 use crate::config::raw::RawOverride;
-
-/// The numbers one runtime override sets, as given; the policy supplies the rest, so a
-/// reload that changes the policy changes what an override leaves unset.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OverrideSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub period: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burst: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_in_flight: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quota: Option<i64>,
-}
-
-/// What an override makes of its key's limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applied {
-    Rate(Quota),
-    Concurrency(u32),
-}
-
-/// One reason an override is refused, with what to change.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct OverrideProblem {
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
-}
 
 /// Reads an override's fields from JSON (the admin API's body, without `ttl`): unknown
 /// fields and values of the wrong type are told in the config's words.

@@ -164,7 +164,7 @@ fn a_quota_raised_by_a_runtime_override_unblocks_at_once_and_keeps_the_usage() {
     let b = bench(DAILY, "[\"daily\"]", 1_800_000_000);
     assert_eq!(b.drain("k", 10), 3);
     let policy = b.config.policy("daily").expect("policy");
-    let spec = crate::config::compile::OverrideSpec {
+    let spec = crate::config::override_spec::OverrideSpec {
         quota: Some(5),
         ..Default::default()
     };
