@@ -106,6 +106,62 @@ async fn an_override_survives_a_reload_and_ends_at_its_ttl() {
     assert!(emptied, "an expired override is no longer listed");
 }
 
+/// Overrides the admin API refuses: the path after `/admin/overrides/`, the body, the
+/// status and what the answer says (the config check's words).
+const BAD_OVERRIDES: [(&str, &[u8], u16, &str); 11] = [
+    ("nope/acme", br#"{"burst": 5}"#, 404, "unknown_policy"),
+    ("tenant/a/b", br#"{"burst": 5}"#, 400, "bad_key"),
+    (
+        "tenant/acme",
+        br#"{"limit": "5"}"#,
+        400,
+        "a number, not a string",
+    ),
+    (
+        "tenant/acme",
+        br#"{"brust": 5}"#,
+        400,
+        "did you mean `burst`?",
+    ),
+    (
+        "tenant/acme",
+        br#"{"burst": 0}"#,
+        400,
+        "burst must be a whole number of at least 1",
+    ),
+    (
+        "tenant/acme",
+        br#"{"period": "soon"}"#,
+        400,
+        "is not a duration",
+    ),
+    (
+        "tenant/acme",
+        br#"{"burst": 2}"#,
+        400,
+        "below the cost 3 of route `heavy`",
+    ),
+    (
+        "tenant/acme",
+        br#"{"max_in_flight": 2}"#,
+        400,
+        "cannot set max_in_flight",
+    ),
+    (
+        "inflight/acme",
+        br#"{"limit": 5}"#,
+        400,
+        "cannot set `limit`",
+    ),
+    (
+        "tenant/acme",
+        br#"{"burst": 5, "ttl": "0s"}"#,
+        400,
+        "ttl must be at least 1s",
+    ),
+    ("tenant/acme", b"burst=5", 400, "not JSON"),
+];
+
 #[tokio::test]
 async fn bad_overrides_are_refused_with_the_config_checks_hints() {
     let up = Upstream::start().await;
@@ -117,60 +173,7 @@ async fn bad_overrides_are_refused_with_the_config_checks_hints() {
         .build();
     let gw = TestGateway::start(&toml, &up.url()).await;
     let url = |p: &str| gw.admin_url(&format!("/admin/overrides/{p}"));
-    let cases: [(&str, &'static [u8], u16, &str); 11] = [
-        ("nope/acme", br#"{"burst": 5}"#, 404, "unknown_policy"),
-        ("tenant/a/b", br#"{"burst": 5}"#, 400, "bad_key"),
-        (
-            "tenant/acme",
-            br#"{"limit": "5"}"#,
-            400,
-            "a number, not a string",
-        ),
-        (
-            "tenant/acme",
-            br#"{"brust": 5}"#,
-            400,
-            "did you mean `burst`?",
-        ),
-        (
-            "tenant/acme",
-            br#"{"burst": 0}"#,
-            400,
-            "burst must be a whole number of at least 1",
-        ),
-        (
-            "tenant/acme",
-            br#"{"period": "soon"}"#,
-            400,
-            "is not a duration",
-        ),
-        (
-            "tenant/acme",
-            br#"{"burst": 2}"#,
-            400,
-            "below the cost 3 of route `heavy`",
-        ),
-        (
-            "tenant/acme",
-            br#"{"max_in_flight": 2}"#,
-            400,
-            "cannot set max_in_flight",
-        ),
-        (
-            "inflight/acme",
-            br#"{"limit": 5}"#,
-            400,
-            "cannot set `limit`",
-        ),
-        (
-            "tenant/acme",
-            br#"{"burst": 5, "ttl": "0s"}"#,
-            400,
-            "ttl must be at least 1s",
-        ),
-        ("tenant/acme", b"burst=5", 400, "not JSON"),
-    ];
-    for (path, body, status, says) in cases {
+    for (path, body, status, says) in BAD_OVERRIDES {
         let r = put_json(&url(path), None, body).await;
         assert_eq!(
             r.status.as_u16(),

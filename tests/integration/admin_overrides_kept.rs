@@ -1,6 +1,7 @@
 //! Runtime overrides kept: the overrides file carries them across a restart, and with Redis
 //! the fleet shares them (sealed ids, earlier ones moved).
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::admin::{delete, put_json, put_ok, tenant_config};
@@ -22,8 +23,26 @@ async fn the_overrides_file_carries_them_across_a_restart() {
         br#"{"burst": 10}"#,
     )
     .await;
-    // A journal: a header line, then one line per change.
-    let written = std::fs::read_to_string(&file).expect("written");
+    check_journal(&file);
+    change_two_more(&first, &file).await;
+    first.gw();
+    drop(first);
+
+    let second = TestGateway::start(&toml, &up.url()).await;
+    assert_eq!(as_tenant(&second, "acme").await.1, 10, "read back at start");
+    assert_eq!(as_tenant(&second, "third").await.1, 5);
+    assert_eq!(
+        as_tenant(&second, "other").await.1,
+        3,
+        "deleted before the restart"
+    );
+    check_reports_the_file(&second.config_path());
+    a_corrupt_file_refuses_the_start(&file, &second.config_path()).await;
+}
+
+/// A journal: a header line, then one line per change; readable by the gateway alone.
+fn check_journal(file: &Path) {
+    let written = std::fs::read_to_string(file).expect("written");
     let lines: Vec<serde_json::Value> = written
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -31,8 +50,12 @@ async fn the_overrides_file_carries_them_across_a_restart() {
     assert_eq!(lines[0]["tollgate_overrides"], 2, "{written}");
     assert_eq!(lines[1]["put"]["set"]["burst"], 10, "{written}");
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "readable by the gateway's user alone");
+}
+
+/// Two more overrides set and one of them deleted: each change one line appended.
+async fn change_two_more(first: &TestGateway, file: &Path) {
     for (tenant, burst) in [
         ("other", &br#"{"burst": 4}"#[..]),
         ("third", br#"{"burst": 5}"#),
@@ -46,24 +69,15 @@ async fn the_overrides_file_carries_them_across_a_restart() {
             .status,
         200
     );
-    let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+    let lines = std::fs::read_to_string(file).unwrap().lines().count();
     assert_eq!(lines, 5, "each change one line appended");
-    first.gw();
-    drop(first);
+}
 
-    let second = TestGateway::start(&toml, &up.url()).await;
-    assert_eq!(as_tenant(&second, "acme").await.1, 10, "read back at start");
-    assert_eq!(as_tenant(&second, "third").await.1, 5);
-    assert_eq!(
-        as_tenant(&second, "other").await.1,
-        3,
-        "deleted before the restart"
-    );
-
-    // A check of the same config reports the file.
+/// A check of the same config reports the file.
+fn check_reports_the_file(config: &Path) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .args(["check", "--config"])
-        .arg(second.config_path())
+        .arg(config)
         .output()
         .expect("tollgate check runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -73,15 +87,16 @@ async fn the_overrides_file_carries_them_across_a_restart() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("runtime overrides: 2 in"), "{text}");
+}
 
-    // A corrupt file refuses the start, located.
+/// A corrupt file refuses the start, located, and `tollgate check` refuses it too.
+async fn a_corrupt_file_refuses_the_start(file: &Path, path: &Path) {
     std::fs::write(
-        &file,
+        file,
         "{\"version\": 1,\n \"overrides\": [ {\"policy\": \"tenant\", \"key\": 7} ]}",
     )
     .unwrap();
-    let path = second.config_path();
-    let config = tollgate::config::load(&path).expect("the config itself is fine");
+    let config = tollgate::config::load(path).expect("the config itself is fine");
     let refused = tollgate::gateway::Gateway::start_with(
         config,
         std::sync::Arc::new(tollgate::clock::MonotonicClock::new()),
@@ -94,7 +109,7 @@ async fn the_overrides_file_carries_them_across_a_restart() {
     assert!(e.contains("overrides.json:2:"), "{e}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .args(["check", "--config"])
-        .arg(&path)
+        .arg(path)
         .output()
         .expect("tollgate check runs");
     assert_eq!(out.status.code(), Some(2), "check refuses it too");

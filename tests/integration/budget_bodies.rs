@@ -6,24 +6,17 @@ use std::time::Duration;
 
 use crate::support::*;
 
+/// A mebibyte, in bytes.
+const MIB: usize = 1 << 20;
+
 /// `max_cost` cuts what one request may move, it never discounts it: on a 1 MiB budget
 /// (KiB units) with `max_cost = 1024`, a declared 32 MiB upload is refused at once, a
 /// streamed one is cut near 1 MiB with 413, and a 32 MiB download is cut near 1 MiB —
 /// each charged what moved. (Before: each went through and was charged 1 MiB, 32×.)
 #[tokio::test]
 async fn max_cost_cuts_a_body_and_never_discounts_it() {
-    const MIB: usize = 1 << 20;
     let up = Upstream::start().await;
-    let policy = |source: &str| {
-        format!("key = \"header:x-tenant-id\"\nlimit = 1024\nperiod = \"1h\"\nburst = 2048\nmax_debt = 0\nsettle = \"{source}\"\nsettle_unit = 1024\nmax_cost = 1024\n")
-    };
-    let toml = Fixture::new()
-        .policy_raw("up", policy("request_bytes"))
-        .policy_raw("down", policy("response_bytes"))
-        .route("up", "/up", "api", &["up"])
-        .route("down", "/down", "api", &["down"])
-        .build();
-    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let gw = TestGateway::start_real_clock(&max_cost_config(), &up.url()).await;
     for (i, http2) in [false, true].into_iter().enumerate() {
         let tenant = format!("t{i}");
         let h = [("x-tenant-id", tenant.as_str())];
@@ -53,46 +46,64 @@ async fn max_cost_cuts_a_body_and_never_discounts_it() {
             charged_kib * 1024 >= moved,
             "{charged_kib} KiB charged for {moved} bytes"
         );
-        // A download: cut where it reaches max_cost, charged what reached the client.
-        let client = if http2 {
-            super::support::http2()
-        } else {
-            http1()
-        };
-        let req = http::Request::get(gw.url(&format!("/down/bytes?n={}", 32 * MIB)))
-            .header("x-tenant-id", &tenant)
-            .body(http_body_util::Full::new(bytes::Bytes::new()))
-            .expect("request");
-        let resp = client.request(req).await.expect("head");
-        assert_eq!(resp.status(), 200);
-        let mut body = resp.into_body();
-        let mut got = 0usize;
-        let cut = loop {
-            use http_body_util::BodyExt;
-            match tokio::time::timeout(Duration::from_secs(30), body.frame()).await {
-                Ok(Some(Ok(frame))) => got += frame.data_ref().map_or(0, |d| d.len()),
-                Ok(Some(Err(_))) | Ok(None) => break true,
-                Err(_) => break false,
-            }
-        };
-        assert!(cut, "the download ended");
-        assert!(
-            got <= MIB,
-            "{got} bytes reached the client, max_cost is 1 MiB"
-        );
-        assert!(
-            got >= MIB - 64 * 1024,
-            "{got} bytes: cut at max_cost, not before"
-        );
-        let down = gw.admin_url(&format!("/admin/limits/down/{tenant}"));
-        let charged = eventually_async(Duration::from_secs(10), || async {
-            let left = get(&down, &[]).await.json()["remaining"]
-                .as_u64()
-                .unwrap_or(0) as usize;
-            (2048 - left) * 1024 >= got
-        });
-        assert!(charged.await, "the cut download is charged what moved");
+        download_is_cut_and_charged(&gw, http2, &tenant).await;
     }
+}
+
+/// `up` on uploads to `/up`, `down` on downloads from `/down`: each 1 MiB at once (KiB
+/// units), no debt, `max_cost = 1024`.
+fn max_cost_config() -> String {
+    let policy = |source: &str| {
+        format!("key = \"header:x-tenant-id\"\nlimit = 1024\nperiod = \"1h\"\nburst = 2048\nmax_debt = 0\nsettle = \"{source}\"\nsettle_unit = 1024\nmax_cost = 1024\n")
+    };
+    Fixture::new()
+        .policy_raw("up", policy("request_bytes"))
+        .policy_raw("down", policy("response_bytes"))
+        .route("up", "/up", "api", &["up"])
+        .route("down", "/down", "api", &["down"])
+        .build()
+}
+
+/// A download: cut where it reaches max_cost, charged what reached the client.
+async fn download_is_cut_and_charged(gw: &TestGateway, http2: bool, tenant: &str) {
+    let client = if http2 {
+        super::support::http2()
+    } else {
+        http1()
+    };
+    let req = http::Request::get(gw.url(&format!("/down/bytes?n={}", 32 * MIB)))
+        .header("x-tenant-id", tenant)
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    let resp = client.request(req).await.expect("head");
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let mut got = 0usize;
+    let cut = loop {
+        use http_body_util::BodyExt;
+        match tokio::time::timeout(Duration::from_secs(30), body.frame()).await {
+            Ok(Some(Ok(frame))) => got += frame.data_ref().map_or(0, |d| d.len()),
+            Ok(Some(Err(_))) | Ok(None) => break true,
+            Err(_) => break false,
+        }
+    };
+    assert!(cut, "the download ended");
+    assert!(
+        got <= MIB,
+        "{got} bytes reached the client, max_cost is 1 MiB"
+    );
+    assert!(
+        got >= MIB - 64 * 1024,
+        "{got} bytes: cut at max_cost, not before"
+    );
+    let down = gw.admin_url(&format!("/admin/limits/down/{tenant}"));
+    let charged = eventually_async(Duration::from_secs(10), || async {
+        let left = get(&down, &[]).await.json()["remaining"]
+            .as_u64()
+            .unwrap_or(0) as usize;
+        (2048 - left) * 1024 >= got
+    });
+    assert!(charged.await, "the cut download is charged what moved");
 }
 
 /// Declares a `length`-byte upload to `/up/echo` without sending it, and reads the

@@ -67,8 +67,38 @@ async fn image_builds_runs_limits_reloads_and_drains() {
     );
     let started = Instant::now();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    make_base(repo, started).await;
+    let context = build_context(repo);
+    let made = made_names();
+    build_image(repo, context.path(), &made, started).await;
+    check_image_user_and_healthcheck(&made).await;
 
-    // The pinned base: present, or made by debootstrap (the first time only).
+    // Run it: the config folder mounted, the real upstream in this process.
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let conf = config_dir();
+    write_config(conf.path(), &config(port, admin, &up.url(), ""));
+    run_container(&made, admin, conf.path()).await;
+    wait_until_serving(&made, admin).await;
+    eprintln!("container: serving after {:?}", started.elapsed());
+
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    check_limited_route(&up, &url).await;
+    check_health(&made, admin).await;
+    check_not_root(&made).await;
+    reload_adds_a_route(&made, &up, conf.path(), port, admin, &url).await;
+    let took = stop_drains(&made, &up, &url).await;
+    let logs = made.logs().await;
+    assert!(logs.contains("configuration reloaded"), "{logs}");
+    assert!(logs.contains("tollgate stopped"), "{logs}");
+    eprintln!(
+        "container: stopped in {took:?}; whole test {:?}",
+        started.elapsed()
+    );
+}
+
+/// The pinned base: present, or made by debootstrap (the first time only).
+async fn make_base(repo: &'static Path, started: Instant) {
     let base = tokio::task::spawn_blocking(move || {
         run_bounded(
             &mut Command::new(repo.join("scripts/container-base")),
@@ -87,8 +117,10 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         String::from_utf8_lossy(&base.stdout).trim(),
         started.elapsed()
     );
+}
 
-    // The build context of the prebuilt target: the default config and the binary.
+/// The build context of the prebuilt target: the default config and the binary.
+fn build_context(repo: &Path) -> tempfile::TempDir {
     let context = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(context.path().join("docker")).expect("mkdir");
     std::fs::copy(
@@ -101,7 +133,11 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         context.path().join("tollgate"),
     )
     .expect("copy the binary");
+    context
+}
 
+/// Names for this run's image and container, unique to it, removed when dropped.
+fn made_names() -> Made {
     let unique = format!(
         "{}-{}",
         std::process::id(),
@@ -110,10 +146,14 @@ async fn image_builds_runs_limits_reloads_and_drains() {
             .expect("clock")
             .as_nanos()
     );
-    let made = Made {
+    Made {
         image: format!("localhost/tollgate-test:{unique}"),
         container: format!("tollgate-test-{unique}"),
-    };
+    }
+}
+
+/// `podman build` of the Dockerfile's prebuilt target from `context`, tagged `made.image`.
+async fn build_image(repo: &Path, context: &Path, made: &Made, started: Instant) {
     let mut build = strings(&[
         "build",
         "--format",
@@ -128,7 +168,7 @@ async fn image_builds_runs_limits_reloads_and_drains() {
     build.push(repo.join("Dockerfile").display().to_string());
     build.extend(ulimits());
     build.extend(strings(&["--tag", &made.image]));
-    build.push(context.path().display().to_string());
+    build.push(context.display().to_string());
     let built = podman(build, Duration::from_secs(900)).await;
     assert!(
         built.status.success(),
@@ -136,8 +176,10 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         text(&built)
     );
     eprintln!("container: image built after {:?}", started.elapsed());
+}
 
-    // The image runs as uid 10001 and checks its health with `tollgate health`.
+/// The image runs as uid 10001 and checks its health with `tollgate health`.
+async fn check_image_user_and_healthcheck(made: &Made) {
     let inspect = podman(
         strings(&[
             "image",
@@ -155,17 +197,21 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         "{}",
         text(&inspect)
     );
+}
 
-    // Run it: the config folder mounted, the real upstream in this process.
-    let up = Upstream::start().await;
-    let (port, admin) = (free_port(), free_port());
+/// A folder for the config, readable by the container's user.
+fn config_dir() -> tempfile::TempDir {
     let conf = tempfile::tempdir().expect("tempdir");
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(conf.path(), std::fs::Permissions::from_mode(0o755))
             .expect("chmod");
     }
-    write_config(conf.path(), &config(port, admin, &up.url(), ""));
+    conf
+}
+
+/// `podman run` of the image on the host network, `conf` mounted at /etc/tollgate.
+async fn run_container(made: &Made, admin: u16, conf: &Path) {
     let mut run = strings(&[
         "run",
         "--detach",
@@ -179,12 +225,15 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         "--env",
         &format!("TOLLGATE_HEALTH_URL=http://127.0.0.1:{admin}/healthz"),
         "--volume",
-        &format!("{}:/etc/tollgate:ro", conf.path().display()),
+        &format!("{}:/etc/tollgate:ro", conf.display()),
         &made.image,
     ]));
     let ran = podman(run, Duration::from_secs(120)).await;
     assert!(ran.status.success(), "podman run failed: {}", text(&ran));
+}
 
+/// Waits up to 60 s for a 200 from /healthz, failing early if the container stops.
+async fn wait_until_serving(made: &Made, admin: u16) {
     let healthz = format!("http://127.0.0.1:{admin}/healthz");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -200,10 +249,10 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    eprintln!("container: serving after {:?}", started.elapsed());
+}
 
-    // The limited route: the burst of 2 passes to the upstream, the third is refused.
-    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+/// The limited route: the burst of 2 passes to the upstream, the third is refused.
+async fn check_limited_route(up: &Upstream, url: &impl Fn(&str) -> String) {
     let before = up.requests();
     for n in 1..=2 {
         let got = get(&url("/limited"), &[]).await;
@@ -212,8 +261,10 @@ async fn image_builds_runs_limits_reloads_and_drains() {
     let refused = get(&url("/limited"), &[]).await;
     assert_eq!(refused.status, 429, "{}", refused.text());
     assert_eq!(up.requests() - before, 2, "the refused request stayed in");
+}
 
-    // The image's own HEALTHCHECK, and `tollgate health` saying why when unhealthy.
+/// The image's own HEALTHCHECK, and `tollgate health` saying why when unhealthy.
+async fn check_health(made: &Made, admin: u16) {
     let hc = podman(
         strings(&["healthcheck", "run", &made.container]),
         Duration::from_secs(60),
@@ -241,8 +292,10 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         "{}",
         text(&bad)
     );
+}
 
-    // Not root: the gateway (pid 1) and an exec'd process run as 10001.
+/// Not root: the gateway (pid 1) and an exec'd process run as 10001.
+async fn check_not_root(made: &Made) {
     let status = made.exec(&["cat", "/proc/1/status"]).await;
     let uid = String::from_utf8_lossy(&status.stdout)
         .lines()
@@ -261,8 +314,17 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         "{}",
         text(&id)
     );
+}
 
-    // SIGHUP reloads the mounted config: a new route appears, the process stays.
+/// SIGHUP reloads the mounted config: a new route appears, the process stays.
+async fn reload_adds_a_route(
+    made: &Made,
+    up: &Upstream,
+    conf: &Path,
+    port: u16,
+    admin: u16,
+    url: &impl Fn(&str) -> String,
+) {
     assert_eq!(
         get(&url("/added"), &[]).await.status,
         404,
@@ -275,7 +337,7 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         upstream = "api"
         policies = []
     "#;
-    write_config(conf.path(), &config(port, admin, &up.url(), added));
+    write_config(conf, &config(port, admin, &up.url(), added));
     let hup = podman(
         strings(&["kill", "--signal", "HUP", &made.container]),
         Duration::from_secs(60),
@@ -294,9 +356,11 @@ async fn image_builds_runs_limits_reloads_and_drains() {
     assert_eq!(made.state("Running").await, "true", "{}", made.logs().await);
     // The limiter's state survived the reload: still refused.
     assert_eq!(get(&url("/limited"), &[]).await.status, 429);
+}
 
-    // SIGTERM (podman stop): the request in flight finishes, the gateway exits 0 well
-    // within the 30 s before podman would send SIGKILL.
+/// SIGTERM (podman stop): the request in flight finishes, the gateway exits 0 well
+/// within the 30 s before podman would send SIGKILL. Returns how long the stop took.
+async fn stop_drains(made: &Made, up: &Upstream, url: &impl Fn(&str) -> String) -> Duration {
     let before = up.requests();
     let in_flight = tokio::spawn({
         let url = url("/drain/delay");
@@ -325,11 +389,5 @@ async fn image_builds_runs_limits_reloads_and_drains() {
         took < Duration::from_secs(25),
         "podman stop took {took:?}: the drain (10 s at most) did not end it"
     );
-    let logs = made.logs().await;
-    assert!(logs.contains("configuration reloaded"), "{logs}");
-    assert!(logs.contains("tollgate stopped"), "{logs}");
-    eprintln!(
-        "container: stopped in {took:?}; whole test {:?}",
-        started.elapsed()
-    );
+    took
 }

@@ -142,42 +142,12 @@ async fn slowloris_connections_do_not_delay_a_normal_request() {
     let attempts = Arc::new(AtomicUsize::new(0));
     let mut slow = Vec::new();
     for _ in 0..200 {
-        let attempts = attempts.clone();
-        slow.push(tokio::spawn(async move {
-            let connected = TcpStream::connect(addr).await;
-            attempts.fetch_add(1, Ordering::SeqCst);
-            let Ok(mut s) = connected else {
-                return None;
-            };
-            let started = Instant::now();
-            for b in b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "
-                .iter()
-                .chain(std::iter::repeat(&b'a'))
-                .take(200)
-            {
-                if s.write_all(&[*b]).await.is_err() {
-                    return Some(started.elapsed());
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            None
-        }));
+        slow.push(slowloris(addr, attempts.clone()));
     }
     // And connections that never send a byte.
     let mut silent = Vec::new();
     for _ in 0..20 {
-        let attempts = attempts.clone();
-        silent.push(tokio::spawn(async move {
-            let connected = TcpStream::connect(addr).await;
-            attempts.fetch_add(1, Ordering::SeqCst);
-            let mut s = connected.ok()?;
-            let started = Instant::now();
-            let mut buf = [0u8; 64];
-            match tokio::time::timeout(Duration::from_secs(25), s.read(&mut buf)).await {
-                Ok(Ok(0)) | Ok(Err(_)) => Some(started.elapsed()),
-                _ => None,
-            }
-        }));
+        silent.push(silent_connection(addr, attempts.clone()));
     }
     // Every slow and silent connection is made before the normal request.
     assert!(
@@ -214,6 +184,53 @@ async fn slowloris_connections_do_not_delay_a_normal_request() {
             "a silent connection is closed: {closed_after:?}"
         );
     }
+}
+
+/// A connection that sends a request head a byte every 100 ms, counted in `attempts` once
+/// tried: how long it lasted when the server cut it, `None` if it was never cut (or never
+/// connected).
+fn slowloris(
+    addr: std::net::SocketAddr,
+    attempts: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<Option<Duration>> {
+    tokio::spawn(async move {
+        let connected = TcpStream::connect(addr).await;
+        attempts.fetch_add(1, Ordering::SeqCst);
+        let Ok(mut s) = connected else {
+            return None;
+        };
+        let started = Instant::now();
+        for b in b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: "
+            .iter()
+            .chain(std::iter::repeat(&b'a'))
+            .take(200)
+        {
+            if s.write_all(&[*b]).await.is_err() {
+                return Some(started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        None
+    })
+}
+
+/// A connection that never sends a byte, counted in `attempts` once tried: how long until
+/// the server closed it, `None` if it did not within 25 s (or it never connected).
+fn silent_connection(
+    addr: std::net::SocketAddr,
+    attempts: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<Option<Duration>> {
+    tokio::spawn(async move {
+        let connected = TcpStream::connect(addr).await;
+        attempts.fetch_add(1, Ordering::SeqCst);
+        let mut s = connected.ok()?;
+        let started = Instant::now();
+        let mut buf = [0u8; 64];
+        match tokio::time::timeout(Duration::from_secs(25), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => Some(started.elapsed()),
+            _ => None,
+        }
+    })
 }
 
 #[tokio::test]

@@ -6,6 +6,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use tollgate::config::Config;
+
 pub const DIR: &str = "examples/kubernetes";
 /// tollgate.toml's admin token file, mounted from a Secret (deployment.yaml).
 const TOKEN_LINE: &str = r#"admin_token_file = "/run/secrets/tollgate/admin-token""#;
@@ -43,9 +45,27 @@ fn config_with_a_token() -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn the_kubernetes_example_matches_its_config() {
     let (_dir, toml) = config_with_a_token();
+    let config = checked_config(&toml);
+    let deployment = read("deployment.yaml");
+
+    let listen = config.server.listen.port().to_string();
+    assert_eq!(value_of(&deployment, "containerPort"), listen);
+    check_probes(&config, &deployment);
+    check_config_mount(&deployment);
+    check_grace_period(&config, &deployment);
+    check_redis(&config);
+    let service = read("service.yaml");
+    assert_eq!(value_of(&service, "targetPort"), "http");
+    // The token file's folder is the Secret's mount.
+    assert!(deployment.contains("mountPath: /run/secrets/tollgate\n"));
+    assert!(deployment.contains("secretName: tollgate-admin-token"));
+}
+
+/// The config at `toml`, which passes `tollgate check` and has the pods reload it.
+fn checked_config(toml: &Path) -> Config {
     let check = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .args(["check", "--config"])
-        .arg(&toml)
+        .arg(toml)
         .output()
         .expect("run tollgate check");
     assert!(
@@ -53,15 +73,16 @@ fn the_kubernetes_example_matches_its_config() {
         "tollgate check: {}",
         String::from_utf8_lossy(&check.stderr)
     );
-    let config = tollgate::config::load(&toml).expect("valid");
+    let config = tollgate::config::load(toml).expect("valid");
     assert!(
         config.server.watch_config,
         "the pods reload their ConfigMap by themselves"
     );
-    let deployment = read("deployment.yaml");
+    config
+}
 
-    let listen = config.server.listen.port().to_string();
-    assert_eq!(value_of(&deployment, "containerPort"), listen);
+/// The readiness and liveness probes ask the config's admin listener.
+fn check_probes(config: &Config, deployment: &str) {
     let admin = config
         .server
         .admin_listen
@@ -80,9 +101,11 @@ fn the_kubernetes_example_matches_its_config() {
         );
     }
     assert!(deployment.contains("readinessProbe") && deployment.contains("livenessProbe"));
+}
 
-    // The config is mounted as a folder (so ConfigMap swaps are seen) where `run` reads it.
-    assert_eq!(value_of(&deployment, "mountPath"), "/etc/tollgate");
+/// The config is mounted as a folder (so ConfigMap swaps are seen) where `run` reads it.
+fn check_config_mount(deployment: &str) {
+    assert_eq!(value_of(deployment, "mountPath"), "/etc/tollgate");
     assert!(
         !deployment.lines().any(|l| l.trim().starts_with("subPath:")),
         "a subPath mount never sees an update"
@@ -92,9 +115,11 @@ fn the_kubernetes_example_matches_its_config() {
     assert!(kustomization.contains("- tollgate.toml"));
     assert!(kustomization.contains("name: tollgate-config"));
     assert!(deployment.contains("name: tollgate-config"));
+}
 
-    // The grace period covers the preStop pause and the drain.
-    let grace: u64 = value_of(&deployment, "terminationGracePeriodSeconds")
+/// The grace period covers the preStop pause and the drain.
+fn check_grace_period(config: &Config, deployment: &str) {
+    let grace: u64 = value_of(deployment, "terminationGracePeriodSeconds")
         .parse()
         .expect("seconds");
     let pause: u64 = deployment
@@ -113,8 +138,10 @@ fn the_kubernetes_example_matches_its_config() {
         "terminationGracePeriodSeconds {grace} > preStop {pause} s + drain_timeout {:?}",
         config.server.drain_timeout
     );
+}
 
-    // The Redis the config names is the one the manifests run.
+/// The Redis the config names is the one the manifests run.
+fn check_redis(config: &Config) {
     let redis = read("redis.yaml");
     match &config.store.backend {
         tollgate::config::Backend::Redis { urls, .. } => {
@@ -127,9 +154,4 @@ fn the_kubernetes_example_matches_its_config() {
         redis.contains(r#""--appendonly", "yes""#),
         "a restart forgives nothing"
     );
-    let service = read("service.yaml");
-    assert_eq!(value_of(&service, "targetPort"), "http");
-    // The token file's folder is the Secret's mount.
-    assert!(deployment.contains("mountPath: /run/secrets/tollgate\n"));
-    assert!(deployment.contains("secretName: tollgate-admin-token"));
 }

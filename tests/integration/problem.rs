@@ -46,47 +46,80 @@ fn split_problem(mut body: Value) -> (Value, Value) {
     (Value::Object(problem), body)
 }
 
+/// The keys of a client that both refusing tiers of [`two_refusing_tiers`] count.
+const KEYS: [(&str, &str); 2] = [("x-tenant", "acme"), ("x-user", "ann")];
+
+/// A request to `url` with [`KEYS`] and `accept`, which must be refused.
+async fn refuse(protocol: &str, client: &HttpClient, url: &str, accept: Option<&str>) -> Got {
+    let mut headers = KEYS.to_vec();
+    headers.extend(accept.map(|a| ("accept", a)));
+    let got = send(client, "GET", url, &headers, b"").await;
+    assert_eq!(got.status, 429, "{protocol} Accept {accept:?}");
+    got
+}
+
+/// Clients that do not name the type get today's body, byte for byte.
+async fn check_today_for_the_rest(protocol: &str, client: &HttpClient, url: &str) {
+    let today = r#"{"error":"rate_limited","policy":"tenant","retry_after_ms":3600000}"#;
+    for accept in [
+        None,
+        Some("*/*"),
+        Some("application/*"),
+        Some("application/json"),
+        Some("application/problem+json;q=0"),
+        Some("application/json, application/problem+json;q=0.5"),
+        Some("text/html, application/problem+json;q=0.000"),
+    ] {
+        let got = refuse(protocol, client, url, accept).await;
+        assert_eq!(
+            got.header("content-type"),
+            Some("application/json"),
+            "{protocol} Accept {accept:?}"
+        );
+        assert_eq!(got.text(), today, "{protocol} Accept {accept:?}");
+    }
+}
+
+/// Each of `headers` is on the problem 429 `got`, with the value it has on the `plain` one
+/// (`as_on` ends the message of a difference).
+fn check_headers_as_on_plain(
+    protocol: &str,
+    got: &Got,
+    plain: &Got,
+    headers: &[&str],
+    as_on: &str,
+) {
+    for header in headers {
+        assert!(got.header(header).is_some(), "{protocol}: {header}");
+        assert_eq!(
+            got.header(header),
+            plain.header(header),
+            "{protocol}: {header}{as_on}"
+        );
+    }
+}
+
+/// The refused requests never reached the upstream: only the one admitted did.
+fn check_one_request_upstream(protocol: &str, up: &Upstream) {
+    assert_eq!(
+        up.requests(),
+        1,
+        "{protocol}: no refused request went upstream"
+    );
+}
+
 #[tokio::test]
 async fn a_rate_429_is_problem_details_when_asked_by_name() {
     for (protocol, client) in [("HTTP/1.1", http1()), ("HTTP/2", http2())] {
         let up = Upstream::start().await;
         // A fake clock that does not move: every refusal below has the same exact wait.
         let gw = TestGateway::start(&two_refusing_tiers(), &up.url()).await;
-        let keys = [("x-tenant", "acme"), ("x-user", "ann")];
-        let first = send(&client, "GET", &gw.url("/a"), &keys, b"").await;
+        let first = send(&client, "GET", &gw.url("/a"), &KEYS, b"").await;
         assert_eq!(first.status, 200, "{protocol}");
+        let url = gw.url("/a");
 
-        let refuse = |accept: Option<&'static str>| {
-            let (client, url) = (client.clone(), gw.url("/a"));
-            async move {
-                let mut headers = keys.to_vec();
-                headers.extend(accept.map(|a| ("accept", a)));
-                let got = send(&client, "GET", &url, &headers, b"").await;
-                assert_eq!(got.status, 429, "{protocol} Accept {accept:?}");
-                got
-            }
-        };
-
-        // Clients that do not name the type get today's body, byte for byte.
-        let today = r#"{"error":"rate_limited","policy":"tenant","retry_after_ms":3600000}"#;
-        for accept in [
-            None,
-            Some("*/*"),
-            Some("application/*"),
-            Some("application/json"),
-            Some("application/problem+json;q=0"),
-            Some("application/json, application/problem+json;q=0.5"),
-            Some("text/html, application/problem+json;q=0.000"),
-        ] {
-            let got = refuse(accept).await;
-            assert_eq!(
-                got.header("content-type"),
-                Some("application/json"),
-                "{protocol} Accept {accept:?}"
-            );
-            assert_eq!(got.text(), today, "{protocol} Accept {accept:?}");
-        }
-        let plain = refuse(None).await;
+        check_today_for_the_rest(protocol, &client, &url).await;
+        let plain = refuse(protocol, &client, &url, None).await;
 
         for accept in [
             "application/problem+json",
@@ -95,7 +128,7 @@ async fn a_rate_429_is_problem_details_when_asked_by_name() {
             "application/json, application/problem+json",
             "*/*;q=0.8, application/problem+json",
         ] {
-            let got = refuse(Some(accept)).await;
+            let got = refuse(protocol, &client, &url, Some(accept)).await;
             assert_eq!(
                 got.header("content-type"),
                 Some(PROBLEM),
@@ -117,48 +150,42 @@ async fn a_rate_429_is_problem_details_when_asked_by_name() {
                 plain.json(),
                 "{protocol} Accept {accept:?}: the contract's fields, all of them, unchanged"
             );
-            for header in [
+            let headers = [
                 "retry-after",
                 "x-ratelimit-limit",
                 "x-ratelimit-remaining",
                 "x-ratelimit-reset",
                 "ratelimit-policy",
                 "ratelimit",
-            ] {
-                assert!(got.header(header).is_some(), "{protocol}: {header}");
-                assert_eq!(
-                    got.header(header),
-                    plain.header(header),
-                    "{protocol}: {header} as on the plain 429"
-                );
-            }
+            ];
+            check_headers_as_on_plain(protocol, &got, &plain, &headers, " as on the plain 429");
             assert_eq!(got.header("vary"), Some("accept"));
         }
         assert_eq!(plain.header("vary"), Some("accept"));
-        assert_eq!(
-            up.requests(),
-            1,
-            "{protocol}: no refused request went upstream"
-        );
+        check_one_request_upstream(protocol, &up);
     }
+}
+
+/// One request at a time per `x-key`; a refused one is told to retry after 2 s.
+fn one_slot() -> String {
+    Fixture::new()
+        .policy_raw(
+            "inflight",
+            r#"
+            key = "header:x-key"
+            max_in_flight = 1
+            retry_after = "2s"
+            "#,
+        )
+        .route("api", "/", "api", &["inflight"])
+        .build()
 }
 
 #[tokio::test]
 async fn a_concurrency_429_is_problem_details_when_asked_by_name() {
     for (protocol, client) in [("HTTP/1.1", http1()), ("HTTP/2", http2())] {
         let up = Upstream::start().await;
-        let toml = Fixture::new()
-            .policy_raw(
-                "inflight",
-                r#"
-                key = "header:x-key"
-                max_in_flight = 1
-                retry_after = "2s"
-                "#,
-            )
-            .route("api", "/", "api", &["inflight"])
-            .build();
-        let gw = TestGateway::start(&toml, &up.url()).await;
+        let gw = TestGateway::start(&one_slot(), &up.url()).await;
         // `/slow` holds the only slot: the upstream answers it after 30 s.
         let holder = {
             let (client, url) = (client.clone(), gw.url("/slow"));
@@ -209,19 +236,9 @@ async fn a_concurrency_429_is_problem_details_when_asked_by_name() {
             }),
             "{protocol}"
         );
-        for header in ["retry-after", "ratelimit-policy", "ratelimit"] {
-            assert!(got.header(header).is_some(), "{protocol}: {header}");
-            assert_eq!(
-                got.header(header),
-                plain.header(header),
-                "{protocol}: {header}"
-            );
-        }
-        assert_eq!(
-            up.requests(),
-            1,
-            "{protocol}: no refused request went upstream"
-        );
+        let headers = ["retry-after", "ratelimit-policy", "ratelimit"];
+        check_headers_as_on_plain(protocol, &got, &plain, &headers, "");
+        check_one_request_upstream(protocol, &up);
         holder.abort();
     }
 }

@@ -3,6 +3,7 @@
 //! shipped file is copied with free ones, so the test runs beside anything.
 
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::support::*;
@@ -29,70 +30,10 @@ async fn the_readme_demo_serves_200s_then_429s_and_stops_on_ctrl_c() {
             .expect("config/tollgate.toml");
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
-    // The demo upstream's port must be known before the start; another process may take
-    // a free port before tollgate binds it, so a start that finds it taken is retried.
-    let mut attempts = 0;
-    let (mut gw, demo) = loop {
-        attempts += 1;
-        let demo: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let config = replace_once(
-            &replace_once(
-                &replace_once(
-                    &shipped,
-                    r#"listen = "127.0.0.1:8080""#,
-                    r#"listen = "127.0.0.1:0""#,
-                ),
-                r#"admin_listen = "127.0.0.1:9901""#,
-                r#"admin_listen = "127.0.0.1:0""#,
-            ),
-            r#""http://127.0.0.1:3000""#,
-            &format!(r#""http://{demo}""#),
-        );
-        std::fs::write(&path, config).expect("write config");
-        match Process::start(&path, &["--demo-upstream", &demo.to_string()]) {
-            Ok(gw) => break (gw, demo),
-            Err(log) if attempts < 3 && log.contains("cannot serve the demo upstream") => {}
-            Err(log) => panic!("{log}"),
-        }
-    };
+    let (mut gw, demo) = start_demo(&shipped, &path);
     let admin = gw.admin.expect("an admin listener");
-
-    // `for i in $(seq 8); do curl -s -o /dev/null -w '%{http_code}\n'
-    // localhost:8080/v1/search; done`: five 200s, then 429s. One more request is admitted
-    // each second, so on a slow machine a 200 may come between the 429s: keep asking
-    // until a 429 comes.
-    let search = format!("http://{}/v1/search", gw.addr);
-    let mut statuses = Vec::new();
-    let refused = loop {
-        let got = get(&search, &[]).await;
-        statuses.push(got.status.as_u16());
-        if got.status == 429 {
-            break got;
-        }
-        assert_eq!(got.status, 200, "{statuses:?}\n{}", gw.log());
-        assert_eq!(
-            got.json()["path"],
-            "/v1/search",
-            "the demo upstream answered"
-        );
-        assert!(statuses.len() < 50, "no 429 after {statuses:?}");
-    };
-    assert!(
-        statuses.len() >= 6 && statuses[..5] == [200; 5],
-        "five at once, then a refusal: {statuses:?}"
-    );
-    assert!(refused.num("retry-after") >= 1);
-    assert_eq!(refused.json()["policy"], "client", "{}", refused.text());
-    // The 429's headers, as the binary writes them (`curl -i`).
-    assert_eq!(refused.header("content-type"), Some("application/json"));
-    assert_eq!(refused.header("vary"), Some("accept"));
-    assert_eq!(refused.num("x-ratelimit-limit"), 5, "{:?}", refused.headers);
-    assert_eq!(refused.num("x-ratelimit-remaining"), 0);
-    assert!(refused.num("x-ratelimit-reset") >= 1);
-    let policy = refused.header("ratelimit-policy").unwrap_or_default();
-    assert!(policy.contains("\"client\";q=5;"), "{policy}");
-    let current = refused.header("ratelimit").unwrap_or_default();
-    assert!(current.contains("\"client\";r=0;t="), "{current}");
+    let refused = curl_until_refused(&gw).await;
+    check_refusal_headers(&refused);
 
     // `curl localhost:9901/metrics` and the status page.
     let metrics = get(&format!("http://{admin}/metrics"), &[]).await;
@@ -127,4 +68,78 @@ async fn the_readme_demo_serves_200s_then_429s_and_stops_on_ctrl_c() {
     for (what, addr) in ports {
         assert!(!listening(addr), "the {what} on {addr} is still listening");
     }
+}
+
+/// Starts the demo from the shipped config, written to `path` with free ports: the gateway
+/// and the demo upstream's address. The demo upstream's port must be known before the
+/// start; another process may take a free port before tollgate binds it, so a start that
+/// finds it taken is retried.
+fn start_demo(shipped: &str, path: &Path) -> (Process, SocketAddr) {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let demo: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let config = replace_once(
+            &replace_once(
+                &replace_once(
+                    shipped,
+                    r#"listen = "127.0.0.1:8080""#,
+                    r#"listen = "127.0.0.1:0""#,
+                ),
+                r#"admin_listen = "127.0.0.1:9901""#,
+                r#"admin_listen = "127.0.0.1:0""#,
+            ),
+            r#""http://127.0.0.1:3000""#,
+            &format!(r#""http://{demo}""#),
+        );
+        std::fs::write(path, config).expect("write config");
+        match Process::start(path, &["--demo-upstream", &demo.to_string()]) {
+            Ok(gw) => break (gw, demo),
+            Err(log) if attempts < 3 && log.contains("cannot serve the demo upstream") => {}
+            Err(log) => panic!("{log}"),
+        }
+    }
+}
+
+/// `for i in $(seq 8); do curl -s -o /dev/null -w '%{http_code}\n'
+/// localhost:8080/v1/search; done`: five 200s, then 429s. One more request is admitted
+/// each second, so on a slow machine a 200 may come between the 429s: keep asking
+/// until a 429 comes. Returns the 429.
+async fn curl_until_refused(gw: &Process) -> Got {
+    let search = format!("http://{}/v1/search", gw.addr);
+    let mut statuses = Vec::new();
+    let refused = loop {
+        let got = get(&search, &[]).await;
+        statuses.push(got.status.as_u16());
+        if got.status == 429 {
+            break got;
+        }
+        assert_eq!(got.status, 200, "{statuses:?}\n{}", gw.log());
+        assert_eq!(
+            got.json()["path"],
+            "/v1/search",
+            "the demo upstream answered"
+        );
+        assert!(statuses.len() < 50, "no 429 after {statuses:?}");
+    };
+    assert!(
+        statuses.len() >= 6 && statuses[..5] == [200; 5],
+        "five at once, then a refusal: {statuses:?}"
+    );
+    refused
+}
+
+/// The 429's body and headers, as the binary writes them (`curl -i`).
+fn check_refusal_headers(refused: &Got) {
+    assert!(refused.num("retry-after") >= 1);
+    assert_eq!(refused.json()["policy"], "client", "{}", refused.text());
+    assert_eq!(refused.header("content-type"), Some("application/json"));
+    assert_eq!(refused.header("vary"), Some("accept"));
+    assert_eq!(refused.num("x-ratelimit-limit"), 5, "{:?}", refused.headers);
+    assert_eq!(refused.num("x-ratelimit-remaining"), 0);
+    assert!(refused.num("x-ratelimit-reset") >= 1);
+    let policy = refused.header("ratelimit-policy").unwrap_or_default();
+    assert!(policy.contains("\"client\";q=5;"), "{policy}");
+    let current = refused.header("ratelimit").unwrap_or_default();
+    assert!(current.contains("\"client\";r=0;t="), "{current}");
 }

@@ -245,6 +245,11 @@ async fn outages_follow_on_error_fail_fast_and_recover() {
 
     // Killed outright, then back: recovery without a gateway restart.
     redis.restart();
+    check_recovered(&deny).await;
+}
+
+/// The gateway decides by Redis again, is ready, and counted the store's errors.
+async fn check_recovered(deny: &TestGateway) {
     let recovered = eventually_async(Duration::from_secs(20), || async {
         get(&deny.url("/"), &[("x-tenant-id", "fresh")])
             .await

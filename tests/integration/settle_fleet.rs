@@ -156,52 +156,14 @@ async fn an_admission_by_the_local_fallback_settles_locally() {
 async fn hanging_up_while_redis_settles_the_cost_still_settles_every_tier() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let tokens = |key: &str| {
-        format!(
-            "key = {key}\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n"
-        )
-    };
-    let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"30s\"\n",
-            redis.url()
-        ))
-        .policy_raw(
-            "slots",
-            "key = \"header:x-tenant-id\"\nmax_in_flight = 10\n",
-        )
-        .policy_raw("tenant", tokens("\"header:x-tenant-id\""))
-        .policy_raw("endpoint", tokens("[\"header:x-tenant-id\", \"route\"]"))
-        .route("api", "/", "api", &["slots", "tenant", "endpoint"])
-        .build();
+    let toml = three_tiers_on(&redis);
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     gw.wait_for_store("/v1/usage", "warm-up").await;
     let metrics = gw.admin_url("/metrics");
     for round in 0..2 {
         let tenant = format!("t{round}");
         let seen = up.requests();
-        let head = format!(
-            "GET /v1/usage HTTP/1.1\r\nhost: gw\r\nx-tenant-id: {tenant}\r\nx-usage: 60\r\nx-delay-ms: 3000\r\n\r\n"
-        );
-        // The client, kept until it hangs up.
-        let client: Box<dyn std::any::Any + Send> = if round == 0 {
-            use tokio::io::AsyncWriteExt;
-            let mut s = tokio::net::TcpStream::connect(gw.addr)
-                .await
-                .expect("connect");
-            s.write_all(head.as_bytes()).await.expect("write");
-            Box::new(s)
-        } else {
-            let (url, tenant) = (gw.url("/v1/usage"), tenant.clone());
-            Box::new(AbortOnDrop(tokio::spawn(async move {
-                let headers = [
-                    ("x-tenant-id", tenant.as_str()),
-                    ("x-usage", "60"),
-                    ("x-delay-ms", "3000"),
-                ];
-                send(&http2(), "GET", &url, &headers, b"").await
-            })))
-        };
+        let client = slow_client(&gw, round, &tenant).await;
         assert!(
             eventually(Duration::from_secs(20), || up.requests() > seen).await,
             "round {round}: admitted and forwarded"
@@ -231,21 +193,79 @@ async fn hanging_up_while_redis_settles_the_cost_still_settles_every_tier() {
         .await;
         assert!(dropped, "round {round}: the gateway let go of the request");
         redis.resume();
-        for (policy, key) in [
-            ("tenant", tenant.clone()),
-            ("endpoint", format!("{tenant}/api")),
-        ] {
-            let url = gw.admin_url(&format!("/admin/limits/{policy}/{key}"));
-            let settled = eventually_async(Duration::from_secs(20), || async {
-                let limits = get(&url, &[]).await.json();
-                limits["remaining"].as_u64() == Some(40)
-            })
-            .await;
-            assert!(
-                settled,
-                "round {round}: {policy} charged the 60 used, not the 10 reserved"
-            );
-        }
+        check_every_tier_settled(&gw, round, &tenant).await;
+    }
+}
+
+/// A concurrency tier and two settled token tiers (per tenant, per tenant and route) on
+/// `redis`, with a timeout long enough that a frozen Redis keeps the settling waiting.
+fn three_tiers_on(redis: &RedisServer) -> String {
+    let tokens = |key: &str| {
+        format!(
+            "key = {key}\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n"
+        )
+    };
+    Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"30s\"\n",
+            redis.url()
+        ))
+        .policy_raw(
+            "slots",
+            "key = \"header:x-tenant-id\"\nmax_in_flight = 10\n",
+        )
+        .policy_raw("tenant", tokens("\"header:x-tenant-id\""))
+        .policy_raw("endpoint", tokens("[\"header:x-tenant-id\", \"route\"]"))
+        .route("api", "/", "api", &["slots", "tenant", "endpoint"])
+        .build()
+}
+
+/// A request of `tenant` using 60 tokens, answered 3 s late: HTTP/1.1 on a raw connection
+/// in round 0, HTTP/2 after. The client, kept until it hangs up.
+async fn slow_client(
+    gw: &TestGateway,
+    round: usize,
+    tenant: &str,
+) -> Box<dyn std::any::Any + Send> {
+    let head = format!(
+        "GET /v1/usage HTTP/1.1\r\nhost: gw\r\nx-tenant-id: {tenant}\r\nx-usage: 60\r\nx-delay-ms: 3000\r\n\r\n"
+    );
+    if round == 0 {
+        use tokio::io::AsyncWriteExt;
+        let mut s = tokio::net::TcpStream::connect(gw.addr)
+            .await
+            .expect("connect");
+        s.write_all(head.as_bytes()).await.expect("write");
+        Box::new(s)
+    } else {
+        let (url, tenant) = (gw.url("/v1/usage"), tenant.to_owned());
+        Box::new(AbortOnDrop(tokio::spawn(async move {
+            let headers = [
+                ("x-tenant-id", tenant.as_str()),
+                ("x-usage", "60"),
+                ("x-delay-ms", "3000"),
+            ];
+            send(&http2(), "GET", &url, &headers, b"").await
+        })))
+    }
+}
+
+/// Both token tiers of `tenant` end up charged the 60 used, not the 10 reserved.
+async fn check_every_tier_settled(gw: &TestGateway, round: usize, tenant: &str) {
+    for (policy, key) in [
+        ("tenant", tenant.to_owned()),
+        ("endpoint", format!("{tenant}/api")),
+    ] {
+        let url = gw.admin_url(&format!("/admin/limits/{policy}/{key}"));
+        let settled = eventually_async(Duration::from_secs(20), || async {
+            let limits = get(&url, &[]).await.json();
+            limits["remaining"].as_u64() == Some(40)
+        })
+        .await;
+        assert!(
+            settled,
+            "round {round}: {policy} charged the 60 used, not the 10 reserved"
+        );
     }
 }
 

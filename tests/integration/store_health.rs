@@ -2,6 +2,7 @@
 //! metric names the cause, `/readyz` says why it is not ready and `/admin/stats` shows the
 //! store's address, breaker and last error — never its password.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::support::*;
@@ -13,33 +14,10 @@ async fn a_redis_that_cannot_be_reached_is_named_with_its_cause() {
     let path = dir.path().join("tollgate.toml");
     // Nothing listens on this port; the URL carries a password that must never show.
     let port = free_port();
-    let text = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"redis://:hunter2-secret@127.0.0.1:{port}\"\ntimeout = \"100ms\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n"
-        ))
-        .policy("tenant", "header:x-k", 10, "1s", 10)
-        .route("api", "/", "api", &["tenant"])
-        .build_for(&up.url());
-    std::fs::write(&path, text).expect("write");
+    std::fs::write(&path, unreachable_redis(port, &up.url())).expect("write");
     let gw = Process::run(&path);
     let address = format!("127.0.0.1:{port}");
-    assert!(
-        eventually(Duration::from_secs(10), || gw
-            .log()
-            .contains("Redis cannot be reached at start"))
-        .await,
-        "{}",
-        gw.log()
-    );
-    let log = gw.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains("Redis cannot be reached at start"))
-        .expect("the line");
-    assert!(
-        line.contains(&address) && line.contains("cause=\"connection_refused\""),
-        "{line}"
-    );
+    check_start_log(&gw, &address).await;
 
     // Requests take on_error (deny): 503, and the metric says why.
     let url = format!("http://{}/", gw.addr);
@@ -47,40 +25,9 @@ async fn a_redis_that_cannot_be_reached_is_named_with_its_cause() {
         assert_eq!(get(&url, &[("x-k", "a")]).await.status, 503);
     }
     let admin = gw.admin.expect("admin");
-    let metrics = get(&format!("http://{admin}/metrics"), &[]).await.text();
-    assert!(
-        metrics.contains("cause=\"connection_refused\""),
-        "{}",
-        metrics
-            .lines()
-            .filter(|l| l.contains("store_errors"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-
-    let ready = get(&format!("http://{admin}/readyz"), &[]).await;
-    assert_eq!(ready.status, 503);
-    let why = ready.text();
-    assert!(
-        why.contains(&address)
-            && why.contains("connection_refused")
-            && why.contains("breaker open"),
-        "{why}"
-    );
-
-    let stats = get(&format!("http://{admin}/admin/stats"), &[])
-        .await
-        .json();
-    let store = &stats["store"];
-    assert_eq!(store["backend"], "redis");
-    assert_eq!(store["address"], address.as_str());
-    assert_eq!(store["breaker"], "open");
-    assert_eq!(store["ready"], false);
-    assert_eq!(store["last_error"]["cause"], "connection_refused");
-    assert!(
-        store["failed_calls"].as_u64().expect("a count") >= 3,
-        "{store}"
-    );
+    let metrics = metrics_naming_the_cause(admin).await;
+    let why = readyz_saying_why(admin, &address).await;
+    let stats = stats_showing_the_store(admin, &address).await;
 
     // The password appears nowhere an operator looks.
     let config = get(&format!("http://{admin}/admin/config"), &[])
@@ -98,4 +45,81 @@ async fn a_redis_that_cannot_be_reached_is_named_with_its_cause() {
             "{what} shows the password: {text}"
         );
     }
+}
+
+/// A config whose store is a Redis on `port`, where nothing listens, with a password.
+fn unreachable_redis(port: u16, upstream: &str) -> String {
+    Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"redis://:hunter2-secret@127.0.0.1:{port}\"\ntimeout = \"100ms\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n"
+        ))
+        .policy("tenant", "header:x-k", 10, "1s", 10)
+        .route("api", "/", "api", &["tenant"])
+        .build_for(upstream)
+}
+
+/// The binary says at once that Redis cannot be reached, where and why.
+async fn check_start_log(gw: &Process, address: &str) {
+    assert!(
+        eventually(Duration::from_secs(10), || gw
+            .log()
+            .contains("Redis cannot be reached at start"))
+        .await,
+        "{}",
+        gw.log()
+    );
+    let log = gw.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("Redis cannot be reached at start"))
+        .expect("the line");
+    assert!(
+        line.contains(address) && line.contains("cause=\"connection_refused\""),
+        "{line}"
+    );
+}
+
+/// The metrics, which name the cause of the store errors.
+async fn metrics_naming_the_cause(admin: SocketAddr) -> String {
+    let metrics = get(&format!("http://{admin}/metrics"), &[]).await.text();
+    assert!(
+        metrics.contains("cause=\"connection_refused\""),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("store_errors"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    metrics
+}
+
+/// `/readyz`'s 503 body, which says why it is not ready.
+async fn readyz_saying_why(admin: SocketAddr, address: &str) -> String {
+    let ready = get(&format!("http://{admin}/readyz"), &[]).await;
+    assert_eq!(ready.status, 503);
+    let why = ready.text();
+    assert!(
+        why.contains(address) && why.contains("connection_refused") && why.contains("breaker open"),
+        "{why}"
+    );
+    why
+}
+
+/// `/admin/stats`, which shows the store's address, breaker and last error.
+async fn stats_showing_the_store(admin: SocketAddr, address: &str) -> serde_json::Value {
+    let stats = get(&format!("http://{admin}/admin/stats"), &[])
+        .await
+        .json();
+    let store = &stats["store"];
+    assert_eq!(store["backend"], "redis");
+    assert_eq!(store["address"], address);
+    assert_eq!(store["breaker"], "open");
+    assert_eq!(store["ready"], false);
+    assert_eq!(store["last_error"]["cause"], "connection_refused");
+    assert!(
+        store["failed_calls"].as_u64().expect("a count") >= 3,
+        "{store}"
+    );
+    stats
 }

@@ -18,29 +18,48 @@ fn gateway_toml() -> String {
 async fn the_flooding_key_tops_the_list_among_thousands() {
     let up = Upstream::start().await;
     let gw = TestGateway::start_real_clock(&gateway_toml(), &up.url()).await;
-    let url = gw.url("/");
+    flood_among_thousands(&gw.url("/")).await;
+    let answer = get(&gw.admin_url("/admin/top?policy=tenant&n=100"), &[]).await;
+    assert_eq!(answer.header("x-tollgate-top-window"), Some("300"));
+    check_flooder_first(&answer.json());
+
+    // Unknown policies and bad counts are refused.
+    assert_eq!(
+        get(&gw.admin_url("/admin/top?policy=nope"), &[])
+            .await
+            .status,
+        404
+    );
+    assert_eq!(get(&gw.admin_url("/admin/top?n=0"), &[]).await.status, 400);
+    check_the_terminal_view(&gw).await;
+    let _ = Duration::ZERO;
+}
+
+/// 2,000 other keys, twice each (the second refused), the flooder 300 times among them.
+async fn flood_among_thousands(url: &str) {
     let client = http1();
-    // 2,000 other keys, twice each (the second refused), the flooder 300 times among them.
     let mut flooder = 0;
     for i in 0..2_000 {
         let other = format!("user-{i}");
         for _ in 0..2 {
-            send(&client, "GET", &url, &[("x-k", &other)], b"").await;
+            send(&client, "GET", url, &[("x-k", &other)], b"").await;
         }
         if i % 7 == 0 && flooder < 300 {
             for _ in 0..2 {
-                send(&client, "GET", &url, &[("x-k", "flooder")], b"").await;
+                send(&client, "GET", url, &[("x-k", "flooder")], b"").await;
                 flooder += 1;
             }
         }
     }
     while flooder < 300 {
-        send(&client, "GET", &url, &[("x-k", "flooder")], b"").await;
+        send(&client, "GET", url, &[("x-k", "flooder")], b"").await;
         flooder += 1;
     }
-    let answer = get(&gw.admin_url("/admin/top?policy=tenant&n=100"), &[]).await;
-    assert_eq!(answer.header("x-tollgate-top-window"), Some("300"));
-    let top = answer.json();
+}
+
+/// The flooder heads a list of at most 64 counters, with counts it can vouch for and its
+/// current state.
+fn check_flooder_first(top: &serde_json::Value) {
     let keys = top.as_array().expect("an array of keys");
     assert!(
         keys.len() <= 64,
@@ -64,17 +83,10 @@ async fn the_flooding_key_tops_the_list_among_thousands() {
         age.as_secs() >= 0 && age.as_secs() < 600,
         "refused moments ago: {last}"
     );
+}
 
-    // Unknown policies and bad counts are refused.
-    assert_eq!(
-        get(&gw.admin_url("/admin/top?policy=nope"), &[])
-            .await
-            .status,
-        404
-    );
-    assert_eq!(get(&gw.admin_url("/admin/top?n=0"), &[]).await.status, 400);
-
-    // The terminal view, once: the same first key.
+/// The terminal view, once (`tollgate top --once`): the same first key.
+async fn check_the_terminal_view(gw: &TestGateway) {
     let admin = gw
         .admin_url("")
         .trim_start_matches("http://")
@@ -100,5 +112,4 @@ async fn the_flooding_key_tops_the_list_among_thousands() {
         .find(|l| l.contains("flooder"))
         .unwrap_or_default();
     assert!(row.contains("tenant"), "{text}");
-    let _ = Duration::ZERO;
 }

@@ -1,8 +1,8 @@
 //! Calendar quota policies: `quota` units per `window` of a `timezone`, starting on an
 //! `anchor`, and per-key overrides of the quota.
 
-use crate::config::override_spec::{Applied, OverrideSpec};
 use super::*;
+use crate::config::override_spec::{Applied, OverrideSpec};
 use crate::config::raw::RawOverride;
 use crate::limit::calendar::{self, Calendar, Period, MAX_QUOTA};
 

@@ -76,36 +76,10 @@ async fn upstream_answer(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     if path.ends_with("/big") {
-        let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
-        let stream = futures_util::stream::iter(
-            (0..128).map(move |_| Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk.clone()))),
-        );
-        return Ok(Response::new(BodyExt::boxed(
-            http_body_util::StreamBody::new(stream),
-        )));
+        return Ok(big_answer());
     }
     if path.ends_with("/reset") {
-        // Headers and one chunk, then the connection breaks mid-body.
-        let frames = futures_util::stream::unfold(0, |step| async move {
-            match step {
-                0 => Some((
-                    Ok(hyper::body::Frame::data(Bytes::from(vec![b'y'; 1024]))),
-                    1,
-                )),
-                1 => {
-                    // Let the headers and the first chunk reach the gateway first.
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    Some((Err(std::io::Error::other("upstream died mid-body")), 2))
-                }
-                _ => None,
-            }
-        });
-        let mut resp = Response::new(BodyExt::boxed(http_body_util::StreamBody::new(Box::pin(
-            frames,
-        ))));
-        resp.headers_mut()
-            .insert("content-length", http::HeaderValue::from_static("1000000"));
-        return Ok(resp);
+        return Ok(reset_answer());
     }
     if let Some(answer) = usage_answer(&path, req.uri().query(), req.headers()) {
         // Drain the request body first, as a real API would.
@@ -129,6 +103,39 @@ async fn upstream_answer(
 }
 
 type Answer = Response<http_body_util::combinators::BoxBody<Bytes, std::io::Error>>;
+
+/// `/big`: 8 MiB streamed in 64 KiB chunks.
+fn big_answer() -> Answer {
+    let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+    let stream = futures_util::stream::iter(
+        (0..128).map(move |_| Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk.clone()))),
+    );
+    Response::new(BodyExt::boxed(http_body_util::StreamBody::new(stream)))
+}
+
+/// `/reset`: headers and one chunk, then the connection breaks mid-body.
+fn reset_answer() -> Answer {
+    let frames = futures_util::stream::unfold(0, |step| async move {
+        match step {
+            0 => Some((
+                Ok(hyper::body::Frame::data(Bytes::from(vec![b'y'; 1024]))),
+                1,
+            )),
+            1 => {
+                // Let the headers and the first chunk reach the gateway first.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Some((Err(std::io::Error::other("upstream died mid-body")), 2))
+            }
+            _ => None,
+        }
+    });
+    let mut resp = Response::new(BodyExt::boxed(http_body_util::StreamBody::new(Box::pin(
+        frames,
+    ))));
+    resp.headers_mut()
+        .insert("content-length", http::HeaderValue::from_static("1000000"));
+    resp
+}
 
 /// The answers that report a cost, chosen by the path's last segment:
 /// `usage` sends the request's `x-usage` value as the `x-usage-tokens` header, with the
