@@ -2,7 +2,8 @@
 # CPU per request, split into user and kernel (system) time: tollgate with 3 tiers, with 0
 # tiers and refusing, beside nginx (3 limit_req zones keyed like the tiers, one worker),
 # HAProxy (3 stick counters, one thread), a Pingora-based peer (bench/pingora-peer:
-# pingora-proxy with 3 pingora-limits Rate tiers, one thread) and the bare-hyper floor
+# pingora-proxy with 3 pingora-limits Rate tiers, one thread), Envoy (the local rate limit
+# filter with 3 per-value descriptors, --concurrency 1) and the bare-hyper floor
 # forwarding and refusing, one worker each in front of the same upstream, the same load
 # and keys. The kernel's share is what no proxy on this stack can save (the same socket
 # calls for all); the user share is what tollgate adds. Read from
@@ -10,7 +11,7 @@
 #
 #   sudo bench/cpu.sh
 #   TOLLGATE_BIN=target/release/tollgate FLOOR_BIN=target/release/examples/floor \
-#     PINGORA_BIN=target/pingora-peer/release/pingora-peer bench/cpu.sh
+#     PINGORA_BIN=target/pingora-peer/release/pingora-peer ENVOY_BIN=/path/to/envoy bench/cpu.sh
 #
 # Env: ROUNDS (3) alternating rounds, DURATION (5) seconds of counted load per target,
 # CONNS (32). RATE (unset): offer a fixed load of RATE requests a second in all (h2load
@@ -23,15 +24,17 @@ source "$(dirname "$0")/lib.sh"
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5} CONNS=${CONNS:-32}
 BIG=1000000   # the peers' rate and burst on the allowed path: every request is admitted
 
-need_tools nginx=nginx-light haproxy=haproxy wrk=wrk h2load=nghttp2-client
+need_tools nginx=nginx-light haproxy=haproxy wrk=wrk h2load=nghttp2-client curl=curl
 find_tollgate
 find_floor
 find_pingora
+find_envoy
 make_workdir
 mkdir -p "$WORK/res"
 start_upstream
 
 start_one_worker_peers
+start_envoy_peer
 
 TICK=$(getconf CLK_TCK)
 H=(-H 'x-tenant-id: t1' -H 'x-user-id: u1')
@@ -75,7 +78,8 @@ measure() {
   log "$name: $(tail -1 "$WORK/res/$name") (user, system µs per request; $n requests)"
 }
 
-TARGETS=(tg3 tg0 floor tgdeny floordeny nginx3 nginx0 nginxdeny hap3 hap0 hapdeny pin3 pin0 pindeny)
+TARGETS=(tg3 tg0 floor tgdeny floordeny nginx3 nginx0 nginxdeny hap3 hap0 hapdeny pin3 pin0 pindeny
+  env3 env0 envdeny)
 run() {
   case $1 in
     tg3) measure tg3 "$TG_PID" "http://127.0.0.1:$TG_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
@@ -92,6 +96,9 @@ run() {
     pin3) measure pin3 "$PIN_PID" "http://127.0.0.1:$PIN_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
     pin0) measure pin0 "$PIN_PID" "http://127.0.0.1:$PIN_PORT/v1/open" "${H[@]}" ;;
     pindeny) measure pindeny "$PIN_PID" "http://127.0.0.1:$PIN_PORT/deny" -H 'x-tenant-id: hot' ;;
+    env3) measure env3 "$ENVOY_PID" "http://127.0.0.1:$ENVOY_PORT/v1/search" -s "$BENCH_DIR/keys.lua" ;;
+    env0) measure env0 "$ENVOY_PID" "http://127.0.0.1:$ENVOY_PORT/v1/open" "${H[@]}" ;;
+    envdeny) measure envdeny "$ENVOY_PID" "http://127.0.0.1:$ENVOY_PORT/deny" -H 'x-tenant-id: hot' ;;
   esac
 }
 for ((r = 0; r < ROUNDS; r++)); do
@@ -110,9 +117,10 @@ row() { # NAME LABEL BASE
     'BEGIN { printf "| %s | %.1f | %.1f | %.1f | %.2f |\n", l, u, s, u + s, (u + s) / (bu + bs) }'
 }
 total() { awk -v u="$(med "$1" 1)" -v s="$(med "$1" 2)" 'BEGIN { print u + s }'; }
-versus() { # LABEL OURS NGINX HAPROXY PINGORA: the ratios of total CPU per request
-  awk -v l="$1" -v t="$(total "$2")" -v n="$(total "$3")" -v h="$(total "$4")" -v p="$(total "$5")" \
-    'BEGIN { printf "| %s | %.2f | %.2f | %.2f |\n", l, t / n, t / h, t / p }'
+versus() { # LABEL OURS FLOOR NGINX HAPROXY PINGORA ENVOY: the ratios of total CPU per request
+  awk -v l="$1" -v t="$(total "$2")" -v f="$(total "$3")" -v n="$(total "$4")" \
+    -v h="$(total "$5")" -v p="$(total "$6")" -v e="$(total "$7")" \
+    'BEGIN { printf "| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", l, t / f, t / n, t / h, t / p, t / e }'
 }
 if [[ -n ${RATE:-} ]]; then
   LOAD="h2load --h1 -c$CONNS -t1 at $RATE requests/s in all (open loop; one key on the 3-tier paths)"
@@ -141,10 +149,13 @@ $(row hapdeny "HAProxy, refusing (deny_status 429)" floordeny)
 $(row pin3 "Pingora peer, 3 pingora-limits tiers" floor)
 $(row pin0 "Pingora peer, no limits" floor)
 $(row pindeny "Pingora peer, refusing" floordeny)
+$(row env3 "Envoy 1.40, 3 local rate limit descriptors" floor)
+$(row env0 "Envoy 1.40, no limits" floor)
+$(row envdeny "Envoy 1.40, refusing (local rate limit)" floordeny)
 
-| path | tollgate / nginx | tollgate / HAProxy | tollgate / Pingora |
-|---|---:|---:|---:|
-$(versus "3 tiers" tg3 nginx3 hap3 pin3)
-$(versus "no limits" tg0 nginx0 hap0 pin0)
-$(versus "refusing" tgdeny nginxdeny hapdeny pindeny)
+| path | tollgate / floor | / nginx | / HAProxy | / Pingora | / Envoy |
+|---|---:|---:|---:|---:|---:|
+$(versus "3 tiers" tg3 floor nginx3 hap3 pin3 env3)
+$(versus "no limits" tg0 floor nginx0 hap0 pin0 env0)
+$(versus "refusing" tgdeny floordeny nginxdeny hapdeny pindeny envdeny)
 EOF
