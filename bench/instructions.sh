@@ -35,7 +35,8 @@ grep -q '^top_keys = false' "$WORK/tollgate-notop.toml" || die "could not turn t
 free_port DEAD_PORT
 for ratio in 0 1; do
   { cat "$WORK/tollgate.toml"
-    printf '[telemetry]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s.0\n' "$DEAD_PORT" "$ratio"
+    # No bound on sampled requests: ratio 1 is to sample every request counted.
+    printf '[telemetry]\notlp_endpoint = "http://127.0.0.1:%s"\nsample_ratio = %s.0\nmax_sampled_per_second = 1000000000\n' "$DEAD_PORT" "$ratio"
   } >"$WORK/tollgate-tel$ratio.toml"
   "$TOLLGATE" check --config "$WORK/tollgate-tel$ratio.toml" >/dev/null || die "tollgate check rejected the telemetry config"
 done

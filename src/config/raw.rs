@@ -264,6 +264,8 @@ pub struct RawTelemetry {
     /// "grpc" or "http/protobuf"; by default from the port (4318: HTTP, else gRPC).
     pub otlp_protocol: Option<S<String>>,
     pub sample_ratio: Option<S<f64>>,
+    /// Sampled requests a second at most, whoever asked for them.
+    pub max_sampled_per_second: Option<S<i64>>,
     pub service_name: Option<S<String>>,
     #[serde(default)]
     pub resource: BTreeMap<String, S<String>>,

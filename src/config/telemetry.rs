@@ -28,6 +28,10 @@ pub struct Telemetry {
     pub protocol: OtlpProtocol,
     /// Of the requests that come without a sampled or unsampled `traceparent`.
     pub sample_ratio: f64,
+    /// Sampled requests a second at most, the gateway's whole (a second's worth at once):
+    /// a caller's sampled `traceparent` is followed within it, so clients that mark every
+    /// request sampled cannot make the gateway build and export spans without bound.
+    pub max_sampled_per_second: u64,
     pub service_name: String,
     /// Resource attributes besides `service.name`, in name order.
     pub resource: Vec<(String, String)>,

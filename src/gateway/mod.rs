@@ -327,6 +327,7 @@ fn shared_state(
         reload_lock: tokio::sync::Mutex::new(()),
         overrides: Overrides::new(kept),
         spans,
+        sampling: Default::default(),
     });
     // The exporter reads the `[telemetry]` in effect at each export (a reload moves it)
     // and ends with the gateway (its queue's sender lives in `Shared`).

@@ -16,6 +16,8 @@ pub struct TelemetryFamilies {
     pub queue_full: Counter,
     /// The collector refused, failed or did not answer in time.
     pub export_failed: Counter,
+    /// Sampled past `max_sampled_per_second`: no span was built.
+    pub over_rate: Counter,
 }
 
 impl TelemetryFamilies {
@@ -29,7 +31,7 @@ impl TelemetryFamilies {
         let dropped = Family::<DroppedLabels, Counter>::default();
         registry.register(
             "telemetry_dropped",
-            "Spans dropped: queue_full (the exporter's queue was full), export_failed (the collector failed or was too slow)",
+            "Spans dropped: queue_full (the exporter's queue was full), export_failed (the collector failed or was too slow), over_rate (sampled past max_sampled_per_second: never built)",
             dropped.clone(),
         );
         let reason = |reason| dropped.get_or_create(&DroppedLabels { reason }).clone();
@@ -37,6 +39,7 @@ impl TelemetryFamilies {
             exported,
             queue_full: reason("queue_full"),
             export_failed: reason("export_failed"),
+            over_rate: reason("over_rate"),
         }
     }
 }

@@ -128,6 +128,8 @@ pub struct Shared {
     pub overrides: crate::overrides::Overrides,
     /// Sampled requests' spans, on their way to the OTLP exporter.
     pub spans: crate::telemetry::export::Spans,
+    /// The bound on sampled requests a second (`max_sampled_per_second`).
+    pub sampling: crate::telemetry::sampler::Budget,
 }
 
 impl Shared {

@@ -36,11 +36,10 @@ pub async fn handle(
     let started = shared.clock.now_ns();
     let snapshot = shared.current();
     // Envoy passes its trace in the call's metadata: a sampled call gets a span.
-    let span = snapshot
-        .config
-        .telemetry
-        .as_ref()
-        .and_then(|t| crate::telemetry::span::start(t, req.headers(), started));
+    let span = snapshot.config.telemetry.as_ref().and_then(|t| {
+        let capped = &shared.metrics.telemetry.over_rate;
+        crate::telemetry::span::start((t, &shared.sampling), req.headers(), started, capped)
+    });
     let mut call = Call::default();
     // Boxed: the call's decision and the limiter's futures are kilobytes, and the
     // connection moves this future as it polls it.

@@ -6,8 +6,11 @@
 //! per-thread generator seeded from the system's source: no system call per request.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::context::TraceParent;
+use crate::limit::gcra::NANOS_PER_SEC;
+use crate::limit::Quota;
 
 /// The sampling ratio as a bound on a trace id's last 8 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +58,40 @@ pub fn sample(parent: Option<TraceParent>, ratio: Ratio) -> Option<Sampled> {
                 span_id: span_id(),
                 parent_id: None,
             })
+        }
+    }
+}
+
+/// The bound on sampled requests a second, for the whole gateway: one GCRA TAT that only
+/// sampled requests touch (an unsampled request never reads it). Kept across reloads;
+/// the rate is read from the config in effect at each take.
+#[derive(Debug, Default)]
+pub struct Budget {
+    tat: AtomicU64,
+}
+
+impl Budget {
+    /// Whether one more sampled request fits `per_second` (a second's worth at once) at
+    /// the clock reading `now_ns`; a rate past what a TAT represents is no bound.
+    pub fn take(&self, per_second: u64, now_ns: u64) -> bool {
+        let Ok(quota) = Quota::new(per_second, NANOS_PER_SEC, per_second) else {
+            return true;
+        };
+        let mut current = self.tat.load(Ordering::Relaxed);
+        loop {
+            let decision = quota.decide(current, now_ns, 1, 0);
+            if !decision.admitted {
+                return false;
+            }
+            match self.tat.compare_exchange_weak(
+                current,
+                decision.tat,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
         }
     }
 }
@@ -108,6 +145,29 @@ mod tests {
         assert_eq!(followed.parent_id, Some([9; 8]));
         assert_ne!(followed.span_id, [9; 8]);
         assert_eq!(sample(Some(parent(false)), Ratio::new(1.0)), None);
+    }
+
+    #[test]
+    fn the_budget_admits_a_second_s_worth_then_the_rate() {
+        let budget = Budget::default();
+        let now = 10 * NANOS_PER_SEC;
+        let taken = (0..250).filter(|_| budget.take(100, now)).count();
+        assert_eq!(taken, 100, "a second's worth at once");
+        assert!(
+            !budget.take(100, now + NANOS_PER_SEC / 200),
+            "5 ms later: none yet"
+        );
+        assert!(
+            budget.take(100, now + NANOS_PER_SEC / 100),
+            "10 ms later: one"
+        );
+        assert!(!budget.take(100, now + NANOS_PER_SEC / 100));
+        let later = now + 3 * NANOS_PER_SEC;
+        assert_eq!((0..250).filter(|_| budget.take(100, later)).count(), 100);
+        assert!(
+            Budget::default().take(u64::MAX, now),
+            "no bound past a TAT's rate"
+        );
     }
 
     #[test]

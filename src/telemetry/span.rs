@@ -4,10 +4,11 @@
 //! received as its parent in `traceparent`.
 
 use http::HeaderMap;
+use prometheus_client::metrics::counter::Counter;
 
 use super::context;
 use super::proto::{KeyValue, Span, SpanKind, Status, StatusCode, Value};
-use super::sampler::{self, Ratio, Sampled};
+use super::sampler::{self, Budget, Ratio, Sampled};
 use crate::config::telemetry::Telemetry;
 
 /// `traceparent`, the W3C header.
@@ -27,12 +28,22 @@ pub struct SpanTrace {
 }
 
 /// The request's trace when `telemetry` samples it, given its headers (its caller's
-/// `traceparent`); `None` builds nothing for it.
-pub fn start(telemetry: &Telemetry, headers: &HeaderMap, now_ns: u64) -> Option<SpanTrace> {
+/// `traceparent`) and while `budget` has room (a sampled request past it is counted in
+/// `capped` and treated as unsampled); `None` builds nothing for it.
+pub fn start(
+    (telemetry, budget): (&Telemetry, &Budget),
+    headers: &HeaderMap,
+    now_ns: u64,
+    capped: &Counter,
+) -> Option<SpanTrace> {
     let parent = headers
         .get(&TRACEPARENT)
         .and_then(|v| context::parse(v.as_bytes()));
     let sampled = sampler::sample(parent, Ratio::new(telemetry.sample_ratio))?;
+    if !budget.take(telemetry.max_sampled_per_second, now_ns) {
+        capped.inc();
+        return None;
+    }
     Some(SpanTrace {
         sampled,
         client_span: sampler::span_id(),

@@ -70,6 +70,7 @@ mod store_calls;
 mod store_health;
 mod store_outage;
 mod telemetry;
+mod telemetry_bound;
 mod tls;
 mod tls_names;
 mod top;

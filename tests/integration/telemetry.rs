@@ -16,18 +16,19 @@ use serde_json::Value;
 
 use crate::support::*;
 
-const IGNORED: &str = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them";
+pub(crate) const IGNORED: &str =
+    "needs Python's opentelemetry-proto and grpcio: scripts/test installs them";
 
 /// tests/telemetry/receiver.py on two free ports, its spans collected as they come.
-struct Receiver {
+pub(crate) struct Receiver {
     child: Child,
-    grpc: u16,
-    http: u16,
+    pub(crate) grpc: u16,
+    pub(crate) http: u16,
     spans: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Receiver {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let (grpc, http) = (free_port(), free_port());
         let script =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/telemetry/receiver.py");
@@ -68,7 +69,7 @@ impl Receiver {
     }
 
     /// The spans of `trace_id`, once `n` have come (within 30 s).
-    async fn trace(&self, trace_id: &str, n: usize) -> Vec<Value> {
+    pub(crate) async fn trace(&self, trace_id: &str, n: usize) -> Vec<Value> {
         let of = |spans: &[Value]| -> Vec<Value> {
             spans
                 .iter()
@@ -88,7 +89,7 @@ impl Receiver {
         of(&self.spans.lock().unwrap())
     }
 
-    fn all(&self) -> Vec<Value> {
+    pub(crate) fn all(&self) -> Vec<Value> {
         self.spans.lock().unwrap().clone()
     }
 }
@@ -100,7 +101,7 @@ impl Drop for Receiver {
     }
 }
 
-fn toml(telemetry: &str) -> String {
+pub(crate) fn toml(telemetry: &str) -> String {
     Fixture::new()
         .policy("tenant", "header:x-tenant", 1, "1h", 1)
         .route("api", "/api", "api", &["tenant"])
@@ -110,7 +111,7 @@ fn toml(telemetry: &str) -> String {
 
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
-fn traceparent(trace: &str, parent: &str, flags: &str) -> String {
+pub(crate) fn traceparent(trace: &str, parent: &str, flags: &str) -> String {
     format!("00-{trace}-{parent}-{flags}")
 }
 

@@ -4,6 +4,10 @@ use super::*;
 use crate::config::raw::RawTelemetry;
 use crate::config::telemetry::{OtlpProtocol, Telemetry};
 
+/// Sampled requests a second by default: a hundred thousand requests a second at the
+/// default ratio, far above what one gateway serves, so only forced sampling meets it.
+const DEFAULT_MAX_SAMPLED_PER_SECOND: u64 = 1_000;
+
 impl Compiler {
     pub(super) fn telemetry(&mut self, raw: &S<RawTelemetry>) -> Option<Telemetry> {
         let raw = raw.get_ref();
@@ -35,6 +39,11 @@ impl Compiler {
             }
             None => Some(0.01),
         };
+        let max_sampled_per_second = self.count_or(
+            &raw.max_sampled_per_second,
+            DEFAULT_MAX_SAMPLED_PER_SECOND,
+            "max_sampled_per_second",
+        );
         let service_name = raw
             .service_name
             .as_ref()
@@ -51,6 +60,7 @@ impl Compiler {
             base_path,
             protocol: protocol?,
             sample_ratio: sample_ratio?,
+            max_sampled_per_second: max_sampled_per_second?,
             service_name,
             resource,
         })

@@ -1,0 +1,73 @@
+//! The bound on sampled requests a second (`max_sampled_per_second`), through the real
+//! OTLP receiver: a client that marks every request sampled gets the bound's worth of
+//! traces and no more, over HTTP/1.1 and HTTP/2; the rest pass their `traceparent`
+//! unchanged, build nothing and are counted.
+
+use std::time::Duration;
+
+use crate::support::*;
+use crate::telemetry::{toml, traceparent, Receiver};
+
+#[tokio::test]
+#[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
+async fn a_client_marking_every_request_sampled_gets_at_most_the_bound() {
+    let receiver = Receiver::start().await;
+    let up = Upstream::start().await;
+    let config = format!(
+        "otlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\nmax_sampled_per_second = 3",
+        receiver.grpc
+    );
+    // The fake clock does not move: the bound's one second's worth is all there is.
+    let gw = TestGateway::start(&toml(&config), &up.url()).await;
+    let mut sampled = Vec::new();
+    for i in 0..10u32 {
+        let client = if i % 2 == 0 { http1() } else { http2() };
+        let trace = format!("{:032x}", 0xfeed_0000 + u128::from(i));
+        let caller = traceparent(&trace, "00f067aa0ba902b7", "01");
+        let tenant = format!("t{i}");
+        let headers = [("x-tenant", tenant.as_str()), ("traceparent", &caller)];
+        let r = send(&client, "GET", &gw.url("/api/x"), &headers, b"").await;
+        assert_eq!(r.status, 200, "request {i}");
+        let upstream_saw = up.last_headers()["traceparent"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        if upstream_saw != caller {
+            assert!(
+                upstream_saw.starts_with(&format!("00-{trace}-")),
+                "{upstream_saw}"
+            );
+            sampled.push(trace);
+        }
+    }
+    assert_eq!(
+        sampled.len(),
+        3,
+        "the first three followed, no more: {sampled:?}"
+    );
+    let over = metric(
+        &get(&gw.admin_url("/metrics"), &[]).await.text(),
+        "tollgate_telemetry_dropped_total{reason=\"over_rate\"}",
+    );
+    assert_eq!(over, 7.0, "the seven past the bound counted");
+    for trace in &sampled {
+        assert_eq!(
+            receiver.trace(trace, 2).await.len(),
+            2,
+            "{trace}: server and client spans"
+        );
+    }
+    let exported = metric_reaches(
+        Duration::from_secs(30),
+        &gw.admin_url("/metrics"),
+        "tollgate_telemetry_spans_exported_total",
+        6.0,
+    )
+    .await;
+    assert!(exported, "six spans exported");
+    assert_eq!(
+        receiver.all().len(),
+        6,
+        "nothing else reached the collector"
+    );
+}
