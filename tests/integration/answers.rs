@@ -123,11 +123,17 @@ async fn a_store_failing_mid_upload_is_the_stores_503_not_the_clients_413() {
             req = req.header(GRPC.0, GRPC.1).header("te", "trailers");
         }
         let client = stream_client(http2);
+        let scripts = redis.script_calls();
         let call = tokio::spawn(client.request(req.body(body).expect("request")));
         tx.send(Bytes::from(vec![b'a'; 16 * 1024]))
             .await
             .expect("first chunk");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Admitted and the first chunk's units drawn (two scripts) before the store hangs.
+        let drawn = eventually(Duration::from_secs(10), || {
+            redis.script_calls() >= scripts + 2
+        })
+        .await;
+        assert!(drawn, "admitted and drawn");
         redis.pause();
         // Past what was drawn: the next draw finds no store.
         // (A draw covers 64 KiB: a burst of 512 KiB, an eighth of it.)

@@ -35,8 +35,17 @@ async fn a_redis_restart_is_seen_and_counted() {
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     gw.wait_for_store("/", "acme").await;
     let secret = redis.cli(&["GET", "tg:{secret}"]);
-    // Two upkeep turns see the node before it restarts.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // An upkeep turn has read the node (its INFO, beyond the ones asked here) before it
+    // restarts: the next turn compares what it reads then with that.
+    let mut asked = 0;
+    let seen = eventually(Duration::from_secs(10), || {
+        let served = redis.calls_of(&["info"]);
+        let gateway_read_it = served > asked;
+        asked += 1;
+        gateway_read_it
+    })
+    .await;
+    assert!(seen, "the gateway's upkeep reads the node");
     redis.restart();
     let counted = metric_reaches(
         Duration::from_secs(20),

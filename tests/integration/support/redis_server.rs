@@ -109,9 +109,16 @@ impl RedisServer {
 
     /// Script calls the server has served (the GCRA script and its helpers).
     pub fn script_calls(&self) -> u64 {
+        self.calls_of(&["evalsha", "eval"])
+    }
+
+    /// Calls of `commands` the server has served (`INFO commandstats`; an `INFO` asked
+    /// for this counts from the next one on).
+    pub fn calls_of(&self, commands: &[&str]) -> u64 {
+        let prefixes: Vec<String> = commands.iter().map(|c| format!("cmdstat_{c}:")).collect();
         self.cli(&["INFO", "commandstats"])
             .lines()
-            .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+            .filter(|l| prefixes.iter().any(|p| l.starts_with(p.as_str())))
             .filter_map(|l| {
                 l.split("calls=")
                     .nth(1)?
