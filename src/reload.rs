@@ -244,7 +244,10 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
 /// rate and a calendar quota the same TAT means something else: a quota's usage read as a
 /// rate's debt of up to its window, so such a change is said, with how to start afresh.
 fn warn_of_kind_changes(old: &Config, new: &mut Config) {
-    let quota = |p: &crate::config::Policy| p.rate().map(|r| r.calendar.is_some());
+    let quota = |p: &crate::config::Policy| {
+        p.rate()
+            .map(|_| p.kind() == crate::config::LimitKind::Quota)
+    };
     let mut warnings = Vec::new();
     for p in &new.policies {
         let Some(before) = old.policy(&p.name) else {

@@ -226,7 +226,38 @@ impl RateLimit {
     }
 }
 
+/// What kind of limit a policy is: asked once, where a kind makes a difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitKind {
+    /// Requests per period (GCRA).
+    Rate,
+    /// A calendar quota: a rate policy with a window (day, week, month).
+    Quota,
+    /// Requests in flight at once.
+    Concurrency,
+}
+
+impl LimitKind {
+    /// The refusal body's `limit` word (none for a rate, the contract's first kind).
+    pub fn body_word(self) -> Option<&'static str> {
+        match self {
+            LimitKind::Rate => None,
+            LimitKind::Quota => Some("quota"),
+            LimitKind::Concurrency => Some("concurrency"),
+        }
+    }
+}
+
 impl Policy {
+    /// Which kind of limit this is.
+    pub fn kind(&self) -> LimitKind {
+        match &self.kind {
+            PolicyKind::Rate(r) if r.calendar.is_some() => LimitKind::Quota,
+            PolicyKind::Rate(_) => LimitKind::Rate,
+            PolicyKind::Concurrency(_) => LimitKind::Concurrency,
+        }
+    }
+
     /// The rate limit, for a rate policy.
     pub fn rate(&self) -> Option<&RateLimit> {
         match &self.kind {

@@ -49,7 +49,7 @@ impl<'a> Routed<'a> {
             constant: constant_headers(
                 policy,
                 &report.quota,
-                &self.headers().policies[report.position],
+                &self.headers().policies[report.position].headers,
             )
             .filter(|_| report.window_s.is_none()),
             remaining: report.remaining,
@@ -175,11 +175,12 @@ pub fn answer(
                 .map_or(Duration::from_secs(1), |c| c.retry_after);
             let wait = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
             trace.refused(Answer::Denied, position, wait);
-            let constant = &routed.headers().policies[position];
+            let answer = &routed.headers().policies[position];
+            let constant = &answer.headers;
             let own = slot_headers(policy, max, constant);
             let problem = wants_problem_json(headers);
             let rpc = body.and_then(BodyFacts::json_rpc_id);
-            let start = &routed.headers().refusal_bodies[position];
+            let start = &answer.refusal_body;
             Some(concurrency_refused(
                 &policy.name,
                 start,

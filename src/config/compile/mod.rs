@@ -314,9 +314,7 @@ impl Compiler {
             return;
         }
         if store.state_file.is_none() {
-            let quota = policies
-                .iter()
-                .find(|(_, p)| p.rate().is_some_and(|r| r.calendar.is_some()));
+            let quota = policies.iter().find(|(_, p)| p.kind() == LimitKind::Quota);
             if let Some((name, _)) = quota {
                 self.warn(
                     spans.get(name).cloned().unwrap_or(0..0),
@@ -326,7 +324,7 @@ impl Compiler {
             }
         }
         for (name, p) in policies {
-            let quota = p.rate().is_some_and(|r| r.calendar.is_some());
+            let quota = p.kind() == LimitKind::Quota;
             if let Some(source) = p.key.iter().find(|s| s.client_chosen()).filter(|_| quota) {
                 self.warn(
                     spans.get(name).cloned().unwrap_or(0..0),

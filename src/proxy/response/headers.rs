@@ -95,28 +95,44 @@ impl PolicyHeaders {
 /// decided on its policy's own quota (no override, none skipped).
 #[derive(Debug, Clone)]
 pub struct RouteHeaders {
-    /// By tier position.
-    pub policies: Box<[PolicyHeaders]>,
+    /// By tier position: what an answer says of that policy.
+    pub policies: Box<[PolicyAnswer]>,
     /// The joined `RateLimit-Policy` of every enforcing rate policy, in route order, and
     /// how many items it has.
     pub rate_list: Option<(usize, HeaderValue)>,
-    /// By tier position: the start of the plain 429 body a refusal by that policy gets,
-    /// up to its wait (see `refusal::body_start`).
-    pub refusal_bodies: Box<[Box<[u8]>]>,
-    /// By tier position: the body's `limit` (`"concurrency"`, `"quota"`; none for a rate).
-    pub limit_kinds: Box<[Option<&'static str>]>,
+}
+
+/// What an answer says of one policy of a route, made once per config version: its
+/// constant header values, the start of its plain 429 body and the body's `limit` word.
+#[derive(Debug, Clone)]
+pub struct PolicyAnswer {
+    pub headers: PolicyHeaders,
+    /// The start of the plain 429 body a refusal by this policy gets, up to its wait (see
+    /// `refusal::body_start`).
+    pub refusal_body: Box<[u8]>,
+    /// The body's `limit` (`"concurrency"`, `"quota"`; none for a rate).
+    pub limit_kind: Option<&'static str>,
 }
 
 impl RouteHeaders {
     pub fn new(route: &crate::config::Route) -> Self {
         use crate::config::PolicyKind;
         use crate::limit::Mode;
-        let policies: Box<[PolicyHeaders]> = route
+        let policies: Box<[PolicyAnswer]> = route
             .policies
             .iter()
-            .map(|p| match &p.kind {
-                PolicyKind::Rate(r) => PolicyHeaders::new(&p.name, &r.quota, None),
-                PolicyKind::Concurrency(c) => PolicyHeaders::concurrency(&p.name, c.max_in_flight),
+            .map(|p| {
+                let limit_kind = p.kind().body_word();
+                PolicyAnswer {
+                    headers: match &p.kind {
+                        PolicyKind::Rate(r) => PolicyHeaders::new(&p.name, &r.quota, None),
+                        PolicyKind::Concurrency(c) => {
+                            PolicyHeaders::concurrency(&p.name, c.max_in_flight)
+                        }
+                    },
+                    refusal_body: super::refusal_body::body_start(&p.name, limit_kind),
+                    limit_kind,
+                }
             })
             .collect();
         let mut list = Vec::new();
@@ -126,7 +142,7 @@ impl RouteHeaders {
                 if count > 0 {
                     list.extend_from_slice(b", ");
                 }
-                list.extend_from_slice(headers.policy.as_bytes());
+                list.extend_from_slice(headers.headers.policy.as_bytes());
                 count += 1;
             }
         }
@@ -134,26 +150,9 @@ impl RouteHeaders {
             .then(|| value_of(list))
             .flatten()
             .map(|v| (count, v));
-        let limit_kinds: Box<[Option<&'static str>]> = route
-            .policies
-            .iter()
-            .map(|p| match &p.kind {
-                PolicyKind::Concurrency(_) => Some("concurrency"),
-                PolicyKind::Rate(r) if r.calendar.is_some() => Some("quota"),
-                PolicyKind::Rate(_) => None,
-            })
-            .collect();
-        let refusal_bodies = route
-            .policies
-            .iter()
-            .zip(limit_kinds.iter())
-            .map(|(p, kind)| super::refusal_body::body_start(&p.name, *kind))
-            .collect();
         Self {
             policies,
             rate_list,
-            refusal_bodies,
-            limit_kinds,
         }
     }
 }

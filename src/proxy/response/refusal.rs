@@ -102,10 +102,10 @@ pub fn too_many_requests(
     let refused = Refused {
         policy,
         start: route
-            .refusal_bodies
+            .policies
             .get(position)
-            .map_or(&[][..], |b| &b[..]),
-        limit: route.limit_kinds.get(position).copied().flatten(),
+            .map_or(&[][..], |p| &p.refusal_body[..]),
+        limit: route.policies.get(position).and_then(|p| p.limit_kind),
         retry_after_ms: ceil_millis(wait_ns),
         problem,
         rpc,
