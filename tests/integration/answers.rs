@@ -96,6 +96,19 @@ fn held_body() -> (
     (tx, BodyExt::boxed(http_body_util::StreamBody::new(stream)))
 }
 
+/// An upload's head, as a plain POST or a gRPC call, keyed by how it is sent.
+fn upload_head(gw: &TestGateway, http2: bool, grpc: bool) -> http::request::Builder {
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(gw.url(if grpc { "/pkg.Svc/Upload" } else { "/v1/echo" }))
+        .header("x-tenant-id", format!("t-{http2}-{grpc}"));
+    if grpc {
+        req.header(GRPC.0, GRPC.1).header("te", "trailers")
+    } else {
+        req
+    }
+}
+
 #[tokio::test]
 async fn a_store_failing_mid_upload_is_the_stores_503_not_the_clients_413() {
     let redis = RedisServer::start();
@@ -115,13 +128,7 @@ async fn a_store_failing_mid_upload_is_the_stores_503_not_the_clients_413() {
     gw.wait_for_store("/v1/echo", "warm-up").await;
     for (http2, grpc) in [(false, false), (true, false), (true, true)] {
         let (tx, body) = held_body();
-        let mut req = http::Request::builder()
-            .method("POST")
-            .uri(gw.url(if grpc { "/pkg.Svc/Upload" } else { "/v1/echo" }))
-            .header("x-tenant-id", format!("t-{http2}-{grpc}"));
-        if grpc {
-            req = req.header(GRPC.0, GRPC.1).header("te", "trailers");
-        }
+        let req = upload_head(&gw, http2, grpc);
         let client = stream_client(http2);
         let scripts = redis.script_calls();
         let call = tokio::spawn(client.request(req.body(body).expect("request")));
