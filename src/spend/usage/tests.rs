@@ -83,6 +83,31 @@ fn a_data_line_split_over_lines_is_one_event() {
     assert_eq!(scan(SSE, &[body.as_bytes()]), usage(3, 0, 4));
 }
 
+#[test]
+fn events_without_usage_are_passed_over_and_those_with_it_read() {
+    // Whole text-delta events are skipped unread; a usage event, a multi-line one, one
+    // after CRLF lines and one whose text says "usage" are read as before.
+    let delta = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    let crlf = "data: {\"choices\":[]}\r\n\r\n";
+    let text_says = "data: {\"choices\":[{\"delta\":{\"content\":\"\\\"usage\\\":{\\\"prompt_tokens\\\":1}\"}}]}\n\n";
+    let split = "data: {\"usage\":\ndata: {\"prompt_tokens\":3,\"completion_tokens\":4}}\n\n";
+    let last = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":8,\"completion_tokens\":2}}\n\n";
+    let stream = format!(
+        "{}{crlf}{text_says}{split}{}{last}data: [DONE]\n\n",
+        delta.repeat(50),
+        delta.repeat(50)
+    );
+    assert_eq!(scan(SSE, &[stream.as_bytes()]), usage(8, 0, 4));
+    assert_eq!(
+        scan(SSE, &[text_says.as_bytes()]),
+        None,
+        "text cannot fake one"
+    );
+    let bytes = stream.as_bytes();
+    let halves = [&bytes[..bytes.len() / 2], &bytes[bytes.len() / 2..]];
+    assert_eq!(scan(SSE, &halves), usage(8, 0, 4), "cut anywhere, the same");
+}
+
 proptest! {
     /// However the answer is cut into chunks, the usage found is the same.
     #[test]
