@@ -247,7 +247,7 @@ fn stats_json(shared: &Shared) -> serde_json::Value {
         .config
         .routes
         .iter()
-        .zip(&snapshot.route_metrics)
+        .zip(snapshot.routes.iter().map(|r| &r.metrics))
         .map(|(route, m)| {
             json!({
                 "route": route.name,

@@ -30,11 +30,11 @@ pub struct Routed<'a> {
 
 impl<'a> Routed<'a> {
     pub fn metrics(&self) -> &'a RouteMetrics {
-        &self.snapshot.route_metrics[self.index]
+        &self.snapshot.routes[self.index].metrics
     }
 
     pub fn headers(&self) -> &'a RouteHeaders {
-        &self.snapshot.route_headers[self.index]
+        &self.snapshot.routes[self.index].headers
     }
 
     /// The `RateLimit` item of a report, with the policy's constant header values when
@@ -96,7 +96,7 @@ pub async fn admit(
         route: &route.name,
         body,
     };
-    let plans = &routed.snapshot.route_plans[routed.index];
+    let plans = &routed.snapshot.routes[routed.index].plans;
     shared
         .limiter
         .check_request((route, plans), &view, &*shared.clock, admission)

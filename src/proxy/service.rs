@@ -83,7 +83,7 @@ pub async fn handle(
     // Logged and counted by what the gateway decided (a 429), sent as gRPC asks (a 200).
     let status = resp.status().as_u16();
     if let Some(i) = trace.route {
-        snapshot.route_metrics[i].responses[usize::from((status / 100).clamp(1, 5) - 1)].inc();
+        snapshot.routes[i].metrics.responses[usize::from((status / 100).clamp(1, 5) - 1)].inc();
     }
     if let Some(head) = &head {
         let now = shared.clock.now_ns();

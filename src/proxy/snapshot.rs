@@ -20,12 +20,8 @@ pub struct Snapshot {
     pub config: Arc<Config>,
     /// By upstream index.
     pub pools: Vec<Arc<UpstreamPool>>,
-    /// By route index.
-    pub route_metrics: Vec<RouteMetrics>,
-    /// By route index: the constant header values of its policies.
-    pub route_headers: Vec<RouteHeaders>,
-    /// By route index: what its policies' tiers start from (`store::tiers::PolicyPlan`).
-    pub route_plans: Vec<Box<[PolicyPlan]>>,
+    /// By route index: what a request of the route needs beside its config.
+    pub routes: Box<[RouteRuntime]>,
     /// Requests each worker may hold at once: its share of `max_requests`.
     pub request_share: usize,
     /// Who is limited: each tier's heavy hitters, per worker (`None`: `top_keys = false`).
@@ -36,6 +32,16 @@ pub struct Snapshot {
     /// Each `[[rlqs.buckets]]` entry's policy plan, by the entry's index.
     pub rlqs_plans: Box<[Option<PolicyPlan>]>,
     pub rls_metrics: Box<[crate::metrics::rls::RlsRuleCounters]>,
+}
+
+/// One route's runtime record, made once per config version: its metric handles, what an
+/// answer says of each of its policies, and what each policy's tiers start from (each by
+/// the policy's position in the route).
+pub struct RouteRuntime {
+    pub metrics: RouteMetrics,
+    pub headers: RouteHeaders,
+    /// `store::tiers::PolicyPlan`s.
+    pub plans: Box<[PolicyPlan]>,
 }
 
 impl Snapshot {
@@ -61,15 +67,18 @@ impl Snapshot {
                     })
             })
             .collect();
-        let route_metrics = metrics.route_handles(&config);
-        let route_headers = config.routes.iter().map(|r| RouteHeaders::new(r)).collect();
+        let routes = metrics
+            .route_handles(&config)
+            .into_iter()
+            .zip(&config.routes)
+            .map(|(handles, route)| RouteRuntime {
+                metrics: handles,
+                headers: RouteHeaders::new(route),
+                plans: PolicyPlan::route(keys, route, metrics),
+            })
+            .collect();
         let request_share =
             crate::conn::load::share(config.server.max_requests, config.server.workers);
-        let route_plans = config
-            .routes
-            .iter()
-            .map(|r| PolicyPlan::route(keys, r, metrics))
-            .collect();
         let top = config.server.top_keys.then(|| {
             // The rate limit service's rules count as one more route, after the real ones
             // (see `rls::top`): its tiers are the rules; the quota service's buckets one
@@ -107,9 +116,7 @@ impl Snapshot {
             rls_metrics,
             config,
             pools,
-            route_metrics,
-            route_headers,
-            route_plans,
+            routes,
             request_share,
             top,
         }

@@ -42,7 +42,7 @@ struct Counters {
 
 impl Counters {
     fn of(&self, p: &PendingSettle) -> Option<&SettleCounters> {
-        let route = self.snapshot.route_metrics.get(self.route)?;
+        let route = &self.snapshot.routes.get(self.route)?.metrics;
         route.tiers.get(p.position)?.settle.as_ref()
     }
 
