@@ -90,6 +90,18 @@ async fn a_sentinel_failover_moves_the_whole_fleet_at_once() {
         moved([&a, &b], old_master, new_master).await,
         "both gateways moved to the new master"
     );
+    // A breaker the failover opened fails requests fast until its probe finds the new
+    // master: wait for every one to close (on a busy machine that can take a while).
+    for gw in [&a, &b] {
+        let closed = metric_reaches(
+            Duration::from_secs(20),
+            &gw.admin_url("/metrics"),
+            "tollgate_store_breaker_open",
+            0.0,
+        )
+        .await;
+        assert!(closed, "the breakers close on the new master");
+    }
     let (before_old, before_new) = (old_master.script_calls(), new_master.script_calls());
     for i in 0..20 {
         let gw = if i % 2 == 0 { &a } else { &b };
