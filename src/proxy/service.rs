@@ -61,7 +61,7 @@ pub async fn handle(
     });
     let mut trace = Trace::new();
     if let Some(telemetry) = &snapshot.config.telemetry {
-        let now = shared.clock.now_ns();
+        let now = || shared.clock.now_ns();
         let capped = &shared.metrics.telemetry.over_rate;
         let budget = (telemetry, &shared.sampling);
         trace.span =

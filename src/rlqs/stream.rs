@@ -149,7 +149,7 @@ async fn read_messages(
         let started = stream.shared.clock.now_ns();
         let span = snapshot.config.telemetry.as_ref().and_then(|t| {
             let (shared, capped) = (stream.shared, &stream.shared.metrics.telemetry.over_rate);
-            crate::telemetry::span::start((t, &shared.sampling), headers, started, capped)
+            crate::telemetry::span::start((t, &shared.sampling), headers, || started, capped)
         });
         let mut actions = Vec::with_capacity(reports.bucket_quota_usages.len());
         for usage in &reports.bucket_quota_usages {

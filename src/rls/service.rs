@@ -38,7 +38,7 @@ pub async fn handle(
     // Envoy passes its trace in the call's metadata: a sampled call gets a span.
     let span = snapshot.config.telemetry.as_ref().and_then(|t| {
         let capped = &shared.metrics.telemetry.over_rate;
-        crate::telemetry::span::start((t, &shared.sampling), req.headers(), started, capped)
+        crate::telemetry::span::start((t, &shared.sampling), req.headers(), || started, capped)
     });
     let mut call = Call::default();
     // Boxed: the call's decision and the limiter's futures are kilobytes, and the

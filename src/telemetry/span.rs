@@ -29,17 +29,20 @@ pub struct SpanTrace {
 
 /// The request's trace when `telemetry` samples it, given its headers (its caller's
 /// `traceparent`) and while `budget` has room (a sampled request past it is counted in
-/// `capped` and treated as unsampled); `None` builds nothing for it.
+/// `capped` and treated as unsampled); `None` builds nothing for it. `now_ns` reads the
+/// clock, asked only for a sampled request.
 pub fn start(
     (telemetry, budget): (&Telemetry, &Budget),
     headers: &HeaderMap,
-    now_ns: u64,
+    now_ns: impl FnOnce() -> u64,
     capped: &Counter,
 ) -> Option<SpanTrace> {
     let parent = headers
         .get(&TRACEPARENT)
         .and_then(|v| context::parse(v.as_bytes()));
     let sampled = sampler::sample(parent, Ratio::new(telemetry.sample_ratio))?;
+    // The clock is read only for a sampled request: an unsampled one pays nothing for it.
+    let now_ns = now_ns();
     if !budget.take(telemetry.max_sampled_per_second, now_ns) {
         capped.inc();
         return None;
