@@ -62,10 +62,9 @@ pub async fn handle(
     let mut trace = Trace::new();
     if let Some(telemetry) = &snapshot.config.telemetry {
         let now = || shared.clock.now_ns();
-        let capped = &shared.metrics.telemetry.over_rate;
-        let budget = (telemetry, &shared.sampling);
-        trace.span =
-            crate::telemetry::span::start(budget, req.headers(), now, capped).map(Box::new);
+        trace.span = shared
+            .start_span(telemetry, req.headers(), now)
+            .map(Box::new);
     }
     // What a sampled request's span names (taken only for one).
     let asked = trace

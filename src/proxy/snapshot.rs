@@ -140,6 +140,19 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The trace of a request or call with `headers` when `telemetry` samples it, within
+    /// the gateway's bound on sampled requests a second (past it: counted, not built).
+    /// `now_ns` is read only for a sampled one.
+    pub fn start_span(
+        &self,
+        telemetry: &crate::config::telemetry::Telemetry,
+        headers: &http::HeaderMap,
+        now_ns: impl FnOnce() -> u64,
+    ) -> Option<crate::telemetry::span::SpanTrace> {
+        let capped = &self.metrics.telemetry.over_rate;
+        crate::telemetry::span::start(telemetry, &self.sampling, headers, now_ns, capped)
+    }
+
     pub fn config(&self) -> Arc<Config> {
         self.snapshot.load().config.clone()
     }

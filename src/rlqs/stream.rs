@@ -147,10 +147,11 @@ async fn read_messages(
         })?;
         let snapshot = stream.shared.snapshot.load_full();
         let started = stream.shared.clock.now_ns();
-        let span = snapshot.config.telemetry.as_ref().and_then(|t| {
-            let (shared, capped) = (stream.shared, &stream.shared.metrics.telemetry.over_rate);
-            crate::telemetry::span::start((t, &shared.sampling), headers, || started, capped)
-        });
+        let span = snapshot
+            .config
+            .telemetry
+            .as_ref()
+            .and_then(|t| stream.shared.start_span(t, headers, || started));
         let mut actions = Vec::with_capacity(reports.bucket_quota_usages.len());
         for usage in &reports.bucket_quota_usages {
             actions.extend(stream.usage(&snapshot, &reports.domain, usage).await);

@@ -36,10 +36,11 @@ pub async fn handle(
     let started = shared.clock.now_ns();
     let snapshot = shared.current();
     // Envoy passes its trace in the call's metadata: a sampled call gets a span.
-    let span = snapshot.config.telemetry.as_ref().and_then(|t| {
-        let capped = &shared.metrics.telemetry.over_rate;
-        crate::telemetry::span::start((t, &shared.sampling), req.headers(), || started, capped)
-    });
+    let span = snapshot
+        .config
+        .telemetry
+        .as_ref()
+        .and_then(|t| shared.start_span(t, req.headers(), || started));
     let mut call = Call::default();
     // Boxed: the call's decision and the limiter's futures are kilobytes, and the
     // connection moves this future as it polls it.

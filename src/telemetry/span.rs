@@ -32,7 +32,8 @@ pub struct SpanTrace {
 /// `capped` and treated as unsampled); `None` builds nothing for it. `now_ns` reads the
 /// clock, asked only for a sampled request.
 pub fn start(
-    (telemetry, budget): (&Telemetry, &Budget),
+    telemetry: &Telemetry,
+    budget: &Budget,
     headers: &HeaderMap,
     now_ns: impl FnOnce() -> u64,
     capped: &Counter,

@@ -73,17 +73,16 @@ impl MemoryStore {
                 Step::Decided(prior) => return Some(decided_on(prior, decide)),
                 // Frozen by a rebuild: the new table is about to be published.
                 Step::Frozen => std::thread::yield_now(),
-                Step::Absent => {
-                    if let Some(decided) = self.insert_key(key, index, new_key, decide) {
-                        return decided;
-                    }
-                }
+                Step::Absent => match self.insert_key(key, index, new_key, decide) {
+                    Insert::Decided(decided) => return Some(decided),
+                    Insert::Full => return None,
+                    Insert::Again => {}
+                },
             }
         }
     }
 
-    /// Decides a key absent from its shard and inserts it when admitted; `None` when the
-    /// table changed under it (decide again from the top).
+    /// Decides a key absent from its shard and inserts it when admitted.
     #[inline(never)]
     fn insert_key(
         &self,
@@ -91,24 +90,27 @@ impl MemoryStore {
         index: usize,
         new_key: NewKey,
         decide: &mut impl FnMut(u64) -> Decision,
-    ) -> Option<Option<(u64, Decision)>> {
+    ) -> Insert {
         let shard = &self.shards[index];
         let area = area_of(key);
         if area > 0 && self.areas.legacy() && self.migrate(key) {
-            return None;
+            return Insert::Again;
         }
         // An absent key is read at its area's floor. A denial of it writes nothing, so
         // only admissions insert.
         let prior = self.absent(key);
         let decision = decide(prior);
         if !decision.admitted {
-            return Some(Some((prior, decision)));
+            return Insert::Decided((prior, decision));
         }
         let _writer = shard.writer.lock();
         let table = shard.table.load_full();
         if let Probe::Found(slot) = table.find(key) {
             // Inserted meanwhile: decide again on its TAT (no rebuild can run: we hold the mutex).
-            return apply_to(slot, decide).map(|prior| Some(decided_on(prior, decide)));
+            return match apply_to(slot, decide) {
+                Some(prior) => Insert::Decided(decided_on(prior, decide)),
+                None => Insert::Again,
+            };
         }
         let len = shard.len.load(Ordering::Relaxed);
         if len >= self.areas.shard_cap(area) {
@@ -117,7 +119,7 @@ impl MemoryStore {
                     let full =
                         now < shard.full_until.load(Ordering::Relaxed) || !shard.evict_idle(now);
                     if full {
-                        return Some(None);
+                        return Insert::Full;
                     }
                 } else if !shard.evict_idle(now) {
                     let dropped = shard.evict_least();
@@ -127,7 +129,7 @@ impl MemoryStore {
         }
         if self.absent(key) != prior {
             // Making room raised the floor: decide again from it.
-            return None;
+            return Insert::Again;
         }
         let table = shard.table.load_full();
         let len = shard.len.load(Ordering::Relaxed);
@@ -138,8 +140,18 @@ impl MemoryStore {
         if table.insert(key, decision.tat.min(MAX_TAT)) {
             shard.len.fetch_add(1, Ordering::Relaxed);
         }
-        Some(Some((prior, decision)))
+        Insert::Decided((prior, decision))
     }
+}
+
+/// What deciding a key absent from its shard came to.
+enum Insert {
+    /// The TAT decided on and the decision (inserted when admitted).
+    Decided((u64, Decision)),
+    /// A new rate key, and the shard is full of keys that owe time.
+    Full,
+    /// The table changed meanwhile: decide again from the top.
+    Again,
 }
 
 /// What one look at a key's shard found.
