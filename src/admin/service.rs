@@ -247,11 +247,12 @@ fn stats_json(shared: &Shared) -> serde_json::Value {
         .config
         .routes
         .iter()
-        .zip(snapshot.routes.iter().map(|r| &r.metrics))
-        .map(|(route, m)| {
+        .zip(snapshot.routes.iter())
+        .map(|(route, runtime)| {
+            let counters = runtime.policies.iter().map(|p| &p.counters);
             json!({
                 "route": route.name,
-                "tiers": route.policies.iter().zip(&m.tiers).map(|(p, c)| json!({
+                "tiers": route.policies.iter().zip(counters).map(|(p, c)| json!({
                     "policy": p.name,
                     "admitted": c.admitted.get(),
                     "denied": c.denied.get(),

@@ -45,44 +45,35 @@ impl SettleCounters {
 /// One route's pre-resolved metric handles.
 #[derive(Clone)]
 pub struct RouteMetrics {
-    /// By tier position.
-    pub tiers: Vec<TierCounters>,
     /// Responses by status class (1xx … 5xx), the gateway's own 429/502/504 included.
     pub responses: [ShardedCounter; 5],
     pub retry_after: Histogram,
 }
 
 impl Metrics {
-    /// Counter handles for one config, so the request path only increments atomics.
-    pub fn route_handles(&self, config: &Config) -> Vec<RouteMetrics> {
-        config
-            .routes
-            .iter()
-            .map(|route| RouteMetrics {
-                tiers: route
-                    .policies
-                    .iter()
-                    .map(|p| self.tier_counters(route, p))
-                    .collect(),
-                responses: CLASSES.map(|status| {
-                    self.responses
-                        .get_or_create(&RouteStatusLabels {
-                            route: route.name.clone(),
-                            status,
-                        })
-                        .clone()
-                }),
-                retry_after: self
-                    .retry_after
-                    .get_or_create(&RouteLabels {
+    /// A route's response and `Retry-After` handles, so the request path only
+    /// increments atomics.
+    pub fn route_counters(&self, route: &Route) -> RouteMetrics {
+        RouteMetrics {
+            responses: CLASSES.map(|status| {
+                self.responses
+                    .get_or_create(&RouteStatusLabels {
                         route: route.name.clone(),
+                        status,
                     })
-                    .clone(),
-            })
-            .collect()
+                    .clone()
+            }),
+            retry_after: self
+                .retry_after
+                .get_or_create(&RouteLabels {
+                    route: route.name.clone(),
+                })
+                .clone(),
+        }
     }
 
-    fn tier_counters(&self, route: &Route, p: &Policy) -> TierCounters {
+    /// One policy's decision (and settle) handles on `route`.
+    pub fn tier_counters(&self, route: &Route, p: &Policy) -> TierCounters {
         let counter = |outcome| {
             self.decisions
                 .get_or_create(&DecisionLabels {

@@ -9,10 +9,10 @@ use hyper::body::Incoming;
 
 use super::access_log::Trace;
 use super::response::{
-    concurrency_refused, too_many_requests, wants_problem_json, Answer, PolicyHeaders,
-    RouteHeaders, TierItem,
+    concurrency_refused, too_many_requests, wants_problem_json, Answer, PolicyAnswer,
+    PolicyHeaders, RouteHeaders, TierItem,
 };
-use super::snapshot::{Shared, Snapshot};
+use super::snapshot::{PolicyRuntime, RouteRuntime, Shared, Snapshot};
 use crate::config::{Policy, Route};
 use crate::json::BodyFacts;
 use crate::key::{KeySource, RequestView};
@@ -29,12 +29,22 @@ pub struct Routed<'a> {
 }
 
 impl<'a> Routed<'a> {
+    /// What this snapshot holds of the route beside its config.
+    pub fn runtime(&self) -> &'a RouteRuntime {
+        &self.snapshot.routes[self.index]
+    }
+
     pub fn metrics(&self) -> &'a RouteMetrics {
-        &self.snapshot.routes[self.index].metrics
+        &self.runtime().metrics
     }
 
     pub fn headers(&self) -> &'a RouteHeaders {
-        &self.snapshot.routes[self.index].headers
+        &self.runtime().headers
+    }
+
+    /// What an answer says of the policy at `position`.
+    pub fn answer(&self, position: usize) -> &'a PolicyAnswer {
+        &self.runtime().policies[position].answer
     }
 
     /// The `RateLimit` item of a report, with the policy's constant header values when
@@ -49,7 +59,7 @@ impl<'a> Routed<'a> {
             constant: constant_headers(
                 policy,
                 &report.quota,
-                &self.headers().policies[report.position].headers,
+                &self.answer(report.position).headers,
             )
             .filter(|_| report.window_s.is_none()),
             remaining: report.remaining,
@@ -96,10 +106,10 @@ pub async fn admit(
         route: &route.name,
         body,
     };
-    let plans = &routed.snapshot.routes[routed.index].plans;
+    let policies = &routed.runtime().policies;
     shared
         .limiter
-        .check_request((route, plans), &view, &*shared.clock, admission)
+        .check_request((route, policies), &view, &*shared.clock, admission)
         .await;
     let asked = (req.headers(), body);
     let refused = answer(routed, admission, asked, client_ip, trace);
@@ -148,7 +158,7 @@ pub fn answer(
         trace.answer = Answer::Admitted;
         return None; // an unlimited route: nothing decided, nothing to count
     }
-    count(admission, routed.metrics());
+    count(admission, &routed.runtime().policies);
     for (position, wait_ns) in admission.shadow_denials() {
         tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client, wait_ms = ceil_millis(wait_ns), "shadow tier would deny");
     }
@@ -175,7 +185,7 @@ pub fn answer(
                 .map_or(Duration::from_secs(1), |c| c.retry_after);
             let wait = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
             trace.refused(Answer::Denied, position, wait);
-            let answer = &routed.headers().policies[position];
+            let answer = routed.answer(position);
             let constant = &answer.headers;
             let own = slot_headers(policy, max, constant);
             let problem = wants_problem_json(headers);
@@ -222,9 +232,12 @@ fn rate_refusal(
 ) -> Response<Body> {
     let route = routed.route;
     let (reported, items) = routed.reports(admission);
-    let first = match admission.outcome() {
-        Outcome::RateLimited { position } => (route.policies[position].name.as_str(), position),
-        _ => ("", usize::MAX),
+    let (first, denier) = match admission.outcome() {
+        Outcome::RateLimited { position } => (
+            route.policies[position].name.as_str(),
+            Some(routed.answer(position)),
+        ),
+        _ => ("", None),
     };
     routed
         .metrics()
@@ -241,7 +254,7 @@ fn rate_refusal(
         first,
         reported.as_ref(),
         &items,
-        routed.headers(),
+        (routed.headers(), denier),
         violated.as_deref(),
         body.and_then(BodyFacts::json_rpc_id).as_ref(),
     )
@@ -264,21 +277,21 @@ pub fn slot_headers<'a>(
 
 /// Counts one decision per applied policy.
 #[inline]
-fn count(admission: &Admission, metrics: &RouteMetrics) {
+fn count(admission: &Admission, policies: &[PolicyRuntime]) {
     if admission.unchecked() {
         for p in admission.applied() {
-            metrics.tiers[p].store_unavailable_allowed.inc();
+            policies[p].counters.store_unavailable_allowed.inc();
         }
         return;
     }
     if admission.outcome() == Outcome::StoreUnavailable {
         for p in admission.applied() {
-            metrics.tiers[p].store_unavailable.inc();
+            policies[p].counters.store_unavailable.inc();
         }
         return;
     }
     for p in admission.per_policy() {
-        let counters = &metrics.tiers[p.position];
+        let counters = &policies[p.position].counters;
         if p.overflow {
             counters.overflow.inc();
         }

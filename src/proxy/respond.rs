@@ -40,7 +40,7 @@ pub async fn describe(
     }
     for (position, max, free) in admission.held_slots() {
         let policy = &routed.route.policies[position];
-        let constant = &routed.headers().policies[position].headers;
+        let constant = &routed.answer(position).headers;
         let own = slot_headers(policy, max, constant);
         concurrency_headers(resp.headers_mut(), &policy.name, &own, free);
     }

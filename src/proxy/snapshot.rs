@@ -7,10 +7,10 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use super::pool::UpstreamPool;
-use super::response::RouteHeaders;
+use super::response::{PolicyAnswer, RouteHeaders};
 use crate::clock::Clock;
-use crate::config::Config;
-use crate::metrics::{Metrics, RouteMetrics};
+use crate::config::{Config, Route};
+use crate::metrics::{Metrics, RouteMetrics, TierCounters};
 use crate::store::tiers::PolicyPlan;
 use crate::store::Limiter;
 
@@ -34,14 +34,49 @@ pub struct Snapshot {
     pub rls_metrics: Box<[crate::metrics::rls::RlsRuleCounters]>,
 }
 
-/// One route's runtime record, made once per config version: its metric handles, what an
-/// answer says of each of its policies, and what each policy's tiers start from (each by
-/// the policy's position in the route).
+/// One route's runtime record, made once per config version: one record per policy, and
+/// what belongs to the route as a whole.
 pub struct RouteRuntime {
+    /// By the policy's position in the route.
+    pub policies: Box<[PolicyRuntime]>,
+    /// The route's response and `Retry-After` series.
     pub metrics: RouteMetrics,
+    /// The route's joined `RateLimit-Policy` list.
     pub headers: RouteHeaders,
-    /// `store::tiers::PolicyPlan`s.
-    pub plans: Box<[PolicyPlan]>,
+}
+
+/// Everything the request path holds of one policy of one route, made once per config
+/// version: what its tiers start from, what an answer says of it, and its decision series.
+pub struct PolicyRuntime {
+    pub plan: PolicyPlan,
+    pub answer: PolicyAnswer,
+    pub counters: TierCounters,
+}
+
+impl AsRef<PolicyPlan> for PolicyRuntime {
+    fn as_ref(&self) -> &PolicyPlan {
+        &self.plan
+    }
+}
+
+impl RouteRuntime {
+    fn new(route: &Route, metrics: &Metrics, keys: &crate::store::KeyMaker) -> Self {
+        let policies: Box<[PolicyRuntime]> = route
+            .policies
+            .iter()
+            .map(|policy| PolicyRuntime {
+                plan: PolicyPlan::of(keys, policy, metrics),
+                answer: PolicyAnswer::new(policy),
+                counters: metrics.tier_counters(route, policy),
+            })
+            .collect();
+        let headers = RouteHeaders::new(route, policies.iter().map(|p| &p.answer));
+        Self {
+            policies,
+            metrics: metrics.route_counters(route),
+            headers,
+        }
+    }
 }
 
 impl Snapshot {
@@ -67,15 +102,10 @@ impl Snapshot {
                     })
             })
             .collect();
-        let routes = metrics
-            .route_handles(&config)
-            .into_iter()
-            .zip(&config.routes)
-            .map(|(handles, route)| RouteRuntime {
-                metrics: handles,
-                headers: RouteHeaders::new(route),
-                plans: PolicyPlan::route(keys, route, metrics),
-            })
+        let routes = config
+            .routes
+            .iter()
+            .map(|route| RouteRuntime::new(route, metrics, keys))
             .collect();
         let request_share =
             crate::conn::load::share(config.server.max_requests, config.server.workers);

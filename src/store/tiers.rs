@@ -129,16 +129,13 @@ struct RatePlan {
     priced: Option<(std::sync::Arc<crate::config::Prices>, u64, u64)>,
 }
 
-impl PolicyPlan {
-    /// The plans of `route`'s policies, by position.
-    pub fn route(keys: &KeyMaker, route: &Route, metrics: &Metrics) -> Box<[PolicyPlan]> {
-        route
-            .policies
-            .iter()
-            .map(|p| Self::of(keys, p, metrics))
-            .collect()
+impl AsRef<PolicyPlan> for PolicyPlan {
+    fn as_ref(&self) -> &PolicyPlan {
+        self
     }
+}
 
+impl PolicyPlan {
     /// The plan of one policy.
     pub fn of(keys: &KeyMaker, policy: &Policy, metrics: &Metrics) -> Self {
         let in_flight = policy
@@ -182,11 +179,11 @@ pub struct RequestTiers {
 
 impl RequestTiers {
     /// Replaces the contents with the tiers of `route` for the request `view`; `plans`
-    /// are the route's policies' plans, by position ([`PolicyPlan::route`]), and `fleet`
+    /// hold the route's policies' plans, by position ([`PolicyPlan::of`]), and `fleet`
     /// the fleet's key the Redis keys are made with (`None`: no Redis keys).
-    pub fn fill(
+    pub fn fill<P: AsRef<PolicyPlan>>(
         &mut self,
-        (plans, fleet): (&[PolicyPlan], Option<&FleetKey>),
+        (plans, fleet): (&[P], Option<&FleetKey>),
         overrides: &KeyOverrides,
         route: &Route,
         view: &RequestView<'_>,
@@ -197,6 +194,7 @@ impl RequestTiers {
         self.policies.clear();
         let mut partials = arrayvec::ArrayVec::new();
         let mut values = KeyValues::new();
+        let plans = plans.iter().map(AsRef::as_ref);
         for ((position, policy), plan) in route.policies.iter().enumerate().zip(plans) {
             if !compose(
                 (&plan.keys, fleet),

@@ -90,13 +90,12 @@ impl PolicyHeaders {
     }
 }
 
-/// One route's constant header values, built once per config load: each policy's, and
-/// the whole `RateLimit-Policy` list for the usual case where every enforcing rate tier
-/// decided on its policy's own quota (no override, none skipped).
+/// A route's constant header value, built once per config load: the whole
+/// `RateLimit-Policy` list for the usual case where every enforcing rate tier decided on
+/// its policy's own quota (no override, none skipped). Each policy's own values are its
+/// [`PolicyAnswer`].
 #[derive(Debug, Clone)]
 pub struct RouteHeaders {
-    /// By tier position: what an answer says of that policy.
-    pub policies: Box<[PolicyAnswer]>,
     /// The joined `RateLimit-Policy` of every enforcing rate policy, in route order, and
     /// how many items it has.
     pub rate_list: Option<(usize, HeaderValue)>,
@@ -114,35 +113,38 @@ pub struct PolicyAnswer {
     pub limit_kind: Option<&'static str>,
 }
 
-impl RouteHeaders {
-    pub fn new(route: &crate::config::Route) -> Self {
+impl PolicyAnswer {
+    pub fn new(policy: &crate::config::Policy) -> Self {
         use crate::config::PolicyKind;
-        use crate::limit::Mode;
-        let policies: Box<[PolicyAnswer]> = route
-            .policies
-            .iter()
-            .map(|p| {
-                let limit_kind = p.kind().body_word();
-                PolicyAnswer {
-                    headers: match &p.kind {
-                        PolicyKind::Rate(r) => PolicyHeaders::new(&p.name, &r.quota, None),
-                        PolicyKind::Concurrency(c) => {
-                            PolicyHeaders::concurrency(&p.name, c.max_in_flight)
-                        }
-                    },
-                    refusal_body: super::refusal_body::body_start(&p.name, limit_kind),
-                    limit_kind,
+        let limit_kind = policy.kind().body_word();
+        Self {
+            headers: match &policy.kind {
+                PolicyKind::Rate(r) => PolicyHeaders::new(&policy.name, &r.quota, None),
+                PolicyKind::Concurrency(c) => {
+                    PolicyHeaders::concurrency(&policy.name, c.max_in_flight)
                 }
-            })
-            .collect();
+            },
+            refusal_body: super::refusal_body::body_start(&policy.name, limit_kind),
+            limit_kind,
+        }
+    }
+}
+
+impl RouteHeaders {
+    /// `answers`: the route's policies' answers, by position.
+    pub fn new<'a>(
+        route: &crate::config::Route,
+        answers: impl IntoIterator<Item = &'a PolicyAnswer>,
+    ) -> Self {
+        use crate::limit::Mode;
         let mut list = Vec::new();
         let mut count = 0;
-        for (policy, headers) in route.policies.iter().zip(&policies) {
+        for (policy, answer) in route.policies.iter().zip(answers) {
             if policy.mode == Mode::Enforce && policy.rate().is_some() {
                 if count > 0 {
                     list.extend_from_slice(b", ");
                 }
-                list.extend_from_slice(headers.headers.policy.as_bytes());
+                list.extend_from_slice(answer.headers.policy.as_bytes());
                 count += 1;
             }
         }
@@ -150,10 +152,7 @@ impl RouteHeaders {
             .then(|| value_of(list))
             .flatten()
             .map(|v| (count, v));
-        Self {
-            policies,
-            rate_list,
-        }
+        Self { rate_list }
     }
 }
 

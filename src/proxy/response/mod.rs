@@ -15,8 +15,8 @@ pub use accept::wants_problem_json;
 pub use answer::{body_cut, overloaded, Answer};
 pub use cut::{BudgetExhausted, CutReason};
 pub use headers::{
-    concurrency_headers, lists as rate_limit_lists, rate_limit_headers, PolicyHeaders,
-    RouteHeaders, TierItem,
+    concurrency_headers, lists as rate_limit_lists, rate_limit_headers, PolicyAnswer,
+    PolicyHeaders, RouteHeaders, TierItem,
 };
 pub use refusal::{concurrency_refused, too_many_requests};
 pub use refusal_body::{body_start, Refused, QUOTA_EXCEEDED_TYPE};

@@ -8,8 +8,9 @@ use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, VARY};
 use http::{HeaderMap, Response, StatusCode};
 
 use super::headers::{
-    concurrency_headers, number, PolicyHeaders, RateLimitValues, RouteHeaders, TierItem, RATELIMIT,
-    RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+    concurrency_headers, number, PolicyAnswer, PolicyHeaders, RateLimitValues, RouteHeaders,
+    TierItem, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
+    X_RATELIMIT_RESET,
 };
 use super::refusal_body::Refused;
 use crate::json::rpc::RequestId;
@@ -86,26 +87,22 @@ static RATE_REFUSAL_HEADERS: LazyLock<HeaderMap> = LazyLock::new(|| {
 });
 
 /// The 429 for a rate refusal that must wait `wait_ns`; `first_denier` names the policy
-/// in the body. `problem`: answer as RFC 9457 problem details naming these violated
+/// in the body and `denier` is what an answer says of it. `problem`: answer as RFC 9457 problem details naming these violated
 /// policies (see [`super::wants_problem_json`]); `rpc`: answer the JSON-RPC request of
 /// this id with a JSON-RPC error.
 pub fn too_many_requests(
     wait_ns: u64,
-    first_denier: (&str, usize),
+    first_denier: &str,
     reported: Option<&TierItem<'_>>,
     items: &[TierItem<'_>],
-    route: &RouteHeaders,
+    (route, denier): (&RouteHeaders, Option<&PolicyAnswer>),
     problem: Option<&[&str]>,
     rpc: Option<&RequestId>,
 ) -> Response<Body> {
-    let (policy, position) = first_denier;
     let refused = Refused {
-        policy,
-        start: route
-            .policies
-            .get(position)
-            .map_or(&[][..], |p| &p.refusal_body[..]),
-        limit: route.policies.get(position).and_then(|p| p.limit_kind),
+        policy: first_denier,
+        start: denier.map_or(&[][..], |p| &p.refusal_body[..]),
+        limit: denier.and_then(|p| p.limit_kind),
         retry_after_ms: ceil_millis(wait_ns),
         problem,
         rpc,

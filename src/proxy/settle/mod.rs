@@ -42,8 +42,8 @@ struct Counters {
 
 impl Counters {
     fn of(&self, p: &PendingSettle) -> Option<&SettleCounters> {
-        let route = &self.snapshot.routes.get(self.route)?.metrics;
-        route.tiers.get(p.position)?.settle.as_ref()
+        let route = self.snapshot.routes.get(self.route)?;
+        route.policies.get(p.position)?.counters.settle.as_ref()
     }
 
     fn fallback(&self, p: &PendingSettle, why: SettleFallback) {

@@ -138,15 +138,15 @@ impl Limiter {
         self.unready().is_none()
     }
 
-    /// Decides `route`'s tiers (`plans`: its policies', [`PolicyPlan::route`]) for the
+    /// Decides `route`'s tiers (`plans`: its policies', by position) for the
     /// request `view` into `admission`: first the
     /// concurrency tiers (taking a slot each, waiting for one up to `max_delay`), then
     /// every rate tier at one clock reading taken after that. A refusal anywhere leaves no
     /// slot held and no TAT moved. A store failure is counted here and answered per
     /// `on_error`.
-    pub async fn check_request(
+    pub async fn check_request<P: AsRef<PolicyPlan>>(
         &self,
-        (route, plans): (&Route, &[PolicyPlan]),
+        (route, plans): (&Route, &[P]),
         view: &RequestView<'_>,
         clock: &dyn Clock,
         admission: &mut Admission,

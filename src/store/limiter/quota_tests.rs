@@ -29,7 +29,11 @@ fn bench(policies: &str, route_policies: &str, unix_s: u64) -> Bench {
     let local = Arc::new(MemoryStore::new(1 << 16));
     let metrics = Arc::new(Metrics::new());
     let limiter = Limiter::new(Store::Memory(local), metrics.clone());
-    let plans = PolicyPlan::route(limiter.keys(), &config.routes[0], &metrics);
+    let plans = config.routes[0]
+        .policies
+        .iter()
+        .map(|p| PolicyPlan::of(limiter.keys(), p, &metrics))
+        .collect();
     let clock = FakeClock::at(0);
     clock.set((unix_s * S).saturating_sub(crate::clock::Clock::unix_ns_at(&clock, 0)));
     Bench {

@@ -13,9 +13,9 @@ impl Limiter {
     /// Takes a slot for every concurrency tier, in route order, into `admission.held`.
     /// `Some` when the request is refused (every slot taken, or the store failed under
     /// `on_error = "deny"`); the caller then gives back what was taken.
-    pub(super) async fn take_slots(
+    pub(super) async fn take_slots<P: AsRef<PolicyPlan>>(
         &self,
-        (route, plans): (&Route, &[PolicyPlan]),
+        (route, plans): (&Route, &[P]),
         clock: &dyn Clock,
         admission: &mut Admission,
     ) -> Option<Outcome> {
@@ -29,7 +29,9 @@ impl Limiter {
             let position = tiers.slots[i].position;
             let policy = &route.policies[position].name;
             let tier = &tiers.slots[i];
-            let gauge = plans.get(position).and_then(|p| p.in_flight.as_ref());
+            let gauge = plans
+                .get(position)
+                .and_then(|p| p.as_ref().in_flight.as_ref());
             let taken = match self.take_slot(tier, (policy, gauge), clock).await {
                 Ok(taken) => taken,
                 Err(e) => match self.fallback(&e) {
