@@ -18,10 +18,7 @@ pub async fn key_state(
     let runtime = shared.limiter.overrides().get(key.hash, &*shared.clock);
     let single = (parts.len() == 1).then(|| std::borrow::Cow::Borrowed(parts[0].as_str()));
     let calendar = policy.rate().and_then(|r| r.calendar.as_deref());
-    match (
-        crate::store::limits::limit_for(policy, runtime, || single),
-        calendar,
-    ) {
+    match (policy.limit_for(runtime, || single), calendar) {
         (Applied::Concurrency(max), _) => concurrency_json(shared, &key, max).await,
         (Applied::Rate(quota), Some(calendar)) => quota_json(shared, &key, quota, calendar).await,
         (Applied::Rate(quota), None) => rate_json(shared, &key, quota).await,

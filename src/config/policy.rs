@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub use crate::limit::calendar::{Bounds, Calendar, Period};
 
+use super::override_spec::Applied;
 use crate::key::KeySource;
 use crate::limit::{Mode, Quota};
 
@@ -249,6 +250,31 @@ impl LimitKind {
 }
 
 impl Policy {
+    /// The limit this policy puts on one key, in the one order every reader uses (the
+    /// request path and the admin API alike): `runtime`, the key's runtime override if it
+    /// is of this kind, else the file's override for the key's `text` (single-source keys;
+    /// asked only when the policy has some, so a request pays for no text it does not
+    /// need), else the policy's own numbers.
+    #[inline]
+    pub fn limit_for<'t>(
+        &self,
+        runtime: Option<Applied>,
+        text: impl FnOnce() -> Option<std::borrow::Cow<'t, str>>,
+    ) -> Applied {
+        match (&self.kind, runtime) {
+            (PolicyKind::Rate(_), Some(applied @ Applied::Rate(_)))
+            | (PolicyKind::Concurrency(_), Some(applied @ Applied::Concurrency(_))) => applied,
+            (PolicyKind::Rate(rate), _) if rate.overrides.is_empty() => Applied::Rate(rate.quota),
+            (PolicyKind::Rate(rate), _) => Applied::Rate(rate.quota_for(text().as_deref())),
+            (PolicyKind::Concurrency(cap), _) if cap.overrides.is_empty() => {
+                Applied::Concurrency(cap.max_in_flight)
+            }
+            (PolicyKind::Concurrency(cap), _) => {
+                Applied::Concurrency(cap.max_for(text().as_deref()))
+            }
+        }
+    }
+
     /// Which kind of limit this is.
     pub fn kind(&self) -> LimitKind {
         match &self.kind {

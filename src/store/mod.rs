@@ -3,10 +3,11 @@
 //!
 //! The request path asks one question, [`Limiter::check_request`] (`limiter/`), and
 //! reads the answer from the [`Admission`] it filled (`admission.rs`). Behind that door:
-//! the request's tiers and their keys (`tiers.rs`, `keys.rs`, `limits.rs` for which limit
-//! applies to a key, `overrides.rs` for the runtime ones), one room per limit kind —
-//! `rate/` (GCRA tiers: the refusal cache, the Redis scripts, settling), `concurrency/`
-//! (slots and their Redis leases), `slices/` (leased capacity, `sync = "lease"`) — and the
+//! the request's tiers and their keys (`tiers.rs`, `keys.rs`; which limit applies to a
+//! key is `config::Policy::limit_for`, `overrides.rs` holds the runtime overrides), one
+//! room per limit kind — `rate/` (GCRA tiers: the refusal cache, the Redis scripts,
+//! settling; `rate/lease/`, leased capacity for `sync = "lease"`), `concurrency/` (slots
+//! and their Redis leases) — and the
 //! stores themselves: `memory/` (the lock-free table) and `redis/` (the connection, its
 //! breaker, Sentinel). Key encoding, the store's failures and their metrics stay in here.
 
@@ -17,7 +18,6 @@ pub mod error;
 pub mod key_locks;
 pub mod keys;
 pub mod limiter;
-pub mod limits;
 pub mod memory;
 pub mod overrides;
 pub mod rate;

@@ -9,7 +9,6 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 use super::keys::{compose, KeyMaker, KeyRefusal, Partial, PolicyKeys};
-use super::limits::limit_for;
 use super::overrides::KeyOverrides;
 use crate::clock::Clock;
 use crate::config::override_spec::Applied;
@@ -342,7 +341,7 @@ impl RequestTiers {
         let key = partial.key.finish(&policy.name);
         let runtime = overrides.get(key.hash, clock);
         let single = partial.single.as_ref();
-        let applied = limit_for(policy, runtime, || single.map(|p| p.as_text()));
+        let applied = policy.limit_for(runtime, || single.map(|p| p.as_text()));
         match (&policy.kind, applied, &plan.rate) {
             (PolicyKind::Rate(_), Applied::Rate(quota), Some(rate)) => self.rate.push(RateTier {
                 tier: Tier {
