@@ -145,11 +145,18 @@ async fn serve(
         upgrade,
         trailers,
     } = arrived;
-    let key_body = match read_key_body(&routed, &mut req).await {
-        Ok(read) => read,
-        Err(answer) => {
-            trace.by_gateway = true;
-            return *answer;
+    // What a route that keys or prices by the body reads of it before the decision. The
+    // read's future is made only on such a route: made and awaited on every request, it
+    // was moved into this one's state each time.
+    let key_body = if routed.route.body_pointers.is_empty() {
+        None
+    } else {
+        match super::key_body::read(&mut req, &snapshot.config.server).await {
+            Ok(read) => Some(read),
+            Err(answer) => {
+                trace.by_gateway = true;
+                return *answer;
+            }
         }
     };
     let mut admission = Admission::default();
@@ -195,19 +202,6 @@ async fn serve(
     trace.by_gateway = forwarded.is_err();
     let answered = (forwarded, settlement, trailers);
     super::respond::describe(&routed, answered, &mut admission).await
-}
-
-/// What a route that keys or prices by the body reads of it before the decision.
-async fn read_key_body(
-    routed: &Routed<'_>,
-    req: &mut Request<Incoming>,
-) -> Result<Option<super::key_body::KeyBody>, Box<Response<Body>>> {
-    if routed.route.body_pointers.is_empty() {
-        return Ok(None);
-    }
-    super::key_body::read(req, &routed.snapshot.config.server)
-        .await
-        .map(Some)
 }
 
 /// A request that has a route: which, who sent it, and the tunnel it may open.
