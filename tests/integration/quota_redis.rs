@@ -80,8 +80,10 @@ fn redis_now(redis: &RedisServer) -> i64 {
 async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_another_calendars_tat()
 {
     let redis = RedisServer::start();
-    let settle = include_str!("../../src/store/rate/settle.lua");
-    let gcra = include_str!("../../src/store/rate/gcra.lua");
+    // As the gateway loads them: the shared start (tat.lua) before each script.
+    let tat = include_str!("../../src/store/rate/tat.lua");
+    let settle = &[tat, include_str!("../../src/store/rate/settle.lua")].concat();
+    let gcra = &[tat, include_str!("../../src/store/rate/gcra.lua")].concat();
     let now = redis_now(&redis);
     // A day that ended 100 s ago; the key has used 80 units of the day running now.
     let end = now - 100;

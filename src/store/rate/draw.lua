@@ -1,24 +1,13 @@
 -- tollgate: draw units for a body as it streams (a bytes-settled tier), on the server's
 -- clock: as many as fit, up to `want`, when at least `need` do, keeping the key's TAT at
--- most `bound` ahead of now (see limit::settle::draw; stored form as in gcra.lua).
+-- most `bound` ahead of now (see limit::settle::draw; stored form as in tat.lua).
 --
 -- KEYS[1]  the tier's key
 -- ARGV     T (ns), bound (ns), want, need
 -- Returns  {units, debt after}  or  {0, wait} with units 0 only when `need` does not fit
-local time = redis.call('TIME')
-local now_s = tonumber(time[1])
-local now_ns = tonumber(time[2]) * 1000
 local t, bound = tonumber(ARGV[1]), tonumber(ARGV[2])
 local want, need = tonumber(ARGV[3]), tonumber(ARGV[4])
-local debt = 0
-local stored = redis.call('GET', KEYS[1])
-if stored then
-  local s, ns = string.match(stored, '^(%d+):(%d+)$')
-  if s then
-    debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
-  end
-end
-if debt < 0 then debt = 0 end
+local debt = debt_at(KEYS[1])
 local fits = math.floor((bound - debt) / t)
 if fits < 0 then fits = 0 end
 if fits < need then
@@ -27,8 +16,5 @@ end
 local units = math.max(math.min(want, fits), need)
 if units == 0 then return {0, 0} end
 local after = debt + units * t
-local total = now_ns + after
-local rest = math.fmod(total, 1000000000)
-local s = now_s + (total - rest) / 1000000000
-redis.call('SET', KEYS[1], string.format('%d:%09d', s, rest), 'PX', math.max(1, math.ceil(after / 1000000)))
+redis.call('SET', KEYS[1], stamp(after), 'PX', math.max(1, math.ceil(after / 1000000)))
 return {units, after}

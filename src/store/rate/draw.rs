@@ -13,7 +13,7 @@ use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::store::StoreError;
 
-static DRAW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("draw.lua")));
+static DRAW: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("draw.lua")));
 
 /// What a draw got, as the metered body reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 -- server's clock. A denial by an enforcing tier writes nothing; an admission writes every
 -- tier that admitted, with an expiry equal to its time until idle.
 --
--- TATs are stored as "seconds:nanoseconds" and all arithmetic is done on the debt
--- (TAT − now, in ns), which stays far below 2^53, so Lua's doubles are exact.
+-- TATs are in tat.lua's stored form and all arithmetic is done on the debt (TAT − now,
+-- in ns).
 --
 -- A calendar quota's tier (limit::calendar) is decided at its window's end instead of
 -- now: it names the window and the next as "start:end:next" Unix seconds, the end that
@@ -14,9 +14,6 @@
 --                        window ("" for a rate, "start:end:next" for a quota)
 -- ARGV[6n + 1]  optional: "s:ns" on the server's clock after which the call is too late
 -- Returns  { now_s, now_ns, admitted (1/0, 2: too late, nothing decided), debt_1 … debt_n }
-local time = redis.call('TIME')
-local now_s = tonumber(time[1])
-local now_ns = tonumber(time[2]) * 1000
 local n = #KEYS
 -- A call that reaches the server after the gateway gave up on it (the server was frozen,
 -- the network held it back) decides nothing: its request was answered per on_error.
@@ -47,15 +44,7 @@ for i = 1, n do
     if now_s < tonumber(ws) then e = tonumber(ws) elseif now_s >= e then e = tonumber(wn) end
     basis = (e - now_s) * 1000000000 - now_ns
   end
-  local debt = 0
-  local stored = redis.call('GET', KEYS[i])
-  if stored then
-    local s, ns = string.match(stored, '^(%d+):(%d+)$')
-    if s then
-      debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
-    end
-  end
-  if debt < 0 then debt = 0 end
+  local debt = debt_at(KEYS[i])
   debts[i] = debt
   local over = debt - basis
   -- 15 minutes or more past the end: written under another calendar, nothing used here
@@ -74,11 +63,7 @@ if denied then return reply end
 for i = 1, n do
   local ahead = fresh[i]
   if ahead then
-    -- fmod is exact on integers; `/` and `%` go through a rounded quotient.
-    local total = now_ns + ahead
-    local ns = math.fmod(total, 1000000000)
-    local s = now_s + (total - ns) / 1000000000
-    redis.call('SET', KEYS[i], string.format('%d:%09d', s, ns), 'PX', math.max(1, math.ceil(ahead / 1000000)))
+    redis.call('SET', KEYS[i], stamp(ahead), 'PX', math.max(1, math.ceil(ahead / 1000000)))
   end
 end
 return reply

@@ -18,9 +18,9 @@ use crate::store::StoreError;
 
 const NANOS: u128 = 1_000_000_000;
 
-static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("gcra.lua")));
+static GCRA: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("gcra.lua")));
 static ROLLBACK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("rollback.lua")));
-static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("peek.lua")));
+static PEEK: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("peek.lua")));
 
 /// Tiers decided before the Redis call (leased slices): each one's debt as the verdict
 /// should see it, and whether any of them refused.

@@ -1,4 +1,4 @@
--- tollgate: settle a reservation on one key, on the server's clock (see gcra.lua for the
+-- tollgate: settle a reservation on one key, on the server's clock (see tat.lua for the
 -- stored form). A debt is owed from max(TAT, now) and never takes the debt past
 -- max_debt; a refund gives back at most `room` and never takes the TAT below now.
 --
@@ -14,9 +14,6 @@
 --          under another calendar (15 minutes or more past the end, limit::calendar's
 --          CARRY_NS) is no usage of this window.
 -- Returns  the debt (TAT − now, ns; a quota: TAT − the window's end, its units used)
-local time = redis.call('TIME')
-local now_s = tonumber(time[1])
-local now_ns = tonumber(time[2]) * 1000
 local op, ns = ARGV[1], tonumber(ARGV[2])
 local room, max_debt = tonumber(ARGV[3]), tonumber(ARGV[4])
 local basis, ended = 0, false
@@ -30,14 +27,8 @@ if ws then
   end
   basis = (e - now_s) * 1000000000 - now_ns
 end
-local debt = 0
-local stored = redis.call('GET', KEYS[1])
-if stored then
-  local s, sns = string.match(stored, '^(%d+):(%d+)$')
-  if s then
-    debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(sns) - now_ns) - basis
-  end
-end
+local _, lead = tat_at(KEYS[1])
+local debt = lead and lead - basis or 0
 if debt < 0 or (ws and debt >= 900000000000) then debt = 0 end
 local after
 if op == 'debt' then
@@ -51,8 +42,5 @@ if after == 0 then
   redis.call('DEL', KEYS[1])
   return 0
 end
-local total = now_ns + basis + after
-local rest = math.fmod(total, 1000000000)
-local s = now_s + (total - rest) / 1000000000
-redis.call('SET', KEYS[1], string.format('%d:%09d', s, rest), 'PX', math.max(1, math.ceil((basis + after) / 1000000)))
+redis.call('SET', KEYS[1], stamp(basis + after), 'PX', math.max(1, math.ceil((basis + after) / 1000000)))
 return after

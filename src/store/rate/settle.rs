@@ -235,4 +235,4 @@ pub fn pending_settles(
 }
 
 static SETTLE_SCRIPT: std::sync::LazyLock<redis::Script> =
-    std::sync::LazyLock::new(|| redis::Script::new(include_str!("settle.lua")));
+    std::sync::LazyLock::new(|| super::script(include_str!("settle.lua")));

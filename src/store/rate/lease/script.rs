@@ -8,7 +8,7 @@ use redis::Script;
 use crate::store::redis::RedisStore;
 use crate::store::StoreError;
 
-static SLICE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("slice.lua")));
+static SLICE: LazyLock<Script> = LazyLock::new(|| super::super::script(include_str!("slice.lua")));
 
 /// What a gateway asks of a slice: `want` units, at least `need`, the first slot
 /// beginning `lead` ns ahead where the key has room (see `limit::slice::grant`).

@@ -5,35 +5,19 @@
 -- less than `need`. The slice's first slot begins `lead` ahead of now where the key has
 -- room for that and `need` units after it (the capacity skipped over was unused).
 -- `need` = 0 only gives back. Arithmetic on the debt (TAT − now, ns), exact in doubles
--- (see gcra.lua). Mirrors limit::slice::grant.
+-- (see tat.lua). Mirrors limit::slice::grant.
 --
 -- KEYS[1]  the key
 -- ARGV     T, tau, want, need, give_ns (0: none), give_end (the stamp the slice left),
 --          lead (ns; absent: 0)
 -- Returns  {granted, ahead, left, end}  or  {0, wait}
-local time = redis.call('TIME')
-local now_s = tonumber(time[1])
-local now_ns = tonumber(time[2]) * 1000
 local t, tau = tonumber(ARGV[1]), tonumber(ARGV[2])
 local want, need = tonumber(ARGV[3]), tonumber(ARGV[4])
 local give_ns, give_end = tonumber(ARGV[5]), ARGV[6]
 local lead = tonumber(ARGV[7] or '0')
 
-local stored = redis.call('GET', KEYS[1])
-local debt = 0
-if stored then
-  local s, ns = string.match(stored, '^(%d+):(%d+)$')
-  if s then
-    debt = (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
-  end
-end
-if debt < 0 then debt = 0 end
-
-local function stamp(ahead)
-  local total = now_ns + ahead
-  local ns = math.fmod(total, 1000000000)
-  return string.format('%d:%09d', now_s + (total - ns) / 1000000000, ns)
-end
+local stored, lead_now = tat_at(KEYS[1])
+local debt = (lead_now and lead_now > 0) and lead_now or 0
 
 local function store(ahead)
   if ahead <= 0 then
