@@ -141,16 +141,6 @@ impl Calendar {
         Bounds { start, end, next }
     }
 
-    /// The window length in seconds nominally (for `RateLimit-Policy`'s `w`): 86,400 a
-    /// day, 604,800 a week, the window's own length for a month.
-    pub fn nominal_seconds(&self, bounds: &Bounds) -> i64 {
-        match self.period {
-            Period::Day => 86_400,
-            Period::Week(_) => 604_800,
-            Period::Month(_) => bounds.end - bounds.start,
-        }
-    }
-
     /// The first day of the window holding the civil date `day`.
     fn first_day(&self, day: Date) -> Date {
         match self.period {

@@ -16,7 +16,9 @@ mod set;
 mod shared;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -129,7 +131,7 @@ impl Overrides {
     /// under way, so a reload racing a `PUT` still ends with both in effect.
     pub async fn reapply(&self, current: impl Fn() -> Arc<Config>, limiter: &Limiter, now_ms: u64) {
         let _one_at_a_time = self.changes.lock().await;
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock();
         apply::all(&current(), limiter, &mut state.set, now_ms);
         for (id, problems) in state.set.inactive() {
             for p in problems {
@@ -158,7 +160,7 @@ impl Overrides {
         let config = current();
         apply::check_id(&config, &id)?;
         {
-            let state = lock(&self.state);
+            let state = self.state.lock();
             if state.set.len() >= MAX_OVERRIDES && !state.set.contains(&id) {
                 return Err(ChangeError::TooMany);
             }
@@ -174,7 +176,7 @@ impl Overrides {
             shared::put(remote, &stored).await?;
         }
         {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             if let Some(fleet) = limiter.remote().and_then(|r| r.fleet().key()) {
                 state
                     .fields
@@ -201,7 +203,7 @@ impl Overrides {
         if let Some(remote) = limiter.remote() {
             existed = shared::remove(remote, std::slice::from_ref(id), now_ms, false).await? > 0;
         }
-        let removed = forget(&mut lock(&self.state), limiter, id);
+        let removed = forget(&mut self.state.lock(), limiter, id);
         existed |= removed.as_ref().is_some_and(|s| !s.expired(now_ms));
         if removed.is_some() {
             self.record(vec![Change::Del(id.clone())], false).await?;
@@ -211,7 +213,7 @@ impl Overrides {
 
     /// Every override set and not expired, with whether it is in effect.
     pub fn list(&self, now_ms: u64) -> Vec<Listed> {
-        let state = lock(&self.state);
+        let state = self.state.lock();
         state
             .set
             .values()
@@ -240,7 +242,7 @@ impl Overrides {
         now_ms: u64,
     ) -> bool {
         let _one_at_a_time = self.changes.lock().await;
-        let expired = lock(&self.state).set.expired(now_ms);
+        let expired = self.state.lock().set.expired(now_ms);
         let (mut changes, mut whole) = (Vec::new(), false);
         if let Some(remote) = limiter.remote() {
             if !expired.is_empty() {
@@ -250,14 +252,14 @@ impl Overrides {
                 }
             }
             self.import_first_version(remote).await;
-            let seen = lock(&self.state).seen.clone();
+            let seen = self.state.lock().seen.clone();
             match shared::changes(remote, seen.as_deref()).await {
                 Ok(read) => (changes, whole) = self.follow(&current(), limiter, read, now_ms),
                 Err(e) => tracing::debug!(error = %e, "runtime overrides not read from Redis"),
             }
         }
         {
-            let mut state = lock(&self.state);
+            let mut state = self.state.lock();
             for id in &expired {
                 // Set again (with a later expiry) by a change just read: kept.
                 if state.set.get(id).is_some_and(|s| s.expired(now_ms)) {
@@ -288,7 +290,7 @@ impl Overrides {
             // An override changed or a key was reset somewhere: remembered refusals may lie.
             limiter.forget_refusals();
         }
-        let mut state = lock(&self.state);
+        let mut state = self.state.lock();
         let state = &mut *state;
         match read {
             Changes::Unchanged => (Vec::new(), false),
@@ -333,7 +335,7 @@ impl Overrides {
 
     /// Once per process with Redis: moves what an earlier version kept there.
     async fn import_first_version(&self, remote: &crate::store::RedisStore) {
-        if lock(&self.state).imported {
+        if self.state.lock().imported {
             return;
         }
         match shared::import_first_version(remote).await {
@@ -344,7 +346,7 @@ impl Overrides {
                         "runtime overrides of an earlier version moved to the sealed form"
                     );
                 }
-                lock(&self.state).imported = true;
+                self.state.lock().imported = true;
             }
             Err(e) => {
                 tracing::debug!(error = %e, "runtime overrides of an earlier version not looked for yet")
@@ -359,11 +361,11 @@ impl Overrides {
             return Ok(());
         };
         let all = {
-            let state = lock(&self.state);
-            let compacts = whole || lock(&journal).compacts(state.set.len());
+            let state = self.state.lock();
+            let compacts = whole || journal.lock().compacts(state.set.len());
             compacts.then(|| state.set.values().cloned().collect::<Vec<_>>())
         };
-        tokio::task::spawn_blocking(move || lock(&journal).record(&changes, all.as_deref()))
+        tokio::task::spawn_blocking(move || journal.lock().record(&changes, all.as_deref()))
             .await
             .map_err(|e| FileError::Task(e.to_string()))?
     }
@@ -392,9 +394,4 @@ fn forget(state: &mut State, limiter: &Limiter, id: &OverrideId) -> Option<Store
         state.fields.remove(&shared::field(&fleet, id));
     }
     state.set.remove(id)
-}
-
-/// A poisoned lock still holds consistent data here: every writer leaves whole values.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

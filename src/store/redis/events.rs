@@ -4,8 +4,8 @@
 //! master of a Cluster) and compares it with the turn before; an event is logged once,
 //! counted in `tollgate_store_events_total{kind}` and kept for the status page.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
 
 use serde::Serialize;
 
@@ -73,7 +73,7 @@ impl Watch {
     /// Compares the masters seen now (by address) with those of the turn before; the
     /// events, each logged once. The first turn sees no event.
     pub fn observe(&self, masters: BTreeMap<String, NodeState>, now_ms: u64) -> Vec<StoreEvent> {
-        let mut last = lock(&self.masters);
+        let mut last = self.masters.lock();
         let Some(before) = last.replace(masters.clone()) else {
             return Vec::new();
         };
@@ -107,7 +107,7 @@ impl Watch {
                 });
             }
         }
-        let mut recent = lock(&self.recent);
+        let mut recent = self.recent.lock();
         for e in &events {
             if recent.len() == KEPT {
                 recent.pop_front();
@@ -119,7 +119,7 @@ impl Watch {
 
     /// The last events, oldest first.
     pub fn recent(&self) -> Vec<StoreEvent> {
-        lock(&self.recent).iter().cloned().collect()
+        self.recent.lock().iter().cloned().collect()
     }
 }
 
@@ -129,10 +129,6 @@ fn names(nodes: &BTreeMap<String, NodeState>) -> String {
 
 fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 //! at most a quarter of its burst. Slices left idle are given back; so is every slice on
 //! reload and shutdown.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 pub mod protocol;
 mod script;
@@ -100,10 +100,6 @@ impl Default for Slices {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl Slices {
     fn shard(&self, key: u64) -> &Mutex<HashMap<u64, Held>> {
         &self.shards[(key as usize) % SHARDS]
@@ -114,7 +110,7 @@ impl Slices {
     /// fetch gives it back.
     pub fn take(&self, tier: &Tier, cost: u64, now: u64) -> Option<Taken> {
         let key = tier.key;
-        let mut shard = lock(self.shard(key));
+        let mut shard = self.shard(key).lock();
         let held = shard.get_mut(&key)?;
         if held.quota != tier.quota {
             return None;
@@ -134,7 +130,7 @@ impl Slices {
     /// Puts `cost` units taken from `key`'s slice `slice` back (a later tier refused);
     /// when that slice was replaced meanwhile, they are simply not used.
     pub fn untake(&self, key: u64, cost: u64, taken: &Taken) {
-        if let Some(held) = lock(self.shard(key)).get_mut(&key) {
+        if let Some(held) = self.shard(key).lock().get_mut(&key) {
             if held.id == taken.slice {
                 held.slice.untake(cost, taken.last);
             }
@@ -151,7 +147,7 @@ impl Slices {
         quota: &Quota,
         held_total: usize,
     ) -> (Option<Return>, Ask) {
-        let (back, sizing) = match lock(self.shard(key)).get_mut(&key) {
+        let (back, sizing) = match self.shard(key).lock().get_mut(&key) {
             Some(held) => {
                 let back = held.slice.give_back(now).map(|b| Return {
                     redis_key: std::mem::take(&mut held.redis_key),
@@ -165,7 +161,8 @@ impl Slices {
             None => (None, None),
         };
         let sizing = sizing.or_else(|| {
-            lock(self.seen_shard(key))
+            self.seen_shard(key)
+                .lock()
                 .get(&key)
                 .map(|s| (s.uses, s.since))
         });
@@ -187,10 +184,10 @@ impl Slices {
         if self.len() >= MAX_SLICES {
             return Ask::ONE;
         }
-        if let Some(h) = lock(self.shard(key)).get(&key) {
+        if let Some(h) = self.shard(key).lock().get(&key) {
             return Ask::sized(h.uses, now.saturating_sub(h.since), quota);
         }
-        match lock(self.seen_shard(key)).get(&key) {
+        match self.seen_shard(key).lock().get(&key) {
             Some(s) => Ask::sized(s.uses, now.saturating_sub(s.since), quota),
             None => Ask::ONE,
         }
@@ -198,12 +195,12 @@ impl Slices {
 
     /// Records `units` of `key` used at `now` without a slice (decided in Redis).
     fn note_use(&self, key: u64, units: u64, now: u64) {
-        if let Some(h) = lock(self.shard(key)).get_mut(&key) {
+        if let Some(h) = self.shard(key).lock().get_mut(&key) {
             h.uses += units;
             h.last_use = now;
             return;
         }
-        let mut seen = lock(self.seen_shard(key));
+        let mut seen = self.seen_shard(key).lock();
         if let Some(s) = seen.get_mut(&key) {
             if now.saturating_sub(s.since) > SEEN_WINDOW_NS {
                 // Sized from recent traffic only: a key whose rate jumps gets a slice as
@@ -231,12 +228,12 @@ impl Slices {
         let id = held.id;
         // Counted under the shard's lock, as removals are: the count never dips below
         // what the shards hold.
-        let mut shard = lock(self.shard(key));
+        let mut shard = self.shard(key).lock();
         if shard.insert(key, held).is_none() {
             self.count.fetch_add(1, Ordering::Relaxed);
         }
         drop(shard);
-        if lock(self.seen_shard(key)).remove(&key).is_some() {
+        if self.seen_shard(key).lock().remove(&key).is_some() {
             self.seen_count.fetch_sub(1, Ordering::Relaxed);
         }
         id
@@ -260,7 +257,7 @@ impl Slices {
         let mut held_units = 0;
         let mut still_used = Vec::new();
         for shard in &self.shards {
-            let mut shard = lock(shard);
+            let mut shard = shard.lock();
             let idle: Vec<u64> = shard
                 .iter()
                 .filter(|(_, h)| {
@@ -283,7 +280,7 @@ impl Slices {
             held_units += shard.values().map(|h| h.slice.usable(now)).sum::<u64>();
         }
         for (key, uses, since, last_use) in still_used {
-            let mut seen = lock(self.seen_shard(key));
+            let mut seen = self.seen_shard(key).lock();
             if self.seen_count.load(Ordering::Relaxed) < MAX_SLICES
                 && seen
                     .insert(
@@ -300,7 +297,7 @@ impl Slices {
             }
         }
         for seen in &self.seen {
-            let mut seen = lock(seen);
+            let mut seen = seen.lock();
             let before = seen.len();
             seen.retain(|_, s| !all && now.saturating_sub(s.last_use) < IDLE_NS);
             self.seen_count
