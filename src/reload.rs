@@ -204,6 +204,10 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
     if let (Some(o), Some(n)) = (&old.rls, &new.rls) {
         check("rls.listen", o.listen != n.listen);
         check(
+            "rls.max_quota_streams",
+            o.max_quota_streams != n.max_quota_streams,
+        );
+        check(
             "rls.tls (enabling or disabling)",
             o.tls.is_some() != n.tls.is_some(),
         );

@@ -346,4 +346,10 @@ pub struct Rls {
     pub ratelimit_config: Option<PathBuf>,
     /// `[[rlqs.buckets]]`: Envoy's quota service, answered on this listener.
     pub buckets: super::rlqs::RlqsBuckets,
+    /// Quota streams open at once on the listener (an Envoy holds one per domain);
+    /// beyond, a new one is answered `RESOURCE_EXHAUSTED`. Read at start.
+    pub max_quota_streams: usize,
 }
+
+/// `[rls] max_quota_streams` unless set: at 64 KiB a stream, 1 GiB at most.
+pub const DEFAULT_MAX_QUOTA_STREAMS: usize = 16_384;

@@ -241,6 +241,8 @@ pub struct RawRls {
     pub ratelimit_config: Option<S<String>>,
     /// The body Envoy's 429 carries (`raw_body`): none, the contract's JSON, or RFC 9457.
     pub refusal_body: Option<S<String>>,
+    /// Quota (RLQS) streams open at once on the listener.
+    pub max_quota_streams: Option<S<i64>>,
     #[serde(default)]
     pub rules: Vec<S<RawRlsRule>>,
 }

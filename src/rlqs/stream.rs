@@ -23,9 +23,35 @@ use crate::proxy::grpc::{is_call, set_status, trailers_only, Code};
 use crate::proxy::snapshot::Shared;
 use crate::reply::{Body, BoxError};
 
-/// Quota streams open at once on one listener (an Envoy holds one per domain); beyond,
-/// a new one is answered `RESOURCE_EXHAUSTED` and Envoy retries at its next report.
-pub const MAX_STREAMS: usize = 16_384;
+/// The quota streams one listener lets be open at once (`[rls] max_quota_streams`; an
+/// Envoy holds one per domain); beyond, a new one is answered `RESOURCE_EXHAUSTED` and
+/// Envoy retries at its next report.
+#[derive(Clone)]
+pub struct StreamBound {
+    open: Arc<tokio::sync::Semaphore>,
+    max: usize,
+}
+
+impl StreamBound {
+    pub fn new(max: usize) -> Self {
+        let max = max.min(tokio::sync::Semaphore::MAX_PERMITS);
+        Self {
+            open: Arc::new(tokio::sync::Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// A stream's place, held until the stream ends; none when none is left.
+    fn enter(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.open.clone().try_acquire_owned().ok()
+    }
+
+    /// What a stream is answered when no place is left.
+    fn refusal(&self) -> Response<Body> {
+        let why = format!("overloaded: {} quota streams are open", self.max);
+        trailers_only(Code::ResourceExhausted, &why)
+    }
+}
 
 type Out = mpsc::Sender<Result<Frame<Bytes>, BoxError>>;
 
@@ -33,7 +59,7 @@ type Out = mpsc::Sender<Result<Frame<Bytes>, BoxError>>;
 /// the reports come.
 pub fn handle(
     shared: Arc<Shared>,
-    (holders, streams): (Arc<Holders>, &Arc<tokio::sync::Semaphore>),
+    (holders, streams): (Arc<Holders>, &StreamBound),
     shutdown: watch::Receiver<bool>,
     req: Request<Incoming>,
 ) -> Response<Body> {
@@ -43,9 +69,8 @@ pub fn handle(
             "content-type must be application/grpc",
         );
     }
-    let Ok(open) = streams.clone().try_acquire_owned() else {
-        let why = format!("overloaded: {MAX_STREAMS} quota streams are open");
-        return trailers_only(Code::ResourceExhausted, &why);
+    let Some(open) = streams.enter() else {
+        return streams.refusal();
     };
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, BoxError>>(16);
     let body = StreamBody::new(futures_util::stream::unfold(rx, |mut rx| async move {

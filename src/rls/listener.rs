@@ -29,8 +29,8 @@ struct Services {
     in_flight: Arc<Semaphore>,
     /// Which Envoys hold which keys' quota shares: the listener's, across connections.
     holders: Arc<crate::rlqs::holders::Holders>,
-    /// Quota streams open, every connection's (`rlqs::stream::MAX_STREAMS`).
-    streams: Arc<Semaphore>,
+    /// Quota streams open, every connection's.
+    streams: crate::rlqs::stream::StreamBound,
     /// Ends the quota streams at shutdown.
     ending: watch::Receiver<bool>,
 }
@@ -69,7 +69,15 @@ pub async fn serve(
         shared: shared.clone(),
         in_flight,
         holders: Arc::default(),
-        streams: Arc::new(Semaphore::new(crate::rlqs::stream::MAX_STREAMS)),
+        streams: crate::rlqs::stream::StreamBound::new(
+            shared
+                .config()
+                .rls
+                .as_ref()
+                .map_or(crate::config::model::DEFAULT_MAX_QUOTA_STREAMS, |rls| {
+                    rls.max_quota_streams
+                }),
+        ),
         ending: shutdown.clone(),
     };
     let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());

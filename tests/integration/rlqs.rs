@@ -343,3 +343,43 @@ async fn a_bucket_past_the_streams_bound_is_charged_and_refused() {
         "tracked buckets go on"
     );
 }
+
+#[tokio::test]
+async fn streams_past_the_listeners_bound_are_refused_until_one_ends() {
+    let up = Upstream::start().await;
+    let toml = rlqs_toml(true).replace(
+        "[rls]\nlisten = \"127.0.0.1:0\"\n",
+        "[rls]\nlisten = \"127.0.0.1:0\"\nmax_quota_streams = 2\n",
+    );
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let addr = gw.rls.expect("rls");
+    let mut first = open(&gw).await;
+    let mut second = open(&gw).await;
+    assert_eq!(first.ask("edge", vec![tenant("a", 1, 0)]).await.len(), 1);
+    assert_eq!(second.ask("edge", vec![tenant("b", 1, 0)]).await.len(), 1);
+    let refused = RlqsStream::try_open(addr, None)
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(refused.message(), "overloaded: 2 quota streams are open");
+    // The open ones go on; once one ends, its place is free again.
+    assert_eq!(second.ask("edge", vec![tenant("b", 1, 0)]).await.len(), 1);
+    first.close();
+    // Polled: the server frees the place when it sees the stream's end.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut third = loop {
+        match RlqsStream::try_open(addr, None).await {
+            Ok(stream) => break stream,
+            Err(status) => {
+                assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "a place freed by a stream's end is taken again"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(third.ask("edge", vec![tenant("c", 1, 0)]).await.len(), 1);
+}

@@ -66,6 +66,11 @@ impl Compiler {
             RefusalBody::None,
             "refusal_body",
         );
+        let max_quota_streams = self.count_or(
+            &raw.max_quota_streams,
+            crate::config::model::DEFAULT_MAX_QUOTA_STREAMS as u64,
+            "max_quota_streams",
+        );
         let rules = self.all_rules(raw.rules, yaml.rules, (policies, defined));
         let rls = Rls {
             listen: listen?,
@@ -81,6 +86,7 @@ impl Compiler {
                 .as_ref()
                 .map(|p| self.base.join(p.get_ref())),
             buckets: Default::default(),
+            max_quota_streams: usize::try_from(max_quota_streams?).unwrap_or(usize::MAX),
         };
         Some((rls, yaml.policies, yaml_span))
     }

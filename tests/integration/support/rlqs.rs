@@ -152,6 +152,16 @@ impl RlqsStream {
 
     /// A stream whose metadata carries `traceparent`, when given.
     pub async fn open_with(addr: SocketAddr, traceparent: Option<&str>) -> Self {
+        Self::try_open(addr, traceparent)
+            .await
+            .expect("the stream opens")
+    }
+
+    /// A stream, or the status the service refused it with.
+    pub async fn try_open(
+        addr: SocketAddr,
+        traceparent: Option<&str>,
+    ) -> Result<Self, tonic::Status> {
         let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
             .expect("url")
             .connect()
@@ -176,13 +186,12 @@ impl RlqsStream {
         }
         let answers = grpc
             .streaming(request, path, ProstCodec::default())
-            .await
-            .expect("the stream opens")
+            .await?
             .into_inner();
-        Self {
+        Ok(Self {
             send: Some(send),
             answers,
-        }
+        })
     }
 
     pub async fn report(&mut self, domain: &str, usages: Vec<Usage>) {
