@@ -67,6 +67,22 @@ fn every_accepted_field_is_in_the_table_at_a_glance() {
             "[[routes]]",
             "name = \"r\"\npath = \"/\"\nupstream = \"a\"",
         ),
+        ("[rls]", "[rls]", "listen = \"127.0.0.1:1\""),
+        (
+            "[[rls.rules]]",
+            "[rls]\nlisten = \"127.0.0.1:1\"\n[[rls.rules]]",
+            "domain = \"d\"\ndescriptor = [\"k\"]\npolicy = \"p\"",
+        ),
+        (
+            "[[rlqs.buckets]]",
+            "[[rlqs.buckets]]",
+            "domain = \"d\"\nbucket = [\"k\"]\npolicy = \"p\"",
+        ),
+        (
+            "[telemetry]",
+            "[telemetry]",
+            "otlp_endpoint = \"http://127.0.0.1:4317\"",
+        ),
     ];
     let mut missing = Vec::new();
     for (doc_table, header, required) in tables {
