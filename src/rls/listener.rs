@@ -36,6 +36,26 @@ struct Services {
 }
 
 impl Services {
+    /// The listener's services, bounded as the config at start says.
+    fn new(shared: &Arc<Shared>, ending: watch::Receiver<bool>) -> Self {
+        let config = shared.config();
+        let max_quota_streams = config
+            .rls
+            .as_ref()
+            .map_or(crate::config::model::DEFAULT_MAX_QUOTA_STREAMS, |rls| {
+                rls.max_quota_streams
+            });
+        Self {
+            shared: shared.clone(),
+            // Calls in flight, every connection's: beyond it a call is answered
+            // RESOURCE_EXHAUSTED at once, so parked calls cannot grow memory without bound.
+            in_flight: Arc::new(Semaphore::new(config.server.max_requests)),
+            holders: Arc::default(),
+            streams: crate::rlqs::stream::StreamBound::new(max_quota_streams),
+            ending,
+        }
+    }
+
     async fn answer(
         self,
         peer: std::net::SocketAddr,
@@ -61,25 +81,8 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(Semaphore::new(RLS_MAX_CONNECTIONS));
-    // Calls in flight, every connection's: beyond it a call is answered RESOURCE_EXHAUSTED
-    // at once, so parked calls cannot grow memory without bound.
-    let in_flight = Arc::new(Semaphore::new(shared.config().server.max_requests));
     let graceful = GracefulShutdown::new();
-    let services = Services {
-        shared: shared.clone(),
-        in_flight,
-        holders: Arc::default(),
-        streams: crate::rlqs::stream::StreamBound::new(
-            shared
-                .config()
-                .rls
-                .as_ref()
-                .map_or(crate::config::model::DEFAULT_MAX_QUOTA_STREAMS, |rls| {
-                    rls.max_quota_streams
-                }),
-        ),
-        ending: shutdown.clone(),
-    };
+    let services = Services::new(&shared, shutdown.clone());
     let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     http.timer(TokioTimer::new())
         .max_concurrent_streams(RLS_MAX_STREAMS)

@@ -17,25 +17,7 @@ impl Compiler {
     ) -> Option<(Rls, Vec<Arc<Policy>>, std::ops::Range<usize>)> {
         let raw = raw.into_inner();
         let yaml_span = raw.ratelimit_config.as_ref().map_or(0..0, S::span);
-        let yaml = match &raw.ratelimit_config {
-            Some(path) => self.ratelimit_yaml(path),
-            None => super::ratelimit_yaml::FromYaml::default(),
-        };
-        for p in &yaml.policies {
-            if defined.policies.contains(&p.name) {
-                self.error(
-                    yaml_span.clone(),
-                    format!(
-                        "the YAML's limit `{}` has the name of a [policies.{}] table",
-                        p.name, p.name
-                    ),
-                    Some(
-                        "rename the table: a YAML limit's policy is named by its full key"
-                            .to_owned(),
-                    ),
-                );
-            }
-        }
+        let yaml = self.rls_yaml(&raw.ratelimit_config, defined);
         let listen = self.socket_addr(&raw.listen);
         if let (Some(l), Some(d)) = (listen, data_plane) {
             if l == d && l.port() != 0 {
@@ -89,6 +71,35 @@ impl Compiler {
             max_quota_streams: usize::try_from(max_quota_streams?).unwrap_or(usize::MAX),
         };
         Some((rls, yaml.policies, yaml_span))
+    }
+
+    /// envoyproxy/ratelimit's YAML, when `[rls] ratelimit_config` names it: its limits'
+    /// policies must not take a `[policies.NAME]` table's name.
+    fn rls_yaml(
+        &mut self,
+        path: &Option<S<String>>,
+        defined: &Defined,
+    ) -> super::ratelimit_yaml::FromYaml {
+        let Some(path) = path else {
+            return super::ratelimit_yaml::FromYaml::default();
+        };
+        let yaml = self.ratelimit_yaml(path);
+        for p in &yaml.policies {
+            if defined.policies.contains(&p.name) {
+                self.error(
+                    path.span(),
+                    format!(
+                        "the YAML's limit `{}` has the name of a [policies.{}] table",
+                        p.name, p.name
+                    ),
+                    Some(
+                        "rename the table: a YAML limit's policy is named by its full key"
+                            .to_owned(),
+                    ),
+                );
+            }
+        }
+        yaml
     }
 
     /// The YAML's rules, then the TOML's, each descriptor named once.
