@@ -39,9 +39,9 @@ pub fn bucket_key(id: &BucketId) -> BucketKey {
     pairs
 }
 
-/// A bucket this stream has reported, as last answered.
+/// A bucket this stream has reported, as last answered. Its id is the map's key (the id's
+/// pairs, sorted), not kept a second time here.
 pub struct Tracked {
-    pub id: BucketId,
     pub domain: String,
     /// The key it is a share of (policy and key parts), among [`Holders`].
     pub key: String,
@@ -104,9 +104,12 @@ impl Stream<'_> {
     pub async fn resize(&mut self, snapshot: &Snapshot, key: &str) -> Vec<BucketAction> {
         let held: Vec<(String, BucketId)> = self
             .buckets
-            .values()
-            .filter(|t| t.key == key)
-            .map(|t| (t.domain.clone(), t.id.clone()))
+            .iter()
+            .filter(|(_, t)| t.key == key)
+            .map(|(pairs, t)| {
+                let bucket = pairs.iter().cloned().collect();
+                (t.domain.clone(), BucketId { bucket })
+            })
             .collect();
         let mut actions = Vec::new();
         for (domain, id) in &held {
@@ -163,7 +166,6 @@ impl Stream<'_> {
         let now = clock.now_ns();
         let ttl_s = bucket.ttl.as_secs().max(1);
         let tracked = self.buckets.entry(bkey).or_insert_with(|| Tracked {
-            id: id.clone(),
             domain: domain.to_owned(),
             key: key.clone(),
             last_ns: now,
