@@ -176,10 +176,11 @@ fn keep_running_values(running: &Config, new: &mut Config) {
     n.max_streams = r.max_streams;
     n.overrides_file = r.overrides_file.clone();
     new.store = running.store.clone();
-    // The rate limit service's listener is bound at start: its address and mode stay
-    // (new certificates of a TLS one apply to new connections).
+    // The rate limit service's listener is bound at start: its address, mode and bound on
+    // quota streams stay (new certificates of a TLS one apply to new connections).
     if let (Some(r), Some(n)) = (&running.rls, &mut new.rls) {
         n.listen = r.listen;
+        n.max_quota_streams = r.max_quota_streams;
         n.tls = match (&r.tls, n.tls.take()) {
             (None, _) => None,
             (Some(kept), None) => Some(kept.clone()),

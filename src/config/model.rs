@@ -351,5 +351,6 @@ pub struct Rls {
     pub max_quota_streams: usize,
 }
 
-/// `[rls] max_quota_streams` unless set: at 64 KiB a stream, 1 GiB at most.
+/// `[rls] max_quota_streams` unless set: at about 64 KiB an idle stream, 1 GiB of idle
+/// streams (each tracked bucket adds about 0.9 KiB; a stream tracks at most 65,536).
 pub const DEFAULT_MAX_QUOTA_STREAMS: usize = 16_384;

@@ -232,12 +232,12 @@ fn rate_refusal(
 ) -> Response<Body> {
     let route = routed.route;
     let (reported, items) = routed.reports(admission);
-    let (first, denier) = match admission.outcome() {
-        Outcome::RateLimited { position } => (
+    let first = match admission.outcome() {
+        Outcome::RateLimited { position } => Some((
             route.policies[position].name.as_str(),
-            Some(routed.answer(position)),
-        ),
-        _ => ("", None),
+            routed.answer(position),
+        )),
+        _ => None,
     };
     routed
         .metrics()
@@ -254,7 +254,7 @@ fn rate_refusal(
         first,
         reported.as_ref(),
         &items,
-        (routed.headers(), denier),
+        routed.headers(),
         violated.as_deref(),
         body.and_then(BodyFacts::json_rpc_id).as_ref(),
     )

@@ -145,9 +145,9 @@ async fn serve(
         upgrade,
         trailers,
     } = arrived;
-    // What a route that keys or prices by the body reads of it before the decision. The
-    // read's future is made only on such a route: made and awaited on every request, it
-    // was moved into this one's state each time.
+    // What a route that keys or prices by the body reads of it before the decision, read
+    // behind the check: a future made even to return nothing is moved into this one's
+    // state on every request.
     let key_body = if routed.route.body_pointers.is_empty() {
         None
     } else {

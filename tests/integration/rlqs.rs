@@ -381,5 +381,12 @@ async fn streams_past_the_listeners_bound_are_refused_until_one_ends() {
             }
         }
     };
-    assert_eq!(third.ask("edge", vec![tenant("c", 1, 0)]).await.len(), 1);
+    assert_eq!(third.ask("edge", vec![tenant("c", 1, 0)]).await.len(), 1); // The bound is the listener's from its start: a reload that changes it keeps it and
+                                                                           // says so, each time, until a restart.
+    let raised = toml.replace("max_quota_streams = 2", "max_quota_streams = 5");
+    for _ in 0..2 {
+        gw.rewrite(&raised, &up.url());
+        let report = gw.gw().reload().await.expect("reload");
+        assert_eq!(report.needs_restart, ["rls.max_quota_streams"]);
+    }
 }

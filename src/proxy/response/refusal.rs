@@ -86,23 +86,24 @@ static RATE_REFUSAL_HEADERS: LazyLock<HeaderMap> = LazyLock::new(|| {
     placed(refusal_names().into_iter().chain(rate), 2)
 });
 
-/// The 429 for a rate refusal that must wait `wait_ns`; `first_denier` names the policy
-/// in the body and `denier` is what an answer says of it. `problem`: answer as RFC 9457 problem details naming these violated
-/// policies (see [`super::wants_problem_json`]); `rpc`: answer the JSON-RPC request of
-/// this id with a JSON-RPC error.
+/// The 429 for a rate refusal that must wait `wait_ns`; `first_denier`: the policy the
+/// body names and what an answer says of it. `problem`: answer as RFC 9457 problem
+/// details naming these violated policies (see [`super::wants_problem_json`]); `rpc`:
+/// answer the JSON-RPC request of this id with a JSON-RPC error.
 pub fn too_many_requests(
     wait_ns: u64,
-    first_denier: &str,
+    first_denier: Option<(&str, &PolicyAnswer)>,
     reported: Option<&TierItem<'_>>,
     items: &[TierItem<'_>],
-    (route, denier): (&RouteHeaders, Option<&PolicyAnswer>),
+    route: &RouteHeaders,
     problem: Option<&[&str]>,
     rpc: Option<&RequestId>,
 ) -> Response<Body> {
+    let answer = first_denier.map(|(_, answer)| answer);
     let refused = Refused {
-        policy: first_denier,
-        start: denier.map_or(&[][..], |p| &p.refusal_body[..]),
-        limit: denier.and_then(|p| p.limit_kind),
+        policy: first_denier.map_or("", |(name, _)| name),
+        start: answer.map_or(&[][..], |p| &p.refusal_body[..]),
+        limit: answer.and_then(|p| p.limit_kind),
         retry_after_ms: ceil_millis(wait_ns),
         problem,
         rpc,

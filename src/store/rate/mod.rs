@@ -13,13 +13,6 @@ pub mod remote;
 pub mod settle;
 pub mod snapshot;
 
-/// A rate script as Redis runs it: `tat.lua` (the server's clock, a TAT's stored form and
-/// a key's debt read from it) before the script's own text, so the scripts share one
-/// reading of a TAT instead of each writing it out.
-fn script(body: &str) -> ::redis::Script {
-    ::redis::Script::new(&[include_str!("tat.lua"), body].concat())
-}
-
 use super::memory::MemoryStore;
 use super::tiers::RateTier;
 use super::StoreError;
@@ -27,6 +20,13 @@ use crate::limit::{evaluate, Verdict};
 use lease::Slices;
 use refusals::RefusalCache;
 pub use remote::Remote;
+
+/// A rate script as Redis runs it: `tat.lua` (the server's clock, a TAT's stored form and
+/// a key's debt read from it) before the script's own text, so the scripts share one
+/// reading of a TAT instead of each writing it out.
+fn script(body: &str) -> ::redis::Script {
+    ::redis::Script::new(&[include_str!("tat.lua"), body].concat())
+}
 
 /// The rate tiers' own state beside the TAT tables: what Redis last refused.
 #[derive(Default)]

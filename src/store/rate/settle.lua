@@ -27,8 +27,8 @@ if ws then
   end
   basis = (e - now_s) * 1000000000 - now_ns
 end
-local _, lead = tat_at(KEYS[1])
-local debt = lead and lead - basis or 0
+local _, ahead = tat_at(KEYS[1])
+local debt = ahead and ahead - basis or 0
 if debt < 0 or (ws and debt >= 900000000000) then debt = 0 end
 local after
 if op == 'debt' then

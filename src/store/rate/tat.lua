@@ -1,5 +1,5 @@
 -- tollgate: what every rate script starts with, prepended to it when it is loaded
--- (store/rate/scripts.rs): the server's clock, and a TAT in its stored form,
+-- (`script` in store/rate/mod.rs): the server's clock, and a TAT in its stored form,
 -- "seconds:nanoseconds". All arithmetic is on a TAT's lead over now in ns, which stays far
 -- below 2^53, so Lua's doubles are exact.
 local time = redis.call('TIME')
@@ -16,11 +16,12 @@ local function tat_at(key)
   return stored, (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
 end
 
--- What `key` owes: its TAT's lead over now, 0 when it is idle, absent or unreadable.
+-- What `key` owes: how far its TAT lies ahead of now, 0 when it is idle, absent or
+-- unreadable; and the TAT as written.
 local function debt_at(key)
-  local _, ahead = tat_at(key)
-  if ahead and ahead > 0 then return ahead end
-  return 0
+  local stored, ahead = tat_at(key)
+  if ahead and ahead > 0 then return ahead, stored end
+  return 0, stored
 end
 
 -- The stored form of the instant `ahead` ns (≥ 0) after now. fmod is exact on integers;

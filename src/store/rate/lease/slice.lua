@@ -16,8 +16,7 @@ local want, need = tonumber(ARGV[3]), tonumber(ARGV[4])
 local give_ns, give_end = tonumber(ARGV[5]), ARGV[6]
 local lead = tonumber(ARGV[7] or '0')
 
-local stored, lead_now = tat_at(KEYS[1])
-local debt = (lead_now and lead_now > 0) and lead_now or 0
+local debt, stored = debt_at(KEYS[1])
 
 local function store(ahead)
   if ahead <= 0 then
