@@ -254,6 +254,13 @@ fn write_rls(out: &mut String, rls: &crate::config::Rls) {
             bucket.ttl.as_secs()
         );
     }
+    if !rls.buckets.is_empty() {
+        let _ = writeln!(
+            out,
+            "  at most {} quota streams open at once (max_quota_streams)",
+            rls.max_quota_streams
+        );
+    }
 }
 
 /// One line per route, in match order: host and path, upstream, tiers and cost.

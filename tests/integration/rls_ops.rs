@@ -114,6 +114,24 @@ fn check_lists_where_each_descriptor_goes() {
     assert!(out.contains("-> tenant"), "{out}");
 }
 
+#[test]
+fn check_lists_the_quota_buckets_and_the_bound_on_their_streams() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let text = Fixture::new()
+        .policy("tenant", "header:x-tenant", 1, "1h", 1)
+        .raw("[rls]\nlisten = \"127.0.0.1:8081\"\nmax_quota_streams = 300\n[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\n")
+        .build_for("http://127.0.0.1:9");
+    std::fs::write(&path, text).expect("write");
+    let (ok, out) = check_config(&path);
+    assert!(ok, "{out}");
+    assert!(out.contains("quota bucket edge: tenant"), "{out}");
+    assert!(
+        out.contains("at most 300 quota streams open at once (max_quota_streams)"),
+        "{out}"
+    );
+}
+
 #[tokio::test]
 async fn with_rls_tls_calls_are_answered_over_tls_and_only_over_tls() {
     let ca = Ca::new("rls test ca");
