@@ -26,23 +26,24 @@ use crate::store::{Admission, Outcome};
 /// here, where a bucket's key is made.
 pub const MAX_BUCKETS_PER_STREAM: usize = 65_536;
 
-/// A bucket id in a form that hashes: its pairs, sorted.
-pub type BucketKey = Vec<(String, String)>;
+/// A bucket as a stream tracks it, in a form that hashes: the domain it was reported
+/// under and its id's pairs, sorted. The same id under two domains is two buckets (two
+/// entries may share it out by different policies).
+pub type BucketKey = (String, Vec<(String, String)>);
 
-pub fn bucket_key(id: &BucketId) -> BucketKey {
-    let mut pairs: BucketKey = id
+pub fn bucket_key(domain: &str, id: &BucketId) -> BucketKey {
+    let mut pairs: Vec<(String, String)> = id
         .bucket
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     pairs.sort();
-    pairs
+    (domain.to_owned(), pairs)
 }
 
-/// A bucket this stream has reported, as last answered. Its id is the map's key (the id's
-/// pairs, sorted), not kept a second time here.
+/// A bucket this stream has reported, as last answered. Its domain and id are the map's
+/// key, not kept a second time here.
 pub struct Tracked {
-    pub domain: String,
     /// The key it is a share of (policy and key parts), among [`Holders`].
     pub key: String,
     pub last_ns: u64,
@@ -106,9 +107,9 @@ impl Stream<'_> {
             .buckets
             .iter()
             .filter(|(_, t)| t.key == key)
-            .map(|(pairs, t)| {
+            .map(|((domain, pairs), _)| {
                 let bucket = pairs.iter().cloned().collect();
-                (t.domain.clone(), BucketId { bucket })
+                (domain.clone(), BucketId { bucket })
             })
             .collect();
         let mut actions = Vec::new();
@@ -132,7 +133,7 @@ impl Stream<'_> {
             requests,
         } = asked;
         let rls = snapshot.config.rls.as_ref()?;
-        let bkey = bucket_key(id);
+        let bkey = bucket_key(domain, id);
         let Some(entry) = rls.buckets.find(domain, &id.bucket) else {
             return Some(self.unmatched(rls, id, &bkey));
         };
@@ -166,7 +167,6 @@ impl Stream<'_> {
         let now = clock.now_ns();
         let ttl_s = bucket.ttl.as_secs().max(1);
         let tracked = self.buckets.entry(bkey).or_insert_with(|| Tracked {
-            domain: domain.to_owned(),
             key: key.clone(),
             last_ns: now,
             demand: 0.0,
