@@ -321,9 +321,10 @@ fn give_back(held: Held, now: u64) -> Option<Return> {
 mod tests {
     use super::*;
 
-    const MS: u64 = 1_000_000;
+    pub(super) const MS: u64 = 1_000_000;
 
-    fn quota(limit: u64, burst: u64) -> Quota {
+    /// `limit` a second, `burst` at once: the quota the lease tests (sizing's too) use.
+    pub(super) fn quota(limit: u64, burst: u64) -> Quota {
         Quota::new(limit, 1_000 * MS, burst).expect("quota")
     }
 

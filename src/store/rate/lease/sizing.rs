@@ -41,13 +41,8 @@ impl Ask {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{quota, MS};
     use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn quota(limit: u64, burst: u64) -> Quota {
-        Quota::new(limit, 1_000 * MS, burst).expect("quota")
-    }
 
     #[test]
     fn a_key_served_slower_than_its_rate_gets_its_slots_ahead() {
