@@ -8,8 +8,8 @@ pub mod tiers;
 
 pub use gcra::{Decision, Quota, QuotaError};
 pub use tiers::{
-    evaluate, Mode, TatTable, Tier, TierOutcome, Verdict, INLINE_DECISIONS, MAX_DECISIONS,
-    MAX_KEYS_PER_TIER, MAX_TIERS,
+    evaluate, evaluate_into, Mode, TatTable, Tier, TierOutcome, Verdict, INLINE_DECISIONS,
+    MAX_DECISIONS, MAX_KEYS_PER_TIER, MAX_TIERS,
 };
 
 #[cfg(test)]

@@ -201,6 +201,19 @@ impl Verdict {
         }
     }
 
+    /// Back to [`Verdict::unlimited`] in place: a verdict lives in the request's
+    /// admission, and building a new one there would copy all of it.
+    pub fn clear(&mut self) {
+        self.admitted = true;
+        self.outcomes.clear();
+        self.first_denier = None;
+        self.reporting = None;
+        self.remaining = u64::MAX;
+        self.wait_ns = 0;
+        self.delay_ns = 0;
+        self.now = 0;
+    }
+
     /// A request on a route with no tiers.
     pub fn unlimited() -> Self {
         Self {
@@ -225,8 +238,23 @@ pub fn evaluate<T: TatTable + ?Sized, D: AsRef<Tier>>(
     now: u64,
     cost: u64,
 ) -> Verdict {
-    let tiers = &tiers[..tiers.len().min(MAX_DECISIONS)];
     let mut verdict = Verdict::unlimited();
+    evaluate_into(table, tiers, now, cost, &mut verdict);
+    verdict
+}
+
+/// [`evaluate`] into a verdict that already has a home (the request's admission): it is
+/// cleared and filled in place, never built elsewhere and copied there.
+#[inline]
+pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
+    table: &T,
+    tiers: &[D],
+    now: u64,
+    cost: u64,
+    verdict: &mut Verdict,
+) {
+    let tiers = &tiers[..tiers.len().min(MAX_DECISIONS)];
+    verdict.clear();
     verdict.now = now;
 
     for (i, tier) in tiers.iter().map(AsRef::as_ref).enumerate() {
@@ -260,8 +288,7 @@ pub fn evaluate<T: TatTable + ?Sized, D: AsRef<Tier>>(
     if !verdict.admitted {
         roll_back(table, &verdict.outcomes, tiers, now);
     }
-    summarize(&mut verdict, tiers, now);
-    verdict
+    summarize(verdict, tiers, now);
 }
 
 fn roll_back<T: TatTable + ?Sized, D: AsRef<Tier>>(

@@ -111,7 +111,7 @@ impl Admission {
     /// Ready for the next decision: nothing held, nothing to settle, admitted until a
     /// tier says otherwise.
     pub(super) fn reset(&mut self) {
-        self.verdict = Verdict::unlimited();
+        self.verdict.clear();
         self.held.clear();
         self.settles.clear();
         self.outcome = Outcome::Admitted;

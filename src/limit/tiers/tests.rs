@@ -98,3 +98,24 @@ fn shadow_tiers_never_deny_and_are_not_reported() {
     let v = evaluate(&table, &tiers, S, 1);
     assert!(!v.outcomes()[1].decision.admitted, "shadow tier would deny");
 }
+
+#[test]
+fn a_verdict_filled_in_place_forgets_the_one_before() {
+    // Two tables in the same state: one decided fresh each time, one into a verdict that
+    // still holds the previous request's (a denial with a wait, then a held admission).
+    let (fresh, reused) = (MapTable::default(), MapTable::default());
+    let mut delayed = tier(1, 1, 3);
+    delayed.max_delay_ns = 5 * S;
+    let requests: [(&[Tier], u64); 4] = [
+        (&[tier(1, 1, 1), tier(1, 1, 2)], 10 * S),
+        (&[tier(1, 1, 1), tier(1, 1, 2)], 10 * S),
+        (&[delayed, delayed], 20 * S),
+        (&[tier(100, 10, 4)], 30 * S),
+    ];
+    let mut verdict = Verdict::unlimited();
+    for (tiers, now) in requests {
+        evaluate_into(&reused, tiers, now, 1, &mut verdict);
+        assert_eq!(verdict, evaluate(&fresh, tiers, now, 1));
+    }
+    assert!(!verdict.outcomes().is_empty());
+}

@@ -345,7 +345,7 @@ impl Limiter {
                 ..t.tier
             })
             .collect();
-        *verdict = crate::limit::evaluate(self.local(), &shares, now, cost);
+        crate::limit::evaluate_into(self.local(), &shares, now, cost, verdict);
     }
 
     /// What `on_error` makes of a failed store call (`Store::fallback`: the one place it

@@ -16,7 +16,7 @@ pub mod snapshot;
 use super::memory::MemoryStore;
 use super::tiers::RateTier;
 use super::StoreError;
-use crate::limit::{evaluate, Verdict};
+use crate::limit::{evaluate_into, Verdict};
 use lease::Slices;
 use refusals::RefusalCache;
 pub use remote::Remote;
@@ -44,7 +44,7 @@ impl Rates {
         cost: u64,
         verdict: &mut Verdict,
     ) {
-        *verdict = evaluate(local, tiers, now, cost);
+        evaluate_into(local, tiers, now, cost, verdict);
     }
 
     /// Decides `tiers` at `now` (local clock) with Redis: refused here when the refusal
