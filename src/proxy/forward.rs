@@ -37,8 +37,9 @@ pub struct Sent<'a> {
     /// trailers`), whatever the client asked, so leaving them out cannot lower a cost.
     pub ask_trailers: bool,
     /// What was read of the body before the decision (routes that key by it): sent
-    /// first, unchanged.
-    pub key_body: Option<KeyBody>,
+    /// first, unchanged. Boxed: every request's future carries this field, and only
+    /// routes that read the body fill it.
+    pub key_body: Option<Box<KeyBody>>,
 }
 
 /// A tunnel the client asked for: the protocol, and its `max_connections` permit.
@@ -71,7 +72,17 @@ pub async fn forward(
         return Err(refused);
     }
     let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
-    let (outgoing, replayable) = outgoing(req, &sent, key_body, uploaded);
+    // Nothing of the body was read: it can be sent again.
+    let replayable = req.body().is_end_stream() && key_body.as_ref().is_none_or(|b| b.is_empty());
+    // The head moves once, into the outgoing request; only the body is rebuilt.
+    let (parts, body) = req.into_parts();
+    let body = outgoing_body(body, &sent, key_body, uploaded, replayable);
+    let mut outgoing = Request::from_parts(parts, body);
+    prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
+    if sent.ask_trailers {
+        let te = http::HeaderValue::from_static("trailers");
+        outgoing.headers_mut().insert(http::header::TE, te);
+    }
 
     let sent_at = shared.clock.now_ns();
     let result = pool
@@ -112,36 +123,28 @@ pub async fn forward(
     Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
 }
 
-/// The request as it goes upstream — its body behind what was read of it before the
-/// decision, its head prepared, `TE: trailers` when a settle reads them — and whether it
-/// can be sent again (nothing of its body was read).
-fn outgoing(
-    req: Request<Incoming>,
+/// The body as it goes upstream: behind what was read of it before the decision, bounded
+/// and metered (see [`upstream_body`]).
+#[inline(always)]
+fn outgoing_body(
+    body: Incoming,
     sent: &Sent<'_>,
-    key_body: Option<KeyBody>,
+    key_body: Option<Box<KeyBody>>,
     uploaded: Option<Settlement>,
-) -> (Request<Body>, bool) {
-    let (server, route, conn) = (sent.server, sent.route, sent.conn);
-    let replayable = req.body().is_end_stream() && key_body.as_ref().is_none_or(KeyBody::is_empty);
-    let (parts, body) = req.into_parts();
+    replayable: bool,
+) -> Body {
+    let (server, route) = (sent.server, sent.route);
     let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
-    let body = match key_body {
+    match key_body {
         Some(read) => upstream_body(
-            Prefixed::new(read, body),
+            Prefixed::new(*read, body),
             server,
             route,
             replayable,
             uploaded,
         ),
         None => upstream_body(body, server, route, replayable, uploaded),
-    };
-    let mut outgoing = Request::from_parts(parts, body);
-    prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
-    if sent.ask_trailers {
-        let te = http::HeaderValue::from_static("trailers");
-        outgoing.headers_mut().insert(http::header::TE, te);
     }
-    (outgoing, replayable)
 }
 
 /// Turns an upstream's 101 into a tunnel: only for the upgrade the client asked for, and

@@ -152,7 +152,7 @@ async fn serve(
         None
     } else {
         match super::key_body::read(&mut req, &snapshot.config.server).await {
-            Ok(read) => Some(read),
+            Ok(read) => Some(Box::new(read)),
             Err(answer) => {
                 trace.by_gateway = true;
                 return *answer;
