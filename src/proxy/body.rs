@@ -91,6 +91,8 @@ pub struct ResponseBody {
     /// Concurrency slots of the request: released when hyper drops the body (sent,
     /// failed or abandoned).
     _slots: HeldSlots,
+    /// A sampled request's spans: ended and queued when the body is dropped.
+    _spans: Option<Box<super::spans::PendingSpans>>,
 }
 
 /// The concurrency slots a request holds.
@@ -109,7 +111,14 @@ impl ResponseBody {
             _in_flight: in_flight,
             _load: load,
             _slots: slots,
+            _spans: None,
         }
+    }
+
+    /// The body that ends a sampled request's `spans` when it is done.
+    pub fn ending_spans(mut self, spans: Option<Box<super::spans::PendingSpans>>) -> Self {
+        self._spans = spans;
+        self
     }
 }
 

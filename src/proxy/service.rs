@@ -17,6 +17,7 @@ use super::forward::{forward, Sent, Upgrade};
 use super::response::{overloaded, Answer};
 use super::settle::Settlement;
 use super::snapshot::{Current, Shared};
+use super::spans::PendingSpans;
 use crate::conn::ConnInfo;
 use crate::reply::{json_error, Body};
 use crate::store::Admission;
@@ -89,9 +90,11 @@ pub async fn handle(
         let line = (head, &trace);
         access_log::write(line, &snapshot.config, &shared.metrics, conn, status, now);
     }
-    if let (Some(span), Some(asked)) = (trace.span.take(), &asked) {
-        super::spans::export(shared, &snapshot, (&trace, &span), asked, status);
-    }
+    // A sampled request's spans end with its response body.
+    let spans =
+        trace.span.take().zip(asked).map(|(span, asked)| {
+            PendingSpans::new(shared, &snapshot, (&trace, span), asked, status)
+        });
     let resp = if grpc && trace.by_gateway {
         as_grpc(resp, &snapshot, &trace)
     } else {
@@ -103,7 +106,7 @@ pub async fn handle(
     } else {
         resp
     };
-    Ok(resp.map(|body| ResponseBody::new(body, in_flight, Some(load), slots)))
+    Ok(resp.map(|body| ResponseBody::new(body, in_flight, Some(load), slots).ending_spans(spans)))
 }
 
 /// The gateway's own answer to a gRPC call, as gRPC (see `grpc`).

@@ -115,7 +115,7 @@ pub(crate) fn traceparent(trace: &str, parent: &str, flags: &str) -> String {
     format!("00-{trace}-{parent}-{flags}")
 }
 
-fn kind(spans: &[Value], kind: u64) -> &Value {
+pub(crate) fn kind(spans: &[Value], kind: u64) -> &Value {
     spans
         .iter()
         .find(|s| s["kind"] == kind)

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 mod alloc;
+mod answers;
 mod certs;
 mod client;
 mod envoy;
