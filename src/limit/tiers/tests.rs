@@ -119,3 +119,73 @@ fn a_verdict_filled_in_place_forgets_the_one_before() {
     }
     assert!(!verdict.outcomes().is_empty());
 }
+
+/// A verdict's summary as its definition reads, from its outcomes alone: on admission the
+/// enforcing tiers' fewest remaining (the first such tier reported) and longest hold; on
+/// denial their remaining as before the request and longest wait (the first denying tier
+/// with it reported).
+fn summary_by_definition(v: &Verdict, tiers: &[Tier]) -> (u64, u64, u64, Option<usize>) {
+    let enforcing = || {
+        v.outcomes()
+            .iter()
+            .zip(tiers)
+            .enumerate()
+            .filter(|(_, (o, _))| o.mode == Mode::Enforce)
+    };
+    let remaining = |o: &TierOutcome, t: &Tier| match v.admitted {
+        true => o.decision.remaining,
+        false => t.quota.remaining(o.prior_tat, v.now),
+    };
+    let least = enforcing().map(|(_, (o, t))| remaining(o, t)).min();
+    let (mut delay, mut wait, mut reporting) = (0, 0, None::<(usize, u64)>);
+    for (i, (o, t)) in enforcing() {
+        if v.admitted {
+            delay = delay.max(o.decision.delay_ns);
+            if reporting.is_none_or(|(_, r)| remaining(o, t) < r) {
+                reporting = Some((i, remaining(o, t)));
+            }
+        } else {
+            wait = wait.max(o.decision.wait_ns);
+            if !o.decision.admitted && reporting.is_none_or(|(_, w)| o.decision.wait_ns > w) {
+                reporting = Some((i, o.decision.wait_ns));
+            }
+        }
+    }
+    let least = least.unwrap_or(u64::MAX);
+    (least, delay, wait, reporting.map(|(i, _)| i))
+}
+
+proptest::proptest! {
+    /// Whatever the tiers (shared keys, shadow tiers, holds) and the requests, a verdict's
+    /// summary is what its definition says of its outcomes.
+    #[test]
+    fn a_verdicts_summary_is_its_definition(
+        shapes in proptest::collection::vec((1u64..=5, 1u64..=4, 0u64..=3, 0u8..=3, 0u64..=2), 1..=4),
+        steps in proptest::collection::vec((0u64..=1_500, 1u64..=3), 1..40),
+    ) {
+        let tiers: Vec<Tier> = shapes
+            .iter()
+            .map(|&(limit, burst, key, shape, delay_s)| {
+                let mut t = tier(limit, burst, key);
+                t.mode = if shape == 0 { Mode::Shadow } else { Mode::Enforce };
+                t.max_delay_ns = delay_s * S;
+                t
+            })
+            .collect();
+        let table = MapTable::default();
+        let mut verdict = Verdict::unlimited();
+        let mut now = 100 * S;
+        for (gap_ms, cost) in steps {
+            now += gap_ms * 1_000_000;
+            evaluate_into(&table, &tiers, now, cost, &mut verdict);
+            let (remaining, delay, wait, reporting) = summary_by_definition(&verdict, &tiers);
+            proptest::prop_assert_eq!(verdict.remaining, remaining);
+            proptest::prop_assert_eq!(verdict.delay_ns, delay);
+            proptest::prop_assert_eq!(verdict.wait_ns, wait);
+            proptest::prop_assert_eq!(verdict.reporting, reporting);
+            let denied = verdict.outcomes().iter().position(|o| o.mode == Mode::Enforce && !o.decision.admitted);
+            proptest::prop_assert_eq!(verdict.first_denier, denied);
+            proptest::prop_assert_eq!(verdict.admitted, denied.is_none());
+        }
+    }
+}
