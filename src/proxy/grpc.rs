@@ -22,6 +22,7 @@ static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Code {
+    Cancelled = 1,
     Unknown = 2,
     InvalidArgument = 3,
     DeadlineExceeded = 4,
@@ -94,6 +95,7 @@ pub fn code_of(answer: &Answer) -> Code {
         | Answer::UpstreamBusy
         | Answer::UpstreamUnavailable => Code::Unavailable,
         Answer::Admitted | Answer::StoreUnavailableAllowed => Code::Unknown,
+        Answer::ClientClosed => Code::Cancelled,
     }
 }
 

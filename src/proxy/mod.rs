@@ -13,6 +13,7 @@ pub mod head;
 pub mod hop;
 pub mod key_body;
 pub mod pool;
+pub mod record;
 pub mod respond;
 pub mod response;
 pub mod service;

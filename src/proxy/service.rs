@@ -10,14 +10,14 @@ use http::header::HOST;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use super::access_log::{self, Head, Trace};
+use super::access_log::Trace;
 use super::admit::Routed;
 use super::body::{HeldSlots, ResponseBody};
 use super::forward::{forward, Sent, Upgrade};
+use super::record::Record;
 use super::response::{overloaded, Answer};
 use super::settle::Settlement;
 use super::snapshot::{Current, Shared};
-use super::spans::PendingSpans;
 use crate::conn::ConnInfo;
 use crate::reply::{json_error, Body};
 use crate::store::Admission;
@@ -54,26 +54,10 @@ pub async fn handle(
         return Ok(resp.map(|body| ResponseBody::new(body, in_flight, None, HeldSlots::new())));
     };
     let is_head = req.method() == http::Method::HEAD;
-    let head = snapshot.config.server.access_log.enabled().then(|| Head {
-        method: req.method().clone(),
-        uri: req.uri().clone(),
-        started: shared.clock.now_ns(),
-        request_id: req.headers().get(&super::access_log::X_REQUEST_ID).cloned(),
-    });
-    let mut trace = Trace::new();
-    if let Some(telemetry) = &snapshot.config.telemetry {
-        let now = || shared.clock.now_ns();
-        trace.span = shared
-            .start_span(telemetry, req.headers(), now)
-            .map(Box::new);
-    }
-    // What a sampled request's span names (taken only for one).
-    let asked = trace
-        .span
-        .is_some()
-        .then(|| (req.method().clone(), req.uri().path().to_owned()));
+    let mut record = Record::open(shared, &snapshot, conn, &req);
     let mut slots = HeldSlots::new();
-    let resp = serve(shared, &snapshot, conn, req, grpc, &mut trace, &mut slots).await;
+    let trace = &mut record.trace;
+    let resp = serve(shared, &snapshot, conn, req, grpc, trace, &mut slots).await;
     if trace.by_gateway {
         // What the forwarding answered itself, named where it was answered.
         if let Some(answer) = resp.extensions().get::<Answer>() {
@@ -81,22 +65,11 @@ pub async fn handle(
         }
     }
     // Logged and counted by what the gateway decided (a 429), sent as gRPC asks (a 200).
-    let status = resp.status().as_u16();
-    if let Some(i) = trace.route {
-        snapshot.routes[i].metrics.responses[usize::from((status / 100).clamp(1, 5) - 1)].inc();
-    }
-    if let Some(head) = &head {
-        let now = shared.clock.now_ns();
-        let line = (head, &trace);
-        access_log::write(line, &snapshot.config, &shared.metrics, conn, status, now);
-    }
     // A sampled request's spans end with its response body.
-    let spans =
-        trace.span.take().zip(asked).map(|(span, asked)| {
-            PendingSpans::new(shared, &snapshot, (&trace, span), asked, status)
-        });
+    let spans = record.close(resp.status().as_u16());
+    let trace = &record.trace;
     let resp = if grpc && trace.by_gateway {
-        as_grpc(resp, &snapshot, &trace)
+        as_grpc(resp, &snapshot, trace)
     } else {
         resp
     };

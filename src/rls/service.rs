@@ -113,6 +113,7 @@ type Failed = (Code, String);
 /// A gRPC error's name in the log and the metrics.
 fn word(code: Code) -> &'static str {
     match code {
+        Code::Cancelled => "cancelled",
         Code::Unknown => "unknown",
         Code::InvalidArgument => "invalid_argument",
         Code::DeadlineExceeded => "deadline_exceeded",

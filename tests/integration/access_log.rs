@@ -183,3 +183,42 @@ async fn the_json_log_writes_the_key_as_a_list_and_names_each_request() {
     let made = lines[1]["fields"]["request_id"].as_str().expect("an id");
     assert!(made.len() > 8 && made != "req-7", "one is made: {made}");
 }
+
+/// A client that hangs up while its admitted request waits for a slow upstream (`/slow`
+/// answers after 30 s): raw over HTTP/1.1 (the socket closed), over HTTP/2 (the stream
+/// reset). Each still gets its line — `status=499`, decided `admitted` — at once.
+#[tokio::test]
+async fn a_client_that_hangs_up_before_any_answer_is_logged_with_499() {
+    let up = Upstream::start().await;
+    let (_dir, gw) = gateway(&up, "");
+    let hung_up = |n: usize| {
+        let lines = access_lines(&gw);
+        lines.iter().filter(|l| l.contains("status=499")).count() == n
+    };
+    let mut socket = tokio::net::TcpStream::connect(gw.addr)
+        .await
+        .expect("connect");
+    let head = b"GET /v1/slow HTTP/1.1\r\nhost: gw\r\nx-k: raw-h1\r\n\r\n";
+    tokio::io::AsyncWriteExt::write_all(&mut socket, head)
+        .await
+        .expect("write");
+    let forwarded = eventually(Duration::from_secs(20), || up.requests() == 1).await;
+    assert!(forwarded, "the request reaches the upstream");
+    drop(socket);
+    let logged = eventually(Duration::from_secs(20), || hung_up(1)).await;
+    assert!(logged, "HTTP/1.1: a 499 line\n{}", gw.log());
+    let url = format!("http://{}/v1/slow", gw.addr);
+    let waiting = tokio::spawn(async move {
+        send(&http2(), "GET", &url, &[("x-k", "h2")], b"").await;
+    });
+    let forwarded = eventually(Duration::from_secs(20), || up.requests() == 2).await;
+    assert!(forwarded, "the HTTP/2 request reaches the upstream");
+    waiting.abort();
+    let logged = eventually(Duration::from_secs(20), || hung_up(2)).await;
+    assert!(logged, "HTTP/2: a 499 line\n{}", gw.log());
+    for line in access_lines(&gw) {
+        assert!(line.contains("decision=\"admitted\""), "{line}");
+        assert!(line.contains("path=/v1/slow"), "{line}");
+        assert!(line.contains("status=499"), "{line}");
+    }
+}

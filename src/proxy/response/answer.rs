@@ -49,6 +49,9 @@ pub enum Answer {
     /// Admitted, then a bytes tier (`policy`) cut its body: its budget or `max_cost` ran
     /// out (413), or the store could not meter it under `on_error = "deny"` (503).
     BodyCut { why: CutReason, policy: String },
+    /// The client hung up before the limiter decided: nothing was answered (its access
+    /// log line says status 499).
+    ClientClosed,
 }
 
 impl Answer {
@@ -66,6 +69,7 @@ impl Answer {
             Answer::TooManyConnections => "too_many_connections",
             Answer::Overloaded => "overloaded",
             Answer::StoreUnavailable => "store_unavailable",
+            Answer::ClientClosed => "client_closed",
             Answer::Admitted
             | Answer::UpstreamBusy
             | Answer::UpstreamTimeout
@@ -118,6 +122,7 @@ impl Answer {
             Answer::BodyTooLarge => "request body over max_body",
             Answer::BodyStalled => "request body stalled past body_read_timeout",
             Answer::BodyBroken => "request body malformed or cut off",
+            Answer::ClientClosed => "the client closed the request",
         };
         format!("tollgate: {text}")
     }

@@ -1,0 +1,105 @@
+//! What a request leaves behind — its access log line, its response count, its spans —
+//! written once it is answered, or, when its client hangs up before any answer, with
+//! status 499 (nginx's "client closed request") as the request's future is dropped: a
+//! client that gives up on a slow upstream is still in the log, decision and all.
+
+use std::sync::Arc;
+
+use http::Request;
+use hyper::body::Incoming;
+
+use super::access_log::{self, Head, Trace};
+use super::response::Answer;
+use super::snapshot::{Current, Shared};
+use super::spans::PendingSpans;
+use crate::conn::ConnInfo;
+
+/// The status a request's line and spans carry when its client left before any answer.
+pub const CLIENT_CLOSED: u16 = 499;
+
+/// A request's trace and what its record needs, from arrival until it is closed.
+pub struct Record<'a> {
+    shared: &'a Arc<Shared>,
+    snapshot: &'a Current,
+    conn: &'a ConnInfo,
+    /// The request's head as the access log writes it (`None` without an access log).
+    head: Option<Head>,
+    pub trace: Trace,
+    /// What a sampled request's span names (taken only for one).
+    asked: Option<(http::Method, String)>,
+    closed: bool,
+}
+
+impl<'a> Record<'a> {
+    /// The record of `req`, its span started when `[telemetry]` samples it.
+    pub fn open(
+        shared: &'a Arc<Shared>,
+        snapshot: &'a Current,
+        conn: &'a ConnInfo,
+        req: &Request<Incoming>,
+    ) -> Self {
+        let head = snapshot.config.server.access_log.enabled().then(|| Head {
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+            started: shared.clock.now_ns(),
+            request_id: req.headers().get(&access_log::X_REQUEST_ID).cloned(),
+        });
+        let mut trace = Trace::new();
+        if let Some(telemetry) = &snapshot.config.telemetry {
+            let now = || shared.clock.now_ns();
+            trace.span = shared
+                .start_span(telemetry, req.headers(), now)
+                .map(Box::new);
+        }
+        let asked = trace
+            .span
+            .is_some()
+            .then(|| (req.method().clone(), req.uri().path().to_owned()));
+        Self {
+            shared,
+            snapshot,
+            conn,
+            head,
+            trace,
+            asked,
+            closed: false,
+        }
+    }
+
+    /// The request was answered `status`: its line written and its response counted; its
+    /// spans returned, to end with the response body.
+    pub fn close(&mut self, status: u16) -> Option<Box<PendingSpans>> {
+        self.closed = true;
+        if let (Some(i), false) = (self.trace.route, status == CLIENT_CLOSED) {
+            let class = usize::from((status / 100).clamp(1, 5) - 1);
+            self.snapshot.routes[i].metrics.responses[class].inc();
+        }
+        let (shared, snapshot) = (self.shared, self.snapshot);
+        if let Some(head) = &self.head {
+            let now = shared.clock.now_ns();
+            let line = (head, &self.trace);
+            let (config, metrics) = (&snapshot.config, &shared.metrics);
+            access_log::write(line, config, metrics, self.conn, status, now);
+        }
+        let span = self.trace.span.take();
+        let asked = self.asked.take();
+        let trace = &self.trace;
+        span.zip(asked)
+            .map(|(span, asked)| PendingSpans::new(shared, snapshot, (trace, span), asked, status))
+    }
+}
+
+impl Drop for Record<'_> {
+    /// The client hung up before any answer: what was decided so far is written, with
+    /// status 499, and the spans end now.
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        if self.trace.answer == Answer::Unmatched && self.trace.route.is_some() {
+            // Routed, then gone before the limiter decided.
+            self.trace.answer = Answer::ClientClosed;
+        }
+        drop(self.close(CLIENT_CLOSED));
+    }
+}
