@@ -1,7 +1,8 @@
 //! A sampled request's spans end with its response body, through the real OTLP receiver:
 //! an answer the upstream holds back mid-body while the gateway's (fake) clock moves ends
 //! its server and client spans exactly that much after they started, over HTTP/1.1 and
-//! HTTP/2, whether the client reads it to the end or hangs up mid-body.
+//! HTTP/2, whether the client reads it to the end or hangs up mid-body; a client that
+//! hangs up before any answer ends them as it leaves, status 499.
 
 use std::time::Duration;
 
@@ -76,4 +77,37 @@ async fn a_streamed_answers_spans_end_with_its_body() {
             assert_eq!(server["attributes"]["http.response.status_code"], 200);
         }
     }
+}
+
+#[tokio::test]
+#[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
+async fn a_client_that_hangs_up_before_the_answer_still_ends_its_spans() {
+    let receiver = Receiver::start().await;
+    let up = Upstream::start().await;
+    let config = format!(
+        "otlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0",
+        receiver.grpc
+    );
+    let gw = TestGateway::start(&toml(&config), &up.url()).await;
+    let trace = format!("{:032x}", 0x4990_0000u32);
+    let caller = traceparent(&trace, "00f067aa0ba902b7", "01");
+    let url = gw.url("/api/slow");
+    let waiting = tokio::spawn(async move {
+        let headers = [("x-tenant", "leaver"), ("traceparent", caller.as_str())];
+        send(&http2(), "GET", &url, &headers, b"").await;
+    });
+    let forwarded = eventually(Duration::from_secs(20), || up.requests() == 1).await;
+    assert!(forwarded, "the call reaches the upstream");
+    gw.advance(3 * S);
+    waiting.abort();
+    let spans = receiver.trace(&trace, 2).await;
+    let (server, upstream_call) = (kind(&spans, 2), kind(&spans, 3));
+    assert_eq!(lasted_ns(upstream_call), 3 * S, "{upstream_call}");
+    assert_eq!(server["attributes"]["http.response.status_code"], 499);
+    assert_eq!(server["attributes"]["tollgate.decision"], "admitted");
+    assert_eq!(
+        lasted_ns(server),
+        3 * S,
+        "ended as the client left: {server}"
+    );
 }
