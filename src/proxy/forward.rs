@@ -10,12 +10,13 @@ use http_body::Body as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use super::body::{HeldSlots, IdleTimeout};
+use super::body::IdleTimeout;
 use super::hop::{prepare_request, strip_hop_by_hop};
 use super::key_body::{KeyBody, Prefixed};
 use super::pool::UpstreamPool;
 use super::response::Answer;
 use super::response::CutReason;
+use super::response_body::HeldSlots;
 use super::settle::{Metered, Settlement, Side};
 use super::snapshot::Shared;
 use crate::config::{Route, Server};

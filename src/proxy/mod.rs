@@ -16,6 +16,7 @@ pub mod pool;
 pub mod record;
 pub mod respond;
 pub mod response;
+pub mod response_body;
 pub mod service;
 pub mod settle;
 pub mod snapshot;

@@ -12,10 +12,10 @@ use hyper::body::Incoming;
 
 use super::access_log::Trace;
 use super::admit::Routed;
-use super::body::{HeldSlots, ResponseBody};
 use super::forward::{forward, Sent, Upgrade};
 use super::record::Record;
 use super::response::{overloaded, Answer};
+use super::response_body::{HeldSlots, ResponseBody};
 use super::settle::Settlement;
 use super::snapshot::{Current, Shared};
 use crate::conn::ConnInfo;

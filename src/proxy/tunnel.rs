@@ -28,7 +28,7 @@ pub struct Tunnel {
     pub idle_timeout: Duration,
     pub gauge: prometheus_client::metrics::gauge::Gauge,
     /// The request's concurrency slots.
-    pub slots: super::body::HeldSlots,
+    pub slots: super::response_body::HeldSlots,
 }
 
 impl Tunnel {
