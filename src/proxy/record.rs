@@ -69,8 +69,14 @@ impl<'a> Record<'a> {
     /// The request was answered `status`: its line written and its response counted; its
     /// spans returned, to end with the response body.
     pub fn close(&mut self, status: u16) -> Option<Box<PendingSpans>> {
+        self.write(status, true)
+    }
+
+    /// Writes the record once; `answered`: a response was sent (and is counted). An
+    /// upstream's own 499 is an answer like any other.
+    fn write(&mut self, status: u16, answered: bool) -> Option<Box<PendingSpans>> {
         self.closed = true;
-        if let (Some(i), false) = (self.trace.route, status == CLIENT_CLOSED) {
+        if let (Some(i), true) = (self.trace.route, answered) {
             let class = usize::from((status / 100).clamp(1, 5) - 1);
             self.snapshot.routes[i].metrics.responses[class].inc();
         }
@@ -100,6 +106,6 @@ impl Drop for Record<'_> {
             // Routed, then gone before the limiter decided.
             self.trace.answer = Answer::ClientClosed;
         }
-        drop(self.close(CLIENT_CLOSED));
+        drop(self.write(CLIENT_CLOSED, false));
     }
 }

@@ -221,4 +221,13 @@ async fn a_client_that_hangs_up_before_any_answer_is_logged_with_499() {
         assert!(line.contains("path=/v1/slow"), "{line}");
         assert!(line.contains("status=499"), "{line}");
     }
+    let admin = format!("http://{}/metrics", gw.admin.expect("admin"));
+    let responses = "tollgate_responses_total{route=\"api\",status=\"4xx\"}";
+    let counted = || async { metric(&get(&admin, &[]).await.text(), responses) };
+    assert_eq!(counted().await, 0.0, "no response was sent to either");
+    // An upstream's own 499 is an answer like any other: sent, logged and counted.
+    let url = format!("http://{}/v1/usage", gw.addr);
+    let sent = get(&url, &[("x-k", "upstream-499"), ("x-status", "499")]).await;
+    assert_eq!(sent.status, 499);
+    assert_eq!(counted().await, 1.0, "the upstream's 499 is counted");
 }
