@@ -247,14 +247,8 @@ async fn a_restart_keeps_quota_usage_and_rate_debts_and_a_damaged_file_refuses_i
 
 #[tokio::test]
 async fn check_warns_of_a_quota_that_a_restart_would_forget() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    std::fs::write(
-        &path,
-        daily("backend = \"memory\"").replace("{upstream}", "http://127.0.0.1:9"),
-    )
-    .expect("config");
-    let (passed, all) = check_config(&path);
+    let toml = daily("backend = \"memory\"").replace("{upstream}", "http://127.0.0.1:9");
+    let (passed, all) = check_text(&toml);
     assert!(passed, "{all}");
     assert!(all.contains("without a state_file"), "{all}");
 }

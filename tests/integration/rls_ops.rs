@@ -97,14 +97,11 @@ async fn refused_only_and_hashed_keys_apply_to_rls_lines_too() {
 
 #[test]
 fn check_lists_where_each_descriptor_goes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
     let text = Fixture::new()
         .policy("tenant", "header:x-tenant", 1, "1h", 1)
         .raw("[rls]\nlisten = \"127.0.0.1:8081\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { kind = \"api\" }]\npolicy = \"tenant\"\n")
         .build_for("http://127.0.0.1:9");
-    std::fs::write(&path, text).expect("write");
-    let (ok, out) = check_config(&path);
+    let (ok, out) = check_text(&text);
     assert!(ok, "{out}");
     assert!(
         out.contains("rate limit service (RLS v3) on 127.0.0.1:8081, unmatched descriptors: ok"),
@@ -116,14 +113,11 @@ fn check_lists_where_each_descriptor_goes() {
 
 #[test]
 fn check_lists_the_quota_buckets_and_the_bound_on_their_streams() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
     let text = Fixture::new()
         .policy("tenant", "header:x-tenant", 1, "1h", 1)
         .raw("[rls]\nlisten = \"127.0.0.1:8081\"\nmax_quota_streams = 300\n[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\n")
         .build_for("http://127.0.0.1:9");
-    std::fs::write(&path, text).expect("write");
-    let (ok, out) = check_config(&path);
+    let (ok, out) = check_text(&text);
     assert!(ok, "{out}");
     assert!(out.contains("quota bucket edge: tenant"), "{out}");
     assert!(

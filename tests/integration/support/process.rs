@@ -114,6 +114,14 @@ impl Drop for Process {
     }
 }
 
+/// [`check_config`] on `text`, written as `tollgate.toml` in a directory of its own.
+pub fn check_text(text: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(&path, text).expect("write the config");
+    check_config(&path)
+}
+
 /// Runs `tollgate check --config PATH`: whether it passed, and stdout and stderr together.
 pub fn check_config(path: &std::path::Path) -> (bool, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
