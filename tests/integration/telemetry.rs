@@ -109,6 +109,19 @@ pub(crate) fn toml(telemetry: &str) -> String {
         .build()
 }
 
+/// A receiver, an upstream and a gateway exporting to the receiver over OTLP/gRPC, a
+/// request sampled only when its caller samples it; `more`: further `[telemetry]` lines.
+pub(crate) async fn traced(more: &str) -> (Receiver, Upstream, TestGateway) {
+    let receiver = Receiver::start().await;
+    let up = Upstream::start().await;
+    let config = format!(
+        "otlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\n{more}",
+        receiver.grpc
+    );
+    let gw = TestGateway::start(&toml(&config), &up.url()).await;
+    (receiver, up, gw)
+}
+
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 pub(crate) fn traceparent(trace: &str, parent: &str, flags: &str) -> String {
@@ -125,13 +138,8 @@ pub(crate) fn kind(spans: &[Value], kind: u64) -> &Value {
 #[tokio::test]
 #[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
 async fn a_sampled_callers_trace_runs_through_the_gateway_to_the_upstream() {
-    let receiver = Receiver::start().await;
-    let up = Upstream::start().await;
-    let config = format!(
-        "otlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\nservice_name = \"edge-gw\"\nresource = {{ \"deployment.environment\" = \"test\" }}",
-        receiver.grpc
-    );
-    let gw = TestGateway::start(&toml(&config), &up.url()).await;
+    let more = "service_name = \"edge-gw\"\nresource = { \"deployment.environment\" = \"test\" }";
+    let (receiver, up, gw) = traced(more).await;
     for (i, client) in [http1(), http2()].iter().enumerate() {
         let tenant = format!("tenant-{i}");
         let trace = format!("{}{i:02x}", &CALLER_TRACE[..30]);

@@ -6,19 +6,13 @@
 use std::time::Duration;
 
 use crate::support::*;
-use crate::telemetry::{toml, traceparent, Receiver};
+use crate::telemetry::{traced, traceparent};
 
 #[tokio::test]
 #[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
 async fn a_client_marking_every_request_sampled_gets_at_most_the_bound() {
-    let receiver = Receiver::start().await;
-    let up = Upstream::start().await;
-    let config = format!(
-        "otlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\nmax_sampled_per_second = 3",
-        receiver.grpc
-    );
     // The fake clock does not move: the bound's one second's worth is all there is.
-    let gw = TestGateway::start(&toml(&config), &up.url()).await;
+    let (receiver, up, gw) = traced("max_sampled_per_second = 3").await;
     let mut sampled = Vec::new();
     for i in 0..10u32 {
         let client = if i % 2 == 0 { http1() } else { http2() };

@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 
 use crate::support::*;
-use crate::telemetry::{kind, toml, traceparent, Receiver};
+use crate::telemetry::{kind, traced, traceparent};
 
 fn lasted_ns(span: &Value) -> u64 {
     let (start, end) = (span["start"].as_u64(), span["end"].as_u64());
@@ -22,13 +22,7 @@ fn lasted_ns(span: &Value) -> u64 {
 #[tokio::test]
 #[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
 async fn a_streamed_answers_spans_end_with_its_body() {
-    let receiver = Receiver::start().await;
-    let up = Upstream::start().await;
-    let config = format!(
-        "otlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0",
-        receiver.grpc
-    );
-    let gw = TestGateway::start(&toml(&config), &up.url()).await;
+    let (receiver, up, gw) = traced("").await;
     for (i, client) in [http1(), http2()].iter().enumerate() {
         for hang_up in [false, true] {
             let n = 2 * i + usize::from(hang_up);
@@ -82,13 +76,7 @@ async fn a_streamed_answers_spans_end_with_its_body() {
 #[tokio::test]
 #[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
 async fn a_client_that_hangs_up_before_the_answer_still_ends_its_spans() {
-    let receiver = Receiver::start().await;
-    let up = Upstream::start().await;
-    let config = format!(
-        "otlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0",
-        receiver.grpc
-    );
-    let gw = TestGateway::start(&toml(&config), &up.url()).await;
+    let (receiver, up, gw) = traced("").await;
     let trace = format!("{:032x}", 0x4990_0000u32);
     let caller = traceparent(&trace, "00f067aa0ba902b7", "01");
     let url = gw.url("/api/slow");
