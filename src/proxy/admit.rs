@@ -21,6 +21,9 @@ use crate::metrics::RouteMetrics;
 use crate::reply::{ceil_millis, json_error, Body};
 use crate::store::{Admission, Counted, Outcome, TierReport};
 
+/// A request's `RateLimit` items: inline for the usual few rate tiers.
+pub type TierItems<'a> = smallvec::SmallVec<[TierItem<'a>; 4]>;
+
 /// One route of one snapshot: what the phases after routing read.
 pub struct Routed<'a> {
     pub snapshot: &'a Snapshot,
@@ -68,15 +71,16 @@ impl<'a> Routed<'a> {
         }
     }
 
-    /// The reported tier and the `RateLimit` items, as the admission left them.
+    /// The reported tier, and the `RateLimit` items as the admission left them, put in
+    /// `items` where they are read (returned, the list of inline items was copied).
     #[inline]
     pub fn reports(
         &self,
         admission: &Admission,
-    ) -> (Option<TierItem<'a>>, smallvec::SmallVec<[TierItem<'a>; 4]>) {
-        let reported = admission.reported().map(|r| self.item(&r));
-        let items = admission.rate_reports().map(|r| self.item(&r)).collect();
-        (reported, items)
+        items: &mut TierItems<'a>,
+    ) -> Option<TierItem<'a>> {
+        items.extend(admission.rate_reports().map(|r| self.item(&r)));
+        admission.reported().map(|r| self.item(&r))
     }
 }
 
@@ -231,7 +235,8 @@ fn rate_refusal(
     (headers, body): (&HeaderMap, Option<&BodyFacts<'_>>),
 ) -> Response<Body> {
     let route = routed.route;
-    let (reported, items) = routed.reports(admission);
+    let mut items = TierItems::new();
+    let reported = routed.reports(admission, &mut items);
     let first = match admission.outcome() {
         Outcome::RateLimited { position } => Some((
             route.policies[position].name.as_str(),

@@ -34,7 +34,8 @@ pub async fn describe(
     if routed.route.policies.is_empty() {
         return resp; // an unlimited route: no limits to describe
     }
-    let (reported, items) = routed.reports(admission);
+    let mut items = super::admit::TierItems::new();
+    let reported = routed.reports(admission, &mut items);
     if let Some(r) = &reported {
         rate_limit_headers(resp.headers_mut(), r, &items, Some(routed.headers()));
     }

@@ -147,9 +147,11 @@ async fn serve(
     if admission.delay_ns() > 0 {
         tokio::time::sleep(Duration::from_nanos(admission.delay_ns())).await;
     }
-    *slots = admission.take_held();
-    let settles = admission.take_settles();
-    let (settlement, uploaded) = Settlement::begin(shared, snapshot, routed.index, settles);
+    admission.move_held_into(slots);
+    let (settlement, uploaded) = match admission.take_settles() {
+        Some(settles) => Settlement::begin(shared, snapshot, routed.index, settles),
+        None => (None, None),
+    };
     let pool = &snapshot.pools[routed.route.upstream_index];
     // A gRPC call waits no longer than its own deadline.
     let deadline = grpc.then(|| super::grpc::timeout(req.headers())).flatten();

@@ -144,14 +144,19 @@ impl Admission {
         self.verdict.wait_ns
     }
 
-    /// Takes the held slots out, to keep them as long as the response lasts.
-    pub fn take_held(&mut self) -> SmallVec<[Held; 2]> {
-        std::mem::take(&mut self.held)
+    /// Moves the held slots into `keeper` (what keeps them as long as the response
+    /// lasts). A request holding none, most of them, moves nothing: the inline storage
+    /// of both is hundreds of bytes.
+    pub fn move_held_into(&mut self, keeper: &mut SmallVec<[Held; 2]>) {
+        if !self.held.is_empty() {
+            *keeper = std::mem::take(&mut self.held);
+        }
     }
 
-    /// Takes out the tiers to settle once the response tells their cost.
-    pub fn take_settles(&mut self) -> SmallVec<[PendingSettle; 1]> {
-        std::mem::take(&mut self.settles)
+    /// Takes out the tiers to settle once the response tells their cost; `None`, with
+    /// nothing moved, when no tier is settled.
+    pub fn take_settles(&mut self) -> Option<SmallVec<[PendingSettle; 1]>> {
+        (!self.settles.is_empty()).then(|| std::mem::take(&mut self.settles))
     }
 
     /// Rate tier `tier` was settled and its key now owes `debt_ns`: the headers follow.
