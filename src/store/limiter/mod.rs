@@ -152,6 +152,13 @@ impl Limiter {
         admission: &mut Admission,
     ) {
         admission.reset();
+        if plans.is_empty() {
+            // A route without limits: nothing to key, take or decide, only the clock
+            // reading the forward picks its upstream at.
+            admission.tiers.clear();
+            admission.now = clock.now_ns();
+            return;
+        }
         // With Redis, keys are named with the fleet's key; until it is known they have no
         // Redis name, and the Redis paths fail as if Redis were unreachable.
         let fleet = self.keys.fleet().map(|f| f.load());
