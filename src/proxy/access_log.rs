@@ -26,7 +26,8 @@ pub struct Trace {
     pub policy: Option<usize>,
     pub wait_ns: u64,
     /// The normalised target, kept only when an access log line will be written.
-    pub normalized: Option<http::Uri>,
+    /// Boxed: most requests never take one, and the trace moves with the request.
+    pub normalized: Option<Box<http::Uri>>,
     /// A refused request's key parts in the deciding policy, as `log_keys` writes them
     /// (taken only when a line will be written).
     pub key: Option<Vec<String>>,
@@ -219,7 +220,7 @@ pub fn write(
         target: "tollgate::access",
         request_id = %request_id,
         method = %head.method,
-        path = %trace.normalized.as_ref().unwrap_or(&head.uri).path(),
+        path = %trace.normalized.as_deref().unwrap_or(&head.uri).path(),
         raw_path = %head.uri.path(),
         route = route.map_or("", |r| r.name.as_str()),
         client = %trace.client.unwrap_or(conn.peer.ip()),

@@ -23,10 +23,12 @@ pub struct Record<'a> {
     snapshot: &'a Current,
     conn: &'a ConnInfo,
     /// The request's head as the access log writes it (`None` without an access log).
-    head: Option<Head>,
+    /// Boxed, like `asked`: what a request without a log line or a span carries stays
+    /// small, and its record is moved into the request's future on every request.
+    head: Option<Box<Head>>,
     pub trace: Trace,
     /// What a sampled request's span names (taken only for one).
-    asked: Option<(http::Method, String)>,
+    asked: Option<Box<(http::Method, String)>>,
     closed: bool,
 }
 
@@ -38,11 +40,13 @@ impl<'a> Record<'a> {
         conn: &'a ConnInfo,
         req: &Request<Incoming>,
     ) -> Self {
-        let head = snapshot.config.server.access_log.enabled().then(|| Head {
-            method: req.method().clone(),
-            uri: req.uri().clone(),
-            started: shared.clock.now_ns(),
-            request_id: req.headers().get(&access_log::X_REQUEST_ID).cloned(),
+        let head = snapshot.config.server.access_log.enabled().then(|| {
+            Box::new(Head {
+                method: req.method().clone(),
+                uri: req.uri().clone(),
+                started: shared.clock.now_ns(),
+                request_id: req.headers().get(&access_log::X_REQUEST_ID).cloned(),
+            })
         });
         let mut trace = Trace::new();
         if let Some(telemetry) = &snapshot.config.telemetry {
@@ -54,7 +58,7 @@ impl<'a> Record<'a> {
         let asked = trace
             .span
             .is_some()
-            .then(|| (req.method().clone(), req.uri().path().to_owned()));
+            .then(|| Box::new((req.method().clone(), req.uri().path().to_owned())));
         Self {
             shared,
             snapshot,
@@ -81,7 +85,7 @@ impl<'a> Record<'a> {
             self.snapshot.routes[i].metrics.responses[class].inc();
         }
         let (shared, snapshot) = (self.shared, self.snapshot);
-        if let Some(head) = &self.head {
+        if let Some(head) = self.head.as_deref() {
             let now = shared.clock.now_ns();
             let line = (head, &self.trace);
             let (config, metrics) = (&snapshot.config, &shared.metrics);
@@ -91,7 +95,7 @@ impl<'a> Record<'a> {
         let asked = self.asked.take();
         let trace = &self.trace;
         span.zip(asked)
-            .map(|(span, asked)| PendingSpans::new(shared, snapshot, (trace, span), asked, status))
+            .map(|(span, asked)| PendingSpans::new(shared, snapshot, (trace, span), *asked, status))
     }
 }
 

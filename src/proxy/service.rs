@@ -207,7 +207,7 @@ fn arrive<'a>(
         Box::new(json_error(StatusCode::BAD_REQUEST, e.code(), &[]))
     })?;
     if config.server.access_log.enabled() {
-        trace.normalized = Some(req.uri().clone());
+        trace.normalized = Some(Box::new(req.uri().clone()));
     }
     let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());
     let Some(index) = config.find_route(host, req.uri().path(), req.method()) else {
