@@ -1,7 +1,7 @@
 //! Calendar quotas through the limiter's one door, on the embedded store, with the fake
 //! clock driving the calendar: resets at local midnight and on the anchor day (DST and
 //! leap days included), denials that use nothing in any tier, a raised quota that
-//! unblocks at once, and the headers' numbers.
+//! unblocks at once, the headers' numbers, and a route without limits after a refusal.
 
 use std::sync::Arc;
 
@@ -46,6 +46,13 @@ fn bench(policies: &str, route_policies: &str, unix_s: u64) -> Bench {
 
 impl Bench {
     fn check(&self, key: &str) -> Admission {
+        let mut admission = Admission::default();
+        self.check_into((&self.config.routes[0], &self.plans), key, &mut admission);
+        admission
+    }
+
+    /// Decides a request for `key` on `route` into `admission`, as the proxy does.
+    fn check_into(&self, route: (&Route, &[PolicyPlan]), key: &str, admission: &mut Admission) {
         let mut headers = http::HeaderMap::new();
         headers.insert("x-key", http::HeaderValue::from_str(key).expect("value"));
         let (method, uri) = (http::Method::GET, http::Uri::from_static("/"));
@@ -57,15 +64,12 @@ impl Bench {
             route: "r",
             body: None,
         };
-        let mut admission = Admission::default();
-        let route = &self.config.routes[0];
         crate::clock::paused_runtime().block_on(self.limiter.check_request(
-            (route, &self.plans),
+            route,
             &view,
             &self.clock,
-            &mut admission,
+            admission,
         ));
-        admission
     }
 
     fn admitted(&self, key: &str) -> bool {
@@ -228,4 +232,36 @@ fn a_file_override_sets_a_keys_quota_and_bad_calendars_are_refused_with_a_hint()
     assert!(lease.contains("decided exactly"), "{lease}");
     let no_window = compile("quota = 5\n");
     assert!(no_window.contains("no window"), "{no_window}");
+}
+
+/// A route without limits decides nothing, whatever the admission it is handed held: the
+/// request is admitted, with no tier, no report and no refusal left from the request
+/// before, and the clock read for the upstream's pick.
+#[test]
+fn a_route_without_limits_admits_with_nothing_left_from_the_admission_before() {
+    let b = bench(DAILY, "[\"daily\"]", 1_800_000_000);
+    assert_eq!(b.drain("k", 10), 3);
+    let mut admission = b.check("k");
+    assert!(matches!(admission.outcome(), Outcome::RateLimited { .. }));
+    assert!(admission.reported().is_some());
+    let open = crate::config::compile(
+        std::path::Path::new("open.toml"),
+        "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.app]\ntargets = [\"http://127.0.0.1:9\"]\n[[routes]]\nname = \"open\"\npath = \"/\"\nupstream = \"app\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    b.clock.advance(7 * S);
+    b.check_into((&open.routes[0], &[]), "k", &mut admission);
+    assert_eq!(admission.outcome(), Outcome::Admitted);
+    assert!(admission.reported().is_none());
+    assert_eq!(
+        admission.applied().count(),
+        0,
+        "no policy of the route before"
+    );
+    assert_eq!(admission.rate_reports().count(), 0);
+    assert_eq!(admission.violated().count(), 0);
+    assert_eq!(admission.wait_ns(), 0);
+    assert_eq!(admission.now(), crate::clock::Clock::now_ns(&b.clock));
+    // The limited route's key is as the refusal left it: nothing was charged.
+    assert!(!b.admitted("k"));
 }
