@@ -148,10 +148,8 @@ async fn serve(
         tokio::time::sleep(Duration::from_nanos(admission.delay_ns())).await;
     }
     admission.move_held_into(slots);
-    let (settlement, uploaded) = match admission.take_settles() {
-        Some(settles) => Settlement::begin(shared, snapshot, routed.index, settles),
-        None => (None, None),
-    };
+    let settles = admission.take_settles();
+    let (settlement, uploaded) = Settlement::begin(shared, snapshot, routed.index, settles);
     let pool = &snapshot.pools[routed.route.upstream_index];
     // A gRPC call waits no longer than its own deadline.
     let deadline = grpc.then(|| super::grpc::timeout(req.headers())).flatten();

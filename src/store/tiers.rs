@@ -188,9 +188,7 @@ impl RequestTiers {
         view: &RequestView<'_>,
         clock: &dyn Clock,
     ) -> Result<(), KeyRefusal> {
-        self.rate.clear();
-        self.slots.clear();
-        self.policies.clear();
+        self.clear();
         let mut partials = arrayvec::ArrayVec::new();
         let mut values = KeyValues::new();
         let plans = plans.iter().map(AsRef::as_ref);

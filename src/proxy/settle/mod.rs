@@ -61,11 +61,11 @@ impl Settlement {
         shared: &Arc<Shared>,
         snapshot: &Current,
         route: usize,
-        pending: SmallVec<[PendingSettle; 1]>,
+        pending: Option<SmallVec<[PendingSettle; 1]>>,
     ) -> (Option<Self>, Option<Self>) {
-        if pending.is_empty() {
+        let Some(pending) = pending.filter(|p| !p.is_empty()) else {
             return (None, None);
-        }
+        };
         let mut response = Self::new(shared.clone(), snapshot.clone(), route, pending);
         let uploaded = response.split(|source| *source == SettleSource::RequestBytes);
         let some = |s: Self| (!s.is_empty()).then_some(s);
