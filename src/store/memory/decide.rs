@@ -142,6 +142,28 @@ impl MemoryStore {
         }
         Insert::Decided((prior, decision))
     }
+
+    /// A new key of a store full of debts: it shares its policy's overflow key with every
+    /// other new key, so inventing keys throttles only other inventions.
+    ///
+    /// Out of line, and deciding through a closure of its own type: the known key's
+    /// table access (`cache::with_table`) then has one caller per decision closure, which
+    /// is what lets the compiler inline it into `apply_tier` (two callers of one
+    /// instantiation kept it a call, ~45 instructions of plumbing a decision).
+    #[cold]
+    #[inline(never)]
+    fn apply_overflow(
+        &self,
+        overflow: u64,
+        mut decide: impl FnMut(u64) -> Decision,
+    ) -> (u64, u64, Decision) {
+        #[expect(
+            clippy::redundant_closure,
+            reason = "the wrapper is a type of its own: see above"
+        )]
+        let (prior, decision) = self.apply(overflow, move |tat| decide(tat));
+        (overflow, prior, decision)
+    }
 }
 
 /// What deciding a key absent from its shard came to.
@@ -184,10 +206,7 @@ impl TatTable for MemoryStore {
         {
             return (tier.key, prior, decision);
         }
-        // Full of debts: this new key shares its policy's overflow key with every other
-        // new key, so inventing keys throttles only other inventions.
-        let (prior, decision) = self.apply(tier.overflow, decide);
-        (tier.overflow, prior, decision)
+        self.apply_overflow(tier.overflow, decide)
     }
 
     fn peek(&self, key: u64) -> u64 {
