@@ -100,10 +100,19 @@ impl KeyOverrides {
     }
 
     /// The runtime limit of `key`, unless none is set or it has expired.
+    ///
+    /// Inlined: every tier of every request asks, and most gateways have no override
+    /// set, so the answer is one flag's load in the caller; the look-up is out of line.
+    #[inline]
     pub fn get(&self, key: u64, clock: &dyn Clock) -> Option<Applied> {
         if !self.active.load(Ordering::Acquire) {
             return None;
         }
+        self.look_up(key, clock)
+    }
+
+    #[inline(never)]
+    fn look_up(&self, key: u64, clock: &dyn Clock) -> Option<Applied> {
         let hit = self.table.load().get(key)?;
         match hit.expires_at_ms {
             Some(at) if clock.wall_ms() >= at => None,
