@@ -111,6 +111,7 @@ impl KeyOverrides {
         self.look_up(key, clock)
     }
 
+    /// [`KeyOverrides::get`] once some override is set: the key's, unless it expired.
     #[inline(never)]
     fn look_up(&self, key: u64, clock: &dyn Clock) -> Option<Applied> {
         let hit = self.table.load().get(key)?;
