@@ -33,7 +33,9 @@ pub struct Record<'a> {
 }
 
 impl<'a> Record<'a> {
-    /// The record of `req`, its span started when `[telemetry]` samples it.
+    /// The record of `req`, its span started when `[telemetry]` samples it. Inlined: the
+    /// trace is then built where the request's future keeps it, not copied there.
+    #[inline]
     pub fn open(
         shared: &'a Arc<Shared>,
         snapshot: &'a Current,
@@ -72,12 +74,14 @@ impl<'a> Record<'a> {
 
     /// The request was answered `status`: its line written and its response counted; its
     /// spans returned, to end with the response body.
+    #[inline]
     pub fn close(&mut self, status: u16) -> Option<Box<PendingSpans>> {
         self.write(status, true)
     }
 
     /// Writes the record once; `answered`: a response was sent (and is counted). An
     /// upstream's own 499 is an answer like any other.
+    #[inline]
     fn write(&mut self, status: u16, answered: bool) -> Option<Box<PendingSpans>> {
         self.closed = true;
         if let (Some(i), true) = (self.trace.route, answered) {
@@ -91,25 +95,44 @@ impl<'a> Record<'a> {
             let (config, metrics) = (&snapshot.config, &shared.metrics);
             access_log::write(line, config, metrics, self.conn, status, now);
         }
+        if self.trace.span.is_none() {
+            return None;
+        }
+        self.end_spans(status)
+    }
+
+    /// A sampled request's spans, handed on to end with its response body: out of line,
+    /// so what every unsampled request runs stays small.
+    #[cold]
+    #[inline(never)]
+    fn end_spans(&mut self, status: u16) -> Option<Box<PendingSpans>> {
+        let (shared, snapshot) = (self.shared, self.snapshot);
         let span = self.trace.span.take();
         let asked = self.asked.take();
         let trace = &self.trace;
         span.zip(asked)
             .map(|(span, asked)| PendingSpans::new(shared, snapshot, (trace, span), *asked, status))
     }
-}
 
-impl Drop for Record<'_> {
-    /// The client hung up before any answer: what was decided so far is written, with
-    /// status 499, and the spans end now.
-    fn drop(&mut self) {
-        if self.closed {
-            return;
-        }
+    /// The client hung up before any answer: out of line, as it is rare.
+    #[cold]
+    #[inline(never)]
+    fn hung_up(&mut self) {
         if self.trace.answer == Answer::Unmatched && self.trace.route.is_some() {
             // Routed, then gone before the limiter decided.
             self.trace.answer = Answer::ClientClosed;
         }
         drop(self.write(CLIENT_CLOSED, false));
+    }
+}
+
+impl Drop for Record<'_> {
+    /// The client hung up before any answer: what was decided so far is written, with
+    /// status 499, and the spans end now.
+    #[inline]
+    fn drop(&mut self) {
+        if !self.closed {
+            self.hung_up();
+        }
     }
 }

@@ -91,6 +91,9 @@ pub struct Admission {
     /// Some tier was not decided: the store could not answer and `on_error = "allow"`
     /// let the request through unlimited there.
     pub(super) unchecked: bool,
+    /// Nothing was decided into it yet: its first [`reset`](Self::reset) has nothing to
+    /// clear (every proxied request's admission is a fresh one).
+    fresh: bool,
 }
 
 impl Default for Admission {
@@ -103,14 +106,23 @@ impl Default for Admission {
             held: SmallVec::new(),
             settles: SmallVec::new(),
             unchecked: false,
+            fresh: true,
         }
     }
 }
 
 impl Admission {
     /// Ready for the next decision: nothing held, nothing to settle, admitted until a
-    /// tier says otherwise.
+    /// tier says otherwise. A fresh admission already is: it is only marked used.
+    #[inline]
     pub(super) fn reset(&mut self) {
+        if !std::mem::replace(&mut self.fresh, false) {
+            self.clear_decided();
+        }
+    }
+
+    fn clear_decided(&mut self) {
+        self.tiers.clear();
         self.verdict.clear();
         self.held.clear();
         self.settles.clear();

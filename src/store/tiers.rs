@@ -177,10 +177,11 @@ pub struct RequestTiers {
 }
 
 impl RequestTiers {
-    /// Replaces the contents with the tiers of `route` for the request `view`; `plans`
-    /// hold the route's policies' plans, by position ([`PolicyPlan::of`]), and `fleet`
-    /// the fleet's key the Redis keys are made with (`None`: no Redis keys).
-    pub fn fill<P: AsRef<PolicyPlan>>(
+    /// Fills these tiers, empty (an admission's reset empties them), with the tiers of
+    /// `route` for the request `view`; `plans` hold the route's policies' plans, by
+    /// position ([`PolicyPlan::of`]), and `fleet` the fleet's key the Redis keys are made
+    /// with (`None`: no Redis keys).
+    pub(in crate::store) fn fill<P: AsRef<PolicyPlan>>(
         &mut self,
         (plans, fleet): (&[P], Option<&FleetKey>),
         overrides: &KeyOverrides,
@@ -188,7 +189,7 @@ impl RequestTiers {
         view: &RequestView<'_>,
         clock: &dyn Clock,
     ) -> Result<(), KeyRefusal> {
-        self.clear();
+        debug_assert!(self.rate.is_empty() && self.slots.is_empty() && self.policies.is_empty());
         let mut partials = arrayvec::ArrayVec::new();
         let mut values = KeyValues::new();
         let plans = plans.iter().map(AsRef::as_ref);
@@ -225,7 +226,7 @@ impl RequestTiers {
         Ok(())
     }
 
-    /// Empties the tiers, to fill them with [`RequestTiers::push_parts`].
+    /// Empties the tiers (an admission's reset, before they are filled again).
     pub fn clear(&mut self) {
         self.rate.clear();
         self.slots.clear();

@@ -36,7 +36,6 @@ impl Limiter {
         admission: &mut Admission,
     ) {
         admission.reset();
-        admission.tiers.clear();
         let fleet = self.keys.fleet().map(|f| f.load());
         let fleet_key = fleet.as_ref().and_then(|g| g.as_deref());
         for d in descriptors {

@@ -155,7 +155,6 @@ impl Limiter {
         if plans.is_empty() {
             // A route without limits: nothing to key, take or decide, only the clock
             // reading the forward picks its upstream at.
-            admission.tiers.clear();
             admission.now = clock.now_ns();
             return;
         }
