@@ -19,9 +19,17 @@ fn shard_count() -> usize {
     })
 }
 
-/// The shard the calling worker writes.
+/// The shard the calling worker writes. Workers are numbered from 0 and there is a shard
+/// per CPU, so the worker's own number is almost always the shard: no division (tens of
+/// cycles, several times a request) unless there are more workers than shards.
+#[inline]
 fn my_shard(len: usize) -> usize {
-    crate::conn::worker::current() % len
+    let worker = crate::conn::worker::current();
+    if worker < len {
+        worker
+    } else {
+        worker % len
+    }
 }
 
 /// One cache line per shard, so two workers never write the same line.
@@ -256,5 +264,37 @@ mod tests {
         });
         assert_eq!(a, b);
         assert!(a.contains("h_count 8"), "{a}");
+    }
+
+    /// More workers than shards: each writes a shard it shares, and nothing is lost.
+    #[test]
+    fn workers_past_the_shard_count_wrap_onto_the_shards() {
+        let count = ShardedCounter::default();
+        let shards = count.shards.len();
+        assert_eq!((0..shards).map(my_shard_of(shards)).max(), Some(shards - 1));
+        std::thread::scope(|s| {
+            for worker in [0, shards - 1, shards, 2 * shards + 1, 1000] {
+                let count = &count;
+                s.spawn(move || {
+                    crate::conn::worker::set(worker);
+                    assert_eq!(my_shard(shards), worker % shards);
+                    count.inc_by(3);
+                });
+            }
+        });
+        assert_eq!(count.get(), 15);
+    }
+
+    fn my_shard_of(len: usize) -> impl Fn(usize) -> usize {
+        move |worker| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    crate::conn::worker::set(worker);
+                    my_shard(len)
+                })
+                .join()
+                .expect("thread")
+            })
+        }
     }
 }
