@@ -12,6 +12,19 @@ pub fn current() -> usize {
     WORKER.with(Cell::get)
 }
 
+/// Worker `index`'s slot among `len` per-worker slots (a metric's shards, a table per
+/// worker): its own number when there are enough, wrapped when not. Workers are numbered
+/// from 0 and slots are made one per CPU, so the division (tens of cycles, several times
+/// a request) is almost never run.
+#[inline]
+pub fn slot_of(index: usize, len: usize) -> usize {
+    if index < len {
+        index
+    } else {
+        index % len
+    }
+}
+
 /// Marks this thread as worker `index`; called once as the worker starts.
 pub fn set(index: usize) {
     WORKER.with(|w| w.set(index));

@@ -19,17 +19,10 @@ fn shard_count() -> usize {
     })
 }
 
-/// The shard the calling worker writes. Workers are numbered from 0 and there is a shard
-/// per CPU, so the worker's own number is almost always the shard: no division (tens of
-/// cycles, several times a request) unless there are more workers than shards.
+/// The shard the calling worker writes.
 #[inline]
 fn my_shard(len: usize) -> usize {
-    let worker = crate::conn::worker::current();
-    if worker < len {
-        worker
-    } else {
-        worker % len
-    }
+    crate::conn::worker::slot_of(crate::conn::worker::current(), len)
 }
 
 /// One cache line per shard, so two workers never write the same line.

@@ -51,12 +51,20 @@ pub fn parse(value: &str) -> Result<RequestHost<'_>, HostError> {
 /// agrees wherever this answers; a property test checks it).
 fn plain(value: &str) -> Option<RequestHost<'_>> {
     let bytes = value.as_bytes();
-    let colon = bytes.iter().position(|&b| b == b':').unwrap_or(bytes.len());
+    // One pass to the colon, a table look-up a byte: every request's `Host` goes through
+    // here.
+    let mut colon = bytes.len();
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b':' {
+            colon = i;
+            break;
+        }
+        if !PLAIN_HOST_BYTE[usize::from(b)] {
+            return None;
+        }
+    }
     let (host, port) = bytes.split_at(colon);
-    let host_ok = host
-        .iter()
-        .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-    if !host_ok || host.is_empty() || host.last() == Some(&b'.') {
+    if host.is_empty() || host.last() == Some(&b'.') {
         return None;
     }
     if let Some(digits) = port.strip_prefix(b":") {
@@ -69,6 +77,18 @@ fn plain(value: &str) -> Option<RequestHost<'_>> {
         forward: Cow::Borrowed(value),
     })
 }
+
+/// The bytes of a plain host name: lower-case letters, digits, `-` and `.`.
+static PLAIN_HOST_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.';
+        b += 1;
+    }
+    table
+};
 
 /// The full validation, through `http`'s `Authority` parser.
 fn parse_authority(value: &str) -> Result<RequestHost<'_>, HostError> {

@@ -92,7 +92,10 @@ impl TopKeys {
         let Some(&offset) = self.route_offset.get(route) else {
             return;
         };
-        let Some(slot) = self.workers.get(worker % self.workers.len()) else {
+        let Some(slot) = self
+            .workers
+            .get(crate::conn::worker::slot_of(worker, self.workers.len()))
+        else {
             return;
         };
         let Ok(mut table) = slot.lock() else {
