@@ -95,9 +95,8 @@ impl<'a> Record<'a> {
             let (config, metrics) = (&snapshot.config, &shared.metrics);
             access_log::write(line, config, metrics, self.conn, status, now);
         }
-        if self.trace.span.is_none() {
-            return None;
-        }
+        // Only a sampled request has spans to hand on.
+        self.trace.span.as_ref()?;
         self.end_spans(status)
     }
 
