@@ -18,8 +18,19 @@ use sketch::{Sketch, TextBuf};
 /// One tier's sketches on one worker: the half-window filling and the one before it.
 struct Windowed {
     half: u64,
+    /// Where `half` starts and ends, in ns: a decision inside needs no division (a
+    /// runtime divisor's `div` costs tens of cycles, once a tier of every request).
+    span: (u64, u64),
     current: Sketch,
     previous: Sketch,
+}
+
+/// Half-window `half`'s nanoseconds, `[start, end)`.
+fn span_of(half: u64, half_ns: u64) -> (u64, u64) {
+    (
+        half.saturating_mul(half_ns),
+        half.saturating_add(1).saturating_mul(half_ns),
+    )
 }
 
 #[derive(Default)]
@@ -135,30 +146,36 @@ impl RouteTop<'_> {
         let Some(tier) = self.tiers.get_mut(position) else {
             return;
         };
-        let half = now_ns / self.half_ns;
         if tier.is_none() {
             if *self.made >= MAX_SKETCHES {
                 return;
             }
             *self.made += 1;
         }
+        let half_ns = self.half_ns;
         let w = tier.get_or_insert_with(|| {
             // One draw from the system per tier and worker, when it first decides.
             let salt = u64::from_le_bytes(crate::random::bytes());
+            let half = now_ns / half_ns;
             Box::new(Windowed {
                 half,
+                span: span_of(half, half_ns),
                 current: Sketch::new(salt),
                 previous: Sketch::new(salt.rotate_left(32)),
             })
         });
-        if w.half != half {
-            if half == w.half + 1 {
-                std::mem::swap(&mut w.current, &mut w.previous);
-            } else {
-                w.previous.clear();
+        if now_ns < w.span.0 || now_ns >= w.span.1 {
+            let half = now_ns / half_ns;
+            if w.half != half {
+                if half == w.half + 1 {
+                    std::mem::swap(&mut w.current, &mut w.previous);
+                } else {
+                    w.previous.clear();
+                }
+                w.current.clear();
+                w.half = half;
             }
-            w.current.clear();
-            w.half = half;
+            w.span = span_of(half, half_ns);
         }
         w.current.record(hash, (refused, now_ns), text);
     }
@@ -348,5 +365,38 @@ mod tests {
         }
         let keys = top.top(None, usize::MAX, 2, |r, _| format!("p{r}"));
         assert_eq!(keys.len(), MAX_SKETCHES);
+    }
+
+    /// A tier's window turns with the clock whether or not its half is divided for:
+    /// inside a half nothing turns, the next half keeps the last one, a jump or a reading
+    /// from before the half starts both halves afresh.
+    #[test]
+    fn the_window_turns_at_each_half_and_starts_afresh_after_a_jump() {
+        let half = 1_000;
+        let top = TopKeys::new(1, &[1], 2 * half);
+        let record = |key: u64, now: u64| {
+            top.on_route(0, 0, |rt| rt.record(0, key, true, now, |t| t.push("k")));
+        };
+        let seen = |now: u64| {
+            let mut keys: Vec<u64> = top
+                .top(None, 10, now, |_, _| "p".to_owned())
+                .iter()
+                .map(|k| k.hash)
+                .collect();
+            keys.sort_unstable();
+            keys
+        };
+        record(1, 10);
+        record(2, half - 1);
+        assert_eq!(seen(half - 1), [1, 2]);
+        record(3, half); // the next half: the first kept as the previous one
+        record(4, half + 500); // inside it: nothing turns
+        assert_eq!(seen(half + 500), [1, 2, 3, 4]);
+        record(5, 2 * half); // the next again: the first half leaves
+        assert_eq!(seen(2 * half), [3, 4, 5]);
+        record(6, 5 * half + 1); // a jump: both halves afresh
+        assert_eq!(seen(5 * half + 1), [6]);
+        record(7, 4 * half); // a reading from before the half: afresh as well
+        assert_eq!(seen(4 * half), [7]);
     }
 }
