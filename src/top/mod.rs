@@ -9,29 +9,14 @@
 
 mod filter;
 pub mod sketch;
+mod window;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use sketch::{Sketch, TextBuf};
-
-/// One tier's sketches on one worker: the half-window filling and the one before it.
-struct Windowed {
-    half: u64,
-    /// Where `half` starts and ends, in ns: a decision inside needs no division (a
-    /// runtime divisor's `div` costs tens of cycles, once a tier of every request).
-    span: (u64, u64),
-    current: Sketch,
-    previous: Sketch,
-}
-
-/// Half-window `half`'s nanoseconds, `[start, end)`.
-fn span_of(half: u64, half_ns: u64) -> (u64, u64) {
-    (
-        half.saturating_mul(half_ns),
-        half.saturating_add(1).saturating_mul(half_ns),
-    )
-}
+use sketch::Sketch;
+pub use window::RouteTop;
+use window::Windowed;
 
 #[derive(Default)]
 struct WorkerTop {
@@ -121,63 +106,6 @@ impl TopKeys {
             made,
             half_ns: self.half_ns,
         });
-    }
-}
-
-/// One worker's sketches of one route's tiers, for one request.
-pub struct RouteTop<'a> {
-    tiers: &'a mut [Option<Box<Windowed>>],
-    made: &'a mut usize,
-    half_ns: u64,
-}
-
-impl RouteTop<'_> {
-    /// Counts one decision of the tier at `position` for the key `hash`, at `now_ns`;
-    /// `text` writes the key's parts when the key enters.
-    #[inline]
-    pub fn record(
-        &mut self,
-        position: usize,
-        hash: u64,
-        refused: bool,
-        now_ns: u64,
-        text: impl FnOnce(&mut TextBuf),
-    ) {
-        let Some(tier) = self.tiers.get_mut(position) else {
-            return;
-        };
-        if tier.is_none() {
-            if *self.made >= MAX_SKETCHES {
-                return;
-            }
-            *self.made += 1;
-        }
-        let half_ns = self.half_ns;
-        let w = tier.get_or_insert_with(|| {
-            // One draw from the system per tier and worker, when it first decides.
-            let salt = u64::from_le_bytes(crate::random::bytes());
-            let half = now_ns / half_ns;
-            Box::new(Windowed {
-                half,
-                span: span_of(half, half_ns),
-                current: Sketch::new(salt),
-                previous: Sketch::new(salt.rotate_left(32)),
-            })
-        });
-        if now_ns < w.span.0 || now_ns >= w.span.1 {
-            let half = now_ns / half_ns;
-            if w.half != half {
-                if half == w.half + 1 {
-                    std::mem::swap(&mut w.current, &mut w.previous);
-                } else {
-                    w.previous.clear();
-                }
-                w.current.clear();
-                w.half = half;
-            }
-            w.span = span_of(half, half_ns);
-        }
-        w.current.record(hash, (refused, now_ns), text);
     }
 }
 
@@ -284,6 +212,7 @@ impl TopKeys {
 
 #[cfg(test)]
 mod tests {
+    use super::sketch::TextBuf;
     use super::*;
 
     #[test]
