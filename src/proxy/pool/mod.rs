@@ -89,7 +89,7 @@ impl UpstreamPool {
     /// This worker's share of `max_connections` (the remainder goes to the first workers).
     fn worker_share(&self) -> usize {
         let (cap, workers) = (self.upstream.max_connections, self.workers);
-        let worker = crate::conn::worker::current() % workers;
+        let worker = crate::conn::worker::slot_of(crate::conn::worker::current(), workers);
         (cap / workers + usize::from(worker < cap % workers)).max(1)
     }
 
