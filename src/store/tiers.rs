@@ -227,7 +227,7 @@ impl RequestTiers {
     }
 
     /// Empties the tiers (an admission's reset, before they are filled again).
-    pub fn clear(&mut self) {
+    pub(in crate::store) fn clear(&mut self) {
         self.rate.clear();
         self.slots.clear();
         self.policies.clear();
