@@ -2,7 +2,7 @@
 //! key-only, nested, wildcard, unlimited, shadow and `replaces` limits answered as
 //! docs/rls.md says, the 25-calls-against-20-a-minute case of envoyproxy/ratelimit's own
 //! tests checked whole after each call (GCRA's remaining and reset), and a broken file
-//! pointed at by file, line and column.
+//! pointed at by file, line and column; every unit stated back in `current_limit` as written.
 
 use crate::support::*;
 
@@ -262,4 +262,39 @@ async fn with_watch_config_a_changed_yaml_folder_reloads_by_itself() {
     })
     .await;
     assert!(reloaded, "the YAML's change was reloaded");
+}
+
+#[tokio::test]
+async fn every_unit_of_the_yaml_is_stated_back_as_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut yaml = String::from("domain: d\ndescriptors:\n");
+    let units = [
+        ("second", 10, 1),
+        ("minute", 100, 2),
+        ("hour", 7, 3),
+        ("day", 2, 4),
+        ("month", 10, 5),
+        ("year", 3, 6),
+        ("week", 1, 7),
+    ];
+    for (unit, n, _) in units {
+        yaml.push_str(&format!(
+            "  - key: {unit}\n    rate_limit:\n      unit: {unit}\n      requests_per_unit: {n}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("units.yaml"), yaml).expect("write");
+    let (_up, _gw, mut rls) = start(&dir.path().display().to_string()).await;
+    for (unit, n, code) in units {
+        let r = rls.ask("d", vec![descriptor(&[(unit, "v")])]).await;
+        let limit = r.statuses[0].current_limit.clone().expect("current_limit");
+        assert_eq!(
+            (
+                limit.requests_per_unit,
+                limit.unit,
+                r.statuses[0].limit_remaining
+            ),
+            (n, code, n - 1),
+            "{n} per {unit}"
+        );
+    }
 }
