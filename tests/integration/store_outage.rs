@@ -1,6 +1,7 @@
 //! A store that is down is shown down, from the first failed call and whatever the
 //! traffic: at start while the fleet's key secret is awaited, and when Redis dies mid-run
-//! (`/readyz` 503 within about a second, one line when it goes, one when it comes back);
+//! (`/readyz` 503 within about a second, one line when it goes, one when it comes back),
+//! a Cluster as soon as one master is silent;
 //! requests `on_error = "allow"` lets through are counted and logged as such.
 
 use std::time::{Duration, Instant};
@@ -110,6 +111,53 @@ async fn redis_dying_mid_run_is_not_ready_within_a_second_and_said_once_each_way
     })
     .await;
     assert!(said, "{}", gw.log());
+    let log = gw.log();
+    let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(count("store unreachable"), 1, "{log}");
+    assert_eq!(count("store reachable again"), 1, "{log}");
+}
+
+/// A Cluster is told unready within about a second of one master going silent (with the
+/// default full coverage the Cluster then takes no writes), whatever the traffic, and
+/// ready again once it answers.
+#[tokio::test]
+async fn a_cluster_with_a_silent_master_is_not_ready_within_a_second() {
+    let cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let store = format!(
+        "backend = \"redis\"\nurl = {}\ntimeout = \"100ms\"\n",
+        cluster.urls_toml()
+    );
+    std::fs::write(&path, config(&store, &up, "false")).expect("write");
+    let gw = Process::run(&path);
+    let ready_url = format!("http://{}/readyz", gw.admin.expect("admin"));
+    let ready = eventually_async(Duration::from_secs(30), || async {
+        get(&ready_url, &[]).await.status == 200
+    })
+    .await;
+    assert!(ready, "{}", gw.log());
+
+    // Frozen, not killed: it comes back as it was, and its peers do not fail it over
+    // within the few seconds it is silent.
+    cluster.nodes[1].pause();
+    let silent = Instant::now();
+    let unready = eventually_async(Duration::from_secs(10), || async {
+        get(&ready_url, &[]).await.status == 503
+    })
+    .await;
+    let elapsed = silent.elapsed();
+    let answer = get(&ready_url, &[]).await.text();
+    cluster.nodes[1].resume();
+    assert!(unready, "{}", gw.log());
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    assert!(answer.contains("a node does not answer"), "{answer}");
+    let back = eventually_async(Duration::from_secs(30), || async {
+        get(&ready_url, &[]).await.status == 200
+    })
+    .await;
+    assert!(back, "{}", gw.log());
     let log = gw.log();
     let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
     assert_eq!(count("store unreachable"), 1, "{log}");

@@ -207,8 +207,13 @@ pub fn unready(store: &super::RedisStore) -> Option<String> {
         return None;
     }
     let why = why().unwrap_or_else(|| "failing".to_owned());
+    let state = if store.breakers.all_open() {
+        "breaker open"
+    } else {
+        "a node does not answer"
+    };
     Some(format!(
-        "store unavailable: {}: {why}; breaker open",
+        "store unavailable: {}: {why}; {state}",
         store.address()
     ))
 }

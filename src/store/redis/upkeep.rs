@@ -53,6 +53,9 @@ impl RedisStore {
     /// At start: connects a Cluster and learns the fleet's key secret, waiting at most
     /// `within` (the gateway starts while Redis is down, and `maintain` goes on trying).
     pub async fn prepare(&self, within: Duration) {
+        // A Cluster's PING needs its connection: made first, or every Cluster would be
+        // reported unreachable at start.
+        let _ = tokio::time::timeout(within, self.connect_cluster()).await;
         // Said at once, with where and why: a Redis that cannot be reached is the first
         // thing an operator must know (the gateway starts all the same).
         let ping = redis::cmd("PING");
@@ -99,11 +102,12 @@ impl RedisStore {
 
     /// Asks the store whether it answers, whatever the traffic (and before the fleet's
     /// secret is known): a failure is recorded with its cause at once, and two in a row
-    /// (half a second apart) say a single node (or Sentinel's master) is unreachable —
-    /// logged once, `/readyz` 503, its breaker opened so requests take the `on_error`
-    /// path at once instead of each waiting for its timeout. A Cluster's breakers stay per
-    /// group (one dead master must not stop the others' slots): there the probe only
-    /// records the failure.
+    /// (half a second apart) say the store is unreachable — logged once, `/readyz` 503.
+    /// A single node's (or Sentinel's master's) breaker is opened then, so requests take
+    /// the `on_error` path at once instead of each waiting for its timeout. A Cluster is
+    /// unreachable when one of its masters does not answer (with the default full
+    /// coverage the Cluster then refuses every write), but its breakers stay per group:
+    /// one dead master must not stop the others' slots where they still answer.
     async fn probe_liveness(&self, metrics: &Metrics) {
         let answered = match &self.connection {
             Connection::Cluster(slot) => match self.cluster(slot) {
@@ -132,11 +136,13 @@ impl RedisStore {
             Err(e) => e,
         };
         self.health.record(&e);
-        if self.health.missed_probe() < 2 || self.is_cluster() {
+        if self.health.missed_probe() < 2 {
             return;
         }
-        self.breakers.get(0).trip();
-        metrics.store_breaker_open.set(1);
+        if !self.is_cluster() {
+            self.breakers.get(0).trip();
+            metrics.store_breaker_open.set(1);
+        }
         if self.health.went_down() {
             tracing::warn!(
                 address = %self.address(),
