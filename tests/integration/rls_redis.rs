@@ -2,7 +2,7 @@
 //! admit exactly the burst between them (one after the other and all at once; behind two
 //! real Envoys too), a call of three descriptors is one script call, and a refused call
 //! leaves every key as it was — on a Redis Cluster too, where a call's keys live in
-//! different slots.
+//! different slots; a store gone is `UNAVAILABLE` or let through as `on_error` says.
 
 use std::time::Duration;
 
@@ -205,4 +205,55 @@ async fn on_a_cluster_a_call_whose_keys_live_apart_is_still_all_or_nothing_and_e
     }
     assert_eq!(admitted, 10);
     drop(gw_a);
+}
+
+/// Redis gone mid-run: under `on_error = "deny"` a call is gRPC `UNAVAILABLE` saying why
+/// (Envoy's `failure_mode_deny` decides then); under `"allow"` it is answered OK and
+/// counted as `store_unavailable_allowed`, not as an admission.
+#[tokio::test]
+async fn a_store_that_cannot_answer_is_unavailable_or_allowed_as_on_error_says() {
+    for on_error in ["deny", "allow"] {
+        let mut redis = RedisServer::start();
+        let up = Upstream::start().await;
+        let toml = toml(&redis).replace(
+            "timeout = \"2s\"\non_error = \"deny\"",
+            &format!("timeout = \"200ms\"\non_error = \"{on_error}\""),
+        );
+        assert!(toml.contains(&format!("on_error = \"{on_error}\"")));
+        let (gw, mut rls) = gateway(&toml, &up).await;
+        redis.kill();
+        let call = || RlsRequest {
+            domain: "edge".into(),
+            descriptors: vec![descriptor(&[("tenant", "acme")])],
+            hits_addend: 0,
+        };
+        if on_error == "deny" {
+            let refused = rls
+                .call(call())
+                .await
+                .expect_err("no answer without a store");
+            assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+            assert_eq!(
+                refused.message(),
+                "the limiter's store cannot answer (on_error = \"deny\")"
+            );
+            continue;
+        }
+        let answered = rls.call(call()).await.expect("answered");
+        assert_eq!(answered.codes(), [(OK, 0)], "let through, nothing decided");
+        let metrics = send(&http1(), "GET", &gw.admin_url("/metrics"), &[], b"")
+            .await
+            .text();
+        let line = |outcome: &str| {
+            format!("tollgate_rls_decisions_total{{domain=\"edge\",policy=\"tenant\",outcome=\"{outcome}\"}}")
+        };
+        assert!(
+            metrics.contains(&format!("{} 1\n", line("store_unavailable_allowed"))),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains(&format!("{} 0\n", line("ok"))),
+            "{metrics}"
+        );
+    }
 }

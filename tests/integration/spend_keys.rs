@@ -1,6 +1,7 @@
 //! Keys read from the JSON request body: per model whatever the body's spelling, the body
-//! forwarded unchanged, a body without the key rejected; MCP tool calls per tool, over
-//! HTTP/1.1 and HTTP/2 against a real upstream.
+//! forwarded unchanged, a body without the key rejected, a body over `max_key_body`
+//! without a key; one bucket with an RLS descriptor of the same value; MCP tool calls per
+//! tool, over HTTP/1.1 and HTTP/2 against a real upstream.
 
 use crate::spend::post;
 use crate::support::*;
@@ -121,6 +122,66 @@ async fn mcp_tool_calls_are_limited_per_tool_whatever_the_agent_sends_around_the
                     .status,
                 200
             );
+        }
+    }
+}
+
+/// A policy keyed by `json:/model` keys a rate limit service rule too: the descriptor's
+/// value is the body's model, and both doors draw on one bucket.
+#[tokio::test]
+async fn a_body_key_and_a_descriptor_of_the_same_model_share_one_bucket() {
+    let up = LlmUpstream::start().await;
+    let toml = Fixture::new()
+        .policy_raw(
+            "per_model",
+            "key = \"json:/model\"\nlimit = 3\nperiod = \"1h\"\nburst = 3\nmissing = \"reject\"\n",
+        )
+        .route("llm", "/v1", "api", &["per_model"])
+        .raw("[rls]\nlisten = \"127.0.0.1:0\"\n\n[[rls.rules]]\ndomain = \"llm\"\ndescriptor = [\"model\"]\npolicy = \"per_model\"\n")
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let url = gw.url("/v1/chat/completions");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let model = format!("m{i}");
+        let body = || format!("{{\"model\":\"{model}\",\"messages\":[]}}").into_bytes();
+        assert_eq!(post(client, &url, "k", body()).await.status, 200);
+        let asked = rls.ask("llm", vec![descriptor(&[("model", &model)])]).await;
+        assert_eq!(asked.codes(), [(OK, 1)], "{model}");
+        assert_eq!(post(client, &url, "k", body()).await.status, 200);
+        assert_eq!(post(client, &url, "k", body()).await.status, 429);
+        let refused = rls.ask("llm", vec![descriptor(&[("model", &model)])]).await;
+        assert_eq!(refused.overall_code, OVER_LIMIT, "{model}");
+    }
+}
+
+/// A body larger than `[server] max_key_body` (64 KiB unless set) is not read for a key:
+/// its key is missing, however early the pointer's value comes; one within it is keyed.
+#[tokio::test]
+async fn a_body_over_max_key_body_has_no_key_and_one_within_it_has() {
+    // `{"model":"m","pad":"…"}` of exactly `len` bytes.
+    let body = |len: usize| {
+        let pad = len - "{\"model\":\"m\",\"pad\":\"\"}".len();
+        format!("{{\"model\":\"m\",\"pad\":\"{}\"}}", "x".repeat(pad)).into_bytes()
+    };
+    let up = LlmUpstream::start().await;
+    for (server, bound) in [("", 64 * 1024), ("max_key_body = 1024", 1024)] {
+        let toml = Fixture::new()
+            .server(server)
+            .policy_raw(
+                "per_model",
+                "key = \"json:/model\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nmissing = \"reject\"\n",
+            )
+            .route("llm", "/v1", "api", &["per_model"])
+            .build();
+        let gw = TestGateway::start(&toml, &up.url()).await;
+        let url = gw.url("/v1/chat/completions");
+        for client in [http1(), http2()] {
+            let within = post(&client, &url, "k", body(bound)).await;
+            assert_eq!(within.status, 200, "{bound} bytes, bound {bound}");
+            let over = post(&client, &url, "k", body(bound + 1)).await;
+            assert_eq!(over.status, 400, "{} bytes, bound {bound}", bound + 1);
+            assert_eq!(over.json()["error"], "missing_key");
         }
     }
 }
