@@ -1,6 +1,6 @@
 //! OpenTelemetry through a real OTLP receiver (the official opentelemetry-proto
 //! definitions, grpcio and an HTTP server: tests/telemetry/receiver.py): a sampled
-//! caller's trace followed from its `traceparent` through tollgate's server and client
+//! caller's trace followed from its `traceparent` (its `tracestate` unchanged) through tollgate's server and client
 //! spans to the upstream, over HTTP/1.1 and HTTP/2; a refusal's span naming the policy,
 //! the wait and the key as a hash; unsampled requests building nothing and passing
 //! `traceparent` unchanged; a ratio of one over OTLP/HTTP after a reload; a dead
@@ -147,6 +147,7 @@ async fn a_sampled_callers_trace_runs_through_the_gateway_to_the_upstream() {
         let headers = [
             ("x-tenant", tenant.as_str()),
             ("traceparent", caller.as_str()),
+            ("tracestate", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"),
         ];
         let ok = send(client, "GET", &gw.url("/api/x"), &headers, b"").await;
         assert_eq!(ok.status, 200);
@@ -154,6 +155,11 @@ async fn a_sampled_callers_trace_runs_through_the_gateway_to_the_upstream() {
             .to_str()
             .unwrap()
             .to_owned();
+        assert_eq!(
+            up.last_headers()["tracestate"],
+            "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7",
+            "the caller's tracestate goes on unchanged"
+        );
         let spans = receiver.trace(&trace, 2).await;
         let (server, client_span) = (kind(&spans, 2), kind(&spans, 3));
         assert_eq!(
