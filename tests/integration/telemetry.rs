@@ -1,12 +1,11 @@
 //! OpenTelemetry through a real OTLP receiver (the official opentelemetry-proto
 //! definitions, grpcio and an HTTP server: tests/telemetry/receiver.py): a sampled
-//! caller's trace followed from its `traceparent` (its `tracestate` unchanged) through tollgate's server and client
-//! spans to the upstream, over HTTP/1.1 and HTTP/2; a refusal's span naming the policy,
-//! the wait and the key as a hash; unsampled requests building nothing and passing
-//! `traceparent` unchanged; a ratio of one over OTLP/HTTP after a reload; a dead
-//! collector costing requests nothing; a rate limit service call's and a quota
-//! service report's span from their metadata's `traceparent`.
-
+//! caller's trace followed from its `traceparent` (its `tracestate` unchanged) through
+//! tollgate's server and client spans to the upstream, over HTTP/1.1 and HTTP/2; a
+//! refusal's span naming the policy, the wait and the key as a hash; unsampled requests
+//! building nothing and passing `traceparent` unchanged; a ratio of one over OTLP/HTTP
+//! after a reload; a dead collector costing requests nothing; a rate limit service call's
+//! and a quota service report's span from their metadata's `traceparent`.
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
