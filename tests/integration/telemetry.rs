@@ -6,6 +6,7 @@
 //! building nothing and passing `traceparent` unchanged; a ratio of one over OTLP/HTTP
 //! after a reload; a dead collector costing requests nothing; a rate limit service call's
 //! and a quota service report's span from their metadata's `traceparent`.
+
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
