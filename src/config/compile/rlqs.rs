@@ -99,3 +99,41 @@ impl Compiler {
         Some(ttl)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    fn rlqs(ttl: &str) -> Result<crate::config::Config, String> {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\
+             [policies.tenant]\nkey = \"header:x-tenant\"\nlimit = 10\nperiod = \"1s\"\nburst = 10\n\
+             [[routes]]\nname = \"r\"\npath = \"/\"\nupstream = \"u\"\npolicies = [\"tenant\"]\n\
+             [upstreams.u]\ntargets = [\"http://127.0.0.1:1\"]\n\
+             [rls]\nlisten = \"127.0.0.1:0\"\n\
+             [[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\n\
+             assignment_ttl = \"{ttl}\"\n"
+        );
+        crate::config::compile(std::path::Path::new("t.toml"), &text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_assignment_ttl_is_whole_seconds_and_at_least_one() {
+        let config = rlqs("10s").expect("whole seconds");
+        let rls = config.rls.expect("rls");
+        let ttl = rls.buckets.iter().next().expect("a bucket").ttl;
+        assert_eq!(ttl, std::time::Duration::from_secs(10));
+        for (ttl, says) in [
+            (
+                "1500ms",
+                "assignment_ttl 1500ms is not a whole number of seconds",
+            ),
+            (
+                "0.9s",
+                "assignment_ttl 0.9s is not a whole number of seconds",
+            ),
+            ("0s", "duration must be greater than zero"),
+        ] {
+            let e = rlqs(ttl).expect_err(ttl);
+            assert!(e.contains(says) && e.contains("t.toml:21:"), "{ttl}: {e}");
+        }
+    }
+}

@@ -90,3 +90,40 @@ impl Compiler {
         Some((host, port, path))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::telemetry::OtlpProtocol;
+
+    fn telemetry(body: &str) -> Result<crate::config::Config, String> {
+        let text = format!("[server]\nlisten = \"127.0.0.1:0\"\n[telemetry]\n{body}\n");
+        crate::config::compile(std::path::Path::new("t.toml"), &text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_protocol_follows_the_port_unless_it_is_written() {
+        for (body, protocol) in [
+            ("otlp_endpoint = \"http://c:4317\"", OtlpProtocol::Grpc),
+            (
+                "otlp_endpoint = \"http://c:4318\"",
+                OtlpProtocol::HttpProtobuf,
+            ),
+            ("otlp_endpoint = \"http://c:9000\"", OtlpProtocol::Grpc),
+            (
+                "otlp_endpoint = \"http://c:9000\"\notlp_protocol = \"http/protobuf\"",
+                OtlpProtocol::HttpProtobuf,
+            ),
+            (
+                "otlp_endpoint = \"http://c:4318\"\notlp_protocol = \"grpc\"",
+                OtlpProtocol::Grpc,
+            ),
+        ] {
+            let config = telemetry(body).expect(body);
+            let t = config.telemetry.expect("telemetry");
+            assert_eq!(t.protocol, protocol, "{body}");
+        }
+        let e = telemetry("otlp_endpoint = \"http://c:4317\"\notlp_protocol = \"http/json\"")
+            .expect_err("not a protocol");
+        assert!(e.contains("otlp_protocol"), "{e}");
+    }
+}
