@@ -14,14 +14,17 @@ pub(super) struct Windowed {
 
 impl Windowed {
     /// Turns the window to the half holding `now_ns`: the next half keeps the filling one
-    /// as the one before; a jump, or a reading from before the filling half, starts both
-    /// afresh. A decision inside the filling half is told by a multiply, not a division
-    /// (a runtime divisor's `div` costs tens of cycles, once a tier of every request).
+    /// as the one before; a jump starts both afresh. A reading from before the filling
+    /// half (a decision that waited on Redis, recorded after one decided later) is counted
+    /// in the filling half: the window never turns back, which would have wiped both
+    /// halves at every turn on a busy worker. A decision inside the filling half is told
+    /// by one compare, not a division (a runtime divisor's `div` costs tens of cycles,
+    /// once a tier of every request).
     #[inline]
     fn turn_to(&mut self, now_ns: u64, half_ns: u64) {
         // `half` came from a reading divided by `half_ns`: the product does not overflow.
-        let start = self.half.saturating_mul(half_ns);
-        if now_ns >= start && now_ns - start < half_ns {
+        let end = self.half.saturating_add(1).saturating_mul(half_ns);
+        if now_ns < end {
             return;
         }
         let half = now_ns / half_ns;
