@@ -1,7 +1,8 @@
 //! A store that is down is shown down, from the first failed call and whatever the
 //! traffic: at start while the fleet's key secret is awaited, and when Redis dies mid-run
 //! (`/readyz` 503 within about a second, one line when it goes, one when it comes back),
-//! a Cluster as soon as one master is silent;
+//! a Cluster as soon as one master is silent, and a reachable Sentinel or Cluster store
+//! never at start;
 //! requests `on_error = "allow"` lets through are counted and logged as such.
 
 use std::time::{Duration, Instant};
@@ -162,6 +163,34 @@ async fn a_cluster_with_a_silent_master_is_not_ready_within_a_second() {
     let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
     assert_eq!(count("store unreachable"), 1, "{log}");
     assert_eq!(count("store reachable again"), 1, "{log}");
+}
+
+/// A Sentinel or Cluster store is found before the start's PING: reachable, it is never
+/// reported unreachable at start, and the gateway is ready from the first probe.
+#[tokio::test]
+async fn a_reachable_sentinel_or_cluster_store_is_not_reported_down_at_start() {
+    let set = SentinelSet::start();
+    let cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    for url in [
+        format!("sentinels = {}\nmaster = \"{MASTER}\"", set.urls_toml()),
+        format!("url = {}", cluster.urls_toml()),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tollgate.toml");
+        let store = format!("backend = \"redis\"\n{url}\ntimeout = \"100ms\"\n");
+        std::fs::write(&path, config(&store, &up, "false")).expect("write");
+        let gw = Process::run(&path);
+        let ready_url = format!("http://{}/readyz", gw.admin.expect("admin"));
+        let ready = eventually_async(Duration::from_secs(30), || async {
+            get(&ready_url, &[]).await.status == 200
+        })
+        .await;
+        let log = gw.log();
+        assert!(ready, "{log}");
+        assert!(!log.contains("cannot be reached at start"), "{url}:\n{log}");
+        assert!(!log.contains("store reachable again"), "{url}:\n{log}");
+    }
 }
 
 #[tokio::test]

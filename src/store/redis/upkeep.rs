@@ -53,9 +53,16 @@ impl RedisStore {
     /// At start: connects a Cluster and learns the fleet's key secret, waiting at most
     /// `within` (the gateway starts while Redis is down, and `maintain` goes on trying).
     pub async fn prepare(&self, within: Duration) {
-        // A Cluster's PING needs its connection: made first, or every Cluster would be
-        // reported unreachable at start.
-        let _ = tokio::time::timeout(within, self.connect_cluster()).await;
+        // A Cluster's PING needs its connection, Sentinel's the master they name: found
+        // first, or every Cluster and Sentinel store would be reported unreachable at
+        // start (and its first requests refused while the fleet's secret was unknown).
+        let found = async {
+            if let Connection::Sentinel(link) = &self.connection {
+                link.refresh(within).await;
+            }
+            self.connect_cluster().await;
+        };
+        let _ = tokio::time::timeout(within, found).await;
         // Said at once, with where and why: a Redis that cannot be reached is the first
         // thing an operator must know (the gateway starts all the same).
         let ping = redis::cmd("PING");
