@@ -2,7 +2,7 @@
 //! traffic: at start while the fleet's key secret is awaited, and when Redis dies mid-run
 //! (`/readyz` 503 within about a second, one line when it goes, one when it comes back),
 //! a Cluster as soon as one master is silent, and a reachable Sentinel or Cluster store
-//! never at start;
+//! never at start, a Redis that answers but takes no writes as one that does not answer;
 //! requests `on_error = "allow"` lets through are counted and logged as such.
 
 use std::time::{Duration, Instant};
@@ -191,6 +191,48 @@ async fn a_reachable_sentinel_or_cluster_store_is_not_reported_down_at_start() {
         assert!(!log.contains("cannot be reached at start"), "{url}:\n{log}");
         assert!(!log.contains("store reachable again"), "{url}:\n{log}");
     }
+}
+
+/// A Redis that answers but takes no writes (here: too few replicas) fails every
+/// decision: it is told unready within about a second, with its cause and whatever the
+/// traffic, and ready again once it takes writes.
+#[tokio::test]
+async fn a_redis_that_refuses_writes_is_not_ready_within_a_second() {
+    let up = Upstream::start().await;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"100ms\"\n",
+        redis.url()
+    );
+    std::fs::write(&path, config(&store, &up, "false")).expect("write");
+    let gw = Process::run(&path);
+    let ready_url = format!("http://{}/readyz", gw.admin.expect("admin"));
+    let ready = || async { get(&ready_url, &[]).await.status == 200 };
+    assert!(
+        eventually_async(Duration::from_secs(30), ready).await,
+        "{}",
+        gw.log()
+    );
+
+    redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    let refusing = Instant::now();
+    let unready = eventually_async(Duration::from_secs(10), || async {
+        get(&ready_url, &[]).await.status == 503
+    })
+    .await;
+    let elapsed = refusing.elapsed();
+    let answer = get(&ready_url, &[]).await.text();
+    redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    assert!(unready, "{}", gw.log());
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    assert!(answer.contains("noreplicas"), "{answer}");
+    assert!(
+        eventually_async(Duration::from_secs(30), ready).await,
+        "{}",
+        gw.log()
+    );
 }
 
 #[tokio::test]

@@ -107,9 +107,10 @@ impl RedisStore {
         }
     }
 
-    /// Asks the store whether it answers, whatever the traffic (and before the fleet's
-    /// secret is known): a failure is recorded with its cause at once, and two in a row
-    /// (half a second apart) say the store is unreachable — logged once, `/readyz` 503.
+    /// Asks the store whether it answers and takes writes, whatever the traffic (and
+    /// before the fleet's secret is known): a failure is recorded with its cause at once,
+    /// and two in a row (half a second apart) say the store is unreachable — logged once,
+    /// `/readyz` 503.
     /// A single node's (or Sentinel's master's) breaker is opened then, so requests take
     /// the `on_error` path at once instead of each waiting for its timeout. A Cluster is
     /// unreachable when one of its masters does not answer (with the default full
@@ -126,14 +127,20 @@ impl RedisStore {
                 }
                 Err(e) => Err(e),
             },
-            // A plain PING, not a script: it costs the node least and is no decision. A
-            // node that answers but refuses writes (a demoted master) fails decisions, and
-            // its breaker's write probe (`probe_open`) says when it takes them again.
-            _ => self.command::<String>(&redis::cmd("PING")).await.map(drop),
+            // The breaker's write probe, not a PING: a node that answers but refuses
+            // writes (a demoted master, out of memory under `noeviction`, a failed
+            // snapshot, too few replicas) fails every decision, and with no traffic a
+            // PING would call it ready. One small write a half second per gateway.
+            _ => {
+                let mut probe = PROBE.prepare_invoke();
+                probe.key(&self.probe_keys[0]);
+                self.invoke::<redis::Value>(&probe).await.map(drop)
+            }
         };
         let e = match answered {
             Ok(()) => {
-                // Back only once no breaker is open (a refusing master answers PING).
+                // Back only once no breaker is open (a Cluster's refusing master answers
+                // PING).
                 if !self.breakers.any_open() && self.health.came_back() {
                     tracing::info!(address = %self.address(), "store reachable again");
                 }

@@ -77,7 +77,8 @@ impl RedisMonitor {
     /// The gateway's script calls (`EVALSHA` / `EVAL`: its decisions, draws and settles)
     /// since the monitor started — not the commands a script runs, and not the calls on
     /// the fleet's overrides (`tg:{overrides}:…`), which every gateway reads once a second
-    /// whatever its traffic. Commands and names are compared in any case.
+    /// whatever its traffic, nor its store probe (`…:probe`, a write each half second).
+    /// Commands and names are compared in any case.
     pub fn decision_calls(&self) -> u64 {
         self.catch_up();
         let lines = self.lines.lock().expect("monitor lines");
@@ -86,7 +87,7 @@ impl RedisMonitor {
             .filter(|l| !l.contains(" lua] "))
             .map(|l| l.to_ascii_lowercase())
             .filter(|l| l.contains("] \"evalsha\" ") || l.contains("] \"eval\" "))
-            .filter(|l| !l.contains("{overrides}"))
+            .filter(|l| !l.contains("{overrides}") && !l.contains(":probe\""))
             .count() as u64
     }
 }
