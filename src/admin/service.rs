@@ -155,14 +155,22 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
     let key = shared.limiter.keys().key_of(&policy.name, &parts);
     match shared.limiter.forget(&key).await {
         Ok(()) => {
+            let mut answer =
+                serde_json::json!({"status": "reset", "policy": policy.name, "key": parts});
             if let Some(remote) = shared.limiter.remote() {
-                // The other gateways may remember a refusal of this key: tell them.
-                if let Err(e) = crate::overrides::announce_reset(remote).await {
-                    tracing::warn!(error = %e, "a key was reset in Redis, but the other gateways were not told: they may refuse it from memory until its wait passes");
-                }
+                // The other gateways may remember a refusal of this key: tell them, and
+                // the caller whether they were told.
+                answer["fleet"] = match crate::overrides::announce_reset(remote).await {
+                    Ok(()) => "told".into(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "a key was reset in Redis, but the other gateways were not told: they may refuse it from memory until its wait passes");
+                        answer["fleet_detail"] = format!("the other gateways were not told ({e}): they may refuse the key from memory until its wait passes; reset again").into();
+                        "not_told".into()
+                    }
+                };
             }
             tracing::info!(policy = %policy.name, "a key's state was reset through the admin API");
-            json_ok(serde_json::json!({"status": "reset", "policy": policy.name, "key": parts}))
+            json_ok(answer)
         }
         Err(e) => json_error(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -1,7 +1,8 @@
 //! What a fleet on Redis keeps of resets and quota windows: a reset through one gateway
-//! ends the other's remembered refusals within about a second (rate and quota keys), and
-//! the Redis scripts themselves, run by a real Redis, never refund a reservation into a
-//! later window nor read another calendar's TAT as usage.
+//! ends the other's remembered refusals within about a second (rate and quota keys), or
+//! says the fleet was not told, and the Redis scripts themselves, run by a real Redis,
+//! never refund a reservation into a later window nor read another calendar's TAT as
+//! usage.
 
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,7 @@ async fn a_reset_through_one_gateway_admits_the_key_on_every_gateway_within_a_se
             let reset_url = a.admin_url(&format!("/admin/reset/{policy}/{key}"));
             let reset = send(&http1(), "POST", &reset_url, &[], b"").await;
             assert_eq!(reset.status, 200, "{}", reset.text());
+            assert_eq!(reset.json()["fleet"], "told", "{}", reset.text());
             let started = Instant::now();
             let mut admitted = false;
             while !admitted && started.elapsed() < Duration::from_secs(10) {
@@ -63,6 +65,46 @@ async fn a_reset_through_one_gateway_admits_the_key_on_every_gateway_within_a_se
             );
         }
     }
+}
+
+/// A reset the other gateways could not be told of (here Redis refuses this gateway the
+/// fleet's overrides keys) still resets the key, and says the fleet was not told.
+#[tokio::test]
+async fn a_reset_the_fleet_was_not_told_of_says_so() {
+    let redis = RedisServer::start();
+    // Every key but the fleet's overrides (`tg:{overrides}:…`).
+    redis.cli(&["ACL", "SETUSER", "gw", "on", ">pw", "~tg:{[^o]*", "+@all"]);
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"redis://gw:pw@127.0.0.1:{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
+            redis.port
+        ))
+        .policy("hourly", "header:x-key", 1, "1h", 1)
+        .route("rate", "/rate", "api", &["hourly"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store_with("/rate", "x-key", "warm-up").await;
+    let call = || async {
+        send(&http1(), "GET", &gw.url("/rate"), &[("x-key", "k")], b"")
+            .await
+            .status
+    };
+    assert_eq!(call().await, 200);
+    assert_eq!(call().await, 429);
+    let reset_url = gw.admin_url("/admin/reset/hourly/k");
+    let reset = send(&http1(), "POST", &reset_url, &[], b"").await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+    let answer = reset.json();
+    assert_eq!(answer["status"], "reset", "{answer}");
+    assert_eq!(answer["fleet"], "not_told", "{answer}");
+    let detail = answer["fleet_detail"].as_str().unwrap_or_default();
+    let why = detail.to_ascii_lowercase();
+    assert!(
+        why.contains("were not told") && why.contains("noperm"),
+        "{answer}"
+    );
+    assert_eq!(call().await, 200, "the key itself is reset");
 }
 
 /// The server's clock in Unix seconds, as the scripts read it.
