@@ -58,6 +58,7 @@ mod rls_envoy;
 mod rls_hostile;
 mod rls_ops;
 mod rls_redis;
+mod rls_reports;
 mod rls_yaml;
 mod settle;
 mod settle_fleet;

@@ -189,3 +189,32 @@ proptest::proptest! {
         }
     }
 }
+
+/// A quota tier decides at its window's end and never holds; forced (a usage report,
+/// `max_delay_ns` unbounded), it is charged past its quota, its usage capped one below
+/// what would read as another calendar's (which would be no usage at all).
+#[test]
+fn a_forced_quota_tier_is_charged_past_its_quota_and_never_wraps_to_unused() {
+    let end = 1_000 * S;
+    let quota_tier = |max_delay_ns| Tier {
+        window: Some(end),
+        // 100 units a window: one unit a nanosecond, a burst of the quota.
+        quota: Quota::new(1, 1, 100).expect("valid"),
+        max_delay_ns,
+        ..tier(1, 1, 7)
+    };
+    let used = |tat| super::super::calendar::used(tat, end);
+    let checked = quota_tier(0);
+    let first = checked.decide(end, 10, 60);
+    assert!(first.admitted && first.delay_ns == 0);
+    assert!(!checked.decide(first.tat, 10, 60).admitted, "60 more do not fit");
+    let forced = quota_tier(u64::MAX);
+    let report = forced.decide(first.tat, 10, 60);
+    assert!(report.admitted && report.delay_ns == 0, "{report:?}");
+    assert_eq!(used(report.tat), 120);
+    let absurd = forced.decide(report.tat, 10, u64::MAX / 2);
+    assert!(absurd.admitted);
+    assert_eq!(absurd.tat, super::super::calendar::max_tat(end));
+    assert!(used(absurd.tat) >= 100, "still used up, not another calendar's");
+    assert!(!checked.decide(absurd.tat, 10, 1).admitted);
+}

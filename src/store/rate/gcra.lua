@@ -52,6 +52,9 @@ for i = 1, n do
   if over < 0 or (ws and over >= 900000000000) then over = 0 end
   local ahead = over + cost * t
   if ahead <= tau + max_delay then
+    -- A forced quota tier (a usage report) is charged whatever it owes, its usage capped
+    -- one below what would read as another calendar's.
+    if ws and ahead >= 900000000000 then ahead = 899999999999 end
     fresh[i] = basis + ahead
   elseif not shadow then
     denied = true
