@@ -92,13 +92,12 @@ impl Tier {
             Some(end) => {
                 let tat = super::calendar::carried(tat, end);
                 // No hold for a quota (its `max_delay` is refused), but a forced tier (a
-                // usage report, `max_delay_ns` unbounded) is charged whatever it owes:
-                // its usage capped one below what would read as another calendar's.
+                // usage report, `max_delay_ns` unbounded: `RequestTiers::force_last`) is
+                // charged whatever it owes, its usage capped one below what would read as
+                // another calendar's (which would be no usage at all).
                 let mut d = self.quota.decide(tat, end, cost, self.max_delay_ns);
-                if d.admitted {
-                    d.tat = d.tat.min(super::calendar::max_tat(end));
-                    d.delay_ns = 0;
-                }
+                d.tat = d.tat.min(super::calendar::max_tat(end));
+                d.delay_ns = 0;
                 // Nothing refills before the reset: a denial waits for it (forever when
                 // the cost alone is more than the quota), the key is idle once it is past.
                 let until_reset = end.saturating_sub(now);

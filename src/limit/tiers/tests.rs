@@ -203,18 +203,20 @@ fn a_forced_quota_tier_is_charged_past_its_quota_and_never_wraps_to_unused() {
         max_delay_ns,
         ..tier(1, 1, 7)
     };
-    let used = |tat| super::super::calendar::used(tat, end);
-    let checked = quota_tier(0);
-    let first = checked.decide(end, 10, 60);
+    let table = MapTable::default();
+    let used = || super::super::calendar::used(table.peek(7), end);
+    let (checked, forced) = ([quota_tier(0)], [quota_tier(u64::MAX)]);
+    let first = evaluate(&table, &checked, 10, 60);
     assert!(first.admitted && first.delay_ns == 0);
-    assert!(!checked.decide(first.tat, 10, 60).admitted, "60 more do not fit");
-    let forced = quota_tier(u64::MAX);
-    let report = forced.decide(first.tat, 10, 60);
+    assert!(
+        !evaluate(&table, &checked, 10, 60).admitted,
+        "60 more do not fit"
+    );
+    let report = evaluate(&table, &forced, 10, 60);
     assert!(report.admitted && report.delay_ns == 0, "{report:?}");
-    assert_eq!(used(report.tat), 120);
-    let absurd = forced.decide(report.tat, 10, u64::MAX / 2);
-    assert!(absurd.admitted);
-    assert_eq!(absurd.tat, super::super::calendar::max_tat(end));
-    assert!(used(absurd.tat) >= 100, "still used up, not another calendar's");
-    assert!(!checked.decide(absurd.tat, 10, 1).admitted);
+    assert_eq!(used(), 120);
+    assert!(evaluate(&table, &forced, 10, u64::MAX / 2).admitted);
+    assert_eq!(table.peek(7), super::super::calendar::max_tat(end));
+    assert!(used() >= 100, "still used up, not another calendar's");
+    assert!(!evaluate(&table, &checked, 10, 1).admitted);
 }
