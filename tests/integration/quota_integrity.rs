@@ -1,8 +1,9 @@
 //! Calendar quotas an attacker cannot bend, replayed through the gateway: a flood of
 //! invented quota keys takes no room from other policies (nor after a restart with the
-//! state file), a reservation made before midnight refunds nothing into the next day, and
-//! a changed calendar starts usage at zero with a truthful Retry-After (memory, state file,
-//! Redis). A reset reaching the fleet: `fleet_reset.rs`.
+//! state file), a reservation made before midnight refunds nothing into the next day, a
+//! debt settled two days late leaves today's usage alone, and a changed calendar starts
+//! usage at zero with a truthful Retry-After (memory, state file, Redis). A reset reaching
+//! the fleet: `quota_redis.rs`.
 
 use std::time::Duration;
 
@@ -162,6 +163,36 @@ async fn a_reservation_made_before_midnight_gives_nothing_back_to_the_next_day()
     let refused = send(&http2(), "GET", &gw.url("/"), &[("x-key", "acme")], b"").await;
     assert_eq!(refused.status, 429, "at most the quota in one window");
     assert_eq!(refused.num("retry-after"), 86_400);
+}
+
+/// A call admitted before one midnight and settled after the next (its answer took over a
+/// day) owes its debt to a day long gone: today's usage is not touched by it (it was
+/// overwritten with the debt alone, so a day-long call reset its key's day).
+#[tokio::test]
+async fn a_debt_settled_two_days_late_leaves_todays_usage_as_it_is() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&reserved_daily(), &up.url()).await;
+    let slow = tokio::spawn({
+        let url = gw.url("/v1/usage");
+        async move {
+            let headers = [("x-key", "acme"), ("x-usage", "90"), ("x-delay-ms", "4000")];
+            send(&http1(), "GET", &url, &headers, b"").await.status
+        }
+    });
+    assert!(eventually(Duration::from_secs(10), || up.requests() == 1).await);
+    gw.advance((TO_MIDNIGHT_S + 86_400) * S);
+    for _ in 0..2 {
+        let headers = [("x-key", "acme"), ("x-usage", "50")];
+        let r = send(&http1(), "GET", &gw.url("/v1/usage"), &headers, b"").await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(slow.await.expect("call"), 200);
+    let today = get(&gw.admin_url("/admin/limits/tokens/acme"), &[])
+        .await
+        .json();
+    assert_eq!(today["used"], 100, "{today}");
+    let refused = send(&http2(), "GET", &gw.url("/"), &[("x-key", "acme")], b"").await;
+    assert_eq!(refused.status, 429, "today stays used up");
 }
 
 /// A quota of 3 per `window` (its lines: `window = "month"`, an anchor, …).

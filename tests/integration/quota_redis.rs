@@ -167,6 +167,24 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
         &own,
     ]);
     assert_eq!(refunded.trim(), "31");
+    // A debt of a day that ended before yesterday ended: today's usage is left as it is.
+    let (old_end, old_next) = (now - 86_500, now - 100);
+    let long_gone = format!("{}:{old_end}:{old_next}", old_end - 86_400);
+    let today = format!("{}:000000080", now + 86_300);
+    redis.cli(&["SET", "today-key", &today]);
+    let late = redis.cli(&[
+        "EVAL",
+        settle,
+        "1",
+        "today-key",
+        "debt",
+        "40",
+        "0",
+        "899999999999",
+        &long_gone,
+    ]);
+    assert_eq!(late.trim(), "0");
+    assert_eq!(redis.cli(&["GET", "today-key"]).trim(), today);
 
     // A TAT written under a monthly calendar, read by a daily one: 20 days past the
     // day's end is no usage of the day, so a quota of 3 admits.

@@ -12,7 +12,8 @@
 --          A refund of a reservation whose window has ended gives nothing back (the
 --          units were served in that window, not in the one now running); a TAT written
 --          under another calendar (15 minutes or more past the end, limit::calendar's
---          CARRY_NS) is no usage of this window.
+--          CARRY_NS) is no usage of this window. Once the window after it has ended
+--          too, nothing is settled (the key's TAT is a later window's).
 -- Returns  the debt (TAT − now, ns; a quota: TAT − the window's end, its units used)
 local op, ns = ARGV[1], tonumber(ARGV[2])
 local room, max_debt = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -20,6 +21,9 @@ local basis, ended = 0, false
 local ws, we, wn = string.match(ARGV[5] or '', '^(%d+):(%d+):(%d+)$')
 if ws then
   local e = tonumber(we)
+  -- The window after the admitting one has ended too: the key's TAT, if any, is a later
+  -- window's usage this settle cannot be placed against; nothing is settled.
+  if now_s >= tonumber(wn) then return 0 end
   if now_s < tonumber(ws) then
     e = tonumber(ws)
   elseif now_s >= e then

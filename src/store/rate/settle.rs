@@ -93,6 +93,23 @@ impl PendingSettle {
         }
     }
 
+    /// Whether the window after the admitting one has ended too (a quota settled two or
+    /// more windows late): its units were served windows ago, and the key's TAT, if any,
+    /// is a later window's usage this settle cannot place itself against — settling on
+    /// the next window's end, already past, read that usage as another calendar's and
+    /// overwrote it with the debt alone. Nothing is settled then.
+    pub fn long_ended(&self, now: u64) -> bool {
+        match self.window {
+            Some((end, bounds)) => {
+                let next_ns = u64::try_from(bounds.next.saturating_sub(bounds.end))
+                    .unwrap_or(0)
+                    .saturating_mul(crate::limit::gcra::NANOS_PER_SEC);
+                now >= end.saturating_add(next_ns)
+            }
+            None => false,
+        }
+    }
+
     /// The most a settle may leave the key owing past its basis: a quota's usage stays
     /// below what would read as another calendar's TAT.
     fn max_debt_ns(&self) -> u64 {
@@ -129,6 +146,9 @@ impl PendingSettle {
 /// Settles `pending` at `units` in the process-local table, at `now`: the debt (TAT −
 /// now; for a quota, TAT − its window's end: the units used) after.
 pub fn settle_local(local: &MemoryStore, pending: &PendingSettle, units: u64, now: u64) -> u64 {
+    if pending.long_ended(now) {
+        return 0;
+    }
     let (basis, ended) = pending.basis(now);
     let carried = |tat: u64| match pending.window {
         Some(_) => calendar::carried(tat, basis),
