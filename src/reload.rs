@@ -260,7 +260,7 @@ fn warn_of_kind_changes(old: &Config, new: &mut Config) {
         };
         if let Some(change) = calendar_change(before, p) {
             warnings.push(format!(
-                "{}: warning: policy `{}`'s calendar changed ({change}): every key's usage starts at zero in the new calendar's window, whose end Retry-After and resets_at now name (a usage counted under the old calendar is not carried over)",
+                "{}: warning: policy `{}`'s calendar changed ({change}): every key's usage starts at zero in the new calendar's window, whose end Retry-After and resets_at now name (a usage counted under the old calendar is not carried over, except into a window that ends when the old one did, e.g. month to day on the month's last day: there it counts until that window ends; rename the policy to start every key afresh at once)",
                 new.path.display(),
                 p.name
             ));
