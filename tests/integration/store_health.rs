@@ -1,6 +1,7 @@
 //! Store health you can see: with Redis down, the binary says at once where and why, the
 //! metric names the cause, `/readyz` says why it is not ready and `/admin/stats` shows the
-//! store's address, breaker and last error — never its password.
+//! store's address, breaker and last error — never its password; with Sentinel, how many
+//! Sentinels answer (none: still ready, said once).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -122,4 +123,58 @@ async fn stats_showing_the_store(admin: SocketAddr, address: &str) -> serde_json
         "{store}"
     );
     stats
+}
+
+/// With every Sentinel gone the master still serves (ready), and the store's state says
+/// that none answers, so a failover could not be followed; said in the log once.
+#[tokio::test]
+async fn sentinels_that_stopped_answering_are_shown_while_the_master_serves() {
+    let mut set = SentinelSet::start();
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nsentinels = {}\nmaster = \"{MASTER}\"\ntimeout = \"100ms\"",
+            set.urls_toml()
+        ))
+        .policy("tenant", "header:x-k", 10, "1s", 10)
+        .route("api", "/", "api", &["tenant"])
+        .build_for(&up.url());
+    std::fs::write(&path, toml).expect("write");
+    let gw = Process::run(&path);
+    let admin = gw.admin.expect("admin");
+    let stats = || async move {
+        get(&format!("http://{admin}/admin/stats"), &[])
+            .await
+            .json()["store"]
+            .clone()
+    };
+    let all = eventually_async(Duration::from_secs(30), || async {
+        stats().await["sentinels"] == serde_json::json!({"answering": 3, "of": 3})
+    })
+    .await;
+    assert!(all, "{}", stats().await);
+    set.stop_sentinels();
+    let none = eventually_async(Duration::from_secs(30), || async {
+        stats().await["sentinels"]["answering"] == 0
+    })
+    .await;
+    let store = stats().await;
+    assert!(none, "{store}");
+    assert_eq!(store["ready"], true, "the master still serves: {store}");
+    assert_eq!(
+        get(&format!("http://{admin}/readyz"), &[]).await.status,
+        200
+    );
+    let said = eventually(Duration::from_secs(5), || {
+        gw.log().contains("no Redis Sentinel answers")
+    })
+    .await;
+    assert!(said, "{}", gw.log());
+    let log = gw.log();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("no Redis Sentinel answers"));
+    assert_eq!(lines.count(), 1, "said once: {log}");
 }

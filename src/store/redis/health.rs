@@ -228,7 +228,14 @@ pub fn report(store: &super::RedisStore) -> serde_json::Value {
         })
     });
     let open_groups = store.breakers.open().count();
-    serde_json::json!({
+    let sentinels = match &store.connection {
+        super::Connection::Sentinel(link) => {
+            let (answering, of) = link.sentinels_answering();
+            Some(serde_json::json!({"answering": answering, "of": of}))
+        }
+        _ => None,
+    };
+    let mut report = serde_json::json!({
         "backend": "redis",
         "address": store.address(),
         "reachable": !store.health.is_down(),
@@ -240,7 +247,12 @@ pub fn report(store: &super::RedisStore) -> serde_json::Value {
         "ready": unready(store).is_none(),
         "failed_calls": store.health.failed(),
         "last_error": last,
-    })
+    });
+    if let Some(sentinels) = sentinels {
+        // With none answering the master still serves; a failover cannot be followed.
+        report["sentinels"] = sentinels;
+    }
+    report
 }
 
 #[cfg(test)]

@@ -47,6 +47,11 @@ struct Master {
 }
 
 impl SentinelLink {
+    /// How many Sentinels named the master when last asked, of how many.
+    pub fn sentinels_answering(&self) -> (usize, usize) {
+        self.sentinels.answering()
+    }
+
     pub fn new(
         sentinels: &[String],
         master: &SentinelMaster,
@@ -106,10 +111,8 @@ impl SentinelLink {
                 return Some(moved);
             }
         }
-        let Some(named) = self.sentinels.newest(&self.name, limit).await else {
-            tracing::warn!("no Redis Sentinel named a master");
-            return None;
-        };
+        // None answering is said by `newest`, once.
+        let named = self.sentinels.newest(&self.name, limit).await?;
         let epoch = self.epoch.load(Ordering::Relaxed);
         if named.epoch < epoch && self.master.load().is_some() {
             // A Sentinel that has not heard of the failover this gateway followed (with

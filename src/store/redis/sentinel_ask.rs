@@ -26,6 +26,8 @@ pub struct Named {
 pub struct Sentinels {
     clients: Vec<redis::Client>,
     connections: tokio::sync::Mutex<Vec<Option<MultiplexedConnection>>>,
+    /// How many named the master when last asked (all of them until asked).
+    answering: std::sync::atomic::AtomicUsize,
 }
 
 impl Sentinels {
@@ -35,10 +37,18 @@ impl Sentinels {
             .map(|u| redis::Client::open(u.as_str()))
             .collect::<redis::RedisResult<Vec<_>>>()?;
         let connections = tokio::sync::Mutex::new(vec![None; clients.len()]);
+        let answering = std::sync::atomic::AtomicUsize::new(clients.len());
         Ok(Self {
             clients,
             connections,
+            answering,
         })
+    }
+
+    /// How many Sentinels named the master when last asked, of how many.
+    pub fn answering(&self) -> (usize, usize) {
+        let answering = self.answering.load(std::sync::atomic::Ordering::Relaxed);
+        (answering, self.clients.len())
     }
 
     /// Every Sentinel's answer for `name`, each within `limit`, and the newest of them
@@ -56,6 +66,16 @@ impl Sentinels {
             .into_iter()
             .flatten()
             .collect();
+        let before = self
+            .answering
+            .swap(answers.len(), std::sync::atomic::Ordering::Relaxed);
+        // Said once each way: with no Sentinel answering, the master still serves, but a
+        // failover can no longer be followed.
+        if answers.is_empty() && before > 0 {
+            tracing::warn!("no Redis Sentinel answers: decisions go on at the master last named, but a failover cannot be followed until one does");
+        } else if !answers.is_empty() && before == 0 {
+            tracing::info!(answering = answers.len(), "Redis Sentinels answer again");
+        }
         let mut newest = answers.iter().max_by_key(|n| n.epoch)?.clone();
         newest.failing = answers.iter().any(|n| {
             n.failing && n.epoch == newest.epoch && n.host == newest.host && n.port == newest.port

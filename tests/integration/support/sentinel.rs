@@ -97,6 +97,16 @@ impl SentinelSet {
     }
 }
 
+impl SentinelSet {
+    /// Stops every Sentinel (the master and its replica go on).
+    pub fn stop_sentinels(&mut self) {
+        for (_, child) in &mut self.sentinels {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 impl Drop for SentinelSet {
     fn drop(&mut self) {
         for (_, child) in &mut self.sentinels {
