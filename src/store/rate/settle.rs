@@ -84,12 +84,7 @@ impl PendingSettle {
         match self.window {
             None => (now, false),
             Some((end, _)) if now < end => (end, false),
-            Some((end, bounds)) => {
-                let next_ns = u64::try_from(bounds.next.saturating_sub(bounds.end))
-                    .unwrap_or(0)
-                    .saturating_mul(crate::limit::gcra::NANOS_PER_SEC);
-                (end.saturating_add(next_ns), true)
-            }
+            Some((end, bounds)) => (next_end(end, &bounds), true),
         }
     }
 
@@ -99,15 +94,8 @@ impl PendingSettle {
     /// the next window's end, already past, read that usage as another calendar's and
     /// overwrote it with the debt alone. Nothing is settled then.
     pub fn long_ended(&self, now: u64) -> bool {
-        match self.window {
-            Some((end, bounds)) => {
-                let next_ns = u64::try_from(bounds.next.saturating_sub(bounds.end))
-                    .unwrap_or(0)
-                    .saturating_mul(crate::limit::gcra::NANOS_PER_SEC);
-                now >= end.saturating_add(next_ns)
-            }
-            None => false,
-        }
+        self.window
+            .is_some_and(|(end, bounds)| now >= next_end(end, &bounds))
     }
 
     /// The most a settle may leave the key owing past its basis: a quota's usage stays
@@ -141,6 +129,15 @@ impl PendingSettle {
             }),
         }
     }
+}
+
+/// The end of the window after the one ending at `end` (on the monotonic timeline),
+/// `bounds` being that window's.
+fn next_end(end: u64, bounds: &crate::limit::calendar::Bounds) -> u64 {
+    let next_ns = u64::try_from(bounds.next.saturating_sub(bounds.end))
+        .unwrap_or(0)
+        .saturating_mul(crate::limit::gcra::NANOS_PER_SEC);
+    end.saturating_add(next_ns)
 }
 
 /// Settles `pending` at `units` in the process-local table, at `now`: the debt (TAT −
