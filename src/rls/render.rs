@@ -277,30 +277,19 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::{Missing, PolicyKind, RateLimit, Sync};
-    use crate::limit::Mode;
 
-    /// A rate policy of `limit` per `period` and what `current_limit` states of it.
+    /// A rate policy of `limit` per `period`, as the config compiles it, and what
+    /// `current_limit` states of it.
     fn stated_of(limit: u64, period: Duration) -> (u32, Unit) {
-        let ns = u64::try_from(period.as_nanos()).unwrap();
-        let quota = Quota::new(limit, ns, limit).unwrap();
-        let policy = Policy {
-            name: "p".into(),
-            key: Vec::new(),
-            missing: Missing::Shared,
-            mode: Mode::Enforce,
-            max_delay: Duration::ZERO,
-            kind: PolicyKind::Rate(RateLimit {
-                limit,
-                period,
-                quota,
-                overrides: Default::default(),
-                settle: None,
-                sync: Sync::Exact,
-                calendar: None,
-            }),
-        };
-        stated(&policy, &quota)
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[policies.p]\nkey = \"header:x\"\nlimit = {limit}\nperiod = \"{}s\"\nburst = {limit}\n",
+            period.as_secs()
+        );
+        let config = crate::config::compile(std::path::Path::new("t.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let policy = config.policy("p").expect("policy p");
+        let quota = policy.rate().expect("a rate").quota;
+        stated(policy, &quota)
     }
 
     #[test]
