@@ -22,17 +22,38 @@ fn stats_store(body: &serde_json::Value) -> serde_json::Value {
     body["store"].clone()
 }
 
+/// The binary on a Redis store (`store`: its `[store]` lines) in front of `up`, its
+/// config in `dir`; and where its `/readyz` answers.
+fn gateway_on(store: &str, up: &Upstream, dir: &std::path::Path) -> (Process, String) {
+    let path = dir.join("tollgate.toml");
+    let store = format!("backend = \"redis\"\n{store}\ntimeout = \"100ms\"\n");
+    std::fs::write(&path, config(&store, up, "false")).expect("write");
+    let gw = Process::run(&path);
+    let ready_url = format!("http://{}/readyz", gw.admin.expect("admin"));
+    (gw, ready_url)
+}
+
+/// Whether `/readyz` at `url` answers `status` within `secs` seconds.
+async fn readyz_becomes(url: &str, status: u16, secs: u64) -> bool {
+    eventually_async(Duration::from_secs(secs), || async {
+        get(url, &[]).await.status == status
+    })
+    .await
+}
+
+/// How many lines of `log` say `what`.
+fn lines_saying(log: &str, what: &str) -> usize {
+    log.lines().filter(|l| l.contains(what)).count()
+}
+
 #[tokio::test]
 async fn redis_down_from_the_start_shows_open_with_its_cause_before_any_request() {
     let up = Upstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
     // No key_secret: the fleet's secret is awaited from Redis, which never answers.
     let port = free_port();
-    let store =
-        format!("backend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\ntimeout = \"100ms\"\n");
-    std::fs::write(&path, config(&store, &up, "false")).expect("write");
-    let gw = Process::run(&path);
+    let url = format!("url = \"redis://127.0.0.1:{port}\"");
+    let (gw, _) = gateway_on(&url, &up, dir.path());
     let admin = gw.admin.expect("admin");
     let stats_url = format!("http://{admin}/admin/stats");
     // Not one request is sent: the background probe alone must tell.
@@ -67,28 +88,12 @@ async fn redis_dying_mid_run_is_not_ready_within_a_second_and_said_once_each_way
     let up = Upstream::start().await;
     let mut redis = RedisServer::start();
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    let store = format!(
-        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"100ms\"\n",
-        redis.url()
-    );
-    std::fs::write(&path, config(&store, &up, "false")).expect("write");
-    let gw = Process::run(&path);
-    let admin = gw.admin.expect("admin");
-    let ready_url = format!("http://{admin}/readyz");
-    let ready = eventually_async(Duration::from_secs(30), || async {
-        get(&ready_url, &[]).await.status == 200
-    })
-    .await;
-    assert!(ready, "{}", gw.log());
+    let (gw, ready_url) = gateway_on(&format!("url = \"{}\"", redis.url()), &up, dir.path());
+    assert!(readyz_becomes(&ready_url, 200, 30).await, "{}", gw.log());
 
     redis.kill();
     let killed = Instant::now();
-    let unready = eventually_async(Duration::from_secs(10), || async {
-        get(&ready_url, &[]).await.status == 503
-    })
-    .await;
-    assert!(unready, "{}", gw.log());
+    assert!(readyz_becomes(&ready_url, 503, 10).await, "{}", gw.log());
     // About a second: two probes half a second apart, with a margin for a busy machine.
     assert!(
         killed.elapsed() < Duration::from_secs(3),
@@ -102,20 +107,15 @@ async fn redis_dying_mid_run_is_not_ready_within_a_second_and_said_once_each_way
     assert!(gone, "{}", gw.log());
 
     redis.restart();
-    let back = eventually_async(Duration::from_secs(30), || async {
-        get(&ready_url, &[]).await.status == 200
-    })
-    .await;
-    assert!(back, "{}", gw.log());
+    assert!(readyz_becomes(&ready_url, 200, 30).await, "{}", gw.log());
     let said = eventually(Duration::from_secs(5), || {
         gw.log().contains("store reachable again")
     })
     .await;
     assert!(said, "{}", gw.log());
     let log = gw.log();
-    let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
-    assert_eq!(count("store unreachable"), 1, "{log}");
-    assert_eq!(count("store reachable again"), 1, "{log}");
+    assert_eq!(lines_saying(&log, "store unreachable"), 1, "{log}");
+    assert_eq!(lines_saying(&log, "store reachable again"), 1, "{log}");
 }
 
 /// A Cluster is told unready within about a second of one master going silent (with the
@@ -126,43 +126,24 @@ async fn a_cluster_with_a_silent_master_is_not_ready_within_a_second() {
     let cluster = RedisCluster::start();
     let up = Upstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    let store = format!(
-        "backend = \"redis\"\nurl = {}\ntimeout = \"100ms\"\n",
-        cluster.urls_toml()
-    );
-    std::fs::write(&path, config(&store, &up, "false")).expect("write");
-    let gw = Process::run(&path);
-    let ready_url = format!("http://{}/readyz", gw.admin.expect("admin"));
-    let ready = eventually_async(Duration::from_secs(30), || async {
-        get(&ready_url, &[]).await.status == 200
-    })
-    .await;
-    assert!(ready, "{}", gw.log());
+    let (gw, ready_url) = gateway_on(&format!("url = {}", cluster.urls_toml()), &up, dir.path());
+    assert!(readyz_becomes(&ready_url, 200, 30).await, "{}", gw.log());
 
     // Frozen, not killed: it comes back as it was, and its peers do not fail it over
     // within the few seconds it is silent.
     cluster.nodes[1].pause();
     let silent = Instant::now();
-    let unready = eventually_async(Duration::from_secs(10), || async {
-        get(&ready_url, &[]).await.status == 503
-    })
-    .await;
+    let unready = readyz_becomes(&ready_url, 503, 10).await;
     let elapsed = silent.elapsed();
     let answer = get(&ready_url, &[]).await.text();
     cluster.nodes[1].resume();
     assert!(unready, "{}", gw.log());
     assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
     assert!(answer.contains("a node does not answer"), "{answer}");
-    let back = eventually_async(Duration::from_secs(30), || async {
-        get(&ready_url, &[]).await.status == 200
-    })
-    .await;
-    assert!(back, "{}", gw.log());
+    assert!(readyz_becomes(&ready_url, 200, 30).await, "{}", gw.log());
     let log = gw.log();
-    let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
-    assert_eq!(count("store unreachable"), 1, "{log}");
-    assert_eq!(count("store reachable again"), 1, "{log}");
+    assert_eq!(lines_saying(&log, "store unreachable"), 1, "{log}");
+    assert_eq!(lines_saying(&log, "store reachable again"), 1, "{log}");
 }
 
 /// A Sentinel or Cluster store is found before the start's PING: reachable, it is never
@@ -177,15 +158,8 @@ async fn a_reachable_sentinel_or_cluster_store_is_not_reported_down_at_start() {
         format!("url = {}", cluster.urls_toml()),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("tollgate.toml");
-        let store = format!("backend = \"redis\"\n{url}\ntimeout = \"100ms\"\n");
-        std::fs::write(&path, config(&store, &up, "false")).expect("write");
-        let gw = Process::run(&path);
-        let ready_url = format!("http://{}/readyz", gw.admin.expect("admin"));
-        let ready = eventually_async(Duration::from_secs(30), || async {
-            get(&ready_url, &[]).await.status == 200
-        })
-        .await;
+        let (gw, ready_url) = gateway_on(&url, &up, dir.path());
+        let ready = readyz_becomes(&ready_url, 200, 30).await;
         let log = gw.log();
         assert!(ready, "{log}");
         assert!(!log.contains("cannot be reached at start"), "{url}:\n{log}");
@@ -201,38 +175,19 @@ async fn a_redis_that_refuses_writes_is_not_ready_within_a_second() {
     let up = Upstream::start().await;
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    let store = format!(
-        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"100ms\"\n",
-        redis.url()
-    );
-    std::fs::write(&path, config(&store, &up, "false")).expect("write");
-    let gw = Process::run(&path);
-    let ready_url = format!("http://{}/readyz", gw.admin.expect("admin"));
-    let ready = || async { get(&ready_url, &[]).await.status == 200 };
-    assert!(
-        eventually_async(Duration::from_secs(30), ready).await,
-        "{}",
-        gw.log()
-    );
+    let (gw, ready_url) = gateway_on(&format!("url = \"{}\"", redis.url()), &up, dir.path());
+    assert!(readyz_becomes(&ready_url, 200, 30).await, "{}", gw.log());
 
     redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
     let refusing = Instant::now();
-    let unready = eventually_async(Duration::from_secs(10), || async {
-        get(&ready_url, &[]).await.status == 503
-    })
-    .await;
+    let unready = readyz_becomes(&ready_url, 503, 10).await;
     let elapsed = refusing.elapsed();
     let answer = get(&ready_url, &[]).await.text();
     redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
     assert!(unready, "{}", gw.log());
     assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
     assert!(answer.contains("noreplicas"), "{answer}");
-    assert!(
-        eventually_async(Duration::from_secs(30), ready).await,
-        "{}",
-        gw.log()
-    );
+    assert!(readyz_becomes(&ready_url, 200, 30).await, "{}", gw.log());
 }
 
 #[tokio::test]
