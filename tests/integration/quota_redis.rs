@@ -127,25 +127,30 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     let settle = &[tat, include_str!("../../src/store/rate/settle.lua")].concat();
     let gcra = &[tat, include_str!("../../src/store/rate/gcra.lua")].concat();
     let now = redis_now(&redis);
+    // settle.lua on `key`: `op` ("debt" or "refund") of `ns`, `room` to refund, in
+    // `window`, the debt bound just below another calendar's.
+    let settle_on = |key: &str, op: &str, ns: &str, room: &str, window: &str| {
+        let args = [
+            "EVAL",
+            settle,
+            "1",
+            key,
+            op,
+            ns,
+            room,
+            "899999999999",
+            window,
+        ];
+        redis.cli(&args).trim().to_owned()
+    };
     // A day that ended 100 s ago; the key has used 80 units of the day running now.
     let end = now - 100;
     let (start, next) = (end - 86_400, end + 86_400);
     let window = format!("{start}:{end}:{next}");
     redis.cli(&["SET", "quota-key", &format!("{next}:000000080")]);
-    let after = redis.cli(&[
-        "EVAL",
-        settle,
-        "1",
-        "quota-key",
-        "refund",
-        "49",
-        "50",
-        "899999999999",
-        &window,
-    ]);
+    let after = settle_on("quota-key", "refund", "49", "50", &window);
     assert_eq!(
-        after.trim(),
-        "80",
+        after, "80",
         "a reservation of the day that ended gives nothing back"
     );
     assert_eq!(
@@ -155,35 +160,13 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     // Within its own window, the same refund is given.
     let own = format!("{}:{}:{}", now - 10, now + 86_390, now + 2 * 86_400 - 10);
     redis.cli(&["SET", "own-key", &format!("{}:000000080", now + 86_390)]);
-    let refunded = redis.cli(&[
-        "EVAL",
-        settle,
-        "1",
-        "own-key",
-        "refund",
-        "49",
-        "50",
-        "899999999999",
-        &own,
-    ]);
-    assert_eq!(refunded.trim(), "31");
+    assert_eq!(settle_on("own-key", "refund", "49", "50", &own), "31");
     // A debt of a day that ended before yesterday ended: today's usage is left as it is.
     let (old_end, old_next) = (now - 86_500, now - 100);
     let long_gone = format!("{}:{old_end}:{old_next}", old_end - 86_400);
     let today = format!("{}:000000080", now + 86_300);
     redis.cli(&["SET", "today-key", &today]);
-    let late = redis.cli(&[
-        "EVAL",
-        settle,
-        "1",
-        "today-key",
-        "debt",
-        "40",
-        "0",
-        "899999999999",
-        &long_gone,
-    ]);
-    assert_eq!(late.trim(), "0");
+    assert_eq!(settle_on("today-key", "debt", "40", "0", &long_gone), "0");
     assert_eq!(redis.cli(&["GET", "today-key"]).trim(), today);
 
     // A TAT written under a monthly calendar, read by a daily one: 20 days past the
