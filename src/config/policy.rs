@@ -143,6 +143,9 @@ pub struct Settle {
     pub priced: Option<std::sync::Arc<super::Prices>>,
     /// The largest settled value; larger ones are capped (and counted).
     pub max_cost: u64,
+    /// `max_cost` was written: a priced request whose cost its body does not bound
+    /// reserves it (else only its input's price; see `RequestTiers::quote`).
+    pub max_cost_given: bool,
     /// Measured bytes are divided by this (rounded up) to make units.
     pub unit: std::num::NonZeroU64,
     /// When the upstream fails (no answer, or 5xx without the value), settle at what was

@@ -27,20 +27,28 @@ pub struct Prices {
     pub name: String,
     /// Where the model's name is read.
     pub model: KeySource,
-    /// Every row, `default` (when given) last; looked up through `by_model`.
+    /// Every row, then `default` (when given), then the dearest of each price;
+    /// looked up through `by_model`.
     pub rows: Vec<TokenPrice>,
     by_model: HashMap<Box<[u8]>, u32>,
     default: Option<u32>,
+    /// The row of a request whose body was not read (too large, not JSON) on a table
+    /// with a `default`: the model it names is unknown, so each price is the dearest any
+    /// row has — a client cannot pick a cheaper row by padding its body.
+    /// `None`: the table prices nothing.
+    unread: Option<u32>,
     output_limits: [Arc<JsonPointer>; 3],
     choices: Arc<JsonPointer>,
 }
 
-/// A request's quote: the row its model is priced by, and the most it can cost (`None`:
-/// unbounded — its input or output is unknown).
+/// A request's quote: the row its model is priced by, the most it can cost (`None`:
+/// unbounded — its input or output is unknown), and what its input alone costs (as far
+/// as the body shows it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quote {
     pub row: u32,
     pub most: Option<u64>,
+    pub input: u64,
 }
 
 /// The request names a model the table does not price, and it has no `default`.
@@ -64,6 +72,10 @@ impl Prices {
             rows.push(price);
             (rows.len() - 1) as u32
         });
+        let unread = (!rows.is_empty()).then(|| {
+            rows.push(dearest(&rows));
+            (rows.len() - 1) as u32
+        });
         let pointer = |text: &str| Arc::new(text.parse::<JsonPointer>().expect("a valid pointer"));
         Self {
             name,
@@ -71,6 +83,7 @@ impl Prices {
             rows,
             by_model,
             default,
+            unread,
             output_limits: OUTPUT_LIMITS.map(pointer),
             choices: pointer(CHOICES),
         }
@@ -101,7 +114,14 @@ impl Prices {
         let models = self.model.extract(view).map_err(|_| Unpriced)?;
         let mut rows = models.iter().map(|m| self.row_of(m.as_text().as_bytes()));
         let first = if models.is_empty() {
-            self.default
+            let unread = matches!(self.model, KeySource::Json(_))
+                && view.body.is_none_or(|b| !b.read_whole());
+            if unread {
+                // Without a `default`, a model not shown is refused as one not priced.
+                self.default.and(self.unread)
+            } else {
+                self.default
+            }
         } else {
             rows.next().flatten()
         };
@@ -116,9 +136,11 @@ impl Prices {
     }
 
     fn quote_row(&self, row: u32, estimate: Estimate) -> Quote {
+        let price = &self.rows[row as usize];
         Quote {
             row,
-            most: self.rows[row as usize].most(estimate),
+            most: price.most(estimate),
+            input: price.input_cost(estimate),
         }
     }
 
@@ -139,5 +161,71 @@ impl Prices {
             input_tokens: body.len,
             output_tokens: output.map(|o| o.saturating_mul(choices)),
         }
+    }
+}
+
+/// A row with the dearest of each price of `rows` (and the largest `max_output`, none
+/// when a row has none).
+fn dearest(rows: &[TokenPrice]) -> TokenPrice {
+    let most = |f: fn(&TokenPrice) -> u64| rows.iter().map(f).max().unwrap_or(0);
+    TokenPrice {
+        input: most(|r| r.input),
+        cached_input: most(|r| r.cached_input),
+        output: most(|r| r.output),
+        max_output: rows
+            .iter()
+            .map(|r| r.max_output)
+            .try_fold(0, |a, b| Some(a.max(b?))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compile(table: &str) -> Result<Arc<Prices>, String> {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:1\"]\n[prices.llm]\nmodel = \"json:/model\"\n{table}\n[policies.p]\nkey = \"ip\"\nquota = 1000000\nwindow = \"day\"\nreserve = \"price:llm\"\nsettle = \"usage:llm\"\nmax_cost = 1000\n[[routes]]\nname = \"r\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"p\"]\n"
+        );
+        let config = crate::config::compile(std::path::Path::new("t.toml"), &text)
+            .map_err(|e| e.to_string())?;
+        Ok(config.prices[0].clone())
+    }
+
+    #[test]
+    fn prices_are_kept_to_a_millionth_and_a_finer_one_is_refused() {
+        let prices = compile("\"m\" = { input = 0.15, output = 0.000001 }").expect("valid");
+        assert_eq!((prices.rows[0].input, prices.rows[0].output), (150_000, 1));
+        for finer in ["0.0000004", "0.0000015", "1e-9"] {
+            let e = compile(&format!("\"m\" = {{ input = {finer}, output = 1 }}")).unwrap_err();
+            assert!(e.contains("finer than a millionth of a unit"), "{finer}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_body_not_read_is_priced_at_the_dearest_of_every_price() {
+        let prices = compile(
+            "default = { input = 5, output = 15 }\n\"big\" = { input = 10, output = 30, max_output = 100 }\n\"cached\" = { input = 1, cached_input = 20, output = 2 }",
+        )
+        .expect("valid");
+        let (method, uri, headers) = (http::Method::POST, http::Uri::from_static("/"), http::HeaderMap::new());
+        let unread = crate::json::BodyFacts::unread(Some(70_000));
+        let view = RequestView {
+            method: &method,
+            uri: &uri,
+            headers: &headers,
+            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            route: "r",
+            body: Some(&unread),
+        };
+        let quote = prices.quote(&view).expect("priced");
+        let row = prices.rows[quote.row as usize];
+        assert_eq!(
+            (row.input, row.cached_input, row.output, row.max_output),
+            (10_000_000, 20_000_000, 30_000_000, None),
+            "the dearest of each price; no max_output, as a row has none"
+        );
+        assert_eq!(quote.most, None, "no output bound");
+        assert_eq!(quote.input, 700_000, "its declared length at the dearest input price");
     }
 }

@@ -49,6 +49,12 @@ impl<'a> BodyFacts<'a> {
         }
     }
 
+    /// Whether the body was read whole and is JSON (else every pointer is missing
+    /// because nothing was looked at).
+    pub fn read_whole(&self) -> bool {
+        self.json.is_some()
+    }
+
     /// The distinct values found at `pointer`.
     pub fn values<'s, 'p>(
         &'s self,

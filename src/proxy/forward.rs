@@ -37,6 +37,10 @@ pub struct Sent<'a> {
     /// A tier settles from a trailer: the upstream is asked for trailers (`TE:
     /// trailers`), whatever the client asked, so leaving them out cannot lower a cost.
     pub ask_trailers: bool,
+    /// A tier settles on the usage the answer's body reports: the upstream is asked for
+    /// an unencoded answer (`Accept-Encoding: identity`), whatever the client accepts,
+    /// so a compressed body cannot hide the usage and fall back to the reserve.
+    pub ask_identity: bool,
     /// What was read of the body before the decision (routes that key by it): sent
     /// first, unchanged. Boxed: every request's future carries this field, and only
     /// routes that read the body fill it.
@@ -83,6 +87,12 @@ pub async fn forward(
     if sent.ask_trailers {
         let te = http::HeaderValue::from_static("trailers");
         outgoing.headers_mut().insert(http::header::TE, te);
+    }
+    if sent.ask_identity {
+        let identity = http::HeaderValue::from_static("identity");
+        outgoing
+            .headers_mut()
+            .insert(http::header::ACCEPT_ENCODING, identity);
     }
 
     let sent_at = shared.clock.now_ns();

@@ -161,6 +161,7 @@ async fn serve(
         conn,
         now: admission.now(),
         ask_trailers: settlement.as_ref().is_some_and(Settlement::reads_trailers),
+        ask_identity: settlement.as_ref().is_some_and(Settlement::reads_usage),
         key_body,
     };
     if let Some(span) = trace.span.as_deref_mut() {

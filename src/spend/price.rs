@@ -49,6 +49,15 @@ impl TokenPrice {
             output,
         }))
     }
+
+    /// What the input the body shows costs (none when the body was not read).
+    pub fn input_cost(&self, estimate: Estimate) -> u64 {
+        self.cost(&Usage {
+            input: estimate.input_tokens.unwrap_or(0),
+            cached: 0,
+            output: 0,
+        })
+    }
 }
 
 /// `scaled` / [`PRICE_SCALE`], rounded up, saturating at `u64::MAX`.

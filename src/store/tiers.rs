@@ -123,9 +123,19 @@ struct RatePlan {
     leased: bool,
     settled: bool,
     calendar: Option<std::sync::Arc<crate::config::CalendarQuota>>,
-    /// `reserve = "price:NAME"`: the table each request is quoted from, and the bounds
-    /// of a quote (`min_cost`, `max_cost`).
-    priced: Option<(std::sync::Arc<crate::config::Prices>, u64, u64)>,
+    /// `reserve = "price:NAME"`: the table each request is quoted from.
+    priced: Option<PricedPlan>,
+}
+
+/// How a priced policy's requests are quoted.
+#[derive(Clone)]
+struct PricedPlan {
+    prices: std::sync::Arc<crate::config::Prices>,
+    /// The bounds of a quote.
+    min_cost: u64,
+    max_cost: u64,
+    /// `max_cost` was written: what a request the body does not bound reserves.
+    max_cost_given: bool,
 }
 
 impl AsRef<PolicyPlan> for PolicyPlan {
@@ -154,10 +164,14 @@ impl PolicyPlan {
             leased: rate.sync == Sync::Lease,
             settled: rate.settle.is_some(),
             calendar: rate.calendar.clone(),
-            priced: rate
-                .settle
-                .as_ref()
-                .and_then(|s| Some((s.priced.clone()?, s.min_cost.max(1), s.max_cost.max(1)))),
+            priced: rate.settle.as_ref().and_then(|s| {
+                Some(PricedPlan {
+                    prices: s.priced.clone()?,
+                    min_cost: s.min_cost.max(1),
+                    max_cost: s.max_cost.max(1),
+                    max_cost_given: s.max_cost_given,
+                })
+            }),
         });
         Self {
             keys,
@@ -297,24 +311,27 @@ impl RequestTiers {
     }
 
     /// Charges the tiers in `range` (a priced policy's keys) the request's quote: the
-    /// most it can cost, within `min_cost` and `max_cost`; a request whose cost the body
-    /// does not bound is charged `max_cost`, and at most a key's whole burst.
+    /// most it can cost, within `min_cost` and `max_cost`. A request whose cost the body
+    /// does not bound (no output limit, no `max_output`) reserves `max_cost` when it was
+    /// written (at most a key's whole burst), else its input's price: its usage is
+    /// charged when the answer reports it.
     fn quote(
         &mut self,
         rate: &RatePlan,
         view: &RequestView<'_>,
         range: Range<usize>,
     ) -> Result<(), crate::config::Unpriced> {
-        let Some((prices, min_cost, max_cost)) = &rate.priced else {
+        let Some(plan) = &rate.priced else {
             return Ok(());
         };
-        let quote = prices.quote(view)?;
+        let quote = plan.prices.quote(view)?;
         for t in &mut self.rate[range] {
             let units = match quote.most {
-                Some(most) => most.min(*max_cost),
-                None => (*max_cost).min(t.tier.quota.burst()),
+                Some(most) => most.min(plan.max_cost),
+                None if plan.max_cost_given => plan.max_cost.min(t.tier.quota.burst()),
+                None => quote.input.min(plan.max_cost),
             };
-            t.tier.reserve = std::num::NonZeroU64::new(units.max(*min_cost).max(1));
+            t.tier.reserve = std::num::NonZeroU64::new(units.max(plan.min_cost).max(1));
             t.row = Some(quote.row);
         }
         Ok(())

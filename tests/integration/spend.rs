@@ -260,27 +260,106 @@ async fn a_client_that_hangs_up_mid_stream_pays_max_cost() {
 }
 
 #[tokio::test]
-async fn a_body_too_large_to_read_is_priced_at_the_default_and_bounded() {
+async fn a_body_too_large_to_read_is_priced_at_the_dearest_row_so_padding_saves_nothing() {
     let up = LlmUpstream::start().await;
     let toml = budget(10_000_000).server("max_key_body = 1024\n").build();
     let gw = TestGateway::start(&toml, &up.url()).await;
     let url = gw.url("/v1/chat/completions");
-    // 4 KiB of prompt: the model is not read, so the default row prices it (declared
-    // length in, max_output unknown: the whole month's budget is reserved).
+    // 4 KiB of prompt for the cheap model: the model is not read, so no row can be
+    // trusted; the dearest of each price (big's 10 / 30) prices it, not the default's
+    // 5 / 15 — padding a request for a dear model cannot make it cheap.
     let long = "word ".repeat(800);
-    let body = serde_json::json!({"model": "mini", "max_tokens": 5, "messages": [{"role": "user", "content": format!("1 {long}")}]});
-    let r = post(&http2(), &url, "big-body", body.to_string().into_bytes()).await;
-    assert_eq!(r.status, 200);
-    // Settled on the default row (5 / 15), not mini's: the body never named a price.
-    let expected = {
-        let (p, c) = predicted_usage(&body);
-        p * 5 + c * 15
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let key = format!("big-body-{i}");
+        let body = serde_json::json!({"model": "mini", "max_tokens": 5, "messages": [{"role": "user", "content": format!("1 {long}")}]});
+        let r = post(client, &url, &key, body.to_string().into_bytes()).await;
+        assert_eq!(r.status, 200);
+        let expected = {
+            let (p, c) = predicted_usage(&body);
+            p * 10 + c * 30
+        };
+        assert_eq!(used_reaches(&gw, &key, expected).await, expected);
+        assert!(
+            up.bodies()
+                .iter()
+                .any(|b| *b == body.to_string().as_bytes()),
+            "sent whole"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_accepts_gzip_is_charged_its_usage_not_the_reserve() {
+    // The upstream gzips a JSON answer when asked, as real APIs do: a compressed body
+    // would hide its usage and settle at the reserve. The gateway asks for it plain.
+    let up = LlmUpstream::start().await;
+    let gw = TestGateway::start(&budget(10_000_000).build(), &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let key = format!("gzip-{i}");
+        let body = chat("big", 4, 900);
+        let headers = [
+            ("content-type", "application/json"),
+            ("x-api-key", key.as_str()),
+            ("accept-encoding", "gzip, deflate, br"),
+        ];
+        let r = send_bytes(client, "POST", &url, &headers, body.to_string().into()).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.headers.get("content-encoding"), None, "answered plain");
+        assert_eq!(r.json()["usage"]["completion_tokens"], 4);
+        let expected = priced(&body);
+        assert!(expected < reserve_of(&body));
+        assert_eq!(used_reaches(&gw, &key, expected).await, expected);
+    }
+    assert_eq!(up.encodings(), ["identity", "identity"]);
+}
+
+#[tokio::test]
+async fn a_request_without_max_tokens_reserves_its_input_or_max_cost_when_written() {
+    let up = LlmUpstream::start().await;
+    let url = |gw: &TestGateway| gw.url("/v1/chat/completions");
+    let unbounded = |model: &str| {
+        let mut body = chat(model, 6, 0);
+        body.as_object_mut().expect("object").remove("max_tokens");
+        body
     };
-    assert_eq!(used_reaches(&gw, "big-body", expected).await, expected);
-    assert!(
-        up.bodies()
-            .iter()
-            .any(|b| *b == body.to_string().as_bytes()),
-        "sent whole"
-    );
+    // No max_cost: each call reserves its input's price and pays its usage, so calls go
+    // on while the budget lasts (not one call, then a month of 429s).
+    let body = unbounded("mini");
+    // Its input reserve is its length at mini's 1 unit a byte: three calls fit, a fourth
+    // finds less than that left.
+    let input = serde_json::to_vec(&body).unwrap().len() as u64;
+    let quota = input + priced(&body) * 5 / 2;
+    let gw = TestGateway::start(&budget(quota).build(), &up.url()).await;
+    for (i, client) in [http1(), http2(), http1()].iter().enumerate() {
+        let r = post(client, &url(&gw), "open", body.to_string().into_bytes()).await;
+        assert_eq!(r.status, 200, "call {i}");
+        let expected = priced(&body) * (i as u64 + 1);
+        assert_eq!(used_reaches(&gw, "open", expected).await, expected);
+    }
+    let r = post(&http2(), &url(&gw), "open", body.to_string().into_bytes()).await;
+    assert_eq!(r.status, 429, "the budget is spent");
+    // With max_cost written, that is what an unbounded call reserves: a 10,000 budget
+    // holds one 6,000 reserve at a time.
+    let toml = budget_with(10_000, "max_cost = 6000\n").build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut slow = unbounded("slow-model");
+    slow["stream"] = true.into();
+    slow["stream_options"] = serde_json::json!({"include_usage": true});
+    for (i, client) in [http1(), http2()].into_iter().enumerate() {
+        let key = &format!("held-{i}");
+        let req = Request::post(url(&gw))
+            .header("x-api-key", key)
+            .body(Full::new(Bytes::from(slow.to_string())))
+            .unwrap();
+        let resp = client.request(req).await.expect("head");
+        assert_eq!(resp.status(), 200);
+        let second = post(&client, &url(&gw), key, unbounded("mini").to_string().into_bytes()).await;
+        assert_eq!(second.status, 429, "6,000 of 10,000 are held");
+        resp.into_body().collect().await.expect("the stream ends");
+        let expected = priced(&slow);
+        assert_eq!(used_reaches(&gw, key, expected).await, expected);
+        let third = post(&client, &url(&gw), key, unbounded("mini").to_string().into_bytes()).await;
+        assert_eq!(third.status, 200, "settled: the reserve is back");
+    }
 }

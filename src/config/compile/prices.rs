@@ -116,7 +116,21 @@ impl Compiler {
                 Some(v) => {
                     let number = v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
                     match number.filter(|n| n.is_finite() && (0.0..=MAX_PRICE).contains(n)) {
-                        Some(n) => Some(Some((n * PRICE_SCALE as f64).round() as u64)),
+                        Some(n) => {
+                            let scaled = n * PRICE_SCALE as f64;
+                            let whole = scaled.round();
+                            // Kept to a millionth: a finer price would be charged rounded
+                            // (a tiny one as nothing), so it is refused, not bent.
+                            if (scaled - whole).abs() > 1e-6 * scaled.max(1.0) {
+                                self.error(
+                                    raw.span(),
+                                    format!("{where_}: `{field}` = {n} is finer than a millionth of a unit"),
+                                    Some("prices are kept to a millionth of a unit per token: use a smaller unit (e.g. micro-dollars: 0.15 for $0.15 per million tokens)".to_owned()),
+                                );
+                                return None;
+                            }
+                            Some(Some(whole as u64))
+                        }
                         None => {
                             self.error(raw.span(), format!("{where_}: `{field}` must be a number from 0 to {MAX_PRICE:e} (units per token)"), None::<String>);
                             None

@@ -44,6 +44,7 @@ impl Compiler {
             reserve: reserve.flatten_opt()?,
             priced: priced?,
             max_cost: max_cost?,
+            max_cost_given: raw.max_cost.is_some(),
             min_cost: min_cost?,
             max_debt: max_debt?,
             unit: unit.flatten_opt()?.unwrap_or(NonZeroU64::MIN),

@@ -3,7 +3,8 @@
 //! `stream_options.include_usage`), with a usage the test can predict: the prompt is the
 //! words of every message plus one per message; the answer is as many words as the last
 //! message's first word says (5 when it is not a number), at most `max_tokens`, per choice.
-//! A model named `slow-…` streams one word every 200 ms. It records every body it got.
+//! A model named `slow-…` streams one word every 200 ms. A JSON answer is gzipped when the
+//! request accepts gzip, as real APIs do. It records every body it got.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -23,6 +24,8 @@ type LlmBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 pub struct LlmSeen {
     pub requests: AtomicUsize,
     pub bodies: Mutex<Vec<Bytes>>,
+    /// The `Accept-Encoding` of every request (empty when absent).
+    pub encodings: Mutex<Vec<String>>,
     /// Streams that ended before their last event (the client went away).
     pub streams_cut: AtomicUsize,
 }
@@ -94,6 +97,10 @@ impl LlmUpstream {
     pub fn bodies(&self) -> Vec<Bytes> {
         self.seen.bodies.lock().unwrap().clone()
     }
+
+    pub fn encodings(&self) -> Vec<String> {
+        self.seen.encodings.lock().unwrap().clone()
+    }
 }
 
 async fn answer(
@@ -102,6 +109,14 @@ async fn answer(
 ) -> Result<Response<LlmBody>, Infallible> {
     seen.requests.fetch_add(1, Ordering::SeqCst);
     let path = req.uri().path().to_owned();
+    let accepts = req
+        .headers()
+        .get(http::header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let gzip = accepts.split(',').any(|c| c.trim().starts_with("gzip"));
+    seen.encodings.lock().unwrap().push(accepts);
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(_) => return Ok(plain(400, "body broke")),
@@ -120,11 +135,12 @@ async fn answer(
     let usage = serde_json::json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});
     let words = vec!["tok"; completion as usize].join(" ");
     if request["stream"].as_bool() != Some(true) {
-        return Ok(json(serde_json::json!({
+        let answer = json(serde_json::json!({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": words}, "finish_reason": "stop"}],
             "usage": usage,
-        })));
+        }));
+        return Ok(if gzip { gzipped(answer).await } else { answer });
     }
     let include_usage = request["stream_options"]["include_usage"].as_bool() == Some(true);
     let slow = model.starts_with("slow-");
@@ -183,6 +199,21 @@ fn json(value: serde_json::Value) -> Response<LlmBody> {
         http::HeaderValue::from_static("application/json"),
     );
     resp
+}
+
+/// `resp` with its body gzipped and said so.
+async fn gzipped(resp: Response<LlmBody>) -> Response<LlmBody> {
+    use std::io::Write;
+    let (mut parts, body) = resp.into_parts();
+    let plain = body.collect().await.expect("a full body").to_bytes();
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(&plain).expect("gzip");
+    let packed = encoder.finish().expect("gzip");
+    parts.headers.insert(
+        http::header::CONTENT_ENCODING,
+        http::HeaderValue::from_static("gzip"),
+    );
+    Response::from_parts(parts, http_body_util::Full::new(Bytes::from(packed)).boxed())
 }
 
 fn plain(status: u16, text: &'static str) -> Response<LlmBody> {
