@@ -198,7 +198,10 @@ mod tests {
         assert_eq!((prices.rows[0].input, prices.rows[0].output), (150_000, 1));
         for finer in ["0.0000004", "0.0000015", "1e-9"] {
             let e = compile(&format!("\"m\" = {{ input = {finer}, output = 1 }}")).unwrap_err();
-            assert!(e.contains("finer than a millionth of a unit"), "{finer}: {e}");
+            assert!(
+                e.contains("finer than a millionth of a unit"),
+                "{finer}: {e}"
+            );
         }
     }
 
@@ -208,7 +211,11 @@ mod tests {
             "default = { input = 5, output = 15 }\n\"big\" = { input = 10, output = 30, max_output = 100 }\n\"cached\" = { input = 1, cached_input = 20, output = 2 }",
         )
         .expect("valid");
-        let (method, uri, headers) = (http::Method::POST, http::Uri::from_static("/"), http::HeaderMap::new());
+        let (method, uri, headers) = (
+            http::Method::POST,
+            http::Uri::from_static("/"),
+            http::HeaderMap::new(),
+        );
         let unread = crate::json::BodyFacts::unread(Some(70_000));
         let view = RequestView {
             method: &method,
@@ -226,6 +233,9 @@ mod tests {
             "the dearest of each price; no max_output, as a row has none"
         );
         assert_eq!(quote.most, None, "no output bound");
-        assert_eq!(quote.input, 700_000, "its declared length at the dearest input price");
+        assert_eq!(
+            quote.input, 700_000,
+            "its declared length at the dearest input price"
+        );
     }
 }

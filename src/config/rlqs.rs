@@ -32,7 +32,7 @@ impl RlqsBucket {
             && self.rule.entries.iter().all(|e| {
                 id.get(e.key.as_str()).is_some_and(|v| match &e.value {
                     Value::Any => true,
-                    Value::Prefix(p) => v.starts_with(p.as_str()),
+                    Value::Prefix(p) | Value::SharedPrefix(p) => v.starts_with(p.as_str()),
                     Value::Exact(x) => x == v,
                 })
             })
@@ -99,7 +99,9 @@ mod tests {
                 policy: None,
                 reports: false,
                 name: None,
+                named: false,
                 replaces: Vec::new(),
+                blocked: None,
             },
             ttl: Duration::from_secs(10),
         }

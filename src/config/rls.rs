@@ -46,6 +46,9 @@ pub enum Value {
     /// Values starting with this (envoyproxy/ratelimit's trailing `*`): each value is a
     /// part of the key, as with any value.
     Prefix(String),
+    /// Values starting with this, sharing one limiter (the YAML's `share_threshold`):
+    /// the prefix, not the value, is the part of the key.
+    SharedPrefix(String),
     /// Exactly this value: it selects the rule and is not part of the key.
     Exact(String),
 }
@@ -54,7 +57,7 @@ impl Value {
     fn takes(&self, value: &str) -> bool {
         match self {
             Value::Any => true,
-            Value::Prefix(p) => value.starts_with(p.as_str()),
+            Value::Prefix(p) | Value::SharedPrefix(p) => value.starts_with(p.as_str()),
             Value::Exact(v) => v == value,
         }
     }
@@ -63,7 +66,7 @@ impl Value {
     fn rank(&self) -> u8 {
         match self {
             Value::Any => 0,
-            Value::Prefix(_) => 1,
+            Value::Prefix(_) | Value::SharedPrefix(_) => 1,
             Value::Exact(_) => 2,
         }
     }
@@ -89,10 +92,15 @@ pub struct RlsRule {
     /// `reports = true`: a non-zero cost is usage reported after the fact, charged even
     /// when it goes over (the next check is refused until it is paid); 0 checks.
     pub reports: bool,
-    /// The limit's name (the YAML's `rate_limit.name`), which `replaces` refers to.
+    /// The limit's name in statuses: the YAML's `rate_limit.name`, else its full key.
     pub name: Option<String>,
+    /// The YAML named the limit (`rate_limit.name`): only such a limit can be replaced.
+    pub named: bool,
     /// Names of the limits this one replaces when both apply to one call.
     pub replaces: Vec<String>,
+    /// `requests_per_unit: 0`, the YAML's way to block: every descriptor it matches is
+    /// over the limit, nothing charged. The unit's length in seconds, as written.
+    pub blocked: Option<u64>,
 }
 
 impl RlsRule {
@@ -113,10 +121,43 @@ impl RlsRule {
             .map(|e| match &e.value {
                 Value::Exact(v) => format!("{}={v}", e.key),
                 Value::Prefix(p) => format!("{}={p}*", e.key),
+                Value::SharedPrefix(p) => format!("{}={p}* (shared)", e.key),
                 Value::Any => e.key.clone(),
             })
             .collect();
         format!("{}: {}", self.domain, entries.join(", "))
+    }
+
+    /// A limit of envoyproxy/ratelimit's YAML (which always has a name: its own, else
+    /// its full key), as opposed to an `[[rls.rules]]` entry.
+    fn is_yaml_limit(&self) -> bool {
+        self.name.is_some()
+    }
+
+    /// Whether a descriptor (`entries`) this rule matches would, walking the YAML's tree,
+    /// enter `other`'s more specific branch at some level instead of this rule's: the
+    /// same entries above, and there a value `other` takes more specifically.
+    fn passes_by<'a>(
+        &self,
+        other: &RlsRule,
+        entries: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> bool {
+        for (level, (key, value)) in entries.enumerate() {
+            let (Some(mine), Some(theirs)) = (self.entries.get(level), other.entries.get(level))
+            else {
+                return false;
+            };
+            if theirs.key == key
+                && theirs.value.takes(value)
+                && theirs.value.rank() > mine.value.rank()
+            {
+                return true;
+            }
+            if theirs != mine {
+                return false;
+            }
+        }
+        false
     }
 
     /// The name its statuses give: the limit's own, else its policy's.
@@ -136,7 +177,10 @@ impl RlsRule {
         values
             .zip(&self.entries)
             .filter(|(_, rule)| !matches!(rule.value, Value::Exact(_)))
-            .map(|(value, _)| value)
+            .map(|(value, rule)| match &rule.value {
+                Value::SharedPrefix(p) => p.as_str(),
+                _ => value,
+            })
     }
 }
 
@@ -165,16 +209,27 @@ impl RlsRules {
         Self { rules, by_domain }
     }
 
-    /// The rule deciding a descriptor of `domain` with `entries` (key, value), by index.
+    /// The rule deciding a descriptor of `domain` with `entries` (key, value), by index:
+    /// the most specific that matches. A limit of envoyproxy/ratelimit's YAML is found as
+    /// that service walks its tree — at each level the most specific branch the entry
+    /// takes, never back up — so a descriptor that enters a more specific branch and finds
+    /// no limit there is not matched by a less specific one.
     pub fn find<'a, I>(&self, domain: &str, entries: I) -> Option<usize>
     where
         I: ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
     {
-        self.by_domain
-            .get(domain)?
+        let ids = self.by_domain.get(domain)?;
+        let found = ids
             .iter()
             .copied()
-            .find(|&i| self.rules[i].matches(entries.clone()))
+            .find(|&i| self.rules[i].matches(entries.clone()))?;
+        let rule = &self.rules[found];
+        let branched = rule.is_yaml_limit()
+            && ids.iter().any(|&other| {
+                let other = &self.rules[other];
+                other.is_yaml_limit() && rule.passes_by(other, entries.clone())
+            });
+        (!branched).then_some(found)
     }
 
     pub fn get(&self, index: usize) -> Option<&RlsRule> {

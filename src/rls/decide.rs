@@ -25,6 +25,8 @@ pub enum CallError {
     TooManyEntries { index: usize, entries: usize },
     #[error("the call names no domain")]
     NoDomain,
+    #[error("the call names no descriptors")]
+    NoDescriptors,
 }
 
 /// How one descriptor of a call was taken.
@@ -34,6 +36,8 @@ pub enum Matched {
     Rule(usize),
     /// No rule names it: answered per `on_unmatched`.
     Unmatched(Unmatched),
+    /// The rule at this index blocks it (`requests_per_unit: 0`): over, not decided.
+    Blocked(usize),
 }
 
 /// A decided call: each descriptor's match, in order, and the limiter's decisions of the
@@ -48,10 +52,23 @@ pub struct Decided {
 }
 
 impl Decided {
-    /// Whether a descriptor no rule names refuses the call (`on_unmatched = "over_limit"`).
-    pub fn unmatched_refuses(&self) -> bool {
-        self.matched
-            .contains(&Matched::Unmatched(Unmatched::OverLimit))
+    /// Whether the call is over whatever the limiter says: a descriptor no rule names
+    /// (`on_unmatched = "over_limit"`), or one a blocking rule matched.
+    pub fn refused_outright(&self) -> bool {
+        self.matched.iter().any(|m| {
+            matches!(
+                m,
+                Matched::Unmatched(Unmatched::OverLimit) | Matched::Blocked(_)
+            )
+        })
+    }
+
+    /// The rule at `position` (a matched or blocked descriptor).
+    pub fn rule_at(&self, position: usize) -> Option<usize> {
+        match self.matched.get(position)? {
+            Matched::Rule(rule) | Matched::Blocked(rule) => Some(*rule),
+            Matched::Unmatched(_) => None,
+        }
     }
 
     /// Each decision of the call: the all-or-nothing one, then the reports'.
@@ -71,30 +88,40 @@ pub async fn decide(
     clock: &dyn Clock,
     call: &RateLimitRequest,
 ) -> Result<Decided, CallError> {
-    let matched = match_descriptors(rls, call)?;
+    let mut matched = match_descriptors(rls, call)?;
+    // Limits another matched limit of the call replaces (the YAML's `replaces`, of
+    // limits it names) are not decided: answered OK without a limit.
+    let rule_of = |m: &Matched| match m {
+        Matched::Rule(i) | Matched::Blocked(i) => rls.rules.get(*i),
+        Matched::Unmatched(_) => None,
+    };
+    let replaced: Vec<&str> = matched
+        .iter()
+        .filter_map(rule_of)
+        .flat_map(|r| r.replaces.iter().map(String::as_str))
+        .collect();
+    let is_replaced = |rule: &crate::config::rls::RlsRule| {
+        rule.named && rule.name.as_deref().is_some_and(|n| replaced.contains(&n))
+    };
+    for m in &mut matched {
+        if let Matched::Blocked(i) = *m {
+            if rls.rules.get(i).is_some_and(is_replaced) {
+                *m = Matched::Rule(i); // not decided below: OK
+            }
+        }
+    }
     let mut decided = Decided {
         matched,
         admission: Box::default(),
         reports: None,
     };
-    let check_only = decided.unmatched_refuses();
+    let check_only = decided.refused_outright();
     let call_cost = match call.hits_addend {
         0 => 1,
         n => u64::from(n),
     };
-    // Limits another matched limit of the call replaces are not decided (the YAML's
-    // `replaces`): answered OK without a limit.
-    let replaced: Vec<&str> = decided
-        .matched
-        .iter()
-        .filter_map(|m| match m {
-            Matched::Rule(i) => rls.rules.get(*i),
-            Matched::Unmatched(_) => None,
-        })
-        .flat_map(|r| r.replaces.iter().map(String::as_str))
-        .collect();
     let descriptors = |reports: bool| {
-        let replaced = &replaced;
+        let is_replaced = &is_replaced;
         decided
             .matched
             .iter()
@@ -104,7 +131,7 @@ pub async fn decide(
                     return None;
                 };
                 let rule = rls.rules.get(rule_index)?;
-                if rule.name.as_deref().is_some_and(|n| replaced.contains(&n)) {
+                if is_replaced(rule) {
                     return None;
                 }
                 // An unlimited rule has neither policy nor plan: not decided.
@@ -154,6 +181,9 @@ fn match_descriptors(
     if call.domain.is_empty() {
         return Err(CallError::NoDomain);
     }
+    if call.descriptors.is_empty() {
+        return Err(CallError::NoDescriptors);
+    }
     if call.descriptors.len() > MAX_DECISIONS {
         return Err(CallError::TooManyDescriptors(call.descriptors.len()));
     }
@@ -166,6 +196,9 @@ fn match_descriptors(
         }
         let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
         matched.push(match rls.rules.find(&call.domain, entries) {
+            Some(rule) if rls.rules.get(rule).is_some_and(|r| r.blocked.is_some()) => {
+                Matched::Blocked(rule)
+            }
             Some(rule) => Matched::Rule(rule),
             None => Matched::Unmatched(rls.on_unmatched),
         });

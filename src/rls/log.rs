@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use super::decide::{Decided, Matched};
+use super::decide::Decided;
 use super::proto::RateLimitRequest;
 use crate::config::rls::RlsRule;
 use crate::config::{AccessLog, Config, LogKeys};
@@ -60,11 +60,8 @@ pub fn write(
 
 /// The rule of the first refusing descriptor.
 fn refusing_rule<'a>(config: &'a Config, ended: &Ended<'_>) -> Option<&'a RlsRule> {
-    let refusing = ended.refusing.zip(ended.decided)?;
-    match refusing.1.matched.get(refusing.0)? {
-        Matched::Rule(r) => config.rls.as_ref()?.rules.get(*r),
-        Matched::Unmatched(_) => None,
-    }
+    let (position, decided) = ended.refusing.zip(ended.decided)?;
+    config.rls.as_ref()?.rules.get(decided.rule_at(position)?)
 }
 
 /// The refusing descriptor's key parts, as `log_keys` writes them.

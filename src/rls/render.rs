@@ -76,6 +76,7 @@ pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
         let status = match *m {
             Matched::Unmatched(Unmatched::Ok) => status(Code::Ok),
             Matched::Unmatched(Unmatched::OverLimit) => status(Code::OverLimit),
+            Matched::Blocked(rule) => blocked_status(rls, rule),
             Matched::Rule(rule) => {
                 let rule = rls.rules.get(rule);
                 let policy = rule.and_then(|r| Some((r.limit_name(), r.policy.as_deref()?)));
@@ -87,7 +88,15 @@ pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
                         };
                         rule_status(code, policy, &report)
                     }
-                    // Not decided: the store could not answer and on_error let it pass.
+                    // Unlimited: OK with all the room there is, as envoyproxy/ratelimit.
+                    _ if rule.is_some_and(|r| r.policy.is_none() && r.blocked.is_none()) => {
+                        DescriptorStatus {
+                            limit_remaining: u32::MAX,
+                            ..status(Code::Ok)
+                        }
+                    }
+                    // Not decided: replaced by another limit of the call, or the store
+                    // could not answer and on_error let it pass.
                     _ => status(Code::Ok),
                 }
             }
@@ -125,7 +134,9 @@ fn refusal_body(
     statuses: &[DescriptorStatus],
 ) -> Option<(Vec<u8>, &'static str)> {
     let refused = |(m, s): (&Matched, &DescriptorStatus)| match m {
-        Matched::Rule(r) if s.code == Code::OverLimit as i32 => rls.rules.get(*r),
+        Matched::Rule(r) | Matched::Blocked(r) if s.code == Code::OverLimit as i32 => {
+            rls.rules.get(*r)
+        }
         _ => None,
     };
     let violated: Vec<&crate::config::rls::RlsRule> = decided
@@ -158,6 +169,28 @@ fn refusal_body(
     }
 }
 
+/// A blocking rule's status (`requests_per_unit: 0`): over, nothing left, its stated
+/// limit 0 per its unit, until its unit passes.
+fn blocked_status(rls: &Rls, rule: usize) -> DescriptorStatus {
+    let Some(rule) = rls.rules.get(rule) else {
+        return status(Code::OverLimit);
+    };
+    let length = rule.blocked.unwrap_or(1).saturating_mul(SECOND_NS);
+    let unit = UNITS
+        .iter()
+        .find(|(_, l)| *l == length)
+        .map_or(Unit::Unknown, |(unit, _)| *unit);
+    DescriptorStatus {
+        current_limit: Some(RateLimit {
+            name: rule.limit_name().to_owned(),
+            requests_per_unit: 0,
+            unit: unit as i32,
+        }),
+        duration_until_reset: Some(duration(length)),
+        ..status(Code::OverLimit)
+    }
+}
+
 fn status(code: Code) -> DescriptorStatus {
     DescriptorStatus {
         code: code as i32,
@@ -179,7 +212,11 @@ fn rule_status(
             requests_per_unit,
             unit: unit as i32,
         }),
-        limit_remaining: u32::try_from(report.remaining).unwrap_or(u32::MAX),
+        // Over: nothing left for this call, as envoyproxy/ratelimit says it.
+        limit_remaining: match code {
+            Code::OverLimit => 0,
+            _ => u32::try_from(report.remaining).unwrap_or(u32::MAX),
+        },
         duration_until_reset: Some(duration(report.until_full_ns)),
     }
 }
@@ -232,8 +269,24 @@ fn headers(
             }
         }
     }
-    let wait_ns = decided.admission.wait_ns();
-    if over && wait_ns > 0 && wait_ns != u64::MAX {
+    // The limiter's wait, or a blocking rule's unit (it is over until the unit passes,
+    // as its `duration_until_reset` says); a call over only by `on_unmatched` has no
+    // wait to tell.
+    let blocked_ns = decided
+        .matched
+        .iter()
+        .filter_map(|m| match m {
+            Matched::Blocked(rule) => rls.rules.get(*rule)?.blocked,
+            _ => None,
+        })
+        .max()
+        .map_or(0, |s| s.saturating_mul(SECOND_NS));
+    let wait_ns = match decided.admission.wait_ns() {
+        u64::MAX => 0,
+        wait => wait,
+    }
+    .max(blocked_ns);
+    if over && wait_ns > 0 {
         out.push(proto::HeaderValue {
             key: "retry-after".to_owned(),
             value: crate::reply::ceil_secs(wait_ns).to_string(),
@@ -256,10 +309,10 @@ fn refused_by(rls: &Rls, decided: &Decided, position: usize) -> prost_types::Str
             kind: Some(Kind::NumberValue(position as f64)),
         },
     );
-    let policy = match decided.matched.get(position) {
-        Some(Matched::Rule(rule)) => rls.rules.get(*rule).map(|r| r.limit_name()),
-        _ => None,
-    };
+    let policy = decided
+        .rule_at(position)
+        .and_then(|rule| rls.rules.get(rule))
+        .map(|r| r.limit_name());
     fields.insert("policy".to_owned(), text(policy.unwrap_or("")));
     fields.insert(
         "reason".to_owned(),

@@ -276,11 +276,22 @@ fn ok(message: Bytes) -> Response<Body> {
 /// Counts each descriptor under its rule, and the unmatched ones.
 fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, decided: &Decided) {
     let counters = |position: usize| -> Option<&RlsRuleCounters> {
-        match decided.matched.get(position)? {
-            Matched::Rule(rule) => snapshot.rls_metrics.get(*rule),
-            Matched::Unmatched(_) => None,
-        }
+        snapshot.rls_metrics.get(decided.rule_at(position)?)
     };
+    // What the limiter did not decide still counts under its rule: a blocked descriptor
+    // over, an unlimited or replaced one OK.
+    let mut limited = 0u64;
+    for position in decided.admissions().flat_map(|a| a.applied()) {
+        limited |= 1u64.checked_shl(position as u32).unwrap_or(0);
+    }
+    for (position, m) in decided.matched.iter().enumerate() {
+        let bit = 1u64.checked_shl(position as u32).unwrap_or(0);
+        match (m, counters(position)) {
+            (Matched::Blocked(_), Some(c)) => c.over_limit.inc(),
+            (Matched::Rule(_), Some(c)) if limited & bit == 0 => c.ok.inc(),
+            _ => 0,
+        };
+    }
     let unmatched = decided
         .matched
         .iter()

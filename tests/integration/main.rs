@@ -60,6 +60,7 @@ mod rls_ops;
 mod rls_redis;
 mod rls_reports;
 mod rls_yaml;
+mod rls_yaml_asis;
 mod settle;
 mod settle_fleet;
 mod silent_clients;

@@ -354,12 +354,24 @@ async fn a_request_without_max_tokens_reserves_its_input_or_max_cost_when_writte
             .unwrap();
         let resp = client.request(req).await.expect("head");
         assert_eq!(resp.status(), 200);
-        let second = post(&client, &url(&gw), key, unbounded("mini").to_string().into_bytes()).await;
+        let second = post(
+            &client,
+            &url(&gw),
+            key,
+            unbounded("mini").to_string().into_bytes(),
+        )
+        .await;
         assert_eq!(second.status, 429, "6,000 of 10,000 are held");
         resp.into_body().collect().await.expect("the stream ends");
         let expected = priced(&slow);
         assert_eq!(used_reaches(&gw, key, expected).await, expected);
-        let third = post(&client, &url(&gw), key, unbounded("mini").to_string().into_bytes()).await;
+        let third = post(
+            &client,
+            &url(&gw),
+            key,
+            unbounded("mini").to_string().into_bytes(),
+        )
+        .await;
         assert_eq!(third.status, 200, "settled: the reserve is back");
     }
 }

@@ -29,10 +29,24 @@ struct YamlDescriptor {
     descriptors: Vec<YamlDescriptor>,
     #[serde(default)]
     shadow_mode: bool,
-    /// Per-value metrics in envoyproxy/ratelimit; tollgate never labels a value.
+    /// A trailing `*` value's matches share one limiter.
+    #[serde(default)]
+    share_threshold: bool,
+    /// envoyproxy/ratelimit's quota mode (over only when every quota descriptor is):
+    /// not followed — each limit is enforced on its own, and `check` warns.
+    #[serde(default)]
+    quota_mode: bool,
+    /// Per-value metrics and metadata in envoyproxy/ratelimit; tollgate never labels a
+    /// value, and its dynamic metadata is its own.
     #[serde(default)]
     #[allow(dead_code)]
     detailed_metric: bool,
+    #[serde(default)]
+    #[allow(dead_code)]
+    value_to_metric: bool,
+    #[serde(default)]
+    #[allow(dead_code)]
+    metadata: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -124,6 +138,7 @@ impl Compiler {
             }
         };
         let mut names = HashSet::new();
+        let mut domains: HashMap<String, String> = HashMap::new();
         for file in files {
             let shown = file.display().to_string();
             let text = match std::fs::read_to_string(&file) {
@@ -134,14 +149,22 @@ impl Compiler {
                 }
             };
             match serde_saphyr::from_str::<YamlRoot>(&text) {
-                Ok(root) => self.yaml_root(raw, &shown, root, (&mut out, &mut names)),
+                Ok(root) => {
+                    // As envoyproxy/ratelimit: one file per domain, not a silent merge.
+                    let domain = root.domain.value.clone();
+                    if let Some(first) = domains.insert(domain.clone(), shown.clone()) {
+                        self.error(raw.span(), format!("ratelimit_config {shown}: domain `{domain}` is also in {first}"), Some("envoyproxy/ratelimit refuses a duplicate domain too: keep each domain's descriptors in one file".to_owned()));
+                        continue;
+                    }
+                    self.yaml_root(raw, &shown, root, (&mut out, &mut names));
+                }
                 Err(e) => {
                     let place = e.location().map_or(shown.clone(), |l| {
                         format!("{shown}:{}:{}", l.line(), l.column())
                     });
                     let first = e.to_string();
                     let first = first.lines().next().unwrap_or("");
-                    self.error(raw.span(), format!("ratelimit_config {place}: {first}"), Some("envoyproxy/ratelimit's keys: domain, descriptors, key, value, rate_limit (unit, requests_per_unit, unlimited, name, replaces), shadow_mode, detailed_metric".to_owned()));
+                    self.error(raw.span(), format!("ratelimit_config {place}: {first}"), Some("envoyproxy/ratelimit's keys: domain, descriptors, key, value, rate_limit (unit, requests_per_unit, unlimited, name, replaces), shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold, metadata".to_owned()));
                 }
             }
         }
@@ -185,10 +208,18 @@ impl Compiler {
             let value = match node.value.as_deref() {
                 None | Some("") => Value::Any,
                 Some(v) => match v.strip_suffix('*') {
+                    Some(prefix) if node.share_threshold => Value::SharedPrefix(prefix.to_owned()),
                     Some(prefix) => Value::Prefix(prefix.to_owned()),
                     None => Value::Exact(v.to_owned()),
                 },
             };
+            if node.share_threshold && !matches!(value, Value::SharedPrefix(_)) {
+                self.error(raw.span(), format!("ratelimit_config {place}: share_threshold applies to a value ending in `*`"), None);
+                continue;
+            }
+            if node.quota_mode {
+                self.warn(raw.span(), format!("ratelimit_config {place}: quota_mode is not followed: this limit is enforced on its own (over when it is over)"), None::<String>);
+            }
             if key.is_empty() {
                 self.error(
                     raw.span(),
@@ -244,13 +275,14 @@ impl Compiler {
         let full_key = std::iter::once(domain.to_owned())
             .chain(path.iter().map(|e| match &e.value {
                 Value::Any => e.key.clone(),
-                Value::Prefix(p) => format!("{}_{p}*", e.key),
+                Value::Prefix(p) | Value::SharedPrefix(p) => format!("{}_{p}*", e.key),
                 Value::Exact(v) => format!("{}_{v}", e.key),
             }))
             .collect::<Vec<_>>()
             .join(".");
         let unlimited = l.unlimited;
         let unit = l.unit.as_deref().filter(|u| !u.is_empty());
+        let mut blocked = None;
         let policy = match (unlimited, unit) {
             (true, Some(_)) => {
                 fail(self, "an unlimited limit names no unit".to_owned());
@@ -263,16 +295,24 @@ impl Compiler {
                     fail(self, format!("invalid rate limit unit `{shown}`: second, minute, hour, day, week, month or year"));
                     return None;
                 };
-                let Some(policy) = yaml_policy(
+                if l.requests_per_unit == 0 {
+                    // envoyproxy/ratelimit's block: always over, nothing to count with.
+                    blocked = Some(seconds);
+                }
+                let policy = if blocked.is_some() {
+                    None
+                } else if let Some(policy) = yaml_policy(
                     (&full_key, names),
                     path,
                     node,
                     (l.requests_per_unit, seconds),
-                ) else {
-                    fail(self, format!("requests_per_unit {} per {} cannot be a limit: at least 1, at most 1e9 a second", l.requests_per_unit, unit.unwrap_or("")));
+                ) {
+                    Some(Arc::new(policy))
+                } else {
+                    fail(self, format!("requests_per_unit {} per {} cannot be a limit: at most 1e9 a second (0 blocks)", l.requests_per_unit, unit.unwrap_or("")));
                     return None;
                 };
-                Some(Arc::new(policy))
+                policy
             }
         };
         Some(RlsRule {
@@ -280,8 +320,10 @@ impl Compiler {
             entries: path.to_vec(),
             policy,
             reports: false,
+            named: l.name.is_some(),
             name: l.name.clone().or(Some(full_key)),
             replaces: l.replaces.iter().map(|r| r.name.clone()).collect(),
+            blocked,
         })
     }
 }

@@ -195,7 +195,9 @@ impl Compiler {
             policy: Some(policy.clone()),
             reports: raw.reports.unwrap_or(false),
             name: None,
+            named: false,
             replaces: Vec::new(),
+            blocked: None,
         })
     }
 

@@ -213,7 +213,10 @@ async fn gzipped(resp: Response<LlmBody>) -> Response<LlmBody> {
         http::header::CONTENT_ENCODING,
         http::HeaderValue::from_static("gzip"),
     );
-    Response::from_parts(parts, http_body_util::Full::new(Bytes::from(packed)).boxed())
+    Response::from_parts(
+        parts,
+        http_body_util::Full::new(Bytes::from(packed)).boxed(),
+    )
 }
 
 fn plain(status: u16, text: &'static str) -> Response<LlmBody> {

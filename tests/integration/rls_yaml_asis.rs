@@ -1,0 +1,172 @@
+//! envoyproxy/ratelimit's YAML beyond the basics, answered as that service answers it: a
+//! blocking limit (`requests_per_unit: 0`), `quota_mode`, `metadata` and the metric flags
+//! accepted, a shared wildcard (`share_threshold`), `replaces` of named limits only,
+//! unlimited descriptors with all the room there is, nested branches walked greedily,
+//! `limit_remaining` 0 when over, a call with no descriptors refused, and two files of
+//! one domain refused.
+
+use crate::support::*;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ratelimit-asis");
+
+fn toml(yaml: &str) -> String {
+    Fixture::new()
+        .raw(format!(
+            "[rls]\nlisten = \"127.0.0.1:0\"\nratelimit_config = \"{yaml}\"\n"
+        ))
+        .build()
+}
+
+async fn start() -> (Upstream, TestGateway, RlsClient) {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&toml(FIXTURES), &up.url()).await;
+    let rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    (up, gw, rls)
+}
+
+#[tokio::test]
+async fn a_blocking_limit_is_over_charges_nothing_else_and_can_be_replaced() {
+    let (_up, gw, mut rls) = start().await;
+    let (ok, out) = check_config(&gw.config_path());
+    assert!(ok, "{out}");
+    assert!(out.contains("quota_mode is not followed"), "{out}");
+    for _ in 0..2 {
+        let r = rls
+            .ask(
+                "asis",
+                vec![
+                    descriptor(&[("files", "shared/a")]),
+                    descriptor(&[("source", "banned")]),
+                ],
+            )
+            .await;
+        assert_eq!(r.overall_code, OVER_LIMIT);
+        assert_eq!(
+            r.codes(),
+            [(OK, 2), (OVER_LIMIT, 0)],
+            "checked, not charged"
+        );
+        let limit = r.statuses[1].current_limit.clone().expect("its limit");
+        assert_eq!(
+            (limit.name.as_str(), limit.requests_per_unit, limit.unit),
+            ("banned_limit", 0, MINUTE)
+        );
+        let reset = r.statuses[1].duration_until_reset.expect("a reset");
+        assert_eq!((reset.seconds, reset.nanos), (60, 0));
+        assert_eq!(r.header("retry-after"), Some("60"));
+        assert_eq!(
+            r.metadata("policy"),
+            Some(&prost_types::value::Kind::StringValue(
+                "banned_limit".into()
+            ))
+        );
+    }
+    // `override` replaces the named `banned_limit`: not decided, OK.
+    let r = rls
+        .ask(
+            "asis",
+            vec![
+                descriptor(&[("source", "banned")]),
+                descriptor(&[("override", "o")]),
+            ],
+        )
+        .await;
+    assert_eq!(r.codes(), [(OK, 0), (OK, 1)]);
+    assert_eq!(r.statuses[0].current_limit, None);
+    // An unnamed limit is not replaced, even when its full key is named.
+    let r = rls
+        .ask(
+            "asis",
+            vec![
+                descriptor(&[("source", "s1")]),
+                descriptor(&[("unnamed_replacer", "u")]),
+            ],
+        )
+        .await;
+    assert_eq!(r.codes(), [(OK, 4), (OK, 1)]);
+    let metrics = send(&http1(), "GET", &gw.admin_url("/metrics"), &[], b"")
+        .await
+        .text();
+    let blocked = "tollgate_rls_decisions_total{domain=\"asis\",policy=\"banned_limit\",outcome=\"over_limit\"} 2\n";
+    assert!(metrics.contains(blocked), "{metrics}");
+}
+
+#[tokio::test]
+async fn unlimited_shared_and_greedy_descriptors_answer_as_envoyproxy_ratelimit() {
+    let (_up, gw, mut rls) = start().await;
+    // Unlimited: OK with all the room there is, counted under its limit.
+    for _ in 0..3 {
+        let r = rls.ask("asis", vec![descriptor(&[("free", "x")])]).await;
+        assert_eq!(r.codes(), [(OK, u32::MAX)]);
+        assert_eq!(r.statuses[0].current_limit, None);
+    }
+    let metrics = send(&http1(), "GET", &gw.admin_url("/metrics"), &[], b"")
+        .await
+        .text();
+    let free =
+        "tollgate_rls_decisions_total{domain=\"asis\",policy=\"asis.free\",outcome=\"ok\"} 3\n";
+    assert!(metrics.contains(free), "{metrics}");
+    // share_threshold: every file under shared/ draws on one bucket of 2 a minute.
+    let file = |f: &str| vec![descriptor(&[("files", f)])];
+    assert_eq!(rls.ask("asis", file("shared/a")).await.codes(), [(OK, 1)]);
+    assert_eq!(rls.ask("asis", file("shared/b")).await.codes(), [(OK, 0)]);
+    assert_eq!(
+        rls.ask("asis", file("shared/c")).await.codes(),
+        [(OVER_LIMIT, 0)]
+    );
+    // Greedy: tenant=acme enters the acme branch, which has no limit for /b; the
+    // any-tenant branch is not tried — OK, unmatched, never counted against 1 a minute.
+    let call = |tenant: &str, path: &str| vec![descriptor(&[("tenant", tenant), ("path", path)])];
+    for _ in 0..3 {
+        let r = rls.ask("asis", call("acme", "/b")).await;
+        assert_eq!(r.codes(), [(OK, 0)]);
+        assert_eq!(r.statuses[0].current_limit, None);
+    }
+    assert_eq!(
+        rls.ask("asis", call("acme", "/a")).await.codes(),
+        [(OK, 99)]
+    );
+    assert_eq!(rls.ask("asis", call("bob", "/b")).await.codes(), [(OK, 0)]);
+    assert_eq!(
+        rls.ask("asis", call("bob", "/b")).await.codes(),
+        [(OVER_LIMIT, 0)]
+    );
+}
+
+#[tokio::test]
+async fn over_means_nothing_left_and_a_call_without_descriptors_is_refused() {
+    let (_up, _gw, mut rls) = start().await;
+    // 5 a minute; a call of 7 is over, and says nothing is left for it (not the 5).
+    let r = rls
+        .ask("asis", vec![descriptor_costing(&[("source", "s3")], 7)])
+        .await;
+    assert_eq!(r.codes(), [(OVER_LIMIT, 0)]);
+    assert_eq!(
+        rls.ask("asis", vec![descriptor(&[("source", "s3")])])
+            .await
+            .codes(),
+        [(OK, 4)],
+        "the refused call charged nothing"
+    );
+    let refused = rls
+        .call(RlsRequest {
+            domain: "asis".into(),
+            descriptors: Vec::new(),
+            hits_addend: 0,
+        })
+        .await
+        .expect_err("no descriptors");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert_eq!(refused.message(), "the call names no descriptors");
+}
+
+#[test]
+fn two_files_of_one_domain_are_refused_as_envoyproxy_ratelimit_refuses_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let limit = "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n";
+    std::fs::write(dir.path().join("a.yaml"), limit).expect("write");
+    std::fs::write(dir.path().join("b.yaml"), limit).expect("write");
+    let (ok, out) = check_text(&toml(&dir.path().display().to_string()));
+    assert!(!ok, "{out}");
+    assert!(out.contains("b.yaml: domain `d` is also in"), "{out}");
+}
