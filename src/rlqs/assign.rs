@@ -57,15 +57,18 @@ pub struct Stream<'a> {
     pub id: StreamId,
     pub nudge: &'a mpsc::Sender<String>,
     pub buckets: HashMap<BucketKey, Tracked>,
+    /// The domain of the stream's reports: the last one a report gave.
+    pub domain: String,
 }
 
 /// What one answer is about: a bucket, the usage to charge, and the requests it saw
-/// (`None`: a re-size, which keeps the demand).
+/// with the time they took, by Envoy's own measure when it sent one (`None`: a re-size,
+/// which keeps the demand).
 struct Asked<'a> {
     domain: &'a str,
     id: &'a BucketId,
     allowed: u64,
-    requests: Option<u64>,
+    requests: Option<(u64, Option<u64>)>,
 }
 
 /// A bucket of no entry, answered per `[rls] on_unmatched` for this long.
@@ -95,7 +98,7 @@ impl Stream<'_> {
             domain,
             id,
             allowed: usage.num_requests_allowed,
-            requests: Some(requests),
+            requests: Some((requests, elapsed_ns(usage.time_elapsed.as_ref()))),
         };
         self.answer(snapshot, asked).await
     }
@@ -156,7 +159,7 @@ impl Stream<'_> {
             .limiter
             .check_descriptors(std::iter::once(descriptor), clock, &mut admission)
             .await;
-        if let (Some(top), Some(requests)) = (&snapshot.top, requests) {
+        if let (Some(top), Some((requests, _))) = (&snapshot.top, requests) {
             let route = snapshot.config.routes.len() + 1;
             super::top::record(top, (route, entry), &admission, &parts, requests > allowed);
         }
@@ -176,8 +179,10 @@ impl Stream<'_> {
             self.holders.release(&tracked.key, self.id);
             tracked.key.clone_from(&key);
         }
-        if let Some(requests) = requests {
-            let elapsed = now.saturating_sub(tracked.last_ns);
+        if let Some((requests, reported)) = requests {
+            // Envoy's `time_elapsed` when it gave one: a stream that reconnected reports
+            // its bucket's usage since its last report on the old stream, not since now.
+            let elapsed = reported.unwrap_or_else(|| now.saturating_sub(tracked.last_ns));
             tracked.demand = share::demand(requests, elapsed);
             tracked.last_ns = now;
         }
@@ -243,7 +248,7 @@ impl Stream<'_> {
                 Strategy::TokenBucket(TokenBucket {
                     max_tokens,
                     tokens_per_fill: Some(tokens_per_fill),
-                    fill_interval: Some(seconds(fill_s)),
+                    fill_interval: Some(fill_interval(fill_s)),
                 })
             }
             Assignment::AllowAll => {
@@ -306,9 +311,33 @@ fn holder_key(policy: &str, parts: &[&str]) -> String {
     key
 }
 
+/// A fill interval of `s` whole seconds, marked in its nanoseconds: Envoy's RLQS filter
+/// tells a changed token bucket from an unchanged one by `max_tokens`, `tokens_per_fill`
+/// and the interval's nanos only (its seconds are not compared), so a share that changes
+/// only its interval (1 per 10 s, then 1 per 20 s) would keep the old, faster bucket.
+/// Envoy counts the interval in whole seconds (it truncates), so `s` nanoseconds more
+/// change nothing but that comparison.
+fn fill_interval(s: u64) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(s).unwrap_or(i64::MAX),
+        // Below a second for every interval a share has (at most a year of seconds).
+        nanos: i32::try_from(s % 1_000_000_000).unwrap_or(0),
+    }
+}
+
 fn seconds(s: u64) -> prost_types::Duration {
     prost_types::Duration {
         seconds: i64::try_from(s).unwrap_or(i64::MAX),
         nanos: 0,
     }
+}
+
+/// A report's `time_elapsed` in nanoseconds; `None` when absent or zero (a bucket's first
+/// report).
+fn elapsed_ns(elapsed: Option<&prost_types::Duration>) -> Option<u64> {
+    let d = elapsed?;
+    let seconds = u64::try_from(d.seconds).ok()?;
+    let nanos = u64::try_from(d.nanos).ok()?;
+    let ns = seconds.saturating_mul(1_000_000_000).saturating_add(nanos);
+    (ns > 0).then_some(ns)
 }

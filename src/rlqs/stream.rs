@@ -107,6 +107,7 @@ async fn serve(
         id,
         nudge: &nudge,
         buckets: HashMap::new(),
+        domain: String::new(),
     };
     let metrics = &shared.metrics.rlqs;
     metrics.streams.inc();
@@ -170,6 +171,12 @@ async fn read_messages(
                 format!("not a RateLimitQuotaUsageReports: {e}"),
             )
         })?;
+        // The domain is the stream's: rlqs.proto asks for it in the first report only
+        // (Envoy sends it in each), so a report without one keeps the last one given.
+        let mut domain = std::mem::take(&mut stream.domain);
+        if !reports.domain.is_empty() && reports.domain != domain {
+            domain.clone_from(&reports.domain);
+        }
         let snapshot = stream.shared.snapshot.load_full();
         let started = stream.shared.clock.now_ns();
         let span = snapshot
@@ -179,8 +186,9 @@ async fn read_messages(
             .and_then(|t| stream.shared.start_span(t, headers, || started));
         let mut actions = Vec::with_capacity(reports.bucket_quota_usages.len());
         for usage in &reports.bucket_quota_usages {
-            actions.extend(stream.usage(&snapshot, &reports.domain, usage).await);
+            actions.extend(stream.usage(&snapshot, &domain, usage).await);
         }
+        stream.domain = domain;
         if let Some(span) = span {
             export_span(stream.shared, &span, reports.bucket_quota_usages.len());
         }
