@@ -204,6 +204,15 @@ impl Gateway {
         if let Some(rls) = self.rls {
             let _ = rls.await;
         }
+        // The last requests' spans go now, not after a batch's linger that would never
+        // come: bounded by one export's timeout.
+        let flush = self.shared.spans.flush();
+        if tokio::time::timeout(Duration::from_secs(6), flush)
+            .await
+            .is_err()
+        {
+            tracing::warn!(target: "tollgate::telemetry", "spans not all exported in 6 s at shutdown");
+        }
         if let Some(keeper) = self.slice_keeper {
             let _ = tokio::time::timeout(Duration::from_secs(5), keeper).await;
         }

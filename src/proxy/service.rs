@@ -169,6 +169,10 @@ async fn serve(
         let traceparent = crate::telemetry::span::upstream_traceparent(span);
         req.headers_mut()
             .insert(crate::telemetry::span::TRACEPARENT.clone(), traceparent);
+        if span.sampled.parent_id.is_none() {
+            // A new trace (no valid caller context): W3C drops the caller's tracestate.
+            req.headers_mut().remove("tracestate");
+        }
         span.forward = Some((shared.clock.now_ns(), 0));
     }
     // A tunnel takes the slots it needs; what it leaves is held until the body is done.

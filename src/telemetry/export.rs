@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use prost::Message;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::proto::{
     ExportTraceServiceRequest, InstrumentationScope, KeyValue, Resource, ResourceSpans, ScopeSpans,
@@ -31,17 +31,26 @@ const LINGER: Duration = Duration::from_secs(1);
 /// How long one export may take.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The request path's end of the queue.
+/// The request path's end of the queue, and the gateway's way to flush it.
 #[derive(Clone)]
 pub struct Spans {
     tx: mpsc::Sender<Span>,
+    flush: mpsc::Sender<oneshot::Sender<()>>,
+}
+
+/// The exporter's end: the spans, and flush requests (each answered once every span
+/// queued before it was exported or dropped).
+pub struct Queued {
+    spans: mpsc::Receiver<Span>,
+    flushes: mpsc::Receiver<oneshot::Sender<()>>,
 }
 
 impl Spans {
     /// The queue and its receiving end, for [`run`].
-    pub fn new() -> (Self, mpsc::Receiver<Span>) {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        (Self { tx }, rx)
+    pub fn new() -> (Self, Queued) {
+        let (tx, spans) = mpsc::channel(QUEUE);
+        let (flush, flushes) = mpsc::channel(1);
+        (Self { tx, flush }, Queued { spans, flushes })
     }
 
     /// Queues `span`, or drops and counts it when the queue is full.
@@ -50,53 +59,112 @@ impl Spans {
             metrics.queue_full.inc();
         }
     }
+
+    /// Exports what is queued now, without waiting for batches to fill: the gateway's
+    /// last requests' spans at shutdown. Returns once they went (or failed).
+    pub async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        if self.flush.send(done).await.is_ok() {
+            let _ = flushed.await;
+        }
+    }
 }
 
 /// Sends batches until the queue's senders are gone; `current` is the `[telemetry]` in
 /// effect at each export (none: the batch is dropped).
 pub async fn run(
-    mut rx: mpsc::Receiver<Span>,
+    mut queued: Queued,
     current: impl Fn() -> Option<Telemetry>,
     metrics: Arc<crate::metrics::Metrics>,
 ) {
+    let mut exporter = Exporter {
+        current,
+        metrics,
+        warned: false,
+    };
     let mut batch = Vec::with_capacity(BATCH);
-    let mut warned = false;
-    while let Some(first) = rx.recv().await {
-        batch.push(first);
-        let linger = tokio::time::sleep(LINGER);
-        tokio::pin!(linger);
-        while batch.len() < BATCH {
-            tokio::select! {
-                span = rx.recv() => match span {
-                    Some(s) => batch.push(s),
-                    None => break,
-                },
-                () = &mut linger => break,
+    loop {
+        let flushed = tokio::select! {
+            span = queued.spans.recv() => match span {
+                Some(first) => {
+                    batch.push(first);
+                    fill(&mut queued, &mut batch).await
+                }
+                None => break,
+            },
+            Some(done) = queued.flushes.recv() => Some(done),
+        };
+        if let Some(done) = flushed {
+            // Everything queued goes now, in whole batches.
+            while let Ok(span) = queued.spans.try_recv() {
+                batch.push(span);
+                if batch.len() == BATCH {
+                    exporter.export(&mut batch).await;
+                }
             }
+            exporter.export(&mut batch).await;
+            let _ = done.send(());
+        } else {
+            exporter.export(&mut batch).await;
+        }
+    }
+}
+
+/// Fills `batch` until it is full, its first span has waited [`LINGER`], or a flush is
+/// asked (returned: the batch and the rest go at once).
+async fn fill(queued: &mut Queued, batch: &mut Vec<Span>) -> Option<oneshot::Sender<()>> {
+    let linger = tokio::time::sleep(LINGER);
+    tokio::pin!(linger);
+    while batch.len() < BATCH {
+        tokio::select! {
+            span = queued.spans.recv() => match span {
+                Some(s) => batch.push(s),
+                None => break,
+            },
+            Some(done) = queued.flushes.recv() => return Some(done),
+            () = &mut linger => break,
+        }
+    }
+    None
+}
+
+/// Sends batches to the collector the configuration in effect names, counting them.
+struct Exporter<F> {
+    current: F,
+    metrics: Arc<crate::metrics::Metrics>,
+    /// A failure was logged and nothing succeeded since.
+    warned: bool,
+}
+
+impl<F: Fn() -> Option<Telemetry>> Exporter<F> {
+    /// Sends `batch` (emptied), or counts it dropped.
+    async fn export(&mut self, batch: &mut Vec<Span>) {
+        if batch.is_empty() {
+            return;
         }
         let n = batch.len() as u64;
-        let family = &metrics.telemetry;
-        let Some(config) = current() else {
+        let family = &self.metrics.telemetry;
+        let Some(config) = (self.current)() else {
             family.export_failed.inc_by(n);
             batch.clear();
-            continue;
+            return;
         };
-        let body = encode(&config, std::mem::take(&mut batch));
+        let body = encode(&config, std::mem::take(batch));
         match tokio::time::timeout(EXPORT_TIMEOUT, send(&config, body)).await {
             Ok(Ok(())) => {
                 family.exported.inc_by(n);
-                warned = false;
+                self.warned = false;
             }
             failed => {
                 family.export_failed.inc_by(n);
-                if !warned {
+                if !self.warned {
                     let why = match failed {
                         Ok(Err(e)) => e,
                         _ => format!("no answer within {}s", EXPORT_TIMEOUT.as_secs()),
                     };
                     // Once until an export succeeds again: a dead collector does not flood the log.
                     tracing::warn!(target: "tollgate::telemetry", endpoint = %config.endpoint(), "span export failed, spans dropped until it recovers: {why}");
-                    warned = true;
+                    self.warned = true;
                 }
             }
         }

@@ -74,6 +74,7 @@ mod store_health;
 mod store_outage;
 mod telemetry;
 mod telemetry_bound;
+mod telemetry_context;
 mod telemetry_stream;
 mod tls;
 mod tls_names;

@@ -86,7 +86,10 @@ impl Compiler {
             .trim_matches(['[', ']'])
             .to_owned();
         let port = uri.port_u16().unwrap_or(4317);
-        let path = uri.path().trim_end_matches('/').to_owned();
+        let path = uri.path().trim_end_matches('/');
+        // A per-signal endpoint (`…/v1/traces`, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT's
+        // form) is its base plus the path OTLP/HTTP adds: not added twice.
+        let path = path.strip_suffix("/v1/traces").unwrap_or(path).to_owned();
         Some((host, port, path))
     }
 }
@@ -121,6 +124,18 @@ mod tests {
             let config = telemetry(body).expect(body);
             let t = config.telemetry.expect("telemetry");
             assert_eq!(t.protocol, protocol, "{body}");
+        }
+        for (endpoint, base) in [
+            ("http://c:4318/v1/traces", ""),
+            ("http://c:4318/otlp/v1/traces/", "/otlp"),
+            ("http://c:4318/otlp", "/otlp"),
+        ] {
+            let config = telemetry(&format!("otlp_endpoint = \"{endpoint}\"")).expect(endpoint);
+            assert_eq!(
+                config.telemetry.expect("telemetry").base_path,
+                base,
+                "{endpoint}"
+            );
         }
         let e = telemetry("otlp_endpoint = \"http://c:4317\"\notlp_protocol = \"http/json\"")
             .expect_err("not a protocol");
