@@ -145,6 +145,7 @@ impl Metrics {
                 self.forget_policy(&policy.name);
             }
         }
+        self.rls.forget_removed(old, new);
         for upstream in &old.upstreams {
             if !new.upstreams.iter().any(|u| u.name == upstream.name) {
                 self.upstream_open.remove(&super::UpstreamNameLabels {

@@ -109,4 +109,39 @@ impl RlsFamilies {
             })
             .collect()
     }
+
+    /// Drops the series of rules `old` had and `new` has not (by domain and limit name),
+    /// so a limit removed from the YAML or the TOML leaves `/metrics` with it.
+    pub fn forget_removed(&self, old: &Config, new: &Config) {
+        let names = |config: &Config| -> Vec<(String, String)> {
+            config
+                .rls
+                .iter()
+                .flat_map(|rls| rls.rules.iter())
+                .map(|r| (r.domain.clone(), r.limit_name().to_owned()))
+                .collect()
+        };
+        let kept = names(new);
+        for (domain, policy) in names(old) {
+            if kept.contains(&(domain.clone(), policy.clone())) {
+                continue;
+            }
+            for outcome in OUTCOMES {
+                self.decisions.remove(&RlsDecisionLabels {
+                    domain: domain.clone(),
+                    policy: policy.clone(),
+                    outcome,
+                });
+            }
+        }
+    }
 }
+
+/// Every outcome a rule's decisions are counted under.
+const OUTCOMES: [&str; 5] = [
+    "ok",
+    "over_limit",
+    "shadow_over_limit",
+    "store_unavailable_allowed",
+    "store_unavailable",
+];

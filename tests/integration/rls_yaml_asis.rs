@@ -170,3 +170,52 @@ fn two_files_of_one_domain_are_refused_as_envoyproxy_ratelimit_refuses_them() {
     assert!(!ok, "{out}");
     assert!(out.contains("b.yaml: domain `d` is also in"), "{out}");
 }
+
+#[tokio::test]
+async fn a_limit_removed_on_reload_leaves_metrics_with_its_series() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("config.yaml");
+    let limit = |key: &str| {
+        format!("  - key: {key}\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n")
+    };
+    std::fs::write(
+        &file,
+        format!(
+            "domain: d\ndescriptors:\n{}{}",
+            limit("kept"),
+            limit("gone")
+        ),
+    )
+    .expect("write");
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&toml(&file.display().to_string()), &up.url()).await;
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    for key in ["kept", "gone"] {
+        assert_eq!(
+            rls.ask("d", vec![descriptor(&[(key, "v")])])
+                .await
+                .overall_code,
+            OK
+        );
+    }
+    let series = |key: &str| {
+        format!(
+            "tollgate_rls_decisions_total{{domain=\"d\",policy=\"d.{key}\",outcome=\"ok\"}} 1\n"
+        )
+    };
+    let metrics = || async {
+        send(&http1(), "GET", &gw.admin_url("/metrics"), &[], b"")
+            .await
+            .text()
+    };
+    let before = metrics().await;
+    assert!(
+        before.contains(&series("kept")) && before.contains(&series("gone")),
+        "{before}"
+    );
+    std::fs::write(&file, format!("domain: d\ndescriptors:\n{}", limit("kept"))).expect("write");
+    gw.gw().reload().await.expect("reload");
+    let after = metrics().await;
+    assert!(after.contains(&series("kept")), "{after}");
+    assert!(!after.contains("policy=\"d.gone\""), "{after}");
+}
