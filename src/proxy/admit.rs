@@ -121,8 +121,15 @@ pub async fn admit(
         record_top(top, routed, admission, &view);
     }
     // The deciding tier's key parts, for a line that will be written, and as a keyed hash
-    // for a sampled request's span.
-    if let (Some(_), Some(position), Some(span)) = (&refused, trace.policy, &mut trace.span) {
+    // for a sampled request's span (admitted: the tier nearest to refusing it).
+    let spanned = match refused {
+        Some(_) => trace.policy,
+        None => trace.span.as_ref().and(nearest_policy(route, admission)),
+    };
+    if let (Some(position), Some(span)) = (spanned, &mut trace.span) {
+        if refused.is_none() {
+            span.nearest = Some(route.policies[position].name.clone());
+        }
         let fleet = shared.limiter.keys().fleet().and_then(|f| f.key());
         let parts = super::access_log::key_parts(
             &route.policies[position],
@@ -344,4 +351,18 @@ fn record_top(
             });
         }
     });
+}
+
+/// The enforcing rate policy with the fewest requests left after an admission (the one
+/// its `RateLimit` headers report), by position.
+fn nearest_policy(route: &crate::config::Route, admission: &Admission) -> Option<usize> {
+    admission
+        .policy_reports()
+        .filter(|(report, counted)| {
+            *counted == crate::store::Counted::Admitted
+                && route.policies.get(report.position).map(|p| p.mode)
+                    == Some(crate::limit::Mode::Enforce)
+        })
+        .min_by_key(|(report, _)| report.remaining)
+        .map(|(report, _)| report.position)
 }

@@ -23,8 +23,11 @@ pub struct SpanTrace {
     /// Clock readings (the monotonic clock's ns).
     pub started_ns: u64,
     pub forward: Option<(u64, u64)>,
-    /// The refusing tier's key, as a keyed hash.
+    /// The refusing tier's key (or, admitted, the nearest to refusing's), as a keyed hash.
     pub key_hash: Option<String>,
+    /// An admitted request's policy nearest to refusing it (the one its `RateLimit`
+    /// headers report): named on its span as a refusal's is.
+    pub nearest: Option<String>,
 }
 
 /// The request's trace when `telemetry` samples it, given its headers (its caller's
@@ -54,6 +57,7 @@ pub fn start(
         started_ns: now_ns,
         forward: None,
         key_hash: None,
+        nearest: None,
     })
 }
 
@@ -152,11 +156,14 @@ fn server_attributes(trace: &SpanTrace, ended: &Ended<'_>) -> Vec<KeyValue> {
             Value::String(name.to_owned()),
         ));
     }
-    refusal_attributes(&mut attributes, trace, (ended.policy, ended.retry_after_ms));
+    let policy = ended.policy.or(trace.nearest.as_deref());
+    // An admitted request named by its nearest policy waited for nothing.
+    let retry_after_ms = ended.retry_after_ms.or(trace.nearest.as_ref().map(|_| 0));
+    refusal_attributes(&mut attributes, trace, (policy, retry_after_ms));
     attributes
 }
 
-/// A refusal's policy, wait and hashed key.
+/// The deciding policy, its wait and its hashed key.
 fn refusal_attributes(
     attributes: &mut Vec<KeyValue>,
     trace: &SpanTrace,

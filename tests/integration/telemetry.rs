@@ -175,6 +175,10 @@ async fn a_sampled_callers_trace_runs_through_the_gateway_to_the_upstream() {
         assert_eq!(a["http.route"], "/api");
         assert_eq!(a["http.response.status_code"], 200);
         assert_eq!(a["tollgate.decision"], "admitted");
+        // Admitted, it names the policy nearest to refusing it, which made it wait for nothing.
+        assert_eq!(a["tollgate.policy"], "tenant");
+        assert_eq!(a["tollgate.retry_after_ms"], 0);
+        assert!(a["tollgate.key_hash"].is_string(), "{a}");
         assert_eq!(client_span["parent"], server["span_id"]);
         assert_eq!(
             upstream_saw,
