@@ -77,6 +77,19 @@ fn what_is_not_one_json_value_finds_nothing() {
 }
 
 #[test]
+fn a_number_is_its_value_however_it_is_spelled() {
+    // A key is the number, not its spelling: `100`, `100.0`, `1e2` and `1.00E+2` are one
+    // tenant, so re-spelling a number gets no fresh bucket.
+    let pointers = [ptr("/t")];
+    for body in [r#"{"t":100}"#, r#"{"t":100.0}"#, r#"{"t":1e2}"#, r#"{"t":1.00E+2}"#] {
+        let facts = found(body.as_bytes(), &pointers).expect("json");
+        assert_eq!(texts(&facts, &pointers[0]), ["100"], "{body}");
+    }
+    let facts = found(br#"{"t":-2.5}"#, &pointers).expect("json");
+    assert_eq!(texts(&facts, &pointers[0]), ["-2.5"]);
+}
+
+#[test]
 fn objects_and_null_at_a_pointer_are_no_value() {
     let pointers = [ptr("/a"), ptr("/a/b")];
     let facts = found(br#"{"a":{"b":null}}"#, &pointers).expect("json");
