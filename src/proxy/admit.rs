@@ -124,7 +124,10 @@ pub async fn admit(
     // for a sampled request's span (admitted: the tier nearest to refusing it).
     let spanned = match refused {
         Some(_) => trace.policy,
-        None => trace.span.as_ref().and_then(|_| nearest_policy(route, admission)),
+        None => trace
+            .span
+            .as_ref()
+            .and_then(|_| nearest_policy(route, admission)),
     };
     if let (Some(position), Some(span)) = (spanned, &mut trace.span) {
         if refused.is_none() {

@@ -2,7 +2,8 @@
 //! traffic: at start while the fleet's key secret is awaited, and when Redis dies mid-run
 //! (`/readyz` 503 within about a second, one line when it goes, one when it comes back),
 //! a Cluster as soon as one master is silent, and a reachable Sentinel or Cluster store
-//! never at start, a Redis that answers but takes no writes as one that does not answer;
+//! never at start, a Redis that answers but takes no writes as one that does not answer,
+//! one that hangs soon after two of its call timeouts;
 //! requests `on_error = "allow"` lets through are counted and logged as such.
 
 use std::time::{Duration, Instant};
@@ -116,6 +117,36 @@ async fn redis_dying_mid_run_is_not_ready_within_a_second_and_said_once_each_way
     let log = gw.log();
     assert_eq!(lines_saying(&log, "store unreachable"), 1, "{log}");
     assert_eq!(lines_saying(&log, "store reachable again"), 1, "{log}");
+}
+
+/// A single Redis that hangs (frozen, not refusing) with a long call timeout: each probe
+/// waits its whole timeout, so the second is asked at once after the first misses — not a
+/// turn, an INFO and a fresh connection's four timeouts later (about 7 s here before).
+#[tokio::test]
+async fn a_redis_that_hangs_is_not_ready_soon_after_two_call_timeouts() {
+    let up = Upstream::start().await;
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
+        redis.url()
+    );
+    std::fs::write(&path, config(&store, &up, "false")).expect("write");
+    let gw = Process::run(&path);
+    let ready_url = format!("http://{}/readyz", gw.admin.expect("admin"));
+    assert!(readyz_becomes(&ready_url, 200, 30).await, "{}", gw.log());
+
+    redis.pause();
+    let frozen = Instant::now();
+    let unready = readyz_becomes(&ready_url, 503, 15).await;
+    let elapsed = frozen.elapsed();
+    redis.resume();
+    assert!(unready, "{}", gw.log());
+    // A turn's wait, its INFO, two probes and one short diagnosis, each bounded by the
+    // 500 ms timeout: 2.75 s at most (5 s before), with a margin for a busy machine.
+    assert!(elapsed < Duration::from_secs(4), "{elapsed:?}");
+    assert!(readyz_becomes(&ready_url, 200, 30).await, "{}", gw.log());
 }
 
 /// A Cluster is told unready within about a second of one master going silent (with the

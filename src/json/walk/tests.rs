@@ -81,7 +81,12 @@ fn a_number_is_its_value_however_it_is_spelled() {
     // A key is the number, not its spelling: `100`, `100.0`, `1e2` and `1.00E+2` are one
     // tenant, so re-spelling a number gets no fresh bucket.
     let pointers = [ptr("/t")];
-    for body in [r#"{"t":100}"#, r#"{"t":100.0}"#, r#"{"t":1e2}"#, r#"{"t":1.00E+2}"#] {
+    for body in [
+        r#"{"t":100}"#,
+        r#"{"t":100.0}"#,
+        r#"{"t":1e2}"#,
+        r#"{"t":1.00E+2}"#,
+    ] {
         let facts = found(body.as_bytes(), &pointers).expect("json");
         assert_eq!(texts(&facts, &pointers[0]), ["100"], "{body}");
     }

@@ -179,7 +179,9 @@ impl super::RedisStore {
             super::Connection::Single(_) => self.single_client.clone()?,
             super::Connection::Cluster(_) => return None,
         };
-        let limit = self.timeout * 4;
+        // Time for a connection's handshake, but not so long that a store that hangs
+        // keeps `/readyz` waiting: at most half a second past a call's own timeout.
+        let limit = (self.timeout * 4).min(self.timeout.max(std::time::Duration::from_millis(500)));
         match tokio::time::timeout(limit, client.get_multiplexed_async_connection()).await {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(StoreError::Redis(e)),

@@ -17,6 +17,8 @@ use crate::metrics::{EventLabels, Metrics};
 
 /// The time between two turns.
 const TURN: Duration = Duration::from_millis(500);
+/// How soon a missed liveness probe is asked again.
+const RECHECK: Duration = Duration::from_millis(250);
 /// A gateway silent in the membership for this long no longer counts.
 const MEMBERSHIP_MS: u64 = 30_000;
 
@@ -109,50 +111,72 @@ impl RedisStore {
 
     /// Asks the store whether it answers and takes writes, whatever the traffic (and
     /// before the fleet's secret is known): a failure is recorded with its cause at once,
-    /// and two in a row (half a second apart) say the store is unreachable — logged once,
-    /// `/readyz` 503.
+    /// and two in a row say the store is unreachable — logged once, `/readyz` 503. The
+    /// second is asked [`RECHECK`] after a first miss, not a turn later: with a store that
+    /// hangs, each call waits its whole timeout, and a turn's INFO and half a second
+    /// besides put `/readyz` seconds behind.
     /// A single node's (or Sentinel's master's) breaker is opened then, so requests take
     /// the `on_error` path at once instead of each waiting for its timeout. A Cluster is
     /// unreachable when one of its masters does not answer (with the default full
     /// coverage the Cluster then refuses every write), but its breakers stay per group:
     /// one dead master must not stop the others' slots where they still answer.
     async fn probe_liveness(&self, metrics: &Metrics) {
-        let answered = match &self.connection {
-            Connection::Cluster(slot) => match self.cluster(slot) {
-                Ok(mut c) => {
-                    let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                    self.bounded(c.route_command(redis::cmd("PING"), all))
-                        .await
-                        .map(drop)
+        let mut seen = None;
+        for attempt in 0..2 {
+            if attempt > 0 {
+                tokio::time::sleep(RECHECK).await;
+            }
+            let e = match self.liveness_call().await {
+                Ok(()) => {
+                    // Back only once no breaker is open (a Cluster's refusing master
+                    // answers PING).
+                    if !self.breakers.any_open() && self.health.came_back() {
+                        tracing::info!(address = %self.address(), "store reachable again");
+                    }
+                    return;
                 }
-                Err(e) => Err(e),
-            },
-            // The breaker's write probe, not a PING: a node that answers but refuses
-            // writes (a demoted master, out of memory under `noeviction`, a failed
-            // snapshot, too few replicas) fails every decision, and with no traffic a
-            // PING would call it ready. One small write a half second per gateway.
+                // A timed-out call hides its cause (the client retries a refused
+                // connection until the deadline): a fresh connection attempt tells it,
+                // once per failure.
+                Err(StoreError::Timeout(t)) => match seen.take() {
+                    Some(first) => first,
+                    None => self.diagnose().await.unwrap_or(StoreError::Timeout(t)),
+                },
+                Err(e) => e,
+            };
+            self.health.record(&e);
+            if self.health.missed_probe() >= 2 {
+                self.went_down(metrics, &e);
+                return;
+            }
+            seen = Some(e);
+        }
+    }
+
+    /// One liveness call: PING to every master of a Cluster; else the breaker's write
+    /// probe, not a PING — a node that answers but refuses writes (a demoted master, out
+    /// of memory under `noeviction`, a failed snapshot, too few replicas) fails every
+    /// decision, and with no traffic a PING would call it ready. One small write a half
+    /// second per gateway.
+    async fn liveness_call(&self) -> Result<(), StoreError> {
+        match &self.connection {
+            Connection::Cluster(slot) => {
+                let mut c = self.cluster(slot)?;
+                let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                self.bounded(c.route_command(redis::cmd("PING"), all))
+                    .await
+                    .map(drop)
+            }
             _ => {
                 let mut probe = PROBE.prepare_invoke();
                 probe.key(&self.probe_keys[0]);
                 self.invoke::<redis::Value>(&probe).await.map(drop)
             }
-        };
-        let e = match answered {
-            Ok(()) => {
-                // Back only once no breaker is open (a Cluster's refusing master answers
-                // PING).
-                if !self.breakers.any_open() && self.health.came_back() {
-                    tracing::info!(address = %self.address(), "store reachable again");
-                }
-                return;
-            }
-            Err(StoreError::Timeout(t)) => self.diagnose().await.unwrap_or(StoreError::Timeout(t)),
-            Err(e) => e,
-        };
-        self.health.record(&e);
-        if self.health.missed_probe() < 2 {
-            return;
         }
+    }
+
+    /// Two probes missed: a single node's breaker opens, and the store is said down.
+    fn went_down(&self, metrics: &Metrics, e: &StoreError) {
         if !self.is_cluster() {
             self.breakers.get(0).trip();
             metrics.store_breaker_open.set(1);
@@ -160,7 +184,7 @@ impl RedisStore {
         if self.health.went_down() {
             tracing::warn!(
                 address = %self.address(),
-                cause = super::health::cause(&e),
+                cause = super::health::cause(e),
                 error = %e,
                 "store unreachable; decisions follow on_error until it answers"
             );
