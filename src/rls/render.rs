@@ -5,59 +5,12 @@
 
 use super::decide::{Decided, Matched};
 use super::proto::{self, Code, DescriptorStatus, RateLimit, RateLimitResponse, Unit};
+use super::stated::{stated, SECOND_NS, UNITS};
 use crate::config::rls::{RefusalBody, Unmatched};
 use crate::config::Policy;
 use crate::config::Rls;
-use crate::limit::calendar::Period;
-use crate::limit::Quota;
 use crate::proxy::response::{body_start, rate_limit_lists, Refused, TierItem};
 use crate::store::{Counted, TierReport};
-
-const SECOND_NS: u64 = 1_000_000_000;
-const DAY_NS: u64 = 86_400 * SECOND_NS;
-/// The units a rate is stated in, smallest first, with their length as
-/// envoyproxy/ratelimit counts it (a month is 30 days, a year 365).
-const UNITS: [(Unit, u64); 7] = [
-    (Unit::Second, SECOND_NS),
-    (Unit::Minute, 60 * SECOND_NS),
-    (Unit::Hour, 3_600 * SECOND_NS),
-    (Unit::Day, DAY_NS),
-    (Unit::Week, 7 * DAY_NS),
-    (Unit::Month, 30 * DAY_NS),
-    (Unit::Year, 365 * DAY_NS),
-];
-
-/// `current_limit`'s `requests_per_unit` and `unit` for `policy` deciding on `quota`: a
-/// calendar quota's units per its window; a rate's requests per the smallest unit that
-/// states it exactly (10/s, 100/min, 7/h, a YAML's 10/month); a rate no unit states
-/// exactly (7 per 11 s) per the smallest unit of a day or more holding at least one
-/// request, rounded down (at least 1 per year).
-pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
-    let saturate = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-    if let Some(calendar) = policy.rate().and_then(|r| r.calendar.as_ref()) {
-        let unit = match calendar.calendar.period {
-            Period::Day => Unit::Day,
-            Period::Week(_) => Unit::Week,
-            Period::Month(_) => Unit::Month,
-        };
-        return (saturate(quota.burst()), unit);
-    }
-    let t = quota.interval_ns().max(1);
-    // The interval is the period over the limit rounded down to the nanosecond, so a
-    // unit holding exactly `n` requests holds `n` intervals and less than `n` ns more.
-    for (unit, length) in UNITS {
-        let n = length / t;
-        if n >= 1 && length - n * t < n {
-            return (saturate(n), unit);
-        }
-    }
-    let (unit, length) = UNITS[3..]
-        .iter()
-        .copied()
-        .find(|(_, length)| length / t >= 1)
-        .unwrap_or(UNITS[6]);
-    (saturate((length / t).max(1)), unit)
-}
 
 /// The response for `decided` under `rls`: `retry_after_s` is the call's wait when over.
 pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
@@ -237,7 +190,7 @@ fn headers(
     reports: &[Option<(TierReport, Counted)>],
     over: bool,
 ) -> Vec<proto::HeaderValue> {
-    let items: Vec<TierItem<'_>> = decided
+    let enforcing: Vec<(std::borrow::Cow<'_, str>, &TierReport)> = decided
         .matched
         .iter()
         .zip(reports)
@@ -247,14 +200,19 @@ fn headers(
             };
             let rule = rls.rules.get(*rule)?;
             let policy = rule.policy.as_deref()?;
-            (policy.mode == crate::limit::Mode::Enforce).then_some(TierItem {
-                policy: rule.limit_name(),
-                quota: report.quota,
-                constant: None,
-                remaining: report.remaining,
-                until_full_ns: report.until_full_ns,
-                window_s: report.window_s,
-            })
+            (policy.mode == crate::limit::Mode::Enforce)
+                .then(|| (header_safe(rule.limit_name()), report))
+        })
+        .collect();
+    let items: Vec<TierItem<'_>> = enforcing
+        .iter()
+        .map(|(name, report)| TierItem {
+            policy: name,
+            quota: report.quota,
+            constant: None,
+            remaining: report.remaining,
+            until_full_ns: report.until_full_ns,
+            window_s: report.window_s,
         })
         .collect();
     let mut out = Vec::new();
@@ -295,6 +253,28 @@ fn headers(
     out
 }
 
+/// A limit's name as a structured field string can hold it: a YAML's `rate_limit.name`
+/// may hold `"`, `\\` or characters beyond printable ASCII, which would make the
+/// `RateLimit` fields no header at all (escaped, or `_`).
+fn header_safe(name: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ';
+    if name.chars().all(plain) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if plain(c) => out.push(c),
+            _ => out.push('_'),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `dynamic_metadata` of a refused call: the first refusing descriptor and its policy.
 fn refused_by(rls: &Rls, decided: &Decided, position: usize) -> prost_types::Struct {
     use prost_types::value::Kind;
@@ -327,50 +307,11 @@ fn refused_by(rls: &Rls, decided: &Decided, position: usize) -> prost_types::Str
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    /// A rate policy of `limit` per `period`, as the config compiles it, and what
-    /// `current_limit` states of it.
-    fn stated_of(limit: u64, period: Duration) -> (u32, Unit) {
-        let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[policies.p]\nkey = \"header:x\"\nlimit = {limit}\nperiod = \"{}s\"\nburst = {limit}\n",
-            period.as_secs()
-        );
-        let config = crate::config::compile(std::path::Path::new("t.toml"), &text)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let policy = config.policy("p").expect("policy p");
-        let quota = policy.rate().expect("a rate").quota;
-        stated(policy, &quota)
-    }
-
     #[test]
-    fn a_rate_is_stated_in_the_smallest_unit_that_holds_it_exactly() {
-        let s = Duration::from_secs;
-        let day = 86_400;
-        let cases = [
-            (10, s(1), (10, Unit::Second)),
-            (100, s(60), (100, Unit::Minute)),
-            (1, s(1), (1, Unit::Second)),
-            // 7/h: the interval is rounded down to the nanosecond, the hour still holds 7.
-            (7, s(3_600), (7, Unit::Hour)),
-            (5, s(90), (200, Unit::Hour)),
-            (2, s(day), (2, Unit::Day)),
-            // envoyproxy/ratelimit's longer units: a week, a 30-day month, a 365-day year.
-            (1, s(7 * day), (1, Unit::Week)),
-            (10, s(30 * day), (10, Unit::Month)),
-            (1_000, s(30 * day), (1_000, Unit::Month)),
-            (3, s(365 * day), (3, Unit::Year)),
-            // No unit holds 7 per 11 s exactly: per day, rounded down.
-            (7, s(11), (54_981, Unit::Day)),
-            (1, s(2 * day), (15, Unit::Month)),
-            // Slower than one a day and no unit exact: the first unit holding one.
-            (1, s(4 * day), (1, Unit::Week)),
-            (1, s(400 * day), (1, Unit::Year)),
-        ];
-        for (limit, period, want) in cases {
-            assert_eq!(stated_of(limit, period), want, "{limit} per {period:?}");
-        }
+    fn a_name_no_header_could_hold_is_escaped_or_replaced() {
+        assert_eq!(super::header_safe("edge.tenant_a"), "edge.tenant_a");
+        assert_eq!(super::header_safe("a \"b\" \\c é"), "a \\\"b\\\" \\\\c _");
+        let item = format!("\"{}\";r=1", super::header_safe("x\"é"));
+        assert!(http::HeaderValue::from_str(&item).is_ok(), "{item}");
     }
 }

@@ -1,0 +1,103 @@
+//! `current_limit`'s numbers: a policy's rate stated in the units envoyproxy/ratelimit
+//! speaks (second to year, a month 30 days, a year 365), as exactly as a unit allows.
+
+use super::proto::Unit;
+use crate::config::Policy;
+use crate::limit::calendar::Period;
+use crate::limit::Quota;
+
+pub const SECOND_NS: u64 = 1_000_000_000;
+const DAY_NS: u64 = 86_400 * SECOND_NS;
+/// The units a rate is stated in, smallest first, with their length as
+/// envoyproxy/ratelimit counts it (a month is 30 days, a year 365).
+pub const UNITS: [(Unit, u64); 7] = [
+    (Unit::Second, SECOND_NS),
+    (Unit::Minute, 60 * SECOND_NS),
+    (Unit::Hour, 3_600 * SECOND_NS),
+    (Unit::Day, DAY_NS),
+    (Unit::Week, 7 * DAY_NS),
+    (Unit::Month, 30 * DAY_NS),
+    (Unit::Year, 365 * DAY_NS),
+];
+
+/// `current_limit`'s `requests_per_unit` and `unit` for `policy` deciding on `quota`: a
+/// calendar quota's units per its window; a rate's requests per the smallest unit that
+/// states it exactly (10/s, 100/min, 7/h, a YAML's 10/month); a rate no unit states
+/// exactly (7 per 11 s) per the smallest unit of a day or more holding at least one
+/// request, rounded down (at least 1 per year).
+pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
+    let saturate = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    if let Some(calendar) = policy.rate().and_then(|r| r.calendar.as_ref()) {
+        let unit = match calendar.calendar.period {
+            Period::Day => Unit::Day,
+            Period::Week(_) => Unit::Week,
+            Period::Month(_) => Unit::Month,
+        };
+        return (saturate(quota.burst()), unit);
+    }
+    let t = quota.interval_ns().max(1);
+    // The interval is the period over the limit rounded down to the nanosecond, so a
+    // unit holding exactly `n` requests holds `n` intervals and less than `n` ns more.
+    for (unit, length) in UNITS {
+        let n = length / t;
+        if n >= 1 && length - n * t < n {
+            return (saturate(n), unit);
+        }
+    }
+    let (unit, length) = UNITS[3..]
+        .iter()
+        .copied()
+        .find(|(_, length)| length / t >= 1)
+        .unwrap_or(UNITS[6]);
+    (saturate((length / t).max(1)), unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A rate policy of `limit` per `period`, as the config compiles it, and what
+    /// `current_limit` states of it.
+    fn stated_of(limit: u64, period: Duration) -> (u32, Unit) {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[policies.p]\nkey = \"header:x\"\nlimit = {limit}\nperiod = \"{}s\"\nburst = {limit}\n",
+            period.as_secs()
+        );
+        let config = crate::config::compile(std::path::Path::new("t.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let policy = config.policy("p").expect("policy p");
+        let quota = policy.rate().expect("a rate").quota;
+        stated(policy, &quota)
+    }
+
+    #[test]
+    fn a_rate_is_stated_in_the_smallest_unit_that_holds_it_exactly() {
+        let s = Duration::from_secs;
+        let day = 86_400;
+        let cases = [
+            (10, s(1), (10, Unit::Second)),
+            (100, s(60), (100, Unit::Minute)),
+            (1, s(1), (1, Unit::Second)),
+            // 7/h: the interval is rounded down to the nanosecond, the hour still holds 7.
+            (7, s(3_600), (7, Unit::Hour)),
+            (5, s(90), (200, Unit::Hour)),
+            (2, s(day), (2, Unit::Day)),
+            // envoyproxy/ratelimit's longer units: a week, a 30-day month, a 365-day year.
+            (1, s(7 * day), (1, Unit::Week)),
+            (10, s(30 * day), (10, Unit::Month)),
+            (1_000, s(30 * day), (1_000, Unit::Month)),
+            (3, s(365 * day), (3, Unit::Year)),
+            // No unit holds 7 per 11 s exactly: per day, rounded down.
+            (7, s(11), (54_981, Unit::Day)),
+            (1, s(2 * day), (15, Unit::Month)),
+            // Slower than one a day and no unit exact: the first unit holding one.
+            (1, s(4 * day), (1, Unit::Week)),
+            (1, s(400 * day), (1, Unit::Year)),
+        ];
+        for (limit, period, want) in cases {
+            assert_eq!(stated_of(limit, period), want, "{limit} per {period:?}");
+        }
+    }
+}
