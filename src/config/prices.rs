@@ -32,11 +32,11 @@ pub struct Prices {
     pub rows: Vec<TokenPrice>,
     by_model: HashMap<Box<[u8]>, u32>,
     default: Option<u32>,
-    /// The row of a request whose body was not read (too large, not JSON) on a table
-    /// with a `default`: the model it names is unknown, so each price is the dearest any
-    /// row has — a client cannot pick a cheaper row by padding its body.
-    /// `None`: the table prices nothing.
-    unread: Option<u32>,
+    /// A row of the dearest of each price (`None`: the table prices nothing), for a
+    /// request whose model cannot be trusted: its body was not read (too large, not JSON;
+    /// on a table with a `default`), or it names several — a client cannot pick a cheaper
+    /// row by padding its body or naming a cheap model beside a dear one.
+    dearest: Option<u32>,
     output_limits: [Arc<JsonPointer>; 3],
     choices: Arc<JsonPointer>,
 }
@@ -72,7 +72,7 @@ impl Prices {
             rows.push(price);
             (rows.len() - 1) as u32
         });
-        let unread = (!rows.is_empty()).then(|| {
+        let dearest = (!rows.is_empty()).then(|| {
             rows.push(dearest(&rows));
             (rows.len() - 1) as u32
         });
@@ -83,7 +83,7 @@ impl Prices {
             rows,
             by_model,
             default,
-            unread,
+            dearest,
             output_limits: OUTPUT_LIMITS.map(pointer),
             choices: pointer(CHOICES),
         }
@@ -107,32 +107,37 @@ impl Prices {
         self.by_model.get(model).copied().or(self.default)
     }
 
-    /// Quotes `view`. A request naming several models (a member given twice) is quoted
-    /// on the dearest; one naming none is priced by the default.
+    /// Quotes `view`: on its model's row (one naming none: the default). A request
+    /// naming several models (a member given twice: parsers upstream disagree on which
+    /// wins) is quoted and settled on the dearest of each price in the table, as is one
+    /// whose body was not read; no row it names could be trusted to dominate the others.
     pub fn quote(&self, view: &RequestView<'_>) -> Result<Quote, Unpriced> {
         let estimate = self.estimate(view);
         let models = self.model.extract(view).map_err(|_| Unpriced)?;
         let mut rows = models.iter().map(|m| self.row_of(m.as_text().as_bytes()));
-        let first = if models.is_empty() {
-            let unread = matches!(self.model, KeySource::Json(_))
-                && view.body.is_none_or(|b| !b.read_whole());
-            if unread {
-                // Without a `default`, a model not shown is refused as one not priced.
-                self.default.and(self.unread)
-            } else {
-                self.default
+        let row = match rows.next() {
+            None => {
+                let unread = matches!(self.model, KeySource::Json(_))
+                    && view.body.is_none_or(|b| !b.read_whole());
+                if unread {
+                    // Without a `default`, a model not shown is refused as one not priced.
+                    self.default.and(self.dearest)
+                } else {
+                    self.default
+                }
             }
-        } else {
-            rows.next().flatten()
+            Some(first) => {
+                let first = first.ok_or(Unpriced)?;
+                let mut row = Some(first);
+                for other in rows {
+                    if other.ok_or(Unpriced)? != first {
+                        row = self.dearest;
+                    }
+                }
+                row
+            }
         };
-        let mut best = self.quote_row(first.ok_or(Unpriced)?, estimate);
-        for row in rows {
-            let quote = self.quote_row(row.ok_or(Unpriced)?, estimate);
-            if quote.most.is_none_or(|m| best.most.is_some_and(|b| m > b)) {
-                best = quote;
-            }
-        }
-        Ok(best)
+        Ok(self.quote_row(row.ok_or(Unpriced)?, estimate))
     }
 
     fn quote_row(&self, row: u32, estimate: Estimate) -> Quote {
@@ -203,6 +208,35 @@ mod tests {
                 "{finer}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn two_models_named_are_priced_at_the_dearest_of_every_price() {
+        // A cheap row without max_output (unbounded) beside a dear bounded one: naming
+        // both must not settle on the cheap row's prices.
+        let prices = compile(
+            "default = { input = 1, output = 1 }\n\"cheap\" = { input = 1, output = 2 }\n\"dear\" = { input = 10, output = 30, max_output = 100 }",
+        )
+        .expect("valid");
+        let (method, uri, headers) = (
+            http::Method::POST,
+            http::Uri::from_static("/"),
+            http::HeaderMap::new(),
+        );
+        let model = prices.pointers().next().expect("the model's").clone();
+        let body = br#"{"model":"cheap","model":"dear"}"#;
+        let mut facts = crate::json::BodyFacts::default();
+        crate::json::walk(body, &[&model], &mut facts).expect("json");
+        let view = RequestView {
+            method: &method,
+            uri: &uri,
+            headers: &headers,
+            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            route: "r",
+            body: Some(&facts),
+        };
+        let row = prices.rows[prices.quote(&view).expect("priced").row as usize];
+        assert_eq!((row.input, row.output), (10_000_000, 30_000_000));
     }
 
     #[test]

@@ -91,6 +91,7 @@ async fn settle_response(
     }
     let side = Side::Response {
         server_error,
+        success: resp.status().is_success(),
         strip_trailers: !takes_trailers,
     };
     let reads_usage = settlement.reads_usage();

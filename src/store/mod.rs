@@ -20,6 +20,7 @@ pub mod keys;
 pub mod limiter;
 pub mod memory;
 pub mod overrides;
+mod quote;
 pub mod rate;
 pub mod redis;
 pub mod state;

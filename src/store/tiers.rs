@@ -33,6 +33,10 @@ pub struct RateTier {
     pub bounds: Option<crate::limit::calendar::Bounds>,
     /// A priced policy: the row of its price table the request was quoted on.
     pub row: Option<u32>,
+    /// A priced quote the body did not bound (no output limit, or its input unknown):
+    /// the reserve is not the most the request can cost, so a usage that never comes
+    /// settles at `max_cost`, not at it.
+    pub unbounded: bool,
 }
 
 impl RateTier {
@@ -124,18 +128,7 @@ struct RatePlan {
     settled: bool,
     calendar: Option<std::sync::Arc<crate::config::CalendarQuota>>,
     /// `reserve = "price:NAME"`: the table each request is quoted from.
-    priced: Option<PricedPlan>,
-}
-
-/// How a priced policy's requests are quoted.
-#[derive(Clone)]
-struct PricedPlan {
-    prices: std::sync::Arc<crate::config::Prices>,
-    /// The bounds of a quote.
-    min_cost: u64,
-    max_cost: u64,
-    /// `max_cost` was written: what a request the body does not bound reserves.
-    max_cost_given: bool,
+    priced: Option<super::quote::PricedPlan>,
 }
 
 impl AsRef<PolicyPlan> for PolicyPlan {
@@ -165,7 +158,7 @@ impl PolicyPlan {
             settled: rate.settle.is_some(),
             calendar: rate.calendar.clone(),
             priced: rate.settle.as_ref().and_then(|s| {
-                Some(PricedPlan {
+                Some(super::quote::PricedPlan {
                     prices: s.priced.clone()?,
                     min_cost: s.min_cost.max(1),
                     max_cost: s.max_cost.max(1),
@@ -227,8 +220,8 @@ impl RequestTiers {
                 self.push(plan, overrides, (position, policy), partial, clock);
             }
             let range = start..self.len_of(kind);
-            if let Some(rate) = plan.rate.as_ref().filter(|r| r.priced.is_some()) {
-                self.quote(rate, view, range.clone())
+            if let Some(priced) = plan.rate.as_ref().and_then(|r| r.priced.as_ref()) {
+                self.quote(priced, view, range.clone())
                     .map_err(|_| KeyRefusal::Unpriced(position))?;
             }
             self.policies.push(PolicyTiers {
@@ -310,33 +303,6 @@ impl RequestTiers {
         }
     }
 
-    /// Charges the tiers in `range` (a priced policy's keys) the request's quote: the
-    /// most it can cost, within `min_cost` and `max_cost`. A request whose cost the body
-    /// does not bound (no output limit, no `max_output`) reserves `max_cost` when it was
-    /// written (at most a key's whole burst), else its input's price: its usage is
-    /// charged when the answer reports it.
-    fn quote(
-        &mut self,
-        rate: &RatePlan,
-        view: &RequestView<'_>,
-        range: Range<usize>,
-    ) -> Result<(), crate::config::Unpriced> {
-        let Some(plan) = &rate.priced else {
-            return Ok(());
-        };
-        let quote = plan.prices.quote(view)?;
-        for t in &mut self.rate[range] {
-            let units = match quote.most {
-                Some(most) => most.min(plan.max_cost),
-                None if plan.max_cost_given => plan.max_cost.min(t.tier.quota.burst()),
-                None => quote.input.min(plan.max_cost),
-            };
-            t.tier.reserve = std::num::NonZeroU64::new(units.max(plan.min_cost).max(1));
-            t.row = Some(quote.row);
-        }
-        Ok(())
-    }
-
     fn len_of(&self, kind: TierKind) -> usize {
         match kind {
             TierKind::Rate => self.rate.len(),
@@ -375,6 +341,7 @@ impl RequestTiers {
                 settled: rate.settled,
                 redis: key.redis,
                 row: None,
+                unbounded: false,
             }),
             (PolicyKind::Concurrency(cap), Applied::Concurrency(max), _) => {
                 self.slots.push(SlotTier {

@@ -69,6 +69,7 @@ mod spellings_keys;
 mod spend;
 mod spend_keys;
 mod spend_race;
+mod spend_unbounded;
 mod store_calls;
 mod store_health;
 mod store_outage;

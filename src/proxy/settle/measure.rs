@@ -13,6 +13,10 @@ pub enum Measured {
     Value(u64),
     /// No value where one was expected, though the exchange completed.
     Missing,
+    /// A successful answer that reported no usage (a stream without `include_usage`),
+    /// or one cut for another tier: what the request used is unknown, and the client
+    /// could have chosen it so.
+    Unreported,
     /// A value that is not a whole number of at least zero.
     Invalid,
     /// The whole body went through: this many bytes.
@@ -44,6 +48,11 @@ pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<Se
         }
         Measured::Value(v) => (v, None),
         Measured::Missing => (reserve, Some(SettleFallback::Missing)),
+        // The reserve is the most the request could cost only when its quote was bounded.
+        Measured::Unreported if pending.unbounded => {
+            (settle.max_cost, Some(SettleFallback::Missing))
+        }
+        Measured::Unreported => (reserve, Some(SettleFallback::Missing)),
         Measured::Invalid => (reserve, Some(SettleFallback::Invalid)),
         Measured::Bytes(n) => (bytes(n), None),
         Measured::UpstreamFailed(n) => {
@@ -102,6 +111,7 @@ mod tests {
             window: None,
             admitted_at: 0,
             row: None,
+            unbounded: false,
         }
     }
 

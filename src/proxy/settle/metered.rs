@@ -25,10 +25,12 @@ pub enum Side {
     /// The client's upload: when it breaks, the client left.
     Request,
     /// The upstream's answer; `server_error` for a 5xx, whose missing trailer is the
-    /// upstream's failure. `strip_trailers`: the client did not ask for trailers, so
-    /// the ones read for a settle are not passed on.
+    /// upstream's failure; `success` for a 2xx, whose missing usage may be the client's
+    /// doing. `strip_trailers`: the client did not ask for trailers, so the ones read for
+    /// a settle are not passed on.
     Response {
         server_error: bool,
+        success: bool,
         strip_trailers: bool,
     },
 }
@@ -94,24 +96,26 @@ impl<B> Metered<B> {
         };
         let bytes = self.bytes;
         let usage = self.usage.as_ref().and_then(|s| s.usage());
-        let server_error = matches!(
-            self.side,
+        let (server_error, success) = match self.side {
             Side::Response {
-                server_error: true,
+                server_error,
+                success,
                 ..
-            }
-        );
+            } => (server_error, success),
+            Side::Request => (false, false),
+        };
         settlement.finish(|p| match (&p.settle().source, &end) {
             (SettleSource::Usage(prices), End::Trailers(_) | End::Complete) => {
                 let row = p.row.and_then(|r| prices.rows.get(r as usize));
                 match (usage, row) {
                     (Some(usage), Some(row)) => Measured::Value(row.cost(&usage)),
                     _ if server_error => Measured::UpstreamFailed(bytes),
+                    _ if success => Measured::Unreported,
                     _ => Measured::Missing,
                 }
             }
             // The gateway cut the answer for another tier: what it used is unknown.
-            (SettleSource::Usage(_), End::Cut) => Measured::Missing,
+            (SettleSource::Usage(_), End::Cut) => Measured::Unreported,
             (SettleSource::ResponseTrailer(name), End::Trailers(t)) => match parse_value(t, name) {
                 Measured::Missing if server_error => Measured::UpstreamFailed(bytes),
                 measured => measured,

@@ -84,6 +84,7 @@ fn started(policy: &Arc<Policy>, reserve: u64, ahead_ns: u64, now: u64) -> Strea
     Stream {
         pending: PendingSettle {
             row: None,
+            unbounded: false,
             policy: policy.clone(),
             tier: 0,
             position: 0,

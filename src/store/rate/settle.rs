@@ -47,6 +47,8 @@ pub struct PendingSettle {
     pub window: Option<(u64, crate::limit::calendar::Bounds)>,
     /// A priced policy: the row of its table the request was quoted on.
     pub row: Option<u32>,
+    /// Its quote had no bound: a usage that never comes settles at `max_cost`.
+    pub unbounded: bool,
 }
 
 impl PendingSettle {
@@ -246,6 +248,7 @@ pub fn pending_settles(
                 admitted_at: now,
                 window: t.tier.window.zip(t.bounds),
                 row: t.row,
+                unbounded: t.unbounded,
             });
         }
     }

@@ -6,6 +6,7 @@ const S: u64 = 1_000_000_000;
 fn tier(key: u64) -> RateTier {
     RateTier {
         row: None,
+        unbounded: false,
         tier: Tier {
             window: None,
             quota: Quota::new(1, S, 2).expect("quota"),

@@ -1,0 +1,127 @@
+//! Requests whose cost their body does not bound (no `max_tokens`, no row `max_output`;
+//! or a streamed body too large to read, whose length is unknown): each reserves its
+//! input's price (or `max_cost`, when written) so calls go on while the budget lasts, and
+//! one whose usage never comes — a stream without `include_usage` — pays `max_cost`, not
+//! that reserve, over HTTP/1.1 and HTTP/2.
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::{BodyExt, Full};
+
+use crate::spend::{budget, budget_with, chat, post, priced, used_reaches};
+use crate::support::*;
+
+fn unbounded(model: &str) -> serde_json::Value {
+    let mut body = chat(model, 6, 0);
+    body.as_object_mut().expect("object").remove("max_tokens");
+    body
+}
+
+#[tokio::test]
+async fn a_request_without_max_tokens_reserves_its_input_or_max_cost_when_written() {
+    let up = LlmUpstream::start().await;
+    let url = |gw: &TestGateway| gw.url("/v1/chat/completions");
+    // No max_cost: each call reserves its input's price and pays its usage, so calls go
+    // on while the budget lasts (not one call, then a month of 429s).
+    let body = unbounded("mini");
+    // Its input reserve is its length at mini's 1 unit a byte: three calls fit, a fourth
+    // finds less than that left.
+    let input = serde_json::to_vec(&body).unwrap().len() as u64;
+    let quota = input + priced(&body) * 5 / 2;
+    let gw = TestGateway::start(&budget(quota).build(), &up.url()).await;
+    for (i, client) in [http1(), http2(), http1()].iter().enumerate() {
+        let r = post(client, &url(&gw), "open", body.to_string().into_bytes()).await;
+        assert_eq!(r.status, 200, "call {i}");
+        let expected = priced(&body) * (i as u64 + 1);
+        assert_eq!(used_reaches(&gw, "open", expected).await, expected);
+    }
+    let r = post(&http2(), &url(&gw), "open", body.to_string().into_bytes()).await;
+    assert_eq!(r.status, 429, "the budget is spent");
+    // With max_cost written, that is what an unbounded call reserves: a 10,000 budget
+    // holds one 6,000 reserve at a time.
+    let toml = budget_with(10_000, "max_cost = 6000\n").build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut slow = unbounded("slow-model");
+    slow["stream"] = true.into();
+    slow["stream_options"] = serde_json::json!({"include_usage": true});
+    for (i, client) in [http1(), http2()].into_iter().enumerate() {
+        let key = &format!("held-{i}");
+        let req = Request::post(url(&gw))
+            .header("x-api-key", key)
+            .body(Full::new(Bytes::from(slow.to_string())))
+            .unwrap();
+        let resp = client.request(req).await.expect("head");
+        assert_eq!(resp.status(), 200);
+        let second = post(
+            &client,
+            &url(&gw),
+            key,
+            unbounded("mini").to_string().into_bytes(),
+        )
+        .await;
+        assert_eq!(second.status, 429, "6,000 of 10,000 are held");
+        resp.into_body().collect().await.expect("the stream ends");
+        let expected = priced(&slow);
+        assert_eq!(used_reaches(&gw, key, expected).await, expected);
+        let third = post(
+            &client,
+            &url(&gw),
+            key,
+            unbounded("mini").to_string().into_bytes(),
+        )
+        .await;
+        assert_eq!(third.status, 200, "settled: the reserve is back");
+    }
+}
+
+#[tokio::test]
+async fn an_unbounded_request_whose_usage_never_comes_pays_max_cost() {
+    let up = LlmUpstream::start().await;
+    let max_cost = 50_000;
+    let toml = budget_with(10_000_000, &format!("max_cost = {max_cost}\n"))
+        .server("max_key_body = 1024\n")
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        // No max_tokens, a stream that reports no usage: its reserve bounds nothing.
+        let mut silent = unbounded("mini");
+        silent["stream"] = true.into();
+        let key = format!("silent-{i}");
+        let r = post(client, &url, &key, silent.to_string().into_bytes()).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(used_reaches(&gw, &key, max_cost).await, max_cost);
+        // A body streamed without a length, too large to read: its input is unknown too.
+        let mut long = chat("mini", 3, 10);
+        long["messages"][0]["content"] = "word ".repeat(600).into();
+        long["stream"] = true.into();
+        let key = format!("chunked-{i}");
+        let text = Bytes::from(long.to_string());
+        let chunks: Vec<Result<_, std::io::Error>> = (0..text.len())
+            .step_by(700)
+            .map(|at| {
+                Ok(hyper::body::Frame::data(
+                    text.slice(at..(at + 700).min(text.len())),
+                ))
+            })
+            .collect();
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter(chunks));
+        let req = Request::post(&url)
+            .header("content-type", "application/json")
+            .header("x-api-key", &key)
+            .body(BodyExt::boxed(body))
+            .unwrap();
+        let resp = stream_client(i == 1).request(req).await.expect("answered");
+        assert_eq!(resp.status(), 200);
+        resp.into_body().collect().await.expect("the stream ends");
+        assert_eq!(used_reaches(&gw, &key, max_cost).await, max_cost);
+        // The same with its usage asked for: charged what it used.
+        let mut told = unbounded("mini");
+        told["stream"] = true.into();
+        told["stream_options"] = serde_json::json!({"include_usage": true});
+        let key = format!("told-{i}");
+        let r = post(client, &url, &key, told.to_string().into_bytes()).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(used_reaches(&gw, &key, priced(&told)).await, priced(&told));
+    }
+}
