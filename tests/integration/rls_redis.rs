@@ -14,10 +14,16 @@ fn toml(redis: &RedisServer) -> String {
 
 /// The rules on the Redis at `url` (a TOML value: one URL, or a Cluster's list).
 fn toml_for(url: &str) -> String {
-    Fixture::new()
+    rules()
         .store(format!(
             "backend = \"redis\"\nurl = {url}\ntimeout = \"2s\"\non_error = \"deny\""
         ))
+        .build()
+}
+
+/// The policies and rules, on whichever store.
+fn rules() -> Fixture {
+    Fixture::new()
         .policy("tenant", "header:x-tenant", 10, "1h", 10)
         .policy("user", "header:x-user", 100, "1h", 100)
         .policy("search", "header:x-tenant", 1, "1h", 1)
@@ -27,7 +33,6 @@ fn toml_for(url: &str) -> String {
              [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"user\"]\npolicy = \"user\"\n\
              [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { path = \"/v1/search\" }]\npolicy = \"search\"\n",
         )
-        .build()
 }
 
 /// A gateway whose rate limit service answers from Redis (the fleet's key is read).
@@ -123,6 +128,39 @@ async fn a_call_of_three_descriptors_is_one_script_call_and_a_refusal_moves_noth
         )
         .await;
     assert_eq!(tenant.codes(), [(OK, 8), (OK, 98)]);
+}
+
+#[tokio::test]
+async fn a_key_named_twice_in_one_call_is_charged_twice_on_redis_as_in_memory() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let (_on_redis, mut shared) = gateway(&toml(&redis), &up).await;
+    let in_memory = TestGateway::start(&rules().build(), &up.url()).await;
+    let mut local = RlsClient::connect(in_memory.rls.expect("rls")).await;
+    let mut answers = Vec::new();
+    for rls in [&mut local, &mut shared] {
+        let twice = vec![
+            descriptor(&[("tenant", "dup")]),
+            descriptor(&[("tenant", "dup")]),
+        ];
+        let both = rls.ask("edge", twice).await.codes();
+        let after = rls
+            .ask("edge", vec![descriptor_costing(&[("tenant", "dup")], 0)])
+            .await;
+        assert_eq!(after.codes(), [(OK, 8)], "charged twice");
+        // A cost of 5, then a check of the same key: the key keeps the 5.
+        let charged_then_checked = vec![
+            descriptor_costing(&[("tenant", "dup2")], 5),
+            descriptor_costing(&[("tenant", "dup2")], 0),
+        ];
+        let checked = rls.ask("edge", charged_then_checked).await.codes();
+        let after = rls
+            .ask("edge", vec![descriptor(&[("tenant", "dup2")])])
+            .await;
+        assert_eq!(after.codes(), [(OK, 4)], "the 5 and this one");
+        answers.push((both, checked));
+    }
+    assert_eq!(answers[0], answers[1], "Redis answers as memory does");
 }
 
 #[tokio::test]

@@ -28,6 +28,11 @@ if deadline then
   end
 end
 local debts, fresh = {}, {}
+-- A key named twice in one call (a rate limit service call's descriptors may repeat one)
+-- is decided on what the earlier tier left it, as the local store decides in order:
+-- every debt is read before any write, so the later tier would overwrite the earlier's
+-- charge with one made from the old debt.
+local left, first = {}, {}
 local denied = false
 for i = 1, n do
   local base = (i - 1) * 6
@@ -44,8 +49,16 @@ for i = 1, n do
     if now_s < tonumber(ws) then e = tonumber(ws) elseif now_s >= e then e = tonumber(wn) end
     basis = (e - now_s) * 1000000000 - now_ns
   end
-  local debt = debt_at(KEYS[i])
-  debts[i] = debt
+  -- The reply gives each key's debt before the call (the gateway replays the call's
+  -- tiers on those, in order, for their reports).
+  local debt = left[KEYS[i]]
+  if debt then
+    debts[i] = debts[first[KEYS[i]]]
+  else
+    debt = debt_at(KEYS[i])
+    debts[i] = debt
+    first[KEYS[i]] = i
+  end
   local over = debt - basis
   -- 15 minutes or more past the end: written under another calendar, nothing used here
   -- (limit::calendar's CARRY_NS).
@@ -56,6 +69,7 @@ for i = 1, n do
     -- one below what would read as another calendar's.
     if ws and ahead >= 900000000000 then ahead = 899999999999 end
     fresh[i] = basis + ahead
+    left[KEYS[i]] = fresh[i]
   elseif not shadow then
     denied = true
   end
