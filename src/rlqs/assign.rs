@@ -26,6 +26,15 @@ use crate::store::{Admission, Outcome};
 /// here, where a bucket's key is made.
 pub const MAX_BUCKETS_PER_STREAM: usize = 65_536;
 
+/// The most bytes of keys and values one bucket id may have to be tracked: an id is
+/// copied into the stream's map and the holders' (a header's value makes it, so real ids
+/// are short). A longer one is charged and refused for a while, as a bucket past the bound.
+pub const MAX_BUCKET_ID_BYTES: usize = 1_024;
+
+/// A tracked bucket no report named for this long is forgotten when the stream is full:
+/// Envoy reports each bucket it still uses every few seconds.
+const STALE_NS: u64 = 300 * 1_000_000_000;
+
 /// A bucket as a stream tracks it, in a form that hashes: the domain it was reported
 /// under and its id's pairs, sorted. The same id under two domains is two buckets (two
 /// entries may share it out by different policies).
@@ -59,6 +68,8 @@ pub struct Stream<'a> {
     pub buckets: HashMap<BucketKey, Tracked>,
     /// The domain of the stream's reports: the last one a report gave.
     pub domain: String,
+    /// When stale buckets were last looked for (a full stream looks at most every 10 s).
+    pub swept_ns: u64,
 }
 
 /// What one answer is about: a bucket, the usage to charge, and the requests it saw
@@ -163,11 +174,15 @@ impl Stream<'_> {
             let route = snapshot.config.routes.len() + 1;
             super::top::record(top, (route, entry), &admission, &parts, requests > allowed);
         }
-        if !self.buckets.contains_key(&bkey) && self.buckets.len() >= MAX_BUCKETS_PER_STREAM {
+        let now = clock.now_ns();
+        let id_bytes: usize = id.bucket.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let full = !self.buckets.contains_key(&bkey)
+            && self.buckets.len() >= MAX_BUCKETS_PER_STREAM
+            && self.forget_stale(now) == 0;
+        if full || id_bytes > MAX_BUCKET_ID_BYTES {
             // Charged like any other, but not tracked: refused for a while.
             return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S));
         }
-        let now = clock.now_ns();
         let ttl_s = bucket.ttl.as_secs().max(1);
         let tracked = self.buckets.entry(bkey).or_insert_with(|| Tracked {
             key: key.clone(),
@@ -190,6 +205,26 @@ impl Stream<'_> {
         let weight = self.weight(&key, demand, (now, ttl_s)).await;
         let assignment = decided(&admission, policy.mode, weight, ttl_s);
         Some(self.render(id, assignment, ttl_s))
+    }
+
+    /// Forgets the buckets no report named for [`STALE_NS`] (their holds go with them);
+    /// how many.
+    fn forget_stale(&mut self, now: u64) -> usize {
+        if self.swept_ns != 0 && now.saturating_sub(self.swept_ns) < UNMATCHED_TTL_S * 1_000_000_000
+        {
+            return 0;
+        }
+        self.swept_ns = now;
+        let before = self.buckets.len();
+        let (holders, id) = (self.holders, self.id);
+        self.buckets.retain(|_, t| {
+            let live = now.saturating_sub(t.last_ns) < STALE_NS;
+            if !live {
+                holders.release(&t.key, id);
+            }
+            live
+        });
+        before - self.buckets.len()
     }
 
     /// A bucket no entry names: abandoned when its entry went away on reload (Envoy drops

@@ -24,6 +24,9 @@ struct Holder {
 /// Every key's holders; a key's list is short (the Envoys that route its traffic).
 pub struct Holders {
     keys: Mutex<HashMap<String, Vec<Holder>>>,
+    /// When the map was last swept of holds that expired after their streams ended (clock
+    /// ns): a key no stream reports again would otherwise be kept for ever.
+    swept_ns: std::sync::atomic::AtomicU64,
     next: std::sync::atomic::AtomicU64,
     /// This listener among a fleet's servers (its streams' names in Redis).
     server: String,
@@ -33,6 +36,7 @@ impl Default for Holders {
     fn default() -> Self {
         Self {
             keys: Mutex::default(),
+            swept_ns: std::sync::atomic::AtomicU64::default(),
             next: std::sync::atomic::AtomicU64::default(),
             server: crate::random::suffix(),
         }
@@ -67,6 +71,7 @@ impl Holders {
         (now, expires_ns): (u64, u64),
     ) -> Weight {
         let mut keys = self.keys.lock();
+        self.sweep(&mut keys, now);
         let holders = keys.entry(key.to_owned()).or_default();
         holders.retain(|h| h.nudge.is_some() || h.expires_ns > now);
         let mut joined = false;
@@ -111,9 +116,14 @@ impl Holders {
         })
     }
 
-    /// `stream` ended: its holds stay until their assignments expire.
-    pub fn ended<'a>(&self, stream: StreamId, keys_held: impl Iterator<Item = &'a str>) {
+    /// `stream` ended at `now`: its holds stay until their assignments expire.
+    pub fn ended<'a>(
+        &self,
+        (stream, now): (StreamId, u64),
+        keys_held: impl Iterator<Item = &'a str>,
+    ) {
         let mut keys = self.keys.lock();
+        self.sweep(&mut keys, now);
         for key in keys_held {
             if let Some(holders) = keys.get_mut(key) {
                 for h in holders.iter_mut().filter(|h| h.stream == stream) {
@@ -132,6 +142,22 @@ impl Holders {
                 keys.remove(key);
             }
         }
+    }
+
+    /// Drops the holds that expired after their streams ended, and keys left without
+    /// one: at most once a second, so the map holds what the last assignments' TTLs
+    /// cover, whatever keys streams reported and left.
+    fn sweep(&self, keys: &mut HashMap<String, Vec<Holder>>, now: u64) {
+        use std::sync::atomic::Ordering;
+        let last = self.swept_ns.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < 1_000_000_000 {
+            return;
+        }
+        self.swept_ns.store(now, Ordering::Relaxed);
+        keys.retain(|_, holders| {
+            holders.retain(|h| h.nudge.is_some() || h.expires_ns > now);
+            !holders.is_empty()
+        });
     }
 
     /// Keys with a holder (the metrics, the tests).
@@ -175,7 +201,7 @@ mod tests {
             "a re-sizes at once"
         );
         assert!(b_rx.try_recv().is_err(), "the newcomer is not nudged");
-        holders.ended(1, ["k"].into_iter());
+        holders.ended((1, 2), ["k"].into_iter());
         assert_eq!(
             holders.weight("k", 2, 5),
             Some(Weight {
@@ -193,5 +219,19 @@ mod tests {
         );
         holders.release("k", 2);
         assert!(holders.is_empty());
+    }
+
+    #[test]
+    fn holds_of_ended_streams_leave_the_map_once_expired() {
+        let holders = Holders::default();
+        let (tx, _rx) = mpsc::channel(4);
+        for key in ["a", "b", "c"] {
+            holders.hold(key, (1, &tx), 1.0, (0, 10_000_000_000));
+        }
+        holders.ended((1, 0), ["a", "b", "c"].into_iter());
+        assert_eq!(holders.len(), 3, "held until their assignments expire");
+        // Another stream's report after the TTL sweeps the expired keys away.
+        holders.hold("d", (2, &tx), 1.0, (11_000_000_000, 21_000_000_000));
+        assert_eq!(holders.len(), 1);
     }
 }

@@ -108,6 +108,7 @@ async fn serve(
         nudge: &nudge,
         buckets: HashMap::new(),
         domain: String::new(),
+        swept_ns: 0,
     };
     let metrics = &shared.metrics.rlqs;
     metrics.streams.inc();
@@ -137,7 +138,8 @@ async fn serve(
             _ = shutdown.changed() => break Ok(()),
         }
     };
-    holders.ended(id, stream.buckets.values().map(|t| t.key.as_str()));
+    let now = shared.clock.now_ns();
+    holders.ended((id, now), stream.buckets.values().map(|t| t.key.as_str()));
     metrics.streams.dec();
     let mut trailers = HeaderMap::new();
     match ended {
