@@ -121,11 +121,15 @@ pub async fn read(
     let mut total = 0usize;
     let mut trailers = None;
     let body = req.body_mut();
+    // The whole read before the decision, not only each silence in it: a body dripped a
+    // byte at a time would otherwise hold its share of `max_key_body_memory` for as long
+    // as its client likes, and a few hundred of them every body-reading route's.
+    let deadline = tokio::time::Instant::now() + server.body_read_timeout;
     let ended = loop {
         if total > max {
             break false;
         }
-        let frame = tokio::time::timeout(server.body_read_timeout, body.frame()).await;
+        let frame = tokio::time::timeout_at(deadline, body.frame()).await;
         match frame {
             Err(_elapsed) => return Err(Box::new(ClientBodyFault::Stalled.response())),
             Ok(Some(Err(_))) => return Err(Box::new(ClientBodyFault::Broken.response())),

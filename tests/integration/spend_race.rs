@@ -186,6 +186,47 @@ async fn a_body_that_stalls_before_the_decision_is_answered_408_and_charges_noth
 }
 
 #[tokio::test]
+async fn a_body_dripped_before_the_decision_has_body_read_timeout_in_all() {
+    let up = LlmUpstream::start().await;
+    let toml = budget(1_000_000)
+        .server("body_read_timeout = \"1s\"\n")
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    for http2 in [false, true] {
+        // A byte every 300 ms: no silence reaches the timeout, the whole read does.
+        let started = std::time::Instant::now();
+        let drip = futures_util::stream::unfold(0u32, |n| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let byte = if n == 0 { &b"{"[..] } else { &b" "[..] };
+            (n < 40).then(|| {
+                (
+                    Ok::<_, std::io::Error>(hyper::body::Frame::data(bytes::Bytes::from_static(
+                        byte,
+                    ))),
+                    n + 1,
+                )
+            })
+        });
+        let req = http::Request::post(gw.url("/v1/chat/completions"))
+            .header("x-api-key", "dripper")
+            .body(http_body_util::BodyExt::boxed(
+                http_body_util::StreamBody::new(drip),
+            ))
+            .expect("request");
+        let answered = stream_client(http2).request(req).await;
+        let status = answered.map(|r| r.status().as_u16()).unwrap_or(0);
+        assert_eq!(status, 408, "http2 {http2}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    assert_eq!(up.requests(), 0);
+    assert_eq!(used(&gw, "dripper").await, 0);
+}
+
+#[tokio::test]
 async fn parked_bodies_cannot_hold_more_than_max_key_body_memory() {
     let up = LlmUpstream::start().await;
     let toml = budget(1_000_000)
