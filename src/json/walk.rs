@@ -191,6 +191,8 @@ impl<'de> Visitor<'de> for Node<'_, 'de, '_> {
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+        // `-0` is zero: one key, not a second spelling of it.
+        let v = if v == 0.0 { 0.0 } else { v };
         self.scalar(Cow::Owned(v.to_string().into_bytes()));
         Ok(())
     }

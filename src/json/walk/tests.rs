@@ -90,6 +90,10 @@ fn a_number_is_its_value_however_it_is_spelled() {
         let facts = found(body.as_bytes(), &pointers).expect("json");
         assert_eq!(texts(&facts, &pointers[0]), ["100"], "{body}");
     }
+    for zero in [r#"{"t":0}"#, r#"{"t":-0}"#, r#"{"t":-0.0}"#, r#"{"t":0e5}"#] {
+        let facts = found(zero.as_bytes(), &pointers).expect("json");
+        assert_eq!(texts(&facts, &pointers[0]), ["0"], "{zero}");
+    }
     let facts = found(br#"{"t":-2.5}"#, &pointers).expect("json");
     assert_eq!(texts(&facts, &pointers[0]), ["-2.5"]);
 }
