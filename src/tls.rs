@@ -158,10 +158,12 @@ impl ResolvesServerCert for SniResolver {
     }
 }
 
-/// A server config offering h2 and http/1.1 by ALPN, TLS 1.2 and 1.3 only.
+/// A server config offering h2 and http/1.1 by ALPN, TLS 1.2 and 1.3 only; with
+/// `client_ca`, only to clients whose certificate that CA signed (mutual TLS).
 pub fn server_config(
     default: &CertFiles,
     by_sni: &[CertFiles],
+    client_ca: Option<&Path>,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let mut by_name = SniNames::default();
     for files in by_sni {
@@ -174,12 +176,32 @@ pub fn server_config(
         by_name,
         default: certified_key(default)?,
     };
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => builder.with_client_cert_verifier(client_verifier(path)?),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(resolver));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Accepts only client certificates `path`'s CAs signed.
+fn client_verifier(
+    path: &Path,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let bad = |reason: String| TlsError::BadCa {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certificates(path)? {
+        roots.add(cert).map_err(|e| bad(e.to_string()))?;
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// The certificates a client config trusts, as DER: lets a reload notice a CA file that was

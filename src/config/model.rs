@@ -114,12 +114,14 @@ pub struct Server {
 pub struct ServerTls {
     pub default: CertFiles,
     pub sni: Vec<CertFiles>,
+    /// Mutual TLS: the CAs a client's certificate must be signed by.
+    pub client_ca: Option<PathBuf>,
     pub config: Arc<rustls::ServerConfig>,
 }
 
 impl PartialEq for ServerTls {
     fn eq(&self, other: &Self) -> bool {
-        self.default == other.default && self.sni == other.sni
+        self.default == other.default && self.sni == other.sni && self.client_ca == other.client_ca
     }
 }
 

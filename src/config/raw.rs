@@ -82,6 +82,8 @@ pub struct RawTls {
     /// More certificates, chosen by the client's SNI.
     #[serde(default)]
     pub sni: Vec<S<RawSniCert>>,
+    /// Mutual TLS: only clients with a certificate these CAs signed.
+    pub client_ca: Option<S<String>>,
 }
 
 #[derive(Debug, Deserialize)]

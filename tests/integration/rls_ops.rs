@@ -233,3 +233,56 @@ async fn the_tenant_the_service_refuses_most_tops_admin_top() {
     assert_eq!(first["admitted"], 1, "{keys}");
     assert_eq!(first["remaining"], 0, "{keys}");
 }
+
+#[tokio::test]
+async fn with_client_ca_only_callers_with_a_certificate_it_signed_are_answered() {
+    let (server_ca, callers, strangers) =
+        (Ca::new("rls ca"), Ca::new("callers"), Ca::new("strangers"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cert, key) = server_ca.leaf(&["localhost", "127.0.0.1"], "rls");
+    std::fs::write(dir.path().join("rls.pem"), cert).expect("write");
+    std::fs::write(dir.path().join("rls.key"), key).expect("write");
+    std::fs::write(dir.path().join("callers.pem"), callers.pem()).expect("write");
+    let toml = Fixture::new()
+        .policy("tenant", "header:x-tenant", 5, "1h", 5)
+        .raw(format!(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n[rls.tls]\ncert = \"{0}/rls.pem\"\nkey = \"{0}/rls.key\"\nclient_ca = \"{0}/callers.pem\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n",
+            dir.path().display()
+        ))
+        .build();
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let addr = gw.rls.expect("rls");
+    let call = || RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![descriptor(&[("tenant", "a")])],
+        hits_addend: 0,
+    };
+    let envoy = callers.leaf(&["envoy"], "envoy");
+    let mut trusted =
+        RlsClient::try_connect_tls(addr, &server_ca.pem(), Some((&envoy.0, &envoy.1)))
+            .await
+            .expect("a caller the CA signed connects");
+    assert_eq!(
+        trusted.call(call()).await.expect("answered").codes(),
+        [(OK, 4)]
+    );
+    // No certificate, or one another CA signed: no call is answered, nothing is charged.
+    let stranger = strangers.leaf(&["envoy"], "envoy");
+    for identity in [None, Some((stranger.0.as_str(), stranger.1.as_str()))] {
+        let answered = match RlsClient::try_connect_tls(addr, &server_ca.pem(), identity).await {
+            Some(mut client) => client.call(call()).await.is_ok(),
+            None => false,
+        };
+        assert!(
+            !answered,
+            "with {:?}",
+            identity.map(|_| "a stranger's certificate")
+        );
+    }
+    assert_eq!(
+        trusted.call(call()).await.expect("answered").codes(),
+        [(OK, 3)]
+    );
+}

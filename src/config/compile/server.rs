@@ -150,14 +150,16 @@ impl Compiler {
                 key: self.base.join(&s.get_ref().key),
             })
             .collect();
-        match crate::tls::server_config(&default, &sni) {
+        let client_ca = t.client_ca.as_ref().map(|c| self.base.join(c.get_ref()));
+        match crate::tls::server_config(&default, &sni, client_ca.as_deref()) {
             Ok(config) => Some(ServerTls {
                 default,
                 sni,
+                client_ca,
                 config,
             }),
             Err(e) => {
-                self.error(span, format!("{table}: {e}"), Some("point cert and key at PEM files (relative paths start at the config file's folder)".to_owned()));
+                self.error(span, format!("{table}: {e}"), Some("point cert, key and client_ca at PEM files (relative paths start at the config file's folder)".to_owned()));
                 None
             }
         }

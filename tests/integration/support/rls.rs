@@ -150,6 +150,32 @@ impl RlsClient {
         }
     }
 
+    /// Over TLS with a client certificate (`identity`: certificate and key PEM), or
+    /// without one; `None` when the channel cannot be made.
+    pub async fn try_connect_tls(
+        addr: SocketAddr,
+        ca_pem: &str,
+        identity: Option<(&str, &str)>,
+    ) -> Option<Self> {
+        let mut tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(ca_pem))
+            .domain_name("localhost");
+        if let Some((cert, key)) = identity {
+            tls = tls.identity(tonic::transport::Identity::from_pem(cert, key));
+        }
+        let channel = tonic::transport::Channel::from_shared(format!("https://{addr}"))
+            .expect("url")
+            .tls_config(tls)
+            .expect("tls config")
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .connect()
+            .await
+            .ok()?;
+        Some(Self {
+            grpc: tonic::client::Grpc::new(channel),
+        })
+    }
+
     /// Over TLS, trusting `ca_pem`, naming the server `localhost`.
     pub async fn connect_tls(addr: SocketAddr, ca_pem: &str) -> Self {
         let tls = tonic::transport::ClientTlsConfig::new()
