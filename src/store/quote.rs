@@ -1,10 +1,7 @@
-//! A priced policy's tiers charged the request's quote (`reserve = "price:NAME"`): the
-//! most it can cost on its model's row, within the policy's bounds.
+//! What a priced policy's tier reserves for a request's quote (`reserve =
+//! "price:NAME"`): the most it can cost on its model's row, within the policy's bounds.
 
-use std::ops::Range;
-
-use super::tiers::RequestTiers;
-use crate::key::RequestView;
+use crate::config::Quote;
 
 /// How a priced policy's requests are quoted, worked out once per config version.
 #[derive(Clone)]
@@ -17,29 +14,18 @@ pub(super) struct PricedPlan {
     pub max_cost_given: bool,
 }
 
-impl RequestTiers {
-    /// Charges the tiers in `range` (a priced policy's keys) the request's quote: the
-    /// most it can cost, within `min_cost` and `max_cost`. A request whose cost the body
-    /// does not bound (no output limit, no `max_output`) reserves `max_cost` when it was
-    /// written (at most a key's whole burst), else its input's price: its usage is
-    /// charged when the answer reports it.
-    pub(super) fn quote(
-        &mut self,
-        plan: &PricedPlan,
-        view: &RequestView<'_>,
-        range: Range<usize>,
-    ) -> Result<(), crate::config::Unpriced> {
-        let quote = plan.prices.quote(view)?;
-        for t in &mut self.rate[range] {
-            let units = match quote.most {
-                Some(most) => most.min(plan.max_cost),
-                None if plan.max_cost_given => plan.max_cost.min(t.tier.quota.burst()),
-                None => quote.input.min(plan.max_cost),
-            };
-            t.tier.reserve = std::num::NonZeroU64::new(units.max(plan.min_cost).max(1));
-            t.row = Some(quote.row);
-            t.unbounded = quote.most.is_none();
-        }
-        Ok(())
+impl PricedPlan {
+    /// The units a tier whose key has `burst` reserves for `quote`: the most the request
+    /// can cost, within `min_cost` and `max_cost`. A request whose cost the body does not
+    /// bound (no output limit, no `max_output`) reserves `max_cost` when it was written
+    /// (at most the key's whole burst), else its input's price: its usage is charged when
+    /// the answer reports it (and `max_cost` if it never does).
+    pub fn reserve(&self, quote: &Quote, burst: u64) -> u64 {
+        let units = match quote.most {
+            Some(most) => most.min(self.max_cost),
+            None if self.max_cost_given => self.max_cost.min(burst),
+            None => quote.input.min(self.max_cost),
+        };
+        units.max(self.min_cost).max(1)
     }
 }

@@ -303,6 +303,24 @@ impl RequestTiers {
         }
     }
 
+    /// Charges the tiers in `range` (a priced policy's keys) the request's quote
+    /// ([`PricedPlan::reserve`]), on the row it was quoted on.
+    fn quote(
+        &mut self,
+        plan: &super::quote::PricedPlan,
+        view: &RequestView<'_>,
+        range: Range<usize>,
+    ) -> Result<(), crate::config::Unpriced> {
+        let quote = plan.prices.quote(view)?;
+        for t in &mut self.rate[range] {
+            let units = plan.reserve(&quote, t.tier.quota.burst());
+            t.tier.reserve = std::num::NonZeroU64::new(units);
+            t.row = Some(quote.row);
+            t.unbounded = quote.most.is_none();
+        }
+        Ok(())
+    }
+
     fn len_of(&self, kind: TierKind) -> usize {
         match kind {
             TierKind::Rate => self.rate.len(),
