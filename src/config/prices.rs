@@ -201,7 +201,7 @@ mod tests {
     fn prices_are_kept_to_a_millionth_and_a_finer_one_is_refused() {
         let prices = compile("\"m\" = { input = 0.15, output = 0.000001 }").expect("valid");
         assert_eq!((prices.rows[0].input, prices.rows[0].output), (150_000, 1));
-        for finer in ["0.0000004", "0.0000015", "1e-9"] {
+        for finer in ["0.0000004", "0.0000015", "1e-9", "0.6000004", "2.0000004"] {
             let e = compile(&format!("\"m\" = {{ input = {finer}, output = 1 }}")).unwrap_err();
             assert!(
                 e.contains("finer than a millionth of a unit"),

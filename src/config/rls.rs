@@ -99,8 +99,9 @@ pub struct RlsRule {
     /// Names of the limits this one replaces when both apply to one call.
     pub replaces: Vec<String>,
     /// `requests_per_unit: 0`, the YAML's way to block: every descriptor it matches is
-    /// over the limit, nothing charged. The unit's length in seconds, as written.
-    pub blocked: Option<u64>,
+    /// over the limit, nothing charged — or, in `shadow_mode`, answered OK and counted
+    /// `shadow_over_limit`. The unit's length in seconds, as written, and the mode.
+    pub blocked: Option<(u64, crate::limit::Mode)>,
 }
 
 impl RlsRule {

@@ -10,6 +10,9 @@ use arrayvec::ArrayVec;
 use tokio::sync::mpsc;
 
 use super::holders::{Holders, StreamId, Weight};
+use super::keys::{
+    bucket_key, holder_key, id_bytes, BucketKey, MAX_BUCKET_ID_BYTES, MAX_STREAM_ID_BYTES,
+};
 use super::proto::{
     AbandonAction, Action, BlanketRule, BucketAction, BucketId, BucketQuotaUsage,
     QuotaAssignmentAction, RateLimitStrategy, Strategy, TokenBucket,
@@ -26,29 +29,9 @@ use crate::store::{Admission, Outcome};
 /// here, where a bucket's key is made.
 pub const MAX_BUCKETS_PER_STREAM: usize = 65_536;
 
-/// The most bytes of keys and values one bucket id may have to be tracked: an id is
-/// copied into the stream's map and the holders' (a header's value makes it, so real ids
-/// are short). A longer one is charged and refused for a while, as a bucket past the bound.
-pub const MAX_BUCKET_ID_BYTES: usize = 1_024;
-
 /// A tracked bucket no report named for this long is forgotten when the stream is full:
 /// Envoy reports each bucket it still uses every few seconds.
 const STALE_NS: u64 = 300 * 1_000_000_000;
-
-/// A bucket as a stream tracks it, in a form that hashes: the domain it was reported
-/// under and its id's pairs, sorted. The same id under two domains is two buckets (two
-/// entries may share it out by different policies).
-pub type BucketKey = (String, Vec<(String, String)>);
-
-pub fn bucket_key(domain: &str, id: &BucketId) -> BucketKey {
-    let mut pairs: Vec<(String, String)> = id
-        .bucket
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    pairs.sort();
-    (domain.to_owned(), pairs)
-}
 
 /// A bucket this stream has reported, as last answered. Its domain and id are the map's
 /// key, not kept a second time here.
@@ -57,6 +40,8 @@ pub struct Tracked {
     pub key: String,
     pub last_ns: u64,
     pub demand: f64,
+    /// Its id's bytes, counted in the stream's [`Stream::id_bytes`].
+    pub bytes: usize,
 }
 
 /// What one stream answers with: the process's shared parts and its own identity.
@@ -70,6 +55,8 @@ pub struct Stream<'a> {
     pub domain: String,
     /// When stale buckets were last looked for (a full stream looks at most every 10 s).
     pub swept_ns: u64,
+    /// The bytes of every tracked bucket's id, bounded by [`MAX_STREAM_ID_BYTES`].
+    pub id_bytes: usize,
 }
 
 /// What one answer is about: a bucket, the usage to charge, and the requests it saw
@@ -175,19 +162,27 @@ impl Stream<'_> {
             super::top::record(top, (route, entry), &admission, &parts, requests > allowed);
         }
         let now = clock.now_ns();
-        let id_bytes: usize = id.bucket.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let bytes = id_bytes(id);
+        let over = |s: &Self| {
+            s.buckets.len() >= MAX_BUCKETS_PER_STREAM || s.id_bytes + bytes > MAX_STREAM_ID_BYTES
+        };
         let full = !self.buckets.contains_key(&bkey)
-            && self.buckets.len() >= MAX_BUCKETS_PER_STREAM
-            && self.forget_stale(now) == 0;
-        if full || id_bytes > MAX_BUCKET_ID_BYTES {
+            && over(self)
+            && (self.forget_stale(now) == 0 || over(self));
+        if full || bytes > MAX_BUCKET_ID_BYTES {
             // Charged like any other, but not tracked: refused for a while.
             return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S));
         }
         let ttl_s = bucket.ttl.as_secs().max(1);
-        let tracked = self.buckets.entry(bkey).or_insert_with(|| Tracked {
-            key: key.clone(),
-            last_ns: now,
-            demand: 0.0,
+        let counted = &mut self.id_bytes;
+        let tracked = self.buckets.entry(bkey).or_insert_with(|| {
+            *counted += bytes;
+            Tracked {
+                key: key.clone(),
+                last_ns: now,
+                demand: 0.0,
+                bytes,
+            }
         });
         if tracked.key != key {
             // Its entry now names another policy or key (a reload): the old hold goes.
@@ -216,11 +211,12 @@ impl Stream<'_> {
         }
         self.swept_ns = now;
         let before = self.buckets.len();
-        let (holders, id) = (self.holders, self.id);
+        let (holders, id, counted) = (self.holders, self.id, &mut self.id_bytes);
         self.buckets.retain(|_, t| {
             let live = now.saturating_sub(t.last_ns) < STALE_NS;
             if !live {
                 holders.release(&t.key, id);
+                *counted -= t.bytes;
             }
             live
         });
@@ -238,6 +234,7 @@ impl Stream<'_> {
         let metrics = &self.shared.metrics.rlqs;
         if let Some(gone) = self.buckets.remove(bkey) {
             self.holders.release(&gone.key, self.id);
+            self.id_bytes -= gone.bytes;
             metrics.abandon.inc();
             return BucketAction {
                 bucket_id: Some(id.clone()),
@@ -335,17 +332,6 @@ pub fn decided(
 }
 
 /// The holders' name of a key: its policy and parts (NUL cannot occur in either).
-fn holder_key(policy: &str, parts: &[&str]) -> String {
-    let mut key =
-        String::with_capacity(policy.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>());
-    key.push_str(policy);
-    for p in parts {
-        key.push('\0');
-        key.push_str(p);
-    }
-    key
-}
-
 /// A fill interval of `s` whole seconds, marked in its nanoseconds: Envoy's RLQS filter
 /// tells a changed token bucket from an unchanged one by `max_tokens`, `tokens_per_fill`
 /// and the interval's nanos only (its seconds are not compared), so a share that changes

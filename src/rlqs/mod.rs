@@ -2,13 +2,15 @@
 //! listener. Envoys report their buckets' usage; each report is charged to the bucket's
 //! key and answered with the Envoy's share of the key as a token bucket it enforces on
 //! its own. `stream.rs` speaks the gRPC stream (`grpc_frames` cuts its messages),
-//! `assign.rs` turns a usage into an action, `holders.rs` knows which Envoys share which
+//! `assign.rs` turns a usage into an action (`keys.rs`: what a bucket is kept as),
+//! `holders.rs` knows which Envoys share which
 //! key (`fleet.rs`: across the servers of one Redis), `share.rs` is the arithmetic of a
 //! share, `top.rs` counts who is limited, `proto.rs` the messages.
 
 pub mod assign;
 pub mod fleet;
 pub mod holders;
+pub mod keys;
 pub mod proto;
 pub mod share;
 pub mod stream;

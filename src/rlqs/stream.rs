@@ -109,6 +109,7 @@ async fn serve(
         buckets: HashMap::new(),
         domain: String::new(),
         swept_ns: 0,
+        id_bytes: 0,
     };
     let metrics = &shared.metrics.rlqs;
     metrics.streams.inc();

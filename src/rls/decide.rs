@@ -9,7 +9,7 @@ use super::proto::RateLimitRequest;
 use crate::clock::Clock;
 use crate::config::rls::Unmatched;
 use crate::config::Rls;
-use crate::limit::{MAX_DECISIONS, MAX_TIERS};
+use crate::limit::{Mode, MAX_DECISIONS, MAX_TIERS};
 use crate::proxy::snapshot::Snapshot;
 use crate::store::limiter::Descriptor;
 use crate::store::{Admission, Limiter};
@@ -196,7 +196,12 @@ fn match_descriptors(
         }
         let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
         matched.push(match rls.rules.find(&call.domain, entries) {
-            Some(rule) if rls.rules.get(rule).is_some_and(|r| r.blocked.is_some()) => {
+            Some(rule)
+                if rls
+                    .rules
+                    .get(rule)
+                    .is_some_and(|r| r.blocked.is_some_and(|(_, m)| m == Mode::Enforce)) =>
+            {
                 Matched::Blocked(rule)
             }
             Some(rule) => Matched::Rule(rule),

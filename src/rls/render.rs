@@ -128,7 +128,7 @@ fn blocked_status(rls: &Rls, rule: usize) -> DescriptorStatus {
     let Some(rule) = rls.rules.get(rule) else {
         return status(Code::OverLimit);
     };
-    let length = rule.blocked.unwrap_or(1).saturating_mul(SECOND_NS);
+    let length = rule.blocked.map_or(1, |(s, _)| s).saturating_mul(SECOND_NS);
     let unit = UNITS
         .iter()
         .find(|(_, l)| *l == length)
@@ -234,7 +234,7 @@ fn headers(
         .matched
         .iter()
         .filter_map(|m| match m {
-            Matched::Blocked(rule) => rls.rules.get(*rule)?.blocked,
+            Matched::Blocked(rule) => rls.rules.get(*rule)?.blocked.map(|(s, _)| s),
             _ => None,
         })
         .max()

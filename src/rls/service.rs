@@ -286,8 +286,23 @@ fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, deci
     }
     for (position, m) in decided.matched.iter().enumerate() {
         let bit = 1u64.checked_shl(position as u32).unwrap_or(0);
+        let shadow_block = |rule: &usize| {
+            let rule = snapshot
+                .config
+                .rls
+                .as_ref()
+                .and_then(|r| r.rules.get(*rule));
+            rule.is_some_and(|r| {
+                r.blocked
+                    .is_some_and(|(_, m)| m == crate::limit::Mode::Shadow)
+            })
+        };
         match (m, counters(position)) {
             (Matched::Blocked(_), Some(c)) => c.over_limit.inc(),
+            // A blocking limit in shadow mode: it would have refused.
+            (Matched::Rule(r), Some(c)) if limited & bit == 0 && shadow_block(r) => {
+                c.shadow_over_limit.inc()
+            }
             (Matched::Rule(_), Some(c)) if limited & bit == 0 => c.ok.inc(),
             _ => 0,
         };

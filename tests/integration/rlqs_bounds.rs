@@ -1,7 +1,6 @@
-//! What one quota stream may make the server keep: a bucket past the stream's bound, or
-//! with an id too long to keep, is charged and refused a while, not tracked; buckets no
-//! report names for five minutes make room for new ones; the holds of ended streams
-//! leave once their assignments expire.
+//! What one quota stream may make the server keep: a bucket past the stream's bound (in
+//! count, or in its ids' bytes), or with an id past 16 KiB, is charged and refused a
+//! while, not tracked; buckets no report names for five minutes make room for new ones.
 
 use crate::rlqs::{open, proxied, start, tenant};
 use crate::support::*;
@@ -41,13 +40,15 @@ async fn a_bucket_past_the_streams_bound_is_charged_and_refused_until_stale_ones
 }
 
 #[tokio::test]
-async fn a_bucket_id_too_long_to_keep_is_charged_and_refused() {
+async fn a_token_sized_bucket_id_is_shared_out_and_a_longer_one_charged_and_refused() {
     let (_up, gw) = start().await;
     let mut envoy = open(&gw).await;
-    let long = "x".repeat(tollgate::rlqs::assign::MAX_BUCKET_ID_BYTES);
-    let answers = envoy.ask("edge", vec![tenant(&long, 20, 0)]).await;
-    assert_eq!(answers[0].told(), Told::DenyAll(10));
+    let max = tollgate::rlqs::keys::MAX_BUCKET_ID_BYTES - "tenant".len();
+    let token = "t".repeat(2_000);
+    let kept = envoy.ask("edge", vec![tenant(&token, 1, 0)]).await;
+    assert_eq!(kept[0].told(), Told::Bucket(19, 10, 1, 10));
+    let long = "x".repeat(max + 1);
+    let refused = envoy.ask("edge", vec![tenant(&long, 20, 0)]).await;
+    assert_eq!(refused[0].told(), Told::DenyAll(10));
     assert_eq!(proxied(&gw, &long).await, 429, "charged all the same");
-    let short = envoy.ask("edge", vec![tenant("short", 1, 0)]).await;
-    assert!(matches!(short[0].told(), Told::Bucket(..)));
 }

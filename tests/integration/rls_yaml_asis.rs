@@ -84,11 +84,18 @@ async fn a_blocking_limit_is_over_charges_nothing_else_and_can_be_replaced() {
         )
         .await;
     assert_eq!(r.codes(), [(OK, 4), (OK, 1)]);
+    // In shadow mode a blocking limit answers OK, and counts what it would have done.
+    let r = rls
+        .ask("asis", vec![descriptor(&[("source", "watched")])])
+        .await;
+    assert_eq!((r.overall_code, r.header("retry-after")), (OK, None));
     let metrics = send(&http1(), "GET", &gw.admin_url("/metrics"), &[], b"")
         .await
         .text();
     let blocked = "tollgate_rls_decisions_total{domain=\"asis\",policy=\"banned_limit\",outcome=\"over_limit\"} 2\n";
     assert!(metrics.contains(blocked), "{metrics}");
+    let watched = "policy=\"asis.source_watched\",outcome=\"shadow_over_limit\"} 1\n";
+    assert!(metrics.contains(watched), "{metrics}");
 }
 
 #[tokio::test]

@@ -121,7 +121,8 @@ impl Compiler {
                             let whole = scaled.round();
                             // Kept to a millionth: a finer price would be charged rounded
                             // (a tiny one as nothing), so it is refused, not bent.
-                            if (scaled - whole).abs() > 1e-6 * scaled.max(1.0) {
+                            // Beyond what a decimal's float form is off by: a finer price.
+                            if (scaled - whole).abs() > (scaled * 4.0 * f64::EPSILON).max(1e-6) {
                                 self.error(
                                     raw.span(),
                                     format!("{where_}: `{field}` = {n} is finer than a millionth of a unit"),

@@ -297,7 +297,12 @@ impl Compiler {
                 };
                 if l.requests_per_unit == 0 {
                     // envoyproxy/ratelimit's block: always over, nothing to count with.
-                    blocked = Some(seconds);
+                    let mode = if node.shadow_mode {
+                        Mode::Shadow
+                    } else {
+                        Mode::Enforce
+                    };
+                    blocked = Some((seconds, mode));
                 }
                 let policy = if blocked.is_some() {
                     None

@@ -110,12 +110,15 @@ impl<B> Metered<B> {
                 match (usage, row) {
                     (Some(usage), Some(row)) => Measured::Value(row.cost(&usage)),
                     _ if server_error => Measured::UpstreamFailed(bytes),
-                    _ if success => Measured::Unreported,
+                    // An empty success (a 204) generated nothing to hide a usage in.
+                    _ if success && bytes > 0 => Measured::Unreported,
                     _ => Measured::Missing,
                 }
             }
             // The gateway cut the answer for another tier: what it used is unknown.
-            (SettleSource::Usage(_), End::Cut) => Measured::Unreported,
+            (SettleSource::Usage(_), End::Cut) if server_error => Measured::UpstreamFailed(bytes),
+            (SettleSource::Usage(_), End::Cut) if success => Measured::Unreported,
+            (SettleSource::Usage(_), End::Cut) => Measured::Missing,
             (SettleSource::ResponseTrailer(name), End::Trailers(t)) => match parse_value(t, name) {
                 Measured::Missing if server_error => Measured::UpstreamFailed(bytes),
                 measured => measured,

@@ -1,0 +1,43 @@
+//! What a reported bucket is kept as: the stream's map key (its domain and id) and the
+//! holders' key (the policy and the id's key parts), and the bounds on what they hold.
+
+use super::proto::BucketId;
+
+/// The most bytes of keys and values one bucket id may have to be tracked (a token in a
+/// header fits), and all of a stream's tracked ids together: an id is copied into the
+/// stream's map and the holders'. Past either, a bucket is charged and refused a while,
+/// not tracked, as a bucket past the count.
+pub const MAX_BUCKET_ID_BYTES: usize = 16 * 1024;
+pub const MAX_STREAM_ID_BYTES: usize = 16 * 1024 * 1024;
+
+/// A bucket as a stream tracks it, in a form that hashes: the domain it was reported
+/// under and its id's pairs, sorted. The same id under two domains is two buckets (two
+/// entries may share it out by different policies).
+pub type BucketKey = (String, Vec<(String, String)>);
+
+pub fn bucket_key(domain: &str, id: &BucketId) -> BucketKey {
+    let mut pairs: Vec<(String, String)> = id
+        .bucket
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    pairs.sort();
+    (domain.to_owned(), pairs)
+}
+
+/// The bytes of an id's keys and values.
+pub fn id_bytes(id: &BucketId) -> usize {
+    id.bucket.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+/// The key a bucket's `parts` hold a share of under `policy`, among the holders.
+pub fn holder_key(policy: &str, parts: &[&str]) -> String {
+    let mut key =
+        String::with_capacity(policy.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>());
+    key.push_str(policy);
+    for p in parts {
+        key.push('\0');
+        key.push_str(p);
+    }
+    key
+}
