@@ -197,6 +197,24 @@ mod tests {
         Ok(config.prices[0].clone())
     }
 
+    /// `prices`' quote of a POST whose body told `facts`.
+    fn quote_of(prices: &Prices, facts: &crate::json::BodyFacts<'_>) -> Quote {
+        let (method, uri, headers) = (
+            http::Method::POST,
+            http::Uri::from_static("/"),
+            http::HeaderMap::new(),
+        );
+        let view = RequestView {
+            method: &method,
+            uri: &uri,
+            headers: &headers,
+            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            route: "r",
+            body: Some(facts),
+        };
+        prices.quote(&view).expect("priced")
+    }
+
     #[test]
     fn prices_are_kept_to_a_millionth_and_a_finer_one_is_refused() {
         let prices = compile("\"m\" = { input = 0.15, output = 0.000001 }").expect("valid");
@@ -218,24 +236,11 @@ mod tests {
             "default = { input = 1, output = 1 }\n\"cheap\" = { input = 1, output = 2 }\n\"dear\" = { input = 10, output = 30, max_output = 100 }",
         )
         .expect("valid");
-        let (method, uri, headers) = (
-            http::Method::POST,
-            http::Uri::from_static("/"),
-            http::HeaderMap::new(),
-        );
         let model = prices.pointers().next().expect("the model's").clone();
         let body = br#"{"model":"cheap","model":"dear"}"#;
         let mut facts = crate::json::BodyFacts::default();
         crate::json::walk(body, &[&model], &mut facts).expect("json");
-        let view = RequestView {
-            method: &method,
-            uri: &uri,
-            headers: &headers,
-            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
-            route: "r",
-            body: Some(&facts),
-        };
-        let row = prices.rows[prices.quote(&view).expect("priced").row as usize];
+        let row = prices.rows[quote_of(&prices, &facts).row as usize];
         assert_eq!((row.input, row.output), (10_000_000, 30_000_000));
     }
 
@@ -245,21 +250,8 @@ mod tests {
             "default = { input = 5, output = 15 }\n\"big\" = { input = 10, output = 30, max_output = 100 }\n\"cached\" = { input = 1, cached_input = 20, output = 2 }",
         )
         .expect("valid");
-        let (method, uri, headers) = (
-            http::Method::POST,
-            http::Uri::from_static("/"),
-            http::HeaderMap::new(),
-        );
         let unread = crate::json::BodyFacts::unread(Some(70_000));
-        let view = RequestView {
-            method: &method,
-            uri: &uri,
-            headers: &headers,
-            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
-            route: "r",
-            body: Some(&unread),
-        };
-        let quote = prices.quote(&view).expect("priced");
+        let quote = quote_of(&prices, &unread);
         let row = prices.rows[quote.row as usize];
         assert_eq!(
             (row.input, row.cached_input, row.output, row.max_output),
