@@ -126,23 +126,40 @@ fn check_lists_the_quota_buckets_and_the_bound_on_their_streams() {
     );
 }
 
-#[tokio::test]
-async fn with_rls_tls_calls_are_answered_over_tls_and_only_over_tls() {
-    let ca = Ca::new("rls test ca");
+/// A gateway whose rate limit service speaks TLS with a certificate `ca` signed (and,
+/// with `callers`, asks for a client certificate that CA signed): `tenant`, `burst` an
+/// hour, per descriptor `tenant` of domain `edge`. The folder holds its files.
+async fn tls_gateway(
+    ca: &Ca,
+    burst: u64,
+    callers: Option<&Ca>,
+) -> (tempfile::TempDir, Upstream, TestGateway) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (cert, key) = ca.leaf(&["localhost", "127.0.0.1"], "rls");
     std::fs::write(dir.path().join("rls.pem"), cert).expect("write");
     std::fs::write(dir.path().join("rls.key"), key).expect("write");
+    let d = dir.path().display();
+    let mut tls = format!("[rls.tls]\ncert = \"{d}/rls.pem\"\nkey = \"{d}/rls.key\"\n");
+    if let Some(callers) = callers {
+        std::fs::write(dir.path().join("callers.pem"), callers.pem()).expect("write");
+        tls.push_str(&format!("client_ca = \"{d}/callers.pem\"\n"));
+    }
     let toml = Fixture::new()
-        .policy("tenant", "header:x-tenant", 1, "1h", 1)
+        .policy("tenant", "header:x-tenant", burst, "1h", burst)
         .raw(format!(
-            "[rls]\nlisten = \"127.0.0.1:0\"\n[rls.tls]\ncert = \"{0}/rls.pem\"\nkey = \"{0}/rls.key\"\n\
-             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n",
-            dir.path().display()
+            "[rls]\nlisten = \"127.0.0.1:0\"\n{tls}\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n"
         ))
         .build();
     let up = Upstream::start().await;
     let gw = TestGateway::start(&toml, &up.url()).await;
+    (dir, up, gw)
+}
+
+#[tokio::test]
+async fn with_rls_tls_calls_are_answered_over_tls_and_only_over_tls() {
+    let ca = Ca::new("rls test ca");
+    let (_dir, _up, gw) = tls_gateway(&ca, 1, None).await;
     let addr = gw.rls.expect("rls");
     let mut rls = RlsClient::connect_tls(addr, &ca.pem()).await;
     assert_eq!(
@@ -238,21 +255,7 @@ async fn the_tenant_the_service_refuses_most_tops_admin_top() {
 async fn with_client_ca_only_callers_with_a_certificate_it_signed_are_answered() {
     let (server_ca, callers, strangers) =
         (Ca::new("rls ca"), Ca::new("callers"), Ca::new("strangers"));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (cert, key) = server_ca.leaf(&["localhost", "127.0.0.1"], "rls");
-    std::fs::write(dir.path().join("rls.pem"), cert).expect("write");
-    std::fs::write(dir.path().join("rls.key"), key).expect("write");
-    std::fs::write(dir.path().join("callers.pem"), callers.pem()).expect("write");
-    let toml = Fixture::new()
-        .policy("tenant", "header:x-tenant", 5, "1h", 5)
-        .raw(format!(
-            "[rls]\nlisten = \"127.0.0.1:0\"\n[rls.tls]\ncert = \"{0}/rls.pem\"\nkey = \"{0}/rls.key\"\nclient_ca = \"{0}/callers.pem\"\n\
-             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n",
-            dir.path().display()
-        ))
-        .build();
-    let up = Upstream::start().await;
-    let gw = TestGateway::start(&toml, &up.url()).await;
+    let (_dir, _up, gw) = tls_gateway(&server_ca, 5, Some(&callers)).await;
     let addr = gw.rls.expect("rls");
     let call = || RlsRequest {
         domain: "edge".into(),

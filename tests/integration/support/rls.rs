@@ -178,19 +178,9 @@ impl RlsClient {
 
     /// Over TLS, trusting `ca_pem`, naming the server `localhost`.
     pub async fn connect_tls(addr: SocketAddr, ca_pem: &str) -> Self {
-        let tls = tonic::transport::ClientTlsConfig::new()
-            .ca_certificate(tonic::transport::Certificate::from_pem(ca_pem))
-            .domain_name("localhost");
-        let channel = tonic::transport::Channel::from_shared(format!("https://{addr}"))
-            .expect("url")
-            .tls_config(tls)
-            .expect("tls config")
-            .connect()
+        Self::try_connect_tls(addr, ca_pem, None)
             .await
-            .expect("connect to the rate limit service over TLS");
-        Self {
-            grpc: tonic::client::Grpc::new(channel),
-        }
+            .expect("connect to the rate limit service over TLS")
     }
 
     pub async fn call(&mut self, req: RlsRequest) -> Result<RlsResponse, Status> {
