@@ -279,31 +279,29 @@ fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, deci
         snapshot.rls_metrics.get(decided.rule_at(position)?)
     };
     // What the limiter did not decide still counts under its rule: a blocked descriptor
-    // over, an unlimited or replaced one OK.
-    let mut limited = 0u64;
+    // over (in shadow mode, what it would have done), an unlimited or replaced one OK.
+    let mut decided_here = [false; crate::limit::MAX_DECISIONS];
     for position in decided.admissions().flat_map(|a| a.applied()) {
-        limited |= 1u64.checked_shl(position as u32).unwrap_or(0);
+        if let Some(d) = decided_here.get_mut(position) {
+            *d = true;
+        }
     }
+    let rules = snapshot.config.rls.as_ref().map(|r| &r.rules);
+    let shadow_block = |rule: usize| {
+        let rule = rules.and_then(|r| r.get(rule));
+        rule.is_some_and(|r| {
+            r.blocked
+                .is_some_and(|(_, m)| m == crate::limit::Mode::Shadow)
+        })
+    };
     for (position, m) in decided.matched.iter().enumerate() {
-        let bit = 1u64.checked_shl(position as u32).unwrap_or(0);
-        let shadow_block = |rule: &usize| {
-            let rule = snapshot
-                .config
-                .rls
-                .as_ref()
-                .and_then(|r| r.rules.get(*rule));
-            rule.is_some_and(|r| {
-                r.blocked
-                    .is_some_and(|(_, m)| m == crate::limit::Mode::Shadow)
-            })
-        };
+        if decided_here.get(position) == Some(&true) {
+            continue;
+        }
         match (m, counters(position)) {
             (Matched::Blocked(_), Some(c)) => c.over_limit.inc(),
-            // A blocking limit in shadow mode: it would have refused.
-            (Matched::Rule(r), Some(c)) if limited & bit == 0 && shadow_block(r) => {
-                c.shadow_over_limit.inc()
-            }
-            (Matched::Rule(_), Some(c)) if limited & bit == 0 => c.ok.inc(),
+            (Matched::Rule(r), Some(c)) if shadow_block(*r) => c.shadow_over_limit.inc(),
+            (Matched::Rule(_), Some(c)) => c.ok.inc(),
             _ => 0,
         };
     }
