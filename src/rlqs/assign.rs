@@ -340,9 +340,9 @@ pub fn decided(
 /// change nothing but that comparison.
 fn fill_interval(s: u64) -> prost_types::Duration {
     prost_types::Duration {
-        seconds: i64::try_from(s).unwrap_or(i64::MAX),
         // Below a second for every interval a share has (at most a year of seconds).
         nanos: i32::try_from(s % 1_000_000_000).unwrap_or(0),
+        ..seconds(s)
     }
 }
 
