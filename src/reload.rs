@@ -268,7 +268,7 @@ fn warn_of_kind_changes(old: &Config, new: &mut Config) {
         if let (Some(was), Some(is)) = (quota(before), quota(p)) {
             if was != is {
                 warnings.push(format!(
-                    "{}: warning: policy `{}` changed between a rate and a calendar quota; its keys keep their state, which the new kind reads differently (a quota's usage as a rate's debt of up to the window's length); rename the policy to start its keys afresh",
+                    "{}: warning: policy `{}` changed between a rate and a calendar quota: its keys start afresh under the new kind (neither reads the other's state), except a key whose quota state is unmarked (last charged on Redis by a gateway older than the quota mark, or in memory by one of more quota policies than the 63 areas), which a rate reads as owing up to the rest of the window; rename the policy to start every key afresh at once",
                     new.path.display(),
                     p.name
                 ));

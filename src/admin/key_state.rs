@@ -34,7 +34,7 @@ async fn quota_json(
 ) -> Result<serde_json::Value, crate::store::StoreError> {
     let clock = &*shared.clock;
     let local_now = clock.now_ns();
-    let (tat, now, server_now) = shared.limiter.peek(key, local_now).await?;
+    let (tat, now, server_now) = shared.limiter.peek(key, local_now, true).await?;
     // Redis's own now when it answered: usage is measured from the window's end to the
     // nanosecond, which this gateway's clock cannot place on Redis's.
     let unix_now = server_now.unwrap_or_else(|| clock.unix_ns_at(local_now));
@@ -85,7 +85,10 @@ async fn rate_json(
     key: &crate::store::StoreKey,
     quota: crate::limit::Quota,
 ) -> Result<serde_json::Value, crate::store::StoreError> {
-    let (tat, now, _) = shared.limiter.peek(key, shared.clock.now_ns()).await?;
+    let (tat, now, _) = shared
+        .limiter
+        .peek(key, shared.clock.now_ns(), false)
+        .await?;
     let probe = quota.decide(tat, now, 1, 0);
     Ok(json!({
         "tat_ms": (tat.saturating_sub(now)) as f64 / 1e6,

@@ -2,7 +2,7 @@
 //! ends the other's remembered refusals within about a second (rate and quota keys), or
 //! says the fleet was not told, and the Redis scripts themselves, run by a real Redis,
 //! never refund a reservation into a later window nor read another calendar's TAT as
-//! usage.
+//! usage; a quota switched to a rate by reload starts its keys idle.
 
 use std::time::{Duration, Instant};
 
@@ -191,7 +191,62 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     let stored = redis.cli(&["GET", "switched-key"]);
     assert_eq!(
         stored.trim(),
-        format!("{}:000000001", now + 86_390),
-        "the day's first unit, from the day's end"
+        format!("{:012}:000000001", now + 86_390),
+        "the day's first unit, from the day's end, with a quota's mark"
     );
+}
+
+/// A quota's TAT lies weeks ahead (its window's end plus the units used): read by a rate
+/// after a reload made the policy one, it owed the rest of the month, so every key of the
+/// policy was refused until then. A quota writes it marked (seconds zero-padded to 12
+/// digits, the same number to every reader) and a rate reads a marked TAT as idle.
+#[tokio::test]
+async fn a_quota_switched_to_a_rate_on_redis_starts_its_keys_idle() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
+        redis.url()
+    );
+    let plan = |lines: &str| {
+        Fixture::new()
+            .store(&store)
+            .policy_raw("plan", format!("key = \"header:x-key\"\n{lines}\n"))
+            .route("api", "/", "api", &["plan"])
+            .build()
+    };
+    let gw = TestGateway::start_real_clock(&plan("quota = 2\nwindow = \"month\""), &up.url()).await;
+    gw.wait_for_store_with("/", "x-key", "warm-up").await;
+    let call = |client: HttpClient| {
+        let url = gw.url("/");
+        async move { send(&client, "GET", &url, &[("x-key", "acme")], b"").await }
+    };
+    assert_eq!(call(http1()).await.status, 200);
+    assert_eq!(call(http2()).await.status, 200);
+    let used_up = call(http1()).await;
+    assert_eq!(used_up.status, 429, "the month's quota of 2 is used");
+    assert!(used_up.num("retry-after") > 3_600, "the month's end is far");
+    let marked = redis
+        .cli(&["KEYS", "*"])
+        .lines()
+        .map(|k| redis.cli(&["GET", k.trim()]).trim().to_owned())
+        .filter(|v| v.starts_with("00") && v.len() == 22)
+        .count();
+    assert_eq!(marked, 2, "both keys' quota TATs are marked");
+
+    gw.rewrite(&plan("limit = 5\nperiod = \"1h\"\nburst = 5"), &up.url());
+    let reload = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
+    assert_eq!(reload.status, 200, "{}", reload.text());
+    let state = get(&gw.admin_url("/admin/limits/plan/acme"), &[])
+        .await
+        .json();
+    assert_eq!(state["remaining"], 5, "idle under the rate: {state}");
+    for client in [http1(), http2()] {
+        let r = call(client).await;
+        assert_eq!(r.status, 200, "the rate admits the key: {}", r.text());
+    }
+    let state = get(&gw.admin_url("/admin/limits/plan/acme"), &[])
+        .await
+        .json();
+    assert_eq!(state["remaining"], 3, "{state}");
 }

@@ -7,15 +7,18 @@ use crate::store::StoreError;
 impl Limiter {
     /// The key's TAT and the `now` it is relative to (the store's clock for Redis, whose
     /// TATs are reported on a base that plays "now"), and with Redis its now in Unix ns.
+    /// `quota`: the key is a calendar quota's (on Redis, a rate reads a quota's usage
+    /// as idle).
     pub async fn peek(
         &self,
         key: &StoreKey,
         now: u64,
+        quota: bool,
     ) -> Result<(u64, u64, Option<u64>), StoreError> {
         match (self.remote(), &key.redis) {
             (Some(remote), Some(redis_key)) => {
-                let (debts, server_now) =
-                    crate::store::rate::redis::debts(remote, &[redis_key.key.as_str()]).await?;
+                let keys = [(redis_key.key.as_str(), quota)];
+                let (debts, server_now) = crate::store::rate::redis::debts(remote, &keys).await?;
                 let debt = debts.first().copied().unwrap_or(0);
                 let base = crate::store::rate::snapshot::BASE;
                 let tat = if debt == 0 { 0 } else { base + debt };

@@ -27,7 +27,7 @@ if deadline then
     return late
   end
 end
-local debts, fresh = {}, {}
+local debts, fresh, quota = {}, {}, {}
 -- A key named twice in one call (a rate limit service call's descriptors may repeat one)
 -- is decided on what the earlier tier left it, as the local store decides in order:
 -- every debt is read before any write, so the later tier would overwrite the earlier's
@@ -55,7 +55,7 @@ for i = 1, n do
   if debt then
     debts[i] = debts[first[KEYS[i]]]
   else
-    debt = debt_at(KEYS[i])
+    debt = debt_at(KEYS[i], ws ~= nil)
     debts[i] = debt
     first[KEYS[i]] = i
   end
@@ -69,6 +69,7 @@ for i = 1, n do
     -- one below what would read as another calendar's.
     if ws and ahead >= 900000000000 then ahead = 899999999999 end
     fresh[i] = basis + ahead
+    quota[i] = ws ~= nil
     left[KEYS[i]] = fresh[i]
   elseif not shadow then
     denied = true
@@ -80,7 +81,7 @@ if denied then return reply end
 for i = 1, n do
   local ahead = fresh[i]
   if ahead then
-    redis.call('SET', KEYS[i], stamp(ahead), 'PX', math.max(1, math.ceil(ahead / 1000000)))
+    redis.call('SET', KEYS[i], stamp(ahead, quota[i]), 'PX', math.max(1, math.ceil(ahead / 1000000)))
   end
 end
 return reply

@@ -80,6 +80,25 @@ fn stamp(abs_ns: u128) -> String {
     format!("{}:{:09}", abs_ns / NANOS, abs_ns % NANOS)
 }
 
+/// A TAT's stored form as the tier writes it (`tat.lua`): a calendar quota's seconds
+/// zero-padded to 12 digits, its mark.
+fn tat_stamp(abs_ns: u128, quota: bool) -> String {
+    if quota {
+        format!("{:012}:{:09}", abs_ns / NANOS, abs_ns % NANOS)
+    } else {
+        stamp(abs_ns)
+    }
+}
+
+/// `peek.lua`'s argument for a key: "1" reads it as a calendar quota's.
+fn read_as(quota: bool) -> &'static str {
+    if quota {
+        "1"
+    } else {
+        "0"
+    }
+}
+
 /// One script call's tiers, by index into the request's tiers.
 type Group = ArrayVec<usize, MAX_DECISIONS>;
 
@@ -272,7 +291,8 @@ async fn read_groups(
     for group in groups {
         let mut inv = PEEK.prepare_invoke();
         for &i in group {
-            inv.key(key_of(&tiers[i]));
+            inv.key(key_of(&tiers[i]))
+                .arg(read_as(tiers[i].bounds.is_some()));
         }
         let read: Result<Vec<i64>, _> = remote.invoke(&inv).await;
         if let Ok(reply) = read.and_then(|v| Reply::parse(&v, group.len(), false)) {
@@ -309,13 +329,14 @@ async fn roll_back(
                 continue; // a shadow tier that did not admit wrote nothing
             }
             let ahead = basis.saturating_add(over).saturating_add(increment);
+            let quota = tiers[i].bounds.is_some();
             let old = if debt == 0 {
                 String::new()
             } else {
-                stamp(now + u128::from(debt))
+                tat_stamp(now + u128::from(debt), quota)
             };
             inv.key(key_of(&tiers[i]))
-                .arg(stamp(now + u128::from(ahead)))
+                .arg(tat_stamp(now + u128::from(ahead), quota))
                 .arg(old)
                 .arg(debt.div_ceil(1_000_000))
                 .arg(increment);
@@ -330,12 +351,16 @@ async fn roll_back(
     }
 }
 
-/// Current debts (TAT − now, ns; 0 = idle) of `keys`, for the admin API, and the
-/// server's now they are relative to (Unix ns).
-pub async fn debts(remote: &RedisStore, keys: &[&str]) -> Result<(Vec<u64>, u64), StoreError> {
+/// Current debts (TAT − now, ns; 0 = idle) of `keys`, each read as a calendar quota's
+/// when its flag says so (a rate reads a quota's usage as idle), for the admin API, and
+/// the server's now they are relative to (Unix ns).
+pub async fn debts(
+    remote: &RedisStore,
+    keys: &[(&str, bool)],
+) -> Result<(Vec<u64>, u64), StoreError> {
     let mut inv = PEEK.prepare_invoke();
-    for k in keys {
-        inv.key(*k);
+    for &(k, quota) in keys {
+        inv.key(k).arg(read_as(quota));
     }
     let values: Vec<i64> = remote.invoke(&inv).await?;
     let reply = Reply::parse(&values, keys.len(), false)?;

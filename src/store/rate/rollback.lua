@@ -22,7 +22,9 @@ for i = 1, #KEYS do
       local rest = math.fmod(total, 1000000000)
       if rest < 0 then rest = rest + 1000000000 end
       local sec = tonumber(s) + (total - rest) / 1000000000
-      redis.call('SET', KEYS[i], string.format('%d:%09d', sec, rest), 'KEEPTTL')
+      -- A quota's mark (tat.lua: seconds zero-padded to 12 digits) is kept.
+      local form = string.sub(s, 1, 1) == '0' and '%012d:%09d' or '%d:%09d'
+      redis.call('SET', KEYS[i], string.format(form, sec, rest), 'KEEPTTL')
     end
   end
 end

@@ -31,7 +31,9 @@ if ws then
   end
   basis = (e - now_s) * 1000000000 - now_ns
 end
-local _, ahead = tat_at(KEYS[1])
+local _, ahead, marked = tat_at(KEYS[1])
+-- A quota's usage is no debt of a rate (tat.lua).
+if marked and not ws then ahead = nil end
 local debt = ahead and ahead - basis or 0
 if debt < 0 or (ws and debt >= 900000000000) then debt = 0 end
 local after
@@ -46,5 +48,5 @@ if after == 0 then
   redis.call('DEL', KEYS[1])
   return 0
 end
-redis.call('SET', KEYS[1], stamp(basis + after), 'PX', math.max(1, math.ceil((basis + after) / 1000000)))
+redis.call('SET', KEYS[1], stamp(basis + after, ws ~= nil), 'PX', math.max(1, math.ceil((basis + after) / 1000000)))
 return after

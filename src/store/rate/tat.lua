@@ -6,29 +6,39 @@ local time = redis.call('TIME')
 local now_s = tonumber(time[1])
 local now_ns = tonumber(time[2]) * 1000
 
--- The TAT stored at `key` as written, and how far it lies ahead of now in ns (negative
--- when past); the lead is nil when there is none or it cannot be read.
+-- A calendar quota's TAT is written with its seconds zero-padded to 12 digits, a rate's
+-- without: the mark says the value is a window's usage, not a rate's debt, so a policy
+-- switched from a quota to a rate starts its keys idle instead of owing the rest of the
+-- window. Both forms are the same number to every reader (older versions included); a
+-- quota TAT written before the mark existed reads as a rate debt until next charged.
+
+-- The TAT stored at `key` as written, how far it lies ahead of now in ns (negative when
+-- past) and whether a quota wrote it; the lead is nil when there is none or it cannot
+-- be read.
 local function tat_at(key)
   local stored = redis.call('GET', key)
-  if not stored then return nil, nil end
+  if not stored then return nil, nil, false end
   local s, ns = string.match(stored, '^(%d+):(%d+)$')
-  if not s then return stored, nil end
-  return stored, (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
+  if not s then return stored, nil, false end
+  local lead = (tonumber(s) - now_s) * 1000000000 + (tonumber(ns) - now_ns)
+  return stored, lead, string.sub(s, 1, 1) == '0'
 end
 
 -- What `key` owes: how far its TAT lies ahead of now, 0 when it is idle, absent or
--- unreadable; and the TAT as written.
-local function debt_at(key)
-  local stored, ahead = tat_at(key)
-  if ahead and ahead > 0 then return ahead, stored end
+-- unreadable, or (read for a rate, `quota` false) when a quota wrote it; and the TAT as
+-- written.
+local function debt_at(key, quota)
+  local stored, ahead, marked = tat_at(key)
+  if ahead and ahead > 0 and (quota or not marked) then return ahead, stored end
   return 0, stored
 end
 
--- The stored form of the instant `ahead` ns (≥ 0) after now. fmod is exact on integers;
--- `/` and `%` go through a rounded quotient.
-local function stamp(ahead)
+-- The stored form of the instant `ahead` ns (≥ 0) after now, marked when `quota`. fmod
+-- is exact on integers; `/` and `%` go through a rounded quotient.
+local function stamp(ahead, quota)
   local total = now_ns + ahead
   local ns = math.fmod(total, 1000000000)
-  return string.format('%d:%09d', now_s + (total - ns) / 1000000000, ns)
+  local form = quota and '%012d:%09d' or '%d:%09d'
+  return string.format(form, now_s + (total - ns) / 1000000000, ns)
 end
 
