@@ -12,6 +12,7 @@ pub mod raw;
 mod redact;
 pub mod rlqs;
 pub mod rls;
+mod rls_tree;
 pub mod route_index;
 pub mod telemetry;
 

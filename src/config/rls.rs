@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::policy::Policy;
+use super::rls_tree::Tree;
 
 /// What a descriptor no rule names is answered with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,7 +55,7 @@ pub enum Value {
 }
 
 impl Value {
-    fn takes(&self, value: &str) -> bool {
+    pub(super) fn takes(&self, value: &str) -> bool {
         match self {
             Value::Any => true,
             Value::Prefix(p) | Value::SharedPrefix(p) => value.starts_with(p.as_str()),
@@ -63,7 +64,7 @@ impl Value {
     }
 
     /// How specific the match is: an exact value before a prefix before any value.
-    fn rank(&self) -> u8 {
+    pub(super) fn rank(&self) -> u8 {
         match self {
             Value::Any => 0,
             Value::Prefix(_) | Value::SharedPrefix(_) => 1,
@@ -105,14 +106,6 @@ pub struct RlsRule {
 }
 
 impl RlsRule {
-    /// Whether a descriptor with `entries` (key, value) is this rule's.
-    fn matches<'a>(&self, entries: impl ExactSizeIterator<Item = (&'a str, &'a str)>) -> bool {
-        entries.len() == self.entries.len()
-            && entries
-                .zip(&self.entries)
-                .all(|((key, value), rule)| key == rule.key && rule.value.takes(value))
-    }
-
     /// The rule as the file would write it, for logs and `tollgate check`:
     /// `edge: tenant, path=/v1/search`.
     pub fn describe(&self) -> String {
@@ -131,34 +124,8 @@ impl RlsRule {
 
     /// A limit of envoyproxy/ratelimit's YAML (which always has a name: its own, else
     /// its full key), as opposed to an `[[rls.rules]]` entry.
-    fn is_yaml_limit(&self) -> bool {
+    pub(super) fn is_yaml_limit(&self) -> bool {
         self.name.is_some()
-    }
-
-    /// Whether a descriptor (`entries`) this rule matches would, walking the YAML's tree,
-    /// enter `other`'s more specific branch at some level instead of this rule's: the
-    /// same entries above, and there a value `other` takes more specifically.
-    fn passes_by<'a>(
-        &self,
-        other: &RlsRule,
-        entries: impl Iterator<Item = (&'a str, &'a str)>,
-    ) -> bool {
-        for (level, (key, value)) in entries.enumerate() {
-            let (Some(mine), Some(theirs)) = (self.entries.get(level), other.entries.get(level))
-            else {
-                return false;
-            };
-            if theirs.key == key
-                && theirs.value.takes(value)
-                && theirs.value.rank() > mine.value.rank()
-            {
-                return true;
-            }
-            if theirs != mine {
-                return false;
-            }
-        }
-        false
     }
 
     /// The name its statuses give: the limit's own, else its policy's.
@@ -185,28 +152,26 @@ impl RlsRule {
     }
 }
 
-/// The rules, by domain, most specific first: at each entry, an exact value before a
-/// prefix before any value (as envoyproxy/ratelimit looks up `key_value`, then its
-/// wildcards, then `key`); the file's order between equals.
+/// The rules, and by domain the tree of their entries (`rls_tree`): a descriptor's rule
+/// is the most specific that takes it — at each entry, an exact value before a prefix
+/// before any value (as envoyproxy/ratelimit looks up `key_value`, then its wildcards,
+/// then `key`); the file's order between equals.
 #[derive(Debug, Clone, Default)]
 pub struct RlsRules {
     rules: Vec<RlsRule>,
-    by_domain: HashMap<String, Vec<usize>>,
+    by_domain: HashMap<String, Tree>,
 }
 
 impl RlsRules {
     pub fn new(rules: Vec<RlsRule>) -> Self {
-        let mut by_domain: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut ids: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, rule) in rules.iter().enumerate() {
-            by_domain.entry(rule.domain.clone()).or_default().push(i);
+            ids.entry(rule.domain.as_str()).or_default().push(i);
         }
-        for ids in by_domain.values_mut() {
-            // Stable: equals keep the file's order.
-            ids.sort_by_key(|&i| {
-                let ranks: Vec<u8> = rules[i].entries.iter().map(|e| e.value.rank()).collect();
-                std::cmp::Reverse(ranks)
-            });
-        }
+        let by_domain = ids
+            .into_iter()
+            .map(|(domain, ids)| (domain.to_owned(), Tree::new(&rules, &ids)))
+            .collect();
         Self { rules, by_domain }
     }
 
@@ -214,22 +179,16 @@ impl RlsRules {
     /// the most specific that matches. A limit of envoyproxy/ratelimit's YAML is found as
     /// that service walks its tree — at each level the most specific branch the entry
     /// takes, never back up — so a descriptor that enters a more specific branch and finds
-    /// no limit there is not matched by a less specific one.
+    /// no limit there is not matched by a less specific one. Its cost grows with the
+    /// descriptor's entries, not with the domain's rules.
     pub fn find<'a, I>(&self, domain: &str, entries: I) -> Option<usize>
     where
         I: ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
     {
-        let ids = self.by_domain.get(domain)?;
-        let found = ids
-            .iter()
-            .copied()
-            .find(|&i| self.rules[i].matches(entries.clone()))?;
+        let tree = self.by_domain.get(domain)?;
+        let found = tree.most_specific(&self.rules, entries.clone())?;
         let rule = &self.rules[found];
-        let branched = rule.is_yaml_limit()
-            && ids.iter().any(|&other| {
-                let other = &self.rules[other];
-                other.is_yaml_limit() && rule.passes_by(other, entries.clone())
-            });
+        let branched = rule.is_yaml_limit() && tree.passed_by(rule, entries);
         (!branched).then_some(found)
     }
 
