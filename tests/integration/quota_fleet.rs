@@ -228,3 +228,75 @@ async fn a_flood_on_a_used_up_quota_costs_almost_no_redis_calls() {
         .json();
     assert_eq!(state["used"], 5, "{state}");
 }
+
+/// A quota key holding another calendar's TAT (the first charge after a window, anchor or
+/// timezone change) is charged from nothing; when a tier in another slot then refuses, the
+/// charge is rolled back too. The roll-back had measured the old TAT as usage far over the
+/// quota, taken the tier for one that wrote nothing and left the refused request charged.
+#[tokio::test]
+async fn on_a_cluster_a_refusal_rolls_back_a_quota_charged_over_another_calendars_tat() {
+    let cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = {}\ntimeout = \"2s\"\non_error = \"deny\"",
+            cluster.urls_toml()
+        ))
+        .policy_raw(
+            "monthly",
+            "key = \"header:x-key\"\nquota = 100\nwindow = \"month\"\n",
+        )
+        .policy("endpoint", "route", 1, "1h", 2)
+        .route("api", "/", "api", &["monthly", "endpoint"])
+        .build();
+    // `a` uses the endpoint's burst (and remembers it is used up); `b`, which does not,
+    // asks the cluster.
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for client in [http1(), http2()] {
+        let r = past_503(std::time::Duration::from_secs(10), || {
+            call(&client, &a, "acme")
+        })
+        .await;
+        assert_eq!(r.status, 200);
+    }
+    // The quota key's TAT moved 20 days past the month's end: another calendar's.
+    let (node, key, value) = cluster
+        .nodes
+        .iter()
+        .find_map(|n| {
+            let keys = n.cli(&["KEYS", "*:monthly:*"]);
+            let key = keys
+                .lines()
+                .map(str::trim)
+                .find(|k| !k.is_empty())?
+                .to_owned();
+            let value = n.cli(&["GET", &key]).trim().to_owned();
+            Some((n, key, value))
+        })
+        .expect("the quota key");
+    let (seconds, nanos) = value.split_once(':').expect("s:ns");
+    let seconds: u64 = seconds.parse().expect("seconds");
+    let elsewhere = format!("{}:{nanos}", seconds + 20 * 86_400);
+    node.cli(&["SET", &key, &elsewhere]);
+    for client in [http1(), http2()] {
+        let r = call(&client, &b, "acme").await;
+        assert_eq!(r.status, 429, "the endpoint refuses: {}", r.text());
+    }
+    let stored = node.cli(&["GET", &key]);
+    let stored_seconds: u64 = stored
+        .trim()
+        .split(':')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .expect("s");
+    assert_eq!(
+        stored_seconds,
+        seconds + 20 * 86_400,
+        "the refused requests' charges were rolled back: {stored}"
+    );
+    let state = get(&b.admin_url("/admin/limits/monthly/acme"), &[])
+        .await
+        .json();
+    assert_eq!(state["used"], 0, "{state}");
+}

@@ -11,6 +11,7 @@ use redis::Script;
 use super::snapshot::{SnapshotTable, BASE};
 use smallvec::SmallVec;
 
+use crate::limit::calendar::CARRY_NS;
 use crate::limit::{evaluate, Mode, Tier, Verdict, INLINE_DECISIONS, MAX_DECISIONS};
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RateTier;
@@ -324,12 +325,23 @@ async fn roll_back(
             let basis = tiers[i]
                 .bounds
                 .map_or(0, |b| b.until_end(u64::try_from(now).unwrap_or(u64::MAX)));
-            let over = debt.saturating_sub(basis);
+            let quota = tiers[i].bounds.is_some();
+            let mut over = debt.saturating_sub(basis);
+            // As gcra.lua decided: a quota's TAT 15 minutes or more past the end is
+            // another calendar's, no usage.
+            if quota && over >= CARRY_NS {
+                over = 0;
+            }
             if over.saturating_add(increment) > q.tolerance_ns().saturating_add(tier.max_delay_ns) {
                 continue; // a shadow tier that did not admit wrote nothing
             }
-            let ahead = basis.saturating_add(over).saturating_add(increment);
-            let quota = tiers[i].bounds.is_some();
+            let mut charged = over.saturating_add(increment);
+            // As gcra.lua wrote it: a forced quota's usage capped below another calendar's.
+            if quota {
+                charged = charged.min(CARRY_NS - 1);
+            }
+            let increment = charged - over;
+            let ahead = basis.saturating_add(charged);
             let old = if debt == 0 {
                 String::new()
             } else {
