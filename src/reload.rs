@@ -146,6 +146,11 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
         .metrics
         .forget_removed(&previous.config, &snapshot.config);
     shared.snapshot.store(Arc::new(snapshot));
+    // Refusals remembered under the old numbers are forgotten at once (a policy turned
+    // from a quota into a rate must not read a quota's window end as a debt), and again
+    // after the overrides' round trips, for what requests decided before the swap
+    // recorded meanwhile.
+    shared.limiter.forget_refusals();
     // Runtime overrides are checked against the new numbers: some may apply again, some
     // stop applying until a later reload or a new PUT.
     shared
@@ -268,7 +273,7 @@ fn warn_of_kind_changes(old: &Config, new: &mut Config) {
         if let (Some(was), Some(is)) = (quota(before), quota(p)) {
             if was != is {
                 warnings.push(format!(
-                    "{}: warning: policy `{}` changed between a rate and a calendar quota: its keys start afresh under the new kind (neither reads the other's state), except a key whose quota state is unmarked (last charged on Redis by a gateway older than the quota mark, or in memory by one of more quota policies than the 63 areas), which a rate reads as owing up to the rest of the window; rename the policy to start every key afresh at once",
+                    "{}: warning: policy `{}` changed between a rate and a calendar quota: its keys start afresh under the new kind (a rate's debt reaching past the window's end by less than 15 minutes is read as that much usage), except a key whose quota state is unmarked (last charged on Redis by a gateway older than the quota mark, or in memory by one of more quota policies than the 63 areas), which a rate reads as owing up to the rest of the window; rename the policy to start every key afresh at once",
                     new.path.display(),
                     p.name
                 ));

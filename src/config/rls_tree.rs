@@ -1,9 +1,9 @@
 //! One domain's rate limit service rules as a tree of their entries, the way
 //! envoyproxy/ratelimit keeps its YAML: finding a descriptor's rule walks one branch per
 //! value the descriptor's entries take (a hash look-up for a pinned value and for any
-//! value, a scan of the few prefixes), so its cost grows with the descriptor's depth,
-//! not with the domain's rules. Thousands of per-tenant limits in one domain cost what
-//! ten do.
+//! value, a scan of the prefixes at that level), so its cost grows with the descriptor's
+//! depth, not with the domain's rules: thousands of per-tenant limits in one domain cost
+//! what ten do. Prefixes are the exception: a level with thousands of them is scanned.
 
 use std::collections::HashMap;
 
