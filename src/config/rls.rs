@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::policy::Policy;
 use super::rls_tree::Tree;
+pub use super::rls_tree::{RuleEntry, Value};
 
 /// What a descriptor no rule names is answered with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,47 +38,6 @@ impl Unmatched {
             Unmatched::OverLimit => "over_limit",
         }
     }
-}
-
-/// Which values of an entry a rule takes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Value {
-    /// Any value, which becomes a part of the limiter key.
-    Any,
-    /// Values starting with this (envoyproxy/ratelimit's trailing `*`): each value is a
-    /// part of the key, as with any value.
-    Prefix(String),
-    /// Values starting with this, sharing one limiter (the YAML's `share_threshold`):
-    /// the prefix, not the value, is the part of the key.
-    SharedPrefix(String),
-    /// Exactly this value: it selects the rule and is not part of the key.
-    Exact(String),
-}
-
-impl Value {
-    pub(super) fn takes(&self, value: &str) -> bool {
-        match self {
-            Value::Any => true,
-            Value::Prefix(p) | Value::SharedPrefix(p) => value.starts_with(p.as_str()),
-            Value::Exact(v) => v == value,
-        }
-    }
-
-    /// How specific the match is: an exact value before a prefix before any value.
-    pub(super) fn rank(&self) -> u8 {
-        match self {
-            Value::Any => 0,
-            Value::Prefix(_) | Value::SharedPrefix(_) => 1,
-            Value::Exact(_) => 2,
-        }
-    }
-}
-
-/// One entry of a rule's descriptor: its key, and which values it takes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RuleEntry {
-    pub key: String,
-    pub value: Value,
 }
 
 /// `[[rls.rules]]` (or a limit of envoyproxy/ratelimit's YAML): descriptors of `domain`
@@ -170,7 +130,12 @@ impl RlsRules {
         }
         let by_domain = ids
             .into_iter()
-            .map(|(domain, ids)| (domain.to_owned(), Tree::new(&rules, &ids)))
+            .map(|(domain, ids)| {
+                let of_domain = ids
+                    .iter()
+                    .map(|&i| (i, rules[i].entries.as_slice(), rules[i].is_yaml_limit()));
+                (domain.to_owned(), Tree::new(of_domain))
+            })
             .collect();
         Self { rules, by_domain }
     }
@@ -186,9 +151,9 @@ impl RlsRules {
         I: ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
     {
         let tree = self.by_domain.get(domain)?;
-        let found = tree.most_specific(&self.rules, entries.clone())?;
+        let found = tree.most_specific(|i| &self.rules[i].entries, entries.clone())?;
         let rule = &self.rules[found];
-        let branched = rule.is_yaml_limit() && tree.passed_by(rule, entries);
+        let branched = rule.is_yaml_limit() && tree.passed_by(&rule.entries, entries);
         (!branched).then_some(found)
     }
 

@@ -11,7 +11,46 @@ use std::collections::HashMap;
 /// faster than SipHash on short strings. Its keys are the file's, not the client's.
 type Map<V> = HashMap<String, V, ahash::RandomState>;
 
-use super::rls::{RlsRule, RuleEntry, Value};
+/// Which values of an entry a rule takes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Value {
+    /// Any value, which becomes a part of the limiter key.
+    Any,
+    /// Values starting with this (envoyproxy/ratelimit's trailing `*`): each value is a
+    /// part of the key, as with any value.
+    Prefix(String),
+    /// Values starting with this, sharing one limiter (the YAML's `share_threshold`):
+    /// the prefix, not the value, is the part of the key.
+    SharedPrefix(String),
+    /// Exactly this value: it selects the rule and is not part of the key.
+    Exact(String),
+}
+
+impl Value {
+    pub fn takes(&self, value: &str) -> bool {
+        match self {
+            Value::Any => true,
+            Value::Prefix(p) | Value::SharedPrefix(p) => value.starts_with(p.as_str()),
+            Value::Exact(v) => v == value,
+        }
+    }
+
+    /// How specific the match is: an exact value before a prefix before any value.
+    pub fn rank(&self) -> u8 {
+        match self {
+            Value::Any => 0,
+            Value::Prefix(_) | Value::SharedPrefix(_) => 1,
+            Value::Exact(_) => 2,
+        }
+    }
+}
+
+/// One entry of a rule's descriptor: its key, and which values it takes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RuleEntry {
+    pub key: String,
+    pub value: Value,
+}
 
 /// The tree of one domain: node 0 is the root (no entry yet).
 #[derive(Debug, Clone)]
@@ -35,17 +74,16 @@ struct Node {
 }
 
 impl Tree {
-    /// The tree of `ids` (indices into `rules`, the file's order).
-    pub(super) fn new(rules: &[RlsRule], ids: &[usize]) -> Self {
+    /// The tree of a domain's `rules`: each one's index (in the file's order), entries
+    /// and whether it is a limit of envoyproxy/ratelimit's YAML.
+    pub(super) fn new<'r>(rules: impl IntoIterator<Item = (usize, &'r [RuleEntry], bool)>) -> Self {
         let mut tree = Tree {
             nodes: vec![Node::default()],
         };
-        for &i in ids {
-            let rule = &rules[i];
-            let yaml = rule.is_yaml_limit();
+        for (i, entries, yaml) in rules {
             let mut at = 0;
             tree.nodes[0].yaml_below |= yaml;
-            for entry in &rule.entries {
+            for entry in entries {
                 at = tree.child_or_new(at, entry);
                 tree.nodes[at].yaml_below |= yaml;
             }
@@ -94,13 +132,17 @@ impl Tree {
     /// [`super::rls::RlsRules::find`]): of the rules reached, the one whose entries are
     /// most specific earliest (an exact value before a prefix before any value), the
     /// file's order between equals.
-    pub(super) fn most_specific<'a, I>(&self, rules: &[RlsRule], entries: I) -> Option<usize>
+    pub(super) fn most_specific<'a, 'r, I>(
+        &self,
+        entries_of: impl Fn(usize) -> &'r [RuleEntry],
+        entries: I,
+    ) -> Option<usize>
     where
         I: Iterator<Item = (&'a str, &'a str)> + Clone,
     {
         let mut best = None;
         self.walk(0, entries, &mut |i| {
-            if best.is_none_or(|b| more_specific(&rules[i], i, &rules[b], b)) {
+            if best.is_none_or(|b| more_specific(entries_of(i), i, entries_of(b), b)) {
                 best = Some(i);
             }
         });
@@ -132,16 +174,16 @@ impl Tree {
         }
     }
 
-    /// Whether a descriptor (`entries`) that `rule` takes would, walking the YAML's tree,
+    /// Whether a descriptor (`entries`) that a YAML limit with entries `rule` takes would, walking the YAML's tree,
     /// enter a more specific branch than `rule`'s at some level, one holding another
     /// YAML limit: the same entries above, and there a value taken more specifically.
     pub(super) fn passed_by<'a>(
         &self,
-        rule: &RlsRule,
+        rule: &[RuleEntry],
         entries: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> bool {
         let mut at = 0;
-        for ((key, value), mine) in entries.zip(&rule.entries) {
+        for ((key, value), mine) in entries.zip(rule) {
             let node = &self.nodes[at];
             let yaml = |child: usize| self.nodes[child].yaml_below;
             let rank = mine.value.rank();
@@ -174,10 +216,9 @@ impl Tree {
 /// Whether rule `a` (index `ai`) comes before rule `b` (index `bi`) in the order rules
 /// are tried: at the first entry where they differ in rank, the more specific value;
 /// the file's order between equals.
-fn more_specific(a: &RlsRule, ai: usize, b: &RlsRule, bi: usize) -> bool {
-    let ranks = |r: &RlsRule| {
-        r.entries
-            .iter()
+fn more_specific(a: &[RuleEntry], ai: usize, b: &[RuleEntry], bi: usize) -> bool {
+    let ranks = |r: &[RuleEntry]| {
+        r.iter()
             .map(|e| e.value.rank())
             .collect::<smallvec::SmallVec<[u8; 8]>>()
     };
