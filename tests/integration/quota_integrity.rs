@@ -351,3 +351,39 @@ async fn a_quota_override_answers_in_the_quotas_own_words() {
         serde_json::json!({"kind": "quota", "quota": 50, "window": "month", "timezone": "UTC"}),
     );
 }
+
+/// A reset key of a full quota area is admitted again: a key the area does not hold reads
+/// at the area's floor (the most a dropped key had used), so forgetting it had left it
+/// there, refused for the rest of the month, while the reset said it was done.
+#[tokio::test]
+async fn a_reset_key_of_a_full_quota_area_starts_at_zero_not_at_the_floor() {
+    let up = Upstream::start().await;
+    // A quota of 1: every invented key uses all of it, so the floor the flood leaves is
+    // the whole quota.
+    let toml = flood_target("").replace("quota = 1000", "quota = 1");
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let statuses = flood(&gw, "invented", 600).await;
+    assert_eq!(statuses[0], 200);
+    assert_eq!(
+        statuses.last(),
+        Some(&429),
+        "the area filled, and the floor it raised is the whole quota"
+    );
+    for (client, key) in [(http1(), "victim-1"), (http2(), "victim-2")] {
+        let url = gw.url("/q");
+        let call = || {
+            let (client, url) = (client.clone(), url.clone());
+            async move { send(&client, "GET", &url, &[("x-api-key", key)], b"").await }
+        };
+        assert_eq!(call().await.status, 429, "a new key starts at the floor");
+        let reset = gw.admin_url(&format!("/admin/reset/monthly/{key}"));
+        let answer = send(&http1(), "POST", &reset, &[], b"").await;
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        let state = get(&gw.admin_url(&format!("/admin/limits/monthly/{key}")), &[])
+            .await
+            .json();
+        assert_eq!(state["used"], 0, "{state}");
+        assert_eq!(call().await.status, 200, "the reset key is admitted");
+        assert_eq!(call().await.status, 429, "and charged");
+    }
+}

@@ -33,8 +33,11 @@ impl Limiter {
     }
 
     /// Forgets a rate or quota key's state (its debt, its usage) where the store keeps it,
-    /// and what this gateway remembers Redis refused.
-    pub async fn forget(&self, key: &StoreKey) -> Result<(), StoreError> {
+    /// and what this gateway remembers Redis refused. `quota_end`: the key is a calendar
+    /// quota's whose window ends then (local clock): in memory it is written with no
+    /// usage rather than forgotten (see [`crate::store::MemoryStore::reset_quota`]);
+    /// Redis has no floor, and an absent key there has used nothing.
+    pub async fn forget(&self, key: &StoreKey, quota_end: Option<u64>) -> Result<(), StoreError> {
         match (self.remote(), &key.redis) {
             (Some(remote), Some(redis_key)) => {
                 let _: i64 = remote
@@ -42,7 +45,10 @@ impl Limiter {
                     .await?;
             }
             (Some(_), None) => return Err(StoreError::NotConnected),
-            (None, _) => self.local().forget(key.hash),
+            (None, _) => match quota_end {
+                Some(end) => self.local().reset_quota(key.hash, end),
+                None => self.local().forget(key.hash),
+            },
         }
         self.forget_refusals();
         Ok(())

@@ -174,6 +174,22 @@ impl MemoryStore {
         });
     }
 
+    /// A calendar quota key's usage set to none, its TAT its window's `end`: the admin
+    /// API's reset of a quota key. Written, not forgotten: a quota key its area does not
+    /// hold reads at the area's floor (the most a dropped key had used), so forgetting a
+    /// key of a full area left it there. It stays until the area next drops its
+    /// least-used keys to make room, as any key that has used nothing.
+    pub fn reset_quota(&self, key: u64, end: u64) {
+        self.apply(key, |_| Decision {
+            admitted: true,
+            tat: end,
+            remaining: 0,
+            wait_ns: 0,
+            delay_ns: 0,
+            until_idle_ns: 0,
+        });
+    }
+
     /// Forgets `key`'s state (its TAT becomes idle; the next sweep drops it): the admin
     /// API's reset.
     pub fn forget(&self, key: u64) {
