@@ -11,7 +11,7 @@ use redis::Script;
 use super::snapshot::{SnapshotTable, BASE};
 use smallvec::SmallVec;
 
-use crate::limit::calendar::CARRY_NS;
+use crate::limit::calendar;
 use crate::limit::{evaluate, Mode, Tier, Verdict, INLINE_DECISIONS, MAX_DECISIONS};
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RateTier;
@@ -326,22 +326,22 @@ async fn roll_back(
                 .bounds
                 .map_or(0, |b| b.until_end(u64::try_from(now).unwrap_or(u64::MAX)));
             let quota = tiers[i].bounds.is_some();
-            let mut over = debt.saturating_sub(basis);
-            // As gcra.lua decided: a quota's TAT 15 minutes or more past the end is
-            // another calendar's, no usage.
-            if quota && over >= CARRY_NS {
-                over = 0;
-            }
+            // What the key owed or had used, as gcra.lua read it (a quota's TAT of another
+            // calendar: nothing used).
+            let over = if quota {
+                calendar::used(debt, basis)
+            } else {
+                debt
+            };
             if over.saturating_add(increment) > q.tolerance_ns().saturating_add(tier.max_delay_ns) {
                 continue; // a shadow tier that did not admit wrote nothing
             }
-            let mut charged = over.saturating_add(increment);
-            // As gcra.lua wrote it: a forced quota's usage capped below another calendar's.
+            let mut ahead = basis.saturating_add(over).saturating_add(increment);
+            // As gcra.lua wrote it: a forced quota's TAT capped below another calendar's.
             if quota {
-                charged = charged.min(CARRY_NS - 1);
+                ahead = ahead.min(calendar::max_tat(basis));
             }
-            let increment = charged - over;
-            let ahead = basis.saturating_add(charged);
+            let increment = ahead.saturating_sub(basis).saturating_sub(over);
             let old = if debt == 0 {
                 String::new()
             } else {
