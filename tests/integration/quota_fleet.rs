@@ -8,6 +8,21 @@ async fn call(client: &HttpClient, gw: &TestGateway, key: &str) -> Got {
     send(client, "GET", &gw.url("/"), &[("x-key", key)], b"").await
 }
 
+/// On `cluster`, one route decided by a monthly quota of 100 per `x-key` (`zone`: its
+/// `timezone` line, if any) and a rate of `burst` an hour for the whole route: keys in
+/// two slots.
+fn monthly_beside_endpoint(cluster: &RedisCluster, zone: &str, burst: u64) -> String {
+    Fixture::new()
+        .store(cluster.store_toml())
+        .policy_raw(
+            "monthly",
+            format!("key = \"header:x-key\"\nquota = 100\nwindow = \"month\"\n{zone}"),
+        )
+        .policy("endpoint", "route", 1, "1h", burst)
+        .route("api", "/", "api", &["monthly", "endpoint"])
+        .build()
+}
+
 #[tokio::test]
 async fn two_gateways_share_one_monthly_quota_on_redis_and_its_key_expires_with_the_month() {
     let redis = RedisServer::start();
@@ -111,18 +126,7 @@ async fn a_quota_rides_in_the_rate_tiers_one_redis_call() {
 async fn on_a_cluster_a_refusal_in_another_slot_gives_the_quota_back() {
     let cluster = RedisCluster::start();
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = {}\ntimeout = \"2s\"\non_error = \"deny\"",
-            cluster.urls_toml()
-        ))
-        .policy_raw(
-            "monthly",
-            "key = \"header:x-key\"\nquota = 100\nwindow = \"month\"\ntimezone = \"Asia/Tokyo\"\n",
-        )
-        .policy("endpoint", "route", 1, "1h", 3)
-        .route("api", "/", "api", &["monthly", "endpoint"])
-        .build();
+    let toml = monthly_beside_endpoint(&cluster, "timezone = \"Asia/Tokyo\"\n", 3);
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     let mut statuses = Vec::new();
@@ -237,18 +241,7 @@ async fn a_flood_on_a_used_up_quota_costs_almost_no_redis_calls() {
 async fn on_a_cluster_a_refusal_rolls_back_a_quota_charged_over_another_calendars_tat() {
     let cluster = RedisCluster::start();
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = {}\ntimeout = \"2s\"\non_error = \"deny\"",
-            cluster.urls_toml()
-        ))
-        .policy_raw(
-            "monthly",
-            "key = \"header:x-key\"\nquota = 100\nwindow = \"month\"\n",
-        )
-        .policy("endpoint", "route", 1, "1h", 2)
-        .route("api", "/", "api", &["monthly", "endpoint"])
-        .build();
+    let toml = monthly_beside_endpoint(&cluster, "", 2);
     // `a` uses the endpoint's burst (and remembers it is used up); `b`, which does not,
     // asks the cluster.
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;

@@ -289,10 +289,7 @@ async fn a_changed_calendar_starts_usage_at_zero_and_says_the_real_reset() {
 async fn a_changed_calendar_on_redis_starts_usage_at_zero_with_a_truthful_retry_after() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let store = format!(
-        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
-        redis.url()
-    );
+    let store = redis.store_toml();
     // A month that does not end at the coming midnight (then both calendars would share
     // the window, and its usage would rightly carry over).
     let now = jiff::Timestamp::now();

@@ -13,10 +13,7 @@ async fn a_reset_through_one_gateway_admits_the_key_on_every_gateway_within_a_se
     let redis = RedisServer::start();
     let up = Upstream::start().await;
     let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
-            redis.url()
-        ))
+        .store(redis.store_toml())
         .policy("hourly", "header:x-key", 1, "1h", 1)
         .policy_raw(
             "daily",
@@ -76,10 +73,10 @@ async fn a_reset_the_fleet_was_not_told_of_says_so() {
     redis.cli(&["ACL", "SETUSER", "gw", "on", ">pw", "~tg:{[^o]*", "+@all"]);
     let up = Upstream::start().await;
     let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"redis://gw:pw@127.0.0.1:{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
+        .store(redis_store(&format!(
+            "\"redis://gw:pw@127.0.0.1:{}\"",
             redis.port
-        ))
+        )))
         .policy("hourly", "header:x-key", 1, "1h", 1)
         .route("rate", "/rate", "api", &["hourly"])
         .build();
@@ -204,10 +201,7 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
 async fn a_quota_switched_to_a_rate_on_redis_starts_its_keys_idle() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let store = format!(
-        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
-        redis.url()
-    );
+    let store = redis.store_toml();
     let plan = |lines: &str| {
         Fixture::new()
             .store(&store)

@@ -14,11 +14,7 @@ fn toml(redis: &RedisServer) -> String {
 
 /// The rules on the Redis at `url` (a TOML value: one URL, or a Cluster's list).
 fn toml_for(url: &str) -> String {
-    rules()
-        .store(format!(
-            "backend = \"redis\"\nurl = {url}\ntimeout = \"2s\"\non_error = \"deny\""
-        ))
-        .build()
+    rules().store(redis_store(url)).build()
 }
 
 /// The policies and rules, on whichever store.

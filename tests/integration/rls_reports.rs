@@ -18,10 +18,7 @@ fn toml(store: Option<&RedisServer>) -> String {
              [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { kind = \"monthly\" }]\npolicy = \"monthly\"\nreports = true\n",
         );
     if let Some(redis) = store {
-        fixture = fixture.store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"2s\"\non_error = \"deny\"",
-            redis.url()
-        ));
+        fixture = fixture.store(redis.store_toml());
     }
     fixture.build()
 }

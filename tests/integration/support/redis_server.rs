@@ -98,6 +98,12 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// `[store]` on this Redis: a 2 s timeout, and a request refused (503) when it
+    /// cannot answer.
+    pub fn store_toml(&self) -> String {
+        redis_store(&format!("\"{}\"", self.url()))
+    }
+
     pub fn cli(&self, args: &[&str]) -> String {
         redis_cli(self.port, args)
     }
@@ -221,6 +227,11 @@ impl RedisCluster {
         Self { nodes }
     }
 
+    /// `[store]` on this Cluster, as [`RedisServer::store_toml`].
+    pub fn store_toml(&self) -> String {
+        redis_store(&self.urls_toml())
+    }
+
     /// The TOML value for `url`: a list of the node URLs.
     pub fn urls_toml(&self) -> String {
         let urls: Vec<String> = self
@@ -230,4 +241,9 @@ impl RedisCluster {
             .collect();
         format!("[{}]", urls.join(", "))
     }
+}
+
+/// `[store]` on Redis at `url` (its TOML value): a 2 s timeout, `on_error = "deny"`.
+pub fn redis_store(url: &str) -> String {
+    format!("backend = \"redis\"\nurl = {url}\ntimeout = \"2s\"\non_error = \"deny\"")
 }
