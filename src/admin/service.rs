@@ -153,15 +153,17 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
         );
     }
     let key = shared.limiter.keys().key_of(&policy.name, &parts);
-    // A quota key's window end on the local clock: in memory it is reset to no usage
-    // there (a key of a full area would otherwise read at the area's floor).
+    // A quota key's window end, placed on the local clock as a decision places it
+    // (`RequestTiers::place_windows`): in memory the key is reset to no usage there (a
+    // key of a full area would otherwise read at the area's floor).
     let quota_end = policy
         .rate()
         .and_then(|r| r.calendar.as_deref())
         .map(|calendar| {
-            let now = shared.clock.now_ns();
-            let unix_now = shared.clock.unix_ns_at(now);
-            now.saturating_add(calendar.bounds(unix_now).until_end(unix_now))
+            let unix_now = shared.clock.unix_ns_at(shared.clock.now_ns());
+            shared
+                .clock
+                .mono_ns_at(calendar.bounds(unix_now).end_at(unix_now))
         });
     match shared.limiter.forget(&key, quota_end).await {
         Ok(()) => {
