@@ -61,13 +61,16 @@ pub async fn handle(
                 )
                 .await
             {
-                Ok(applied) => json_ok(json!({
+                Ok(applied) => {
+                    super::answer::tell_quota_streams(shared, &id.policy, &id.key);
+                    json_ok(json!({
                     "status": "ok",
                     "policy": id.policy,
                     "key": id.key,
                     "applied": written_json(current().policy(&id.policy).map(|p| &**p), &set, &applied),
                     "expires_in_ms": ttl.map(|t| t.as_millis() as u64),
-                })),
+                    }))
+                }
                 Err(e) => refused(e),
             }
         }
@@ -76,7 +79,10 @@ pub async fn handle(
             .delete(current, &shared.limiter, &id, now_ms)
             .await
         {
-            Ok(true) => json_ok(json!({"status": "ok", "policy": id.policy, "key": id.key})),
+            Ok(true) => {
+                super::answer::tell_quota_streams(shared, &id.policy, &id.key);
+                json_ok(json!({"status": "ok", "policy": id.policy, "key": id.key}))
+            }
             Ok(false) => json_error(
                 StatusCode::NOT_FOUND,
                 "no_override",

@@ -181,6 +181,7 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
                     }
                 };
             }
+            super::answer::tell_quota_streams(shared, &policy.name, &parts);
             tracing::info!(policy = %policy.name, "a key's state was reset through the admin API");
             json_ok(answer)
         }

@@ -337,6 +337,8 @@ fn shared_state(
         overrides: Overrides::new(kept),
         spans,
         sampling: Default::default(),
+        // Admin changes are rare; a quota stream 64 behind waits for Envoy's next report.
+        key_changes: tokio::sync::broadcast::channel(64).0,
     });
     // The exporter reads the `[telemetry]` in effect at each export (a reload moves it)
     // and ends with the gateway (its queue's sender lives in `Shared`).

@@ -167,6 +167,10 @@ pub struct Shared {
     pub spans: crate::telemetry::export::Spans,
     /// The bound on sampled requests a second (`max_sampled_per_second`).
     pub sampling: crate::telemetry::sampler::Budget,
+    /// Keys whose state the admin API changed (reset; an override set or removed), as
+    /// their holders' key (`rlqs::keys::holder_key`): a quota stream holding a share of
+    /// one re-sizes it at once rather than at Envoy's next report.
+    pub key_changes: tokio::sync::broadcast::Sender<Arc<str>>,
 }
 
 impl Shared {

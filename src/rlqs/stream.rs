@@ -1,8 +1,9 @@
 //! The gRPC side of the quota service: one bidirectional stream per Envoy (per domain).
 //! Each `RateLimitQuotaUsageReports` read is answered with one `RateLimitQuotaResponse`
 //! holding an action per bucket it names; a nudge (another Envoy joined a key this one
-//! holds) re-sizes that key's buckets between reports. The stream ends with the
-//! client's, at shutdown, or with a gRPC error for a message it cannot read.
+//! holds) or an admin change of a held key (a reset, an override) re-sizes that key's
+//! buckets between reports. The stream ends with the client's, at shutdown, or with a
+//! gRPC error for a message it cannot read.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use prost::Message;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::assign::Stream;
 use super::holders::Holders;
@@ -100,6 +101,7 @@ async fn serve(
     out: Out,
 ) {
     let (nudge, mut nudged) = mpsc::channel::<String>(64);
+    let mut changes = Some(shared.key_changes.subscribe());
     let id = holders.new_stream();
     let mut stream = Stream {
         shared: &shared,
@@ -136,6 +138,13 @@ async fn serve(
                     break Ok(());
                 }
             }
+            key = changed(&mut changes) => {
+                let snapshot = shared.snapshot.load_full();
+                let actions = stream.resize(&snapshot, &key).await;
+                if !send(&out, actions).await {
+                    break Ok(());
+                }
+            }
             _ = shutdown.changed() => break Ok(()),
         }
     };
@@ -154,6 +163,22 @@ async fn serve(
         }
     }
     let _ = out.send(Ok(Frame::trailers(trailers))).await;
+}
+
+/// The next key the admin API changed. Changes missed while the stream was behind (64
+/// queued) are answered at Envoy's next report of their buckets, as without this. Pending
+/// for ever once the sender is gone.
+async fn changed(changes: &mut Option<broadcast::Receiver<Arc<str>>>) -> Arc<str> {
+    loop {
+        let Some(rx) = changes else {
+            return std::future::pending().await;
+        };
+        match rx.recv().await {
+            Ok(key) => return key,
+            Err(broadcast::error::RecvError::Lagged(_)) => {}
+            Err(broadcast::error::RecvError::Closed) => *changes = None,
+        }
+    }
 }
 
 /// Answers every whole message read; `Ok(false)` once the client is gone.

@@ -51,6 +51,7 @@ mod quotas;
 mod readme;
 mod redis;
 mod rlqs;
+mod rlqs_admin;
 mod rlqs_bounds;
 mod rlqs_domains;
 mod rlqs_envoy;
