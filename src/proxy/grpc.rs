@@ -87,7 +87,8 @@ pub fn code_of(answer: &Answer) -> Code {
         | Answer::UnpricedModel
         | Answer::BadRequest
         | Answer::BodyBroken => Code::InvalidArgument,
-        Answer::Unmatched => Code::Unimplemented,
+        // What a gRPC server answers a compression it does not support.
+        Answer::Unmatched | Answer::UnsupportedEncoding => Code::Unimplemented,
         Answer::UpstreamTimeout | Answer::BodyStalled => Code::DeadlineExceeded,
         Answer::TooManyConnections
         | Answer::Overloaded
@@ -237,6 +238,7 @@ mod tests {
             (Answer::BodyTooLarge, Code::ResourceExhausted),
             (cut(CutReason::Budget), Code::ResourceExhausted),
             (Answer::Unmatched, Code::Unimplemented),
+            (Answer::UnsupportedEncoding, Code::Unimplemented),
         ] {
             assert_eq!(code_of(&answer), code, "{answer:?}");
         }

@@ -1,7 +1,8 @@
 //! The request body read before the decision, on routes whose policies key or price by it
 //! (`json:` keys, `reserve = "price:…"`): at most `[server] max_key_body` bytes, each
 //! read within `body_read_timeout`, walked once for every pointer the route reads, then
-//! sent upstream unchanged ahead of the rest ([`Prefixed`]).
+//! sent upstream unchanged ahead of the rest ([`Prefixed`]). A gzip or deflate body is
+//! walked as decoded ([`super::body_coding`]); a body in another coding is refused 415.
 //!
 //! What such buffers hold is bounded per worker (its share of `max_key_body_memory`,
 //! counted on the worker alone, like `max_requests`): a request that would pass it is
@@ -19,8 +20,9 @@ use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use super::body_coding::{self, Coding, Decoded};
 use super::pool::ClientBodyFault;
-use super::response::{overloaded, Answer};
+use super::response::{overloaded, unsupported_coding, Answer};
 use crate::config::{Route, Server};
 use crate::json::{walk, BodyFacts};
 use crate::reply::Body;
@@ -59,24 +61,34 @@ impl Drop for Held {
 
 /// What was read of a request body before its decision.
 pub struct KeyBody {
+    /// As it came, and as it goes upstream.
     bytes: Bytes,
+    /// Its `Content-Encoding`.
+    coding: Coding,
+    /// An encoded body read whole, decoded whole within `max_key_body`.
+    decoded: Option<Bytes>,
     /// The whole body was read (`trailers`, when it had any).
     ended: bool,
     trailers: Option<HeaderMap>,
-    /// The body's length when known: read whole, or declared.
+    /// The body's length when known: read whole (decoded, when it was encoded; at least
+    /// `max_key_body` + 1 when it decoded past it), or declared.
     len: Option<u64>,
     held: Held,
 }
 
 impl KeyBody {
-    /// Walks the bytes for `route`'s pointers: nothing is found in a body that was not
-    /// read whole or is not JSON.
+    /// Walks the bytes (decoded, when encoded) for `route`'s pointers: nothing is found
+    /// in a body that was not read or decoded whole, or is not JSON.
     pub fn facts<'a>(&'a self, route: &'a Route) -> BodyFacts<'a> {
         let mut facts = BodyFacts::unread(self.len);
-        if self.ended {
+        let json = match self.coding {
+            Coding::Identity => self.ended.then_some(&self.bytes),
+            Coding::Gzip | Coding::Deflate => self.decoded.as_ref(),
+        };
+        if let Some(json) = json {
             let pointers: smallvec::SmallVec<[&crate::json::JsonPointer; 8]> =
                 route.body_pointers.iter().map(|p| &**p).collect();
-            let _not_json = walk(&self.bytes, &pointers, &mut facts);
+            let _not_json = walk(json, &pointers, &mut facts);
         }
         facts
     }
@@ -87,8 +99,9 @@ impl KeyBody {
     }
 }
 
-/// Reads up to `max_key_body` of `req`'s body; the answer when the client's body stalls,
-/// breaks, or the worker holds too many such bodies already.
+/// Reads up to `max_key_body` of `req`'s body (and decodes it, gzip or deflate); the
+/// answer when the client's body stalls, breaks, comes in a coding tollgate does not read,
+/// or the worker holds too many such bodies already.
 pub async fn read(
     req: &mut Request<Incoming>,
     server: &Server,
@@ -98,22 +111,28 @@ pub async fn read(
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let max = server.max_key_body;
-    let empty = |len, held| KeyBody {
+    let empty = |len, held, coding| KeyBody {
         bytes: Bytes::new(),
+        coding,
+        decoded: None,
         ended: len == Some(0),
         trailers: None,
         len,
         held,
     };
     if req.body().is_end_stream() {
-        return Ok(empty(Some(0), Held(0)));
+        return Ok(empty(Some(0), Held(0), Coding::Identity));
     }
+    let coding = body_coding::coding_of(req.headers())
+        .map_err(|named| Box::new(unsupported_coding(&named)))?;
     // Too large to key by: not read; forwarded as it comes.
     if declared.is_some_and(|d| d > max as u64) {
-        return Ok(empty(declared, Held(0)));
+        return Ok(empty(declared, Held(0), coding));
     }
     let share = server.max_key_body_memory.div_ceil(server.workers.max(1));
-    let wanted = declared.map_or(max, |d| d as usize);
+    // An encoded body is held twice: as it came, and decoded (at most `max`).
+    let decoding = if coding == Coding::Identity { 0 } else { max };
+    let wanted = declared.map_or(max, |d| d as usize) + decoding;
     let Some(mut held) = Held::take(wanted, share) else {
         return Err(Box::new(Answer::Overloaded.on(overloaded())));
     };
@@ -161,9 +180,26 @@ pub async fn read(
             joined.freeze()
         }
     };
-    let len = if ended { Some(total as u64) } else { declared };
+    let (decoded, len) = match coding {
+        _ if !ended => (None, declared),
+        Coding::Identity => (None, Some(total as u64)),
+        Coding::Gzip | Coding::Deflate => match body_coding::decode(coding, &bytes, max) {
+            Decoded::Whole(plain) => {
+                let need = total + plain.len();
+                if need > held.0 {
+                    held.grow(need - held.0);
+                }
+                let len = plain.len() as u64;
+                (Some(plain), Some(len))
+            }
+            Decoded::TooLarge => (None, Some(max as u64 + 1)),
+            Decoded::Corrupt => (None, Some(total as u64)),
+        },
+    };
     Ok(KeyBody {
         bytes,
+        coding,
+        decoded,
         ended,
         trailers,
         len,

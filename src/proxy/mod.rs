@@ -7,6 +7,7 @@
 pub mod access_log;
 pub mod admit;
 pub mod body;
+pub mod body_coding;
 pub mod forward;
 pub mod grpc;
 pub mod head;

@@ -28,6 +28,8 @@ pub enum Answer {
     UnpricedModel,
     /// The path or host was refused before routing (400).
     BadRequest,
+    /// A route that reads the body got one in a coding it does not read (415).
+    UnsupportedEncoding,
     /// An upgrade found no connection left under `max_connections` (503).
     TooManyConnections,
     /// Past this worker's share of `max_requests` (503).
@@ -66,6 +68,7 @@ impl Answer {
             Answer::TooManyKeyValues => "too_many_key_values",
             Answer::UnpricedModel => "unpriced_model",
             Answer::BadRequest => "bad_request",
+            Answer::UnsupportedEncoding => "unsupported_content_encoding",
             Answer::TooManyConnections => "too_many_connections",
             Answer::Overloaded => "overloaded",
             Answer::StoreUnavailable => "store_unavailable",
@@ -113,6 +116,9 @@ impl Answer {
             Answer::Unmatched => "no route for this call",
             Answer::Admitted | Answer::StoreUnavailableAllowed => "forwarded",
             Answer::BadRequest => "the path or host was refused",
+            Answer::UnsupportedEncoding => {
+                "the request body's content-encoding cannot be read (gzip and deflate can)"
+            }
             Answer::TooManyConnections => "too many connections",
             Answer::Overloaded => "overloaded: retry in 1 s",
             Answer::StoreUnavailable => "the rate-limit store is unavailable",
@@ -142,6 +148,26 @@ pub fn overloaded() -> Response<Body> {
     let retry = HeaderValue::from_static("1");
     resp.headers_mut().insert(http::header::RETRY_AFTER, retry);
     resp
+}
+
+/// 415 for a body in a coding tollgate does not read, on a route that keys or prices by
+/// the body: `named` is the request's `Content-Encoding`; `Accept-Encoding` lists what is
+/// read (RFC 9110, 15.5.16).
+pub fn unsupported_coding(named: &str) -> Response<Body> {
+    let read = crate::proxy::body_coding::READ;
+    let mut resp = json_error(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_content_encoding",
+        &[
+            ("content_encoding", named.into()),
+            ("supported", read.into()),
+        ],
+    );
+    resp.headers_mut().insert(
+        http::header::ACCEPT_ENCODING,
+        HeaderValue::from_static(read),
+    );
+    Answer::UnsupportedEncoding.on(resp)
 }
 
 /// The answer to an upload a bytes tier (`policy`) cut: 413 `budget_exhausted` when its
