@@ -1,11 +1,14 @@
 //! Reading a JSON request body without building it: RFC 6901 pointers (`pointer.rs`) and
 //! one pass over the body that picks out every value a route's pointers name (`walk.rs`),
-//! and a JSON-RPC request's id for the answer to a refused one (`rpc.rs`).
+//! a JSON-RPC request's id for the answer to a refused one (`rpc.rs`), and a body in
+//! UTF-16, UTF-32 or behind a byte order mark read as UTF-8 (`unicode.rs`).
 //! Pure: bytes in, borrowed values out.
 
 mod pointer;
 pub mod rpc;
+mod unicode;
 mod walk;
 
 pub use pointer::{JsonPointer, PointerError};
+pub use unicode::to_utf8;
 pub use walk::{walk, BodyFacts, NotJson, MAX_POINTERS};

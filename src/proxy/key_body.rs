@@ -65,7 +65,8 @@ pub struct KeyBody {
     bytes: Bytes,
     /// Its `Content-Encoding`.
     coding: Coding,
-    /// An encoded body read whole, decoded whole within `max_key_body`.
+    /// What is walked instead of `bytes`: an encoded body read whole, decoded whole within
+    /// `max_key_body`; a body in UTF-16 or UTF-32 or behind a byte order mark, as UTF-8.
     decoded: Option<Bytes>,
     /// The whole body was read (`trailers`, when it had any).
     ended: bool,
@@ -81,10 +82,10 @@ impl KeyBody {
     /// in a body that was not read or decoded whole, or is not JSON.
     pub fn facts<'a>(&'a self, route: &'a Route) -> BodyFacts<'a> {
         let mut facts = BodyFacts::unread(self.len);
-        let json = match self.coding {
-            Coding::Identity => self.ended.then_some(&self.bytes),
-            Coding::Gzip | Coding::Deflate => self.decoded.as_ref(),
-        };
+        let json = self
+            .decoded
+            .as_ref()
+            .or_else(|| (self.coding == Coding::Identity && self.ended).then_some(&self.bytes));
         if let Some(json) = json {
             let pointers: smallvec::SmallVec<[&crate::json::JsonPointer; 8]> =
                 route.body_pointers.iter().map(|p| &**p).collect();
@@ -180,22 +181,24 @@ pub async fn read(
             joined.freeze()
         }
     };
+    // Text in another encoding than UTF-8 is walked as UTF-8, as its readers detect it.
+    let as_utf8 = |text: &[u8]| crate::json::to_utf8(text).map(Bytes::from);
     let (decoded, len) = match coding {
         _ if !ended => (None, declared),
-        Coding::Identity => (None, Some(total as u64)),
+        Coding::Identity => (as_utf8(&bytes), Some(total as u64)),
         Coding::Gzip | Coding::Deflate => match body_coding::decode(coding, &bytes, max) {
             Decoded::Whole(plain) => {
-                let need = total + plain.len();
-                if need > held.0 {
-                    held.grow(need - held.0);
-                }
                 let len = plain.len() as u64;
-                (Some(plain), Some(len))
+                (Some(as_utf8(&plain).unwrap_or(plain)), Some(len))
             }
             Decoded::TooLarge => (None, Some(max as u64 + 1)),
             Decoded::Corrupt => (None, Some(total as u64)),
         },
     };
+    let need = total + decoded.as_ref().map_or(0, Bytes::len);
+    if need > held.0 {
+        held.grow(need - held.0);
+    }
     Ok(KeyBody {
         bytes,
         coding,

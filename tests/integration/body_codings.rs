@@ -2,7 +2,9 @@
 //! deflate body is keyed by what it decodes to — the value the upstream reads — and goes
 //! upstream as it came; a coding tollgate does not read is refused 415 before anything is
 //! charged. No coding makes a key read as missing (here `missing = "skip"`, where a
-//! missing key would skip the tier). Over HTTP/1.1 and HTTP/2, against a real upstream.
+//! missing key would skip the tier), nor does a JSON text in UTF-16, UTF-32 or behind a
+//! byte order mark, which Python's and Java's JSON readers take. Over HTTP/1.1 and HTTP/2,
+//! against a real upstream.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -31,17 +33,20 @@ async fn post(client: &HttpClient, url: &str, coding: Option<&str>, body: Vec<u8
     send_bytes(client, "POST", url, &headers, Bytes::from(body)).await
 }
 
-#[tokio::test]
-async fn gzip_and_deflate_bodies_are_keyed_as_decoded_and_other_codings_are_refused() {
-    let up = Upstream::start().await;
-    let toml = Fixture::new()
+fn per_user_route() -> String {
+    Fixture::new()
         .policy_raw(
             "per_user",
             "key = \"json:/user\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nmissing = \"skip\"\n",
         )
         .route("api", "/v1", "api", &["per_user"])
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
+        .build()
+}
+
+#[tokio::test]
+async fn gzip_and_deflate_bodies_are_keyed_as_decoded_and_other_codings_are_refused() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&per_user_route(), &up.url()).await;
     let url = gw.url("/v1/chat");
     for (i, client) in [http1(), http2()].iter().enumerate() {
         let body = |user: &str| format!("{{\"user\":\"{user}{i}\",\"messages\":[]}}").into_bytes();
@@ -79,6 +84,70 @@ async fn gzip_and_deflate_bodies_are_keyed_as_decoded_and_other_codings_are_refu
             post(client, &url, None, body("w")).await.status,
             429,
             "w was charged"
+        );
+    }
+}
+
+/// `text` in UTF-16 or UTF-32 (`width` 2 or 4 bytes), of either byte order, after a byte
+/// order mark or not.
+fn encoded(text: &str, width: usize, big: bool, mark: bool) -> Vec<u8> {
+    let chars = mark.then_some('\u{feff}').into_iter().chain(text.chars());
+    let units: Vec<u32> = match width {
+        2 => chars
+            .flat_map(|c| c.encode_utf16(&mut [0; 2]).to_vec())
+            .map(u32::from)
+            .collect(),
+        _ => chars.map(u32::from).collect(),
+    };
+    units
+        .iter()
+        .flat_map(|&u| match big {
+            true => u.to_be_bytes()[4 - width..].to_vec(),
+            false => u.to_le_bytes()[..width].to_vec(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn json_in_utf16_utf32_or_behind_a_byte_order_mark_is_keyed_as_its_text() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&per_user_route(), &up.url()).await;
+    let url = gw.url("/v1/chat");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let json = |user: &str| format!("{{\"user\":\"{user}{i}\",\"messages\":[]}}");
+        assert_eq!(
+            post(client, &url, None, json("u").into_bytes())
+                .await
+                .status,
+            200
+        );
+        let marked = [&b"\xEF\xBB\xBF"[..], json("u").as_bytes()].concat();
+        let mut spellings = vec![("utf-8 with a mark".to_owned(), marked)];
+        for (width, big, mark) in [
+            (2, false, false),
+            (2, true, true),
+            (4, false, false),
+            (4, true, true),
+        ] {
+            let name = format!(
+                "utf-{} {} mark={mark}",
+                width * 8,
+                if big { "be" } else { "le" }
+            );
+            spellings.push((name, encoded(&json("u"), width, big, mark)));
+        }
+        for (name, body) in spellings {
+            let r = post(client, &url, None, body).await;
+            assert_eq!(r.status, 429, "{name}: the same user, spent: {}", r.text());
+        }
+        // A user first seen in UTF-16 is charged to that user.
+        let first = post(client, &url, None, encoded(&json("w"), 2, false, false)).await;
+        assert_eq!(first.status, 200);
+        assert_eq!(
+            post(client, &url, None, json("w").into_bytes())
+                .await
+                .status,
+            429
         );
     }
 }
