@@ -1,14 +1,17 @@
 //! Reading a JSON request body without building it: RFC 6901 pointers (`pointer.rs`) and
 //! one pass over the body that picks out every value a route's pointers name (`walk.rs`),
 //! a JSON-RPC request's id for the answer to a refused one (`rpc.rs`), and a body in
-//! UTF-16, UTF-32 or behind a byte order mark read as UTF-8 (`unicode.rs`).
+//! UTF-16, UTF-32 or behind a byte order mark read as UTF-8 (`unicode.rs`), and a strict
+//! copy of a body only lenient readers take (`lenient.rs`).
 //! Pure: bytes in, borrowed values out.
 
+mod lenient;
 mod pointer;
 pub mod rpc;
 mod unicode;
 mod walk;
 
+pub use lenient::strict_copy;
 pub use pointer::{JsonPointer, PointerError};
 pub use unicode::to_utf8;
 pub use walk::{walk, BodyFacts, NotJson, MAX_POINTERS};

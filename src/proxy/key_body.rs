@@ -71,6 +71,9 @@ pub struct KeyBody {
     /// The whole body was read (`trailers`, when it had any).
     ended: bool,
     trailers: Option<HeaderMap>,
+    /// What is walked when the body is JSON only to lenient readers, made on the first
+    /// walk that needs it (counted on the worker until the decision is made).
+    strict: std::sync::OnceLock<Option<(Bytes, Held)>>,
     /// The body's length when known: read whole (decoded, when it was encoded; at least
     /// `max_key_body` + 1 when it decoded past it), or declared.
     len: Option<u64>,
@@ -79,7 +82,8 @@ pub struct KeyBody {
 
 impl KeyBody {
     /// Walks the bytes (decoded, when encoded) for `route`'s pointers: nothing is found
-    /// in a body that was not read or decoded whole, or is not JSON.
+    /// in a body that was not read or decoded whole, or is not JSON even as lenient
+    /// readers take it (then its strict copy is walked, `json::strict_copy`).
     pub fn facts<'a>(&'a self, route: &'a Route) -> BodyFacts<'a> {
         let mut facts = BodyFacts::unread(self.len);
         let json = self
@@ -89,7 +93,16 @@ impl KeyBody {
         if let Some(json) = json {
             let pointers: smallvec::SmallVec<[&crate::json::JsonPointer; 8]> =
                 route.body_pointers.iter().map(|p| &**p).collect();
-            let _not_json = walk(json, &pointers, &mut facts);
+            if walk(json, &pointers, &mut facts).is_err() {
+                let strict = self.strict.get_or_init(|| {
+                    let copy = crate::json::strict_copy(json)?;
+                    let held = Held::take(copy.len(), usize::MAX);
+                    Some((Bytes::from(copy), held?))
+                });
+                if let Some((copy, _held)) = strict {
+                    let _not_json = walk(copy, &pointers, &mut facts);
+                }
+            }
         }
         facts
     }
@@ -116,6 +129,7 @@ pub async fn read(
         bytes: Bytes::new(),
         coding,
         decoded: None,
+        strict: std::sync::OnceLock::new(),
         ended: len == Some(0),
         trailers: None,
         len,
@@ -203,6 +217,7 @@ pub async fn read(
         bytes,
         coding,
         decoded,
+        strict: std::sync::OnceLock::new(),
         ended,
         trailers,
         len,

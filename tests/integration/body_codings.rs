@@ -3,8 +3,9 @@
 //! upstream as it came; a coding tollgate does not read is refused 415 before anything is
 //! charged. No coding makes a key read as missing (here `missing = "skip"`, where a
 //! missing key would skip the tier), nor does a JSON text in UTF-16, UTF-32 or behind a
-//! byte order mark, which Python's and Java's JSON readers take. Over HTTP/1.1 and HTTP/2,
-//! against a real upstream.
+//! byte order mark, which Python's and Java's JSON readers take, nor a body only lenient
+//! readers take (`NaN`, a number past a double, an unpaired surrogate). Over HTTP/1.1 and
+//! HTTP/2, against a real upstream.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -149,5 +150,36 @@ async fn json_in_utf16_utf32_or_behind_a_byte_order_mark_is_keyed_as_its_text() 
                 .status,
             429
         );
+    }
+}
+
+#[tokio::test]
+async fn a_body_only_lenient_readers_take_is_keyed_as_they_read_it() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&per_user_route(), &up.url()).await;
+    let url = gw.url("/v1/chat");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let send = |body: String| post(client, &url, None, body.into_bytes());
+        assert_eq!(send(format!(r#"{{"user":"u{i}"}}"#)).await.status, 200);
+        // Python's json.loads reads these (FastAPI, most LLM servers): the same user.
+        for extra in ["NaN", "Infinity", "-Infinity", "1e400", r#""\ud800""#] {
+            let r = send(format!(r#"{{"user":"u{i}","temperature":{extra}}}"#)).await;
+            assert_eq!(r.status, 429, "{extra} beside the key: {}", r.text());
+        }
+        // At the pointer: one value per spelling as Python reads it, not one per request.
+        // (Infinity over HTTP/1.1, -Infinity over HTTP/2: a key of its own each.)
+        let sign = ["", "-"][i];
+        assert_eq!(send(format!(r#"{{"user":{sign}1e400}}"#)).await.status, 200);
+        let r = send(format!(r#"{{"user":{sign}1e500}}"#)).await;
+        assert_eq!(
+            r.status, 429,
+            "{sign}1e400 and {sign}1e500 are both infinite"
+        );
+        assert_eq!(
+            send(format!(r#"{{"user":"v{i}\ud800"}}"#)).await.status,
+            200
+        );
+        let r = send(format!(r#"{{"user":"v{i}\udbff"}}"#)).await;
+        assert_eq!(r.status, 429, "every unpaired surrogate reads as U+FFFD");
     }
 }
