@@ -5,7 +5,9 @@
 //!
 //! The whole body must be one JSON value (trailing bytes make it not JSON), so the values
 //! found are the ones any JSON parser upstream sees. A member given twice yields both
-//! values: parsers upstream disagree on which one wins, so a key charges each.
+//! values: parsers upstream disagree on which one wins, so a key charges each. A member
+//! is the pointer's when its name is the token's under case folding too: Go's
+//! encoding/json takes `{"Model":…}` as a struct's `model` (`bytes.EqualFold`).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -209,7 +211,7 @@ impl<'de> Visitor<'de> for Node<'_, 'de, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            let next = self.next(|p| *p.tokens()[self.depth] == *key);
+            let next = self.next(|p| names(&p.tokens()[self.depth], &key));
             if next == 0 {
                 map.next_value::<IgnoredAny>()?;
                 continue;
@@ -245,6 +247,39 @@ impl<'de> Visitor<'de> for Node<'_, 'de, '_> {
             index += 1;
         }
     }
+}
+
+/// Whether a member called `name` is the one `token` names: the same name, or the same
+/// one letter at a time under simple case folding (ASCII first; for the rest, a letter's
+/// one-letter lower or upper case: the Kelvin sign is `k`, the long s is `s`).
+fn names(token: &str, name: &str) -> bool {
+    if token == name {
+        return true;
+    }
+    if token.is_ascii() && name.is_ascii() {
+        return token.eq_ignore_ascii_case(name);
+    }
+    let (mut a, mut b) = (token.chars(), name.chars());
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some(c), Some(d)) if folds(c, d) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Whether two letters are one under simple case folding.
+fn folds(c: char, d: char) -> bool {
+    c == d
+        || one(c.to_lowercase()).is_some_and(|l| Some(l) == one(d.to_lowercase()))
+        || one(c.to_uppercase()).is_some_and(|u| Some(u) == one(d.to_uppercase()))
+}
+
+/// A letter's case as one letter, when it is one (`ß` upper-cases to two).
+fn one(mut case: impl Iterator<Item = char>) -> Option<char> {
+    let c = case.next()?;
+    case.next().is_none().then_some(c)
 }
 
 /// A member name, borrowed from the body when it has no escapes.

@@ -10,7 +10,7 @@ mod admin;
 mod admin_overrides;
 mod admin_overrides_kept;
 mod answers;
-mod body_codings;
+mod body_spellings;
 mod bounds;
 mod browser;
 mod budget_bodies;

@@ -163,3 +163,33 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_member_named_in_another_case_is_the_pointers_too() {
+    // Go's encoding/json fills a struct's `model` from any of these (bytes.EqualFold).
+    let pointers = [ptr("/model"), ptr("/key")];
+    let facts = found(
+        br#"{"Model":"a","MODEL":"b","model":"c","\u212Aey":"k1","mODEL":"a"}"#,
+        &pointers,
+    )
+    .expect("json");
+    assert_eq!(texts(&facts, &pointers[0]), ["a", "b", "c"]);
+    assert_eq!(
+        texts(&facts, &pointers[1]),
+        ["k1"],
+        "the Kelvin sign folds to k"
+    );
+    let other = found(
+        r#"{"models":"x","mode":"y","modeł":"z"}"#.as_bytes(),
+        &pointers,
+    )
+    .expect("json");
+    assert!(texts(&other, &pointers[0]).is_empty());
+    assert!(super::names("straße", "STRAßE"));
+    assert!(
+        !super::names("strasse", "straße"),
+        "one letter never folds to two"
+    );
+    assert!(super::names("σς", "ΣΣ"));
+    assert!(super::names("s", "\u{17F}"), "the long s is s");
+}

@@ -4,8 +4,9 @@
 //! charged. No coding makes a key read as missing (here `missing = "skip"`, where a
 //! missing key would skip the tier), nor does a JSON text in UTF-16, UTF-32 or behind a
 //! byte order mark, which Python's and Java's JSON readers take, nor a body only lenient
-//! readers take (`NaN`, a number past a double, an unpaired surrogate). Over HTTP/1.1 and
-//! HTTP/2, against a real upstream.
+//! readers take (`NaN`, a number past a double, an unpaired surrogate), nor a member
+//! named in another case (Go's encoding/json fills `model` from `"Model"`). Over HTTP/1.1
+//! and HTTP/2, against a real upstream.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -181,5 +182,31 @@ async fn a_body_only_lenient_readers_take_is_keyed_as_they_read_it() {
         );
         let r = send(format!(r#"{{"user":"v{i}\udbff"}}"#)).await;
         assert_eq!(r.status, 429, "every unpaired surrogate reads as U+FFFD");
+    }
+}
+
+#[tokio::test]
+async fn a_member_named_in_another_case_is_charged_as_go_reads_it() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&per_user_route(), &up.url()).await;
+    let url = gw.url("/v1/chat");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let send = |body: String| post(client, &url, None, body.into_bytes());
+        assert_eq!(send(format!(r#"{{"user":"u{i}"}}"#)).await.status, 200);
+        for name in ["User", "USER", "uSeR"] {
+            let r = send(format!(r#"{{"{name}":"u{i}"}}"#)).await;
+            assert_eq!(r.status, 429, "{name}: the same user, spent: {}", r.text());
+        }
+        // Both spellings at once: both keys charged, so neither is a way around the other.
+        let r = send(format!(r#"{{"user":"w{i}","User":"u{i}"}}"#)).await;
+        assert_eq!(
+            r.status, 429,
+            "u{i} is spent, whichever member the upstream reads"
+        );
+        assert_eq!(
+            send(format!(r#"{{"user":"w{i}"}}"#)).await.status,
+            200,
+            "w{i} was not charged by the refusal"
+        );
     }
 }
