@@ -1,6 +1,7 @@
 //! Whether a request body is a JSON-RPC 2.0 request (MCP's tool calls are), and its id:
 //! a refusal of such a request is answered as a JSON-RPC error the caller can match to
 //! its call. Read only when a request is refused, from the body the route already read.
+//! A batch (several calls in one body) is told apart, to be refused before its decision.
 
 use std::borrow::Cow;
 
@@ -44,6 +45,19 @@ pub fn request_id(body: &[u8]) -> Option<RequestId> {
     }
 }
 
+/// Whether `body` is a JSON-RPC batch: an array holding a JSON-RPC 2.0 call. Looked at
+/// only past its first byte for a body that starts as an array.
+pub fn is_batch(body: &[u8]) -> bool {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'[') {
+        return false;
+    }
+    let Ok(elements) = serde_json::from_slice::<Vec<Value>>(body) else {
+        return false;
+    };
+    elements.iter().any(|e| e.get("jsonrpc").is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +88,22 @@ mod tests {
             "not json",
         ] {
             assert_eq!(id(body), None, "{body}");
+        }
+    }
+
+    #[test]
+    fn a_batch_is_an_array_holding_a_call() {
+        let batch =
+            r#" [{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","method":"x"}]"#;
+        assert!(is_batch(batch.as_bytes()));
+        for body in [
+            r#"{"jsonrpc":"2.0","method":"x"}"#,
+            "[1,2]",
+            "[]",
+            r#"[{"model":"m"}]"#,
+            "[{",
+        ] {
+            assert!(!is_batch(body.as_bytes()), "{body}");
         }
     }
 }

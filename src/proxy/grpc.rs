@@ -86,6 +86,7 @@ pub fn code_of(answer: &Answer) -> Code {
         | Answer::TooManyKeyValues
         | Answer::UnpricedModel
         | Answer::BadRequest
+        | Answer::JsonRpcBatch
         | Answer::BodyBroken => Code::InvalidArgument,
         // What a gRPC server answers a compression it does not support.
         Answer::Unmatched | Answer::UnsupportedEncoding => Code::Unimplemented,

@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 
 use super::body_coding::{self, Coding, Decoded};
 use super::pool::ClientBodyFault;
-use super::response::{overloaded, unsupported_coding, Answer};
+use super::response::{jsonrpc_batch, overloaded, unsupported_coding, Answer};
 use crate::config::{Route, Server};
 use crate::json::{walk, BodyFacts};
 use crate::reply::Body;
@@ -209,6 +209,13 @@ pub async fn read(
             Decoded::Corrupt => (None, Some(total as u64)),
         },
     };
+    // Several calls in one body are refused before their decision: a tier counts one.
+    let text = decoded
+        .as_deref()
+        .or((coding == Coding::Identity && ended).then_some(&bytes[..]));
+    if text.is_some_and(crate::json::is_rpc_batch) {
+        return Err(Box::new(jsonrpc_batch()));
+    }
     let need = total + decoded.as_ref().map_or(0, Bytes::len);
     if need > held.0 {
         held.grow(need - held.0);

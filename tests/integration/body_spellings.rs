@@ -5,8 +5,9 @@
 //! missing key would skip the tier), nor does a JSON text in UTF-16, UTF-32 or behind a
 //! byte order mark, which Python's and Java's JSON readers take, nor a body only lenient
 //! readers take (`NaN`, a number past a double, an unpaired surrogate), nor a member
-//! named in another case (Go's encoding/json fills `model` from `"Model"`). Over HTTP/1.1
-//! and HTTP/2, against a real upstream.
+//! named in another case (Go's encoding/json fills `model` from `"Model"`). A JSON-RPC
+//! batch, many calls for one request, is refused before its decision. Over HTTP/1.1 and
+//! HTTP/2, against a real upstream.
 
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -209,4 +210,52 @@ async fn a_member_named_in_another_case_is_charged_as_go_reads_it() {
             "w{i} was not charged by the refusal"
         );
     }
+}
+
+#[tokio::test]
+async fn a_json_rpc_batch_is_refused_before_its_decision_and_one_call_is_not() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .policy_raw(
+            "per_tool",
+            "key = \"json:/params/name\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nmissing = \"skip\"\n",
+        )
+        .route("mcp", "/mcp", "api", &["per_tool"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/mcp");
+    let call = |id: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"deploy"}}}}"#
+        )
+    };
+    for client in [http1(), http2()] {
+        let batch = format!("[{},{},{}]", call(1), call(2), call(3));
+        let before = up.requests();
+        let r = post(&client, &url, None, batch.into_bytes()).await;
+        assert_eq!(r.status, 400, "{}", r.text());
+        let body = r.json();
+        assert_eq!(body["jsonrpc"], "2.0");
+        assert_eq!(body["id"], serde_json::Value::Null);
+        assert_eq!(body["error"]["code"], -32600);
+        assert_eq!(body["error"]["data"]["error"], "jsonrpc_batch");
+        assert_eq!(up.requests(), before, "the upstream never saw the batch");
+        // Compressed, the same.
+        let batch = format!("[{}]", call(4));
+        let r = post(&client, &url, Some("gzip"), gzip(batch.as_bytes())).await;
+        assert_eq!(r.status, 400, "{}", r.text());
+    }
+    // One call a request is limited per tool, the batches charged nothing.
+    assert_eq!(
+        post(&http1(), &url, None, call(5).into_bytes())
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        post(&http2(), &url, None, call(6).into_bytes())
+            .await
+            .status,
+        429
+    );
 }

@@ -30,6 +30,9 @@ pub enum Answer {
     BadRequest,
     /// A route that reads the body got one in a coding it does not read (415).
     UnsupportedEncoding,
+    /// A route that reads the body got a JSON-RPC batch, which it cannot limit per call
+    /// (400).
+    JsonRpcBatch,
     /// An upgrade found no connection left under `max_connections` (503).
     TooManyConnections,
     /// Past this worker's share of `max_requests` (503).
@@ -69,6 +72,7 @@ impl Answer {
             Answer::UnpricedModel => "unpriced_model",
             Answer::BadRequest => "bad_request",
             Answer::UnsupportedEncoding => "unsupported_content_encoding",
+            Answer::JsonRpcBatch => "jsonrpc_batch",
             Answer::TooManyConnections => "too_many_connections",
             Answer::Overloaded => "overloaded",
             Answer::StoreUnavailable => "store_unavailable",
@@ -119,6 +123,7 @@ impl Answer {
             Answer::UnsupportedEncoding => {
                 "the request body's content-encoding cannot be read (gzip and deflate can)"
             }
+            Answer::JsonRpcBatch => "a JSON-RPC batch is not accepted: send one call a request",
             Answer::TooManyConnections => "too many connections",
             Answer::Overloaded => "overloaded: retry in 1 s",
             Answer::StoreUnavailable => "the rate-limit store is unavailable",
@@ -168,6 +173,28 @@ pub fn unsupported_coding(named: &str) -> Response<Body> {
         HeaderValue::from_static(read),
     );
     Answer::UnsupportedEncoding.on(resp)
+}
+
+/// 400 for a JSON-RPC batch on a route that reads the body: its tiers key and count one
+/// call a request, so a batch would pass many calls for one (MCP dropped batches in its
+/// 2025-06-18 revision). The body is JSON-RPC's own `Invalid Request` error, id null.
+pub fn jsonrpc_batch() -> Response<Body> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32600,
+            "message": "Invalid Request: a batch is not accepted here; send one call a request",
+            "data": {"error": "jsonrpc_batch"},
+        },
+    });
+    let mut resp = Response::new(crate::reply::full(body.to_string()));
+    *resp.status_mut() = StatusCode::BAD_REQUEST;
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Answer::JsonRpcBatch.on(resp)
 }
 
 /// The answer to an upload a bytes tier (`policy`) cut: 413 `budget_exhausted` when its
