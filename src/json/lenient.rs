@@ -1,20 +1,26 @@
 //! A second reading of a body the strict walk refused, as the lenient JSON readers in
 //! front of many APIs take it: Python's `json.loads` (FastAPI, Starlette, most LLM
 //! servers) reads `NaN`, `Infinity` and `-Infinity`, and every common reader (Python,
-//! Node.js, Go) takes a string with an unpaired surrogate escape and a number too large
-//! for a double. Without this, one such member anywhere in a body made it "not JSON", so
-//! its `json:` keys read as missing while the upstream read them.
+//! Node.js, Go) takes a string with an unpaired surrogate escape or bytes that are no UTF-8
+//! (Go and Node.js read them as U+FFFD), and Python and Node.js a number too large for a
+//! double. serde_json refuses `NaN` anywhere, and the rest in a member name or a value a
+//! pointer reaches; the body was then "not JSON" and its `json:` keys read as missing
+//! while the upstream read them.
 //!
 //! The copy spells those as strict JSON: the non-numbers and numbers out of a double's
 //! range as the strings `"NaN"`, `"Infinity"`, `"-Infinity"` (Python reads `1e400` as
-//! infinity), an unpaired surrogate as U+FFFD (as Go reads it). Each spelling is one
-//! value, so none is a fresh key per request.
+//! infinity), an unpaired surrogate and bytes that are no UTF-8 as U+FFFD (as Go reads
+//! them). Each spelling is one value, so none is a fresh key per request.
 
 /// The body with every lenient spelling made strict; `None` when there is none to make
-/// (the body is not JSON for any reader). At most twice the body's length.
+/// (the body is not JSON for any reader). At most three times the body's length.
 pub fn strict_copy(body: &[u8]) -> Option<Vec<u8>> {
+    // Bytes that are no UTF-8 first: Go and Node.js read them as U+FFFD (three bytes for
+    // one, so the copy is at most three times the body).
+    let text = String::from_utf8_lossy(body);
+    let mut changed = matches!(text, std::borrow::Cow::Owned(_));
+    let body = text.as_bytes();
     let mut out = Vec::with_capacity(body.len() + body.len() / 4);
-    let mut changed = false;
     let mut i = 0;
     while i < body.len() {
         let rest = &body[i..];
@@ -137,6 +143,17 @@ mod tests {
             copy(r#"{"u":"a\ud800b","v":"\uDC00","w":"\ud83d\ude00","x":"NaN \" \\ud800"}"#)
                 .as_deref(),
             Some(r#"{"u":"a\uFFFDb","v":"\uFFFD","w":"\ud83d\ude00","x":"NaN \" \\ud800"}"#)
+        );
+    }
+
+    #[test]
+    fn bytes_that_are_no_utf8_become_the_replacement_character() {
+        let body = b"{\"model\":\"m\",\"\xff\":NaN}";
+        assert_eq!(
+            strict_copy(body)
+                .map(|b| String::from_utf8(b).expect("utf-8"))
+                .as_deref(),
+            Some("{\"model\":\"m\",\"\u{fffd}\":\"NaN\"}")
         );
     }
 

@@ -13,6 +13,5 @@ mod walk;
 
 pub use lenient::strict_copy;
 pub use pointer::{JsonPointer, PointerError};
-pub use rpc::is_batch as is_rpc_batch;
 pub use unicode::to_utf8;
 pub use walk::{walk, BodyFacts, NotJson, MAX_POINTERS};

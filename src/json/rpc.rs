@@ -45,17 +45,95 @@ pub fn request_id(body: &[u8]) -> Option<RequestId> {
     }
 }
 
-/// Whether `body` is a JSON-RPC batch: an array holding a JSON-RPC 2.0 call. Looked at
-/// only past its first byte for a body that starts as an array.
-pub fn is_batch(body: &[u8]) -> bool {
-    let first = body.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'[') {
-        return false;
+/// Whether `body` starts as an array (after whitespace): only such a body can be a batch.
+pub fn starts_array(body: &[u8]) -> bool {
+    body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+}
+
+/// Whether `body`, an array, holds a JSON-RPC call: an object with a member named
+/// `jsonrpc` in any case (Go's readers fold names, as the walk does). Elements are
+/// skipped unbuilt, so any depth and size costs one pass and no tree.
+pub fn batch(body: &[u8]) -> Result<bool, super::NotJson> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let found =
+        serde::Deserializer::deserialize_seq(&mut de, Elements).map_err(|_| super::NotJson)?;
+    de.end().map_err(|_| super::NotJson)?;
+    Ok(found)
+}
+
+struct Elements;
+
+impl<'de> serde::de::Visitor<'de> for Elements {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array")
     }
-    let Ok(elements) = serde_json::from_slice::<Vec<Value>>(body) else {
-        return false;
-    };
-    elements.iter().any(|e| e.get("jsonrpc").is_some())
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let mut any = false;
+        while let Some(Call(call)) = seq.next_element::<Call>()? {
+            any |= call;
+        }
+        Ok(any)
+    }
+}
+
+/// One element: whether it is an object naming `jsonrpc`.
+struct Call(bool);
+
+impl<'de> Deserialize<'de> for Call {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CallVisitor)
+    }
+}
+
+struct CallVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CallVisitor {
+    type Value = Call;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Call, A::Error> {
+        let mut call = false;
+        while let Some(super::walk::Key(name)) = map.next_key()? {
+            call |= super::walk::names("jsonrpc", &name);
+            map.next_value::<serde::de::IgnoredAny>()?;
+        }
+        Ok(Call(call))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Call, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Call(false))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Call, E> {
+        Ok(Call(false))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Call, E> {
+        Ok(Call(false))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Call, E> {
+        Ok(Call(false))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Call, E> {
+        Ok(Call(false))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Call, E> {
+        Ok(Call(false))
+    }
+
+    fn visit_unit<E>(self) -> Result<Call, E> {
+        Ok(Call(false))
+    }
 }
 
 #[cfg(test)]
@@ -92,18 +170,32 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_is_an_array_holding_a_call() {
-        let batch =
-            r#" [{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"jsonrpc":"2.0","method":"x"}]"#;
-        assert!(is_batch(batch.as_bytes()));
+    fn a_batch_is_an_array_holding_a_call_named_in_any_case() {
+        let batch = |body: &str| super::batch(body.as_bytes());
+        let calls = r#" [1,{"jsonrpc":"2.0","id":1,"method":"tools/call"},{"x":[[{}]]}]"#;
+        assert!(starts_array(calls.as_bytes()));
+        assert_eq!(batch(calls), Ok(true));
+        assert_eq!(batch(r#"[{"JSONRPC":"2.0","method":"x"}]"#), Ok(true));
         for body in [
-            r#"{"jsonrpc":"2.0","method":"x"}"#,
             "[1,2]",
             "[]",
             r#"[{"model":"m"}]"#,
-            "[{",
+            r#"[[{"jsonrpc":"2.0"}]]"#,
         ] {
-            assert!(!is_batch(body.as_bytes()), "{body}");
+            assert_eq!(batch(body), Ok(false), "{body}");
         }
+        assert!(!starts_array(br#"{"jsonrpc":"2.0","method":"x"}"#));
+        assert!(batch("[{").is_err());
+        assert!(
+            batch(r#"[{"jsonrpc":"2.0","x":NaN}]"#).is_err(),
+            "a strict copy decides it"
+        );
+        // Deeper than serde_json builds: skipped, not refused.
+        let deep = format!(
+            r#"[{}{},{{"jsonrpc":"2.0"}}]"#,
+            "[".repeat(300),
+            "]".repeat(300)
+        );
+        assert_eq!(batch(&deep), Ok(true));
     }
 }

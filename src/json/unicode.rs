@@ -26,33 +26,40 @@ fn detect(body: &[u8]) -> Option<Encoding> {
 }
 
 /// `body` as UTF-8 text without its byte order mark, when it is in another encoding or
-/// carries a mark; `None` when it is to be read as it is (plain UTF-8, or not text in the
-/// encoding its first bytes say: then it is not JSON either way).
+/// carries a mark; `None` when it is plain UTF-8, to be read as it is. A code unit that is
+/// no character (an unpaired surrogate, a number past the last code point) reads as
+/// U+FFFD, as Python's `surrogatepass` and Go let such text through; a trailing odd byte
+/// is dropped.
 pub fn to_utf8(body: &[u8]) -> Option<Vec<u8>> {
     let mut text = match detect(body)? {
-        Encoding::Utf8Marked => return Some(body[3..].to_vec()),
+        Encoding::Utf8Marked => {
+            return Some(
+                String::from_utf8_lossy(&body[3..])
+                    .into_owned()
+                    .into_bytes(),
+            )
+        }
         Encoding::Utf16 { big } => {
             let units = body.chunks_exact(2).map(|c| match big {
                 true => u16::from_be_bytes([c[0], c[1]]),
                 false => u16::from_le_bytes([c[0], c[1]]),
             });
-            let text: Result<String, _> = char::decode_utf16(units).collect();
-            (body.len() % 2 == 0).then_some(text.ok()?)?
+            char::decode_utf16(units)
+                .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+                .collect::<String>()
         }
-        Encoding::Utf32 { big } => {
-            let text: Option<String> = body
-                .chunks_exact(4)
-                .map(|c| {
-                    let c = [c[0], c[1], c[2], c[3]];
-                    char::from_u32(if big {
-                        u32::from_be_bytes(c)
-                    } else {
-                        u32::from_le_bytes(c)
-                    })
-                })
-                .collect();
-            (body.len() % 4 == 0).then_some(text?)?
-        }
+        Encoding::Utf32 { big } => body
+            .chunks_exact(4)
+            .map(|c| {
+                let c = [c[0], c[1], c[2], c[3]];
+                let unit = if big {
+                    u32::from_be_bytes(c)
+                } else {
+                    u32::from_le_bytes(c)
+                };
+                char::from_u32(unit).unwrap_or(char::REPLACEMENT_CHARACTER)
+            })
+            .collect::<String>(),
     };
     if text.starts_with('\u{feff}') {
         text.drain(..'\u{feff}'.len_utf8());
@@ -107,14 +114,26 @@ mod tests {
     }
 
     #[test]
-    fn plain_utf8_and_broken_text_are_left_as_they_are() {
+    fn plain_utf8_is_left_as_it_is_and_units_that_are_no_character_read_as_u_fffd() {
         assert_eq!(to_utf8(b"{\"user\":\"u\"}"), None);
         assert_eq!(to_utf8(b" [1]"), None);
         assert_eq!(to_utf8(b""), None);
         // An unpaired surrogate, and an odd length, in UTF-16LE.
-        assert_eq!(to_utf8(&[b'{', 0, 0x00, 0xD8, b'}', 0]), None);
-        assert_eq!(to_utf8(&[b'{', 0, b'}']), None);
+        let fffd = "\u{fffd}".as_bytes();
+        assert_eq!(
+            to_utf8(&[b'{', 0, 0x00, 0xD8, b'}', 0]),
+            Some([b"{", fffd, b"}"].concat())
+        );
+        assert_eq!(to_utf8(&[b'{', 0, b'}']).as_deref(), Some(&b"{"[..]));
         // Past the last code point, in UTF-32BE.
-        assert_eq!(to_utf8(&[0, 0, 0, b'1', 0, 0x11, 0, 0]), None);
+        assert_eq!(
+            to_utf8(&[0, 0, 0, b'1', 0, 0x11, 0, 0]),
+            Some([b"1", fffd].concat())
+        );
+        // Bytes that are no UTF-8 after a UTF-8 mark.
+        assert_eq!(
+            to_utf8(&[0xEF, 0xBB, 0xBF, b'1', 0xFF]),
+            Some([b"1", fffd].concat())
+        );
     }
 }

@@ -40,6 +40,8 @@ pub struct BodyFacts<'a> {
     pub len: Option<u64>,
     /// The body, when it was read whole and is JSON.
     json: Option<&'a [u8]>,
+    /// Reading it would have held more than the worker's share of key body memory.
+    over_memory: bool,
 }
 
 impl<'a> BodyFacts<'a> {
@@ -72,6 +74,16 @@ impl<'a> BodyFacts<'a> {
     /// refusal. Parses the body again: only for a request already refused.
     pub fn json_rpc_id(&self) -> Option<super::rpc::RequestId> {
         super::rpc::request_id(self.json?)
+    }
+
+    /// Reading the body as JSON needed more memory than the worker's share: the request
+    /// is answered as overloaded, its keys never read as missing.
+    pub fn over_memory(&self) -> bool {
+        self.over_memory
+    }
+
+    pub fn mark_over_memory(&mut self) {
+        self.over_memory = true;
     }
 
     /// More distinct values than the walk keeps: treated as too many key values.
@@ -252,7 +264,7 @@ impl<'de> Visitor<'de> for Node<'_, 'de, '_> {
 /// Whether a member called `name` is the one `token` names: the same name, or the same
 /// one letter at a time under simple case folding (ASCII first; for the rest, a letter's
 /// one-letter lower or upper case: the Kelvin sign is `k`, the long s is `s`).
-fn names(token: &str, name: &str) -> bool {
+pub(super) fn names(token: &str, name: &str) -> bool {
     if token == name {
         return true;
     }
@@ -283,7 +295,7 @@ fn one(mut case: impl Iterator<Item = char>) -> Option<char> {
 }
 
 /// A member name, borrowed from the body when it has no escapes.
-struct Key<'de>(Cow<'de, str>);
+pub(super) struct Key<'de>(pub(super) Cow<'de, str>);
 
 impl<'de> serde::Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -101,6 +101,9 @@ pub async fn admit(
     admission: &mut Admission,
     trace: &mut Trace,
 ) -> Option<Response<Body>> {
+    if body.is_some_and(BodyFacts::over_memory) {
+        return Some(Answer::Overloaded.on(super::response::overloaded()));
+    }
     let route = routed.route;
     let view = RequestView {
         method: req.method(),

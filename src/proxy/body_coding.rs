@@ -6,7 +6,6 @@
 
 use std::io::Read;
 
-use bytes::Bytes;
 use http::header::CONTENT_ENCODING;
 use http::HeaderMap;
 
@@ -19,11 +18,22 @@ pub enum Coding {
     Deflate,
 }
 
+impl Coding {
+    /// Its name in `Content-Encoding`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Coding::Identity => "identity",
+            Coding::Gzip => "gzip",
+            Coding::Deflate => "deflate",
+        }
+    }
+}
+
 /// What decoding made of a body.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decoded {
     /// The whole body, decoded.
-    Whole(Bytes),
+    Whole(Vec<u8>),
     /// More than the bound decoded: the body is too large to key by.
     TooLarge,
     /// Not in the coding it claims.
@@ -71,7 +81,7 @@ fn several(headers: &HeaderMap) -> String {
 /// inflating, never more.
 pub fn decode(coding: Coding, body: &[u8], max: usize) -> Decoded {
     match coding {
-        Coding::Identity => Decoded::Whole(Bytes::copy_from_slice(body)),
+        Coding::Identity => Decoded::Whole(body.to_vec()),
         Coding::Gzip => bounded(flate2::read::MultiGzDecoder::new(body), max),
         Coding::Deflate => match bounded(flate2::read::ZlibDecoder::new(body), max) {
             Decoded::Corrupt => bounded(flate2::read::DeflateDecoder::new(body), max),
@@ -85,7 +95,7 @@ fn bounded(decoder: impl Read, max: usize) -> Decoded {
     let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
     match decoder.take(limit).read_to_end(&mut out) {
         Ok(_) if out.len() > max => Decoded::TooLarge,
-        Ok(_) => Decoded::Whole(out.into()),
+        Ok(_) => Decoded::Whole(out),
         Err(_) => Decoded::Corrupt,
     }
 }
@@ -128,7 +138,7 @@ mod tests {
     #[test]
     fn gzip_and_both_deflates_decode_and_garbage_is_corrupt() {
         let json = br#"{"model":"gpt-4o","user":"u1"}"#;
-        let whole = Decoded::Whole(Bytes::from_static(json));
+        let whole = Decoded::Whole(json.to_vec());
         assert_eq!(decode(Coding::Gzip, &gzip(json), 1024), whole);
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
         z.write_all(json).expect("write");

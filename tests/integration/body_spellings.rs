@@ -67,6 +67,16 @@ async fn gzip_and_deflate_bodies_are_keyed_as_decoded_and_other_codings_are_refu
         assert_eq!(r.headers["accept-encoding"], "gzip, deflate");
         let r = post(client, &url, Some("gzip, gzip"), gzip(&gzip(&body("v")))).await;
         assert_eq!(r.status, 415, "two codings: {}", r.text());
+        // A gzip body cut before its trailer, or padded after it: refused, not keyless.
+        let whole = gzip(&body("v"));
+        for damaged in [
+            whole[..whole.len() - 8].to_vec(),
+            [&whole[..], &[0; 4]].concat(),
+        ] {
+            let r = post(client, &url, Some("gzip"), damaged).await;
+            assert_eq!(r.status, 400, "{}", r.text());
+            assert_eq!(r.json()["error"], "malformed_content_encoding");
+        }
         assert_eq!(
             post(client, &url, None, body("v")).await.status,
             200,
@@ -168,6 +178,17 @@ async fn a_body_only_lenient_readers_take_is_keyed_as_they_read_it() {
             let r = send(format!(r#"{{"user":"u{i}","temperature":{extra}}}"#)).await;
             assert_eq!(r.status, 429, "{extra} beside the key: {}", r.text());
         }
+        // Bytes that are no UTF-8 in a member name (Go and Node.js read U+FFFD).
+        let mut raw = format!(r#"{{"user":"u{i}","x":1}}"#).into_bytes();
+        let x = raw.iter().position(|&b| b == b'x').expect("x");
+        raw[x] = 0xFF;
+        let r = post(client, &url, None, raw).await;
+        assert_eq!(
+            r.status,
+            429,
+            "a name that is no UTF-8 beside the key: {}",
+            r.text()
+        );
         // At the pointer: one value per spelling as Python reads it, not one per request.
         // (Infinity over HTTP/1.1, -Infinity over HTTP/2: a key of its own each.)
         let sign = ["", "-"][i];
@@ -240,6 +261,13 @@ async fn a_json_rpc_batch_is_refused_before_its_decision_and_one_call_is_not() {
         assert_eq!(body["error"]["code"], -32600);
         assert_eq!(body["error"]["data"]["error"], "jsonrpc_batch");
         assert_eq!(up.requests(), before, "the upstream never saw the batch");
+        // Spelled for a lenient or a case-folding reader, the same.
+        let lenient = format!(r#"[{},{{"jsonrpc":"2.0","x":NaN}}]"#, call(2));
+        let folded = format!(r#"[{}]"#, call(3).replace("jsonrpc", "JSONRPC"));
+        for batch in [lenient, folded] {
+            let r = post(&client, &url, None, batch.clone().into_bytes()).await;
+            assert_eq!(r.status, 400, "{batch}: {}", r.text());
+        }
         // Compressed, the same.
         let batch = format!("[{}]", call(4));
         let r = post(&client, &url, Some("gzip"), gzip(batch.as_bytes())).await;
@@ -258,4 +286,44 @@ async fn a_json_rpc_batch_is_refused_before_its_decision_and_one_call_is_not() {
             .status,
         429
     );
+}
+
+#[tokio::test]
+async fn a_copy_read_instead_of_the_body_counts_against_the_memory_share() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .server("workers = 1\nmax_key_body = 1024\nmax_key_body_memory = 1024\n")
+        .policy_raw(
+            "per_user",
+            "key = \"json:/user\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nmissing = \"skip\"\n",
+        )
+        .route("api", "/v1", "api", &["per_user"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/v1/chat");
+    let padded = |size: usize, extra: &str| {
+        let pad = "x".repeat(size);
+        format!(r#"{{"user":"u","pad":"{pad}","t":{extra}}}"#).into_bytes()
+    };
+    for client in [http1(), http2()] {
+        assert_eq!(
+            post(&client, &url, None, padded(600, "1")).await.status,
+            200
+        );
+        // Its strict copy would hold as much again, past the worker's 1 KiB: 503, as a
+        // body past the share, never read as a body without its key.
+        let r = post(&client, &url, None, padded(600, "NaN")).await;
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert_eq!(r.json()["error"], "overloaded");
+        // Decoded, the same: 980 bytes decoded beside the compressed body do not fit.
+        let r = post(&client, &url, Some("gzip"), gzip(&padded(950, "1"))).await;
+        assert_eq!(r.status, 503, "{}", r.text());
+        // Small enough for both, each is read.
+        let small = br#"{"user":"u","t":NaN}"#.to_vec();
+        assert_eq!(post(&client, &url, None, small.clone()).await.status, 200);
+        assert_eq!(
+            post(&client, &url, Some("gzip"), gzip(&small)).await.status,
+            200
+        );
+    }
 }

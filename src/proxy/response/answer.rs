@@ -30,6 +30,8 @@ pub enum Answer {
     BadRequest,
     /// A route that reads the body got one in a coding it does not read (415).
     UnsupportedEncoding,
+    /// A route that reads the body got one whose gzip or deflate does not decode (400).
+    MalformedEncoding,
     /// A route that reads the body got a JSON-RPC batch, which it cannot limit per call
     /// (400).
     JsonRpcBatch,
@@ -73,6 +75,7 @@ impl Answer {
             Answer::BadRequest => "bad_request",
             Answer::UnsupportedEncoding => "unsupported_content_encoding",
             Answer::JsonRpcBatch => "jsonrpc_batch",
+            Answer::MalformedEncoding => "malformed_content_encoding",
             Answer::TooManyConnections => "too_many_connections",
             Answer::Overloaded => "overloaded",
             Answer::StoreUnavailable => "store_unavailable",
@@ -124,6 +127,7 @@ impl Answer {
                 "the request body's content-encoding cannot be read (gzip and deflate can)"
             }
             Answer::JsonRpcBatch => "a JSON-RPC batch is not accepted: send one call a request",
+            Answer::MalformedEncoding => "the request body does not decode as its content-encoding says",
             Answer::TooManyConnections => "too many connections",
             Answer::Overloaded => "overloaded: retry in 1 s",
             Answer::StoreUnavailable => "the rate-limit store is unavailable",
@@ -173,6 +177,18 @@ pub fn unsupported_coding(named: &str) -> Response<Body> {
         HeaderValue::from_static(read),
     );
     Answer::UnsupportedEncoding.on(resp)
+}
+
+/// 400 for a body, on a route that reads the body, that does not decode as its
+/// `Content-Encoding` says (a cut or damaged gzip): some readers would still take what
+/// came before the damage, so it is not read as missing keys.
+pub fn malformed_coding(named: &str) -> Response<Body> {
+    let resp = json_error(
+        StatusCode::BAD_REQUEST,
+        "malformed_content_encoding",
+        &[("content_encoding", named.into())],
+    );
+    Answer::MalformedEncoding.on(resp)
 }
 
 /// 400 for a JSON-RPC batch on a route that reads the body: its tiers key and count one

@@ -12,7 +12,9 @@ mod refusal;
 mod refusal_body;
 
 pub use accept::wants_problem_json;
-pub use answer::{body_cut, jsonrpc_batch, overloaded, unsupported_coding, Answer};
+pub use answer::{
+    body_cut, jsonrpc_batch, malformed_coding, overloaded, unsupported_coding, Answer,
+};
 pub use cut::{BudgetExhausted, CutReason};
 pub use headers::{
     concurrency_headers, lists as rate_limit_lists, rate_limit_headers, PolicyAnswer,

@@ -1,0 +1,280 @@
+//! The request body read before the decision, on routes whose policies key or price by it
+//! (`json:` keys, `reserve = "price:…"`): at most `[server] max_key_body` bytes, each
+//! read within `body_read_timeout`, walked once for every pointer the route reads, then
+//! sent upstream unchanged ahead of the rest ([`Prefixed`]). It is read as its upstream
+//! would read it: a gzip or deflate body decoded ([`super::body_coding`]; another coding
+//! refused 415, a damaged one 400), UTF-16 and UTF-32 as UTF-8, a body only lenient
+//! readers take as its strict copy; a JSON-RPC batch is refused 400.
+//!
+//! What such buffers hold is bounded per worker (its share of `max_key_body_memory`,
+//! counted on the worker alone, like `max_requests`; [`held`]): a request that would pass
+//! it is answered 503 `overloaded` before a byte is read, and a copy that would pass it
+//! (decoded, transcoded, strict) is answered the same, so clients parking bodies cannot
+//! make the gateway hold more, nor make another request's key read as missing.
+
+use bytes::{Bytes, BytesMut};
+use http::header::CONTENT_LENGTH;
+use http::{HeaderMap, Request, Response};
+use http_body::Body as _;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::body_coding::{self, Coding, Decoded};
+use super::pool::ClientBodyFault;
+use super::response::{jsonrpc_batch, malformed_coding, overloaded, unsupported_coding, Answer};
+use crate::config::{Route, Server};
+use crate::json::{rpc, walk, BodyFacts};
+use crate::reply::Body;
+
+use held::Held;
+pub use prefixed::Prefixed;
+
+mod held;
+mod prefixed;
+
+type Refused = Box<Response<Body>>;
+
+/// What was read of a request body before its decision.
+pub struct KeyBody {
+    /// As it came, and as it goes upstream.
+    bytes: Bytes,
+    /// Its `Content-Encoding`.
+    coding: Coding,
+    /// What is walked instead of `bytes`: an encoded body read whole, decoded whole within
+    /// `max_key_body`; a body in UTF-16 or UTF-32 or behind a byte order mark, as UTF-8.
+    decoded: Option<(Bytes, Held)>,
+    /// The whole body was read (`trailers`, when it had any).
+    ended: bool,
+    trailers: Option<HeaderMap>,
+    /// What is walked when the body is JSON only to lenient readers, made by the first
+    /// walk that needs it.
+    strict: std::sync::OnceLock<Strict>,
+    /// The body's length when known: read whole (decoded, when it was encoded; at least
+    /// `max_key_body` + 1 when it decoded past it), or declared.
+    len: Option<u64>,
+    held: Held,
+    /// This worker's share of `max_key_body_memory`.
+    share: usize,
+}
+
+/// A body's strict copy (`json::strict_copy`), once asked for.
+enum Strict {
+    /// The body is no JSON even to lenient readers.
+    None,
+    /// The copy, and what it holds of the share until the body is forwarded.
+    Copy { text: Bytes, _held: Held },
+    /// The copy would pass the worker's share: the request is answered 503.
+    OverMemory,
+}
+
+impl Strict {
+    fn of(text: &[u8], share: usize) -> Self {
+        let Some(copy) = crate::json::strict_copy(text) else {
+            return Strict::None;
+        };
+        match Held::take(copy.len(), share) {
+            Some(held) => Strict::Copy {
+                text: copy.into(),
+                _held: held,
+            },
+            None => Strict::OverMemory,
+        }
+    }
+}
+
+impl KeyBody {
+    /// What is walked: the decoded or transcoded copy, else the body read whole as it came
+    /// (an encoded body that decoded past `max_key_body` has none).
+    fn text(&self) -> Option<&Bytes> {
+        match &self.decoded {
+            Some((text, _)) => Some(text),
+            None => (self.coding == Coding::Identity && self.ended).then_some(&self.bytes),
+        }
+    }
+
+    /// Walks the text for `route`'s pointers (its strict copy when it is JSON only to
+    /// lenient readers): nothing is found in a body that was not read or decoded whole, or
+    /// is not JSON to any reader. A strict copy past the worker's share marks the facts
+    /// (`over_memory`): the request is answered 503.
+    pub fn facts<'a>(&'a self, route: &'a Route) -> BodyFacts<'a> {
+        let mut facts = BodyFacts::unread(self.len);
+        let Some(text) = self.text() else {
+            return facts;
+        };
+        let pointers: smallvec::SmallVec<[&crate::json::JsonPointer; 8]> =
+            route.body_pointers.iter().map(|p| &**p).collect();
+        if walk(text, &pointers, &mut facts).is_err() {
+            match self.strict.get_or_init(|| Strict::of(text, self.share)) {
+                Strict::Copy { text, .. } => {
+                    let _not_json = walk(text, &pointers, &mut facts);
+                }
+                Strict::OverMemory => facts.mark_over_memory(),
+                Strict::None => {}
+            }
+        }
+        facts
+    }
+
+    /// Whether the request can be sent again as it is (nothing of its body was read).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty() && self.trailers.is_none()
+    }
+
+    /// Refuses a JSON-RPC batch: a tier counts one call a request. Read strictly, else
+    /// from the strict copy (kept for the walk).
+    fn refuse_batch(&self) -> Result<(), Refused> {
+        let Some(text) = self.text().filter(|t| rpc::starts_array(t)) else {
+            return Ok(());
+        };
+        let batch = match rpc::batch(text) {
+            Ok(batch) => batch,
+            Err(_not_json) => match self.strict.get_or_init(|| Strict::of(text, self.share)) {
+                Strict::Copy { text, .. } => rpc::batch(text).unwrap_or(false),
+                Strict::OverMemory => return Err(Box::new(Answer::Overloaded.on(overloaded()))),
+                Strict::None => false,
+            },
+        };
+        match batch {
+            true => Err(Box::new(jsonrpc_batch())),
+            false => Ok(()),
+        }
+    }
+}
+
+/// Reads up to `max_key_body` of `req`'s body and makes it readable as its upstream reads
+/// it; the answer when the client's body stalls, breaks, comes in a coding tollgate does
+/// not read or that does not decode, is a JSON-RPC batch, or the worker holds too much.
+pub async fn read(req: &mut Request<Incoming>, server: &Server) -> Result<KeyBody, Refused> {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let max = server.max_key_body;
+    let share = server.max_key_body_memory.div_ceil(server.workers.max(1));
+    let empty = |len, coding| KeyBody {
+        bytes: Bytes::new(),
+        coding,
+        decoded: None,
+        ended: len == Some(0),
+        trailers: None,
+        strict: std::sync::OnceLock::new(),
+        len,
+        held: Held(0),
+        share,
+    };
+    if req.body().is_end_stream() {
+        return Ok(empty(Some(0), Coding::Identity));
+    }
+    let coding = body_coding::coding_of(req.headers())
+        .map_err(|named| Box::new(unsupported_coding(&named)))?;
+    // Too large to key by: not read; forwarded as it comes.
+    if declared.is_some_and(|d| d > max as u64) {
+        return Ok(empty(declared, coding));
+    }
+    let wanted = declared.map_or(max, |d| d as usize);
+    let Some(mut held) = Held::take(wanted, share) else {
+        return Err(Box::new(Answer::Overloaded.on(overloaded())));
+    };
+    let (bytes, ended, trailers) = collect(req, server, &mut held).await?;
+    let (decoded, len) = match ended {
+        false => (None, declared),
+        true => readable(coding, &bytes, max, share)?,
+    };
+    let body = KeyBody {
+        bytes,
+        coding,
+        decoded,
+        ended,
+        trailers,
+        strict: std::sync::OnceLock::new(),
+        len,
+        held,
+        share,
+    };
+    body.refuse_batch()?;
+    Ok(body)
+}
+
+/// Reads frames until the body ends or passes `max_key_body`, within `body_read_timeout`
+/// in all: whether it ended, and its trailers.
+async fn collect(
+    req: &mut Request<Incoming>,
+    server: &Server,
+    held: &mut Held,
+) -> Result<(Bytes, bool, Option<HeaderMap>), Refused> {
+    let max = server.max_key_body;
+    let mut chunks: smallvec::SmallVec<[Bytes; 4]> = smallvec::SmallVec::new();
+    let mut total = 0usize;
+    let mut trailers = None;
+    let body = req.body_mut();
+    // The whole read before the decision, not only each silence in it: a body dripped a
+    // byte at a time would otherwise hold its share of `max_key_body_memory` for as long
+    // as its client likes, and a few hundred of them every body-reading route's.
+    let deadline = tokio::time::Instant::now() + server.body_read_timeout;
+    let ended = loop {
+        if total > max {
+            break false;
+        }
+        let frame = tokio::time::timeout_at(deadline, body.frame()).await;
+        match frame {
+            Err(_elapsed) => return Err(Box::new(ClientBodyFault::Stalled.response())),
+            Ok(Some(Err(_))) => return Err(Box::new(ClientBodyFault::Broken.response())),
+            Ok(None) => break true,
+            Ok(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => {
+                    total += data.len();
+                    if total > held.0 {
+                        held.grow(total - held.0);
+                    }
+                    chunks.push(data);
+                }
+                Err(frame) => {
+                    trailers = frame.into_trailers().ok();
+                    break true;
+                }
+            },
+        }
+        if body.is_end_stream() {
+            break true;
+        }
+    };
+    let bytes = match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.pop().unwrap_or_default(),
+        _ => {
+            let mut joined = BytesMut::with_capacity(total);
+            chunks.iter().for_each(|c| joined.extend_from_slice(c));
+            joined.freeze()
+        }
+    };
+    Ok((bytes, ended, trailers))
+}
+
+/// A body read whole as its upstream reads it: decoded (gzip, deflate), then as UTF-8
+/// (UTF-16, UTF-32, a byte order mark), each copy counted within `share`; and its length.
+#[allow(clippy::type_complexity)]
+fn readable(
+    coding: Coding,
+    bytes: &[u8],
+    max: usize,
+    share: usize,
+) -> Result<(Option<(Bytes, Held)>, Option<u64>), Refused> {
+    let kept = |copy: Vec<u8>| match Held::take(copy.len(), share) {
+        Some(held) => Ok((Bytes::from(copy), held)),
+        None => Err(Box::new(Answer::Overloaded.on(overloaded()))),
+    };
+    let plain = match coding {
+        Coding::Identity => {
+            let text = crate::json::to_utf8(bytes).map(kept).transpose()?;
+            return Ok((text, Some(bytes.len() as u64)));
+        }
+        Coding::Gzip | Coding::Deflate => match body_coding::decode(coding, bytes, max) {
+            Decoded::Whole(plain) => plain,
+            Decoded::TooLarge => return Ok((None, Some(max as u64 + 1))),
+            Decoded::Corrupt => return Err(Box::new(malformed_coding(coding.name()))),
+        },
+    };
+    let len = Some(plain.len() as u64);
+    let text = crate::json::to_utf8(&plain).unwrap_or(plain);
+    Ok((Some(kept(text)?), len))
+}
