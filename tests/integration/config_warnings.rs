@@ -1,6 +1,7 @@
 //! What `tollgate check` warns of and hints at for a valid file that is likely not meant: a
 //! period in months (or a minute mistyped as `M`), a client-chosen key left at
-//! `missing = "shared"`, a string where a list is wanted, a fraction for a count.
+//! `missing = "shared"`, a string where a list is wanted, a fraction for a count, a body
+//! key that skips while the route forwards bodies too large to read.
 
 use super::config::{errors_of, BASE};
 
@@ -80,4 +81,28 @@ fn a_header_key_without_missing_and_mistyped_values_get_hints() {
         let got = errors_of(&BASE.replacen(from, to, 1));
         assert!(got.contains(hint), "for {to:?}: {got}");
     }
+}
+
+#[test]
+fn a_body_key_that_skips_is_warned_of_until_the_route_refuses_unread_bodies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("skip.toml");
+    let skipping = BASE.replace(
+        "key = \"ip\"",
+        "key = \"json:/params/name\"\nmissing = \"skip\"",
+    );
+    std::fs::write(&path, &skipping).expect("write");
+    let config = tollgate::config::load(&path).expect("valid, with a warning");
+    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    assert!(
+        config.warnings[0].ends_with(
+            "warning: route `r`: a body larger than max_key_body (65536 bytes) is not read, so policy `p`'s `json:` key is missing and, with missing = \"skip\", the tier is skipped: padding a request past it goes around the tier\n    hint: set max_body = 65536 on the route (larger bodies are refused 413), or raise [server] max_key_body to what requests may carry"
+        ),
+        "{}",
+        config.warnings[0]
+    );
+    let refused = skipping.replace("policies = [\"p\"]", "policies = [\"p\"]\nmax_body = 65536");
+    std::fs::write(&path, refused).expect("write");
+    let config = tollgate::config::load(&path).expect("valid");
+    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
 }

@@ -222,7 +222,7 @@ impl Compiler {
             .into_iter()
             .filter_map(|(name, p)| Some((name.clone(), Arc::new(self.policy(name, p)?))))
             .collect();
-        let paths = server.as_ref().map(|s| s.paths);
+        let paths = server.as_ref().map(|s| (s.paths, s.max_key_body));
         let routes = self.routes(raw.routes, &upstreams, &policies, &defined, paths);
         let data_plane = server.as_ref().map(|s| s.listen);
         let has_rls = raw.rls.is_some();
@@ -274,7 +274,7 @@ impl Compiler {
         upstreams: &BTreeMap<String, Arc<Upstream>>,
         policies: &BTreeMap<String, Arc<Policy>>,
         defined: &Defined,
-        paths: Option<crate::request::path::PathRules>,
+        paths: Option<(crate::request::path::PathRules, usize)>,
     ) -> Vec<Arc<Route>> {
         let mut names = HashSet::new();
         let mut routes = Vec::new();

@@ -10,8 +10,9 @@ impl Compiler {
         upstreams: &BTreeMap<String, Arc<Upstream>>,
         policies: &BTreeMap<String, Arc<Policy>>,
         defined: &Defined,
-        paths: Option<PathRules>,
+        server: Option<(PathRules, usize)>,
     ) -> Option<Route> {
+        let (paths, max_key_body) = (server.map(|s| s.0), server.map(|s| s.1));
         let raw = raw.into_inner();
         let name = raw.name.get_ref().clone();
         let path = raw.path.get_ref().clone();
@@ -31,6 +32,9 @@ impl Compiler {
         };
         let (upstream, upstream_index) = upstream?;
         let body_pointers = self.body_pointers(&raw, &name, &tiers);
+        if let Some(max_key_body) = max_key_body {
+            self.lint_unread_bodies(&raw, &tiers, (max_body, max_key_body));
+        }
         Some(Route {
             body_pointers,
             name,
@@ -84,6 +88,30 @@ impl Compiler {
             );
         }
         pointers.into()
+    }
+
+    /// A tier that skips a request without its `json:` key also skips every body too
+    /// large to read (past `max_key_body`): said unless the route refuses such bodies.
+    fn lint_unread_bodies(
+        &mut self,
+        raw: &RawRoute,
+        tiers: &[Arc<Policy>],
+        (max_body, max_key_body): (Option<u64>, usize),
+    ) {
+        if max_body.is_some_and(|m| m <= max_key_body as u64) {
+            return;
+        }
+        let skipped = tiers
+            .iter()
+            .find(|p| p.missing == Missing::Skip && p.key.iter().any(KeySource::reads_body));
+        if let Some(policy) = skipped {
+            let name = raw.name.get_ref();
+            self.warn(
+                raw.name.span(),
+                format!("route `{name}`: a body larger than max_key_body ({max_key_body} bytes) is not read, so policy `{}`'s `json:` key is missing and, with missing = \"skip\", the tier is skipped: padding a request past it goes around the tier", policy.name),
+                Some(format!("set max_body = {max_key_body} on the route (larger bodies are refused 413), or raise [server] max_key_body to what requests may carry")),
+            );
+        }
     }
 
     /// A route needs a name, and a path that starts with `/` and is already in the form
