@@ -51,7 +51,7 @@ pub fn starts_array(body: &[u8]) -> bool {
 }
 
 /// Whether `body`, an array, holds a JSON-RPC call: an object with a member named
-/// `jsonrpc` in any case (Go's readers fold names, as the walk does). Elements are
+/// `jsonrpc` or `method` in any case (Go's readers fold names, as the walk does). Elements are
 /// skipped unbuilt, so any depth and size costs one pass and no tree.
 pub fn batch(body: &[u8]) -> Result<bool, super::NotJson> {
     let mut de = serde_json::Deserializer::from_slice(body);
@@ -100,7 +100,8 @@ impl<'de> serde::de::Visitor<'de> for CallVisitor {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Call, A::Error> {
         let mut call = false;
         while let Some(super::walk::Key(name)) = map.next_key()? {
-            call |= super::walk::names("jsonrpc", &name);
+            // A lenient server takes a call without `jsonrpc`: a `method` is one too.
+            call |= super::walk::names("jsonrpc", &name) || super::walk::names("method", &name);
             map.next_value::<serde::de::IgnoredAny>()?;
         }
         Ok(Call(call))

@@ -77,7 +77,7 @@ pub struct Refusal<'a> {
 /// server answers for a method it lacks: UNIMPLEMENTED.
 pub fn code_of(answer: &Answer) -> Code {
     match answer {
-        Answer::Denied | Answer::BodyTooLarge => Code::ResourceExhausted,
+        Answer::Denied | Answer::BodyTooLarge | Answer::DecodedTooLarge => Code::ResourceExhausted,
         Answer::BodyCut { why, .. } => match why {
             CutReason::Store => Code::Unavailable,
             CutReason::Budget | CutReason::MaxCost => Code::ResourceExhausted,

@@ -127,7 +127,7 @@ async fn serve(
     let key_body = if routed.route.body_pointers.is_empty() {
         None
     } else {
-        match super::key_body::read(&mut req, &snapshot.config.server).await {
+        match super::key_body::read(&mut req, (&snapshot.config.server, routed.route)).await {
             Ok(read) => Some(Box::new(read)),
             Err(answer) => {
                 trace.by_gateway = true;

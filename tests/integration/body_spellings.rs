@@ -327,3 +327,51 @@ async fn a_copy_read_instead_of_the_body_counts_against_the_memory_share() {
         );
     }
 }
+
+#[tokio::test]
+async fn max_body_bounds_a_body_as_decoded_on_a_route_that_reads_it() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .server("max_key_body = 1024\n")
+        .policy_raw(
+            "per_tool",
+            "key = \"json:/params/name\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nmissing = \"skip\"\n",
+        )
+        .route_raw("name = \"mcp\"\npath = \"/mcp\"\nupstream = \"api\"\npolicies = [\"per_tool\"]\nmax_body = 1024\n")
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/mcp");
+    let call = |pad: usize| {
+        let pad = "A".repeat(pad);
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"deploy","arguments":{{"pad":"{pad}"}}}}}}"#
+        )
+    };
+    for client in [http1(), http2()] {
+        // A small gzip that expands past max_body: refused as a plain one would be, not
+        // read as a call without a tool (which would skip per_tool).
+        let expanding = gzip(call(4000).as_bytes());
+        assert!(expanding.len() < 1024);
+        let before = up.requests();
+        let r = post(&client, &url, Some("gzip"), expanding).await;
+        assert_eq!(r.status, 413, "{}", r.text());
+        assert_eq!(r.json()["decoded"], true);
+        let batch = format!("[{}]", call(4000));
+        let r = post(&client, &url, Some("gzip"), gzip(batch.as_bytes())).await;
+        assert_eq!(r.status, 413, "{}", r.text());
+        assert_eq!(up.requests(), before, "neither reached the upstream");
+    }
+    // Within the bound, the tool is read and limited.
+    assert_eq!(
+        post(&http1(), &url, Some("gzip"), gzip(call(10).as_bytes()))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        post(&http2(), &url, None, call(10).into_bytes())
+            .await
+            .status,
+        429
+    );
+}

@@ -21,7 +21,9 @@ use hyper::body::Incoming;
 
 use super::body_coding::{self, Coding, Decoded};
 use super::pool::ClientBodyFault;
-use super::response::{jsonrpc_batch, malformed_coding, overloaded, unsupported_coding, Answer};
+use super::response::{
+    decoded_too_large, jsonrpc_batch, malformed_coding, overloaded, unsupported_coding, Answer,
+};
 use crate::config::{Route, Server};
 use crate::json::{rpc, walk, BodyFacts};
 use crate::reply::Body;
@@ -144,7 +146,10 @@ impl KeyBody {
 /// Reads up to `max_key_body` of `req`'s body and makes it readable as its upstream reads
 /// it; the answer when the client's body stalls, breaks, comes in a coding tollgate does
 /// not read or that does not decode, is a JSON-RPC batch, or the worker holds too much.
-pub async fn read(req: &mut Request<Incoming>, server: &Server) -> Result<KeyBody, Refused> {
+pub async fn read(
+    req: &mut Request<Incoming>,
+    (server, route): (&Server, &Route),
+) -> Result<KeyBody, Refused> {
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)
@@ -178,7 +183,7 @@ pub async fn read(req: &mut Request<Incoming>, server: &Server) -> Result<KeyBod
     let (bytes, ended, trailers) = collect(req, server, &mut held).await?;
     let (decoded, len) = match ended {
         false => (None, declared),
-        true => readable(coding, &bytes, max, share)?,
+        true => readable(coding, &bytes, (max, route.max_body), share)?,
     };
     let body = KeyBody {
         bytes,
@@ -252,11 +257,13 @@ async fn collect(
 
 /// A body read whole as its upstream reads it: decoded (gzip, deflate), then as UTF-8
 /// (UTF-16, UTF-32, a byte order mark), each copy counted within `share`; and its length.
+/// The route's `max_body` bounds the body decoded as well as sent: one at or below
+/// `max_key_body` refuses (413) a body that decodes past it, as it refuses a plain one.
 #[allow(clippy::type_complexity)]
 fn readable(
     coding: Coding,
     bytes: &[u8],
-    max: usize,
+    (max, max_body): (usize, Option<u64>),
     share: usize,
 ) -> Result<(Option<(Bytes, Held)>, Option<u64>), Refused> {
     let kept = |copy: Vec<u8>| match Held::take(copy.len(), share) {
@@ -270,7 +277,10 @@ fn readable(
         }
         Coding::Gzip | Coding::Deflate => match body_coding::decode(coding, bytes, max) {
             Decoded::Whole(plain) => plain,
-            Decoded::TooLarge => return Ok((None, Some(max as u64 + 1))),
+            Decoded::TooLarge => match max_body.filter(|&m| m <= max as u64) {
+                Some(max_body) => return Err(Box::new(decoded_too_large(max_body))),
+                None => return Ok((None, Some(max as u64 + 1))),
+            },
             Decoded::Corrupt => return Err(Box::new(malformed_coding(coding.name()))),
         },
     };

@@ -32,6 +32,9 @@ pub enum Answer {
     UnsupportedEncoding,
     /// A route that reads the body got one whose gzip or deflate does not decode (400).
     MalformedEncoding,
+    /// A route that reads the body got one that decodes past its `max_body` (413), before
+    /// any decision.
+    DecodedTooLarge,
     /// A route that reads the body got a JSON-RPC batch, which it cannot limit per call
     /// (400).
     JsonRpcBatch,
@@ -76,6 +79,7 @@ impl Answer {
             Answer::UnsupportedEncoding => "unsupported_content_encoding",
             Answer::JsonRpcBatch => "jsonrpc_batch",
             Answer::MalformedEncoding => "malformed_content_encoding",
+            Answer::DecodedTooLarge => "decoded_too_large",
             Answer::TooManyConnections => "too_many_connections",
             Answer::Overloaded => "overloaded",
             Answer::StoreUnavailable => "store_unavailable",
@@ -128,6 +132,7 @@ impl Answer {
             }
             Answer::JsonRpcBatch => "a JSON-RPC batch is not accepted: send one call a request",
             Answer::MalformedEncoding => "the request body does not decode as its content-encoding says",
+            Answer::DecodedTooLarge => "request body decodes past max_body",
             Answer::TooManyConnections => "too many connections",
             Answer::Overloaded => "overloaded: retry in 1 s",
             Answer::StoreUnavailable => "the rate-limit store is unavailable",
@@ -189,6 +194,17 @@ pub fn malformed_coding(named: &str) -> Response<Body> {
         &[("content_encoding", named.into())],
     );
     Answer::MalformedEncoding.on(resp)
+}
+
+/// 413 for a body that decodes past the route's `max_body` (one at or below
+/// `max_key_body`), on a route that reads the body: the bound holds for what the upstream
+/// reads, not only for what was sent.
+pub fn decoded_too_large(max_body: u64) -> Response<Body> {
+    Answer::DecodedTooLarge.on(json_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        &[("max_body", max_body.into()), ("decoded", true.into())],
+    ))
 }
 
 /// 400 for a JSON-RPC batch on a route that reads the body: its tiers key and count one
