@@ -267,14 +267,16 @@ fn trim_ows(b: &[u8]) -> &[u8] {
     &b[start..end]
 }
 
-/// Every `name=value` pair, percent-decoded so `a%20b` and `a+b` are one key.
+/// Every `name=value` pair, percent-decoded so `a%20b` and `a+b` are one key. A
+/// parameter is `name`'s when any common reader takes it so ([`names_param`]), and a `;`
+/// separates pairs too, as Rack 2 splits them (`?x=1;key=k` is `key=k` to Rails 7).
 fn query_values<'a>(
     query: &'a str,
     name: &str,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
     for (k, v) in form_urlencoded::parse(query.as_bytes()) {
-        if k != name || v.is_empty() {
+        if v.is_empty() || !names_param(&k, name) {
             continue;
         }
         let part = match v {
@@ -283,10 +285,50 @@ fn query_values<'a>(
         };
         push_distinct(values, part)?;
     }
+    if query.contains(';') {
+        let split = query.replace(';', "&");
+        for (k, v) in form_urlencoded::parse(split.as_bytes()) {
+            if !v.is_empty() && names_param(&k, name) {
+                push_distinct(
+                    values,
+                    KeyPart::Bytes(Cow::Owned(v.into_owned().into_bytes())),
+                )?;
+            }
+        }
+    }
     Ok(())
 }
 
+/// Whether a query parameter called `k` (decoded) is `name` to a common reader: the same
+/// name; an array or hash of it (`name[]`, `name[0]`, `name[a]`: Rack, Express's `qs`,
+/// PHP); Rack's reading of stray brackets (`[name]`, `name]`: the first run of characters
+/// that are not brackets); PHP's mangling (leading spaces dropped, `.`, a space and a `[`
+/// that never closes read as `_`).
+fn names_param(k: &str, name: &str) -> bool {
+    if k == name {
+        return true;
+    }
+    if !k.bytes().any(|b| matches!(b, b'[' | b']' | b'.' | b' ')) {
+        return false;
+    }
+    let rack = k.trim_start_matches(['[', ']']);
+    if rack.split(['[', ']']).next() == Some(name) {
+        return true;
+    }
+    let php = k.trim_start_matches(' ');
+    let closed = php.find('[').filter(|&open| php[open..].contains(']'));
+    let base = closed.map_or(php, |open| &php[..open]);
+    let mangled = base.chars().map(|c| match c {
+        '.' | ' ' | '[' => '_',
+        c => c,
+    });
+    mangled.eq(name.chars())
+}
+
 /// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one.
+/// A value with `%` or `+` is charged decoded as well: Express, Rack and PHP decode cookie
+/// values (`%61bc` is `abc`; Rack and PHP read `+` as a space), so each encoding of one
+/// value would otherwise be a fresh key.
 fn cookie_values<'a>(
     headers: &'a HeaderMap,
     name: &str,
@@ -305,8 +347,23 @@ fn cookie_values<'a>(
             .strip_prefix(b"\"")
             .and_then(|v| v.strip_suffix(b"\""))
             .unwrap_or(v);
-        if k == name.as_bytes() && !v.is_empty() {
-            push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))?;
+        if k != name.as_bytes() || v.is_empty() {
+            continue;
+        }
+        push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))?;
+        if v.iter().any(|&b| b == b'%' || b == b'+') {
+            // Express: percent-decoded; Rack and PHP: `+` a space first, then decoded.
+            let decoded: Vec<u8> = percent_encoding::percent_decode(v).collect();
+            let plus: Vec<u8> = v
+                .iter()
+                .map(|&b| if b == b'+' { b' ' } else { b })
+                .collect();
+            let spaced: Vec<u8> = percent_encoding::percent_decode(&plus).collect();
+            for form in [decoded, spaced] {
+                if !form.is_empty() {
+                    push_distinct(values, KeyPart::Bytes(Cow::Owned(form)))?;
+                }
+            }
         }
     }
     Ok(())

@@ -1,5 +1,6 @@
 //! No spelling of a key source, a header or an edge of HTTP dodges its limits: padded and
-//! oddly spaced values are one key, a source given twice charges every value,
+//! oddly spaced values are one key, a source given twice charges every value, a query
+//! name as Rack, qs or PHP reads it and a percent-encoded cookie are the key,
 //! X-Forwarded-For lines are one list, HEAD is GET, only the asked-for upgrade is tunnelled,
 //! an HTTP/1.0 upstream does not downgrade the client, stalled prefaces and slowloris
 //! connections are cut, and a route path written in another spelling is a config error.
@@ -101,6 +102,31 @@ async fn a_key_source_given_twice_charges_every_value() {
         (got.status.as_u16(), got.num("x-ratelimit-remaining")),
         (200, 0)
     );
+}
+
+#[tokio::test]
+async fn query_names_and_cookie_values_as_frameworks_read_them_are_the_key() {
+    let (_up, gw) = start().await;
+    spend(&gw, "/k/query?key=a", &[]).await;
+    spend(&gw, "/k/cookie", &[("cookie", "sid=a b")]).await;
+    for client in [http1(), http2()] {
+        for (path, headers) in [
+            // Rails, Express (qs) and PHP read each of these as `key=a`.
+            ("/k/query?key[]=a", vec![]),
+            ("/k/query?key%5B0%5D=a", vec![]),
+            ("/k/query?[key]=a", vec![]),
+            ("/k/query?x=1;key=a", vec![]),
+            // Express, Rack and PHP decode a cookie's value.
+            ("/k/cookie", vec![("cookie", "sid=%61%20b")]),
+            ("/k/cookie", vec![("cookie", "sid=a+b")]),
+        ] {
+            assert_eq!(
+                status(&client, &gw.url(path), &headers).await,
+                429,
+                "{path} {headers:?}"
+            );
+        }
+    }
 }
 
 #[tokio::test]

@@ -181,3 +181,56 @@ fn a_source_given_twice_yields_every_distinct_value() {
         .collect();
     assert_eq!(all("header:x-k", "/", &lines), Err(TooManyValues));
 }
+
+#[test]
+fn query_names_as_rack_qs_and_php_read_them_are_the_key() {
+    let one = Ok(vec!["k".to_owned()]);
+    for uri in [
+        "/?api_key[]=k",
+        "/?api_key[0]=k",
+        "/?api_key%5B%5D=k",
+        "/?[api_key]=k",
+        "/?api_key]=k",
+        "/?api.key=k",
+        "/?api%20key=k",
+        "/?%20api_key=k",
+        "/?api[key=k",
+        "/?x=1;api_key=k",
+    ] {
+        assert_eq!(all("query:api_key", uri, &[]), one, "{uri}");
+    }
+    // Not the key to any of them.
+    for uri in [
+        "/?api_keys=k",
+        "/?xapi_key=k",
+        "/?api-key=k",
+        "/?a[api_key]=k",
+    ] {
+        assert_eq!(all("query:api_key", uri, &[]), Ok(vec![]), "{uri}");
+    }
+    // Both readings of a `;` are charged.
+    assert_eq!(
+        all("query:x", "/?x=1;api_key=k", &[]),
+        Ok(vec!["1;api_key=k".to_owned(), "1".to_owned()])
+    );
+}
+
+#[test]
+fn a_cookie_value_is_charged_as_sent_and_as_decoders_read_it() {
+    assert_eq!(
+        all("cookie:sid", "/", &[("cookie", "sid=%61b+c")]),
+        Ok(vec![
+            "%61b+c".to_owned(),
+            "ab+c".to_owned(),
+            "ab c".to_owned()
+        ])
+    );
+    assert_eq!(
+        all("cookie:sid", "/", &[("cookie", "sid=a%2Bb")]),
+        Ok(vec!["a%2Bb".to_owned(), "a+b".to_owned()])
+    );
+    assert_eq!(
+        all("cookie:sid", "/", &[("cookie", "sid=abc")]),
+        Ok(vec!["abc".to_owned()])
+    );
+}
