@@ -99,9 +99,9 @@ impl<'de> serde::de::Visitor<'de> for CallVisitor {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Call, A::Error> {
         let mut call = false;
-        while let Some(super::walk::Key(name)) = map.next_key()? {
+        while let Some(super::names::Key(name)) = map.next_key()? {
             // A lenient server takes a call without `jsonrpc`: a `method` is one too.
-            call |= super::walk::names("jsonrpc", &name) || super::walk::names("method", &name);
+            call |= super::names::names("jsonrpc", &name) || super::names::names("method", &name);
             map.next_value::<serde::de::IgnoredAny>()?;
         }
         Ok(Call(call))

@@ -1,4 +1,6 @@
 use super::*;
+use base64::Engine;
+use http::header::COOKIE;
 
 fn view<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> RequestView<'a> {
     RequestView {

@@ -1,0 +1,149 @@
+//! Values of the sources read from the request's text — a query string's parameters, a
+//! cookie, a bearer token's claim — each read as the readers behind the gateway read them
+//! (Rack, Express, PHP, Go), every reading charged.
+
+use std::borrow::Cow;
+
+use base64::Engine;
+use http::header::COOKIE;
+use http::HeaderMap;
+
+use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
+
+/// Optional whitespace (RFC 9110 §5.6.3): spaces and horizontal tabs.
+pub(super) fn trim_ows(b: &[u8]) -> &[u8] {
+    let is_ows = |c: &u8| *c == b' ' || *c == b'\t';
+    let start = b.iter().position(|c| !is_ows(c)).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !is_ows(c)).map_or(start, |e| e + 1);
+    &b[start..end]
+}
+
+/// Every `name=value` pair, percent-decoded so `a%20b` and `a+b` are one key. A
+/// parameter is `name`'s when any common reader takes it so ([`names_param`]), and a `;`
+/// separates pairs too, as Rack 2 splits them (`?x=1;key=k` is `key=k` to Rails 7).
+pub(super) fn query_values<'a>(
+    query: &'a str,
+    name: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        if v.is_empty() || !names_param(&k, name) {
+            continue;
+        }
+        let part = match v {
+            Cow::Borrowed(s) => KeyPart::Bytes(Cow::Borrowed(s.as_bytes())),
+            Cow::Owned(s) => KeyPart::Bytes(Cow::Owned(s.into_bytes())),
+        };
+        push_distinct(values, part)?;
+    }
+    if query.contains(';') {
+        let split = query.replace(';', "&");
+        for (k, v) in form_urlencoded::parse(split.as_bytes()) {
+            if !v.is_empty() && names_param(&k, name) {
+                push_distinct(
+                    values,
+                    KeyPart::Bytes(Cow::Owned(v.into_owned().into_bytes())),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a query parameter called `k` (decoded) is `name` to a common reader: the same
+/// name; an array or hash of it (`name[]`, `name[0]`, `name[a]`: Rack, Express's `qs`,
+/// PHP); Rack's reading of stray brackets (`[name]`, `name]`: the first run of characters
+/// that are not brackets); PHP's mangling (leading spaces dropped, `.`, a space and a `[`
+/// that never closes read as `_`).
+fn names_param(k: &str, name: &str) -> bool {
+    if k == name {
+        return true;
+    }
+    if !k.bytes().any(|b| matches!(b, b'[' | b']' | b'.' | b' ')) {
+        return false;
+    }
+    let rack = k.trim_start_matches(['[', ']']);
+    if rack.split(['[', ']']).next() == Some(name) {
+        return true;
+    }
+    let php = k.trim_start_matches(' ');
+    let closed = php.find('[').filter(|&open| php[open..].contains(']'));
+    let base = closed.map_or(php, |open| &php[..open]);
+    let mangled = base.chars().map(|c| match c {
+        '.' | ' ' | '[' => '_',
+        c => c,
+    });
+    mangled.eq(name.chars())
+}
+
+/// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one.
+/// A value with `%` or `+` is charged decoded as well: Express, Rack and PHP decode cookie
+/// values (`%61bc` is `abc`; Rack and PHP read `+` as a space), so each encoding of one
+/// value would otherwise be a fresh key.
+pub(super) fn cookie_values<'a>(
+    headers: &'a HeaderMap,
+    name: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    let pairs = headers
+        .get_all(COOKIE)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b';'));
+    for pair in pairs {
+        let Some(eq) = pair.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let (k, v) = (trim_ows(&pair[..eq]), trim_ows(&pair[eq + 1..]));
+        let v = v
+            .strip_prefix(b"\"")
+            .and_then(|v| v.strip_suffix(b"\""))
+            .unwrap_or(v);
+        if k != name.as_bytes() || v.is_empty() {
+            continue;
+        }
+        push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))?;
+        if v.iter().any(|&b| b == b'%' || b == b'+') {
+            // Express: percent-decoded; Rack and PHP: `+` a space first, then decoded.
+            let decoded: Vec<u8> = percent_encoding::percent_decode(v).collect();
+            let plus: Vec<u8> = v
+                .iter()
+                .map(|&b| if b == b'+' { b' ' } else { b })
+                .collect();
+            let spaced: Vec<u8> = percent_encoding::percent_decode(&plus).collect();
+            for form in [decoded, spaced] {
+                if !form.is_empty() {
+                    push_distinct(values, KeyPart::Bytes(Cow::Owned(form)))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Longest bearer token whose payload we are willing to decode.
+const MAX_JWT_LEN: usize = 8192;
+
+/// A claim from the payload of one `Authorization: Bearer <jwt>` value. The signature is
+/// NOT verified: the gateway only reads the claim to pick a bucket (docs/configuration.md).
+/// Any run of spaces or tabs separates scheme and token, as lenient upstreams accept.
+pub(super) fn jwt_claim<'a>(value: &[u8], claim: &str) -> Option<KeyPart<'a>> {
+    let value = std::str::from_utf8(trim_ows(value)).ok()?;
+    let (scheme, token) = value.split_once([' ', '\t'])?;
+    let token = token.trim_matches([' ', '\t']);
+    if !scheme.eq_ignore_ascii_case("bearer") || token.len() > MAX_JWT_LEN {
+        return None;
+    }
+    let mut segments = token.split('.');
+    let (_header, payload, _sig) = (segments.next()?, segments.next()?, segments.next()?);
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let json: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let text = match json.get(claim)? {
+        serde_json::Value::String(s) if !s.is_empty() => s.clone(),
+        serde_json::Value::Number(n) => n.to_string(),
+        serde_json::Value::Bool(b) => b.to_string(),
+        _ => return None,
+    };
+    Some(KeyPart::Bytes(Cow::Owned(text.into_bytes())))
+}
