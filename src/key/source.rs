@@ -252,6 +252,9 @@ impl KeySource {
                         push_distinct(values, part)?;
                     }
                 }
+                if let Some(query) = req.uri.query().filter(|q| q.contains("access_token")) {
+                    query_token_claims(query, claim, values)?;
+                }
             }
         }
         Ok(())
@@ -259,7 +262,7 @@ impl KeySource {
 }
 
 mod parts;
-use parts::{cookie_values, jwt_claim, query_values, trim_ows};
+use parts::{cookie_values, jwt_claim, query_token_claims, query_values, trim_ows};
 
 #[cfg(test)]
 mod tests;

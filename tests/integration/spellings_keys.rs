@@ -35,7 +35,7 @@ fn bearer(sub: &str) -> String {
 }
 
 #[tokio::test]
-async fn bearer_tokens_with_odd_spacing_are_still_keyed() {
+async fn bearer_tokens_with_odd_spacing_or_in_the_query_are_still_keyed() {
     let (_up, gw) = start().await;
     let token = bearer("alice");
     spend(
@@ -57,6 +57,9 @@ async fn bearer_tokens_with_odd_spacing_are_still_keyed() {
                 "{auth:?}"
             );
         }
+        // RFC 6750's query parameter, which passport-http-bearer reads: the same subject.
+        let url = gw.url(&format!("/k/jwt?access_token={token}"));
+        assert_eq!(status(&client, &url, &[]).await, 429, "?access_token=");
     }
 }
 

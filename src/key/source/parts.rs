@@ -129,8 +129,32 @@ const MAX_JWT_LEN: usize = 8192;
 pub(super) fn jwt_claim<'a>(value: &[u8], claim: &str) -> Option<KeyPart<'a>> {
     let value = std::str::from_utf8(trim_ows(value)).ok()?;
     let (scheme, token) = value.split_once([' ', '\t'])?;
-    let token = token.trim_matches([' ', '\t']);
-    if !scheme.eq_ignore_ascii_case("bearer") || token.len() > MAX_JWT_LEN {
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    token_claim(token.trim_matches([' ', '\t']), claim)
+}
+
+/// Every `access_token` parameter of the query, read as a bearer token: RFC 6750 lets a
+/// client send it there, and passport-http-bearer (and Spring, when told to) takes it.
+pub(super) fn query_token_claims<'a>(
+    query: &str,
+    claim: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        if k == "access_token" {
+            if let Some(part) = token_claim(&v, claim) {
+                push_distinct(values, part)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A claim of one token's payload; `None` for a token too long or not a JWT.
+fn token_claim<'a>(token: &str, claim: &str) -> Option<KeyPart<'a>> {
+    if token.len() > MAX_JWT_LEN {
         return None;
     }
     let mut segments = token.split('.');

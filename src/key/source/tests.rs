@@ -236,3 +236,18 @@ fn a_cookie_value_is_charged_as_sent_and_as_decoders_read_it() {
         Ok(vec!["abc".to_owned()])
     );
 }
+
+#[test]
+fn a_token_in_the_query_is_read_as_a_bearer_token() {
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"sub":"q"}"#);
+    let uri = format!("/?x=1&access_token=h.{payload}.s");
+    assert_eq!(all("jwt:sub", &uri, &[]), Ok(vec!["q".to_owned()]));
+    let header = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"sub":"h"}"#);
+    let auth = format!("Bearer h.{header}.s");
+    assert_eq!(
+        all("jwt:sub", &uri, &[("authorization", &auth)]),
+        Ok(vec!["h".to_owned(), "q".to_owned()]),
+        "both are charged: which one an upstream takes is its own"
+    );
+    assert_eq!(all("jwt:sub", "/?access_token=nope", &[]), Ok(vec![]));
+}
