@@ -303,13 +303,22 @@ pub struct Route {
 
 impl Config {
     /// The route for a request: exact host (if the route names one, port ignored),
-    /// longest path prefix, then methods (`GET` also admits `HEAD`, as frameworks serve
+    /// longest path prefix (of the lower-cased path with `ignore_path_case`), then methods (`GET` also admits `HEAD`, as frameworks serve
     /// HEAD with the GET handler). `routes` is kept in that order.
     pub fn find_route(&self, host: Option<&str>, path: &str, method: &Method) -> Option<usize> {
         let host = host.map(|h| {
             let h = strip_port(h);
             h.strip_suffix('.').unwrap_or(h)
         });
+        // Upstreams that match routes without case serve `/V1/Search` as `/v1/search`.
+        let lowered;
+        let path = if self.server.paths.ignore_case && path.bytes().any(|b| b.is_ascii_uppercase())
+        {
+            lowered = path.to_ascii_lowercase();
+            lowered.as_str()
+        } else {
+            path
+        };
         self.route_index.find(path, |i| {
             let r = &self.routes[i];
             r.host

@@ -57,6 +57,7 @@ pub struct RawServer {
     pub merge_slashes: Option<bool>,
     pub escaped_slashes: Option<S<String>>,
     pub allow_backslash: Option<bool>,
+    pub ignore_path_case: Option<bool>,
     pub send_timeout: Option<S<String>>,
     pub idle_timeout: Option<S<String>>,
     pub tunnel_idle_timeout: Option<S<String>>,

@@ -28,6 +28,9 @@ pub struct PathRules {
     pub escaped_slash: EscapedSlash,
     /// Accept `\` and `%5C`, which some upstreams treat as `/`.
     pub allow_backslash: bool,
+    /// Route by the path with its ASCII letters lower-cased, as upstreams that match
+    /// routes without case do (Express, ASP.NET Core); the path forwarded keeps its case.
+    pub ignore_case: bool,
 }
 
 impl Default for PathRules {
@@ -37,6 +40,7 @@ impl Default for PathRules {
             merge_slashes: true,
             escaped_slash: EscapedSlash::Refuse,
             allow_backslash: false,
+            ignore_case: false,
         }
     }
 }

@@ -282,3 +282,34 @@ async fn http2_host_must_agree_with_the_authority_and_carry_no_whitespace() {
     assert_eq!(s, 429, "trailing dot");
     assert_eq!(up.requests(), before);
 }
+
+#[tokio::test]
+async fn with_ignore_path_case_a_path_in_another_case_is_limited_as_the_route() {
+    let up = Upstream::start().await;
+    let toml = config().server("ignore_path_case = true").build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    spend(&gw, "/v1/search", &[]).await;
+    for client in [http1(), http2()] {
+        for path in ["/V1/SEARCH", "/v1/Search", "/V1/search?q=x"] {
+            assert_eq!(status(&client, &gw.url(path), &[]).await, 429, "{path}");
+        }
+    }
+    // Routed without case, forwarded with it: the upstream matches as it likes.
+    assert_eq!(status(&http1(), &gw.url("/Other"), &[]).await, 200);
+    assert_eq!(up.targets().last().map(String::as_str), Some("/Other"));
+    // Without the setting, the catch-all serves it (the documented risk).
+    let (_up2, plain) = start().await;
+    spend(&plain, "/v1/search", &[]).await;
+    assert_eq!(status(&http1(), &plain.url("/V1/Search"), &[]).await, 200);
+    // A route written with capitals could never match: a config error.
+    let text = config()
+        .server("ignore_path_case = true")
+        .route("caps", "/V2/Search", "api", &[])
+        .build();
+    let err = crate::config::errors_of(&text);
+    assert!(
+        err.contains("route path `/V2/Search` has upper-case letters"),
+        "{err}"
+    );
+    assert!(err.contains("write path = \"/v2/search\""), "{err}");
+}

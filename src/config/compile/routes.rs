@@ -150,6 +150,15 @@ impl Compiler {
             ),
             _ => {}
         }
+        if paths.is_some_and(|rules| rules.ignore_case)
+            && path.bytes().any(|b| b.is_ascii_uppercase())
+        {
+            self.error(
+                raw.path.span(),
+                format!("route path `{path}` has upper-case letters, and with ignore_path_case = true requests are routed by their lower-cased path, so none would match it"),
+                Some(format!("write path = \"{}\"", path.to_ascii_lowercase())),
+            );
+        }
     }
 
     /// The upstream the route names, with its position in [`Config::upstreams`].

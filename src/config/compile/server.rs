@@ -202,8 +202,8 @@ impl Compiler {
         })
     }
 
-    /// How request paths are normalised: `normalize_path`, `merge_slashes`,
-    /// `escaped_slashes`, `allow_backslash`.
+    /// How request paths are normalised and routed: `normalize_path`, `merge_slashes`,
+    /// `escaped_slashes`, `allow_backslash`, `ignore_path_case`.
     fn path_rules(&mut self, raw: &RawServer) -> Option<PathRules> {
         let escaped_slash = self.choice(
             &raw.escaped_slashes,
@@ -221,6 +221,7 @@ impl Compiler {
             merge_slashes: raw.merge_slashes.unwrap_or(defaults.merge_slashes),
             escaped_slash: escaped_slash?,
             allow_backslash: raw.allow_backslash.unwrap_or(defaults.allow_backslash),
+            ignore_case: raw.ignore_path_case.unwrap_or(defaults.ignore_case),
         })
     }
 

@@ -76,6 +76,7 @@ fn options_turn_parts_off() {
         merge_slashes: false,
         escaped_slash: EscapedSlash::Keep,
         allow_backslash: true,
+        ignore_case: false,
     };
     let p = "/v1//./x/../%2F%73\\";
     assert_eq!(normalize(p, &raw).as_deref(), Ok(p));
