@@ -311,11 +311,10 @@ impl Config {
             h.strip_suffix('.').unwrap_or(h)
         });
         // Upstreams that match routes without case serve `/V1/Search` as `/v1/search`.
-        let lowered;
-        let path = if self.server.paths.ignore_case && path.bytes().any(|b| b.is_ascii_uppercase())
-        {
-            lowered = path.to_ascii_lowercase();
-            lowered.as_str()
+        let folded;
+        let path = if self.server.paths.ignore_case {
+            folded = crate::request::path::fold_case(path);
+            &*folded
         } else {
             path
         };

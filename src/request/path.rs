@@ -45,6 +45,29 @@ impl Default for PathRules {
     }
 }
 
+/// `path` with its ASCII letters lower-cased, except the hex digits of each `%XX` escape
+/// (normalisation writes those upper-case): what `ignore_path_case` routes by. Borrowed
+/// when there is nothing to lower.
+pub fn fold_case(path: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = path.as_bytes();
+    let mut out: Option<Vec<u8>> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => i += 3,
+            b if b.is_ascii_uppercase() => {
+                out.get_or_insert_with(|| bytes.to_vec())[i] = b.to_ascii_lowercase();
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    match out.map(String::from_utf8) {
+        Some(Ok(folded)) => std::borrow::Cow::Owned(folded),
+        _ => std::borrow::Cow::Borrowed(path),
+    }
+}
+
 /// Why a path is refused (400).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {

@@ -150,13 +150,12 @@ impl Compiler {
             ),
             _ => {}
         }
-        if paths.is_some_and(|rules| rules.ignore_case)
-            && path.bytes().any(|b| b.is_ascii_uppercase())
-        {
+        let folded = crate::request::path::fold_case(path);
+        if paths.is_some_and(|rules| rules.ignore_case) && folded != *path {
             self.error(
                 raw.path.span(),
                 format!("route path `{path}` has upper-case letters, and with ignore_path_case = true requests are routed by their lower-cased path, so none would match it"),
-                Some(format!("write path = \"{}\"", path.to_ascii_lowercase())),
+                Some(format!("write path = \"{folded}\" (a %XX escape keeps its upper-case hex)")),
             );
         }
     }

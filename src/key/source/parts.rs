@@ -51,35 +51,46 @@ pub(super) fn query_values<'a>(
 }
 
 /// Whether a query parameter called `k` (decoded) is `name` to a common reader: the same
-/// name; an array or hash of it (`name[]`, `name[0]`, `name[a]`: Rack, Express's `qs`,
-/// PHP); Rack's reading of stray brackets (`[name]`, `name]`: the first run of characters
-/// that are not brackets); PHP's mangling (leading spaces dropped, `.`, a space and a `[`
-/// that never closes read as `_`).
-fn names_param(k: &str, name: &str) -> bool {
+/// name; an array of it (`name[]`, `name[0]`: Rack, Express's `qs`, PHP; a hash,
+/// `name[a]`, is another value to all of them); Rack's reading of stray brackets
+/// (`[name]`, `name]`); PHP's mangling (leading spaces dropped; before the first `[`, a `.`
+/// or a space is `_`; a `[` that never closes is `_` and ends the mangling).
+pub(super) fn names_param(k: &str, name: &str) -> bool {
     if k == name {
         return true;
     }
     if !k.bytes().any(|b| matches!(b, b'[' | b']' | b'.' | b' ')) {
         return false;
     }
-    let rack = k.trim_start_matches(['[', ']']);
-    if rack.split(['[', ']']).next() == Some(name) {
+    let array_of = |k: &str, name: &str| {
+        let index = k.strip_prefix(name).and_then(|r| r.strip_prefix('['));
+        index
+            .and_then(|r| r.strip_suffix(']'))
+            .is_some_and(|i| i.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if array_of(k, name) || k.trim_start_matches(['[', ']']).trim_end_matches(']') == name {
         return true;
     }
     let php = k.trim_start_matches(' ');
-    let closed = php.find('[').filter(|&open| php[open..].contains(']'));
-    let base = closed.map_or(php, |open| &php[..open]);
-    let mangled = base.chars().map(|c| match c {
-        '.' | ' ' | '[' => '_',
-        c => c,
-    });
-    mangled.eq(name.chars())
+    let mangle = |base: &str| -> String {
+        base.chars()
+            .map(|c| if c == '.' || c == ' ' { '_' } else { c })
+            .collect()
+    };
+    match php.find('[') {
+        Some(open) if php[open..].contains(']') => {
+            let (base, rest) = php.split_at(open);
+            array_of(&format!("{}{rest}", mangle(base)), name)
+        }
+        Some(open) => format!("{}_{}", mangle(&php[..open]), &php[open + 1..]) == name,
+        None => mangle(php) == name,
+    }
 }
 
 /// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one.
-/// A value with `%` or `+` is charged decoded as well: Express, Rack and PHP decode cookie
-/// values (`%61bc` is `abc`; Rack and PHP read `+` as a space), so each encoding of one
-/// value would otherwise be a fresh key.
+/// A value with `%` or `+` is charged as decoders read it: Express, Rack and PHP decode
+/// cookie values (`%61bc` is `abc`; Rack and PHP read `+` as a space), so each encoding of
+/// one value would otherwise be a fresh key.
 pub(super) fn cookie_values<'a>(
     headers: &'a HeaderMap,
     name: &str,
@@ -101,19 +112,22 @@ pub(super) fn cookie_values<'a>(
         if k != name.as_bytes() || v.is_empty() {
             continue;
         }
-        push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))?;
-        if v.iter().any(|&b| b == b'%' || b == b'+') {
-            // Express: percent-decoded; Rack and PHP: `+` a space first, then decoded.
-            let decoded: Vec<u8> = percent_encoding::percent_decode(v).collect();
-            let plus: Vec<u8> = v
-                .iter()
-                .map(|&b| if b == b'+' { b' ' } else { b })
-                .collect();
-            let spaced: Vec<u8> = percent_encoding::percent_decode(&plus).collect();
-            for form in [decoded, spaced] {
-                if !form.is_empty() {
-                    push_distinct(values, KeyPart::Bytes(Cow::Owned(form)))?;
-                }
+        if !v.iter().any(|&b| b == b'%' || b == b'+') {
+            push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))?;
+            continue;
+        }
+        // Express: percent-decoded; Rack and PHP: `+` a space first, then decoded. The
+        // value as sent is not charged: a reader that takes it raw holds another session
+        // for every other spelling, so none of them is a way around this one.
+        let decoded: Vec<u8> = percent_encoding::percent_decode(v).collect();
+        let plus: Vec<u8> = v
+            .iter()
+            .map(|&b| if b == b'+' { b' ' } else { b })
+            .collect();
+        let spaced: Vec<u8> = percent_encoding::percent_decode(&plus).collect();
+        for form in [decoded, spaced] {
+            if !form.is_empty() {
+                push_distinct(values, KeyPart::Bytes(Cow::Owned(form)))?;
             }
         }
     }
@@ -142,11 +156,13 @@ pub(super) fn query_token_claims<'a>(
     claim: &str,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
-    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
-        if k == "access_token" {
-            if let Some(part) = token_claim(&v, claim) {
-                push_distinct(values, part)?;
-            }
+    // The parameter as the query's readers name it (`access%5Ftoken`, a `;` pair, …).
+    let mut tokens = KeyValues::new();
+    query_values(query, "access_token", &mut tokens)?;
+    for token in &tokens {
+        let token = token.as_text();
+        if let Some(part) = token_claim(&token, claim) {
+            push_distinct(values, part)?;
         }
     }
     Ok(())

@@ -114,3 +114,11 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn folding_case_lowers_letters_but_not_escapes() {
+    assert_eq!(fold_case("/v1/search"), Cow::Borrowed("/v1/search"));
+    assert_eq!(fold_case("/V1/Search"), "/v1/search");
+    assert_eq!(fold_case("/Docs/caf%C3%A9/X"), "/docs/caf%C3%A9/x");
+    assert_eq!(fold_case("/a%2FB%"), "/a%2Fb%");
+}
