@@ -225,6 +225,9 @@ impl KeySource {
                         push_distinct(values, borrowed(v))?;
                     }
                 }
+                if values.is_empty() {
+                    underscore_values(req.headers, name, values)?;
+                }
             }
             KeySource::Query(name) => {
                 if let Some(query) = req.uri.query() {
@@ -264,7 +267,9 @@ impl KeySource {
 }
 
 mod parts;
-use parts::{cookie_values, jwt_claim, query_token_claims, query_values, trim_ows};
+use parts::{
+    cookie_values, jwt_claim, query_token_claims, query_values, trim_ows, underscore_values,
+};
 
 #[cfg(test)]
 mod tests;

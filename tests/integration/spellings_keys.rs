@@ -108,10 +108,11 @@ async fn a_key_source_given_twice_charges_every_value() {
 }
 
 #[tokio::test]
-async fn query_names_and_cookie_values_as_frameworks_read_them_are_the_key() {
+async fn query_names_cookie_values_and_header_names_as_frameworks_read_them_are_the_key() {
     let (_up, gw) = start().await;
     spend(&gw, "/k/query?key=a", &[]).await;
     spend(&gw, "/k/cookie", &[("cookie", "sid=a b")]).await;
+    spend(&gw, "/k/header", &[("x-api-key", "a")]).await;
     for client in [http1(), http2()] {
         for (path, headers) in [
             // Rails, Express (qs) and PHP read each of these as `key=a`.
@@ -119,6 +120,8 @@ async fn query_names_and_cookie_values_as_frameworks_read_them_are_the_key() {
             ("/k/query?key%5B0%5D=a", vec![]),
             ("/k/query?[key]=a", vec![]),
             ("/k/query?x=1;key=a", vec![]),
+            // Puma and Django under ASGI read `x_api_key` as `x-api-key`.
+            ("/k/header", vec![("x_api_key", "a")]),
             // Express, Rack and PHP decode a cookie's value.
             ("/k/cookie", vec![("cookie", "sid=%61%20b")]),
             ("/k/cookie", vec![("cookie", "sid=a+b")]),

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use base64::Engine;
-use http::header::COOKIE;
+use http::header::{HeaderName, COOKIE};
 use http::HeaderMap;
 
 use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
@@ -16,6 +16,38 @@ pub(super) fn trim_ows(b: &[u8]) -> &[u8] {
     let start = b.iter().position(|c| !is_ows(c)).unwrap_or(b.len());
     let end = b.iter().rposition(|c| !is_ows(c)).map_or(start, |e| e + 1);
     &b[start..end]
+}
+
+/// The values of headers whose names are `name` with `_` for some `-` (`x_api_key` for
+/// `x-api-key`): CGI-style readers (Rack and Puma, Django under ASGI, WSGI servers) take
+/// them for the same header. Looked for only when `name` itself is absent, so a request
+/// that carries its header pays nothing; one that carries both was charged for `name`,
+/// and such readers then drop the other or join the two.
+pub(super) fn underscore_values<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    let wanted = name.as_str().as_bytes();
+    if !wanted.contains(&b'-') {
+        return Ok(());
+    }
+    let folds = |other: &[u8]| {
+        other.len() == wanted.len()
+            && other
+                .iter()
+                .zip(wanted)
+                .all(|(o, w)| o == w || (*o == b'_' && *w == b'-'))
+    };
+    for (other, value) in headers {
+        if folds(other.as_str().as_bytes()) {
+            let v = trim_ows(value.as_bytes());
+            if !v.is_empty() {
+                push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every `name=value` pair, percent-decoded so `a%20b` and `a+b` are one key. A

@@ -261,3 +261,21 @@ fn a_token_in_the_query_is_read_as_a_bearer_token() {
         );
     }
 }
+
+#[test]
+fn a_header_spelled_with_underscores_is_read_when_its_own_name_is_absent() {
+    let k = |h: &[(&str, &str)]| all("header:x-api-key", "/", h);
+    assert_eq!(k(&[("x_api_key", "k")]), Ok(vec!["k".to_owned()]));
+    assert_eq!(k(&[("x-api_key", " k ")]), Ok(vec!["k".to_owned()]));
+    assert_eq!(
+        k(&[("x_api_key", "a"), ("x_api-key", "b")]),
+        Ok(vec!["a".to_owned(), "b".to_owned()])
+    );
+    // Its own name present: that is the key (Puma drops the other, Django joins them).
+    assert_eq!(
+        k(&[("x-api-key", "a"), ("x_api_key", "b")]),
+        Ok(vec!["a".to_owned()])
+    );
+    assert_eq!(k(&[("x_api_keys", "k"), ("x-api_key_", "k")]), Ok(vec![]));
+    assert_eq!(all("header:xkey", "/", &[("x_key", "k")]), Ok(vec![]));
+}
