@@ -7,7 +7,7 @@ use arrayvec::ArrayVec;
 
 use super::proto::RateLimitRequest;
 use crate::clock::Clock;
-use crate::config::rls::Unmatched;
+use crate::config::rls::{RlsRule, Unmatched};
 use crate::config::Rls;
 use crate::limit::{Mode, MAX_DECISIONS, MAX_TIERS};
 use crate::proxy::snapshot::Snapshot;
@@ -89,27 +89,8 @@ pub async fn decide(
     call: &RateLimitRequest,
 ) -> Result<Decided, CallError> {
     let mut matched = match_descriptors(rls, call)?;
-    // Limits another matched limit of the call replaces (the YAML's `replaces`, of
-    // limits it names) are not decided: answered OK without a limit.
-    let rule_of = |m: &Matched| match m {
-        Matched::Rule(i) | Matched::Blocked(i) => rls.rules.get(*i),
-        Matched::Unmatched(_) => None,
-    };
-    let replaced: Vec<&str> = matched
-        .iter()
-        .filter_map(rule_of)
-        .flat_map(|r| r.replaces.iter().map(String::as_str))
-        .collect();
-    let is_replaced = |rule: &crate::config::rls::RlsRule| {
-        rule.named && rule.name.as_deref().is_some_and(|n| replaced.contains(&n))
-    };
-    for m in &mut matched {
-        if let Matched::Blocked(i) = *m {
-            if rls.rules.get(i).is_some_and(is_replaced) {
-                *m = Matched::Rule(i); // not decided below: OK
-            }
-        }
-    }
+    let replaced = replaced_names(rls, &mut matched);
+    let is_replaced = |rule: &RlsRule| names_one_of(rule, &replaced);
     let mut decided = Decided {
         matched,
         admission: Box::default(),
@@ -170,6 +151,34 @@ pub async fn decide(
         .await;
     decided.admission = admission;
     Ok(decided)
+}
+
+/// The names of the limits another matched limit of the call replaces (the YAML's
+/// `replaces`, of limits it names): they are not decided, but answered OK without a
+/// limit, so a blocked match of one is let through here.
+fn replaced_names<'r>(rls: &'r Rls, matched: &mut [Matched]) -> Vec<&'r str> {
+    let rule_of = |m: &Matched| match m {
+        Matched::Rule(i) | Matched::Blocked(i) => rls.rules.get(*i),
+        Matched::Unmatched(_) => None,
+    };
+    let replaced: Vec<&str> = matched
+        .iter()
+        .filter_map(rule_of)
+        .flat_map(|r| r.replaces.iter().map(String::as_str))
+        .collect();
+    for m in matched.iter_mut() {
+        if let Matched::Blocked(i) = *m {
+            if rls.rules.get(i).is_some_and(|r| names_one_of(r, &replaced)) {
+                *m = Matched::Rule(i); // not decided: OK
+            }
+        }
+    }
+    replaced
+}
+
+/// Whether `rule` is a named limit among `names`.
+fn names_one_of(rule: &RlsRule, names: &[&str]) -> bool {
+    rule.named && rule.name.as_deref().is_some_and(|n| names.contains(&n))
 }
 
 /// Each descriptor of `call` matched to its rule, or unmatched; a call that cannot be

@@ -9,6 +9,9 @@ use serde_saphyr::Spanned;
 
 use super::*;
 use crate::config::rls::{RlsRule, RuleEntry, Value};
+use limit::{full_key, unit_seconds, yaml_policy};
+
+mod limit;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,32 +99,6 @@ fn at<'a, T>(file: &'a str, spanned: &Spanned<T>) -> At<'a> {
         line: spanned.referenced.line(),
         column: spanned.referenced.column(),
     }
-}
-
-/// A unit's length in seconds, as envoyproxy/ratelimit counts it (a month is 30 days, a
-/// year 365).
-fn unit_seconds(unit: &str) -> Option<u64> {
-    Some(match unit.to_ascii_lowercase().as_str() {
-        "second" => 1,
-        "minute" => 60,
-        "hour" => 3_600,
-        "day" => 86_400,
-        "week" => 7 * 86_400,
-        "month" => 30 * 86_400,
-        "year" => 365 * 86_400,
-        _ => return None,
-    })
-}
-
-/// A policy name from a limit's full key: the characters a policy name allows, others as `_`.
-fn policy_name(full_key: &str) -> String {
-    full_key
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '.' | ':' | '-' => c,
-            _ => '_',
-        })
-        .collect()
 }
 
 impl Compiler {
@@ -272,14 +249,7 @@ impl Compiler {
                 return None;
             }
         }
-        let full_key = std::iter::once(domain.to_owned())
-            .chain(path.iter().map(|e| match &e.value {
-                Value::Any => e.key.clone(),
-                Value::Prefix(p) | Value::SharedPrefix(p) => format!("{}_{p}*", e.key),
-                Value::Exact(v) => format!("{}_{v}", e.key),
-            }))
-            .collect::<Vec<_>>()
-            .join(".");
+        let full_key = full_key(domain, path);
         let unlimited = l.unlimited;
         let unit = l.unit.as_deref().filter(|u| !u.is_empty());
         let mut blocked = None;
@@ -331,49 +301,6 @@ impl Compiler {
             blocked,
         })
     }
-}
-
-/// The policy of one limit: `requests_per_unit` per unit, the same burst, keyed by the
-/// entries whose value is not fixed. Its name is unique among `names`.
-fn yaml_policy(
-    (full_key, names): (&str, &mut HashSet<String>),
-    path: &[RuleEntry],
-    node: &YamlDescriptor,
-    (requests, seconds): (u64, u64),
-) -> Option<Policy> {
-    let period = Duration::from_secs(seconds);
-    let quota = Quota::new(requests, u64::try_from(period.as_nanos()).ok()?, requests).ok()?;
-    let base = policy_name(full_key);
-    let mut name = base.clone();
-    let mut n = 1;
-    while !names.insert(name.clone()) {
-        n += 1;
-        name = format!("{base}-{n}");
-    }
-    Some(Policy {
-        name,
-        key: path
-            .iter()
-            .filter(|e| !matches!(e.value, Value::Exact(_)))
-            .map(|e| KeySource::Descriptor(e.key.clone()))
-            .collect(),
-        missing: Missing::Shared,
-        mode: if node.shadow_mode {
-            Mode::Shadow
-        } else {
-            Mode::Enforce
-        },
-        max_delay: Duration::ZERO,
-        kind: PolicyKind::Rate(RateLimit {
-            limit: requests,
-            period,
-            quota,
-            overrides: Default::default(),
-            settle: None,
-            sync: Sync::Exact,
-            calendar: None,
-        }),
-    })
 }
 
 /// The YAML files at `path`: itself, or the `*.yaml`/`*.yml` files of the folder (not
