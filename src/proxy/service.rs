@@ -165,15 +165,7 @@ async fn serve(
         key_body,
     };
     if let Some(span) = trace.span.as_deref_mut() {
-        // The upstream's parent is this request's client span.
-        let traceparent = crate::telemetry::span::upstream_traceparent(span);
-        req.headers_mut()
-            .insert(crate::telemetry::span::TRACEPARENT.clone(), traceparent);
-        if span.sampled.parent_id.is_none() {
-            // A new trace (no valid caller context): W3C drops the caller's tracestate.
-            req.headers_mut().remove("tracestate");
-        }
-        span.forward = Some((shared.clock.now_ns(), 0));
+        super::spans::start_forward(span, req.headers_mut(), shared.clock.now_ns());
     }
     // A tunnel takes the slots it needs; what it leaves is held until the body is done.
     let forwarded = forward(shared, sent, req, upgrade, slots, uploaded).await;

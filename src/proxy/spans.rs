@@ -10,6 +10,18 @@ use super::snapshot::{Current, Shared};
 use crate::reply::ceil_millis;
 use crate::telemetry::span::{spans, Ended, SpanTrace};
 
+/// The upstream call of a sampled request begins at `now_ns`: its `traceparent` names this
+/// request's client span as the parent, and a trace the caller did not carry drops the
+/// caller's `tracestate` (W3C).
+pub fn start_forward(span: &mut SpanTrace, headers: &mut http::HeaderMap, now_ns: u64) {
+    let traceparent = crate::telemetry::span::upstream_traceparent(span);
+    headers.insert(crate::telemetry::span::TRACEPARENT.clone(), traceparent);
+    if span.sampled.parent_id.is_none() {
+        headers.remove("tracestate");
+    }
+    span.forward = Some((now_ns, 0));
+}
+
 /// A sampled request's spans, waiting for its response to end. The response body holds
 /// it; dropping it (the body sent, failed or abandoned) queues the spans, ended then.
 pub struct PendingSpans {

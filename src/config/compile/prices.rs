@@ -113,31 +113,21 @@ impl Compiler {
                     None
                 }
                 None => Some(None),
-                Some(v) => {
-                    let number = v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
-                    match number.filter(|n| n.is_finite() && (0.0..=MAX_PRICE).contains(n)) {
-                        Some(n) => {
-                            let scaled = n * PRICE_SCALE as f64;
-                            let whole = scaled.round();
-                            // Kept to a millionth: a finer price would be charged rounded
-                            // (a tiny one as nothing), so it is refused, not bent.
-                            // Beyond what a decimal's float form is off by: a finer price.
-                            if (scaled - whole).abs() > (scaled * 4.0 * f64::EPSILON).max(1e-6) {
-                                self.error(
-                                    raw.span(),
-                                    format!("{where_}: `{field}` = {n} is finer than a millionth of a unit"),
-                                    Some("prices are kept to a millionth of a unit per token: use a smaller unit (e.g. micro-dollars: 0.15 for $0.15 per million tokens)".to_owned()),
-                                );
-                                return None;
-                            }
-                            Some(Some(whole as u64))
-                        }
-                        None => {
-                            self.error(raw.span(), format!("{where_}: `{field}` must be a number from 0 to {MAX_PRICE:e} (units per token)"), None::<String>);
-                            None
-                        }
+                Some(v) => match kept_price(v) {
+                    Ok(kept) => Some(Some(kept)),
+                    Err(Unkept::Finer(n)) => {
+                        self.error(
+                            raw.span(),
+                            format!("{where_}: `{field}` = {n} is finer than a millionth of a unit"),
+                            Some("prices are kept to a millionth of a unit per token: use a smaller unit (e.g. micro-dollars: 0.15 for $0.15 per million tokens)".to_owned()),
+                        );
+                        None
                     }
-                }
+                    Err(Unkept::Range) => {
+                        self.error(raw.span(), format!("{where_}: `{field}` must be a number from 0 to {MAX_PRICE:e} (units per token)"), None::<String>);
+                        None
+                    }
+                },
             }
         };
         let input = price("input", true);
@@ -164,4 +154,28 @@ impl Compiler {
             max_output: max_output?,
         })
     }
+}
+
+/// Why a price cannot be kept.
+enum Unkept {
+    /// Not a number from 0 to `MAX_PRICE`.
+    Range,
+    /// Finer than a millionth of a unit.
+    Finer(f64),
+}
+
+/// A price in millionths of a unit. Kept to a millionth: a finer price would be charged
+/// rounded (a tiny one as nothing), so it is refused, not bent.
+fn kept_price(v: &toml::Value) -> Result<u64, Unkept> {
+    let number = v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
+    let n = number
+        .filter(|n| n.is_finite() && (0.0..=MAX_PRICE).contains(n))
+        .ok_or(Unkept::Range)?;
+    let scaled = n * PRICE_SCALE as f64;
+    let whole = scaled.round();
+    // Beyond what a decimal's float form is off by: a finer price.
+    if (scaled - whole).abs() > (scaled * 4.0 * f64::EPSILON).max(1e-6) {
+        return Err(Unkept::Finer(n));
+    }
+    Ok(whole as u64)
 }
