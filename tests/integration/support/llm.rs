@@ -145,28 +145,8 @@ async fn answer(
     let include_usage = request["stream_options"]["include_usage"].as_bool() == Some(true);
     let slow = model.starts_with("slow-");
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
+    let events = stream_events(&model, completion, include_usage.then_some(usage));
     tokio::spawn(async move {
-        let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
-            let event = serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-            Bytes::from(format!("data: {event}\n\n"))
-        };
-        let mut events = vec![chunk(
-            serde_json::json!({"role": "assistant", "content": ""}),
-            serde_json::Value::Null,
-        )];
-        for _ in 0..completion {
-            events.push(chunk(
-                serde_json::json!({"content": "tok "}),
-                serde_json::Value::Null,
-            ));
-        }
-        events.push(chunk(serde_json::json!({}), "stop".into()));
-        if include_usage {
-            let last = serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model, "choices": [], "usage": usage});
-            events.push(Bytes::from(format!("data: {last}\n\n")));
-        }
-        events.push(Bytes::from_static(b"data: [DONE]\n\n"));
         for event in events {
             if slow {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -184,6 +164,33 @@ async fn answer(
         http::HeaderValue::from_static("text/event-stream"),
     );
     Ok(resp)
+}
+
+/// A streamed chat completion's events: the role, a `tok ` chunk per completion token,
+/// the stop, the usage chunk when asked for, and `[DONE]`.
+fn stream_events(model: &str, completion: u64, usage: Option<serde_json::Value>) -> Vec<Bytes> {
+    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+        let event = serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        Bytes::from(format!("data: {event}\n\n"))
+    };
+    let mut events = vec![chunk(
+        serde_json::json!({"role": "assistant", "content": ""}),
+        serde_json::Value::Null,
+    )];
+    for _ in 0..completion {
+        events.push(chunk(
+            serde_json::json!({"content": "tok "}),
+            serde_json::Value::Null,
+        ));
+    }
+    events.push(chunk(serde_json::json!({}), "stop".into()));
+    if let Some(usage) = usage {
+        let last = serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model, "choices": [], "usage": usage});
+        events.push(Bytes::from(format!("data: {last}\n\n")));
+    }
+    events.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    events
 }
 
 fn tokio_stream_from(
