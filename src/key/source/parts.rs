@@ -119,7 +119,8 @@ pub(super) fn names_param(k: &str, name: &str) -> bool {
     }
 }
 
-/// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one.
+/// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one,
+/// and a quoted value with a backslash is read as Python unescapes it.
 /// A value with `%` or `+` is charged as decoders read it: Express, Rack and PHP decode
 /// cookie values (`%61bc` is `abc`; Rack and PHP read `+` as a space), so each encoding of
 /// one value would otherwise be a fresh key.
@@ -137,11 +138,14 @@ pub(super) fn cookie_values<'a>(
             continue;
         };
         let (k, v) = (trim_ows(&pair[..eq]), trim_ows(&pair[eq + 1..]));
-        let v = v
-            .strip_prefix(b"\"")
-            .and_then(|v| v.strip_suffix(b"\""))
-            .unwrap_or(v);
+        let quoted = v.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\""));
+        let v = quoted.unwrap_or(v);
         if k != name.as_bytes() || v.is_empty() {
+            continue;
+        }
+        // Python (Django, Starlette) unescapes a quoted value: `"\141bc"` is `abc`.
+        if quoted.is_some() && v.contains(&b'\\') {
+            push_distinct(values, KeyPart::Bytes(Cow::Owned(python_unquote(v))))?;
             continue;
         }
         if !v.iter().any(|&b| b == b'%' || b == b'+') {
@@ -164,6 +168,31 @@ pub(super) fn cookie_values<'a>(
         }
     }
     Ok(())
+}
+
+/// A quoted cookie value's inside as Python's `http.cookies` reads it: `\ooo` (the first
+/// digit 0 to 3) is that octal byte, any other `\x` is `x`.
+fn python_unquote(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len());
+    let mut i = 0;
+    while i < v.len() {
+        match &v[i..] {
+            [b'\\', a @ b'0'..=b'3', b @ b'0'..=b'7', c @ b'0'..=b'7', ..] => {
+                out.push((a - b'0') << 6 | (b - b'0') << 3 | (c - b'0'));
+                i += 4;
+            }
+            [b'\\', x, ..] => {
+                out.push(*x);
+                i += 2;
+            }
+            [x, ..] => {
+                out.push(*x);
+                i += 1;
+            }
+            [] => break,
+        }
+    }
+    out
 }
 
 /// Longest bearer token whose payload we are willing to decode.

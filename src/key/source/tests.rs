@@ -279,3 +279,16 @@ fn a_header_spelled_with_underscores_is_read_when_its_own_name_is_absent() {
     assert_eq!(k(&[("x_api_keys", "k"), ("x-api_key_", "k")]), Ok(vec![]));
     assert_eq!(all("header:xkey", "/", &[("x_key", "k")]), Ok(vec![]));
 }
+
+#[test]
+fn a_quoted_cookie_with_escapes_is_read_as_python_unescapes_it() {
+    let one = |c: &str| all("cookie:sid", "/", &[("cookie", c)]);
+    assert_eq!(one(r#"sid="\141bc""#), Ok(vec!["abc".to_owned()]));
+    assert_eq!(one(r#"sid="a\bc""#), Ok(vec!["abc".to_owned()]));
+    assert_eq!(one(r#"sid="\\x""#), Ok(vec!["\\x".to_owned()]));
+    assert_eq!(
+        one(r#"sid=a\bc"#),
+        Ok(vec!["a\\bc".to_owned()]),
+        "unquoted: as sent"
+    );
+}
