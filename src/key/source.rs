@@ -217,13 +217,8 @@ impl KeySource {
             // Only a rate limit service call has descriptors; it keys them itself.
             KeySource::Descriptor(_) => {}
             KeySource::Header(name) => {
-                // HTTP/1 parsers trim optional whitespace around a value; HTTP/2 does not,
-                // and the HTTP/1 upstream then trims: trim here so both are one key.
                 for value in req.headers.get_all(name) {
-                    let v = trim_ows(value.as_bytes());
-                    if !v.is_empty() {
-                        push_distinct(values, borrowed(v))?;
-                    }
+                    header_value(value, values)?;
                 }
                 if values.is_empty() {
                     underscore_values(req.headers, name, values)?;
@@ -268,7 +263,7 @@ impl KeySource {
 
 mod parts;
 use parts::{
-    cookie_values, jwt_claim, query_token_claims, query_values, trim_ows, underscore_values,
+    cookie_values, header_value, jwt_claim, query_token_claims, query_values, underscore_values,
 };
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ pub async fn admit(
     trace: &mut Trace,
 ) -> Option<Response<Body>> {
     if body.is_some_and(BodyFacts::over_memory) {
-        return Some(Answer::Overloaded.on(super::response::overloaded()));
+        return Some(super::response::overloaded());
     }
     let route = routed.route;
     let view = RequestView {

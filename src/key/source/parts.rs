@@ -11,7 +11,7 @@ use http::HeaderMap;
 use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
 
 /// Optional whitespace (RFC 9110 §5.6.3): spaces and horizontal tabs.
-pub(super) fn trim_ows(b: &[u8]) -> &[u8] {
+fn trim_ows(b: &[u8]) -> &[u8] {
     let is_ows = |c: &u8| *c == b' ' || *c == b'\t';
     let start = b.iter().position(|c| !is_ows(c)).unwrap_or(b.len());
     let end = b.iter().rposition(|c| !is_ows(c)).map_or(start, |e| e + 1);
@@ -41,13 +41,23 @@ pub(super) fn underscore_values<'a>(
     };
     for (other, value) in headers {
         if folds(other.as_str().as_bytes()) {
-            let v = trim_ows(value.as_bytes());
-            if !v.is_empty() {
-                push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))?;
-            }
+            header_value(value, values)?;
         }
     }
     Ok(())
+}
+
+/// Charges one header line's value, spaces and tabs around it removed (HTTP/1 parsers
+/// trim them, HTTP/2 does not and the HTTP/1 upstream then does), unless it is empty.
+pub(super) fn header_value<'a>(
+    value: &'a http::HeaderValue,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    let v = trim_ows(value.as_bytes());
+    if v.is_empty() {
+        return Ok(());
+    }
+    push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))
 }
 
 /// Every `name=value` pair, percent-decoded so `a%20b` and `a+b` are one key. A
@@ -58,28 +68,32 @@ pub(super) fn query_values<'a>(
     name: &str,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
-    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
-        if v.is_empty() || !names_param(&k, name) {
-            continue;
-        }
-        let part = match v {
-            Cow::Borrowed(s) => KeyPart::Bytes(Cow::Borrowed(s.as_bytes())),
-            Cow::Owned(s) => KeyPart::Bytes(Cow::Owned(s.into_bytes())),
-        };
-        push_distinct(values, part)?;
+    for pair in form_urlencoded::parse(query.as_bytes()) {
+        charge_param(pair, name, values)?;
     }
     if query.contains(';') {
         let split = query.replace(';', "&");
         for (k, v) in form_urlencoded::parse(split.as_bytes()) {
-            if !v.is_empty() && names_param(&k, name) {
-                push_distinct(
-                    values,
-                    KeyPart::Bytes(Cow::Owned(v.into_owned().into_bytes())),
-                )?;
-            }
+            charge_param((k, Cow::Owned(v.into_owned())), name, values)?;
         }
     }
     Ok(())
+}
+
+/// Charges the value of one query pair when it is `name`'s and not empty.
+fn charge_param<'a>(
+    (k, v): (Cow<'_, str>, Cow<'a, str>),
+    name: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    if v.is_empty() || !names_param(&k, name) {
+        return Ok(());
+    }
+    let part = match v {
+        Cow::Borrowed(s) => KeyPart::Bytes(Cow::Borrowed(s.as_bytes())),
+        Cow::Owned(s) => KeyPart::Bytes(Cow::Owned(s.into_bytes())),
+    };
+    push_distinct(values, part)
 }
 
 /// Whether a query parameter called `k` (decoded) is `name` to a common reader: the same

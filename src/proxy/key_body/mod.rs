@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use super::body_coding::{self, Coding, Decoded};
 use super::pool::ClientBodyFault;
 use super::response::{
-    decoded_too_large, jsonrpc_batch, malformed_coding, overloaded, unsupported_coding, Answer,
+    decoded_too_large, jsonrpc_batch, malformed_coding, overloaded, unsupported_coding,
 };
 use crate::config::{Route, Server};
 use crate::json::{rpc, walk, BodyFacts};
@@ -132,7 +132,7 @@ impl KeyBody {
             Ok(batch) => batch,
             Err(_not_json) => match self.strict.get_or_init(|| Strict::of(text, self.share)) {
                 Strict::Copy { text, .. } => rpc::batch(text).unwrap_or(false),
-                Strict::OverMemory => return Err(Box::new(Answer::Overloaded.on(overloaded()))),
+                Strict::OverMemory => return Err(Box::new(overloaded())),
                 Strict::None => false,
             },
         };
@@ -178,7 +178,7 @@ pub async fn read(
     }
     let wanted = declared.map_or(max, |d| d as usize);
     let Some(mut held) = Held::take(wanted, share) else {
-        return Err(Box::new(Answer::Overloaded.on(overloaded())));
+        return Err(Box::new(overloaded()));
     };
     let (bytes, ended, trailers) = collect(req, server, &mut held).await?;
     let (decoded, len) = match ended {
@@ -268,7 +268,7 @@ fn readable(
 ) -> Result<(Option<(Bytes, Held)>, Option<u64>), Refused> {
     let kept = |copy: Vec<u8>| match Held::take(copy.len(), share) {
         Some(held) => Ok((Bytes::from(copy), held)),
-        None => Err(Box::new(Answer::Overloaded.on(overloaded()))),
+        None => Err(Box::new(overloaded())),
     };
     let plain = match coding {
         Coding::Identity => {

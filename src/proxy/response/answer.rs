@@ -156,12 +156,13 @@ impl Answer {
 }
 
 /// 503 for a request past what the gateway holds at once (`max_requests`, or the memory
-/// of bodies read before their decision): try again in a second.
+/// of bodies read before their decision): try again in a second. It carries its
+/// `Answer`, so every caller renders the same one.
 pub fn overloaded() -> Response<Body> {
     let mut resp = json_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded", &[]);
     let retry = HeaderValue::from_static("1");
     resp.headers_mut().insert(http::header::RETRY_AFTER, retry);
-    resp
+    Answer::Overloaded.on(resp)
 }
 
 /// 415 for a body in a coding tollgate does not read, on a route that keys or prices by
