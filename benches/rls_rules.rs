@@ -64,14 +64,7 @@ fn per_lookup(rules: &tollgate::config::rls::RlsRules, limits: usize, own: bool)
 }
 
 fn main() {
-    if !full_run() {
-        println!("rls_rules bench smoke run under `cargo test` (unoptimised build): the times are not a measurement; run `cargo bench --bench rls_rules`");
-    }
-    let sizes: &[usize] = if full_run() {
-        &[10, 100, 1_000, 10_000]
-    } else {
-        &[10, 1_000]
-    };
+    let sizes = common::sizes("rls_rules");
     println!("| limits in the domain | find a descriptor's rule: its own limit / the catch-all | load + check the files |");
     println!("|---:|---:|---:|");
     let mut base = None;

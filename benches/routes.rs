@@ -86,19 +86,12 @@ fn per_lookup(config: &tollgate::config::Config, routes: usize, hit: bool, scann
 }
 
 fn main() {
-    if !full_run() {
-        println!("routes bench smoke run under `cargo test` (unoptimised build): the times are not a measurement; run `cargo bench --bench routes`");
-    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
-    let sizes: &[usize] = if full_run() {
-        &[10, 100, 1_000, 10_000]
-    } else {
-        &[10, 1_000]
-    };
+    let sizes = common::sizes("routes");
     println!("| routes | find a route: hit / miss to `/` | a scan (before), hit | load + check the file | reload a running gateway |");
     println!("|---:|---:|---:|---:|---:|");
     let mut base = None;

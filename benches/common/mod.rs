@@ -10,6 +10,16 @@ pub fn full_run() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
+/// The config sizes a scaling benchmark measures: 10 to 10,000 in a full run; 10 and
+/// 1,000 in a smoke run, which says it is one.
+pub fn sizes(bench: &str) -> &'static [usize] {
+    if full_run() {
+        return &[10, 100, 1_000, 10_000];
+    }
+    println!("{bench} bench smoke run under `cargo test` (unoptimised build): the times are not a measurement; run `cargo bench --bench {bench}`");
+    &[10, 1_000]
+}
+
 /// A key hash for the counter `i`: a multiplicative spread, so consecutive counters land
 /// far apart and no prefetcher helps (never 0); a rate key's, as the key hasher makes it
 /// (its top bits, which name a quota policy's area of the store, clear).

@@ -36,12 +36,17 @@ async fn post(client: &HttpClient, url: &str, coding: Option<&str>, body: Vec<u8
     send_bytes(client, "POST", url, &headers, Bytes::from(body)).await
 }
 
+/// A fixture with the policy `name` keyed by the JSON `pointer`, `burst` requests an
+/// hour, skipped by a request without its key: a key read as missing goes around it.
+fn skipping(name: &str, pointer: &str, burst: u32) -> Fixture {
+    Fixture::new().policy_raw(
+        name,
+        format!("key = \"json:{pointer}\"\nlimit = {burst}\nperiod = \"1h\"\nburst = {burst}\nmissing = \"skip\"\n"),
+    )
+}
+
 fn per_user_route() -> String {
-    Fixture::new()
-        .policy_raw(
-            "per_user",
-            "key = \"json:/user\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nmissing = \"skip\"\n",
-        )
+    skipping("per_user", "/user", 1)
         .route("api", "/v1", "api", &["per_user"])
         .build()
 }
@@ -236,11 +241,7 @@ async fn a_member_named_in_another_case_is_charged_as_go_reads_it() {
 #[tokio::test]
 async fn a_json_rpc_batch_is_refused_before_its_decision_and_one_call_is_not() {
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .policy_raw(
-            "per_tool",
-            "key = \"json:/params/name\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nmissing = \"skip\"\n",
-        )
+    let toml = skipping("per_tool", "/params/name", 1)
         .route("mcp", "/mcp", "api", &["per_tool"])
         .build();
     let gw = TestGateway::start(&toml, &up.url()).await;
@@ -291,12 +292,8 @@ async fn a_json_rpc_batch_is_refused_before_its_decision_and_one_call_is_not() {
 #[tokio::test]
 async fn a_copy_read_instead_of_the_body_counts_against_the_memory_share() {
     let up = Upstream::start().await;
-    let toml = Fixture::new()
+    let toml = skipping("per_user", "/user", 100)
         .server("workers = 1\nmax_key_body = 1024\nmax_key_body_memory = 1024\n")
-        .policy_raw(
-            "per_user",
-            "key = \"json:/user\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nmissing = \"skip\"\n",
-        )
         .route("api", "/v1", "api", &["per_user"])
         .build();
     let gw = TestGateway::start(&toml, &up.url()).await;
@@ -331,12 +328,8 @@ async fn a_copy_read_instead_of_the_body_counts_against_the_memory_share() {
 #[tokio::test]
 async fn max_body_bounds_a_body_as_decoded_on_a_route_that_reads_it() {
     let up = Upstream::start().await;
-    let toml = Fixture::new()
+    let toml = skipping("per_tool", "/params/name", 1)
         .server("max_key_body = 1024\n")
-        .policy_raw(
-            "per_tool",
-            "key = \"json:/params/name\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nmissing = \"skip\"\n",
-        )
         .route_raw("name = \"mcp\"\npath = \"/mcp\"\nupstream = \"api\"\npolicies = [\"per_tool\"]\nmax_body = 1024\n")
         .build();
     let gw = TestGateway::start(&toml, &up.url()).await;

@@ -5,33 +5,37 @@
 
 use super::config::{errors_of, BASE};
 
+/// The warnings of `text`, written at `path` and loaded (it must be valid).
+fn warnings_of(path: &std::path::Path, text: &str) -> Vec<String> {
+    std::fs::write(path, text).expect("write");
+    tollgate::config::load(path).expect("valid").warnings
+}
+
 #[test]
 fn a_period_in_months_is_a_warning_check_prints() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("months.toml");
-    std::fs::write(&path, BASE.replace("period = \"1s\"", "period = \"1M\"")).expect("write");
-    let config = tollgate::config::load(&path).expect("valid, with a warning");
-    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    let warnings = warnings_of(&path, &BASE.replace("period = \"1s\"", "period = \"1M\""));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
     // 10 a month: a minute (`m`) was surely meant.
     assert!(
-        config.warnings[0].ends_with(
+        warnings[0].ends_with(
             "months.toml:10:10: warning: policy `p`: period `1M` is 1M month(s) (`M`), not minutes (`m`): 10 requests a month is fewer than one every ten minutes\n    hint: for a minute write period = \"1m\"; for a monthly allowance use a calendar quota (quota = …, window = \"month\")"
         ),
         "{}",
-        config.warnings[0]
+        warnings[0]
     );
     // A million a month is a rate meant in months, said as one.
     let million = BASE
         .replace("period = \"1s\"", "period = \"1M\"")
         .replace("limit = 10", "limit = 1_000_000");
-    std::fs::write(&path, million).expect("write");
-    let config = tollgate::config::load(&path).expect("valid, with a warning");
+    let warnings = warnings_of(&path, &million);
     assert!(
-        config.warnings[0].ends_with(
+        warnings[0].ends_with(
             "warning: policy `p`: period `1M` counts a month as a fixed length (30.44 days a month, 365.25 days a year) and refills continuously; it is not a calendar window\n    hint: write the period in days (\"30d\") to say so; limit = 1000000, period = \"30d\" is a continuous rate, not a monthly allowance"
         ),
         "{}",
-        config.warnings[0]
+        warnings[0]
     );
     std::fs::write(&path, BASE.replace("period = \"1s\"", "period = \"1M\"")).expect("write");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
@@ -42,11 +46,7 @@ fn a_period_in_months_is_a_warning_check_prints() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("warning: policy `p`: period `1M`"));
     let days = BASE.replace("period = \"1s\"", "period = \"30d\"");
-    std::fs::write(&path, days).expect("write");
-    assert!(tollgate::config::load(&path)
-        .expect("valid")
-        .warnings
-        .is_empty());
+    assert!(warnings_of(&path, &days).is_empty());
 }
 
 #[test]
@@ -54,20 +54,18 @@ fn a_header_key_without_missing_and_mistyped_values_get_hints() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("first-day.toml");
     let header = BASE.replace("key = \"ip\"", "key = \"header:x-tenant-id\"");
-    std::fs::write(&path, &header).expect("write");
-    let config = tollgate::config::load(&path).expect("valid, with a warning");
-    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    let warnings = warnings_of(&path, &header);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        config.warnings[0]
+        warnings[0]
             .contains("every request without its key (header:x-tenant-id) shares one bucket")
-            && config.warnings[0].contains("missing = \"skip\""),
+            && warnings[0].contains("missing = \"skip\""),
         "{}",
-        config.warnings[0]
+        warnings[0]
     );
     let meant = header.replace("burst = 5", "burst = 5\nmissing = \"shared\"");
-    std::fs::write(&path, meant).expect("write");
-    let said = tollgate::config::load(&path).expect("valid");
-    assert!(said.warnings.is_empty(), "{:?}", said.warnings);
+    let said = warnings_of(&path, &meant);
+    assert!(said.is_empty(), "{said:?}");
 
     let cases = [
         (
@@ -91,18 +89,16 @@ fn a_body_key_that_skips_is_warned_of_until_the_route_refuses_unread_bodies() {
         "key = \"ip\"",
         "key = \"json:/params/name\"\nmissing = \"skip\"",
     );
-    std::fs::write(&path, &skipping).expect("write");
-    let config = tollgate::config::load(&path).expect("valid, with a warning");
-    assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+    let warnings = warnings_of(&path, &skipping);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        config.warnings[0].ends_with(
+        warnings[0].ends_with(
             "warning: route `r`: a body larger than max_key_body (65536 bytes) is not read, so policy `p`'s `json:` key is missing and, with missing = \"skip\", the tier is skipped: padding a request past it goes around the tier\n    hint: set max_body = 65536 on the route (larger bodies are refused 413), or raise [server] max_key_body to what requests may carry"
         ),
         "{}",
-        config.warnings[0]
+        warnings[0]
     );
     let refused = skipping.replace("policies = [\"p\"]", "policies = [\"p\"]\nmax_body = 65536");
-    std::fs::write(&path, refused).expect("write");
-    let config = tollgate::config::load(&path).expect("valid");
-    assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+    let warnings = warnings_of(&path, &refused);
+    assert!(warnings.is_empty(), "{warnings:?}");
 }

@@ -63,14 +63,28 @@ async fn bearer_tokens_with_odd_spacing_or_in_the_query_are_still_keyed() {
     }
 }
 
+/// Each of `cases` (a path and its headers) is refused, over HTTP/1.1 and HTTP/2.
+async fn refused_everywhere(gw: &TestGateway, cases: &[(&str, Vec<(&str, &str)>)]) {
+    for client in [http1(), http2()] {
+        for (path, headers) in cases {
+            assert_eq!(
+                status(&client, &gw.url(path), headers).await,
+                429,
+                "{path} {headers:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_key_source_given_twice_charges_every_value() {
     let (_up, gw) = start().await;
     spend(&gw, "/k/query?key=a", &[]).await;
     spend(&gw, "/k/header", &[("x-api-key", "a")]).await;
     spend(&gw, "/k/cookie", &[("cookie", "sid=a")]).await;
-    for client in [http1(), http2()] {
-        for (path, headers) in [
+    refused_everywhere(
+        &gw,
+        &[
             ("/k/query?key=b&key=a", vec![]),
             ("/k/query?key=a&key=b", vec![]),
             ("/k/query?k%65y=a&key=", vec![]),
@@ -81,14 +95,9 @@ async fn a_key_source_given_twice_charges_every_value() {
                 "/k/cookie",
                 vec![("cookie", "sid=b"), ("cookie", "sid= \"a\"")],
             ),
-        ] {
-            assert_eq!(
-                status(&client, &gw.url(path), &headers).await,
-                429,
-                "{path} {headers:?}"
-            );
-        }
-    }
+        ],
+    )
+    .await;
     // Denied requests left no trace: `b` was never charged.
     let got = get(&gw.url("/k/query?key=b"), &[]).await;
     assert_eq!(
@@ -113,8 +122,9 @@ async fn query_names_cookie_values_and_header_names_as_frameworks_read_them_are_
     spend(&gw, "/k/query?key=a", &[]).await;
     spend(&gw, "/k/cookie", &[("cookie", "sid=a b")]).await;
     spend(&gw, "/k/header", &[("x-api-key", "a")]).await;
-    for client in [http1(), http2()] {
-        for (path, headers) in [
+    refused_everywhere(
+        &gw,
+        &[
             // Rails, Express (qs) and PHP read each of these as `key=a`.
             ("/k/query?key[]=a", vec![]),
             ("/k/query?key%5B0%5D=a", vec![]),
@@ -125,14 +135,9 @@ async fn query_names_cookie_values_and_header_names_as_frameworks_read_them_are_
             // Express, Rack and PHP decode a cookie's value.
             ("/k/cookie", vec![("cookie", "sid=%61%20b")]),
             ("/k/cookie", vec![("cookie", "sid=a+b")]),
-        ] {
-            assert_eq!(
-                status(&client, &gw.url(path), &headers).await,
-                429,
-                "{path} {headers:?}"
-            );
-        }
-    }
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
