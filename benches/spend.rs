@@ -1,6 +1,7 @@
 //! What reading a request body costs a decision, and what a usage settle costs an answer:
-//! a `json:/model` key on 1 KiB and 64 KiB bodies beside a `header:` key, and the usage
-//! scanner over a JSON answer and a streamed one. Nanoseconds per operation, median of
+//! a `json:/model` key on 1 KiB and 64 KiB bodies beside a `header:` key, a `query:` key
+//! found in a 1 KiB form and multipart body, and the usage scanner over a JSON answer
+//! and a streamed one. Nanoseconds per operation, median of
 //! seven runs (`cargo bench --bench spend`); figures in docs/benchmarks.md §11.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock
 
@@ -106,7 +107,49 @@ fn main() {
             size / 1024
         );
     }
+    body_params(parts);
     usage_scans();
+}
+
+/// A `query:username` key read from a 1 KiB login form and a 1 KiB multipart body (the
+/// name last, after filler fields), the multipart body's fields parsed each time as a
+/// request's are.
+fn body_params(parts: (&Method, &Uri, &HeaderMap)) {
+    use tollgate::request::form::{BodyParams, ParamsBody};
+    let key: KeySource = "query:username".parse().unwrap();
+    let filler = "x".repeat(900);
+    let form = format!("password=secret&remember=1&note={filler}&username=alice");
+    let mut multipart = String::new();
+    for (name, value) in [
+        ("password", "secret"),
+        ("note", filler.as_str()),
+        ("username", "alice"),
+    ] {
+        multipart.push_str(&format!(
+            "--b0undary\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+        ));
+    }
+    multipart.push_str("--b0undary--\r\n");
+    let kinds = [
+        ("form", ParamsBody::Form, form.as_bytes()),
+        (
+            "multipart",
+            ParamsBody::Multipart("b0undary".into()),
+            multipart.as_bytes(),
+        ),
+    ];
+    for (what, kind, text) in kinds {
+        let ns = median_ns(500_000, || {
+            let mut facts = BodyFacts::unread(Some(text.len() as u64));
+            facts.params = BodyParams::read(&kind, black_box(text));
+            let mut values = KeyValues::new();
+            key.extract_into(&view(parts, Some(&facts)), &mut values)
+                .unwrap();
+            assert_eq!(values.len(), 1);
+            black_box(values.len());
+        });
+        println!("query:username key, 1 KiB {what:<9}     {ns:>9.1} ns");
+    }
 }
 
 /// The usage settle's scan of a JSON answer and of an event stream.

@@ -51,14 +51,28 @@ pub fn keys(data: &[u8]) {
         .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
     let trusted = TrustedProxies::new(vec![ipnet::IpNet::from(peer)]);
     let client = trusted.client_ip(peer, &headers);
-    let view = RequestView {
-        method: &http::Method::GET,
-        uri: &uri,
-        headers: &headers,
-        client_ip: client,
-        route: "r",
-        body: None,
-    };
+    // The whole input also as a form and as a multipart body with boundary `b`.
+    let mut facts = [
+        crate::json::BodyFacts::unread(None),
+        crate::json::BodyFacts::unread(None),
+    ];
+    facts[0].params = Some(crate::request::form::BodyParams::Form(data));
+    let multipart = crate::request::form::ParamsBody::Multipart("b".into());
+    facts[1].params = crate::request::form::BodyParams::read(&multipart, data);
+    for body in [None, Some(&facts[0]), Some(&facts[1])] {
+        let view = RequestView {
+            method: &http::Method::GET,
+            uri: &uri,
+            headers: &headers,
+            client_ip: client,
+            route: "r",
+            body,
+        };
+        extract_all(&view);
+    }
+}
+
+fn extract_all(view: &RequestView<'_>) {
     for source in [
         "ip",
         "header:x-tenant-id",
@@ -70,7 +84,7 @@ pub fn keys(data: &[u8]) {
         "path",
     ] {
         if let Ok(s) = source.parse::<KeySource>() {
-            for part in s.extract(&view).unwrap_or_default() {
+            for part in s.extract(view).unwrap_or_default() {
                 let _ = part.as_text();
             }
         }

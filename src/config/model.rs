@@ -295,10 +295,26 @@ pub struct Route {
     pub cost: u64,
     /// Largest request body in bytes; larger ones get 413.
     pub max_body: Option<u64>,
-    /// The JSON pointers its policies read from the request body (keys and price
-    /// quotes), each once; empty when no policy reads the body, which is then not read
-    /// before it is forwarded.
+    /// The JSON pointers its policies read from the request body (keys, price quotes
+    /// and, for a `query:` key, the member of its name), each once; empty when no policy
+    /// reads the body, which is then not read before it is forwarded.
     pub body_pointers: Box<[Arc<crate::json::JsonPointer>]>,
+    /// Every request body is read before the decision: a policy keys or prices by it.
+    pub body_always: bool,
+    /// A policy keys by a query parameter, which frameworks also read from a form, a
+    /// multipart or a JSON body (`request::form`): such a body is read before the decision.
+    pub query_in_body: bool,
+}
+
+impl Route {
+    /// Whether `req`'s body is read before its decision (see [`Route::query_in_body`]).
+    #[inline]
+    pub fn reads_body<B: http_body::Body>(&self, req: &http::Request<B>) -> bool {
+        self.body_always
+            || (self.query_in_body
+                && !req.body().is_end_stream()
+                && crate::request::form::ParamsBody::of(req.headers()).is_some())
+    }
 }
 
 impl Config {

@@ -24,6 +24,11 @@ pub enum PointerError {
 pub const MAX_TOKENS: usize = 16;
 
 impl JsonPointer {
+    /// The pointer to the top-level member `name`.
+    pub fn member(name: &str) -> Result<Self, PointerError> {
+        format!("/{}", name.replace('~', "~0").replace('/', "~1")).parse()
+    }
+
     pub fn text(&self) -> &str {
         &self.text
     }

@@ -43,6 +43,8 @@ pub struct BodyFacts<'a> {
     json: Option<&'a [u8]>,
     /// Reading it would have held more than the worker's share of key body memory.
     over_memory: bool,
+    /// A form's or a multipart body's parameters, for `query:` keys.
+    pub params: Option<crate::request::form::BodyParams<'a>>,
 }
 
 impl<'a> BodyFacts<'a> {
@@ -68,6 +70,18 @@ impl<'a> BodyFacts<'a> {
         self.found
             .iter()
             .filter(move |(p, _)| p.text() == pointer.text())
+            .map(|(_, v)| &**v)
+    }
+
+    /// The distinct values found at the top-level member `name` (the pointer of a
+    /// `query:` key's name: `Route::body_pointers`).
+    pub fn member<'s, 'n>(
+        &'s self,
+        name: &'n str,
+    ) -> impl Iterator<Item = &'s [u8]> + use<'s, 'n, 'a> {
+        self.found
+            .iter()
+            .filter(move |(p, _)| matches!(p.tokens(), [only] if &**only == name))
             .map(|(_, v)| &**v)
     }
 

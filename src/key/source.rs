@@ -226,7 +226,10 @@ impl KeySource {
             }
             KeySource::Query(name) => {
                 if let Some(query) = req.uri.query() {
-                    query_values(query, name, values)?;
+                    query_values(query.as_bytes(), name, values)?;
+                }
+                if let Some(body) = req.body {
+                    body_param_values(body, name, values)?;
                 }
             }
             KeySource::Cookie(name) => cookie_values(req.headers, name, values)?,
@@ -263,7 +266,8 @@ impl KeySource {
 
 mod parts;
 use parts::{
-    cookie_values, header_value, jwt_claim, query_token_claims, query_values, underscore_values,
+    body_param_values, cookie_values, header_value, jwt_claim, query_token_claims, query_values,
+    underscore_values,
 };
 
 #[cfg(test)]

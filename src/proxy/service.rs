@@ -124,7 +124,7 @@ async fn serve(
     // What a route that keys or prices by the body reads of it before the decision, read
     // behind the check: a future made even to return nothing is moved into this one's
     // state on every request.
-    let key_body = if routed.route.body_pointers.is_empty() {
+    let key_body = if !routed.route.reads_body(&req) {
         None
     } else {
         match super::key_body::read(&mut req, (&snapshot.config.server, routed.route)).await {

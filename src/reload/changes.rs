@@ -146,6 +146,8 @@ fn same_route(a: &Route, b: &Route) -> bool {
         && a.cost == b.cost
         && a.max_body == b.max_body
         && a.body_pointers == b.body_pointers
+        && a.body_always == b.body_always
+        && a.query_in_body == b.query_in_body
 }
 
 /// The `[server]` fields that differ. Every field is named below, so a new one has to be

@@ -1,5 +1,7 @@
 //! What the gateway reads from a request before routing it: the canonical path and the
-//! one host it is for. Pure functions; the request path applies them.
+//! one host it is for; and, for keys, the parameters frameworks read from its body. Pure
+//! functions; the request path applies them.
 
+pub mod form;
 pub mod host;
 pub mod path;

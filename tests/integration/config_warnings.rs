@@ -1,7 +1,7 @@
 //! What `tollgate check` warns of and hints at for a valid file that is likely not meant: a
 //! period in months (or a minute mistyped as `M`), a client-chosen key left at
 //! `missing = "shared"`, a string where a list is wanted, a fraction for a count, a body
-//! key that skips while the route forwards bodies too large to read.
+//! or query key that skips while the route forwards bodies too large to read.
 
 use super::config::{errors_of, BASE};
 
@@ -101,4 +101,27 @@ fn a_body_key_that_skips_is_warned_of_until_the_route_refuses_unread_bodies() {
     let refused = skipping.replace("policies = [\"p\"]", "policies = [\"p\"]\nmax_body = 65536");
     let warnings = warnings_of(&path, &refused);
     assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+#[test]
+fn a_query_key_that_skips_is_warned_of_until_the_route_refuses_unread_bodies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("query.toml");
+    let skipping = BASE.replace(
+        "key = \"ip\"",
+        "key = \"query:username\"\nmissing = \"skip\"",
+    );
+    let warnings = warnings_of(&path, &skipping);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].ends_with(
+            "warning: route `r`: policy `p`'s `query:` key is also read from form, multipart and JSON bodies, as PHP, Rails, Laravel and Flask read parameters, but not from one larger than max_key_body (65536 bytes): with missing = \"skip\", such a body with the key in it goes around the tier where the upstream reads parameters from bodies\n    hint: set max_body = 65536 on the route (larger bodies are refused 413), or raise [server] max_key_body to what requests may carry, or use missing = \"reject\""
+        ),
+        "{}",
+        warnings[0]
+    );
+    let refused = skipping.replace("policies = [\"p\"]", "policies = [\"p\"]\nmax_body = 65536");
+    assert!(warnings_of(&path, &refused).is_empty());
+    let rejecting = skipping.replace("missing = \"skip\"", "missing = \"reject\"");
+    assert!(warnings_of(&path, &rejecting).is_empty());
 }

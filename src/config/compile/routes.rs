@@ -31,12 +31,18 @@ impl Compiler {
             None => None,
         };
         let (upstream, upstream_index) = upstream?;
-        let body_pointers = self.body_pointers(&raw, &name, &tiers);
+        let (body_pointers, body_always) = self.body_pointers(&raw, &name, &tiers);
+        let query_in_body = tiers
+            .iter()
+            .flat_map(|p| &p.key)
+            .any(|k| matches!(k, KeySource::Query(_)));
         if let Some(max_key_body) = max_key_body {
             self.lint_unread_bodies(&raw, &tiers, (max_body, max_key_body));
         }
         Some(Route {
             body_pointers,
+            body_always,
+            query_in_body,
             name,
             path,
             host,
@@ -50,13 +56,15 @@ impl Compiler {
     }
 
     /// The JSON pointers the route's policies read from a request body, each once: their
-    /// `json:` key sources and their price tables' quotes.
+    /// `json:` key sources and their price tables' quotes (read from every body: `true`
+    /// beside them when there are any), and the top-level member of each `query:` key's
+    /// name (read from JSON bodies, as Rails and Laravel merge them into parameters).
     fn body_pointers(
         &mut self,
         raw: &RawRoute,
         name: &str,
         policies: &[Arc<Policy>],
-    ) -> Box<[Arc<crate::json::JsonPointer>]> {
+    ) -> (Box<[Arc<crate::json::JsonPointer>]>, bool) {
         let mut pointers: Vec<Arc<crate::json::JsonPointer>> = Vec::new();
         let keys = policies
             .iter()
@@ -74,6 +82,19 @@ impl Compiler {
                 pointers.push(p.clone());
             }
         }
+        let always = !pointers.is_empty();
+        let members = policies
+            .iter()
+            .flat_map(|p| &p.key)
+            .filter_map(|k| match k {
+                KeySource::Query(name) => crate::json::JsonPointer::member(name).ok(),
+                _ => None,
+            });
+        for p in members {
+            if !pointers.iter().any(|q| q.text() == p.text()) {
+                pointers.push(Arc::new(p));
+            }
+        }
         if pointers.len() > crate::json::MAX_POINTERS {
             self.error(
                 raw.name.span(),
@@ -87,11 +108,12 @@ impl Compiler {
                 )),
             );
         }
-        pointers.into()
+        (pointers.into(), always)
     }
 
     /// A tier that skips a request without its `json:` key also skips every body too
-    /// large to read (past `max_key_body`): said unless the route refuses such bodies.
+    /// large to read (past `max_key_body`), and one without its `query:` key every such
+    /// body that carries it as a parameter: said unless the route refuses such bodies.
     fn lint_unread_bodies(
         &mut self,
         raw: &RawRoute,
@@ -104,12 +126,24 @@ impl Compiler {
         let skipped = tiers
             .iter()
             .find(|p| p.missing == Missing::Skip && p.key.iter().any(KeySource::reads_body));
+        let name = raw.name.get_ref();
+        let fix = format!("set max_body = {max_key_body} on the route (larger bodies are refused 413), or raise [server] max_key_body to what requests may carry");
         if let Some(policy) = skipped {
-            let name = raw.name.get_ref();
             self.warn(
                 raw.name.span(),
                 format!("route `{name}`: a body larger than max_key_body ({max_key_body} bytes) is not read, so policy `{}`'s `json:` key is missing and, with missing = \"skip\", the tier is skipped: padding a request past it goes around the tier", policy.name),
-                Some(format!("set max_body = {max_key_body} on the route (larger bodies are refused 413), or raise [server] max_key_body to what requests may carry")),
+                Some(fix.clone()),
+            );
+        }
+        let query = |k: &KeySource| matches!(k, KeySource::Query(_));
+        let skipped = tiers
+            .iter()
+            .find(|p| p.missing == Missing::Skip && p.key.iter().any(query));
+        if let Some(policy) = skipped {
+            self.warn(
+                raw.name.span(),
+                format!("route `{name}`: policy `{}`'s `query:` key is also read from form, multipart and JSON bodies, as PHP, Rails, Laravel and Flask read parameters, but not from one larger than max_key_body ({max_key_body} bytes): with missing = \"skip\", such a body with the key in it goes around the tier where the upstream reads parameters from bodies", policy.name),
+                Some(fix + ", or use missing = \"reject\""),
             );
         }
     }

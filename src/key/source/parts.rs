@@ -1,6 +1,7 @@
-//! Values of the sources read from the request's text — a query string's parameters, a
-//! cookie, a bearer token's claim — each read as the readers behind the gateway read them
-//! (Rack, Express, PHP, Go), every reading charged.
+//! Values of the sources read from the request's text — a query string's parameters (and
+//! those of a body frameworks merge with them), a cookie, a bearer token's claim — each
+//! read as the readers behind the gateway read them (Rack, Express, PHP, Go), every
+//! reading charged.
 
 use std::borrow::Cow;
 
@@ -9,6 +10,8 @@ use http::header::{HeaderName, COOKIE};
 use http::HeaderMap;
 
 use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
+use crate::json::BodyFacts;
+use crate::request::form::{BodyParams, Field};
 
 /// Optional whitespace (RFC 9110 §5.6.3): spaces and horizontal tabs.
 fn trim_ows(b: &[u8]) -> &[u8] {
@@ -64,36 +67,89 @@ pub(super) fn header_value<'a>(
 /// parameter is `name`'s when any common reader takes it so ([`names_param`]), and a `;`
 /// separates pairs too, as Rack 2 splits them (`?x=1;key=k` is `key=k` to Rails 7).
 pub(super) fn query_values<'a>(
-    query: &'a str,
+    query: &'a [u8],
     name: &str,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
-    for pair in form_urlencoded::parse(query.as_bytes()) {
-        charge_param(pair, name, values)?;
-    }
-    if query.contains(';') {
-        let split = query.replace(';', "&");
-        for (k, v) in form_urlencoded::parse(split.as_bytes()) {
-            charge_param((k, Cow::Owned(v.into_owned())), name, values)?;
-        }
+    charge_pairs(query, false, name, values)?;
+    if query.contains(&b';') {
+        charge_pairs(query, true, name, values)?;
     }
     Ok(())
 }
 
-/// Charges the value of one query pair when it is `name`'s and not empty.
-fn charge_param<'a>(
-    (k, v): (Cow<'_, str>, Cow<'a, str>),
+/// Charges the value of each pair of `query` (split at `&`, and at `;` too when
+/// `semicolons`) that is `name`'s and not empty, each decoded as `form_urlencoded` decodes
+/// it. A pair's name is decoded first and its value only when the name matches: a form
+/// body's long fields of other names cost a scan, not a decoding.
+fn charge_pairs<'a>(
+    query: &'a [u8],
+    semicolons: bool,
     name: &str,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
-    if v.is_empty() || !names_param(&k, name) {
-        return Ok(());
+    let mut rest = query;
+    while !rest.is_empty() {
+        let end = match semicolons {
+            true => memchr::memchr2(b'&', b';', rest),
+            false => memchr::memchr(b'&', rest),
+        };
+        let (pair, next) = match end {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &rest[rest.len()..]),
+        };
+        rest = next;
+        if pair.is_empty() {
+            continue;
+        }
+        let end = memchr::memchr(b'=', pair).unwrap_or(pair.len());
+        let named = form_urlencoded::parse(&pair[..end]).next();
+        if !named.is_some_and(|(k, _)| names_param(&k, name)) {
+            continue;
+        }
+        let Some((_, v)) = form_urlencoded::parse(pair).next() else {
+            continue;
+        };
+        if v.is_empty() {
+            continue;
+        }
+        let part = match v {
+            Cow::Borrowed(s) => KeyPart::Bytes(Cow::Borrowed(s.as_bytes())),
+            Cow::Owned(s) => KeyPart::Bytes(Cow::Owned(s.into_bytes())),
+        };
+        push_distinct(values, part)?;
     }
-    let part = match v {
-        Cow::Borrowed(s) => KeyPart::Bytes(Cow::Borrowed(s.as_bytes())),
-        Cow::Owned(s) => KeyPart::Bytes(Cow::Owned(s.into_bytes())),
-    };
-    push_distinct(values, part)
+    Ok(())
+}
+
+/// The parameters called `name` in a body read before the decision, as frameworks merge
+/// them with the query's: a form's pairs (read as a query's), a multipart body's text
+/// fields under any reading of their names, a JSON body's top-level members.
+pub(super) fn body_param_values<'a>(
+    body: &'a BodyFacts<'a>,
+    name: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    match &body.params {
+        Some(BodyParams::Form(text)) => query_values(text, name, values)?,
+        Some(BodyParams::Fields(fields)) => {
+            let named = |f: &&Field<'a>| f.names.iter().any(|n| names_param(n, name));
+            for field in fields.iter().filter(named) {
+                if !field.value.is_empty() {
+                    push_distinct(values, KeyPart::Bytes(Cow::Borrowed(field.value)))?;
+                }
+            }
+        }
+        None => {}
+    }
+    // Values the JSON walk could not keep would be uncharged: too many.
+    if body.overflowed() {
+        return Err(TooManyValues);
+    }
+    for value in body.member(name).filter(|v| !v.is_empty()) {
+        push_distinct(values, KeyPart::Bytes(Cow::Borrowed(value)))?;
+    }
+    Ok(())
 }
 
 /// Whether a query parameter called `k` (decoded) is `name` to a common reader: the same
@@ -233,7 +289,7 @@ pub(super) fn query_token_claims<'a>(
 ) -> Result<(), TooManyValues> {
     // The parameter as the query's readers name it (`access%5Ftoken`, a `;` pair, …).
     let mut tokens = KeyValues::new();
-    query_values(query, "access_token", &mut tokens)?;
+    query_values(query.as_bytes(), "access_token", &mut tokens)?;
     for token in &tokens {
         let token = token.as_text();
         if let Some(part) = token_claim(&token, claim) {

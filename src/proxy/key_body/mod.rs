@@ -1,5 +1,6 @@
 //! The request body read before the decision, on routes whose policies key or price by it
-//! (`json:` keys, `reserve = "price:…"`): at most `[server] max_key_body` bytes, each
+//! (`json:` keys, `reserve = "price:…"`; for a `query:` key, a form, multipart or JSON
+//! body, whose parameters frameworks merge with the query's): at most `[server] max_key_body` bytes, each
 //! read within `body_read_timeout`, walked once for every pointer the route reads, then
 //! sent upstream unchanged ahead of the rest ([`Prefixed`]). It is read as its upstream
 //! would read it: a gzip or deflate body decoded ([`super::body_coding`]; another coding
@@ -27,6 +28,7 @@ use super::response::{
 use crate::config::{Route, Server};
 use crate::json::{rpc, walk, BodyFacts};
 use crate::reply::Body;
+use crate::request::form::{BodyParams, ParamsBody};
 
 use held::Held;
 pub use prefixed::Prefixed;
@@ -57,6 +59,8 @@ pub struct KeyBody {
     held: Held,
     /// This worker's share of `max_key_body_memory`.
     share: usize,
+    /// A form or multipart body on a route with a `query:` key: its parameters are read.
+    params: Option<ParamsBody>,
 }
 
 /// A body's strict copy (`json::strict_copy`), once asked for.
@@ -103,6 +107,10 @@ impl KeyBody {
         let Some(text) = self.text() else {
             return facts;
         };
+        facts.params = self
+            .params
+            .as_ref()
+            .and_then(|kind| BodyParams::read(kind, text));
         let pointers: smallvec::SmallVec<[&crate::json::JsonPointer; 8]> =
             route.body_pointers.iter().map(|p| &**p).collect();
         if walk(text, &pointers, &mut facts).is_err() {
@@ -166,6 +174,7 @@ pub async fn read(
         len,
         held: Held(0),
         share,
+        params: None,
     };
     if req.body().is_end_stream() {
         return Ok(empty(Some(0), Coding::Identity));
@@ -195,8 +204,16 @@ pub async fn read(
         len,
         held,
         share,
+        params: route
+            .query_in_body
+            .then(|| ParamsBody::of(req.headers()))
+            .flatten(),
     };
-    body.refuse_batch()?;
+    // A batch is refused where a tier keys or prices by the JSON body (a tier counts one
+    // call a request); a route keyed by a query parameter reads a JSON body only for it.
+    if route.body_always {
+        body.refuse_batch()?;
+    }
     Ok(body)
 }
 
