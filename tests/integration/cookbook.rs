@@ -1,6 +1,7 @@
 //! docs/cookbook.md's first task run as written against the binary: its config, the
 //! answers it says a client sees, the access log line, the admin API's key state, the
-//! metric query it names, and the runtime override of task 5.
+//! metric query it names, and the runtime override of task 5; and task 2, the login
+//! example keyed by its form's username.
 
 use std::time::Duration;
 
@@ -17,14 +18,20 @@ fn block_after(doc: &str, heading: &str, lang: &str) -> String {
     doc[start..end].to_owned()
 }
 
+/// A config of the cookbook's on free ports, in front of `up` (its listeners on 8080 and
+/// 9901, its upstream on 3000).
+fn on_free_ports(config: &str, up: &Upstream) -> String {
+    config
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("127.0.0.1:9901", "127.0.0.1:0")
+        .replace("http://127.0.0.1:3000", &up.url())
+}
+
 #[tokio::test]
 async fn the_cookbooks_per_key_limit_answers_as_it_says() {
     let doc = std::fs::read_to_string("docs/cookbook.md").expect("cookbook");
     let up = Upstream::start().await;
-    let config = block_after(&doc, "## 1. A limit per API key", "toml")
-        .replace("127.0.0.1:8080", "127.0.0.1:0")
-        .replace("127.0.0.1:9901", "127.0.0.1:0")
-        .replace("http://127.0.0.1:3000", &up.url());
+    let config = on_free_ports(&block_after(&doc, "## 1. A limit per API key", "toml"), &up);
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("api-key.toml");
     std::fs::write(&path, &config).expect("write");
@@ -128,4 +135,54 @@ async fn task_five(admin: std::net::SocketAddr, url: &str) {
     assert_eq!(answer["expires_in_ms"], 7_200_000, "{answer}");
     let after = get(url, &[("x-api-key", "k-123")]).await;
     assert_eq!(after.status, 200, "the override applies at once");
+}
+
+/// Task 2: examples/login-bruteforce.toml keyed by the login form's own `username` field.
+#[tokio::test]
+async fn the_cookbooks_login_limit_reads_the_forms_username() {
+    let doc = std::fs::read_to_string("docs/cookbook.md").expect("cookbook");
+    let curl = block_after(&doc, "## 2. Protect a login", "sh");
+    assert!(curl.contains("-d 'username=alice&password=x'"), "{curl}");
+    let up = Upstream::start().await;
+    let example = std::fs::read_to_string("examples/login-bruteforce.toml").expect("example");
+    let config = on_free_ports(&example, &up);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("login.toml");
+    std::fs::write(&path, &config).expect("write");
+    let gw = Process::run(&path);
+    let url = format!("http://{}/login", gw.addr);
+    let form = |from: &str, body: &str| {
+        let (url, from) = (url.clone(), from.to_owned());
+        let body = bytes::Bytes::from(body.to_owned());
+        async move {
+            let headers = [
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("x-forwarded-for", from.as_str()),
+            ];
+            send_bytes(&http1(), "POST", &url, &headers, body).await
+        }
+    };
+    // curl -d, seven times from one address: five at once, then two minutes apart.
+    let mut statuses = Vec::new();
+    for _ in 0..7 {
+        let r = form("192.0.2.1", "username=alice&password=x").await;
+        if r.status == 429 {
+            assert_eq!(r.header("retry-after"), Some("120"));
+        }
+        statuses.push(r.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429]);
+    // From a new address each time (a botnet): ten tries at `bob` in all, whatever body
+    // or spelling carries the name.
+    for i in 0..10 {
+        let r = form(&format!("198.51.100.{i}"), "password=x&username=bob").await;
+        assert_eq!(r.status, 200, "try {i}: {}", r.text());
+    }
+    let r = form("203.0.113.1", "username%5B%5D=bob&password=y").await;
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert_eq!(r.json()["policy"], "login-user");
+    // No username: refused, nothing charged.
+    let r = form("203.0.113.2", "password=x").await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["error"], "missing_key");
 }
