@@ -246,6 +246,7 @@ impl KeySource {
                         push_distinct(values, borrowed(value))?;
                     }
                 }
+                body_field_values(body, pointer, values)?;
             }
             KeySource::Jwt(claim) => {
                 for value in req.headers.get_all(AUTHORIZATION) {
@@ -264,10 +265,11 @@ impl KeySource {
     }
 }
 
+mod body;
 mod parts;
+use body::{body_field_values, body_param_values};
 use parts::{
-    body_param_values, cookie_values, header_value, jwt_claim, query_token_claims, query_values,
-    underscore_values,
+    cookie_values, header_value, jwt_claim, query_token_claims, query_values, underscore_values,
 };
 
 #[cfg(test)]

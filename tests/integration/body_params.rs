@@ -4,7 +4,9 @@
 //! does tollgate, on routes keyed by a query parameter: a key moved into the body is the
 //! same bucket, not a skipped tier (`missing = "skip"` here, where a key read as missing
 //! would go around the tier). The body still reaches the upstream whole. Over HTTP/1.1
-//! and HTTP/2, and a chunked form from a raw socket, against a real upstream.
+//! and HTTP/2, and a chunked form from a raw socket, against a real upstream. A `json:`
+//! key sent as a form or multipart field (Express, Rails, Laravel read either into one
+//! object) is the same bucket too.
 
 use bytes::Bytes;
 
@@ -143,4 +145,35 @@ async fn a_chunked_form_split_inside_its_key_is_read_whole() {
     assert_eq!(raw_status(&answer), 200, "{answer}");
     let r = get(&gw.url("/v1/login?api_key=raw"), &[]).await;
     assert_eq!(r.status, 429, "{}", r.text());
+}
+
+/// One request an hour per `user` of the JSON body, skipped without one.
+fn per_user_route() -> String {
+    Fixture::new()
+        .policy_raw(
+            "per_user",
+            "key = \"json:/params/user\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nmissing = \"skip\"\n",
+        )
+        .route("api", "/v1", "api", &["per_user"])
+        .build()
+}
+
+#[tokio::test]
+async fn a_json_key_sent_as_a_form_or_multipart_field_is_the_same_bucket() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&per_user_route(), &up.url()).await;
+    let url = gw.url("/v1/tools");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let json = |user: &str| format!("{{\"params\":{{\"user\":\"{user}{i}\"}}}}");
+        // Express (`urlencoded({extended: true})` beside `json()`), Rails and Laravel
+        // read `params[user]` of a form into the same object as the JSON body's.
+        let r = post(client, &url, FORM, format!("params%5Buser%5D=f{i}&x=1")).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let r = post(client, &url, "application/json", json("f")).await;
+        assert_eq!(r.status, 429, "{}", r.text());
+        let body = multipart(&[("name=\"params[user]\"", &format!("m{i}"))]);
+        assert_eq!(post(client, &url, MULTIPART, body).await.status, 200);
+        let r = post(client, &url, "application/json", json("m")).await;
+        assert_eq!(r.status, 429, "{}", r.text());
+    }
 }

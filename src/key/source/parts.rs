@@ -10,8 +10,6 @@ use http::header::{HeaderName, COOKIE};
 use http::HeaderMap;
 
 use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
-use crate::json::BodyFacts;
-use crate::request::form::{BodyParams, Field};
 
 /// Optional whitespace (RFC 9110 §5.6.3): spaces and horizontal tabs.
 fn trim_ows(b: &[u8]) -> &[u8] {
@@ -71,21 +69,31 @@ pub(super) fn query_values<'a>(
     name: &str,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
-    charge_pairs(query, false, name, values)?;
-    if query.contains(&b';') {
-        charge_pairs(query, true, name, values)?;
+    form_values(query, &|k| names_param(k, name), values)
+}
+
+/// Every pair of a query or a form whose decoded name `named` takes, its value charged
+/// (pairs split at `&`, then, when there is one, at `;` too: see [`query_values`]).
+pub(super) fn form_values<'a>(
+    text: &'a [u8],
+    named: &dyn Fn(&str) -> bool,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    charge_pairs(text, false, named, values)?;
+    if text.contains(&b';') {
+        charge_pairs(text, true, named, values)?;
     }
     Ok(())
 }
 
 /// Charges the value of each pair of `query` (split at `&`, and at `;` too when
-/// `semicolons`) that is `name`'s and not empty, each decoded as `form_urlencoded` decodes
+/// `semicolons`) that `named` takes and that is not empty, each decoded as `form_urlencoded` decodes
 /// it. A pair's name is decoded first and its value only when the name matches: a form
 /// body's long fields of other names cost a scan, not a decoding.
 fn charge_pairs<'a>(
     query: &'a [u8],
     semicolons: bool,
-    name: &str,
+    named: &dyn Fn(&str) -> bool,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
     let mut rest = query;
@@ -103,8 +111,8 @@ fn charge_pairs<'a>(
             continue;
         }
         let end = memchr::memchr(b'=', pair).unwrap_or(pair.len());
-        let named = form_urlencoded::parse(&pair[..end]).next();
-        if !named.is_some_and(|(k, _)| names_param(&k, name)) {
+        let name = form_urlencoded::parse(&pair[..end]).next();
+        if !name.is_some_and(|(k, _)| named(&k)) {
             continue;
         }
         let Some((_, v)) = form_urlencoded::parse(pair).next() else {
@@ -118,36 +126,6 @@ fn charge_pairs<'a>(
             Cow::Owned(s) => KeyPart::Bytes(Cow::Owned(s.into_bytes())),
         };
         push_distinct(values, part)?;
-    }
-    Ok(())
-}
-
-/// The parameters called `name` in a body read before the decision, as frameworks merge
-/// them with the query's: a form's pairs (read as a query's), a multipart body's text
-/// fields under any reading of their names, a JSON body's top-level members.
-pub(super) fn body_param_values<'a>(
-    body: &'a BodyFacts<'a>,
-    name: &str,
-    values: &mut KeyValues<'a>,
-) -> Result<(), TooManyValues> {
-    match &body.params {
-        Some(BodyParams::Form(text)) => query_values(text, name, values)?,
-        Some(BodyParams::Fields(fields)) => {
-            let named = |f: &&Field<'a>| f.names.iter().any(|n| names_param(n, name));
-            for field in fields.iter().filter(named) {
-                if !field.value.is_empty() {
-                    push_distinct(values, KeyPart::Bytes(Cow::Borrowed(field.value)))?;
-                }
-            }
-        }
-        None => {}
-    }
-    // Values the JSON walk could not keep would be uncharged: too many.
-    if body.overflowed() {
-        return Err(TooManyValues);
-    }
-    for value in body.member(name).filter(|v| !v.is_empty()) {
-        push_distinct(values, KeyPart::Bytes(Cow::Borrowed(value)))?;
     }
     Ok(())
 }

@@ -292,3 +292,33 @@ fn a_quoted_cookie_with_escapes_is_read_as_python_unescapes_it() {
         "unquoted: as sent"
     );
 }
+
+#[test]
+fn a_form_field_names_a_pointer_in_bracket_notation() {
+    let tokens = |p: &str| p.parse::<crate::json::JsonPointer>().expect("pointer");
+    let (user, name, role) = (
+        tokens("/user"),
+        tokens("/params/name"),
+        tokens("/messages/0/role"),
+    );
+    for (field, pointer, named) in [
+        ("user", &user, true),
+        ("user[]", &user, true),
+        (" user", &user, true),
+        ("users", &user, false),
+        ("params[name]", &name, true),
+        ("params[name][]", &name, true),
+        ("params[names]", &name, false),
+        ("params[name]x", &name, false),
+        ("params", &name, false),
+        ("messages[0][role]", &role, true),
+        ("messages[1][role]", &role, false),
+    ] {
+        assert_eq!(
+            super::body::names_pointer(field, pointer.tokens()),
+            named,
+            "{field} for {}",
+            pointer.text()
+        );
+    }
+}

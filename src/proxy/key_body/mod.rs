@@ -1,6 +1,7 @@
 //! The request body read before the decision, on routes whose policies key or price by it
 //! (`json:` keys, `reserve = "price:…"`; for a `query:` key, a form, multipart or JSON
-//! body, whose parameters frameworks merge with the query's): at most `[server] max_key_body` bytes, each
+//! body, whose parameters frameworks merge with the query's; a form or multipart body's
+//! fields are read for `json:` keys too): at most `[server] max_key_body` bytes, each
 //! read within `body_read_timeout`, walked once for every pointer the route reads, then
 //! sent upstream unchanged ahead of the rest ([`Prefixed`]). It is read as its upstream
 //! would read it: a gzip or deflate body decoded ([`super::body_coding`]; another coding
@@ -59,7 +60,7 @@ pub struct KeyBody {
     held: Held,
     /// This worker's share of `max_key_body_memory`.
     share: usize,
-    /// A form or multipart body on a route with a `query:` key: its parameters are read.
+    /// A form or multipart body: its parameters are read for `query:` and `json:` keys.
     params: Option<ParamsBody>,
 }
 
@@ -204,10 +205,7 @@ pub async fn read(
         len,
         held,
         share,
-        params: route
-            .query_in_body
-            .then(|| ParamsBody::of(req.headers()))
-            .flatten(),
+        params: ParamsBody::of(req.headers()),
     };
     // A batch is refused where a tier keys or prices by the JSON body (a tier counts one
     // call a request); a route keyed by a query parameter reads a JSON body only for it.

@@ -1,0 +1,92 @@
+//! Values found in a request body read before the decision beyond a JSON walk's: a
+//! `query:` key's parameter in a form, a multipart body or a JSON body's top-level
+//! members, as PHP, Rails, Laravel and Flask merge them with the query's; and a `json:`
+//! key's member sent as a form or multipart field instead, as Express (`urlencoded()`
+//! beside `json()`), Rails and Laravel read either into one body object.
+
+use std::borrow::Cow;
+
+use super::parts::{form_values, names_param, query_values};
+use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
+use crate::json::{BodyFacts, JsonPointer};
+use crate::request::form::BodyParams;
+
+/// The parameters called `name` in `body`: a form's pairs (read as a query's), a multipart
+/// body's text fields under any reading of their names, a JSON body's top-level members.
+pub(super) fn body_param_values<'a>(
+    body: &'a BodyFacts<'a>,
+    name: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    match &body.params {
+        Some(BodyParams::Form(text)) => query_values(text, name, values)?,
+        Some(params) => params_values(params, &|k| names_param(k, name), values)?,
+        None => {}
+    }
+    // Values the JSON walk could not keep would be uncharged: too many.
+    if body.overflowed() {
+        return Err(TooManyValues);
+    }
+    for value in body.member(name).filter(|v| !v.is_empty()) {
+        push_distinct(values, KeyPart::Bytes(Cow::Borrowed(value)))?;
+    }
+    Ok(())
+}
+
+/// The form or multipart fields of `body` named as `pointer` ([`names_pointer`]).
+pub(super) fn body_field_values<'a>(
+    body: &'a BodyFacts<'a>,
+    pointer: &JsonPointer,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    match &body.params {
+        Some(params) => params_values(params, &|k| names_pointer(k, pointer.tokens()), values),
+        None => Ok(()),
+    }
+}
+
+/// Every parameter of `params` whose name `named` takes, its value charged.
+fn params_values<'a>(
+    params: &'a BodyParams<'a>,
+    named: &dyn Fn(&str) -> bool,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    match params {
+        BodyParams::Form(text) => form_values(text, named, values),
+        BodyParams::Fields(fields) => {
+            for field in fields.iter().filter(|f| f.names.iter().any(|n| named(n))) {
+                if !field.value.is_empty() {
+                    push_distinct(values, KeyPart::Bytes(Cow::Borrowed(field.value)))?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether a form field called `k` (decoded) is the member `tokens` names: for one token,
+/// any reading of a query parameter of that name ([`names_param`]); deeper, the bracket
+/// notation Rails, PHP and Express's `qs` nest with (`a[b][0]` is `/a/b/0`, and so is
+/// `a[b][0][]`, an array of it).
+pub(super) fn names_pointer(k: &str, tokens: &[Box<str>]) -> bool {
+    let [first, rest @ ..] = tokens else {
+        return false;
+    };
+    if rest.is_empty() {
+        return names_param(k, first);
+    }
+    let Some(mut tail) = k.strip_prefix(&**first) else {
+        return false;
+    };
+    for token in rest {
+        let inner = tail
+            .strip_prefix('[')
+            .and_then(|t| t.strip_prefix(&**token))
+            .and_then(|t| t.strip_prefix(']'));
+        match inner {
+            Some(inner) => tail = inner,
+            None => return false,
+        }
+    }
+    tail.is_empty() || tail == "[]"
+}
