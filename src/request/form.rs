@@ -23,9 +23,19 @@ pub enum ParamsBody {
 
 impl ParamsBody {
     /// The kind of `headers`' body, `None` when no framework reads parameters from it
-    /// (or it has no `Content-Type`, or a multipart one without a boundary).
+    /// (or it has no `Content-Type`, or a multipart one without a boundary). Every
+    /// `Content-Type` line is looked at, the first that names such a body taken: servers
+    /// disagree on which of several a framework is given.
     pub fn of(headers: &HeaderMap) -> Option<Self> {
-        let value = headers.get(CONTENT_TYPE)?.to_str().ok()?;
+        headers
+            .get_all(CONTENT_TYPE)
+            .iter()
+            .find_map(|value| Self::named(&String::from_utf8_lossy(value.as_bytes())))
+    }
+
+    /// The kind one `Content-Type` value names (bytes that are no UTF-8 read as U+FFFD:
+    /// parsers take such a value, a charset spelled in Latin-1 say).
+    fn named(value: &str) -> Option<Self> {
         let (essence, params) = value.split_once(';').unwrap_or((value, ""));
         let essence = essence.trim();
         if essence.eq_ignore_ascii_case("application/x-www-form-urlencoded") {

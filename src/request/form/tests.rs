@@ -41,6 +41,22 @@ fn content_types_frameworks_read_parameters_from() {
     assert_eq!(content_type("text/x-json"), Some(ParamsBody::Json));
     assert_eq!(content_type("text/plain"), None);
     assert_eq!(ParamsBody::of(&HeaderMap::new()), None);
+    // A value that is no visible ASCII, and a second line that names a form.
+    let mut headers = HeaderMap::new();
+    let latin1 = http::HeaderValue::from_bytes(b"application/x-www-form-urlencoded; charset=\xe9")
+        .expect("value");
+    headers.insert(CONTENT_TYPE, latin1);
+    assert_eq!(ParamsBody::of(&headers), Some(ParamsBody::Form));
+    let mut headers = HeaderMap::new();
+    headers.append(CONTENT_TYPE, "text/plain".parse().expect("value"));
+    headers.append(
+        CONTENT_TYPE,
+        "multipart/form-data; boundary=b".parse().expect("value"),
+    );
+    assert_eq!(
+        ParamsBody::of(&headers),
+        Some(ParamsBody::Multipart("b".into()))
+    );
 }
 
 #[test]
