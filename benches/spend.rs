@@ -141,7 +141,9 @@ fn body_params(parts: (&Method, &Uri, &HeaderMap)) {
     for (what, kind, text) in kinds {
         let ns = median_ns(500_000, || {
             let mut facts = BodyFacts::unread(Some(text.len() as u64));
-            facts.params = BodyParams::read(&kind, black_box(text));
+            facts
+                .params
+                .extend(BodyParams::read(&kind, black_box(text)));
             let mut values = KeyValues::new();
             key.extract_into(&view(parts, Some(&facts)), &mut values)
                 .unwrap();

@@ -56,9 +56,12 @@ pub fn keys(data: &[u8]) {
         crate::json::BodyFacts::unread(None),
         crate::json::BodyFacts::unread(None),
     ];
-    facts[0].params = Some(crate::request::form::BodyParams::Form(data));
-    let multipart = crate::request::form::ParamsBody::Multipart("b".into());
-    facts[1].params = crate::request::form::BodyParams::read(&multipart, data);
+    facts[0]
+        .params
+        .push(crate::request::form::BodyParams::Form(data));
+    facts[1]
+        .params
+        .push(crate::request::form::BodyParams::Multipart(data, "b"));
     for body in [None, Some(&facts[0]), Some(&facts[1])] {
         let view = RequestView {
             method: &http::Method::GET,

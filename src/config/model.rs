@@ -313,7 +313,7 @@ impl Route {
         self.body_always
             || (self.query_in_body
                 && !req.body().is_end_stream()
-                && crate::request::form::ParamsBody::of(req.headers()).is_some())
+                && !crate::request::form::readings(req.method(), req.headers()).is_empty())
     }
 }
 

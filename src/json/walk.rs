@@ -43,8 +43,12 @@ pub struct BodyFacts<'a> {
     json: Option<&'a [u8]>,
     /// Reading it would have held more than the worker's share of key body memory.
     over_memory: bool,
-    /// A form's or a multipart body's parameters, for `query:` keys.
-    pub params: Option<crate::request::form::BodyParams<'a>>,
+    /// A form's or a multipart body's parameters, for `query:` and `json:` keys: one
+    /// entry per reading of the body (`request::form::readings`).
+    pub params: arrayvec::ArrayVec<
+        crate::request::form::BodyParams<'a>,
+        { crate::request::form::MAX_READINGS },
+    >,
 }
 
 impl<'a> BodyFacts<'a> {

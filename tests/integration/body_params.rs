@@ -177,3 +177,33 @@ async fn a_json_key_sent_as_a_form_or_multipart_field_is_the_same_bucket() {
         assert_eq!(r.status, 429, "{}", r.text());
     }
 }
+
+#[tokio::test]
+async fn a_body_no_reader_would_misread_hides_no_key() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&per_key_route(), &up.url()).await;
+    let url = gw.url("/v1/login");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let spent = |key: String| {
+            let url = format!("{url}?api_key={key}");
+            async move { send(client, "GET", &url, &[], b"").await.status }
+        };
+        // A NUL second byte, as a UTF-16 text would have: still a form, not transcoded.
+        let r = post(client, &url, FORM, format!("x\0&api_key=n{i}")).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(spent(format!("n{i}")).await, 429);
+        // A POST without a Content-Type is a form to Rack.
+        let headers: [(&str, &str); 0] = [];
+        let body = Bytes::from(format!("api_key=t{i}"));
+        let r = send_bytes(client, "POST", &url, &headers, body).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(spent(format!("t{i}")).await, 429);
+        // A part after the closing delimiter, which PHP reads on to.
+        let reopened = format!(
+            "{}--XyZ\r\nContent-Disposition: form-data; name=\"api_key\"\r\n\r\nr{i}",
+            multipart(&[("name=\"user\"", "alice")])
+        );
+        assert_eq!(post(client, &url, MULTIPART, reopened).await.status, 200);
+        assert_eq!(spent(format!("r{i}")).await, 429);
+    }
+}

@@ -18,10 +18,11 @@ pub(super) fn body_param_values<'a>(
     name: &str,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
-    match &body.params {
-        Some(BodyParams::Form(text)) => query_values(text, name, values)?,
-        Some(params) => params_values(params, &|k| names_param(k, name), values)?,
-        None => {}
+    for params in &body.params {
+        match params {
+            BodyParams::Form(text) => query_values(text, name, values)?,
+            params => params_values(params, &|k| names_param(k, name), values)?,
+        }
     }
     // Values the JSON walk could not keep would be uncharged: too many.
     if body.overflowed() {
@@ -39,35 +40,35 @@ pub(super) fn body_field_values<'a>(
     pointer: &JsonPointer,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
-    match &body.params {
-        Some(params) => params_values(params, &|k| names_pointer(k, pointer.tokens()), values),
-        None => Ok(()),
+    for params in &body.params {
+        params_values(params, &|k| names_pointer(k, pointer.tokens()), values)?;
     }
+    Ok(())
 }
 
 /// Every parameter of `params` whose name `named` takes, its value charged.
 fn params_values<'a>(
-    params: &'a BodyParams<'a>,
+    params: &BodyParams<'a>,
     named: &dyn Fn(&str) -> bool,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
-    match params {
+    match *params {
         BodyParams::Form(text) => form_values(text, named, values),
-        BodyParams::Fields(fields) => {
-            for field in fields.iter().filter(|f| f.names.iter().any(|n| named(n))) {
-                if !field.value.is_empty() {
-                    push_distinct(values, KeyPart::Bytes(Cow::Borrowed(field.value)))?;
-                }
-            }
-            Ok(())
+        BodyParams::Multipart(text, boundary) => {
+            crate::request::form::fields(text, boundary, &mut |(name, value)| match named(&name)
+                && !value.is_empty()
+            {
+                true => push_distinct(values, KeyPart::Bytes(value)),
+                false => Ok(()),
+            })
         }
     }
 }
 
 /// Whether a form field called `k` (decoded) is the member `tokens` names: for one token,
 /// any reading of a query parameter of that name ([`names_param`]); deeper, the bracket
-/// notation Rails, PHP and Express's `qs` nest with (`a[b][0]` is `/a/b/0`, and so is
-/// `a[b][0][]`, an array of it).
+/// notation Rails, PHP and Express's `qs` nest with (`a[b][0]` is `/a/b/0`; `qs` also
+/// takes `[a][b][0]`), and an array of it (`a[b][0][]`, `a[b][0][1]`).
 pub(super) fn names_pointer(k: &str, tokens: &[Box<str>]) -> bool {
     let [first, rest @ ..] = tokens else {
         return false;
@@ -75,7 +76,16 @@ pub(super) fn names_pointer(k: &str, tokens: &[Box<str>]) -> bool {
     if rest.is_empty() {
         return names_param(k, first);
     }
-    let Some(mut tail) = k.strip_prefix(&**first) else {
+    let unbracketed = k
+        .strip_prefix('[')
+        .and_then(|k| k.split_once(']'))
+        .map(|(base, tail)| format!("{base}{tail}"));
+    nests(k, first, rest) || unbracketed.is_some_and(|k| nests(&k, first, rest))
+}
+
+/// Whether `k` is `first[rest0][rest1]…`, possibly an array of it.
+fn nests(k: &str, first: &str, rest: &[Box<str>]) -> bool {
+    let Some(mut tail) = k.strip_prefix(first) else {
         return false;
     };
     for token in rest {
@@ -88,5 +98,6 @@ pub(super) fn names_pointer(k: &str, tokens: &[Box<str>]) -> bool {
             None => return false,
         }
     }
-    tail.is_empty() || tail == "[]"
+    let index = tail.strip_prefix('[').and_then(|t| t.strip_suffix(']'));
+    tail.is_empty() || index.is_some_and(|i| i.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -139,6 +139,10 @@ pub(super) fn names_param(k: &str, name: &str) -> bool {
     if k == name {
         return true;
     }
+    // PHP registers a variable by its C string: the name ends at a NUL.
+    if let Some(nul) = k.find('\0') {
+        return names_param(&k[..nul], name) || names_param(&k.replace('\0', ""), name);
+    }
     if !k.bytes().any(|b| matches!(b, b'[' | b']' | b'.' | b' ')) {
         return false;
     }

@@ -313,6 +313,9 @@ fn a_form_field_names_a_pointer_in_bracket_notation() {
         ("params", &name, false),
         ("messages[0][role]", &role, true),
         ("messages[1][role]", &role, false),
+        ("[params][name]", &name, true),
+        ("params[name][0]", &name, true),
+        ("user\0x", &user, true),
     ] {
         assert_eq!(
             super::body::names_pointer(field, pointer.tokens()),

@@ -29,7 +29,7 @@ use super::response::{
 use crate::config::{Route, Server};
 use crate::json::{rpc, walk, BodyFacts};
 use crate::reply::Body;
-use crate::request::form::{BodyParams, ParamsBody};
+use crate::request::form::{readings, BodyParams, ParamsBody, Readings};
 
 use held::Held;
 pub use prefixed::Prefixed;
@@ -60,8 +60,9 @@ pub struct KeyBody {
     held: Held,
     /// This worker's share of `max_key_body_memory`.
     share: usize,
-    /// A form or multipart body: its parameters are read for `query:` and `json:` keys.
-    params: Option<ParamsBody>,
+    /// How frameworks read parameters from it (a form, multipart, JSON): a form's and a
+    /// multipart body's are read for `query:` and `json:` keys.
+    params: Readings,
 }
 
 /// A body's strict copy (`json::strict_copy`), once asked for.
@@ -110,8 +111,9 @@ impl KeyBody {
         };
         facts.params = self
             .params
-            .as_ref()
-            .and_then(|kind| BodyParams::read(kind, text));
+            .iter()
+            .filter_map(|reading| BodyParams::read(reading, text))
+            .collect();
         let pointers: smallvec::SmallVec<[&crate::json::JsonPointer; 8]> =
             route.body_pointers.iter().map(|p| &**p).collect();
         if walk(text, &pointers, &mut facts).is_err() {
@@ -175,7 +177,7 @@ pub async fn read(
         len,
         held: Held(0),
         share,
-        params: None,
+        params: Readings::new(),
     };
     if req.body().is_end_stream() {
         return Ok(empty(Some(0), Coding::Identity));
@@ -191,9 +193,13 @@ pub async fn read(
         return Err(Box::new(overloaded()));
     };
     let (bytes, ended, trailers) = collect(req, server, &mut held).await?;
+    let params = readings(req.method(), req.headers());
+    // A form or multipart body is read as bytes: no reader transcodes one as it does a
+    // JSON text in UTF-16 (a NUL in a form would make it look like one).
+    let transcode = !params.iter().any(|r| !matches!(r, ParamsBody::Json));
     let (decoded, len) = match ended {
         false => (None, declared),
-        true => readable(coding, &bytes, (max, route.max_body), share)?,
+        true => readable(coding, &bytes, (max, route.max_body, transcode), share)?,
     };
     let body = KeyBody {
         bytes,
@@ -205,7 +211,7 @@ pub async fn read(
         len,
         held,
         share,
-        params: ParamsBody::of(req.headers()),
+        params,
     };
     // A batch is refused where a tier keys or prices by the JSON body (a tier counts one
     // call a request); a route keyed by a query parameter reads a JSON body only for it.
@@ -270,24 +276,26 @@ async fn collect(
     Ok((bytes, ended, trailers))
 }
 
-/// A body read whole as its upstream reads it: decoded (gzip, deflate), then as UTF-8
-/// (UTF-16, UTF-32, a byte order mark), each copy counted within `share`; and its length.
+/// A body read whole as its upstream reads it: decoded (gzip, deflate), then, when
+/// `transcode`, as UTF-8 (UTF-16, UTF-32, a byte order mark), each copy counted within
+/// `share`; and its length.
 /// The route's `max_body` bounds the body decoded as well as sent: one at or below
 /// `max_key_body` refuses (413) a body that decodes past it, as it refuses a plain one.
 #[allow(clippy::type_complexity)]
 fn readable(
     coding: Coding,
     bytes: &[u8],
-    (max, max_body): (usize, Option<u64>),
+    (max, max_body, transcode): (usize, Option<u64>, bool),
     share: usize,
 ) -> Result<(Option<(Bytes, Held)>, Option<u64>), Refused> {
+    let to_utf8 = |text: &[u8]| transcode.then(|| crate::json::to_utf8(text)).flatten();
     let kept = |copy: Vec<u8>| match Held::take(copy.len(), share) {
         Some(held) => Ok((Bytes::from(copy), held)),
         None => Err(Box::new(overloaded())),
     };
     let plain = match coding {
         Coding::Identity => {
-            let text = crate::json::to_utf8(bytes).map(kept).transpose()?;
+            let text = to_utf8(bytes).map(kept).transpose()?;
             return Ok((text, Some(bytes.len() as u64)));
         }
         Coding::Gzip | Coding::Deflate => match body_coding::decode(coding, bytes, max) {
@@ -300,6 +308,6 @@ fn readable(
         },
     };
     let len = Some(plain.len() as u64);
-    let text = crate::json::to_utf8(&plain).unwrap_or(plain);
+    let text = to_utf8(&plain).unwrap_or(plain);
     Ok((Some(kept(text)?), len))
 }
