@@ -313,7 +313,8 @@ impl Route {
         self.body_always
             || (self.query_in_body
                 && !req.body().is_end_stream()
-                && !crate::request::form::readings(req.method(), req.headers()).is_empty())
+                && crate::request::form::readings(req.method(), req.headers())
+                    .is_none_or(|r| !r.is_empty()))
     }
 }
 

@@ -87,6 +87,7 @@ pub fn code_of(answer: &Answer) -> Code {
         | Answer::UnpricedModel
         | Answer::BadRequest
         | Answer::JsonRpcBatch
+        | Answer::AmbiguousContentType
         | Answer::MalformedEncoding
         | Answer::BodyBroken => Code::InvalidArgument,
         // What a gRPC server answers a compression it does not support.

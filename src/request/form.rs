@@ -26,32 +26,34 @@ pub enum ParamsBody {
     Json,
 }
 
-/// Every reading of a request's body, at most this many.
+/// Every reading of a request's body, at most [`MAX_READINGS`]; `None` past that (its
+/// `Content-Type` lines name more bodies than are read: the request is refused, or a
+/// reading left out would be a way around a key).
 pub type Readings = arrayvec::ArrayVec<ParamsBody, MAX_READINGS>;
-pub const MAX_READINGS: usize = 6;
+pub const MAX_READINGS: usize = 8;
 
 /// How a request's body is read for parameters by some framework: empty when none takes
 /// parameters from it. Every `Content-Type` line is read (servers disagree on which of
 /// several a framework is given), and a POST without one is a form (Rack).
-pub fn readings(method: &Method, headers: &HeaderMap) -> Readings {
+pub fn readings(method: &Method, headers: &HeaderMap) -> Option<Readings> {
     let mut out = Readings::new();
     let mut typed = false;
+    let mut fits = true;
     for value in headers.get_all(CONTENT_TYPE) {
         // Bytes that are no UTF-8 read as U+FFFD: parsers take such a value.
         let value = String::from_utf8_lossy(value.as_bytes());
         typed |= !value.trim().is_empty();
-        classify(&value, &mut out);
+        classify(&value, &mut |reading| fits &= push(&mut out, reading));
     }
     if !typed && method == Method::POST {
-        push(&mut out, ParamsBody::Form);
+        fits &= push(&mut out, ParamsBody::Form);
     }
-    out
+    fits.then_some(out)
 }
 
-fn push(out: &mut Readings, reading: ParamsBody) {
-    if !out.contains(&reading) {
-        let _full = out.try_push(reading);
-    }
+/// Adds `reading` unless it is there: `false` when there is no room for it.
+fn push(out: &mut Readings, reading: ParamsBody) -> bool {
+    out.contains(&reading) || out.try_push(reading).is_ok()
 }
 
 /// The readings one `Content-Type` value names. Its type is cut at `;`, `,` or white
@@ -59,30 +61,30 @@ fn push(out: &mut Readings, reading: ParamsBody) {
 /// form's (Symfony); multipart any `multipart/` type (Rack parses `mixed`, `related`);
 /// JSON any value with `/json` or `+json` in it, parameters included (Laravel's
 /// `isJson`), or Rails' `text/x-json` and `application/jsonrequest`; never gRPC's.
-fn classify(value: &str, out: &mut Readings) {
+fn classify(value: &str, out: &mut dyn FnMut(ParamsBody)) {
     let lower = value.to_ascii_lowercase();
     let end = lower.find([';', ',', ' ', '\t']).unwrap_or(lower.len());
     let essence = lower[..end].trim();
     if essence.starts_with("application/x-www-form-urlencoded") {
-        push(out, ParamsBody::Form);
+        out(ParamsBody::Form);
     }
     if essence.starts_with("multipart/") {
         for boundary in boundaries(value) {
-            push(out, ParamsBody::Multipart(boundary.into()));
+            out(ParamsBody::Multipart(boundary.into()));
         }
     }
     let json = lower.contains("/json")
         || lower.contains("+json")
         || matches!(essence, "text/x-json" | "application/jsonrequest");
     if json && !essence.starts_with("application/grpc") {
-        push(out, ParamsBody::Json);
+        out(ParamsBody::Json);
     }
 }
 
 /// Each reading of a multipart `Content-Type`'s boundary: PHP's (the first `boundary`
 /// anywhere, then `=`; quoted to the next quote, else to `,` or `;`, untrimmed), Rack's
-/// (after `boundary=`, up to a quote, `;` or `,`), and the first and last `boundary`
-/// parameter (busboy, Werkzeug), quoted with escapes undone or trimmed.
+/// (after the last `boundary=`, up to a quote, `;` or `,`), and the first and last
+/// `boundary` parameter (busboy, Werkzeug), quoted with escapes undone or trimmed.
 fn boundaries(value: &str) -> arrayvec::ArrayVec<String, 4> {
     let mut found = arrayvec::ArrayVec::<String, 4>::new();
     let mut add = |b: String| {
@@ -91,7 +93,8 @@ fn boundaries(value: &str) -> arrayvec::ArrayVec<String, 4> {
         }
     };
     let lower = value.to_ascii_lowercase();
-    if let Some(at) = lower.find("boundary") {
+    // PHP looks for `boundary` as written first, then in any case.
+    if let Some(at) = value.find("boundary").or_else(|| lower.find("boundary")) {
         if let Some(eq) = value[at..].find('=') {
             let after = &value[at + eq + 1..];
             add(match after.strip_prefix('"') {
@@ -100,7 +103,8 @@ fn boundaries(value: &str) -> arrayvec::ArrayVec<String, 4> {
             });
         }
     }
-    if let Some(at) = lower.find("boundary=") {
+    // Rack's pattern is greedy: the last `boundary=`.
+    if let Some(at) = lower.rfind("boundary=") {
         let after = &value[at + "boundary=".len()..];
         let after = after.strip_prefix('"').unwrap_or(after);
         add(after.split(['"', ';', ',']).next().unwrap_or("").to_owned());

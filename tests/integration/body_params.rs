@@ -207,3 +207,33 @@ async fn a_body_no_reader_would_misread_hides_no_key() {
         assert_eq!(spent(format!("r{i}")).await, 429);
     }
 }
+
+#[tokio::test]
+async fn content_type_lines_naming_more_bodies_than_are_read_are_refused() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&per_key_route(), &up.url()).await;
+    let url = gw.url("/v1/login");
+    let lines: Vec<String> = (0..5)
+        .map(|i| format!("multipart/form-data; xboundary=a{i}; boundary=b{i}"))
+        .collect();
+    let mut headers: Vec<(&str, &str)> =
+        lines.iter().map(|l| ("content-type", l.as_str())).collect();
+    for client in [http1(), http2()] {
+        let body = Bytes::from_static(b"api_key=k");
+        let r = send_bytes(&client, "POST", &url, &headers, body).await;
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert_eq!(r.json()["error"], "ambiguous_content_type");
+    }
+    // Two such lines and a form (five readings, within eight): admitted and charged.
+    headers.truncate(2);
+    headers.push(("content-type", FORM));
+    let body = Bytes::from_static(b"api_key=four");
+    assert_eq!(
+        send_bytes(&http1(), "POST", &url, &headers, body)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(get(&format!("{url}?api_key=four"), &[]).await.status, 429);
+    assert_eq!(up.requests(), 1);
+}

@@ -55,8 +55,9 @@ fn params_values<'a>(
     match *params {
         BodyParams::Form(text) => form_values(text, named, values),
         BodyParams::Multipart(text, boundary) => {
-            crate::request::form::fields(text, boundary, &mut |(name, value)| match named(&name)
-                && !value.is_empty()
+            crate::request::form::fields(text, boundary, &mut |(names, value)| match !value
+                .is_empty()
+                && names.iter().any(|n| named(n))
             {
                 true => push_distinct(values, KeyPart::Bytes(value)),
                 false => Ok(()),

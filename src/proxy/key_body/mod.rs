@@ -24,12 +24,13 @@ use hyper::body::Incoming;
 use super::body_coding::{self, Coding, Decoded};
 use super::pool::ClientBodyFault;
 use super::response::{
-    decoded_too_large, jsonrpc_batch, malformed_coding, overloaded, unsupported_coding,
+    ambiguous_content_type, decoded_too_large, jsonrpc_batch, malformed_coding, overloaded,
+    unsupported_coding,
 };
 use crate::config::{Route, Server};
 use crate::json::{rpc, walk, BodyFacts};
 use crate::reply::Body;
-use crate::request::form::{readings, BodyParams, ParamsBody, Readings};
+use crate::request::form::{readings, BodyParams, Readings};
 
 use held::Held;
 pub use prefixed::Prefixed;
@@ -45,9 +46,12 @@ pub struct KeyBody {
     bytes: Bytes,
     /// Its `Content-Encoding`.
     coding: Coding,
-    /// What is walked instead of `bytes`: an encoded body read whole, decoded whole within
-    /// `max_key_body`; a body in UTF-16 or UTF-32 or behind a byte order mark, as UTF-8.
+    /// An encoded body read whole, decoded whole within `max_key_body`: what a form's or
+    /// a multipart body's parameters are read from instead of `bytes`.
     decoded: Option<(Bytes, Held)>,
+    /// What the JSON walk reads instead: the body (decoded) in UTF-16 or UTF-32 or behind
+    /// a byte order mark, as UTF-8.
+    transcoded: Option<(Bytes, Held)>,
     /// The whole body was read (`trailers`, when it had any).
     ended: bool,
     trailers: Option<HeaderMap>,
@@ -94,6 +98,16 @@ impl KeyBody {
     /// What is walked: the decoded or transcoded copy, else the body read whole as it came
     /// (an encoded body that decoded past `max_key_body` has none).
     fn text(&self) -> Option<&Bytes> {
+        match &self.transcoded {
+            Some((text, _)) => Some(text),
+            None => self.plain(),
+        }
+    }
+
+    /// The body read whole and decoded, not transcoded: what a form's or a multipart
+    /// body's parameters are read from (no reader transcodes one; a NUL in a form would
+    /// make it look like UTF-16).
+    fn plain(&self) -> Option<&Bytes> {
         match &self.decoded {
             Some((text, _)) => Some(text),
             None => (self.coding == Coding::Identity && self.ended).then_some(&self.bytes),
@@ -109,11 +123,10 @@ impl KeyBody {
         let Some(text) = self.text() else {
             return facts;
         };
-        facts.params = self
-            .params
-            .iter()
-            .filter_map(|reading| BodyParams::read(reading, text))
-            .collect();
+        if let Some(plain) = self.plain() {
+            let params = self.params.iter();
+            facts.params = params.filter_map(|r| BodyParams::read(r, plain)).collect();
+        }
         let pointers: smallvec::SmallVec<[&crate::json::JsonPointer; 8]> =
             route.body_pointers.iter().map(|p| &**p).collect();
         if walk(text, &pointers, &mut facts).is_err() {
@@ -171,6 +184,7 @@ pub async fn read(
         bytes: Bytes::new(),
         coding,
         decoded: None,
+        transcoded: None,
         ended: len == Some(0),
         trailers: None,
         strict: std::sync::OnceLock::new(),
@@ -184,6 +198,8 @@ pub async fn read(
     }
     let coding = body_coding::coding_of(req.headers())
         .map_err(|named| Box::new(unsupported_coding(&named)))?;
+    let params =
+        readings(req.method(), req.headers()).ok_or_else(|| Box::new(ambiguous_content_type()))?;
     // Too large to key by: not read; forwarded as it comes.
     if declared.is_some_and(|d| d > max as u64) {
         return Ok(empty(declared, coding));
@@ -193,18 +209,15 @@ pub async fn read(
         return Err(Box::new(overloaded()));
     };
     let (bytes, ended, trailers) = collect(req, server, &mut held).await?;
-    let params = readings(req.method(), req.headers());
-    // A form or multipart body is read as bytes: no reader transcodes one as it does a
-    // JSON text in UTF-16 (a NUL in a form would make it look like one).
-    let transcode = !params.iter().any(|r| !matches!(r, ParamsBody::Json));
-    let (decoded, len) = match ended {
-        false => (None, declared),
-        true => readable(coding, &bytes, (max, route.max_body, transcode), share)?,
+    let (decoded, transcoded, len) = match ended {
+        false => (None, None, declared),
+        true => readable(coding, &bytes, (max, route.max_body), share)?,
     };
     let body = KeyBody {
         bytes,
         coding,
         decoded,
+        transcoded,
         ended,
         trailers,
         strict: std::sync::OnceLock::new(),
@@ -276,38 +289,37 @@ async fn collect(
     Ok((bytes, ended, trailers))
 }
 
-/// A body read whole as its upstream reads it: decoded (gzip, deflate), then, when
-/// `transcode`, as UTF-8 (UTF-16, UTF-32, a byte order mark), each copy counted within
-/// `share`; and its length.
-/// The route's `max_body` bounds the body decoded as well as sent: one at or below
-/// `max_key_body` refuses (413) a body that decodes past it, as it refuses a plain one.
+/// A body read whole as its upstream reads it: decoded (gzip, deflate), then as UTF-8
+/// (UTF-16, UTF-32, a byte order mark) for the JSON walk, each copy counted within
+/// `share`; and its length. The route's `max_body` bounds the body decoded as well as
+/// sent: one at or below `max_key_body` refuses (413) a body that decodes past it, as it
+/// refuses a plain one.
 #[allow(clippy::type_complexity)]
 fn readable(
     coding: Coding,
     bytes: &[u8],
-    (max, max_body, transcode): (usize, Option<u64>, bool),
+    (max, max_body): (usize, Option<u64>),
     share: usize,
-) -> Result<(Option<(Bytes, Held)>, Option<u64>), Refused> {
-    let to_utf8 = |text: &[u8]| transcode.then(|| crate::json::to_utf8(text)).flatten();
+) -> Result<(Option<(Bytes, Held)>, Option<(Bytes, Held)>, Option<u64>), Refused> {
     let kept = |copy: Vec<u8>| match Held::take(copy.len(), share) {
         Some(held) => Ok((Bytes::from(copy), held)),
         None => Err(Box::new(overloaded())),
     };
     let plain = match coding {
         Coding::Identity => {
-            let text = to_utf8(bytes).map(kept).transpose()?;
-            return Ok((text, Some(bytes.len() as u64)));
+            let text = crate::json::to_utf8(bytes).map(kept).transpose()?;
+            return Ok((None, text, Some(bytes.len() as u64)));
         }
         Coding::Gzip | Coding::Deflate => match body_coding::decode(coding, bytes, max) {
             Decoded::Whole(plain) => plain,
             Decoded::TooLarge => match max_body.filter(|&m| m <= max as u64) {
                 Some(max_body) => return Err(Box::new(decoded_too_large(max_body))),
-                None => return Ok((None, Some(max as u64 + 1))),
+                None => return Ok((None, None, Some(max as u64 + 1))),
             },
             Decoded::Corrupt => return Err(Box::new(malformed_coding(coding.name()))),
         },
     };
     let len = Some(plain.len() as u64);
-    let text = to_utf8(&plain).unwrap_or(plain);
-    Ok((Some(kept(text)?), len))
+    let text = crate::json::to_utf8(&plain).map(kept).transpose()?;
+    Ok((Some(kept(plain)?), text, len))
 }

@@ -38,6 +38,9 @@ pub enum Answer {
     /// A route that reads the body got a JSON-RPC batch, which it cannot limit per call
     /// (400).
     JsonRpcBatch,
+    /// A route that reads the body got `Content-Type` lines naming more bodies than are
+    /// read for parameters (400).
+    AmbiguousContentType,
     /// An upgrade found no connection left under `max_connections` (503).
     TooManyConnections,
     /// Past this worker's share of `max_requests` (503).
@@ -78,6 +81,7 @@ impl Answer {
             Answer::BadRequest => "bad_request",
             Answer::UnsupportedEncoding => "unsupported_content_encoding",
             Answer::JsonRpcBatch => "jsonrpc_batch",
+            Answer::AmbiguousContentType => "ambiguous_content_type",
             Answer::MalformedEncoding => "malformed_content_encoding",
             Answer::DecodedTooLarge => "decoded_too_large",
             Answer::TooManyConnections => "too_many_connections",
@@ -131,6 +135,7 @@ impl Answer {
                 "the request body's content-encoding cannot be read (gzip and deflate can)"
             }
             Answer::JsonRpcBatch => "a JSON-RPC batch is not accepted: send one call a request",
+            Answer::AmbiguousContentType => "the request's content-type lines name too many bodies",
             Answer::MalformedEncoding => "the request body does not decode as its content-encoding says",
             Answer::DecodedTooLarge => "request body decodes past max_body",
             Answer::TooManyConnections => "too many connections",
@@ -205,6 +210,18 @@ pub fn decoded_too_large(max_body: u64) -> Response<Body> {
         StatusCode::PAYLOAD_TOO_LARGE,
         "payload_too_large",
         &[("max_body", max_body.into()), ("decoded", true.into())],
+    ))
+}
+
+/// 400 for a body, on a route that reads it, whose `Content-Type` lines name more ways to
+/// read it for parameters than are read (`request::form::MAX_READINGS`): any reading left
+/// out would be a way around a key.
+pub fn ambiguous_content_type() -> Response<Body> {
+    let max = crate::request::form::MAX_READINGS;
+    Answer::AmbiguousContentType.on(json_error(
+        StatusCode::BAD_REQUEST,
+        "ambiguous_content_type",
+        &[("max_readings", max.into())],
     ))
 }
 

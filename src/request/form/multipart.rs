@@ -7,33 +7,52 @@ use std::borrow::Cow;
 use base64::Engine;
 use memchr::memmem;
 
-/// A field as one reader takes it: its name, and its value.
-pub type Field<'a> = (String, Cow<'a, [u8]>);
+/// A field as readers take it: every reading of its name, and one of its value.
+pub type Field<'n, 'a> = (&'n [String], Cow<'a, [u8]>);
 
-/// Calls `each` with every reading of every text field of `body` split at `boundary`.
-/// The first delimiter may follow anything (Werkzeug skips junk before it); a later one
-/// begins a line (after LF, CRLF or a bare CR). The closing `--` is read past (PHP reads
-/// on), and the last part runs to the end of the body when nothing closes it (PHP).
+/// Where a delimiter splits the body: readers disagree.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Split {
+    /// Anywhere, even inside a line (Django).
+    Anywhere,
+    /// At a line's start: after LF, CRLF or a bare CR (PHP, Rack, busboy).
+    LineStart,
+    /// At a line's start, and followed only by white space up to the line's end, or by
+    /// `--` (Werkzeug): `--bZ` inside a part is data to it.
+    Strict,
+}
+
+/// Calls `each` with every reading of every text field of `body` split at `boundary`,
+/// under each reader's split ([`Split`]). The first delimiter may follow anything
+/// (Werkzeug skips junk before it); the closing `--` is read past (PHP reads on), and the
+/// last part runs to the end of the body when nothing closes it (PHP).
 pub fn fields<'a, E>(
     body: &'a [u8],
     boundary: &str,
-    each: &mut dyn FnMut(Field<'a>) -> Result<(), E>,
+    each: &mut dyn FnMut(Field<'_, 'a>) -> Result<(), E>,
 ) -> Result<(), E> {
     let delimiter = format!("--{boundary}");
     let finder = memmem::Finder::new(delimiter.as_bytes());
-    let Some(mut at) = finder.find(body) else {
-        return Ok(());
-    };
-    loop {
-        let start = line_end(body, at + delimiter.len());
-        let next = next_delimiter(body, start, &finder);
-        let end = next.map_or(body.len(), |(end, _)| end);
-        part(&body[start..end.max(start)], each)?;
-        match next {
-            Some((_, next)) => at = next,
-            None => return Ok(()),
+    for split in [Split::LineStart, Split::Anywhere, Split::Strict] {
+        let first = match split {
+            Split::Strict => next_delimiter(body, 0, &finder, split).map(|(_, at)| at),
+            _ => finder.find(body),
+        };
+        let Some(mut at) = first else {
+            continue;
+        };
+        loop {
+            let start = line_end(body, at + delimiter.len());
+            let next = next_delimiter(body, start, &finder, split);
+            let end = next.map_or(body.len(), |(end, _)| end);
+            part(&body[start..end.max(start)], each)?;
+            match next {
+                Some((_, next)) => at = next,
+                None => break,
+            }
         }
     }
+    Ok(())
 }
 
 /// Where the line holding `from` ends: after its LF, CRLF or bare CR.
@@ -47,29 +66,53 @@ fn line_end(body: &[u8], from: usize) -> usize {
     }
 }
 
-/// The next delimiter from `from` that begins a line: where the part before it ends
-/// (its line break excluded) and where the delimiter starts.
-fn next_delimiter(body: &[u8], from: usize, finder: &memmem::Finder<'_>) -> Option<(usize, usize)> {
+/// The next delimiter from `from` where `split` splits: where the part before it ends
+/// (the line break before it excluded) and where the delimiter starts.
+fn next_delimiter(
+    body: &[u8],
+    from: usize,
+    finder: &memmem::Finder<'_>,
+    split: Split,
+) -> Option<(usize, usize)> {
     let mut search = from;
     loop {
         let found = search + finder.find(&body[search..])?;
-        if found == from {
-            return Some((from, found));
-        }
-        if matches!(body[found - 1], b'\n' | b'\r') {
-            let mut end = found - 1;
-            if body[end] == b'\n' && end > from && body[end - 1] == b'\r' {
+        let line_start = found == 0 || found == from || matches!(body[found - 1], b'\n' | b'\r');
+        let takes = match split {
+            Split::Anywhere => true,
+            Split::LineStart => line_start,
+            Split::Strict => line_start && ends_line(&body[found + finder.needle().len()..]),
+        };
+        if takes {
+            let mut end = found;
+            if end > from && body[end - 1] == b'\n' {
                 end -= 1;
             }
-            return Some((end, found));
+            if end > from && body[end - 1] == b'\r' {
+                end -= 1;
+            }
+            return Some((end.max(from), found));
         }
         search = found + 1;
     }
 }
 
+/// Whether what follows a delimiter ends it for Werkzeug: `--`, or white space up to a
+/// line break or the body's end.
+fn ends_line(after: &[u8]) -> bool {
+    if after.starts_with(b"--") {
+        return true;
+    }
+    let rest = after.iter().position(|b| !matches!(b, b' ' | b'\t'));
+    rest.is_none_or(|i| matches!(after[i], b'\r' | b'\n'))
+}
+
 /// One part: each place its headers may end (a blank line of CRLFs, LFs, LF CRLF or CRs:
 /// readers differ), its headers and value read from there.
-fn part<'a, E>(part: &'a [u8], each: &mut dyn FnMut(Field<'a>) -> Result<(), E>) -> Result<(), E> {
+fn part<'a, E>(
+    part: &'a [u8],
+    each: &mut dyn FnMut(Field<'_, 'a>) -> Result<(), E>,
+) -> Result<(), E> {
     let mut seen: arrayvec::ArrayVec<usize, 4> = arrayvec::ArrayVec::new();
     for blank in [&b"\r\n\r\n"[..], b"\n\n", b"\n\r\n", b"\r\r"] {
         let Some(i) = memmem::find(part, blank) else {
@@ -81,20 +124,21 @@ fn part<'a, E>(part: &'a [u8], each: &mut dyn FnMut(Field<'a>) -> Result<(), E>)
         }
         seen.push(value_at);
         let (names, base64) = head(&part[..i]);
+        if names.is_empty() {
+            continue;
+        }
         let value = &part[value_at..];
-        let decoded = base64.then(|| decode_base64(value)).flatten();
-        for name in &names {
-            each((name.clone(), Cow::Borrowed(value)))?;
-            if let Some(decoded) = &decoded {
-                each((name.clone(), Cow::Owned(decoded.clone())))?;
-            }
+        each((&names, Cow::Borrowed(value)))?;
+        if let Some(decoded) = base64.then(|| decode_base64(value)).flatten() {
+            each((&names, Cow::Owned(decoded)))?;
         }
     }
     Ok(())
 }
 
-/// A part's headers: each reading of its name (none for an upload, which no reader
-/// takes as a parameter), and whether its value is base64 (Django decodes it).
+/// A part's headers: each reading of its name from every `Content-Disposition` (none for
+/// an upload, which no reader takes as a parameter) or, without one, every `Content-ID`
+/// (Rack); and whether any `Content-Transfer-Encoding` says base64 (Django decodes it).
 fn head(bytes: &[u8]) -> (Vec<String>, bool) {
     let text = String::from_utf8_lossy(bytes);
     // Lines end at LF or CR; one starting with white space, or without a colon, goes on
@@ -110,16 +154,21 @@ fn head(bytes: &[u8]) -> (Vec<String>, bool) {
             }
         }
     }
-    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v);
-    let base64 = header("content-transfer-encoding")
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("base64"));
-    let names = match header("content-disposition") {
-        Some(disposition) => disposition_names(disposition),
-        // Rack names a part without a disposition by its Content-ID.
-        None => header("content-id")
-            .map(|id| vec![id.trim().to_owned()])
-            .unwrap_or_default(),
+    let all = |name: &'static str| {
+        headers
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v)
     };
+    let base64 = all("content-transfer-encoding").any(|v| v.trim().eq_ignore_ascii_case("base64"));
+    let mut names: Vec<String> = all("content-disposition")
+        .flat_map(|d| disposition_names(d))
+        .collect();
+    if all("content-disposition").next().is_none() {
+        names.extend(all("content-id").map(|id| id.trim().to_owned()));
+    }
+    names.sort();
+    names.dedup();
     (names, base64)
 }
 
@@ -131,37 +180,39 @@ fn head(bytes: &[u8]) -> (Vec<String>, bool) {
 /// (busboy and Django take an empty one as a field, Rack a `FILENAME`, PHP a `filename*`).
 fn disposition_names(value: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    let mut pieces: Vec<(u32, String)> = Vec::new();
+    // Each tokenisation decides on its own whether the part is an upload.
     for escapes in [true, false] {
+        let mut pass: Vec<String> = Vec::new();
+        let mut pieces: std::collections::BTreeMap<u32, String> = Default::default();
+        let mut upload = false;
         for (param, readings) in params(value, escapes) {
             let lower = param.to_ascii_lowercase();
             if param == "filename" && readings.iter().any(|r| !r.is_empty()) {
-                return Vec::new();
-            }
-            if lower == "name" {
-                names.extend(readings);
+                upload = true;
+            } else if lower == "name" {
+                pass.extend(readings);
             } else if lower == "name*" {
-                names.extend(readings.iter().filter_map(|r| extended(r)));
+                pass.extend(readings.iter().filter_map(|r| extended(r)));
             } else if let Some(n) = lower
                 .strip_prefix("name*")
                 .and_then(|n| n.trim_end_matches('*').parse().ok())
             {
-                if !pieces.iter().any(|(m, _)| *m == n) {
-                    pieces.extend(readings.into_iter().take(1).map(|r| (n, r)));
-                }
+                pieces
+                    .entry(n)
+                    .or_insert_with(|| readings.into_iter().next().unwrap_or_default());
             }
         }
-    }
-    if !pieces.is_empty() {
-        pieces.sort_by_key(|(n, _)| *n);
-        let joined: String = pieces.into_iter().map(|(_, p)| p).collect();
-        names.extend(extended(&joined));
-        names.push(joined);
+        if !pieces.is_empty() {
+            let joined: String = pieces.into_values().collect();
+            pass.extend(extended(&joined));
+            pass.push(joined);
+        }
+        if !upload {
+            names.extend(pass);
+        }
     }
     let trimmed: Vec<String> = names.iter().map(|n| n.trim().to_owned()).collect();
     names.extend(trimmed);
-    names.sort();
-    names.dedup();
     names
 }
 
