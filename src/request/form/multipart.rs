@@ -33,6 +33,8 @@ pub fn fields<'a, E>(
 ) -> Result<(), E> {
     let delimiter = format!("--{boundary}");
     let finder = memmem::Finder::new(delimiter.as_bytes());
+    // A part two splits agree on is read once (in a browser's body all three agree).
+    let mut read: std::collections::HashSet<(usize, usize)> = Default::default();
     for split in [Split::LineStart, Split::Anywhere, Split::Strict] {
         let first = match split {
             Split::Strict => next_delimiter(body, 0, &finder, split).map(|(_, at)| at),
@@ -44,8 +46,10 @@ pub fn fields<'a, E>(
         loop {
             let start = line_end(body, at + delimiter.len());
             let next = next_delimiter(body, start, &finder, split);
-            let end = next.map_or(body.len(), |(end, _)| end);
-            part(&body[start..end.max(start)], each)?;
+            let end = next.map_or(body.len(), |(end, _)| end).max(start);
+            if read.insert((start, end)) {
+                part(&body[start..end], each)?;
+            }
             match next {
                 Some((_, next)) => at = next,
                 None => break,
@@ -180,8 +184,14 @@ fn head(bytes: &[u8]) -> (Vec<String>, bool) {
 /// (busboy and Django take an empty one as a field, Rack a `FILENAME`, PHP a `filename*`).
 fn disposition_names(value: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    // Each tokenisation decides on its own whether the part is an upload.
-    for escapes in [true, false] {
+    // Each tokenisation decides on its own whether the part is an upload; without a
+    // backslash they are one.
+    let passes: &[bool] = if value.contains('\\') {
+        &[true, false]
+    } else {
+        &[true]
+    };
+    for &escapes in passes {
         let mut pass: Vec<String> = Vec::new();
         let mut pieces: std::collections::BTreeMap<u32, String> = Default::default();
         let mut upload = false;
@@ -211,7 +221,11 @@ fn disposition_names(value: &str) -> Vec<String> {
             names.extend(pass);
         }
     }
-    let trimmed: Vec<String> = names.iter().map(|n| n.trim().to_owned()).collect();
+    let trimmed: Vec<String> = names
+        .iter()
+        .filter(|n| n.trim().len() != n.len())
+        .map(|n| n.trim().to_owned())
+        .collect();
     names.extend(trimmed);
     names
 }
