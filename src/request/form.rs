@@ -83,8 +83,9 @@ fn classify(value: &str, out: &mut dyn FnMut(ParamsBody)) {
 
 /// Each reading of a multipart `Content-Type`'s boundary: PHP's (the first `boundary`
 /// anywhere, then `=`; quoted to the next quote, else to `,` or `;`, untrimmed), Rack's
-/// (after the last `boundary=`, up to a quote, `;` or `,`), and the first and last
-/// `boundary` parameter (busboy, Werkzeug), quoted with escapes undone or trimmed.
+/// (after the last `boundary=`, up to a quote, `;` or `,`), the first and last
+/// `boundary` parameter (busboy, Werkzeug), quoted with escapes undone or trimmed, and
+/// Werkzeug's RFC 2231 `boundary*` and `boundary*0`, `boundary*1`… joined.
 fn boundaries(value: &str) -> arrayvec::ArrayVec<String, 4> {
     let mut found = arrayvec::ArrayVec::<String, 4>::new();
     let mut add = |b: String| {
@@ -115,6 +116,24 @@ fn boundaries(value: &str) -> arrayvec::ArrayVec<String, 4> {
         .collect();
     for b in params.first().into_iter().chain(params.last()) {
         add(b.clone());
+    }
+    // Werkzeug's RFC 2231 forms: `boundary*=utf-8''…`, `boundary*0=…; boundary*1=…`.
+    let mut pieces = std::collections::BTreeMap::new();
+    for (name, v) in parameters(value) {
+        let lower = name.to_ascii_lowercase();
+        match lower.strip_prefix("boundary*") {
+            Some("") => add(multipart::extended(&v).unwrap_or(v)),
+            Some(n) => {
+                if let Ok(n) = n.trim_end_matches('*').parse::<u32>() {
+                    pieces.entry(n).or_insert(v);
+                }
+            }
+            None => {}
+        }
+    }
+    if !pieces.is_empty() {
+        let joined: String = pieces.into_values().collect();
+        add(multipart::extended(&joined).unwrap_or(joined));
     }
     found
 }

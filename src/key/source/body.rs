@@ -81,7 +81,22 @@ pub(super) fn names_pointer(k: &str, tokens: &[Box<str>]) -> bool {
         .strip_prefix('[')
         .and_then(|k| k.split_once(']'))
         .map(|(base, tail)| format!("{base}{tail}"));
-    nests(k, first, rest) || unbracketed.is_some_and(|k| nests(&k, first, rest))
+    nests(k, first, rest)
+        || unbracketed.is_some_and(|k| nests(&k, first, rest))
+        || nests(&php_base(k), first, rest)
+}
+
+/// `k` with its base (before the first `[`) mangled as PHP mangles a variable's name:
+/// leading spaces dropped, a `.` or a space read as `_` (`my.params[name]` is
+/// `my_params[name]` to PHP).
+fn php_base(k: &str) -> String {
+    let k = k.trim_start_matches(' ');
+    let open = k.find('[').unwrap_or(k.len());
+    let base: String = k[..open]
+        .chars()
+        .map(|c| if c == '.' || c == ' ' { '_' } else { c })
+        .collect();
+    base + &k[open..]
 }
 
 /// Whether `k` is `first[rest0][rest1]…`, possibly an array of it.

@@ -316,6 +316,7 @@ fn a_form_field_names_a_pointer_in_bracket_notation() {
         ("[params][name]", &name, true),
         ("params[name][0]", &name, true),
         ("user\0x", &user, true),
+        (" my.params[name]", &tokens("/my_params/name"), true),
     ] {
         assert_eq!(
             super::body::names_pointer(field, pointer.tokens()),

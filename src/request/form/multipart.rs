@@ -286,7 +286,7 @@ pub(super) fn quoted(text: &str) -> (String, &str) {
 }
 
 /// An RFC 8187 value (`UTF-8''api%5Fkey`) percent-decoded, as Werkzeug reads `name*`.
-fn extended(value: &str) -> Option<String> {
+pub(super) fn extended(value: &str) -> Option<String> {
     let mut parts = value.splitn(3, '\'');
     let (_charset, _language, encoded) = (parts.next()?, parts.next()?, parts.next()?);
     let decoded = percent_encoding::percent_decode_str(encoded).decode_utf8_lossy();
