@@ -296,8 +296,8 @@ pub struct Route {
     /// Largest request body in bytes; larger ones get 413.
     pub max_body: Option<u64>,
     /// The JSON pointers its policies read from the request body (keys, price quotes
-    /// and, for a `query:` key, the member of its name), each once; empty when no policy
-    /// reads the body, which is then not read before it is forwarded.
+    /// and, for a `query:` key, the member of its name), each once. Whether a body is read
+    /// at all is [`Route::reads_body`]'s: a body no policy reads is forwarded unread.
     pub body_pointers: Box<[Arc<crate::json::JsonPointer>]>,
     /// Every request body is read before the decision: a policy keys or prices by it.
     pub body_always: bool,

@@ -30,7 +30,8 @@ const MAX_FOUND: usize = 16;
 pub struct NotJson;
 
 /// What a request's body told: each pointer's scalar values (strings as their text,
-/// numbers and booleans as JSON writes them), and the body's length when known.
+/// numbers and booleans as JSON writes them), the body's length when known, and a form's
+/// or multipart body's parameters to be read by name.
 #[derive(Debug, Default, Clone)]
 pub struct BodyFacts<'a> {
     /// Inline and covariant (an `ArrayVec`), so facts borrowed for a short while pass

@@ -58,7 +58,9 @@ impl KeySource {
         )
     }
 
-    /// Whether the value is read from the request body (which is then buffered).
+    /// Whether the value is read from the request body alone (which is then buffered for
+    /// every request); a `query:` key reads a body only when it is a form, multipart or
+    /// JSON (`Route::reads_body`).
     pub fn reads_body(&self) -> bool {
         matches!(self, KeySource::Json(_))
     }

@@ -121,7 +121,8 @@ async fn serve(
         upgrade,
         trailers,
     } = arrived;
-    // What a route that keys or prices by the body reads of it before the decision, read
+    // What a route that keys or prices by the body (or keys by a query parameter, which a
+    // form, multipart or JSON body may carry) reads of it before the decision, read
     // behind the check: a future made even to return nothing is moved into this one's
     // state on every request.
     let key_body = if !routed.route.reads_body(&req) {

@@ -86,11 +86,12 @@ fn classify(value: &str, out: &mut dyn FnMut(ParamsBody)) {
 /// (after the last `boundary=`, up to a quote, `;` or `,`), the first and last
 /// `boundary` parameter (busboy, Werkzeug), quoted with escapes undone or trimmed, and
 /// Werkzeug's RFC 2231 `boundary*` and `boundary*0`, `boundary*1`… joined.
-fn boundaries(value: &str) -> arrayvec::ArrayVec<String, 4> {
-    let mut found = arrayvec::ArrayVec::<String, 4>::new();
+fn boundaries(value: &str) -> Vec<String> {
+    // Every reading is kept: `readings` refuses a request past its bound, never drops one.
+    let mut found = Vec::<String>::new();
     let mut add = |b: String| {
         if !b.is_empty() && !found.contains(&b) {
-            let _full = found.try_push(b);
+            found.push(b);
         }
     };
     let lower = value.to_ascii_lowercase();

@@ -6,7 +6,9 @@
 //! sent upstream unchanged ahead of the rest ([`Prefixed`]). It is read as its upstream
 //! would read it: a gzip or deflate body decoded ([`super::body_coding`]; another coding
 //! refused 415, a damaged one 400), UTF-16 and UTF-32 as UTF-8, a body only lenient
-//! readers take as its strict copy; a JSON-RPC batch is refused 400.
+//! readers take as its strict copy; a JSON-RPC batch is refused 400 where a tier keys or
+//! prices by the JSON body, and `Content-Type` lines naming more readings than are read
+//! are refused 400 (`ambiguous_content_type`).
 //!
 //! What such buffers hold is bounded per worker (its share of `max_key_body_memory`,
 //! counted on the worker alone, like `max_requests`; [`held`]): a request that would pass
@@ -169,7 +171,9 @@ impl KeyBody {
 
 /// Reads up to `max_key_body` of `req`'s body and makes it readable as its upstream reads
 /// it; the answer when the client's body stalls, breaks, comes in a coding tollgate does
-/// not read or that does not decode, is a JSON-RPC batch, or the worker holds too much.
+/// not read or that does not decode, is a JSON-RPC batch (on a route keyed or priced by
+/// the JSON body), has more `Content-Type` readings than are read, or the worker holds
+/// too much.
 pub async fn read(
     req: &mut Request<Incoming>,
     (server, route): (&Server, &Route),

@@ -23,9 +23,9 @@ enum Split {
 }
 
 /// Calls `each` with every reading of every text field of `body` split at `boundary`,
-/// under each reader's split ([`Split`]). The first delimiter may follow anything
-/// (Werkzeug skips junk before it); the closing `--` is read past (PHP reads on), and the
-/// last part runs to the end of the body when nothing closes it (PHP).
+/// under each reader's split ([`Split`]). Under the first two splits the first delimiter
+/// may follow anything (junk before it is a preamble); the closing `--` is read past (PHP
+/// reads on), and the last part runs to the end of the body when nothing closes it (PHP).
 pub fn fields<'a, E>(
     body: &'a [u8],
     boundary: &str,
