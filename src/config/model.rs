@@ -297,7 +297,7 @@ pub struct Route {
     pub max_body: Option<u64>,
     /// The JSON pointers its policies read from the request body (keys, price quotes
     /// and, for a `query:` key, the member of its name), each once. Whether a body is read
-    /// at all is [`Route::reads_body`]'s: a body no policy reads is forwarded unread.
+    /// at all is [`Route::body_readings`]'s: a body no policy reads is forwarded unread.
     pub body_pointers: Box<[Arc<crate::json::JsonPointer>]>,
     /// Every request body is read before the decision: a policy keys or prices by it.
     pub body_always: bool,
@@ -307,14 +307,25 @@ pub struct Route {
 }
 
 impl Route {
-    /// Whether `req`'s body is read before its decision (see [`Route::query_in_body`]).
+    /// How `req`'s body is read before its decision: `None` when it is not (see
+    /// [`Route::query_in_body`]); else how frameworks read parameters from it, worked out
+    /// once for the gate and the read (`request::form::readings`: `None` inside when its
+    /// `Content-Type` lines name more readings than are read).
     #[inline]
-    pub fn reads_body<B: http_body::Body>(&self, req: &http::Request<B>) -> bool {
-        self.body_always
-            || (self.query_in_body
-                && !req.body().is_end_stream()
-                && crate::request::form::readings(req.method(), req.headers())
-                    .is_none_or(|r| !r.is_empty()))
+    pub fn body_readings<B: http_body::Body>(
+        &self,
+        req: &http::Request<B>,
+    ) -> Option<Option<crate::request::form::Readings>> {
+        let ended = req.body().is_end_stream();
+        if !self.body_always && (!self.query_in_body || ended) {
+            return None;
+        }
+        let readings = match ended {
+            true => Some(crate::request::form::Readings::new()),
+            false => crate::request::form::readings(req.method(), req.headers()),
+        };
+        let read = self.body_always || readings.as_ref().is_none_or(|r| !r.is_empty());
+        read.then_some(readings)
     }
 }
 

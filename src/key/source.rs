@@ -60,7 +60,7 @@ impl KeySource {
 
     /// Whether the value is read from the request body alone (which is then buffered for
     /// every request); a `query:` key reads a body only when it is a form, multipart or
-    /// JSON (`Route::reads_body`).
+    /// JSON (`Route::body_readings`).
     pub fn reads_body(&self) -> bool {
         matches!(self, KeySource::Json(_))
     }

@@ -121,20 +121,20 @@ async fn serve(
         upgrade,
         trailers,
     } = arrived;
-    // What a route that keys or prices by the body (or keys by a query parameter, which a
-    // form, multipart or JSON body may carry) reads of it before the decision, read
+    // The body, read before the decision where a key or a price needs it (`body_readings`),
     // behind the check: a future made even to return nothing is moved into this one's
     // state on every request.
-    let key_body = if !routed.route.reads_body(&req) {
-        None
-    } else {
-        match super::key_body::read(&mut req, (&snapshot.config.server, routed.route)).await {
+    let key_body = if let Some(readings) = routed.route.body_readings(&req) {
+        let read_for = (&snapshot.config.server, routed.route, readings);
+        match super::key_body::read(&mut req, read_for).await {
             Ok(read) => Some(Box::new(read)),
             Err(answer) => {
                 trace.by_gateway = true;
                 return *answer;
             }
         }
+    } else {
+        None
     };
     let mut admission = Admission::default();
     let facts = key_body.as_ref().map(|b| b.facts(routed.route));

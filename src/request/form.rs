@@ -111,30 +111,25 @@ fn boundaries(value: &str) -> Vec<String> {
         let after = after.strip_prefix('"').unwrap_or(after);
         add(after.split(['"', ';', ',']).next().unwrap_or("").to_owned());
     }
-    let params: Vec<String> = parameters(value)
-        .filter(|(name, _)| name.eq_ignore_ascii_case("boundary"))
-        .map(|(_, v)| v)
-        .collect();
-    for b in params.first().into_iter().chain(params.last()) {
+    let params: Vec<(&str, String)> = parameters(value).collect();
+    let named = |name: &'static str| {
+        let all = params
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name));
+        all.map(|(_, v)| v.clone())
+    };
+    let plain: Vec<String> = named("boundary").collect();
+    for b in plain.first().into_iter().chain(plain.last()) {
         add(b.clone());
     }
     // Werkzeug's RFC 2231 forms: `boundary*=utf-8''…`, `boundary*0=…; boundary*1=…`.
-    let mut pieces = std::collections::BTreeMap::new();
-    for (name, v) in parameters(value) {
-        let lower = name.to_ascii_lowercase();
-        match lower.strip_prefix("boundary*") {
-            Some("") => add(multipart::extended(&v).unwrap_or(v)),
-            Some(n) => {
-                if let Ok(n) = n.trim_end_matches('*').parse::<u32>() {
-                    pieces.entry(n).or_insert(v);
-                }
-            }
-            None => {}
-        }
+    let extended = |v: String| multipart::extended(&v).unwrap_or(v);
+    for v in named("boundary*") {
+        add(extended(v));
     }
-    if !pieces.is_empty() {
-        let joined: String = pieces.into_values().collect();
-        add(multipart::extended(&joined).unwrap_or(joined));
+    let pieces = params.iter().map(|(n, v)| (*n, v.as_str()));
+    if let Some(joined) = multipart::continued(pieces, "boundary") {
+        add(extended(joined));
     }
     found
 }

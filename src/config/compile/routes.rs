@@ -123,23 +123,22 @@ impl Compiler {
         if max_body.is_some_and(|m| m <= max_key_body as u64) {
             return;
         }
-        let skipped = tiers
-            .iter()
-            .find(|p| p.missing == Missing::Skip && p.key.iter().any(KeySource::reads_body));
+        // The first tier that skips a request without a key `reads` reads.
+        let skipping = |reads: fn(&KeySource) -> bool| {
+            tiers
+                .iter()
+                .find(|p| p.missing == Missing::Skip && p.key.iter().any(reads))
+        };
         let name = raw.name.get_ref();
         let fix = format!("set max_body = {max_key_body} on the route (larger bodies are refused 413), or raise [server] max_key_body to what requests may carry");
-        if let Some(policy) = skipped {
+        if let Some(policy) = skipping(KeySource::reads_body) {
             self.warn(
                 raw.name.span(),
                 format!("route `{name}`: a body larger than max_key_body ({max_key_body} bytes) is not read, so policy `{}`'s `json:` key is missing and, with missing = \"skip\", the tier is skipped: padding a request past it goes around the tier", policy.name),
                 Some(fix.clone()),
             );
         }
-        let query = |k: &KeySource| matches!(k, KeySource::Query(_));
-        let skipped = tiers
-            .iter()
-            .find(|p| p.missing == Missing::Skip && p.key.iter().any(query));
-        if let Some(policy) = skipped {
+        if let Some(policy) = skipping(|k| matches!(k, KeySource::Query(_))) {
             self.warn(
                 raw.name.span(),
                 format!("route `{name}`: policy `{}`'s `query:` key is also read from form, multipart and JSON bodies, as PHP, Rails, Laravel and Flask read parameters, but not from one larger than max_key_body ({max_key_body} bytes): with missing = \"skip\", such a body with the key in it goes around the tier where the upstream reads parameters from bodies", policy.name),

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use super::parts::{form_values, names_param, query_values};
+use super::parts::{form_values, names_param};
 use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
 use crate::json::{BodyFacts, JsonPointer};
 use crate::request::form::BodyParams;
@@ -19,10 +19,7 @@ pub(super) fn body_param_values<'a>(
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
     for params in &body.params {
-        match params {
-            BodyParams::Form(text) => query_values(text, name, values)?,
-            params => params_values(params, &|k| names_param(k, name), values)?,
-        }
+        params_values(params, &|k| names_param(k, name), values)?;
     }
     // Values the JSON walk could not keep would be uncharged: too many.
     if body.overflowed() {

@@ -87,9 +87,10 @@ pub(super) fn form_values<'a>(
 }
 
 /// Charges the value of each pair of `query` (split at `&`, and at `;` too when
-/// `semicolons`) that `named` takes and that is not empty, each decoded as `form_urlencoded` decodes
-/// it. A pair's name is decoded first and its value only when the name matches: a form
-/// body's long fields of other names cost a scan, not a decoding.
+/// `semicolons`) that `named` takes and that is not empty, each decoded as
+/// `form_urlencoded` decodes it. A pair's name is decoded first and its value only when
+/// the name matches: a form body's long fields of other names cost a scan, not a
+/// decoding.
 fn charge_pairs<'a>(
     query: &'a [u8],
     semicolons: bool,

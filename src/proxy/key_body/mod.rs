@@ -32,7 +32,7 @@ use super::response::{
 use crate::config::{Route, Server};
 use crate::json::{rpc, walk, BodyFacts};
 use crate::reply::Body;
-use crate::request::form::{readings, BodyParams, Readings};
+use crate::request::form::{BodyParams, Readings};
 
 use held::Held;
 pub use prefixed::Prefixed;
@@ -172,11 +172,11 @@ impl KeyBody {
 /// Reads up to `max_key_body` of `req`'s body and makes it readable as its upstream reads
 /// it; the answer when the client's body stalls, breaks, comes in a coding tollgate does
 /// not read or that does not decode, is a JSON-RPC batch (on a route keyed or priced by
-/// the JSON body), has more `Content-Type` readings than are read, or the worker holds
-/// too much.
+/// the JSON body), has more `Content-Type` readings than are read (`readings` is `None`:
+/// [`Route::body_readings`]), or the worker holds too much.
 pub async fn read(
     req: &mut Request<Incoming>,
-    (server, route): (&Server, &Route),
+    (server, route, readings): (&Server, &Route, Option<Readings>),
 ) -> Result<KeyBody, Refused> {
     let declared = req
         .headers()
@@ -202,8 +202,7 @@ pub async fn read(
     }
     let coding = body_coding::coding_of(req.headers())
         .map_err(|named| Box::new(unsupported_coding(&named)))?;
-    let params =
-        readings(req.method(), req.headers()).ok_or_else(|| Box::new(ambiguous_content_type()))?;
+    let params = readings.ok_or_else(|| Box::new(ambiguous_content_type()))?;
     // Too large to key by: not read; forwarded as it comes.
     if declared.is_some_and(|d| d > max as u64) {
         return Ok(empty(declared, coding));

@@ -193,9 +193,10 @@ fn disposition_names(value: &str) -> Vec<String> {
     };
     for &escapes in passes {
         let mut pass: Vec<String> = Vec::new();
-        let mut pieces: std::collections::BTreeMap<u32, String> = Default::default();
         let mut upload = false;
-        for (param, readings) in params(value, escapes) {
+        let params = params(value, escapes);
+        let joined = continued(params.iter().map(first_reading), "name");
+        for (param, readings) in params {
             let lower = param.to_ascii_lowercase();
             if param == "filename" && readings.iter().any(|r| !r.is_empty()) {
                 upload = true;
@@ -203,17 +204,9 @@ fn disposition_names(value: &str) -> Vec<String> {
                 pass.extend(readings);
             } else if lower == "name*" {
                 pass.extend(readings.iter().filter_map(|r| extended(r)));
-            } else if let Some(n) = lower
-                .strip_prefix("name*")
-                .and_then(|n| n.trim_end_matches('*').parse().ok())
-            {
-                pieces
-                    .entry(n)
-                    .or_insert_with(|| readings.into_iter().next().unwrap_or_default());
             }
         }
-        if !pieces.is_empty() {
-            let joined: String = pieces.into_values().collect();
+        if let Some(joined) = joined {
             pass.extend(extended(&joined));
             pass.push(joined);
         }
@@ -268,6 +261,31 @@ fn params(value: &str, escapes: bool) -> Vec<(String, Vec<String>)> {
         rest = tail;
     }
     out
+}
+
+/// A parameter's name and its first reading.
+fn first_reading((param, readings): &(String, Vec<String>)) -> (&str, &str) {
+    (param, readings.first().map_or("", String::as_str))
+}
+
+/// The values of `base*0`, `base*1`… among `params` (name, value) joined in number order
+/// (RFC 2231), the first of each number kept; `None` without any.
+pub(super) fn continued<'p>(
+    params: impl Iterator<Item = (&'p str, &'p str)>,
+    base: &str,
+) -> Option<String> {
+    let mut pieces = std::collections::BTreeMap::new();
+    for (param, value) in params {
+        let lower = param.to_ascii_lowercase();
+        let number = lower
+            .strip_prefix(base)
+            .and_then(|n| n.strip_prefix('*'))
+            .and_then(|n| n.trim_end_matches('*').parse::<u32>().ok());
+        if let Some(n) = number {
+            pieces.entry(n).or_insert(value);
+        }
+    }
+    (!pieces.is_empty()).then(|| pieces.into_values().collect())
 }
 
 /// A quoted string after its opening quote: its text with `\x` read as `x`, and what
