@@ -34,10 +34,7 @@ const MULTIPART: &str = "multipart/form-data; boundary=XyZ";
 /// One request an hour per `api_key`; a request without one skips the tier.
 fn per_key_route() -> String {
     Fixture::new()
-        .policy_raw(
-            "per_key",
-            "key = \"query:api_key\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nmissing = \"skip\"\n",
-        )
+        .skipping_policy("per_key", "query:api_key", 1)
         .route("api", "/v1", "api", &["per_key"])
         .build()
 }
@@ -150,10 +147,7 @@ async fn a_chunked_form_split_inside_its_key_is_read_whole() {
 /// One request an hour per `user` of the JSON body, skipped without one.
 fn per_user_route() -> String {
     Fixture::new()
-        .policy_raw(
-            "per_user",
-            "key = \"json:/params/user\"\nlimit = 1\nperiod = \"1h\"\nburst = 1\nmissing = \"skip\"\n",
-        )
+        .skipping_policy("per_user", "json:/params/user", 1)
         .route("api", "/v1", "api", &["per_user"])
         .build()
 }

@@ -39,10 +39,7 @@ async fn post(client: &HttpClient, url: &str, coding: Option<&str>, body: Vec<u8
 /// A fixture with the policy `name` keyed by the JSON `pointer`, `burst` requests an
 /// hour, skipped by a request without its key: a key read as missing goes around it.
 fn skipping(name: &str, pointer: &str, burst: u32) -> Fixture {
-    Fixture::new().policy_raw(
-        name,
-        format!("key = \"json:{pointer}\"\nlimit = {burst}\nperiod = \"1h\"\nburst = {burst}\nmissing = \"skip\"\n"),
-    )
+    Fixture::new().skipping_policy(name, &format!("json:{pointer}"), burst)
 }
 
 fn per_user_route() -> String {

@@ -111,6 +111,15 @@ impl Fixture {
         self
     }
 
+    /// `[policies.NAME]` keyed by `key`, `burst` requests an hour, skipped by a request
+    /// without its key (`missing = "skip"`): a key read as missing goes around it.
+    pub fn skipping_policy(self, name: &str, key: &str, burst: u32) -> Self {
+        self.policy_raw(
+            name,
+            format!("key = \"{key}\"\nlimit = {burst}\nperiod = \"1h\"\nburst = {burst}\nmissing = \"skip\"\n"),
+        )
+    }
+
     /// A `[[routes]]` entry with the required fields and its policies (none: unlimited).
     pub fn route(self, name: &str, path: &str, upstream: &str, policies: &[&str]) -> Self {
         let policies: Vec<String> = policies.iter().map(|p| quote(p)).collect();
