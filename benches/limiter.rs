@@ -109,9 +109,13 @@ fn main() {
     let many_theirs = governor();
     let name = format!("{keys} distinct keys");
     if wanted(&name) {
-        scenario(&name, 1, (keys as usize, ops), &|r, _| many_ours.check(r % keys), &|r, _| {
-            many_theirs.check_key(&(r % keys)).is_ok()
-        });
+        scenario(
+            &name,
+            1,
+            (keys as usize, ops),
+            &|r, _| many_ours.check(r % keys),
+            &|r, _| many_theirs.check_key(&(r % keys)).is_ok(),
+        );
     }
 
     let hot_ours = Arc::new(Tollgate::new(1024));

@@ -42,9 +42,9 @@ pub fn parse(value: &[u8]) -> Option<TraceParent> {
 pub fn format(trace_id: &[u8; 16], span_id: &[u8; 8], sampled: bool) -> HeaderValue {
     let mut out = [0u8; 55];
     out[..3].copy_from_slice(b"00-");
-    write_hex(&mut out[3..35], trace_id);
+    crate::random::write_hex(&mut out[3..35], trace_id);
     out[35] = b'-';
-    write_hex(&mut out[36..52], span_id);
+    crate::random::write_hex(&mut out[36..52], span_id);
     out[52] = b'-';
     out[53..55].copy_from_slice(if sampled { b"01" } else { b"00" });
     // ASCII hex and dashes: always a valid header value.
@@ -65,14 +65,6 @@ fn hex_bytes<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
         out[i] = digit(pair[0])? << 4 | digit(pair[1])?;
     }
     Some(out)
-}
-
-fn write_hex(out: &mut [u8], bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for (i, b) in bytes.iter().enumerate() {
-        out[2 * i] = DIGITS[usize::from(b >> 4)];
-        out[2 * i + 1] = DIGITS[usize::from(b & 15)];
-    }
 }
 
 #[cfg(test)]
