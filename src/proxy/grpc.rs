@@ -91,7 +91,9 @@ pub fn code_of(answer: &Answer) -> Code {
         | Answer::MalformedEncoding
         | Answer::BodyBroken => Code::InvalidArgument,
         // What a gRPC server answers a compression it does not support.
-        Answer::Unmatched | Answer::UnsupportedEncoding => Code::Unimplemented,
+        Answer::Unmatched | Answer::UnsupportedEncoding | Answer::UnsupportedCharset => {
+            Code::Unimplemented
+        }
         Answer::UpstreamTimeout | Answer::BodyStalled => Code::DeadlineExceeded,
         Answer::TooManyConnections
         | Answer::Overloaded

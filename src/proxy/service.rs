@@ -14,7 +14,7 @@ use super::access_log::Trace;
 use super::admit::Routed;
 use super::forward::{forward, Sent, Upgrade};
 use super::record::Record;
-use super::response::{overloaded, Answer};
+use super::response::{overloaded, unsupported_charset, Answer};
 use super::response_body::{HeldSlots, ResponseBody};
 use super::settle::Settlement;
 use super::snapshot::{Current, Shared};
@@ -216,6 +216,12 @@ fn arrive<'a>(
         .trusted_proxies
         .client_ip(conn.peer.ip(), req.headers());
     trace.client = Some(client_ip);
+    let route = &config.routes[index];
+    if route.keys_by_params() {
+        if let Some(named) = crate::request::charset::unsupported(req.headers()) {
+            return Err(Box::new(unsupported_charset(&named)));
+        }
+    }
     let upgrade = tunnel_permit(normalized.upgrade, conn).map_err(|_| {
         trace.answer = Answer::TooManyConnections;
         let code = "too_many_connections";
@@ -224,7 +230,7 @@ fn arrive<'a>(
     let routed = Routed {
         snapshot,
         index,
-        route: &config.routes[index],
+        route,
     };
     Ok(Arrived {
         routed,

@@ -41,6 +41,10 @@ pub enum Answer {
     /// A route that reads the body got `Content-Type` lines naming more bodies than are
     /// read for parameters (400).
     AmbiguousContentType,
+    /// A route keyed by a query parameter or by the body got a `Content-Type` naming a
+    /// charset other than UTF-8 or ASCII, which an upstream may read its parameters in
+    /// (415).
+    UnsupportedCharset,
     /// An upgrade found no connection left under `max_connections` (503).
     TooManyConnections,
     /// Past this worker's share of `max_requests` (503).
@@ -82,6 +86,7 @@ impl Answer {
             Answer::UnsupportedEncoding => "unsupported_content_encoding",
             Answer::JsonRpcBatch => "jsonrpc_batch",
             Answer::AmbiguousContentType => "ambiguous_content_type",
+            Answer::UnsupportedCharset => "unsupported_charset",
             Answer::MalformedEncoding => "malformed_content_encoding",
             Answer::DecodedTooLarge => "decoded_too_large",
             Answer::TooManyConnections => "too_many_connections",
@@ -136,6 +141,9 @@ impl Answer {
             }
             Answer::JsonRpcBatch => "a JSON-RPC batch is not accepted: send one call a request",
             Answer::AmbiguousContentType => "the request's content-type lines name too many bodies",
+            Answer::UnsupportedCharset => {
+                "the request's content-type names a charset other than utf-8, which keys are not read in"
+            }
             Answer::MalformedEncoding => "the request body does not decode as its content-encoding says",
             Answer::DecodedTooLarge => "request body decodes past max_body",
             Answer::TooManyConnections => "too many connections",
@@ -222,6 +230,17 @@ pub fn ambiguous_content_type() -> Response<Body> {
         StatusCode::BAD_REQUEST,
         "ambiguous_content_type",
         &[("max_readings", max.into())],
+    ))
+}
+
+/// 415 for a request naming a charset other than UTF-8 or ASCII (`named`, as written) on
+/// a route keyed by a query parameter or by the body (`request::charset`): its
+/// parameters may be read in that charset upstream, as other bytes than tollgate keys by.
+pub fn unsupported_charset(named: &str) -> Response<Body> {
+    Answer::UnsupportedCharset.on(json_error(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_charset",
+        &[("charset", named.into()), ("supported", "utf-8".into())],
     ))
 }
 

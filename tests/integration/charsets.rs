@@ -1,0 +1,138 @@
+//! A charset an upstream would decode keys in. Django reads a request's query and form
+//! parameters in the charset its `Content-Type` names (a GET's too), and Django REST
+//! framework its JSON body: `api_key` sent in UTF-16 is the same key to it and other bytes
+//! to the gateway, a skipped tier or a fresh bucket. On a route keyed by a query parameter
+//! or by the body, such a request is refused 415 before anything is charged or forwarded;
+//! UTF-8 and ASCII, in any spelling, pass as before; a route keyed by neither is not
+//! concerned. Over HTTP/1.1 and HTTP/2, and repeated `Content-Type` lines.
+
+use bytes::Bytes;
+
+use crate::support::*;
+
+/// `text` as UTF-16LE with its byte-order mark, as Python's `utf-16` codec reads it.
+fn utf16(text: &str) -> Bytes {
+    let mut out = vec![0xff, 0xfe];
+    text.encode_utf16()
+        .for_each(|u| out.extend_from_slice(&u.to_le_bytes()));
+    Bytes::from(out)
+}
+
+/// One request an hour per `api_key`, skipped without one; an unkeyed route beside it.
+fn routes() -> String {
+    Fixture::new()
+        .skipping_policy("per_key", "query:api_key", 1)
+        .skipping_policy("per_user", "json:/user", 1)
+        .skipping_policy("per_tenant", "header:x-tenant", 1)
+        .route("login", "/login", "api", &["per_key"])
+        .route("tools", "/tools", "api", &["per_user"])
+        .route("other", "/other", "api", &["per_tenant"])
+        .build()
+}
+
+#[tokio::test]
+async fn a_charset_other_than_utf_8_is_refused_where_keys_are_read_and_charges_nothing() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&routes(), &up.url()).await;
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let login = gw.url("/login");
+        let refused = [
+            // A form in UTF-16, as Django reads it.
+            (
+                login.clone(),
+                "application/x-www-form-urlencoded; charset=utf-16",
+                utf16(&format!("api_key=u{i}")),
+                "utf-16",
+            ),
+            // A GET: Django decodes its query's escapes in the charset named too.
+            (
+                format!("{login}?api_key=%61%00"),
+                "text/plain; charset=UTF-16LE",
+                Bytes::new(),
+                "UTF-16LE",
+            ),
+            // A JSON body in EBCDIC, as Django REST framework reads it, and RFC 2231's
+            // spelling of a charset.
+            (
+                gw.url("/tools"),
+                "application/json; charset=\"cp500\"",
+                Bytes::from_static(b"\xc0\x7f\xa4\xa2\x85\x99\x7f\x7a\x7f\x81\x7f\xd0"),
+                "cp500",
+            ),
+            (
+                gw.url("/tools"),
+                "application/json; charset*=utf-8''utf-8-sig",
+                Bytes::from(format!("\u{feff}{{\"user\":\"s{i}\"}}")),
+                "utf-8-sig",
+            ),
+        ];
+        for (url, content_type, body, named) in refused {
+            let headers = [("content-type", content_type)];
+            let r = send_bytes(client, "POST", &url, &headers, body).await;
+            assert_eq!(r.status, 415, "{content_type}: {}", r.text());
+            let error = r.json();
+            assert_eq!(error["error"], "unsupported_charset", "{}", r.text());
+            assert_eq!(error["charset"], named);
+            assert_eq!(error["supported"], "utf-8");
+        }
+        // Nothing was charged: the key the UTF-16 form carried has its one request left.
+        let again = format!("{login}?api_key=u{i}");
+        assert_eq!(send(client, "GET", &again, &[], b"").await.status, 200);
+        assert_eq!(send(client, "GET", &again, &[], b"").await.status, 429);
+        // UTF-8 and ASCII pass, however spelt, and are charged.
+        for (n, charset) in ["utf-8", "UTF8", "\"utf_8\"", "us-ascii"]
+            .iter()
+            .enumerate()
+        {
+            let content_type = format!("application/x-www-form-urlencoded; charset={charset}");
+            let headers = [("content-type", content_type.as_str())];
+            let body = Bytes::from(format!("api_key=c{n}{i}"));
+            let r = send_bytes(client, "POST", &login, &headers, body).await;
+            assert_eq!(r.status, 200, "{charset}: {}", r.text());
+            let spent = format!("{login}?api_key=c{n}{i}");
+            assert_eq!(send(client, "GET", &spent, &[], b"").await.status, 429);
+        }
+        // A route keyed by a header reads no parameters: its requests are not concerned.
+        let headers = [
+            ("content-type", "text/plain; charset=utf-16"),
+            ("x-tenant", "t"),
+        ];
+        let other = gw.url("/other");
+        let r = send_bytes(client, "POST", &other, &headers, utf16("x")).await;
+        assert_eq!(r.status, if i == 0 { 200 } else { 429 }, "{}", r.text());
+    }
+    // Upstream saw, per client, the first GET of `u` and the four forms (the requests
+    // after them were refused 429), and the unkeyed POST once: none of the refused 415s.
+    assert_eq!(up.requests(), 2 * (1 + 4) + 1);
+}
+
+#[tokio::test]
+async fn a_charset_on_any_content_type_line_is_read() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&routes(), &up.url()).await;
+    let url = gw.url("/login");
+    let headers = [
+        (
+            "content-type",
+            "application/x-www-form-urlencoded; charset=utf-8",
+        ),
+        (
+            "content-type",
+            "application/x-www-form-urlencoded; charset=utf-16",
+        ),
+    ];
+    for client in [http1(), http2()] {
+        let body = Bytes::from_static(b"api_key=two");
+        let r = send_bytes(&client, "POST", &url, &headers, body).await;
+        assert_eq!(r.status, 415, "{}", r.text());
+        assert_eq!(r.json()["charset"], "utf-16");
+    }
+    // From a raw socket, one line joined by a comma, as Django under ASGI joins them.
+    let request = "POST /login HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-www-form-urlencoded; charset=utf-8, text/plain; charset=utf-32\r\ncontent-length: 11\r\nconnection: close\r\n\r\napi_key=two";
+    let (answer, _) = raw(gw.addr, request.as_bytes()).await;
+    assert_eq!(raw_status(&answer), 415, "{answer}");
+    assert!(answer.contains("\"charset\":\"utf-32\""), "{answer}");
+    assert_eq!(up.requests(), 0);
+    // The key was never charged.
+    assert_eq!(get(&format!("{url}?api_key=two"), &[]).await.status, 200);
+}
