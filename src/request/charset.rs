@@ -1,9 +1,10 @@
 //! The charset a request's `Content-Type` names, where an upstream reads parameters by it.
 //!
-//! Django decodes a request's query and form parameters in the charset its `Content-Type`
-//! names (`request.encoding`, any Python codec: UTF-16, UTF-32, `utf-8-sig`, EBCDIC's
-//! `cp500`…), on a GET too, and Django REST framework its JSON body. A name or a key sent
-//! in such a charset is other bytes to tollgate and the same text to the upstream: a key
+//! Django decodes a request's query in the charset its `Content-Type` names
+//! (`request.encoding`, any Python codec: UTF-16, UTF-32, `utf-8-sig`, EBCDIC's `cp500`…),
+//! a GET's too (its forms too before Django 5), and Django REST framework parses a JSON
+//! body in it (`tests/integration/django.rs` shows both). A name or a key sent in such a
+//! charset is other bytes to tollgate and the same text to the upstream: a key
 //! not found (a `missing = "skip"` tier skipped) or a fresh bucket per charset. Those
 //! bytes cannot be read as every codec would read them, so on a route keyed by a query
 //! parameter or by the body a request naming any charset but UTF-8 or ASCII is refused

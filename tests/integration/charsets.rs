@@ -1,6 +1,6 @@
-//! A charset an upstream would decode keys in. Django reads a request's query and form
-//! parameters in the charset its `Content-Type` names (a GET's too), and Django REST
-//! framework its JSON body: `api_key` sent in UTF-16 is the same key to it and other bytes
+//! A charset an upstream would decode keys in. Django reads a request's query in the
+//! charset its `Content-Type` names (a GET's too; its forms too before Django 5), and
+//! Django REST framework its JSON body (django.rs runs both against Django itself): `api_key` sent in UTF-16 is the same key to it and other bytes
 //! to the gateway, a skipped tier or a fresh bucket. On a route keyed by a query parameter
 //! or by the body, such a request is refused 415 before anything is charged or forwarded;
 //! UTF-8 and ASCII, in any spelling, pass as before; a route keyed by neither is not
@@ -37,7 +37,7 @@ async fn a_charset_other_than_utf_8_is_refused_where_keys_are_read_and_charges_n
     for (i, client) in [http1(), http2()].iter().enumerate() {
         let login = gw.url("/login");
         let refused = [
-            // A form in UTF-16, as Django reads it.
+            // A form in UTF-16, as Django before 5 reads it.
             (
                 login.clone(),
                 "application/x-www-form-urlencoded; charset=utf-16",

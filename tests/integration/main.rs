@@ -28,6 +28,7 @@ mod container_podman;
 mod control;
 mod cookbook;
 mod dashboard;
+mod django;
 mod docs;
 mod failover;
 mod faults;

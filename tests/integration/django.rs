@@ -1,0 +1,108 @@
+//! The charset trick against a real Django upstream (`tests/django/app.py`, Django and
+//! Django REST framework as released). Straight to Django, a GET whose `Content-Type`
+//! names UTF-16 has its query's escapes read as UTF-16 (`%61%00…` is `alice`), and a JSON
+//! body in EBCDIC (`charset=cp500`) is parsed by Django REST framework: the same key to the
+//! application, other bytes to a gateway. Through tollgate both are refused 415 before
+//! anything is charged or forwarded, and the same keys in UTF-8 reach Django and are
+//! charged. Over HTTP/1.1 and HTTP/2.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::support::*;
+
+/// `tests/django/app.py` on a free port, stopped on drop.
+struct Django {
+    child: Child,
+    port: u16,
+}
+
+impl Django {
+    async fn start() -> Self {
+        let port = free_port();
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/django/app.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 runs (scripts/test installs django)");
+        let server = Self { child, port };
+        let up = eventually_async(Duration::from_secs(60), || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+        })
+        .await;
+        assert!(up, "the Django upstream listens on {port}");
+        server
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Django {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `alice` as UTF-16LE escapes in a query of odd length: Django decodes the query in the
+/// charset named, falls back to Latin-1 when that fails, then reads the escapes in it.
+const UTF16_QUERY: &str = "/login?api_key=%61%00%6c%00%69%00%63%00%65%00&";
+const UTF16: (&str, &str) = ("content-type", "text/plain; charset=utf-16");
+/// `{"user":"alice"}` in EBCDIC (Python's `cp500`).
+const EBCDIC_JSON: &[u8] = &[
+    192, 127, 164, 162, 133, 153, 127, 122, 127, 129, 147, 137, 131, 133, 127, 208,
+];
+const EBCDIC: (&str, &str) = ("content-type", "application/json; charset=cp500");
+
+#[tokio::test]
+#[ignore = "needs Python's django and djangorestframework: scripts/test installs them"]
+async fn django_reads_keys_in_the_charset_named_and_the_gateway_refuses_it() {
+    let django = Django::start().await;
+    // The premise, straight to Django.
+    let direct = send(&http1(), "GET", &django.url(UTF16_QUERY), &[UTF16], b"").await;
+    assert_eq!(direct.status, 200, "{}", direct.text());
+    assert_eq!(direct.json()["get"], serde_json::json!(["alice"]));
+    let tools = django.url("/tools");
+    let direct = send(&http1(), "POST", &tools, &[EBCDIC], EBCDIC_JSON).await;
+    assert_eq!(direct.status, 200, "{}", direct.text());
+    assert_eq!(direct.json()["user"], "alice");
+
+    let toml = Fixture::new()
+        .skipping_policy("per_key", "query:api_key", 1)
+        .skipping_policy("per_user", "json:/user", 1)
+        .route("login", "/login", "api", &["per_key"])
+        .route("tools", "/tools", "api", &["per_user"])
+        .build();
+    let gw = TestGateway::start(&toml, &django.url("")).await;
+    for client in [http1(), http2()] {
+        let r = send(&client, "GET", &gw.url(UTF16_QUERY), &[UTF16], b"").await;
+        assert_eq!(r.status, 415, "{}", r.text());
+        assert_eq!(r.json()["charset"], "utf-16");
+        let r = send(&client, "POST", &gw.url("/tools"), &[EBCDIC], EBCDIC_JSON).await;
+        assert_eq!(r.status, 415, "{}", r.text());
+        assert_eq!(r.json()["charset"], "cp500");
+    }
+    // The same keys in UTF-8 reach Django once each, then are refused: nothing was spent
+    // on them by the refusals above.
+    let login = gw.url("/login?api_key=alice");
+    let r = send(&http2(), "GET", &login, &[], b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["get"], serde_json::json!(["alice"]));
+    assert_eq!(send(&http1(), "GET", &login, &[], b"").await.status, 429);
+    let json = [("content-type", "application/json")];
+    let body = || Bytes::from_static(b"{\"user\":\"alice\"}");
+    let r = send_bytes(&http1(), "POST", &gw.url("/tools"), &json, body()).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["user"], "alice");
+    let r = send_bytes(&http2(), "POST", &gw.url("/tools"), &json, body()).await;
+    assert_eq!(r.status, 429, "{}", r.text());
+}
