@@ -25,7 +25,13 @@ pub fn unsupported(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(CONTENT_TYPE)
         .iter()
-        .flat_map(|line| line.as_bytes().split(|&b| b == b';' || b == b','))
+        .find_map(|line| unsupported_in(line.as_bytes()))
+}
+
+/// [`unsupported`] of one `Content-Type` value (a multipart part's own, for one).
+pub fn unsupported_in(value: &[u8]) -> Option<String> {
+    value
+        .split(|&b| b == b';' || b == b',')
         .filter_map(charset_value)
         .find(|value| !supported(value))
         .map(|value| String::from_utf8_lossy(&value).into_owned())
@@ -54,7 +60,7 @@ fn percent_decoded(text: &[u8]) -> Vec<u8> {
 }
 
 /// UTF-8 or ASCII: read as the bytes tollgate keys by.
-fn supported(value: &[u8]) -> bool {
+pub fn supported(value: &[u8]) -> bool {
     let letters: Vec<u8> = value
         .iter()
         .filter(|b| b.is_ascii_alphanumeric())

@@ -136,3 +136,69 @@ async fn a_charset_on_any_content_type_line_is_read() {
     // The key was never charged.
     assert_eq!(get(&format!("{url}?api_key=two"), &[]).await.status, 200);
 }
+
+#[tokio::test]
+async fn a_multipart_field_in_another_charset_is_refused() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&routes(), &up.url()).await;
+    let url = gw.url("/login");
+    let multipart = [("content-type", "multipart/form-data; boundary=XyZ")];
+    let body = |head: &str, value: &[u8]| {
+        let mut body = format!("--XyZ\r\n{head}\r\n\r\n").into_bytes();
+        body.extend_from_slice(value);
+        body.extend_from_slice(b"\r\n--XyZ--\r\n");
+        Bytes::from(body)
+    };
+    let field = "Content-Disposition: form-data; name=\"api_key\"";
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        // busboy (Express's multer, Fastify) decodes a field in its part's charset (busboy.rs
+        // shows it), and RFC 2231 has a name read in its charset: other bytes here.
+        let utf16 = utf16(&format!("m{i}")).slice(2..);
+        let refused = [
+            (
+                body(
+                    &format!("{field}\r\nContent-Type: text/plain; charset=utf-16le"),
+                    &utf16,
+                ),
+                "utf-16le",
+            ),
+            (
+                body(
+                    "Content-Disposition: form-data; name*=utf-16le''a%00p%00i%00_%00k%00e%00y%00",
+                    format!("n{i}").as_bytes(),
+                ),
+                "utf-16le",
+            ),
+            (
+                body(
+                    &format!("{field}\r\nContent-Type: text/plain; charset=base64"),
+                    b"bTA=",
+                ),
+                "base64",
+            ),
+        ];
+        for (sent, named) in refused {
+            let r = send_bytes(client, "POST", &url, &multipart, sent).await;
+            assert_eq!(r.status, 415, "{named}: {}", r.text());
+            assert_eq!(r.json()["error"], "unsupported_charset");
+            assert_eq!(r.json()["charset"], named);
+        }
+        // A file's charset is its own: an upload passes, its field is no key.
+        let upload = body(
+            "Content-Disposition: form-data; name=\"api_key\"; filename=\"k.csv\"\r\nContent-Type: text/csv; charset=iso-8859-1",
+            b"k\xe9",
+        );
+        let r = send_bytes(client, "POST", &url, &multipart, upload).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        // A field in UTF-8 is read and charged as before.
+        let sent = body(
+            &format!("{field}\r\nContent-Type: text/plain; charset=UTF-8"),
+            format!("u{i}").as_bytes(),
+        );
+        let r = send_bytes(client, "POST", &url, &multipart, sent).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let spent = format!("{url}?api_key=u{i}");
+        assert_eq!(send(client, "GET", &spent, &[], b"").await.status, 429);
+    }
+    assert_eq!(up.requests(), 4);
+}

@@ -17,6 +17,7 @@ mod browser;
 mod budget_bodies;
 mod budget_fleet;
 mod budgets;
+mod busboy;
 mod charsets;
 mod concurrency;
 mod concurrency_fleet;

@@ -27,12 +27,12 @@ use super::body_coding::{self, Coding, Decoded};
 use super::pool::ClientBodyFault;
 use super::response::{
     ambiguous_content_type, decoded_too_large, jsonrpc_batch, malformed_coding, overloaded,
-    unsupported_coding,
+    unsupported_charset, unsupported_coding,
 };
 use crate::config::{Route, Server};
 use crate::json::{rpc, walk, BodyFacts};
 use crate::reply::Body;
-use crate::request::form::{BodyParams, Readings};
+use crate::request::form::{foreign_charset, BodyParams, ParamsBody, Readings};
 
 use held::Held;
 pub use prefixed::Prefixed;
@@ -148,6 +148,22 @@ impl KeyBody {
         self.bytes.is_empty() && self.trailers.is_none()
     }
 
+    /// Refuses a multipart body with a text field in a charset other than UTF-8 or ASCII
+    /// (`request::form::foreign_charset`): some upstreams read the field in it.
+    fn refuse_foreign_charset(&self) -> Result<(), Refused> {
+        let Some(plain) = self.plain() else {
+            return Ok(());
+        };
+        let foreign = self.params.iter().find_map(|reading| match reading {
+            ParamsBody::Multipart(boundary) => foreign_charset(plain, boundary),
+            _ => None,
+        });
+        match foreign {
+            Some(named) => Err(Box::new(unsupported_charset(&named))),
+            None => Ok(()),
+        }
+    }
+
     /// Refuses a JSON-RPC batch: a tier counts one call a request. Read strictly, else
     /// from the strict copy (kept for the walk).
     fn refuse_batch(&self) -> Result<(), Refused> {
@@ -229,6 +245,7 @@ pub async fn read(
         share,
         params,
     };
+    body.refuse_foreign_charset()?;
     // A batch is refused where a tier keys or prices by the JSON body (a tier counts one
     // call a request); a route keyed by a query parameter reads a JSON body only for it.
     if route.body_always {

@@ -7,6 +7,8 @@ use std::borrow::Cow;
 use base64::Engine;
 use memchr::memmem;
 
+use crate::request::charset;
+
 /// A field as readers take it: every reading of its name, and one of its value.
 pub type Field<'n, 'a> = (&'n [String], Cow<'a, [u8]>);
 
@@ -31,6 +33,36 @@ pub fn fields<'a, E>(
     boundary: &str,
     each: &mut dyn FnMut(Field<'_, 'a>) -> Result<(), E>,
 ) -> Result<(), E> {
+    parts(body, boundary, &mut |bytes| part(bytes, each))
+}
+
+/// The first charset other than UTF-8 or ASCII a text field of `body` is written in, as
+/// written: one its part's `Content-Type` names (busboy, under Express's multer and
+/// Fastify, decodes the value in it: UTF-16, Latin-1, even base64; `tests/integration/
+/// busboy.rs`), or one a `name*` names (RFC 2231 asks a reader to decode the name in it).
+/// The field is the same to such an upstream and other bytes to the gateway, so the
+/// request is refused, as a request naming such a charset is (`request::charset`). An
+/// upload's charset is its own.
+pub fn foreign_charset(body: &[u8], boundary: &str) -> Option<String> {
+    let found = parts(body, boundary, &mut |bytes| {
+        blank_lines(bytes).try_for_each(|(head_end, _)| {
+            let headers = headers(&bytes[..head_end]);
+            match names(&headers).0.is_empty() {
+                true => Ok(()),
+                false => charset_of(&headers).map_or(Ok(()), Err),
+            }
+        })
+    });
+    found.err()
+}
+
+/// Calls `each` with every part of `body` split at `boundary`, under each reader's split
+/// ([`Split`]); a part two splits agree on, once.
+fn parts<'a, E>(
+    body: &'a [u8],
+    boundary: &str,
+    each: &mut dyn FnMut(&'a [u8]) -> Result<(), E>,
+) -> Result<(), E> {
     let delimiter = format!("--{boundary}");
     let finder = memmem::Finder::new(delimiter.as_bytes());
     // A part two splits agree on is read once (in a browser's body all three agree).
@@ -48,7 +80,7 @@ pub fn fields<'a, E>(
             let next = next_delimiter(body, start, &finder, split);
             let end = next.map_or(body.len(), |(end, _)| end).max(start);
             if read.insert((start, end)) {
-                part(&body[start..end], each)?;
+                each(&body[start..end])?;
             }
             match next {
                 Some((_, next)) => at = next,
@@ -117,17 +149,8 @@ fn part<'a, E>(
     part: &'a [u8],
     each: &mut dyn FnMut(Field<'_, 'a>) -> Result<(), E>,
 ) -> Result<(), E> {
-    let mut seen: arrayvec::ArrayVec<usize, 4> = arrayvec::ArrayVec::new();
-    for blank in [&b"\r\n\r\n"[..], b"\n\n", b"\n\r\n", b"\r\r"] {
-        let Some(i) = memmem::find(part, blank) else {
-            continue;
-        };
-        let value_at = i + blank.len();
-        if seen.contains(&value_at) {
-            continue;
-        }
-        seen.push(value_at);
-        let (names, base64) = head(&part[..i]);
+    for (head_end, value_at) in blank_lines(part) {
+        let (names, base64) = names(&headers(&part[..head_end]));
         if names.is_empty() {
             continue;
         }
@@ -140,10 +163,23 @@ fn part<'a, E>(
     Ok(())
 }
 
-/// A part's headers: each reading of its name from every `Content-Disposition` (none for
-/// an upload, which no reader takes as a parameter) or, without one, every `Content-ID`
-/// (Rack); and whether any `Content-Transfer-Encoding` says base64 (Django decodes it).
-fn head(bytes: &[u8]) -> (Vec<String>, bool) {
+/// Where a part's headers may end, each once: (the headers' end, the value's start).
+fn blank_lines(part: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut seen: arrayvec::ArrayVec<usize, 4> = arrayvec::ArrayVec::new();
+    [&b"\r\n\r\n"[..], b"\n\n", b"\n\r\n", b"\r\r"]
+        .into_iter()
+        .filter_map(move |blank| {
+            let i = memmem::find(part, blank)?;
+            let value_at = i + blank.len();
+            (!seen.contains(&value_at)).then(|| {
+                seen.push(value_at);
+                (i, value_at)
+            })
+        })
+}
+
+/// A part's headers, (lower-cased name, value), unfolded.
+fn headers(bytes: &[u8]) -> Vec<(String, String)> {
     let text = String::from_utf8_lossy(bytes);
     // Lines end at LF or CR; one starting with white space, or without a colon, goes on
     // the header before it (PHP, Rack and Werkzeug unfold both).
@@ -158,12 +194,22 @@ fn head(bytes: &[u8]) -> (Vec<String>, bool) {
             }
         }
     }
-    let all = |name: &'static str| {
-        headers
-            .iter()
-            .filter(move |(n, _)| n == name)
-            .map(|(_, v)| v)
-    };
+    headers
+}
+
+/// Every value of header `name` among `headers`.
+fn all<'h>(headers: &'h [(String, String)], name: &'h str) -> impl Iterator<Item = &'h String> {
+    headers
+        .iter()
+        .filter(move |(n, _)| n == name)
+        .map(|(_, v)| v)
+}
+
+/// A part's names: each reading of its name from every `Content-Disposition` (none for
+/// an upload, which no reader takes as a parameter) or, without one, every `Content-ID`
+/// (Rack); and whether any `Content-Transfer-Encoding` says base64 (Django decodes it).
+fn names(headers: &[(String, String)]) -> (Vec<String>, bool) {
+    let all = |name: &'static str| all(headers, name);
     let base64 = all("content-transfer-encoding").any(|v| v.trim().eq_ignore_ascii_case("base64"));
     let mut names: Vec<String> = all("content-disposition")
         .flat_map(|d| disposition_names(d))
@@ -174,6 +220,22 @@ fn head(bytes: &[u8]) -> (Vec<String>, bool) {
     names.sort();
     names.dedup();
     (names, base64)
+}
+
+/// A charset other than UTF-8 or ASCII that a part's `Content-Type` names, or that a
+/// `name*` of its `Content-Disposition` is written in (the text before its first `'`).
+fn charset_of(headers: &[(String, String)]) -> Option<String> {
+    let typed = all(headers, "content-type").find_map(|v| charset::unsupported_in(v.as_bytes()));
+    typed.or_else(|| {
+        all(headers, "content-disposition")
+            .flat_map(|d| d.split(';'))
+            .filter_map(|param| param.split_once('='))
+            .filter(|(name, _)| name.trim().to_ascii_lowercase().starts_with("name*"))
+            .filter_map(|(_, value)| value.trim().trim_matches('"').split_once('\''))
+            .map(|(charset, _)| charset.trim())
+            .find(|charset| !charset.is_empty() && !charset::supported(charset.as_bytes()))
+            .map(str::to_owned)
+    })
 }
 
 /// Every reading of the name in a `Content-Disposition` value, tokenised with and without

@@ -246,3 +246,44 @@ fn any_arrangement_of_multipart_pieces_parses_without_panicking() {
         });
     }
 }
+
+#[test]
+fn a_text_field_in_a_charset_other_than_utf_8_is_named() {
+    let part = |head: &str| format!("--b\r\n{head}\r\n\r\nvalue\r\n--b--\r\n");
+    let foreign = |head: &str| foreign_charset(part(head).as_bytes(), "b");
+    let field = "Content-Disposition: form-data; name=\"api_key\"";
+    // Its part's Content-Type, as busboy decodes the value (base64 too).
+    for (charset, named) in [
+        ("utf-16le", "utf-16le"),
+        ("\"ISO-8859-1\"", "ISO-8859-1"),
+        ("base64", "base64"),
+    ] {
+        let head = format!("{field}\r\nContent-Type: text/plain; charset={charset}");
+        assert_eq!(foreign(&head).as_deref(), Some(named), "{head}");
+    }
+    // Its name's RFC 2231 charset, which a reader following the RFC decodes the name in.
+    let extended = "Content-Disposition: form-data; name*=utf-16le''a%00p%00i%00";
+    assert_eq!(foreign(extended).as_deref(), Some("utf-16le"));
+    let pieces = "Content-Disposition: form-data; name*0*=UTF-32''a";
+    assert_eq!(foreign(pieces).as_deref(), Some("UTF-32"));
+    // UTF-8 and ASCII, an RFC 2231 name in UTF-8, and no charset at all: read as bytes.
+    for head in [
+        field.to_owned(),
+        format!("{field}\r\nContent-Type: text/plain; charset=UTF-8"),
+        format!("{field}\r\nContent-Type: text/plain; charset=us-ascii"),
+        "Content-Disposition: form-data; name*=UTF-8''api%5Fkey".to_owned(),
+    ] {
+        assert_eq!(foreign(&head), None, "{head}");
+    }
+    // An upload's charset is its file's, not a parameter's.
+    let upload = "Content-Disposition: form-data; name=\"f\"; filename=\"a.csv\"\r\nContent-Type: text/csv; charset=iso-8859-1";
+    assert_eq!(foreign(upload), None);
+    // A later part under another split is read too.
+    let body = format!(
+        "--b\r\n{field}\r\n\r\nx\r\n--b\r\n{field}\r\nContent-Type: text/plain; charset=utf-16\r\n\r\ny\r\n--b--"
+    );
+    assert_eq!(
+        foreign_charset(body.as_bytes(), "b").as_deref(),
+        Some("utf-16")
+    );
+}
