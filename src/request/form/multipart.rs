@@ -44,6 +44,9 @@ pub fn fields<'a, E>(
 /// request is refused, as a request naming such a charset is (`request::charset`). An
 /// upload's charset is its own.
 pub fn foreign_charset(body: &[u8], boundary: &str) -> Option<String> {
+    if !may_name_charset(body) {
+        return None;
+    }
     let found = parts(body, boundary, &mut |bytes| {
         blank_lines(bytes).try_for_each(|(head_end, _)| {
             let headers = headers(&bytes[..head_end]);
@@ -54,6 +57,17 @@ pub fn foreign_charset(body: &[u8], boundary: &str) -> Option<String> {
         })
     });
     found.err()
+}
+
+/// Whether `body` has a `charset` parameter or an RFC 2231 `*=` anywhere, in any case:
+/// the parts' headers are parsed for [`foreign_charset`] only then (a browser's body has
+/// neither, and the parse cost as much as reading a key from it).
+fn may_name_charset(body: &[u8]) -> bool {
+    memchr::memchr_iter(b'=', body).any(|at| {
+        let name = body[..at].trim_ascii_end();
+        let tail = name.len().checked_sub(7).map(|start| &name[start..]);
+        name.ends_with(b"*") || tail.is_some_and(|t| t.eq_ignore_ascii_case(b"charset"))
+    })
 }
 
 /// Calls `each` with every part of `body` split at `boundary`, under each reader's split

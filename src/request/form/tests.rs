@@ -260,6 +260,9 @@ fn a_text_field_in_a_charset_other_than_utf_8_is_named() {
     ] {
         let head = format!("{field}\r\nContent-Type: text/plain; charset={charset}");
         assert_eq!(foreign(&head).as_deref(), Some(named), "{head}");
+        // In any case, spaced: the quick look for a charset misses none.
+        let head = format!("{field}\r\nContent-Type: text/plain; ChArSeT = {charset}");
+        assert_eq!(foreign(&head).as_deref(), Some(named), "{head}");
     }
     // Its name's RFC 2231 charset, which a reader following the RFC decodes the name in.
     let extended = "Content-Disposition: form-data; name*=utf-16le''a%00p%00i%00";
