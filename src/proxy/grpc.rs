@@ -244,6 +244,7 @@ mod tests {
             (cut(CutReason::Budget), Code::ResourceExhausted),
             (Answer::Unmatched, Code::Unimplemented),
             (Answer::UnsupportedEncoding, Code::Unimplemented),
+            (Answer::UnsupportedCharset, Code::Unimplemented),
         ] {
             assert_eq!(code_of(&answer), code, "{answer:?}");
         }

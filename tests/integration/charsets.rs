@@ -202,3 +202,22 @@ async fn a_multipart_field_in_another_charset_is_refused() {
     }
     assert_eq!(up.requests(), 4);
 }
+
+#[tokio::test]
+async fn a_grpc_call_naming_another_charset_is_told_why_in_grpc() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&routes(), &up.url()).await;
+    let headers = [
+        ("content-type", "application/grpc; charset=utf-16"),
+        ("te", "trailers"),
+    ];
+    let url = gw.url("/login/pkg.Svc/Call?api_key=g");
+    let r = send(&http2(), "POST", &url, &headers, b"").await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("grpc-status"), Some("12"), "UNIMPLEMENTED");
+    assert_eq!(
+        r.header("grpc-message"),
+        Some("tollgate: the request's content-type names a charset other than utf-8, which keys are not read in")
+    );
+    assert_eq!(up.requests(), 0);
+}

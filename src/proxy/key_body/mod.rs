@@ -7,8 +7,9 @@
 //! would read it: a gzip or deflate body decoded ([`super::body_coding`]; another coding
 //! refused 415, a damaged one 400), UTF-16 and UTF-32 as UTF-8, a body only lenient
 //! readers take as its strict copy; a JSON-RPC batch is refused 400 where a tier keys or
-//! prices by the JSON body, and `Content-Type` lines naming more readings than are read
-//! are refused 400 (`ambiguous_content_type`).
+//! prices by the JSON body, `Content-Type` lines naming more readings than are read
+//! are refused 400 (`ambiguous_content_type`), and a multipart text field in a charset
+//! other than UTF-8 is refused 415 (`unsupported_charset`).
 //!
 //! What such buffers hold is bounded per worker (its share of `max_key_body_memory`,
 //! counted on the worker alone, like `max_requests`; [`held`]): a request that would pass
