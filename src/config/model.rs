@@ -304,16 +304,13 @@ pub struct Route {
     /// A policy keys by a query parameter, which frameworks also read from a form, a
     /// multipart or a JSON body (`request::form`): such a body is read before the decision.
     pub query_in_body: bool,
+    /// A key is read from the query or the body (`query:`, `json:`, a price, a `jwt:`
+    /// key's `access_token` parameter): what some upstreams decode in the charset a
+    /// request's `Content-Type` names (`request::charset`).
+    pub keys_by_params: bool,
 }
 
 impl Route {
-    /// Whether a key is read from the query or the body, which some upstreams decode in
-    /// the charset a request's `Content-Type` names (`request::charset`).
-    #[inline]
-    pub fn keys_by_params(&self) -> bool {
-        self.query_in_body || self.body_always
-    }
-
     /// How `req`'s body is read before its decision: `None` when it is not (see
     /// [`Route::query_in_body`]); else how frameworks read parameters from it, worked out
     /// once for the gate and the read (`request::form::readings`: `None` inside when its

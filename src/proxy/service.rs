@@ -217,9 +217,11 @@ fn arrive<'a>(
         .client_ip(conn.peer.ip(), req.headers());
     trace.client = Some(client_ip);
     let route = &config.routes[index];
-    if route.keys_by_params() {
-        if let Some(named) = crate::request::charset::unsupported(req.headers()) {
-            return Err(Box::new(unsupported_charset(&named)));
+    if route.keys_by_params {
+        let charset = crate::request::charset::of_request(req.headers());
+        let query = req.uri().query().unwrap_or("").as_bytes();
+        if let Some(named) = charset.refusal(query) {
+            return Err(Box::new(unsupported_charset(named)));
         }
     }
     let upgrade = tunnel_permit(normalized.upgrade, conn).map_err(|_| {

@@ -148,6 +148,7 @@ fn same_route(a: &Route, b: &Route) -> bool {
         && a.body_pointers == b.body_pointers
         && a.body_always == b.body_always
         && a.query_in_body == b.query_in_body
+        && a.keys_by_params == b.keys_by_params
 }
 
 /// The `[server]` fields that differ. Every field is named below, so a new one has to be

@@ -2,142 +2,130 @@
 //!
 //! Django decodes a request's query in the charset its `Content-Type` names
 //! (`request.encoding`, any Python codec: UTF-16, UTF-32, `utf-8-sig`, EBCDIC's `cp500`…),
-//! a GET's too (its forms too before Django 5), and Django REST framework parses a JSON
-//! body in it (`tests/integration/django.rs` shows both). A name or a key sent in such a
-//! charset is other bytes to tollgate and the same text to the upstream: a key
-//! not found (a `missing = "skip"` tier skipped) or a fresh bucket per charset. Those
-//! bytes cannot be read as every codec would read them, so on a route keyed by a query
-//! parameter or by the body a request naming any charset but UTF-8 or ASCII is refused
-//! (415), as Express's body-parser refuses the charsets it does not read.
+//! a GET's too, and its multipart fields; Django REST framework parses a JSON body in it;
+//! Tomcat takes `charset=` anywhere in the value (`tests/integration/django.rs` shows
+//! Django's two). A key sent in such a charset is other bytes to tollgate and the same text
+//! to the upstream: a key not found (a `missing = "skip"` tier skipped) or a fresh bucket
+//! per charset. Those bytes cannot be read as every codec would read them, so on a route
+//! keyed by the query or by the body a request naming such a charset is refused (415), as
+//! Express's body-parser refuses the charsets it does not read.
+//!
+//! The reading is strict, not loose: a parameter holding `charset` anywhere (its name, its
+//! value, another parameter's) passes only when it is plainly `charset=` and a charset's
+//! name; any other spelling is refused, since each reader tokenises its own way (Python
+//! keeps a quoted `;`, strips non-ASCII white space, decodes RFC 2231's `charset*`).
 
 use http::header::CONTENT_TYPE;
 use http::HeaderMap;
 
-/// The first charset the `Content-Type` lines of `headers` name that is not UTF-8 or
-/// ASCII, as written; `None` when every one named is (or none is).
-///
-/// Read as loosely as any reader does: a parameter ends at `;` or `,` (Django joins
-/// repeated lines with a comma), its name is trimmed, lower-cased and cut at `*` (RFC
-/// 2231's `charset*=utf-8''utf-16`, which Django decodes), quotes are dropped, and a name
-/// whose last word is `charset` counts. A charset is then compared by its letters and
-/// digits alone, as Python looks a codec up (`UTF_8`, `utf8` and `UTF-8` are one).
-pub fn unsupported(headers: &HeaderMap) -> Option<String> {
+/// What a named charset means for reading keys as bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Charset {
+    /// None named, or UTF-8: the bytes are what tollgate keys by.
+    Utf8,
+    /// ASCII or a Latin-1 family (what Apache HttpClient names by default): the same
+    /// text as UTF-8 while every byte is ASCII, and only then (busboy reads `us-ascii` as
+    /// Latin-1, others turn non-ASCII into `?`). As written.
+    AsciiOnly(String),
+    /// Anything else, or a spelling not read plainly: refused. As written.
+    Foreign(String),
+}
+
+impl Charset {
+    /// The stricter of two readings.
+    pub fn worst(self, other: Charset) -> Charset {
+        match (&self, &other) {
+            (Charset::Foreign(_), _) => self,
+            (_, Charset::Foreign(_)) => other,
+            (Charset::AsciiOnly(_), _) => self,
+            _ => other,
+        }
+    }
+
+    /// What `bytes` (a query, a body, a field) read under this charset come to: `None`
+    /// when they are the bytes tollgate keys by, else the charset to name in a refusal.
+    pub fn refusal(&self, bytes: &[u8]) -> Option<&str> {
+        match self {
+            Charset::Utf8 => None,
+            Charset::AsciiOnly(named) => (!is_ascii_text(bytes)).then_some(named),
+            Charset::Foreign(named) => Some(named),
+        }
+    }
+}
+
+/// The charset every `Content-Type` line of `headers` names, the strictest of them.
+pub fn of_request(headers: &HeaderMap) -> Charset {
     headers
         .get_all(CONTENT_TYPE)
         .iter()
-        .find_map(|line| unsupported_in(line.as_bytes()))
+        .fold(Charset::Utf8, |worst, line| {
+            worst.worst(of_value(line.as_bytes()))
+        })
 }
 
-/// [`unsupported`] of one `Content-Type` value (a multipart part's own, for one).
-pub fn unsupported_in(value: &[u8]) -> Option<String> {
+/// The charset one `Content-Type` value names (a multipart part's own, for one): every
+/// `;`-separated piece that holds `charset` in any case must read plainly as
+/// `charset=NAME` or `charset="NAME"`.
+pub fn of_value(value: &[u8]) -> Charset {
     value
-        .split(|&b| b == b';' || b == b',')
-        .filter_map(charset_value)
-        .find(|value| !supported(value))
-        .map(|value| String::from_utf8_lossy(&value).into_owned())
+        .split(|&b| b == b';')
+        .filter(|piece| holds_charset(piece))
+        .map(|piece| match plain_charset(piece) {
+            Some(name) => named(name),
+            None => Charset::Foreign(String::from_utf8_lossy(piece.trim_ascii()).into_owned()),
+        })
+        .fold(Charset::Utf8, Charset::worst)
 }
 
-/// The value of a `charset` parameter, RFC 2231's form decoded; `None` for any other.
-fn charset_value(param: &[u8]) -> Option<Vec<u8>> {
-    let eq = param.iter().position(|&b| b == b'=')?;
-    let name = param[..eq].trim_ascii();
-    let name = name.split(|&b| b == b'*').next().unwrap_or(name);
-    let last_word = name.rsplit(u8::is_ascii_whitespace).next().unwrap_or(name);
-    if !last_word.eq_ignore_ascii_case(b"charset") {
-        return None;
-    }
-    let value = param[eq + 1..].trim_ascii();
-    let value: Vec<u8> = value.iter().copied().filter(|&b| b != b'"').collect();
-    // `charset*=utf-8''utf-16`: the text after the language, percent-decoded.
-    Some(match value.iter().rposition(|&b| b == b'\'') {
-        Some(quote) => percent_decoded(&value[quote + 1..]),
-        None => value,
-    })
-}
-
-fn percent_decoded(text: &[u8]) -> Vec<u8> {
-    percent_encoding::percent_decode(text).collect()
-}
-
-/// UTF-8 or ASCII: read as the bytes tollgate keys by.
-pub fn supported(value: &[u8]) -> bool {
-    let letters: Vec<u8> = value
+/// A charset's name classified: compared by its ASCII letters and digits, as codec
+/// lookups compare them (`UTF-8`, `utf8` and `UTF_8` are one).
+pub fn named(name: &[u8]) -> Charset {
+    let letters: Vec<u8> = name
         .iter()
         .filter(|b| b.is_ascii_alphanumeric())
         .map(u8::to_ascii_lowercase)
         .collect();
-    matches!(&letters[..], b"utf8" | b"usascii" | b"ascii")
+    let written = || String::from_utf8_lossy(name).into_owned();
+    match &letters[..] {
+        b"utf8" => Charset::Utf8,
+        b"usascii" | b"ascii" | b"iso88591" | b"latin1" | b"l1" | b"windows1252" | b"cp1252"
+        | b"xcp1252" | b"iso885911987" => Charset::AsciiOnly(written()),
+        _ => Charset::Foreign(written()),
+    }
+}
+
+/// Whether `piece` holds `charset` in any case, anywhere.
+fn holds_charset(piece: &[u8]) -> bool {
+    piece.windows(7).any(|w| w.eq_ignore_ascii_case(b"charset"))
+}
+
+/// `charset=NAME` or `charset="NAME"`, ASCII white space around, NAME of letters, digits
+/// and `-_.:`: the name; `None` for any other spelling.
+fn plain_charset(piece: &[u8]) -> Option<&[u8]> {
+    let piece = piece.trim_ascii();
+    let (name, value) = piece.split_at(piece.iter().position(|&b| b == b'=')?);
+    if !name.trim_ascii().eq_ignore_ascii_case(b"charset") {
+        return None;
+    }
+    let value = value[1..].trim_ascii();
+    let value = match value.strip_prefix(b"\"") {
+        Some(quoted) => quoted.strip_suffix(b"\"")?,
+        None => value,
+    };
+    let plain = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':');
+    (!value.is_empty() && value.iter().all(plain)).then_some(value)
+}
+
+/// Bytes that read the same in ASCII, Latin-1 and UTF-8, escapes included: no byte past
+/// 0x7F, and no `%XX` escape of one.
+pub fn is_ascii_text(bytes: &[u8]) -> bool {
+    bytes.is_ascii()
+        && memchr::memchr_iter(b'%', bytes).all(|at| {
+            !bytes
+                .get(at + 1)
+                .is_some_and(|d| matches!(d, b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F'))
+        })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn named(lines: &[&str]) -> Option<String> {
-        let mut headers = HeaderMap::new();
-        for line in lines {
-            headers.append(CONTENT_TYPE, line.parse().expect("header value"));
-        }
-        unsupported(&headers)
-    }
-
-    #[test]
-    fn utf_8_and_ascii_in_any_spelling_are_read() {
-        for line in [
-            "application/x-www-form-urlencoded",
-            "application/x-www-form-urlencoded; charset=utf-8",
-            "application/x-www-form-urlencoded;charset=UTF-8",
-            "application/json; charset=\"utf-8\"",
-            "text/plain; charset=utf8",
-            "text/plain; charset=UTF_8",
-            "text/plain; charset=us-ascii",
-            "text/plain; charset=ASCII",
-            "text/plain; charset*=utf-8''utf-8",
-            "text/plain; boundary=x",
-        ] {
-            assert_eq!(named(&[line]), None, "{line}");
-        }
-        assert_eq!(named(&[]), None);
-    }
-
-    #[test]
-    fn every_other_charset_is_named_as_written() {
-        for (line, charset) in [
-            (
-                "application/x-www-form-urlencoded; charset=utf-16",
-                "utf-16",
-            ),
-            ("application/json; charset=UTF-32LE", "UTF-32LE"),
-            ("application/json; charset=\"cp500\"", "cp500"),
-            ("text/plain; charset=utf-8-sig", "utf-8-sig"),
-            ("text/plain; charset=iso-8859-1", "iso-8859-1"),
-            ("text/plain; CHARSET = utf-16 ", "utf-16"),
-            ("text/plain; charset*=utf-8''utf%2D16", "utf-16"),
-            ("text/plain; charset*0=utf-16", "utf-16"),
-            ("text/plain charset=utf-16", "utf-16"),
-            (
-                "text/plain; charset=utf-8, text/plain; charset=utf-16",
-                "utf-16",
-            ),
-            ("text/plain; charset=", ""),
-        ] {
-            assert_eq!(named(&[line]).as_deref(), Some(charset), "{line}");
-        }
-    }
-
-    #[test]
-    fn every_line_is_read() {
-        let lines = ["text/plain; charset=utf-8", "text/plain; charset=utf-16"];
-        assert_eq!(named(&lines).as_deref(), Some("utf-16"));
-    }
-
-    #[test]
-    fn other_parameters_are_not_a_charset() {
-        assert_eq!(named(&["text/plain; xcharset=utf-16"]), None);
-        assert_eq!(named(&["text/plain; charsets=utf-16"]), None);
-        assert_eq!(
-            named(&["multipart/form-data; boundary=charset=utf-16"]),
-            None
-        );
-    }
-}
+mod tests;

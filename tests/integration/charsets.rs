@@ -24,9 +24,11 @@ fn routes() -> String {
         .skipping_policy("per_key", "query:api_key", 1)
         .skipping_policy("per_user", "json:/user", 1)
         .skipping_policy("per_tenant", "header:x-tenant", 1)
+        .skipping_policy("per_sub", "jwt:sub", 1)
         .route("login", "/login", "api", &["per_key"])
         .route("tools", "/tools", "api", &["per_user"])
         .route("other", "/other", "api", &["per_tenant"])
+        .route("token", "/token", "api", &["per_sub"])
         .build()
 }
 
@@ -37,9 +39,9 @@ async fn a_charset_other_than_utf_8_is_refused_where_keys_are_read_and_charges_n
     for (i, client) in [http1(), http2()].iter().enumerate() {
         let login = gw.url("/login");
         let refused = [
-            // A form in UTF-16, as Django before 5 reads it.
+            // A form in UTF-16 (Django before 5 read one), an ASCII key in its query too.
             (
-                login.clone(),
+                format!("{login}?api_key=d{i}"),
                 "application/x-www-form-urlencoded; charset=utf-16",
                 utf16(&format!("api_key=u{i}")),
                 "utf-16",
@@ -63,7 +65,7 @@ async fn a_charset_other_than_utf_8_is_refused_where_keys_are_read_and_charges_n
                 gw.url("/tools"),
                 "application/json; charset*=utf-8''utf-8-sig",
                 Bytes::from(format!("\u{feff}{{\"user\":\"s{i}\"}}")),
-                "utf-8-sig",
+                "charset*=utf-8''utf-8-sig",
             ),
         ];
         for (url, content_type, body, named) in refused {
@@ -75,10 +77,37 @@ async fn a_charset_other_than_utf_8_is_refused_where_keys_are_read_and_charges_n
             assert_eq!(error["charset"], named);
             assert_eq!(error["supported"], "utf-8");
         }
-        // Nothing was charged: the key the UTF-16 form carried has its one request left.
-        let again = format!("{login}?api_key=u{i}");
+        // Nothing was charged: the ASCII key the refused form's query carried has its one
+        // request left.
+        let again = format!("{login}?api_key=d{i}");
         assert_eq!(send(client, "GET", &again, &[], b"").await.status, 200);
         assert_eq!(send(client, "GET", &again, &[], b"").await.status, 429);
+        // ASCII and Latin-1 (Apache HttpClient's default) hold for ASCII bytes only.
+        let latin = [(
+            "content-type",
+            "application/x-www-form-urlencoded; charset=ISO-8859-1",
+        )];
+        let r = send_bytes(
+            client,
+            "POST",
+            &login,
+            &latin,
+            Bytes::from(format!("api_key=l{i}")),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let r = send_bytes(
+            client,
+            "POST",
+            &login,
+            &latin,
+            Bytes::from_static(b"api_key=caf%E9"),
+        )
+        .await;
+        assert_eq!(r.status, 415, "{}", r.text());
+        assert_eq!(r.json()["charset"], "ISO-8859-1");
+        let url = format!("{login}?api_key=caf%C3%A9");
+        assert_eq!(send(client, "GET", &url, &latin, b"").await.status, 415);
         // UTF-8 and ASCII pass, however spelt, and are charged.
         for (n, charset) in ["utf-8", "UTF8", "\"utf_8\"", "us-ascii"]
             .iter()
@@ -101,9 +130,10 @@ async fn a_charset_other_than_utf_8_is_refused_where_keys_are_read_and_charges_n
         let r = send_bytes(client, "POST", &other, &headers, utf16("x")).await;
         assert_eq!(r.status, if i == 0 { 200 } else { 429 }, "{}", r.text());
     }
-    // Upstream saw, per client, the first GET of `u` and the four forms (the requests
-    // after them were refused 429), and the unkeyed POST once: none of the refused 415s.
-    assert_eq!(up.requests(), 2 * (1 + 4) + 1);
+    // Upstream saw, per client, the first GET of `d`, the four forms and the ASCII Latin-1
+    // form (the requests after them were refused 429), and the unkeyed POST once: none of
+    // the refused 415s.
+    assert_eq!(up.requests(), 2 * (1 + 4 + 1) + 1);
 }
 
 #[tokio::test]
@@ -131,7 +161,11 @@ async fn a_charset_on_any_content_type_line_is_read() {
     let request = "POST /login HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-www-form-urlencoded; charset=utf-8, text/plain; charset=utf-32\r\ncontent-length: 11\r\nconnection: close\r\n\r\napi_key=two";
     let (answer, _) = raw(gw.addr, request.as_bytes()).await;
     assert_eq!(raw_status(&answer), 415, "{answer}");
-    assert!(answer.contains("\"charset\":\"utf-32\""), "{answer}");
+    // Read strictly: the piece holding a comma is no plain charset, and is named whole.
+    assert!(
+        answer.contains("\"charset\":\"charset=utf-8, text/plain\""),
+        "{answer}"
+    );
     assert_eq!(up.requests(), 0);
     // The key was never charged.
     assert_eq!(get(&format!("{url}?api_key=two"), &[]).await.status, 200);
@@ -183,6 +217,19 @@ async fn a_multipart_field_in_another_charset_is_refused() {
             assert_eq!(r.json()["error"], "unsupported_charset");
             assert_eq!(r.json()["charset"], named);
         }
+        // A refused body charges nothing: an ASCII key beside the UTF-16 field keeps its
+        // one request.
+        let mut both = body(&format!("{field}\r\n"), format!("k{i}").as_bytes()).to_vec();
+        both.truncate(both.len() - b"--XyZ--\r\n".len());
+        both.extend_from_slice(&body(
+            &format!("{field}\r\nContent-Type: text/plain; charset=utf-16le"),
+            &utf16,
+        ));
+        let r = send_bytes(client, "POST", &url, &multipart, Bytes::from(both)).await;
+        assert_eq!(r.status, 415, "{}", r.text());
+        let spent = format!("{url}?api_key=k{i}");
+        assert_eq!(send(client, "GET", &spent, &[], b"").await.status, 200);
+        assert_eq!(send(client, "GET", &spent, &[], b"").await.status, 429);
         // A file's charset is its own: an upload passes, its field is no key.
         let upload = body(
             "Content-Disposition: form-data; name=\"api_key\"; filename=\"k.csv\"\r\nContent-Type: text/csv; charset=iso-8859-1",
@@ -200,7 +247,7 @@ async fn a_multipart_field_in_another_charset_is_refused() {
         let spent = format!("{url}?api_key=u{i}");
         assert_eq!(send(client, "GET", &spent, &[], b"").await.status, 429);
     }
-    assert_eq!(up.requests(), 4);
+    assert_eq!(up.requests(), 6);
 }
 
 #[tokio::test]
@@ -220,4 +267,22 @@ async fn a_grpc_call_naming_another_charset_is_told_why_in_grpc() {
         Some("tollgate: the request's content-type names a charset other than utf-8, which keys are not read in")
     );
     assert_eq!(up.requests(), 0);
+}
+
+#[tokio::test]
+async fn a_jwt_key_read_from_the_query_is_covered_too() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&routes(), &up.url()).await;
+    // A token in `access_token`, which an upstream reading the query would decode in the
+    // charset named: refused as a `query:` key's request is.
+    let token = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.";
+    let url = gw.url(&format!("/token?access_token={token}"));
+    let utf16 = [("content-type", "text/plain; charset=utf-16")];
+    for client in [http1(), http2()] {
+        let r = send(&client, "GET", &url, &utf16, b"").await;
+        assert_eq!(r.status, 415, "{}", r.text());
+    }
+    assert_eq!(get(&url, &[]).await.status, 200);
+    assert_eq!(get(&url, &[]).await.status, 429);
+    assert_eq!(up.requests(), 1);
 }

@@ -106,3 +106,49 @@ async fn django_reads_keys_in_the_charset_named_and_the_gateway_refuses_it() {
     let r = send_bytes(&http2(), "POST", &gw.url("/tools"), &json, body()).await;
     assert_eq!(r.status, 429, "{}", r.text());
 }
+
+#[tokio::test]
+#[ignore = "needs Python's django and djangorestframework: scripts/test installs them"]
+async fn every_charset_spelling_django_decodes_in_is_refused() {
+    let django = Django::start().await;
+    let toml = Fixture::new()
+        .skipping_policy("per_key", "query:api_key", 1000)
+        .route("login", "/login", "api", &["per_key"])
+        .build();
+    let gw = TestGateway::start(&toml, &django.url("")).await;
+    // Spellings readers tokenise differently: whatever Django reads as a charset other
+    // than UTF-8, the gateway refuses (it refuses some Django ignores, never the reverse).
+    for content_type in [
+        "text/plain; charset=utf-8",
+        "text/plain; charset=UTF8",
+        "text/plain; charset=utf-16",
+        "text/plain; charset=\"utf-8;sig\"",
+        "text/plain; charset=utf-8,sig",
+        "text/plain; charset*=utf-8''utf-16",
+        "text/plain; charset*=utf-8''utf%2D16",
+        "text/plain; CHARSET = cp500",
+        "text/plain; charset=\"utf\\-16\"",
+        "text/plain; charset=utf-8; charset=utf-16",
+        "text/plain; charset=utf-16; charset=utf-8",
+        "text/plain; xcharset=utf-16",
+    ] {
+        let headers = [("content-type", content_type)];
+        let direct = send(&http1(), "GET", &django.url("/login?x=1"), &headers, b"").await;
+        let encoding = direct.json()["encoding"]
+            .as_str()
+            .map(str::to_ascii_lowercase);
+        let utf8 = encoding
+            .as_deref()
+            .is_none_or(|e| matches!(e.replace(['-', '_'], "").as_str(), "utf8"));
+        let through = send(&http1(), "GET", &gw.url("/login?x=1"), &headers, b"").await;
+        if !utf8 {
+            assert_eq!(
+                through.status, 415,
+                "{content_type}: Django reads {encoding:?}"
+            );
+        }
+        if ["text/plain; charset=utf-8", "text/plain; charset=UTF8"].contains(&content_type) {
+            assert_eq!(through.status, 200, "{content_type}: {}", through.text());
+        }
+    }
+}

@@ -36,6 +36,10 @@ impl Compiler {
             .iter()
             .flat_map(|p| &p.key)
             .any(|k| matches!(k, KeySource::Query(_)));
+        let jwt = tiers
+            .iter()
+            .flat_map(|p| &p.key)
+            .any(|k| matches!(k, KeySource::Jwt(_)));
         if let Some(max_key_body) = max_key_body {
             self.lint_unread_bodies(&raw, &tiers, (max_body, max_key_body));
         }
@@ -43,6 +47,7 @@ impl Compiler {
             body_pointers,
             body_always,
             query_in_body,
+            keys_by_params: query_in_body || body_always || jwt,
             name,
             path,
             host,

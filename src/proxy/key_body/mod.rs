@@ -33,6 +33,7 @@ use super::response::{
 use crate::config::{Route, Server};
 use crate::json::{rpc, walk, BodyFacts};
 use crate::reply::Body;
+use crate::request::charset::Charset;
 use crate::request::form::{foreign_charset, BodyParams, ParamsBody, Readings};
 
 use held::Held;
@@ -149,15 +150,20 @@ impl KeyBody {
         self.bytes.is_empty() && self.trailers.is_none()
     }
 
-    /// Refuses a multipart body with a text field in a charset other than UTF-8 or ASCII
-    /// (`request::form::foreign_charset`): some upstreams read the field in it.
-    fn refuse_foreign_charset(&self) -> Result<(), Refused> {
+    /// Refuses a body some upstreams read as other text than its bytes: one with a byte
+    /// past ASCII under the ASCII or Latin-1 charset the request names (an other charset
+    /// was refused with its head), or a multipart body with a text field in another
+    /// charset (`request::form::foreign_charset`).
+    fn refuse_foreign_charset(&self, charset: &Charset) -> Result<(), Refused> {
         let Some(plain) = self.plain() else {
             return Ok(());
         };
-        let foreign = self.params.iter().find_map(|reading| match reading {
-            ParamsBody::Multipart(boundary) => foreign_charset(plain, boundary),
-            _ => None,
+        let named = charset.refusal(plain).map(str::to_owned);
+        let foreign = named.or_else(|| {
+            self.params.iter().find_map(|reading| match reading {
+                ParamsBody::Multipart(boundary) => foreign_charset(plain, boundary),
+                _ => None,
+            })
         });
         match foreign {
             Some(named) => Err(Box::new(unsupported_charset(&named))),
@@ -201,6 +207,7 @@ pub async fn read(
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let max = server.max_key_body;
     let share = server.max_key_body_memory.div_ceil(server.workers.max(1));
+    let charset = crate::request::charset::of_request(req.headers());
     let empty = |len, coding| KeyBody {
         bytes: Bytes::new(),
         coding,
@@ -246,7 +253,7 @@ pub async fn read(
         share,
         params,
     };
-    body.refuse_foreign_charset()?;
+    body.refuse_foreign_charset(&charset)?;
     // A batch is refused where a tier keys or prices by the JSON body (a tier counts one
     // call a request); a route keyed by a query parameter reads a JSON body only for it.
     if route.body_always {

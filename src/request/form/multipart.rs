@@ -9,7 +9,7 @@ use memchr::memmem;
 
 mod head;
 
-use head::{charset_of, headers, names};
+use head::{charset_of, headers, is_upload, names};
 pub(super) use head::{continued, extended, quoted};
 
 /// A field as readers take it: every reading of its name, and one of its value.
@@ -39,37 +39,51 @@ pub fn fields<'a, E>(
     parts(body, boundary, &mut |bytes| part(bytes, each))
 }
 
-/// The first charset other than UTF-8 or ASCII a text field of `body` is written in, as
-/// written: one its part's `Content-Type` names (busboy, under Express's multer and
-/// Fastify, decodes the value in it: UTF-16, Latin-1, even base64; `tests/integration/
-/// busboy.rs`), or one a `name*` names (RFC 2231 asks a reader to decode the name in it).
-/// The field is the same to such an upstream and other bytes to the gateway, so the
-/// request is refused, as a request naming such a charset is (`request::charset`). An
-/// upload's charset is its own.
+/// The charset a text field of `body` is written in, as written, when its bytes are not
+/// what tollgate keys by under it (`head::charset_of`: its part's `Content-Type`, which
+/// busboy under Express's multer and Fastify, Werkzeug and Django read the value in, even
+/// base64, `tests/integration/busboy.rs`; an RFC 2231 `name*`'s; a byte-order mark). The
+/// field is the same to such an upstream and other bytes to the gateway, so the request
+/// is refused, as a request naming such a charset is (`request::charset`). An upload's
+/// charset is its own.
 pub fn foreign_charset(body: &[u8], boundary: &str) -> Option<String> {
     if !may_name_charset(body) {
         return None;
     }
     let found = parts(body, boundary, &mut |bytes| {
-        blank_lines(bytes).try_for_each(|(head_end, _)| {
+        blank_lines(bytes).try_for_each(|(head_end, value_at)| {
             let headers = headers(&bytes[..head_end]);
-            match names(&headers).0.is_empty() {
-                true => Ok(()),
-                false => charset_of(&headers).map_or(Ok(()), Err),
+            if is_upload(&headers, &names(&headers).0) {
+                return Ok(());
             }
+            charset_of(&headers, &bytes[value_at..]).map_or(Ok(()), Err)
         })
     });
     found.err()
 }
 
-/// Whether `body` has a `charset` parameter or an RFC 2231 `*=` anywhere, in any case:
-/// the parts' headers are parsed for [`foreign_charset`] only then (a browser's body has
-/// neither, and the parse cost as much as reading a key from it).
+/// Whether `body` may name a charset or start a field with a byte-order mark: a `=` after
+/// `charset` or after a `*` or a digit (RFC 2231's `name*`, `charset*0`), white space and
+/// other bytes that are not a name's skipped; or a byte-order mark anywhere. The parts'
+/// headers are parsed for [`foreign_charset`] only then (a browser's body has none of
+/// these, and the parse cost as much as reading a key from it).
 fn may_name_charset(body: &[u8]) -> bool {
+    let marks: [&[u8]; 3] = [b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"];
+    let starts_mark = |at: usize| marks.iter().any(|mark| body[at..].starts_with(mark));
+    if memchr::memchr3_iter(0xef, 0xff, 0xfe, body).any(starts_mark) {
+        return true;
+    }
     memchr::memchr_iter(b'=', body).any(|at| {
-        let name = body[..at].trim_ascii_end();
+        let before = &body[..at];
+        let end = before
+            .iter()
+            .rposition(|b| b.is_ascii_alphanumeric() || *b == b'*')
+            .map_or(0, |i| i + 1);
+        let name = &before[..end];
         let tail = name.len().checked_sub(7).map(|start| &name[start..]);
-        name.ends_with(b"*") || tail.is_some_and(|t| t.eq_ignore_ascii_case(b"charset"))
+        name.last()
+            .is_some_and(|b| *b == b'*' || b.is_ascii_digit())
+            || tail.is_some_and(|t| t.eq_ignore_ascii_case(b"charset"))
     })
 }
 

@@ -249,44 +249,90 @@ fn any_arrangement_of_multipart_pieces_parses_without_panicking() {
 
 #[test]
 fn a_text_field_in_a_charset_other_than_utf_8_is_named() {
-    let part = |head: &str| format!("--b\r\n{head}\r\n\r\nvalue\r\n--b--\r\n");
-    let foreign = |head: &str| foreign_charset(part(head).as_bytes(), "b");
+    let body = |head: &str, value: &[u8]| {
+        let mut body = format!("--b\r\n{head}\r\n\r\n").into_bytes();
+        body.extend_from_slice(value);
+        body.extend_from_slice(b"\r\n--b--\r\n");
+        body
+    };
+    let foreign = |head: &str, value: &[u8]| foreign_charset(&body(head, value), "b");
     let field = "Content-Disposition: form-data; name=\"api_key\"";
-    // Its part's Content-Type, as busboy decodes the value (base64 too).
+    let typed = |charset: &str| format!("{field}\r\nContent-Type: text/plain; charset={charset}");
+    // Its part's Content-Type, as busboy, Werkzeug and Django read the value (base64 too),
+    // in any case and spacing, and a spelling readers take apart differently.
     for (charset, named) in [
         ("utf-16le", "utf-16le"),
-        ("\"ISO-8859-1\"", "ISO-8859-1"),
         ("base64", "base64"),
+        ("\"cp500\"", "cp500"),
     ] {
-        let head = format!("{field}\r\nContent-Type: text/plain; charset={charset}");
-        assert_eq!(foreign(&head).as_deref(), Some(named), "{head}");
-        // In any case, spaced: the quick look for a charset misses none.
-        let head = format!("{field}\r\nContent-Type: text/plain; ChArSeT = {charset}");
-        assert_eq!(foreign(&head).as_deref(), Some(named), "{head}");
+        assert_eq!(
+            foreign(&typed(charset), b"v").as_deref(),
+            Some(named),
+            "{charset}"
+        );
+        let spaced = format!("{field}\r\nContent-Type: text/plain; ChArSeT = {charset}");
+        assert_eq!(foreign(&spaced, b"v").as_deref(), Some(named), "{charset}");
     }
-    // Its name's RFC 2231 charset, which a reader following the RFC decodes the name in.
-    let extended = "Content-Disposition: form-data; name*=utf-16le''a%00p%00i%00";
-    assert_eq!(foreign(extended).as_deref(), Some("utf-16le"));
-    let pieces = "Content-Disposition: form-data; name*0*=UTF-32''a";
-    assert_eq!(foreign(pieces).as_deref(), Some("UTF-32"));
-    // UTF-8 and ASCII, an RFC 2231 name in UTF-8, and no charset at all: read as bytes.
-    for head in [
-        field.to_owned(),
-        format!("{field}\r\nContent-Type: text/plain; charset=UTF-8"),
-        format!("{field}\r\nContent-Type: text/plain; charset=us-ascii"),
-        "Content-Disposition: form-data; name*=UTF-8''api%5Fkey".to_owned(),
-    ] {
-        assert_eq!(foreign(&head), None, "{head}");
-    }
-    // An upload's charset is its file's, not a parameter's.
-    let upload = "Content-Disposition: form-data; name=\"f\"; filename=\"a.csv\"\r\nContent-Type: text/csv; charset=iso-8859-1";
-    assert_eq!(foreign(upload), None);
-    // A later part under another split is read too.
-    let body = format!(
-        "--b\r\n{field}\r\n\r\nx\r\n--b\r\n{field}\r\nContent-Type: text/plain; charset=utf-16\r\n\r\ny\r\n--b--"
+    // Python keeps a quoted `;` in the value: `utf-8;sig` is utf_8_sig to it.
+    let quoted = typed("\"utf-8;sig\"");
+    assert_eq!(foreign(&quoted, b"v").as_deref(), Some("charset=\"utf-8"));
+    let continued = format!("{field}\r\nContent-Type: text/plain; charset*0=iso-8859-1");
+    assert_eq!(
+        foreign(&continued, b"v").as_deref(),
+        Some("charset*0=iso-8859-1")
+    );
+    // ASCII and Latin-1 hold while the value is ASCII (Apache HttpClient's default).
+    assert_eq!(foreign(&typed("ISO-8859-1"), b"alice"), None);
+    assert_eq!(
+        foreign(&typed("ISO-8859-1"), b"caf\xe9").as_deref(),
+        Some("ISO-8859-1")
     );
     assert_eq!(
-        foreign_charset(body.as_bytes(), "b").as_deref(),
+        foreign(&typed("us-ascii"), b"caf\xe9").as_deref(),
+        Some("us-ascii")
+    );
+    // An RFC 2231 name's charset, escapes decoded first (Django), an empty one as Latin-1.
+    for (head, named) in [
+        ("form-data; name*=utf-16le''a%00p%00i%00", "utf-16le"),
+        ("form-data; name*=utf-16le%27%27a%00p%00i%00", "utf-16le"),
+        ("form-data; name*0*=UTF-32''a", "UTF-32"),
+        ("form-data; name*=''api_k%E9y", "name*=''"),
+    ] {
+        let head = format!("Content-Disposition: {head}");
+        assert_eq!(foreign(&head, b"v").as_deref(), Some(named), "{head}");
+    }
+    // A byte-order mark starting the value, as ASP.NET Core reads it.
+    assert_eq!(
+        foreign(field, b"\xff\xfea\x00").as_deref(),
+        Some("byte-order mark")
+    );
+    // UTF-8, an RFC 2231 name in UTF-8, and no charset at all: read as bytes.
+    for head in [
+        field.to_owned(),
+        typed("UTF-8"),
+        "Content-Disposition: form-data; name*=UTF-8''api%5Fkey".to_owned(),
+    ] {
+        assert_eq!(foreign(&head, "café".as_bytes()), None, "{head}");
+    }
+    // An upload's charset is its file's, not a parameter's; a part whose filenames
+    // disagree (busboy keeps the first, empty: a field) is no upload.
+    let upload = "Content-Disposition: form-data; name=\"f\"; filename=\"a.csv\"\r\nContent-Type: text/csv; charset=utf-16";
+    assert_eq!(foreign(upload, b"\xe9"), None);
+    let both = "Content-Disposition: form-data; name=\"api_key\"; filename=\"\"; filename=\"x\"\r\nContent-Type: text/plain; charset=utf-16";
+    assert_eq!(foreign(both, b"v").as_deref(), Some("utf-16"));
+    // A later part under another split is read too.
+    let later = format!(
+        "--b\r\n{field}\r\n\r\nx\r\n--b\r\n{}\r\n\r\ny\r\n--b--",
+        typed("utf-16")
+    );
+    assert_eq!(
+        foreign_charset(later.as_bytes(), "b").as_deref(),
         Some("utf-16")
     );
+}
+
+#[test]
+fn a_field_named_with_filenames_that_disagree_is_a_field() {
+    let body = "--b\r\nContent-Disposition: form-data; name=\"api_key\"; filename=\"\"; filename=\"x\"\r\n\r\nk\r\n--b--\r\n";
+    assert_eq!(values_of(body.as_bytes(), "b", "api_key"), ["k"]);
 }

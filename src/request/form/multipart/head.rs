@@ -2,7 +2,7 @@
 //! from every `Content-Disposition` (RFC 2231's pieces and charsets included), and the
 //! charset it is written in.
 
-use crate::request::charset;
+use crate::request::charset::{self, Charset};
 
 /// A part's headers, (lower-cased name, value), unfolded.
 pub(super) fn headers(bytes: &[u8]) -> Vec<(String, String)> {
@@ -48,28 +48,57 @@ pub(super) fn names(headers: &[(String, String)]) -> (Vec<String>, bool) {
     (names, base64)
 }
 
-/// A charset other than UTF-8 or ASCII that a part's `Content-Type` names, or that a
-/// `name*` of its `Content-Disposition` is written in (the text before its first `'`).
-pub(super) fn charset_of(headers: &[(String, String)]) -> Option<String> {
-    let typed = all(headers, "content-type").find_map(|v| charset::unsupported_in(v.as_bytes()));
-    typed.or_else(|| {
-        all(headers, "content-disposition")
-            .flat_map(|d| d.split(';'))
-            .filter_map(|param| param.split_once('='))
-            .filter(|(name, _)| name.trim().to_ascii_lowercase().starts_with("name*"))
-            .filter_map(|(_, value)| value.trim().trim_matches('"').split_once('\''))
-            .map(|(charset, _)| charset.trim())
-            .find(|charset| !charset.is_empty() && !charset::supported(charset.as_bytes()))
-            .map(str::to_owned)
-    })
+/// Whether a part is an upload (a file, no parameter): no name read, a `filename` given.
+pub(super) fn is_upload(headers: &[(String, String)], names: &[String]) -> bool {
+    names.is_empty()
+        && all(headers, "content-disposition").any(|d| d.to_ascii_lowercase().contains("filename"))
+}
+
+/// The charset a text field is written in, when its bytes `value` are not what tollgate
+/// keys by under it (to name in a refusal): its part's `Content-Type` charset (busboy,
+/// Werkzeug and Django read the value in it); the charset of an RFC 2231 value of its
+/// `Content-Disposition` (`name*=utf-16le''…`: Django reads the name in it, percent-decoded
+/// first, an empty one as Latin-1); or a byte-order mark starting the value (ASP.NET Core
+/// reads the value by it).
+pub(super) fn charset_of(headers: &[(String, String)], value: &[u8]) -> Option<String> {
+    let mut typed = Charset::Utf8;
+    for line in all(headers, "content-type") {
+        typed = typed.worst(charset::of_value(line.as_bytes()));
+    }
+    if let Some(named) = typed.refusal(value) {
+        return Some(named.to_owned());
+    }
+    for param in all(headers, "content-disposition").flat_map(|d| d.split(';')) {
+        let Some((name, text)) = param.split_once('=').filter(|(n, _)| n.contains('*')) else {
+            continue;
+        };
+        let decoded: Vec<u8> =
+            percent_encoding::percent_decode(text.trim().trim_matches('"').as_bytes()).collect();
+        let Some(quote) = decoded.iter().position(|&b| b == b'\'') else {
+            continue;
+        };
+        let named = match decoded[..quote].trim_ascii() {
+            b"" => Charset::AsciiOnly(format!("{}=''", name.trim())),
+            written => charset::named(written),
+        };
+        if let Some(named) = named.refusal(&decoded[quote + 1..]) {
+            return Some(named.to_owned());
+        }
+    }
+    let marks: [&[u8]; 3] = [b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff"];
+    marks
+        .iter()
+        .any(|mark| value.starts_with(mark))
+        .then(|| "byte-order mark".to_owned())
 }
 
 /// Every reading of the name in a `Content-Disposition` value, tokenised with and without
 /// backslash escapes in quotes: a quoted value as written and unescaped, single-quoted
 /// (PHP), unquoted up to `;` or up to white space (PHP, Werkzeug), each also trimmed
 /// (Django); `name*` percent-decoded (RFC 8187) and `name*0`, `name*1`… joined (RFC 2231).
-/// None for an upload: a part with a non-empty `filename`, which every reader takes as one
-/// (busboy and Django take an empty one as a field, Rack a `FILENAME`, PHP a `filename*`).
+/// None for an upload: a part whose every `filename` is non-empty, which every reader
+/// takes as one (busboy and Django take an empty one as a field, Rack a `FILENAME`, PHP a
+/// `filename*`; with several, busboy keeps the first and others the last).
 fn disposition_names(value: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     // Each tokenisation decides on its own whether the part is an upload; without a
@@ -81,13 +110,15 @@ fn disposition_names(value: &str) -> Vec<String> {
     };
     for &escapes in passes {
         let mut pass: Vec<String> = Vec::new();
-        let mut upload = false;
+        // Some `filename`, and none empty.
+        let (mut named_file, mut empty_file) = (false, false);
         let params = params(value, escapes);
         let joined = continued(params.iter().map(first_reading), "name");
         for (param, readings) in params {
             let lower = param.to_ascii_lowercase();
-            if param == "filename" && readings.iter().any(|r| !r.is_empty()) {
-                upload = true;
+            if param == "filename" {
+                named_file = true;
+                empty_file |= readings.iter().all(String::is_empty);
             } else if lower == "name" {
                 pass.extend(readings);
             } else if lower == "name*" {
@@ -98,7 +129,7 @@ fn disposition_names(value: &str) -> Vec<String> {
             pass.extend(extended(&joined));
             pass.push(joined);
         }
-        if !upload {
+        if !named_file || empty_file {
             names.extend(pass);
         }
     }
