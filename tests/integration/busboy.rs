@@ -5,52 +5,13 @@
 //! anything is charged or forwarded, and the same field in UTF-8 reaches busboy and is
 //! charged. Over HTTP/1.1 and HTTP/2.
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
 use bytes::Bytes;
 
 use crate::support::*;
 
-/// `tests/busboy/server.js` on a free port, stopped on drop.
-struct Busboy {
-    child: Child,
-    port: u16,
-}
-
-impl Busboy {
-    async fn start() -> Self {
-        let port = free_port();
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/busboy/server.js");
-        let child = Command::new("node")
-            .arg(script)
-            .arg(port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node runs (scripts/test installs Node.js and busboy)");
-        let server = Self { child, port };
-        let up = eventually_async(Duration::from_secs(60), || async move {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-        })
-        .await;
-        assert!(up, "the busboy upstream listens on {port}");
-        server
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Busboy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `tests/busboy/server.js`: busboy as released.
+async fn busboy() -> ScriptUpstream {
+    ScriptUpstream::start("node", "tests/busboy/server.js", "Node.js and npm's busboy").await
 }
 
 const MULTIPART: (&str, &str) = ("content-type", "multipart/form-data; boundary=XyZ");
@@ -74,10 +35,17 @@ fn alice_utf16() -> Vec<u8> {
 #[tokio::test]
 #[ignore = "needs Node.js and npm's busboy: scripts/test installs them"]
 async fn busboy_reads_a_field_in_its_parts_charset_and_the_gateway_refuses_it() {
-    let busboy = Busboy::start().await;
+    let busboy = busboy().await;
     // The premise, straight to busboy.
     let utf16 = field("text/plain; charset=utf-16le", &alice_utf16());
-    let direct = send_bytes(&http1(), "POST", &busboy.url(), &[MULTIPART], utf16.clone()).await;
+    let direct = send_bytes(
+        &http1(),
+        "POST",
+        &busboy.url(""),
+        &[MULTIPART],
+        utf16.clone(),
+    )
+    .await;
     assert_eq!(direct.status, 200, "{}", direct.text());
     assert_eq!(direct.json()["api_key"], serde_json::json!(["alice"]));
 
@@ -87,7 +55,7 @@ async fn busboy_reads_a_field_in_its_parts_charset_and_the_gateway_refuses_it() 
         .skipping_policy("per_key", "json:/api_key", 1)
         .route("upload", "/", "api", &["per_key"])
         .build();
-    let gw = TestGateway::start(&toml, &busboy.url()).await;
+    let gw = TestGateway::start(&toml, &busboy.url("")).await;
     let url = gw.url("/upload");
     for client in [http1(), http2()] {
         let r = send_bytes(&client, "POST", &url, &[MULTIPART], utf16.clone()).await;

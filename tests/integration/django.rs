@@ -6,51 +6,18 @@
 //! anything is charged or forwarded, and the same keys in UTF-8 reach Django and are
 //! charged. Over HTTP/1.1 and HTTP/2.
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
 use bytes::Bytes;
 
 use crate::support::*;
 
-/// `tests/django/app.py` on a free port, stopped on drop.
-struct Django {
-    child: Child,
-    port: u16,
-}
-
-impl Django {
-    async fn start() -> Self {
-        let port = free_port();
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/django/app.py");
-        let child = Command::new("python3")
-            .arg(script)
-            .arg(port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 runs (scripts/test installs django)");
-        let server = Self { child, port };
-        let up = eventually_async(Duration::from_secs(60), || async move {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-        })
-        .await;
-        assert!(up, "the Django upstream listens on {port}");
-        server
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-}
-
-impl Drop for Django {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `tests/django/app.py`: Django and Django REST framework as released.
+async fn django() -> ScriptUpstream {
+    ScriptUpstream::start(
+        "python3",
+        "tests/django/app.py",
+        "django and djangorestframework",
+    )
+    .await
 }
 
 /// `alice` as UTF-16LE escapes in a query of odd length: Django decodes the query in the
@@ -66,7 +33,7 @@ const EBCDIC: (&str, &str) = ("content-type", "application/json; charset=cp500")
 #[tokio::test]
 #[ignore = "needs Python's django and djangorestframework: scripts/test installs them"]
 async fn django_reads_keys_in_the_charset_named_and_the_gateway_refuses_it() {
-    let django = Django::start().await;
+    let django = django().await;
     // The premise, straight to Django.
     let direct = send(&http1(), "GET", &django.url(UTF16_QUERY), &[UTF16], b"").await;
     assert_eq!(direct.status, 200, "{}", direct.text());
@@ -110,7 +77,7 @@ async fn django_reads_keys_in_the_charset_named_and_the_gateway_refuses_it() {
 #[tokio::test]
 #[ignore = "needs Python's django and djangorestframework: scripts/test installs them"]
 async fn every_charset_spelling_django_decodes_in_is_refused() {
-    let django = Django::start().await;
+    let django = django().await;
     let toml = Fixture::new()
         .skipping_policy("per_key", "query:api_key", 1000)
         .route("login", "/login", "api", &["per_key"])

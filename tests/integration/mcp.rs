@@ -2,55 +2,19 @@
 //! real MCP server (streamable HTTP, Python's `mcp` package) upstream and its client
 //! through tollgate, refused per tool with a JSON-RPC error the client surfaces as one.
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use crate::support::*;
 
-/// `tests/mcp/server.py` on a free port, stopped on drop.
-struct McpServer {
-    child: Child,
-    port: u16,
-}
-
-impl McpServer {
-    async fn start() -> Self {
-        let port = free_port();
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/server.py");
-        let child = Command::new("python3")
-            .arg(script)
-            .arg(port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 runs (scripts/test installs mcp)");
-        let server = Self { child, port };
-        let up = eventually_async(Duration::from_secs(60), || async move {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-        })
-        .await;
-        assert!(up, "the MCP server listens on {port}");
-        server
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for McpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `tests/mcp/server.py`, the official Python SDK's server.
+async fn mcp_server() -> ScriptUpstream {
+    ScriptUpstream::start("python3", "tests/mcp/server.py", "mcp").await
 }
 
 #[tokio::test]
 #[ignore = "needs Python's mcp package: scripts/test installs it"]
 async fn the_mcp_client_is_refused_per_tool_with_a_json_rpc_error() {
-    let server = McpServer::start().await;
+    let server = mcp_server().await;
     let toml = Fixture::new()
         .policy_raw(
             "per_tool",
@@ -62,7 +26,7 @@ async fn the_mcp_client_is_refused_per_tool_with_a_json_rpc_error() {
         )
         .route("mcp", "/mcp", "api", &["per_tool", "per_session"])
         .build();
-    let gw = TestGateway::start(&toml, &server.url()).await;
+    let gw = TestGateway::start(&toml, &server.url("")).await;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py");
     let url = gw.url("/mcp");
     let out = tokio::task::spawn_blocking(move || {

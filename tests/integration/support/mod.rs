@@ -20,6 +20,7 @@ mod redis_monitor;
 mod redis_server;
 mod rlqs;
 mod rls;
+mod script_upstream;
 mod sentinel;
 mod upstream;
 
@@ -37,5 +38,6 @@ pub use redis_monitor::*;
 pub use redis_server::*;
 pub use rlqs::*;
 pub use rls::*;
+pub use script_upstream::*;
 pub use sentinel::*;
 pub use upstream::*;
