@@ -33,7 +33,7 @@ pub enum Charset {
 
 impl Charset {
     /// The stricter of two readings.
-    pub fn worst(self, other: Charset) -> Charset {
+    fn worst(self, other: Charset) -> Charset {
         match (&self, &other) {
             (Charset::Foreign(_), _) => self,
             (_, Charset::Foreign(_)) => other,
@@ -55,12 +55,14 @@ impl Charset {
 
 /// The charset every `Content-Type` line of `headers` names, the strictest of them.
 pub fn of_request(headers: &HeaderMap) -> Charset {
-    headers
-        .get_all(CONTENT_TYPE)
-        .iter()
-        .fold(Charset::Utf8, |worst, line| {
-            worst.worst(of_value(line.as_bytes()))
-        })
+    of_lines(headers.get_all(CONTENT_TYPE).iter().map(|l| l.as_bytes()))
+}
+
+/// The strictest charset any of `lines` (`Content-Type` values) names.
+pub fn of_lines<'v>(lines: impl IntoIterator<Item = &'v [u8]>) -> Charset {
+    lines
+        .into_iter()
+        .fold(Charset::Utf8, |worst, line| worst.worst(of_value(line)))
 }
 
 /// The charset one `Content-Type` value names (a multipart part's own, for one): every

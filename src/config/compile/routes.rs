@@ -32,14 +32,10 @@ impl Compiler {
         };
         let (upstream, upstream_index) = upstream?;
         let (body_pointers, body_always) = self.body_pointers(&raw, &name, &tiers);
-        let query_in_body = tiers
-            .iter()
-            .flat_map(|p| &p.key)
-            .any(|k| matches!(k, KeySource::Query(_)));
-        let jwt = tiers
-            .iter()
-            .flat_map(|p| &p.key)
-            .any(|k| matches!(k, KeySource::Jwt(_)));
+        let keyed_by =
+            |source: fn(&KeySource) -> bool| tiers.iter().flat_map(|p| &p.key).any(source);
+        let query_in_body = keyed_by(|k| matches!(k, KeySource::Query(_)));
+        let jwt = keyed_by(|k| matches!(k, KeySource::Jwt(_)));
         if let Some(max_key_body) = max_key_body {
             self.lint_unread_bodies(&raw, &tiers, (max_body, max_key_body));
         }

@@ -61,10 +61,7 @@ pub(super) fn is_upload(headers: &[(String, String)], names: &[String]) -> bool 
 /// first, an empty one as Latin-1); or a byte-order mark starting the value (ASP.NET Core
 /// reads the value by it).
 pub(super) fn charset_of(headers: &[(String, String)], value: &[u8]) -> Option<String> {
-    let mut typed = Charset::Utf8;
-    for line in all(headers, "content-type") {
-        typed = typed.worst(charset::of_value(line.as_bytes()));
-    }
+    let typed = charset::of_lines(all(headers, "content-type").map(|l| l.as_bytes()));
     if let Some(named) = typed.refusal(value) {
         return Some(named.to_owned());
     }
