@@ -1,14 +1,8 @@
 //! `tollgate check`'s summary: each route, its tiers, and T and τ of each policy.
 
-use std::fmt::Write;
-use std::time::Duration;
-
-use crate::config::{Config, Policy, PolicyKind, RateLimit, Route, Server, Sync};
+use crate::config::{Config, Policy, Route, Server};
 use crate::limit::Mode;
-
-fn human(ns: u64) -> String {
-    humantime::format_duration(Duration::from_nanos(ns)).to_string()
-}
+use std::fmt::Write;
 
 pub fn summary(config: &Config) -> String {
     let mut out = String::new();
@@ -138,14 +132,7 @@ fn write_store(out: &mut String, store: &crate::config::StoreSettings) {
 /// One line per policy: its name, key, numbers, shadow mode and override count.
 fn write_policy(out: &mut String, p: &Policy) {
     let keys: Vec<String> = p.key.iter().map(ToString::to_string).collect();
-    let numbers = match &p.kind {
-        PolicyKind::Rate(r) => rate_numbers(r),
-        PolicyKind::Concurrency(c) => format!(
-            "max_in_flight={}  retry_after={}",
-            c.max_in_flight,
-            humantime::format_duration(c.retry_after),
-        ),
-    };
+    let numbers = p.kind.numbers();
     let _ = writeln!(
         out,
         "  {:<16} key={} {numbers}{}{}",
@@ -161,70 +148,6 @@ fn write_policy(out: &mut String, p: &Policy) {
             n => format!(" overrides={n}"),
         },
     );
-}
-
-/// A rate policy as written, then as run: T and τ, and how it settles and syncs; a
-/// calendar quota as written.
-fn rate_numbers(r: &RateLimit) -> String {
-    if let Some(q) = &r.calendar {
-        use crate::limit::calendar::Period;
-        let from = match q.calendar.period {
-            Period::Day => "local midnight".to_owned(),
-            Period::Week(day) => format!("{day:?}s").to_lowercase(),
-            Period::Month(day) => format!("day {day}"),
-        };
-        return format!(
-            "quota={} per {} ({}, from {from}){}",
-            q.quota,
-            q.calendar.period_name(),
-            q.calendar.zone_name,
-            r.settle.as_ref().map_or_else(String::new, settle_numbers),
-        );
-    }
-    format!(
-        "limit={} per {} burst={}  T={} τ={}{}{}",
-        r.limit,
-        humantime::format_duration(r.period),
-        r.quota.burst(),
-        human(r.quota.interval_ns()),
-        human(r.quota.tolerance_ns()),
-        r.settle.as_ref().map_or_else(String::new, settle_numbers),
-        if r.sync == Sync::Lease {
-            "  sync=lease"
-        } else {
-            ""
-        },
-    )
-}
-
-/// How a rate policy settles: its source and reserve, and what bounds a request: its
-/// floor (`min_cost`, which for bytes is also a bound on the request rate), its cap, and
-/// for bytes how far transfers may run past the burst.
-fn settle_numbers(s: &crate::config::Settle) -> String {
-    let reserve = match (&s.priced, s.reserve) {
-        (Some(p), _) => format!("price:{} (each request's most)", p.name),
-        (None, Some(r)) => r.to_string(),
-        (None, None) => "the route's cost".to_owned(),
-    };
-    let mut out = format!(
-        "  settle={} reserve={reserve} min_cost={}",
-        s.source.describe(),
-        s.min_cost
-    );
-    if s.source.measures_bytes() {
-        let _ = write!(
-            out,
-            " max_cost={} max_debt={} (bytes metered as they stream; {})",
-            s.max_cost,
-            s.max_debt,
-            if s.min_cost > 0 {
-                "min_cost also bounds the request rate"
-            } else {
-                "warning: min_cost = 0 lets empty bodies through for free"
-            }
-        );
-    }
-    out
 }
 
 /// The rate limit service: its address, and which policy decides which descriptors.

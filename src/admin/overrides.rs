@@ -239,19 +239,6 @@ pub fn written_json(
                 "tau_ns": q.tolerance_ns(),
             }),
         },
-        _ => applied_json(applied),
-    }
-}
-
-/// What an override makes of its key's limit, in the units `/admin/config` uses.
-pub fn applied_json(applied: &Applied) -> serde_json::Value {
-    match applied {
-        Applied::Rate(q) => json!({
-            "kind": "rate",
-            "burst": q.burst(),
-            "t_ns": q.interval_ns(),
-            "tau_ns": q.tolerance_ns(),
-        }),
-        Applied::Concurrency(max) => json!({"kind": "concurrency", "max_in_flight": max}),
+        _ => applied.describe(),
     }
 }

@@ -9,7 +9,6 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::answer::{json_ok, json_status, key_path, text};
-use crate::config::PolicyKind;
 use crate::proxy::snapshot::Shared;
 use crate::reply::{json_error, Body};
 
@@ -297,8 +296,7 @@ fn stats_json(shared: &Shared) -> serde_json::Value {
     })
 }
 
-/// One policy in `/admin/config`: the rate fields for a rate policy, `max_in_flight` and
-/// its hints for a concurrency cap.
+/// One policy in `/admin/config`: its name, key and mode, then its kind's numbers.
 fn policy_json(shared: &Shared, p: &Arc<crate::config::Policy>) -> serde_json::Value {
     let mut out = json!({
         "name": p.name,
@@ -307,63 +305,11 @@ fn policy_json(shared: &Shared, p: &Arc<crate::config::Policy>) -> serde_json::V
         "max_delay_ms": p.max_delay.as_millis() as u64,
         "overrides": p.override_count(),
     });
-    let fields = match &p.kind {
-        PolicyKind::Rate(r) => match r.calendar.as_deref() {
-            Some(q) => quota_json(shared, r, q),
-            None => rate_json(r),
-        },
-        PolicyKind::Concurrency(c) => json!({
-            "kind": "concurrency",
-            "max_in_flight": c.max_in_flight,
-            "retry_after_ms": c.retry_after.as_millis() as u64,
-            "lease_ttl_ms": c.lease_ttl.as_millis() as u64,
-        }),
-    };
-    if let (Some(out), serde_json::Value::Object(fields)) = (out.as_object_mut(), fields) {
+    let unix_ns = shared.clock.unix_ns_at(shared.clock.now_ns());
+    if let (Some(out), serde_json::Value::Object(fields)) =
+        (out.as_object_mut(), p.kind.describe(unix_ns))
+    {
         out.extend(fields);
     }
     out
-}
-
-/// A rate policy's numbers, as written and as run.
-fn rate_json(r: &crate::config::RateLimit) -> serde_json::Value {
-    json!({
-        "kind": "rate",
-        "limit": r.limit,
-        "period_ms": r.period.as_millis() as u64,
-        "burst": r.quota.burst(),
-        "t_ns": r.quota.interval_ns(),
-        "tau_ns": r.quota.tolerance_ns(),
-        "sync": if r.sync == crate::config::Sync::Lease { "lease" } else { "exact" },
-        "settle": r.settle.as_ref().map(|s| json!({
-            "source": s.source.describe(),
-            "reserve": s.reserve.map(|r| r.get()),
-            "max_cost": s.max_cost,
-            "unit": s.unit.get(),
-            "refund_on_upstream_error": s.refund_on_upstream_error,
-        })),
-    })
-}
-
-/// A calendar quota's numbers and its current window.
-fn quota_json(
-    shared: &Shared,
-    r: &crate::config::RateLimit,
-    q: &crate::config::CalendarQuota,
-) -> serde_json::Value {
-    let unix_ns = shared.clock.unix_ns_at(shared.clock.now_ns());
-    let bounds = q.bounds(unix_ns);
-    let at = |s: i64| crate::clock::rfc3339(u64::try_from(s).unwrap_or(0) * 1_000_000_000);
-    json!({
-        "kind": "quota",
-        "quota": q.quota,
-        "window": q.calendar.period_name(),
-        "timezone": q.calendar.zone_name,
-        "window_start": at(bounds.start),
-        "resets_at": at(bounds.end),
-        "settle": r.settle.as_ref().map(|s| json!({
-            "source": s.source.describe(),
-            "reserve": s.reserve.map(|r| r.get()),
-        })),
-    })
 }

@@ -38,3 +38,20 @@ pub struct OverrideProblem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
 }
+
+impl Applied {
+    /// What it makes of its key's limit, in the units `/admin/config` uses.
+    pub fn describe(&self) -> serde_json::Value {
+        match self {
+            Applied::Rate(q) => serde_json::json!({
+                "kind": "rate",
+                "burst": q.burst(),
+                "t_ns": q.interval_ns(),
+                "tau_ns": q.tolerance_ns(),
+            }),
+            Applied::Concurrency(max) => {
+                serde_json::json!({"kind": "concurrency", "max_in_flight": max})
+            }
+        }
+    }
+}

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
 
+use crate::config::policy_item;
 use crate::limit::Quota;
 use crate::reply::ceil_secs;
 
@@ -46,18 +47,6 @@ pub struct PolicyHeaders {
     pub policy: HeaderValue,
 }
 
-/// A rate tier's `RateLimit-Policy` item: `"<policy>";q=<burst>;w=<τ in whole seconds>`,
-/// or a calendar quota's: `q=<quota>;w=<its window's length in seconds>`.
-fn policy_item(out: &mut Vec<u8>, name: &str, quota: &Quota, window_s: Option<u64>) {
-    let window = window_s.unwrap_or_else(|| ceil_secs(quota.tolerance_ns()).max(1));
-    out.push(b'"');
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\";q=");
-    push_number(out, quota.burst());
-    out.extend_from_slice(b";w=");
-    push_number(out, window);
-}
-
 /// A header value from bytes the gateway wrote (names are validated by the config).
 fn value_of(bytes: Vec<u8>) -> Option<HeaderValue> {
     HeaderValue::from_maybe_shared(Bytes::from(bytes)).ok()
@@ -70,16 +59,23 @@ fn value_or_empty(bytes: Vec<u8>) -> HeaderValue {
 }
 
 impl PolicyHeaders {
+    /// A rate tier's on `quota` (a calendar quota's window: `window_s`), which need not
+    /// be its policy's own.
     pub fn new(name: &str, quota: &Quota, window_s: Option<u64>) -> Self {
         let mut policy = Vec::with_capacity(name.len() + 24);
         policy_item(&mut policy, name, quota, window_s);
         Self::of(quota.burst(), policy)
     }
 
-    /// A concurrency cap's `RateLimit-Policy` item: its quota is requests in flight.
-    pub fn concurrency(name: &str, max_in_flight: u32) -> Self {
-        let policy = format!("\"{name}\";q={max_in_flight};qu=\"concurrent-requests\"");
-        Self::of(u64::from(max_in_flight), policy.into_bytes())
+    /// A concurrency tier's capped at `max` (a key's override).
+    pub fn concurrency(name: &str, max: u32) -> Self {
+        Self::of(u64::from(max), crate::config::concurrency_item(name, max))
+    }
+
+    /// A policy's on its own numbers, whatever its kind.
+    pub fn of_policy(policy: &crate::config::Policy) -> Self {
+        let (limit, item) = policy.kind.header_item(&policy.name);
+        Self::of(limit, item)
     }
 
     fn of(limit: u64, policy: Vec<u8>) -> Self {
@@ -115,15 +111,9 @@ pub struct PolicyAnswer {
 
 impl PolicyAnswer {
     pub fn new(policy: &crate::config::Policy) -> Self {
-        use crate::config::PolicyKind;
         let limit_kind = policy.kind().body_word();
         Self {
-            headers: match &policy.kind {
-                PolicyKind::Rate(r) => PolicyHeaders::new(&policy.name, &r.quota, None),
-                PolicyKind::Concurrency(c) => {
-                    PolicyHeaders::concurrency(&policy.name, c.max_in_flight)
-                }
-            },
+            headers: PolicyHeaders::of_policy(policy),
             refusal_body: super::refusal_body::body_start(&policy.name, limit_kind),
             limit_kind,
         }

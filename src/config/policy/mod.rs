@@ -1,0 +1,169 @@
+//! Policies as the gateway runs them: what a tier limits (a rate or requests in
+//! flight), how it keys, settles and syncs, and each key's override of its numbers.
+
+//!
+//! Each kind is a room of its own (`rate`, `quota`, `concurrency`): its numbers, and what
+//! the admin API, `tollgate check` and the `RateLimit-Policy` header say of them. This
+//! file names the kinds and sends each question to the kind's room.
+
+mod concurrency;
+mod quota;
+mod rate;
+
+use std::time::Duration;
+
+pub use crate::limit::calendar::{Bounds, Calendar, Period};
+pub use concurrency::{concurrency_item, ConcurrencyLimit};
+pub use quota::CalendarQuota;
+pub use rate::{policy_item, RateLimit, Settle, SettleSource, Sync, MAX_SETTLED_DEBT_NS};
+
+use super::override_spec::Applied;
+use crate::key::KeySource;
+use crate::limit::Mode;
+
+/// What to do when a tier's key source is absent from a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// All such requests share one limiter.
+    Shared,
+    /// The tier is not applied.
+    Skip,
+    /// The request is refused with 400.
+    Reject,
+}
+
+/// Equal when every setting is: a reload names a policy whose settings differ as changed.
+#[derive(Debug, PartialEq)]
+pub struct Policy {
+    pub name: String,
+    pub key: Vec<KeySource>,
+    pub missing: Missing,
+    pub mode: Mode,
+    /// Rate: how long an admitted request may be held to fit. Concurrency: how long a
+    /// request may wait for a slot.
+    pub max_delay: Duration,
+    pub kind: PolicyKind,
+}
+
+/// What a policy limits.
+#[derive(Debug, PartialEq)]
+pub enum PolicyKind {
+    /// Requests per period (GCRA).
+    Rate(RateLimit),
+    /// Requests in flight at once.
+    Concurrency(ConcurrencyLimit),
+}
+
+impl PolicyKind {
+    /// The kind's numbers as `/admin/config` shows them (`kind` first); `unix_ns`: now,
+    /// for a calendar quota's current window.
+    pub fn describe(&self, unix_ns: u64) -> serde_json::Value {
+        match self {
+            PolicyKind::Rate(r) => r.describe(unix_ns),
+            PolicyKind::Concurrency(c) => c.describe(),
+        }
+    }
+
+    /// The kind's numbers on `tollgate check`'s line for the policy.
+    pub fn numbers(&self) -> String {
+        match self {
+            PolicyKind::Rate(r) => r.numbers(),
+            PolicyKind::Concurrency(c) => c.numbers(),
+        }
+    }
+
+    /// The IETF draft's `RateLimit-Policy` item of the policy `name` on its own numbers,
+    /// and the limit `X-RateLimit-Limit` states for it.
+    pub fn header_item(&self, name: &str) -> (u64, Vec<u8>) {
+        match self {
+            PolicyKind::Rate(r) => {
+                let mut item = Vec::with_capacity(name.len() + 24);
+                policy_item(&mut item, name, &r.quota, None);
+                (r.quota.burst(), item)
+            }
+            PolicyKind::Concurrency(c) => c.header_item(name),
+        }
+    }
+}
+
+/// What kind of limit a policy is: asked once, where a kind makes a difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitKind {
+    /// Requests per period (GCRA).
+    Rate,
+    /// A calendar quota: a rate policy with a window (day, week, month).
+    Quota,
+    /// Requests in flight at once.
+    Concurrency,
+}
+
+impl LimitKind {
+    /// The refusal body's `limit` word (none for a rate, the contract's first kind).
+    pub fn body_word(self) -> Option<&'static str> {
+        match self {
+            LimitKind::Rate => None,
+            LimitKind::Quota => Some("quota"),
+            LimitKind::Concurrency => Some("concurrency"),
+        }
+    }
+}
+
+impl Policy {
+    /// The limit this policy puts on one key, in the one order every reader uses (the
+    /// request path and the admin API alike): `runtime`, the key's runtime override if it
+    /// is of this kind, else the file's override for the key's `text` (single-source keys;
+    /// asked only when the policy has some, so a request pays for no text it does not
+    /// need), else the policy's own numbers.
+    #[inline]
+    pub fn limit_for<'t>(
+        &self,
+        runtime: Option<Applied>,
+        text: impl FnOnce() -> Option<std::borrow::Cow<'t, str>>,
+    ) -> Applied {
+        match (&self.kind, runtime) {
+            (PolicyKind::Rate(_), Some(applied @ Applied::Rate(_)))
+            | (PolicyKind::Concurrency(_), Some(applied @ Applied::Concurrency(_))) => applied,
+            (PolicyKind::Rate(rate), _) if rate.overrides.is_empty() => Applied::Rate(rate.quota),
+            (PolicyKind::Rate(rate), _) => Applied::Rate(rate.quota_for(text().as_deref())),
+            (PolicyKind::Concurrency(cap), _) if cap.overrides.is_empty() => {
+                Applied::Concurrency(cap.max_in_flight)
+            }
+            (PolicyKind::Concurrency(cap), _) => {
+                Applied::Concurrency(cap.max_for(text().as_deref()))
+            }
+        }
+    }
+
+    /// Which kind of limit this is.
+    pub fn kind(&self) -> LimitKind {
+        match &self.kind {
+            PolicyKind::Rate(r) if r.calendar.is_some() => LimitKind::Quota,
+            PolicyKind::Rate(_) => LimitKind::Rate,
+            PolicyKind::Concurrency(_) => LimitKind::Concurrency,
+        }
+    }
+
+    /// The rate limit, for a rate policy.
+    pub fn rate(&self) -> Option<&RateLimit> {
+        match &self.kind {
+            PolicyKind::Rate(r) => Some(r),
+            PolicyKind::Concurrency(_) => None,
+        }
+    }
+
+    /// The concurrency limit, for a concurrency policy.
+    pub fn concurrency(&self) -> Option<&ConcurrencyLimit> {
+        match &self.kind {
+            PolicyKind::Concurrency(c) => Some(c),
+            PolicyKind::Rate(_) => None,
+        }
+    }
+
+    /// Whether overrides are set (either kind).
+    pub fn override_count(&self) -> usize {
+        match &self.kind {
+            PolicyKind::Rate(r) => r.overrides.len(),
+            PolicyKind::Concurrency(c) => c.overrides.len(),
+        }
+    }
+}
