@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Bounds, Calendar, Period, Settle};
+use crate::limit::calendar::{Bounds, Calendar, Period};
 
 /// A calendar quota: units per window of a calendar, and the current window remembered
 /// (computed with the time-zone database only when a window ends).
@@ -66,9 +66,8 @@ impl CalendarQuota {
 }
 
 impl CalendarQuota {
-    /// Its numbers and current window (`unix_ns`: now) as `/admin/config` shows them;
-    /// `settle`: how its policy settles.
-    pub(super) fn describe(&self, settle: Option<&Settle>, unix_ns: u64) -> serde_json::Value {
+    /// Its numbers and current window (`unix_ns`: now) as `/admin/config` shows them.
+    pub(super) fn describe(&self, unix_ns: u64) -> serde_json::Value {
         let bounds = self.bounds(unix_ns);
         let at = |s: i64| crate::clock::rfc3339(u64::try_from(s).unwrap_or(0) * 1_000_000_000);
         serde_json::json!({
@@ -78,26 +77,21 @@ impl CalendarQuota {
             "timezone": self.calendar.zone_name,
             "window_start": at(bounds.start),
             "resets_at": at(bounds.end),
-            "settle": settle.map(|s| serde_json::json!({
-                "source": s.source.describe(),
-                "reserve": s.reserve.map(|r| r.get()),
-            })),
         })
     }
 
     /// Its numbers as written, on `tollgate check`'s line.
-    pub(super) fn numbers(&self, settle: Option<&Settle>) -> String {
+    pub(super) fn numbers(&self) -> String {
         let from = match self.calendar.period {
             Period::Day => "local midnight".to_owned(),
             Period::Week(day) => format!("{day:?}s").to_lowercase(),
             Period::Month(day) => format!("day {day}"),
         };
         format!(
-            "quota={} per {} ({}, from {from}){}",
+            "quota={} per {} ({}, from {from})",
             self.quota,
             self.calendar.period_name(),
             self.calendar.zone_name,
-            settle.map_or_else(String::new, Settle::numbers),
         )
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::limit::Quota;
 
-use super::CalendarQuota;
+use super::quota::CalendarQuota;
 #[derive(Debug, PartialEq)]
 pub struct RateLimit {
     pub limit: u64,
@@ -56,7 +56,7 @@ pub struct Settle {
     pub reserve: Option<std::num::NonZeroU64>,
     /// `reserve = "price:NAME"`: each request is quoted from the table, and charged the
     /// most it can cost (capped by `max_cost`).
-    pub priced: Option<std::sync::Arc<crate::config::Prices>>,
+    pub priced: Option<std::sync::Arc<crate::config::prices::Prices>>,
     /// The largest settled value; larger ones are capped (and counted).
     pub max_cost: u64,
     /// `max_cost` was written: a priced request whose cost its body does not bound
@@ -83,7 +83,7 @@ pub enum SettleSource {
     RequestBytes,
     /// The `usage` the answer reports (a JSON body's, or an event stream's last), priced
     /// by the table at the row the request was quoted on.
-    Usage(std::sync::Arc<crate::config::Prices>),
+    Usage(std::sync::Arc<crate::config::prices::Prices>),
 }
 
 impl SettleSource {
@@ -116,7 +116,12 @@ impl RateLimit {
     /// window at `unix_ns`).
     pub(super) fn describe(&self, unix_ns: u64) -> serde_json::Value {
         if let Some(q) = &self.calendar {
-            return q.describe(self.settle.as_ref(), unix_ns);
+            let mut quota = q.describe(unix_ns);
+            quota["settle"] = serde_json::json!(self.settle.as_ref().map(|s| serde_json::json!({
+                "source": s.source.describe(),
+                "reserve": s.reserve.map(|r| r.get()),
+            })));
+            return quota;
         }
         serde_json::json!({
             "kind": "rate",
@@ -139,20 +144,21 @@ impl RateLimit {
     /// As written, then as run: T and τ, and how it settles and syncs (a calendar
     /// quota: as written), on `tollgate check`'s line.
     pub(super) fn numbers(&self) -> String {
+        let settle = self
+            .settle
+            .as_ref()
+            .map_or_else(String::new, Settle::numbers);
         if let Some(q) = &self.calendar {
-            return q.numbers(self.settle.as_ref());
+            return format!("{}{settle}", q.numbers());
         }
         let human = |ns| humantime::format_duration(Duration::from_nanos(ns)).to_string();
         format!(
-            "limit={} per {} burst={}  T={} τ={}{}{}",
+            "limit={} per {} burst={}  T={} τ={}{settle}{}",
             self.limit,
             humantime::format_duration(self.period),
             self.quota.burst(),
             human(self.quota.interval_ns()),
             human(self.quota.tolerance_ns()),
-            self.settle
-                .as_ref()
-                .map_or_else(String::new, Settle::numbers),
             if self.sync == Sync::Lease {
                 "  sync=lease"
             } else {
