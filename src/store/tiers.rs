@@ -12,7 +12,7 @@ use super::keys::{compose, KeyMaker, KeyRefusal, Partial, PolicyKeys};
 use super::overrides::KeyOverrides;
 use crate::clock::Clock;
 use crate::config::override_spec::Applied;
-use crate::config::{Policy, PolicyKind, Route, Sync};
+use crate::config::{Policy, PolicyKind, Route, Sync, MAX_SETTLED_DEBT_NS};
 use crate::key::{FleetKey, KeyPart, KeyValues, RedisKey, RequestView};
 use crate::limit::{Mode, Tier, INLINE_DECISIONS};
 use crate::metrics::Metrics;
@@ -281,11 +281,20 @@ impl RequestTiers {
     }
 
     /// The last policy's tiers admit whatever their keys owe: no allowance bounds the
-    /// charge (usage already spent, reported after the fact).
+    /// charge (usage already spent, reported after the fact). A charge is cut to what
+    /// takes a key at most `MAX_SETTLED_DEBT_NS` (about 52 days) ahead, as a settle's
+    /// is: an absurd report leaves the key used up for that long, in numbers every store
+    /// keeps exactly (a Redis script's doubles are exact below 2^53 and its integer
+    /// replies end at 2^63, which an uncut 3,000,000,000 × one hour passes).
     pub fn force_last(&mut self) {
         if let Some(p) = self.policies.last() {
             for t in &mut self.rate[p.range.clone()] {
                 t.tier.max_delay_ns = u64::MAX;
+                let most = (MAX_SETTLED_DEBT_NS / t.tier.quota.interval_ns().max(1)).max(1);
+                t.tier.reserve = t
+                    .tier
+                    .reserve
+                    .map(|r| std::num::NonZeroU64::new(most).map_or(r, |m| r.min(m)));
             }
         }
     }

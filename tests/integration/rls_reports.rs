@@ -98,3 +98,82 @@ async fn a_report_over_the_limit_is_charged_on_redis() {
         assert_eq!(check.overall_code, OVER_LIMIT, "{kind}: used up in Redis");
     }
 }
+
+/// One absurd report on a key that owes nothing, whatever its size: past what a Redis
+/// integer reply holds once multiplied by the rate's interval (3,000,000,000 × 1 h), past
+/// what the script's doubles compare exactly (2^40, 2^64 − 1). The report is answered OK
+/// and charged, and every later check, here and on a gateway that remembers nothing, is
+/// refused from what Redis keeps (never a store error answered per `on_error`, never a
+/// report dropped as refused).
+#[tokio::test]
+async fn an_absurd_first_report_leaves_the_key_used_up_on_redis() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let (_a, mut a) = on_redis(&redis, &up).await;
+    let sizes = [3_000_000_000, 1 << 40, u64::MAX];
+    for kind in ["tokens", "monthly"] {
+        for (i, hits) in sizes.into_iter().enumerate() {
+            let tenant = format!("absurd-{i}");
+            let reported = a.call(call(kind, &tenant, hits)).await;
+            assert_eq!(
+                reported.expect("report answered").overall_code,
+                OK,
+                "{kind} {hits}"
+            );
+            for _ in 0..2 {
+                let again = a.call(call(kind, &tenant, hits)).await;
+                assert_eq!(again.expect("report answered").overall_code, OK);
+            }
+            let check = a.call(call(kind, &tenant, 0)).await;
+            assert_eq!(
+                check.expect("check answered").overall_code,
+                OVER_LIMIT,
+                "{kind} {hits}: used up"
+            );
+        }
+    }
+    let (_b, mut b) = on_redis(&redis, &up).await;
+    for kind in ["tokens", "monthly"] {
+        for i in 0..sizes.len() {
+            let check = b.call(call(kind, &format!("absurd-{i}"), 0)).await;
+            assert_eq!(
+                check.expect("check answered from Redis").overall_code,
+                OVER_LIMIT,
+                "{kind} #{i}: used up in Redis"
+            );
+        }
+        let fresh = b.call(call(kind, "untouched", 1)).await;
+        assert_eq!(fresh.expect("report").overall_code, OK, "{kind}");
+    }
+}
+
+/// The same through a quota stream: an absurd count of requests allowed, on Redis, is
+/// charged and leaves the bucket denied, on this gateway and on one that remembers
+/// nothing; the stream and the store stay usable.
+#[tokio::test]
+async fn an_absurd_quota_report_leaves_the_bucket_used_up_on_redis() {
+    use crate::rlqs::{open, proxied, tenant};
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(redis.store_toml())
+        .policy("tenant", "header:x-tenant", 10, "1h", 20)
+        .route("api", "/api", "api", &["tenant"])
+        .raw("[rls]\nlisten = \"127.0.0.1:0\"\n[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\n")
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let mut envoy = open(&a).await;
+    for count in [30_000_000, 1 << 40, u64::MAX] {
+        let t = format!("huge-{count}");
+        for _ in 0..3 {
+            let told = envoy.ask("edge", vec![tenant(&t, count, 0)]).await;
+            assert!(matches!(told[0].told(), Told::DenyAll(_)), "{count}");
+        }
+        assert_eq!(proxied(&a, &t).await, 429, "{count}");
+    }
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for count in [30_000_000u64, 1 << 40, u64::MAX] {
+        assert_eq!(proxied(&b, &format!("huge-{count}")).await, 429, "{count}");
+    }
+    assert_eq!(proxied(&b, "untouched").await, 200);
+}

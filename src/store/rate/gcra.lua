@@ -68,6 +68,8 @@ for i = 1, n do
     -- A forced quota tier (a usage report) is charged whatever it owes, its usage capped
     -- one below what would read as another calendar's.
     if ws and ahead >= 900000000000 then ahead = 899999999999 end
+    -- A forced rate tier's lead is capped as a settle's is.
+    if not ws and ahead > MAX_LEAD_NS then ahead = MAX_LEAD_NS end
     fresh[i] = basis + ahead
     quota[i] = ws ~= nil
     left[KEYS[i]] = fresh[i]

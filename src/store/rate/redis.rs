@@ -247,6 +247,12 @@ fn key_of(tier: &RateTier) -> &str {
     tier.redis.as_ref().map_or("", |k| k.key.as_str())
 }
 
+/// The hold a forced tier (a usage report, `max_delay_ns` unbounded) is sent with: one
+/// the script's doubles hold exactly, and more than any charge it is given can need (a
+/// key's stored lead and a report's charge are each at most `MAX_SETTLED_DEBT_NS`). Every
+/// other tier's hold is far below it (52 days at most, `tollgate check`).
+const FORCED_ALLOWANCE_NS: u64 = 2 * crate::config::MAX_SETTLED_DEBT_NS;
+
 /// Decides one group in one script call: all admit and are charged, or nothing is.
 async fn charge(
     remote: &RedisStore,
@@ -262,7 +268,7 @@ async fn charge(
         inv.key(key_of(&tiers[i]))
             .arg(q.interval_ns())
             .arg(q.tolerance_ns())
-            .arg(tier.max_delay_ns)
+            .arg(tier.max_delay_ns.min(FORCED_ALLOWANCE_NS))
             .arg(if tier.mode == Mode::Shadow { "1" } else { "0" })
             .arg(tier.cost(cost))
             .arg(window_arg(&tiers[i]));

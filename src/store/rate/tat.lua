@@ -3,6 +3,9 @@
 -- "seconds:nanoseconds". All arithmetic is on a TAT's lead over now in ns, which stays far
 -- below 2^53, so Lua's doubles are exact.
 local time = redis.call('TIME')
+-- The furthest a key's TAT is ever put ahead of now: 2^52 ns, about 52 days
+-- (config::MAX_SETTLED_DEBT_NS).
+local MAX_LEAD_NS = 4503599627370496
 local now_s = tonumber(time[1])
 local now_ns = tonumber(time[2]) * 1000
 
@@ -29,7 +32,12 @@ end
 -- written.
 local function debt_at(key, quota)
   local stored, ahead, marked = tat_at(key)
-  if ahead and ahead > 0 and (quota or not marked) then return ahead, stored end
+  if ahead and ahead > 0 and (quota or not marked) then
+    -- No charge leads further (MAX_SETTLED_DEBT_NS); a key written further by an
+    -- older version reads as used up, never past what an integer reply holds.
+    if ahead > MAX_LEAD_NS then ahead = MAX_LEAD_NS end
+    return ahead, stored
+  end
   return 0, stored
 end
 
