@@ -11,6 +11,28 @@ use http_body_util::{BodyExt, Full};
 use crate::spend::{budget, budget_with, chat, post, priced, used_reaches};
 use crate::support::*;
 
+/// `n` words picked pseudo-randomly: prose that gzip does not shrink to nothing.
+fn words(n: usize) -> String {
+    let words = [
+        "alpha", "quill", "mesa", "orbit", "tundra", "vex", "lumen", "cask",
+    ];
+    let mut x: u64 = 0x9e37_79b9;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            words[(x >> 61) as usize]
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn gzip(plain: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(plain).expect("gzip");
+    e.finish().expect("gzip")
+}
+
 fn unbounded(model: &str) -> serde_json::Value {
     let mut body = chat(model, 6, 0);
     body.as_object_mut().expect("object").remove("max_tokens");
@@ -124,4 +146,54 @@ async fn an_unbounded_request_whose_usage_never_comes_pays_max_cost() {
         assert_eq!(r.status, 200);
         assert_eq!(used_reaches(&gw, &key, priced(&told)).await, priced(&told));
     }
+}
+
+/// A gzipped body's length is no bound on its input when it decoded past `max_key_body`
+/// or declared a compressed length past it: its input is unknown, so a stream whose usage
+/// never comes pays `max_cost` — not a reserve worked out from the bytes read, which a
+/// client could shrink at will. Every row has a `max_output`, so only the input is open.
+#[tokio::test]
+async fn a_gzipped_body_read_in_part_is_quoted_as_unknown_input() {
+    let up = LlmUpstream::start().await;
+    let max_cost = 50_000;
+    let toml = budget_with(10_000_000, &format!("max_cost = {max_cost}\n"))
+        .server("max_key_body = 1024\n")
+        .build()
+        .replace("output = 15 }", "output = 15, max_output = 100 }")
+        .replace("output = 2 }", "output = 2, max_output = 100 }")
+        .replace("output = 30 }", "output = 30, max_output = 100 }");
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    let mut packed = chat("mini", 3, 10);
+    packed["stream"] = true.into();
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        for (text, case) in [
+            ("word ".repeat(2_000), "decodes past"),
+            (words(5_000), "declares past"),
+        ] {
+            packed["messages"][0]["content"] = text.into();
+            let body = gzip(packed.to_string().as_bytes());
+            // Read as bytes, the quote would be 10 a byte and 30 × 100 out: far below.
+            assert!(
+                (body.len() > 1024) == (case == "declares past") && body.len() < 4_000,
+                "{case}: {} bytes",
+                body.len()
+            );
+            let key = format!("gzip-{i}-{}", case.len());
+            let req = Request::post(&url)
+                .header("content-type", "application/json")
+                .header("content-encoding", "gzip")
+                .header("x-api-key", &key)
+                .body(Full::new(Bytes::from(body)))
+                .unwrap();
+            let resp = client.request(req).await.expect("answered");
+            assert_eq!(resp.status(), 200, "{case}");
+            resp.into_body().collect().await.expect("the stream ends");
+            assert_eq!(used_reaches(&gw, &key, max_cost).await, max_cost, "{case}");
+        }
+    }
+    assert!(
+        up.bodies().iter().any(|b| b.len() > 20_000),
+        "the upstream read the prompts decoded"
+    );
 }

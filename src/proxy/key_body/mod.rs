@@ -62,8 +62,10 @@ pub struct KeyBody {
     /// What is walked when the body is JSON only to lenient readers, made by the first
     /// walk that needs it.
     strict: std::sync::OnceLock<Strict>,
-    /// The body's length when known: read whole (decoded, when it was encoded; at least
-    /// `max_key_body` + 1 when it decoded past it), or declared.
+    /// The body's length when known: read whole (decoded, when it was encoded), or
+    /// declared when it is not encoded. An encoded body not decoded whole has none: its
+    /// compressed length, or where decoding stopped, is no bound on what the upstream
+    /// reads (a quote on it would be the client's choice).
     len: Option<u64>,
     held: Held,
     /// This worker's share of `max_key_body_memory`.
@@ -228,8 +230,9 @@ pub async fn read(
         .map_err(|named| Box::new(unsupported_coding(&named)))?;
     let params = readings.ok_or_else(|| Box::new(ambiguous_content_type()))?;
     // Too large to key by: not read; forwarded as it comes.
+    let declared_plain = declared.filter(|_| coding == Coding::Identity);
     if declared.is_some_and(|d| d > max as u64) {
-        return Ok(empty(declared, coding));
+        return Ok(empty(declared_plain, coding));
     }
     let wanted = declared.map_or(max, |d| d as usize);
     let Some(mut held) = Held::take(wanted, share) else {
@@ -237,7 +240,7 @@ pub async fn read(
     };
     let (bytes, ended, trailers) = collect(req, server, &mut held).await?;
     let (decoded, transcoded, len) = match ended {
-        false => (None, None, declared),
+        false => (None, None, declared_plain),
         true => readable(coding, &bytes, (max, route.max_body), share)?,
     };
     let body = KeyBody {
@@ -342,7 +345,7 @@ fn readable(
             Decoded::Whole(plain) => plain,
             Decoded::TooLarge => match max_body.filter(|&m| m <= max as u64) {
                 Some(max_body) => return Err(Box::new(decoded_too_large(max_body))),
-                None => return Ok((None, None, Some(max as u64 + 1))),
+                None => return Ok((None, None, None)),
             },
             Decoded::Corrupt => return Err(Box::new(malformed_coding(coding.name()))),
         },

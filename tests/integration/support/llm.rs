@@ -117,7 +117,23 @@ async fn answer(
         .to_owned();
     let gzip = accepts.split(',').any(|c| c.trim().starts_with("gzip"));
     seen.encodings.lock().unwrap().push(accepts);
+    // A gzip request body is read decoded, as servers that accept one do.
+    let gzipped_request = req
+        .headers()
+        .get(http::header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
     let body = match req.into_body().collect().await {
+        Ok(b) if gzipped_request => {
+            let mut decoded = Vec::new();
+            let read = std::io::Read::read_to_end(
+                &mut flate2::read::GzDecoder::new(&b.to_bytes()[..]),
+                &mut decoded,
+            );
+            match read {
+                Ok(_) => Bytes::from(decoded),
+                Err(_) => return Ok(plain(400, "bad gzip")),
+            }
+        }
         Ok(b) => b.to_bytes(),
         Err(_) => return Ok(plain(400, "body broke")),
     };
