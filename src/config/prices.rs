@@ -149,24 +149,60 @@ impl Prices {
         }
     }
 
-    /// What the body bounds: its length in input tokens, and the largest output limit
-    /// given times the number of choices.
+    /// What the body bounds: its length in input tokens, the largest output limit given
+    /// and the number of choices. Only a body read whole as JSON, with every value at
+    /// those members kept and each a plain integer, bounds its output: a spelling the
+    /// gateway cannot read (`"n": "1_28"`, `" 128"`, `128.0`, which lax validators such
+    /// as pydantic's read as 128), values past what the walk keeps, or a body not read
+    /// (too large, a form) leave the limit to the model's `max_output` and the choices
+    /// unknown — the quote is then no bound, and a usage that never comes pays
+    /// `max_cost`.
     fn estimate(&self, view: &RequestView<'_>) -> Estimate {
         let Some(body) = view.body else {
             return Estimate::default();
         };
-        let largest = |pointer: &JsonPointer| {
+        let complete = body.read_whole() && !body.overflowed();
+        // The largest value at `pointer` (`None`: none given, or `null`, which readers
+        // take as not given), or `Err` when one is no plain integer.
+        let largest = |pointer: &JsonPointer| -> Result<Option<u64>, ()> {
             body.values(pointer)
-                .filter_map(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok())
-                .max()
+                .filter(|v| *v != b"null")
+                .try_fold(None, |most: Option<u64>, v| {
+                    let n = std::str::from_utf8(v)
+                        .ok()
+                        .and_then(plain_integer)
+                        .ok_or(())?;
+                    Ok(Some(most.map_or(n, |m| m.max(n))))
+                })
         };
-        let output = self.output_limits.iter().filter_map(|p| largest(p)).max();
-        let choices = largest(&self.choices).unwrap_or(1).clamp(1, MAX_CHOICES);
+        let output = self
+            .output_limits
+            .iter()
+            .try_fold(None, |most: Option<u64>, p| {
+                Ok::<_, ()>(most.max(largest(p)?))
+            })
+            .ok()
+            .flatten()
+            .filter(|_| complete);
+        let choices = match largest(&self.choices) {
+            Ok(n) if complete => Some(n.unwrap_or(1).clamp(1, MAX_CHOICES)),
+            _ => None,
+        };
         Estimate {
             input_tokens: body.len,
-            output_tokens: output.map(|o| o.saturating_mul(choices)),
+            output_tokens: output,
+            choices,
         }
     }
+}
+
+/// A JSON number that is a plain non-negative integer, as the walk keeps it (`12`), read
+/// as one: no sign, fraction, exponent or quotes.
+fn plain_integer(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// A row with the dearest of each price of `rows` (and the largest `max_output`, none
@@ -189,8 +225,13 @@ mod tests {
     use super::*;
 
     fn compile(table: &str) -> Result<Arc<Prices>, String> {
+        compile_with("json:/model", table)
+    }
+
+    /// A table whose model is read from `model` (a key source).
+    fn compile_with(model: &str, table: &str) -> Result<Arc<Prices>, String> {
         let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:1\"]\n[prices.llm]\nmodel = \"json:/model\"\n{table}\n[policies.p]\nkey = \"ip\"\nquota = 1000000\nwindow = \"day\"\nreserve = \"price:llm\"\nsettle = \"usage:llm\"\nmax_cost = 1000\n[[routes]]\nname = \"r\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"p\"]\n"
+            "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:1\"]\n[prices.llm]\nmodel = \"{model}\"\n{table}\n[policies.p]\nkey = \"ip\"\nquota = 1000000\nwindow = \"day\"\nreserve = \"price:llm\"\nsettle = \"usage:llm\"\nmax_cost = 1000\n[[routes]]\nname = \"r\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"p\"]\n"
         );
         let config = crate::config::compile(std::path::Path::new("t.toml"), &text)
             .map_err(|e| e.to_string())?;
@@ -263,5 +304,50 @@ mod tests {
             quote.input, 700_000,
             "its declared length at the dearest input price"
         );
+    }
+
+    /// Choices and output limits only bound a quote when the gateway counts them as the
+    /// upstream will: a spelling lax validators read (pydantic takes `"1_28"` and
+    /// `" 128"` for 128) or more values than the walk keeps leave the choices unknown
+    /// and the quote no bound; `null` is not given; a number's spellings are one value.
+    #[test]
+    fn choices_the_gateway_cannot_count_bound_nothing() {
+        let prices = compile("\"m\" = { input = 1, output = 1, max_output = 100 }").expect("valid");
+        let most = |body: &str| {
+            let mut facts = crate::json::BodyFacts::unread(Some(body.len() as u64));
+            let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
+            crate::json::walk(body.as_bytes(), &pointers, &mut facts).expect("json");
+            let most = quote_of(&prices, &facts).most;
+            most.map(|m| m - body.len() as u64)
+        };
+        let with = |n: &str| format!(r#"{{"model":"m","max_tokens":10,"n":{n}}}"#);
+        assert_eq!(most(&with("2")), Some(20));
+        for same in ["128", "128.0", "1.28e2", "\"128\""] {
+            assert_eq!(most(&with(same)), Some(1280), "{same}");
+        }
+        assert_eq!(most(&with("null")), Some(10), "not given: one choice");
+        assert_eq!(most(&with("200")), Some(1280), "at most 128 believed");
+        for unread in ["\"1_28\"", "\" 128\"", "-1", "1e300", "true"] {
+            assert_eq!(most(&with(unread)), None, "{unread}");
+        }
+        // An output limit the gateway cannot read is the model's max_output.
+        let spelled = r#"{"model":"m","max_tokens":"1_0","n":2}"#;
+        assert_eq!(most(spelled), Some(200));
+    }
+
+    /// Past the values the walk keeps, `n` may be among those dropped: with the model
+    /// named in a header (the body's model would be refused as unread), the quote is no
+    /// bound.
+    #[test]
+    fn choices_past_what_the_walk_keeps_bound_nothing() {
+        let table = "default = { input = 1, output = 1, max_output = 100 }";
+        let prices = compile_with("header:x-model", table).expect("valid");
+        let padded: String = (0..20).map(|i| format!(r#""max_tokens":{i},"#)).collect();
+        let padded = format!(r#"{{{padded}"n":128}}"#);
+        let mut facts = crate::json::BodyFacts::unread(Some(padded.len() as u64));
+        let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
+        crate::json::walk(padded.as_bytes(), &pointers, &mut facts).expect("json");
+        assert!(facts.overflowed());
+        assert_eq!(quote_of(&prices, &facts).most, None);
     }
 }

@@ -18,12 +18,14 @@ pub struct TokenPrice {
 }
 
 /// What a request body declares about its own size: an upper bound on its input tokens
-/// (its length in bytes: a token is at least one byte of text) and on its output tokens
-/// (`max_tokens` × `n`), each `None` when the body does not bound it.
+/// (its length in bytes: a token is at least one byte of text), on each choice's output
+/// tokens (`max_tokens`) and the number of choices (`n`), each `None` when the body does
+/// not bound it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Estimate {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+    pub choices: Option<u64>,
 }
 
 impl TokenPrice {
@@ -38,11 +40,12 @@ impl TokenPrice {
     }
 
     /// The most a request with `estimate` can cost (every input token uncached), `None`
-    /// when its output is unbounded (no `max_tokens` and no `max_output` for the model)
-    /// or its input unknown.
+    /// when its output is unbounded (no `max_tokens` and no `max_output` for the model;
+    /// choices not known) or its input unknown.
     pub fn most(&self, estimate: Estimate) -> Option<u64> {
         let input = estimate.input_tokens?;
-        let output = estimate.output_tokens.or(self.max_output)?;
+        let each = estimate.output_tokens.or(self.max_output)?;
+        let output = each.saturating_mul(estimate.choices?);
         Some(self.cost(&Usage {
             input,
             cached: 0,
@@ -105,13 +108,38 @@ mod tests {
         let declared = Estimate {
             input_tokens: Some(2000),
             output_tokens: Some(100),
+            choices: Some(1),
         };
         assert_eq!(MINI.most(declared), Some(300 + 60));
+        let three = Estimate {
+            choices: Some(3),
+            ..declared
+        };
+        assert_eq!(MINI.most(three), Some(300 + 180));
+        let unknown_choices = Estimate {
+            choices: None,
+            ..declared
+        };
+        assert_eq!(MINI.most(unknown_choices), None, "n could be anything");
         let open = Estimate {
             output_tokens: None,
             ..declared
         };
         assert_eq!(MINI.most(open), Some(300 + 9831), "the model's max_output");
+        let open_three = Estimate {
+            choices: Some(3),
+            ..open
+        };
+        let three_outputs = Usage {
+            input: 0,
+            cached: 0,
+            output: 3 * MINI.max_output.expect("set"),
+        };
+        assert_eq!(
+            MINI.most(open_three),
+            Some(300 + MINI.cost(&three_outputs)),
+            "max_output is each choice's"
+        );
         let unknown_model = TokenPrice {
             max_output: None,
             ..MINI
@@ -129,6 +157,7 @@ mod tests {
         let many = Estimate {
             input_tokens: Some(u64::MAX),
             output_tokens: Some(u64::MAX),
+            choices: Some(128),
         };
         assert_eq!(huge.most(many), Some(u64::MAX), "saturates");
     }

@@ -155,14 +155,7 @@ async fn an_unbounded_request_whose_usage_never_comes_pays_max_cost() {
 #[tokio::test]
 async fn a_gzipped_body_read_in_part_is_quoted_as_unknown_input() {
     let up = LlmUpstream::start().await;
-    let max_cost = 50_000;
-    let toml = budget_with(10_000_000, &format!("max_cost = {max_cost}\n"))
-        .server("max_key_body = 1024\n")
-        .build()
-        .replace("output = 15 }", "output = 15, max_output = 100 }")
-        .replace("output = 2 }", "output = 2, max_output = 100 }")
-        .replace("output = 30 }", "output = 30, max_output = 100 }");
-    let gw = TestGateway::start(&toml, &up.url()).await;
+    let gw = TestGateway::start(&bounded_rows(), &up.url()).await;
     let url = gw.url("/v1/chat/completions");
     let mut packed = chat("mini", 3, 10);
     packed["stream"] = true.into();
@@ -189,11 +182,50 @@ async fn a_gzipped_body_read_in_part_is_quoted_as_unknown_input() {
             let resp = client.request(req).await.expect("answered");
             assert_eq!(resp.status(), 200, "{case}");
             resp.into_body().collect().await.expect("the stream ends");
-            assert_eq!(used_reaches(&gw, &key, max_cost).await, max_cost, "{case}");
+            assert_eq!(used_reaches(&gw, &key, MAX_COST).await, MAX_COST, "{case}");
         }
     }
     assert!(
         up.bodies().iter().any(|b| b.len() > 20_000),
         "the upstream read the prompts decoded"
     );
+}
+
+const MAX_COST: u64 = 50_000;
+
+/// A budget whose every row has a `max_output` (so only the input and the choices can be
+/// open), `max_cost` 50,000 and `max_key_body` 1 KiB.
+fn bounded_rows() -> String {
+    budget_with(10_000_000, &format!("max_cost = {MAX_COST}\n"))
+        .server("max_key_body = 1024\n")
+        .build()
+        .replace("output = 15 }", "output = 15, max_output = 100 }")
+        .replace("output = 2 }", "output = 2, max_output = 100 }")
+        .replace("output = 30 }", "output = 30, max_output = 100 }")
+}
+
+/// `n` in spellings pydantic's lax mode reads as 128 and the gateway cannot count: the
+/// choices are unknown, so a stream whose usage never comes pays `max_cost`, not one
+/// choice's reserve; a plain `n` keeps its bound (and pays its reserve).
+#[tokio::test]
+async fn choices_in_a_spelling_the_gateway_cannot_count_pay_max_cost_unreported() {
+    let up = LlmUpstream::start().await;
+    let gw = TestGateway::start(&bounded_rows(), &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let cases = [("\"1_28\"", MAX_COST), ("\" 128\"", MAX_COST), ("2", 0)];
+        for (j, (n, charged)) in cases.into_iter().enumerate() {
+            let mut body = chat("mini", 3, 10);
+            body["stream"] = true.into();
+            let text = body.to_string().replacen('{', &format!("{{\"n\":{n},"), 1);
+            let charged = match charged {
+                0 => text.len() as u64 + 2 * 10 * 2,
+                c => c,
+            };
+            let key = format!("n-{i}-{j}");
+            let r = post(client, &url, &key, text.into_bytes()).await;
+            assert_eq!(r.status, 200, "{n}");
+            assert_eq!(used_reaches(&gw, &key, charged).await, charged, "{n}");
+        }
+    }
 }
