@@ -1,6 +1,6 @@
 //! What reading a request body costs a decision, and what a usage settle costs an answer:
 //! a `json:/model` key on 1 KiB and 64 KiB bodies beside a `header:` key, a `query:` key
-//! found in a 1 KiB form and multipart body, and the usage scanner over a JSON answer
+//! found in a 1 KiB form and multipart body, a quote's walk and media scan, and the usage scanner over a JSON answer
 //! and a streamed one. Nanoseconds per operation, median of
 //! seven runs (`cargo bench --bench spend`); figures in docs/benchmarks.md §11.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the real clock
@@ -104,6 +104,14 @@ fn main() {
         );
         println!(
             "json walk for a quote (5 pointers), {:>2} KiB {quote_ns:>9.1} ns",
+            size / 1024
+        );
+        // What a quote adds to it: the body scanned for images, audio and files.
+        let media_ns = median_ns(iters, || {
+            assert!(!tollgate::spend::carries_media(black_box(&body)));
+        });
+        println!(
+            "media scan for a quote, {:>2} KiB           {media_ns:>9.1} ns",
             size / 1024
         );
     }

@@ -188,8 +188,13 @@ impl Prices {
             Ok(n) if complete => Some(n.unwrap_or(1).clamp(1, MAX_CHOICES)),
             _ => None,
         };
+        // A body's bytes bound its text's tokens, not an image's or a file's.
+        let input_tokens = match body.json() {
+            Some(json) if crate::spend::carries_media(json) => None,
+            _ => body.len,
+        };
         Estimate {
-            input_tokens: body.len,
+            input_tokens,
             output_tokens: output,
             choices,
         }

@@ -42,7 +42,7 @@ fn one(mut case: impl Iterator<Item = char>) -> Option<char> {
 }
 
 /// A member name, borrowed from the body when it has no escapes.
-pub(super) struct Key<'de>(pub(super) Cow<'de, str>);
+pub(crate) struct Key<'de>(pub(crate) Cow<'de, str>);
 
 impl<'de> serde::Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

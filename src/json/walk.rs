@@ -67,6 +67,12 @@ impl<'a> BodyFacts<'a> {
         self.json.is_some()
     }
 
+    /// The body, when it was read whole and is JSON (what the walk read: the strict
+    /// copy of a body JSON only to lenient readers).
+    pub fn json(&self) -> Option<&'a [u8]> {
+        self.json
+    }
+
     /// The distinct values found at `pointer`.
     pub fn values<'s, 'p>(
         &'s self,

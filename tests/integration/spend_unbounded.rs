@@ -229,3 +229,35 @@ async fn choices_in_a_spelling_the_gateway_cannot_count_pay_max_cost_unreported(
         }
     }
 }
+
+/// An image, an audio clip or a file is far more input tokens than its bytes in the body:
+/// a request carrying one is quoted as input of unknown length, so a stream whose usage
+/// never comes pays `max_cost`; the same request in text pays its reserve.
+#[tokio::test]
+async fn media_in_the_prompt_is_input_the_quote_cannot_bound() {
+    let up = LlmUpstream::start().await;
+    let gw = TestGateway::start(&bounded_rows(), &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    let parts = [
+        serde_json::json!([{"type": "image_url", "image_url": {"url": "https://x/big.png", "detail": "high"}}]),
+        serde_json::json!([{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]),
+        serde_json::json!([{"type": "file", "file": {"file_id": "file-1"}}]),
+        serde_json::json!("a plain question"),
+    ];
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        for (j, content) in parts.iter().enumerate() {
+            let mut body = chat("mini", 3, 10);
+            body["stream"] = true.into();
+            body["messages"][0]["content"] = content.clone();
+            let text = body.to_string();
+            let charged = match content.is_string() {
+                true => text.len() as u64 + 10 * 2,
+                false => MAX_COST,
+            };
+            let key = format!("media-{i}-{j}");
+            let r = post(client, &url, &key, text.into_bytes()).await;
+            assert_eq!(r.status, 200, "{content}");
+            assert_eq!(used_reaches(&gw, &key, charged).await, charged, "{content}");
+        }
+    }
+}
