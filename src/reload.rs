@@ -186,6 +186,7 @@ fn keep_running_values(running: &Config, new: &mut Config) {
     if let (Some(r), Some(n)) = (&running.rls, &mut new.rls) {
         n.listen = r.listen;
         n.max_quota_streams = r.max_quota_streams;
+        n.max_quota_buckets = r.max_quota_buckets;
         n.tls = match (&r.tls, n.tls.take()) {
             (None, _) => None,
             (Some(kept), None) => Some(kept.clone()),
@@ -212,6 +213,10 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
         check(
             "rls.max_quota_streams",
             o.max_quota_streams != n.max_quota_streams,
+        );
+        check(
+            "rls.max_quota_buckets",
+            o.max_quota_buckets != n.max_quota_buckets,
         );
         check(
             "rls.tls (enabling or disabling)",

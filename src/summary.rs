@@ -180,8 +180,9 @@ fn write_rls(out: &mut String, rls: &crate::config::Rls) {
     if !rls.buckets.is_empty() {
         let _ = writeln!(
             out,
-            "  at most {} quota streams open at once (max_quota_streams)",
-            rls.max_quota_streams
+            "  at most {} quota streams open at once (max_quota_streams), {} buckets tracked (max_quota_buckets)",
+            rls.max_quota_streams,
+            rls.max_quota_buckets
         );
     }
 }

@@ -391,8 +391,8 @@ pub struct Rls {
     /// Quota streams open at once on the listener (an Envoy holds one per domain);
     /// beyond, a new one is answered `RESOURCE_EXHAUSTED`. Read at start.
     pub max_quota_streams: usize,
+    /// Quota buckets tracked at once, every stream's together (and their ids' bytes, at
+    /// most 256 each on average); beyond, a new bucket is charged and refused a while,
+    /// not tracked. Read at start.
+    pub max_quota_buckets: usize,
 }
-
-/// `[rls] max_quota_streams` unless set: at about 64 KiB an idle stream, 1 GiB of idle
-/// streams (each tracked bucket adds about 0.9 KiB; a stream tracks at most 65,536).
-pub const DEFAULT_MAX_QUOTA_STREAMS: usize = 16_384;

@@ -246,6 +246,8 @@ pub struct RawRls {
     pub refusal_body: Option<S<String>>,
     /// Quota (RLQS) streams open at once on the listener.
     pub max_quota_streams: Option<S<i64>>,
+    /// Quota buckets tracked at once, every stream's together.
+    pub max_quota_buckets: Option<S<i64>>,
     #[serde(default)]
     pub rules: Vec<S<RawRlsRule>>,
 }

@@ -7,6 +7,14 @@ use std::sync::Arc;
 
 use super::policy::Policy;
 use super::rls_tree::Tree;
+
+/// `[rls] max_quota_streams` unless set: at about 64 KiB an idle stream, 1 GiB of idle
+/// streams (each tracked bucket adds about 0.9 KiB; a stream tracks at most 65,536).
+pub const DEFAULT_MAX_QUOTA_STREAMS: usize = 16_384;
+
+/// `[rls] max_quota_buckets` unless set: about 0.9 KiB a tracked bucket, under 1 GiB for
+/// the listener (one stream's bound, 65,536, alone allowed 16,384 streams 0.9 TiB).
+pub const DEFAULT_MAX_QUOTA_BUCKETS: usize = 1_048_576;
 pub use super::rls_tree::{RuleEntry, Value};
 
 /// What a descriptor no rule names is answered with.

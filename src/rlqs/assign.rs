@@ -59,6 +59,16 @@ pub struct Stream<'a> {
     pub id_bytes: usize,
 }
 
+/// An ended stream's buckets leave the listener's count (their holds stay until their
+/// assignments expire: `Holders::ended`).
+impl Drop for Stream<'_> {
+    fn drop(&mut self) {
+        self.holders
+            .tracked
+            .give_back(self.buckets.len(), self.id_bytes);
+    }
+}
+
 /// What one answer is about: a bucket, the usage to charge, and the requests it saw
 /// with the time they took, by Envoy's own measure when it sent one (`None`: a re-size,
 /// which keeps the demand).
@@ -166,10 +176,12 @@ impl Stream<'_> {
         let over = |s: &Self| {
             s.buckets.len() >= MAX_BUCKETS_PER_STREAM || s.id_bytes + bytes > MAX_STREAM_ID_BYTES
         };
-        let full = !self.buckets.contains_key(&bkey)
-            && over(self)
-            && (self.forget_stale(now) == 0 || over(self));
-        if full || bytes > MAX_BUCKET_ID_BYTES {
+        let new = !self.buckets.contains_key(&bkey);
+        let full = new && over(self) && (self.forget_stale(now) == 0 || over(self));
+        // The listener's bound on every stream's buckets, taken last (nothing to give
+        // back when the stream's own refused).
+        let listener_full = || new && !self.holders.tracked.take(bytes);
+        if full || bytes > MAX_BUCKET_ID_BYTES || listener_full() {
             // Charged like any other, but not tracked: refused for a while.
             return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S));
         }
@@ -216,6 +228,7 @@ impl Stream<'_> {
             let live = now.saturating_sub(t.last_ns) < STALE_NS;
             if !live {
                 holders.release(&t.key, id);
+                holders.tracked.give_back(1, t.bytes);
                 *counted -= t.bytes;
             }
             live
@@ -234,6 +247,7 @@ impl Stream<'_> {
         let metrics = &self.shared.metrics.rlqs;
         if let Some(gone) = self.buckets.remove(bkey) {
             self.holders.release(&gone.key, self.id);
+            self.holders.tracked.give_back(1, gone.bytes);
             self.id_bytes -= gone.bytes;
             metrics.abandon.inc();
             return BucketAction {

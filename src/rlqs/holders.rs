@@ -4,6 +4,7 @@
 //! its share returns to the others only once it can no longer be used.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
@@ -30,16 +31,74 @@ pub struct Holders {
     next: std::sync::atomic::AtomicU64,
     /// This listener among a fleet's servers (its streams' names in Redis).
     server: String,
+    /// The buckets every stream tracks, together.
+    pub tracked: Tracked,
 }
 
 impl Default for Holders {
     fn default() -> Self {
+        Self::new(crate::config::rls::DEFAULT_MAX_QUOTA_BUCKETS)
+    }
+}
+
+impl Holders {
+    /// The listener's holders, its streams tracking at most `max_buckets` buckets
+    /// together (`[rls] max_quota_buckets`).
+    pub fn new(max_buckets: usize) -> Self {
         Self {
             keys: Mutex::default(),
             swept_ns: std::sync::atomic::AtomicU64::default(),
             next: std::sync::atomic::AtomicU64::default(),
             server: crate::random::suffix(),
+            tracked: Tracked::new(max_buckets),
         }
+    }
+}
+
+/// What every stream of the listener tracks together: buckets, and their ids' bytes (256
+/// a bucket on average, at most). A stream's own bounds do not bound the listener's
+/// memory: 16,384 streams of 65,536 buckets each were 0.9 TiB.
+pub struct Tracked {
+    buckets: AtomicUsize,
+    bytes: AtomicUsize,
+    max_buckets: usize,
+    max_bytes: usize,
+}
+
+impl Tracked {
+    fn new(max_buckets: usize) -> Self {
+        Self {
+            buckets: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
+            max_buckets,
+            max_bytes: max_buckets.saturating_mul(256),
+        }
+    }
+
+    /// A place for one more bucket whose id has `bytes`; `false` (nothing taken) when the
+    /// listener is full.
+    pub fn take(&self, bytes: usize) -> bool {
+        if self.buckets.fetch_add(1, Ordering::Relaxed) >= self.max_buckets {
+            self.buckets.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        if self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes > self.max_bytes {
+            self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.buckets.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Gives back the places of `buckets` buckets whose ids had `bytes` together.
+    pub fn give_back(&self, buckets: usize, bytes: usize) {
+        self.buckets.fetch_sub(buckets, Ordering::Relaxed);
+        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Buckets tracked now.
+    pub fn buckets(&self) -> usize {
+        self.buckets.load(Ordering::Relaxed)
     }
 }
 
@@ -173,6 +232,18 @@ impl Holders {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_listeners_tracked_buckets_are_bounded_in_count_and_bytes() {
+        let holders = Holders::new(2);
+        assert!(holders.tracked.take(10));
+        assert!(holders.tracked.take(500), "bytes: 256 a bucket on average");
+        assert!(!holders.tracked.take(1), "two buckets at most");
+        holders.tracked.give_back(1, 500);
+        assert!(!holders.tracked.take(600), "past 512 bytes together");
+        assert_eq!(holders.tracked.buckets(), 1, "a refusal takes nothing");
+        assert!(holders.tracked.take(500));
+    }
 
     #[test]
     fn a_new_holder_nudges_the_others_and_an_ended_one_holds_until_expiry() {

@@ -116,6 +116,10 @@ async fn serve(
     let metrics = &shared.metrics.rlqs;
     metrics.streams.inc();
     let mut frames = Frames::default();
+    // A message begun and not ended holds its bytes (up to 4 MiB a stream): past the
+    // server's `body_read_timeout` from its first byte, the stream ends.
+    let read_timeout = shared.snapshot.load().config.server.body_read_timeout;
+    let mut stall: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     let ended: Ended = loop {
         tokio::select! {
             frame = body.frame() => match frame {
@@ -129,8 +133,16 @@ async fn serve(
                         Ok(false) => break Ok(()),
                         Err(e) => break Err(e),
                     }
+                    match frames.pending() {
+                        0 => stall = None,
+                        _ => { stall.get_or_insert_with(|| Box::pin(tokio::time::sleep(read_timeout))); }
+                    }
                 }
             },
+            () = stalled(&mut stall) => break Err((
+                Code::DeadlineExceeded,
+                format!("a message begun {} ago has not ended", humantime::format_duration(read_timeout)),
+            )),
             Some(key) = nudged.recv() => {
                 let snapshot = shared.snapshot.load_full();
                 let actions = stream.resize(&snapshot, &key).await;
@@ -151,6 +163,11 @@ async fn serve(
     let now = shared.clock.now_ns();
     holders.ended((id, now), stream.buckets.values().map(|t| t.key.as_str()));
     metrics.streams.dec();
+    let _ = out.send(Ok(Frame::trailers(trailers(ended)))).await;
+}
+
+/// The trailers a stream ends with: OK, or the error that ended it.
+fn trailers(ended: Ended) -> HeaderMap {
     let mut trailers = HeaderMap::new();
     match ended {
         Ok(()) => {
@@ -162,7 +179,15 @@ async fn serve(
             trailers.remove(CONTENT_TYPE);
         }
     }
-    let _ = out.send(Ok(Frame::trailers(trailers))).await;
+    trailers
+}
+
+/// Ends when a message begun has stalled past its time; pending while none is.
+async fn stalled(stall: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>) {
+    match stall {
+        Some(sleep) => sleep.as_mut().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The next key the admin API changed. Changes missed while the stream was behind (64

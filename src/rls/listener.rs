@@ -39,18 +39,17 @@ impl Services {
     /// The listener's services, bounded as the config at start says.
     fn new(shared: &Arc<Shared>, ending: watch::Receiver<bool>) -> Self {
         let config = shared.config();
-        let max_quota_streams = config
-            .rls
-            .as_ref()
-            .map_or(crate::config::model::DEFAULT_MAX_QUOTA_STREAMS, |rls| {
-                rls.max_quota_streams
-            });
+        use crate::config::rls::{DEFAULT_MAX_QUOTA_BUCKETS, DEFAULT_MAX_QUOTA_STREAMS};
+        let (max_quota_streams, max_quota_buckets) = config.rls.as_ref().map_or(
+            (DEFAULT_MAX_QUOTA_STREAMS, DEFAULT_MAX_QUOTA_BUCKETS),
+            |rls| (rls.max_quota_streams, rls.max_quota_buckets),
+        );
         Self {
             shared: shared.clone(),
             // Calls in flight, every connection's: beyond it a call is answered
             // RESOURCE_EXHAUSTED at once, so parked calls cannot grow memory without bound.
             in_flight: Arc::new(Semaphore::new(config.server.max_requests)),
-            holders: Arc::default(),
+            holders: Arc::new(crate::rlqs::holders::Holders::new(max_quota_buckets)),
             streams: crate::rlqs::stream::StreamBound::new(max_quota_streams),
             ending,
         }

@@ -52,3 +52,101 @@ async fn a_token_sized_bucket_id_is_shared_out_and_a_longer_one_charged_and_refu
     assert_eq!(refused[0].told(), Told::DenyAll(10));
     assert_eq!(proxied(&gw, &long).await, 429, "charged all the same");
 }
+
+/// `[rls]` with one quota bucket entry (10 a second per tenant) and `extra` lines.
+fn bounded(extra: &str) -> String {
+    Fixture::new()
+        .server("body_read_timeout = \"1s\"")
+        .policy("tenant", "header:x-tenant", 10, "1s", 20)
+        .route("api", "/api", "api", &["tenant"])
+        .raw(format!("[rls]\nlisten = \"127.0.0.1:0\"\n{extra}[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\nassignment_ttl = \"10s\"\n"))
+        .build()
+}
+
+/// Every stream's buckets count against the listener's `max_quota_buckets`: past it a new
+/// bucket on any stream is charged and refused a while, not tracked; a stream that ends
+/// gives its places back.
+#[tokio::test]
+async fn the_listeners_bound_on_buckets_holds_across_streams() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&bounded("max_quota_buckets = 3\n"), &up.url()).await;
+    let mut first = open(&gw).await;
+    let both = first
+        .ask("edge", vec![tenant("a1", 1, 0), tenant("a2", 1, 0)])
+        .await;
+    assert!(both.iter().all(|b| matches!(b.told(), Told::Bucket(..))));
+    let mut second = open(&gw).await;
+    let third = second.ask("edge", vec![tenant("b1", 1, 0)]).await;
+    assert!(matches!(third[0].told(), Told::Bucket(..)));
+    let past = second.ask("edge", vec![tenant("b2", 20, 0)]).await;
+    assert_eq!(past[0].told(), Told::DenyAll(10), "the listener is full");
+    assert_eq!(proxied(&gw, "b2").await, 429, "charged all the same");
+    let known = first.ask("edge", vec![tenant("a1", 1, 0)]).await;
+    assert!(
+        matches!(known[0].told(), Told::Bucket(..)),
+        "tracked ones go on"
+    );
+    drop(first);
+    // The stream's end reaches the server in its own time: asked until it has.
+    let mut freed = false;
+    for _ in 0..300 {
+        let next = second.ask("edge", vec![tenant("b3", 1, 0)]).await;
+        if matches!(next[0].told(), Told::Bucket(..)) {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(freed, "the ended stream's places came back");
+}
+
+/// A message begun and never ended holds its bytes; past `body_read_timeout` from its
+/// first byte the stream ends `DEADLINE_EXCEEDED`, over a raw HTTP/2 client that sends
+/// nothing more.
+#[tokio::test]
+async fn a_stalled_message_ends_its_stream_at_the_read_timeout() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&bounded(""), &up.url()).await;
+    let tcp = tokio::net::TcpStream::connect(gw.rls.expect("rls"))
+        .await
+        .expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2");
+    tokio::spawn(connection);
+    let head = http::Request::post(format!(
+        "http://rls{}",
+        tollgate::rlqs::proto::STREAM_RATE_LIMIT_QUOTAS
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .expect("request");
+    let mut client = client.ready().await.expect("ready");
+    let (response, mut stream) = client.send_request(head, false).expect("send");
+    // A frame announcing 100,000 bytes, and ten of them.
+    let mut begun = vec![0u8];
+    begun.extend_from_slice(&100_000u32.to_be_bytes());
+    begun.extend_from_slice(&[7; 10]);
+    stream
+        .send_data(bytes::Bytes::from(begun), false)
+        .expect("data");
+    let response = tokio::time::timeout(std::time::Duration::from_secs(30), response)
+        .await
+        .expect("answered")
+        .expect("head");
+    let mut body = response.into_body();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(chunk) = body.data().await {
+            chunk.expect("body");
+        }
+        body.trailers().await
+    })
+    .await
+    .expect("the stream ended within 30 s")
+    .expect("trailers")
+    .unwrap_or_default();
+    assert_eq!(
+        ended.get("grpc-status").map(|v| v.as_bytes()),
+        Some(&b"4"[..])
+    );
+    drop(stream);
+}

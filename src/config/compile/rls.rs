@@ -50,8 +50,13 @@ impl Compiler {
         );
         let max_quota_streams = self.count_or(
             &raw.max_quota_streams,
-            crate::config::model::DEFAULT_MAX_QUOTA_STREAMS as u64,
+            crate::config::rls::DEFAULT_MAX_QUOTA_STREAMS as u64,
             "max_quota_streams",
+        );
+        let max_quota_buckets = self.count_or(
+            &raw.max_quota_buckets,
+            crate::config::rls::DEFAULT_MAX_QUOTA_BUCKETS as u64,
+            "max_quota_buckets",
         );
         let rules = self.all_rules(raw.rules, yaml.rules, (policies, defined));
         let rls = Rls {
@@ -69,6 +74,7 @@ impl Compiler {
                 .map(|p| self.base.join(p.get_ref())),
             buckets: Default::default(),
             max_quota_streams: usize::try_from(max_quota_streams?).unwrap_or(usize::MAX),
+            max_quota_buckets: usize::try_from(max_quota_buckets?).unwrap_or(usize::MAX),
         };
         Some((rls, yaml.policies, yaml_span))
     }
