@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::answer::{json_ok, key_path};
-use crate::config::compile::override_spec;
+use crate::config::compile::runtime::override_spec;
 use crate::config::override_spec::{Applied, OverrideProblem};
 use crate::overrides::{ChangeError, OverrideId};
 use crate::proxy::snapshot::Shared;

@@ -28,7 +28,7 @@ pub struct Config {
     /// `[telemetry]`: spans of sampled requests over OTLP.
     pub telemetry: Option<super::telemetry::Telemetry>,
     /// `[prices.NAME]`, by name.
-    pub prices: Vec<Arc<super::Prices>>,
+    pub prices: Vec<Arc<super::prices::Prices>>,
     /// The routes' paths as a trie, so a request finds its route in the time of one walk
     /// along its path, however many routes there are.
     pub route_index: super::route_index::RouteIndex,

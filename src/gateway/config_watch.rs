@@ -33,7 +33,7 @@ fn folder_of(path: &Path) -> PathBuf {
 fn contents(path: &Path, yaml: Option<&Path>) -> Option<Vec<u8>> {
     let mut all = std::fs::read(path).ok()?;
     let files = yaml.map_or_else(Vec::new, |y| {
-        crate::config::compile::ratelimit_files(y).unwrap_or_default()
+        crate::config::compile::ratelimit_yaml::yaml_files(y).unwrap_or_default()
     });
     for file in files {
         all.extend_from_slice(file.as_os_str().as_encoded_bytes());

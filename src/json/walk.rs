@@ -15,7 +15,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::names::{names, Key};
-use super::JsonPointer;
+use super::pointer::JsonPointer;
 
 /// Most pointers one walk follows (a bit each).
 pub const MAX_POINTERS: usize = 64;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::{ChangeError, OverrideId, OverrideSet, Stored};
-use crate::config::compile::check_override;
+use crate::config::compile::runtime::check_override;
 use crate::config::override_spec::{Applied, OverrideProblem, OverrideSpec};
 use crate::config::Config;
 use crate::store::overrides::KeyOverride;

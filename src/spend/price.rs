@@ -1,7 +1,7 @@
 //! Per-token prices and the two costs a priced request has: the most it can cost (its
 //! reserve, from what its body declares) and what it cost (its usage, priced).
 
-use super::Usage;
+use super::usage::Usage;
 
 /// Prices are kept in millionths of a unit per token, so a price table may say
 /// `0.15` micro-dollars per token and every cost stays whole-number arithmetic.

@@ -1,7 +1,10 @@
 //! Names the file gives (policies, upstreams, routes) go into headers, JSON and metric
 //! labels unescaped: only the characters all three take.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::Compiler;
+use crate::config::raw::{RawPolicy, RawRoute, RawUpstream, S};
 
 impl Compiler {
     /// Every policy, upstream and route name must be usable unescaped (see [`valid_name`]).

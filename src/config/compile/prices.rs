@@ -3,6 +3,7 @@
 //! `{ input = …, output = …, cached_input = …, max_output = … }`, prices in units per
 //! token (fractions allowed, to a millionth).
 
+use super::names::valid_name;
 use super::*;
 use crate::spend::{TokenPrice, PRICE_SCALE};
 

@@ -235,7 +235,7 @@ impl Compiler {
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
             self.error(
                 span,
-                format!("not a {what}: `{}`", crate::config::redact_url(url)),
+                format!("not a {what}: `{}`", crate::config::redact::redact_url(url)),
                 Some("use redis://host:port or rediss://host:port (TLS)".to_owned()),
             );
             return false;
@@ -245,7 +245,7 @@ impl Compiler {
             Err(e) => {
                 self.error(
                     span,
-                    format!("{what} `{}` does not parse: {}", crate::config::redact_url(url), e.detail().unwrap_or(e.category())),
+                    format!("{what} `{}` does not parse: {}", crate::config::redact::redact_url(url), e.detail().unwrap_or(e.category())),
                     Some("redis://[user:password@]host:port[/db], the port 1-65535; percent-encode special characters in the password".to_owned()),
                 );
                 false
@@ -324,7 +324,7 @@ pub(super) fn redis_cannot_hold(q: &Quota, max_delay: Duration) -> bool {
 
 #[cfg(test)]
 mod tests {
-    fn store(body: &str) -> Result<crate::config::Config, String> {
+    fn store(body: &str) -> Result<crate::config::model::Config, String> {
         let text =
             format!("[server]\nlisten = \"127.0.0.1:0\"\n[store]\nbackend = \"redis\"\n{body}\n");
         crate::config::compile(std::path::Path::new("t.toml"), &text).map_err(|e| e.to_string())
@@ -334,7 +334,7 @@ mod tests {
     fn sentinel_settings_are_read_and_checked() {
         let c = store("sentinels = [\"redis://:spw@10.0.0.1:26379\"]\nmaster = \"m\"\nurl = \"redis://:mpw@x/2\"").expect("valid");
         match c.store.backend {
-            crate::config::Backend::Redis {
+            crate::config::model::Backend::Redis {
                 urls,
                 cluster,
                 sentinel,

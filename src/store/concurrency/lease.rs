@@ -10,8 +10,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use redis::Script;
 
 use super::full::FullKeys;
+use crate::store::error::StoreError;
 use crate::store::redis::RedisStore;
-use crate::store::StoreError;
 
 static SLOT_LEASE: std::sync::LazyLock<Script> =
     std::sync::LazyLock::new(|| Script::new(include_str!("slot_lease.lua")));

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use super::redis::RedisStore;
 use super::tiers::SlotTier;
-use super::StoreError;
 use crate::clock::Clock;
 use crate::metrics::Metrics;
+use crate::store::error::StoreError;
 use full::FullKeys;
 use held::Held;
 use lease::{Holder, Lease, LeaseOp, PendingLease};

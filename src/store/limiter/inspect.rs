@@ -1,8 +1,8 @@
 //! What the admin API reads through the limiter: a key's TAT, the slots held and waited
 //! for, and the leased slices given back.
 use super::Limiter;
+use crate::store::error::StoreError;
 use crate::store::keys::StoreKey;
-use crate::store::StoreError;
 
 impl Limiter {
     /// The key's TAT and the `now` it is relative to (the store's clock for Redis, whose
@@ -35,7 +35,7 @@ impl Limiter {
     /// Forgets a rate or quota key's state (its debt, its usage) where the store keeps it,
     /// and what this gateway remembers Redis refused. `quota_end`: the key is a calendar
     /// quota's whose window ends then (local clock): in memory it is written with no
-    /// usage rather than forgotten (see [`crate::store::MemoryStore::reset_quota`]);
+    /// usage rather than forgotten (see [`crate::store::memory::MemoryStore::reset_quota`]);
     /// Redis has no floor, and an absent key there has used nothing.
     pub async fn forget(&self, key: &StoreKey, quota_end: Option<u64>) -> Result<(), StoreError> {
         match (self.remote(), &key.redis) {

@@ -27,12 +27,12 @@ use super::rate::settle::pending_settles;
 use super::rate::{Rates, Remote};
 use super::redis::RedisStore;
 use super::tiers::{PolicyPlan, RequestTiers};
-use super::StoreError;
 use crate::clock::Clock;
 use crate::config::Route;
 use crate::key::RequestView;
 use crate::limit::Verdict;
 use crate::metrics::Metrics;
+use crate::store::error::StoreError;
 pub use descriptors::Descriptor;
 
 /// Who decided a request's rate tiers.

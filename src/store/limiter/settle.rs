@@ -1,9 +1,9 @@
 //! After the decision: settling a tier at its measured value, and drawing more of a key
 //! while a metered body streams, in the store that holds the key.
 use super::{Fallback, Limiter};
+use crate::store::error::StoreError;
 use crate::store::rate::draw::{draw_local, draw_remote, Draw};
 use crate::store::rate::settle::{settle_local, settle_remote, PendingSettle};
-use crate::store::StoreError;
 
 impl Limiter {
     /// Settles `pending` at `units` when the local store holds its key: no wait. `None`

@@ -5,8 +5,8 @@ use crate::clock::Clock;
 use crate::config::Route;
 use crate::limit::Mode;
 use crate::store::admission::{Admission, Outcome};
+use crate::store::error::StoreError;
 use crate::store::tiers::{PolicyPlan, SlotOutcome, SlotTier};
-use crate::store::StoreError;
 use prometheus_client::metrics::gauge::Gauge;
 
 impl Limiter {

@@ -9,9 +9,9 @@ use redis::Script;
 use super::settle::PendingSettle;
 use crate::limit::settle::{draw, Drawn};
 use crate::limit::{Decision, TatTable};
+use crate::store::error::StoreError;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
-use crate::store::StoreError;
 
 static DRAW: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("draw.lua")));
 

@@ -15,8 +15,8 @@ pub mod snapshot;
 
 use super::memory::MemoryStore;
 use super::tiers::RateTier;
-use super::StoreError;
 use crate::limit::{evaluate_into, Verdict};
+use crate::store::error::StoreError;
 use lease::Slices;
 use refusals::RefusalCache;
 pub use remote::Remote;

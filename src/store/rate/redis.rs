@@ -13,9 +13,9 @@ use smallvec::SmallVec;
 
 use crate::limit::calendar;
 use crate::limit::{evaluate, Mode, Tier, Verdict, INLINE_DECISIONS, MAX_DECISIONS};
+use crate::store::error::StoreError;
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RateTier;
-use crate::store::StoreError;
 
 const NANOS: u128 = 1_000_000_000;
 

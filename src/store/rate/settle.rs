@@ -11,10 +11,10 @@ use crate::config::{Policy, Settle, MAX_SETTLED_DEBT_NS};
 use crate::limit::calendar;
 use crate::limit::settle::{settle, Adjustment};
 use crate::limit::{TatTable, Verdict};
+use crate::store::error::StoreError;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RequestTiers;
-use crate::store::StoreError;
 use smallvec::SmallVec;
 
 /// One admitted tier whose cost is settled later.

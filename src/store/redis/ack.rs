@@ -12,8 +12,8 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::{watch, Notify};
 
-use super::StoreError;
 use crate::key::redis_key::PREFIX;
+use crate::store::error::StoreError;
 
 pub struct Acker {
     replicas: u32,

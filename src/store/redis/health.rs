@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// The last failure of a store call.
 #[derive(Debug, Clone)]

@@ -22,10 +22,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::Script;
 
-use super::StoreError;
 use crate::config::SentinelMaster;
 use crate::key::redis_key::PREFIX;
 use crate::key::FleetSecret;
+use crate::store::error::StoreError;
 use breaker::Breakers;
 use sentinel::SentinelLink;
 

@@ -56,7 +56,7 @@ pub async fn keep(store: &RedisStore) {
 async fn read_or_store(
     store: &RedisStore,
     proposal: &KeySecret,
-) -> Result<String, crate::store::StoreError> {
+) -> Result<String, crate::store::error::StoreError> {
     let get = || redis::cmd("GET").arg(secret_key()).to_owned();
     if let Some(text) = store.command::<Option<String>>(&get()).await? {
         return Ok(text);
@@ -67,5 +67,5 @@ async fn read_or_store(
     store
         .command::<Option<String>>(&get())
         .await?
-        .ok_or(crate::store::StoreError::Reply)
+        .ok_or(crate::store::error::StoreError::Reply)
 }

@@ -18,7 +18,7 @@ use redis::IntoConnectionInfo;
 use super::sentinel_ask::Sentinels;
 
 use crate::config::SentinelMaster;
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// The master's connection, as the Sentinels last named it.
 pub struct SentinelLink {

@@ -3,7 +3,7 @@
 //! master, connects a Cluster, keeps the fleet's secret, probes the store's liveness and
 //! its open breakers, and watches the masters for data-loss events.
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;

@@ -11,11 +11,11 @@ use super::{Held, Slices, Taken, MAX_SLICES};
 use crate::limit::slice::Slice;
 use crate::limit::{Tier, Verdict, MAX_DECISIONS};
 use crate::metrics::Metrics;
+use crate::store::error::StoreError;
 use crate::store::rate::redis::{check, Decided};
 use crate::store::rate::remote::Remote;
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RateTier;
-use crate::store::StoreError;
 
 /// The debt at which `evaluate` reports what a tier served from a slice has left: the
 /// smaller of the slice and what Redis last said.

@@ -5,8 +5,8 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+use crate::store::error::StoreError;
 use crate::store::redis::RedisStore;
-use crate::store::StoreError;
 
 static SLICE: LazyLock<Script> = LazyLock::new(|| super::super::script(include_str!("slice.lua")));
 
