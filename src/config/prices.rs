@@ -217,6 +217,8 @@ fn dearest(rows: &[TokenPrice]) -> TokenPrice {
     TokenPrice {
         input: most(|r| r.input),
         cached_input: most(|r| r.cached_input),
+        cache_write: most(|r| r.cache_write),
+        cache_write_1h: most(|r| r.cache_write_1h),
         output: most(|r| r.output),
         max_output: rows
             .iter()

@@ -13,11 +13,15 @@
 use arrayvec::ArrayVec;
 use serde::Deserialize;
 
-/// Tokens an answer reports: input (cached included), the cached part, and output.
+/// Tokens an answer reports: input (cached and written to the cache included), the part
+/// read from a prompt cache, the part written to one (Anthropic's), of which at the
+/// one-hour cache's price, and output.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
     pub input: u64,
     pub cached: u64,
+    pub written: u64,
+    pub written_1h: u64,
     pub output: u64,
 }
 
@@ -328,6 +332,12 @@ struct Details {
     cached_tokens: Option<u64>,
 }
 
+/// Anthropic's cache writes by the cache's lifetime.
+#[derive(Deserialize)]
+struct CacheCreation {
+    ephemeral_1h_input_tokens: Option<u64>,
+}
+
 /// The usage shapes answered by OpenAI (chat: `prompt_tokens`; responses:
 /// `input_tokens`, cached tokens among them) and Anthropic (`input_tokens` without the
 /// cache, `cache_read_input_tokens` and `cache_creation_input_tokens` beside it).
@@ -341,6 +351,7 @@ struct RawUsage {
     input_tokens_details: Option<Details>,
     cache_read_input_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
+    cache_creation: Option<CacheCreation>,
 }
 
 /// A kept `usage` object; `None` when it is not one (no token counts, a wrong type).
@@ -368,14 +379,24 @@ fn parse(bytes: &[u8]) -> Option<Usage> {
         .flatten()
         .find_map(|d| d.cached_tokens)
         .unwrap_or(cache_read);
+    let cached = cached.min(input);
+    let written = cache_written.min(input - cached);
+    let written_1h = raw
+        .cache_creation
+        .and_then(|c| c.ephemeral_1h_input_tokens)
+        .unwrap_or(0)
+        .min(written);
     Some(Usage {
         input,
-        cached: cached.min(input),
+        cached,
+        written,
+        written_1h,
         output: raw.completion_tokens.or(raw.output_tokens).unwrap_or(0),
     })
 }
 
-/// Keeps the larger of two reports, field by field, the cached part going with its input.
+/// Keeps the larger of two reports, field by field, the cached and written parts going
+/// with their input.
 fn merge(into: &mut Option<Usage>, next: Option<Usage>) {
     let Some(next) = next else { return };
     let merged = match *into {
@@ -384,6 +405,8 @@ fn merge(into: &mut Option<Usage>, next: Option<Usage>) {
             if next.input > u.input || (next.input == u.input && next.cached < u.cached) {
                 u.input = next.input;
                 u.cached = next.cached;
+                u.written = next.written;
+                u.written_1h = next.written_1h;
             }
             u.output = u.output.max(next.output);
             u

@@ -94,11 +94,20 @@ impl Compiler {
         };
         let mut bad = false;
         for key in fields.keys() {
-            if !["input", "output", "cached_input", "max_output"].contains(&key.as_str()) {
+            if ![
+                "input",
+                "output",
+                "cached_input",
+                "cache_write",
+                "cache_write_1h",
+                "max_output",
+            ]
+            .contains(&key.as_str())
+            {
                 self.error(
                     raw.span(),
                     format!("{where_} has an unknown field `{key}`"),
-                    Some("fields: input, output, cached_input, max_output".to_owned()),
+                    Some("fields: input, output, cached_input, cache_write, cache_write_1h, max_output".to_owned()),
                 );
                 bad = true;
             }
@@ -134,6 +143,8 @@ impl Compiler {
         let input = price("input", true);
         let output = price("output", true);
         let cached = price("cached_input", false);
+        let written = price("cache_write", false);
+        let written_1h = price("cache_write_1h", false);
         let max_output = match fields.get("max_output") {
             None => Some(None),
             Some(v) => match v.as_integer().filter(|&i| i >= 1) {
@@ -148,10 +159,13 @@ impl Compiler {
         if bad {
             return None;
         }
+        let cache_write = written?.unwrap_or(input);
         Some(TokenPrice {
             input,
             output,
             cached_input: cached?.unwrap_or(input),
+            cache_write,
+            cache_write_1h: written_1h?.unwrap_or(cache_write),
             max_output: max_output?,
         })
     }

@@ -17,6 +17,7 @@ fn usage(input: u64, cached: u64, output: u64) -> Option<Usage> {
         input,
         cached,
         output,
+        ..Usage::default()
     })
 }
 
@@ -145,4 +146,23 @@ proptest! {
         prop_assert_eq!(dom["usage"]["prompt_tokens"].as_u64(), Some(prompt));
         prop_assert_eq!(scan(JSON, &[doc.as_bytes()]), usage(prompt, 0, completion));
     }
+}
+
+/// Anthropic's cache writes are kept apart from the input they are part of, the hour's
+/// apart from five minutes'.
+#[test]
+fn anthropic_cache_writes_are_kept_by_lifetime() {
+    let body = r#"{"id":"m","type":"message","usage":{"input_tokens":50,"cache_read_input_tokens":100,"cache_creation_input_tokens":300,"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"output_tokens":7}}"#;
+    let mut s = UsageScanner::new(Some(b"application/json"));
+    s.feed(body.as_bytes());
+    assert_eq!(
+        s.usage(),
+        Some(Usage {
+            input: 450,
+            cached: 100,
+            written: 300,
+            written_1h: 200,
+            output: 7,
+        })
+    );
 }
