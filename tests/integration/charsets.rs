@@ -82,45 +82,7 @@ async fn a_charset_other_than_utf_8_is_refused_where_keys_are_read_and_charges_n
         let again = format!("{login}?api_key=d{i}");
         assert_eq!(send(client, "GET", &again, &[], b"").await.status, 200);
         assert_eq!(send(client, "GET", &again, &[], b"").await.status, 429);
-        // ASCII and Latin-1 (Apache HttpClient's default) hold for ASCII bytes only.
-        let latin = [(
-            "content-type",
-            "application/x-www-form-urlencoded; charset=ISO-8859-1",
-        )];
-        let r = send_bytes(
-            client,
-            "POST",
-            &login,
-            &latin,
-            Bytes::from(format!("api_key=l{i}")),
-        )
-        .await;
-        assert_eq!(r.status, 200, "{}", r.text());
-        let r = send_bytes(
-            client,
-            "POST",
-            &login,
-            &latin,
-            Bytes::from_static(b"api_key=caf%E9"),
-        )
-        .await;
-        assert_eq!(r.status, 415, "{}", r.text());
-        assert_eq!(r.json()["charset"], "ISO-8859-1");
-        let url = format!("{login}?api_key=caf%C3%A9");
-        assert_eq!(send(client, "GET", &url, &latin, b"").await.status, 415);
-        // UTF-8 and ASCII pass, however spelt, and are charged.
-        for (n, charset) in ["utf-8", "UTF8", "\"utf_8\"", "us-ascii"]
-            .iter()
-            .enumerate()
-        {
-            let content_type = format!("application/x-www-form-urlencoded; charset={charset}");
-            let headers = [("content-type", content_type.as_str())];
-            let body = Bytes::from(format!("api_key=c{n}{i}"));
-            let r = send_bytes(client, "POST", &login, &headers, body).await;
-            assert_eq!(r.status, 200, "{charset}: {}", r.text());
-            let spent = format!("{login}?api_key=c{n}{i}");
-            assert_eq!(send(client, "GET", &spent, &[], b"").await.status, 429);
-        }
+        ascii_and_utf_8_pass(client, &login, i).await;
         // A route keyed by a header reads no parameters: its requests are not concerned.
         let headers = [
             ("content-type", "text/plain; charset=utf-16"),
@@ -134,6 +96,49 @@ async fn a_charset_other_than_utf_8_is_refused_where_keys_are_read_and_charges_n
     // form (the requests after them were refused 429), and the unkeyed POST once: none of
     // the refused 415s.
     assert_eq!(up.requests(), 2 * (1 + 4 + 1) + 1);
+}
+
+/// ASCII and Latin-1 (Apache HttpClient's default) hold for ASCII bytes only; UTF-8 and
+/// ASCII pass however spelt, and are charged (`i`: the client's number, in the keys).
+async fn ascii_and_utf_8_pass(client: &HttpClient, login: &str, i: usize) {
+    let latin = [(
+        "content-type",
+        "application/x-www-form-urlencoded; charset=ISO-8859-1",
+    )];
+    let r = send_bytes(
+        client,
+        "POST",
+        login,
+        &latin,
+        Bytes::from(format!("api_key=l{i}")),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = send_bytes(
+        client,
+        "POST",
+        login,
+        &latin,
+        Bytes::from_static(b"api_key=caf%E9"),
+    )
+    .await;
+    assert_eq!(r.status, 415, "{}", r.text());
+    assert_eq!(r.json()["charset"], "ISO-8859-1");
+    let url = format!("{login}?api_key=caf%C3%A9");
+    assert_eq!(send(client, "GET", &url, &latin, b"").await.status, 415);
+    // UTF-8 and ASCII pass, however spelt, and are charged.
+    for (n, charset) in ["utf-8", "UTF8", "\"utf_8\"", "us-ascii"]
+        .iter()
+        .enumerate()
+    {
+        let content_type = format!("application/x-www-form-urlencoded; charset={charset}");
+        let headers = [("content-type", content_type.as_str())];
+        let body = Bytes::from(format!("api_key=c{n}{i}"));
+        let r = send_bytes(client, "POST", login, &headers, body).await;
+        assert_eq!(r.status, 200, "{charset}: {}", r.text());
+        let spent = format!("{login}?api_key=c{n}{i}");
+        assert_eq!(send(client, "GET", &spent, &[], b"").await.status, 429);
+    }
 }
 
 #[tokio::test]

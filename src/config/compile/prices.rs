@@ -80,8 +80,9 @@ impl Compiler {
         }
     }
 
-    /// One row: `input` and `output` required, `cached_input` (default: `input`) and
-    /// `max_output` (tokens) optional.
+    /// One row: `input` and `output` required; `cached_input`, `cache_write` (default:
+    /// `input`), `cache_write_1h` (default: `cache_write`) and `max_output` (tokens)
+    /// optional.
     fn price_row(&mut self, name: &str, model: &str, raw: &S<toml::Value>) -> Option<TokenPrice> {
         let where_ = format!("[prices.{name}] \"{model}\"");
         let Some(fields) = raw.get_ref().as_table() else {
@@ -92,53 +93,9 @@ impl Compiler {
             );
             return None;
         };
-        let mut bad = false;
-        for key in fields.keys() {
-            if ![
-                "input",
-                "output",
-                "cached_input",
-                "cache_write",
-                "cache_write_1h",
-                "max_output",
-            ]
-            .contains(&key.as_str())
-            {
-                self.error(
-                    raw.span(),
-                    format!("{where_} has an unknown field `{key}`"),
-                    Some("fields: input, output, cached_input, cache_write, cache_write_1h, max_output".to_owned()),
-                );
-                bad = true;
-            }
-        }
-        let mut price = |field: &str, required: bool| -> Option<Option<u64>> {
-            match fields.get(field) {
-                None if required => {
-                    self.error(
-                        raw.span(),
-                        format!("{where_} has no `{field}` price"),
-                        Some("prices are units per token, e.g. input = 0.15".to_owned()),
-                    );
-                    None
-                }
-                None => Some(None),
-                Some(v) => match kept_price(v) {
-                    Ok(kept) => Some(Some(kept)),
-                    Err(Unkept::Finer(n)) => {
-                        self.error(
-                            raw.span(),
-                            format!("{where_}: `{field}` = {n} is finer than a millionth of a unit"),
-                            Some("prices are kept to a millionth of a unit per token: use a smaller unit (e.g. micro-dollars: 0.15 for $0.15 per million tokens)".to_owned()),
-                        );
-                        None
-                    }
-                    Err(Unkept::Range) => {
-                        self.error(raw.span(), format!("{where_}: `{field}` must be a number from 0 to {MAX_PRICE:e} (units per token)"), None::<String>);
-                        None
-                    }
-                },
-            }
+        let bad = self.unknown_row_fields(&where_, fields, raw.span());
+        let mut price = |field: &str, required: bool| {
+            self.row_price(&where_, fields, raw.span(), (field, required))
         };
         let input = price("input", true);
         let output = price("output", true);
@@ -168,6 +125,70 @@ impl Compiler {
             cache_write_1h: written_1h?.unwrap_or(cache_write),
             max_output: max_output?,
         })
+    }
+
+    /// Refuses a row's fields no price has; whether there was one.
+    fn unknown_row_fields(
+        &mut self,
+        where_: &str,
+        fields: &toml::map::Map<String, toml::Value>,
+        span: std::ops::Range<usize>,
+    ) -> bool {
+        const FIELDS: [&str; 6] = [
+            "input",
+            "output",
+            "cached_input",
+            "cache_write",
+            "cache_write_1h",
+            "max_output",
+        ];
+        let mut bad = false;
+        for key in fields.keys().filter(|k| !FIELDS.contains(&k.as_str())) {
+            self.error(
+                span.clone(),
+                format!("{where_} has an unknown field `{key}`"),
+                Some(format!("fields: {}", FIELDS.join(", "))),
+            );
+            bad = true;
+        }
+        bad
+    }
+
+    /// A row's price `field` (`None`: refused; `Some(None)`: not given, and not
+    /// `required`).
+    fn row_price(
+        &mut self,
+        where_: &str,
+        fields: &toml::map::Map<String, toml::Value>,
+        span: std::ops::Range<usize>,
+        (field, required): (&str, bool),
+    ) -> Option<Option<u64>> {
+        match fields.get(field) {
+            None if required => {
+                self.error(
+                    span,
+                    format!("{where_} has no `{field}` price"),
+                    Some("prices are units per token, e.g. input = 0.15".to_owned()),
+                );
+                None
+            }
+            None => Some(None),
+            Some(v) => match kept_price(v) {
+                Ok(kept) => Some(Some(kept)),
+                Err(Unkept::Finer(n)) => {
+                    self.error(
+                        span,
+                        format!("{where_}: `{field}` = {n} is finer than a millionth of a unit"),
+                        Some("prices are kept to a millionth of a unit per token: use a smaller unit (e.g. micro-dollars: 0.15 for $0.15 per million tokens)".to_owned()),
+                    );
+                    None
+                }
+                Err(Unkept::Range) => {
+                    self.error(span, format!("{where_}: `{field}` must be a number from 0 to {MAX_PRICE:e} (units per token)"), None::<String>);
+                    None
+                }
+            },
+        }
     }
 }
 

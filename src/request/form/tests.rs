@@ -247,17 +247,26 @@ fn any_arrangement_of_multipart_pieces_parses_without_panicking() {
     }
 }
 
+/// The charset `foreign_charset` names for a one-part body: the part's `head` lines and
+/// its `value`.
+fn foreign(head: &str, value: &[u8]) -> Option<String> {
+    let mut body = format!("--b\r\n{head}\r\n\r\n").into_bytes();
+    body.extend_from_slice(value);
+    body.extend_from_slice(b"\r\n--b--\r\n");
+    foreign_charset(&body, "b")
+}
+
+/// A text field's head.
+const FIELD: &str = "Content-Disposition: form-data; name=\"api_key\"";
+
+/// A text field's head naming `charset` in its Content-Type.
+fn typed(charset: &str) -> String {
+    format!("{FIELD}\r\nContent-Type: text/plain; charset={charset}")
+}
+
 #[test]
 fn a_text_field_in_a_charset_other_than_utf_8_is_named() {
-    let body = |head: &str, value: &[u8]| {
-        let mut body = format!("--b\r\n{head}\r\n\r\n").into_bytes();
-        body.extend_from_slice(value);
-        body.extend_from_slice(b"\r\n--b--\r\n");
-        body
-    };
-    let foreign = |head: &str, value: &[u8]| foreign_charset(&body(head, value), "b");
-    let field = "Content-Disposition: form-data; name=\"api_key\"";
-    let typed = |charset: &str| format!("{field}\r\nContent-Type: text/plain; charset={charset}");
+    let field = FIELD;
     // Its part's Content-Type, as busboy, Werkzeug and Django read the value (base64 too),
     // in any case and spacing, and a spelling readers take apart differently.
     for (charset, named) in [
@@ -291,6 +300,11 @@ fn a_text_field_in_a_charset_other_than_utf_8_is_named() {
         foreign(&typed("us-ascii"), b"caf\xe9").as_deref(),
         Some("us-ascii")
     );
+}
+
+#[test]
+fn a_fields_name_or_byte_order_mark_names_its_charset_and_an_upload_none() {
+    let field = FIELD;
     // An RFC 2231 name's charset, escapes decoded first (Django), an empty one as Latin-1.
     for (head, named) in [
         ("form-data; name*=utf-16le''a%00p%00i%00", "utf-16le"),
