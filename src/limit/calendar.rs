@@ -45,6 +45,17 @@ pub fn carried(tat: u64, end: u64) -> u64 {
     }
 }
 
+/// Whether `tat`, still ahead of `now`, was written under another calendar than the one
+/// whose window runs from `start` to `end`: it is neither this window's usage (from `end`)
+/// nor the previous window's (from `start`). A settle admitted under a calendar since
+/// changed finds one: writing its debt from its own window's end would overwrite the
+/// usage the new calendar counts with a value that calendar reads as none.
+#[inline]
+pub fn foreign(tat: u64, now: u64, (start, end): (u64, u64)) -> bool {
+    let from = |at: u64| tat >= at && tat < at.saturating_add(CARRY_NS);
+    tat > now && !from(end) && !from(start)
+}
+
 /// Units used in the window ending at `end` by a key whose TAT is `tat`.
 pub fn used(tat: u64, end: u64) -> u64 {
     carried(tat, end).saturating_sub(end)

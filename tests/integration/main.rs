@@ -52,6 +52,7 @@ mod proxy;
 mod quota_fleet;
 mod quota_integrity;
 mod quota_redis;
+mod quota_settle_reload;
 mod quotas;
 mod readme;
 mod redis;

@@ -12,26 +12,35 @@
 --          A refund of a reservation whose window has ended gives nothing back (the
 --          units were served in that window, not in the one now running); a TAT written
 --          under another calendar (15 minutes or more past the end, limit::calendar's
---          CARRY_NS) is no usage of this window. Once the window after it has ended
---          too, nothing is settled (the key's TAT is a later window's).
+--          CARRY_NS) is no usage of this window, and is left as it is when it is not the
+--          previous window's either (the policy's calendar changed since admission: the
+--          usage is the new calendar's). Once the window after it has ended too,
+--          nothing is settled (the key's TAT is a later window's).
 -- Returns  the debt (TAT − now, ns; a quota: TAT − the window's end, its units used)
 local op, ns = ARGV[1], tonumber(ARGV[2])
 local room, max_debt = tonumber(ARGV[3]), tonumber(ARGV[4])
-local basis, ended = 0, false
+local basis, ended, start = 0, false, 0
 local ws, we, wn = string.match(ARGV[5] or '', '^(%d+):(%d+):(%d+)$')
 if ws then
-  local e = tonumber(we)
+  local s, e = tonumber(ws), tonumber(we)
   -- The window after the admitting one has ended too: the key's TAT, if any, is a later
   -- window's usage this settle cannot be placed against; nothing is settled.
   if now_s >= tonumber(wn) then return 0 end
-  if now_s < tonumber(ws) then
-    e = tonumber(ws)
+  if now_s < s then
+    s, e = s - (e - s), s
   elseif now_s >= e then
-    e, ended = tonumber(wn), true
+    s, e, ended = e, tonumber(wn), true
   end
   basis = (e - now_s) * 1000000000 - now_ns
+  start = (s - now_s) * 1000000000 - now_ns
 end
 local _, ahead, marked = tat_at(KEYS[1])
+-- Another calendar's TAT, neither this window's usage nor the previous one's: the
+-- policy's calendar changed since admission, and the usage is the new one's.
+if ws and ahead and ahead > 0 then
+  local function from(at) return ahead >= at and ahead < at + 900000000000 end
+  if not from(basis) and not from(start) then return 0 end
+end
 -- A quota's usage is no debt of a rate (tat.lua).
 if marked and not ws then ahead = nil end
 local debt = ahead and ahead - basis or 0

@@ -90,6 +90,21 @@ impl PendingSettle {
         }
     }
 
+    /// The window a quota's settle is measured in at `now` (its start and end on the
+    /// monotonic timeline): the admitting one, or the next once it has ended.
+    fn window_at(&self, now: u64) -> Option<(u64, u64)> {
+        let (end, bounds) = self.window?;
+        let len = |b: &crate::limit::calendar::Bounds| {
+            u64::try_from(b.end.saturating_sub(b.start))
+                .unwrap_or(0)
+                .saturating_mul(crate::limit::gcra::NANOS_PER_SEC)
+        };
+        Some(match now < end {
+            true => (end.saturating_sub(len(&bounds)), end),
+            false => (end, next_end(end, &bounds)),
+        })
+    }
+
     /// Whether the window after the admitting one has ended too (a quota settled two or
     /// more windows late): its units were served windows ago, and the key's TAT, if any,
     /// is a later window's usage this settle cannot place itself against — settling on
@@ -158,11 +173,25 @@ pub fn settle_local(local: &MemoryStore, pending: &PendingSettle, units: u64, no
         Some(Adjustment::Refund { .. }) if ended => None,
         adjustment => adjustment,
     };
+    // The key's TAT is another calendar's (the policy's changed since admission): the
+    // usage it holds is not this settle's to move.
+    let window = pending.window_at(now);
+    let foreign = |tat: u64| window.is_some_and(|w| calendar::foreign(tat, now, w));
     let Some(adjustment) = adjustment else {
         return carried(local.peek(pending.key)).saturating_sub(basis);
     };
     let max_debt = pending.max_debt_ns();
     let (prior, decision) = local.apply(pending.key, |tat| {
+        if foreign(tat) {
+            return crate::limit::Decision {
+                admitted: false,
+                tat,
+                remaining: 0,
+                wait_ns: 0,
+                delay_ns: 0,
+                until_idle_ns: 0,
+            };
+        }
         let after = settle(carried(tat), basis, adjustment, max_debt);
         crate::limit::Decision {
             admitted: after != tat,
