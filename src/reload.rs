@@ -146,6 +146,13 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
         .metrics
         .forget_removed(&previous.config, &snapshot.config);
     shared.snapshot.store(Arc::new(snapshot));
+    let emptied = drop_other_calendars(shared);
+    if emptied > 0 {
+        tracing::info!(
+            keys = emptied,
+            "calendar changed: the old calendar's quota keys in memory dropped"
+        );
+    }
     // Refusals remembered under the old numbers are forgotten at once (a policy turned
     // from a quota into a rate must not read a quota's window end as a debt), and again
     // after the overrides' round trips, for what requests decided before the swap
@@ -164,6 +171,28 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
         .give_back_slices(shared.clock.now_ns(), true)
         .await;
     Ok(report)
+}
+
+/// A quota policy whose calendar changed starts at zero: the old calendar's keys go from
+/// its area of the memory store, or making room would weigh them against the new
+/// calendar's (all but a window both calendars share). Returns the keys dropped.
+fn drop_other_calendars(shared: &Shared) -> usize {
+    let config = shared.config();
+    let (clock, areas) = (&*shared.clock, shared.limiter.keys().areas());
+    let now = clock.now_ns();
+    let unix_now = clock.unix_ns_at(now);
+    let ends: Vec<(usize, u64)> = config
+        .policies
+        .iter()
+        .filter_map(|p| {
+            let quota = p.rate()?.calendar.as_deref()?;
+            let end = quota.bounds(unix_now).end_at(unix_now);
+            let area = crate::store::memory::areas::area_of(areas.tag(&p.name));
+            Some((area, clock.mono_ns_at(end)))
+        })
+        .collect();
+    let end_of = |area| ends.iter().find(|(a, _)| *a == area).map(|&(_, e)| e);
+    shared.limiter.local().empty_stale_areas(end_of)
 }
 
 /// Copies the settings that only a restart applies from the running config into `new`.

@@ -49,6 +49,11 @@ struct Area {
     shard_cap: AtomicUsize,
     /// The highest TAT dropped to make room: a key absent from the area is read at it.
     floor: AtomicU64,
+    /// Its keys are another calendar's (its policy's changed) or another policy's (it
+    /// was freed and given again): the store empties it ([`Areas::take_stale`]).
+    stale: AtomicBool,
+    /// A policy has held it in this process.
+    held: AtomicBool,
 }
 
 /// Which policy holds which area, each area's bound and floor, and the rate keys' bound.
@@ -74,6 +79,8 @@ impl Areas {
                 .map(|_| Area {
                     shard_cap: AtomicUsize::new(1),
                     floor: AtomicU64::new(0),
+                    stale: AtomicBool::new(false),
+                    held: AtomicBool::new(false),
                 })
                 .collect(),
             names: Mutex::new(HashMap::new()),
@@ -102,7 +109,10 @@ impl Areas {
     /// Gives each of `quotas` (policy name, its calendar as written) an area — the one it
     /// had, or a free one — and splits the bound: half of `max_keys` among the quota
     /// policies, the rest to rate keys. A policy whose calendar changed starts with no
-    /// floor. Areas of policies no longer named are freed (their keys stay until idle, in
+    /// floor and its area is marked stale, as is a freed area given to another policy:
+    /// their keys are another calendar's usage, which making room would otherwise weigh
+    /// against the new calendar's (a floor raised to a TAT the new calendar reads as no
+    /// usage at all). Areas of policies no longer named are freed (their keys stay until idle, in
     /// an area nobody's keys hash to). More quota policies than areas share the rate
     /// keys' area, as before areas; that is logged.
     pub fn arrange(&self, quotas: &[(&str, String)]) {
@@ -113,6 +123,7 @@ impl Areas {
                 Some((area, kept)) => {
                     if kept != calendar {
                         self.quotas[*area - 1].floor.store(0, Ordering::Relaxed);
+                        self.quotas[*area - 1].stale.store(true, Ordering::Relaxed);
                         calendar.clone_into(kept);
                     }
                 }
@@ -122,7 +133,11 @@ impl Areas {
                         tracing::warn!(policy = %name, "more than {} calendar quota policies: this one's keys share the rate keys' area of the memory store", AREAS - 1);
                         continue;
                     };
-                    self.quotas[area - 1].floor.store(0, Ordering::Relaxed);
+                    let given = &self.quotas[area - 1];
+                    given.floor.store(0, Ordering::Relaxed);
+                    if given.held.swap(true, Ordering::Relaxed) {
+                        given.stale.store(true, Ordering::Relaxed);
+                    }
                     names.insert((*name).to_owned(), (area, calendar.clone()));
                 }
             }
@@ -165,6 +180,12 @@ impl Areas {
                 .floor
                 .fetch_max(tat, Ordering::Relaxed);
         }
+    }
+
+    /// Whether `area` (a quota policy's) was marked stale since last asked; asking clears
+    /// the mark.
+    pub fn take_stale(&self, area: usize) -> bool {
+        area > 0 && self.quotas[area - 1].stale.swap(false, Ordering::Relaxed)
     }
 
     pub fn set_legacy(&self) {

@@ -134,6 +134,27 @@ impl MemoryStore {
             .sum()
     }
 
+    /// Drops the keys of the areas [`Areas::arrange`] marked stale (a quota policy's
+    /// calendar changed, or a freed area went to another policy) that are another
+    /// calendar's usage: all but those whose usage is of the window `end_of(area)` says
+    /// the area's policy is in now (the window both calendars share, when they do, carries
+    /// over). At reload, after the areas are arranged. Returns the keys dropped.
+    pub fn empty_stale_areas(&self, end_of: impl Fn(usize) -> Option<u64>) -> usize {
+        let mut dropped = 0;
+        for area in 1..AREAS {
+            if !self.areas.take_stale(area) {
+                continue;
+            }
+            let end = end_of(area).unwrap_or(u64::MAX);
+            let first = self.rate_shards + (area - 1) * QUOTA_SHARDS;
+            for shard in &self.shards[first..first + QUOTA_SHARDS] {
+                let _writer = shard.writer.lock();
+                dropped += shard.rebuild(shard::Keep::Window(end), None);
+            }
+        }
+        dropped
+    }
+
     /// Calls `f(key, tat)` for every key with `TAT > now` (what carries information),
     /// reading the current tables without a lock. A key caught mid-move by a rebuild is
     /// read from the table that replaces it.

@@ -34,6 +34,9 @@ pub(super) enum Keep {
     All,
     /// Only keys with `TAT > now`.
     Busy(u64),
+    /// Only a calendar quota's keys whose usage is of the window ending at the given
+    /// instant (`limit::calendar::carried` reads them as its own).
+    Window(u64),
 }
 
 impl Shard {
@@ -78,6 +81,9 @@ impl Shard {
         let keeps = |tat: u64| match keep {
             Keep::All => true,
             Keep::Busy(now) => tat > now,
+            Keep::Window(end) => {
+                tat >= end && tat < end.saturating_add(crate::limit::calendar::CARRY_NS)
+            }
         };
         let (table, kept) = match buckets {
             // Growing: the size is known, so the keys go straight into the new table. (A copy

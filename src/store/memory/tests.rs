@@ -213,3 +213,40 @@ fn a_dropped_quota_key_comes_back_at_least_as_used() {
         "floor {floor} after {charged} units"
     );
 }
+
+/// A reload that changes a quota policy's calendar drops its area's keys of the old
+/// calendar (a window both share keeps its usage), and the floor with them: making room
+/// then weighs only the new calendar's keys, and a key dropped comes back at a floor the
+/// new calendar reads as usage.
+#[test]
+fn a_changed_calendar_empties_its_area_but_a_shared_window() {
+    let store = MemoryStore::new(256);
+    store.areas().arrange(&[("plan", "month".into())]);
+    let tag = store.areas().tag("plan");
+    let now = 100 * S;
+    let (day_end, month_end) = (now + 86_400 * S, now + 30 * 86_400 * S);
+    let monthly = areas::in_area(spread(1), tag);
+    let shared = areas::in_area(spread(2), tag);
+    assert!(evaluate(&store, &[quota_tier(monthly, 100, month_end)], now, 5).admitted);
+    assert!(evaluate(&store, &[quota_tier(shared, 100, day_end)], now, 3).admitted);
+    store.areas().raise_floor(area_of(tag), month_end + 50);
+    assert_eq!(
+        store.empty_stale_areas(|_| Some(day_end)),
+        0,
+        "nothing changed"
+    );
+    store.areas().arrange(&[("plan", "day".into())]);
+    assert_eq!(store.areas().floor(area_of(tag)), 0, "the floor goes");
+    assert_eq!(store.empty_stale_areas(|_| Some(day_end)), 1);
+    assert_eq!(store.peek(monthly), 0, "the month's usage is no day's");
+    assert_eq!(
+        store.peek(shared),
+        day_end + 3,
+        "a window both share carries over"
+    );
+    assert_eq!(store.empty_stale_areas(|_| Some(day_end)), 0, "once");
+    // An area freed and given to another policy is emptied too.
+    store.areas().arrange(&[]);
+    store.areas().arrange(&[("other", "week".into())]);
+    assert_eq!(store.empty_stale_areas(|_| None), 1);
+}
