@@ -197,6 +197,11 @@ impl Limiter {
             ..
         } = admission;
         pending_settles(route, tiers, verdict, *now, in_store, settles);
+        if let Some(remote) = self.remote().filter(|_| in_store) {
+            for s in settles.iter_mut().filter(|s| s.redis_key.is_some()) {
+                s.charged_on(remote.server_unix_ns_at(*now), clock);
+            }
+        }
     }
 
     /// Decides the filled rate tiers at `admission.now` (a request of `cost`) and sets the

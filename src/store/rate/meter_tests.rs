@@ -229,3 +229,56 @@ proptest! {
         }
     }
 }
+
+/// A Redis-decided quota's settle is placed in the window Redis charged, by the server's
+/// time at the decision: the window worked out when the tiers were filled, the next one
+/// (filled before a boundary, charged after it), or the one before (Redis's clock
+/// behind), each with the window after it.
+#[test]
+fn a_settle_is_placed_in_the_window_redis_charged() {
+    use crate::clock::Clock;
+    use crate::limit::calendar::Bounds;
+    let clock = crate::clock::FakeClock::at(0);
+    let day = 86_400;
+    let filled = Bounds {
+        start: 10 * day,
+        end: 11 * day,
+        next: 12 * day,
+    };
+    let policy = policy(100, 1, 100, 0, 100, 1);
+    let settle_at = |server_s: Option<i64>| {
+        let mut s = started(&policy, 1, 0, 0).pending;
+        s.window = Some((7, filled));
+        s.charged_on(
+            server_s.map(|t| u64::try_from(t).expect("after 1970") * 1_000_000_000),
+            &clock,
+        );
+        s.window.map(|(_, b)| (b.start, b.end, b.next))
+    };
+    let ns = |s: i64| clock.mono_ns_at(u64::try_from(s).expect("positive") * 1_000_000_000);
+    assert_eq!(
+        settle_at(None),
+        Some((10 * day, 11 * day, 12 * day)),
+        "not known"
+    );
+    assert_eq!(
+        settle_at(Some(10 * day + 5)),
+        Some((10 * day, 11 * day, 12 * day))
+    );
+    assert_eq!(
+        settle_at(Some(11 * day + 1)),
+        Some((11 * day, 12 * day, 13 * day))
+    );
+    assert_eq!(
+        settle_at(Some(10 * day - 1)),
+        Some((9 * day, 10 * day, 11 * day))
+    );
+    let mut s = started(&policy, 1, 0, 0).pending;
+    s.window = Some((7, filled));
+    s.charged_on(Some(11 * day as u64 * 1_000_000_000 + 1), &clock);
+    assert_eq!(
+        s.window.map(|(end, _)| end),
+        Some(ns(12 * day)),
+        "its end, placed"
+    );
+}

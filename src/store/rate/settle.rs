@@ -105,6 +105,41 @@ impl PendingSettle {
         })
     }
 
+    /// Places a Redis-decided quota's settle in the window Redis charged, at the server's
+    /// `server_unix_ns` when it decided: the tiers' window was worked out on this
+    /// gateway's clock when they were filled, and a charge made across a boundary from
+    /// it (filled before midnight, charged after; or Redis's clock behind) was refused
+    /// its refund as ended, or refunded into the next window. A neighbouring window is
+    /// taken as long as the known one (a month's next may differ by days, which only
+    /// moves when the window after it is judged ended).
+    pub fn charged_on(&mut self, server_unix_ns: Option<u64>, clock: &dyn crate::clock::Clock) {
+        let (Some(at), Some((_, b))) = (server_unix_ns, self.window) else {
+            return;
+        };
+        let s = |secs: i64| {
+            u64::try_from(secs)
+                .unwrap_or(0)
+                .saturating_mul(1_000_000_000)
+        };
+        let charged = b.end_at(at);
+        let bounds = if charged == s(b.end) {
+            return;
+        } else if charged == s(b.next) {
+            crate::limit::calendar::Bounds {
+                start: b.end,
+                end: b.next,
+                next: b.next + (b.next - b.end),
+            }
+        } else {
+            crate::limit::calendar::Bounds {
+                start: b.start - (b.end - b.start),
+                end: b.start,
+                next: b.end,
+            }
+        };
+        self.window = Some((clock.mono_ns_at(charged), bounds));
+    }
+
     /// Whether the window after the admitting one has ended too (a quota settled two or
     /// more windows late): its units were served windows ago, and the key's TAT, if any,
     /// is a later window's usage this settle cannot place itself against — settling on

@@ -180,6 +180,18 @@ impl RedisStore {
         u128::try_from(at).ok()
     }
 
+    /// The server's time (ns since the Unix epoch) at `local_ns` on this gateway's clock,
+    /// as learned from its replies (late by up to a round trip); `None` before one.
+    pub fn server_unix_ns_at(&self, local_ns: u64) -> Option<u64> {
+        let offset = self
+            .server_offset
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if offset == 0 {
+            return None;
+        }
+        u64::try_from(i128::from(local_ns) + i128::from(offset)).ok()
+    }
+
     /// Learns the server's clock from a reply to a call sent at `sent_ns`. The estimate
     /// runs late by up to the round trip, which only moves deadlines later; the lowest
     /// estimate is kept (the quickest round trip's), replaced when it grew by more than
