@@ -290,6 +290,11 @@ impl Overrides {
             // An override changed or a key was reset somewhere: remembered refusals may lie.
             limiter.forget_refusals();
         }
+        if matches!(&read, Changes::Delta { puts, deleted, .. } if puts.is_empty() && deleted.is_empty())
+        {
+            // The version moved with no override changed: a key was reset in the fleet.
+            limiter.note_reset();
+        }
         let mut state = self.state.lock();
         let state = &mut *state;
         match read {

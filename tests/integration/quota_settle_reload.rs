@@ -99,3 +99,45 @@ async fn a_settle_across_a_calendar_change_keeps_the_new_usage_on_redis() {
     assert!(ready, "the store answers");
     a_held_settle_leaves_the_new_calendars_usage(&gw, &up, (&store, &month)).await;
 }
+
+/// A call held open across an admin reset of its key settles with nothing used: its
+/// refund would come out of the usage after the reset, so nothing is given back, and the
+/// key that used its 3 since the reset stays used up (memory store, one gateway).
+#[tokio::test]
+async fn a_refund_after_a_reset_gives_nothing_back() {
+    let up = Upstream::start().await;
+    // `min_cost = 0`: a call that used nothing is refunded its whole reserve.
+    let toml = plan("backend = \"memory\"", "window = \"day\"\nmin_cost = 0");
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let seen = up.requests();
+    let held = {
+        let (client, url) = (http1(), gw.url("/v1/usage"));
+        tokio::spawn(async move {
+            let headers = [("x-key", "acme"), ("x-usage", "0"), ("x-delay-ms", "3000")];
+            send(&client, "GET", &url, &headers, b"").await
+        })
+    };
+    let reached = eventually(Duration::from_secs(30), || up.requests() > seen).await;
+    assert!(reached, "the held call reached the upstream");
+    let reset = send(
+        &http1(),
+        "POST",
+        &gw.admin_url("/admin/reset/plan/acme"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+    for client in [http1(), http2(), http1()] {
+        assert_eq!(
+            call(&gw, &client, 1, 0).await.status,
+            200,
+            "3 after the reset"
+        );
+    }
+    assert_eq!(call(&gw, &http2(), 1, 0).await.status, 429);
+    assert_eq!(held.await.expect("the held call").status, 200);
+    for client in [http1(), http2()] {
+        assert_eq!(call(&gw, &client, 1, 0).await.status, 429, "no refund");
+    }
+}

@@ -98,6 +98,7 @@ mod tests {
         );
         let config = crate::config::compile(std::path::Path::new("t.toml"), &text).expect("valid");
         PendingSettle {
+            resets: 0,
             policy: config.policies[0].clone(),
             tier: 0,
             position: 0,

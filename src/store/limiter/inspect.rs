@@ -50,8 +50,21 @@ impl Limiter {
                 None => self.local().forget(key.hash),
             },
         }
+        self.note_reset();
         self.forget_refusals();
         Ok(())
+    }
+
+    /// A key was reset (here, or somewhere in the fleet): refunds of reservations made
+    /// before it give nothing back, which would come out of the usage after the reset.
+    pub fn note_reset(&self) {
+        self.resets
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Resets noted so far.
+    pub fn resets(&self) -> u64 {
+        self.resets.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Requests of this gateway waiting for a slot on a concurrency key now (the admin API).

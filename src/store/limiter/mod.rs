@@ -59,6 +59,9 @@ pub struct Limiter {
     /// Per-key limits set through the admin API; they beat the file's overrides.
     overrides: KeyOverrides,
     metrics: Arc<Metrics>,
+    /// Bumped by every reset of a key, here or (told through Redis) in the fleet: a settle
+    /// admitted before one gives nothing back ([`PendingSettle::resets`]).
+    resets: std::sync::atomic::AtomicU64,
 }
 
 impl Limiter {
@@ -73,6 +76,7 @@ impl Limiter {
             slices: Slices::default(),
             overrides: KeyOverrides::default(),
             metrics,
+            resets: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -196,7 +200,8 @@ impl Limiter {
             settles,
             ..
         } = admission;
-        pending_settles(route, tiers, verdict, *now, in_store, settles);
+        let resets = self.resets();
+        pending_settles(route, tiers, verdict, (*now, resets), in_store, settles);
         if let Some(remote) = self.remote().filter(|_| in_store) {
             for s in settles.iter_mut().filter(|s| s.redis_key.is_some()) {
                 s.charged_on(remote.server_unix_ns_at(*now), clock);

@@ -9,9 +9,19 @@ impl Limiter {
     /// Settles `pending` at `units` when the local store holds its key: no wait. `None`
     /// when Redis does (call [`Limiter::settle`]); otherwise the debt (TAT − now) after.
     pub fn settle_local(&self, pending: &PendingSettle, units: u64, now: u64) -> Option<u64> {
+        let units = self.since_reset(pending, units);
         match pending.redis_key {
             Some(_) => None,
             None => Some(settle_local(self.local(), pending, units, now)),
+        }
+    }
+
+    /// `units`, or what was charged when that is more and a key was reset since
+    /// admission: a refund would come out of the usage after the reset.
+    fn since_reset(&self, pending: &PendingSettle, units: u64) -> u64 {
+        match self.resets() == pending.resets {
+            true => units,
+            false => units.max(pending.charged()),
         }
     }
 
@@ -23,6 +33,7 @@ impl Limiter {
         units: u64,
         now: u64,
     ) -> Result<u64, StoreError> {
+        let units = self.since_reset(pending, units);
         let (Some(remote), Some(key)) = (self.remote(), &pending.redis_key) else {
             return Ok(settle_local(self.local(), pending, units, now));
         };

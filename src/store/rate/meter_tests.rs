@@ -83,6 +83,7 @@ fn started(policy: &Arc<Policy>, reserve: u64, ahead_ns: u64, now: u64) -> Strea
     let quota = policy.rate().expect("rate").quota;
     Stream {
         pending: PendingSettle {
+            resets: 0,
             row: None,
             unbounded: false,
             policy: policy.clone(),

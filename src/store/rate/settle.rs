@@ -49,6 +49,9 @@ pub struct PendingSettle {
     pub row: Option<u32>,
     /// Its quote had no bound: a usage that never comes settles at `max_cost`.
     pub unbounded: bool,
+    /// The limiter's count of key resets at admission (`Limiter::resets`): a settle
+    /// after another gives nothing back, as the key's usage is then the reset's.
+    pub resets: u64,
 }
 
 impl PendingSettle {
@@ -280,7 +283,7 @@ pub fn pending_settles(
     route: &Route,
     tiers: &RequestTiers,
     verdict: &Verdict,
-    now: u64,
+    (now, resets): (u64, u64),
     in_store: bool,
     settles: &mut SmallVec<[PendingSettle; 1]>,
 ) {
@@ -313,6 +316,7 @@ pub fn pending_settles(
                 window: t.tier.window.zip(t.bounds),
                 row: t.row,
                 unbounded: t.unbounded,
+                resets,
             });
         }
     }
