@@ -84,22 +84,39 @@ pub struct Bounds {
     pub next: i64,
 }
 
+/// Unix seconds as Unix nanoseconds (a time before 1970 as 0).
+fn ns(secs: i64) -> u64 {
+    u64::try_from(secs)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+}
+
 impl Bounds {
     /// The end of the window holding `unix_ns` among the three boundaries known: before
     /// `start` (a clock behind the one they were computed on) the window ending at
     /// `start`, past `end` the next one.
     pub fn end_at(&self, unix_ns: u64) -> u64 {
-        let s = |secs: i64| {
-            u64::try_from(secs)
-                .unwrap_or(0)
-                .saturating_mul(1_000_000_000)
-        };
-        if unix_ns < s(self.start) {
-            s(self.start)
-        } else if unix_ns < s(self.end) {
-            s(self.end)
+        ns(self.holding(unix_ns).end)
+    }
+
+    /// The bounds of the window holding `unix_ns`, as [`Bounds::end_at`] picks it: these,
+    /// or the one before or after them, its unknown far boundary taken as long as the
+    /// window these name.
+    pub fn holding(&self, unix_ns: u64) -> Bounds {
+        if unix_ns < ns(self.start) {
+            Bounds {
+                start: self.start - (self.end - self.start),
+                end: self.start,
+                next: self.end,
+            }
+        } else if unix_ns < ns(self.end) {
+            *self
         } else {
-            s(self.next)
+            Bounds {
+                start: self.end,
+                end: self.next,
+                next: self.next + (self.next - self.end),
+            }
         }
     }
 

@@ -44,12 +44,29 @@ const MAX_DEPTH: usize = 64;
 /// read as carrying media.
 pub fn carries_media(json: &[u8]) -> bool {
     let mut de = serde_json::Deserializer::from_slice(json);
-    Scan { depth: 0 }.deserialize(&mut de).unwrap_or(true)
+    let top = Scan {
+        depth: 0,
+        is_type: false,
+    };
+    top.deserialize(&mut de).unwrap_or(true)
 }
 
-/// One value of the body at `depth`: `true` once media is found.
+/// One value of the body at `depth`: `true` once media is found. `is_type`: the value
+/// of a `type` member, media when it is a string of [`MEDIA_TYPES`] (anything else,
+/// nested values included, is scanned as any value is).
 struct Scan {
     depth: usize,
+    is_type: bool,
+}
+
+impl Scan {
+    /// The scan of a member `name`'s value, or an element's (`None`), inside this value.
+    fn inner(&self, name: Option<&str>) -> Self {
+        Self {
+            depth: self.depth + 1,
+            is_type: name == Some("type"),
+        }
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for Scan {
@@ -83,8 +100,8 @@ impl<'de> Visitor<'de> for Scan {
         Ok(false)
     }
 
-    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
-        Ok(false)
+    fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+        Ok(self.is_type && MEDIA_TYPES.contains(&v))
     }
 
     fn visit_unit<E>(self) -> Result<bool, E> {
@@ -97,20 +114,10 @@ impl<'de> Visitor<'de> for Scan {
         }
         let mut found = false;
         while let Some(Key(name)) = map.next_key::<Key<'de>>()? {
-            if found {
-                map.next_value::<IgnoredAny>()?;
-                continue;
-            }
-            if MEDIA_MEMBERS.contains(&&*name) {
-                found = true;
-                map.next_value::<IgnoredAny>()?;
-            } else if name == "type" {
-                found = map.next_value_seed(TypeValue)?;
-            } else {
-                found = map.next_value_seed(Scan {
-                    depth: self.depth + 1,
-                })?;
-            }
+            found |= match found || MEDIA_MEMBERS.contains(&&*name) {
+                true => map.next_value::<IgnoredAny>().map(|_| true)?,
+                false => map.next_value_seed(self.inner(Some(&name)))?,
+            };
         }
         Ok(found)
     }
@@ -121,70 +128,15 @@ impl<'de> Visitor<'de> for Scan {
         }
         let mut found = false;
         loop {
-            let next = if found {
-                seq.next_element::<IgnoredAny>()?.map(|_| true)
-            } else {
-                seq.next_element_seed(Scan {
-                    depth: self.depth + 1,
-                })?
+            let next = match found {
+                true => seq.next_element::<IgnoredAny>()?.map(|_| true),
+                false => seq.next_element_seed(self.inner(None))?,
             };
             match next {
                 None => return Ok(found),
                 Some(media) => found |= media,
             }
         }
-    }
-}
-
-/// A `type` member's value: media when it is one of [`MEDIA_TYPES`] (anything else,
-/// nested values included, is scanned as any value is).
-struct TypeValue;
-
-impl<'de> DeserializeSeed<'de> for TypeValue {
-    type Value = bool;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for TypeValue {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<bool, E> {
-        Ok(MEDIA_TYPES.contains(&v))
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(false)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
-        Scan { depth: 1 }.visit_map(map)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<bool, A::Error> {
-        Scan { depth: 1 }.visit_seq(seq)
     }
 }
 

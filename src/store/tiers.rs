@@ -291,10 +291,11 @@ impl RequestTiers {
             for t in &mut self.rate[p.range.clone()] {
                 t.tier.max_delay_ns = u64::MAX;
                 let most = (MAX_SETTLED_DEBT_NS / t.tier.quota.interval_ns().max(1)).max(1);
+                // `most` and a reserve are at least 1: the least of them is one too.
                 t.tier.reserve = t
                     .tier
                     .reserve
-                    .map(|r| std::num::NonZeroU64::new(most).map_or(r, |m| r.min(m)));
+                    .and_then(|r| std::num::NonZeroU64::new(r.get().min(most)));
             }
         }
     }

@@ -266,7 +266,6 @@ fn typed(charset: &str) -> String {
 
 #[test]
 fn a_text_field_in_a_charset_other_than_utf_8_is_named() {
-    let field = FIELD;
     // Its part's Content-Type, as busboy, Werkzeug and Django read the value (base64 too),
     // in any case and spacing, and a spelling readers take apart differently.
     for (charset, named) in [
@@ -279,13 +278,13 @@ fn a_text_field_in_a_charset_other_than_utf_8_is_named() {
             Some(named),
             "{charset}"
         );
-        let spaced = format!("{field}\r\nContent-Type: text/plain; ChArSeT = {charset}");
+        let spaced = format!("{FIELD}\r\nContent-Type: text/plain; ChArSeT = {charset}");
         assert_eq!(foreign(&spaced, b"v").as_deref(), Some(named), "{charset}");
     }
     // Python keeps a quoted `;` in the value: `utf-8;sig` is utf_8_sig to it.
     let quoted = typed("\"utf-8;sig\"");
     assert_eq!(foreign(&quoted, b"v").as_deref(), Some("charset=\"utf-8"));
-    let continued = format!("{field}\r\nContent-Type: text/plain; charset*0=iso-8859-1");
+    let continued = format!("{FIELD}\r\nContent-Type: text/plain; charset*0=iso-8859-1");
     assert_eq!(
         foreign(&continued, b"v").as_deref(),
         Some("charset*0=iso-8859-1")
@@ -304,7 +303,6 @@ fn a_text_field_in_a_charset_other_than_utf_8_is_named() {
 
 #[test]
 fn a_fields_name_or_byte_order_mark_names_its_charset_and_an_upload_none() {
-    let field = FIELD;
     // An RFC 2231 name's charset, escapes decoded first (Django), an empty one as Latin-1.
     for (head, named) in [
         ("form-data; name*=utf-16le''a%00p%00i%00", "utf-16le"),
@@ -317,12 +315,12 @@ fn a_fields_name_or_byte_order_mark_names_its_charset_and_an_upload_none() {
     }
     // A byte-order mark starting the value, as ASP.NET Core reads it.
     assert_eq!(
-        foreign(field, b"\xff\xfea\x00").as_deref(),
+        foreign(FIELD, b"\xff\xfea\x00").as_deref(),
         Some("byte-order mark")
     );
     // UTF-8, an RFC 2231 name in UTF-8, and no charset at all: read as bytes.
     for head in [
-        field.to_owned(),
+        FIELD.to_owned(),
         typed("UTF-8"),
         "Content-Disposition: form-data; name*=UTF-8''api%5Fkey".to_owned(),
     ] {
@@ -336,7 +334,7 @@ fn a_fields_name_or_byte_order_mark_names_its_charset_and_an_upload_none() {
     assert_eq!(foreign(both, b"v").as_deref(), Some("utf-16"));
     // A later part under another split is read too.
     let later = format!(
-        "--b\r\n{field}\r\n\r\nx\r\n--b\r\n{}\r\n\r\ny\r\n--b--",
+        "--b\r\n{FIELD}\r\n\r\nx\r\n--b\r\n{}\r\n\r\ny\r\n--b--",
         typed("utf-16")
     );
     assert_eq!(

@@ -119,28 +119,10 @@ impl PendingSettle {
         let (Some(at), Some((_, b))) = (server_unix_ns, self.window) else {
             return;
         };
-        let s = |secs: i64| {
-            u64::try_from(secs)
-                .unwrap_or(0)
-                .saturating_mul(1_000_000_000)
-        };
-        let charged = b.end_at(at);
-        let bounds = if charged == s(b.end) {
-            return;
-        } else if charged == s(b.next) {
-            crate::limit::calendar::Bounds {
-                start: b.end,
-                end: b.next,
-                next: b.next + (b.next - b.end),
-            }
-        } else {
-            crate::limit::calendar::Bounds {
-                start: b.start - (b.end - b.start),
-                end: b.start,
-                next: b.end,
-            }
-        };
-        self.window = Some((clock.mono_ns_at(charged), bounds));
+        let charged = b.holding(at);
+        if charged != b {
+            self.window = Some((clock.mono_ns_at(charged.end_at(at)), charged));
+        }
     }
 
     /// Whether the window after the admitting one has ended too (a quota settled two or
@@ -220,17 +202,10 @@ pub fn settle_local(local: &MemoryStore, pending: &PendingSettle, units: u64, no
     };
     let max_debt = pending.max_debt_ns();
     let (prior, decision) = local.apply(pending.key, |tat| {
-        if foreign(tat) {
-            return crate::limit::Decision {
-                admitted: false,
-                tat,
-                remaining: 0,
-                wait_ns: 0,
-                delay_ns: 0,
-                until_idle_ns: 0,
-            };
-        }
-        let after = settle(carried(tat), basis, adjustment, max_debt);
+        let after = match foreign(tat) {
+            true => tat,
+            false => settle(carried(tat), basis, adjustment, max_debt),
+        };
         crate::limit::Decision {
             admitted: after != tat,
             tat: after,
