@@ -177,20 +177,10 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
 /// its area of the memory store, or making room would weigh them against the new
 /// calendar's (all but a window both calendars share). Returns the keys dropped.
 fn drop_other_calendars(shared: &Shared) -> usize {
-    let config = shared.config();
-    let (clock, areas) = (&*shared.clock, shared.limiter.keys().areas());
-    let now = clock.now_ns();
-    let unix_now = clock.unix_ns_at(now);
-    let ends: Vec<(usize, u64)> = config
-        .policies
-        .iter()
-        .filter_map(|p| {
-            let quota = p.rate()?.calendar.as_deref()?;
-            let end = quota.bounds(unix_now).end_at(unix_now);
-            let area = crate::store::memory::areas::area_of(areas.tag(&p.name));
-            Some((area, clock.mono_ns_at(end)))
-        })
-        .collect();
+    let ends = shared
+        .limiter
+        .keys()
+        .window_ends(&shared.config(), &*shared.clock);
     let end_of = |area| ends.iter().find(|(a, _)| *a == area).map(|&(_, e)| e);
     shared.limiter.local().empty_stale_areas(end_of)
 }

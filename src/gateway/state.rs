@@ -32,7 +32,9 @@ pub fn restore(
     };
     let limiter = limiter.with_key_seeds(saved.seeds);
     limiter.keys().arrange(config);
-    let restored = state::restore(&saved, limiter.local(), clock);
+    let ends = limiter.keys().window_ends(config, clock);
+    let end_of = |area| ends.iter().find(|(a, _)| *a == area).map(|&(_, e)| e);
+    let restored = state::restore(&saved, limiter.local(), clock, end_of);
     tracing::info!(
         restored = restored.keys,
         saved = saved.keys.len(),
@@ -42,6 +44,12 @@ pub fn restore(
         tracing::warn!(
             dropped = restored.dropped,
             "state file: keys of calendar quota policies the configuration no longer has were left out"
+        );
+    }
+    if restored.foreign > 0 {
+        tracing::warn!(
+            left_out = restored.foreign,
+            "state file: quota keys written under another calendar than their policy's (its window, anchor or timezone changed since) start at zero"
         );
     }
     limiter

@@ -45,6 +45,13 @@ pub fn carried(tat: u64, end: u64) -> u64 {
     }
 }
 
+/// Whether `tat` is usage of the window ending at `end` (see [`CARRY_NS`]): what a store
+/// keeps of a quota key when its calendar may have changed.
+#[inline]
+pub fn usage_of(tat: u64, end: u64) -> bool {
+    tat >= end && tat < end.saturating_add(CARRY_NS)
+}
+
 /// Whether `tat`, still ahead of `now`, was written under another calendar than the one
 /// whose window runs from `start` to `end`: it is neither this window's usage (from `end`)
 /// nor the previous window's (from `start`). A settle admitted under a calendar since
@@ -52,8 +59,7 @@ pub fn carried(tat: u64, end: u64) -> u64 {
 /// usage the new calendar counts with a value that calendar reads as none.
 #[inline]
 pub fn foreign(tat: u64, now: u64, (start, end): (u64, u64)) -> bool {
-    let from = |at: u64| tat >= at && tat < at.saturating_add(CARRY_NS);
-    tat > now && !from(end) && !from(start)
+    tat > now && !usage_of(tat, end) && !usage_of(tat, start)
 }
 
 /// Units used in the window ending at `end` by a key whose TAT is `tat`.

@@ -6,7 +6,8 @@ use arrayvec::ArrayVec;
 
 use std::sync::Arc;
 
-use super::memory::areas::{in_area, Areas};
+use super::memory::areas::{area_of, in_area, Areas};
+use crate::clock::Clock;
 use crate::config::{Config, Missing, Policy};
 use crate::key::{
     FleetKey, FleetSecret, KeyHasher, KeyPart, KeyValues, RedisKey, RedisKeyBuilder, RequestView,
@@ -89,6 +90,24 @@ impl KeyMaker {
             })
             .collect();
         self.areas.arrange(&quotas);
+    }
+
+    /// Each of `config`'s calendar quota policies that has an area: the area and the end
+    /// of the window the policy is in now, on `clock`'s monotonic timeline. A key of the
+    /// area whose usage is not of that window was written under another calendar: a
+    /// reload that changed the calendar, or a state file written before, drops it.
+    pub fn window_ends(&self, config: &Config, clock: &dyn Clock) -> Vec<(usize, u64)> {
+        let unix_now = clock.unix_ns_at(clock.now_ns());
+        config
+            .policies
+            .iter()
+            .filter_map(|p| {
+                let quota = p.rate()?.calendar.as_deref()?;
+                let area = area_of(self.areas.tag(&p.name));
+                let end = quota.bounds(unix_now).end_at(unix_now);
+                (area != 0).then(|| (area, clock.mono_ns_at(end)))
+            })
+            .collect()
     }
 
     /// The key hasher's seeds.

@@ -81,9 +81,7 @@ impl Shard {
         let keeps = |tat: u64| match keep {
             Keep::All => true,
             Keep::Busy(now) => tat > now,
-            Keep::Window(end) => {
-                tat >= end && tat < end.saturating_add(crate::limit::calendar::CARRY_NS)
-            }
+            Keep::Window(end) => crate::limit::calendar::usage_of(tat, end),
         };
         let (table, kept) = match buckets {
             // Growing: the size is known, so the keys go straight into the new table. (A copy

@@ -1,8 +1,4 @@
-//! The embedded store's state across restarts (`[store] state_file`): every key that
-//! carries information (a TAT ahead of now: a rate debt, a quota's usage) with its TAT in
-//! Unix nanoseconds, so the time a restart takes counts as elapsed, and the key hasher's
-//! seeds, so a key hashes the same in the next process. Written atomically (see
-//! [`crate::files`]); read once at start.
+//! The state file's bytes: what [`super`] writes and reads.
 //!
 //! ```text
 //! "tollgate state\n" 0x02     16 bytes: what the file is, and its version
@@ -19,13 +15,6 @@
 //! are left out. Version 1 (before areas) is read too: its keys go among the rate keys,
 //! and a quota key among them moves to its area when it is next used.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
-use super::memory::areas::{area_of, in_area};
-use super::memory::MemoryStore;
-use crate::clock::Clock;
-
 const MAGIC: &[u8; 16] = b"tollgate state\n\x02";
 /// The first version's: no areas.
 const MAGIC_V1: &[u8; 16] = b"tollgate state\n\x01";
@@ -33,22 +22,6 @@ const MAGIC_V1: &[u8; 16] = b"tollgate state\n\x01";
 const HEAD: usize = 16 + 32;
 /// The most areas a file may name (the store has 63).
 const MAX_AREAS: u64 = 1024;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StateError {
-    #[error("cannot read the state file {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{} is not a tollgate state file (or one of a version this build cannot read): move it away or name another state_file", .0.display())]
-    Foreign(PathBuf),
-    #[error("the state file {} is damaged ({what}): tollgate will not start on a partial state; move it away to start with an empty one", path.display())]
-    Corrupt { path: PathBuf, what: &'static str },
-    #[error(transparent)]
-    Write(#[from] crate::files::WriteError),
-}
 
 /// What a state file holds.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -70,21 +43,6 @@ pub struct SavedArea {
     pub floor: u64,
 }
 
-/// What restoring a state file did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Restored {
-    pub keys: usize,
-    /// Keys of quota policies the config no longer has.
-    pub dropped: usize,
-}
-
-/// What writing one took.
-#[derive(Debug, Clone, Copy)]
-pub struct Written {
-    pub keys: usize,
-    pub bytes: usize,
-}
-
 fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
@@ -100,29 +58,8 @@ fn word(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
-/// Reads `path`: `None` when it does not exist (an empty state).
-pub fn read(path: &Path) -> Result<Option<Saved>, StateError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(StateError::Read {
-                path: path.to_owned(),
-                source,
-            })
-        }
-    };
-    decode(&bytes).map(Some).map_err(|e| match e {
-        None => StateError::Foreign(path.to_owned()),
-        Some(what) => StateError::Corrupt {
-            path: path.to_owned(),
-            what,
-        },
-    })
-}
-
 /// `Err(None)`: not a state file; `Err(Some(what))`: a damaged one.
-fn decode(bytes: &[u8]) -> Result<Saved, Option<&'static str>> {
+pub(super) fn decode(bytes: &[u8]) -> Result<Saved, Option<&'static str>> {
     let legacy = match bytes.get(..MAGIC.len()) {
         Some(m) if m == MAGIC => false,
         Some(m) if m == MAGIC_V1 => true,
@@ -186,7 +123,7 @@ fn decode(bytes: &[u8]) -> Result<Saved, Option<&'static str>> {
 }
 
 /// The file's bytes for `seeds`, `areas` and `keys` (key hash, Unix TAT).
-pub fn encode(seeds: [u64; 4], areas: &[SavedArea], keys: &[(u64, u64)]) -> Vec<u8> {
+pub(super) fn encode(seeds: [u64; 4], areas: &[SavedArea], keys: &[(u64, u64)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEAD + 8 + 64 * areas.len() + 8 + 16 * keys.len() + 8);
     out.extend_from_slice(MAGIC);
     let put = |out: &mut Vec<u8>, w: u64| out.extend_from_slice(&w.to_le_bytes());
@@ -208,82 +145,6 @@ pub fn encode(seeds: [u64; 4], areas: &[SavedArea], keys: &[(u64, u64)]) -> Vec<
     let sum = fnv1a(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
-}
-
-/// Writes every key of `store` that carries information at `clock`'s now to `path`.
-/// Reads the table's atomics without a lock: requests go on meanwhile.
-pub fn write(
-    path: &Path,
-    seeds: [u64; 4],
-    store: &MemoryStore,
-    clock: &dyn Clock,
-) -> Result<Written, StateError> {
-    let now = clock.now_ns();
-    let mut keys = Vec::with_capacity(store.len());
-    store.busy_keys(now, |key, tat| keys.push((key, clock.unix_ns_at(tat))));
-    let areas: Vec<SavedArea> = store
-        .areas()
-        .named()
-        .into_iter()
-        .map(|(name, area)| SavedArea {
-            name,
-            area,
-            floor: match store.areas().floor(area) {
-                0 => 0,
-                floor => clock.unix_ns_at(floor),
-            },
-        })
-        .collect();
-    let bytes = encode(seeds, &areas, &keys);
-    crate::files::replace(path, |out| out.write_all(&bytes))?;
-    Ok(Written {
-        keys: keys.len(),
-        bytes: bytes.len(),
-    })
-}
-
-/// Puts `saved`'s keys into `store` (its areas arranged for the running config), each TAT
-/// moved onto `clock`'s timeline, each quota key into its policy's area now; keys whose TAT
-/// has passed meanwhile are idle and left out, and so are keys of quota policies the
-/// config no longer has.
-pub fn restore(saved: &Saved, store: &MemoryStore, clock: &dyn Clock) -> Restored {
-    let now = clock.now_ns();
-    let areas = store.areas();
-    // The file's area → this process's area tag (hash bits), by policy name.
-    let mut moved: std::collections::HashMap<usize, u64> = std::collections::HashMap::new();
-    for a in &saved.areas {
-        let tag = areas.tag(&a.name);
-        moved.insert(a.area, tag);
-        if tag != 0 && a.floor != 0 {
-            areas.raise_floor(area_of(tag), clock.mono_ns_at(a.floor));
-        }
-    }
-    let mut restored = Restored {
-        keys: 0,
-        dropped: 0,
-    };
-    for &(key, unix_tat) in &saved.keys {
-        let tat = clock.mono_ns_at(unix_tat);
-        if tat <= now {
-            continue;
-        }
-        let key = match (saved.legacy, area_of(key)) {
-            (true, _) | (false, 0) => in_area(key, 0),
-            (false, area) => match moved.get(&area) {
-                Some(&tag) if tag != 0 => in_area(key, tag),
-                _ => {
-                    restored.dropped += 1;
-                    continue;
-                }
-            },
-        };
-        store.restore(key, tat);
-        restored.keys += 1;
-    }
-    if saved.legacy && restored.keys > 0 {
-        areas.set_legacy();
-    }
-    restored
 }
 
 #[cfg(test)]
