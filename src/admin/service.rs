@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::header::CACHE_CONTROL;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
@@ -9,6 +10,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::answer::{json_ok, json_status, key_path, text};
+use crate::config::Policy;
 use crate::proxy::snapshot::Shared;
 use crate::reply::{json_error, Body};
 
@@ -164,7 +166,8 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
                 .clock
                 .mono_ns_at(calendar.bounds(unix_now).end_at(unix_now))
         });
-    match shared.limiter.forget(&key, quota_end).await {
+    let settles_for = settles_for(shared, policy, &parts);
+    match shared.limiter.forget(&key, quota_end, settles_for).await {
         Ok(()) => {
             let mut answer =
                 serde_json::json!({"status": "reset", "policy": policy.name, "key": parts});
@@ -190,6 +193,31 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
             &[("detail", e.to_string().into())],
         ),
     }
+}
+
+/// How long after now a settle of `policy`'s key admitted before now may still move it:
+/// a reset's marker in Redis is kept that long (`Limiter::forget`). `None`: the policy
+/// settles nothing. A quota's refund ends with the window after the current one; a rate's
+/// with its reservation's time (the key's burst and debt bound), kept twice over and at
+/// least an hour, for an override that raised it since.
+fn settles_for(shared: &Shared, policy: &Policy, parts: &[String]) -> Option<Duration> {
+    let rate = policy.rate()?;
+    let settle = rate.settle.as_ref()?;
+    if let Some(calendar) = rate.calendar.as_deref() {
+        let unix_now = shared.clock.unix_ns_at(shared.clock.now_ns());
+        let next = calendar.bounds(unix_now).next;
+        let secs = u64::try_from(next)
+            .unwrap_or(0)
+            .saturating_sub(unix_now / 1_000_000_000);
+        return Some(Duration::from_secs(secs.saturating_add(60)));
+    }
+    let quota = rate.quota_for(parts.first().map(String::as_str));
+    let bound = quota.tolerance_ns().saturating_add(
+        quota
+            .interval_ns()
+            .saturating_mul(settle.max_debt.saturating_add(1)),
+    );
+    Some(Duration::from_nanos(bound.saturating_mul(2)).max(Duration::from_secs(3600)))
 }
 
 /// `GET /admin/limits/{policy}/{part}[/{part}…]`: one path segment per key source.

@@ -1,6 +1,7 @@
 //! What Redis says the fleet changed, applied here: overrides set and deleted elsewhere,
-//! or all of them after a first read; and a key reset elsewhere, which the version tells
-//! when it moves with no override changed.
+//! or all of them after a first read. (A key reset elsewhere moves the version too: the
+//! refusals remembered here are forgotten. Its settles read the key's reset marker in
+//! Redis itself.)
 
 use super::journal::Change;
 use super::set::OverrideSet;
@@ -22,11 +23,6 @@ impl Overrides {
         if !matches!(read, Changes::Unchanged) {
             // An override changed or a key was reset somewhere: remembered refusals may lie.
             limiter.forget_refusals();
-        }
-        if matches!(&read, Changes::Delta { puts, deleted, .. } if puts.is_empty() && deleted.is_empty())
-        {
-            // The version moved with no override changed: a key was reset in the fleet.
-            limiter.note_reset();
         }
         let mut state = self.state.lock();
         let state = &mut *state;

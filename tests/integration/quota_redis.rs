@@ -124,21 +124,28 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     let settle = &[tat, include_str!("../../src/store/rate/settle.lua")].concat();
     let gcra = &[tat, include_str!("../../src/store/rate/gcra.lua")].concat();
     let now = redis_now(&redis);
-    // settle.lua on `key`: `op` ("debt" or "refund") of `ns`, `room` to refund, in
-    // `window`, the debt bound just below another calendar's.
-    let settle_on = |key: &str, op: &str, ns: &str, room: &str, window: &str| {
+    // settle.lua on `key` charged at `charged_us` (server µs): `op` ("debt" or
+    // "refund") of `ns`, `room` to refund, in `window`, the debt bound just below
+    // another calendar's.
+    let settle_at = |key: &str, op: &str, ns: &str, room: &str, window: &str, charged_us: &str| {
+        let marker = format!("{key}:reset");
         let args = [
             "EVAL",
             settle,
-            "1",
+            "2",
             key,
+            &marker,
             op,
             ns,
             room,
             "899999999999",
             window,
+            charged_us,
         ];
         redis.cli(&args).trim().to_owned()
+    };
+    let settle_on = |key: &str, op: &str, ns: &str, room: &str, window: &str| {
+        settle_at(key, op, ns, room, window, "0")
     };
     // A day that ended 100 s ago; the key has used 80 units of the day running now.
     let end = now - 100;
@@ -158,6 +165,42 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     let own = format!("{}:{}:{}", now - 10, now + 86_390, now + 2 * 86_400 - 10);
     redis.cli(&["SET", "own-key", &format!("{}:000000080", now + 86_390)]);
     assert_eq!(settle_on("own-key", "refund", "49", "50", &own), "31");
+    // A key reset (reset.lua) at or after the charge refunds nothing; one reset before
+    // the charge does. The marker holds the server's µs as digits.
+    let reset = &[tat, include_str!("../../src/store/rate/reset.lua")].concat();
+    let used = format!("{}:000000080", now + 86_390);
+    redis.cli(&["SET", "reset-key", &used]);
+    redis.cli(&["EVAL", reset, "2", "reset-key", "reset-key:reset", "60000"]);
+    assert_eq!(redis.cli(&["EXISTS", "reset-key"]).trim(), "0", "forgotten");
+    let marker: u64 = redis
+        .cli(&["GET", "reset-key:reset"])
+        .trim()
+        .parse()
+        .expect("µs digits");
+    assert!(marker / 1_000_000 >= now as u64, "{marker}");
+    let ttl: u64 = redis
+        .cli(&["PTTL", "reset-key:reset"])
+        .trim()
+        .parse()
+        .expect("ms");
+    assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
+    for (charged, after) in [(marker - 1, "80"), (marker, "80"), (marker + 1, "31")] {
+        redis.cli(&["SET", "reset-key", &used]);
+        let got = settle_at(
+            "reset-key",
+            "refund",
+            "49",
+            "50",
+            &own,
+            &charged.to_string(),
+        );
+        assert_eq!(got, after, "charged at {charged}, reset at {marker}");
+    }
+    // A debt is charged whatever the marker says.
+    assert_eq!(settle_at("reset-key", "debt", "9", "0", &own, "0"), "40");
+    // A policy that settles nothing leaves no marker.
+    redis.cli(&["EVAL", reset, "2", "plain-key", "plain-key:reset", "0"]);
+    assert_eq!(redis.cli(&["EXISTS", "plain-key:reset"]).trim(), "0");
     // A debt of a day that ended before yesterday ended: today's usage is left as it is.
     let (old_end, old_next) = (now - 86_500, now - 100);
     let long_gone = format!("{}:{old_end}:{old_next}", old_end - 86_400);

@@ -100,6 +100,45 @@ async fn a_settle_across_a_calendar_change_keeps_the_new_usage_on_redis() {
     a_held_settle_leaves_the_new_calendars_usage(&gw, &up, (&store, &month)).await;
 }
 
+/// A call that uses nothing, held open `ms` through `gw` (its whole reserve is refunded
+/// when it settles, `min_cost = 0`), once it has reached the upstream.
+async fn held_call(gw: &TestGateway, up: &Upstream, ms: u64) -> tokio::task::JoinHandle<Got> {
+    let seen = up.requests();
+    let held = {
+        let (client, url, delay) = (http1(), gw.url("/v1/usage"), ms.to_string());
+        tokio::spawn(async move {
+            let headers = [("x-key", "acme"), ("x-usage", "0"), ("x-delay-ms", &delay)];
+            send(&client, "GET", &url, &headers, b"").await
+        })
+    };
+    let reached = eventually(Duration::from_secs(30), || up.requests() > seen).await;
+    assert!(reached, "the held call reached the upstream");
+    held
+}
+
+async fn reset(gw: &TestGateway, key: &str) {
+    let url = gw.admin_url(&format!("/admin/reset/plan/{key}"));
+    let reset = send(&http1(), "POST", &url, &[], b"").await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+}
+
+/// After a reset of `acme` and the held call's settle: the 3 units used since the reset
+/// through `gw` stay used (no refund came out of them).
+async fn used_up_since_the_reset(gw: &TestGateway, held: tokio::task::JoinHandle<Got>) {
+    for client in [http1(), http2(), http1()] {
+        assert_eq!(
+            call(gw, &client, 1, 0).await.status,
+            200,
+            "3 after the reset"
+        );
+    }
+    assert_eq!(call(gw, &http2(), 1, 0).await.status, 429);
+    assert_eq!(held.await.expect("the held call").status, 200);
+    for client in [http1(), http2()] {
+        assert_eq!(call(gw, &client, 1, 0).await.status, 429, "no refund");
+    }
+}
+
 /// A call held open across an admin reset of its key settles with nothing used: its
 /// refund would come out of the usage after the reset, so nothing is given back, and the
 /// key that used its 3 since the reset stays used up (memory store, one gateway).
@@ -109,35 +148,102 @@ async fn a_refund_after_a_reset_gives_nothing_back() {
     // `min_cost = 0`: a call that used nothing is refunded its whole reserve.
     let toml = plan("backend = \"memory\"", "window = \"day\"\nmin_cost = 0");
     let gw = TestGateway::start(&toml, &up.url()).await;
-    let seen = up.requests();
-    let held = {
-        let (client, url) = (http1(), gw.url("/v1/usage"));
-        tokio::spawn(async move {
-            let headers = [("x-key", "acme"), ("x-usage", "0"), ("x-delay-ms", "3000")];
-            send(&client, "GET", &url, &headers, b"").await
-        })
-    };
-    let reached = eventually(Duration::from_secs(30), || up.requests() > seen).await;
-    assert!(reached, "the held call reached the upstream");
-    let reset = send(
-        &http1(),
-        "POST",
-        &gw.admin_url("/admin/reset/plan/acme"),
-        &[],
-        b"",
-    )
-    .await;
-    assert_eq!(reset.status, 200, "{}", reset.text());
+    let held = held_call(&gw, &up, 3000).await;
+    reset(&gw, "acme").await;
+    used_up_since_the_reset(&gw, held).await;
+}
+
+/// A reset of another key leaves a held call's refund alone: its reserve comes back, and
+/// the key has its 3 after it (memory store).
+#[tokio::test]
+async fn a_reset_of_another_key_leaves_a_refund_alone() {
+    let up = Upstream::start().await;
+    let toml = plan("backend = \"memory\"", "window = \"day\"\nmin_cost = 0");
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let held = held_call(&gw, &up, 1000).await;
+    reset(&gw, "zed").await;
+    assert_eq!(held.await.expect("the held call").status, 200);
     for client in [http1(), http2(), http1()] {
-        assert_eq!(
-            call(&gw, &client, 1, 0).await.status,
-            200,
-            "3 after the reset"
-        );
+        assert_eq!(call(&gw, &client, 1, 0).await.status, 200, "refunded");
     }
     assert_eq!(call(&gw, &http2(), 1, 0).await.status, 429);
-    assert_eq!(held.await.expect("the held call").status, 200);
-    for client in [http1(), http2()] {
-        assert_eq!(call(&gw, &client, 1, 0).await.status, 429, "no refund");
+}
+
+/// Two gateways on one Redis: a call held open through `b` across a reset of its key
+/// made through `a` gives nothing back when it settles, though an override set through
+/// `a` at once moves the fleet's version with a change (the refund was given while `b`
+/// inferred resets from a version that moved with none): the key's reset marker in
+/// Redis refuses it, on whichever gateway the settle runs.
+#[tokio::test]
+async fn a_refund_after_a_reset_elsewhere_in_the_fleet_gives_nothing_back() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let store = redis.store_toml();
+    let toml = plan(&store, "window = \"day\"\nmin_cost = 0");
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for gw in [&a, &b] {
+        let ready = eventually_async(Duration::from_secs(30), || async {
+            send(&http1(), "GET", &gw.url("/"), &[("x-key", "warm-up")], b"")
+                .await
+                .status
+                == 200
+        })
+        .await;
+        assert!(ready, "the store answers");
     }
+    let held = held_call(&b, &up, 3000).await;
+    reset(&a, "acme").await;
+    let put = send(
+        &http1(),
+        "PUT",
+        &a.admin_url("/admin/overrides/plan/other"),
+        &[("content-type", "application/json")],
+        br#"{"quota": 5}"#,
+    )
+    .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    used_up_since_the_reset(&a, held).await;
+    assert_eq!(call(&b, &http1(), 1, 0).await.status, 429, "on b too");
+}
+
+/// A call held open while Redis restarts and loses every key settles with nothing used:
+/// the key's usage after the restart is not its refund's (Redis kept no marker, its data
+/// being gone), so once the gateway has seen the restart nothing is given back.
+#[tokio::test]
+async fn a_refund_after_redis_lost_its_keys_gives_nothing_back() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = plan(&redis.store_toml(), "window = \"day\"\nmin_cost = 0");
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store_with("/v1/usage", "x-key", "warm-up")
+        .await;
+    // An upkeep turn has read the node before it restarts: the next compares with it.
+    let mut asked = 0;
+    let seen = eventually(Duration::from_secs(10), || {
+        let gateway_read_it = redis.calls_of(&["info"]) > asked;
+        asked += 1;
+        gateway_read_it
+    })
+    .await;
+    assert!(seen, "the gateway's upkeep reads the node");
+    // Long enough to outlast the restart and the calls after it on a busy machine.
+    let held = held_call(&gw, &up, 15_000).await;
+    let secret = redis.cli(&["GET", "tg:{secret}"]);
+    redis.restart();
+    let counted = metric_reaches(
+        Duration::from_secs(20),
+        &gw.admin_url("/metrics"),
+        "tollgate_store_events_total{kind=\"restart\"}",
+        1.0,
+    )
+    .await;
+    assert!(counted, "the restart is seen");
+    let replanted = eventually(Duration::from_secs(10), || {
+        redis.cli(&["GET", "tg:{secret}"]) == secret
+    })
+    .await;
+    assert!(replanted, "the fleet's secret is stored again");
+    assert!(!held.is_finished(), "the held call is still open");
+    used_up_since_the_reset(&gw, held).await;
 }

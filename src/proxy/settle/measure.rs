@@ -98,7 +98,8 @@ mod tests {
         );
         let config = crate::config::compile(std::path::Path::new("t.toml"), &text).expect("valid");
         PendingSettle {
-            resets: 0,
+            reset_mark: 0,
+            charged_us: 0,
             policy: config.policies[0].clone(),
             tier: 0,
             position: 0,

@@ -3,6 +3,7 @@
 use super::Limiter;
 use crate::store::error::StoreError;
 use crate::store::keys::StoreKey;
+use crate::store::rate::settle::{PendingSettle, ResetMarks};
 
 impl Limiter {
     /// The key's TAT and the `now` it is relative to (the store's clock for Redis, whose
@@ -36,35 +37,48 @@ impl Limiter {
     /// and what this gateway remembers Redis refused. `quota_end`: the key is a calendar
     /// quota's whose window ends then (local clock): in memory it is written with no
     /// usage rather than forgotten (see [`crate::store::memory::MemoryStore::reset_quota`]);
-    /// Redis has no floor, and an absent key there has used nothing.
-    pub async fn forget(&self, key: &StoreKey, quota_end: Option<u64>) -> Result<(), StoreError> {
+    /// Redis has no floor, and an absent key there has used nothing. `settles_for`: its
+    /// policy settles, and a settle admitted before may come that long after: a refund of
+    /// one gives nothing back (in Redis every gateway's, through the key's marker).
+    pub async fn forget(
+        &self,
+        key: &StoreKey,
+        quota_end: Option<u64>,
+        settles_for: Option<std::time::Duration>,
+    ) -> Result<(), StoreError> {
         match (self.remote(), &key.redis) {
             (Some(remote), Some(redis_key)) => {
-                let _: i64 = remote
-                    .command(redis::cmd("DEL").arg(redis_key.key.as_str()))
+                crate::store::rate::reset::reset_remote(remote, &redis_key.key, settles_for)
                     .await?;
             }
             (Some(_), None) => return Err(StoreError::NotConnected),
-            (None, _) => match quota_end {
-                Some(end) => self.local().reset_quota(key.hash, end),
-                None => self.local().forget(key.hash),
-            },
+            (None, _) => {
+                match quota_end {
+                    Some(end) => self.local().reset_quota(key.hash, end),
+                    None => self.local().forget(key.hash),
+                }
+                self.resets.note(key.hash);
+            }
         }
-        self.note_reset();
         self.forget_refusals();
         Ok(())
     }
 
-    /// A key was reset (here, or somewhere in the fleet): refunds of reservations made
-    /// before it give nothing back, which would come out of the usage after the reset.
-    pub fn note_reset(&self) {
-        self.resets
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// Where resets stand: read before a decision, kept by its pending settles.
+    #[inline]
+    pub fn reset_marks(&self) -> ResetMarks {
+        ResetMarks {
+            local: self.resets.mark(),
+            remote: self.remote().map_or(0, |r| r.losses()),
+        }
     }
 
-    /// Resets noted so far.
-    pub fn resets(&self) -> u64 {
-        self.resets.load(std::sync::atomic::Ordering::Relaxed)
+    /// Whether `pending`'s key was reset, or lost with Redis's data, since its admission.
+    pub fn reset_since(&self, pending: &PendingSettle) -> bool {
+        match (&pending.redis_key, self.remote()) {
+            (Some(_), Some(remote)) => remote.losses() != pending.reset_mark,
+            _ => self.resets.since(pending.key, pending.reset_mark),
+        }
     }
 
     /// Requests of this gateway waiting for a slot on a concurrency key now (the admin API).

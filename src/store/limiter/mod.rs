@@ -10,6 +10,7 @@ mod descriptors;
 mod inspect;
 #[cfg(test)]
 mod quota_tests;
+mod resets;
 mod settle;
 mod slots;
 
@@ -59,9 +60,9 @@ pub struct Limiter {
     /// Per-key limits set through the admin API; they beat the file's overrides.
     overrides: KeyOverrides,
     metrics: Arc<Metrics>,
-    /// Bumped by every reset of a key, here or (told through Redis) in the fleet: a settle
-    /// admitted before one gives nothing back ([`PendingSettle::resets`]).
-    resets: std::sync::atomic::AtomicU64,
+    /// The local store's keys reset: a settle admitted before its key's gives nothing
+    /// back ([`PendingSettle::reset_mark`]).
+    resets: resets::Resets,
 }
 
 impl Limiter {
@@ -76,7 +77,7 @@ impl Limiter {
             slices: Slices::default(),
             overrides: KeyOverrides::default(),
             metrics,
-            resets: std::sync::atomic::AtomicU64::new(0),
+            resets: resets::Resets::default(),
         }
     }
 
@@ -190,6 +191,8 @@ impl Limiter {
         if admission.tiers.rate.is_empty() {
             return;
         }
+        // Read before the decision: a reset landing during it counts as after it.
+        let marks = self.reset_marks();
         let Some(in_store) = self.decide_rate_tiers(route.cost, clock, admission).await else {
             return;
         };
@@ -200,8 +203,7 @@ impl Limiter {
             settles,
             ..
         } = admission;
-        let resets = self.resets();
-        pending_settles(route, tiers, verdict, (*now, resets), in_store, settles);
+        pending_settles(route, tiers, verdict, (*now, marks), in_store, settles);
         if let Some(remote) = self.remote().filter(|_| in_store) {
             for s in settles.iter_mut().filter(|s| s.redis_key.is_some()) {
                 s.charged_on(remote.server_unix_ns_at(*now), clock);

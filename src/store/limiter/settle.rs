@@ -16,12 +16,12 @@ impl Limiter {
         }
     }
 
-    /// `units`, or what was charged when that is more and a key was reset since
-    /// admission: a refund would come out of the usage after the reset.
+    /// `units`, or what was charged when that is more and the key was reset (or lost
+    /// with Redis's data) since admission: a refund would come out of the usage after.
     fn since_reset(&self, pending: &PendingSettle, units: u64) -> u64 {
-        match self.resets() == pending.resets {
-            true => units,
-            false => units.max(pending.charged()),
+        match self.reset_since(pending) {
+            false => units,
+            true => units.max(pending.charged()),
         }
     }
 

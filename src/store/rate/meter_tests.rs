@@ -83,7 +83,8 @@ fn started(policy: &Arc<Policy>, reserve: u64, ahead_ns: u64, now: u64) -> Strea
     let quota = policy.rate().expect("rate").quota;
     Stream {
         pending: PendingSettle {
-            resets: 0,
+            reset_mark: 0,
+            charged_us: 0,
             row: None,
             unbounded: false,
             policy: policy.clone(),

@@ -10,6 +10,7 @@ mod meter_tests;
 pub mod redis;
 pub mod refusals;
 pub mod remote;
+pub mod reset;
 pub mod settle;
 pub mod snapshot;
 

@@ -3,6 +3,8 @@
 -- max_debt; a refund gives back at most `room` and never takes the TAT below now.
 --
 -- KEYS[1]  the tier's key
+-- KEYS[2]  its reset marker (reset.lua): a refund of a charge at or before it gives
+--          nothing back, as the key's usage since the reset is not the refund's
 -- ARGV[1]  "debt" or "refund"
 -- ARGV[2]  ns owed or refunded
 -- ARGV[3]  room (refund: ns of this request's reservation still ahead of now)
@@ -16,6 +18,8 @@
 --          previous window's either (the policy's calendar changed since admission: the
 --          usage is the new calendar's). Once the window after it has ended too,
 --          nothing is settled (the key's TAT is a later window's).
+-- ARGV[6]  the charge's time on this server (µs since the epoch, estimated early; 0:
+--          unknown, and any marker refuses the refund)
 -- Returns  the debt (TAT − now, ns; a quota: TAT − the window's end, its units used)
 local op, ns = ARGV[1], tonumber(ARGV[2])
 local room, max_debt = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -50,6 +54,8 @@ if op == 'debt' then
   after = math.min(debt + ns, math.max(debt, max_debt))
 else
   if debt == 0 or ended then return debt end
+  local reset = tonumber(redis.call('GET', KEYS[2]) or '')
+  if reset and reset >= (tonumber(ARGV[6]) or 0) then return debt end
   after = math.max(debt - math.min(ns, room), 0)
 end
 if after == debt then return debt end

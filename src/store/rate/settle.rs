@@ -49,9 +49,23 @@ pub struct PendingSettle {
     pub row: Option<u32>,
     /// Its quote had no bound: a usage that never comes settles at `max_cost`.
     pub unbounded: bool,
-    /// The limiter's count of key resets at admission (`Limiter::resets`): a settle
-    /// after another gives nothing back, as the key's usage is then the reset's.
-    pub resets: u64,
+    /// Where resets stood before the decision ([`ResetMarks`]): the local store's for a
+    /// key in memory, Redis's data losses for a key there. A refund after its key's
+    /// reset gives nothing back, as the key's usage is then the reset's.
+    pub reset_mark: u64,
+    /// The Redis server's time at the charge (µs since the Unix epoch, estimated early:
+    /// see `RedisStore::server_unix_ns_at`), which the settle script compares with the
+    /// key's reset marker; 0 when unknown (any marker refuses the refund).
+    pub charged_us: u64,
+}
+
+/// Where resets stood before a request's decision: the local store's count of key
+/// resets, and the Redis store's data losses seen (a restart or failover lost keys, and a
+/// refund would come out of the usage made since).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResetMarks {
+    pub local: u64,
+    pub remote: u64,
 }
 
 impl PendingSettle {
@@ -116,6 +130,7 @@ impl PendingSettle {
     /// taken as long as the known one (a month's next may differ by days, which only
     /// moves when the window after it is judged ended).
     pub fn charged_on(&mut self, server_unix_ns: Option<u64>, clock: &dyn crate::clock::Clock) {
+        self.charged_us = server_unix_ns.map_or(0, |ns| ns / 1_000);
         let (Some(at), Some((_, b))) = (server_unix_ns, self.window) else {
             return;
         };
@@ -243,11 +258,13 @@ pub async fn settle_remote(
         .map(|(_, b)| b.script_arg())
         .unwrap_or_default();
     call.key(key)
+        .key(super::reset::marker(key))
         .arg(op)
         .arg(ns)
         .arg(room)
         .arg(pending.max_debt_ns())
-        .arg(window);
+        .arg(window)
+        .arg(pending.charged_us);
     let debt: i64 = remote.invoke(&call).await?;
     u64::try_from(debt).map_err(|_| StoreError::Reply)
 }
@@ -258,7 +275,7 @@ pub fn pending_settles(
     route: &Route,
     tiers: &RequestTiers,
     verdict: &Verdict,
-    (now, resets): (u64, u64),
+    (now, marks): (u64, ResetMarks),
     in_store: bool,
     settles: &mut SmallVec<[PendingSettle; 1]>,
 ) {
@@ -274,14 +291,19 @@ pub fn pending_settles(
             if !outcome.decision.admitted {
                 continue;
             }
+            let redis_key = in_store
+                .then(|| t.redis.as_ref().map(|k| k.key.clone()))
+                .flatten();
             settles.push(PendingSettle {
                 policy: policy.clone(),
                 tier: i,
                 position: p.position,
                 key: outcome.key,
-                redis_key: in_store
-                    .then(|| t.redis.as_ref().map(|k| k.key.clone()))
-                    .flatten(),
+                reset_mark: match redis_key {
+                    Some(_) => marks.remote,
+                    None => marks.local,
+                },
+                redis_key,
                 t_ns: t.tier.quota.interval_ns(),
                 tau_ns: t.tier.quota.tolerance_ns(),
                 reserve: t.tier.cost(route.cost),
@@ -291,7 +313,7 @@ pub fn pending_settles(
                 window: t.tier.window.zip(t.bounds),
                 row: t.row,
                 unbounded: t.unbounded,
-                resets,
+                charged_us: 0,
             });
         }
     }

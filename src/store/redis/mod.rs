@@ -65,6 +65,9 @@ pub struct RedisStore {
     /// The server's clock minus this gateway's monotonic clock, in ns, as the last
     /// decision's reply showed it (0: not known yet); it dates the deadline of a decision.
     server_offset: std::sync::atomic::AtomicI64,
+    /// Restarts and failovers seen (each may have lost keys): a refund admitted before
+    /// one gives nothing back, as it would come out of the usage made since.
+    losses: std::sync::atomic::AtomicU64,
     /// `[store] replica_ack`: what waits for the replicas' acknowledgements.
     acker: Option<Arc<ack::Acker>>,
     /// A single Redis's client, for the acker's connection of its own.
@@ -132,6 +135,7 @@ impl RedisStore {
             address: health::addresses(urls),
             member_id: crate::random::suffix(),
             server_offset: std::sync::atomic::AtomicI64::new(0),
+            losses: std::sync::atomic::AtomicU64::new(0),
             acker: None,
             single_client,
         })
@@ -163,6 +167,12 @@ impl RedisStore {
 
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Restarts and failovers of the store seen so far.
+    #[inline]
+    pub fn losses(&self) -> u64 {
+        self.losses.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The server's time (ns since the Unix epoch) after which a decision sent at

@@ -281,6 +281,11 @@ impl RedisStore {
             return false;
         };
         let events = self.events.observe(masters, now_ms);
+        if !events.is_empty() {
+            // Keys may be gone: refunds admitted before would come out of later usage.
+            self.losses
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
         for e in &events {
             metrics
                 .store_events

@@ -1,0 +1,16 @@
+-- tollgate: reset one key for the whole fleet: forget its state, and leave a marker with
+-- the server's time so that every gateway's settle of a reservation charged before it
+-- gives nothing back (settle.lua): the key's usage after the reset is not a refund's.
+--
+-- KEYS[1]  the key
+-- KEYS[2]  its reset marker (the key's name and ":reset": the same hash slot)
+-- ARGV[1]  how long settles admitted before may still come (ms); 0: none can (the policy
+--          settles nothing), no marker
+-- Returns  1
+redis.call('DEL', KEYS[1])
+local hold = tonumber(ARGV[1])
+if hold and hold > 0 then
+  -- Microseconds since the epoch, as digits (a double prints 16 digits in exponent form).
+  redis.call('SET', KEYS[2], time[1] .. string.format('%06d', tonumber(time[2])), 'PX', hold)
+end
+return 1

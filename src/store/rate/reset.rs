@@ -1,0 +1,32 @@
+//! A key reset in Redis, for the whole fleet: its state forgotten and a marker left that
+//! every gateway's settle reads, so a refund of a reservation charged before the reset
+//! does not come out of the usage made after it (`settle.lua`).
+
+use std::time::Duration;
+
+use crate::store::error::StoreError;
+use crate::store::redis::RedisStore;
+
+static RESET_SCRIPT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| super::script(include_str!("reset.lua")));
+
+/// The name of `key`'s reset marker: in its hash slot (the hash tag comes first).
+pub fn marker(key: &str) -> String {
+    format!("{key}:reset")
+}
+
+/// Forgets `key` in Redis; with `hold`, leaves its reset marker that long (how long a
+/// settle admitted before may still come).
+pub async fn reset_remote(
+    remote: &RedisStore,
+    key: &str,
+    hold: Option<Duration>,
+) -> Result<(), StoreError> {
+    let hold_ms = hold.map_or(0, |h| {
+        u64::try_from(h.as_millis()).unwrap_or(u64::MAX).max(1)
+    });
+    let mut call = RESET_SCRIPT.prepare_invoke();
+    call.key(key).key(marker(key)).arg(hold_ms);
+    let _: i64 = remote.invoke(&call).await?;
+    Ok(())
+}
