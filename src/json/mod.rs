@@ -14,7 +14,7 @@ mod unicode;
 mod walk;
 
 pub use lenient::strict_copy;
-pub(crate) use names::Key;
+pub(crate) use names::{names, Key};
 pub use pointer::{JsonPointer, PointerError};
 pub use unicode::to_utf8;
 pub use walk::{walk, BodyFacts, NotJson, MAX_POINTERS};

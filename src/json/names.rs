@@ -11,7 +11,7 @@ use serde::de::{Deserializer, Visitor};
 /// Whether a member called `name` is the one `token` names: the same name, or the same
 /// one letter at a time under simple case folding (ASCII first; for the rest, a letter's
 /// one-letter lower or upper case: the Kelvin sign is `k`, the long s is `s`).
-pub(super) fn names(token: &str, name: &str) -> bool {
+pub(crate) fn names(token: &str, name: &str) -> bool {
     if token == name {
         return true;
     }

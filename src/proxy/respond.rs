@@ -6,7 +6,7 @@ use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 
 use super::admit::{slot_headers, Routed};
-use super::response::{concurrency_headers, rate_limit_headers};
+use super::response::{concurrency_headers, rate_limit_headers, Answer};
 use super::settle::{parse_value, Measured, Metered, Settlement, Side};
 use crate::config::SettleSource;
 use crate::reply::Body;
@@ -60,9 +60,16 @@ async fn settle_response(
     let by_header = settlement.split(|s| matches!(s, SettleSource::ResponseHeader(_)));
     let resp = match forwarded {
         Err(resp) => {
-            // The gateway answered (502, 504, 413…): no cost came back.
+            // The gateway answered (502, 504, 413…): no cost came back. Past the upstream
+            // timeout the upstream had the request and may still run it to the end (and
+            // bill it): its cost is unreported, as when the client hangs up — else a
+            // client asking for more than the timeout allows paid an upstream failure.
+            let ran = matches!(resp.extensions().get(), Some(Answer::UpstreamTimeout));
             for s in [by_header, settlement] {
-                s.finish(|_| Measured::UpstreamFailed(0));
+                s.finish(|_| match ran {
+                    true => Measured::Unreported,
+                    false => Measured::UpstreamFailed(0),
+                });
             }
             return resp;
         }

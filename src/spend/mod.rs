@@ -3,10 +3,10 @@
 //! request's cost from its body); `usage.rs` finds the `usage` an answer reports while it
 //! streams, in a JSON body or a `text/event-stream`, without holding the answer. Pure.
 
-mod media;
 mod price;
+mod shape;
 mod usage;
 
-pub use media::carries_media;
 pub use price::{Estimate, TokenPrice, PRICE_SCALE};
+pub use shape::{body_shape, BodyShape, CHAT_LIMITS, RESPONSES_LIMIT};
 pub use usage::{Usage, UsageScanner};

@@ -261,3 +261,77 @@ async fn media_in_the_prompt_is_input_the_quote_cannot_bound() {
         }
     }
 }
+
+/// Output limits and choices bound a quote only as the upstream reads them, and a chain
+/// kept upstream is input beyond the body: a stream whose usage never comes pays the
+/// row's `max_output` for a limit of another API (`max_output_tokens` beside `messages`,
+/// which vLLM's Chat Completions ignore), and `max_cost` for a limit in another case
+/// (`MAX_TOKENS`: Python's readers ignore it, Go's read it), more than 128 choices or a
+/// `previous_response_id`.
+#[tokio::test]
+async fn limits_the_upstream_may_not_read_and_chains_it_keeps_bound_nothing() {
+    let up = LlmUpstream::start().await;
+    let gw = TestGateway::start(&bounded_rows(), &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    // mini: 1 a byte in, 2 a token out, max_output 100.
+    let cases: [(&str, Option<u64>); 5] = [
+        (r#""max_tokens":10"#, Some(10)),
+        (r#""max_output_tokens":1"#, Some(100)),
+        (r#""MAX_TOKENS":1"#, None),
+        (r#""max_tokens":10,"n":200"#, None),
+        (r#""max_tokens":10,"previous_response_id":"resp_1""#, None),
+    ];
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        for (j, (members, output)) in cases.into_iter().enumerate() {
+            let mut body = chat("mini", 3, 10);
+            body.as_object_mut().expect("object").remove("max_tokens");
+            body["stream"] = true.into();
+            let text = body.to_string().replacen('{', &format!("{{{members},"), 1);
+            let charged = output.map_or(MAX_COST, |out| text.len() as u64 + 2 * out);
+            let key = format!("limit-{i}-{j}");
+            let r = post(client, &url, &key, text.into_bytes()).await;
+            assert_eq!(r.status, 200, "{members}");
+            assert_eq!(used_reaches(&gw, &key, charged).await, charged, "{members}");
+        }
+    }
+}
+
+/// A request the upstream had not answered by the upstream `timeout` (504) may still run
+/// there to the end: its cost is unreported, as when the client hangs up — its reserve
+/// when its quote is a bound, `max_cost` when not — even with `refund_on_upstream_error`,
+/// which had let a client asking for more than the timeout allows pay `min_cost`.
+#[tokio::test]
+async fn a_request_past_the_upstream_timeout_pays_as_unreported() {
+    let up = LlmUpstream::start().await;
+    let toml = bounded_rows()
+        .replace(
+            "max_cost = 50000\n",
+            "max_cost = 50000\nrefund_on_upstream_error = true\n",
+        )
+        .replace("[upstreams.api]\n", "[upstreams.api]\ntimeout = \"1s\"\n");
+    assert!(toml.contains("refund_on_upstream_error") && toml.contains("timeout = \"1s\""));
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        for (j, media) in [false, true].into_iter().enumerate() {
+            let mut body = chat("late-model", 3, 10);
+            if media {
+                body["messages"][1]["content"] = serde_json::json!([{"type": "image_url", "image_url": {"url": "https://x/a.png"}}]);
+            }
+            let text = body.to_string();
+            // The default row: 5 a byte in, 15 a token out.
+            let charged = match media {
+                false => text.len() as u64 * 5 + 10 * 15,
+                true => MAX_COST,
+            };
+            let key = format!("late-{i}-{j}");
+            let r = post(client, &url, &key, text.into_bytes()).await;
+            assert_eq!(r.status, 504, "{}", r.text());
+            assert_eq!(
+                used_reaches(&gw, &key, charged).await,
+                charged,
+                "media: {media}"
+            );
+        }
+    }
+}

@@ -14,8 +14,9 @@ pub enum Measured {
     /// No value where one was expected, though the exchange completed.
     Missing,
     /// A successful answer that reported no usage (a stream without `include_usage`),
-    /// or one cut for another tier: what the request used is unknown, and the client
-    /// could have chosen it so.
+    /// one cut for another tier, or none before the upstream timeout (the upstream may
+    /// still run the request): what the request used is unknown, and the client could
+    /// have chosen it so.
     Unreported,
     /// A value that is not a whole number of at least zero.
     Invalid,

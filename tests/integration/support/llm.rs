@@ -3,7 +3,8 @@
 //! `stream_options.include_usage`), with a usage the test can predict: the prompt is the
 //! words of every message plus one per message; the answer is as many words as the last
 //! message's first word says (5 when it is not a number), at most `max_tokens`, per choice.
-//! A model named `slow-…` streams one word every 200 ms. A JSON answer is gzipped when the
+//! A model named `slow-…` streams one word every 200 ms; one named `late-…` sends its
+//! answer's head after 3 s. A JSON answer is gzipped when the
 //! request accepts gzip, as real APIs do. It records every body it got.
 
 use std::convert::Infallible;
@@ -150,6 +151,9 @@ async fn answer(
     let (prompt, completion) = predicted_usage(&request);
     let usage = serde_json::json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});
     let words = vec!["tok"; completion as usize].join(" ");
+    if model.starts_with("late-") {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
     if request["stream"].as_bool() != Some(true) {
         let answer = json(serde_json::json!({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,

@@ -10,11 +10,13 @@ use crate::json::JsonPointer;
 use crate::key::{KeySource, RequestView};
 use crate::spend::{Estimate, TokenPrice};
 
-/// Largest `n` (choices per request) believed; OpenAI allows 128.
+/// Largest `n` (choices per request) believed, OpenAI's cap; more are unknown (an
+/// upstream without the cap generates them all).
 const MAX_CHOICES: u64 = 128;
 
-/// The body members that bound a request's output tokens (the largest one given counts)
-/// and the number of choices they apply to each.
+/// The body members that bound a request's output tokens (the largest one given counts,
+/// of those of the API its body speaks: `spend::BodyShape`) and the number of choices
+/// they apply to each. The last is the Responses API's.
 const OUTPUT_LIMITS: [&str; 3] = [
     "/max_tokens",
     "/max_completion_tokens",
@@ -156,12 +158,17 @@ impl Prices {
     /// as pydantic's read as 128), values past what the walk keeps, or a body not read
     /// (too large, a form) leave the limit to the model's `max_output` and the choices
     /// unknown — the quote is then no bound, and a usage that never comes pays
-    /// `max_cost`.
+    /// `max_cost`. So do a limit the upstream may not read, more than 128 choices, and
+    /// input beyond the body's bytes (`spend::BodyShape`).
     fn estimate(&self, view: &RequestView<'_>) -> Estimate {
         let Some(body) = view.body else {
             return Estimate::default();
         };
         let complete = body.read_whole() && !body.overflowed();
+        let shape = body
+            .json()
+            .map(crate::spend::body_shape)
+            .unwrap_or_default();
         // The largest value at `pointer` (`None`: none given, or `null`, which readers
         // take as not given), or `Err` when one is no plain integer.
         let largest = |pointer: &JsonPointer| -> Result<Option<u64>, ()> {
@@ -175,23 +182,36 @@ impl Prices {
                     Ok(Some(most.map_or(n, |m| m.max(n))))
                 })
         };
+        // A limit of another API than the body's, or one spelled in another case, may be
+        // ignored upstream: no limit counts then but the row's `max_output`.
+        let read_by_upstream = |limit: usize| match limit {
+            2 => !shape.chat,
+            _ => !shape.responses,
+        };
         let output = self
             .output_limits
             .iter()
-            .try_fold(None, |most: Option<u64>, p| {
+            .enumerate()
+            .filter(|&(i, _)| read_by_upstream(i))
+            .try_fold(None, |most: Option<u64>, (_, p)| {
                 Ok::<_, ()>(most.max(largest(p)?))
             })
             .ok()
             .flatten()
-            .filter(|_| complete);
+            .filter(|_| complete && !shape.folded_limit);
+        // More choices than believed are unknown, not the most believed: an upstream
+        // without OpenAI's cap generates them all.
         let choices = match largest(&self.choices) {
-            Ok(n) if complete => Some(n.unwrap_or(1).clamp(1, MAX_CHOICES)),
+            Ok(n) if complete && !shape.folded_limit => {
+                Some(n.unwrap_or(1).max(1)).filter(|&n| n <= MAX_CHOICES)
+            }
             _ => None,
         };
-        // A body's bytes bound its text's tokens, not an image's or a file's.
-        let input_tokens = match body.json() {
-            Some(json) if crate::spend::carries_media(json) => None,
-            _ => body.len,
+        // A body's bytes bound its text's tokens, not an image's or a file's, nor what
+        // the upstream keeps or multiplies.
+        let input_tokens = match shape.beyond {
+            true => None,
+            false => body.len,
         };
         Estimate {
             input_tokens,
@@ -228,133 +248,4 @@ fn dearest(rows: &[TokenPrice]) -> TokenPrice {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn compile(table: &str) -> Result<Arc<Prices>, String> {
-        compile_with("json:/model", table)
-    }
-
-    /// A table whose model is read from `model` (a key source).
-    fn compile_with(model: &str, table: &str) -> Result<Arc<Prices>, String> {
-        let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:1\"]\n[prices.llm]\nmodel = \"{model}\"\n{table}\n[policies.p]\nkey = \"ip\"\nquota = 1000000\nwindow = \"day\"\nreserve = \"price:llm\"\nsettle = \"usage:llm\"\nmax_cost = 1000\n[[routes]]\nname = \"r\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"p\"]\n"
-        );
-        let config = crate::config::compile(std::path::Path::new("t.toml"), &text)
-            .map_err(|e| e.to_string())?;
-        Ok(config.prices[0].clone())
-    }
-
-    /// `prices`' quote of a POST whose body told `facts`.
-    fn quote_of(prices: &Prices, facts: &crate::json::BodyFacts<'_>) -> Quote {
-        let (method, uri, headers) = (
-            http::Method::POST,
-            http::Uri::from_static("/"),
-            http::HeaderMap::new(),
-        );
-        let view = RequestView {
-            method: &method,
-            uri: &uri,
-            headers: &headers,
-            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
-            route: "r",
-            body: Some(facts),
-        };
-        prices.quote(&view).expect("priced")
-    }
-
-    #[test]
-    fn prices_are_kept_to_a_millionth_and_a_finer_one_is_refused() {
-        let prices = compile("\"m\" = { input = 0.15, output = 0.000001 }").expect("valid");
-        assert_eq!((prices.rows[0].input, prices.rows[0].output), (150_000, 1));
-        for finer in ["0.0000004", "0.0000015", "1e-9", "0.6000004", "2.0000004"] {
-            let e = compile(&format!("\"m\" = {{ input = {finer}, output = 1 }}")).unwrap_err();
-            assert!(
-                e.contains("finer than a millionth of a unit"),
-                "{finer}: {e}"
-            );
-        }
-    }
-
-    #[test]
-    fn two_models_named_are_priced_at_the_dearest_of_every_price() {
-        // A cheap row without max_output (unbounded) beside a dear bounded one: naming
-        // both must not settle on the cheap row's prices.
-        let prices = compile(
-            "default = { input = 1, output = 1 }\n\"cheap\" = { input = 1, output = 2 }\n\"dear\" = { input = 10, output = 30, max_output = 100 }",
-        )
-        .expect("valid");
-        let model = prices.pointers().next().expect("the model's").clone();
-        let body = br#"{"model":"cheap","model":"dear"}"#;
-        let mut facts = crate::json::BodyFacts::default();
-        crate::json::walk(body, &[&model], &mut facts).expect("json");
-        let row = prices.rows[quote_of(&prices, &facts).row as usize];
-        assert_eq!((row.input, row.output), (10_000_000, 30_000_000));
-    }
-
-    #[test]
-    fn a_body_not_read_is_priced_at_the_dearest_of_every_price() {
-        let prices = compile(
-            "default = { input = 5, output = 15 }\n\"big\" = { input = 10, output = 30, max_output = 100 }\n\"cached\" = { input = 1, cached_input = 20, output = 2 }",
-        )
-        .expect("valid");
-        let unread = crate::json::BodyFacts::unread(Some(70_000));
-        let quote = quote_of(&prices, &unread);
-        let row = prices.rows[quote.row as usize];
-        assert_eq!(
-            (row.input, row.cached_input, row.output, row.max_output),
-            (10_000_000, 20_000_000, 30_000_000, None),
-            "the dearest of each price; no max_output, as a row has none"
-        );
-        assert_eq!(quote.most, None, "no output bound");
-        assert_eq!(
-            quote.input, 700_000,
-            "its declared length at the dearest input price"
-        );
-    }
-
-    /// Choices and output limits only bound a quote when the gateway counts them as the
-    /// upstream will: a spelling lax validators read (pydantic takes `"1_28"` and
-    /// `" 128"` for 128) or more values than the walk keeps leave the choices unknown
-    /// and the quote no bound; `null` is not given; a number's spellings are one value.
-    #[test]
-    fn choices_the_gateway_cannot_count_bound_nothing() {
-        let prices = compile("\"m\" = { input = 1, output = 1, max_output = 100 }").expect("valid");
-        let most = |body: &str| {
-            let mut facts = crate::json::BodyFacts::unread(Some(body.len() as u64));
-            let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
-            crate::json::walk(body.as_bytes(), &pointers, &mut facts).expect("json");
-            let most = quote_of(&prices, &facts).most;
-            most.map(|m| m - body.len() as u64)
-        };
-        let with = |n: &str| format!(r#"{{"model":"m","max_tokens":10,"n":{n}}}"#);
-        assert_eq!(most(&with("2")), Some(20));
-        for same in ["128", "128.0", "1.28e2", "\"128\""] {
-            assert_eq!(most(&with(same)), Some(1280), "{same}");
-        }
-        assert_eq!(most(&with("null")), Some(10), "not given: one choice");
-        assert_eq!(most(&with("200")), Some(1280), "at most 128 believed");
-        for unread in ["\"1_28\"", "\" 128\"", "-1", "1e300", "true"] {
-            assert_eq!(most(&with(unread)), None, "{unread}");
-        }
-        // An output limit the gateway cannot read is the model's max_output.
-        let spelled = r#"{"model":"m","max_tokens":"1_0","n":2}"#;
-        assert_eq!(most(spelled), Some(200));
-    }
-
-    /// Past the values the walk keeps, `n` may be among those dropped: with the model
-    /// named in a header (the body's model would be refused as unread), the quote is no
-    /// bound.
-    #[test]
-    fn choices_past_what_the_walk_keeps_bound_nothing() {
-        let table = "default = { input = 1, output = 1, max_output = 100 }";
-        let prices = compile_with("header:x-model", table).expect("valid");
-        let padded: String = (0..20).map(|i| format!(r#""max_tokens":{i},"#)).collect();
-        let padded = format!(r#"{{{padded}"n":128}}"#);
-        let mut facts = crate::json::BodyFacts::unread(Some(padded.len() as u64));
-        let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
-        crate::json::walk(padded.as_bytes(), &pointers, &mut facts).expect("json");
-        assert!(facts.overflowed());
-        assert_eq!(quote_of(&prices, &facts).most, None);
-    }
-}
+mod tests;

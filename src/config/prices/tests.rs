@@ -1,0 +1,172 @@
+//! The price table's quotes: rows, bounds, and what a body's spelling does to them.
+
+use super::*;
+
+fn compile(table: &str) -> Result<Arc<Prices>, String> {
+    compile_with("json:/model", table)
+}
+
+/// A table whose model is read from `model` (a key source).
+fn compile_with(model: &str, table: &str) -> Result<Arc<Prices>, String> {
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:1\"]\n[prices.llm]\nmodel = \"{model}\"\n{table}\n[policies.p]\nkey = \"ip\"\nquota = 1000000\nwindow = \"day\"\nreserve = \"price:llm\"\nsettle = \"usage:llm\"\nmax_cost = 1000\n[[routes]]\nname = \"r\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"p\"]\n"
+    );
+    let config =
+        crate::config::compile(std::path::Path::new("t.toml"), &text).map_err(|e| e.to_string())?;
+    Ok(config.prices[0].clone())
+}
+
+/// `prices`' quote of a POST whose body told `facts`.
+fn quote_of(prices: &Prices, facts: &crate::json::BodyFacts<'_>) -> Quote {
+    let (method, uri, headers) = (
+        http::Method::POST,
+        http::Uri::from_static("/"),
+        http::HeaderMap::new(),
+    );
+    let view = RequestView {
+        method: &method,
+        uri: &uri,
+        headers: &headers,
+        client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+        route: "r",
+        body: Some(facts),
+    };
+    prices.quote(&view).expect("priced")
+}
+
+#[test]
+fn prices_are_kept_to_a_millionth_and_a_finer_one_is_refused() {
+    let prices = compile("\"m\" = { input = 0.15, output = 0.000001 }").expect("valid");
+    assert_eq!((prices.rows[0].input, prices.rows[0].output), (150_000, 1));
+    for finer in ["0.0000004", "0.0000015", "1e-9", "0.6000004", "2.0000004"] {
+        let e = compile(&format!("\"m\" = {{ input = {finer}, output = 1 }}")).unwrap_err();
+        assert!(
+            e.contains("finer than a millionth of a unit"),
+            "{finer}: {e}"
+        );
+    }
+}
+
+#[test]
+fn two_models_named_are_priced_at_the_dearest_of_every_price() {
+    // A cheap row without max_output (unbounded) beside a dear bounded one: naming
+    // both must not settle on the cheap row's prices.
+    let prices = compile(
+        "default = { input = 1, output = 1 }\n\"cheap\" = { input = 1, output = 2 }\n\"dear\" = { input = 10, output = 30, max_output = 100 }",
+    )
+    .expect("valid");
+    let model = prices.pointers().next().expect("the model's").clone();
+    let body = br#"{"model":"cheap","model":"dear"}"#;
+    let mut facts = crate::json::BodyFacts::default();
+    crate::json::walk(body, &[&model], &mut facts).expect("json");
+    let row = prices.rows[quote_of(&prices, &facts).row as usize];
+    assert_eq!((row.input, row.output), (10_000_000, 30_000_000));
+}
+
+#[test]
+fn a_body_not_read_is_priced_at_the_dearest_of_every_price() {
+    let prices = compile(
+        "default = { input = 5, output = 15 }\n\"big\" = { input = 10, output = 30, max_output = 100 }\n\"cached\" = { input = 1, cached_input = 20, output = 2 }",
+    )
+    .expect("valid");
+    let unread = crate::json::BodyFacts::unread(Some(70_000));
+    let quote = quote_of(&prices, &unread);
+    let row = prices.rows[quote.row as usize];
+    assert_eq!(
+        (row.input, row.cached_input, row.output, row.max_output),
+        (10_000_000, 20_000_000, 30_000_000, None),
+        "the dearest of each price; no max_output, as a row has none"
+    );
+    assert_eq!(quote.most, None, "no output bound");
+    assert_eq!(
+        quote.input, 700_000,
+        "its declared length at the dearest input price"
+    );
+}
+
+/// Choices and output limits only bound a quote when the gateway counts them as the
+/// upstream will: a spelling lax validators read (pydantic takes `"1_28"` and
+/// `" 128"` for 128) or more values than the walk keeps leave the choices unknown
+/// and the quote no bound; `null` is not given; a number's spellings are one value.
+#[test]
+fn choices_the_gateway_cannot_count_bound_nothing() {
+    let prices = compile("\"m\" = { input = 1, output = 1, max_output = 100 }").expect("valid");
+    let most = |body: &str| {
+        let mut facts = crate::json::BodyFacts::unread(Some(body.len() as u64));
+        let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
+        crate::json::walk(body.as_bytes(), &pointers, &mut facts).expect("json");
+        let most = quote_of(&prices, &facts).most;
+        most.map(|m| m - body.len() as u64)
+    };
+    let with = |n: &str| format!(r#"{{"model":"m","max_tokens":10,"n":{n}}}"#);
+    assert_eq!(most(&with("2")), Some(20));
+    for same in ["128", "128.0", "1.28e2", "\"128\""] {
+        assert_eq!(most(&with(same)), Some(1280), "{same}");
+    }
+    assert_eq!(most(&with("null")), Some(10), "not given: one choice");
+    assert_eq!(most(&with("200")), None, "more than 128: unknown");
+    for unread in ["\"1_28\"", "\" 128\"", "-1", "1e300", "true"] {
+        assert_eq!(most(&with(unread)), None, "{unread}");
+    }
+    // An output limit the gateway cannot read is the model's max_output.
+    let spelled = r#"{"model":"m","max_tokens":"1_0","n":2}"#;
+    assert_eq!(most(spelled), Some(200));
+}
+
+/// An output limit bounds a quote only when the upstream reads it: one of another API
+/// than the body speaks (vLLM's Chat Completions ignore `max_output_tokens`), or
+/// spelled in another case (Python's readers ignore `MAX_TOKENS`, Go's read it), leaves
+/// the output to the model's `max_output` or the quote no bound; a chain kept upstream
+/// leaves the input unknown.
+#[test]
+fn output_limits_the_upstream_may_ignore_bound_nothing() {
+    let prices = compile("\"m\" = { input = 1, output = 1, max_output = 100 }").expect("valid");
+    let quote = |body: &str| {
+        let mut facts = crate::json::BodyFacts::unread(Some(body.len() as u64));
+        let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
+        crate::json::walk(body.as_bytes(), &pointers, &mut facts).expect("json");
+        quote_of(&prices, &facts)
+            .most
+            .map(|m| m - body.len() as u64)
+    };
+    for (body, output) in [
+        (r#"{"model":"m","messages":[],"max_tokens":7}"#, 7),
+        (r#"{"model":"m","input":"a","max_output_tokens":7}"#, 7),
+        (r#"{"model":"m","max_tokens":7}"#, 7),
+        (r#"{"model":"m","messages":[],"max_output_tokens":1}"#, 100),
+        (r#"{"model":"m","input":"a","max_tokens":1}"#, 100),
+        (
+            r#"{"model":"m","messages":[],"input":"a","max_tokens":1,"max_output_tokens":1}"#,
+            100,
+        ),
+    ] {
+        assert_eq!(quote(body), Some(output), "{body}");
+    }
+    // A limit or `n` spelled in another case leaves both unknown: no bound.
+    for folded in [
+        r#"{"model":"m","messages":[],"MAX_TOKENS":1}"#,
+        r#"{"model":"m","messages":[],"max_tokens":9,"Max_Tokens":1}"#,
+        r#"{"model":"m","messages":[],"max_tokens":9,"N":1}"#,
+    ] {
+        assert_eq!(quote(folded), None, "{folded}");
+    }
+    let chained =
+        r#"{"model":"m","input":"go on","previous_response_id":"r","max_output_tokens":7}"#;
+    assert_eq!(quote(chained), None, "the chain's input is unknown");
+}
+
+/// Past the values the walk keeps, `n` may be among those dropped: with the model
+/// named in a header (the body's model would be refused as unread), the quote is no
+/// bound.
+#[test]
+fn choices_past_what_the_walk_keeps_bound_nothing() {
+    let table = "default = { input = 1, output = 1, max_output = 100 }";
+    let prices = compile_with("header:x-model", table).expect("valid");
+    let padded: String = (0..20).map(|i| format!(r#""max_tokens":{i},"#)).collect();
+    let padded = format!(r#"{{{padded}"n":128}}"#);
+    let mut facts = crate::json::BodyFacts::unread(Some(padded.len() as u64));
+    let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
+    crate::json::walk(padded.as_bytes(), &pointers, &mut facts).expect("json");
+    assert!(facts.overflowed());
+    assert_eq!(quote_of(&prices, &facts).most, None);
+}
