@@ -65,8 +65,9 @@ async fn settle_response(
             // bill it): its cost is unreported, as when the client hangs up — else a
             // client asking for more than the timeout allows paid an upstream failure.
             let ran = matches!(resp.extensions().get(), Some(Answer::UpstreamTimeout));
+            // (No byte can move after it: a bytes source is the upstream's failure.)
             for s in [by_header, settlement] {
-                s.finish(|_| match ran {
+                s.finish(|p| match ran && !p.settle().source.measures_bytes() {
                     true => Measured::Unreported,
                     false => Measured::UpstreamFailed(0),
                 });

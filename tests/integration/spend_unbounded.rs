@@ -266,20 +266,26 @@ async fn media_in_the_prompt_is_input_the_quote_cannot_bound() {
 /// kept upstream is input beyond the body: a stream whose usage never comes pays the
 /// row's `max_output` for a limit of another API (`max_output_tokens` beside `messages`,
 /// which vLLM's Chat Completions ignore), and `max_cost` for a limit in another case
-/// (`MAX_TOKENS`: Python's readers ignore it, Go's read it), more than 128 choices or a
-/// `previous_response_id`.
+/// (`MAX_TOKENS`: Python's readers ignore it, Go's read it) or given twice, more than 128
+/// choices, a `previous_response_id`, several prompts or a server-side tool.
 #[tokio::test]
 async fn limits_the_upstream_may_not_read_and_chains_it_keeps_bound_nothing() {
     let up = LlmUpstream::start().await;
     let gw = TestGateway::start(&bounded_rows(), &up.url()).await;
     let url = gw.url("/v1/chat/completions");
     // mini: 1 a byte in, 2 a token out, max_output 100.
-    let cases: [(&str, Option<u64>); 5] = [
+    let cases: [(&str, Option<u64>); 8] = [
         (r#""max_tokens":10"#, Some(10)),
         (r#""max_output_tokens":1"#, Some(100)),
         (r#""MAX_TOKENS":1"#, None),
+        (r#""max_tokens":10,"max_tokens":null"#, None),
         (r#""max_tokens":10,"n":200"#, None),
         (r#""max_tokens":10,"previous_response_id":"resp_1""#, None),
+        (r#""max_tokens":10,"prompt":["one","two"]"#, None),
+        (
+            r#""max_tokens":10,"tools":[{"type":"web_search_preview"}]"#,
+            None,
+        ),
     ];
     for (i, client) in [http1(), http2()].iter().enumerate() {
         for (j, (members, output)) in cases.into_iter().enumerate() {

@@ -198,11 +198,11 @@ impl Prices {
             })
             .ok()
             .flatten()
-            .filter(|_| complete && !shape.folded_limit);
+            .filter(|_| complete && !shape.unsure_limit);
         // More choices than believed are unknown, not the most believed: an upstream
         // without OpenAI's cap generates them all.
         let choices = match largest(&self.choices) {
-            Ok(n) if complete && !shape.folded_limit => {
+            Ok(n) if complete && !shape.unsure_limit => {
                 Some(n.unwrap_or(1).max(1)).filter(|&n| n <= MAX_CHOICES)
             }
             _ => None,

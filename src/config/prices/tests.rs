@@ -142,11 +142,13 @@ fn output_limits_the_upstream_may_ignore_bound_nothing() {
     ] {
         assert_eq!(quote(body), Some(output), "{body}");
     }
-    // A limit or `n` spelled in another case leaves both unknown: no bound.
+    // A limit or `n` spelled in another case, or given twice (once as `null`: a reader
+    // keeping the last sees none), leaves both unknown: no bound.
     for folded in [
         r#"{"model":"m","messages":[],"MAX_TOKENS":1}"#,
         r#"{"model":"m","messages":[],"max_tokens":9,"Max_Tokens":1}"#,
         r#"{"model":"m","messages":[],"max_tokens":9,"N":1}"#,
+        r#"{"model":"m","messages":[],"max_tokens":5,"max_tokens":null}"#,
     ] {
         assert_eq!(quote(folded), None, "{folded}");
     }

@@ -53,6 +53,11 @@ impl Limiter {
             }
             (Some(_), None) => return Err(StoreError::NotConnected),
             (None, _) => {
+                // Noted before and after: a settle between the two finds the first (its
+                // refund would come out of what a request decided after the forget
+                // charged), and one admitted between them finds the second (its charge
+                // was forgotten).
+                self.resets.note(key.hash);
                 match quota_end {
                     Some(end) => self.local().reset_quota(key.hash, end),
                     None => self.local().forget(key.hash),

@@ -207,6 +207,7 @@ impl Limiter {
         if let Some(remote) = self.remote().filter(|_| in_store) {
             for s in settles.iter_mut().filter(|s| s.redis_key.is_some()) {
                 s.charged_on(remote.server_unix_ns_at(*now), clock);
+                s.charged_us = remote.server_unix_us_early(*now);
             }
         }
     }

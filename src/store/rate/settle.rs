@@ -54,7 +54,7 @@ pub struct PendingSettle {
     /// reset gives nothing back, as the key's usage is then the reset's.
     pub reset_mark: u64,
     /// The Redis server's time at the charge (µs since the Unix epoch, estimated early:
-    /// see `RedisStore::server_unix_ns_at`), which the settle script compares with the
+    /// `RedisStore::server_unix_us_early`), which the settle script compares with the
     /// key's reset marker; 0 when unknown (any marker refuses the refund).
     pub charged_us: u64,
 }
@@ -130,7 +130,6 @@ impl PendingSettle {
     /// taken as long as the known one (a month's next may differ by days, which only
     /// moves when the window after it is judged ended).
     pub fn charged_on(&mut self, server_unix_ns: Option<u64>, clock: &dyn crate::clock::Clock) {
-        self.charged_us = server_unix_ns.map_or(0, |ns| ns / 1_000);
         let (Some(at), Some((_, b))) = (server_unix_ns, self.window) else {
             return;
         };

@@ -202,6 +202,17 @@ impl RedisStore {
         u64::try_from(i128::from(local_ns) + i128::from(offset)).ok()
     }
 
+    /// A time (µs since the Unix epoch) the server's clock had not passed when a call
+    /// sent at `local_ns` ran: the estimate less twice the call timeout, which bounds how
+    /// late a learned offset can run (a reply slower than the timeout is an error), and
+    /// clocks of Cluster masters a little apart. 0 before the clock was seen. A reset
+    /// marked after it holds the call's refund (`settle.lua`): early errs toward holding.
+    pub fn server_unix_us_early(&self, local_ns: u64) -> u64 {
+        let margin = 2 * u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX / 4);
+        self.server_unix_ns_at(local_ns)
+            .map_or(0, |ns| ns.saturating_sub(margin) / 1_000)
+    }
+
     /// Learns the server's clock from a reply to a call sent at `sent_ns`. The estimate
     /// runs late by up to the round trip, which only moves deadlines later; the lowest
     /// estimate is kept (the quickest round trip's), replaced when it grew by more than

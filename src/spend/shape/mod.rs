@@ -39,6 +39,46 @@ const MEDIA_MEMBERS: [&str; 7] = [
     "audio",
 ];
 
+/// `type` values (by prefix) of parts and tools whose input the upstream fetches or keeps:
+/// an item of a stored response, and server-side tools (OpenAI's and Anthropic's web
+/// search and fetch, file search, MCP servers, code runs, image generation, computer use).
+const BEYOND_TYPES: [&str; 9] = [
+    "item_reference",
+    "web_search",
+    "web_fetch",
+    "file_search",
+    "mcp",
+    "code_interpreter",
+    "code_execution",
+    "image_generation",
+    "computer_use",
+];
+
+/// Members naming Gemini's server-side tools, wherever they stand.
+const BEYOND_TOOLS: [&str; 8] = [
+    "googleSearch",
+    "google_search",
+    "googleSearchRetrieval",
+    "google_search_retrieval",
+    "urlContext",
+    "url_context",
+    "codeExecution",
+    "code_execution",
+];
+
+/// Members holding a JSON Schema (a tool's parameters, a response format): what they
+/// name is a description of data, never input, so nothing in them counts.
+const SCHEMAS: [&str; 8] = [
+    "parameters",
+    "input_schema",
+    "inputSchema",
+    "schema",
+    "json_schema",
+    "properties",
+    "response_schema",
+    "responseSchema",
+];
+
 /// Top-level members (not `null`) that make the upstream bill more than the body holds:
 /// a conversation or response chain kept upstream (OpenAI Responses), a cached context
 /// (Gemini), a batch of requests, several completions generated for one returned.
@@ -77,9 +117,10 @@ pub struct BodyShape {
     /// It has `input` (OpenAI Responses): `max_tokens` and `max_completion_tokens` are
     /// none there.
     pub responses: bool,
-    /// An output limit or `n` is spelled in another case than its API's: neither the
-    /// output nor the choices bound the quote (one reader may take it, another not).
-    pub folded_limit: bool,
+    /// An output limit or `n` is spelled in another case than its API's, or given
+    /// twice: neither the output nor the choices bound the quote (readers disagree on
+    /// which one counts, or whether it does).
+    pub unsure_limit: bool,
 }
 
 /// Reads `json` (a body the walk read as JSON). Names and values are compared after JSON
@@ -92,6 +133,7 @@ pub fn body_shape(json: &[u8]) -> BodyShape {
         depth: 0,
         place: Place::Top,
         shape: &mut shape,
+        seen: 0,
     };
     if top.deserialize(&mut de).is_err() {
         shape.beyond = true;
@@ -112,6 +154,8 @@ enum Place {
     GenerationConfig,
     /// A value that multiplies or extends what is billed when it is not `null`.
     Beyond,
+    /// A JSON Schema: skipped.
+    Schema,
     Other,
 }
 
@@ -120,6 +164,8 @@ struct Scan<'s> {
     depth: usize,
     place: Place,
     shape: &'s mut BodyShape,
+    /// The top level's output limits and `n` met so far (a bit each).
+    seen: u8,
 }
 
 impl Scan<'_> {
@@ -128,8 +174,13 @@ impl Scan<'_> {
         let named = |list: &[&str]| list.iter().any(|m| names(m, name));
         match self.place {
             Place::Top => {
-                for limit in CHAT_LIMITS.iter().chain([&RESPONSES_LIMIT, &CHOICES]) {
-                    self.shape.folded_limit |= names(limit, name) && *limit != name;
+                let limits = CHAT_LIMITS.iter().chain([&RESPONSES_LIMIT, &CHOICES]);
+                for (i, limit) in limits.enumerate() {
+                    if names(limit, name) {
+                        let twice = self.seen & (1 << i) != 0;
+                        self.shape.unsure_limit |= *limit != name || twice;
+                        self.seen |= 1 << i;
+                    }
                 }
                 if names("messages", name) {
                     self.shape.chat = true;
@@ -146,6 +197,7 @@ impl Scan<'_> {
                 }
             }
             Place::GenerationConfig if named(&CANDIDATES) => Place::Beyond,
+            _ if SCHEMAS.contains(&name) => Place::Schema,
             _ if name == "type" => Place::Type,
             _ => Place::Other,
         }
@@ -156,6 +208,7 @@ impl Scan<'_> {
             depth: self.depth + 1,
             place,
             shape: &mut *self.shape,
+            seen: 0,
         }
     }
 
@@ -164,7 +217,11 @@ impl Scan<'_> {
         match self.place {
             Place::Beyond => self.shape.beyond = true,
             Place::Prompt => self.shape.chat = true,
-            Place::Type => self.shape.beyond |= text.is_some_and(|t| MEDIA_TYPES.contains(&t)),
+            Place::Type => {
+                self.shape.beyond |= text.is_some_and(|t| {
+                    MEDIA_TYPES.contains(&t) || BEYOND_TYPES.iter().any(|b| t.starts_with(b))
+                })
+            }
             _ => {}
         }
     }
@@ -227,12 +284,12 @@ impl<'de> Visitor<'de> for Scan<'_> {
             self.shape.beyond = true;
         }
         while let Some(Key(name)) = map.next_key::<Key<'de>>()? {
-            if MEDIA_MEMBERS.contains(&&*name) {
+            if MEDIA_MEMBERS.contains(&&*name) || BEYOND_TOOLS.contains(&&*name) {
                 self.shape.beyond = true;
             }
             let place = self.member(&name);
             // Once the input is known unbounded, only the top level's names tell more.
-            match self.shape.beyond {
+            match self.shape.beyond || place == Place::Schema {
                 true => map.next_value::<IgnoredAny>().map(drop)?,
                 false => map.next_value_seed(self.inner(place))?,
             }
@@ -247,7 +304,17 @@ impl<'de> Visitor<'de> for Scan<'_> {
         }
         match self.place {
             Place::Beyond => self.shape.beyond = true,
-            Place::Prompt => self.shape.chat = true,
+            Place::Prompt => {
+                // Several prompts (texts, or token lists) are a batch: one completion
+                // each. A list of numbers is one prompt's tokens.
+                self.shape.chat = true;
+                let mut prompts = 0;
+                while let Some(own) = seq.next_element::<PromptItem>()? {
+                    prompts += usize::from(own.0);
+                }
+                self.shape.beyond |= prompts > 1;
+                return Ok(());
+            }
             _ => {}
         }
         loop {
@@ -262,108 +329,59 @@ impl<'de> Visitor<'de> for Scan<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::{body_shape, BodyShape};
+/// An element of a `prompt` list: `true` when it is a prompt of its own (a text or a
+/// token list), `false` for a token.
+struct PromptItem(bool);
 
-    fn carries_media(json: &[u8]) -> bool {
-        body_shape(json).beyond
-    }
-    #[test]
-    fn text_alone_carries_none() {
-        for text in [
-            r#"{"model":"m","messages":[{"role":"user","content":"describe an image"}]}"#,
-            r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"image_url"}]}]}"#,
-            r#"{"model":"m","input":[{"type":"message","content":[{"type":"input_text","text":"file"}]}]}"#,
-            r#"{"model":"m","tools":[{"type":"function","function":{"name":"file"}}]}"#,
-            r#"{"model":"m","response_format":{"type":"json_schema"}}"#,
-        ] {
-            assert!(!carries_media(text.as_bytes()), "{text}");
-        }
-    }
-
-    #[test]
-    fn images_audio_files_and_documents_are_found_however_spelled() {
-        for media in [
-            // OpenAI Chat Completions
-            r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}}]}]}"#,
-            r#"{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAA","format":"wav"}}]}]}"#,
-            r#"{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}"#,
-            r#"{"messages":[{"role":"assistant","audio":{"id":"audio_1"}}]}"#,
-            // OpenAI Responses
-            r#"{"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/a.png"}]}]}"#,
-            r#"{"input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1"}]}]}"#,
-            // Anthropic Messages
-            r#"{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x"}}]}]}"#,
-            r#"{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"f"}}]}]}"#,
-            // Gemini
-            r#"{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","data":"AAA"}}]}]}"#,
-            r#"{"contents":[{"parts":[{"file_data":{"file_uri":"gs://b/o"}}]}]}"#,
-            // Escaped, nested, after a text part, a part without its type
-            r#"{"messages":[{"content":[{"type":"text","text":"hi"},{"type":"image\u005furl","image\u005furl":{"url":"u"}}]}]}"#,
-            r#"{"messages":[{"content":[{"image_url":{"url":"u"}}]}]}"#,
-            r#"{"a":{"b":[[{"c":{"type":"input_audio"}}]]}}"#,
-        ] {
-            assert!(carries_media(media.as_bytes()), "{media}");
-        }
-    }
-
-    #[test]
-    fn what_does_not_parse_or_nests_too_deep_counts_as_media() {
-        assert!(carries_media(b"{\"messages\": ["));
-        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
-        assert!(carries_media(deep.as_bytes()));
-    }
-
-    #[test]
-    fn what_the_upstream_keeps_or_multiplies_is_beyond_the_body() {
-        for beyond in [
-            r#"{"model":"m","input":"go on","previous_response_id":"resp_1"}"#,
-            r#"{"model":"m","input":"go on","Previous_Response_ID":"resp_1"}"#,
-            r#"{"model":"m","input":"hi","conversation":{"id":"conv_1"}}"#,
-            r#"{"model":"m","prompt":{"id":"pmpt_1","version":"2"}}"#,
-            r#"{"model":"m","input":"hi","background":true}"#,
-            r#"{"requests":[{"custom_id":"a","params":{"model":"m","max_tokens":9}}]}"#,
-            r#"{"model":"m","prompt":"once","best_of":4}"#,
-            r#"{"contents":[],"cachedContent":"cachedContents/x"}"#,
-            r#"{"contents":[],"generationConfig":{"candidateCount":8}}"#,
-        ] {
-            assert!(carries_media(beyond.as_bytes()), "{beyond}");
-        }
-        for within in [
-            r#"{"model":"m","input":"hi","previous_response_id":null,"background":false}"#,
-            r#"{"model":"m","prompt":"once upon a time"}"#,
-            r#"{"model":"m","messages":[],"tools":[{"type":"function","function":{"parameters":{"properties":{"conversation":{},"requests":{}}}}}]}"#,
-            r#"{"contents":[],"generationConfig":{"maxOutputTokens":8}}"#,
-        ] {
-            assert!(!carries_media(within.as_bytes()), "{within}");
-        }
-    }
-
-    #[test]
-    fn an_output_limit_belongs_to_the_api_its_body_speaks() {
-        let shape = |json: &str| body_shape(json.as_bytes());
-        let chat = BodyShape {
-            chat: true,
-            ..BodyShape::default()
-        };
-        let responses = BodyShape {
-            responses: true,
-            ..BodyShape::default()
-        };
-        assert_eq!(shape(r#"{"messages":[],"max_tokens":9}"#), chat);
-        assert_eq!(shape(r#"{"prompt":["a","b"],"max_tokens":9}"#), chat);
-        assert_eq!(shape(r#"{"input":"a","max_output_tokens":9}"#), responses);
-        assert!(shape(r#"{"messages":[],"input":"a"}"#).chat);
-        assert!(shape(r#"{"messages":[],"input":"a"}"#).responses);
-        for folded in [
-            r#"{"messages":[],"MAX_TOKENS":1}"#,
-            r#"{"messages":[],"max_to\u212Aens":1}"#,
-            r#"{"input":"a","Max_Output_Tokens":1}"#,
-            r#"{"messages":[],"N":1}"#,
-        ] {
-            assert!(shape(folded).folded_limit, "{folded}");
-        }
-        assert!(!shape(r#"{"messages":[],"max_tokens":1,"n":2}"#).folded_limit);
+impl<'de> serde::Deserialize<'de> for PromptItem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(PromptItemVisitor)
     }
 }
+
+struct PromptItemVisitor;
+
+impl<'de> Visitor<'de> for PromptItemVisitor {
+    type Value = PromptItem;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a prompt or a token")
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<PromptItem, E> {
+        Ok(PromptItem(false))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<PromptItem, E> {
+        Ok(PromptItem(false))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<PromptItem, E> {
+        Ok(PromptItem(false))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<PromptItem, E> {
+        Ok(PromptItem(false))
+    }
+
+    fn visit_unit<E>(self) -> Result<PromptItem, E> {
+        Ok(PromptItem(false))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<PromptItem, E> {
+        Ok(PromptItem(true))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PromptItem, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(PromptItem(true))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PromptItem, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(PromptItem(true))
+    }
+}
+
+#[cfg(test)]
+mod tests;
