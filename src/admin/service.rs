@@ -166,8 +166,8 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
                 .clock
                 .mono_ns_at(calendar.bounds(unix_now).end_at(unix_now))
         });
-    let settles_for = settles_for(shared, policy, &parts);
-    match shared.limiter.forget(&key, quota_end, settles_for).await {
+    let hold = marker_hold(shared, policy, &parts);
+    match shared.limiter.forget(&key, quota_end, hold).await {
         Ok(()) => {
             let mut answer =
                 serde_json::json!({"status": "reset", "policy": policy.name, "key": parts});
@@ -195,21 +195,24 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
     }
 }
 
-/// How long after now a settle of `policy`'s key admitted before now may still move it:
-/// a reset's marker in Redis is kept that long (`Limiter::forget`). `None`: the policy
-/// settles nothing. A quota's refund ends with the window after the current one; a rate's
-/// with its reservation's time (the key's burst and debt bound), kept twice over and at
-/// least an hour, for an override that raised it since.
-fn settles_for(shared: &Shared, policy: &Policy, parts: &[String]) -> Option<Duration> {
-    let rate = policy.rate()?;
-    let settle = rate.settle.as_ref()?;
+/// How long after now a request of `policy`'s key decided before now may still move it:
+/// a reset's marker in Redis is kept that long (`Limiter::forget`). A settled quota's
+/// refund ends with the window after the current one; a settled rate's with its
+/// reservation's time (the key's burst and debt bound), kept twice over and at least an
+/// hour, for an override that raised it since; otherwise a Cluster request's rollback,
+/// within a minute.
+fn marker_hold(shared: &Shared, policy: &Policy, parts: &[String]) -> Duration {
+    let rollback = Duration::from_secs(60);
+    let Some((rate, settle)) = policy.rate().and_then(|r| Some((r, r.settle.as_ref()?))) else {
+        return rollback;
+    };
     if let Some(calendar) = rate.calendar.as_deref() {
         let unix_now = shared.clock.unix_ns_at(shared.clock.now_ns());
         let next = calendar.bounds(unix_now).next;
         let secs = u64::try_from(next)
             .unwrap_or(0)
             .saturating_sub(unix_now / 1_000_000_000);
-        return Some(Duration::from_secs(secs.saturating_add(60)));
+        return Duration::from_secs(secs.saturating_add(60));
     }
     let quota = rate.quota_for(parts.first().map(String::as_str));
     let bound = quota.tolerance_ns().saturating_add(
@@ -217,7 +220,7 @@ fn settles_for(shared: &Shared, policy: &Policy, parts: &[String]) -> Option<Dur
             .interval_ns()
             .saturating_mul(settle.max_debt.saturating_add(1)),
     );
-    Some(Duration::from_nanos(bound.saturating_mul(2)).max(Duration::from_secs(3600)))
+    Duration::from_nanos(bound.saturating_mul(2)).max(Duration::from_secs(3600))
 }
 
 /// `GET /admin/limits/{policy}/{part}[/{part}…]`: one path segment per key source.

@@ -198,9 +198,37 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     }
     // A debt is charged whatever the marker says.
     assert_eq!(settle_at("reset-key", "debt", "9", "0", &own, "0"), "40");
-    // A policy that settles nothing leaves no marker.
+    // A hold of 0 leaves no marker.
     redis.cli(&["EVAL", reset, "2", "plain-key", "plain-key:reset", "0"]);
     assert_eq!(redis.cli(&["EXISTS", "plain-key:reset"]).trim(), "0");
+    // rollback.lua takes a charge back, unless the key was reset since the charge.
+    let rollback = include_str!("../../src/store/rate/rollback.lua");
+    let later = format!("{}:000000090", now + 86_390);
+    for (marker_at, after) in [(marker - 1, "85"), (marker + 1, "90")] {
+        redis.cli(&["SET", "rolled-key", &later]);
+        redis.cli(&["SET", "rolled-key:reset", &marker_at.to_string()]);
+        // Our charge wrote 85 (5 ns); someone moved the key to 90 since.
+        let written = format!("{}:000000085", now + 86_390);
+        let args = [
+            "EVAL",
+            rollback,
+            "2",
+            "rolled-key",
+            "rolled-key:reset",
+            &written,
+            "",
+            "1000",
+            "5",
+            &marker.to_string(),
+        ];
+        assert_eq!(redis.cli(&args).trim(), "1");
+        let stamp = redis.cli(&["GET", "rolled-key"]).trim().to_owned();
+        assert_eq!(
+            stamp.rsplit(':').next(),
+            Some(&format!("0000000{after}")[..]),
+            "{stamp}"
+        );
+    }
     // A debt of a day that ended before yesterday ended: today's usage is left as it is.
     let (old_end, old_next) = (now - 86_500, now - 100);
     let long_gone = format!("{}:{old_end}:{old_next}", old_end - 86_400);

@@ -37,19 +37,19 @@ impl Limiter {
     /// and what this gateway remembers Redis refused. `quota_end`: the key is a calendar
     /// quota's whose window ends then (local clock): in memory it is written with no
     /// usage rather than forgotten (see [`crate::store::memory::MemoryStore::reset_quota`]);
-    /// Redis has no floor, and an absent key there has used nothing. `settles_for`: its
-    /// policy settles, and a settle admitted before may come that long after: a refund of
-    /// one gives nothing back (in Redis every gateway's, through the key's marker).
+    /// Redis has no floor, and an absent key there has used nothing. `hold`: how long a
+    /// request decided before may still move the key (a settle, a Cluster rollback): in
+    /// Redis the key's reset marker is kept that long, and none of them takes back out of
+    /// the usage made since.
     pub async fn forget(
         &self,
         key: &StoreKey,
         quota_end: Option<u64>,
-        settles_for: Option<std::time::Duration>,
+        hold: std::time::Duration,
     ) -> Result<(), StoreError> {
         match (self.remote(), &key.redis) {
             (Some(remote), Some(redis_key)) => {
-                crate::store::rate::reset::reset_remote(remote, &redis_key.key, settles_for)
-                    .await?;
+                crate::store::rate::reset::reset_remote(remote, &redis_key.key, hold).await?;
             }
             (Some(_), None) => return Err(StoreError::NotConnected),
             (None, _) => {

@@ -354,10 +354,12 @@ async fn roll_back(
                 tat_stamp(now + u128::from(debt), quota)
             };
             inv.key(key_of(&tiers[i]))
+                .key(super::reset::marker(key_of(&tiers[i])))
                 .arg(tat_stamp(now + u128::from(ahead), quota))
                 .arg(old)
                 .arg(debt.div_ceil(1_000_000))
-                .arg(increment);
+                .arg(increment)
+                .arg(now / 1_000);
             any = true;
         }
         if any {

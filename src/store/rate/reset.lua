@@ -1,11 +1,10 @@
 -- tollgate: reset one key for the whole fleet: forget its state, and leave a marker with
--- the server's time so that every gateway's settle of a reservation charged before it
--- gives nothing back (settle.lua): the key's usage after the reset is not a refund's.
+-- the server's time so that no gateway's settle or rollback of a charge made before it
+-- takes back out of the key's usage after it (settle.lua, rollback.lua).
 --
 -- KEYS[1]  the key
 -- KEYS[2]  its reset marker (the key's name and ":reset": the same hash slot)
--- ARGV[1]  how long settles admitted before may still come (ms); 0: none can (the policy
---          settles nothing), no marker
+-- ARGV[1]  how long requests decided before may still move the key (ms); 0: no marker
 -- Returns  1
 redis.call('DEL', KEYS[1])
 local hold = tonumber(ARGV[1])

@@ -1,6 +1,7 @@
 //! A key reset in Redis, for the whole fleet: its state forgotten and a marker left that
-//! every gateway's settle reads, so a refund of a reservation charged before the reset
-//! does not come out of the usage made after it (`settle.lua`).
+//! every gateway's settle and rollback reads, so neither a refund of a reservation charged
+//! before the reset nor the rollback of such a charge comes out of the usage made after
+//! it (`settle.lua`, `rollback.lua`).
 
 use std::time::Duration;
 
@@ -15,16 +16,14 @@ pub fn marker(key: &str) -> String {
     format!("{key}:reset")
 }
 
-/// Forgets `key` in Redis; with `hold`, leaves its reset marker that long (how long a
-/// settle admitted before may still come).
+/// Forgets `key` in Redis and leaves its reset marker for `hold` (how long a request
+/// decided before may still move the key: a settle, a Cluster rollback).
 pub async fn reset_remote(
     remote: &RedisStore,
     key: &str,
-    hold: Option<Duration>,
+    hold: Duration,
 ) -> Result<(), StoreError> {
-    let hold_ms = hold.map_or(0, |h| {
-        u64::try_from(h.as_millis()).unwrap_or(u64::MAX).max(1)
-    });
+    let hold_ms = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX).max(1);
     let mut call = RESET_SCRIPT.prepare_invoke();
     call.key(key).key(marker(key)).arg(hold_ms);
     let _: i64 = remote.invoke(&call).await?;

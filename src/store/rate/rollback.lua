@@ -1,21 +1,31 @@
 -- tollgate: take back an admission written by gcra.lua in another slot, when a later slot
 -- denied the request. If nobody moved the key since, restore the old value exactly;
--- otherwise subtract exactly our increment.
+-- otherwise subtract exactly our increment — unless the key was reset since our charge
+-- (its marker, reset.lua, is at or after it): what it holds now is others' usage, and
+-- our charge went with the reset.
 --
--- KEYS[i]  the tier's key
--- ARGV[4(i−1) + 1 .. 4]  written value, old value ("" = idle), old expiry ms, increment ns
-for i = 1, #KEYS do
-  local base = (i - 1) * 4
+-- KEYS[2i−1], KEYS[2i]  the tier's key and its reset marker
+-- ARGV[5(i−1) + 1 .. 5]  written value, old value ("" = idle), old expiry ms, increment ns,
+--                        the charge's time on this server (µs since the epoch)
+for i = 1, #KEYS / 2 do
+  local key, marker = KEYS[2 * i - 1], KEYS[2 * i]
+  local base = (i - 1) * 5
   local written, old = ARGV[base + 1], ARGV[base + 2]
   local old_ttl, increment = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
-  local current = redis.call('GET', KEYS[i])
-  if current == written then
+  local reset = tonumber(redis.call('GET', marker) or '')
+  local current = redis.call('GET', key)
+  if reset and reset >= tonumber(ARGV[base + 5]) then
+    current = nil
+  end
+  if not current then
+    -- Idle, or reset since: nothing of ours is left in it.
+  elseif current == written then
     if old == '' then
-      redis.call('DEL', KEYS[i])
+      redis.call('DEL', key)
     else
-      redis.call('SET', KEYS[i], old, 'PX', math.max(1, old_ttl))
+      redis.call('SET', key, old, 'PX', math.max(1, old_ttl))
     end
-  elseif current then
+  else
     local s, ns = string.match(current, '^(%d+):(%d+)$')
     if s then
       local total = tonumber(ns) - increment
@@ -24,8 +34,8 @@ for i = 1, #KEYS do
       local sec = tonumber(s) + (total - rest) / 1000000000
       -- A quota's mark (tat.lua: seconds zero-padded to 12 digits) is kept.
       local form = string.sub(s, 1, 1) == '0' and '%012d:%09d' or '%d:%09d'
-      redis.call('SET', KEYS[i], string.format(form, sec, rest), 'KEEPTTL')
+      redis.call('SET', key, string.format(form, sec, rest), 'KEEPTTL')
     end
   end
 end
-return #KEYS
+return #KEYS / 2
