@@ -27,18 +27,6 @@ const MEDIA_TYPES: [&str; 8] = [
     "document",
 ];
 
-/// Members that hold non-text input whatever their part's `type` says (Gemini's parts,
-/// OpenAI's part payloads and an assistant turn's earlier audio).
-const MEDIA_MEMBERS: [&str; 7] = [
-    "image_url",
-    "input_audio",
-    "inline_data",
-    "inlineData",
-    "file_data",
-    "fileData",
-    "audio",
-];
-
 /// `type` values (by prefix) of parts and tools whose input the upstream fetches or keeps:
 /// an item of a stored response, and server-side tools (OpenAI's and Anthropic's web
 /// search and fetch, file search, MCP servers, code runs, image generation, computer use).
@@ -54,30 +42,39 @@ const BEYOND_TYPES: [&str; 9] = [
     "computer_use",
 ];
 
-/// Members naming Gemini's server-side tools, wherever they stand.
-const BEYOND_TOOLS: [&str; 8] = [
-    "googleSearch",
-    "google_search",
-    "googleSearchRetrieval",
-    "google_search_retrieval",
-    "urlContext",
-    "url_context",
-    "codeExecution",
-    "code_execution",
-];
+/// What a member's name tells wherever it stands, one `match` (a switch on its length,
+/// then a compare: the scan asks it of every member).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Named {
+    /// Input the body's bytes do not bound, whatever a part's `type` says: media (Gemini's
+    /// parts, OpenAI's part payloads, an assistant turn's earlier audio) and Gemini's
+    /// server-side tools.
+    Beyond,
+    /// A JSON Schema (a tool's parameters, a response format): a description of data,
+    /// never input, so nothing in it counts.
+    Schema,
+    Type,
+    Other,
+}
 
-/// Members holding a JSON Schema (a tool's parameters, a response format): what they
-/// name is a description of data, never input, so nothing in them counts.
-const SCHEMAS: [&str; 8] = [
-    "parameters",
-    "input_schema",
-    "inputSchema",
-    "schema",
-    "json_schema",
-    "properties",
-    "response_schema",
-    "responseSchema",
-];
+fn named(name: &str) -> Named {
+    match name {
+        "image_url" | "input_audio" | "inline_data" | "inlineData" | "file_data" | "fileData"
+        | "audio" => Named::Beyond,
+        "googleSearch"
+        | "google_search"
+        | "googleSearchRetrieval"
+        | "google_search_retrieval"
+        | "urlContext"
+        | "url_context"
+        | "codeExecution"
+        | "code_execution" => Named::Beyond,
+        "parameters" | "input_schema" | "inputSchema" | "schema" | "json_schema" | "properties"
+        | "response_schema" | "responseSchema" => Named::Schema,
+        "type" => Named::Type,
+        _ => Named::Other,
+    }
+}
 
 /// Top-level members (not `null`) that make the upstream bill more than the body holds:
 /// a conversation or response chain kept upstream (OpenAI Responses), a cached context
@@ -169,37 +166,47 @@ struct Scan<'s> {
 }
 
 impl Scan<'_> {
-    /// The place of a member `name`'s value inside this value.
-    fn member(&mut self, name: &str) -> Place {
-        let named = |list: &[&str]| list.iter().any(|m| names(m, name));
+    /// The place of a member `name`'s value inside this value (`kind`: what its name
+    /// tells anywhere).
+    fn member(&mut self, name: &str, kind: Named) -> Place {
+        // The known names are ASCII: an ASCII name folds to one only under ASCII folding,
+        // a cheap length check first (the full folding is for the rest).
+        let ascii = name.is_ascii();
+        let names = |token: &str| match ascii {
+            true => token.eq_ignore_ascii_case(name),
+            false => names(token, name),
+        };
+        let named = |list: &[&str]| list.iter().any(|m| names(m));
         match self.place {
             Place::Top => {
                 let limits = CHAT_LIMITS.iter().chain([&RESPONSES_LIMIT, &CHOICES]);
                 for (i, limit) in limits.enumerate() {
-                    if names(limit, name) {
+                    if names(limit) {
                         let twice = self.seen & (1 << i) != 0;
                         self.shape.unsure_limit |= *limit != name || twice;
                         self.seen |= 1 << i;
                     }
                 }
-                if names("messages", name) {
+                if names("messages") {
                     self.shape.chat = true;
                 }
-                if names("input", name) {
+                if names("input") {
                     self.shape.responses = true;
                 }
-                match name {
-                    _ if names("prompt", name) => Place::Prompt,
+                match kind {
+                    _ if names("prompt") => Place::Prompt,
                     _ if named(&BEYOND_MEMBERS) => Place::Beyond,
                     _ if named(&GENERATION_CONFIGS) => Place::GenerationConfig,
-                    "type" => Place::Type,
+                    Named::Type => Place::Type,
                     _ => Place::Other,
                 }
             }
             Place::GenerationConfig if named(&CANDIDATES) => Place::Beyond,
-            _ if SCHEMAS.contains(&name) => Place::Schema,
-            _ if name == "type" => Place::Type,
-            _ => Place::Other,
+            _ => match kind {
+                Named::Schema => Place::Schema,
+                Named::Type => Place::Type,
+                _ => Place::Other,
+            },
         }
     }
 
@@ -284,10 +291,9 @@ impl<'de> Visitor<'de> for Scan<'_> {
             self.shape.beyond = true;
         }
         while let Some(Key(name)) = map.next_key::<Key<'de>>()? {
-            if MEDIA_MEMBERS.contains(&&*name) || BEYOND_TOOLS.contains(&&*name) {
-                self.shape.beyond = true;
-            }
-            let place = self.member(&name);
+            let kind = named(&name);
+            self.shape.beyond |= kind == Named::Beyond;
+            let place = self.member(&name, kind);
             // Once the input is known unbounded, only the top level's names tell more.
             match self.shape.beyond || place == Place::Schema {
                 true => map.next_value::<IgnoredAny>().map(drop)?,
