@@ -29,7 +29,7 @@ pub struct TierCounters {
 pub struct SettleCounters {
     pub units: Histogram,
     results: [ShardedCounter; 3],
-    fallbacks: [ShardedCounter; 8],
+    fallbacks: [ShardedCounter; SettleFallback::ALL.len()],
 }
 
 impl SettleCounters {

@@ -113,10 +113,13 @@ pub enum SettleFallback {
     Budget,
     /// Below `min_cost`: raised to it.
     MinCost,
+    /// A refund held: the key was reset (or Redis lost its keys) since admission, and it
+    /// would have come out of the usage made after.
+    Reset,
 }
 
 impl SettleFallback {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Missing,
         Self::Invalid,
         Self::Capped,
@@ -125,6 +128,7 @@ impl SettleFallback {
         Self::StoreError,
         Self::Budget,
         Self::MinCost,
+        Self::Reset,
     ];
 
     pub fn name(self) -> &'static str {
@@ -137,6 +141,7 @@ impl SettleFallback {
             Self::StoreError => "store_error",
             Self::Budget => "budget_exhausted",
             Self::MinCost => "min_cost",
+            Self::Reset => "reset",
         }
     }
 }

@@ -30,6 +30,6 @@ pub use admission::{Admission, Counted, Outcome, PolicyOutcome, TierReport};
 pub use concurrency::held::Held;
 pub use error::StoreError;
 pub use keys::{KeyBuilder, KeyMaker, StoreKey};
-pub use limiter::{Limiter, Store};
+pub use limiter::{Limiter, Settled, Store};
 pub use memory::MemoryStore;
 pub use redis::RedisStore;

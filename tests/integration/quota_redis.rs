@@ -126,7 +126,8 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     let now = redis_now(&redis);
     // settle.lua on `key` charged at `charged_us` (server µs): `op` ("debt" or
     // "refund") of `ns`, `room` to refund, in `window`, the debt bound just below
-    // another calendar's.
+    // another calendar's. Its reply, the debt after and whether the reset marker held
+    // a refund, as "debt held".
     let settle_at = |key: &str, op: &str, ns: &str, room: &str, window: &str, charged_us: &str| {
         let marker = format!("{key}:reset");
         let args = [
@@ -142,10 +143,13 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
             window,
             charged_us,
         ];
-        redis.cli(&args).trim().to_owned()
+        let reply = redis.cli(&args);
+        reply.split_whitespace().collect::<Vec<_>>().join(" ")
     };
+    // The debt alone, no marker held.
     let settle_on = |key: &str, op: &str, ns: &str, room: &str, window: &str| {
-        settle_at(key, op, ns, room, window, "0")
+        let reply = settle_at(key, op, ns, room, window, "0");
+        reply.strip_suffix(" 0").expect("not held").to_owned()
     };
     // A day that ended 100 s ago; the key has used 80 units of the day running now.
     let end = now - 100;
@@ -184,7 +188,7 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
         .parse()
         .expect("ms");
     assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
-    for (charged, after) in [(marker - 1, "80"), (marker, "80"), (marker + 1, "31")] {
+    for (charged, after) in [(marker - 1, "80 1"), (marker, "80 1"), (marker + 1, "31 0")] {
         redis.cli(&["SET", "reset-key", &used]);
         let got = settle_at(
             "reset-key",
@@ -197,7 +201,7 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
         assert_eq!(got, after, "charged at {charged}, reset at {marker}");
     }
     // A debt is charged whatever the marker says.
-    assert_eq!(settle_at("reset-key", "debt", "9", "0", &own, "0"), "40");
+    assert_eq!(settle_at("reset-key", "debt", "9", "0", &own, "0"), "40 0");
     // A hold of 0 leaves no marker.
     redis.cli(&["EVAL", reset, "2", "plain-key", "plain-key:reset", "0"]);
     assert_eq!(redis.cli(&["EXISTS", "plain-key:reset"]).trim(), "0");

@@ -122,6 +122,16 @@ async fn reset(gw: &TestGateway, key: &str) {
     assert_eq!(reset.status, 200, "{}", reset.text());
 }
 
+/// The held refunds `gw`'s metrics count.
+async fn refunds_held(gw: &TestGateway) -> f64 {
+    let text = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let series = "tollgate_settle_fallbacks_total{policy=\"plan\",result=\"reset\"} ";
+    text.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// After a reset of `acme` and the held call's settle: the 3 units used since the reset
 /// through `gw` stay used (no refund came out of them).
 async fn used_up_since_the_reset(gw: &TestGateway, held: tokio::task::JoinHandle<Got>) {
@@ -151,6 +161,7 @@ async fn a_refund_after_a_reset_gives_nothing_back() {
     let held = held_call(&gw, &up, 3000).await;
     reset(&gw, "acme").await;
     used_up_since_the_reset(&gw, held).await;
+    assert_eq!(refunds_held(&gw).await, 1.0, "the held refund is counted");
 }
 
 /// A reset of another key leaves a held call's refund alone: its reserve comes back, and
@@ -167,6 +178,7 @@ async fn a_reset_of_another_key_leaves_a_refund_alone() {
         assert_eq!(call(&gw, &client, 1, 0).await.status, 200, "refunded");
     }
     assert_eq!(call(&gw, &http2(), 1, 0).await.status, 429);
+    assert_eq!(refunds_held(&gw).await, 0.0);
 }
 
 /// Two gateways on one Redis: a call held open through `b` across a reset of its key
@@ -205,6 +217,11 @@ async fn a_refund_after_a_reset_elsewhere_in_the_fleet_gives_nothing_back() {
     assert_eq!(put.status, 200, "{}", put.text());
     used_up_since_the_reset(&a, held).await;
     assert_eq!(call(&b, &http1(), 1, 0).await.status, 429, "on b too");
+    assert_eq!(
+        refunds_held(&b).await,
+        1.0,
+        "b, which settled it, counts it"
+    );
 }
 
 /// A call held open while Redis restarts and loses every key settles with nothing used:
@@ -246,4 +263,5 @@ async fn a_refund_after_redis_lost_its_keys_gives_nothing_back() {
     assert!(replanted, "the fleet's secret is stored again");
     assert!(!held.is_finished(), "the held call is still open");
     used_up_since_the_reset(&gw, held).await;
+    assert_eq!(refunds_held(&gw).await, 1.0, "the held refund is counted");
 }

@@ -51,6 +51,13 @@ impl Counters {
             c.fallback(why).inc();
         }
     }
+
+    /// Counts a refund the store held (its key reset since admission).
+    fn held(&self, p: &PendingSettle, held: bool) {
+        if held {
+            self.fallback(p, SettleFallback::Reset);
+        }
+    }
 }
 
 impl Settlement {
@@ -151,7 +158,10 @@ impl Settlement {
         for (p, measured) in pending.into_iter().zip(measured) {
             let units = self.units(&p, measured);
             match self.shared.limiter.settle_local(&p, units, now) {
-                Some(debt) => settled.push((p.tier, debt)),
+                Some(done) => {
+                    self.counters.held(&p, done.held);
+                    settled.push((p.tier, done.debt));
+                }
                 None => remote.push((p, units)),
             }
         }
@@ -220,7 +230,10 @@ fn spawn_remote(
         let mut settled = Settled::new();
         for (p, units) in remote {
             match shared.limiter.settle(&p, units, now).await {
-                Ok(debt) => settled.push((p.tier, debt)),
+                Ok(done) => {
+                    counters.held(&p, done.held);
+                    settled.push((p.tier, done.debt));
+                }
                 Err(_) => counters.fallback(&p, SettleFallback::StoreError),
             }
         }

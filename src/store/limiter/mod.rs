@@ -35,6 +35,7 @@ use crate::limit::Verdict;
 use crate::metrics::Metrics;
 use crate::store::error::StoreError;
 pub use descriptors::Descriptor;
+pub use settle::Settled;
 
 /// Who decided a request's rate tiers.
 enum Decided {

@@ -5,46 +5,63 @@ use crate::store::error::StoreError;
 use crate::store::rate::draw::{draw_local, draw_remote, Draw};
 use crate::store::rate::settle::{settle_local, settle_remote, PendingSettle};
 
+/// What settling a tier did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// The key's debt after it (TAT − now, on the store's clock).
+    pub debt: u64,
+    /// A refund was held: the key was reset (or lost with Redis's data) since admission.
+    pub held: bool,
+}
+
 impl Limiter {
     /// Settles `pending` at `units` when the local store holds its key: no wait. `None`
-    /// when Redis does (call [`Limiter::settle`]); otherwise the debt (TAT − now) after.
-    pub fn settle_local(&self, pending: &PendingSettle, units: u64, now: u64) -> Option<u64> {
-        let units = self.since_reset(pending, units);
+    /// when Redis does (call [`Limiter::settle`]); otherwise what settling did.
+    pub fn settle_local(&self, pending: &PendingSettle, units: u64, now: u64) -> Option<Settled> {
+        let (units, held) = self.since_reset(pending, units);
         match pending.redis_key {
             Some(_) => None,
-            None => Some(settle_local(self.local(), pending, units, now)),
+            None => Some(Settled {
+                debt: settle_local(self.local(), pending, units, now),
+                held,
+            }),
         }
     }
 
     /// `units`, or what was charged when that is more and the key was reset (or lost
-    /// with Redis's data) since admission: a refund would come out of the usage after.
-    fn since_reset(&self, pending: &PendingSettle, units: u64) -> u64 {
-        match self.reset_since(pending) {
-            false => units,
-            true => units.max(pending.charged()),
+    /// with Redis's data) since admission (then `true`): a refund would come out of the
+    /// usage after.
+    fn since_reset(&self, pending: &PendingSettle, units: u64) -> (u64, bool) {
+        let charged = pending.charged();
+        match units < charged && self.reset_since(pending) {
+            false => (units, false),
+            true => (charged, true),
         }
     }
 
-    /// Settles `pending` at `units`, where its key lives. Returns the debt (TAT − now,
-    /// on the store's clock) after settling.
+    /// Settles `pending` at `units`, where its key lives.
     pub async fn settle(
         &self,
         pending: &PendingSettle,
         units: u64,
         now: u64,
-    ) -> Result<u64, StoreError> {
-        let units = self.since_reset(pending, units);
+    ) -> Result<Settled, StoreError> {
+        let (units, held) = self.since_reset(pending, units);
         let (Some(remote), Some(key)) = (self.remote(), &pending.redis_key) else {
-            return Ok(settle_local(self.local(), pending, units, now));
+            let debt = settle_local(self.local(), pending, units, now);
+            return Ok(Settled { debt, held });
         };
-        let debt = settle_remote(remote, key, pending, units, now)
+        let (debt, marked) = settle_remote(remote, key, pending, units, now)
             .await
             .inspect_err(|e| self.failed(e))?;
-        if units < pending.charged() {
+        if units < pending.charged() && !marked {
             // A refund lowered the TAT: what this gateway remembers of a refusal is stale.
             self.rates.refusals.forget(pending.key);
         }
-        Ok(debt)
+        Ok(Settled {
+            debt,
+            held: held || marked,
+        })
     }
 
     /// Draws between `need` and `want` units for `pending`'s streaming body, at `now`,

@@ -20,7 +20,8 @@
 --          nothing is settled (the key's TAT is a later window's).
 -- ARGV[6]  the charge's time on this server (µs since the epoch, estimated early; 0:
 --          unknown, and any marker refuses the refund)
--- Returns  the debt (TAT − now, ns; a quota: TAT − the window's end, its units used)
+-- Returns  {the debt (TAT − now, ns; a quota: TAT − the window's end, its units used),
+--          1 when a refund was held by the key's reset marker, else 0}
 local op, ns = ARGV[1], tonumber(ARGV[2])
 local room, max_debt = tonumber(ARGV[3]), tonumber(ARGV[4])
 local basis, ended, start = 0, false, 0
@@ -29,7 +30,7 @@ if ws then
   local s, e = tonumber(ws), tonumber(we)
   -- The window after the admitting one has ended too: the key's TAT, if any, is a later
   -- window's usage this settle cannot be placed against; nothing is settled.
-  if now_s >= tonumber(wn) then return 0 end
+  if now_s >= tonumber(wn) then return {0, 0} end
   if now_s < s then
     s, e = s - (e - s), s
   elseif now_s >= e then
@@ -43,7 +44,7 @@ local _, ahead, marked = tat_at(KEYS[1])
 -- policy's calendar changed since admission, and the usage is the new one's.
 if ws and ahead and ahead > 0 then
   local function from(at) return ahead >= at and ahead < at + 900000000000 end
-  if not from(basis) and not from(start) then return 0 end
+  if not from(basis) and not from(start) then return {0, 0} end
 end
 -- A quota's usage is no debt of a rate (tat.lua).
 if marked and not ws then ahead = nil end
@@ -53,15 +54,15 @@ local after
 if op == 'debt' then
   after = math.min(debt + ns, math.max(debt, max_debt))
 else
-  if debt == 0 or ended then return debt end
+  if debt == 0 or ended then return {debt, 0} end
   local reset = tonumber(redis.call('GET', KEYS[2]) or '')
-  if reset and reset >= (tonumber(ARGV[6]) or 0) then return debt end
+  if reset and reset >= (tonumber(ARGV[6]) or 0) then return {debt, 1} end
   after = math.max(debt - math.min(ns, room), 0)
 end
-if after == debt then return debt end
+if after == debt then return {debt, 0} end
 if after == 0 then
   redis.call('DEL', KEYS[1])
-  return 0
+  return {0, 0}
 end
 redis.call('SET', KEYS[1], stamp(basis + after, ws ~= nil), 'PX', math.max(1, math.ceil((basis + after) / 1000000)))
-return after
+return {after, 0}

@@ -238,14 +238,14 @@ pub fn settle_local(local: &MemoryStore, pending: &PendingSettle, units: u64, no
 }
 
 /// Settles `pending` at `units` on its Redis key `key`, on Redis's clock: the debt (TAT −
-/// now) after.
+/// now) after, and whether a refund was held by the key's reset marker.
 pub async fn settle_remote(
     remote: &RedisStore,
     key: &str,
     pending: &PendingSettle,
     units: u64,
     now: u64,
-) -> Result<u64, StoreError> {
+) -> Result<(u64, bool), StoreError> {
     let (op, ns, room) = match pending.adjustment(units, now) {
         None => ("refund", 0, 0),
         Some(Adjustment::Debt { ns }) => ("debt", ns, 0),
@@ -264,8 +264,11 @@ pub async fn settle_remote(
         .arg(pending.max_debt_ns())
         .arg(window)
         .arg(pending.charged_us);
-    let debt: i64 = remote.invoke(&call).await?;
-    u64::try_from(debt).map_err(|_| StoreError::Reply)
+    let (debt, held): (i64, i64) = remote.invoke(&call).await?;
+    Ok((
+        u64::try_from(debt).map_err(|_| StoreError::Reply)?,
+        held == 1,
+    ))
 }
 
 /// The admitted tiers of settled policies, to settle once the cost is known. `in_store`:
