@@ -100,6 +100,7 @@ async fn settle_response(
     let side = Side::Response {
         server_error,
         success: resp.status().is_success(),
+        refused: resp.status().is_client_error(),
         strip_trailers: !takes_trailers,
     };
     let reads_usage = settlement.reads_usage();

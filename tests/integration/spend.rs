@@ -313,3 +313,25 @@ async fn a_client_that_accepts_gzip_is_charged_its_usage_not_the_reserve() {
     }
     assert_eq!(up.encodings(), ["identity", "identity"]);
 }
+
+/// A model API's 4xx generated nothing: an answer refused upstream (here a body that is
+/// not JSON, quoted on the dearest row) settles at `min_cost`, not at its reserve.
+#[tokio::test]
+async fn an_answer_the_upstream_refused_costs_min_cost() {
+    let up = LlmUpstream::start().await;
+    let gw = TestGateway::start(&budget(10_000_000).build(), &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let key = format!("refused-{i}");
+        let r = post(
+            client,
+            &url,
+            &key,
+            br#"{"model":"mini","messages":"#.to_vec(),
+        )
+        .await;
+        assert_eq!(r.status, 400, "{}", r.text());
+        assert_eq!(used_reaches(&gw, &key, 1).await, 1, "min_cost");
+        assert_eq!(used(&gw, &key).await, 1, "not the reserve");
+    }
+}

@@ -26,11 +26,13 @@ pub enum Side {
     Request,
     /// The upstream's answer; `server_error` for a 5xx, whose missing trailer is the
     /// upstream's failure; `success` for a 2xx, whose missing usage may be the client's
-    /// doing. `strip_trailers`: the client did not ask for trailers, so the ones read for
-    /// a settle are not passed on.
+    /// doing; `refused` for a 4xx, which a model API answers without generating (nor
+    /// billing) anything. `strip_trailers`: the client did not ask for trailers, so the
+    /// ones read for a settle are not passed on.
     Response {
         server_error: bool,
         success: bool,
+        refused: bool,
         strip_trailers: bool,
     },
 }
@@ -96,13 +98,14 @@ impl<B> Metered<B> {
         };
         let bytes = self.bytes;
         let usage = self.usage.as_ref().and_then(|s| s.usage());
-        let (server_error, success) = match self.side {
+        let (server_error, success, refused) = match self.side {
             Side::Response {
                 server_error,
                 success,
+                refused,
                 ..
-            } => (server_error, success),
-            Side::Request => (false, false),
+            } => (server_error, success, refused),
+            Side::Request => (false, false, false),
         };
         settlement.finish(|p| match (&p.settle().source, &end) {
             (SettleSource::Usage(prices), End::Trailers(_) | End::Complete) => {
@@ -112,6 +115,9 @@ impl<B> Metered<B> {
                     _ if server_error => Measured::UpstreamFailed(bytes),
                     // An empty success (a 204) generated nothing to hide a usage in.
                     _ if success && bytes > 0 => Measured::Unreported,
+                    // A model API's 4xx (a bad request, its own rate limit) generated
+                    // nothing: no usage is none used (the settle's `min_cost`).
+                    _ if refused => Measured::Value(0),
                     _ => Measured::Missing,
                 }
             }
