@@ -252,7 +252,7 @@ impl Lexer {
             return Member::None;
         }
         match (self.depth, name) {
-            (1, b"usage") => Member::Usage,
+            (1, b"usage" | b"usageMetadata") => Member::Usage,
             (1, b"message" | b"response") => Member::Holder,
             (2, b"usage") if self.holder[2] => Member::Usage,
             _ => Member::None,

@@ -1,7 +1,8 @@
 //! The `usage` objects answers report, in OpenAI's shapes (chat: `prompt_tokens`;
-//! responses: `input_tokens`, cached tokens among them) and Anthropic's (`input_tokens`
-//! without the cache, its reads and writes beside it), read into one [`Usage`], and two
-//! reports of one answer merged.
+//! responses: `input_tokens`, cached tokens among them), Anthropic's (`input_tokens`
+//! without the cache, its reads and writes beside it) and Gemini's (`usageMetadata`:
+//! `promptTokenCount` with its cached part, thinking beside the answer's tokens), read
+//! into one [`Usage`], and two reports of one answer merged.
 
 use serde::Deserialize;
 
@@ -42,11 +43,26 @@ struct RawUsage {
     cache_read_input_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
     cache_creation: Option<CacheCreation>,
+    /// Gemini's: the prompt (its cached part included), what tools read into it, the
+    /// answer's candidates and the thinking before them (billed as output).
+    #[serde(rename = "promptTokenCount")]
+    gemini_prompt: Option<u64>,
+    #[serde(rename = "toolUsePromptTokenCount")]
+    gemini_tool_prompt: Option<u64>,
+    #[serde(rename = "cachedContentTokenCount")]
+    gemini_cached: Option<u64>,
+    #[serde(rename = "candidatesTokenCount")]
+    gemini_candidates: Option<u64>,
+    #[serde(rename = "thoughtsTokenCount")]
+    gemini_thoughts: Option<u64>,
 }
 
 /// A kept `usage` object; `None` when it is not one (no token counts, a wrong type).
 pub(super) fn parse(bytes: &[u8]) -> Option<Usage> {
     let raw: RawUsage = serde_json::from_slice(bytes).ok()?;
+    if raw.gemini_prompt.is_some() || raw.gemini_candidates.is_some() {
+        return Some(gemini(&raw));
+    }
     let reported = [
         raw.prompt_tokens,
         raw.input_tokens,
@@ -83,6 +99,25 @@ pub(super) fn parse(bytes: &[u8]) -> Option<Usage> {
         written_1h,
         output: raw.completion_tokens.or(raw.output_tokens).unwrap_or(0),
     })
+}
+
+/// Gemini's `usageMetadata`: input is the prompt and what tools read into it, its cached
+/// part within; output the candidates and the thinking.
+fn gemini(raw: &RawUsage) -> Usage {
+    let input = raw
+        .gemini_prompt
+        .unwrap_or(0)
+        .saturating_add(raw.gemini_tool_prompt.unwrap_or(0));
+    Usage {
+        input,
+        cached: raw.gemini_cached.unwrap_or(0).min(input),
+        written: 0,
+        written_1h: 0,
+        output: raw
+            .gemini_candidates
+            .unwrap_or(0)
+            .saturating_add(raw.gemini_thoughts.unwrap_or(0)),
+    }
 }
 
 /// Keeps the larger of two reports, field by field, the cached and written parts going

@@ -166,3 +166,17 @@ fn anthropic_cache_writes_are_kept_by_lifetime() {
         })
     );
 }
+
+/// Gemini's `usageMetadata`, in a JSON answer and in every event of a stream (counted up
+/// as it goes): the prompt with its cached part and what tools read, the candidates and
+/// the thinking as output; a `usageMetadata` inside a candidate's text is text.
+#[test]
+fn gemini_reports_its_usage_metadata() {
+    let answer = r#"{"candidates":[{"content":{"parts":[{"text":"\"usageMetadata\":{\"promptTokenCount\":1}"}]}}],"usageMetadata":{"promptTokenCount":100,"cachedContentTokenCount":60,"toolUsePromptTokenCount":20,"candidatesTokenCount":30,"thoughtsTokenCount":50,"totalTokenCount":200}}"#;
+    assert_eq!(scan(JSON, &[answer.as_bytes()]), usage(120, 60, 80));
+    let stream = concat!(
+        "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}],\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":1}}\r\n\r\n",
+        "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"b\"}]}}],\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":7,\"thoughtsTokenCount\":3}}\r\n\r\n",
+    );
+    assert_eq!(scan(SSE, &[stream.as_bytes()]), usage(9, 0, 10));
+}
