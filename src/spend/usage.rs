@@ -255,6 +255,9 @@ impl Lexer {
             (1, b"usage" | b"usageMetadata") => Member::Usage,
             (1, b"message" | b"response") => Member::Holder,
             (2, b"usage") if self.holder[2] => Member::Usage,
+            // Gemini's `streamGenerateContent` without `alt=sse`: a JSON array of the
+            // stream's responses, each with its `usageMetadata`.
+            (2, b"usageMetadata") if !self.object[1] => Member::Usage,
             _ => Member::None,
         }
     }

@@ -179,4 +179,11 @@ fn gemini_reports_its_usage_metadata() {
         "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"b\"}]}}],\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":7,\"thoughtsTokenCount\":3}}\r\n\r\n",
     );
     assert_eq!(scan(SSE, &[stream.as_bytes()]), usage(9, 0, 10));
+    // Without `alt=sse`, the stream is one JSON array of those responses.
+    let array = r#"[{"candidates":[],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":1}},
+{"candidates":[{"content":{"parts":[{"text":"{\"usageMetadata\":{\"promptTokenCount\":1}}"}]}}],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":7}}]"#;
+    assert_eq!(scan(JSON, &[array.as_bytes()]), usage(9, 0, 7));
+    // An object's member deeper down is no usage.
+    let nested = r#"{"candidates":[{"usageMetadata":{"promptTokenCount":5}}]}"#;
+    assert_eq!(scan(JSON, &[nested.as_bytes()]), None);
 }

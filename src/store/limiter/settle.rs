@@ -60,6 +60,7 @@ impl Limiter {
         }
         Ok(Settled {
             debt,
+            // The script holds only a refund that would have moved the key.
             held: held || marked,
         })
     }

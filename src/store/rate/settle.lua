@@ -54,7 +54,7 @@ local after
 if op == 'debt' then
   after = math.min(debt + ns, math.max(debt, max_debt))
 else
-  if debt == 0 or ended then return {debt, 0} end
+  if debt == 0 or ended or math.min(ns, room) <= 0 then return {debt, 0} end
   local reset = tonumber(redis.call('GET', KEYS[2]) or '')
   if reset and reset >= (tonumber(ARGV[6]) or 0) then return {debt, 1} end
   after = math.max(debt - math.min(ns, room), 0)
