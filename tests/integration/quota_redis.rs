@@ -202,7 +202,10 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     }
     // Nothing to give back (a settle at what was charged) holds nothing.
     redis.cli(&["SET", "reset-key", &used]);
-    assert_eq!(settle_at("reset-key", "refund", "0", "0", &own, "0"), "80 0");
+    assert_eq!(
+        settle_at("reset-key", "refund", "0", "0", &own, "0"),
+        "80 0"
+    );
     // A debt is charged whatever the marker says.
     assert_eq!(settle_at("reset-key", "debt", "9", "0", &own, "0"), "89 0");
     // A hold of 0 leaves no marker.
