@@ -57,8 +57,36 @@ enum Named {
     Other,
 }
 
+/// The names [`named`] knows, for a name spelled in another case.
+const KNOWN: [(&str, Named); 24] = [
+    ("image_url", Named::Beyond),
+    ("input_audio", Named::Beyond),
+    ("inline_data", Named::Beyond),
+    ("inlineData", Named::Beyond),
+    ("file_data", Named::Beyond),
+    ("fileData", Named::Beyond),
+    ("audio", Named::Beyond),
+    ("googleSearch", Named::Beyond),
+    ("google_search", Named::Beyond),
+    ("googleSearchRetrieval", Named::Beyond),
+    ("google_search_retrieval", Named::Beyond),
+    ("urlContext", Named::Beyond),
+    ("url_context", Named::Beyond),
+    ("codeExecution", Named::Beyond),
+    ("code_execution", Named::Beyond),
+    ("parameters", Named::Schema),
+    ("input_schema", Named::Schema),
+    ("inputSchema", Named::Schema),
+    ("schema", Named::Schema),
+    ("json_schema", Named::Schema),
+    ("properties", Named::Schema),
+    ("response_schema", Named::Schema),
+    ("responseSchema", Named::Schema),
+    ("type", Named::Type),
+];
+
 fn named(name: &str) -> Named {
-    match name {
+    let exact = match name {
         "image_url" | "input_audio" | "inline_data" | "inlineData" | "file_data" | "fileData"
         | "audio" => Named::Beyond,
         "googleSearch"
@@ -73,6 +101,20 @@ fn named(name: &str) -> Named {
         | "response_schema" | "responseSchema" => Named::Schema,
         "type" => Named::Type,
         _ => Named::Other,
+    };
+    // Go's readers (Ollama's OpenAI API among them) match member names under case
+    // folding at every level: `"IMAGE_URL"` is their `image_url`. A name with a capital
+    // or a non-ASCII letter is folded against the known ones.
+    let folds = || {
+        name.bytes()
+            .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
+    };
+    match exact {
+        Named::Other if folds() => KNOWN
+            .iter()
+            .find(|(known, _)| names(known, name))
+            .map_or(Named::Other, |&(_, kind)| kind),
+        exact => exact,
     }
 }
 

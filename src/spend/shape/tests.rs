@@ -70,6 +70,11 @@ fn what_the_upstream_keeps_or_multiplies_is_beyond_the_body() {
         r#"{"model":"m","input":"hi","tools":[{"type":"web_search_preview"}]}"#,
         r#"{"model":"m","messages":[],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}"#,
         r#"{"contents":[],"tools":[{"googleSearch":{}}]}"#,
+        // Go's readers fold member names at every level.
+        r#"{"messages":[{"content":[{"Type":"text","IMAGE_URL":{"url":"u"}}]}]}"#,
+        r#"{"messages":[{"content":[{"TYPE":"input_audio"}]}]}"#,
+        r#"{"contents":[{"parts":[{"InlineData":{"data":"AAA"}}]}]}"#,
+        r#"{"contents":[],"tools":[{"googleſearch":{}}]}"#,
     ] {
         assert!(carries_media(beyond.as_bytes()), "{beyond}");
     }
