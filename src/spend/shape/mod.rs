@@ -14,131 +14,15 @@ use std::fmt;
 
 use crate::json::{names, Key};
 
-/// Content part `type`s that name non-text input (OpenAI Chat Completions and Responses,
-/// Anthropic Messages).
-const MEDIA_TYPES: [&str; 8] = [
-    "image_url",
-    "input_image",
-    "image",
-    "input_audio",
-    "audio",
-    "file",
-    "input_file",
-    "document",
-];
+mod prompt;
+mod vocabulary;
 
-/// `type` values (by prefix) of parts and tools whose input the upstream fetches or keeps:
-/// an item of a stored response, and server-side tools (OpenAI's and Anthropic's web
-/// search and fetch, file search, MCP servers, code runs, image generation, computer use).
-const BEYOND_TYPES: [&str; 9] = [
-    "item_reference",
-    "web_search",
-    "web_fetch",
-    "file_search",
-    "mcp",
-    "code_interpreter",
-    "code_execution",
-    "image_generation",
-    "computer_use",
-];
-
-/// What a member's name tells wherever it stands, one `match` (a switch on its length,
-/// then a compare: the scan asks it of every member).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Named {
-    /// Input the body's bytes do not bound, whatever a part's `type` says: media (Gemini's
-    /// parts, OpenAI's part payloads, an assistant turn's earlier audio) and Gemini's
-    /// server-side tools.
-    Beyond,
-    /// A JSON Schema (a tool's parameters, a response format): a description of data,
-    /// never input, so nothing in it counts.
-    Schema,
-    Type,
-    Other,
-}
-
-/// The names [`named`] knows, for a name spelled in another case.
-const KNOWN: [(&str, Named); 24] = [
-    ("image_url", Named::Beyond),
-    ("input_audio", Named::Beyond),
-    ("inline_data", Named::Beyond),
-    ("inlineData", Named::Beyond),
-    ("file_data", Named::Beyond),
-    ("fileData", Named::Beyond),
-    ("audio", Named::Beyond),
-    ("googleSearch", Named::Beyond),
-    ("google_search", Named::Beyond),
-    ("googleSearchRetrieval", Named::Beyond),
-    ("google_search_retrieval", Named::Beyond),
-    ("urlContext", Named::Beyond),
-    ("url_context", Named::Beyond),
-    ("codeExecution", Named::Beyond),
-    ("code_execution", Named::Beyond),
-    ("parameters", Named::Schema),
-    ("input_schema", Named::Schema),
-    ("inputSchema", Named::Schema),
-    ("schema", Named::Schema),
-    ("json_schema", Named::Schema),
-    ("properties", Named::Schema),
-    ("response_schema", Named::Schema),
-    ("responseSchema", Named::Schema),
-    ("type", Named::Type),
-];
-
-fn named(name: &str) -> Named {
-    let exact = match name {
-        "image_url" | "input_audio" | "inline_data" | "inlineData" | "file_data" | "fileData"
-        | "audio" => Named::Beyond,
-        "googleSearch"
-        | "google_search"
-        | "googleSearchRetrieval"
-        | "google_search_retrieval"
-        | "urlContext"
-        | "url_context"
-        | "codeExecution"
-        | "code_execution" => Named::Beyond,
-        "parameters" | "input_schema" | "inputSchema" | "schema" | "json_schema" | "properties"
-        | "response_schema" | "responseSchema" => Named::Schema,
-        "type" => Named::Type,
-        _ => Named::Other,
-    };
-    // Go's readers (Ollama's OpenAI API among them) match member names under case
-    // folding at every level: `"IMAGE_URL"` is their `image_url`. A name with a capital
-    // or a non-ASCII letter is folded against the known ones.
-    let folds = || {
-        name.bytes()
-            .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
-    };
-    match exact {
-        Named::Other if folds() => KNOWN
-            .iter()
-            .find(|(known, _)| names(known, name))
-            .map_or(Named::Other, |&(_, kind)| kind),
-        exact => exact,
-    }
-}
-
-/// Top-level members (not `null`) that make the upstream bill more than the body holds:
-/// a conversation or response chain kept upstream (OpenAI Responses), a cached context
-/// (Gemini), a batch of requests, several completions generated for one returned.
-const BEYOND_MEMBERS: [&str; 7] = [
-    "previous_response_id",
-    "conversation",
-    "cachedContent",
-    "cached_content",
-    "requests",
-    "best_of",
-    "background",
-];
-
-/// Members of Gemini's `generationConfig` that multiply its output.
-const GENERATION_CONFIGS: [&str; 2] = ["generationConfig", "generation_config"];
-const CANDIDATES: [&str; 2] = ["candidateCount", "candidate_count"];
-
-/// The top-level members whose values bound output (see `config::prices`).
-pub const CHAT_LIMITS: [&str; 2] = ["max_tokens", "max_completion_tokens"];
-pub const RESPONSES_LIMIT: &str = "max_output_tokens";
-const CHOICES: &str = "n";
+use prompt::PromptItem;
+use vocabulary::{
+    named, Named, BEYOND_MEMBERS, BEYOND_TYPES, CANDIDATES, CHOICES, GENERATION_CONFIGS,
+    MEDIA_TYPES,
+};
+pub use vocabulary::{CHAT_LIMITS, RESPONSES_LIMIT};
 
 /// Bodies nested deeper than this are read as carrying media (serde_json refuses 128
 /// levels anyway).
@@ -374,60 +258,6 @@ impl<'de> Visitor<'de> for Scan<'_> {
                 return Ok(());
             }
         }
-    }
-}
-
-/// An element of a `prompt` list: `true` when it is a prompt of its own (a text or a
-/// token list), `false` for a token.
-struct PromptItem(bool);
-
-impl<'de> serde::Deserialize<'de> for PromptItem {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(PromptItemVisitor)
-    }
-}
-
-struct PromptItemVisitor;
-
-impl<'de> Visitor<'de> for PromptItemVisitor {
-    type Value = PromptItem;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a prompt or a token")
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<PromptItem, E> {
-        Ok(PromptItem(false))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<PromptItem, E> {
-        Ok(PromptItem(false))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<PromptItem, E> {
-        Ok(PromptItem(false))
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<PromptItem, E> {
-        Ok(PromptItem(false))
-    }
-
-    fn visit_unit<E>(self) -> Result<PromptItem, E> {
-        Ok(PromptItem(false))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<PromptItem, E> {
-        Ok(PromptItem(true))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PromptItem, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(PromptItem(true))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PromptItem, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(PromptItem(true))
     }
 }
 

@@ -66,6 +66,7 @@ fn what_the_upstream_keeps_or_multiplies_is_beyond_the_body() {
         r#"{"contents":[],"generationConfig":{"candidateCount":8}}"#,
         r#"{"model":"m","prompt":["one","two"],"max_tokens":9}"#,
         r#"{"model":"m","prompt":[[1,2],[3,4]],"max_tokens":9}"#,
+        r#"{"model":"m","prompt":["one",{"text":"two"}],"max_tokens":9}"#,
         r#"{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}"#,
         r#"{"model":"m","input":"hi","tools":[{"type":"web_search_preview"}]}"#,
         r#"{"model":"m","messages":[],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}"#,

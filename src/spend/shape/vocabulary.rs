@@ -1,0 +1,131 @@
+//! The names a body's shape is read by: part `type`s and member names that bring input
+//! the body's bytes do not bound, JSON Schema holders, and the top level's members that
+//! keep, multiply or limit what the upstream bills.
+
+use crate::json::names;
+
+/// Content part `type`s that name non-text input (OpenAI Chat Completions and Responses,
+/// Anthropic Messages).
+pub(super) const MEDIA_TYPES: [&str; 8] = [
+    "image_url",
+    "input_image",
+    "image",
+    "input_audio",
+    "audio",
+    "file",
+    "input_file",
+    "document",
+];
+
+/// `type` values (by prefix) of parts and tools whose input the upstream fetches or keeps:
+/// an item of a stored response, and server-side tools (OpenAI's and Anthropic's web
+/// search and fetch, file search, MCP servers, code runs, image generation, computer use).
+pub(super) const BEYOND_TYPES: [&str; 9] = [
+    "item_reference",
+    "web_search",
+    "web_fetch",
+    "file_search",
+    "mcp",
+    "code_interpreter",
+    "code_execution",
+    "image_generation",
+    "computer_use",
+];
+
+/// What a member's name tells wherever it stands, one `match` (a switch on its length,
+/// then a compare: the scan asks it of every member).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Named {
+    /// Input the body's bytes do not bound, whatever a part's `type` says: media (Gemini's
+    /// parts, OpenAI's part payloads, an assistant turn's earlier audio) and Gemini's
+    /// server-side tools.
+    Beyond,
+    /// A JSON Schema (a tool's parameters, a response format): a description of data,
+    /// never input, so nothing in it counts.
+    Schema,
+    Type,
+    Other,
+}
+
+/// The names [`named`] knows, for a name spelled in another case.
+const KNOWN: [(&str, Named); 24] = [
+    ("image_url", Named::Beyond),
+    ("input_audio", Named::Beyond),
+    ("inline_data", Named::Beyond),
+    ("inlineData", Named::Beyond),
+    ("file_data", Named::Beyond),
+    ("fileData", Named::Beyond),
+    ("audio", Named::Beyond),
+    ("googleSearch", Named::Beyond),
+    ("google_search", Named::Beyond),
+    ("googleSearchRetrieval", Named::Beyond),
+    ("google_search_retrieval", Named::Beyond),
+    ("urlContext", Named::Beyond),
+    ("url_context", Named::Beyond),
+    ("codeExecution", Named::Beyond),
+    ("code_execution", Named::Beyond),
+    ("parameters", Named::Schema),
+    ("input_schema", Named::Schema),
+    ("inputSchema", Named::Schema),
+    ("schema", Named::Schema),
+    ("json_schema", Named::Schema),
+    ("properties", Named::Schema),
+    ("response_schema", Named::Schema),
+    ("responseSchema", Named::Schema),
+    ("type", Named::Type),
+];
+
+pub(super) fn named(name: &str) -> Named {
+    let exact = match name {
+        "image_url" | "input_audio" | "inline_data" | "inlineData" | "file_data" | "fileData"
+        | "audio" => Named::Beyond,
+        "googleSearch"
+        | "google_search"
+        | "googleSearchRetrieval"
+        | "google_search_retrieval"
+        | "urlContext"
+        | "url_context"
+        | "codeExecution"
+        | "code_execution" => Named::Beyond,
+        "parameters" | "input_schema" | "inputSchema" | "schema" | "json_schema" | "properties"
+        | "response_schema" | "responseSchema" => Named::Schema,
+        "type" => Named::Type,
+        _ => Named::Other,
+    };
+    // Go's readers (Ollama's OpenAI API among them) match member names under case
+    // folding at every level: `"IMAGE_URL"` is their `image_url`. A name with a capital
+    // or a non-ASCII letter is folded against the known ones.
+    let folds = || {
+        name.bytes()
+            .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
+    };
+    match exact {
+        Named::Other if folds() => KNOWN
+            .iter()
+            .find(|(known, _)| names(known, name))
+            .map_or(Named::Other, |&(_, kind)| kind),
+        exact => exact,
+    }
+}
+
+/// Top-level members (not `null`) that make the upstream bill more than the body holds:
+/// a conversation or response chain kept upstream (OpenAI Responses), a cached context
+/// (Gemini), a batch of requests, several completions generated for one returned.
+pub(super) const BEYOND_MEMBERS: [&str; 7] = [
+    "previous_response_id",
+    "conversation",
+    "cachedContent",
+    "cached_content",
+    "requests",
+    "best_of",
+    "background",
+];
+
+/// Members of Gemini's `generationConfig` that multiply its output.
+pub(super) const GENERATION_CONFIGS: [&str; 2] = ["generationConfig", "generation_config"];
+pub(super) const CANDIDATES: [&str; 2] = ["candidateCount", "candidate_count"];
+
+/// The top-level members whose values bound output (see `config::prices`).
+pub const CHAT_LIMITS: [&str; 2] = ["max_tokens", "max_completion_tokens"];
+pub const RESPONSES_LIMIT: &str = "max_output_tokens";
+pub(super) const CHOICES: &str = "n";
