@@ -181,8 +181,10 @@ fn drop_other_calendars(shared: &Shared) -> usize {
         .limiter
         .keys()
         .window_ends(&shared.config(), &*shared.clock);
-    let end_of = |area| ends.iter().find(|(a, _)| *a == area).map(|&(_, e)| e);
-    shared.limiter.local().empty_stale_areas(end_of)
+    shared
+        .limiter
+        .local()
+        .empty_stale_areas(|area| ends.of(area))
 }
 
 /// Copies the settings that only a restart applies from the running config into `new`.

@@ -157,16 +157,18 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
     // A quota key's window end, placed on the local clock as a decision places it
     // (`RequestTiers::place_windows`): in memory the key is reset to no usage there (a
     // key of a full area would otherwise read at the area's floor).
-    let quota_end = policy
+    let unix_now = shared.clock.unix_ns_at(shared.clock.now_ns());
+    let window = policy
         .rate()
         .and_then(|r| r.calendar.as_deref())
-        .map(|calendar| {
-            let unix_now = shared.clock.unix_ns_at(shared.clock.now_ns());
-            shared
-                .clock
-                .mono_ns_at(calendar.bounds(unix_now).end_at(unix_now))
-        });
-    let hold = marker_hold(shared, policy, &parts);
+        .map(|calendar| calendar.bounds(unix_now));
+    let quota_end = window.map(|w| shared.clock.mono_ns_at(w.end_at(unix_now)));
+    // A quota's settle can move the key until the window after the current one ends.
+    let next_end_in = window.map(|w| {
+        let secs = u64::try_from(w.next).unwrap_or(0);
+        Duration::from_secs(secs.saturating_sub(unix_now / 1_000_000_000))
+    });
+    let hold = marker_hold(policy, &parts, next_end_in);
     match shared.limiter.forget(&key, quota_end, hold).await {
         Ok(()) => {
             let mut answer =
@@ -197,29 +199,23 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
 
 /// How long after now a request of `policy`'s key decided before now may still move it:
 /// a reset's marker in Redis is kept that long (`Limiter::forget`). A settled quota's
-/// refund ends with the window after the current one; a settled rate's with its
-/// reservation's time (the key's burst and debt bound), kept twice over and at least an
-/// hour, for an override that raised it since; otherwise a Cluster request's rollback,
-/// within a minute.
-fn marker_hold(shared: &Shared, policy: &Policy, parts: &[String]) -> Duration {
-    let rollback = Duration::from_secs(60);
+/// refund ends with the window after the current one (`next_end_in`, and a minute); a
+/// settled rate's with its reservation's time (the key's burst and debt bound), kept
+/// twice over and at least an hour, for an override that raised it since; otherwise a
+/// Cluster request's rollback, within a minute.
+fn marker_hold(policy: &Policy, parts: &[String], next_end_in: Option<Duration>) -> Duration {
+    let minute = Duration::from_secs(60);
     let Some((rate, settle)) = policy.rate().and_then(|r| Some((r, r.settle.as_ref()?))) else {
-        return rollback;
+        return minute;
     };
-    if let Some(calendar) = rate.calendar.as_deref() {
-        let unix_now = shared.clock.unix_ns_at(shared.clock.now_ns());
-        let next = calendar.bounds(unix_now).next;
-        let secs = u64::try_from(next)
-            .unwrap_or(0)
-            .saturating_sub(unix_now / 1_000_000_000);
-        return Duration::from_secs(secs.saturating_add(60));
+    if let Some(left) = next_end_in {
+        return left.saturating_add(minute);
     }
     let quota = rate.quota_for(parts.first().map(String::as_str));
-    let bound = quota.tolerance_ns().saturating_add(
-        quota
-            .interval_ns()
-            .saturating_mul(settle.max_debt.saturating_add(1)),
-    );
+    // The bound and one unit more, twice over.
+    let bound = settle
+        .bound_ns(quota.tolerance_ns(), quota.interval_ns())
+        .saturating_add(quota.interval_ns());
     Duration::from_nanos(bound.saturating_mul(2)).max(Duration::from_secs(3600))
 }
 

@@ -33,8 +33,7 @@ pub fn restore(
     let limiter = limiter.with_key_seeds(saved.seeds);
     limiter.keys().arrange(config);
     let ends = limiter.keys().window_ends(config, clock);
-    let end_of = |area| ends.iter().find(|(a, _)| *a == area).map(|&(_, e)| e);
-    let restored = state::restore(&saved, limiter.local(), clock, end_of);
+    let restored = state::restore(&saved, limiter.local(), clock, |area| ends.of(area));
     tracing::info!(
         restored = restored.keys,
         saved = saved.keys.len(),

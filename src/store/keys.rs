@@ -34,6 +34,21 @@ pub struct StoreKey {
     pub redis: Option<RedisKey>,
 }
 
+/// Each calendar quota policy's area of the embedded store, with the end of the window the
+/// policy is in now ([`KeyMaker::window_ends`]).
+pub struct WindowEnds(Vec<(usize, u64)>);
+
+impl WindowEnds {
+    /// The end of the window `area`'s policy is in; `None` for an area no quota policy
+    /// of the config holds.
+    pub fn of(&self, area: usize) -> Option<u64> {
+        self.0
+            .iter()
+            .find(|&&(a, _)| a == area)
+            .map(|&(_, end)| end)
+    }
+}
+
 /// Makes the keys of one gateway: hashes seeded once per process with random keys (so
 /// clients cannot aim collisions, and stable across reloads), and Redis keys, keyed by
 /// the fleet's secret, when the store is Redis.
@@ -96,9 +111,9 @@ impl KeyMaker {
     /// of the window the policy is in now, on `clock`'s monotonic timeline. A key of the
     /// area whose usage is not of that window was written under another calendar: a
     /// reload that changed the calendar, or a state file written before, drops it.
-    pub fn window_ends(&self, config: &Config, clock: &dyn Clock) -> Vec<(usize, u64)> {
+    pub fn window_ends(&self, config: &Config, clock: &dyn Clock) -> WindowEnds {
         let unix_now = clock.unix_ns_at(clock.now_ns());
-        config
+        let ends = config
             .policies
             .iter()
             .filter_map(|p| {
@@ -107,7 +122,8 @@ impl KeyMaker {
                 let end = quota.bounds(unix_now).end_at(unix_now);
                 (area != 0).then(|| (area, clock.mono_ns_at(end)))
             })
-            .collect()
+            .collect();
+        WindowEnds(ends)
     }
 
     /// The key hasher's seeds.

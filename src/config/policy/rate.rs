@@ -169,6 +169,14 @@ impl RateLimit {
 }
 
 impl Settle {
+    /// How far a key's TAT may run ahead of now while a settled request of it is in
+    /// flight, for a key of burst tolerance `tau_ns` and interval `t_ns`: the burst, and
+    /// `max_debt` units beyond it (bytes sources draw up to it). What a refund can give
+    /// back is at most this, and shrinks as time passes.
+    pub fn bound_ns(&self, tau_ns: u64, t_ns: u64) -> u64 {
+        tau_ns.saturating_add(self.max_debt.saturating_mul(t_ns))
+    }
+
     /// How a rate policy settles: its source and reserve, and what bounds a request: its
     /// floor (`min_cost`, which for bytes is also a bound on the request rate), its cap,
     /// and for bytes how far transfers may run past the burst.

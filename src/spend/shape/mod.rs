@@ -98,36 +98,36 @@ impl Scan<'_> {
         // The known names are ASCII: an ASCII name folds to one only under ASCII folding,
         // a cheap length check first (the full folding is for the rest).
         let ascii = name.is_ascii();
-        let names = |token: &str| match ascii {
+        let folds_to = |token: &str| match ascii {
             true => token.eq_ignore_ascii_case(name),
             false => names(token, name),
         };
-        let named = |list: &[&str]| list.iter().any(|m| names(m));
+        let any_of = |list: &[&str]| list.iter().any(|m| folds_to(m));
         match self.place {
             Place::Top => {
                 let limits = CHAT_LIMITS.iter().chain([&RESPONSES_LIMIT, &CHOICES]);
                 for (i, limit) in limits.enumerate() {
-                    if names(limit) {
+                    if folds_to(limit) {
                         let twice = self.seen & (1 << i) != 0;
                         self.shape.unsure_limit |= *limit != name || twice;
                         self.seen |= 1 << i;
                     }
                 }
-                if names("messages") {
+                if folds_to("messages") {
                     self.shape.chat = true;
                 }
-                if names("input") {
+                if folds_to("input") {
                     self.shape.responses = true;
                 }
                 match kind {
-                    _ if names("prompt") => Place::Prompt,
-                    _ if named(&BEYOND_MEMBERS) => Place::Beyond,
-                    _ if named(&GENERATION_CONFIGS) => Place::GenerationConfig,
+                    _ if folds_to("prompt") => Place::Prompt,
+                    _ if any_of(&BEYOND_MEMBERS) => Place::Beyond,
+                    _ if any_of(&GENERATION_CONFIGS) => Place::GenerationConfig,
                     Named::Type => Place::Type,
                     _ => Place::Other,
                 }
             }
-            Place::GenerationConfig if named(&CANDIDATES) => Place::Beyond,
+            Place::GenerationConfig if any_of(&CANDIDATES) => Place::Beyond,
             _ => match kind {
                 Named::Schema => Place::Schema,
                 Named::Type => Place::Type,

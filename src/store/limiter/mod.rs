@@ -206,9 +206,13 @@ impl Limiter {
         } = admission;
         pending_settles(route, tiers, verdict, (*now, marks), in_store, settles);
         if let Some(remote) = self.remote().filter(|_| in_store) {
+            let (server_ns, early_us) = (
+                remote.server_unix_ns_at(*now),
+                remote.server_unix_us_early(*now),
+            );
             for s in settles.iter_mut().filter(|s| s.redis_key.is_some()) {
-                s.charged_on(remote.server_unix_ns_at(*now), clock);
-                s.charged_us = remote.server_unix_us_early(*now);
+                s.charged_on(server_ns, clock);
+                s.charged_us = early_us;
             }
         }
     }

@@ -84,9 +84,7 @@ impl PendingSettle {
     /// The TAT may be at most this far ahead of now while the body streams: the burst,
     /// and `max_debt` beyond it (bytes sources).
     pub fn bound_ns(&self) -> u64 {
-        let max_debt = self.settle().max_debt;
-        self.tau_ns
-            .saturating_add(max_debt.saturating_mul(self.t_ns))
+        self.settle().bound_ns(self.tau_ns, self.t_ns)
     }
 
     /// `units` were drawn at `now`, leaving the key's TAT `ahead_ns` ahead.

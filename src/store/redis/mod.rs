@@ -180,14 +180,14 @@ impl RedisStore {
     /// after it, so clock estimates and round trips never make a timely call late.
     /// `None` before the server's clock was seen.
     pub fn server_deadline(&self, sent_ns: u64) -> Option<u128> {
-        let offset = self
-            .server_offset
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if offset == 0 {
-            return None;
-        }
-        let at = i128::from(sent_ns) + i128::from(offset) + 2 * self.timeout.as_nanos() as i128;
-        u128::try_from(at).ok()
+        let at = self.server_unix_ns_at(sent_ns)?;
+        Some(u128::from(at) + u128::from(self.clock_margin_ns()))
+    }
+
+    /// How far a server time learned from replies may be off: twice the store timeout (a
+    /// reply slower than one is an error, not a lesson).
+    fn clock_margin_ns(&self) -> u64 {
+        2 * u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX / 4)
     }
 
     /// The server's time (ns since the Unix epoch) at `local_ns` on this gateway's clock,
@@ -208,9 +208,8 @@ impl RedisStore {
     /// clocks of Cluster masters a little apart. 0 before the clock was seen. A reset
     /// marked after it holds the call's refund (`settle.lua`): early errs toward holding.
     pub fn server_unix_us_early(&self, local_ns: u64) -> u64 {
-        let margin = 2 * u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX / 4);
         self.server_unix_ns_at(local_ns)
-            .map_or(0, |ns| ns.saturating_sub(margin) / 1_000)
+            .map_or(0, |ns| ns.saturating_sub(self.clock_margin_ns()) / 1_000)
     }
 
     /// Learns the server's clock from a reply to a call sent at `sent_ns`. The estimate
