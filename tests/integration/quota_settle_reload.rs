@@ -89,14 +89,7 @@ async fn a_settle_across_a_calendar_change_keeps_the_new_usage_on_redis() {
     let anchor = if midnight.day() == 2 { 3 } else { 2 };
     let month = format!("window = \"month\"\nanchor = {anchor}");
     let gw = TestGateway::start_real_clock(&plan(&store, &month), &up.url()).await;
-    let ready = eventually_async(Duration::from_secs(30), || async {
-        send(&http1(), "GET", &gw.url("/"), &[("x-key", "warm-up")], b"")
-            .await
-            .status
-            == 200
-    })
-    .await;
-    assert!(ready, "the store answers");
+    gw.wait_for_store_with("/", "x-key", "warm-up").await;
     a_held_settle_leaves_the_new_calendars_usage(&gw, &up, (&store, &month)).await;
 }
 
@@ -195,26 +188,12 @@ async fn a_refund_after_a_reset_elsewhere_in_the_fleet_gives_nothing_back() {
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     for gw in [&a, &b] {
-        let ready = eventually_async(Duration::from_secs(30), || async {
-            send(&http1(), "GET", &gw.url("/"), &[("x-key", "warm-up")], b"")
-                .await
-                .status
-                == 200
-        })
-        .await;
-        assert!(ready, "the store answers");
+        gw.wait_for_store_with("/", "x-key", "warm-up").await;
     }
     let held = held_call(&b, &up, 3000).await;
     reset(&a, "acme").await;
-    let put = send(
-        &http1(),
-        "PUT",
-        &a.admin_url("/admin/overrides/plan/other"),
-        &[("content-type", "application/json")],
-        br#"{"quota": 5}"#,
-    )
-    .await;
-    assert_eq!(put.status, 200, "{}", put.text());
+    let other = a.admin_url("/admin/overrides/plan/other");
+    crate::admin::put_ok(&other, br#"{"quota": 5}"#).await;
     used_up_since_the_reset(&a, held).await;
     assert_eq!(call(&b, &http1(), 1, 0).await.status, 429, "on b too");
     assert_eq!(
@@ -235,32 +214,9 @@ async fn a_refund_after_redis_lost_its_keys_gives_nothing_back() {
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     gw.wait_for_store_with("/v1/usage", "x-key", "warm-up")
         .await;
-    // An upkeep turn has read the node before it restarts: the next compares with it.
-    let mut asked = 0;
-    let seen = eventually(Duration::from_secs(10), || {
-        let gateway_read_it = redis.calls_of(&["info"]) > asked;
-        asked += 1;
-        gateway_read_it
-    })
-    .await;
-    assert!(seen, "the gateway's upkeep reads the node");
     // Long enough to outlast the restart and the calls after it on a busy machine.
     let held = held_call(&gw, &up, 15_000).await;
-    let secret = redis.cli(&["GET", "tg:{secret}"]);
-    redis.restart();
-    let counted = metric_reaches(
-        Duration::from_secs(20),
-        &gw.admin_url("/metrics"),
-        "tollgate_store_events_total{kind=\"restart\"}",
-        1.0,
-    )
-    .await;
-    assert!(counted, "the restart is seen");
-    let replanted = eventually(Duration::from_secs(10), || {
-        redis.cli(&["GET", "tg:{secret}"]) == secret
-    })
-    .await;
-    assert!(replanted, "the fleet's secret is stored again");
+    gw.sees_restart_of(&mut redis).await;
     assert!(!held.is_finished(), "the held call is still open");
     used_up_since_the_reset(&gw, held).await;
     assert_eq!(refunds_held(&gw).await, 1.0, "the held refund is counted");

@@ -211,23 +211,34 @@ fn bounded_rows() -> String {
 async fn choices_in_a_spelling_the_gateway_cannot_count_pay_max_cost_unreported() {
     let up = LlmUpstream::start().await;
     let gw = TestGateway::start(&bounded_rows(), &up.url()).await;
-    let url = gw.url("/v1/chat/completions");
     for (i, client) in [http1(), http2()].iter().enumerate() {
         let cases = [("\"1_28\"", MAX_COST), ("\" 128\"", MAX_COST), ("2", 0)];
         for (j, (n, charged)) in cases.into_iter().enumerate() {
-            let mut body = chat("mini", 3, 10);
-            body["stream"] = true.into();
-            let text = body.to_string().replacen('{', &format!("{{\"n\":{n},"), 1);
+            let text = silent_stream_with(&format!(r#""max_tokens":10,"n":{n}"#));
             let charged = match charged {
                 0 => text.len() as u64 + 2 * 10 * 2,
                 c => c,
             };
-            let key = format!("n-{i}-{j}");
-            let r = post(client, &url, &key, text.into_bytes()).await;
-            assert_eq!(r.status, 200, "{n}");
-            assert_eq!(used_reaches(&gw, &key, charged).await, charged, "{n}");
+            pays(&gw, client, &format!("n-{i}-{j}"), text, charged).await;
         }
     }
+}
+
+/// A mini chat streamed without its usage, `members` written first in its body as given
+/// (spellings serde_json would not write), and no `max_tokens` but theirs.
+fn silent_stream_with(members: &str) -> String {
+    let mut body = chat("mini", 3, 10);
+    body.as_object_mut().expect("object").remove("max_tokens");
+    body["stream"] = true.into();
+    body.to_string().replacen('{', &format!("{{{members},"), 1)
+}
+
+/// POSTs `text` as `key` through `client`: answered, and charged `charged`.
+async fn pays(gw: &TestGateway, client: &HttpClient, key: &str, text: String, charged: u64) {
+    let url = gw.url("/v1/chat/completions");
+    let r = post(client, &url, key, text.clone().into_bytes()).await;
+    assert_eq!(r.status, 200, "{text}");
+    assert_eq!(used_reaches(gw, key, charged).await, charged, "{text}");
 }
 
 /// An image, an audio clip or a file is far more input tokens than its bytes in the body:
@@ -272,7 +283,6 @@ async fn media_in_the_prompt_is_input_the_quote_cannot_bound() {
 async fn limits_the_upstream_may_not_read_and_chains_it_keeps_bound_nothing() {
     let up = LlmUpstream::start().await;
     let gw = TestGateway::start(&bounded_rows(), &up.url()).await;
-    let url = gw.url("/v1/chat/completions");
     // mini: 1 a byte in, 2 a token out, max_output 100.
     let cases: [(&str, Option<u64>); 8] = [
         (r#""max_tokens":10"#, Some(10)),
@@ -289,15 +299,9 @@ async fn limits_the_upstream_may_not_read_and_chains_it_keeps_bound_nothing() {
     ];
     for (i, client) in [http1(), http2()].iter().enumerate() {
         for (j, (members, output)) in cases.into_iter().enumerate() {
-            let mut body = chat("mini", 3, 10);
-            body.as_object_mut().expect("object").remove("max_tokens");
-            body["stream"] = true.into();
-            let text = body.to_string().replacen('{', &format!("{{{members},"), 1);
+            let text = silent_stream_with(members);
             let charged = output.map_or(MAX_COST, |out| text.len() as u64 + 2 * out);
-            let key = format!("limit-{i}-{j}");
-            let r = post(client, &url, &key, text.into_bytes()).await;
-            assert_eq!(r.status, 200, "{members}");
-            assert_eq!(used_reaches(&gw, &key, charged).await, charged, "{members}");
+            pays(&gw, client, &format!("limit-{i}-{j}"), text, charged).await;
         }
     }
 }

@@ -16,6 +16,16 @@ fn compile_with(model: &str, table: &str) -> Result<Arc<Prices>, String> {
     Ok(config.prices[0].clone())
 }
 
+/// What `prices` quotes a JSON `body` (read whole, its length declared) past its input at
+/// one unit a byte: its output bound, `None` when the quote is no bound.
+fn output_quoted(prices: &Prices, body: &str) -> Option<u64> {
+    let mut facts = crate::json::BodyFacts::unread(Some(body.len() as u64));
+    let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
+    crate::json::walk(body.as_bytes(), &pointers, &mut facts).expect("json");
+    let most = quote_of(prices, &facts).most;
+    most.map(|m| m - body.len() as u64)
+}
+
 /// `prices`' quote of a POST whose body told `facts`.
 fn quote_of(prices: &Prices, facts: &crate::json::BodyFacts<'_>) -> Quote {
     let (method, uri, headers) = (
@@ -91,13 +101,7 @@ fn a_body_not_read_is_priced_at_the_dearest_of_every_price() {
 #[test]
 fn choices_the_gateway_cannot_count_bound_nothing() {
     let prices = compile("\"m\" = { input = 1, output = 1, max_output = 100 }").expect("valid");
-    let most = |body: &str| {
-        let mut facts = crate::json::BodyFacts::unread(Some(body.len() as u64));
-        let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
-        crate::json::walk(body.as_bytes(), &pointers, &mut facts).expect("json");
-        let most = quote_of(&prices, &facts).most;
-        most.map(|m| m - body.len() as u64)
-    };
+    let most = |body: &str| output_quoted(&prices, body);
     let with = |n: &str| format!(r#"{{"model":"m","max_tokens":10,"n":{n}}}"#);
     assert_eq!(most(&with("2")), Some(20));
     for same in ["128", "128.0", "1.28e2", "\"128\""] {
@@ -121,14 +125,7 @@ fn choices_the_gateway_cannot_count_bound_nothing() {
 #[test]
 fn output_limits_the_upstream_may_ignore_bound_nothing() {
     let prices = compile("\"m\" = { input = 1, output = 1, max_output = 100 }").expect("valid");
-    let quote = |body: &str| {
-        let mut facts = crate::json::BodyFacts::unread(Some(body.len() as u64));
-        let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
-        crate::json::walk(body.as_bytes(), &pointers, &mut facts).expect("json");
-        quote_of(&prices, &facts)
-            .most
-            .map(|m| m - body.len() as u64)
-    };
+    let quote = |body: &str| output_quoted(&prices, body);
     for (body, output) in [
         (r#"{"model":"m","messages":[],"max_tokens":7}"#, 7),
         (r#"{"model":"m","input":"a","max_output_tokens":7}"#, 7),

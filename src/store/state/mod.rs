@@ -197,11 +197,17 @@ mod tests {
             ],
             legacy: false,
         };
-        let store = MemoryStore::new(256);
-        store.areas().arrange(&[("plan", "Day UTC".into())]);
-        let tag = store.areas().tag("plan");
-        let end_of = |area| (area == area_of(tag)).then_some(day_end);
-        let restored = restore(&saved, &store, &clock, end_of);
+        // The file restored into a store whose "plan" runs `calendar`, in its window
+        // ending at `end`: the store, the policy's area tag, what restoring did.
+        let restored_under = |calendar: &str, end: u64| {
+            let store = MemoryStore::new(256);
+            store.areas().arrange(&[("plan", calendar.into())]);
+            let tag = store.areas().tag("plan");
+            let end_of = |area| (area == area_of(tag)).then_some(end);
+            let restored = restore(&saved, &store, &clock, end_of);
+            (store, tag, restored)
+        };
+        let (store, tag, restored) = restored_under("Day UTC", day_end);
         assert_eq!(
             restored,
             Restored {
@@ -223,11 +229,7 @@ mod tests {
         assert_eq!(store.peek(in_area(shared, tag)), day_end + 3);
         assert_eq!(store.peek(rate), now + S);
         // The same file under the calendar it was written with restores it whole.
-        let store = MemoryStore::new(256);
-        store.areas().arrange(&[("plan", "Month UTC".into())]);
-        let tag = store.areas().tag("plan");
-        let end_of = |area| (area == area_of(tag)).then_some(month_end);
-        let restored = restore(&saved, &store, &clock, end_of);
+        let (store, tag, restored) = restored_under("Month UTC", month_end);
         assert_eq!(
             (restored.keys, restored.foreign),
             (2, 1),

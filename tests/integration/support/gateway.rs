@@ -100,6 +100,36 @@ impl TestGateway {
         .await;
         assert!(ready, "the store answers");
     }
+
+    /// Restarts `redis` (its keys gone) once this gateway's upkeep has read the node, so
+    /// its next turn compares with that; returns once the gateway counted the restart
+    /// and stored the fleet's key secret in it again.
+    pub async fn sees_restart_of(&self, redis: &mut super::RedisServer) {
+        use std::time::Duration;
+        let mut asked = 0;
+        let seen = super::eventually(Duration::from_secs(10), || {
+            let gateway_read_it = redis.calls_of(&["info"]) > asked;
+            asked += 1;
+            gateway_read_it
+        })
+        .await;
+        assert!(seen, "the gateway's upkeep reads the node");
+        let secret = redis.cli(&["GET", "tg:{secret}"]);
+        redis.restart();
+        let counted = super::metric_reaches(
+            Duration::from_secs(20),
+            &self.admin_url("/metrics"),
+            "tollgate_store_events_total{kind=\"restart\"}",
+            1.0,
+        )
+        .await;
+        assert!(counted, "the restart is counted");
+        let replanted = super::eventually(Duration::from_secs(10), || {
+            redis.cli(&["GET", "tg:{secret}"]) == secret
+        })
+        .await;
+        assert!(replanted, "the fleet's secret is stored again");
+    }
 }
 
 impl Drop for TestGateway {
