@@ -272,6 +272,10 @@ impl RequestTiers {
             // The call's own cost; nothing is settled after it.
             t.tier.reserve = std::num::NonZeroU64::new(cost);
             t.settled = false;
+            // No hold: the caller is not held, it is answered at once (Envoy's RLS
+            // timeout is 20 ms), so a `max_delay` would pass the held part of the
+            // allowance all at once. Past the burst a call is refused, as without it.
+            t.tier.max_delay_ns = 0;
         }
         self.policies.push(PolicyTiers {
             position,

@@ -2,7 +2,8 @@
 //! admit exactly the burst between them (one after the other and all at once; behind two
 //! real Envoys too), a call of three descriptors is one script call, and a refused call
 //! leaves every key as it was — on a Redis Cluster too, where a call's keys live in
-//! different slots; a store gone is `UNAVAILABLE` or let through as `on_error` says.
+//! different slots; a store gone is `UNAVAILABLE` or let through as `on_error` says; a
+//! policy's `max_delay` holds no call (memory and Redis).
 
 use std::time::Duration;
 
@@ -290,6 +291,55 @@ async fn a_store_that_cannot_answer_is_unavailable_or_allowed_as_on_error_says()
         assert!(
             metrics.contains(&format!("{} 0\n", line("ok"))),
             "{metrics}"
+        );
+    }
+}
+
+/// A policy that holds proxied requests (`max_delay`) holds no call of the rate limit
+/// service: the caller is answered at once, so past the burst a call is refused, on memory
+/// and on Redis alike — not admitted with the held part of the allowance all at once
+/// (a burst of 1 and an hour's hold would otherwise pass 61 calls in a row).
+#[tokio::test]
+async fn a_policy_with_a_hold_refuses_a_call_past_its_burst_at_once() {
+    let held = |store: Option<String>| {
+        let fixture = Fixture::new()
+            .policy_raw(
+                "smooth",
+                "key = \"header:x-tenant\"\nlimit = 60\nperiod = \"1h\"\nburst = 1\nmax_delay = \"1h\"\n",
+            )
+            // `user`: what `gateway` warms up on.
+            .policy("user", "header:x-user", 100, "1h", 100)
+            .raw("[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"smooth\"\n\
+                  [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"user\"]\npolicy = \"user\"\n");
+        match store {
+            Some(store) => fixture.store(store),
+            None => fixture,
+        }
+        .build()
+    };
+    let up = Upstream::start().await;
+    let redis = RedisServer::start();
+    for store in [None, Some(redis_store(&format!("\"{}\"", redis.url())))] {
+        let remote = store.is_some();
+        let toml = held(store);
+        let (_gw, mut rls) = if remote {
+            gateway(&toml, &up).await
+        } else {
+            let gw = TestGateway::start(&toml, &up.url()).await;
+            let rls = RlsClient::connect(gw.rls.expect("rls")).await;
+            (gw, rls)
+        };
+        let mut codes = Vec::new();
+        for _ in 0..4 {
+            let r = rls
+                .ask("edge", vec![descriptor(&[("tenant", "acme")])])
+                .await;
+            codes.push(r.overall_code);
+        }
+        assert_eq!(
+            codes,
+            [OK, OVER_LIMIT, OVER_LIMIT, OVER_LIMIT],
+            "redis: {remote}"
         );
     }
 }
