@@ -79,6 +79,8 @@ pub enum PathError {
     Backslash,
     #[error("the path climbs above the root")]
     AboveRoot,
+    #[error("a dot segment with path parameters (`..;`) in the path")]
+    DotWithParams,
 }
 
 impl PathError {
@@ -89,6 +91,7 @@ impl PathError {
             PathError::EscapedSlash => "encoded_slash",
             PathError::Backslash => "backslash_in_path",
             PathError::AboveRoot => "path_above_root",
+            PathError::DotWithParams => "dot_segment_with_params",
         }
     }
 }
@@ -170,8 +173,8 @@ fn is_canonical(path: &[u8], rules: &PathRules) -> Result<bool, PathError> {
                 if rules.merge_slashes && i > 0 && path[i - 1] == b'/' {
                     canonical = false;
                 }
-                if rules.normalize && is_dot_segment(&path[segment_start..i]) {
-                    canonical = false;
+                if rules.normalize {
+                    canonical &= !dot_segment(&path[segment_start..i])?;
                 }
                 segment_start = i + 1;
             }
@@ -179,14 +182,21 @@ fn is_canonical(path: &[u8], rules: &PathRules) -> Result<bool, PathError> {
             _ => {}
         }
     }
-    if rules.normalize && is_dot_segment(&path[segment_start..]) {
-        canonical = false;
+    if rules.normalize {
+        canonical &= !dot_segment(&path[segment_start..])?;
     }
     Ok(canonical)
 }
 
-fn is_dot_segment(segment: &[u8]) -> bool {
-    segment == b"." || segment == b".."
+/// Whether `segment` is `.` or `..`. One with path parameters (`..;x`) is refused: a
+/// Java servlet container strips `;…` and then climbs, so `/x/..;/v1/search` is served
+/// as `/v1/search` where tollgate saw a segment named `..;`; no client means anything
+/// else by it.
+fn dot_segment(segment: &[u8]) -> Result<bool, PathError> {
+    match segment.iter().position(|&b| b == b';') {
+        Some(at) if matches!(&segment[..at], b"." | b"..") => Err(PathError::DotWithParams),
+        _ => Ok(segment == b"." || segment == b".."),
+    }
 }
 
 /// Percent-decoding of unreserved characters and hex case; raw bytes outside the URI
@@ -256,6 +266,8 @@ fn remove_dot_segments(path: &[u8]) -> Result<Vec<u8>, PathError> {
     let mut segments = path[1..].split(|&b| b == b'/').peekable();
     while let Some(segment) = segments.next() {
         let last = segments.peek().is_none();
+        // Decoding may have made one (`%2e%2e;`).
+        dot_segment(segment)?;
         match segment {
             b"." => {
                 if last {

@@ -126,7 +126,11 @@ async fn path_spellings_are_limited_as_the_route_over_http1_and_http2() {
 #[tokio::test]
 async fn refused_paths_get_400_with_a_reason_and_never_reach_the_upstream() {
     let (up, gw) = start().await;
-    let cases: [(&[u8], &str); 7] = [
+    let cases: [(&[u8], &str); 10] = [
+        // A Java servlet container strips `;…` and then climbs: /v1/search there.
+        (b"/x/..;/v1/search", "dot_segment_with_params"),
+        (b"/.;/v1/search", "dot_segment_with_params"),
+        (b"/x/%2e%2e;a=b/v1/search", "dot_segment_with_params"),
         (b"/v1%2Fsearch", "encoded_slash"),
         (b"/v1%2fsearch", "encoded_slash"),
         (b"/v1\\search", "backslash_in_path"),
@@ -147,6 +151,11 @@ async fn refused_paths_get_400_with_a_reason_and_never_reach_the_upstream() {
             String::from_utf8_lossy(path)
         );
         assert!(answer.contains(code), "{code}: {answer}");
+        // The same `:path` over HTTP/2, sent as written by a raw client.
+        if let Ok(path) = std::str::from_utf8(path).map(|p| p.replace('\\', "%5C")) {
+            let (status, body) = h2_get(gw.addr, "x", &path, &[]).await;
+            assert_eq!((status, body.contains(code)), (400, true), "{path}: {body}");
+        }
     }
     assert_eq!(up.requests(), 0);
 }

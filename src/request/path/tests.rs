@@ -63,6 +63,12 @@ fn refusals() {
         ("/..", PathError::AboveRoot),
         ("/a/../../b", PathError::AboveRoot),
         ("/%2e%2e/etc", PathError::AboveRoot),
+        ("/x/..;/v1/search", PathError::DotWithParams),
+        ("/x/..;jsessionid=1/v1", PathError::DotWithParams),
+        ("/.;/v1/search", PathError::DotWithParams),
+        ("/v1/search/..;", PathError::DotWithParams),
+        ("/x/%2e%2e;/v1/search", PathError::DotWithParams),
+        ("/x/.%2e;/v1/search", PathError::DotWithParams),
     ];
     for (raw, want) in cases {
         assert_eq!(norm(raw), Err(want), "{raw}");
