@@ -218,10 +218,10 @@ pub fn write(
     };
     tracing::info!(
         target: "tollgate::access",
-        request_id = %request_id,
+        request_id = %Clipped(&request_id, MAX_ID_BYTES),
         method = %head.method,
-        path = %trace.normalized.as_deref().unwrap_or(&head.uri).path(),
-        raw_path = %head.uri.path(),
+        path = %Clipped(trace.normalized.as_deref().unwrap_or(&head.uri).path(), MAX_PATH_BYTES),
+        raw_path = %Clipped(head.uri.path(), MAX_PATH_BYTES),
         route = route.map_or("", |r| r.name.as_str()),
         client = %trace.client.unwrap_or(conn.peer.ip()),
         decision = trace.answer.decision(),
@@ -231,4 +231,39 @@ pub fn write(
         status,
         elapsed_ms = now.saturating_sub(head.started) / 1_000_000,
     );
+}
+
+/// Most bytes of a client's `x-request-id` a line shows.
+const MAX_ID_BYTES: usize = 128;
+/// Most bytes of a path a line shows (the upstream gets all of it): a line's size, not
+/// only the number of lines, is what `access_log_rate` bounds the disk by.
+const MAX_PATH_BYTES: usize = 1024;
+
+/// A client's text in a log line: at most `.1` bytes (cut at a character, `…` after),
+/// and quoted with escapes when it holds a space, a quote, `=` or a control character,
+/// so it cannot write fields of its own into the text line (`x-request-id: x
+/// decision="admitted"`). Ordinary ids and paths are written as they are.
+struct Clipped<'a>(&'a str, usize);
+
+impl std::fmt::Display for Clipped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Clipped(text, max) = *self;
+        let cut = (text.len() > max).then(|| {
+            let mut end = max;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            end
+        });
+        let shown = &text[..cut.unwrap_or(text.len())];
+        let plain = shown
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'=' | b'\\'));
+        let more = if cut.is_some() { "…" } else { "" };
+        if plain {
+            write!(f, "{shown}{more}")
+        } else {
+            write!(f, "{:?}", format!("{shown}{more}"))
+        }
+    }
 }

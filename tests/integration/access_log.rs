@@ -2,7 +2,8 @@
 //! flood of refusals over HTTP/1.1 and HTTP/2 writes at most `access_log_rate` lines a
 //! second and counts every other one as dropped (lines + dropped = requests, exactly);
 //! `"refused"` leaves admitted requests out; a refused line names the deciding tier's key
-//! parts, escaped as sent or as keyed hashes.
+//! parts, escaped as sent or as keyed hashes; a client's request id and path cannot forge
+//! fields or lengthen a line past a bound.
 
 use std::time::{Duration, Instant};
 
@@ -230,4 +231,38 @@ async fn a_client_that_hangs_up_before_any_answer_is_logged_with_499() {
     let sent = get(&url, &[("x-k", "upstream-499"), ("x-status", "499")]).await;
     assert_eq!(sent.status, 499);
     assert_eq!(counted().await, 1.0, "the upstream's 499 is counted");
+}
+
+/// What a client writes into its line cannot forge fields nor make the line long: an
+/// `x-request-id` holding `decision="admitted"` is written quoted and escaped, cut at 128
+/// bytes; a 16 KiB path at 1 KiB (the upstream gets all of it), over HTTP/1.1 and HTTP/2.
+#[tokio::test]
+async fn a_request_id_cannot_forge_fields_and_long_paths_are_cut() {
+    let up = Upstream::start().await;
+    let (_dir, gw) = gateway(&up, "access_log = \"refused\"");
+    let forged = format!("x decision=\"admitted\" status=200 {}", "a".repeat(300));
+    let long = format!("/{}", "p".repeat(16 * 1024));
+    for (n, client) in [http1(), http2()].into_iter().enumerate() {
+        let url = format!("http://{}{long}", gw.addr);
+        let tenant = format!("t{n}");
+        let headers = [("x-k", tenant.as_str()), ("x-request-id", forged.as_str())];
+        assert_eq!(send(&client, "GET", &url, &headers, b"").await.status, 200);
+        assert_eq!(send(&client, "GET", &url, &headers, b"").await.status, 429);
+        assert!(
+            eventually(Duration::from_secs(10), || access_lines(&gw).len() == n + 1).await,
+            "{}",
+            gw.log()
+        );
+        let line = &access_lines(&gw)[n];
+        let id = format!("request_id={:?}", format!("{}…", &forged[..128]));
+        assert!(line.contains(&id), "{line}");
+        assert!(line.contains("decision=\"denied\""), "{line}");
+        assert!(!line.contains("decision=\"admitted\" "), "{line}");
+        assert!(
+            line.contains(&format!("path=/{}… ", "p".repeat(1023))),
+            "{line}"
+        );
+        assert!(line.len() < 4096, "{} bytes", line.len());
+    }
+    assert!(up.requests() >= 2);
 }
