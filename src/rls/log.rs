@@ -32,7 +32,9 @@ pub fn write(
     started: u64,
 ) {
     let server = &config.server;
-    let quiet = ended.decision == "ok" || ended.decision == "store_unavailable_allowed";
+    // A call let through without a store is no ordinary admission: kept, as a proxied
+    // request's line is.
+    let quiet = ended.decision == "ok";
     if !server.access_log.enabled() || (server.access_log == AccessLog::Refused && quiet) {
         return;
     }

@@ -2,15 +2,31 @@
 //! its address, `tollgate check` lists where each descriptor goes, and each call gets an
 //! access log line (`front = "rls"`) under the same `access_log` mode and `log_keys` as a
 //! proxied request — a refused call's line naming the refusing descriptor, its limit and
-//! its key parts; and `[rls.tls]` serves gRPC over TLS to a client that trusts it.
+//! its key parts, and `"refused"` keeping a call let through without a store; and
+//! `[rls.tls]` serves gRPC over TLS to a client that trusts it.
 
 use std::time::Duration;
 
 use crate::support::*;
 
 fn config(dir: &std::path::Path, up: &Upstream, logging: &str) -> std::path::PathBuf {
+    config_on(dir, up, logging, None)
+}
+
+/// [`config`] on a `[store]` of its own (its table's body).
+fn config_on(
+    dir: &std::path::Path,
+    up: &Upstream,
+    logging: &str,
+    store: Option<String>,
+) -> std::path::PathBuf {
     let path = dir.join("tollgate.toml");
-    let text = Fixture::new()
+    let fixture = Fixture::new();
+    let fixture = match store {
+        Some(store) => fixture.store(store),
+        None => fixture,
+    };
+    let text = fixture
         .server(format!("workers = 1\n{logging}"))
         .policy("tenant", "header:x-tenant", 1, "1h", 1)
         .raw("[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { kind = \"api\" }]\npolicy = \"tenant\"\n")
@@ -90,6 +106,51 @@ async fn refused_only_and_hashed_keys_apply_to_rls_lines_too() {
     );
     assert!(
         lines[0].contains("over_limit") && !lines[0].contains("key=[\"x\"]"),
+        "{}",
+        lines[0]
+    );
+}
+
+/// A call let through by `on_error = "allow"` while Redis cannot answer is no ordinary
+/// admission: `access_log = "refused"` keeps its line, as it keeps a proxied request's.
+#[tokio::test]
+async fn refused_only_keeps_a_call_let_through_without_a_store() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"200ms\"\non_error = \"allow\"",
+        redis.url()
+    );
+    let gw = Process::run(&config_on(
+        dir.path(),
+        &up,
+        "access_log = \"refused\"",
+        Some(store),
+    ));
+    let readyz = format!("http://{}/readyz", gw.admin.expect("admin"));
+    let ready = eventually_async(Duration::from_secs(30), || async {
+        send(&http1(), "GET", &readyz, &[], b"").await.status == 200
+    })
+    .await;
+    assert!(ready, "{}", gw.log());
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let call = |t: &str| vec![descriptor(&[("tenant", t), ("kind", "api")])];
+    assert_eq!(rls.ask("edge", call("acme")).await.overall_code, OK);
+    redis.kill();
+    let down = eventually_async(Duration::from_secs(30), || async {
+        send(&http1(), "GET", &readyz, &[], b"").await.status == 503
+    })
+    .await;
+    assert!(down, "{}", gw.log());
+    // Let through without a decision. (A spent key's refusal is remembered from its
+    // admission: `acme` would be refused without asking Redis.)
+    assert_eq!(rls.ask("edge", call("globex")).await.overall_code, OK);
+    let found = eventually(Duration::from_secs(10), || !rls_lines(&gw).is_empty()).await;
+    let lines = rls_lines(&gw);
+    assert!(found && lines.len() == 1, "{lines:?}");
+    assert!(
+        lines[0].contains("decision=\"store_unavailable_allowed\""),
         "{}",
         lines[0]
     );
