@@ -97,6 +97,9 @@ pub fn spawn(
             .clone()
             .maintain(shared.metrics.clone(), move || s.clock.wall_ms()),
     ));
+    tasks.push(tokio::spawn(
+        remote.clone().watch_liveness(shared.metrics.clone()),
+    ));
     let s = shared.clone();
     let keeper = every(SLICE_INTERVAL, shutdown.clone(), true, move |turn| {
         let s = s.clone();

@@ -1,7 +1,8 @@
 //! The connection's upkeep: the start (`prepare`: said at once when Redis cannot be
 //! reached), then one turn every half second (sooner when woken): follows the Sentinels'
-//! master, connects a Cluster, keeps the fleet's secret, probes the store's liveness and
-//! its open breakers, and watches the masters for data-loss events.
+//! master, connects a Cluster, keeps the fleet's secret, probes its open breakers, and
+//! watches the masters for data-loss events; and, on a timer of its own, the store's
+//! liveness.
 
 use crate::store::error::StoreError;
 use std::collections::BTreeMap;
@@ -19,6 +20,8 @@ use crate::metrics::{EventLabels, Metrics};
 const TURN: Duration = Duration::from_millis(500);
 /// How soon a missed liveness probe is asked again.
 const RECHECK: Duration = Duration::from_millis(250);
+/// The time between two liveness probes that found the store answering.
+const LIVENESS: Duration = Duration::from_millis(250);
 /// A gateway silent in the membership for this long no longer counts.
 const MEMBERSHIP_MS: u64 = 30_000;
 
@@ -43,7 +46,6 @@ impl RedisStore {
             if turn % 10 == 0 {
                 self.keep_membership(wall_ms()).await;
             }
-            self.probe_liveness(&metrics).await;
             self.probe_open().await;
             tokio::select! {
                 _ = tokio::time::sleep(TURN) => {}
@@ -109,23 +111,30 @@ impl RedisStore {
         }
     }
 
+    /// Probes the store's liveness until the process stops, on a timer of its own: a turn's
+    /// other calls (INFO, the secret, the membership) each wait their whole timeout on a
+    /// store that hangs, and would put `/readyz` seconds behind it.
+    pub async fn watch_liveness(self: Arc<Self>, metrics: Arc<Metrics>) {
+        loop {
+            self.probe_liveness(&metrics).await;
+            tokio::time::sleep(LIVENESS).await;
+        }
+    }
+
     /// Asks the store whether it answers and takes writes, whatever the traffic (and
     /// before the fleet's secret is known): a failure is recorded with its cause at once,
     /// and two in a row say the store is unreachable — logged once, `/readyz` 503. The
-    /// second is asked [`RECHECK`] after a first miss, not a turn later: with a store that
-    /// hangs, each call waits its whole timeout, and a turn's INFO and half a second
-    /// besides put `/readyz` seconds behind.
+    /// second is asked [`RECHECK`] after a first miss; a timed-out miss's cause is looked
+    /// for meanwhile, not before (with a store that hangs, each call waits its whole
+    /// timeout).
     /// A single node's (or Sentinel's master's) breaker is opened then, so requests take
     /// the `on_error` path at once instead of each waiting for its timeout. A Cluster is
     /// unreachable when one of its masters does not answer (with the default full
     /// coverage the Cluster then refuses every write), but its breakers stay per group:
     /// one dead master must not stop the others' slots where they still answer.
     async fn probe_liveness(&self, metrics: &Metrics) {
-        let mut seen = None;
+        let mut seen: Option<StoreError> = None;
         for attempt in 0..2 {
-            if attempt > 0 {
-                tokio::time::sleep(RECHECK).await;
-            }
             let e = match self.liveness_call().await {
                 Ok(()) => {
                     // Back only once no breaker is open (a Cluster's refusing master
@@ -136,13 +145,17 @@ impl RedisStore {
                     return;
                 }
                 // A timed-out call hides its cause (the client retries a refused
-                // connection until the deadline): a fresh connection attempt tells it,
-                // once per failure.
-                Err(StoreError::Timeout(t)) => match seen.take() {
-                    Some(first) => first,
-                    None => self.diagnose().await.unwrap_or(StoreError::Timeout(t)),
-                },
+                // connection until the deadline): the first miss's, found meanwhile.
+                Err(StoreError::Timeout(t)) => seen.take().unwrap_or(StoreError::Timeout(t)),
                 Err(e) => e,
+            };
+            let e = if attempt == 0 {
+                // A fresh connection attempt tells a timeout's cause, while the
+                // recheck waits its turn, not before it.
+                let (cause, ()) = tokio::join!(self.explain(e), tokio::time::sleep(RECHECK));
+                cause
+            } else {
+                e
             };
             self.health.record(&e);
             if self.health.missed_probe() >= 2 {
@@ -150,6 +163,15 @@ impl RedisStore {
                 return;
             }
             seen = Some(e);
+        }
+    }
+
+    /// A timed-out call's cause, as a fresh connection attempt finds it; any other error
+    /// says its own.
+    async fn explain(&self, e: StoreError) -> StoreError {
+        match e {
+            StoreError::Timeout(t) => self.diagnose().await.unwrap_or(StoreError::Timeout(t)),
+            e => e,
         }
     }
 
