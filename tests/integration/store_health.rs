@@ -1,6 +1,7 @@
 //! Store health you can see: with Redis down, the binary says at once where and why, the
 //! metric names the cause, `/readyz` says why it is not ready and `/admin/stats` shows the
-//! store's address, breaker and last error — never its password; with Sentinel, how many
+//! store's address, breaker and last error — never its password, and from the first
+//! request also when the fleet's key secret could never be read; with Sentinel, how many
 //! Sentinels answer (none: still ready, said once).
 
 use std::net::SocketAddr;
@@ -177,4 +178,49 @@ async fn sentinels_that_stopped_answering_are_shown_while_the_master_serves() {
         .lines()
         .filter(|l| l.contains("no Redis Sentinel answers"));
     assert_eq!(lines.count(), 1, "said once: {log}");
+}
+
+/// Redis never answered and no `key_secret` is set, so no decision can even be asked:
+/// each request fails as a call to Redis would — counted, toward the breaker, and once it
+/// is open refused at once (`kind="breaker_open"`) — so `/admin/stats` and the metrics
+/// are true from the first request, not only once the background probes catch up.
+#[tokio::test]
+async fn a_redis_never_answered_counts_each_request_and_opens_the_breaker() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let port = free_port();
+    let text = unreachable_redis(port, &up.url())
+        .replace("key_secret = \"a-fleet-secret-of-enough-bytes\"\n", "");
+    assert!(!text.contains("key_secret"), "{text}");
+    std::fs::write(&path, text).expect("write");
+    let gw = Process::run(&path);
+    let url = format!("http://{}/", gw.addr);
+    for _ in 0..10 {
+        assert_eq!(get(&url, &[("x-k", "a")]).await.status, 503);
+    }
+    let admin = gw.admin.expect("admin");
+    let metrics = get(&format!("http://{admin}/metrics"), &[]).await.text();
+    let refused_at_once: f64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("tollgate_store_errors_total{") && l.contains("kind=\"breaker_open\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    // At most three failures open it: seven of the ten at least were refused at once.
+    assert!(refused_at_once >= 7.0, "{metrics}");
+    let stats = get(&format!("http://{admin}/admin/stats"), &[])
+        .await
+        .json();
+    let store = &stats["store"];
+    assert_eq!(store["breaker"], "open", "{store}");
+    assert_eq!(
+        store["last_error"]["cause"], "connection_refused",
+        "{store}"
+    );
+    assert!(
+        store["failed_calls"].as_u64().expect("a count") >= 3,
+        "{store}"
+    );
 }

@@ -308,7 +308,7 @@ impl Limiter {
         };
         let decided = if rate.iter().any(|t| t.redis.is_none()) {
             // The fleet's key is not known yet: no key to ask Redis about.
-            Err(StoreError::NotConnected)
+            Err(remote.store.unasked(now))
         } else {
             // Boxed: the Redis path's state (its groups, replies, slices) is tens of
             // kilobytes, and every request's future — a parked one too — would otherwise

@@ -170,6 +170,28 @@ pub fn addresses(urls: &[String]) -> String {
 }
 
 impl super::RedisStore {
+    /// A decision that could not be asked (the fleet's key is not known yet: Redis has
+    /// not answered since the start) fails as a call to Redis would: refused at once while
+    /// a single node's breaker is open, else counted as a failed call and toward that
+    /// breaker — so what the operator is shown (failed calls, the breaker) is true from
+    /// the first request. The cause a call or probe found is kept (this error says less).
+    pub fn unasked(&self, now_ns: u64) -> StoreError {
+        let single = (self.breakers.len() == 1).then(|| self.breakers.get(0));
+        if single.is_some_and(|b| !b.allow(now_ns)) {
+            return StoreError::BreakerOpen;
+        }
+        let e = StoreError::NotConnected;
+        if self.health.last().is_some() {
+            self.health.failed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.health.record(&e);
+        }
+        if single.is_some_and(|b| b.failure(now_ns)) && self.health.went_down() {
+            tracing::warn!(address = %self.address(), "the fleet's key secret is not known yet (Redis has not answered); breaker open, decisions follow on_error until it answers");
+        }
+        e
+    }
+
     /// What a fresh connection to the node says (within four timeouts): the cause a
     /// timed-out call hid. `None` when it connects (or for a Cluster, whose client
     /// reports its own errors).
