@@ -85,7 +85,11 @@ pub async fn serve(
     let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     http.timer(TokioTimer::new())
         .max_concurrent_streams(RLS_MAX_STREAMS)
-        .max_header_list_size(16 * 1024);
+        .max_header_list_size(16 * 1024)
+        // Pings find an Envoy that went away without closing its connection, which would
+        // otherwise hold one of the listener's connection places for good.
+        .keep_alive_interval(crate::server::H2_PING_INTERVAL)
+        .keep_alive_timeout(crate::server::H2_PING_TIMEOUT);
     loop {
         let Some((permit, stream, peer)) =
             accept_bounded(&listener, &permits, &mut shutdown, "rls accept failed").await

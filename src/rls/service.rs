@@ -176,7 +176,13 @@ async fn answer(
     ))
 }
 
-/// The call's message: the one method, gRPC, read whole within `body_read_timeout` and
+/// The most a call's message may take to arrive after its head (or `body_read_timeout`,
+/// when shorter). Envoy sends both together and gives up on the answer after 20 ms by
+/// default: a caller slower than a second is parking the call, holding one of the
+/// listener's `max_requests` places (and up to 64 KiB) that Envoy's calls need.
+const MESSAGE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The call's message: the one method, gRPC, read whole within [`MESSAGE_DEADLINE`] and
 /// the size bound, decoded.
 async fn read(snapshot: &Snapshot, req: Request<Incoming>) -> Result<RateLimitRequest, Failed> {
     if req.uri().path() != SHOULD_RATE_LIMIT {
@@ -194,7 +200,11 @@ async fn read(snapshot: &Snapshot, req: Request<Incoming>) -> Result<RateLimitRe
             "content-type must be application/grpc".to_owned(),
         ));
     }
-    let timeout = snapshot.config.server.body_read_timeout;
+    let timeout = snapshot
+        .config
+        .server
+        .body_read_timeout
+        .min(MESSAGE_DEADLINE);
     let body = Limited::new(req.into_body(), MAX_MESSAGE_BYTES + 5);
     let bytes = match tokio::time::timeout(timeout, body.collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),

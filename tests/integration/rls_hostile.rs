@@ -1,8 +1,8 @@
 //! What a caller of the rate limit service can hold: calls parked with their message
 //! unsent are bounded (`max_requests` in flight, then RESOURCE_EXHAUSTED at once) and cut
-//! at `body_read_timeout`; a message over 64 KiB is refused unread; none of it charges a
-//! key or stops the service answering. Driven by a raw HTTP/2 client (the `h2` crate),
-//! which sends only what the test tells it to.
+//! at a second (or `body_read_timeout`, when shorter); a message over 64 KiB is refused
+//! unread; none of it charges a key or stops the service answering. Driven by a raw
+//! HTTP/2 client (the `h2` crate), which sends only what the test tells it to.
 
 use std::time::{Duration, Instant};
 
@@ -90,7 +90,7 @@ async fn parked_calls_are_bounded_then_cut_and_charge_nothing() {
         started.elapsed() < Duration::from_secs(2),
         "refused without waiting"
     );
-    // The parked ones are cut at body_read_timeout (2 s) as INVALID_ARGUMENT.
+    // The parked ones are cut at a second (body_read_timeout is 2 s) as INVALID_ARGUMENT.
     for (response, _stream) in parked {
         assert_eq!(grpc_status(response).await, "3");
     }
@@ -118,6 +118,32 @@ async fn a_message_over_64_kib_is_refused_unread() {
     let status = rls.call(huge).await.expect_err("refused");
     assert_eq!(status.code(), tonic::Code::ResourceExhausted);
     assert_eq!(status.message(), "the request message is over 65536 bytes");
+    assert_eq!(
+        rls.ask("edge", vec![descriptor(&[("tenant", "a")])])
+            .await
+            .codes(),
+        [(OK, 2)]
+    );
+}
+
+/// A call's message must follow its head within a second, whatever `body_read_timeout`
+/// allows a proxied body (30 s here): Envoy sends both together, and a caller that parks
+/// calls holds places Envoy's calls need. Cut as INVALID_ARGUMENT, charging nothing.
+#[tokio::test]
+async fn a_call_whose_message_does_not_follow_within_a_second_is_cut() {
+    let up = Upstream::start().await;
+    let toml = toml().replace("body_read_timeout = \"2s\"", "body_read_timeout = \"30s\"");
+    assert!(toml.contains("body_read_timeout = \"30s\""), "{toml}");
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let addr = gw.rls.expect("rls");
+    let client = raw_h2(addr).await;
+    let mut client = client.ready().await.expect("ready");
+    let started = Instant::now();
+    let (response, _stream) = client.send_request(call_head(), false).expect("send");
+    assert_eq!(grpc_status(response).await, "3");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "cut after {took:?}");
+    let mut rls = RlsClient::connect(addr).await;
     assert_eq!(
         rls.ask("edge", vec![descriptor(&[("tenant", "a")])])
             .await
