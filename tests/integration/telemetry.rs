@@ -211,9 +211,10 @@ async fn a_sampled_callers_trace_runs_through_the_gateway_to_the_upstream() {
 async fn unsampled_requests_build_nothing_and_a_reload_turns_the_ratio_up_over_otlp_http() {
     let receiver = Receiver::start().await;
     let up = Upstream::start().await;
+    // OTLP/HTTP told by the endpoint's path, on a port other than 4318.
     let endpoint = |ratio: &str| {
         format!(
-            "otlp_endpoint = \"http://127.0.0.1:{}\"\notlp_protocol = \"http/protobuf\"\nsample_ratio = {ratio}",
+            "otlp_endpoint = \"http://127.0.0.1:{}/v1/traces\"\nsample_ratio = {ratio}",
             receiver.http
         )
     };

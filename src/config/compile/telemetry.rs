@@ -22,10 +22,16 @@ impl Compiler {
                 OtlpProtocol::Grpc,
                 "otlp_protocol",
             ),
-            None => endpoint.as_ref().map(|(_, port, _)| match port {
-                4318 => OtlpProtocol::HttpProtobuf,
-                _ => OtlpProtocol::Grpc,
-            }),
+            // OTLP/HTTP's port, or a path (`…/v1/traces`): a gRPC endpoint has none.
+            None => {
+                let path = raw.otlp_endpoint.get_ref().parse::<http::Uri>().ok();
+                let path = path.is_some_and(|u| !matches!(u.path(), "" | "/"));
+                endpoint.as_ref().map(|(_, port, _)| match port {
+                    4318 => OtlpProtocol::HttpProtobuf,
+                    _ if path => OtlpProtocol::HttpProtobuf,
+                    _ => OtlpProtocol::Grpc,
+                })
+            }
         };
         let sample_ratio = match &raw.sample_ratio {
             Some(r) if (0.0..=1.0).contains(r.get_ref()) => Some(*r.get_ref()),
@@ -104,7 +110,7 @@ mod tests {
     }
 
     #[test]
-    fn the_protocol_follows_the_port_unless_it_is_written() {
+    fn the_protocol_follows_the_port_or_a_path_unless_it_is_written() {
         for (body, protocol) in [
             ("otlp_endpoint = \"http://c:4317\"", OtlpProtocol::Grpc),
             (
@@ -112,6 +118,15 @@ mod tests {
                 OtlpProtocol::HttpProtobuf,
             ),
             ("otlp_endpoint = \"http://c:9000\"", OtlpProtocol::Grpc),
+            ("otlp_endpoint = \"http://c:9000/\"", OtlpProtocol::Grpc),
+            (
+                "otlp_endpoint = \"http://c:9000/v1/traces\"",
+                OtlpProtocol::HttpProtobuf,
+            ),
+            (
+                "otlp_endpoint = \"http://c:9000/otlp\"",
+                OtlpProtocol::HttpProtobuf,
+            ),
             (
                 "otlp_endpoint = \"http://c:9000\"\notlp_protocol = \"http/protobuf\"",
                 OtlpProtocol::HttpProtobuf,
