@@ -177,6 +177,14 @@ async fn forwarded_for_lines_are_one_list() {
         ("x-forwarded-for", "198.51.100.7"),
     ];
     assert_eq!(status(&http2(), &gw.url("/k/ip"), &h).await, 429);
+    // A `Connection` option naming it (passed on by a front proxy that does not act on
+    // it) does not erase it: the client stays the client, not the trusted proxy.
+    let (answer, _) = raw(
+        gw.addr,
+        b"GET /k/ip HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.7\r\nConnection: x-forwarded-for, close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw_status(&answer), 429, "{answer}");
     // Forwarded: every line, in order, then the peer.
     assert_eq!(status(&http1(), &gw.url("/open"), &h).await, 200);
     assert_eq!(
