@@ -177,20 +177,37 @@ async fn forwarded_for_lines_are_one_list() {
         ("x-forwarded-for", "198.51.100.7"),
     ];
     assert_eq!(status(&http2(), &gw.url("/k/ip"), &h).await, 429);
-    // A `Connection` option naming it (passed on by a front proxy that does not act on
-    // it) does not erase it: the client stays the client, not the trusted proxy.
-    let (answer, _) = raw(
-        gw.addr,
-        b"GET /k/ip HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.7\r\nConnection: x-forwarded-for, close\r\n\r\n",
-    )
-    .await;
-    assert_eq!(raw_status(&answer), 429, "{answer}");
     // Forwarded: every line, in order, then the peer.
     assert_eq!(status(&http1(), &gw.url("/open"), &h).await, 200);
     assert_eq!(
         up.last_headers()["x-forwarded-for"],
         "6.6.6.6, 198.51.100.7, 127.0.0.1"
     );
+}
+
+/// A client's `Connection` options erase no header a key reads (nor what a front proxy
+/// that passes them on wrote of it): `missing = "skip"` tiers are not skipped, and the
+/// client is not keyed as the trusted proxy. Raw HTTP/1.1 (HTTP/2 has no `Connection`).
+#[tokio::test]
+async fn connection_options_erase_no_key() {
+    let (up, gw) = start().await;
+    let token = format!("Bearer {}", bearer("ann"));
+    let cases = [
+        ("/k/ip", "x-forwarded-for", "198.51.100.7".to_owned()),
+        ("/k/header", "x-api-key", "k1".to_owned()),
+        ("/k/jwt", "authorization", token),
+        ("/k/cookie", "cookie", "sid=s1".to_owned()),
+    ];
+    for (path, name, value) in &cases {
+        spend(&gw, path, &[(name, value.as_str())]).await;
+        let before = up.requests();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\n{name}: {value}\r\nConnection: {name}, close\r\n\r\n"
+        );
+        let (answer, _) = raw(gw.addr, request.as_bytes()).await;
+        assert_eq!(raw_status(&answer), 429, "{name}: {answer}");
+        assert_eq!(up.requests(), before, "{name}");
+    }
 }
 
 #[tokio::test]
