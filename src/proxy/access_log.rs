@@ -240,30 +240,32 @@ const MAX_ID_BYTES: usize = 128;
 const MAX_PATH_BYTES: usize = 1024;
 
 /// A client's text in a log line: at most `.1` bytes (cut at a character, `…` after),
-/// and quoted with escapes when it holds a space, a quote, `=` or a control character,
-/// so it cannot write fields of its own into the text line (`x-request-id: x
-/// decision="admitted"`). Ordinary ids and paths are written as they are.
+/// with a space, `"`, a backslash and control characters (a tab among them)
+/// percent-encoded, so it is one token that cannot write fields of its own into the text
+/// line (`x-request-id: x decision="admitted"`); the JSON log gets the same text as its
+/// string. Ordinary ids and paths are written as they are.
 struct Clipped<'a>(&'a str, usize);
 
 impl std::fmt::Display for Clipped<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let Clipped(text, max) = *self;
-        let cut = (text.len() > max).then(|| {
-            let mut end = max;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            end
-        });
-        let shown = &text[..cut.unwrap_or(text.len())];
-        let plain = shown
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'=' | b'\\'));
-        let more = if cut.is_some() { "…" } else { "" };
-        if plain {
-            write!(f, "{shown}{more}")
-        } else {
-            write!(f, "{:?}", format!("{shown}{more}"))
+        let mut end = text.len().min(max);
+        while !text.is_char_boundary(end) {
+            end -= 1;
         }
+        let shown = &text[..end];
+        let mut plain = 0;
+        for (i, b) in shown.bytes().enumerate() {
+            if matches!(b, b' ' | b'"' | b'\\') || b.is_ascii_control() {
+                f.write_str(&shown[plain..i])?;
+                write!(f, "%{b:02X}")?;
+                plain = i + 1;
+            }
+        }
+        f.write_str(&shown[plain..])?;
+        if end < text.len() {
+            f.write_str("…")?;
+        }
+        Ok(())
     }
 }
