@@ -224,3 +224,41 @@ async fn a_redis_never_answered_counts_each_request_and_opens_the_breaker() {
         "{store}"
     );
 }
+
+/// Redis answers but the fleet's key secret in it is unusable: no decision can be asked,
+/// and the breaker stays open (requests refused at once) while the probes' writes
+/// succeed — not closed by each probe and opened by each third request, flapping the
+/// log between "unreachable" and "reachable again".
+#[tokio::test]
+async fn an_unusable_secret_keeps_the_breaker_open_without_flapping() {
+    let redis = RedisServer::start();
+    redis.cli(&["SET", "tg:{secret}", "not a secret"]);
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let text = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"100ms\"\n",
+            redis.url()
+        ))
+        .policy("tenant", "header:x-k", 10, "1s", 10)
+        .route("api", "/", "api", &["tenant"])
+        .build_for(&up.url());
+    std::fs::write(&path, text).expect("write");
+    let gw = Process::run(&path);
+    let url = format!("http://{}/", gw.addr);
+    // Three seconds of requests: six upkeep turns, each probing the open breaker.
+    let until = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < until {
+        assert_eq!(get(&url, &[("x-k", "a")]).await.status, 503);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = gw.log();
+    assert!(log.contains("key secret in Redis is unusable"), "{log}");
+    assert!(!log.contains("reachable again"), "{log}");
+    let admin = gw.admin.expect("admin");
+    let stats = get(&format!("http://{admin}/admin/stats"), &[])
+        .await
+        .json();
+    assert_eq!(stats["store"]["breaker"], "open", "{stats}");
+}

@@ -123,12 +123,12 @@ async fn redis_dying_mid_run_is_not_ready_within_a_second_and_said_once_each_way
 /// probe runs on a timer of its own (a turn's INFO and other calls each wait their whole
 /// timeout on a hung store), the second probe is asked 250 ms after the first misses, and
 /// the first miss's cause is looked for meanwhile. With the default 50 ms call timeout:
-/// about 0.6 s (1.2 s before); with 500 ms: 1.75 s at most (2.75 s before). The bounds
-/// asserted leave a margin for a busy machine.
+/// about 0.6 s (1.1 s before); with 500 ms: 1.75 s at most (2.8 s before, measured). The
+/// bounds leave a margin for a busy machine; the second one is below the old figure.
 #[tokio::test]
 async fn a_redis_that_hangs_is_not_ready_soon_after_two_call_timeouts() {
     let up = Upstream::start().await;
-    for (timeout, bound) in [("", 2_000), ("timeout = \"500ms\"\n", 3_000)] {
+    for (timeout, bound) in [("", 1_500), ("timeout = \"500ms\"\n", 2_400)] {
         let redis = RedisServer::start();
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("tollgate.toml");

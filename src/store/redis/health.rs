@@ -181,7 +181,7 @@ impl super::RedisStore {
             return StoreError::BreakerOpen;
         }
         let e = StoreError::NotConnected;
-        if self.health.last().is_some() {
+        if self.health.last_cause().is_some() {
             self.health.failed.fetch_add(1, Ordering::Relaxed);
         } else {
             self.health.record(&e);

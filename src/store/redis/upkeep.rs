@@ -178,8 +178,8 @@ impl RedisStore {
     /// One liveness call: PING to every master of a Cluster; else the breaker's write
     /// probe, not a PING — a node that answers but refuses writes (a demoted master, out
     /// of memory under `noeviction`, a failed snapshot, too few replicas) fails every
-    /// decision, and with no traffic a PING would call it ready. One small write a half
-    /// second per gateway.
+    /// decision, and with no traffic a PING would call it ready. One small write every
+    /// 250 ms per gateway.
     async fn liveness_call(&self) -> Result<(), StoreError> {
         match &self.connection {
             Connection::Cluster(slot) => {
@@ -221,6 +221,12 @@ impl RedisStore {
             let mut probe = PROBE.prepare_invoke();
             probe.key(&self.probe_keys[group]);
             let probed = self.invoke::<redis::Value>(&probe).await;
+            // Without the fleet's key secret no decision can be asked, whatever the probe
+            // says: the breaker stays open (it closes at the first turn after the secret
+            // is learned), not closed and opened again by every third request.
+            if probed.is_ok() && self.fleet.key().is_none() {
+                continue;
+            }
             if let Err(e) = probed {
                 // A timed-out call hides its cause (the client retries a refused
                 // connection until the deadline): a fresh connection attempt tells it.
