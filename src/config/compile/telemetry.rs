@@ -22,11 +22,13 @@ impl Compiler {
                 OtlpProtocol::Grpc,
                 "otlp_protocol",
             ),
-            // OTLP/HTTP's port, or a path (`…/v1/traces`): a gRPC endpoint has none.
+            // OTLP's own ports first; elsewhere a path (`…/v1/traces`) is OTLP/HTTP's, as
+            // a gRPC endpoint has none.
             None => {
                 let path = raw.otlp_endpoint.get_ref().parse::<http::Uri>().ok();
                 let path = path.is_some_and(|u| !matches!(u.path(), "" | "/"));
                 endpoint.as_ref().map(|(_, port, _)| match port {
+                    4317 => OtlpProtocol::Grpc,
                     4318 => OtlpProtocol::HttpProtobuf,
                     _ if path => OtlpProtocol::HttpProtobuf,
                     _ => OtlpProtocol::Grpc,
@@ -119,6 +121,10 @@ mod tests {
             ),
             ("otlp_endpoint = \"http://c:9000\"", OtlpProtocol::Grpc),
             ("otlp_endpoint = \"http://c:9000/\"", OtlpProtocol::Grpc),
+            (
+                "otlp_endpoint = \"http://c:4317/v1/traces\"",
+                OtlpProtocol::Grpc,
+            ),
             (
                 "otlp_endpoint = \"http://c:9000/v1/traces\"",
                 OtlpProtocol::HttpProtobuf,
