@@ -87,8 +87,9 @@ impl Limiter {
                     .take_remote(remote, key, tier, policy, clock);
                 Box::pin(take).await
             }
-            // Redis mode before the fleet's key is known: no key to ask Redis about.
-            (Store::Redis { .. }, None) => Err(StoreError::NotConnected),
+            // Redis mode before the fleet's key is known: no key to ask Redis about (a
+            // failed call all the same: counted, toward the breaker).
+            (Store::Redis { remote, .. }, None) => Err(remote.unasked(clock.now_ns())),
             (Store::Memory(_), _) => Ok(self.concurrency.take_local(tier, policy, clock).await),
         }
     }
