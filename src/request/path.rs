@@ -173,7 +173,8 @@ fn is_canonical(path: &[u8], rules: &PathRules) -> Result<bool, PathError> {
                 if rules.merge_slashes && i > 0 && path[i - 1] == b'/' {
                     canonical = false;
                 }
-                if rules.normalize {
+                // Only a segment that starts with a dot can be one (one compare a segment).
+                if rules.normalize && path.get(segment_start) == Some(&b'.') {
                     canonical &= !dot_segment(&path[segment_start..i])?;
                 }
                 segment_start = i + 1;
@@ -182,7 +183,7 @@ fn is_canonical(path: &[u8], rules: &PathRules) -> Result<bool, PathError> {
             _ => {}
         }
     }
-    if rules.normalize {
+    if rules.normalize && path.get(segment_start) == Some(&b'.') {
         canonical &= !dot_segment(&path[segment_start..])?;
     }
     Ok(canonical)
@@ -192,10 +193,12 @@ fn is_canonical(path: &[u8], rules: &PathRules) -> Result<bool, PathError> {
 /// Java servlet container strips `;…` and then climbs, so `/x/..;/v1/search` is served
 /// as `/v1/search` where tollgate saw a segment named `..;`; no client means anything
 /// else by it.
+/// Looks at a segment's first bytes only: run on every segment of every request.
 fn dot_segment(segment: &[u8]) -> Result<bool, PathError> {
-    match segment.iter().position(|&b| b == b';') {
-        Some(at) if matches!(&segment[..at], b"." | b"..") => Err(PathError::DotWithParams),
-        _ => Ok(segment == b"." || segment == b".."),
+    match segment {
+        b"." | b".." => Ok(true),
+        [b'.', b';', ..] | [b'.', b'.', b';', ..] => Err(PathError::DotWithParams),
+        _ => Ok(false),
     }
 }
 
