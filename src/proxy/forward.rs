@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
 use super::body::IdleTimeout;
-use super::hop::{prepare_request, strip_hop_by_hop, Head};
+use super::hop::{prepare_request, strip_hop_by_hop};
 use super::key_body::{KeyBody, Prefixed};
 use super::pool::UpstreamPool;
 use super::response::Answer;
@@ -130,7 +130,7 @@ pub async fn forward(
     } else {
         http::Version::HTTP_11
     };
-    strip_hop_by_hop(resp.headers_mut(), switching, Head::Upstream);
+    strip_hop_by_hop(resp.headers_mut(), switching);
     Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
 }
 

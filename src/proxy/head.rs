@@ -6,7 +6,7 @@ use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::uri::{PathAndQuery, Uri};
 use http::{Request, Version};
 
-use super::hop::{hop_by_hop_bit, strip_hop_by_hop, Head};
+use super::hop::{hop_by_hop_bit, strip_hop_by_hop};
 use crate::request::host::{self, HostError};
 use crate::request::path::{self, PathError, PathRules};
 
@@ -133,11 +133,9 @@ pub fn normalize<B>(req: &mut Request<B>, rules: &PathRules) -> Result<Normalize
                 name.eq_ignore_ascii_case(b"trailers")
             })
         });
-    let nominated = if found.hop_by_hop || upgrade.is_some() {
-        strip_hop_by_hop(headers, upgrade.is_some(), Head::Client)
-    } else {
-        None
-    };
+    if found.hop_by_hop || upgrade.is_some() {
+        strip_hop_by_hop(headers, upgrade.is_some());
+    }
     if trailers {
         headers.insert(TE, HeaderValue::from_static("trailers"));
     }
@@ -149,10 +147,6 @@ pub fn normalize<B>(req: &mut Request<B>, rules: &PathRules) -> Result<Normalize
     // After stripping, so `Connection: host` cannot remove the host that was routed.
     if let Some(value) = new_host {
         headers.insert(HOST, value);
-    }
-    // Removed as the request is forwarded, after every decision read the head.
-    if let Some(nominated) = nominated {
-        req.extensions_mut().insert(nominated);
     }
     Ok(Normalized { upgrade, trailers })
 }

@@ -26,6 +26,9 @@ static HOP_BY_HOP: [HeaderName; 8] = [
     TRANSFER_ENCODING,
     UPGRADE,
 ];
+/// Where trusted proxies write the client's address (what keying by `ip` reads): never
+/// removed by a `Connection` option (nginx ignores every option).
+const CLIENT_ADDRESS: [&str; 1] = ["x-forwarded-for"];
 const CONNECTION_BIT: u8 = 1;
 const UPGRADE_BIT: u8 = 1 << 7;
 
@@ -46,52 +49,23 @@ pub fn hop_by_hop_bit(name: &HeaderName) -> u8 {
     }
 }
 
-/// Whose head is stripped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Head {
-    /// A client's request: the headers its `Connection` options name are removed only
-    /// when it is forwarded ([`Nominated`]), after every decision read the head. Removed
-    /// at once, a client erased what a front proxy wrote of it (`Connection:
-    /// x-forwarded-for`, `authorization`, a key header an authenticating proxy adds)
-    /// when that proxy passed the option on: the client keyed as the proxy, or its key
-    /// missing and a `missing = "skip"` tier skipped.
-    Client,
-    /// An upstream's response: the headers its `Connection` names are removed.
-    Upstream,
-}
-
-/// The headers a client's `Connection` options named, removed from the request as it is
-/// forwarded ([`prepare_request`]); carried in the request's extensions (only when there
-/// are some).
-#[derive(Debug, Clone, Default)]
-pub struct Nominated(smallvec::SmallVec<[HeaderName; 2]>);
-
-/// Removes hop-by-hop headers and, from an upstream's response, any header the
-/// Connection header names (a client's: returned, to be removed as it is forwarded).
-/// With `upgrade`, keeps `Connection: upgrade` and `Upgrade` so the tunnel can be set up.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, head: Head) -> Option<Nominated> {
+/// Removes hop-by-hop headers and any header the Connection header names. With
+/// `upgrade`, keeps `Connection: upgrade` and `Upgrade` so the tunnel can be set up.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     let found = headers
         .keys()
         .fold(0, |bits, name| bits | hop_by_hop_bit(name));
-    let mut nominated = None;
     if found != 0 {
-        nominated = remove_hop_by_hop(headers, upgrade, found, head);
+        remove_hop_by_hop(headers, upgrade, found);
     }
     if upgrade {
         headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
     }
-    nominated
 }
 
-/// The removals of [`strip_hop_by_hop`]: the headers `Connection` names (a client's:
-/// returned), and those of [`HOP_BY_HOP`] whose bits are in `found`.
-fn remove_hop_by_hop(
-    headers: &mut HeaderMap,
-    upgrade: bool,
-    found: u8,
-    head: Head,
-) -> Option<Nominated> {
-    let mut nominated = Nominated::default();
+/// The removals of [`strip_hop_by_hop`]: the headers `Connection` names, and those of
+/// [`HOP_BY_HOP`] whose bits are in `found`.
+fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, found: u8) {
     if found & CONNECTION_BIT != 0 && !names_no_other_header(headers) {
         // Copied out (on the stack for any usual value), so the named headers can be
         // removed while reading it; `remove` by `&str` builds no header name.
@@ -108,21 +82,14 @@ fn remove_hop_by_hop(
             let listed = HOP_BY_HOP
                 .iter()
                 .any(|h| name.eq_ignore_ascii_case(h.as_str()));
-            if name.is_empty() || listed {
+            // The client's address as a trusted proxy wrote it: a client's `Connection:
+            // x-forwarded-for` passed on by a front proxy that does not act on it would
+            // otherwise erase it, and the client would be keyed as that proxy.
+            let address = CLIENT_ADDRESS.iter().any(|h| name.eq_ignore_ascii_case(h));
+            if name.is_empty() || listed || address {
                 continue;
             }
-            match head {
-                Head::Upstream => drop(headers.remove(name)),
-                // Not the `Host` that was routed (put back after stripping).
-                Head::Client if name.eq_ignore_ascii_case("host") => {}
-                Head::Client => {
-                    if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
-                        if headers.contains_key(&name) {
-                            nominated.0.push(name);
-                        }
-                    }
-                }
-            }
+            headers.remove(name);
         }
     }
     for (i, name) in HOP_BY_HOP.iter().enumerate() {
@@ -131,7 +98,6 @@ fn remove_hop_by_hop(
             headers.remove(name);
         }
     }
-    (!nominated.0.is_empty()).then_some(nominated)
 }
 
 /// Whether `Connection` is the one `keep-alive` (what nearly every HTTP/1.1 upstream sends
@@ -150,11 +116,7 @@ fn names_no_other_header(headers: &HeaderMap) -> bool {
 /// normalised before routing (`head::normalize`), so Host and hop-by-hop headers are
 /// already right.
 pub fn prepare_request(req: &mut Request<Body>, peer_text: &HeaderValue, tls: bool) {
-    let nominated = req.extensions_mut().remove::<Nominated>();
     let headers = req.headers_mut();
-    for name in nominated.iter().flat_map(|n| &n.0) {
-        headers.remove(name);
-    }
     // One look-up of the name whether or not the client sent it (a custom name is hashed
     // byte by byte on every look-up).
     match headers.entry(&X_FORWARDED_FOR) {
@@ -241,7 +203,7 @@ mod tests {
         h.insert("transfer-encoding", "chunked".parse().expect("v"));
         h.insert("upgrade", "websocket".parse().expect("v"));
         h.insert("x-keep", "yes".parse().expect("v"));
-        strip_hop_by_hop(&mut h, false, Head::Upstream);
+        strip_hop_by_hop(&mut h, false);
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!(h["x-keep"], "yes");
     }
@@ -263,7 +225,7 @@ mod tests {
         h.insert("keep-alive", "timeout=5".parse().expect("v"));
         h.insert("x-a", "1".parse().expect("v"));
         h.insert("x-b", "2".parse().expect("v"));
-        strip_hop_by_hop(&mut h, false, Head::Upstream);
+        strip_hop_by_hop(&mut h, false);
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!(h["x-b"], "2");
     }
@@ -275,7 +237,7 @@ mod tests {
             h.insert(CONNECTION, value.parse().expect("v"));
             h.insert("keep-alive", "timeout=5".parse().expect("v"));
             h.insert("x-b", "2".parse().expect("v"));
-            strip_hop_by_hop(&mut h, false, Head::Upstream);
+            strip_hop_by_hop(&mut h, false);
             assert_eq!(h.len(), 1, "{h:?}");
             assert_eq!(h["x-b"], "2");
         }
@@ -285,39 +247,9 @@ mod tests {
         h.append(CONNECTION, "x-a".parse().expect("v"));
         h.insert("x-a", "1".parse().expect("v"));
         h.insert("x-b", "2".parse().expect("v"));
-        strip_hop_by_hop(&mut h, false, Head::Upstream);
+        strip_hop_by_hop(&mut h, false);
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!(h["x-b"], "2");
-    }
-
-    #[test]
-    fn a_clients_connection_options_are_removed_only_as_it_is_forwarded() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            CONNECTION,
-            "keep-alive, x-forwarded-for, Authorization, x-user, host, x-absent"
-                .parse()
-                .expect("v"),
-        );
-        h.insert("keep-alive", "timeout=5".parse().expect("v"));
-        for name in ["x-forwarded-for", "authorization", "x-user", "host"] {
-            h.insert(name, "kept".parse().expect("v"));
-        }
-        let nominated = strip_hop_by_hop(&mut h, false, Head::Client).expect("named");
-        // Read by every decision as sent.
-        assert_eq!(h.len(), 4, "{h:?}");
-        assert!(h.values().all(|v| v == "kept"), "{h:?}");
-        let names: Vec<&str> = nominated.0.iter().map(HeaderName::as_str).collect();
-        assert_eq!(names, ["x-forwarded-for", "authorization", "x-user"]);
-        // Forwarded without them (the peer's address is the whole X-Forwarded-For).
-        let mut req = Request::new(Body::default());
-        *req.headers_mut() = h;
-        req.extensions_mut().insert(nominated);
-        prepare_request(&mut req, &HeaderValue::from_static("10.0.0.1"), false);
-        assert!(req.headers().get("authorization").is_none());
-        assert!(req.headers().get("x-user").is_none());
-        assert_eq!(req.headers()["x-forwarded-for"], "10.0.0.1");
-        assert_eq!(req.headers()["host"], "kept");
     }
 
     #[test]
@@ -325,7 +257,7 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(CONNECTION, "Upgrade".parse().expect("v"));
         h.insert(UPGRADE, "websocket".parse().expect("v"));
-        strip_hop_by_hop(&mut h, true, Head::Upstream);
+        strip_hop_by_hop(&mut h, true);
         assert_eq!(h[UPGRADE], "websocket");
         assert_eq!(h[CONNECTION], "upgrade");
     }
