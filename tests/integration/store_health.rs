@@ -12,12 +12,9 @@ use crate::support::*;
 #[tokio::test]
 async fn a_redis_that_cannot_be_reached_is_named_with_its_cause() {
     let up = Upstream::start().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
     // Nothing listens on this port; the URL carries a password that must never show.
     let port = free_port();
-    std::fs::write(&path, unreachable_redis(port, &up.url())).expect("write");
-    let gw = Process::run(&path);
+    let (_dir, gw) = gateway_on(unreachable_redis(port), &up);
     let address = format!("127.0.0.1:{port}");
     check_start_log(&gw, &address).await;
 
@@ -49,15 +46,25 @@ async fn a_redis_that_cannot_be_reached_is_named_with_its_cause() {
     }
 }
 
-/// A config whose store is a Redis on `port`, where nothing listens, with a password.
-fn unreachable_redis(port: u16, upstream: &str) -> String {
-    Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"redis://:hunter2-secret@127.0.0.1:{port}\"\ntimeout = \"100ms\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n"
-        ))
+/// The `[store]` of a Redis on `port`, where nothing listens, with a password.
+fn unreachable_redis(port: u16) -> String {
+    format!(
+        "backend = \"redis\"\nurl = \"redis://:hunter2-secret@127.0.0.1:{port}\"\ntimeout = \"100ms\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n"
+    )
+}
+
+/// The binary on `store` (its `[store]` table's body): one `tenant` tier, 10 a second,
+/// keyed by `x-k` on every path.
+fn gateway_on(store: String, up: &Upstream) -> (tempfile::TempDir, Process) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let text = Fixture::new()
+        .store(store)
         .policy("tenant", "header:x-k", 10, "1s", 10)
         .route("api", "/", "api", &["tenant"])
-        .build_for(upstream)
+        .build_for(&up.url());
+    std::fs::write(&path, text).expect("write");
+    (dir, Process::run(&path))
 }
 
 /// The binary says at once that Redis cannot be reached, where and why.
@@ -132,18 +139,11 @@ async fn stats_showing_the_store(admin: SocketAddr, address: &str) -> serde_json
 async fn sentinels_that_stopped_answering_are_shown_while_the_master_serves() {
     let mut set = SentinelSet::start();
     let up = Upstream::start().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nsentinels = {}\nmaster = \"{MASTER}\"\ntimeout = \"100ms\"",
-            set.urls_toml()
-        ))
-        .policy("tenant", "header:x-k", 10, "1s", 10)
-        .route("api", "/", "api", &["tenant"])
-        .build_for(&up.url());
-    std::fs::write(&path, toml).expect("write");
-    let gw = Process::run(&path);
+    let store = format!(
+        "backend = \"redis\"\nsentinels = {}\nmaster = \"{MASTER}\"\ntimeout = \"100ms\"",
+        set.urls_toml()
+    );
+    let (_dir, gw) = gateway_on(store, &up);
     let admin = gw.admin.expect("admin");
     let stats = || async move {
         get(&format!("http://{admin}/admin/stats"), &[])
@@ -187,14 +187,10 @@ async fn sentinels_that_stopped_answering_are_shown_while_the_master_serves() {
 #[tokio::test]
 async fn a_redis_never_answered_counts_each_request_and_opens_the_breaker() {
     let up = Upstream::start().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    let port = free_port();
-    let text = unreachable_redis(port, &up.url())
+    let store = unreachable_redis(free_port())
         .replace("key_secret = \"a-fleet-secret-of-enough-bytes\"\n", "");
-    assert!(!text.contains("key_secret"), "{text}");
-    std::fs::write(&path, text).expect("write");
-    let gw = Process::run(&path);
+    assert!(!store.contains("key_secret"), "{store}");
+    let (_dir, gw) = gateway_on(store, &up);
     let url = format!("http://{}/", gw.addr);
     for _ in 0..10 {
         assert_eq!(get(&url, &[("x-k", "a")]).await.status, 503);
@@ -234,18 +230,11 @@ async fn an_unusable_secret_keeps_the_breaker_open_without_flapping() {
     let redis = RedisServer::start();
     redis.cli(&["SET", "tg:{secret}", "not a secret"]);
     let up = Upstream::start().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    let text = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"100ms\"\n",
-            redis.url()
-        ))
-        .policy("tenant", "header:x-k", 10, "1s", 10)
-        .route("api", "/", "api", &["tenant"])
-        .build_for(&up.url());
-    std::fs::write(&path, text).expect("write");
-    let gw = Process::run(&path);
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"100ms\"\n",
+        redis.url()
+    );
+    let (_dir, gw) = gateway_on(store, &up);
     let url = format!("http://{}/", gw.addr);
     // Three seconds of requests: six upkeep turns, each probing the open breaker.
     let until = std::time::Instant::now() + Duration::from_secs(3);
