@@ -16,18 +16,18 @@ use std::sync::Mutex;
 
 use sketch::Sketch;
 pub use window::RouteTop;
-use window::Windowed;
+use window::{Budget, Windowed};
 
 #[derive(Default)]
 struct WorkerTop {
     /// By tier: `route_offset[route] + position`.
     tiers: Vec<Option<Box<Windowed>>>,
-    /// Sketches made so far (at most [`MAX_SKETCHES`]).
-    made: usize,
+    budget: Budget,
 }
 
 /// Sketches one worker makes at most (about 15 KiB each): a config of thousands of busy
-/// routes keeps the first 1,024 tiers to decide, not 15 KiB for every one of them.
+/// routes keeps 1,024 tiers that decide, not 15 KiB for every one of them; a tier that
+/// decided nothing in the window gives its sketch to one that decides.
 pub const MAX_SKETCHES: usize = 1_024;
 
 /// Every tier's sketches, per worker, for one config version.
@@ -100,10 +100,11 @@ impl TopKeys {
         if table.tiers.len() < self.tiers {
             table.tiers.resize_with(self.tiers, || None);
         }
-        let WorkerTop { tiers, made } = &mut *table;
+        let WorkerTop { tiers, budget } = &mut *table;
         f(&mut RouteTop {
-            tiers: &mut tiers[offset..],
-            made,
+            tiers,
+            offset,
+            budget,
             half_ns: self.half_ns,
         });
     }
@@ -294,6 +295,37 @@ mod tests {
         }
         let keys = top.top(None, usize::MAX, 2, |r, _| format!("p{r}"));
         assert_eq!(keys.len(), MAX_SKETCHES);
+    }
+
+    /// A full budget: a tier that decided nothing in the window gives its sketch to a
+    /// tier that decides now; while every sketch is in the window, a new tier has none.
+    #[test]
+    fn a_quiet_tiers_sketch_goes_to_a_tier_that_decides() {
+        let half = 1_000;
+        let routes = vec![1; MAX_SKETCHES + 2];
+        let top = TopKeys::new(1, &routes, 2 * half);
+        let record = |route: usize, now: u64| {
+            top.on_route(0, route, |rt| {
+                rt.record(0, route as u64, true, now, |t| t.push("k"))
+            });
+        };
+        let seen = |route: usize, now: u64| {
+            let keys = top.top(None, usize::MAX, now, |r, _| format!("p{r}"));
+            keys.iter().any(|k| k.hash == route as u64)
+        };
+        for route in 0..MAX_SKETCHES {
+            record(route, 1);
+        }
+        record(MAX_SKETCHES, half + 1);
+        assert!(!seen(MAX_SKETCHES, half + 1), "every sketch is in use");
+        // Every tier but the first decides again; the first decided nothing for a window.
+        for route in 1..MAX_SKETCHES {
+            record(route, 2 * half + 1);
+        }
+        record(MAX_SKETCHES + 1, 2 * half + 2);
+        assert!(seen(MAX_SKETCHES + 1, 2 * half + 2));
+        assert!(!seen(0, 2 * half + 2));
+        assert!(seen(1, 2 * half + 2));
     }
 
     /// A tier's window turns with the clock whether or not its half is divided for:

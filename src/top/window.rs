@@ -40,9 +40,23 @@ impl Windowed {
 
 /// One worker's sketches of one route's tiers, for one request.
 pub struct RouteTop<'a> {
+    /// The worker's whole table: a full budget is made room in from any route's tiers.
     pub(super) tiers: &'a mut [Option<Box<Windowed>>],
-    pub(super) made: &'a mut usize,
+    /// Where this route's tiers start in it.
+    pub(super) offset: usize,
+    pub(super) budget: &'a mut Budget,
     pub(super) half_ns: u64,
+}
+
+/// A worker's sketches made, and when its table was last found without a stale one.
+#[derive(Default)]
+pub(super) struct Budget {
+    /// Sketches made so far (at most [`MAX_SKETCHES`]).
+    pub(super) made: usize,
+    /// No sketch is looked for to take over before this half: the table was searched in
+    /// the one before and every sketch was in use (one search a half-window at most, so
+    /// new tiers deciding cannot make each request scan the table).
+    no_stale_before: u64,
 }
 
 impl RouteTop<'_> {
@@ -57,17 +71,20 @@ impl RouteTop<'_> {
         now_ns: u64,
         text: impl FnOnce(&mut TextBuf),
     ) {
-        let Some(tier) = self.tiers.get_mut(position) else {
-            return;
-        };
-        if tier.is_none() {
-            if *self.made >= MAX_SKETCHES {
-                return;
-            }
-            *self.made += 1;
-        }
+        let index = self.offset.saturating_add(position);
         let half_ns = self.half_ns;
-        let w = tier.get_or_insert_with(|| {
+        match self.tiers.get(index) {
+            None => return,
+            Some(None) if self.budget.made >= MAX_SKETCHES => {
+                let Some(taken) = self.take_stale(now_ns / half_ns) else {
+                    return;
+                };
+                self.tiers[index] = Some(taken);
+            }
+            Some(None) => self.budget.made += 1,
+            Some(Some(_)) => {}
+        }
+        let w = self.tiers[index].get_or_insert_with(|| {
             // One draw from the system per tier and worker, when it first decides.
             let salt = u64::from_le_bytes(crate::random::bytes());
             Box::new(Windowed {
@@ -78,5 +95,28 @@ impl RouteTop<'_> {
         });
         w.turn_to(now_ns, half_ns);
         w.current.record(hash, (refused, now_ns), text);
+    }
+
+    /// A full budget: the sketch of a tier that decided nothing in the window (both of
+    /// its halves out of it), emptied for a tier that decides now. The first tiers to
+    /// decide after a reload do not keep the budget once they go quiet; a tier still
+    /// deciding keeps its sketch.
+    #[cold]
+    fn take_stale(&mut self, half: u64) -> Option<Box<Windowed>> {
+        if half < self.budget.no_stale_before {
+            return None;
+        }
+        let stale = self
+            .tiers
+            .iter_mut()
+            .find(|t| t.as_ref().is_some_and(|w| w.half.saturating_add(2) <= half));
+        let Some(mut w) = stale.and_then(Option::take) else {
+            self.budget.no_stale_before = half.saturating_add(1);
+            return None;
+        };
+        w.half = half;
+        w.current.clear();
+        w.previous.clear();
+        Some(w)
     }
 }
