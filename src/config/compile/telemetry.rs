@@ -24,16 +24,12 @@ impl Compiler {
             ),
             // OTLP's own ports first; elsewhere a path (`…/v1/traces`) is OTLP/HTTP's, as
             // a gRPC endpoint has none.
-            None => {
-                let path = raw.otlp_endpoint.get_ref().parse::<http::Uri>().ok();
-                let path = path.is_some_and(|u| !matches!(u.path(), "" | "/"));
-                endpoint.as_ref().map(|(_, port, _)| match port {
-                    4317 => OtlpProtocol::Grpc,
-                    4318 => OtlpProtocol::HttpProtobuf,
-                    _ if path => OtlpProtocol::HttpProtobuf,
-                    _ => OtlpProtocol::Grpc,
-                })
-            }
+            None => endpoint.as_ref().map(|e| match e.port {
+                4317 => OtlpProtocol::Grpc,
+                4318 => OtlpProtocol::HttpProtobuf,
+                _ if e.path_written => OtlpProtocol::HttpProtobuf,
+                _ => OtlpProtocol::Grpc,
+            }),
         };
         let sample_ratio = match &raw.sample_ratio {
             Some(r) if (0.0..=1.0).contains(r.get_ref()) => Some(*r.get_ref()),
@@ -61,7 +57,12 @@ impl Compiler {
             .iter()
             .map(|(k, v)| (k.clone(), v.get_ref().clone()))
             .collect();
-        let (host, port, base_path) = endpoint?;
+        let Endpoint {
+            host,
+            port,
+            base_path,
+            ..
+        } = endpoint?;
         Some(Telemetry {
             host,
             port,
@@ -75,7 +76,7 @@ impl Compiler {
     }
 
     /// `http://HOST:PORT[/PATH]`: a collector beside the gateway (an agent or sidecar).
-    fn otlp_endpoint(&mut self, raw: &S<String>) -> Option<(String, u16, String)> {
+    fn otlp_endpoint(&mut self, raw: &S<String>) -> Option<Endpoint> {
         let hint = || {
             Some("write the collector's address, e.g. \"http://127.0.0.1:4317\" (OTLP/gRPC) or \"http://127.0.0.1:4318\" (OTLP/HTTP); TLS to the collector is not supported: run a collector beside the gateway".to_owned())
         };
@@ -97,9 +98,24 @@ impl Compiler {
         let path = uri.path().trim_end_matches('/');
         // A per-signal endpoint (`…/v1/traces`, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT's
         // form) is its base plus the path OTLP/HTTP adds: not added twice.
-        let path = path.strip_suffix("/v1/traces").unwrap_or(path).to_owned();
-        Some((host, port, path))
+        let base_path = path.strip_suffix("/v1/traces").unwrap_or(path).to_owned();
+        Some(Endpoint {
+            host,
+            port,
+            base_path,
+            path_written: !path.is_empty(),
+        })
     }
+}
+
+/// `otlp_endpoint` as read.
+struct Endpoint {
+    host: String,
+    port: u16,
+    /// What OTLP/HTTP's `/v1/traces` is added to.
+    base_path: String,
+    /// The URL names a path (a gRPC endpoint has none).
+    path_written: bool,
 }
 
 #[cfg(test)]
