@@ -193,6 +193,7 @@ fn is_canonical(path: &[u8], rules: &PathRules) -> Result<bool, PathError> {
 /// Java servlet container strips `;…` and then climbs, so `/x/..;/v1/search` is served
 /// as `/v1/search` where tollgate saw a segment named `..;`; no client means anything
 /// else by it.
+///
 /// Looks at a segment's first bytes only: run on every segment of every request.
 fn dot_segment(segment: &[u8]) -> Result<bool, PathError> {
     match segment {

@@ -76,7 +76,25 @@ const KNOWN: [(&str, Named); 24] = [
 ];
 
 pub(super) fn named(name: &str) -> Named {
-    let exact = match name {
+    // Go's readers (Ollama's OpenAI API among them) match member names under case
+    // folding at every level: `"IMAGE_URL"` is their `image_url`. A name with a capital
+    // or a non-ASCII letter is folded against the known ones.
+    let folds = || {
+        name.bytes()
+            .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
+    };
+    match exactly(name) {
+        Named::Other if folds() => KNOWN
+            .iter()
+            .find(|(known, _)| names(known, name))
+            .map_or(Named::Other, |&(_, kind)| kind),
+        exact => exact,
+    }
+}
+
+/// [`KNOWN`] as spelled, as one `match`.
+fn exactly(name: &str) -> Named {
+    match name {
         "image_url" | "input_audio" | "inline_data" | "inlineData" | "file_data" | "fileData"
         | "audio" => Named::Beyond,
         "googleSearch"
@@ -91,20 +109,6 @@ pub(super) fn named(name: &str) -> Named {
         | "response_schema" | "responseSchema" => Named::Schema,
         "type" => Named::Type,
         _ => Named::Other,
-    };
-    // Go's readers (Ollama's OpenAI API among them) match member names under case
-    // folding at every level: `"IMAGE_URL"` is their `image_url`. A name with a capital
-    // or a non-ASCII letter is folded against the known ones.
-    let folds = || {
-        name.bytes()
-            .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
-    };
-    match exact {
-        Named::Other if folds() => KNOWN
-            .iter()
-            .find(|(known, _)| names(known, name))
-            .map_or(Named::Other, |&(_, kind)| kind),
-        exact => exact,
     }
 }
 
@@ -129,3 +133,19 @@ pub(super) const CANDIDATES: [&str; 2] = ["candidateCount", "candidate_count"];
 pub const CHAT_LIMITS: [&str; 2] = ["max_tokens", "max_completion_tokens"];
 pub const RESPONSES_LIMIT: &str = "max_output_tokens";
 pub(super) const CHOICES: &str = "n";
+
+#[cfg(test)]
+mod tests {
+    use super::{exactly, named, KNOWN};
+
+    /// The `match` a name is decided by and the list a folded name is looked up in are
+    /// one vocabulary written twice (the `match` for speed): each known name means the
+    /// same in both, as spelled and in another case.
+    #[test]
+    fn the_match_and_the_folded_list_name_the_same() {
+        for (name, kind) in KNOWN {
+            assert!(exactly(name) == kind, "{name}");
+            assert!(named(&name.to_uppercase()) == kind, "{name}");
+        }
+    }
+}
