@@ -70,6 +70,16 @@ impl MemoryStore {
         }
     }
 
+    /// A store of `max_keys` where `policy`, a quota of `calendar`, has an area: the store
+    /// and the area's tag (for tests of quota keys, here and in the state file's).
+    #[cfg(test)]
+    pub(crate) fn with_area(max_keys: usize, policy: &str, calendar: &str) -> (Self, u64) {
+        let store = Self::new(max_keys);
+        store.areas().arrange(&[(policy, calendar.into())]);
+        let tag = store.areas().tag(policy);
+        (store, tag)
+    }
+
     /// Which policy's keys live in which area, and each area's bound and floor.
     pub fn areas(&self) -> &Arc<Areas> {
         &self.areas

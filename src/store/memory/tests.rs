@@ -140,15 +140,6 @@ fn updates_racing_rebuilds_are_never_lost() {
     );
 }
 
-/// A store of `max_keys` where `policy`, a quota of `calendar`, has an area: the store
-/// and the area's tag.
-fn store_with_area(max_keys: usize, policy: &str, calendar: &str) -> (MemoryStore, u64) {
-    let store = MemoryStore::new(max_keys);
-    store.areas().arrange(&[(policy, calendar.into())]);
-    let tag = store.areas().tag(policy);
-    (store, tag)
-}
-
 /// A calendar quota tier of `quota` units a window ending at `end`, on `key`.
 fn quota_tier(key: u64, quota: u64, end: u64) -> Tier {
     Tier {
@@ -160,7 +151,7 @@ fn quota_tier(key: u64, quota: u64, end: u64) -> Tier {
 
 #[test]
 fn a_flood_of_quota_keys_takes_no_room_from_rate_keys() {
-    let (store, tag) = store_with_area(512, "monthly", "month");
+    let (store, tag) = MemoryStore::with_area(512, "monthly", "month");
     let now = 100 * S;
     let end = now + 30 * 86_400 * S;
     for i in 0..1_500 {
@@ -187,7 +178,7 @@ fn a_flood_of_quota_keys_takes_no_room_from_rate_keys() {
 
 #[test]
 fn a_dropped_quota_key_comes_back_at_least_as_used() {
-    let (store, tag) = store_with_area(256, "monthly", "month");
+    let (store, tag) = MemoryStore::with_area(256, "monthly", "month");
     let now = 100 * S;
     let end = now + 30 * 86_400 * S;
     // One key uses 40 units, then thousands of one-unit keys push it out.
@@ -225,7 +216,7 @@ fn a_dropped_quota_key_comes_back_at_least_as_used() {
 /// new calendar reads as usage.
 #[test]
 fn a_changed_calendar_empties_its_area_but_a_shared_window() {
-    let (store, tag) = store_with_area(256, "plan", "month");
+    let (store, tag) = MemoryStore::with_area(256, "plan", "month");
     let now = 100 * S;
     let (day_end, month_end) = (now + 86_400 * S, now + 30 * 86_400 * S);
     let monthly = areas::in_area(spread(1), tag);

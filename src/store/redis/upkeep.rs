@@ -73,10 +73,7 @@ impl RedisStore {
         match tokio::time::timeout(within, self.command::<String>(&ping)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                let e = match e {
-                    StoreError::Timeout(_) => self.diagnose().await.unwrap_or(e),
-                    e => e,
-                };
+                let e = self.explain(e).await;
                 // Recorded as any failed call: what the operator is shown is true from
                 // the first call, also before the fleet's secret is known.
                 self.health.record(&e);
@@ -166,11 +163,12 @@ impl RedisStore {
         }
     }
 
-    /// A timed-out call's cause, as a fresh connection attempt finds it; any other error
-    /// says its own.
+    /// A timed-out call's cause, as a fresh connection attempt finds it (the client
+    /// retries a refused connection until the deadline, so the timeout hides it); any
+    /// other error says its own.
     async fn explain(&self, e: StoreError) -> StoreError {
         match e {
-            StoreError::Timeout(t) => self.diagnose().await.unwrap_or(StoreError::Timeout(t)),
+            StoreError::Timeout(_) => self.diagnose().await.unwrap_or(e),
             e => e,
         }
     }
@@ -228,13 +226,7 @@ impl RedisStore {
                 continue;
             }
             if let Err(e) = probed {
-                // A timed-out call hides its cause (the client retries a refused
-                // connection until the deadline): a fresh connection attempt tells it.
-                let seen = match e {
-                    StoreError::Timeout(_) => self.diagnose().await.unwrap_or(e),
-                    e => e,
-                };
-                self.health.record(&seen);
+                self.health.record(&self.explain(e).await);
                 continue;
             }
             {

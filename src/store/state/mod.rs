@@ -200,9 +200,7 @@ mod tests {
         // The file restored into a store whose "plan" runs `calendar`, in its window
         // ending at `end`: the store, the policy's area tag, what restoring did.
         let restored_under = |calendar: &str, end: u64| {
-            let store = MemoryStore::new(256);
-            store.areas().arrange(&[("plan", calendar.into())]);
-            let tag = store.areas().tag("plan");
+            let (store, tag) = MemoryStore::with_area(256, "plan", calendar);
             let end_of = |area| (area == area_of(tag)).then_some(end);
             let restored = restore(&saved, &store, &clock, end_of);
             (store, tag, restored)
