@@ -26,9 +26,6 @@ static HOP_BY_HOP: [HeaderName; 8] = [
     TRANSFER_ENCODING,
     UPGRADE,
 ];
-/// Where trusted proxies write the client's address (what keying by `ip` reads): never
-/// removed by a `Connection` option (nginx ignores every option).
-const CLIENT_ADDRESS: [&str; 1] = ["x-forwarded-for"];
 const CONNECTION_BIT: u8 = 1;
 const UPGRADE_BIT: u8 = 1 << 7;
 
@@ -82,10 +79,11 @@ fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, found: u8) {
             let listed = HOP_BY_HOP
                 .iter()
                 .any(|h| name.eq_ignore_ascii_case(h.as_str()));
-            // The client's address as a trusted proxy wrote it: a client's `Connection:
-            // x-forwarded-for` passed on by a front proxy that does not act on it would
-            // otherwise erase it, and the client would be keyed as that proxy.
-            let address = CLIENT_ADDRESS.iter().any(|h| name.eq_ignore_ascii_case(h));
+            // The client's address as a trusted proxy wrote it (what keying by `ip`
+            // reads): a client's `Connection: x-forwarded-for` passed on by a front proxy
+            // that does not act on it would otherwise erase it, and the client would be
+            // keyed as that proxy (nginx ignores every option).
+            let address = name.eq_ignore_ascii_case(X_FORWARDED_FOR.as_str());
             if name.is_empty() || listed || address {
                 continue;
             }
