@@ -78,6 +78,7 @@ pub fn keys(data: &[u8]) {
 fn extract_all(view: &RequestView<'_>) {
     for source in [
         "ip",
+        "ip/64",
         "header:x-tenant-id",
         "query:user",
         "cookie:sid",

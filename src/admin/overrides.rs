@@ -40,9 +40,16 @@ pub async fn handle(
             ),
         };
     }
-    let (policy, key) = key_path(rest);
-    let id = OverrideId { policy, key };
+    let (policy, mut key) = key_path(rest);
     let current = || shared.config();
+    // Stored as requests spell the key (an address in its canonical text, under `ip/64`
+    // its network), so the override applies to them and a DELETE finds it however typed.
+    if let Some(p) = current().policy(&policy) {
+        if crate::store::keys::key_shape(p, &key).is_ok() {
+            crate::store::keys::spelled_key(p, &mut key);
+        }
+    }
+    let id = OverrideId { policy, key };
     match *method {
         Method::PUT => {
             let (set, ttl) = match read_body(req).await {

@@ -52,7 +52,7 @@ impl TrustedProxies {
 }
 
 /// IPv4-mapped IPv6 addresses (from dual-stack sockets) are the IPv4 client.
-fn canonical(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,

@@ -62,7 +62,7 @@ impl RedisKeyBuilder {
     pub fn part(&mut self, part: &KeyPart<'_>) {
         match part {
             KeyPart::Bytes(b) => self.absorb(b, false),
-            KeyPart::Ip(_) => self.absorb(part.as_text().as_bytes(), false),
+            KeyPart::Ip(_) | KeyPart::Net(_) => self.absorb(part.as_text().as_bytes(), false),
         }
     }
 

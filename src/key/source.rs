@@ -15,6 +15,10 @@ use http::{HeaderMap, Method, Uri};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySource {
     Ip,
+    /// The client's address with an IPv6 address cut to its first `n` bits (`ip/64`): an
+    /// IPv6 client usually holds a whole /64 (a /56 or /48 from some providers) and can
+    /// send from any address in it.
+    IpPrefix(u8),
     Header(HeaderName),
     Query(String),
     Cookie(String),
@@ -40,6 +44,8 @@ pub enum KeySourceError {
     BadHeader(String),
     #[error("`json:{0}`: {1}")]
     BadPointer(String, crate::json::PointerError),
+    #[error("`ip/{0}`: the IPv6 prefix length is a whole number from 1 to 128 (a client usually holds a /64)")]
+    BadPrefix(String),
 }
 
 impl KeySource {
@@ -80,6 +86,10 @@ impl FromStr for KeySource {
         };
         match (kind, name) {
             ("ip", None) => Ok(KeySource::Ip),
+            (ip, None) if ip.starts_with("ip/") => match ip[3..].parse::<u8>() {
+                Ok(len @ 1..=128) => Ok(KeySource::IpPrefix(len)),
+                _ => Err(KeySourceError::BadPrefix(ip[3..].to_owned())),
+            },
             ("route", None) => Ok(KeySource::Route),
             ("method", None) => Ok(KeySource::Method),
             ("path", None) => Ok(KeySource::Path),
@@ -106,6 +116,7 @@ impl fmt::Display for KeySource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KeySource::Ip => f.write_str("ip"),
+            KeySource::IpPrefix(len) => write!(f, "ip/{len}"),
             KeySource::Header(n) => write!(f, "header:{n}"),
             KeySource::Query(n) => write!(f, "query:{n}"),
             KeySource::Cookie(n) => write!(f, "cookie:{n}"),
@@ -136,6 +147,8 @@ pub struct RequestView<'a> {
 pub enum KeyPart<'a> {
     Bytes(Cow<'a, [u8]>),
     Ip(IpAddr),
+    /// The IPv6 network an `ip/N` key cut the client's address to.
+    Net(ipnet::Ipv6Net),
 }
 
 impl KeyPart<'_> {
@@ -146,18 +159,9 @@ impl KeyPart<'_> {
                 hasher.write_usize(b.len());
                 hasher.write(b);
             }
-            KeyPart::Ip(ip) => {
-                // Same bytes as the textual form an operator would type in the admin API.
-                let mut buf = [0u8; 48];
-                let len = {
-                    use std::io::Write;
-                    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-                    let _ = write!(cursor, "{ip}");
-                    cursor.position() as usize
-                };
-                hasher.write_usize(len);
-                hasher.write(&buf[..len]);
-            }
+            // Same bytes as the text an operator names the key by in the admin API.
+            KeyPart::Ip(ip) => hash_text(ip, hasher),
+            KeyPart::Net(net) => hash_text(net, hasher),
         }
     }
 
@@ -166,6 +170,29 @@ impl KeyPart<'_> {
         match self {
             KeyPart::Bytes(b) => String::from_utf8_lossy(b),
             KeyPart::Ip(ip) => Cow::Owned(ip.to_string()),
+            KeyPart::Net(net) => Cow::Owned(net.to_string()),
+        }
+    }
+}
+
+fn hash_text<H: Hasher>(part: &impl fmt::Display, hasher: &mut H) {
+    let mut buf = [0u8; 48];
+    let len = address::write_text(part, &mut buf);
+    hasher.write_usize(len);
+    hasher.write(&buf[..len]);
+}
+
+impl KeySource {
+    /// `typed`, a value of this source as an operator writes it (the admin API's key
+    /// paths, the config's overrides), in the one spelling requests make the key in: an
+    /// address in its canonical text, under `ip/N` the network it falls in. `None` when
+    /// it cannot be a value of this source (under `ip/N`: not an address, or a network
+    /// wider than the key's).
+    pub fn spelled<'t>(&self, typed: &'t str) -> Option<Cow<'t, str>> {
+        match self {
+            KeySource::Ip => Some(address::spelled_ip(typed)),
+            KeySource::IpPrefix(len) => address::spelled_prefix(typed, *len).map(Cow::Owned),
+            _ => Some(Cow::Borrowed(typed)),
         }
     }
 }
@@ -213,6 +240,7 @@ impl KeySource {
         let borrowed = |b: &'a [u8]| KeyPart::Bytes(Cow::Borrowed(b));
         match self {
             KeySource::Ip => values.push(KeyPart::Ip(req.client_ip)),
+            KeySource::IpPrefix(len) => values.push(address::prefix_part(req.client_ip, *len)),
             KeySource::Route => values.push(borrowed(req.route.as_bytes())),
             KeySource::Method => values.push(borrowed(req.method.as_str().as_bytes())),
             KeySource::Path => values.push(borrowed(req.uri.path().as_bytes())),
@@ -267,6 +295,7 @@ impl KeySource {
     }
 }
 
+mod address;
 mod body;
 mod parts;
 use body::{body_field_values, body_param_values};

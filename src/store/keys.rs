@@ -231,12 +231,28 @@ impl KeyBuilder {
 
 /// Whether `parts` name a key of `policy`: one non-empty part per key source. `Err`: the
 /// sources expected, as `header:x-tenant-id/header:x-user-id`.
+/// A part that cannot be a value of its source (under `ip/64`, text that is no address)
+/// is the wrong shape too.
 pub fn key_shape(policy: &Policy, parts: &[String]) -> Result<(), String> {
-    if parts.len() == policy.key.len() && parts.iter().all(|p| !p.is_empty()) {
+    let fits = |(part, source): (&String, &crate::key::KeySource)| {
+        !part.is_empty() && source.spelled(part).is_some()
+    };
+    if parts.len() == policy.key.len() && parts.iter().zip(&policy.key).all(fits) {
         return Ok(());
     }
     let expected: Vec<String> = policy.key.iter().map(ToString::to_string).collect();
     Err(expected.join("/"))
+}
+
+/// `parts` of a key of `policy` (its shape checked) in the spelling requests make the key
+/// in: an address typed `2001:DB8::1` is the key of `2001:db8::1`, and under `ip/64` any
+/// address of a network names that network's key.
+pub fn spelled_key(policy: &Policy, parts: &mut [String]) {
+    for (part, source) in parts.iter_mut().zip(&policy.key) {
+        if let Some(std::borrow::Cow::Owned(spelled)) = source.spelled(part) {
+            *part = spelled;
+        }
+    }
 }
 
 /// One composed key under construction.

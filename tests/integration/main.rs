@@ -38,6 +38,7 @@ mod grpc;
 mod header_truth;
 mod health;
 mod hostile;
+mod ip_networks;
 mod key_secret;
 mod kubernetes;
 mod kubernetes_security;

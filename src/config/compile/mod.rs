@@ -16,6 +16,7 @@ use super::error::{locate, ConfigError, Problem};
 mod hints;
 mod logging;
 mod names;
+mod override_keys;
 mod policies;
 mod policy_lints;
 mod prices;

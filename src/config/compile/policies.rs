@@ -19,7 +19,7 @@ impl Compiler {
         for s in &sources {
             match s.parse::<KeySource>() {
                 Ok(src) => key.push(src),
-                Err(e) => self.error(raw.key.span(), e.to_string(), Some("sources: ip, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, route, method, path".to_owned())),
+                Err(e) => self.error(raw.key.span(), e.to_string(), Some("sources: ip, ip/64 (IPv6 by network), header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, route, method, path, json:POINTER".to_owned())),
             }
         }
         let missing = self.choice(
@@ -48,11 +48,15 @@ impl Compiler {
             );
         }
         let calendar = raw.quota.is_some() || raw.window.is_some();
-        let kind = match &raw.max_in_flight {
+        let key_span = raw.key.span();
+        let mut kind = match &raw.max_in_flight {
             Some(_) => self.concurrency_limit(&name, raw, span),
             None if calendar => self.quota_limit(&name, raw, span),
             None => self.rate_limit(&name, raw, span),
         };
+        if let (Some(kind), [source]) = (kind.as_mut(), &key[..]) {
+            self.spell_overrides(&name, source, kind, key_span);
+        }
         Some(Policy {
             name,
             key,

@@ -25,6 +25,9 @@ fn text(values: Result<KeyValues<'_>, TooManyValues>) -> Option<String> {
 fn parses_every_source_and_rejects_nonsense() {
     for s in [
         "ip",
+        "ip/64",
+        "ip/1",
+        "ip/128",
         "route",
         "method",
         "path",
@@ -48,6 +51,33 @@ fn parses_every_source_and_rejects_nonsense() {
         "header:bad name".parse::<KeySource>(),
         Err(KeySourceError::BadHeader(_))
     ));
+    for bad in ["ip/0", "ip/129", "ip/", "ip/64x", "ip/-1", "ip/ 64"] {
+        assert_eq!(
+            bad.parse::<KeySource>(),
+            Err(KeySourceError::BadPrefix(bad[3..].into())),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn an_ip_prefix_key_gives_one_network_one_key_and_ipv4_clients_their_address() {
+    let uri: Uri = "/".parse().expect("uri");
+    let headers = HeaderMap::new();
+    let source: KeySource = "ip/64".parse().expect("source");
+    let key_of = |client: &str| {
+        let req = RequestView {
+            client_ip: client.parse().expect("ip"),
+            ..view(&uri, &headers)
+        };
+        text(source.extract(&req))
+    };
+    let net = Some("2001:db8:7:9::/64".to_owned());
+    assert_eq!(key_of("2001:db8:7:9::1"), net);
+    assert_eq!(key_of("2001:db8:7:9:ffff:ffff:ffff:fffe"), net);
+    assert_ne!(key_of("2001:db8:7:a::1"), net);
+    assert_eq!(key_of("192.0.2.1").as_deref(), Some("192.0.2.1"));
+    assert!(!source.client_chosen());
 }
 
 #[test]

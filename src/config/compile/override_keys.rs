@@ -1,0 +1,67 @@
+//! The keys `[policies.NAME.overrides]` names, in the spelling requests make them in: an
+//! address as its canonical text (`"2001:DB8::1"` is the client `2001:db8::1`), under
+//! `ip/64` the network it falls in. Without it an override written in another spelling
+//! would silently never apply.
+
+use super::*;
+
+impl Compiler {
+    /// Respells `kind`'s override keys for the policy's single key source; a key that is
+    /// no value of the source, or two that name one key, is an error at `span`.
+    pub(super) fn spell_overrides(
+        &mut self,
+        name: &str,
+        source: &KeySource,
+        kind: &mut PolicyKind,
+        span: std::ops::Range<usize>,
+    ) {
+        let problems = match kind {
+            PolicyKind::Rate(rate) => respell(&mut rate.overrides, source),
+            PolicyKind::Concurrency(cap) => respell(&mut cap.overrides, source),
+        };
+        for (typed, problem) in problems {
+            let message = match problem {
+                Unspelled::NotAValue => {
+                    format!("policy `{name}`: override `{typed}` is not one key of `{source}`")
+                }
+                Unspelled::Twice(spelled) => format!(
+                    "policy `{name}`: override `{typed}` names the key `{spelled}` another override names"
+                ),
+            };
+            let hint = match source {
+                KeySource::IpPrefix(len) => format!(
+                    "name an address, or a network of /{len} or narrower: it stands for its /{len}"
+                ),
+                _ => "name each key once".to_owned(),
+            };
+            self.error(span.clone(), message, Some(hint));
+        }
+    }
+}
+
+enum Unspelled {
+    NotAValue,
+    Twice(String),
+}
+
+/// Rewrites `overrides`' keys in `source`'s spelling; what could not be, and why.
+fn respell<V>(overrides: &mut HashMap<String, V>, source: &KeySource) -> Vec<(String, Unspelled)> {
+    let mut problems = Vec::new();
+    let mut spelled = HashMap::with_capacity(overrides.len());
+    // In name order, so which of two clashing keys is reported does not move between runs.
+    let mut typed: Vec<(String, V)> = overrides.drain().collect();
+    typed.sort_by(|a, b| a.0.cmp(&b.0));
+    for (key, value) in typed {
+        match source.spelled(&key).map(std::borrow::Cow::into_owned) {
+            None => problems.push((key, Unspelled::NotAValue)),
+            Some(text) if spelled.contains_key(&text) => {
+                problems.push((key, Unspelled::Twice(text)))
+            }
+            Some(text) => {
+                spelled.insert(text, value);
+            }
+        }
+    }
+    *overrides = spelled;
+    problems
+}
