@@ -40,10 +40,11 @@ pub async fn handle(
             ),
         };
     }
-    let (policy, mut key) = key_path(rest);
+    let (policy, typed) = key_path(rest);
     let current = || shared.config();
     // Stored as requests spell the key (an address in its canonical text, under `ip/64`
     // its network), so the override applies to them and a DELETE finds it however typed.
+    let mut key = typed.clone();
     if let Some(p) = current().policy(&policy) {
         if crate::store::keys::key_shape(p, &key).is_ok() {
             crate::store::keys::spelled_key(p, &mut key);
@@ -81,11 +82,9 @@ pub async fn handle(
                 Err(e) => refused(e),
             }
         }
-        Method::DELETE => match shared
-            .overrides
-            .delete(current, &shared.limiter, &id, now_ms)
-            .await
-        {
+        // Exactly as typed first: one stored in another spelling (before spellings were
+        // matched, or under the policy's earlier key) is still removable.
+        Method::DELETE => match delete_typed_or_spelled(shared, &id, typed, now_ms).await {
             Ok(true) => {
                 super::answer::tell_quota_streams(shared, &id.policy, &id.key);
                 json_ok(json!({"status": "ok", "policy": id.policy, "key": id.key}))
@@ -103,6 +102,31 @@ pub async fn handle(
             &[("allow", "PUT, DELETE".into())],
         ),
     }
+}
+
+/// Deletes the override named `typed` if there is one, else `id` (its spelling).
+async fn delete_typed_or_spelled(
+    shared: &Shared,
+    id: &OverrideId,
+    typed: Vec<String>,
+    now_ms: u64,
+) -> Result<bool, crate::overrides::ChangeError> {
+    let current = || shared.config();
+    let limiter = &shared.limiter;
+    if typed != id.key {
+        let as_typed = OverrideId {
+            policy: id.policy.clone(),
+            key: typed,
+        };
+        if shared
+            .overrides
+            .delete(current, limiter, &as_typed, now_ms)
+            .await?
+        {
+            return Ok(true);
+        }
+    }
+    shared.overrides.delete(current, limiter, id, now_ms).await
 }
 
 /// The body's override fields and its `ttl`, or the answer refusing it.

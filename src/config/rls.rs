@@ -120,6 +120,23 @@ impl RlsRule {
     }
 }
 
+impl RlsRule {
+    /// [`key_parts`](Self::key_parts) as a request spells them (an address under `ip/64`
+    /// as its network): the key's name in `/admin/top`, the admin API and the log.
+    pub fn named_parts<'a>(
+        &'a self,
+        values: impl Iterator<Item = &'a str> + 'a,
+    ) -> impl Iterator<Item = std::borrow::Cow<'a, str>> + 'a {
+        let policy = self.policy.as_deref();
+        self.key_parts(values)
+            .enumerate()
+            .map(move |(i, part)| match policy {
+                Some(policy) => policy.spelled(i, part),
+                None => std::borrow::Cow::Borrowed(part),
+            })
+    }
+}
+
 /// The rules, and by domain the tree of their entries (`rls_tree`): a descriptor's rule
 /// is the most specific that takes it — at each entry, an exact value before a prefix
 /// before any value (as envoyproxy/ratelimit looks up `key_value`, then its wildcards,

@@ -86,10 +86,16 @@ impl FromStr for KeySource {
         };
         match (kind, name) {
             ("ip", None) => Ok(KeySource::Ip),
-            (ip, None) if ip.starts_with("ip/") => match ip[3..].parse::<u8>() {
-                Ok(len @ 1..=128) => Ok(KeySource::IpPrefix(len)),
-                _ => Err(KeySourceError::BadPrefix(ip[3..].to_owned())),
-            },
+            (ip, None) if ip.starts_with("ip/") => {
+                let len = &ip[3..];
+                match len.parse::<u8>() {
+                    // Digits only: `u8`'s parser also takes a leading `+`.
+                    Ok(n @ 1..=128) if len.bytes().all(|b| b.is_ascii_digit()) => {
+                        Ok(KeySource::IpPrefix(n))
+                    }
+                    _ => Err(KeySourceError::BadPrefix(len.to_owned())),
+                }
+            }
             ("route", None) => Ok(KeySource::Route),
             ("method", None) => Ok(KeySource::Method),
             ("path", None) => Ok(KeySource::Path),

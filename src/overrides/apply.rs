@@ -109,5 +109,30 @@ pub fn resolve(
             "set the override again with the key's new parts and DELETE this one",
         ));
     }
+    // Kept from before addresses were matched in one spelling, or from the policy's
+    // earlier key (`ip` reloaded as `ip/64`): it names no key a request makes.
+    if let Err(expected) = crate::store::keys::key_shape(policy, &id.key) {
+        return Err(problem(
+            format!(
+                "policy `{}` is keyed by {expected} now: {} names no one key of it",
+                id.policy,
+                id.key.join("/")
+            ),
+            "set the override again with the key's new parts and DELETE this one",
+        ));
+    }
+    let mut spelled = id.key.clone();
+    crate::store::keys::spelled_key(policy, &mut spelled);
+    if spelled != id.key {
+        return Err(problem(
+            format!(
+                "policy `{}` keys requests as {}; this override's key is written {}",
+                id.policy,
+                spelled.join("/"),
+                id.key.join("/")
+            ),
+            "set the override again with the key as requests make it and DELETE this one",
+        ));
+    }
     check_override(config, policy, set)
 }

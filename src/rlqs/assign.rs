@@ -152,7 +152,13 @@ impl Stream<'_> {
         let policy = bucket.rule.policy.as_deref()?;
         let plan = snapshot.rlqs_plans.get(entry)?.as_ref()?;
         let parts: ArrayVec<&str, MAX_TIERS> = bucket.key_parts(&id.bucket).collect();
-        let key = holder_key(&policy.name, &parts);
+        // Held under the key's name as the admin API names it (an address under `ip/64`
+        // as its network), so a reset or override of it reaches this stream.
+        let spelled: ArrayVec<std::borrow::Cow<'_, str>, MAX_TIERS> = (parts.iter().enumerate())
+            .map(|(i, part)| policy.spelled(i, part))
+            .collect();
+        let named: ArrayVec<&str, MAX_TIERS> = spelled.iter().map(AsRef::as_ref).collect();
+        let key = holder_key(&policy.name, &named);
         let mut admission = Admission::default();
         let descriptor = Descriptor {
             position: 0,
@@ -169,7 +175,7 @@ impl Stream<'_> {
             .await;
         if let (Some(top), Some((requests, _))) = (&snapshot.top, requests) {
             let route = snapshot.config.routes.len() + 1;
-            super::top::record(top, (route, entry), &admission, &parts, requests > allowed);
+            super::top::record(top, (route, entry), &admission, &named, requests > allowed);
         }
         let now = clock.now_ns();
         let bytes = id_bytes(id);

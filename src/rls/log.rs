@@ -77,8 +77,8 @@ fn refusing_key(
     };
     let fleet = shared.limiter.keys().fleet().and_then(|f| f.key());
     let values = call.descriptors[i].entries.iter().map(|e| e.value.as_str());
-    rule.key_parts(values)
-        .map(|p| logged_part(p, log_keys, fleet.as_deref()))
+    rule.named_parts(values)
+        .map(|p| logged_part(&p, log_keys, fleet.as_deref()))
         .collect()
 }
 

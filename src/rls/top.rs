@@ -39,11 +39,11 @@ pub fn record(
                 };
                 tiers.record(*rule_index, outcome.key, refused, now, |text| {
                     let values = d.entries.iter().map(|e| e.value.as_str());
-                    for (i, part) in rule.key_parts(values).enumerate() {
+                    for (i, part) in rule.named_parts(values).enumerate() {
                         if i > 0 {
                             text.push(PART_SEPARATOR.encode_utf8(&mut [0; 4]));
                         }
-                        text.push(part);
+                        text.push(&part);
                     }
                 });
             }

@@ -3,6 +3,7 @@
 //! with several distinct values). A policy's keys sit together by construction: each
 //! [`PolicyTiers`] names the range of its kind's tiers it owns.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -254,8 +255,11 @@ impl RequestTiers {
     ) {
         let mut key = plan.keys.builder(fleet);
         let mut single = None;
-        for part in parts {
-            let part = KeyPart::Bytes(part.as_bytes().into());
+        for (index, part) in parts.enumerate() {
+            let part = match policy.spelled(index, part) {
+                Cow::Owned(spelled) => KeyPart::Bytes(Cow::Owned(spelled.into_bytes())),
+                Cow::Borrowed(part) => KeyPart::Bytes(part.as_bytes().into()),
+            };
             key.part(&part);
             single = Some(part);
         }

@@ -3,7 +3,7 @@
 //! HTTP/2, while IPv4 clients keep their own. The admin API and the config's overrides
 //! take any address of the network (or the network) for its key.
 
-use super::admin::{delete, put_ok};
+use super::admin::{delete, put_ok, reload};
 use super::config::errors_of;
 use super::spellings::status;
 use crate::support::*;
@@ -78,7 +78,14 @@ async fn an_override_set_on_one_address_applies_to_its_network() {
         assert_eq!(from(&client, &gw, "/net", "2001:db8:5:5:a::9").await, 200);
     }
     assert_eq!(from(&http2(), &gw, "/net", "2001:db8:5:5::1").await, 429);
-    // Deleted by the network's own spelling.
+    // Deleted by another address of the network, then by the network's own spelling.
+    let deleted = delete(&gw.admin_url("/admin/overrides/net/2001:db8:5:5:ffff::2")).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    put_ok(
+        &gw.admin_url("/admin/overrides/net/2001:db8:5:5::1"),
+        br#"{"burst": 3}"#,
+    )
+    .await;
     let deleted = delete(&gw.admin_url("/admin/overrides/net/2001:db8:5:5::%2F64")).await;
     assert_eq!(deleted.status, 200, "{}", deleted.text());
     let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
@@ -135,5 +142,112 @@ fn a_prefix_or_an_override_that_names_no_one_key_is_a_config_error() {
     assert!(
         err.contains("names the key `2001:db8::/64` another override names"),
         "{err}"
+    );
+}
+
+#[tokio::test]
+async fn an_override_set_under_ip_says_why_it_stops_applying_under_ip_64_and_is_deleted_as_typed() {
+    let up = Upstream::start().await;
+    let under_ip = config("").replace("ip/64", "ip");
+    let gw = TestGateway::start(&under_ip, &up.url()).await;
+    put_ok(
+        &gw.admin_url("/admin/overrides/net/2001:db8:6:6::1"),
+        br#"{"burst": 3}"#,
+    )
+    .await;
+    gw.rewrite(&config(""), &up.url());
+    let reloaded = reload(&gw).await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
+    let one = &listed["overrides"][0];
+    assert_eq!(one["active"], false, "{listed}");
+    let message = one["problems"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("keys requests as 2001:db8:6:6::/64")
+            && message.contains("written 2001:db8:6:6::1"),
+        "{listed}"
+    );
+    // Not applied: the network has the policy's burst of one.
+    assert_eq!(from(&http1(), &gw, "/net", "2001:db8:6:6::1").await, 200);
+    assert_eq!(from(&http1(), &gw, "/net", "2001:db8:6:6::1").await, 429);
+    let deleted = delete(&gw.admin_url("/admin/overrides/net/2001:db8:6:6::1")).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
+    assert_eq!(
+        listed["overrides"].as_array().map(Vec::len),
+        Some(0),
+        "{listed}"
+    );
+}
+
+#[tokio::test]
+async fn an_envoy_remote_address_descriptor_is_keyed_by_its_network_as_a_request_is() {
+    let up = Upstream::start().await;
+    let toml = format!(
+        "{}\n[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\n\
+         descriptor = [\"remote_address\"]\npolicy = \"net\"\n",
+        config("")
+    );
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut rls = RlsClient::connect(gw.rls.expect("[rls] listens")).await;
+    let ask = |ip: &'static str| vec![descriptor(&[("remote_address", ip)])];
+    assert_eq!(from(&http1(), &gw, "/net", "2001:db8:4:4::1").await, 200);
+    for ip in ["2001:db8:4:4::99", "2001:DB8:4:4:ffff::1"] {
+        assert_eq!(
+            rls.ask("edge", ask(ip)).await.overall_code,
+            OVER_LIMIT,
+            "{ip}"
+        );
+    }
+    assert_eq!(
+        rls.ask("edge", ask("2001:db8:4:5::1")).await.overall_code,
+        OK
+    );
+    assert_eq!(from(&http2(), &gw, "/net", "2001:db8:4:5::2").await, 429);
+    // An IPv4 client stays one address.
+    assert_eq!(rls.ask("edge", ask("192.0.2.9")).await.overall_code, OK);
+    assert_eq!(rls.ask("edge", ask("192.0.2.10")).await.overall_code, OK);
+    // The service's keys are named by their networks too (one row with the request's
+    // admission), their state found by them.
+    let top = get(&gw.admin_url("/admin/top?policy=net"), &[])
+        .await
+        .json();
+    let rows = top.as_array().expect("rows");
+    let row = |key: &str| rows.iter().find(|r| r["key"][0] == key);
+    for addr in ["2001:db8:4:4::99", "2001:db8:4:5::1"] {
+        assert!(!top.to_string().contains(addr), "{top}");
+    }
+    let refused = row("2001:db8:4:4::/64").unwrap_or_else(|| panic!("{top}"));
+    assert_eq!(
+        (&refused["admitted"], &refused["refused"]),
+        (&1.into(), &2.into()),
+        "{top}"
+    );
+    assert_eq!(refused["remaining"], 0, "{top}");
+}
+
+#[test]
+fn two_spellings_of_one_address_under_ip_load_with_a_warning_the_first_applying() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("twice.toml");
+    let text = config("").replace("{upstream}", "http://127.0.0.1:9").replace("ip/64", "ip").replacen(
+        "burst = 1\n\n",
+        "burst = 1\n[policies.net.overrides]\n\"2001:DB8::1\" = { burst = 2 }\n\"2001:db8::1\" = { burst = 3 }\n\n",
+        1,
+    );
+    assert!(text.contains("2001:DB8::1"), "{text}");
+    std::fs::write(&path, &text).expect("write");
+    let config = tollgate::config::load(&path).expect("valid");
+    let warning = config.warnings.join("\n");
+    assert!(
+        warning.contains("override `2001:db8::1` names the key `2001:db8::1` another override names: the first in name order applies"),
+        "{warning}"
+    );
+    let policy = config.policy("net").expect("net");
+    let applied = policy.rate().and_then(|r| r.overrides.get("2001:db8::1"));
+    assert_eq!(
+        applied.map(|q| q.burst()),
+        Some(2),
+        "`2001:DB8::1` sorts first"
     );
 }

@@ -7,7 +7,8 @@ use super::*;
 
 impl Compiler {
     /// Respells `kind`'s override keys for the policy's single key source; a key that is
-    /// no value of the source, or two that name one key, is an error at `span`.
+    /// no value of the source, or two that name one key, is an error at `span` (two
+    /// spellings of one address under `ip`, a warning).
     pub(super) fn spell_overrides(
         &mut self,
         name: &str,
@@ -34,7 +35,17 @@ impl Compiler {
                 ),
                 _ => "name each key once".to_owned(),
             };
-            self.error(span.clone(), message, Some(hint));
+            // Under `ip`, two spellings of one address loaded before addresses were
+            // matched in one spelling (one of them matched nothing): a warning keeps such
+            // a config loading, the first in name order applying.
+            match source {
+                KeySource::Ip => self.warn(
+                    span.clone(),
+                    format!("{message}: the first in name order applies"),
+                    Some(hint),
+                ),
+                _ => self.error(span.clone(), message, Some(hint)),
+            }
         }
     }
 }

@@ -134,6 +134,16 @@ impl Policy {
         }
     }
 
+    /// A value of this policy's key source `index` (a rate limit service descriptor's, an
+    /// RLQS bucket's) as a request spells it: Envoy's `remote_address` sends the client's
+    /// address as is, where an `ip/64` key is its network. Borrowed unless respelled.
+    pub fn spelled<'v>(&self, index: usize, value: &'v str) -> std::borrow::Cow<'v, str> {
+        self.key
+            .get(index)
+            .and_then(|source| source.spelled(value))
+            .unwrap_or(std::borrow::Cow::Borrowed(value))
+    }
+
     /// Which kind of limit this is.
     pub fn kind(&self) -> LimitKind {
         match &self.kind {

@@ -3,7 +3,7 @@
 //! matched in (the admin API, the config's overrides), whatever way it was typed.
 
 use std::borrow::Cow;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv6Net};
 
@@ -12,40 +12,67 @@ use crate::key::client_ip::canonical;
 
 /// The key part of `ip` under `ip/{len}`: an IPv6 address cut to its first `len` bits
 /// (`2001:db8:1:2::/64`), an IPv4 address whole (one client rarely holds more than one).
+/// An IPv6 address that carries an IPv4 client's address is that client
+/// ([`embedded_ipv4`]).
 pub(super) fn prefix_part(ip: IpAddr, len: u8) -> KeyPart<'static> {
     match ip {
-        IpAddr::V6(v6) => {
-            Ipv6Net::new(v6, len).map_or(KeyPart::Ip(ip), |net| KeyPart::Net(net.trunc()))
-        }
+        IpAddr::V6(v6) => match embedded_ipv4(v6) {
+            Some(v4) => KeyPart::Ip(IpAddr::V4(v4)),
+            None => Ipv6Net::new(v6, len).map_or(KeyPart::Ip(ip), |net| KeyPart::Net(net.trunc())),
+        },
         v4 => KeyPart::Ip(v4),
+    }
+}
+
+/// The IPv4 address an IPv6 address stands for, where the IPv6 network is not the
+/// client's own: NAT64's well-known prefix (`64:ff9b::/96`, RFC 6052), where every IPv4
+/// client of a NAT64 gateway would otherwise share `64:ff9b::/64`; 6to4 (`2002::/16`,
+/// RFC 3056), where one IPv4 address holds a /48 of 65,536 /64s; Teredo (`2001::/32`,
+/// RFC 4380), where every client of a Teredo server shares one /64 and its own public
+/// address is the last 32 bits, inverted.
+fn embedded_ipv4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    let low = (u128::from(v6) & 0xffff_ffff) as u32;
+    match v6.segments() {
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(Ipv4Addr::from(low)),
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo))),
+        [0x2001, 0, ..] => Some(Ipv4Addr::from(!low)),
+        _ => None,
     }
 }
 
 /// `typed` as an `ip` key spells it: an address in its canonical text (`2001:db8::1` for
 /// `2001:DB8:0::1`, `192.0.2.1` for `::ffff:192.0.2.1`); text that is no address as typed
-/// (it names no client, so no key a request makes).
+/// (it names no client, so no key a request makes). Borrowed when already so spelled.
 pub(super) fn spelled_ip(typed: &str) -> Cow<'_, str> {
-    match typed.parse::<IpAddr>() {
-        Ok(ip) => Cow::Owned(canonical(ip).to_string()),
-        Err(_) => Cow::Borrowed(typed),
+    let Ok(ip) = typed.parse::<IpAddr>() else {
+        return Cow::Borrowed(typed);
+    };
+    let ip = canonical(ip);
+    let mut buf = [0u8; 48];
+    let len = write_text(&ip, &mut buf);
+    if &buf[..len] == typed.as_bytes() {
+        Cow::Borrowed(typed)
+    } else {
+        Cow::Owned(ip.to_string())
     }
 }
 
 /// `typed` as an `ip/{len}` key spells it: an address, or a network no wider than the
 /// key's, names the network it falls in (`2001:db8:1:2::5` and `2001:db8:1:2::/80` are
-/// `2001:db8:1:2::/64` under `ip/64`); an IPv4 address (or its `/32`) is itself. `None`
-/// for anything else: a wider network holds many keys, not one.
+/// `2001:db8:1:2::/64` under `ip/64`); an IPv4 address (or its `/32`, or an IPv6 form
+/// of it) is itself. `None` for anything else: a wider network holds many keys.
 pub(super) fn spelled_prefix(typed: &str, len: u8) -> Option<String> {
     if let Ok(ip) = typed.parse::<IpAddr>() {
         return Some(prefix_part(canonical(ip), len).as_text().into_owned());
     }
-    match typed.parse::<IpNet>().ok()? {
-        IpNet::V6(net) if net.prefix_len() >= len => Some(
-            prefix_part(IpAddr::V6(net.addr()), len)
-                .as_text()
-                .into_owned(),
-        ),
-        IpNet::V4(net) if net.prefix_len() == 32 => Some(net.addr().to_string()),
+    let (ip, typed_len, whole) = match typed.parse::<IpNet>().ok()? {
+        IpNet::V4(net) => (IpAddr::V4(net.addr()), net.prefix_len(), 32),
+        IpNet::V6(net) => (IpAddr::V6(net.addr()), net.prefix_len(), 128),
+    };
+    match prefix_part(canonical(ip), len) {
+        // An IPv4 client, however written: only its single address is one key.
+        part @ KeyPart::Ip(_) if typed_len == whole => Some(part.as_text().into_owned()),
+        part @ KeyPart::Net(_) if typed_len >= len => Some(part.as_text().into_owned()),
         _ => None,
     }
 }
@@ -63,19 +90,37 @@ pub(super) fn write_text(part: &impl std::fmt::Display, buf: &mut [u8; 48]) -> u
 mod tests {
     use super::*;
 
+    fn part(ip: &str, len: u8) -> String {
+        prefix_part(ip.parse().expect("ip"), len)
+            .as_text()
+            .into_owned()
+    }
+
     #[test]
     fn an_ipv6_address_is_keyed_by_its_network_and_an_ipv4_address_whole() {
-        let part = |ip: &str, len| {
-            prefix_part(ip.parse().expect("ip"), len)
-                .as_text()
-                .into_owned()
-        };
         assert_eq!(part("2001:db8:1:2:aaaa::1", 64), "2001:db8:1:2::/64");
         assert_eq!(part("2001:db8:1:2:ffff::9", 64), "2001:db8:1:2::/64");
         assert_eq!(part("2001:db8:1:3::1", 64), "2001:db8:1:3::/64");
         assert_eq!(part("2001:db8:1:2ff::1", 56), "2001:db8:1:200::/56");
         assert_eq!(part("2001:db8::1", 128), "2001:db8::1/128");
         assert_eq!(part("192.0.2.7", 64), "192.0.2.7");
+    }
+
+    #[test]
+    fn an_ipv6_address_standing_for_an_ipv4_client_is_that_client() {
+        // NAT64: not one bucket for every IPv4 client behind the gateway's NAT64.
+        assert_eq!(part("64:ff9b::192.0.2.7", 64), "192.0.2.7");
+        assert_eq!(part("64:ff9b::198.51.100.1", 64), "198.51.100.1");
+        // 6to4: not 65,536 /64s for one IPv4 address.
+        assert_eq!(part("2002:c000:0207::1", 64), "192.0.2.7");
+        assert_eq!(part("2002:c000:0207:ffff::1", 64), "192.0.2.7");
+        // Teredo: the client's public address, inverted in the last 32 bits.
+        assert_eq!(
+            part("2001:0:4136:e378:8000:63bf:3fff:fdd2", 64),
+            "192.0.2.45"
+        );
+        // A NAT64 prefix of the operator's own is a network like any other.
+        assert_eq!(part("2001:db8:64::192.0.2.7", 64), "2001:db8:64::/64");
     }
 
     #[test]
@@ -86,23 +131,22 @@ mod tests {
             "2001:db8:1:2::/64",
             "2001:db8:1:2:3::/80",
         ] {
-            assert_eq!(
-                spelled_prefix(typed, 64).as_deref(),
-                Some("2001:db8:1:2::/64"),
-                "{typed}"
-            );
+            let spelled = spelled_prefix(typed, 64);
+            assert_eq!(spelled.as_deref(), Some("2001:db8:1:2::/64"), "{typed}");
         }
-        assert_eq!(
-            spelled_prefix("::ffff:192.0.2.1", 64).as_deref(),
-            Some("192.0.2.1")
-        );
-        assert_eq!(
-            spelled_prefix("192.0.2.1/32", 64).as_deref(),
-            Some("192.0.2.1")
-        );
+        for (typed, v4) in [
+            ("::ffff:192.0.2.1", "192.0.2.1"),
+            ("192.0.2.1/32", "192.0.2.1"),
+            ("::ffff:192.0.2.1/128", "192.0.2.1"),
+            ("64:ff9b::192.0.2.1", "192.0.2.1"),
+        ] {
+            assert_eq!(spelled_prefix(typed, 64).as_deref(), Some(v4), "{typed}");
+        }
         for wrong in [
             "2001:db8::/48",
             "192.0.2.0/24",
+            "::ffff:192.0.2.0/120",
+            "64:ff9b::192.0.2.0/120",
             "alice",
             "",
             "2001:db8::/129",
@@ -112,5 +156,6 @@ mod tests {
         assert_eq!(spelled_ip("2001:DB8:0::1"), "2001:db8::1");
         assert_eq!(spelled_ip("::ffff:192.0.2.1"), "192.0.2.1");
         assert_eq!(spelled_ip("not an address"), "not an address");
+        assert!(matches!(spelled_ip("2001:db8::1"), Cow::Borrowed(_)));
     }
 }

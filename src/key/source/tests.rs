@@ -51,7 +51,9 @@ fn parses_every_source_and_rejects_nonsense() {
         "header:bad name".parse::<KeySource>(),
         Err(KeySourceError::BadHeader(_))
     ));
-    for bad in ["ip/0", "ip/129", "ip/", "ip/64x", "ip/-1", "ip/ 64"] {
+    for bad in [
+        "ip/0", "ip/129", "ip/", "ip/64x", "ip/-1", "ip/ 64", "ip/+64",
+    ] {
         assert_eq!(
             bad.parse::<KeySource>(),
             Err(KeySourceError::BadPrefix(bad[3..].into())),
