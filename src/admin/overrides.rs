@@ -85,11 +85,11 @@ pub async fn handle(
         // Exactly as typed first: one stored in another spelling (before spellings were
         // matched, or under the policy's earlier key) is still removable.
         Method::DELETE => match delete_typed_or_spelled(shared, &id, typed, now_ms).await {
-            Ok(true) => {
-                super::answer::tell_quota_streams(shared, &id.policy, &id.key);
-                json_ok(json!({"status": "ok", "policy": id.policy, "key": id.key}))
+            Ok(Some(removed)) => {
+                super::answer::tell_quota_streams(shared, &removed.policy, &removed.key);
+                json_ok(json!({"status": "ok", "policy": removed.policy, "key": removed.key}))
             }
-            Ok(false) => json_error(
+            Ok(None) => json_error(
                 StatusCode::NOT_FOUND,
                 "no_override",
                 &[("policy", id.policy.into())],
@@ -104,29 +104,35 @@ pub async fn handle(
     }
 }
 
-/// Deletes the override named `typed` if there is one, else `id` (its spelling).
+/// Deletes the override named `typed` if there is one, else `id` (its spelling): the one
+/// removed, if any.
 async fn delete_typed_or_spelled(
     shared: &Shared,
     id: &OverrideId,
     typed: Vec<String>,
     now_ms: u64,
-) -> Result<bool, crate::overrides::ChangeError> {
+) -> Result<Option<OverrideId>, crate::overrides::ChangeError> {
     let current = || shared.config();
     let limiter = &shared.limiter;
-    if typed != id.key {
-        let as_typed = OverrideId {
-            policy: id.policy.clone(),
-            key: typed,
-        };
+    let as_typed = OverrideId {
+        policy: id.policy.clone(),
+        key: typed,
+    };
+    let candidates = if as_typed == *id {
+        vec![id]
+    } else {
+        vec![&as_typed, id]
+    };
+    for candidate in candidates {
         if shared
             .overrides
-            .delete(current, limiter, &as_typed, now_ms)
+            .delete(current, limiter, candidate, now_ms)
             .await?
         {
-            return Ok(true);
+            return Ok(Some(candidate.clone()));
         }
     }
-    shared.overrides.delete(current, limiter, id, now_ms).await
+    Ok(None)
 }
 
 /// The body's override fields and its `ttl`, or the answer refusing it.

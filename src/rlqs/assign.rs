@@ -1,8 +1,9 @@
 //! One bucket usage read and answered: the usage charged to the bucket's key (forced: it
 //! was spent), the Envoy's demand recorded among the key's holders, and its next share
-//! rendered as the action Envoy applies. The limiter's typed decision is rendered here,
-//! never re-derived: a store that cannot answer, an `on_error = "allow"` pass and a shadow
-//! policy become blanket rules; a decided key becomes a token bucket.
+//! rendered as the action Envoy applies (`render.rs`, from the limiter's typed decision,
+//! never re-derived: a store that cannot answer, an `on_error = "allow"` pass and a
+//! shadow policy become blanket rules; a decided key becomes a token bucket). A stream's
+//! buckets of one key split its share (`together.rs`).
 
 use std::collections::HashMap;
 
@@ -13,16 +14,14 @@ use super::holders::{Holders, StreamId, Weight};
 use super::keys::{
     bucket_key, holder_key, id_bytes, BucketKey, MAX_BUCKET_ID_BYTES, MAX_STREAM_ID_BYTES,
 };
-use super::proto::{
-    AbandonAction, Action, BlanketRule, BucketAction, BucketId, BucketQuotaUsage,
-    QuotaAssignmentAction, RateLimitStrategy, Strategy, TokenBucket,
-};
-use super::share::{self, Assignment, KeyState};
+use super::proto::{AbandonAction, Action, BucketAction, BucketId, BucketQuotaUsage};
+use super::share::{self, Assignment};
+use super::together::{held, Together};
 use crate::config::rls::Unmatched;
 use crate::limit::MAX_TIERS;
 use crate::proxy::snapshot::{Shared, Snapshot};
 use crate::store::limiter::Descriptor;
-use crate::store::{Admission, Outcome};
+use crate::store::Admission;
 
 /// Buckets one stream may hold; a bucket beyond is charged its usage but refused for a
 /// while and not tracked (a stream cannot grow the server's memory without bound). Checked
@@ -57,6 +56,8 @@ pub struct Stream<'a> {
     pub swept_ns: u64,
     /// The bytes of every tracked bucket's id, bounded by [`MAX_STREAM_ID_BYTES`].
     pub id_bytes: usize,
+    /// The tracked buckets by the key they are shares of.
+    pub together: Together,
 }
 
 /// An ended stream's buckets leave the listener's count (their holds stay until their
@@ -192,9 +193,11 @@ impl Stream<'_> {
             return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S));
         }
         let ttl_s = bucket.ttl.as_secs().max(1);
-        let counted = &mut self.id_bytes;
+        let (counted, together) = (&mut self.id_bytes, &mut self.together);
+        let mut sibling = false;
         let tracked = self.buckets.entry(bkey).or_insert_with(|| {
             *counted += bytes;
+            sibling = together.join(&key, 0.0);
             Tracked {
                 key: key.clone(),
                 last_ns: now,
@@ -203,20 +206,31 @@ impl Stream<'_> {
             }
         });
         if tracked.key != key {
-            // Its entry now names another policy or key (a reload): the old hold goes.
-            self.holders.release(&tracked.key, self.id);
+            // Its entry now names another policy or key (a reload): the old hold goes
+            // with the last of the stream's buckets of it.
+            if together.leave(&tracked.key, tracked.demand) {
+                self.holders.release(&tracked.key, self.id);
+            }
+            sibling = together.join(&key, tracked.demand);
             tracked.key.clone_from(&key);
         }
         if let Some((requests, reported)) = requests {
             // Envoy's `time_elapsed` when it gave one: a stream that reconnected reports
             // its bucket's usage since its last report on the old stream, not since now.
             let elapsed = reported.unwrap_or_else(|| now.saturating_sub(tracked.last_ns));
+            let old = tracked.demand;
             tracked.demand = share::demand(requests, elapsed);
             tracked.last_ns = now;
+            together.moved(&key, (old, tracked.demand));
         }
-        let demand = tracked.demand.max(share::MIN_DEMAND);
+        let demand = (held(tracked.demand), together.demand(&key));
+        if sibling {
+            // The buckets already holding the key were given the stream's whole share:
+            // each is re-sized to its part now (a full queue has a re-size queued).
+            let _ = self.nudge.try_send(key.clone());
+        }
         let weight = self.weight(&key, demand, (now, ttl_s)).await;
-        let assignment = decided(&admission, policy.mode, weight, ttl_s);
+        let assignment = super::render::decided(&admission, policy.mode, weight, ttl_s);
         Some(self.render(id, assignment, ttl_s))
     }
 
@@ -230,10 +244,13 @@ impl Stream<'_> {
         self.swept_ns = now;
         let before = self.buckets.len();
         let (holders, id, counted) = (self.holders, self.id, &mut self.id_bytes);
+        let together = &mut self.together;
         self.buckets.retain(|_, t| {
             let live = now.saturating_sub(t.last_ns) < STALE_NS;
             if !live {
-                holders.release(&t.key, id);
+                if together.leave(&t.key, t.demand) {
+                    holders.release(&t.key, id);
+                }
                 holders.tracked.give_back(1, t.bytes);
                 *counted -= t.bytes;
             }
@@ -252,7 +269,9 @@ impl Stream<'_> {
     ) -> BucketAction {
         let metrics = &self.shared.metrics.rlqs;
         if let Some(gone) = self.buckets.remove(bkey) {
-            self.holders.release(&gone.key, self.id);
+            if self.together.leave(&gone.key, gone.demand) {
+                self.holders.release(&gone.key, self.id);
+            }
             self.holders.tracked.give_back(1, gone.bytes);
             self.id_bytes -= gone.bytes;
             metrics.abandon.inc();
@@ -269,107 +288,36 @@ impl Stream<'_> {
         self.render(id, blanket, UNMATCHED_TTL_S)
     }
 
-    /// This stream's place among the holders of `key` with `demand`, its share held
-    /// `ttl_s` from `now`: among every server's on Redis, among this one's otherwise (and
-    /// when Redis fails).
-    async fn weight(&self, key: &str, demand: f64, (now, ttl_s): (u64, u64)) -> Weight {
+    /// A bucket's place among the holders of `key`: the stream holds the key with what
+    /// its buckets of it demand together, its share held `ttl_s` from `now` (among every
+    /// server's on Redis, among this one's otherwise and when Redis fails), and the
+    /// bucket weighs its own demand in it.
+    async fn weight(
+        &self,
+        key: &str,
+        (mine, together): (f64, f64),
+        (now, ttl_s): (u64, u64),
+    ) -> Weight {
         let expires = now.saturating_add(ttl_s * 1_000_000_000);
         let mut weight = self
             .holders
-            .hold(key, (self.id, self.nudge), demand, (now, expires));
+            .hold(key, (self.id, self.nudge), together, (now, expires));
         if let Some(remote) = self.shared.limiter.remote() {
             let field = self.holders.field(self.id);
-            let fleet = super::fleet::demand(remote, key, (&field, demand), ttl_s * 1000).await;
-            if let Ok(all) = fleet {
-                weight.all = all.max(weight.mine);
+            let fleet = super::fleet::demand(remote, key, (&field, together), ttl_s * 1000);
+            if let Ok(all) = fleet.await {
+                weight.all = all.max(together);
             }
         }
-        weight
+        Weight {
+            mine: mine.min(together),
+            all: weight.all.max(together),
+        }
     }
 
     /// `assignment` as the action Envoy applies, for `ttl_s` seconds; counted.
     fn render(&self, id: &BucketId, assignment: Assignment, ttl_s: u64) -> BucketAction {
-        let metrics = &self.shared.metrics.rlqs;
-        let strategy = match assignment {
-            Assignment::Bucket {
-                max_tokens,
-                tokens_per_fill,
-                fill_s,
-            } => {
-                metrics.token_bucket.inc();
-                Strategy::TokenBucket(TokenBucket {
-                    max_tokens,
-                    tokens_per_fill: Some(tokens_per_fill),
-                    fill_interval: Some(fill_interval(fill_s)),
-                })
-            }
-            Assignment::AllowAll => {
-                metrics.allow_all.inc();
-                Strategy::BlanketRule(BlanketRule::AllowAll as i32)
-            }
-            Assignment::DenyAll => {
-                metrics.deny_all.inc();
-                Strategy::BlanketRule(BlanketRule::DenyAll as i32)
-            }
-        };
-        BucketAction {
-            bucket_id: Some(id.clone()),
-            action: Some(Action::QuotaAssignment(QuotaAssignmentAction {
-                assignment_time_to_live: Some(seconds(ttl_s)),
-                rate_limit_strategy: Some(RateLimitStrategy {
-                    strategy: Some(strategy),
-                }),
-            })),
-        }
-    }
-}
-
-/// The share a decided charge leaves this Envoy: the typed outcome first (a store that
-/// could not answer is `on_error`'s blanket), then the key's state split by `weight`.
-pub fn decided(
-    admission: &Admission,
-    mode: crate::limit::Mode,
-    weight: Weight,
-    ttl_s: u64,
-) -> Assignment {
-    if admission.outcome() == Outcome::StoreUnavailable {
-        return Assignment::DenyAll;
-    }
-    if admission.unchecked() || mode == crate::limit::Mode::Shadow {
-        return Assignment::AllowAll;
-    }
-    let Some((report, _)) = admission.policy_reports().next() else {
-        // No rate tier decided (a key that cannot be taken): nothing is shared out.
-        return Assignment::DenyAll;
-    };
-    let key = KeyState {
-        quota: report.quota,
-        calendar: report.window_s.is_some(),
-        free: report.remaining,
-        until_full_ns: report.until_full_ns,
-    };
-    share::share(&key, (weight.mine, weight.all), ttl_s)
-}
-
-/// The holders' name of a key: its policy and parts (NUL cannot occur in either).
-/// A fill interval of `s` whole seconds, marked in its nanoseconds: Envoy's RLQS filter
-/// tells a changed token bucket from an unchanged one by `max_tokens`, `tokens_per_fill`
-/// and the interval's nanos only (its seconds are not compared), so a share that changes
-/// only its interval (1 per 10 s, then 1 per 20 s) would keep the old, faster bucket.
-/// Envoy counts the interval in whole seconds (it truncates), so `s` nanoseconds more
-/// change nothing but that comparison.
-fn fill_interval(s: u64) -> prost_types::Duration {
-    prost_types::Duration {
-        // Below a second for every interval a share has (at most a year of seconds).
-        nanos: i32::try_from(s % 1_000_000_000).unwrap_or(0),
-        ..seconds(s)
-    }
-}
-
-fn seconds(s: u64) -> prost_types::Duration {
-    prost_types::Duration {
-        seconds: i64::try_from(s).unwrap_or(i64::MAX),
-        nanos: 0,
+        super::render::action(&self.shared.metrics.rlqs, id, assignment, ttl_s)
     }
 }
 

@@ -2,16 +2,19 @@
 //! listener. Envoys report their buckets' usage; each report is charged to the bucket's
 //! key and answered with the Envoy's share of the key as a token bucket it enforces on
 //! its own. `stream.rs` speaks the gRPC stream (`grpc_frames` cuts its messages),
-//! `assign.rs` turns a usage into an action (`keys.rs`: what a bucket is kept as),
+//! `assign.rs` turns a usage into an action (`keys.rs`: what a bucket is kept as;
+//! `render.rs`: a decided charge as the action Envoy applies),
 //! `holders.rs` knows which Envoys share which
 //! key (`fleet.rs`: across the servers of one Redis), `share.rs` is the arithmetic of a
-//! share, `top.rs` counts who is limited, `proto.rs` the messages.
+//! share (`together.rs`: one stream's buckets of one key splitting the stream's), `top.rs` counts who is limited, `proto.rs` the messages.
 
 pub mod assign;
 pub mod fleet;
 pub mod holders;
 pub mod keys;
 pub mod proto;
+pub mod render;
 pub mod share;
 pub mod stream;
+pub mod together;
 pub mod top;

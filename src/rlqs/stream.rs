@@ -112,6 +112,7 @@ async fn serve(
         domain: String::new(),
         swept_ns: 0,
         id_bytes: 0,
+        together: Default::default(),
     };
     let metrics = &shared.metrics.rlqs;
     metrics.streams.inc();

@@ -170,8 +170,21 @@ async fn an_override_set_under_ip_says_why_it_stops_applying_under_ip_64_and_is_
     // Not applied: the network has the policy's burst of one.
     assert_eq!(from(&http1(), &gw, "/net", "2001:db8:6:6::1").await, 200);
     assert_eq!(from(&http1(), &gw, "/net", "2001:db8:6:6::1").await, 429);
-    let deleted = delete(&gw.admin_url("/admin/overrides/net/2001:db8:6:6::1")).await;
-    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    // Set again as the hint says, by the same address: the network's override applies.
+    let put = put_ok(
+        &gw.admin_url("/admin/overrides/net/2001:db8:6:6::1"),
+        br#"{"burst": 3}"#,
+    )
+    .await;
+    assert_eq!(put.json()["key"][0], "2001:db8:6:6::/64");
+    // A DELETE by the address removes the one written so first, and says which.
+    let url = gw.admin_url("/admin/overrides/net/2001:db8:6:6::1");
+    for removed in ["2001:db8:6:6::1", "2001:db8:6:6::/64"] {
+        let deleted = delete(&url).await;
+        assert_eq!(deleted.status, 200, "{}", deleted.text());
+        assert_eq!(deleted.json()["key"][0], removed, "{}", deleted.text());
+    }
+    assert_eq!(delete(&url).await.status, 404);
     let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
     assert_eq!(
         listed["overrides"].as_array().map(Vec::len),
@@ -227,7 +240,7 @@ async fn an_envoy_remote_address_descriptor_is_keyed_by_its_network_as_a_request
 }
 
 #[test]
-fn two_spellings_of_one_address_under_ip_load_with_a_warning_the_first_applying() {
+fn two_spellings_of_one_address_under_ip_load_with_a_warning_the_one_that_applied_applying() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("twice.toml");
     let text = config("").replace("{upstream}", "http://127.0.0.1:9").replace("ip/64", "ip").replacen(
@@ -240,14 +253,14 @@ fn two_spellings_of_one_address_under_ip_load_with_a_warning_the_first_applying(
     let config = tollgate::config::load(&path).expect("valid");
     let warning = config.warnings.join("\n");
     assert!(
-        warning.contains("override `2001:db8::1` names the key `2001:db8::1` another override names: the first in name order applies"),
+        warning.contains("override `2001:DB8::1` names the key `2001:db8::1` another override names: the one already spelled as requests spell it applies"),
         "{warning}"
     );
     let policy = config.policy("net").expect("net");
     let applied = policy.rate().and_then(|r| r.overrides.get("2001:db8::1"));
     assert_eq!(
         applied.map(|q| q.burst()),
-        Some(2),
-        "`2001:DB8::1` sorts first"
+        Some(3),
+        "`2001:db8::1`, which matched requests before"
     );
 }

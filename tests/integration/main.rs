@@ -62,6 +62,7 @@ mod rlqs_admin;
 mod rlqs_bounds;
 mod rlqs_domains;
 mod rlqs_envoy;
+mod rlqs_together;
 mod rls;
 mod rls_envoy;
 mod rls_hostile;

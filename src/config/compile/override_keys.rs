@@ -3,6 +3,8 @@
 //! `ip/64` the network it falls in. Without it an override written in another spelling
 //! would silently never apply.
 
+use std::borrow::Cow;
+
 use super::*;
 
 impl Compiler {
@@ -37,11 +39,11 @@ impl Compiler {
             };
             // Under `ip`, two spellings of one address loaded before addresses were
             // matched in one spelling (one of them matched nothing): a warning keeps such
-            // a config loading, the first in name order applying.
+            // a config loading, the one that applied then applying still.
             match source {
                 KeySource::Ip => self.warn(
                     span.clone(),
-                    format!("{message}: the first in name order applies"),
+                    format!("{message}: the one already spelled as requests spell it applies"),
                     Some(hint),
                 ),
                 _ => self.error(span.clone(), message, Some(hint)),
@@ -59,9 +61,14 @@ enum Unspelled {
 fn respell<V>(overrides: &mut HashMap<String, V>, source: &KeySource) -> Vec<(String, Unspelled)> {
     let mut problems = Vec::new();
     let mut spelled = HashMap::with_capacity(overrides.len());
-    // In name order, so which of two clashing keys is reported does not move between runs.
+    // A key already in the requests' spelling first (it is the one that applied before
+    // spellings were matched), then in name order: which of two clashing keys is kept,
+    // and which reported, does not move between runs.
     let mut typed: Vec<(String, V)> = overrides.drain().collect();
-    typed.sort_by(|a, b| a.0.cmp(&b.0));
+    typed.sort_by_cached_key(|(key, _)| {
+        let respelled = !matches!(source.spelled(key), Some(Cow::Borrowed(_)));
+        (respelled, key.clone())
+    });
     for (key, value) in typed {
         match source.spelled(&key).map(std::borrow::Cow::into_owned) {
             None => problems.push((key, Unspelled::NotAValue)),

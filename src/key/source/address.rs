@@ -65,16 +65,29 @@ pub(super) fn spelled_prefix(typed: &str, len: u8) -> Option<String> {
     if let Ok(ip) = typed.parse::<IpAddr>() {
         return Some(prefix_part(canonical(ip), len).as_text().into_owned());
     }
-    let (ip, typed_len, whole) = match typed.parse::<IpNet>().ok()? {
-        IpNet::V4(net) => (IpAddr::V4(net.addr()), net.prefix_len(), 32),
-        IpNet::V6(net) => (IpAddr::V6(net.addr()), net.prefix_len(), 128),
-    };
-    match prefix_part(canonical(ip), len) {
+    match typed.parse::<IpNet>().ok()? {
         // An IPv4 client, however written: only its single address is one key.
-        part @ KeyPart::Ip(_) if typed_len == whole => Some(part.as_text().into_owned()),
-        part @ KeyPart::Net(_) if typed_len >= len => Some(part.as_text().into_owned()),
+        IpNet::V4(net) if net.prefix_len() == 32 => Some(net.addr().to_string()),
+        IpNet::V6(net) if net.prefix_len() == 128 => spelled_prefix(&net.addr().to_string(), len),
+        // A network of IPv4 clients (NAT64's, 6to4's, Teredo's) holds many keys. One that
+        // only overlaps such a range is named by its own network (`64:ff9b::/64`, the key
+        // of `64:ff9b::1:0:0:5`, which is no NAT64 address).
+        IpNet::V6(net) if net.prefix_len() >= len && !within_embedding(net) => {
+            Ipv6Net::new(net.addr(), len)
+                .ok()
+                .map(|n| n.trunc().to_string())
+        }
         _ => None,
     }
+}
+
+/// Whether every address of `net` stands for an IPv4 client: IPv4-mapped, or
+/// [`embedded_ipv4`]'s.
+fn within_embedding(net: Ipv6Net) -> bool {
+    ["::ffff:0:0/96", "64:ff9b::/96", "2002::/16", "2001::/32"]
+        .iter()
+        .filter_map(|range| range.parse::<Ipv6Net>().ok())
+        .any(|range| range.contains(&net))
 }
 
 /// The text of an address or network key part, written on the stack: hashed on every
@@ -142,11 +155,23 @@ mod tests {
         ] {
             assert_eq!(spelled_prefix(typed, 64).as_deref(), Some(v4), "{typed}");
         }
+        // The key of `64:ff9b::1:0:0:5` (no NAT64 address) and of a 2001:0-7:: client
+        // under `ip/29` are named back.
+        assert_eq!(
+            spelled_prefix("64:ff9b::/64", 64).as_deref(),
+            Some("64:ff9b::/64")
+        );
+        assert_eq!(part("64:ff9b::1:0:0:5", 64), "64:ff9b::/64");
+        assert_eq!(
+            spelled_prefix("2000::/29", 29).as_deref(),
+            Some("2000::/29")
+        );
         for wrong in [
             "2001:db8::/48",
             "192.0.2.0/24",
             "::ffff:192.0.2.0/120",
             "64:ff9b::192.0.2.0/120",
+            "2002:c000:207::/48",
             "alice",
             "",
             "2001:db8::/129",
