@@ -346,13 +346,9 @@ fn record_top(
             }
             tiers.record(outcome.position, outcome.key, refused, now, |text| {
                 for (i, source) in policy.key.iter().enumerate() {
-                    if i > 0 {
-                        text.push(crate::top::PART_SEPARATOR.encode_utf8(&mut [0; 4]));
-                    }
                     let first = source.extract(view).ok().and_then(|v| v.into_iter().next());
-                    if let Some(value) = first {
-                        text.push(&value.as_text());
-                    }
+                    let value = first.as_ref().map(|v| v.as_text());
+                    text.push_part(i, value.as_deref().unwrap_or_default());
                 }
             });
         }

@@ -16,7 +16,7 @@ use super::keys::{
 };
 use super::proto::{AbandonAction, Action, BucketAction, BucketId, BucketQuotaUsage};
 use super::share::{self, Assignment};
-use super::together::{held, Together};
+use super::together::{Split, Together};
 use crate::config::rls::Unmatched;
 use crate::limit::MAX_TIERS;
 use crate::proxy::snapshot::{Shared, Snapshot};
@@ -112,6 +112,38 @@ impl Stream<'_> {
         self.answer(snapshot, asked).await
     }
 
+    /// Re-sizes the buckets of every key a bucket joined or left in the report just
+    /// answered (its siblings were sized for another split), into `actions`: a bucket
+    /// answered earlier in the report is answered again in place.
+    pub async fn resplit(
+        &mut self,
+        snapshot: &Snapshot,
+        domain: &str,
+        actions: &mut Vec<BucketAction>,
+    ) {
+        if self.together.resplit.is_empty() {
+            return;
+        }
+        let keys: Vec<String> = self.together.resplit.drain().collect();
+        let mut answered: HashMap<BucketKey, usize> = (actions.iter().enumerate())
+            .filter_map(|(i, a)| Some((bucket_key(domain, a.bucket_id.as_ref()?), i)))
+            .collect();
+        for key in keys {
+            for action in self.resize(snapshot, &key).await {
+                let Some(id) = action.bucket_id.as_ref() else {
+                    continue;
+                };
+                match answered.get(&bucket_key(domain, id)) {
+                    Some(&i) => actions[i] = action,
+                    None => {
+                        answered.insert(bucket_key(domain, id), actions.len());
+                        actions.push(action);
+                    }
+                }
+            }
+        }
+    }
+
     /// Re-sizes every bucket of this stream that is a share of `key` (another Envoy
     /// joined it): the key's state read without a charge, the demand kept.
     pub async fn resize(&mut self, snapshot: &Snapshot, key: &str) -> Vec<BucketAction> {
@@ -194,10 +226,9 @@ impl Stream<'_> {
         }
         let ttl_s = bucket.ttl.as_secs().max(1);
         let (counted, together) = (&mut self.id_bytes, &mut self.together);
-        let mut sibling = false;
         let tracked = self.buckets.entry(bkey).or_insert_with(|| {
             *counted += bytes;
-            sibling = together.join(&key, 0.0);
+            together.join(&key, 0.0);
             Tracked {
                 key: key.clone(),
                 last_ns: now,
@@ -211,7 +242,7 @@ impl Stream<'_> {
             if together.leave(&tracked.key, tracked.demand) {
                 self.holders.release(&tracked.key, self.id);
             }
-            sibling = together.join(&key, tracked.demand);
+            together.join(&key, tracked.demand);
             tracked.key.clone_from(&key);
         }
         if let Some((requests, reported)) = requests {
@@ -219,18 +250,14 @@ impl Stream<'_> {
             // its bucket's usage since its last report on the old stream, not since now.
             let elapsed = reported.unwrap_or_else(|| now.saturating_sub(tracked.last_ns));
             let old = tracked.demand;
-            tracked.demand = share::demand(requests, elapsed);
+            tracked.demand = share::requests_per_s(requests, elapsed);
             tracked.last_ns = now;
             together.moved(&key, (old, tracked.demand));
         }
-        let demand = (held(tracked.demand), together.demand(&key));
-        if sibling {
-            // The buckets already holding the key were given the stream's whole share:
-            // each is re-sized to its part now (a full queue has a re-size queued).
-            let _ = self.nudge.try_send(key.clone());
-        }
-        let weight = self.weight(&key, demand, (now, ttl_s)).await;
-        let assignment = super::render::decided(&admission, policy.mode, weight, ttl_s);
+        let split = together.split(&key, tracked.demand);
+        let weight = self.weight(&key, split, (now, ttl_s)).await;
+        let assignment =
+            super::render::decided(&admission, policy.mode, (weight, split.buckets), ttl_s);
         Some(self.render(id, assignment, ttl_s))
     }
 
@@ -290,28 +317,24 @@ impl Stream<'_> {
 
     /// A bucket's place among the holders of `key`: the stream holds the key with what
     /// its buckets of it demand together, its share held `ttl_s` from `now` (among every
-    /// server's on Redis, among this one's otherwise and when Redis fails), and the
-    /// bucket weighs its own demand in it.
-    async fn weight(
-        &self,
-        key: &str,
-        (mine, together): (f64, f64),
-        (now, ttl_s): (u64, u64),
-    ) -> Weight {
+    /// server's on Redis, among this one's otherwise and when Redis fails); the bucket has
+    /// an even part of it (`render::decided`).
+    async fn weight(&self, key: &str, split: Split, (now, ttl_s): (u64, u64)) -> Weight {
         let expires = now.saturating_add(ttl_s * 1_000_000_000);
+        let demand = split.demand;
         let mut weight = self
             .holders
-            .hold(key, (self.id, self.nudge), together, (now, expires));
+            .hold(key, (self.id, self.nudge), demand, (now, expires));
         if let Some(remote) = self.shared.limiter.remote() {
             let field = self.holders.field(self.id);
-            let fleet = super::fleet::demand(remote, key, (&field, together), ttl_s * 1000);
+            let fleet = super::fleet::demand(remote, key, (&field, demand), ttl_s * 1000);
             if let Ok(all) = fleet.await {
-                weight.all = all.max(together);
+                weight.all = all.max(demand);
             }
         }
         Weight {
-            mine: mine.min(together),
-            all: weight.all.max(together),
+            mine: demand,
+            all: weight.all,
         }
     }
 

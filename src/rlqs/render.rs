@@ -54,10 +54,16 @@ pub fn action(
 
 /// The share a decided charge leaves this Envoy: the typed outcome first (a store that
 /// could not answer is `on_error`'s blanket), then the key's state split by `weight`.
+///
+/// `weight` is the stream's among the key's holders, split evenly between its `buckets` of
+/// the key. A bucket one of several is refused while its part
+/// of what is free is below one token: a share is at least a token, and siblings each
+/// rounded up would hand out one token each beyond the key (thousands, to a client whose
+/// every address Envoy buckets apart).
 pub fn decided(
     admission: &Admission,
     mode: crate::limit::Mode,
-    weight: Weight,
+    (weight, buckets): (Weight, usize),
     ttl_s: u64,
 ) -> Assignment {
     if admission.outcome() == Outcome::StoreUnavailable {
@@ -76,7 +82,21 @@ pub fn decided(
         free: report.remaining,
         until_full_ns: report.until_full_ns,
     };
-    share::share(&key, (weight.mine, weight.all), ttl_s)
+    if buckets <= 1 {
+        return share::share(&key, (weight.mine, weight.all), ttl_s);
+    }
+    // The stream's part, split evenly: divided after the stream's weight is taken, so
+    // five idle siblings have a fifth each (4 of 20), not 0.1999… (3 of 20).
+    let stream = if weight.all > 0.0 {
+        (weight.mine / weight.all).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    let part = stream / buckets as f64;
+    if (key.free as f64 * part) < 1.0 {
+        return Assignment::DenyAll;
+    }
+    share::share(&key, (part, 1.0), ttl_s)
 }
 
 /// A fill interval of `s` whole seconds, marked in its nanoseconds: Envoy's RLQS filter

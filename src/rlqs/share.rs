@@ -121,8 +121,15 @@ pub const MIN_DEMAND: f64 = 0.1;
 /// for, in requests a second. A report already sums five seconds of traffic, so no more
 /// smoothing: a share follows demand within one report.
 pub fn demand(requests: u64, elapsed_ns: u64) -> f64 {
+    requests_per_s(requests, elapsed_ns).max(MIN_DEMAND)
+}
+
+/// What a report of `requests` over `elapsed_ns` asked for, in requests a second, without
+/// the least an idle holder keeps (a stream's buckets of one key add theirs up and keep
+/// the least once: `together.rs`).
+pub fn requests_per_s(requests: u64, elapsed_ns: u64) -> f64 {
     let elapsed_s = (elapsed_ns as f64 / 1e9).max(1.0);
-    (requests as f64 / elapsed_s).max(MIN_DEMAND)
+    requests as f64 / elapsed_s
 }
 
 #[cfg(test)]

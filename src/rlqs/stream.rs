@@ -242,6 +242,7 @@ async fn read_messages(
         for usage in &reports.bucket_quota_usages {
             actions.extend(stream.usage(&snapshot, &domain, usage).await);
         }
+        stream.resplit(&snapshot, &domain, &mut actions).await;
         stream.domain = domain;
         if let Some(span) = span {
             export_span(stream.shared, &span, reports.bucket_quota_usages.len());

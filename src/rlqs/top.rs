@@ -5,7 +5,7 @@
 //! counted refused when the Envoy denied any of its requests.
 
 use crate::store::Admission;
-use crate::top::{TopKeys, PART_SEPARATOR};
+use crate::top::TopKeys;
 
 /// Counts one usage of the bucket of `entry`, keyed by `parts`.
 pub fn record(
@@ -23,10 +23,7 @@ pub fn record(
     top.on_route(worker, route, |tiers| {
         tiers.record(entry, outcome.key, refused, now, |text| {
             for (i, part) in parts.iter().enumerate() {
-                if i > 0 {
-                    text.push(PART_SEPARATOR.encode_utf8(&mut [0; 4]));
-                }
-                text.push(part);
+                text.push_part(i, part);
             }
         });
     });

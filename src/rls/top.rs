@@ -7,7 +7,7 @@ use super::decide::{Decided, Matched};
 use super::proto::RateLimitRequest;
 use crate::config::{Config, Rls};
 use crate::store::Counted;
-use crate::top::{TopKeys, PART_SEPARATOR};
+use crate::top::TopKeys;
 
 /// Counts `decided`'s descriptors of `call`; a key's parts are written only when it
 /// enters a sketch.
@@ -40,10 +40,7 @@ pub fn record(
                 tiers.record(*rule_index, outcome.key, refused, now, |text| {
                     let values = d.entries.iter().map(|e| e.value.as_str());
                     for (i, part) in rule.named_parts(values).enumerate() {
-                        if i > 0 {
-                            text.push(PART_SEPARATOR.encode_utf8(&mut [0; 4]));
-                        }
-                        text.push(&part);
+                        text.push_part(i, &part);
                     }
                 });
             }

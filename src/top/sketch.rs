@@ -15,6 +15,7 @@
 //! So every key decided more than 1/64 of the times is held.
 
 use super::filter::Misses;
+use super::PART_SEPARATOR;
 
 /// Counters per sketch.
 pub const CAPACITY: usize = 64;
@@ -297,6 +298,23 @@ impl Default for TextBuf {
 }
 
 impl TextBuf {
+    /// Appends part `index` of a key (after the separator, unless it is the first): a
+    /// separator inside the value (`?user=a%1Fb`) is written U+FFFD, so a client cannot
+    /// split its row into parts that read as another key's.
+    pub fn push_part(&mut self, index: usize, part: &str) {
+        if index > 0 {
+            self.push(PART_SEPARATOR.encode_utf8(&mut [0; 4]));
+        }
+        let mut pieces = part.split(PART_SEPARATOR);
+        if let Some(first) = pieces.next() {
+            self.push(first);
+        }
+        for piece in pieces {
+            self.push("\u{fffd}");
+            self.push(piece);
+        }
+    }
+
     /// Appends `s`, as much of it as fits.
     pub fn push(&mut self, s: &str) {
         let room = TEXT_BYTES - usize::from(self.len);

@@ -253,7 +253,7 @@ fn two_spellings_of_one_address_under_ip_load_with_a_warning_the_one_that_applie
     let config = tollgate::config::load(&path).expect("valid");
     let warning = config.warnings.join("\n");
     assert!(
-        warning.contains("override `2001:DB8::1` names the key `2001:db8::1` another override names: the one already spelled as requests spell it applies"),
+        warning.contains("override `2001:DB8::1` names the key `2001:db8::1` another override names: the one spelled as requests spell it applies"),
         "{warning}"
     );
     let policy = config.policy("net").expect("net");

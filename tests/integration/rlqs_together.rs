@@ -43,23 +43,15 @@ async fn buckets_of_one_network_split_one_share_of_its_key() {
     let mut envoy = RlqsStream::open(gw.rls.expect("[rls] listens")).await;
     let (a, b) = ("2001:db8:7:7::1", "2001:db8:7:7:ffff::2");
     let first = |ip| usage(&[("client", ip)], 1, 0, 0);
-    let answered = envoy.ask("edge", vec![first(a), first(b)]).await;
-    // `a` was alone when answered; `b` joined the key and has half of what is free (18)
-    // and of the rate.
-    assert_eq!(
-        buckets(&answered),
-        [(a.to_owned(), 19, 10, 1), (b.to_owned(), 9, 5, 1)]
-    );
-    // `a` is re-sized at once, without reporting: the two never hold more than the key.
-    let pushed = envoy.next().await.expect("a re-size").actions;
+    // `a` was answered alone, then `b` joined the key: the report's answer holds both
+    // re-sized to halves of what is free (18) and of the rate, `a` in place.
     let halves = [(a.to_owned(), 9, 5, 1), (b.to_owned(), 9, 5, 1)];
-    assert_eq!(buckets(&pushed), halves);
-    // Both idle now: `a` is answered while `b` still holds its old demand (a sliver
-    // for `a`), then `b` half; the next report, halves. Never more than the key between
-    // them. The next network is another key.
+    let answered = envoy.ask("edge", vec![first(a), first(b)]).await;
+    assert_eq!(answered.len(), 2, "one action a bucket");
+    assert_eq!(buckets(&answered), halves);
+    // Reported again idle: halves again, not a sliver for the one answered first. The
+    // next network is another key.
     let again = |ip| usage(&[("client", ip)], 0, 0, 5);
-    let moving = buckets(&envoy.ask("edge", vec![again(a), again(b)]).await);
-    assert_eq!(moving, [(a.to_owned(), 1, 1, 2), (b.to_owned(), 9, 5, 1)]);
     assert_eq!(
         buckets(&envoy.ask("edge", vec![again(a), again(b)]).await),
         halves
@@ -67,4 +59,41 @@ async fn buckets_of_one_network_split_one_share_of_its_key() {
     let other = "2001:db8:7:8::1";
     let alone = envoy.ask("edge", vec![first(other)]).await;
     assert_eq!(buckets(&alone), [(other.to_owned(), 19, 10, 1)]);
+}
+
+/// `n` addresses of one /64, idle for 5 s.
+fn idle(n: usize) -> Vec<Usage> {
+    (1..=n)
+        .map(|i| usage(&[("client", &format!("2001:db8:9:9::{i:x}"))], 0, 0, 5))
+        .collect()
+}
+
+#[tokio::test]
+async fn many_siblings_never_hold_more_than_the_key_nor_starve_another_envoy() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&config(), &up.url()).await;
+    let mut one = RlqsStream::open(gw.rls.expect("[rls] listens")).await;
+    // Five: a fifth each of the burst (20) and of the rate (10).
+    let fifths = buckets(&one.ask("edge", idle(5)).await);
+    assert_eq!(fifths.len(), 5);
+    assert!(
+        fifths
+            .iter()
+            .all(|&(_, max, per_fill, fill)| (max, per_fill, fill) == (4, 2, 1)),
+        "{fifths:?}"
+    );
+    // Forty: under one token each, so none rather than one each (40 beyond a burst of 20).
+    let many = one.ask("edge", idle(40)).await;
+    assert_eq!(many.len(), 40);
+    assert!(
+        many.iter().all(|a| a.told() == Told::DenyAll(10)),
+        "{:?}",
+        many.iter().map(BucketAction::told).collect::<Vec<_>>()
+    );
+    // Idle siblings are the least demand once, not forty times: another Envoy asking for
+    // ten a second gets nearly all of the key.
+    let mut two = RlqsStream::open(gw.rls.expect("[rls] listens")).await;
+    let busy = usage(&[("client", "2001:db8:9:9::ffff")], 0, 50, 5);
+    let told = buckets(&two.ask("edge", vec![busy]).await);
+    assert_eq!(told, [("2001:db8:9:9::ffff".to_owned(), 19, 9, 1)]);
 }

@@ -2,7 +2,7 @@
 //! HTTP/2: a flood of keys seen once on one policy does not push another policy's
 //! offender down `GET /admin/top` (keys rank by what was surely counted), and a flooder
 //! making every 8th decision among keys seen once is shown (no cadence keeps a key out of
-//! a full sketch).
+//! a full sketch), and a value holding the parts' separator stays one part of its row.
 
 use futures_util::future::join_all;
 use serde_json::Value;
@@ -140,4 +140,28 @@ async fn a_flooder_at_every_eighth_decision_is_shown() {
     for client in [http1(), http2()] {
         cadence(&client).await;
     }
+}
+
+/// A client cannot split its row into parts that read as another key's: a separator in
+/// a value (`%1F`) is shown as U+FFFD, over HTTP/1.1 and HTTP/2.
+#[tokio::test]
+async fn a_value_holding_the_part_separator_stays_one_part_of_its_row() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .policy("user", "query:user", 1, "1h", 1)
+        .route("q", "/q", "api", &["user"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    for client in [http1(), http2()] {
+        let got = send(&client, "GET", &gw.url("/q?user=victim%1Fx"), &[], b"").await;
+        assert!(matches!(got.status.as_u16(), 200 | 429));
+    }
+    let rows = top(&gw, "policy=user").await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        rows[0]["key"],
+        serde_json::json!(["victim\u{fffd}x"]),
+        "{rows:?}"
+    );
+    assert_eq!(refusals(&rows[0]).0, 1, "{rows:?}");
 }

@@ -43,7 +43,7 @@ impl Compiler {
             match source {
                 KeySource::Ip => self.warn(
                     span.clone(),
-                    format!("{message}: the one already spelled as requests spell it applies"),
+                    format!("{message}: the one spelled as requests spell it applies (of two other spellings, the first in name order)"),
                     Some(hint),
                 ),
                 _ => self.error(span.clone(), message, Some(hint)),
