@@ -16,7 +16,7 @@ use super::keys::{
 };
 use super::proto::{AbandonAction, Action, BucketAction, BucketId, BucketQuotaUsage};
 use super::share::{self, Assignment};
-use super::together::{Split, Together};
+use super::together::Together;
 use crate::config::rls::Unmatched;
 use crate::limit::MAX_TIERS;
 use crate::proxy::snapshot::{Shared, Snapshot};
@@ -73,11 +73,11 @@ impl Drop for Stream<'_> {
 /// What one answer is about: a bucket, the usage to charge, and the requests it saw
 /// with the time they took, by Envoy's own measure when it sent one (`None`: a re-size,
 /// which keeps the demand).
-struct Asked<'a> {
-    domain: &'a str,
-    id: &'a BucketId,
-    allowed: u64,
-    requests: Option<(u64, Option<u64>)>,
+pub(super) struct Asked<'a> {
+    pub domain: &'a str,
+    pub id: &'a BucketId,
+    pub allowed: u64,
+    pub requests: Option<(u64, Option<u64>)>,
 }
 
 /// A bucket of no entry, answered per `[rls] on_unmatched` for this long.
@@ -112,64 +112,13 @@ impl Stream<'_> {
         self.answer(snapshot, asked).await
     }
 
-    /// Re-sizes the buckets of every key a bucket joined or left in the report just
-    /// answered (its siblings were sized for another split), into `actions`: a bucket
-    /// answered earlier in the report is answered again in place.
-    pub async fn resplit(
+    /// Charges one usage and answers it; `None` for a bucket with siblings (sized with
+    /// them once the report is answered: `resplit`).
+    pub(super) async fn answer(
         &mut self,
         snapshot: &Snapshot,
-        domain: &str,
-        actions: &mut Vec<BucketAction>,
-    ) {
-        if self.together.resplit.is_empty() {
-            return;
-        }
-        let keys: Vec<String> = self.together.resplit.drain().collect();
-        let mut answered: HashMap<BucketKey, usize> = (actions.iter().enumerate())
-            .filter_map(|(i, a)| Some((bucket_key(domain, a.bucket_id.as_ref()?), i)))
-            .collect();
-        for key in keys {
-            for action in self.resize(snapshot, &key).await {
-                let Some(id) = action.bucket_id.as_ref() else {
-                    continue;
-                };
-                match answered.get(&bucket_key(domain, id)) {
-                    Some(&i) => actions[i] = action,
-                    None => {
-                        answered.insert(bucket_key(domain, id), actions.len());
-                        actions.push(action);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Re-sizes every bucket of this stream that is a share of `key` (another Envoy
-    /// joined it): the key's state read without a charge, the demand kept.
-    pub async fn resize(&mut self, snapshot: &Snapshot, key: &str) -> Vec<BucketAction> {
-        let held: Vec<(String, BucketId)> = self
-            .buckets
-            .iter()
-            .filter(|(_, t)| t.key == key)
-            .map(|((domain, pairs), _)| {
-                let bucket = pairs.iter().cloned().collect();
-                (domain.clone(), BucketId { bucket })
-            })
-            .collect();
-        let mut actions = Vec::new();
-        for (domain, id) in &held {
-            let asked = Asked {
-                domain,
-                id,
-                allowed: 0,
-                requests: None,
-            };
-            actions.extend(self.answer(snapshot, asked).await);
-        }
-        actions
-    }
-
-    async fn answer(&mut self, snapshot: &Snapshot, asked: Asked<'_>) -> Option<BucketAction> {
+        asked: Asked<'_>,
+    ) -> Option<BucketAction> {
         let Asked {
             domain,
             id,
@@ -225,24 +174,25 @@ impl Stream<'_> {
             return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S));
         }
         let ttl_s = bucket.ttl.as_secs().max(1);
-        let (counted, together) = (&mut self.id_bytes, &mut self.together);
-        let tracked = self.buckets.entry(bkey).or_insert_with(|| {
-            *counted += bytes;
-            together.join(&key, 0.0);
-            Tracked {
+        if new {
+            self.id_bytes += bytes;
+            self.together.join(&key, &bkey, 0.0);
+            let tracked = Tracked {
                 key: key.clone(),
                 last_ns: now,
                 demand: 0.0,
                 bytes,
-            }
-        });
+            };
+            self.buckets.insert(bkey.clone(), tracked);
+        }
+        let (together, tracked) = (&mut self.together, self.buckets.get_mut(&bkey)?);
         if tracked.key != key {
             // Its entry now names another policy or key (a reload): the old hold goes
             // with the last of the stream's buckets of it.
-            if together.leave(&tracked.key, tracked.demand) {
+            if together.leave(&tracked.key, &bkey, tracked.demand) {
                 self.holders.release(&tracked.key, self.id);
             }
-            together.join(&key, tracked.demand);
+            together.join(&key, &bkey, tracked.demand);
             tracked.key.clone_from(&key);
         }
         if let Some((requests, reported)) = requests {
@@ -254,10 +204,13 @@ impl Stream<'_> {
             tracked.last_ns = now;
             together.moved(&key, (old, tracked.demand));
         }
-        let split = together.split(&key, tracked.demand);
-        let weight = self.weight(&key, split, (now, ttl_s)).await;
-        let assignment =
-            super::render::decided(&admission, policy.mode, (weight, split.buckets), ttl_s);
+        if together.count(&key) > 1 {
+            together.resplit.insert(key);
+            return None;
+        }
+        let demand = tracked.demand.max(share::MIN_DEMAND);
+        let weight = self.weight(&key, demand, (now, ttl_s)).await;
+        let assignment = super::render::decided(&admission, policy.mode, weight, ttl_s);
         Some(self.render(id, assignment, ttl_s))
     }
 
@@ -272,10 +225,10 @@ impl Stream<'_> {
         let before = self.buckets.len();
         let (holders, id, counted) = (self.holders, self.id, &mut self.id_bytes);
         let together = &mut self.together;
-        self.buckets.retain(|_, t| {
+        self.buckets.retain(|member, t| {
             let live = now.saturating_sub(t.last_ns) < STALE_NS;
             if !live {
-                if together.leave(&t.key, t.demand) {
+                if together.leave(&t.key, member, t.demand) {
                     holders.release(&t.key, id);
                 }
                 holders.tracked.give_back(1, t.bytes);
@@ -296,7 +249,7 @@ impl Stream<'_> {
     ) -> BucketAction {
         let metrics = &self.shared.metrics.rlqs;
         if let Some(gone) = self.buckets.remove(bkey) {
-            if self.together.leave(&gone.key, gone.demand) {
+            if self.together.leave(&gone.key, bkey, gone.demand) {
                 self.holders.release(&gone.key, self.id);
             }
             self.holders.tracked.give_back(1, gone.bytes);
@@ -315,31 +268,26 @@ impl Stream<'_> {
         self.render(id, blanket, UNMATCHED_TTL_S)
     }
 
-    /// A bucket's place among the holders of `key`: the stream holds the key with what
-    /// its buckets of it demand together, its share held `ttl_s` from `now` (among every
-    /// server's on Redis, among this one's otherwise and when Redis fails); the bucket has
-    /// an even part of it (`render::decided`).
-    async fn weight(&self, key: &str, split: Split, (now, ttl_s): (u64, u64)) -> Weight {
+    /// The stream's place among the holders of `key` with `demand` (its buckets' of it
+    /// together), its share held `ttl_s` from `now`: among every server's on Redis,
+    /// among this one's otherwise (and when Redis fails).
+    pub(super) async fn weight(&self, key: &str, demand: f64, (now, ttl_s): (u64, u64)) -> Weight {
         let expires = now.saturating_add(ttl_s * 1_000_000_000);
-        let demand = split.demand;
         let mut weight = self
             .holders
             .hold(key, (self.id, self.nudge), demand, (now, expires));
         if let Some(remote) = self.shared.limiter.remote() {
             let field = self.holders.field(self.id);
-            let fleet = super::fleet::demand(remote, key, (&field, demand), ttl_s * 1000);
-            if let Ok(all) = fleet.await {
-                weight.all = all.max(demand);
+            let fleet = super::fleet::demand(remote, key, (&field, demand), ttl_s * 1000).await;
+            if let Ok(all) = fleet {
+                weight.all = all.max(weight.mine);
             }
         }
-        Weight {
-            mine: demand,
-            all: weight.all,
-        }
+        weight
     }
 
     /// `assignment` as the action Envoy applies, for `ttl_s` seconds; counted.
-    fn render(&self, id: &BucketId, assignment: Assignment, ttl_s: u64) -> BucketAction {
+    pub(super) fn render(&self, id: &BucketId, assignment: Assignment, ttl_s: u64) -> BucketAction {
         super::render::action(&self.shared.metrics.rlqs, id, assignment, ttl_s)
     }
 }

@@ -54,49 +54,80 @@ pub fn action(
 
 /// The share a decided charge leaves this Envoy: the typed outcome first (a store that
 /// could not answer is `on_error`'s blanket), then the key's state split by `weight`.
-///
-/// `weight` is the stream's among the key's holders, split evenly between its `buckets` of
-/// the key. A bucket one of several is refused while its part
-/// of what is free is below one token: a share is at least a token, and siblings each
-/// rounded up would hand out one token each beyond the key (thousands, to a client whose
-/// every address Envoy buckets apart).
 pub fn decided(
     admission: &Admission,
     mode: crate::limit::Mode,
-    (weight, buckets): (Weight, usize),
+    weight: Weight,
     ttl_s: u64,
 ) -> Assignment {
+    match blanket(admission, mode) {
+        Ok(key) => share::share(&key, (weight.mine, weight.all), ttl_s),
+        Err(blanket) => blanket,
+    }
+}
+
+/// The typed outcome's blanket rule, or the key's state to share out.
+fn blanket(admission: &Admission, mode: crate::limit::Mode) -> Result<KeyState, Assignment> {
     if admission.outcome() == Outcome::StoreUnavailable {
-        return Assignment::DenyAll;
+        return Err(Assignment::DenyAll);
     }
     if admission.unchecked() || mode == crate::limit::Mode::Shadow {
-        return Assignment::AllowAll;
+        return Err(Assignment::AllowAll);
     }
     let Some((report, _)) = admission.policy_reports().next() else {
         // No rate tier decided (a key that cannot be taken): nothing is shared out.
-        return Assignment::DenyAll;
+        return Err(Assignment::DenyAll);
     };
-    let key = KeyState {
+    Ok(KeyState {
         quota: report.quota,
         calendar: report.window_s.is_some(),
         free: report.remaining,
         until_full_ns: report.until_full_ns,
+    })
+}
+
+/// The shares of a stream's buckets of one key (`demands`, as reported), the stream's
+/// `weight` among the key's holders split by their demands (an idle one's counted as a
+/// thousandth). A part below one token now and one a second is refused rather than
+/// rounded up to a token: rounded up, forty idle siblings of a 20-token key held forty.
+/// When every part is so small, the busiest bucket has the stream's whole share (as a
+/// lone bucket would), so siblings of a slow key are never all refused for good.
+pub fn split(
+    admission: &Admission,
+    mode: crate::limit::Mode,
+    (weight, demands): (Weight, &[f64]),
+    ttl_s: u64,
+) -> Vec<Assignment> {
+    let key = match blanket(admission, mode) {
+        Ok(key) => key,
+        Err(blanket) => return vec![blanket; demands.len()],
     };
-    if buckets <= 1 {
-        return share::share(&key, (weight.mine, weight.all), ttl_s);
-    }
-    // The stream's part, split evenly: divided after the stream's weight is taken, so
-    // five idle siblings have a fifth each (4 of 20), not 0.1999… (3 of 20).
     let stream = if weight.all > 0.0 {
         (weight.mine / weight.all).clamp(0.0, 1.0)
     } else {
         1.0
     };
-    let part = stream / buckets as f64;
-    if (key.free as f64 * part) < 1.0 {
-        return Assignment::DenyAll;
+    let each = |d: f64| d.clamp(0.001, 1e9);
+    let total: f64 = demands.iter().map(|&d| each(d)).sum();
+    let parts: Vec<f64> = demands.iter().map(|&d| stream * each(d) / total).collect();
+    let small = |part: f64| (key.free as f64 * part) < 1.0 && key.rate_per_s() * part < 1.0;
+    if parts.iter().all(|&p| small(p)) {
+        let busiest =
+            (0..demands.len()).max_by(|&a, &b| each(demands[a]).total_cmp(&each(demands[b])));
+        return (0..demands.len())
+            .map(|i| match Some(i) == busiest {
+                true => share::share(&key, (stream, 1.0), ttl_s),
+                false => Assignment::DenyAll,
+            })
+            .collect();
     }
-    share::share(&key, (part, 1.0), ttl_s)
+    parts
+        .into_iter()
+        .map(|part| match small(part) {
+            true => Assignment::DenyAll,
+            false => share::share(&key, (part, 1.0), ttl_s),
+        })
+        .collect()
 }
 
 /// A fill interval of `s` whole seconds, marked in its nanoseconds: Envoy's RLQS filter

@@ -69,7 +69,7 @@ fn idle(n: usize) -> Vec<Usage> {
 }
 
 #[tokio::test]
-async fn many_siblings_never_hold_more_than_the_key_nor_starve_another_envoy() {
+async fn many_siblings_hold_no_more_than_the_key_starve_no_other_envoy_and_split_by_demand() {
     let up = Upstream::start().await;
     let gw = TestGateway::start(&config(), &up.url()).await;
     let mut one = RlqsStream::open(gw.rls.expect("[rls] listens")).await;
@@ -82,13 +82,18 @@ async fn many_siblings_never_hold_more_than_the_key_nor_starve_another_envoy() {
             .all(|&(_, max, per_fill, fill)| (max, per_fill, fill) == (4, 2, 1)),
         "{fifths:?}"
     );
-    // Forty: under one token each, so none rather than one each (40 beyond a burst of 20).
+    // Forty: under one token and one a second each. Not a token each (40 beyond a
+    // burst of 20), not none for good: one of them has the Envoy's whole share, the
+    // rest are refused for the TTL.
     let many = one.ask("edge", idle(40)).await;
-    assert_eq!(many.len(), 40);
-    assert!(
-        many.iter().all(|a| a.told() == Told::DenyAll(10)),
-        "{:?}",
-        many.iter().map(BucketAction::told).collect::<Vec<_>>()
+    assert_eq!(many.len(), 40, "one action a bucket");
+    let told: Vec<Told> = many.iter().map(BucketAction::told).collect();
+    let refused = told.iter().filter(|t| **t == Told::DenyAll(10)).count();
+    let given: Vec<&Told> = told.iter().filter(|t| **t != Told::DenyAll(10)).collect();
+    assert_eq!(
+        (refused, given),
+        (39, vec![&Told::Bucket(20, 10, 1, 10)]),
+        "{told:?}"
     );
     // Idle siblings are the least demand once, not forty times: another Envoy asking for
     // ten a second gets nearly all of the key.
@@ -96,4 +101,24 @@ async fn many_siblings_never_hold_more_than_the_key_nor_starve_another_envoy() {
     let busy = usage(&[("client", "2001:db8:9:9::ffff")], 0, 50, 5);
     let told = buckets(&two.ask("edge", vec![busy]).await);
     assert_eq!(told, [("2001:db8:9:9::ffff".to_owned(), 19, 9, 1)]);
+    // The first Envoy is pushed its sliver at once, still one bucket's worth.
+    let pushed: Vec<Told> = (one.next().await.expect("a re-size").actions.iter())
+        .map(BucketAction::told)
+        .collect();
+    assert_eq!(pushed.len(), 40);
+    let given: Vec<&Told> = pushed.iter().filter(|t| **t != Told::DenyAll(10)).collect();
+    assert_eq!(given, [&Told::Bucket(1, 1, 11, 10)], "{pushed:?}");
+    // Demand splits an Envoy's share between its buckets: the busy one of forty has
+    // nearly all of the first Envoy's half now (10 of 20 asked for), the idle rest none.
+    let mut reports = idle(40);
+    reports[0] = usage(&[("client", "2001:db8:9:9::1")], 0, 50, 5);
+    let split = one.ask("edge", reports).await;
+    assert_eq!(split.len(), 40);
+    for action in &split {
+        let expected = match client(action).as_str() {
+            "2001:db8:9:9::1" => Told::Bucket(9, 4, 1, 10),
+            _ => Told::DenyAll(10),
+        };
+        assert_eq!(action.told(), expected, "{}", client(action));
+    }
 }
