@@ -41,6 +41,9 @@ pub struct Tracked {
     pub demand: f64,
     /// Its id's bytes, counted in the stream's [`Stream::id_bytes`].
     pub bytes: usize,
+    /// What it was last told when sized with siblings: one the report did not name is
+    /// told again only when that changed.
+    pub told: Option<Assignment>,
 }
 
 /// What one stream answers with: the process's shared parts and its own identity.
@@ -176,12 +179,13 @@ impl Stream<'_> {
         let ttl_s = bucket.ttl.as_secs().max(1);
         if new {
             self.id_bytes += bytes;
-            self.together.join(&key, &bkey, 0.0);
+            self.together.join(&key, &bkey);
             let tracked = Tracked {
                 key: key.clone(),
                 last_ns: now,
                 demand: 0.0,
                 bytes,
+                told: None,
             };
             self.buckets.insert(bkey.clone(), tracked);
         }
@@ -189,22 +193,23 @@ impl Stream<'_> {
         if tracked.key != key {
             // Its entry now names another policy or key (a reload): the old hold goes
             // with the last of the stream's buckets of it.
-            if together.leave(&tracked.key, &bkey, tracked.demand) {
+            if together.leave(&tracked.key, &bkey) {
                 self.holders.release(&tracked.key, self.id);
             }
-            together.join(&key, &bkey, tracked.demand);
+            together.join(&key, &bkey);
             tracked.key.clone_from(&key);
         }
         if let Some((requests, reported)) = requests {
             // Envoy's `time_elapsed` when it gave one: a stream that reconnected reports
             // its bucket's usage since its last report on the old stream, not since now.
             let elapsed = reported.unwrap_or_else(|| now.saturating_sub(tracked.last_ns));
-            let old = tracked.demand;
             tracked.demand = share::requests_per_s(requests, elapsed);
             tracked.last_ns = now;
-            together.moved(&key, (old, tracked.demand));
         }
         if together.count(&key) > 1 {
+            if requests.is_some() {
+                together.reported.insert(bkey);
+            }
             together.resplit.insert(key);
             return None;
         }
@@ -228,7 +233,7 @@ impl Stream<'_> {
         self.buckets.retain(|member, t| {
             let live = now.saturating_sub(t.last_ns) < STALE_NS;
             if !live {
-                if together.leave(&t.key, member, t.demand) {
+                if together.leave(&t.key, member) {
                     holders.release(&t.key, id);
                 }
                 holders.tracked.give_back(1, t.bytes);
@@ -249,7 +254,7 @@ impl Stream<'_> {
     ) -> BucketAction {
         let metrics = &self.shared.metrics.rlqs;
         if let Some(gone) = self.buckets.remove(bkey) {
-            if self.together.leave(&gone.key, bkey, gone.demand) {
+            if self.together.leave(&gone.key, bkey) {
                 self.holders.release(&gone.key, self.id);
             }
             self.holders.tracked.give_back(1, gone.bytes);

@@ -86,22 +86,32 @@ fn blanket(admission: &Admission, mode: crate::limit::Mode) -> Result<KeyState, 
     })
 }
 
-/// The shares of a stream's buckets of one key (`demands`, as reported), the stream's
-/// `weight` among the key's holders split by their demands (an idle one's counted as a
-/// thousandth). A part below one token now and one a second is refused rather than
-/// rounded up to a token: rounded up, forty idle siblings of a 20-token key held forty.
-/// When every part is so small, the busiest bucket has the stream's whole share (as a
-/// lone bucket would), so siblings of a slow key are never all refused for good.
+/// The shares of a stream's buckets of one key (`demands`, requests a second): the typed
+/// outcome's blanket for each, or [`split_key`]'s shares.
 pub fn split(
     admission: &Admission,
     mode: crate::limit::Mode,
     (weight, demands): (Weight, &[f64]),
-    ttl_s: u64,
+    (ttl_s, turn): (u64, u64),
 ) -> Vec<Assignment> {
-    let key = match blanket(admission, mode) {
-        Ok(key) => key,
-        Err(blanket) => return vec![blanket; demands.len()],
-    };
+    match blanket(admission, mode) {
+        Ok(key) => split_key(&key, (weight, demands), (ttl_s, turn)),
+        Err(blanket) => vec![blanket; demands.len()],
+    }
+}
+
+/// The stream's `weight` among `key`'s holders split between its buckets by their
+/// `demands` (an idle one's counted as a thousandth). A part below one token now and one
+/// a second is refused rather than rounded up to a token: rounded up, forty idle siblings
+/// of a 20-token key held forty. When every part is so small, one of the busiest has the
+/// stream's whole share, as a lone bucket would, which one turning with `turn` (the
+/// assignment's period), so siblings of a slow key are never all refused, nor one of
+/// them for good.
+pub fn split_key(
+    key: &KeyState,
+    (weight, demands): (Weight, &[f64]),
+    (ttl_s, turn): (u64, u64),
+) -> Vec<Assignment> {
     let stream = if weight.all > 0.0 {
         (weight.mine / weight.all).clamp(0.0, 1.0)
     } else {
@@ -111,21 +121,23 @@ pub fn split(
     let total: f64 = demands.iter().map(|&d| each(d)).sum();
     let parts: Vec<f64> = demands.iter().map(|&d| stream * each(d) / total).collect();
     let small = |part: f64| (key.free as f64 * part) < 1.0 && key.rate_per_s() * part < 1.0;
-    if parts.iter().all(|&p| small(p)) {
-        let busiest =
-            (0..demands.len()).max_by(|&a, &b| each(demands[a]).total_cmp(&each(demands[b])));
-        return (0..demands.len())
-            .map(|i| match Some(i) == busiest {
-                true => share::share(&key, (stream, 1.0), ttl_s),
-                false => Assignment::DenyAll,
+    if !parts.iter().all(|&p| small(p)) {
+        return (parts.into_iter())
+            .map(|part| match small(part) {
+                true => Assignment::DenyAll,
+                false => share::share(key, (part, 1.0), ttl_s),
             })
             .collect();
     }
-    parts
-        .into_iter()
-        .map(|part| match small(part) {
-            true => Assignment::DenyAll,
-            false => share::share(&key, (part, 1.0), ttl_s),
+    let most = demands.iter().map(|&d| each(d)).fold(0.0, f64::max);
+    let busiest: Vec<usize> = (0..demands.len())
+        .filter(|&i| each(demands[i]) == most)
+        .collect();
+    let chosen = busiest.get(usize::try_from(turn).unwrap_or(0) % busiest.len().max(1));
+    (0..demands.len())
+        .map(|i| match Some(&i) == chosen {
+            true => share::share(key, (stream, 1.0), ttl_s),
+            false => Assignment::DenyAll,
         })
         .collect()
 }
@@ -148,5 +160,95 @@ fn seconds(s: u64) -> prost_types::Duration {
     prost_types::Duration {
         seconds: i64::try_from(s).unwrap_or(i64::MAX),
         nanos: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 10 a second, burst 20, `free` of it free.
+    fn key(free: u64) -> KeyState {
+        KeyState {
+            quota: crate::limit::Quota::new(10, 1_000_000_000, 20).expect("quota"),
+            calendar: false,
+            free,
+            until_full_ns: 0,
+        }
+    }
+
+    fn whole() -> Weight {
+        Weight {
+            mine: 1.0,
+            all: 1.0,
+        }
+    }
+
+    fn tokens(split: &[Assignment]) -> (u64, u64) {
+        split.iter().fold((0, 0), |(max, fill), a| match *a {
+            Assignment::Bucket {
+                max_tokens,
+                tokens_per_fill,
+                ..
+            } => (
+                max + u64::from(max_tokens),
+                fill + u64::from(tokens_per_fill),
+            ),
+            _ => (max, fill),
+        })
+    }
+
+    #[test]
+    fn siblings_split_the_share_by_demand_and_never_hold_more_than_it() {
+        for demands in [
+            vec![1.0, 1.0],
+            vec![9.0, 1.0, 0.0],
+            vec![0.0; 5],
+            vec![3.0; 7],
+        ] {
+            for free in [0, 1, 7, 20] {
+                let split = split_key(&key(free), (whole(), &demands), (10, 0));
+                let (max, fill) = tokens(&split);
+                // What is free and one fill of the rate, at most.
+                assert!(
+                    max <= free.max(1) + 10 && fill <= 10,
+                    "{demands:?} {free}: {split:?}"
+                );
+            }
+        }
+        let busy = split_key(&key(20), (whole(), &[9.0, 1.0]), (10, 0));
+        assert_eq!(busy[0], share::share(&key(20), (0.9, 1.0), 10));
+        assert_eq!(busy[1], share::share(&key(20), (0.1, 1.0), 10));
+    }
+
+    #[test]
+    fn parts_under_a_token_are_refused_and_the_busiest_turns_when_all_are() {
+        let forty = vec![0.0; 40];
+        let split = split_key(&key(20), (whole(), &forty), (10, 3));
+        let given: Vec<usize> = (0..40)
+            .filter(|&i| split[i] != Assignment::DenyAll)
+            .collect();
+        assert_eq!(given, [3], "one, by turn");
+        assert_eq!(split[3], share::share(&key(20), (1.0, 1.0), 10));
+        let tie = [5.0, 5.0, 1.0];
+        let slow = KeyState {
+            quota: crate::limit::Quota::new(1, 60_000_000_000, 1).expect("quota"),
+            ..key(0)
+        };
+        let winners: Vec<usize> = (0..4)
+            .map(|turn| {
+                let split = split_key(&slow, (whole(), &tie), (10, turn));
+                let given: Vec<usize> = (0..3)
+                    .filter(|&i| split[i] != Assignment::DenyAll)
+                    .collect();
+                assert_eq!(given.len(), 1, "{split:?}");
+                given[0]
+            })
+            .collect();
+        assert_eq!(
+            winners,
+            [0, 1, 0, 1],
+            "the busiest take turns; the idle one never"
+        );
     }
 }

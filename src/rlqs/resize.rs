@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use arrayvec::ArrayVec;
 
-use super::assign::{Asked, Stream};
+use super::assign::{Asked, Stream, Tracked};
 use super::keys::{bucket_key, holder_key, BucketKey};
 use super::proto::{BucketAction, BucketId};
 use crate::limit::MAX_TIERS;
@@ -15,26 +15,26 @@ use crate::proxy::snapshot::Snapshot;
 use crate::store::limiter::Descriptor;
 use crate::store::Admission;
 
+/// A member that reported within this long still asks for what it last did: Envoy
+/// reports every bucket every 5 s.
+const LIVE_NS: u64 = 2 * super::share::REPORT_INTERVAL_NS;
+
 impl Stream<'_> {
     /// Re-sizes every bucket of this stream that is a share of `key` (another Envoy
     /// joined it, the admin API changed it): the key's state read without a charge, the
     /// demand kept. Buckets with siblings are sized together by [`Stream::resplit`].
     pub async fn resize(&mut self, snapshot: &Snapshot, key: &str) -> Vec<BucketAction> {
-        let members = self.together.members(key);
-        if members.len() > 1 {
+        if self.together.count(key) > 1 {
             self.together.resplit.insert(key.to_owned());
             return Vec::new();
         }
-        let mut actions = Vec::new();
-        for member in &members {
-            actions.extend(self.again(snapshot, member).await);
-        }
-        actions
+        let members = self.together.members(key);
+        self.each_again(snapshot, &members).await
     }
 
     /// Sizes the buckets of every key a report (or re-size) left to size together into
-    /// `actions`, in place of an action a bucket was given earlier in it (`domain`: the
-    /// report's): one action a bucket.
+    /// `actions`, in place of an action a bucket was given earlier in them (`domain`:
+    /// the report's).
     pub async fn resplit(
         &mut self,
         snapshot: &Snapshot,
@@ -43,100 +43,97 @@ impl Stream<'_> {
     ) {
         let mut answered: Option<HashMap<BucketKey, usize>> = None;
         // A bucket answered alone here may join another key (a reload): until none is left.
-        while let Some(key) = self.together.resplit.iter().next().cloned() {
-            self.together.resplit.remove(&key);
-            let mut members = self.together.members(&key);
-            members.sort();
-            let sized = match members.len() {
-                0 => Vec::new(),
-                1 => self
-                    .again(snapshot, &members[0])
-                    .await
-                    .into_iter()
-                    .collect(),
-                _ => self.together_sized(snapshot, &key, &members).await,
-            };
-            let answered = answered.get_or_insert_with(|| {
-                (actions.iter().enumerate())
-                    .filter_map(|(i, a)| Some((bucket_key(domain, a.bucket_id.as_ref()?), i)))
-                    .collect()
-            });
-            for action in sized {
-                let Some(id) = action.bucket_id.as_ref() else {
-                    continue;
+        while !self.together.resplit.is_empty() {
+            for key in std::mem::take(&mut self.together.resplit) {
+                let members = self.together.members(&key);
+                let sized = match members.len() {
+                    0 => Vec::new(),
+                    1 => self.each_again(snapshot, &members).await,
+                    _ => self.together_sized(snapshot, &key, &members).await,
                 };
-                match answered.get(&bucket_key(domain, id)) {
-                    Some(&i) => actions[i] = action,
-                    None => {
-                        answered.insert(bucket_key(domain, id), actions.len());
-                        actions.push(action);
-                    }
-                }
+                merge(domain, actions, &mut answered, sized);
             }
         }
+        self.together.reported.clear();
     }
 
-    /// One bucket answered without a charge, its demand kept.
-    async fn again(
+    /// Each of `members` answered alone without a charge, its demand kept.
+    async fn each_again(
         &mut self,
         snapshot: &Snapshot,
-        (domain, pairs): &BucketKey,
-    ) -> Option<BucketAction> {
-        let id = BucketId {
-            bucket: pairs.iter().cloned().collect(),
-        };
-        let asked = Asked {
-            domain,
-            id: &id,
-            allowed: 0,
-            requests: None,
-        };
-        self.answer(snapshot, asked).await
+        members: &[BucketKey],
+    ) -> Vec<BucketAction> {
+        let mut actions = Vec::new();
+        for (domain, pairs) in members {
+            let id = BucketId {
+                bucket: pairs.iter().cloned().collect(),
+            };
+            let asked = Asked {
+                domain,
+                id: &id,
+                allowed: 0,
+                requests: None,
+            };
+            actions.extend(self.answer(snapshot, asked).await);
+        }
+        actions
     }
 
     /// `members` of `key` sized together: the key's state read once without a charge,
-    /// the stream's weight held once, split between them by their demands.
+    /// the stream's demand (what its members that reported within two report intervals
+    /// ask for) held once, split between them by their demands. A member its entry now
+    /// keys apart (a reload) is answered alone; one the report did not name is told
+    /// only what changed.
     async fn together_sized(
         &mut self,
         snapshot: &Snapshot,
         key: &str,
         members: &[BucketKey],
     ) -> Vec<BucketAction> {
-        let ids: Vec<BucketId> = (members.iter())
-            .map(|(_, pairs)| BucketId {
-                bucket: pairs.iter().cloned().collect(),
-            })
-            .collect();
-        let (domain, first) = (&members[0].0, &ids[0]);
-        let entry = snapshot.config.rls.as_ref().and_then(|rls| {
-            let entry = rls.buckets.find(domain, &first.bucket)?;
-            Some((
-                rls.buckets.get(entry)?,
-                snapshot.rlqs_plans.get(entry)?.as_ref()?,
-            ))
-        });
-        let Some((bucket, plan)) = entry.filter(|(b, _)| b.rule.policy.is_some()) else {
-            // Their entry went away (a reload): each is answered alone, abandoned.
-            return self.each_again(snapshot, members).await;
-        };
-        let Some(policy) = bucket.rule.policy.as_deref() else {
+        let Some(rls) = snapshot.config.rls.as_ref() else {
             return Vec::new();
         };
-        let parts: ArrayVec<&str, MAX_TIERS> = bucket.key_parts(&first.bucket).collect();
-        let spelled: ArrayVec<std::borrow::Cow<'_, str>, MAX_TIERS> = (parts.iter().enumerate())
-            .map(|(i, part)| policy.spelled(i, part))
-            .collect();
-        let named: ArrayVec<&str, MAX_TIERS> = spelled.iter().map(AsRef::as_ref).collect();
-        if holder_key(&policy.name, &named) != key {
-            // The entry now keys them apart (a reload): each is answered alone, re-keyed.
-            return self.each_again(snapshot, members).await;
+        let mut kept = Vec::with_capacity(members.len());
+        let mut apart = Vec::new();
+        let mut check = None;
+        for member in members {
+            let id = BucketId {
+                bucket: member.1.iter().cloned().collect(),
+            };
+            let found = rls.buckets.find(&member.0, &id.bucket).and_then(|entry| {
+                let bucket = rls.buckets.get(entry)?;
+                let policy = bucket.rule.policy.as_deref()?;
+                let plan = snapshot.rlqs_plans.get(entry)?.as_ref()?;
+                let parts: ArrayVec<String, MAX_TIERS> =
+                    bucket.key_parts(&id.bucket).map(str::to_owned).collect();
+                let spelled: ArrayVec<std::borrow::Cow<'_, str>, MAX_TIERS> =
+                    (parts.iter().enumerate())
+                        .map(|(i, p)| policy.spelled(i, p))
+                        .collect();
+                let named: ArrayVec<&str, MAX_TIERS> = spelled.iter().map(AsRef::as_ref).collect();
+                let same = holder_key(&policy.name, &named) == key;
+                drop(named);
+                drop(spelled);
+                same.then(|| (policy, plan, parts, bucket.ttl.as_secs().max(1)))
+            });
+            match found {
+                Some((policy, plan, parts, ttl_s)) => {
+                    check.get_or_insert((policy, plan, parts));
+                    kept.push((member, id, ttl_s));
+                }
+                None => apart.push(member.clone()),
+            }
         }
+        let mut actions = self.each_again(snapshot, &apart).await;
+        let Some((policy, plan, parts)) = check else {
+            return actions;
+        };
         let mut admission = Admission::default();
         let descriptor = Descriptor {
             position: 0,
             policy,
             plan,
-            parts,
+            parts: parts.iter().map(String::as_str).collect(),
             cost: 0,
             forced: true,
         };
@@ -145,28 +142,57 @@ impl Stream<'_> {
         limiter
             .check_descriptors(std::iter::once(descriptor), clock, &mut admission)
             .await;
-        let ttl_s = bucket.ttl.as_secs().max(1);
-        let demand = self.together.demand(key);
-        let weight = self.weight(key, demand, (clock.now_ns(), ttl_s)).await;
-        let demands: Vec<f64> = (members.iter())
-            .map(|m| self.buckets.get(m).map_or(0.0, |t| t.demand))
+        let now = clock.now_ns();
+        // A member that stopped reporting asks for nothing: its last demand would hold
+        // the key's share away from its siblings (and other Envoys) until it is swept.
+        let live = |t: &&Tracked| now.saturating_sub(t.last_ns) <= LIVE_NS;
+        let demands: Vec<f64> = (kept.iter())
+            .map(|(m, ..)| self.buckets.get(*m).filter(live).map_or(0.0, |t| t.demand))
             .collect();
-        let split = super::render::split(&admission, policy.mode, (weight, &demands), ttl_s);
-        ids.iter()
-            .zip(split)
-            .map(|(id, assignment)| self.render(id, assignment, ttl_s))
-            .collect()
-    }
-
-    async fn each_again(
-        &mut self,
-        snapshot: &Snapshot,
-        members: &[BucketKey],
-    ) -> Vec<BucketAction> {
-        let mut actions = Vec::new();
-        for member in members {
-            actions.extend(self.again(snapshot, member).await);
+        let demand = demands.iter().sum::<f64>().max(super::share::MIN_DEMAND);
+        let ttl_s = kept.iter().map(|&(.., ttl)| ttl).min().unwrap_or(1);
+        let weight = self.weight(key, demand, (now, ttl_s)).await;
+        let turn = now / 1_000_000_000 / ttl_s;
+        let mode = policy.mode;
+        let split = super::render::split(&admission, mode, (weight, &demands), (ttl_s, turn));
+        for ((member, id, ttl_s), assignment) in kept.into_iter().zip(split) {
+            let reported = self.together.reported.contains(member);
+            let Some(tracked) = self.buckets.get_mut(member) else {
+                continue;
+            };
+            if reported || tracked.told != Some(assignment) {
+                tracked.told = Some(assignment);
+                actions.push(self.render(&id, assignment, ttl_s));
+            }
         }
         actions
+    }
+}
+
+/// `sized` into `actions`, in place of an action a bucket was given earlier in them
+/// (`domain`: the report's).
+fn merge(
+    domain: &str,
+    actions: &mut Vec<BucketAction>,
+    answered: &mut Option<HashMap<BucketKey, usize>>,
+    sized: Vec<BucketAction>,
+) {
+    let answered = answered.get_or_insert_with(|| {
+        (actions.iter().enumerate())
+            .filter_map(|(i, a)| Some((bucket_key(domain, a.bucket_id.as_ref()?), i)))
+            .collect()
+    });
+    for action in sized {
+        let Some(id) = action.bucket_id.as_ref() else {
+            continue;
+        };
+        let at = bucket_key(domain, id);
+        match answered.get(&at) {
+            Some(&i) => actions[i] = action,
+            None => {
+                answered.insert(at, actions.len());
+                actions.push(action);
+            }
+        }
     }
 }
