@@ -22,6 +22,12 @@ fn config(overrides: &str) -> String {
         .build()
 }
 
+async fn no_overrides_left(gw: &TestGateway) {
+    let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
+    let left = listed["overrides"].as_array().map(Vec::len);
+    assert_eq!(left, Some(0), "{listed}");
+}
+
 async fn from(client: &HttpClient, gw: &TestGateway, path: &str, client_ip: &str) -> u16 {
     status(client, &gw.url(path), &[("x-forwarded-for", client_ip)]).await
 }
@@ -88,12 +94,7 @@ async fn an_override_set_on_one_address_applies_to_its_network() {
     .await;
     let deleted = delete(&gw.admin_url("/admin/overrides/net/2001:db8:5:5::%2F64")).await;
     assert_eq!(deleted.status, 200, "{}", deleted.text());
-    let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
-    assert_eq!(
-        listed["overrides"].as_array().map(Vec::len),
-        Some(0),
-        "{listed}"
-    );
+    no_overrides_left(&gw).await;
 }
 
 #[tokio::test]
@@ -185,12 +186,7 @@ async fn an_override_set_under_ip_says_why_it_stops_applying_under_ip_64_and_is_
         assert_eq!(deleted.json()["key"][0], removed, "{}", deleted.text());
     }
     assert_eq!(delete(&url).await.status, 404);
-    let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
-    assert_eq!(
-        listed["overrides"].as_array().map(Vec::len),
-        Some(0),
-        "{listed}"
-    );
+    no_overrides_left(&gw).await;
 }
 
 #[tokio::test]

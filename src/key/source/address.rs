@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn an_ipv6_address_standing_for_an_ipv4_client_is_that_client() {
-        // NAT64: not one bucket for every IPv4 client behind the gateway's NAT64.
+        // The translation prefix: not one bucket for every IPv4 client of a translator.
         assert_eq!(part("64:ff9b::192.0.2.7", 64), "192.0.2.7");
         assert_eq!(part("64:ff9b::198.51.100.1", 64), "198.51.100.1");
         // 6to4: not 65,536 /64s for one IPv4 address.
