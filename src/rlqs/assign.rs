@@ -41,8 +41,8 @@ pub struct Tracked {
     pub demand: f64,
     /// Its id's bytes, counted in the stream's [`Stream::id_bytes`].
     pub bytes: usize,
-    /// What it was last told when sized with siblings: one the report did not name is
-    /// told again only when that changed.
+    /// What it was last told: sized with siblings, one the report did not name is told
+    /// again only when that changed.
     pub told: Option<Assignment>,
 }
 
@@ -216,6 +216,11 @@ impl Stream<'_> {
         let demand = tracked.demand.max(share::MIN_DEMAND);
         let weight = self.weight(&key, demand, (now, ttl_s)).await;
         let assignment = super::render::decided(&admission, policy.mode, weight, ttl_s);
+        // What it holds now: sized with siblings later (one joins, in this report or
+        // after), it is told again unless that is what it would be told.
+        if let Some(tracked) = self.buckets.get_mut(&bkey) {
+            tracked.told = Some(assignment);
+        }
         Some(self.render(id, assignment, ttl_s))
     }
 

@@ -103,10 +103,10 @@ pub fn split(
 /// The stream's `weight` among `key`'s holders split between its buckets by their
 /// `demands` (an idle one's counted as a thousandth). A part below one token now and one
 /// a second is refused rather than rounded up to a token: rounded up, forty idle siblings
-/// of a 20-token key held forty. When every part is so small, one of the busiest has the
-/// stream's whole share, as a lone bucket would, which one turning with `turn` (the
-/// assignment's period), so siblings of a slow key are never all refused, nor one of
-/// them for good.
+/// of a 20-token key held forty. When every part is so small, one of the buckets asking
+/// for anything (of all, when none is) has the stream's whole share, as a lone bucket
+/// would, which one turning with `turn` (the assignment's period): siblings of a slow key
+/// are never all refused, nor one of them for good.
 pub fn split_key(
     key: &KeyState,
     (weight, demands): (Weight, &[f64]),
@@ -129,11 +129,12 @@ pub fn split_key(
             })
             .collect();
     }
-    let most = demands.iter().map(|&d| each(d)).fold(0.0, f64::max);
-    let busiest: Vec<usize> = (0..demands.len())
-        .filter(|&i| each(demands[i]) == most)
-        .collect();
-    let chosen = busiest.get(usize::try_from(turn).unwrap_or(0) % busiest.len().max(1));
+    let asking: Vec<usize> = (0..demands.len()).filter(|&i| demands[i] > 0.0).collect();
+    let turns: Vec<usize> = match asking.is_empty() {
+        true => (0..demands.len()).collect(),
+        false => asking,
+    };
+    let chosen = turns.get(usize::try_from(turn).unwrap_or(0) % turns.len().max(1));
     (0..demands.len())
         .map(|i| match Some(&i) == chosen {
             true => share::share(key, (stream, 1.0), ttl_s),
@@ -222,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn parts_under_a_token_are_refused_and_the_busiest_turns_when_all_are() {
+    fn parts_under_a_token_are_refused_and_those_asking_take_turns_when_all_are() {
         let forty = vec![0.0; 40];
         let split = split_key(&key(20), (whole(), &forty), (10, 3));
         let given: Vec<usize> = (0..40)
@@ -230,7 +231,7 @@ mod tests {
             .collect();
         assert_eq!(given, [3], "one, by turn");
         assert_eq!(split[3], share::share(&key(20), (1.0, 1.0), 10));
-        let tie = [5.0, 5.0, 1.0];
+        let tie = [0.8, 0.6, 0.0];
         let slow = KeyState {
             quota: crate::limit::Quota::new(1, 60_000_000_000, 1).expect("quota"),
             ..key(0)
@@ -248,7 +249,7 @@ mod tests {
         assert_eq!(
             winners,
             [0, 1, 0, 1],
-            "the busiest take turns; the idle one never"
+            "those asking take turns; the idle one never"
         );
     }
 }

@@ -150,7 +150,8 @@ impl Stream<'_> {
             .map(|(m, ..)| self.buckets.get(*m).filter(live).map_or(0.0, |t| t.demand))
             .collect();
         let demand = demands.iter().sum::<f64>().max(super::share::MIN_DEMAND);
-        let ttl_s = kept.iter().map(|&(.., ttl)| ttl).min().unwrap_or(1);
+        // Held as long as the longest assignment it backs can be spent.
+        let ttl_s = kept.iter().map(|&(.., ttl)| ttl).max().unwrap_or(1);
         let weight = self.weight(key, demand, (now, ttl_s)).await;
         let turn = now / 1_000_000_000 / ttl_s;
         let mode = policy.mode;
