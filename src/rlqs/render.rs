@@ -231,14 +231,14 @@ mod tests {
             .collect();
         assert_eq!(given, [3], "one, by turn");
         assert_eq!(split[3], share::share(&key(20), (1.0, 1.0), 10));
-        let tie = [0.8, 0.6, 0.0];
+        let asking = [0.8, 0.6, 0.0];
         let slow = KeyState {
             quota: crate::limit::Quota::new(1, 60_000_000_000, 1).expect("quota"),
             ..key(0)
         };
         let winners: Vec<usize> = (0..4)
             .map(|turn| {
-                let split = split_key(&slow, (whole(), &tie), (10, turn));
+                let split = split_key(&slow, (whole(), &asking), (10, turn));
                 let given: Vec<usize> = (0..3)
                     .filter(|&i| split[i] != Assignment::DenyAll)
                     .collect();

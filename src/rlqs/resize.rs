@@ -150,9 +150,11 @@ impl Stream<'_> {
             .map(|(m, ..)| self.buckets.get(*m).filter(live).map_or(0.0, |t| t.demand))
             .collect();
         let demand = demands.iter().sum::<f64>().max(super::share::MIN_DEMAND);
-        // Held as long as the longest assignment it backs can be spent.
-        let ttl_s = kept.iter().map(|&(.., ttl)| ttl).max().unwrap_or(1);
-        let weight = self.weight(key, demand, (now, ttl_s)).await;
+        // Held as long as the longest assignment it backs can be spent; sized (a debt
+        // repaid within it) and turned over the shortest.
+        let ttls = kept.iter().map(|&(.., ttl)| ttl);
+        let (longest, ttl_s) = (ttls.clone().max().unwrap_or(1), ttls.min().unwrap_or(1));
+        let weight = self.weight(key, demand, (now, longest)).await;
         let turn = now / 1_000_000_000 / ttl_s;
         let mode = policy.mode;
         let split = super::render::split(&admission, mode, (weight, &demands), (ttl_s, turn));
