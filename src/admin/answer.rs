@@ -48,9 +48,8 @@ fn percent_decode(s: &str) -> String {
 /// override set or removed): an Envoy holding a share of it is sent its new share now, not
 /// at its next report. Another gateway's streams learn it at their Envoys' next report.
 pub fn tell_quota_streams(shared: &crate::proxy::snapshot::Shared, policy: &str, parts: &[String]) {
-    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     // No receiver (no stream open) is no one to tell.
     let _ = shared
         .key_changes
-        .send(crate::rlqs::keys::holder_key(policy, &parts).into());
+        .send(crate::rlqs::keys::holder_key(policy, parts).into());
 }

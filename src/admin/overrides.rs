@@ -118,21 +118,16 @@ async fn delete_typed_or_spelled(
         policy: id.policy.clone(),
         key: typed,
     };
-    let candidates = if as_typed == *id {
-        vec![id]
-    } else {
-        vec![&as_typed, id]
-    };
-    for candidate in candidates {
-        if shared
-            .overrides
-            .delete(current, limiter, candidate, now_ms)
+    let overrides = &shared.overrides;
+    if as_typed != *id
+        && overrides
+            .delete(current, limiter, &as_typed, now_ms)
             .await?
-        {
-            return Ok(Some(candidate.clone()));
-        }
+    {
+        return Ok(Some(as_typed));
     }
-    Ok(None)
+    let removed = overrides.delete(current, limiter, id, now_ms).await?;
+    Ok(removed.then(|| id.clone()))
 }
 
 /// The body's override fields and its `ttl`, or the answer refusing it.

@@ -139,10 +139,7 @@ impl Stream<'_> {
         let parts: ArrayVec<&str, MAX_TIERS> = bucket.key_parts(&id.bucket).collect();
         // Held under the key's name as the admin API names it (an address under `ip/64`
         // as its network), so a reset or override of it reaches this stream.
-        let spelled: ArrayVec<std::borrow::Cow<'_, str>, MAX_TIERS> = (parts.iter().enumerate())
-            .map(|(i, part)| policy.spelled(i, part))
-            .collect();
-        let named: ArrayVec<&str, MAX_TIERS> = spelled.iter().map(AsRef::as_ref).collect();
+        let named: ArrayVec<_, MAX_TIERS> = policy.spelled_parts(parts.iter().copied()).collect();
         let key = holder_key(&policy.name, &named);
         let mut admission = Admission::default();
         let descriptor = Descriptor {

@@ -31,9 +31,10 @@ pub fn id_bytes(id: &BucketId) -> usize {
 }
 
 /// The key a bucket's `parts` hold a share of under `policy`, among the holders.
-pub fn holder_key(policy: &str, parts: &[&str]) -> String {
+pub fn holder_key(policy: &str, parts: &[impl AsRef<str>]) -> String {
+    let parts = parts.iter().map(AsRef::as_ref);
     let mut key =
-        String::with_capacity(policy.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>());
+        String::with_capacity(policy.len() + parts.clone().map(|p| p.len() + 1).sum::<usize>());
     key.push_str(policy);
     for p in parts {
         key.push('\0');

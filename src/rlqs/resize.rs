@@ -106,14 +106,12 @@ impl Stream<'_> {
                 let plan = snapshot.rlqs_plans.get(entry)?.as_ref()?;
                 let parts: ArrayVec<String, MAX_TIERS> =
                     bucket.key_parts(&id.bucket).map(str::to_owned).collect();
-                let spelled: ArrayVec<std::borrow::Cow<'_, str>, MAX_TIERS> =
-                    (parts.iter().enumerate())
-                        .map(|(i, p)| policy.spelled(i, p))
+                let same = {
+                    let named: ArrayVec<_, MAX_TIERS> = policy
+                        .spelled_parts(parts.iter().map(String::as_str))
                         .collect();
-                let named: ArrayVec<&str, MAX_TIERS> = spelled.iter().map(AsRef::as_ref).collect();
-                let same = holder_key(&policy.name, &named) == key;
-                drop(named);
-                drop(spelled);
+                    holder_key(&policy.name, &named) == key
+                };
                 same.then(|| (policy, plan, parts, bucket.ttl.as_secs().max(1)))
             });
             match found {

@@ -12,7 +12,7 @@ pub fn record(
     top: &TopKeys,
     (route, entry): (usize, usize),
     admission: &Admission,
-    parts: &[&str],
+    parts: &[impl AsRef<str>],
     refused: bool,
 ) {
     let Some(outcome) = admission.per_policy().next() else {
@@ -23,7 +23,7 @@ pub fn record(
     top.on_route(worker, route, |tiers| {
         tiers.record(entry, outcome.key, refused, now, |text| {
             for (i, part) in parts.iter().enumerate() {
-                text.push_part(i, part);
+                text.push_part(i, part.as_ref());
             }
         });
     });

@@ -248,8 +248,8 @@ pub fn key_shape(policy: &Policy, parts: &[String]) -> Result<(), String> {
 /// in: an address typed `2001:DB8::1` is the key of `2001:db8::1`, and under `ip/64` any
 /// address of a network names that network's key.
 pub fn spelled_key(policy: &Policy, parts: &mut [String]) {
-    for (part, source) in parts.iter_mut().zip(&policy.key) {
-        if let Some(std::borrow::Cow::Owned(spelled)) = source.spelled(part) {
+    for (index, part) in parts.iter_mut().enumerate() {
+        if let std::borrow::Cow::Owned(spelled) = policy.spelled(index, part) {
             *part = spelled;
         }
     }

@@ -255,8 +255,8 @@ impl RequestTiers {
     ) {
         let mut key = plan.keys.builder(fleet);
         let mut single = None;
-        for (index, part) in parts.enumerate() {
-            let part = match policy.spelled(index, part) {
+        for part in policy.spelled_parts(parts) {
+            let part = match part {
                 Cow::Owned(spelled) => KeyPart::Bytes(Cow::Owned(spelled.into_bytes())),
                 Cow::Borrowed(part) => KeyPart::Bytes(part.as_bytes().into()),
             };

@@ -144,6 +144,14 @@ impl Policy {
             .unwrap_or(std::borrow::Cow::Borrowed(value))
     }
 
+    /// The values of a whole key, in order, each [`spelled`](Self::spelled).
+    pub fn spelled_parts<'s, 'v: 's>(
+        &'s self,
+        values: impl IntoIterator<Item = &'v str> + 's,
+    ) -> impl Iterator<Item = std::borrow::Cow<'v, str>> + 's {
+        (values.into_iter().enumerate()).map(|(index, value)| self.spelled(index, value))
+    }
+
     /// Which kind of limit this is.
     pub fn kind(&self) -> LimitKind {
         match &self.kind {
