@@ -18,7 +18,10 @@ pub struct RlqsBucket {
 
 impl RlqsBucket {
     /// The limiter key's parts of a matching bucket id, in the entries' order.
-    pub fn key_parts<'a>(&'a self, id: &'a BucketMap) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn key_parts<'a, 'i: 'a>(
+        &'a self,
+        id: &'i BucketMap,
+    ) -> impl Iterator<Item = &'i str> + 'a {
         self.rule
             .entries
             .iter()

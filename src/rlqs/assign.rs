@@ -83,6 +83,41 @@ pub(super) struct Asked<'a> {
     pub requests: Option<(u64, Option<u64>)>,
 }
 
+/// What a bucket id is a share of under its `[[rlqs.buckets]]` entry: the entry's policy,
+/// plan and assignment TTL, the id's values that key it, and the key as the holders and
+/// the admin API name it (an address under `ip/64` as its network, so a reset or override
+/// of it reaches the stream).
+pub(super) struct Share<'s, 'i> {
+    pub policy: &'s crate::config::Policy,
+    pub plan: &'s crate::store::tiers::PolicyPlan,
+    pub ttl_s: u64,
+    pub parts: ArrayVec<&'i str, MAX_TIERS>,
+    pub named: ArrayVec<std::borrow::Cow<'i, str>, MAX_TIERS>,
+    pub key: String,
+}
+
+/// The share of `entry` that `id` names; `None` when the entry shares nothing out.
+pub(super) fn share_of<'s, 'i>(
+    snapshot: &'s Snapshot,
+    entry: usize,
+    id: &'i BucketId,
+) -> Option<Share<'s, 'i>> {
+    let bucket = snapshot.config.rls.as_ref()?.buckets.get(entry)?;
+    let policy = bucket.rule.policy.as_deref()?;
+    let plan = snapshot.rlqs_plans.get(entry)?.as_ref()?;
+    let parts: ArrayVec<&str, MAX_TIERS> = bucket.key_parts(&id.bucket).collect();
+    let named: ArrayVec<_, MAX_TIERS> = policy.spelled_parts(parts.iter().copied()).collect();
+    let key = holder_key(&policy.name, &named);
+    Some(Share {
+        policy,
+        plan,
+        ttl_s: bucket.ttl.as_secs().max(1),
+        parts,
+        named,
+        key,
+    })
+}
+
 /// A bucket of no entry, answered per `[rls] on_unmatched` for this long.
 const UNMATCHED_TTL_S: u64 = 10;
 
@@ -133,20 +168,20 @@ impl Stream<'_> {
         let Some(entry) = rls.buckets.find(domain, &id.bucket) else {
             return Some(self.unmatched(rls, id, &bkey));
         };
-        let bucket = rls.buckets.get(entry)?;
-        let policy = bucket.rule.policy.as_deref()?;
-        let plan = snapshot.rlqs_plans.get(entry)?.as_ref()?;
-        let parts: ArrayVec<&str, MAX_TIERS> = bucket.key_parts(&id.bucket).collect();
-        // Held under the key's name as the admin API names it (an address under `ip/64`
-        // as its network), so a reset or override of it reaches this stream.
-        let named: ArrayVec<_, MAX_TIERS> = policy.spelled_parts(parts.iter().copied()).collect();
-        let key = holder_key(&policy.name, &named);
+        let Share {
+            policy,
+            plan,
+            ttl_s,
+            parts,
+            named,
+            key,
+        } = share_of(snapshot, entry, id)?;
         let mut admission = Admission::default();
         let descriptor = Descriptor {
             position: 0,
             policy,
             plan,
-            parts: parts.clone(),
+            parts,
             cost: allowed,
             forced: true,
         };
@@ -173,7 +208,6 @@ impl Stream<'_> {
             // Charged like any other, but not tracked: refused for a while.
             return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S));
         }
-        let ttl_s = bucket.ttl.as_secs().max(1);
         if new {
             self.id_bytes += bytes;
             self.together.join(&key, &bkey);

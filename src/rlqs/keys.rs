@@ -25,6 +25,13 @@ pub fn bucket_key(domain: &str, id: &BucketId) -> BucketKey {
     (domain.to_owned(), pairs)
 }
 
+/// The id a stream's bucket was reported under (the inverse of [`bucket_key`]).
+pub fn bucket_id((_, pairs): &BucketKey) -> BucketId {
+    BucketId {
+        bucket: pairs.iter().cloned().collect(),
+    }
+}
+
 /// The bytes of an id's keys and values.
 pub fn id_bytes(id: &BucketId) -> usize {
     id.bucket.iter().map(|(k, v)| k.len() + v.len()).sum()

@@ -5,12 +5,9 @@
 
 use std::collections::HashMap;
 
-use arrayvec::ArrayVec;
-
-use super::assign::{Asked, Stream, Tracked};
-use super::keys::{bucket_key, holder_key, BucketKey};
+use super::assign::{share_of, Asked, Share, Stream, Tracked};
+use super::keys::{bucket_id, bucket_key, BucketKey};
 use super::proto::{BucketAction, BucketId};
-use crate::limit::MAX_TIERS;
 use crate::proxy::snapshot::Snapshot;
 use crate::store::limiter::Descriptor;
 use crate::store::Admission;
@@ -64,12 +61,10 @@ impl Stream<'_> {
         members: &[BucketKey],
     ) -> Vec<BucketAction> {
         let mut actions = Vec::new();
-        for (domain, pairs) in members {
-            let id = BucketId {
-                bucket: pairs.iter().cloned().collect(),
-            };
+        for member in members {
+            let id = bucket_id(member);
             let asked = Asked {
-                domain,
+                domain: &member.0,
                 id: &id,
                 allowed: 0,
                 requests: None,
@@ -93,37 +88,30 @@ impl Stream<'_> {
         let Some(rls) = snapshot.config.rls.as_ref() else {
             return Vec::new();
         };
+        let ids: Vec<BucketId> = members.iter().map(bucket_id).collect();
         let mut kept = Vec::with_capacity(members.len());
         let mut apart = Vec::new();
         let mut check = None;
-        for member in members {
-            let id = BucketId {
-                bucket: member.1.iter().cloned().collect(),
-            };
-            let found = rls.buckets.find(&member.0, &id.bucket).and_then(|entry| {
-                let bucket = rls.buckets.get(entry)?;
-                let policy = bucket.rule.policy.as_deref()?;
-                let plan = snapshot.rlqs_plans.get(entry)?.as_ref()?;
-                let parts: ArrayVec<String, MAX_TIERS> =
-                    bucket.key_parts(&id.bucket).map(str::to_owned).collect();
-                let same = {
-                    let named: ArrayVec<_, MAX_TIERS> = policy
-                        .spelled_parts(parts.iter().map(String::as_str))
-                        .collect();
-                    holder_key(&policy.name, &named) == key
-                };
-                same.then(|| (policy, plan, parts, bucket.ttl.as_secs().max(1)))
-            });
-            match found {
-                Some((policy, plan, parts, ttl_s)) => {
-                    check.get_or_insert((policy, plan, parts));
-                    kept.push((member, id, ttl_s));
+        for (member, id) in members.iter().zip(&ids) {
+            let share = (rls.buckets.find(&member.0, &id.bucket))
+                .and_then(|entry| share_of(snapshot, entry, id))
+                .filter(|share| share.key == key);
+            match share {
+                Some(share) => {
+                    kept.push((member, id, share.ttl_s));
+                    check.get_or_insert(share);
                 }
                 None => apart.push(member.clone()),
             }
         }
         let mut actions = self.each_again(snapshot, &apart).await;
-        let Some((policy, plan, parts)) = check else {
+        let Some(Share {
+            policy,
+            plan,
+            parts,
+            ..
+        }) = check
+        else {
             return actions;
         };
         let mut admission = Admission::default();
@@ -131,7 +119,7 @@ impl Stream<'_> {
             position: 0,
             policy,
             plan,
-            parts: parts.iter().map(String::as_str).collect(),
+            parts,
             cost: 0,
             forced: true,
         };
@@ -163,7 +151,7 @@ impl Stream<'_> {
             };
             if reported || tracked.told != Some(assignment) {
                 tracked.told = Some(assignment);
-                actions.push(self.render(&id, assignment, ttl_s));
+                actions.push(self.render(id, assignment, ttl_s));
             }
         }
         actions
