@@ -244,7 +244,7 @@ impl Stream<'_> {
             together.resplit.insert(key);
             return None;
         }
-        let demand = tracked.demand.max(share::MIN_DEMAND);
+        let demand = share::demand(tracked.demand);
         let weight = self.weight(&key, demand, (now, ttl_s)).await;
         let assignment = super::render::decided(&admission, policy.mode, weight, ttl_s);
         // What it holds now: sized with siblings later (one joins, in this report or

@@ -135,7 +135,7 @@ impl Stream<'_> {
         let demands: Vec<f64> = (kept.iter())
             .map(|(m, ..)| self.buckets.get(*m).filter(live).map_or(0.0, |t| t.demand))
             .collect();
-        let demand = demands.iter().sum::<f64>().max(super::share::MIN_DEMAND);
+        let demand = super::share::demand(demands.iter().sum());
         // Held as long as the longest assignment it backs can be spent; sized (a debt
         // repaid within it) and turned over the shortest.
         let ttls = kept.iter().map(|&(.., ttl)| ttl);

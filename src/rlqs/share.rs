@@ -116,17 +116,17 @@ pub fn share(key: &KeyState, (mine, all): (f64, f64), ttl_s: u64) -> Assignment 
 /// sliver, so its first requests are not all refused while its next report is awaited.
 pub const MIN_DEMAND: f64 = 0.1;
 
-/// A holder's demand after a report of `requests` (allowed and denied) over
-/// `elapsed_ns` (at least a second: a bucket's first report comes at once): what it asked
-/// for, in requests a second. A report already sums five seconds of traffic, so no more
-/// smoothing: a share follows demand within one report.
-pub fn demand(requests: u64, elapsed_ns: u64) -> f64 {
-    requests_per_s(requests, elapsed_ns).max(MIN_DEMAND)
+/// A holder's demand: what its buckets of a key ask for together, in requests a second,
+/// and at least the sliver an idle holder keeps (once for a stream, not once a bucket:
+/// `together.rs`).
+pub fn demand(requests_per_s: f64) -> f64 {
+    requests_per_s.max(MIN_DEMAND)
 }
 
-/// What a report of `requests` over `elapsed_ns` asked for, in requests a second, without
-/// the least an idle holder keeps (a stream's buckets of one key add theirs up and keep
-/// the least once: `together.rs`).
+/// What a report of `requests` (allowed and denied) over `elapsed_ns` (at least a second:
+/// a bucket's first report comes at once) asked for, in requests a second. A report
+/// already sums five seconds of traffic, so no more smoothing: a share follows demand
+/// within one report.
 pub fn requests_per_s(requests: u64, elapsed_ns: u64) -> f64 {
     let elapsed_s = (elapsed_ns as f64 / 1e9).max(1.0);
     requests as f64 / elapsed_s
@@ -232,9 +232,9 @@ mod tests {
 
     #[test]
     fn demand_follows_requests() {
-        assert_eq!(demand(50, 5 * S), 10.0);
-        assert_eq!(demand(0, 5 * S), MIN_DEMAND);
+        assert_eq!(demand(requests_per_s(50, 5 * S)), 10.0);
+        assert_eq!(demand(requests_per_s(0, 5 * S)), MIN_DEMAND);
         // A first report (time elapsed 0) counts over a second.
-        assert_eq!(demand(1, 0), 1.0);
+        assert_eq!(demand(requests_per_s(1, 0)), 1.0);
     }
 }
