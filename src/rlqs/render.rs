@@ -119,9 +119,10 @@ pub fn split_key(
     };
     let each = |d: f64| d.clamp(0.001, 1e9);
     let total: f64 = demands.iter().map(|&d| each(d)).sum();
-    let parts: Vec<f64> = demands.iter().map(|&d| stream * each(d) / total).collect();
+    let mut parts: Vec<f64> = demands.iter().map(|&d| stream * each(d) / total).collect();
     let small = |part: f64| (key.free as f64 * part) < 1.0 && key.rate_per_s() * part < 1.0;
     if !parts.iter().all(|&p| small(p)) {
+        pool_the_few_asking(key, &mut parts, demands, turn);
         return (parts.into_iter())
             .map(|part| match small(part) {
                 true => Assignment::DenyAll,
@@ -141,6 +142,36 @@ pub fn split_key(
             false => Assignment::DenyAll,
         })
         .collect()
+}
+
+/// Gives the buckets that ask for something but whose parts are too small for a token
+/// (a rarely used path beside a busy one) their parts pooled, to one of them at a time
+/// (turning with `turn`), raised to one token now or one a second out of the largest
+/// part when it can spare that and stay a token itself. Refused outright, a tenant's
+/// quiet endpoint was refused for as long as a busy sibling asked, with the key far from
+/// its limit; a token each instead, siblings a client makes up (one a path) would hold a
+/// token each beyond the key.
+fn pool_the_few_asking(key: &KeyState, parts: &mut [f64], demands: &[f64], turn: u64) {
+    let small = |part: f64| (key.free as f64 * part) < 1.0 && key.rate_per_s() * part < 1.0;
+    let asking: Vec<usize> = (0..parts.len())
+        .filter(|&i| demands[i] > 0.0 && small(parts[i]))
+        .collect();
+    let Some(&chosen) = asking.get(usize::try_from(turn).unwrap_or(0) % asking.len().max(1)) else {
+        return;
+    };
+    // The least part that is a token now or one a second (a hair over, against rounding).
+    let token = (1.0 + 1e-9) / (key.free as f64).max(key.rate_per_s());
+    let pooled: f64 = asking.iter().map(|&i| parts[i]).sum();
+    let raise = (token - pooled).max(0.0);
+    let largest = (0..parts.len()).fold(0, |l, i| if parts[i] > parts[l] { i } else { l });
+    if small(parts[largest] - raise) {
+        return;
+    }
+    parts[largest] -= raise;
+    for &i in &asking {
+        parts[i] = 0.0;
+    }
+    parts[chosen] = pooled + raise;
 }
 
 /// A fill interval of `s` whole seconds, marked in its nanoseconds: Envoy's RLQS filter
@@ -206,6 +237,8 @@ mod tests {
             vec![9.0, 1.0, 0.0],
             vec![0.0; 5],
             vec![3.0; 7],
+            vec![9.0, 0.05],
+            vec![100.0, 0.2, 0.2, 0.0],
         ] {
             for free in [0, 1, 7, 20] {
                 let split = split_key(&key(free), (whole(), &demands), (10, 0));
@@ -251,5 +284,44 @@ mod tests {
             [0, 1, 0, 1],
             "those asking take turns; the idle one never"
         );
+    }
+
+    #[test]
+    fn a_quiet_sibling_asking_beside_a_busy_one_has_a_token_out_of_the_busy_ones_part() {
+        // Nine a second and one every twenty: the quiet part (under a token now and one a
+        // second) was refused for as long as the busy sibling asked, the key half free.
+        let split = split_key(&key(20), (whole(), &[9.0, 0.05]), (10, 0));
+        assert_eq!(
+            split[1],
+            share::share(&key(20), (0.05 * (1.0 + 1e-9), 1.0), 10)
+        );
+        assert!(
+            matches!(split[1], Assignment::Bucket { max_tokens: 1, .. }),
+            "{split:?}"
+        );
+        let busy = 9.0 / 9.05 - (0.05 * (1.0 + 1e-9) - 0.05 / 9.05);
+        assert_eq!(split[0], share::share(&key(20), (busy, 1.0), 10));
+        let (max, fill) = tokens(&split);
+        assert!(max <= 20 && fill <= 10, "{split:?}");
+    }
+
+    #[test]
+    fn quiet_siblings_asking_take_turns_at_one_pooled_token_and_idle_ones_never() {
+        let demands = [9.0, 0.01, 0.01, 0.01, 0.0];
+        let winners: Vec<usize> = (0..6)
+            .map(|turn| {
+                let split = split_key(&key(0), (whole(), &demands), (10, turn));
+                assert_ne!(split[0], Assignment::DenyAll, "{split:?}");
+                assert_eq!(split[4], Assignment::DenyAll, "{split:?}");
+                let (_, fill) = tokens(&split);
+                assert!(fill <= 10, "{split:?}");
+                let given: Vec<usize> = (1..5)
+                    .filter(|&i| split[i] != Assignment::DenyAll)
+                    .collect();
+                assert_eq!(given.len(), 1, "{split:?}");
+                given[0]
+            })
+            .collect();
+        assert_eq!(winners, [1, 2, 3, 1, 2, 3]);
     }
 }

@@ -126,3 +126,30 @@ async fn many_siblings_hold_no_more_than_the_key_starve_no_other_envoy_and_split
         assert_eq!(action.told(), expected, "{}", client(action));
     }
 }
+
+#[tokio::test]
+async fn a_quiet_sibling_asking_beside_a_busy_one_is_not_refused_for_as_long_as_it_asks() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&config(), &up.url()).await;
+    let mut envoy = RlqsStream::open(gw.rls.expect("[rls] listens")).await;
+    let (busy, quiet) = ("2001:db8:5:5::1", "2001:db8:5:5::2");
+    // Eight a second and one in five seconds: the quiet part of the Envoy's share is
+    // under a token now and one a second. It was refused for as long as its busy
+    // sibling asked; it has one token a second out of the busy one's part now, and the
+    // two hold no more than the key's rate.
+    for _ in 0..2 {
+        let reports = vec![
+            usage(&[("client", busy)], 40, 0, 5),
+            usage(&[("client", quiet)], 1, 0, 5),
+        ];
+        // (`buckets` fails on a refusal.)
+        let told = buckets(&envoy.ask("edge", reports).await);
+        let per_s = |&(_, _, per_fill, fill_s): &(String, u32, u32, i64)| {
+            f64::from(per_fill) / fill_s as f64
+        };
+        assert_eq!((told[0].0.as_str(), told[1].0.as_str()), (busy, quiet));
+        assert!(per_s(&told[1]) > 0.0 && told[1].1 >= 1, "{told:?}");
+        assert!(per_s(&told[0]) >= 5.0, "the busy one keeps most: {told:?}");
+        assert!(per_s(&told[0]) + per_s(&told[1]) <= 10.0, "{told:?}");
+    }
+}
