@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::config::override_spec::Applied;
+use crate::config::Applied;
 use crate::proxy::snapshot::Shared;
 use crate::reply::ceil_millis;
 

@@ -13,7 +13,8 @@ use serde_json::json;
 
 use super::answer::{json_ok, key_path};
 use crate::config::compile::runtime::override_spec;
-use crate::config::override_spec::{Applied, OverrideProblem};
+use crate::config::override_spec::OverrideProblem;
+use crate::config::Applied;
 use crate::overrides::{ChangeError, OverrideId};
 use crate::proxy::snapshot::Shared;
 use crate::reply::{json_error, Body};

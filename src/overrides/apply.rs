@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use super::{ChangeError, OverrideId, OverrideSet, Stored};
 use crate::config::compile::runtime::check_override;
-use crate::config::override_spec::{Applied, OverrideProblem, OverrideSpec};
+use crate::config::override_spec::{OverrideProblem, OverrideSpec};
+use crate::config::Applied;
 use crate::config::Config;
 use crate::store::overrides::KeyOverride;
 use crate::store::Limiter;

@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::override_spec::{Applied, OverrideProblem, OverrideSpec};
+use crate::config::override_spec::{OverrideProblem, OverrideSpec};
+use crate::config::Applied;
 use crate::config::Config;
 use crate::store::Limiter;
 

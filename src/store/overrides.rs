@@ -12,7 +12,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::clock::Clock;
-use crate::config::override_spec::Applied;
+use crate::config::Applied;
 
 /// One key's runtime limit and when it stops applying (wall-clock ms, `None`: never).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 use super::keys::{compose, KeyMaker, KeyRefusal, Partial, PolicyKeys};
 use super::overrides::KeyOverrides;
 use crate::clock::Clock;
-use crate::config::override_spec::Applied;
+use crate::config::Applied;
 use crate::config::{Policy, PolicyKind, Route, Sync, MAX_SETTLED_DEBT_NS};
 use crate::key::{FleetKey, KeyPart, KeyValues, RedisKey, RequestView};
 use crate::limit::{Mode, Tier, INLINE_DECISIONS};

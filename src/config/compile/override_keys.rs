@@ -18,10 +18,7 @@ impl Compiler {
         kind: &mut PolicyKind,
         span: std::ops::Range<usize>,
     ) {
-        let problems = match kind {
-            PolicyKind::Rate(rate) => respell(&mut rate.overrides, source),
-            PolicyKind::Concurrency(cap) => respell(&mut cap.overrides, source),
-        };
+        let problems = kind.visit_overrides(Respell(source));
         for (typed, problem) in problems {
             let message = match problem {
                 Unspelled::NotAValue => {
@@ -55,6 +52,17 @@ impl Compiler {
 enum Unspelled {
     NotAValue,
     Twice(String),
+}
+
+/// Rewrites a policy's override keys in the source's spelling; what could not be, and why.
+struct Respell<'s>(&'s KeySource);
+
+impl OverridesVisitor for Respell<'_> {
+    type Out = Vec<(String, Unspelled)>;
+
+    fn visit<V>(self, overrides: &mut HashMap<String, V>) -> Self::Out {
+        respell(overrides, self.0)
+    }
 }
 
 /// Rewrites `overrides`' keys in `source`'s spelling; what could not be, and why.

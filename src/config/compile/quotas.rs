@@ -2,8 +2,9 @@
 //! `anchor`, and per-key overrides of the quota.
 
 use super::*;
-use crate::config::override_spec::{Applied, OverrideSpec};
+use crate::config::override_spec::OverrideSpec;
 use crate::config::raw::RawOverride;
+use crate::config::Applied;
 use crate::limit::calendar::{self, Calendar, Period, MAX_QUOTA};
 
 impl Compiler {

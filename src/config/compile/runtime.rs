@@ -5,8 +5,9 @@
 
 use super::store::redis_cannot_hold;
 use super::*;
-use crate::config::override_spec::{Applied, OverrideProblem, OverrideSpec};
+use crate::config::override_spec::{OverrideProblem, OverrideSpec};
 use crate::config::raw::RawOverride;
+use crate::config::Applied;
 
 /// Reads an override's fields from JSON (the admin API's body, without `ttl`): unknown
 /// fields and values of the wrong type are told in the config's words.

@@ -58,3 +58,8 @@ impl ConcurrencyLimit {
 pub fn concurrency_item(name: &str, max: u32) -> Vec<u8> {
     format!("\"{name}\";q={max};qu=\"concurrent-requests\"").into_bytes()
 }
+
+/// A key's cap (`Applied::Concurrency`) as `/admin/config` shows it.
+pub(super) fn describe_applied(max: u32) -> serde_json::Value {
+    serde_json::json!({"kind": "concurrency", "max_in_flight": max})
+}

@@ -17,7 +17,6 @@ pub use concurrency::{concurrency_item, ConcurrencyLimit};
 pub use quota::CalendarQuota;
 pub use rate::{policy_item, RateLimit, Settle, SettleSource, Sync, MAX_SETTLED_DEBT_NS};
 
-use super::override_spec::Applied;
 use crate::key::KeySource;
 use crate::limit::Mode;
 
@@ -72,6 +71,14 @@ impl PolicyKind {
         }
     }
 
+    /// `visitor` done to the kind's file overrides.
+    pub fn visit_overrides<T: OverridesVisitor>(&mut self, visitor: T) -> T::Out {
+        match self {
+            PolicyKind::Rate(r) => visitor.visit(&mut r.overrides),
+            PolicyKind::Concurrency(c) => visitor.visit(&mut c.overrides),
+        }
+    }
+
     /// The IETF draft's `RateLimit-Policy` item of the policy `name` on its own numbers,
     /// and the limit `X-RateLimit-Limit` states for it.
     pub fn header_item(&self, name: &str) -> (u64, Vec<u8>) {
@@ -84,6 +91,31 @@ impl PolicyKind {
             PolicyKind::Concurrency(c) => c.header_item(name),
         }
     }
+}
+
+/// What a policy's limit is for one key: the policy's own numbers, the file's override
+/// for the key, or a runtime override (`/admin/overrides`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Rate(crate::limit::Quota),
+    Concurrency(u32),
+}
+
+impl Applied {
+    /// What it makes of its key's limit, in the units `/admin/config` uses.
+    pub fn describe(&self) -> serde_json::Value {
+        match self {
+            Applied::Rate(q) => rate::describe_applied(q),
+            Applied::Concurrency(max) => concurrency::describe_applied(*max),
+        }
+    }
+}
+
+/// Something done to a policy's file overrides (`[policies.NAME.overrides]`) whatever
+/// the numbers each holds, so that a kind's overrides table is named in one place.
+pub trait OverridesVisitor {
+    type Out;
+    fn visit<V>(self, overrides: &mut std::collections::HashMap<String, V>) -> Self::Out;
 }
 
 /// What kind of limit a policy is: asked once, where a kind makes a difference.
