@@ -102,11 +102,13 @@ pub fn split(
 
 /// The stream's `weight` among `key`'s holders split between its buckets by their
 /// `demands` (an idle one's counted as a thousandth). A part below one token now and one
-/// a second is refused rather than rounded up to a token: rounded up, forty idle siblings
-/// of a 20-token key held forty. When every part is so small, one of the buckets asking
-/// for anything (of all, when none is) has the stream's whole share, as a lone bucket
-/// would, which one turning with `turn` (the assignment's period): siblings of a slow key
-/// are never all refused, nor one of them for good.
+/// a second (of the key's refill, its debt repaid) is not rounded up to a token: rounded
+/// up, forty idle siblings of a 20-token key held forty. The small parts of the buckets
+/// asking for something are pooled and given to one of them ([`pool_the_few_asking`]);
+/// the idle ones are refused. When every part is so small, one of the buckets asking for
+/// anything (of all, when none is) has the stream's whole share, as a lone bucket would.
+/// Which one turns with `turn` (the assignment's period): siblings of a slow key are
+/// never all refused, nor one of them for good.
 pub fn split_key(
     key: &KeyState,
     (weight, demands): (Weight, &[f64]),
@@ -120,9 +122,12 @@ pub fn split_key(
     let each = |d: f64| d.clamp(0.001, 1e9);
     let total: f64 = demands.iter().map(|&d| each(d)).sum();
     let mut parts: Vec<f64> = demands.iter().map(|&d| stream * each(d) / total).collect();
-    let small = |part: f64| (key.free as f64 * part) < 1.0 && key.rate_per_s() * part < 1.0;
+    // Against what the key refills, its debt repaid: its rate would give a part a token
+    // a second that the share rounds up from less.
+    let refill = key.refill_per_s(ttl_s);
+    let small = |part: f64| (key.free as f64 * part) < 1.0 && refill * part < 1.0;
     if !parts.iter().all(|&p| small(p)) {
-        pool_the_few_asking(key, &mut parts, demands, turn);
+        pool_the_few_asking((key.free as f64, refill), &mut parts, demands, turn);
         return (parts.into_iter())
             .map(|part| match small(part) {
                 true => Assignment::DenyAll,
@@ -146,13 +151,13 @@ pub fn split_key(
 
 /// Gives the buckets that ask for something but whose parts are too small for a token
 /// (a rarely used path beside a busy one) their parts pooled, to one of them at a time
-/// (turning with `turn`), raised to one token now or one a second out of the largest
-/// part when it can spare that and stay a token itself. Refused outright, a tenant's
-/// quiet endpoint was refused for as long as a busy sibling asked, with the key far from
-/// its limit; a token each instead, siblings a client makes up (one a path) would hold a
-/// token each beyond the key.
-fn pool_the_few_asking(key: &KeyState, parts: &mut [f64], demands: &[f64], turn: u64) {
-    let small = |part: f64| (key.free as f64 * part) < 1.0 && key.rate_per_s() * part < 1.0;
+/// (turning with `turn`), raised to one token now or one a second (`free` now,
+/// `refill` a second) out of the largest part when it can spare that and stay a token
+/// itself. Refused outright, a tenant's quiet endpoint was refused for as long as a busy
+/// sibling asked, with the key far from its limit; a token each instead, siblings a
+/// client makes up (one a path) would hold a token each beyond the key.
+fn pool_the_few_asking((free, refill): (f64, f64), parts: &mut [f64], demands: &[f64], turn: u64) {
+    let small = |part: f64| free * part < 1.0 && refill * part < 1.0;
     let asking: Vec<usize> = (0..parts.len())
         .filter(|&i| demands[i] > 0.0 && small(parts[i]))
         .collect();
@@ -160,7 +165,7 @@ fn pool_the_few_asking(key: &KeyState, parts: &mut [f64], demands: &[f64], turn:
         return;
     };
     // The least part that is a token now or one a second (a hair over, against rounding).
-    let token = (1.0 + 1e-9) / (key.free as f64).max(key.rate_per_s());
+    let token = (1.0 + 1e-9) / free.max(refill);
     let pooled: f64 = asking.iter().map(|&i| parts[i]).sum();
     let raise = (token - pooled).max(0.0);
     let largest = (0..parts.len()).fold(0, |l, i| if parts[i] > parts[l] { i } else { l });
@@ -245,7 +250,7 @@ mod tests {
                 let (max, fill) = tokens(&split);
                 // What is free and one fill of the rate, at most.
                 assert!(
-                    max <= free.max(1) + 10 && fill <= 10,
+                    max <= free.max(1) + 10 && fill <= 10 && per_s(&split) <= 10.0,
                     "{demands:?} {free}: {split:?}"
                 );
             }
@@ -289,7 +294,7 @@ mod tests {
     #[test]
     fn a_quiet_sibling_asking_beside_a_busy_one_has_a_token_out_of_the_busy_ones_part() {
         // Nine a second and one every twenty: the quiet part (under a token now and one a
-        // second) was refused for as long as the busy sibling asked, the key half free.
+        // second) was refused for as long as the busy sibling asked, the key full.
         let split = split_key(&key(20), (whole(), &[9.0, 0.05]), (10, 0));
         assert_eq!(
             split[1],
@@ -323,5 +328,53 @@ mod tests {
             })
             .collect();
         assert_eq!(winners, [1, 2, 3, 1, 2, 3]);
+    }
+
+    /// What `split` refills a second, all buckets together.
+    fn per_s(split: &[Assignment]) -> f64 {
+        (split.iter())
+            .map(|a| match *a {
+                Assignment::Bucket {
+                    tokens_per_fill,
+                    fill_s,
+                    ..
+                } => f64::from(tokens_per_fill) / fill_s as f64,
+                _ => 0.0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn in_debt_a_part_is_small_against_what_the_key_refills_not_its_rate() {
+        // 10 a second, owing 99 of the next 10 s's 100: it refills 0.1 a second. Against
+        // its rate, the busy part (0.99) and the pooled quiet one (0.1) were a token a
+        // second each and both rounded up to a bucket: twice the refill.
+        let owing = KeyState {
+            until_full_ns: 16_900_000_000,
+            ..key(0)
+        };
+        assert_eq!(owing.owed(), 99);
+        for turn in 0..2 {
+            let split = split_key(&owing, (whole(), &[9.0, 0.05]), (10, turn));
+            let given = split.iter().filter(|a| **a != Assignment::DenyAll).count();
+            assert_eq!(given, 1, "one, by turn: {split:?}");
+            assert!(per_s(&split) <= 0.1 + 1e-9, "{split:?}");
+        }
+    }
+
+    #[test]
+    fn a_quiet_part_stays_refused_when_the_largest_cannot_spare_a_token() {
+        // This Envoy holds 6 % of the key (others hold the rest): its busy part is one
+        // token of 20 free, and a token for the quiet one would leave it under one.
+        let weight = Weight {
+            mine: 0.06,
+            all: 1.0,
+        };
+        let split = split_key(&key(20), (weight, &[9.0, 0.05]), (10, 0));
+        assert_eq!(split[1], Assignment::DenyAll, "{split:?}");
+        assert_eq!(
+            split[0],
+            share::share(&key(20), (0.06 * 9.0 / 9.05, 1.0), 10)
+        );
     }
 }

@@ -33,6 +33,13 @@ impl KeyState {
         self.until_full_ns.saturating_sub(bound) / self.quota.interval_ns()
     }
 
+    /// What the key refills over the next `ttl_s` seconds, in units a second: its rate
+    /// less what it owes (repaid within them).
+    pub fn refill_per_s(&self, ttl_s: u64) -> f64 {
+        let ttl = ttl_s.max(1) as f64;
+        (self.rate_per_s() * ttl - self.owed() as f64).max(0.0) / ttl
+    }
+
     /// The key's refill in units a second (0 for a calendar quota).
     pub fn rate_per_s(&self) -> f64 {
         if self.calendar {
@@ -87,9 +94,7 @@ pub fn share(key: &KeyState, (mine, all): (f64, f64), ttl_s: u64) -> Assignment 
     } else {
         1.0
     };
-    let ttl = ttl_s.max(1) as f64;
-    let refill = (key.rate_per_s() * ttl - key.owed() as f64).max(0.0) / ttl;
-    let rate = refill * weight;
+    let rate = key.refill_per_s(ttl_s) * weight;
     let burst = (key.free as f64 * weight).floor();
     let (tokens_per_fill, fill_s) = if rate >= 1.0 {
         (rate.floor().min(f64::from(u32::MAX)) as u32, 1)

@@ -135,7 +135,8 @@ async fn a_quiet_sibling_asking_beside_a_busy_one_is_not_refused_for_as_long_as_
     let (busy, quiet) = ("2001:db8:5:5::1", "2001:db8:5:5::2");
     // Eight a second and one in five seconds: the quiet part of the Envoy's share is
     // under a token now and one a second. It was refused for as long as its busy
-    // sibling asked; it has one token a second out of the busy one's part now, and the
+    // sibling asked; it has a token a second (after the second report, the key in debt
+    // for the first's 41, one every two seconds) out of the busy one's part now, and the
     // two hold no more than the key's rate.
     for _ in 0..2 {
         let reports = vec![
