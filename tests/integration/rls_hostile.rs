@@ -144,3 +144,22 @@ async fn a_call_whose_message_does_not_follow_within_a_second_is_cut() {
     assert!(took < Duration::from_secs(10), "cut after {took:?}");
     nothing_charged(&mut RlsClient::connect(addr).await).await;
 }
+
+/// An Envoy gone without closing its connection (a host cut off, a NAT that dropped the
+/// flow) answers nothing: the service's pings find it and close the connection within a
+/// ping interval and its timeout (30 s + 10 s), giving back its place among the
+/// listener's connections. Not before the first ping is due: an idle Envoy that answers
+/// keeps its connection. A raw socket, which acknowledges nothing (an HTTP/2 library
+/// would answer the pings by itself).
+#[tokio::test]
+async fn an_envoy_that_answers_nothing_is_closed_by_the_services_pings() {
+    let gw = TestGateway::start(&toml(), "http://127.0.0.1:9").await;
+    let rls = gw.rls.expect("[rls] listens");
+    let mut silent = tokio::net::TcpStream::connect(rls).await.expect("connect");
+    tokio::io::AsyncWriteExt::write_all(&mut silent, crate::silent_clients::PREFACE)
+        .await
+        .expect("preface");
+    let took = crate::silent_clients::closed_within(&mut silent, Duration::from_secs(90)).await;
+    let took = took.expect("closed within 90 s: pings every 30 s, 10 s to answer");
+    assert!(took >= Duration::from_secs(29), "closed after {took:?}");
+}
