@@ -45,7 +45,11 @@ fn a_period_in_months_is_a_warning_check_prints() {
         .expect("run check");
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("warning: policy `p`: period `1M`"));
-    let days = BASE.replace("period = \"1s\"", "period = \"30d\"");
+    // (Keyed by network: 10 in 30 days per address is a key held for days that an IPv6
+    // client can invent, warned of below.)
+    let days = BASE
+        .replace("period = \"1s\"", "period = \"30d\"")
+        .replace("key = \"ip\"", "key = \"ip/64\"");
     assert!(warnings_of(&path, &days).is_empty());
 }
 
@@ -124,4 +128,48 @@ fn a_query_key_that_skips_is_warned_of_until_the_route_refuses_unread_bodies() {
     assert!(warnings_of(&path, &refused).is_empty());
     let rejecting = skipping.replace("missing = \"skip\"", "missing = \"reject\"");
     assert!(warnings_of(&path, &rejecting).is_empty());
+}
+
+/// A rate one request of which holds its key for hours, keyed by what a client can
+/// invent: invented keys would fill the memory store's room for rate keys for as long
+/// (a key that owes is never dropped), and new keys of every rate policy would then
+/// share one overflow key each. Not for a key a client cannot invent at will, nor for a
+/// key held under an hour.
+#[test]
+fn a_rate_holding_an_inventable_key_for_hours_is_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("held.toml");
+    let daily = |key: &str, limit: u32| {
+        BASE.replace(
+            "key = \"ip\"",
+            &format!("key = \"{key}\"\nmissing = \"reject\""),
+        )
+        .replace("limit = 10", &format!("limit = {limit}"))
+        .replace("period = \"1s\"", "period = \"1d\"")
+    };
+    let warnings = warnings_of(&path, &daily("header:x-api-key", 10));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].ends_with(
+            "held.toml:11:10: warning: policy `p`: one request holds its key for 2h 24m (period / limit), and a client can invent keys of `header:x-api-key`: keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each\n    hint: key it by something a client cannot invent (an IPv6 client by its network: ip/64), put an ip/64 tier on its routes to bound how fast keys are invented, or make it a calendar quota (quota = …, window = \"day\"), whose full room drops its least-used keys instead"
+        ),
+        "{}",
+        warnings[0]
+    );
+    // An IPv6 client holds 2⁶⁴ addresses: `ip` is a key it can invent, its network is not.
+    let warnings = warnings_of(&path, &daily("ip", 3));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(
+            "holds its key for 8h (period / limit), and a client can invent keys of `ip`"
+        ),
+        "{}",
+        warnings[0]
+    );
+    assert_eq!(warnings_of(&path, &daily("ip/64", 3)), Vec::<String>::new());
+    // 100 a day holds a key 14 m 24 s.
+    assert_eq!(
+        warnings_of(&path, &daily("header:x-api-key", 100)),
+        Vec::<String>::new()
+    );
 }

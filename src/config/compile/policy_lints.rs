@@ -1,6 +1,7 @@
 //! Warnings about policies that are valid but likely not what was meant: a rate period
-//! in months (a calendar quota's job, or a minute mistyped) and a client-chosen key whose
-//! absent value shares one bucket.
+//! in months (a calendar quota's job, or a minute mistyped), a client-chosen key whose
+//! absent value shares one bucket, and a rate whose one request holds a key a client can
+//! invent for hours.
 
 use super::*;
 
@@ -43,6 +44,41 @@ impl Compiler {
         }
     }
 }
+
+impl Compiler {
+    /// A rate (not a calendar quota) one request of which holds its key for over
+    /// [`HELD_LONG`], keyed by something a client can invent (a header, a query
+    /// parameter, … or an IPv6 client's address under `ip`): the memory store keeps a
+    /// key until its debt is paid and never drops one that owes (a fresh burst for
+    /// whoever is dropped), so invented keys fill the room every rate policy's keys share
+    /// for as long, and new keys then share one overflow key a policy.
+    pub(super) fn lint_held(
+        &mut self,
+        name: &str,
+        key: &[KeySource],
+        rate: &RateLimit,
+        period: &S<String>,
+    ) {
+        let held = Duration::from_secs(rate.quota.interval_ns() / 1_000_000_000);
+        // A period in months or years is warned of on its own, with a quota to use.
+        let months = calendar_unit(period.get_ref()).is_some();
+        let invented = key
+            .iter()
+            .find(|s| s.client_chosen() || **s == KeySource::Ip);
+        let (Some(source), false, true) = (invented, months, held > HELD_LONG) else {
+            return;
+        };
+        self.warn(
+            period.span(),
+            format!("policy `{name}`: one request holds its key for {} (period / limit), and a client can invent keys of `{source}`: keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each", humantime::format_duration(held)),
+            Some("key it by something a client cannot invent (an IPv6 client by its network: ip/64), put an ip/64 tier on its routes to bound how fast keys are invented, or make it a calendar quota (quota = …, window = \"day\"), whose full room drops its least-used keys instead".to_owned()),
+        );
+    }
+}
+
+/// How long one request may hold a key a client can invent before a policy is warned of:
+/// a rate under one an hour (`limit = 10, period = "1d"` holds a key 2 h 24 m).
+const HELD_LONG: Duration = Duration::from_secs(3_600);
 
 /// A day's minutes: a limit a month below this is less than one request every ten
 /// minutes (30 days hold 43,200 minutes), far likelier a per-minute limit mistyped.
