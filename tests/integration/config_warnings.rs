@@ -16,14 +16,21 @@ fn a_period_in_months_is_a_warning_check_prints() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("months.toml");
     let warnings = warnings_of(&path, &BASE.replace("period = \"1s\"", "period = \"1M\""));
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    // (And, first by its place in the file, the key an IPv6 client can invent held 3
+    // days a request: below.)
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains("holds its key for 3days"),
+        "{}",
+        warnings[0]
+    );
     // 10 a month: a minute (`m`) was surely meant.
     assert!(
-        warnings[0].ends_with(
+        warnings[1].ends_with(
             "months.toml:10:10: warning: policy `p`: period `1M` is 1M month(s) (`M`), not minutes (`m`): 10 requests a month is fewer than one every ten minutes\n    hint: for a minute write period = \"1m\"; for a monthly allowance use a calendar quota (quota = …, window = \"month\")"
         ),
         "{}",
-        warnings[0]
+        warnings[1]
     );
     // A million a month is a rate meant in months, said as one.
     let million = BASE
@@ -134,7 +141,7 @@ fn a_query_key_that_skips_is_warned_of_until_the_route_refuses_unread_bodies() {
 /// invent: invented keys would fill the memory store's room for rate keys for as long
 /// (a key that owes is never dropped), and new keys of every rate policy would then
 /// share one overflow key each. Not for a key a client cannot invent at will, nor for a
-/// key held under an hour.
+/// key held an hour or less, nor on Redis (whose keys expire).
 #[test]
 fn a_rate_holding_an_inventable_key_for_hours_is_a_warning() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -151,25 +158,37 @@ fn a_rate_holding_an_inventable_key_for_hours_is_a_warning() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
         warnings[0].ends_with(
-            "held.toml:11:10: warning: policy `p`: one request holds its key for 2h 24m (period / limit), and a client can invent keys of `header:x-api-key`: keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each\n    hint: key it by something a client cannot invent (an IPv6 client by its network: ip/64), put an ip/64 tier on its routes to bound how fast keys are invented, or make it a calendar quota (quota = …, window = \"day\"), whose full room drops its least-used keys instead"
+            "held.toml:7:1: warning: policy `p`: one request holds its key for 2h 24m (period / limit, times the most a request is charged), and a client can invent keys of `header:x-api-key`: on the memory backend, keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each\n    hint: key it by something a client cannot invent (an IPv6 client by its network: ip/64), put an ip/64 tier on its routes to bound how fast keys are invented, or make it a calendar quota (quota = …, window = \"day\"): its keys have a room of their own, which drops its least-used keys when full"
         ),
         "{}",
         warnings[0]
     );
-    // An IPv6 client holds 2⁶⁴ addresses: `ip` is a key it can invent, its network is not.
-    let warnings = warnings_of(&path, &daily("ip", 3));
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(
-        warnings[0].contains(
-            "holds its key for 8h (period / limit), and a client can invent keys of `ip`"
-        ),
-        "{}",
-        warnings[0]
+    // An IPv6 client holds 2⁶⁴ addresses: `ip` (and a network narrower than its /64) is
+    // a key it can invent, its network is not.
+    let held = |text: &str| {
+        let warnings = warnings_of(&path, text);
+        assert!(warnings.len() <= 1, "{warnings:?}");
+        warnings.first().map(|w| {
+            let (_, after) = w
+                .split_once("holds its key for ")
+                .expect("the held warning");
+            after.split(" (").next().unwrap_or_default().to_owned()
+        })
+    };
+    assert_eq!(held(&daily("ip", 3)).as_deref(), Some("8h"));
+    assert_eq!(held(&daily("ip/96", 3)).as_deref(), Some("8h"));
+    assert_eq!(held(&daily("ip/64", 3)), None);
+    // 100 a day holds a key 14 m 24 s a request; at a route cost of 5, 1 h 12 m.
+    assert_eq!(held(&daily("header:x-api-key", 100)), None);
+    let costly = daily("header:x-api-key", 100)
+        .replace("policies = [\"p\"]", "policies = [\"p\"]\ncost = 5");
+    assert_eq!(held(&costly).as_deref(), Some("1h 12m"));
+    // An hour is not over an hour.
+    assert_eq!(held(&daily("header:x-api-key", 24)), None);
+    // Redis keys expire; its memory store is a fallback.
+    let redis = daily("header:x-api-key", 10).replace(
+        "[upstreams.api]",
+        "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n\n[upstreams.api]",
     );
-    assert_eq!(warnings_of(&path, &daily("ip/64", 3)), Vec::<String>::new());
-    // 100 a day holds a key 14 m 24 s.
-    assert_eq!(
-        warnings_of(&path, &daily("header:x-api-key", 100)),
-        Vec::<String>::new()
-    );
+    assert_eq!(held(&redis), None);
 }

@@ -49,15 +49,11 @@ impl Compiler {
         }
         let calendar = raw.quota.is_some() || raw.window.is_some();
         let key_span = raw.key.span();
-        let period = raw.period.clone();
         let mut kind = match &raw.max_in_flight {
             Some(_) => self.concurrency_limit(&name, raw, span),
             None if calendar => self.quota_limit(&name, raw, span),
             None => self.rate_limit(&name, raw, span),
         };
-        if let (Some(PolicyKind::Rate(rate)), Some(period)) = (&kind, &period) {
-            self.lint_held(&name, &key, rate, period);
-        }
         if let (Some(kind), [source]) = (kind.as_mut(), &key[..]) {
             self.spell_overrides(&name, source, kind, key_span);
         }

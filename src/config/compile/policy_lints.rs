@@ -46,33 +46,57 @@ impl Compiler {
 }
 
 impl Compiler {
-    /// A rate (not a calendar quota) one request of which holds its key for over
-    /// [`HELD_LONG`], keyed by something a client can invent (a header, a query
-    /// parameter, … or an IPv6 client's address under `ip`): the memory store keeps a
-    /// key until its debt is paid and never drops one that owes (a fresh burst for
-    /// whoever is dropped), so invented keys fill the room every rate policy's keys share
-    /// for as long, and new keys then share one overflow key a policy.
+    /// On the memory backend, each rate (not a calendar quota) one request of which holds
+    /// its key for over [`HELD_LONG`] (its interval times the most a request is charged
+    /// at once: a route's `cost`, a settle's `reserve` or `min_cost`), keyed by something
+    /// a client can invent (a header, a query parameter, … or an IPv6 client's address
+    /// under `ip` or `ip/N` narrower than /64): the store keeps a key until its debt is
+    /// paid and never drops one that owes (a fresh burst for whoever is dropped), so
+    /// invented keys fill the room every rate policy's keys share for as long, and new
+    /// keys then share one overflow key a policy. Policies no route or rate limit
+    /// service rule names are not said.
     pub(super) fn lint_held(
         &mut self,
-        name: &str,
-        key: &[KeySource],
-        rate: &RateLimit,
-        period: &S<String>,
+        policies: &BTreeMap<String, Arc<Policy>>,
+        (routes, rls): (&[Arc<Route>], Option<&crate::config::Rls>),
+        spans: &BTreeMap<String, std::ops::Range<usize>>,
     ) {
-        let held = Duration::from_secs(rate.quota.interval_ns() / 1_000_000_000);
-        // A period in months or years is warned of on its own, with a quota to use.
-        let months = calendar_unit(period.get_ref()).is_some();
-        let invented = key
-            .iter()
-            .find(|s| s.client_chosen() || **s == KeySource::Ip);
-        let (Some(source), false, true) = (invented, months, held > HELD_LONG) else {
-            return;
-        };
-        self.warn(
-            period.span(),
-            format!("policy `{name}`: one request holds its key for {} (period / limit), and a client can invent keys of `{source}`: keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each", humantime::format_duration(held)),
-            Some("key it by something a client cannot invent (an IPv6 client by its network: ip/64), put an ip/64 tier on its routes to bound how fast keys are invented, or make it a calendar quota (quota = …, window = \"day\"), whose full room drops its least-used keys instead".to_owned()),
-        );
+        let mut charged: HashMap<&str, u64> = HashMap::new();
+        for route in routes {
+            for p in &route.policies {
+                let most = charged.entry(p.name.as_str()).or_default();
+                *most = (*most).max(route.cost);
+            }
+        }
+        let rules = rls.map(|r| r.rules.iter()).into_iter().flatten();
+        for p in rules.filter_map(|r| r.policy.as_ref()) {
+            charged.entry(p.name.as_str()).or_insert(1);
+        }
+        for (name, p) in policies {
+            let (Some(rate), Some(&cost)) = (p.rate(), charged.get(name.as_str())) else {
+                continue;
+            };
+            let settle = rate.settle.as_ref();
+            let reserve = settle.map_or(0, |s| s.reserve.map_or(0, |r| r.get()).max(s.min_cost));
+            let held_ns = rate
+                .quota
+                .interval_ns()
+                .saturating_mul(cost.max(reserve).max(1));
+            let held = Duration::from_secs(held_ns / 1_000_000_000);
+            let invented = p.key.iter().find(|s| match s {
+                KeySource::Ip => true,
+                KeySource::IpPrefix(len) => *len > 64,
+                other => other.client_chosen(),
+            });
+            let (Some(source), None, true) = (invented, &rate.calendar, held > HELD_LONG) else {
+                continue;
+            };
+            self.warn(
+                spans.get(name).cloned().unwrap_or(0..0),
+                format!("policy `{name}`: one request holds its key for {} (period / limit, times the most a request is charged), and a client can invent keys of `{source}`: on the memory backend, keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each", humantime::format_duration(held)),
+                Some("key it by something a client cannot invent (an IPv6 client by its network: ip/64), put an ip/64 tier on its routes to bound how fast keys are invented, or make it a calendar quota (quota = …, window = \"day\"): its keys have a room of their own, which drops its least-used keys when full".to_owned()),
+            );
+        }
     }
 }
 
