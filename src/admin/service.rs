@@ -143,14 +143,13 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
         Err(refused) => return *refused,
     };
     let policy = &*policy;
-    if policy.concurrency().is_some() {
+    if policy.kind().held_in_flight() {
         return json_error(
             StatusCode::CONFLICT,
             "not_resettable",
             &[(
                 "detail",
-                "a concurrency key's state is its requests in flight, which end on their own"
-                    .into(),
+                "the key's state is its requests in flight, which end on their own".into(),
             )],
         );
     }

@@ -391,8 +391,8 @@ impl RequestTiers {
                     outcome: SlotOutcome::Skipped,
                 })
             }
-            // `limit_for` answers in the policy's own kind.
-            _ => {}
+            // `limit_for` answers in the policy's own kind (and a rate policy has a plan).
+            (PolicyKind::Rate(_), ..) | (PolicyKind::Concurrency(_), ..) => {}
         }
     }
 }

@@ -170,7 +170,7 @@ impl Compiler {
             }
             return None;
         };
-        if policy.concurrency().is_some() {
+        if policy.kind().held_in_flight() {
             self.error(
                 raw.policy.span(),
                 format!("policy `{name}` limits requests in flight; a rate limit service call has no end to release a slot at"),

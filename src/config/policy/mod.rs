@@ -130,6 +130,16 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
+    /// Whether the limit is held while a request is in flight and given back when it
+    /// ends, rather than charged: a rate limit service call has no end to give it back
+    /// at, and a key has nothing to reset (its requests hold it).
+    pub fn held_in_flight(self) -> bool {
+        match self {
+            LimitKind::Rate | LimitKind::Quota => false,
+            LimitKind::Concurrency => true,
+        }
+    }
+
     /// The refusal body's `limit` word (none for a rate, the contract's first kind).
     pub fn body_word(self) -> Option<&'static str> {
         match self {
