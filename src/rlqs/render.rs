@@ -122,14 +122,14 @@ pub fn split_key(
     let each = |d: f64| d.clamp(0.001, 1e9);
     let total: f64 = demands.iter().map(|&d| each(d)).sum();
     let mut parts: Vec<f64> = demands.iter().map(|&d| stream * each(d) / total).collect();
-    // Against what the key refills, its debt repaid: its rate would give a part a token
-    // a second that the share rounds up from less.
-    let refill = key.refill_per_s(ttl_s);
-    let small = |part: f64| (key.free as f64 * part) < 1.0 && refill * part < 1.0;
-    if !parts.iter().all(|&p| small(p)) {
-        pool_the_few_asking((key.free as f64, refill), &mut parts, demands, turn);
+    let room = Room {
+        free: key.free as f64,
+        refill: key.refill_per_s(ttl_s),
+    };
+    if !parts.iter().all(|&p| room.under_a_token(p)) {
+        pool_the_few_asking(room, &mut parts, demands, turn);
         return (parts.into_iter())
-            .map(|part| match small(part) {
+            .map(|part| match room.under_a_token(part) {
                 true => Assignment::DenyAll,
                 false => share::share(key, (part, 1.0), ttl_s),
             })
@@ -140,7 +140,7 @@ pub fn split_key(
         true => (0..demands.len()).collect(),
         false => asking,
     };
-    let chosen = turns.get(usize::try_from(turn).unwrap_or(0) % turns.len().max(1));
+    let chosen = turns.get(by_turn(turns.len(), turn));
     (0..demands.len())
         .map(|i| match Some(&i) == chosen {
             true => share::share(key, (stream, 1.0), ttl_s),
@@ -149,27 +149,47 @@ pub fn split_key(
         .collect()
 }
 
+/// What a key has to share out, against which a part is too small to hold a token: what
+/// is free now and what it refills a second, its debt repaid (its rate would give a
+/// part a token a second that the share then rounds up from less).
+#[derive(Clone, Copy)]
+struct Room {
+    free: f64,
+    refill: f64,
+}
+
+impl Room {
+    /// Under one token now and one a second: refused rather than rounded up to a token.
+    fn under_a_token(self, part: f64) -> bool {
+        self.free * part < 1.0 && self.refill * part < 1.0
+    }
+}
+
+/// Which of `len` takes the turn `turn` (every index in turn, `len` of them at least 1).
+fn by_turn(len: usize, turn: u64) -> usize {
+    usize::try_from(turn % len.max(1) as u64).unwrap_or(0)
+}
+
 /// Gives the buckets that ask for something but whose parts are too small for a token
 /// (a rarely used path beside a busy one) their parts pooled, to one of them at a time
-/// (turning with `turn`), raised to one token now or one a second (`free` now,
-/// `refill` a second) out of the largest part when it can spare that and stay a token
-/// itself. Refused outright, a tenant's quiet endpoint was refused for as long as a busy
-/// sibling asked, with the key far from its limit; a token each instead, siblings a
-/// client makes up (one a path) would hold a token each beyond the key.
-fn pool_the_few_asking((free, refill): (f64, f64), parts: &mut [f64], demands: &[f64], turn: u64) {
-    let small = |part: f64| free * part < 1.0 && refill * part < 1.0;
+/// (turning with `turn`), raised to one token now or one a second out of the largest
+/// part when it can spare that and stay a token itself. Refused outright, a tenant's
+/// quiet endpoint was refused for as long as a busy sibling asked, with the key far from
+/// its limit; a token each instead, siblings a client makes up (one a path) would hold a
+/// token each beyond the key.
+fn pool_the_few_asking(room: Room, parts: &mut [f64], demands: &[f64], turn: u64) {
     let asking: Vec<usize> = (0..parts.len())
-        .filter(|&i| demands[i] > 0.0 && small(parts[i]))
+        .filter(|&i| demands[i] > 0.0 && room.under_a_token(parts[i]))
         .collect();
-    let Some(&chosen) = asking.get(usize::try_from(turn).unwrap_or(0) % asking.len().max(1)) else {
+    let Some(&chosen) = asking.get(by_turn(asking.len(), turn)) else {
         return;
     };
     // The least part that is a token now or one a second (a hair over, against rounding).
-    let token = (1.0 + 1e-9) / free.max(refill);
+    let token = (1.0 + 1e-9) / room.free.max(room.refill);
     let pooled: f64 = asking.iter().map(|&i| parts[i]).sum();
     let raise = (token - pooled).max(0.0);
     let largest = (0..parts.len()).fold(0, |l, i| if parts[i] > parts[l] { i } else { l });
-    if small(parts[largest] - raise) {
+    if room.under_a_token(parts[largest] - raise) {
         return;
     }
     parts[largest] -= raise;
@@ -347,8 +367,9 @@ mod tests {
     #[test]
     fn in_debt_a_part_is_small_against_what_the_key_refills_not_its_rate() {
         // 10 a second, owing 99 of the next 10 s's 100: it refills 0.1 a second. Against
-        // its rate, the busy part (0.99) and the pooled quiet one (0.1) were a token a
-        // second each and both rounded up to a bucket: twice the refill.
+        // its rate, the busy part (0.9 once it gave the pool a token's part) and the
+        // pooled quiet one (0.1) were each a token a second, and both rounded up to a
+        // bucket of a token with none free.
         let owing = KeyState {
             until_full_ns: 16_900_000_000,
             ..key(0)
@@ -359,6 +380,7 @@ mod tests {
             let given = split.iter().filter(|a| **a != Assignment::DenyAll).count();
             assert_eq!(given, 1, "one, by turn: {split:?}");
             assert!(per_s(&split) <= 0.1 + 1e-9, "{split:?}");
+            assert!(tokens(&split).0 <= 1, "one fill's rounding: {split:?}");
         }
     }
 

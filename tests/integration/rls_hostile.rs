@@ -161,5 +161,8 @@ async fn an_envoy_that_answers_nothing_is_closed_by_the_services_pings() {
         .expect("preface");
     let took = crate::silent_clients::closed_within(&mut silent, Duration::from_secs(90)).await;
     let took = took.expect("closed within 90 s: pings every 30 s, 10 s to answer");
-    assert!(took >= Duration::from_secs(29), "closed after {took:?}");
+    assert!(
+        took >= Duration::from_secs(29) && took < Duration::from_secs(50),
+        "closed after {took:?}: a ping at 30 s, 10 s to answer it"
+    );
 }

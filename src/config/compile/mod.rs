@@ -242,7 +242,7 @@ impl Compiler {
         if let (Some(store), true) = (&store, !policies.is_empty()) {
             self.check_store_holds(store, &policies, &raw_policy_spans);
             if matches!(store.backend, Backend::Memory) {
-                self.lint_held(&policies, (&routes, rls.as_ref()), &raw_policy_spans);
+                self.lint_held(&policies, &routes, rls.as_ref(), &raw_policy_spans);
             }
         }
         let telemetry = match &raw.telemetry {

@@ -46,57 +46,84 @@ impl Compiler {
 }
 
 impl Compiler {
-    /// On the memory backend, each rate (not a calendar quota) one request of which holds
-    /// its key for over [`HELD_LONG`] (its interval times the most a request is charged
-    /// at once: a route's `cost`, a settle's `reserve` or `min_cost`), keyed by something
-    /// a client can invent (a header, a query parameter, … or an IPv6 client's address
-    /// under `ip` or `ip/N` narrower than /64): the store keeps a key until its debt is
-    /// paid and never drops one that owes (a fresh burst for whoever is dropped), so
-    /// invented keys fill the room every rate policy's keys share for as long, and new
-    /// keys then share one overflow key a policy. Policies no route or rate limit
-    /// service rule names are not said.
+    /// On the memory backend, each rate (not a calendar quota) one request of which can
+    /// hold its key for over [`HELD_LONG`] (its interval times the most a request can be
+    /// charged: a route's `cost`, or a settle's `max_cost`), keyed by something a client
+    /// can invent (a header, a query parameter, … or an IPv6 client's address under `ip`
+    /// or `ip/N` narrower than /64): the store keeps a key until its debt is paid and
+    /// never drops one that owes (a fresh burst for whoever is dropped), so invented keys
+    /// fill the room every rate policy's keys share for as long, and new keys then share
+    /// one overflow key a policy. Policies no route, rate limit service rule or RLQS
+    /// bucket names are not said.
     pub(super) fn lint_held(
         &mut self,
         policies: &BTreeMap<String, Arc<Policy>>,
-        (routes, rls): (&[Arc<Route>], Option<&crate::config::Rls>),
+        routes: &[Arc<Route>],
+        rls: Option<&crate::config::Rls>,
         spans: &BTreeMap<String, std::ops::Range<usize>>,
     ) {
-        let mut charged: HashMap<&str, u64> = HashMap::new();
+        // The most one request (or call: one unit at least) of each named policy costs.
+        let mut costs: HashMap<&str, u64> = HashMap::new();
         for route in routes {
             for p in &route.policies {
-                let most = charged.entry(p.name.as_str()).or_default();
+                let most = costs.entry(p.name.as_str()).or_default();
                 *most = (*most).max(route.cost);
             }
         }
-        let rules = rls.map(|r| r.rules.iter()).into_iter().flatten();
-        for p in rules.filter_map(|r| r.policy.as_ref()) {
-            charged.entry(p.name.as_str()).or_insert(1);
+        if let Some(rls) = rls {
+            let rules = rls.rules.iter().chain(rls.buckets.iter().map(|b| &b.rule));
+            for p in rules.filter_map(|r| r.policy.as_ref()) {
+                costs.entry(p.name.as_str()).or_insert(1);
+            }
         }
         for (name, p) in policies {
-            let (Some(rate), Some(&cost)) = (p.rate(), charged.get(name.as_str())) else {
+            let (Some(rate), Some(&cost)) = (p.rate(), costs.get(name.as_str())) else {
                 continue;
             };
-            let settle = rate.settle.as_ref();
-            let reserve = settle.map_or(0, |s| s.reserve.map_or(0, |r| r.get()).max(s.min_cost));
-            let held_ns = rate
-                .quota
-                .interval_ns()
-                .saturating_mul(cost.max(reserve).max(1));
-            let held = Duration::from_secs(held_ns / 1_000_000_000);
-            let invented = p.key.iter().find(|s| match s {
-                KeySource::Ip => true,
-                KeySource::IpPrefix(len) => *len > 64,
-                other => other.client_chosen(),
-            });
-            let (Some(source), None, true) = (invented, &rate.calendar, held > HELD_LONG) else {
+            if rate.calendar.is_some() {
+                continue; // a quota's keys have a room of their own
+            }
+            let Some(source) = p.key.iter().find(|s| invented(s)) else {
                 continue;
             };
+            let most = rate
+                .settle
+                .as_ref()
+                .map_or(cost, |s| most_settled(s, rate).max(cost));
+            let held = Duration::from_nanos(rate.quota.interval_ns().saturating_mul(most.max(1)));
+            if held <= HELD_LONG {
+                continue;
+            }
+            let shown = Duration::from_secs(held.as_secs());
             self.warn(
                 spans.get(name).cloned().unwrap_or(0..0),
-                format!("policy `{name}`: one request holds its key for {} (period / limit, times the most a request is charged), and a client can invent keys of `{source}`: on the memory backend, keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each", humantime::format_duration(held)),
+                format!("policy `{name}`: one request can hold its key for {} (period / limit, times the most a request is charged), and a client can invent keys of `{source}`: on the memory backend, keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each", humantime::format_duration(shown)),
                 Some("key it by something a client cannot invent (an IPv6 client by its network: ip/64), put an ip/64 tier on its routes to bound how fast keys are invented, or make it a calendar quota (quota = …, window = \"day\"): its keys have a room of their own, which drops its least-used keys when full".to_owned()),
             );
         }
+    }
+}
+
+/// The most one request of a settling rate is charged: `max_cost` (a value that never
+/// came, the client gone, settles at it), and for metered bytes no more than the burst
+/// and the debt a key's transfers may run to, where a body is cut.
+fn most_settled(settle: &Settle, rate: &RateLimit) -> u64 {
+    match settle.source {
+        SettleSource::RequestBytes | SettleSource::ResponseBytes => {
+            let cut = rate.quota.burst().saturating_add(settle.max_debt);
+            settle.max_cost.min(cut)
+        }
+        _ => settle.max_cost,
+    }
+}
+
+/// Whether a client can make up values of `source` at will: what it sends, or the
+/// address of an IPv6 client (which holds a /64) finer than its network.
+fn invented(source: &KeySource) -> bool {
+    match source {
+        KeySource::Ip => true,
+        KeySource::IpPrefix(len) => *len > 64,
+        other => other.client_chosen(),
     }
 }
 

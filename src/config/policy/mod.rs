@@ -112,7 +112,7 @@ impl Applied {
 }
 
 /// Something done to a policy's file overrides (`[policies.NAME.overrides]`) whatever
-/// the numbers each holds, so that a kind's overrides table is named in one place.
+/// the numbers each holds, so that the compiler's respelling of them names no kind.
 pub trait OverridesVisitor {
     type Out;
     fn visit<V>(self, overrides: &mut std::collections::HashMap<String, V>) -> Self::Out;

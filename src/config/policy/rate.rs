@@ -224,7 +224,8 @@ pub fn policy_item(out: &mut Vec<u8>, name: &str, quota: &Quota, window_s: Optio
     out.extend_from_slice(number.format(window).as_bytes());
 }
 
-/// A key's rate override (`Applied::Rate`) as `/admin/config` shows it.
+/// A key's rate limit (`Applied::Rate`: the policy's own, or an override) as
+/// `/admin/config` shows it.
 pub(super) fn describe_applied(q: &Quota) -> serde_json::Value {
     serde_json::json!({
         "kind": "rate",
