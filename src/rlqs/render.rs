@@ -9,6 +9,7 @@ use super::proto::{
     Strategy, TokenBucket,
 };
 use super::share::{self, Assignment, KeyState};
+use super::together::Turn;
 use crate::metrics::rlqs::RlqsFamilies;
 use crate::store::{Admission, Outcome};
 
@@ -92,7 +93,7 @@ pub fn split(
     admission: &Admission,
     mode: crate::limit::Mode,
     (weight, demands): (Weight, &[f64]),
-    (ttl_s, turn): (u64, u64),
+    (ttl_s, turn): (u64, &mut Turn),
 ) -> Vec<Assignment> {
     match blanket(admission, mode) {
         Ok(key) => split_key(&key, (weight, demands), (ttl_s, turn)),
@@ -107,12 +108,13 @@ pub fn split(
 /// asking for something are pooled and given to one of them ([`pool_the_few_asking`]);
 /// the idle ones are refused. When every part is so small, one of the buckets asking for
 /// anything (of all, when none is) has the stream's whole share, as a lone bucket would.
-/// Which one turns with `turn` (the assignment's period): siblings of a slow key are
-/// never all refused, nor one of them for good.
+/// Which one turns with `turn` (the assignment's period, the one that had it kept
+/// while it asks): siblings of a slow key are never all refused, nor one of them for
+/// good.
 pub fn split_key(
     key: &KeyState,
     (weight, demands): (Weight, &[f64]),
-    (ttl_s, turn): (u64, u64),
+    (ttl_s, turn): (u64, &mut Turn),
 ) -> Vec<Assignment> {
     let stream = if weight.all > 0.0 {
         (weight.mine / weight.all).clamp(0.0, 1.0)
@@ -140,9 +142,9 @@ pub fn split_key(
         true => (0..demands.len()).collect(),
         false => asking,
     };
-    let chosen = turns.get(by_turn(turns.len(), turn));
+    let chosen = turn.pick(&turns);
     (0..demands.len())
-        .map(|i| match Some(&i) == chosen {
+        .map(|i| match Some(i) == chosen {
             true => share::share(key, (stream, 1.0), ttl_s),
             false => Assignment::DenyAll,
         })
@@ -165,11 +167,6 @@ impl Room {
     }
 }
 
-/// Which of `len` takes the turn `turn` (every index in turn, `len` of them at least 1).
-fn by_turn(len: usize, turn: u64) -> usize {
-    usize::try_from(turn % len.max(1) as u64).unwrap_or(0)
-}
-
 /// Gives the buckets that ask for something but whose parts are too small for a token
 /// (a rarely used path beside a busy one) their parts pooled, to one of them at a time
 /// (turning with `turn`), raised to one token now or one a second out of the largest
@@ -177,11 +174,11 @@ fn by_turn(len: usize, turn: u64) -> usize {
 /// quiet endpoint was refused for as long as a busy sibling asked, with the key far from
 /// its limit; a token each instead, siblings a client makes up (one a path) would hold a
 /// token each beyond the key.
-fn pool_the_few_asking(room: Room, parts: &mut [f64], demands: &[f64], turn: u64) {
+fn pool_the_few_asking(room: Room, parts: &mut [f64], demands: &[f64], turn: &mut Turn) {
     let asking: Vec<usize> = (0..parts.len())
         .filter(|&i| demands[i] > 0.0 && room.under_a_token(parts[i]))
         .collect();
-    let Some(&chosen) = asking.get(by_turn(asking.len(), turn)) else {
+    let Some(chosen) = turn.pick(&asking) else {
         return;
     };
     // The least part that is a token now or one a second (a hair over, against rounding).

@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// The assignment period `n`, nobody holding its turn yet.
+fn period(n: u64) -> Turn {
+    Turn { n, holder: None }
+}
+
 /// 10 a second, burst 20, `free` of it free.
 fn key(free: u64) -> KeyState {
     KeyState {
@@ -45,7 +50,7 @@ fn siblings_split_the_share_by_demand_and_never_hold_more_than_it() {
         vec![100.0, 0.2, 0.2, 0.0],
     ] {
         for free in [0, 1, 7, 20] {
-            let split = split_key(&key(free), (whole(), &demands), (10, 0));
+            let split = split_key(&key(free), (whole(), &demands), (10, &mut period(0)));
             let (max, fill) = tokens(&split);
             // What is free and one fill of the rate, at most.
             assert!(
@@ -54,7 +59,7 @@ fn siblings_split_the_share_by_demand_and_never_hold_more_than_it() {
             );
         }
     }
-    let busy = split_key(&key(20), (whole(), &[9.0, 1.0]), (10, 0));
+    let busy = split_key(&key(20), (whole(), &[9.0, 1.0]), (10, &mut period(0)));
     assert_eq!(busy[0], share::share(&key(20), (0.9, 1.0), 10));
     assert_eq!(busy[1], share::share(&key(20), (0.1, 1.0), 10));
 }
@@ -62,7 +67,7 @@ fn siblings_split_the_share_by_demand_and_never_hold_more_than_it() {
 #[test]
 fn parts_under_a_token_are_refused_and_those_asking_take_turns_when_all_are() {
     let forty = vec![0.0; 40];
-    let split = split_key(&key(20), (whole(), &forty), (10, 3));
+    let split = split_key(&key(20), (whole(), &forty), (10, &mut period(3)));
     let given: Vec<usize> = (0..40)
         .filter(|&i| split[i] != Assignment::DenyAll)
         .collect();
@@ -75,7 +80,7 @@ fn parts_under_a_token_are_refused_and_those_asking_take_turns_when_all_are() {
     };
     let winners: Vec<usize> = (0..4)
         .map(|turn| {
-            let split = split_key(&slow, (whole(), &asking), (10, turn));
+            let split = split_key(&slow, (whole(), &asking), (10, &mut period(turn)));
             let given: Vec<usize> = (0..3)
                 .filter(|&i| split[i] != Assignment::DenyAll)
                 .collect();
@@ -94,7 +99,7 @@ fn parts_under_a_token_are_refused_and_those_asking_take_turns_when_all_are() {
 fn a_quiet_sibling_asking_beside_a_busy_one_has_a_token_out_of_the_busy_ones_part() {
     // Nine a second and one every twenty: the quiet part (under a token now and one a
     // second) was refused for as long as the busy sibling asked, the key full.
-    let split = split_key(&key(20), (whole(), &[9.0, 0.05]), (10, 0));
+    let split = split_key(&key(20), (whole(), &[9.0, 0.05]), (10, &mut period(0)));
     assert_eq!(
         split[1],
         share::share(&key(20), (0.05 * (1.0 + 1e-9), 1.0), 10)
@@ -114,7 +119,7 @@ fn quiet_siblings_asking_take_turns_at_one_pooled_token_and_idle_ones_never() {
     let demands = [9.0, 0.01, 0.01, 0.01, 0.0];
     let winners: Vec<usize> = (0..6)
         .map(|turn| {
-            let split = split_key(&key(0), (whole(), &demands), (10, turn));
+            let split = split_key(&key(0), (whole(), &demands), (10, &mut period(turn)));
             assert_ne!(split[0], Assignment::DenyAll, "{split:?}");
             assert_eq!(split[4], Assignment::DenyAll, "{split:?}");
             let (_, fill) = tokens(&split);
@@ -155,7 +160,7 @@ fn in_debt_a_part_is_small_against_what_the_key_refills_not_its_rate() {
     };
     assert_eq!(owing.owed(), 99);
     for turn in 0..2 {
-        let split = split_key(&owing, (whole(), &[9.0, 0.05]), (10, turn));
+        let split = split_key(&owing, (whole(), &[9.0, 0.05]), (10, &mut period(turn)));
         let given = split.iter().filter(|a| **a != Assignment::DenyAll).count();
         assert_eq!(given, 1, "one, by turn: {split:?}");
         assert!(per_s(&split) <= 0.1 + 1e-9, "{split:?}");
@@ -171,10 +176,40 @@ fn a_quiet_part_stays_refused_when_the_largest_cannot_spare_a_token() {
         mine: 0.06,
         all: 1.0,
     };
-    let split = split_key(&key(20), (weight, &[9.0, 0.05]), (10, 0));
+    let split = split_key(&key(20), (weight, &[9.0, 0.05]), (10, &mut period(0)));
     assert_eq!(split[1], Assignment::DenyAll, "{split:?}");
     assert_eq!(
         split[0],
         share::share(&key(20), (0.06 * 9.0 / 9.05, 1.0), 10)
+    );
+}
+
+#[test]
+fn the_pool_stays_with_a_quiet_sibling_while_it_asks_in_its_period() {
+    // A client flipping a made-up sibling between asking and idle at every report would
+    // move the pool, and a bucket starting full, to another each time.
+    let mut turn = period(0);
+    let given = |split: &[Assignment]| -> Vec<usize> {
+        (1..3)
+            .filter(|&i| split[i] != Assignment::DenyAll)
+            .collect()
+    };
+    let split = split_key(&key(0), (whole(), &[9.0, 0.01, 0.01]), (10, &mut turn));
+    assert_eq!(
+        (given(&split), turn.holder),
+        (vec![1], Some(1)),
+        "by the period"
+    );
+    let split = split_key(&key(0), (whole(), &[9.0, 0.0, 0.01]), (10, &mut turn));
+    assert_eq!(
+        (given(&split), turn.holder),
+        (vec![2], Some(2)),
+        "the holder idle"
+    );
+    let split = split_key(&key(0), (whole(), &[9.0, 0.01, 0.01]), (10, &mut turn));
+    assert_eq!(
+        (given(&split), turn.holder),
+        (vec![2], Some(2)),
+        "kept while it asks"
     );
 }

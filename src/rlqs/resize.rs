@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use super::assign::{share_of, Asked, Share, Stream, Tracked};
 use super::keys::{bucket_id, bucket_key, BucketKey};
 use super::proto::{BucketAction, BucketId};
+use super::share::Assignment;
 use crate::proxy::snapshot::Snapshot;
 use crate::store::limiter::Descriptor;
 use crate::store::Admission;
@@ -141,10 +142,24 @@ impl Stream<'_> {
         let ttls = kept.iter().map(|&(.., ttl)| ttl);
         let (longest, ttl_s) = (ttls.clone().max().unwrap_or(1), ttls.min().unwrap_or(1));
         let weight = self.weight(key, demand, (now, longest)).await;
-        let turn = now / 1_000_000_000 / ttl_s;
+        let n = now / 1_000_000_000 / ttl_s;
+        let mut turn = (self.together).turn(key, n, kept.iter().map(|&(m, ..)| m));
         let mode = policy.mode;
-        let split = super::render::split(&admission, mode, (weight, &demands), (ttl_s, turn));
-        for ((member, id, ttl_s), assignment) in kept.into_iter().zip(split) {
+        let split = super::render::split(&admission, mode, (weight, &demands), (ttl_s, &mut turn));
+        let holder = turn.holder.and_then(|i| kept.get(i)).map(|&(m, ..)| m);
+        self.together.keep_turn(key, n, holder);
+        self.tell(kept.into_iter().zip(split), &mut actions);
+        actions
+    }
+
+    /// Each sized member told its share into `actions`: every one the report named, and
+    /// another only when its share changed.
+    fn tell<'m>(
+        &mut self,
+        sized: impl Iterator<Item = ((&'m BucketKey, &'m BucketId, u64), Assignment)>,
+        actions: &mut Vec<BucketAction>,
+    ) {
+        for ((member, id, ttl_s), assignment) in sized {
             let reported = self.together.reported.contains(member);
             let Some(tracked) = self.buckets.get_mut(member) else {
                 continue;
@@ -154,7 +169,6 @@ impl Stream<'_> {
                 actions.push(self.render(id, assignment, ttl_s));
             }
         }
-        actions
     }
 }
 

@@ -22,6 +22,32 @@ pub struct Together {
     keys: HashMap<String, HashSet<BucketKey>>,
     pub resplit: HashSet<String>,
     pub reported: HashSet<BucketKey>,
+    /// By key, the assignment period and the bucket that has the turn in it.
+    turns: HashMap<String, (u64, BucketKey)>,
+}
+
+/// Whose turn it is among a key's buckets too small for a token each: the assignment
+/// period `n`, and the bucket (by its index among those sized) that had the turn in it.
+/// It keeps the turn while it asks, so a client that flips made-up siblings between
+/// asking and idle does not move the turn, and a bucket starting full, to another at
+/// every report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Turn {
+    pub n: u64,
+    pub holder: Option<usize>,
+}
+
+impl Turn {
+    /// The one of `candidates` (indices) whose turn it is, kept as the holder: the holder
+    /// if it is one of them, else every candidate in turn by the period.
+    pub fn pick(&mut self, candidates: &[usize]) -> Option<usize> {
+        let kept = self.holder.filter(|h| candidates.contains(h));
+        let len = candidates.len().max(1) as u64;
+        let by_period = usize::try_from(self.n % len).ok();
+        let chosen = kept.or_else(|| by_period.and_then(|i| candidates.get(i).copied()));
+        self.holder = chosen;
+        chosen
+    }
 }
 
 impl Together {
@@ -45,6 +71,7 @@ impl Together {
         if members.is_empty() {
             self.keys.remove(key);
             self.resplit.remove(key);
+            self.turns.remove(key);
             return true;
         }
         self.resplit.insert(key.to_owned());
@@ -61,6 +88,27 @@ impl Together {
             .unwrap_or_default();
         members.sort_unstable();
         members
+    }
+
+    /// Whose turn it is among `members` of `key` (in the order they are sized) in the
+    /// period `n`: the one that had it in this period, if it is still among them.
+    pub fn turn<'m>(
+        &self,
+        key: &str,
+        n: u64,
+        mut members: impl Iterator<Item = &'m BucketKey>,
+    ) -> Turn {
+        let had = self.turns.get(key).filter(|(at, _)| *at == n);
+        let holder = had.and_then(|(_, held)| members.position(|m| m == held));
+        Turn { n, holder }
+    }
+
+    /// Keeps `holder` as the one whose turn it is for `key` in the period `n`.
+    pub fn keep_turn(&mut self, key: &str, n: u64, holder: Option<&BucketKey>) {
+        match holder {
+            Some(held) => self.turns.insert(key.to_owned(), (n, held.clone())),
+            None => self.turns.remove(key),
+        };
     }
 
     /// How many buckets of `key` the stream has.
@@ -106,5 +154,26 @@ mod tests {
             together.leave("gone", &member(3)),
             "nothing held: nothing to keep"
         );
+    }
+
+    #[test]
+    fn the_turn_stays_with_its_holder_while_it_asks_within_its_period() {
+        let mut together = Together::default();
+        let (one, two, three) = (member(1), member(2), member(3));
+        let mut turn = together.turn("k", 7, [&one, &two, &three].into_iter());
+        assert_eq!(turn.pick(&[1, 2]), Some(2), "by the period: 7 % 2");
+        together.keep_turn("k", 7, Some(&three));
+        // The holder idle: the turn moves; asking again, it does not come back.
+        let mut turn = together.turn("k", 7, [&one, &two, &three].into_iter());
+        assert_eq!(turn.holder, Some(2));
+        assert_eq!(turn.pick(&[1]), Some(1));
+        together.keep_turn("k", 7, Some(&two));
+        let mut turn = together.turn("k", 7, [&one, &two, &three].into_iter());
+        assert_eq!(turn.pick(&[1, 2]), Some(1), "kept while it asks");
+        // The next period starts over; the key's last bucket gone, nothing is kept.
+        assert_eq!(together.turn("k", 8, [&two].into_iter()).holder, None);
+        together.join("k", &two);
+        assert!(together.leave("k", &two));
+        assert_eq!(together.turn("k", 7, [&two].into_iter()).holder, None);
     }
 }

@@ -153,3 +153,33 @@ async fn a_quiet_sibling_asking_beside_a_busy_one_is_not_refused_for_as_long_as_
         assert_eq!(buckets(&envoy.ask("edge", reports).await), expected);
     }
 }
+
+/// Two quiet siblings beside a busy one take turns at the pool: the one that has it
+/// keeps it for the period while it asks. A client flipping one of them between asking
+/// and idle at every report would otherwise move it, and a bucket starting full, to the
+/// other at each report. (The gateway's clock stands still: one period throughout.)
+#[tokio::test]
+async fn the_pool_of_quiet_siblings_stays_with_one_while_it_asks() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&config(), &up.url()).await;
+    let mut envoy = RlqsStream::open(gw.rls.expect("[rls] listens")).await;
+    let (busy, a, b) = ("2001:db8:6:6::1", "2001:db8:6:6::a", "2001:db8:6:6::b");
+    let report = |quiet: [(&'static str, u64); 2]| {
+        let mut reports = vec![usage(&[("client", busy)], 40, 0, 5)];
+        reports.extend(quiet.map(|(ip, allowed)| usage(&[("client", ip)], allowed, 0, 5)));
+        reports
+    };
+    let given = |actions: &[BucketAction]| -> Vec<String> {
+        let quiet = actions.iter().filter(|a| client(a) != busy);
+        let given = quiet.filter(|a| !matches!(a.told(), Told::DenyAll(_)));
+        given.map(client).collect()
+    };
+    let first = given(&envoy.ask("edge", report([(a, 1), (b, 1)])).await);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let (holder, other) = if first[0] == a { (a, b) } else { (b, a) };
+    // The holder idle: the other has the pool; the holder asking again: still the other.
+    let idle = envoy.ask("edge", report([(holder, 0), (other, 1)])).await;
+    assert_eq!(given(&idle), [other]);
+    let again = envoy.ask("edge", report([(holder, 1), (other, 1)])).await;
+    assert_eq!(given(&again), [other]);
+}

@@ -203,12 +203,11 @@ impl Compiler {
             .into_iter()
             .filter_map(|(name, u)| Some((name.clone(), Arc::new(self.upstream(name, u)?))))
             .collect();
-        let raw_policy_spans: BTreeMap<String, std::ops::Range<usize>> = raw
+        let mut raw_policy_spans: BTreeMap<String, std::ops::Range<usize>> = raw
             .policies
             .iter()
             .map(|(name, p)| (name.clone(), p.span()))
             .collect();
-        let mut raw_policy_spans = raw_policy_spans;
         self.prices = raw
             .prices
             .into_iter()
@@ -240,10 +239,8 @@ impl Compiler {
             None => None,
         };
         if let (Some(store), true) = (&store, !policies.is_empty()) {
-            self.check_store_holds(store, &policies, &raw_policy_spans);
-            if matches!(store.backend, Backend::Memory) {
-                self.lint_held(&policies, &routes, rls.as_ref(), &raw_policy_spans);
-            }
+            let named = (&routes[..], rls.as_ref());
+            self.check_store_holds(store, &policies, named, &raw_policy_spans);
         }
         let telemetry = match &raw.telemetry {
             Some(t) => Some(self.telemetry(t)?),
@@ -302,17 +299,21 @@ impl Compiler {
         routes.into_iter().map(|(_, r)| Arc::new(r)).collect()
     }
 
-    /// What the backend cannot keep: debts too long for Redis, or leases without Redis.
+    /// What the backend cannot keep: debts too long for Redis, or leases without Redis;
+    /// on the memory backend, keys a client can invent held for hours (`named`: the
+    /// routes and rules that name the policies).
     fn check_store_holds(
         &mut self,
         store: &StoreSettings,
         policies: &BTreeMap<String, Arc<Policy>>,
+        (routes, rls): (&[Arc<Route>], Option<&Rls>),
         spans: &BTreeMap<String, std::ops::Range<usize>>,
     ) {
         if matches!(store.backend, Backend::Redis { .. }) {
             self.redis_limits(policies, spans);
             return;
         }
+        self.lint_held(policies, routes, rls, spans);
         if store.state_file.is_none() {
             let quota = policies.iter().find(|(_, p)| p.kind() == LimitKind::Quota);
             if let Some((name, _)) = quota {
