@@ -142,7 +142,9 @@ pub fn split_key(
         true => (0..demands.len()).collect(),
         false => asking,
     };
-    let chosen = turn.pick(&turns);
+    // The bucket that had the share this period keeps it, asking or not.
+    let holder = turn.holder.filter(|&h| h < demands.len());
+    let chosen = turn.pick(&turns, holder);
     (0..demands.len())
         .map(|i| match Some(i) == chosen {
             true => share::share(key, (stream, 1.0), ttl_s),
@@ -168,32 +170,41 @@ impl Room {
 }
 
 /// Gives the buckets that ask for something but whose parts are too small for a token
-/// (a rarely used path beside a busy one) their parts pooled, to one of them at a time
-/// (turning with `turn`), raised to one token now or one a second out of the largest
-/// part when it can spare that and stay a token itself. Refused outright, a tenant's
-/// quiet endpoint was refused for as long as a busy sibling asked, with the key far from
-/// its limit; a token each instead, siblings a client makes up (one a path) would hold a
-/// token each beyond the key.
+/// (a rarely used path beside a busy one) their parts pooled, to one of them at a time,
+/// raised to one token now or one a second out of the largest part when it can spare
+/// that and stay a token itself. Refused outright, a tenant's quiet endpoint was refused
+/// for as long as a busy sibling asked, with the key far from its limit; a token each
+/// instead, siblings a client makes up (one a path) would hold a token each beyond the
+/// key. The one that had the pool this period (`turn`) keeps it while its part is small,
+/// asking or not: chosen again from those asking at each report, the pool (and a bucket
+/// starting full) followed a client flipping made-up siblings between asking and idle.
 fn pool_the_few_asking(room: Room, parts: &mut [f64], demands: &[f64], turn: &mut Turn) {
     let asking: Vec<usize> = (0..parts.len())
         .filter(|&i| demands[i] > 0.0 && room.under_a_token(parts[i]))
         .collect();
-    let Some(chosen) = turn.pick(&asking) else {
+    if asking.is_empty() {
         return;
-    };
+    }
+    let holder =
+        (turn.holder).filter(|&h| parts.get(h).is_some_and(|&part| room.under_a_token(part)));
+    let mut pooled = asking.clone();
+    pooled.extend(holder.filter(|h| !asking.contains(h)));
+    let pool: f64 = pooled.iter().map(|&i| parts[i]).sum();
     // The least part that is a token now or one a second (a hair over, against rounding).
     let token = (1.0 + 1e-9) / room.free.max(room.refill);
-    let pooled: f64 = asking.iter().map(|&i| parts[i]).sum();
-    let raise = (token - pooled).max(0.0);
+    let raise = (token - pool).max(0.0);
     let largest = (0..parts.len()).fold(0, |l, i| if parts[i] > parts[l] { i } else { l });
     if room.under_a_token(parts[largest] - raise) {
         return;
     }
+    let Some(chosen) = turn.pick(&asking, holder) else {
+        return;
+    };
     parts[largest] -= raise;
-    for &i in &asking {
+    for &i in &pooled {
         parts[i] = 0.0;
     }
-    parts[chosen] = pooled + raise;
+    parts[chosen] = pool + raise;
 }
 
 /// A fill interval of `s` whole seconds, marked in its nanoseconds: Envoy's RLQS filter

@@ -185,8 +185,8 @@ fn a_quiet_part_stays_refused_when_the_largest_cannot_spare_a_token() {
 }
 
 #[test]
-fn the_pool_stays_with_a_quiet_sibling_while_it_asks_in_its_period() {
-    // A client flipping a made-up sibling between asking and idle at every report would
+fn the_pool_stays_with_its_quiet_holder_for_the_period_asking_or_not() {
+    // A client flipping made-up siblings between asking and idle at every report would
     // move the pool, and a bucket starting full, to another each time.
     let mut turn = period(0);
     let given = |split: &[Assignment]| -> Vec<usize> {
@@ -194,22 +194,26 @@ fn the_pool_stays_with_a_quiet_sibling_while_it_asks_in_its_period() {
             .filter(|&i| split[i] != Assignment::DenyAll)
             .collect()
     };
-    let split = split_key(&key(0), (whole(), &[9.0, 0.01, 0.01]), (10, &mut turn));
-    assert_eq!(
-        (given(&split), turn.holder),
-        (vec![1], Some(1)),
-        "by the period"
-    );
-    let split = split_key(&key(0), (whole(), &[9.0, 0.0, 0.01]), (10, &mut turn));
-    assert_eq!(
-        (given(&split), turn.holder),
-        (vec![2], Some(2)),
-        "the holder idle"
-    );
-    let split = split_key(&key(0), (whole(), &[9.0, 0.01, 0.01]), (10, &mut turn));
-    assert_eq!(
-        (given(&split), turn.holder),
-        (vec![2], Some(2)),
-        "kept while it asks"
-    );
+    for (quiet, holder) in [
+        ([0.01, 0.01], 1), // by the period: the first of those asking
+        ([0.0, 0.01], 1),  // the holder idle, the other asking: still the holder
+        ([0.01, 0.0], 1),  // and swapped again
+        ([0.0, 0.0], 1),   // nobody asking: nothing pooled, the holder kept
+    ] {
+        let demands = [9.0, quiet[0], quiet[1]];
+        let split = split_key(&key(0), (whole(), &demands), (10, &mut turn));
+        let pooled = if quiet == [0.0, 0.0] {
+            vec![]
+        } else {
+            vec![holder]
+        };
+        assert_eq!(
+            (given(&split), turn.holder),
+            (pooled, Some(holder)),
+            "{quiet:?}"
+        );
+    }
+    // The next period, another.
+    let split = split_key(&key(0), (whole(), &[9.0, 0.01, 0.01]), (10, &mut period(1)));
+    assert_eq!(given(&split), [2]);
 }

@@ -28,9 +28,9 @@ pub struct Together {
 
 /// Whose turn it is among a key's buckets too small for a token each: the assignment
 /// period `n`, and the bucket (by its index among those sized) that had the turn in it.
-/// It keeps the turn while it asks, so a client that flips made-up siblings between
-/// asking and idle does not move the turn, and a bucket starting full, to another at
-/// every report.
+/// It keeps the turn for the period, asking or not, so a client that flips made-up
+/// siblings between asking and idle does not move the turn, and a bucket starting full,
+/// to another at every report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Turn {
     pub n: u64,
@@ -38,10 +38,9 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The one of `candidates` (indices) whose turn it is, kept as the holder: the holder
-    /// if it is one of them, else every candidate in turn by the period.
-    pub fn pick(&mut self, candidates: &[usize]) -> Option<usize> {
-        let kept = self.holder.filter(|h| candidates.contains(h));
+    /// Whose turn it is, kept as the holder: `kept` (the holder, when it may keep it),
+    /// else each of `candidates` (indices) in turn by the period.
+    pub fn pick(&mut self, candidates: &[usize], kept: Option<usize>) -> Option<usize> {
         let len = candidates.len().max(1) as u64;
         let by_period = usize::try_from(self.n % len).ok();
         let chosen = kept.or_else(|| by_period.and_then(|i| candidates.get(i).copied()));
@@ -157,19 +156,21 @@ mod tests {
     }
 
     #[test]
-    fn the_turn_stays_with_its_holder_while_it_asks_within_its_period() {
+    fn the_turn_stays_with_its_holder_for_its_period() {
         let mut together = Together::default();
         let (one, two, three) = (member(1), member(2), member(3));
         let mut turn = together.turn("k", 7, [&one, &two, &three].into_iter());
-        assert_eq!(turn.pick(&[1, 2]), Some(2), "by the period: 7 % 2");
+        assert_eq!(
+            turn.pick(&[1, 2], turn.holder),
+            Some(2),
+            "by the period: 7 % 2"
+        );
         together.keep_turn("k", 7, Some(&three));
-        // The holder idle: the turn moves; asking again, it does not come back.
+        // Found again by its key, among members now in another order.
+        let turn = together.turn("k", 7, [&three, &one].into_iter());
+        assert_eq!(turn.holder, Some(0));
         let mut turn = together.turn("k", 7, [&one, &two, &three].into_iter());
-        assert_eq!(turn.holder, Some(2));
-        assert_eq!(turn.pick(&[1]), Some(1));
-        together.keep_turn("k", 7, Some(&two));
-        let mut turn = together.turn("k", 7, [&one, &two, &three].into_iter());
-        assert_eq!(turn.pick(&[1, 2]), Some(1), "kept while it asks");
+        assert_eq!(turn.pick(&[1], turn.holder), Some(2), "kept, asking or not");
         // The next period starts over; the key's last bucket gone, nothing is kept.
         assert_eq!(together.turn("k", 8, [&two].into_iter()).holder, None);
         together.join("k", &two);
