@@ -106,11 +106,11 @@ pub fn split(
 /// a second (of the key's refill, its debt repaid) is not rounded up to a token: rounded
 /// up, forty idle siblings of a 20-token key held forty. The small parts of the buckets
 /// asking for something are pooled and given to one of them ([`pool_the_few_asking`]);
-/// the idle ones are refused. When every part is so small, one of the buckets asking for
-/// anything (of all, when none is) has the stream's whole share, as a lone bucket would.
-/// Which one turns with `turn` (the assignment's period, the one that had it kept
-/// while it asks): siblings of a slow key are never all refused, nor one of them for
-/// good.
+/// the idle ones are refused. When every part is so small, one bucket has the stream's
+/// whole share, as a lone bucket would. Which one is `turn`'s: the one that had it this
+/// assignment period, asking or not, else one asking for anything (of all, when none
+/// is) by the period, so siblings of a slow key are never all refused, nor one of them
+/// for good, and a client flipping made-up siblings cannot move it at every report.
 pub fn split_key(
     key: &KeyState,
     (weight, demands): (Weight, &[f64]),
@@ -175,18 +175,20 @@ impl Room {
 /// that and stay a token itself. Refused outright, a tenant's quiet endpoint was refused
 /// for as long as a busy sibling asked, with the key far from its limit; a token each
 /// instead, siblings a client makes up (one a path) would hold a token each beyond the
-/// key. The one that had the pool this period (`turn`) keeps it while its part is small,
-/// asking or not: chosen again from those asking at each report, the pool (and a bucket
-/// starting full) followed a client flipping made-up siblings between asking and idle.
+/// key. The one that had the pool this period (`turn`) keeps it, asking or not, its own
+/// part a token or not: chosen again from those asking at each report, the pool (and a
+/// bucket starting full) followed a client flipping made-up siblings between asking and
+/// idle, or spiking one's demand for a report.
 fn pool_the_few_asking(room: Room, parts: &mut [f64], demands: &[f64], turn: &mut Turn) {
     let asking: Vec<usize> = (0..parts.len())
         .filter(|&i| demands[i] > 0.0 && room.under_a_token(parts[i]))
         .collect();
-    if asking.is_empty() {
+    let holder = turn.holder.filter(|&h| h < parts.len());
+    // Nobody quiet asking, or the holder's own part a token this report (its demand
+    // spiked): nothing pooled, the turn kept for the period all the same.
+    if asking.is_empty() || holder.is_some_and(|h| !room.under_a_token(parts[h])) {
         return;
     }
-    let holder =
-        (turn.holder).filter(|&h| parts.get(h).is_some_and(|&part| room.under_a_token(part)));
     let mut pooled = asking.clone();
     pooled.extend(holder.filter(|h| !asking.contains(h)));
     let pool: f64 = pooled.iter().map(|&i| parts[i]).sum();

@@ -217,3 +217,40 @@ fn the_pool_stays_with_its_quiet_holder_for_the_period_asking_or_not() {
     let split = split_key(&key(0), (whole(), &[9.0, 0.01, 0.01]), (10, &mut period(1)));
     assert_eq!(given(&split), [2]);
 }
+
+#[test]
+fn the_pool_stays_with_its_holder_when_its_own_demand_spikes_for_a_report() {
+    // Its part a token for one report: nothing pooled, the other quiet one still
+    // refused, and the turn its own again once it is quiet.
+    let mut turn = period(0);
+    let mut holders = Vec::new();
+    for holder_demand in [0.01, 1.2, 0.01] {
+        let demands = [9.0, holder_demand, 0.01];
+        let split = split_key(&key(0), (whole(), &demands), (10, &mut turn));
+        assert_eq!(split[2], Assignment::DenyAll, "{demands:?}: {split:?}");
+        assert_ne!(split[1], Assignment::DenyAll, "{demands:?}: {split:?}");
+        holders.push(turn.holder);
+    }
+    assert_eq!(holders, [Some(1); 3]);
+}
+
+#[test]
+fn when_every_part_is_small_an_idle_holder_keeps_the_whole_share_for_its_period() {
+    let slow = KeyState {
+        quota: crate::limit::Quota::new(1, 60_000_000_000, 1).expect("quota"),
+        ..key(0)
+    };
+    let mut turn = period(0);
+    let given = |split: &[Assignment]| -> Vec<usize> {
+        (0..2)
+            .filter(|&i| split[i] != Assignment::DenyAll)
+            .collect()
+    };
+    let split = split_key(&slow, (whole(), &[0.8, 0.6]), (10, &mut turn));
+    assert_eq!((given(&split), turn.holder), (vec![0], Some(0)));
+    // Idle now, the other asking: still its turn until the period ends.
+    let split = split_key(&slow, (whole(), &[0.0, 0.6]), (10, &mut turn));
+    assert_eq!((given(&split), turn.holder), (vec![0], Some(0)));
+    let split = split_key(&slow, (whole(), &[0.0, 0.6]), (10, &mut period(1)));
+    assert_eq!(given(&split), [1], "the next period: one of those asking");
+}

@@ -142,12 +142,12 @@ impl Stream<'_> {
         let ttls = kept.iter().map(|&(.., ttl)| ttl);
         let (longest, ttl_s) = (ttls.clone().max().unwrap_or(1), ttls.min().unwrap_or(1));
         let weight = self.weight(key, demand, (now, longest)).await;
-        let n = now / 1_000_000_000 / ttl_s;
-        let mut turn = (self.together).turn(key, n, kept.iter().map(|&(m, ..)| m));
+        let period = (ttl_s, now / 1_000_000_000 / ttl_s);
+        let mut turn = (self.together).turn(key, period, kept.iter().map(|&(m, ..)| m));
         let mode = policy.mode;
         let split = super::render::split(&admission, mode, (weight, &demands), (ttl_s, &mut turn));
         let holder = turn.holder.and_then(|i| kept.get(i)).map(|&(m, ..)| m);
-        self.together.keep_turn(key, n, holder);
+        self.together.keep_turn(key, period, holder);
         self.tell(kept.into_iter().zip(split), &mut actions);
         actions
     }

@@ -22,8 +22,9 @@ pub struct Together {
     keys: HashMap<String, HashSet<BucketKey>>,
     pub resplit: HashSet<String>,
     pub reported: HashSet<BucketKey>,
-    /// By key, the assignment period and the bucket that has the turn in it.
-    turns: HashMap<String, (u64, BucketKey)>,
+    /// By key, the assignment period (its length in seconds, and which of them) and
+    /// the bucket that has the turn in it.
+    turns: HashMap<String, ((u64, u64), BucketKey)>,
 }
 
 /// Whose turn it is among a key's buckets too small for a token each: the assignment
@@ -90,22 +91,27 @@ impl Together {
     }
 
     /// Whose turn it is among `members` of `key` (in the order they are sized) in the
-    /// period `n`: the one that had it in this period, if it is still among them.
+    /// `period` (`(seconds, n)`: the `n`th of that length; a period of another length,
+    /// the siblings' shortest TTL changed, is another period): the one that had it in
+    /// this period, if it is still among them.
     pub fn turn<'m>(
         &self,
         key: &str,
-        n: u64,
+        period: (u64, u64),
         mut members: impl Iterator<Item = &'m BucketKey>,
     ) -> Turn {
-        let had = self.turns.get(key).filter(|(at, _)| *at == n);
+        let had = self.turns.get(key).filter(|(at, _)| *at == period);
         let holder = had.and_then(|(_, held)| members.position(|m| m == held));
-        Turn { n, holder }
+        Turn {
+            n: period.1,
+            holder,
+        }
     }
 
-    /// Keeps `holder` as the one whose turn it is for `key` in the period `n`.
-    pub fn keep_turn(&mut self, key: &str, n: u64, holder: Option<&BucketKey>) {
+    /// Keeps `holder` as the one whose turn it is for `key` in the `period`.
+    pub fn keep_turn(&mut self, key: &str, period: (u64, u64), holder: Option<&BucketKey>) {
         match holder {
-            Some(held) => self.turns.insert(key.to_owned(), (n, held.clone())),
+            Some(held) => self.turns.insert(key.to_owned(), (period, held.clone())),
             None => self.turns.remove(key),
         };
     }
@@ -159,22 +165,30 @@ mod tests {
     fn the_turn_stays_with_its_holder_for_its_period() {
         let mut together = Together::default();
         let (one, two, three) = (member(1), member(2), member(3));
-        let mut turn = together.turn("k", 7, [&one, &two, &three].into_iter());
+        let mut turn = together.turn("k", (10, 7), [&one, &two, &three].into_iter());
         assert_eq!(
             turn.pick(&[1, 2], turn.holder),
             Some(2),
             "by the period: 7 % 2"
         );
-        together.keep_turn("k", 7, Some(&three));
+        together.keep_turn("k", (10, 7), Some(&three));
         // Found again by its key, among members now in another order.
-        let turn = together.turn("k", 7, [&three, &one].into_iter());
+        let turn = together.turn("k", (10, 7), [&three, &one].into_iter());
         assert_eq!(turn.holder, Some(0));
-        let mut turn = together.turn("k", 7, [&one, &two, &three].into_iter());
+        let mut turn = together.turn("k", (10, 7), [&one, &two, &three].into_iter());
         assert_eq!(turn.pick(&[1], turn.holder), Some(2), "kept, asking or not");
-        // The next period starts over; the key's last bucket gone, nothing is kept.
-        assert_eq!(together.turn("k", 8, [&two].into_iter()).holder, None);
+        // The next period starts over, as does one of another length (a shorter TTL);
+        // the key's last bucket gone, nothing is kept.
+        assert_eq!(
+            together.turn("k", (10, 8), [&three].into_iter()).holder,
+            None
+        );
+        assert_eq!(
+            together.turn("k", (5, 7), [&three].into_iter()).holder,
+            None
+        );
         together.join("k", &two);
         assert!(together.leave("k", &two));
-        assert_eq!(together.turn("k", 7, [&two].into_iter()).holder, None);
+        assert_eq!(together.turn("k", (10, 7), [&two].into_iter()).holder, None);
     }
 }
