@@ -21,6 +21,7 @@ use crate::config::rls::Unmatched;
 use crate::limit::MAX_TIERS;
 use crate::proxy::snapshot::{Shared, Snapshot};
 use crate::store::limiter::Descriptor;
+use crate::store::tiers::PolicyPlan;
 use crate::store::Admission;
 
 /// Buckets one stream may hold; a bucket beyond is charged its usage but refused for a
@@ -89,7 +90,7 @@ pub(super) struct Asked<'a> {
 /// of it reaches the stream).
 pub(super) struct Share<'s, 'i> {
     pub policy: &'s crate::config::Policy,
-    pub plan: &'s crate::store::tiers::PolicyPlan,
+    pub plan: &'s PolicyPlan,
     pub ttl_s: u64,
     pub parts: ArrayVec<&'i str, MAX_TIERS>,
     pub named: ArrayVec<std::borrow::Cow<'i, str>, MAX_TIERS>,
@@ -150,6 +151,34 @@ impl Stream<'_> {
         self.answer(snapshot, asked).await
     }
 
+    /// `cost` units of usage already spent charged to a share's key (`policy`, its plan
+    /// and the values that key it), forced (never refused; 0 reads the key's state
+    /// without a charge): the decision a share is rendered from.
+    pub(super) async fn charge(
+        &self,
+        (policy, plan, parts): (
+            &crate::config::Policy,
+            &PolicyPlan,
+            ArrayVec<&str, MAX_TIERS>,
+        ),
+        cost: u64,
+    ) -> Admission {
+        let mut admission = Admission::default();
+        let descriptor = Descriptor {
+            position: 0,
+            policy,
+            plan,
+            parts,
+            cost,
+            forced: true,
+        };
+        let (limiter, clock) = (&self.shared.limiter, &*self.shared.clock);
+        limiter
+            .check_descriptors(std::iter::once(descriptor), clock, &mut admission)
+            .await;
+        admission
+    }
+
     /// Charges one usage and answers it; `None` for a bucket with siblings (sized with
     /// them once the report is answered: `resplit`).
     pub(super) async fn answer(
@@ -176,20 +205,8 @@ impl Stream<'_> {
             named,
             key,
         } = share_of(snapshot, entry, id)?;
-        let mut admission = Admission::default();
-        let descriptor = Descriptor {
-            position: 0,
-            policy,
-            plan,
-            parts,
-            cost: allowed,
-            forced: true,
-        };
+        let admission = self.charge((policy, plan, parts), allowed).await;
         let clock = &*self.shared.clock;
-        self.shared
-            .limiter
-            .check_descriptors(std::iter::once(descriptor), clock, &mut admission)
-            .await;
         if let (Some(top), Some((requests, _))) = (&snapshot.top, requests) {
             let route = snapshot.config.routes.len() + 1;
             super::top::record(top, (route, entry), &admission, &named, requests > allowed);

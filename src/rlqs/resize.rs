@@ -10,8 +10,6 @@ use super::keys::{bucket_id, bucket_key, BucketKey};
 use super::proto::{BucketAction, BucketId};
 use super::share::Assignment;
 use crate::proxy::snapshot::Snapshot;
-use crate::store::limiter::Descriptor;
-use crate::store::Admission;
 
 /// A member that reported within this long still asks for what it last did: Envoy
 /// reports every bucket every 5 s.
@@ -115,21 +113,8 @@ impl Stream<'_> {
         else {
             return actions;
         };
-        let mut admission = Admission::default();
-        let descriptor = Descriptor {
-            position: 0,
-            policy,
-            plan,
-            parts,
-            cost: 0,
-            forced: true,
-        };
-        let clock = &*self.shared.clock;
-        let limiter = &self.shared.limiter;
-        limiter
-            .check_descriptors(std::iter::once(descriptor), clock, &mut admission)
-            .await;
-        let now = clock.now_ns();
+        let admission = self.charge((policy, plan, parts), 0).await;
+        let now = self.shared.clock.now_ns();
         // A member that stopped reporting asks for nothing: its last demand would hold
         // the key's share away from its siblings (and other Envoys) until it is swept.
         let live = |t: &&Tracked| now.saturating_sub(t.last_ns) <= LIVE_NS;
