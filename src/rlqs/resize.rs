@@ -20,12 +20,16 @@ impl Stream<'_> {
     /// joined it, the admin API changed it): the key's state read without a charge, the
     /// demand kept. Buckets with siblings are sized together by [`Stream::resplit`].
     pub async fn resize(&mut self, snapshot: &Snapshot, key: &str) -> Vec<BucketAction> {
-        if self.together.count(key) > 1 {
+        let mut actions = if self.together.count(key) > 1 {
             self.together.resplit.insert(key.to_owned());
-            return Vec::new();
-        }
-        let members = self.together.members(key);
-        self.each_again(snapshot, &members).await
+            Vec::new()
+        } else {
+            let members = self.together.members(key);
+            self.each_again(snapshot, &members).await
+        };
+        let domain = self.domain.clone();
+        self.resplit(snapshot, &domain, &mut actions).await;
+        actions
     }
 
     /// Sizes the buckets of every key a report (or re-size) left to size together into

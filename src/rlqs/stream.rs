@@ -146,18 +146,14 @@ async fn serve(
             )),
             Some(key) = nudged.recv() => {
                 let snapshot = shared.snapshot.load_full();
-                let mut actions = stream.resize(&snapshot, &key).await;
-                let domain = stream.domain.clone();
-                stream.resplit(&snapshot, &domain, &mut actions).await;
+                let actions = stream.resize(&snapshot, &key).await;
                 if !send(&out, actions).await {
                     break Ok(());
                 }
             }
             key = changed(&mut changes) => {
                 let snapshot = shared.snapshot.load_full();
-                let mut actions = stream.resize(&snapshot, &key).await;
-                let domain = stream.domain.clone();
-                stream.resplit(&snapshot, &domain, &mut actions).await;
+                let actions = stream.resize(&snapshot, &key).await;
                 if !send(&out, actions).await {
                     break Ok(());
                 }
