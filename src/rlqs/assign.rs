@@ -119,6 +119,19 @@ pub(super) fn share_of<'s, 'i>(
     })
 }
 
+/// `member` leaves the stream's buckets of `key`; the stream's hold of the key among its
+/// holders goes with the last of them.
+fn leave(
+    together: &mut Together,
+    (holders, stream): (&Holders, StreamId),
+    key: &str,
+    member: &BucketKey,
+) {
+    if together.leave(key, member) {
+        holders.release(key, stream);
+    }
+}
+
 /// A bucket of no entry, answered per `[rls] on_unmatched` for this long.
 const UNMATCHED_TTL_S: u64 = 10;
 
@@ -241,9 +254,7 @@ impl Stream<'_> {
         if tracked.key != key {
             // Its entry now names another policy or key (a reload): the old hold goes
             // with the last of the stream's buckets of it.
-            if together.leave(&tracked.key, &bkey) {
-                self.holders.release(&tracked.key, self.id);
-            }
+            leave(together, (self.holders, self.id), &tracked.key, &bkey);
             together.join(&key, &bkey);
             tracked.key.clone_from(&key);
         }
@@ -286,9 +297,7 @@ impl Stream<'_> {
         self.buckets.retain(|member, t| {
             let live = now.saturating_sub(t.last_ns) < STALE_NS;
             if !live {
-                if together.leave(&t.key, member) {
-                    holders.release(&t.key, id);
-                }
+                leave(together, (holders, id), &t.key, member);
                 holders.tracked.give_back(1, t.bytes);
                 *counted -= t.bytes;
             }
@@ -307,9 +316,7 @@ impl Stream<'_> {
     ) -> BucketAction {
         let metrics = &self.shared.metrics.rlqs;
         if let Some(gone) = self.buckets.remove(bkey) {
-            if self.together.leave(&gone.key, bkey) {
-                self.holders.release(&gone.key, self.id);
-            }
+            leave(&mut self.together, (self.holders, self.id), &gone.key, bkey);
             self.holders.tracked.give_back(1, gone.bytes);
             self.id_bytes -= gone.bytes;
             metrics.abandon.inc();
