@@ -108,13 +108,11 @@ impl Compiler {
 /// came, the client gone, settles at it), and for metered bytes no more than the burst
 /// and the debt a key's transfers may run to, where a body is cut.
 fn most_settled(settle: &Settle, rate: &RateLimit) -> u64 {
-    match settle.source {
-        SettleSource::RequestBytes | SettleSource::ResponseBytes => {
-            let cut = rate.quota.burst().saturating_add(settle.max_debt);
-            settle.max_cost.min(cut)
-        }
-        _ => settle.max_cost,
+    if settle.source.measures_bytes() {
+        let cut = rate.quota.burst().saturating_add(settle.max_debt);
+        return settle.max_cost.min(cut);
     }
+    settle.max_cost
 }
 
 /// Whether a client can make up values of `source` at will: what it sends, or the
