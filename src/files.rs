@@ -50,13 +50,12 @@ pub fn replace(
     written.map_err(failed)
 }
 
-/// `path` opened to append to (created 0600 when missing), never through a link.
+/// The existing file `path` opened to append to, never through a link. Never created:
+/// a file appended to from nothing would lack whatever [`replace`] starts it with.
 pub fn append_to(path: &Path) -> Result<File, WriteError> {
     refuse_link(path)?;
     OpenOptions::new()
         .append(true)
-        .create(true)
-        .mode(MODE)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|source| match source.raw_os_error() {
@@ -113,10 +112,13 @@ fn create_beside(path: &Path) -> io::Result<(PathBuf, File)> {
 /// The rename is durable once the folder is synced (best effort: not every platform lets
 /// a folder be opened for it).
 fn sync_folder(path: &Path) {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+    // A bare file name is in the working folder, which is synced like any other.
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
     }
 }
 
@@ -162,12 +164,15 @@ mod tests {
     }
 
     #[test]
-    fn appends_create_0600() {
+    fn appends_to_a_file_it_wrote_and_never_creates_one() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal");
+        assert!(matches!(append_to(&path), Err(WriteError::Io { .. })));
+        assert!(!path.exists(), "not created");
+        replace(&path, |out| out.write_all(b"head\n")).unwrap();
         append_to(&path).unwrap().write_all(b"a\n").unwrap();
         append_to(&path).unwrap().write_all(b"b\n").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a\nb\n");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "head\na\nb\n");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }

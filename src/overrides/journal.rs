@@ -76,29 +76,61 @@ pub struct Read {
     pub overrides: Vec<Stored>,
     /// Its lines (0 for a missing file or the first version's).
     lines: usize,
-    /// Whether it must be written whole at the next change (missing, first version, or
-    /// its last line torn by a crash mid-append).
+    /// Whether it must be written whole at the next change (missing, empty, first
+    /// version, or its last line torn by a crash mid-append).
     rewrite: bool,
+    /// The file read, as it was read.
+    seen: Option<Seen>,
+}
+
+/// Which file the journal last wrote or read at its path, and how long it was then:
+/// the gateway is the file's only writer, so a path naming another file, or the file
+/// at another length, was removed, replaced or truncated under it, and appending to it
+/// would leave a file whose first line is not the header (refused at the next start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    dev: u64,
+    ino: u64,
+    len: u64,
+}
+
+impl Seen {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+        }
+    }
+
+    /// The same file, whatever its length.
+    fn same_file(&self, other: &Seen) -> bool {
+        (self.dev, self.ino) == (other.dev, other.ino)
+    }
 }
 
 /// The overrides in `path`; none when the file does not exist yet (first start).
 pub fn read(path: &Path) -> Result<Read, FileError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Read {
-                overrides: Vec::new(),
-                lines: 0,
-                rewrite: true,
-            })
-        }
-        Err(source) => {
-            return Err(FileError::Read {
-                path: path.to_owned(),
-                source,
-            })
-        }
+    let unreadable = |source| FileError::Read {
+        path: path.to_owned(),
+        source,
     };
+    let (text, seen) = match read_text(path) {
+        Ok(read) => read,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), None),
+        Err(source) => return Err(unreadable(source)),
+    };
+    if text.trim().is_empty() {
+        // Missing, or created empty (`touch`): no overrides yet, and the first change
+        // writes the header.
+        return Ok(Read {
+            overrides: Vec::new(),
+            lines: 0,
+            rewrite: true,
+            seen,
+        });
+    }
     let corrupt = |line: usize, e: serde_json::Error| FileError::Corrupt {
         path: path.to_owned(),
         line: line + e.line().saturating_sub(1),
@@ -118,6 +150,7 @@ pub fn read(path: &Path) -> Result<Read, FileError> {
             overrides: doc.overrides,
             lines: 0,
             rewrite: true,
+            seen,
         });
     };
     if header.tollgate_overrides != VERSION {
@@ -126,7 +159,22 @@ pub fn read(path: &Path) -> Result<Read, FileError> {
             found: header.tollgate_overrides,
         });
     }
-    replay(path, &text, corrupt)
+    let mut read = replay(path, &text, corrupt)?;
+    read.seen = seen;
+    Ok(read)
+}
+
+/// The file's text and what it was when read (from the handle the text came from).
+fn read_text(path: &Path) -> std::io::Result<(String, Option<Seen>)> {
+    use std::io::Read as _;
+    let mut file = File::open(path)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    let seen = file.metadata().ok().map(|meta| Seen {
+        len: text.len() as u64,
+        ..Seen::of(&meta)
+    });
+    Ok((text, seen))
 }
 
 /// The overrides a journal's lines leave set.
@@ -166,6 +214,7 @@ fn replay(
         overrides: set.into_values().collect(),
         lines: lines.len(),
         rewrite,
+        seen: None,
     })
 }
 
@@ -175,6 +224,9 @@ pub struct Journal {
     append: Option<File>,
     lines: usize,
     rewrite: bool,
+    /// The file as this journal left it; `None`: not known (the next change writes it
+    /// whole).
+    seen: Option<Seen>,
 }
 
 impl Journal {
@@ -184,34 +236,51 @@ impl Journal {
             append: None,
             lines: read.lines,
             rewrite: read.rewrite,
+            seen: read.seen,
         }
     }
 
     /// Whether the next change writes the whole file (`live`: the overrides set after it):
-    /// it is due for compaction, or the file was replaced or removed under the open
-    /// handle (appending would write to what nobody reads).
+    /// it is due for compaction, or the file was removed, replaced or truncated since
+    /// this journal last read or wrote it (appending would write to what nobody reads,
+    /// or leave a file without its header).
     pub fn compacts(&self, live: usize) -> bool {
         self.rewrite || self.lines > 2 * live + COMPACT_SLACK || !self.still_ours()
     }
 
-    /// Whether the path still names the file the handle appends to.
+    /// Whether the path still names the file this journal left, as it left it.
     fn still_ours(&self) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        let Some(file) = &self.append else {
-            return true;
+        let Some(seen) = self.seen else {
+            return false;
         };
-        match (file.metadata(), std::fs::symlink_metadata(&self.path)) {
-            (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
-            _ => false,
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(named) => named.file_type().is_file() && Seen::of(&named) == seen,
+            Err(_) => false,
         }
     }
 
     /// Records `changes`: appended, or with `all` (the overrides set after them, given
-    /// when [`Journal::compacts`]) the file written whole.
+    /// when [`Journal::compacts`]) the file written whole. When it fails, whatever part
+    /// of the lines reached the file, the next change writes it whole: a change answered
+    /// as not written (a delete above all) must not come back at the next start.
     pub fn record(&mut self, changes: &[Change], all: Option<&[Stored]>) -> Result<(), FileError> {
         if let Some(all) = all {
-            return self.compact(all);
+            let compacted = self.compact(all);
+            if compacted.is_err() {
+                self.rewrite = true;
+            }
+            return compacted;
         }
+        let appended = self.append(changes);
+        if appended.is_err() {
+            self.append = None;
+            self.rewrite = true;
+        }
+        appended
+    }
+
+    /// Appends `changes` to the file this journal left (never to one put in its place).
+    fn append(&mut self, changes: &[Change]) -> Result<(), FileError> {
         let mut text = Vec::with_capacity(256 * changes.len());
         for change in changes {
             serde_json::to_writer(&mut text, change)
@@ -219,20 +288,29 @@ impl Journal {
                 .map_err(|e| self.failed(e))?;
             text.push(b'\n');
         }
-        if self.append.is_none() {
-            self.append = Some(crate::files::append_to(&self.path)?);
-        }
-        let written = self.append.as_mut().map(|f| {
-            f.write_all(&text)?;
-            f.sync_data()
-        });
-        if let Some(Err(e)) = written {
-            // Whatever part of the lines reached the file, the next change writes it whole.
-            self.append = None;
-            self.rewrite = true;
-            return Err(self.failed(e));
-        }
+        let file = match self.append.take() {
+            Some(file) => file,
+            None => {
+                let file = crate::files::append_to(&self.path)?;
+                let opened = file.metadata().map_err(|e| self.failed(e))?;
+                if !self
+                    .seen
+                    .is_some_and(|seen| seen.same_file(&Seen::of(&opened)))
+                {
+                    let replaced =
+                        std::io::Error::other("the file was replaced while being written");
+                    return Err(self.failed(replaced));
+                }
+                file
+            }
+        };
+        let file = self.append.insert(file);
+        let written = file.write_all(&text).and_then(|()| file.sync_data());
+        written.map_err(|e| self.failed(e))?;
         self.lines += changes.len();
+        if let Some(seen) = &mut self.seen {
+            seen.len += text.len() as u64;
+        }
         Ok(())
     }
 
@@ -256,6 +334,10 @@ impl Journal {
         self.append = None;
         self.lines = all.len() + 1;
         self.rewrite = false;
+        // Not known (the next change writes it whole again) if it cannot be looked at.
+        self.seen = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|meta| Seen::of(&meta));
         Ok(())
     }
 
@@ -268,106 +350,5 @@ impl Journal {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn one(key: &str) -> Stored {
-        Stored {
-            id: OverrideId {
-                policy: "tenant".into(),
-                key: vec![key.into()],
-            },
-            set: crate::config::override_spec::OverrideSpec {
-                limit: Some(1000),
-                period: Some("1m".into()),
-                ..Default::default()
-            },
-            expires_at_ms: Some(1_800_000_000_000),
-        }
-    }
-
-    #[test]
-    fn appends_replays_and_compacts() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("overrides.json");
-        let first = read(&path).unwrap();
-        assert!(first.overrides.is_empty());
-        let mut journal = Journal::new(path.clone(), &first);
-        assert!(journal.compacts(1), "a missing file is written whole");
-        journal
-            .record(&[Change::Put(one("a"))], Some(&[one("a")]))
-            .unwrap();
-        for k in ["b", "c"] {
-            assert!(!journal.compacts(2));
-            journal.record(&[Change::Put(one(k))], None).unwrap();
-        }
-        journal.record(&[Change::Del(one("b").id)], None).unwrap();
-        assert_eq!(read(&path).unwrap().overrides, vec![one("a"), one("c")]);
-        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 5);
-        journal.lines = 2 * 2 + COMPACT_SLACK + 1;
-        assert!(journal.compacts(2));
-        journal.record(&[], Some(&[one("a"), one("c")])).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 3);
-        journal.record(&[Change::Put(one("d"))], None).unwrap();
-        assert_eq!(
-            read(&path).unwrap().overrides.len(),
-            3,
-            "appends go to the new file"
-        );
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-    }
-
-    #[test]
-    fn reads_the_first_versions_file_and_drops_a_torn_last_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("overrides.json");
-        let v1 = serde_json::json!({"version": 1, "overrides": [one("a")]});
-        std::fs::write(&path, v1.to_string()).unwrap();
-        let r = read(&path).unwrap();
-        assert_eq!(r.overrides, vec![one("a")]);
-        assert!(r.rewrite);
-        let line = serde_json::to_string(&Change::Put(one("a"))).unwrap();
-        std::fs::write(
-            &path,
-            format!("{{\"tollgate_overrides\":2}}\n{line}\n{{\"put\":{{\"pol"),
-        )
-        .unwrap();
-        let r = read(&path).unwrap();
-        assert_eq!(r.overrides, vec![one("a")]);
-        assert!(r.rewrite, "rewritten whole at the next change");
-    }
-
-    #[test]
-    fn a_corrupt_file_is_located() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("overrides.json");
-        std::fs::write(
-            &path,
-            "{\"version\": 1,\n \"overrides\": [ {\"policy\": 3} ]}",
-        )
-        .unwrap();
-        assert!(matches!(
-            read(&path),
-            Err(FileError::Corrupt { line: 2, .. })
-        ));
-        std::fs::write(&path, "{\"version\": 9, \"overrides\": []}").unwrap();
-        assert!(matches!(
-            read(&path),
-            Err(FileError::Version { found: 9, .. })
-        ));
-        std::fs::write(
-            &path,
-            "{\"tollgate_overrides\":2}\n{\"put\":3}\n{\"del\":{\"policy\":\"p\",\"key\":[]}}\n",
-        )
-        .unwrap();
-        assert!(matches!(
-            read(&path),
-            Err(FileError::Corrupt { line: 2, .. })
-        ));
-        std::fs::write(&path, "{\"tollgate_overrides\":7}\n").unwrap();
-        assert!(matches!(
-            read(&path),
-            Err(FileError::Version { found: 7, .. })
-        ));
-    }
-}
+#[path = "journal_tests.rs"]
+mod tests;
