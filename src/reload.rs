@@ -57,8 +57,16 @@ pub enum ReloadError {
     Task(#[from] tokio::task::JoinError),
 }
 
-/// Reloads the file the gateway was started with. Reloads are serialized.
-pub async fn reload(shared: &Shared) -> Result<ReloadReport, ReloadError> {
+/// Reloads the file the gateway was started with. Reloads are serialized, and each runs
+/// to its end on a task of its own: an admin client hanging up mid-reload (which drops
+/// the future that asked) must not leave a new config running with half its work done
+/// (overrides, refusals and slices of the old numbers).
+pub async fn reload(shared: &Arc<Shared>) -> Result<ReloadReport, ReloadError> {
+    let shared = shared.clone();
+    tokio::spawn(async move { reload_here(&shared).await }).await?
+}
+
+async fn reload_here(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     let _one_at_a_time = shared.reload_lock.lock().await;
     let result = reload_locked(shared).await;
     let label = if result.is_ok() { "ok" } else { "error" };
@@ -145,7 +153,14 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     shared
         .metrics
         .forget_removed(&previous.config, &snapshot.config);
-    shared.snapshot.store(Arc::new(snapshot));
+    // Runtime overrides are checked against the new numbers before they run: some may
+    // apply again, some stop applying until a later reload or a new PUT.
+    let next = snapshot.config.clone();
+    let wall_ms = shared.clock.wall_ms();
+    let swap = || shared.snapshot.store(Arc::new(snapshot));
+    (shared.overrides)
+        .reapply_then(&next, &shared.limiter, wall_ms, swap)
+        .await;
     let emptied = drop_other_calendars(shared);
     if emptied > 0 {
         tracing::info!(
@@ -153,23 +168,17 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
             "calendar changed: the old calendar's quota keys in memory dropped"
         );
     }
-    // Refusals remembered under the old numbers are forgotten at once (a policy turned
-    // from a quota into a rate must not read a quota's window end as a debt), and again
-    // after the overrides' round trips, for what requests decided before the swap
-    // recorded meanwhile.
-    shared.limiter.forget_refusals();
-    // Runtime overrides are checked against the new numbers: some may apply again, some
-    // stop applying until a later reload or a new PUT.
-    shared
-        .overrides
-        .reapply(|| shared.config(), &shared.limiter, shared.clock.wall_ms())
-        .await;
+    // Refusals remembered under the old numbers are forgotten (a policy turned from a
+    // quota into a rate must not read a quota's window end as a debt).
     shared.limiter.forget_refusals();
     // Slices were sized and timed with the old numbers: give them all back.
     shared
         .limiter
         .give_back_slices(shared.clock.now_ns(), true)
         .await;
+    // Again after the round trips, for what requests decided before the swap recorded
+    // meanwhile.
+    shared.limiter.forget_refusals();
     Ok(report)
 }
 

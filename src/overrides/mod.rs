@@ -132,8 +132,28 @@ impl Overrides {
     /// under way, so a reload racing a `PUT` still ends with both in effect.
     pub async fn reapply(&self, current: impl Fn() -> Arc<Config>, limiter: &Limiter, now_ms: u64) {
         let _one_at_a_time = self.changes.lock().await;
+        self.apply_all(&current(), limiter, now_ms);
+    }
+
+    /// Resolves every override against `next`, a config about to run, and then puts it
+    /// in place (`swap`), both under the changes' lock: no request sees the new config
+    /// with overrides resolved against the old one (an override the new numbers refuse
+    /// still applying), and no change resolves against the old config after the swap.
+    pub async fn reapply_then(
+        &self,
+        next: &Config,
+        limiter: &Limiter,
+        now_ms: u64,
+        swap: impl FnOnce(),
+    ) {
+        let _one_at_a_time = self.changes.lock().await;
+        self.apply_all(next, limiter, now_ms);
+        swap();
+    }
+
+    fn apply_all(&self, config: &Config, limiter: &Limiter, now_ms: u64) {
         let mut state = self.state.lock();
-        apply::all(&current(), limiter, &mut state.set, now_ms);
+        apply::all(config, limiter, &mut state.set, now_ms);
         for (id, problems) in state.set.inactive() {
             for p in problems {
                 tracing::warn!(
