@@ -58,6 +58,8 @@ pub async fn handle(
                 Ok(fields) => fields,
                 Err(resp) => return resp,
             };
+            // A TTL counts from when the body was read, not from when it began to come.
+            let now_ms = shared.clock.wall_ms();
             match shared
                 .overrides
                 .put(
@@ -77,7 +79,7 @@ pub async fn handle(
                     "policy": id.policy,
                     "key": id.key,
                     "applied": written_json(current().policy(&id.policy).map(|p| &**p), &set, &applied),
-                    "expires_in_ms": ttl.map(|t| t.as_millis() as u64),
+                    "expires_in_ms": ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
                     }))
                 }
                 Err(e) => refused(e),

@@ -75,6 +75,20 @@ async fn an_override_survives_a_reload_and_ends_at_its_ttl() {
     )
     .await;
     assert_eq!(put.json()["expires_in_ms"], 30_000);
+    // A TTL past what milliseconds in 64 bits hold is told as the most they hold, as it
+    // is kept, not wrapped around into a short one.
+    let forever = put_ok(
+        &gw.admin_url("/admin/overrides/tenant/forever"),
+        br#"{"limit": 2, "burst": 10, "ttl": "10000000000000000000s"}"#,
+    )
+    .await;
+    assert_eq!(forever.json()["expires_in_ms"], u64::MAX);
+    assert_eq!(
+        delete(&gw.admin_url("/admin/overrides/tenant/forever"))
+            .await
+            .status,
+        200
+    );
     let reloaded = reload(&gw).await;
     assert_eq!(reloaded.status, 200, "{}", reloaded.text());
     assert_eq!(
