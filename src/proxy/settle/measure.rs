@@ -35,7 +35,8 @@ pub enum Measured {
 
 /// The units `pending` settles at for `measured`, and why, when it is not the value as
 /// measured. No choice of the client lowers the charge: a value that never arrives
-/// because the client left settles at `max_cost`; bytes at least at what moved (and the
+/// because the client left, or because the gateway cut the body for another tier,
+/// settles at `max_cost`; bytes at least at what moved (and the
 /// reserve, for a client that left). A value the upstream did not send is the reserve;
 /// one above `max_cost` is capped there. Nothing settles below `min_cost`.
 pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<SettleFallback>) {
@@ -69,7 +70,11 @@ pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<Se
             (reserve.max(bytes(n)), Some(SettleFallback::Aborted))
         }
         Measured::Aborted(_) => (settle.max_cost, Some(SettleFallback::Aborted)),
-        Measured::Cut(n) => (bytes(n), Some(SettleFallback::Budget)),
+        Measured::Cut(n) if measures_bytes => (bytes(n), Some(SettleFallback::Budget)),
+        // A value (a trailer's) that the gateway's cut for another tier kept from
+        // arriving: the client can cause that cut (by spending its bytes tier), so it
+        // settles at the most, like a value the client hung up on.
+        Measured::Cut(_) => (settle.max_cost, Some(SettleFallback::Budget)),
     };
     if units < settle.min_cost {
         (settle.min_cost, why.or(Some(SettleFallback::MinCost)))
@@ -110,6 +115,7 @@ mod tests {
             tau_ns: 100_000_000_000,
             reserve: 10,
             drawn: 0,
+            unchecked: 0,
             ahead_ns: 10_000_000_000,
             window: None,
             admitted_at: 0,
@@ -151,6 +157,11 @@ mod tests {
             units_for(&p, Measured::Aborted(999)),
             (50, Some(SettleFallback::Aborted)),
             "the client left before the value came: max_cost"
+        );
+        assert_eq!(
+            units_for(&p, Measured::Cut(0)),
+            (50, Some(SettleFallback::Budget)),
+            "a value cut off for another tier: max_cost, not the bytes that moved"
         );
         let keep = pending("response_header:x-used", "");
         assert_eq!(
