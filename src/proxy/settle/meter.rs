@@ -76,6 +76,7 @@ impl Settlement {
             };
             match drawn {
                 Draw::Granted { units, ahead_ns } => p.drew(units, ahead_ns, now),
+                Draw::Unchecked { units } => p.let_through(units),
                 Draw::Wait { wait_ns } => return pause(p, wait_ns),
             }
         }
@@ -90,6 +91,10 @@ impl Settlement {
         match answer {
             Ok(Draw::Granted { units, ahead_ns }) => {
                 p.drew(units, ahead_ns, now);
+                None
+            }
+            Ok(Draw::Unchecked { units }) => {
+                p.let_through(units);
                 None
             }
             Ok(Draw::Wait { wait_ns }) => Some(pause(p, wait_ns)),

@@ -97,10 +97,7 @@ impl Limiter {
         match draw_remote(remote, key, pending, want, need).await {
             Ok(drawn) => Ok(drawn),
             Err(e) => match self.fallback(&e) {
-                Fallback::Unchecked => Ok(Draw::Granted {
-                    units: want,
-                    ahead_ns: pending.ahead_ns,
-                }),
+                Fallback::Unchecked => Ok(Draw::Unchecked { units: want }),
                 Fallback::Local => Ok(draw_local(self.local(), pending, want, need, now)),
                 Fallback::Refuse => Err(e),
             },

@@ -20,6 +20,8 @@ static DRAW: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("dra
 pub enum Draw {
     /// `units` drawn; the key's TAT is now `ahead_ns` ahead of now.
     Granted { units: u64, ahead_ns: u64 },
+    /// `units` let through without a charge: the store failed and `on_error = "allow"`.
+    Unchecked { units: u64 },
     /// Not even the units needed fit: they will in `wait_ns`.
     Wait { wait_ns: u64 },
 }
@@ -47,7 +49,7 @@ impl PendingSettle {
         if moved > settle.max_cost {
             return Need::OverMaxCost;
         }
-        let charged = self.charged();
+        let charged = self.covered();
         if moved <= charged {
             return Need::Paid;
         }

@@ -96,6 +96,7 @@ fn started(policy: &Arc<Policy>, reserve: u64, ahead_ns: u64, now: u64) -> Strea
             tau_ns: quota.tolerance_ns(),
             reserve,
             drawn: 0,
+            unchecked: 0,
             ahead_ns,
             window: None,
             admitted_at: now,
@@ -122,6 +123,12 @@ fn move_bytes(
                 Draw::Granted { units, ahead_ns } => {
                     prop_assert!(units >= need && units <= want.max(need));
                     s.pending.drew(units, ahead_ns, now);
+                }
+                Draw::Unchecked { .. } => {
+                    prop_assert!(
+                        false,
+                        "the memory store has no failure to let a draw through"
+                    );
                 }
                 Draw::Wait { wait_ns } => {
                     prop_assert!(wait_ns > 0);
@@ -282,5 +289,38 @@ fn a_settle_is_placed_in_the_window_redis_charged() {
         s.window.map(|(end, _)| end),
         Some(ns(12 * day)),
         "its end, placed"
+    );
+}
+
+#[test]
+fn units_let_through_unchecked_are_never_refunded() {
+    // A stream reserved 10 units, then moved 500 while the store failed its draws under
+    // `on_error = "allow"` (1,000 units let through, none charged). Settling at the 500
+    // it moved charges the 490 it owes: it gives back nothing of the 1,000 (a refund
+    // of those would come out of the key's real usage).
+    let policy = policy(10_000, 1, 0, 1, 100_000, 10);
+    let store = MemoryStore::new(1 << 16);
+    let now = 100 * S;
+    let tier = Tier {
+        window: None,
+        quota: policy.rate().expect("rate").quota,
+        mode: Mode::Enforce,
+        max_delay_ns: 0,
+        key: KEY,
+        overflow: KEY + 1,
+        reserve: std::num::NonZeroU64::new(10),
+    };
+    assert!(evaluate(&store, &[tier], now, 1).admitted);
+    let t_ns = tier.quota.interval_ns();
+    let charged_tat = store.peek(KEY);
+    let mut s = started(&policy, 10, charged_tat - now, now);
+    s.pending.let_through(1_000);
+    assert_eq!(s.pending.need(1_010), Need::Paid, "covered");
+    assert_eq!(s.pending.charged(), 10);
+    settle_local(&store, &s.pending, 500, now);
+    assert_eq!(
+        store.peek(KEY),
+        charged_tat + 490 * t_ns,
+        "the key owes what moved"
     );
 }

@@ -37,6 +37,10 @@ pub struct PendingSettle {
     pub reserve: u64,
     /// Units drawn since, as the body streamed (bytes sources).
     pub drawn: u64,
+    /// Of those, the units let through uncharged: the store failed the draw and
+    /// `on_error = "allow"` granted it. They cover the body but were never charged, so
+    /// no refund gives them back (it would come out of the key's real usage).
+    pub unchecked: u64,
     /// How far the TAT was ahead of now right after the last charge (the reservation, or
     /// the latest draw), and when (local clock): what may be refunded shrinks as time
     /// passes.
@@ -76,9 +80,15 @@ impl PendingSettle {
             .expect("a pending settle belongs to a settled rate policy")
     }
 
-    /// Units charged so far: the reservation and what was drawn while streaming.
-    pub fn charged(&self) -> u64 {
+    /// Units the body may move before it draws again: the reservation and what was drawn
+    /// while streaming.
+    pub fn covered(&self) -> u64 {
         self.reserve.saturating_add(self.drawn)
+    }
+
+    /// Units charged to the key so far: those covered, less those let through unchecked.
+    pub fn charged(&self) -> u64 {
+        self.covered().saturating_sub(self.unchecked)
     }
 
     /// The TAT may be at most this far ahead of now while the body streams: the burst,
@@ -92,6 +102,13 @@ impl PendingSettle {
         self.drawn = self.drawn.saturating_add(units);
         self.ahead_ns = ahead_ns;
         self.admitted_at = now;
+    }
+
+    /// `units` were let through without a charge (the store failed, `on_error =
+    /// "allow"`): they cover the body, and the key's TAT is as it was.
+    pub fn let_through(&mut self, units: u64) {
+        self.drawn = self.drawn.saturating_add(units);
+        self.unchecked = self.unchecked.saturating_add(units);
     }
 
     /// What the key's TAT is measured from when settling at `now`: now for a rate; for a
@@ -308,6 +325,7 @@ pub fn pending_settles(
                 tau_ns: t.tier.quota.tolerance_ns(),
                 reserve: t.tier.cost(route.cost),
                 drawn: 0,
+                unchecked: 0,
                 ahead_ns: outcome.decision.until_idle_ns,
                 admitted_at: now,
                 window: t.tier.window.zip(t.bounds),
