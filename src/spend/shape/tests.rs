@@ -62,6 +62,7 @@ fn what_the_upstream_keeps_or_multiplies_is_beyond_the_body() {
         r#"{"model":"m","input":"hi","background":true}"#,
         r#"{"requests":[{"custom_id":"a","params":{"model":"m","max_tokens":9}}]}"#,
         r#"{"model":"m","prompt":"once","best_of":4}"#,
+        r#"{"model":"m","messages":[],"prediction":{"type":"content","content":"0123456789"}}"#,
         r#"{"contents":[],"cachedContent":"cachedContents/x"}"#,
         r#"{"contents":[],"generationConfig":{"candidateCount":8}}"#,
         r#"{"model":"m","prompt":["one","two"],"max_tokens":9}"#,

@@ -114,8 +114,10 @@ fn exactly(name: &str) -> Named {
 
 /// Top-level members (not `null`) that make the upstream bill more than the body holds:
 /// a conversation or response chain kept upstream (OpenAI Responses), a cached context
-/// (Gemini), a batch of requests, several completions generated for one returned.
-pub(super) const BEYOND_MEMBERS: [&str; 7] = [
+/// (Gemini), a batch of requests, several completions generated for one returned, a
+/// predicted output (OpenAI: its rejected tokens are billed as output, at the output
+/// price, however many of them the client packs into its text).
+pub(super) const BEYOND_MEMBERS: [&str; 8] = [
     "previous_response_id",
     "conversation",
     "cachedContent",
@@ -123,6 +125,7 @@ pub(super) const BEYOND_MEMBERS: [&str; 7] = [
     "requests",
     "best_of",
     "background",
+    "prediction",
 ];
 
 /// Members of Gemini's `generationConfig` that multiply its output.
