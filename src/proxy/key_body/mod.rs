@@ -273,7 +273,12 @@ async fn collect(
     held: &mut Held,
 ) -> Result<(Bytes, bool, Option<HeaderMap>), Refused> {
     let max = server.max_key_body;
-    let mut chunks: smallvec::SmallVec<[Bytes; 4]> = smallvec::SmallVec::new();
+    // One frame is kept as it came; from a second on, frames are copied into one buffer
+    // sized to what `held` counts: a body sent as thousands of one-byte frames (HTTP/2
+    // DATA frames, HTTP/1.1 chunks) would otherwise keep a handle per frame, and the
+    // read buffer behind each, far past its share of `max_key_body_memory`.
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<BytesMut> = None;
     let mut total = 0usize;
     let mut trailers = None;
     let body = req.body_mut();
@@ -296,7 +301,16 @@ async fn collect(
                     if total > held.0 {
                         held.grow(total - held.0);
                     }
-                    chunks.push(data);
+                    match (joined.as_mut(), first.take()) {
+                        (Some(joined), _) => joined.extend_from_slice(&data),
+                        (None, None) => first = Some(data),
+                        (None, Some(before)) => {
+                            let mut buffer = BytesMut::with_capacity(held.0.max(total));
+                            buffer.extend_from_slice(&before);
+                            buffer.extend_from_slice(&data);
+                            joined = Some(buffer);
+                        }
+                    }
                 }
                 Err(frame) => {
                     trailers = frame.into_trailers().ok();
@@ -308,14 +322,9 @@ async fn collect(
             break true;
         }
     };
-    let bytes = match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.pop().unwrap_or_default(),
-        _ => {
-            let mut joined = BytesMut::with_capacity(total);
-            chunks.iter().for_each(|c| joined.extend_from_slice(c));
-            joined.freeze()
-        }
+    let bytes = match (joined, first) {
+        (Some(joined), _) => joined.freeze(),
+        (None, first) => first.unwrap_or_default(),
     };
     Ok((bytes, ended, trailers))
 }
