@@ -233,16 +233,22 @@ async fn parked_bodies_cannot_hold_more_than_max_key_body_memory() {
         .server("workers = 1\nmax_key_body = 1024\nmax_key_body_memory = 2048\nbody_read_timeout = \"30s\"\n")
         .build();
     let gw = TestGateway::start(&toml, &up.url()).await;
-    // Two clients park 1 KiB bodies each (declared, barely sent): the worker's whole share.
+    // Two clients park 1 KiB bodies each (sent but for their last byte): the worker's
+    // whole share, as a body is counted by what it sent. Each body goes once the
+    // gateway asks for it (`100 Continue`), in one write: read as one frame, before the
+    // requests that follow.
     let mut parked = Vec::new();
     for _ in 0..2 {
-        use tokio::io::AsyncWriteExt;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
-        s.write_all(
-            b"POST /v1/x HTTP/1.1\r\nhost: x\r\nx-api-key: p\r\ncontent-length: 1000\r\n\r\n{",
-        )
-        .await
-        .unwrap();
+        s.write_all(b"POST /v1/x HTTP/1.1\r\nhost: x\r\nx-api-key: p\r\ncontent-length: 1020\r\nexpect: 100-continue\r\n\r\n")
+            .await
+            .unwrap();
+        let mut head = [0u8; 25];
+        s.read_exact(&mut head).await.unwrap();
+        assert_eq!(&head, b"HTTP/1.1 100 Continue\r\n\r\n");
+        let body = format!("{{{}", "x".repeat(1018));
+        s.write_all(body.as_bytes()).await.unwrap();
         parked.push(s);
     }
     let busy = eventually_async(Duration::from_secs(20), || async {
@@ -271,4 +277,72 @@ async fn parked_bodies_cannot_hold_more_than_max_key_body_memory() {
     })
     .await;
     assert!(back, "the budget comes back when the parked bodies go");
+}
+
+/// Streams that declare a body and send none of it hold none of `max_key_body_memory`:
+/// parking them (HTTP/2 streams of one connection, HTTP/1.1 connections, each reopened
+/// as `body_read_timeout` ends it) costs the client the bytes it parks, so headers alone
+/// no longer make every body-reading route answer 503. (Before, each reserved its
+/// declared length: the third of these took a 503 in place of its `100 Continue`.)
+#[tokio::test]
+async fn bodies_declared_but_not_sent_hold_no_memory() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = LlmUpstream::start().await;
+    let toml = budget(1_000_000)
+        .server("workers = 1\nmax_key_body = 1024\nmax_key_body_memory = 2048\nbody_read_timeout = \"30s\"\n")
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let tcp = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let (client, conn) = h2::client::handshake(tcp).await.expect("h2");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut client = client.ready().await.expect("ready");
+    let mut streams = Vec::new();
+    for _ in 0..8 {
+        let req = http::Request::post("http://x/v1/chat/completions")
+            .header("x-api-key", "p")
+            .header("content-type", "application/json")
+            .header("content-length", "1000")
+            .body(())
+            .expect("request");
+        let (resp, mut body) = client.send_request(req, false).expect("send");
+        body.send_data(bytes::Bytes::from_static(b"{"), false)
+            .expect("data");
+        streams.push((resp, body));
+        client = client.ready().await.expect("ready");
+    }
+    // Each HTTP/1.1 one is told to go on (`100 Continue`: its body is being read) before
+    // the next is sent.
+    let mut sockets = Vec::new();
+    for _ in 0..8 {
+        let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        s.write_all(
+            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-api-key: p\r\ncontent-type: application/json\r\ncontent-length: 1000\r\nexpect: 100-continue\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut head = [0u8; 25];
+        s.read_exact(&mut head).await.unwrap();
+        assert_eq!(
+            &head,
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        s.write_all(b"{").await.unwrap();
+        sockets.push(s);
+    }
+    for client in [http1(), http2()] {
+        let r = post(
+            &client,
+            &gw.url("/v1/chat/completions"),
+            "other",
+            chat("mini", 1, 5).to_string().into_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(up.requests(), 2, "the parked requests went nowhere");
+    drop((sockets, streams));
 }

@@ -17,7 +17,7 @@
 //! (decoded, transcoded, strict) is answered the same, so clients parking bodies cannot
 //! make the gateway hold more, nor make another request's key read as missing.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
 use http::{HeaderMap, Request, Response};
 use http_body::Body as _;
@@ -36,7 +36,7 @@ use crate::reply::Body;
 use crate::request::charset::Charset;
 use crate::request::form::{foreign_charset, BodyParams, ParamsBody, Readings};
 
-use held::Held;
+use held::{Gathered, Held};
 pub use prefixed::Prefixed;
 
 mod held;
@@ -234,11 +234,9 @@ pub async fn read(
     if declared.is_some_and(|d| d > max as u64) {
         return Ok(empty(declared_plain, coding));
     }
-    let wanted = declared.map_or(max, |d| d as usize);
-    let Some(mut held) = Held::take(wanted, share) else {
-        return Err(Box::new(overloaded()));
-    };
-    let (bytes, ended, trailers) = collect(req, server, &mut held).await?;
+    // Counted as it arrives (see `Gathered`).
+    let mut held = Held(0);
+    let (bytes, ended, trailers) = collect(req, (server, share), &mut held).await?;
     let (decoded, transcoded, len) = match ended {
         false => (None, None, declared_plain),
         true => readable(coding, &bytes, (max, route.max_body), share)?,
@@ -266,20 +264,15 @@ pub async fn read(
 }
 
 /// Reads frames until the body ends or passes `max_key_body`, within `body_read_timeout`
-/// in all: whether it ended, and its trailers.
+/// in all, counting what it holds in `held` within the worker's `share`: the body,
+/// whether it ended, and its trailers. Past the share: 503 `overloaded`.
 async fn collect(
     req: &mut Request<Incoming>,
-    server: &Server,
+    (server, share): (&Server, usize),
     held: &mut Held,
 ) -> Result<(Bytes, bool, Option<HeaderMap>), Refused> {
     let max = server.max_key_body;
-    // One frame is kept as it came; from a second on, frames are copied into one buffer
-    // sized to what `held` counts: a body sent as thousands of one-byte frames (HTTP/2
-    // DATA frames, HTTP/1.1 chunks) would otherwise keep a handle per frame, and the
-    // read buffer behind each, far past its share of `max_key_body_memory`.
-    let mut first: Option<Bytes> = None;
-    let mut joined: Option<BytesMut> = None;
-    let mut total = 0usize;
+    let mut gathered = Gathered::default();
     let mut trailers = None;
     let body = req.body_mut();
     // The whole read before the decision, not only each silence in it: a body dripped a
@@ -287,7 +280,7 @@ async fn collect(
     // as its client likes, and a few hundred of them every body-reading route's.
     let deadline = tokio::time::Instant::now() + server.body_read_timeout;
     let ended = loop {
-        if total > max {
+        if gathered.total > max {
             break false;
         }
         let frame = tokio::time::timeout_at(deadline, body.frame()).await;
@@ -297,19 +290,8 @@ async fn collect(
             Ok(None) => break true,
             Ok(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => {
-                    total += data.len();
-                    if total > held.0 {
-                        held.grow(total - held.0);
-                    }
-                    match (joined.as_mut(), first.take()) {
-                        (Some(joined), _) => joined.extend_from_slice(&data),
-                        (None, None) => first = Some(data),
-                        (None, Some(before)) => {
-                            let mut buffer = BytesMut::with_capacity(held.0.max(total));
-                            buffer.extend_from_slice(&before);
-                            buffer.extend_from_slice(&data);
-                            joined = Some(buffer);
-                        }
+                    if !gathered.push(data, held, (max, share)) {
+                        return Err(Box::new(overloaded()));
                     }
                 }
                 Err(frame) => {
@@ -322,11 +304,7 @@ async fn collect(
             break true;
         }
     };
-    let bytes = match (joined, first) {
-        (Some(joined), _) => joined.freeze(),
-        (None, first) => first.unwrap_or_default(),
-    };
-    Ok((bytes, ended, trailers))
+    Ok((gathered.into_bytes(), ended, trailers))
 }
 
 /// A body read whole as its upstream reads it: decoded (gzip, deflate), then as UTF-8
