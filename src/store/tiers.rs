@@ -276,6 +276,9 @@ impl RequestTiers {
             // The call's own cost; nothing is settled after it.
             t.tier.reserve = std::num::NonZeroU64::new(cost);
             t.settled = false;
+            // A check (cost 0) reads what the key owes, which a leased slice cannot say:
+            // decided exactly in the store, never from the slice.
+            t.leased &= cost > 0;
             // No hold: the caller is not held, it is answered at once (Envoy's RLS
             // timeout is 20 ms), so a `max_delay` would pass the held part of the
             // allowance all at once. Past the burst a call is refused, as without it.
@@ -298,6 +301,9 @@ impl RequestTiers {
         if let Some(p) = self.policies.last() {
             for t in &mut self.rate[p.range.clone()] {
                 t.tier.max_delay_ns = u64::MAX;
+                // Charged whatever the key owes, which only the store's own script
+                // does (a slice refuses what it cannot hold, and the charge was lost).
+                t.leased = false;
                 let most = (MAX_SETTLED_DEBT_NS / t.tier.quota.interval_ns().max(1)).max(1);
                 // `most` and a reserve are at least 1: the least of them is one too.
                 t.tier.reserve = t

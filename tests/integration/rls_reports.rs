@@ -72,7 +72,12 @@ async fn a_report_over_the_limit_is_charged_in_memory() {
 
 /// A gateway's rate limit service on `redis`, once it answers from there.
 async fn on_redis(redis: &RedisServer, up: &Upstream) -> (TestGateway, RlsClient) {
-    let gw = TestGateway::start_real_clock(&toml(Some(redis)), &up.url()).await;
+    on_redis_with(&toml(Some(redis)), up).await
+}
+
+/// A gateway of `toml` (its store Redis), once its rate limit service answers from there.
+async fn on_redis_with(toml: &str, up: &Upstream) -> (TestGateway, RlsClient) {
+    let gw = TestGateway::start_real_clock(toml, &up.url()).await;
     let addr = gw.rls.expect("rls");
     let answered = eventually_async(std::time::Duration::from_secs(30), || async move {
         let mut rls = RlsClient::connect(addr).await;
@@ -176,4 +181,46 @@ async fn an_absurd_quota_report_leaves_the_bucket_used_up_on_redis() {
         assert_eq!(proxied(&b, &format!("huge-{count}")).await, 429, "{count}");
     }
     assert_eq!(proxied(&b, "untouched").await, 200);
+}
+
+/// A policy whose gateways lease slices of each key (`sync = "lease"`) is decided exactly
+/// where a call's cost is 0 or forced: a check reads what the key really owes (it was
+/// answered OK from a made-up state, and left a remembered refusal that turned an idle
+/// key's next proxied request away), and a report past the slice is charged in Redis
+/// (it was dropped when the slice could not hold it).
+#[tokio::test]
+async fn checks_and_reports_on_a_leased_policy_are_decided_exactly_on_redis() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(redis.store_toml())
+        .policy_raw(
+            "tokens",
+            "key = \"header:x-tenant\"\nlimit = 1000\nperiod = \"1h\"\nburst = 1000\nsync = \"lease\"\n",
+        )
+        .route("api", "/api", "api", &["tokens"])
+        .raw(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n\
+             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\", { kind = \"tokens\" }]\npolicy = \"tokens\"\nreports = true\n",
+        )
+        .build();
+    let (gw, mut rls) = on_redis_with(&toml, &up).await;
+    let idle = rls.call(call("tokens", "idle", 0)).await.expect("check");
+    assert_eq!(idle.overall_code, OK);
+    let r = get(&gw.url("/api"), &[("x-tenant", "idle")]).await;
+    assert_eq!(r.status, 200, "a check leaves no refusal behind");
+    let first = rls.call(call("tokens", "acme", 0)).await.expect("check");
+    assert_eq!(first.overall_code, OK);
+    let reported = rls
+        .call(call("tokens", "acme", 1_500))
+        .await
+        .expect("report");
+    assert_eq!(reported.overall_code, OK, "a report is never refused");
+    let after = rls.call(call("tokens", "acme", 0)).await.expect("check");
+    assert_eq!(
+        after.overall_code, OVER_LIMIT,
+        "the report's 1,500 units were charged in Redis"
+    );
+    let r = get(&gw.url("/api"), &[("x-tenant", "acme")]).await;
+    assert_eq!(r.status, 429, "and a proxied request of the key sees them");
 }
