@@ -12,7 +12,7 @@ use crate::config::Rls;
 use crate::limit::{Mode, MAX_DECISIONS, MAX_TIERS};
 use crate::proxy::snapshot::Snapshot;
 use crate::store::limiter::Descriptor;
-use crate::store::{Admission, Limiter};
+use crate::store::{Admission, Limiter, Outcome};
 
 /// Why a call is not decided at all: the answer is a gRPC error, not a response.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -143,7 +143,12 @@ pub async fn decide(
         limiter
             .check_descriptors(descriptors(true), clock, &mut reports)
             .await;
+        let failed = reports.outcome() == Outcome::StoreUnavailable;
         decided.reports = Some(reports);
+        if failed {
+            // The call fails (on_error = "deny"): nothing else of it is charged.
+            return Ok(decided);
+        }
     }
     let mut admission = Box::<Admission>::default();
     limiter

@@ -153,7 +153,10 @@ async fn answer(
         super::top::record(top, (&snapshot.config, rls), request, decided);
     }
     let unavailable = |a: &crate::store::Admission| a.outcome() == Outcome::StoreUnavailable;
-    if decided.admissions().any(unavailable) {
+    // A call refused whatever the store says (a blocked or unmatched descriptor) is over
+    // the limit even when the store failed: an Envoy failing open on errors would
+    // otherwise let it through.
+    if !decided.refused_outright() && decided.admissions().any(unavailable) {
         return Err((
             Code::Unavailable,
             "the limiter's store cannot answer (on_error = \"deny\")".to_owned(),

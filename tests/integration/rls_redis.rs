@@ -252,11 +252,17 @@ async fn a_store_that_cannot_answer_is_unavailable_or_allowed_as_on_error_says()
     for on_error in ["deny", "allow"] {
         let mut redis = RedisServer::start();
         let up = Upstream::start().await;
-        let toml = toml(&redis).replace(
-            "timeout = \"2s\"\non_error = \"deny\"",
-            &format!("timeout = \"200ms\"\non_error = \"{on_error}\""),
-        );
+        let toml = toml(&redis)
+            .replace(
+                "timeout = \"2s\"\non_error = \"deny\"",
+                &format!("timeout = \"200ms\"\non_error = \"{on_error}\""),
+            )
+            .replace(
+                "[rls]\nlisten = \"127.0.0.1:0\"\n",
+                "[rls]\nlisten = \"127.0.0.1:0\"\non_unmatched = \"over_limit\"\n",
+            );
         assert!(toml.contains(&format!("on_error = \"{on_error}\"")));
+        assert!(toml.contains("on_unmatched = \"over_limit\""));
         let (gw, mut rls) = gateway(&toml, &up).await;
         redis.kill();
         let call = || RlsRequest {
@@ -274,6 +280,19 @@ async fn a_store_that_cannot_answer_is_unavailable_or_allowed_as_on_error_says()
                 refused.message(),
                 "the limiter's store cannot answer (on_error = \"deny\")"
             );
+            // A call a descriptor refuses whatever the store says (one no rule names,
+            // under `on_unmatched = "over_limit"`) is over the limit, not unavailable:
+            // an Envoy failing open on errors must not let it through.
+            let with_unmatched = RlsRequest {
+                descriptors: vec![
+                    descriptor(&[("tenant", "acme")]),
+                    descriptor(&[("nobody", "x")]),
+                ],
+                ..call()
+            };
+            let over = rls.call(with_unmatched).await.expect("answered");
+            assert_eq!(over.overall_code, OVER_LIMIT);
+            assert_eq!(over.codes()[1], (OVER_LIMIT, 0));
             continue;
         }
         let answered = rls.call(call()).await.expect("answered");
