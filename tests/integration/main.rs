@@ -19,6 +19,7 @@ mod budget_fleet;
 mod budgets;
 mod busboy;
 mod charsets;
+mod cluster_hangup;
 mod concurrency;
 mod concurrency_fleet;
 mod config;

@@ -8,7 +8,7 @@ use crate::store::redis::RedisStore;
 /// What a decision with Redis talks to: Redis, the refusal cache it keeps current, the
 /// metrics of slice calls, and the clock leased units are taken by.
 pub struct Remote<'a> {
-    pub store: &'a RedisStore,
+    pub store: &'a std::sync::Arc<RedisStore>,
     pub refusals: &'a RefusalCache,
     pub metrics: &'a Metrics,
     pub clock: &'a dyn Clock,

@@ -3,25 +3,27 @@
 //! back. The verdict is then computed by the same `evaluate` as in memory, from the TATs
 //! the scripts saw, so answers are identical to the embedded store's.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use arrayvec::ArrayVec;
 use redis::Script;
 
+use rollback::Written;
+
 use super::snapshot::{SnapshotTable, BASE};
 use smallvec::SmallVec;
 
-use crate::limit::calendar;
 use crate::limit::{evaluate, Mode, Tier, Verdict, INLINE_DECISIONS, MAX_DECISIONS};
 use crate::store::error::StoreError;
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RateTier;
 
+mod rollback;
+
 const NANOS: u128 = 1_000_000_000;
 
-static GCRA: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("gcra.lua")));
-static ROLLBACK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("rollback.lua")));
-static PEEK: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("peek.lua")));
+static GCRA: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("../gcra.lua")));
+static PEEK: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("../peek.lua")));
 
 /// Tiers decided before the Redis call (leased slices): each one's debt as the verdict
 /// should see it, and whether any of them refused.
@@ -153,7 +155,7 @@ fn window_arg(tier: &RateTier) -> String {
 /// When one of those refused, the others are only read. `now_ns` is the local clock,
 /// read only by the breaker.
 pub async fn check(
-    remote: &RedisStore,
+    remote: &Arc<RedisStore>,
     tiers: &[RateTier],
     cost: u64,
     now_ns: u64,
@@ -169,7 +171,7 @@ pub async fn check(
 
 /// Each group's charge goes through the breaker of the node holding it.
 async fn check_groups(
-    remote: &RedisStore,
+    remote: &Arc<RedisStore>,
     tiers: &[RateTier],
     cost: u64,
     now_ns: u64,
@@ -178,7 +180,8 @@ async fn check_groups(
     let groups = groups(remote, tiers, decided);
     let mut snapshot = decided.snapshot(tiers);
     let mut windows = Windows::default();
-    let mut written: ArrayVec<(usize, Reply), MAX_DECISIONS> = ArrayVec::new();
+    // Given back if this check is dropped (its client gone) between two groups.
+    let mut written = Written::new(remote, tiers, &groups, cost);
     // A tier decided elsewhere refused: nothing is charged, the others are only read.
     let mut first_read = None;
     if decided.refused {
@@ -193,7 +196,7 @@ async fn check_groups(
             let reply = match charged.await {
                 Ok(r) => r,
                 Err(e) => {
-                    roll_back(remote, &groups, &written, tiers, cost).await;
+                    written.roll_back().await;
                     return Err(e);
                 }
             };
@@ -206,7 +209,7 @@ async fn check_groups(
                 first_read = Some(g + 1);
                 break;
             }
-            written.push((g, reply));
+            written.push(g, reply);
         }
     }
     if let Some(first) = first_read {
@@ -217,8 +220,10 @@ async fn check_groups(
     } else {
         evaluate(&snapshot, &windows.on(tiers, now_ns), BASE, cost)
     };
-    if !verdict.admitted && !written.is_empty() {
-        roll_back(remote, &groups, &written, tiers, cost).await;
+    if verdict.admitted {
+        written.keep();
+    } else {
+        written.roll_back().await;
     }
     Ok(verdict)
 }
@@ -307,66 +312,6 @@ async fn read_groups(
                 snapshot.insert(tiers[i].tier.key, debt);
             }
             windows.place(tiers, group, reply.now_abs());
-        }
-    }
-}
-
-/// Takes back what earlier groups wrote for a request that was denied after all.
-async fn roll_back(
-    remote: &RedisStore,
-    groups: &[Group],
-    written: &[(usize, Reply)],
-    tiers: &[RateTier],
-    cost: u64,
-) {
-    for (g, reply) in written {
-        let mut inv = ROLLBACK.prepare_invoke();
-        let mut any = false;
-        for (&i, &debt) in groups[*g].iter().zip(&reply.debts) {
-            let tier = &tiers[i].tier;
-            let q = tier.quota;
-            let increment = tier.cost(cost).saturating_mul(q.interval_ns());
-            let now = reply.now_abs();
-            // A quota is measured from its window's end (as gcra.lua placed it).
-            let basis = tiers[i]
-                .bounds
-                .map_or(0, |b| b.until_end(u64::try_from(now).unwrap_or(u64::MAX)));
-            let quota = tiers[i].bounds.is_some();
-            // What the key owed or had used, as gcra.lua read it (a quota's TAT of another
-            // calendar: nothing used).
-            let over = if quota {
-                calendar::used(debt, basis)
-            } else {
-                debt
-            };
-            if over.saturating_add(increment) > q.tolerance_ns().saturating_add(tier.max_delay_ns) {
-                continue; // a shadow tier that did not admit wrote nothing
-            }
-            let mut ahead = basis.saturating_add(over).saturating_add(increment);
-            // As gcra.lua wrote it: a forced quota's TAT capped below another calendar's.
-            if quota {
-                ahead = ahead.min(calendar::max_tat(basis));
-            }
-            let increment = ahead.saturating_sub(basis).saturating_sub(over);
-            let old = if debt == 0 {
-                String::new()
-            } else {
-                tat_stamp(now + u128::from(debt), quota)
-            };
-            inv.key(key_of(&tiers[i]))
-                .key(super::reset::marker(key_of(&tiers[i])))
-                .arg(tat_stamp(now + u128::from(ahead), quota))
-                .arg(old)
-                .arg(debt.div_ceil(1_000_000))
-                .arg(increment)
-                .arg(now / 1_000);
-            any = true;
-        }
-        if any {
-            let undone: Result<redis::Value, _> = remote.invoke(&inv).await;
-            if let Err(e) = undone {
-                tracing::warn!(error = %e, "could not roll back an admission in another slot");
-            }
         }
     }
 }
