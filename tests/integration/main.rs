@@ -82,6 +82,7 @@ mod spend_keys;
 mod spend_race;
 mod spend_unbounded;
 mod store_calls;
+mod store_clock;
 mod store_health;
 mod store_outage;
 mod telemetry;

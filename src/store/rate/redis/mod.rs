@@ -283,7 +283,17 @@ async fn charge(
     }
     let values: Vec<i64> = remote.invoke(&inv).await?;
     if values.get(2) == Some(&2) {
-        // Ran after this gateway gave up on it: it decided nothing.
+        // The script ran after the deadline sent with it, so it decided nothing. The reply
+        // came within the timeout, so the deadline was wrong: the server's clock moved
+        // ahead of what this gateway learned (a step, a failover to a node whose clock
+        // runs ahead). Learnt from this reply, or every call after it would be late too.
+        if let (Some(&s), Some(&ns)) = (values.first(), values.get(1)) {
+            let (s, ns) = (
+                u128::try_from(s).unwrap_or(0),
+                u128::try_from(ns).unwrap_or(0),
+            );
+            remote.learn_server_clock(sent_ns, s * NANOS + ns);
+        }
         return Err(StoreError::Timeout(remote.timeout()));
     }
     let reply = Reply::parse(&values, group.len(), true)?;
