@@ -230,6 +230,7 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
             "1000",
             "5",
             &marker.to_string(),
+            "0",
         ];
         assert_eq!(redis.cli(&args).trim(), "1");
         let stamp = redis.cli(&["GET", "rolled-key"]).trim().to_owned();
@@ -237,6 +238,35 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
             stamp.rsplit(':').next(),
             Some(&format!("0000000{after}")[..]),
             "{stamp}"
+        );
+    }
+    // A quota's charge in a window that has ended since: the key, moved by the next
+    // window's requests, holds none of it and is left as it is; in the window still
+    // running, the charge is taken back.
+    redis.cli(&["DEL", "rolled-key:reset"]);
+    for (window_end, after) in [(now - 10, "90"), (now + 3_600, "85")] {
+        redis.cli(&["SET", "rolled-key", &later]);
+        let written = format!("{}:000000085", now + 86_390);
+        let end = window_end.to_string();
+        let args = [
+            "EVAL",
+            rollback,
+            "2",
+            "rolled-key",
+            "rolled-key:reset",
+            &written,
+            "",
+            "1000",
+            "5",
+            &marker.to_string(),
+            &end,
+        ];
+        assert_eq!(redis.cli(&args).trim(), "1");
+        let stamp = redis.cli(&["GET", "rolled-key"]).trim().to_owned();
+        assert_eq!(
+            stamp.rsplit(':').next(),
+            Some(&format!("0000000{after}")[..]),
+            "window ending at {window_end}: {stamp}"
         );
     }
     // A debt of a day that ended before yesterday ended: today's usage is left as it is.

@@ -4,17 +4,28 @@
 -- (its marker, reset.lua, is at or after it): what it holds now is others' usage, and
 -- our charge went with the reset.
 --
+-- A calendar quota's charge made in a window that has ended since is left in the key
+-- unless the key still holds exactly what the charge wrote: what it holds is the next
+-- window's usage, which the charge's increment is no part of.
+--
 -- KEYS[2i−1], KEYS[2i]  the tier's key and its reset marker
--- ARGV[5(i−1) + 1 .. 5]  written value, old value ("" = idle), old expiry ms, increment ns,
---                        the charge's time on this server (µs since the epoch)
+-- ARGV[6(i−1) + 1 .. 6]  written value, old value ("" = idle), old expiry ms, increment ns,
+--                        the charge's time on this server (µs since the epoch), and for a
+--                        calendar quota the end of the window charged (Unix seconds; 0
+--                        for a rate)
+local now_s = tonumber(redis.call('TIME')[1])
 for i = 1, #KEYS / 2 do
   local key, marker = KEYS[2 * i - 1], KEYS[2 * i]
-  local base = (i - 1) * 5
+  local base = (i - 1) * 6
   local written, old = ARGV[base + 1], ARGV[base + 2]
   local old_ttl, increment = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4])
+  local window_end = tonumber(ARGV[base + 6])
   local reset = tonumber(redis.call('GET', marker) or '')
   local current = redis.call('GET', key)
   if reset and reset >= tonumber(ARGV[base + 5]) then
+    current = nil
+  end
+  if current and current ~= written and window_end > 0 and now_s >= window_end then
     current = nil
   end
   if not current then

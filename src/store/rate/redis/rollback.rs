@@ -108,13 +108,18 @@ impl<'c> Written<'c> {
             } else {
                 tat_stamp(now + u128::from(debt), quota)
             };
+            // The window the charge went into (gcra.lua's, from the same server time).
+            let window_end = self.tiers[i].bounds.map_or(0, |b| {
+                b.holding(u64::try_from(now).unwrap_or(u64::MAX)).end.max(1)
+            });
             inv.key(key_of(&self.tiers[i]))
                 .key(crate::store::rate::reset::marker(key_of(&self.tiers[i])))
                 .arg(tat_stamp(now + u128::from(ahead), quota))
                 .arg(old)
                 .arg(debt.div_ceil(1_000_000))
                 .arg(increment)
-                .arg(now / 1_000);
+                .arg(now / 1_000)
+                .arg(window_end);
             any = true;
         }
         any.then_some(inv)
