@@ -39,16 +39,41 @@ enum Leased {
     Refused { wait: u64 },
 }
 
-/// Units taken from slices for one request: given back if the request is refused.
+/// Units taken from slices for one request.
 type TakenUnits = ArrayVec<(u64, u64, Taken), MAX_DECISIONS>;
 
-impl Slices {
-    fn untake_all(&self, taken: &TakenUnits) {
-        for (key, units, got) in taken {
-            self.untake(*key, *units, got);
+/// The units a request took from slices, given back unless it is admitted: refused,
+/// failed, or dropped mid-check (its client gone: the request's future stops at an
+/// await, and units taken before it were otherwise lost to the slice, charged in Redis
+/// and never used).
+struct Untaken<'s> {
+    slices: &'s Slices,
+    units: TakenUnits,
+}
+
+impl<'s> Untaken<'s> {
+    fn new(slices: &'s Slices) -> Self {
+        Self {
+            slices,
+            units: TakenUnits::new(),
         }
     }
 
+    /// The request is admitted: its units are used.
+    fn keep(mut self) -> TakenUnits {
+        std::mem::take(&mut self.units)
+    }
+}
+
+impl Drop for Untaken<'_> {
+    fn drop(&mut self) {
+        for (key, units, got) in &self.units {
+            self.slices.untake(*key, *units, got);
+        }
+    }
+}
+
+impl Slices {
     /// Decides a request some of whose tiers are leased: those from this gateway's slices
     /// where they have units, the others in Redis, all or nothing. A leased key without
     /// units gets a slice of its own only when the request makes no other call: a key too
@@ -66,29 +91,17 @@ impl Slices {
         cost: u64,
     ) -> Result<Verdict, StoreError> {
         let mut decided = Decided::default();
-        let mut taken = TakenUnits::new();
-        let in_call = match self
-            .take_or_fetch(remote, tiers, cost, &mut decided, &mut taken)
-            .await
-        {
-            Ok(in_call) => in_call,
-            Err(e) => {
-                self.untake_all(&taken);
-                return Err(e);
-            }
-        };
+        // Given back when this returns refused or failed, or is dropped before it returns.
+        let mut untaken = Untaken::new(self);
+        let in_call = self
+            .take_or_fetch(remote, tiers, cost, &mut decided, &mut untaken.units)
+            .await?;
         let now = remote.clock.now_ns();
-        let verdict = match check(remote.store, tiers, cost, now, &decided).await {
-            Ok(verdict) => verdict,
-            Err(e) => {
-                self.untake_all(&taken);
-                return Err(e);
-            }
-        };
+        let verdict = check(remote.store, tiers, cost, now, &decided).await?;
         if !verdict.admitted {
-            self.untake_all(&taken);
             return Ok(verdict);
         }
+        let taken = untaken.keep();
         for &i in &in_call {
             let tier = &tiers[i].tier;
             self.note_use(tier.key, tier.cost(cost), now);
