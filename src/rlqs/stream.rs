@@ -129,14 +129,17 @@ async fn serve(
                 Some(Ok(frame)) => {
                     let Ok(data) = frame.into_data() else { continue };
                     frames.push(&data);
-                    match read_messages(&mut stream, (&mut frames, &headers), &out).await {
-                        Ok(true) => {}
-                        Ok(false) => break Ok(()),
+                    let answered = match read_messages(&mut stream, (&mut frames, &headers), &out).await {
+                        Ok(Some(answered)) => answered,
+                        Ok(None) => break Ok(()),
                         Err(e) => break Err(e),
-                    }
-                    match frames.pending() {
-                        0 => stall = None,
-                        _ => { stall.get_or_insert_with(|| Box::pin(tokio::time::sleep(read_timeout))); }
+                    };
+                    // The timer is a message's: one that ended lets the next, begun in the
+                    // same frames, have its own whole `body_read_timeout`.
+                    match (frames.pending(), answered) {
+                        (0, _) => stall = None,
+                        (_, 0) => { stall.get_or_insert_with(|| Box::pin(tokio::time::sleep(read_timeout))); }
+                        _ => stall = Some(Box::pin(tokio::time::sleep(read_timeout))),
                     }
                 }
             },
@@ -207,18 +210,20 @@ async fn changed(changes: &mut Option<broadcast::Receiver<Arc<str>>>) -> Arc<str
     }
 }
 
-/// Answers every whole message read; `Ok(false)` once the client is gone.
+/// Answers every whole message read: how many, or `None` once the client is gone.
 async fn read_messages(
     stream: &mut Stream<'_>,
     (frames, headers): (&mut Frames, &HeaderMap),
     out: &Out,
-) -> Result<bool, (Code, String)> {
+) -> Result<Option<usize>, (Code, String)> {
+    let mut answered = 0;
     loop {
         let message = match frames.next_message() {
             Ok(Some(m)) => m,
-            Ok(None) => return Ok(true),
+            Ok(None) => return Ok(Some(answered)),
             Err(e) => return Err((Code::ResourceExhausted, e.to_string())),
         };
+        answered += 1;
         let reports = RateLimitQuotaUsageReports::decode(message).map_err(|e| {
             (
                 Code::InvalidArgument,
@@ -248,7 +253,7 @@ async fn read_messages(
             export_span(stream.shared, &span, reports.bucket_quota_usages.len());
         }
         if !send(out, actions).await {
-            return Ok(false);
+            return Ok(None);
         }
     }
 }

@@ -150,3 +150,69 @@ async fn a_stalled_message_ends_its_stream_at_the_read_timeout() {
     );
     drop(stream);
 }
+
+/// The read timeout is a message's, not a stream's: an Envoy whose reports keep coming,
+/// each write ending one message and beginning the next (a stream always holding part
+/// of a message), is not cut while every message ends within it.
+#[tokio::test]
+async fn a_stream_whose_messages_keep_ending_is_never_cut() {
+    let up = Upstream::start().await;
+    let toml = bounded("").replace("body_read_timeout = \"1s\"", "body_read_timeout = \"3s\"");
+    assert!(toml.contains("body_read_timeout = \"3s\""));
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let tcp = tokio::net::TcpStream::connect(gw.rls.expect("rls"))
+        .await
+        .expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2");
+    tokio::spawn(connection);
+    let head = http::Request::post(format!(
+        "http://rls{}",
+        tollgate::rlqs::proto::STREAM_RATE_LIMIT_QUOTAS
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .expect("request");
+    let mut client = client.ready().await.expect("ready");
+    let (response, mut stream) = client.send_request(head, false).expect("send");
+    // One report naming its domain, as a gRPC message: 5 bytes of frame, 6 of body.
+    let mut message = vec![0u8];
+    message.extend_from_slice(&6u32.to_be_bytes());
+    message.extend_from_slice(b"\x0a\x04edge");
+    let (begin, end) = message.split_at(3);
+    stream
+        .send_data(bytes::Bytes::copy_from_slice(begin), false)
+        .expect("data");
+    // Five seconds of reports (past the 3 s timeout), each write ending one message and
+    // beginning the next.
+    for _ in 0..10 {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let next = [end, begin].concat();
+        stream
+            .send_data(bytes::Bytes::from(next), false)
+            .expect("data");
+    }
+    stream
+        .send_data(bytes::Bytes::copy_from_slice(end), true)
+        .expect("data");
+    let response = tokio::time::timeout(std::time::Duration::from_secs(30), response)
+        .await
+        .expect("answered")
+        .expect("head");
+    let mut body = response.into_body();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(chunk) = body.data().await {
+            chunk.expect("body");
+        }
+        body.trailers().await
+    })
+    .await
+    .expect("the stream ended within 30 s")
+    .expect("trailers")
+    .unwrap_or_default();
+    assert_eq!(
+        ended.get("grpc-status").map(|v| v.as_bytes()),
+        Some(&b"0"[..]),
+        "{ended:?}"
+    );
+}
