@@ -298,3 +298,49 @@ async fn every_unit_of_the_yaml_is_stated_back_as_written() {
         );
     }
 }
+
+/// A limit's policy name does not hang on the order the file lists limits in: a reload
+/// adding `user_id` before `user id` (both named `user_id` once spaces are replaced)
+/// leaves `user id`'s buckets with it, and the newcomer starts fresh.
+#[tokio::test]
+async fn a_reload_adding_a_limit_of_a_like_name_moves_no_bucket() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let limit = |key: &str| {
+        format!(
+            "  - key: \"{key}\"\n    rate_limit:\n      unit: minute\n      requests_per_unit: 2\n"
+        )
+    };
+    let write = |descriptors: String| {
+        std::fs::write(
+            dir.path().join("api.yaml"),
+            format!("domain: api\ndescriptors:\n{descriptors}"),
+        )
+        .expect("yaml")
+    };
+    write(limit("user id"));
+    let (_up, gw, mut rls) = start(dir.path().to_str().expect("path")).await;
+    let ask = |key: &'static str| RlsRequest {
+        domain: "api".into(),
+        descriptors: vec![descriptor(&[(key, "u")])],
+        hits_addend: 0,
+    };
+    for code in [OK, OK, OVER_LIMIT] {
+        assert_eq!(
+            rls.call(ask("user id")).await.expect("call").overall_code,
+            code
+        );
+    }
+    write(limit("user_id") + &limit("user id"));
+    let reloaded = super::admin::reload(&gw).await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    assert_eq!(
+        rls.call(ask("user id")).await.expect("call").overall_code,
+        OVER_LIMIT,
+        "its bucket stayed with it"
+    );
+    assert_eq!(
+        rls.call(ask("user_id")).await.expect("call").overall_code,
+        OK,
+        "the newcomer's is fresh"
+    );
+}

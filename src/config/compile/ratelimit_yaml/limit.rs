@@ -33,15 +33,26 @@ pub(super) fn unit_seconds(unit: &str) -> Option<u64> {
     })
 }
 
-/// A policy name from a limit's full key: the characters a policy name allows, others as `_`.
+/// A policy name from a limit's full key: the key itself when a policy name allows all its
+/// characters; else those characters with the others as `_`, and a digest of the full
+/// key after them. Full keys are unique, so names are, whatever order the file lists its
+/// limits in: a reload adding `user_id` beside `user id` leaves `user id`'s buckets (the
+/// name is part of each key's hash) with it, not with the newcomer.
 fn policy_name(full_key: &str) -> String {
-    full_key
+    let allowed = |c: char| matches!(c, 'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '.' | ':' | '-');
+    if full_key.chars().all(allowed) {
+        return full_key.to_owned();
+    }
+    let base: String = full_key
         .chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '.' | ':' | '-' => c,
-            _ => '_',
-        })
-        .collect()
+        .map(|c| if allowed(c) { c } else { '_' })
+        .collect();
+    let digest = ring::digest::digest(&ring::digest::SHA256, full_key.as_bytes());
+    let short: String = digest.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{base}-{short}")
 }
 
 /// The policy of one limit: `requests_per_unit` per unit, the same burst, keyed by the
