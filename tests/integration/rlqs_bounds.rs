@@ -100,13 +100,10 @@ async fn the_listeners_bound_on_buckets_holds_across_streams() {
     assert!(freed, "the ended stream's places came back");
 }
 
-/// A message begun and never ended holds its bytes; past `body_read_timeout` from its
-/// first byte the stream ends `DEADLINE_EXCEEDED`, over a raw HTTP/2 client that sends
-/// nothing more.
-#[tokio::test]
-async fn a_stalled_message_ends_its_stream_at_the_read_timeout() {
-    let up = Upstream::start().await;
-    let gw = TestGateway::start_real_clock(&bounded(""), &up.url()).await;
+/// A quota stream opened by a raw HTTP/2 client (which answers nothing on its own).
+async fn raw_stream(
+    gw: &TestGateway,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
     let tcp = tokio::net::TcpStream::connect(gw.rls.expect("rls"))
         .await
         .expect("connect");
@@ -121,20 +118,17 @@ async fn a_stalled_message_ends_its_stream_at_the_read_timeout() {
     .body(())
     .expect("request");
     let mut client = client.ready().await.expect("ready");
-    let (response, mut stream) = client.send_request(head, false).expect("send");
-    // A frame announcing 100,000 bytes, and ten of them.
-    let mut begun = vec![0u8];
-    begun.extend_from_slice(&100_000u32.to_be_bytes());
-    begun.extend_from_slice(&[7; 10]);
-    stream
-        .send_data(bytes::Bytes::from(begun), false)
-        .expect("data");
+    client.send_request(head, false).expect("send")
+}
+
+/// The trailers a stream ends with, its messages read and dropped.
+async fn trailers_of(response: h2::client::ResponseFuture) -> http::HeaderMap {
     let response = tokio::time::timeout(std::time::Duration::from_secs(30), response)
         .await
         .expect("answered")
         .expect("head");
     let mut body = response.into_body();
-    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
         while let Some(chunk) = body.data().await {
             chunk.expect("body");
         }
@@ -143,7 +137,25 @@ async fn a_stalled_message_ends_its_stream_at_the_read_timeout() {
     .await
     .expect("the stream ended within 30 s")
     .expect("trailers")
-    .unwrap_or_default();
+    .unwrap_or_default()
+}
+
+/// A message begun and never ended holds its bytes; past `body_read_timeout` from its
+/// first byte the stream ends `DEADLINE_EXCEEDED`, over a raw HTTP/2 client that sends
+/// nothing more.
+#[tokio::test]
+async fn a_stalled_message_ends_its_stream_at_the_read_timeout() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&bounded(""), &up.url()).await;
+    let (response, mut stream) = raw_stream(&gw).await;
+    // A frame announcing 100,000 bytes, and ten of them.
+    let mut begun = vec![0u8];
+    begun.extend_from_slice(&100_000u32.to_be_bytes());
+    begun.extend_from_slice(&[7; 10]);
+    stream
+        .send_data(bytes::Bytes::from(begun), false)
+        .expect("data");
+    let ended = trailers_of(response).await;
     assert_eq!(
         ended.get("grpc-status").map(|v| v.as_bytes()),
         Some(&b"4"[..])
@@ -160,21 +172,7 @@ async fn a_stream_whose_messages_keep_ending_is_never_cut() {
     let toml = bounded("").replace("body_read_timeout = \"1s\"", "body_read_timeout = \"3s\"");
     assert!(toml.contains("body_read_timeout = \"3s\""));
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
-    let tcp = tokio::net::TcpStream::connect(gw.rls.expect("rls"))
-        .await
-        .expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("h2");
-    tokio::spawn(connection);
-    let head = http::Request::post(format!(
-        "http://rls{}",
-        tollgate::rlqs::proto::STREAM_RATE_LIMIT_QUOTAS
-    ))
-    .header("content-type", "application/grpc")
-    .header("te", "trailers")
-    .body(())
-    .expect("request");
-    let mut client = client.ready().await.expect("ready");
-    let (response, mut stream) = client.send_request(head, false).expect("send");
+    let (response, mut stream) = raw_stream(&gw).await;
     // One report naming its domain, as a gRPC message: 5 bytes of frame, 6 of body.
     let mut message = vec![0u8];
     message.extend_from_slice(&6u32.to_be_bytes());
@@ -195,21 +193,7 @@ async fn a_stream_whose_messages_keep_ending_is_never_cut() {
     stream
         .send_data(bytes::Bytes::copy_from_slice(end), true)
         .expect("data");
-    let response = tokio::time::timeout(std::time::Duration::from_secs(30), response)
-        .await
-        .expect("answered")
-        .expect("head");
-    let mut body = response.into_body();
-    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        while let Some(chunk) = body.data().await {
-            chunk.expect("body");
-        }
-        body.trailers().await
-    })
-    .await
-    .expect("the stream ended within 30 s")
-    .expect("trailers")
-    .unwrap_or_default();
+    let ended = trailers_of(response).await;
     assert_eq!(
         ended.get("grpc-status").map(|v| v.as_bytes()),
         Some(&b"0"[..]),
