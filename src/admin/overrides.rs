@@ -53,38 +53,7 @@ pub async fn handle(
     }
     let id = OverrideId { policy, key };
     match *method {
-        Method::PUT => {
-            let (set, ttl) = match read_body(req).await {
-                Ok(fields) => fields,
-                Err(resp) => return resp,
-            };
-            // A TTL counts from when the body was read, not from when it began to come.
-            let now_ms = shared.clock.wall_ms();
-            match shared
-                .overrides
-                .put(
-                    current,
-                    &shared.limiter,
-                    id.clone(),
-                    set.clone(),
-                    ttl,
-                    now_ms,
-                )
-                .await
-            {
-                Ok(applied) => {
-                    super::answer::tell_quota_streams(shared, &id.policy, &id.key);
-                    json_ok(json!({
-                    "status": "ok",
-                    "policy": id.policy,
-                    "key": id.key,
-                    "applied": written_json(current().policy(&id.policy).map(|p| &**p), &set, &applied),
-                    "expires_in_ms": ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-                    }))
-                }
-                Err(e) => refused(e),
-            }
-        }
+        Method::PUT => put(shared, id, req).await,
         // Exactly as typed first: one stored in another spelling (before spellings were
         // matched, or under the policy's earlier key) is still removable.
         Method::DELETE => match delete_typed_or_spelled(shared, &id, typed, now_ms).await {
@@ -104,6 +73,36 @@ pub async fn handle(
             "method_not_allowed",
             &[("allow", "PUT, DELETE".into())],
         ),
+    }
+}
+
+/// `PUT /admin/overrides/POLICY/KEY…`: sets the override `id` from the request's body.
+async fn put(shared: &Arc<Shared>, id: OverrideId, req: Request<Incoming>) -> Response<Body> {
+    let (set, ttl) = match read_body(req).await {
+        Ok(fields) => fields,
+        Err(resp) => return resp,
+    };
+    // A TTL counts from when the body was read, not from when it began to come.
+    let now_ms = shared.clock.wall_ms();
+    let current = || shared.config();
+    let limiter = &shared.limiter;
+    let put = shared
+        .overrides
+        .put(current, limiter, id.clone(), set.clone(), ttl, now_ms);
+    match put.await {
+        Ok(applied) => {
+            super::answer::tell_quota_streams(shared, &id.policy, &id.key);
+            let policy = current();
+            let policy = policy.policy(&id.policy).map(|p| &**p);
+            json_ok(json!({
+                "status": "ok",
+                "policy": id.policy,
+                "key": id.key,
+                "applied": written_json(policy, &set, &applied),
+                "expires_in_ms": ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            }))
+        }
+        Err(e) => refused(e),
     }
 }
 

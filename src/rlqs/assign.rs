@@ -225,30 +225,9 @@ impl Stream<'_> {
             super::top::record(top, (route, entry), &admission, &named, requests > allowed);
         }
         let now = clock.now_ns();
-        let bytes = id_bytes(id);
-        let over = |s: &Self| {
-            s.buckets.len() >= MAX_BUCKETS_PER_STREAM || s.id_bytes + bytes > MAX_STREAM_ID_BYTES
-        };
-        let new = !self.buckets.contains_key(&bkey);
-        let full = new && over(self) && (self.forget_stale(now) == 0 || over(self));
-        // The listener's bound on every stream's buckets, taken last (nothing to give
-        // back when the stream's own refused).
-        let listener_full = || new && !self.holders.tracked.take(bytes);
-        if full || bytes > MAX_BUCKET_ID_BYTES || listener_full() {
+        if !self.track(id, (&bkey, &key), now) {
             // Charged like any other, but not tracked: refused for a while.
             return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S));
-        }
-        if new {
-            self.id_bytes += bytes;
-            self.together.join(&key, &bkey);
-            let tracked = Tracked {
-                key: key.clone(),
-                last_ns: now,
-                demand: 0.0,
-                bytes,
-                told: None,
-            };
-            self.buckets.insert(bkey.clone(), tracked);
         }
         let (together, tracked) = (&mut self.together, self.buckets.get_mut(&bkey)?);
         if tracked.key != key {
@@ -281,6 +260,36 @@ impl Stream<'_> {
             tracked.told = Some(assignment);
         }
         Some(self.render(id, assignment, ttl_s))
+    }
+
+    /// Tracks the bucket `bkey` (a share of `key`) if it is new: `false` when the stream's
+    /// or the listener's bounds on buckets leave it no room.
+    fn track(&mut self, id: &BucketId, (bkey, key): (&BucketKey, &str), now: u64) -> bool {
+        let bytes = id_bytes(id);
+        let over = |s: &Self| {
+            s.buckets.len() >= MAX_BUCKETS_PER_STREAM || s.id_bytes + bytes > MAX_STREAM_ID_BYTES
+        };
+        let new = !self.buckets.contains_key(bkey);
+        let full = new && over(self) && (self.forget_stale(now) == 0 || over(self));
+        // The listener's bound on every stream's buckets, taken last (nothing to give
+        // back when the stream's own refused).
+        let listener_full = || new && !self.holders.tracked.take(bytes);
+        if full || bytes > MAX_BUCKET_ID_BYTES || listener_full() {
+            return false;
+        }
+        if new {
+            self.id_bytes += bytes;
+            self.together.join(key, bkey);
+            let tracked = Tracked {
+                key: key.to_owned(),
+                last_ns: now,
+                demand: 0.0,
+                bytes,
+                told: None,
+            };
+            self.buckets.insert(bkey.clone(), tracked);
+        }
+        true
     }
 
     /// Forgets the buckets no report named for [`STALE_NS`] (their holds go with them);

@@ -22,6 +22,44 @@ fn sizes(cluster: &RedisCluster) -> Vec<u64> {
         .collect()
 }
 
+/// A client (an `x-client` value) whose own key lives on another node than the shared
+/// key's, and that node; each one tried spends a unit of the shared tier.
+async fn a_client_on_another_node(cluster: &RedisCluster, gw: &TestGateway) -> (String, usize) {
+    // The node holding the shared key: the one its reset marker lands on.
+    let reset = send(
+        &http1(),
+        "POST",
+        &gw.admin_url("/admin/reset/everyone/api"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+    let shared_node = cluster
+        .nodes
+        .iter()
+        .position(|n| n.cli(&["KEYS", "*:reset"]).contains(":reset"))
+        .expect("a reset marker");
+    assert_eq!(
+        get(&gw.url("/api"), &[("x-client", "warm")]).await.status,
+        200
+    );
+    for i in 0..30 {
+        let client = format!("c{i}");
+        let before = sizes(cluster);
+        assert_eq!(
+            get(&gw.url("/api"), &[("x-client", &client)]).await.status,
+            200
+        );
+        let after = sizes(cluster);
+        let grew = (0..after.len()).find(|&n| after[n] > before[n]);
+        if let Some(node) = grew.filter(|&n| n != shared_node) {
+            return (client, node);
+        }
+    }
+    panic!("no client keyed on another node than the shared key's");
+}
+
 #[tokio::test]
 async fn a_client_gone_between_two_groups_gives_back_what_the_first_charged() {
     let cluster = RedisCluster::start();
@@ -45,42 +83,7 @@ async fn a_client_gone_between_two_groups_gives_back_what_the_first_charged() {
     })
     .await;
     assert!(warm, "the gateway answers from the Cluster");
-    // The node holding the shared key: the one its reset marker lands on.
-    let reset = send(
-        &http1(),
-        "POST",
-        &gw.admin_url("/admin/reset/everyone/api"),
-        &[],
-        b"",
-    )
-    .await;
-    assert_eq!(reset.status, 200, "{}", reset.text());
-    let shared_node = cluster
-        .nodes
-        .iter()
-        .position(|n| n.cli(&["KEYS", "*:reset"]).contains(":reset"))
-        .expect("a reset marker");
-    assert_eq!(
-        get(&gw.url("/api"), &[("x-client", "warm")]).await.status,
-        200
-    );
-    // A client whose own key lives on another node than the shared key.
-    let mut chosen = None;
-    for i in 0..30 {
-        let client = format!("c{i}");
-        let before = sizes(&cluster);
-        assert_eq!(
-            get(&gw.url("/api"), &[("x-client", &client)]).await.status,
-            200
-        );
-        let after = sizes(&cluster);
-        let grew = (0..after.len()).find(|&n| after[n] > before[n]);
-        if let Some(node) = grew.filter(|&n| n != shared_node) {
-            chosen = Some((client, node));
-            break;
-        }
-    }
-    let (client, client_node) = chosen.expect("a client keyed on another node");
+    let (client, client_node) = a_client_on_another_node(&cluster, &gw).await;
     // The rollback script on every node, as on a Cluster that rolled back before (its
     // first load goes to every master, the paused one too).
     for node in &cluster.nodes {

@@ -115,48 +115,56 @@ fn redis_now(redis: &RedisServer) -> i64 {
         .expect("seconds")
 }
 
+/// settle.lua on `key` charged at `charged_us` (server µs): `op` ("debt" or "refund") of
+/// `ns`, `room` to refund, in `window`, the debt bound just below another calendar's. Its
+/// reply, the debt after and whether the reset marker held a refund, as "debt held".
+fn settle_at(
+    redis: &RedisServer,
+    key: &str,
+    (op, ns, room): (&str, &str, &str),
+    window: &str,
+    charged_us: &str,
+) -> String {
+    // As the gateway loads it: the shared start (tat.lua) before it.
+    let settle = [
+        include_str!("../../src/store/rate/tat.lua"),
+        include_str!("../../src/store/rate/settle.lua"),
+    ]
+    .concat();
+    let marker = format!("{key}:reset");
+    let args = [
+        "EVAL",
+        &settle,
+        "2",
+        key,
+        &marker,
+        op,
+        ns,
+        room,
+        "899999999999",
+        window,
+        charged_us,
+    ];
+    let reply = redis.cli(&args);
+    reply.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// [`settle_at`] with no charge time: the debt alone, no marker held.
+fn settle_on(redis: &RedisServer, key: &str, op: (&str, &str, &str), window: &str) -> String {
+    let reply = settle_at(redis, key, op, window, "0");
+    reply.strip_suffix(" 0").expect("not held").to_owned()
+}
+
 #[tokio::test]
-async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_another_calendars_tat()
-{
+async fn settle_lua_refunds_nothing_into_a_later_window() {
     let redis = RedisServer::start();
-    // As the gateway loads them: the shared start (tat.lua) before each script.
-    let tat = include_str!("../../src/store/rate/tat.lua");
-    let settle = &[tat, include_str!("../../src/store/rate/settle.lua")].concat();
-    let gcra = &[tat, include_str!("../../src/store/rate/gcra.lua")].concat();
     let now = redis_now(&redis);
-    // settle.lua on `key` charged at `charged_us` (server µs): `op` ("debt" or
-    // "refund") of `ns`, `room` to refund, in `window`, the debt bound just below
-    // another calendar's. Its reply, the debt after and whether the reset marker held
-    // a refund, as "debt held".
-    let settle_at = |key: &str, op: &str, ns: &str, room: &str, window: &str, charged_us: &str| {
-        let marker = format!("{key}:reset");
-        let args = [
-            "EVAL",
-            settle,
-            "2",
-            key,
-            &marker,
-            op,
-            ns,
-            room,
-            "899999999999",
-            window,
-            charged_us,
-        ];
-        let reply = redis.cli(&args);
-        reply.split_whitespace().collect::<Vec<_>>().join(" ")
-    };
-    // The debt alone, no marker held.
-    let settle_on = |key: &str, op: &str, ns: &str, room: &str, window: &str| {
-        let reply = settle_at(key, op, ns, room, window, "0");
-        reply.strip_suffix(" 0").expect("not held").to_owned()
-    };
     // A day that ended 100 s ago; the key has used 80 units of the day running now.
     let end = now - 100;
     let (start, next) = (end - 86_400, end + 86_400);
     let window = format!("{start}:{end}:{next}");
     redis.cli(&["SET", "quota-key", &format!("{next}:000000080")]);
-    let after = settle_on("quota-key", "refund", "49", "50", &window);
+    let after = settle_on(&redis, "quota-key", ("refund", "49", "50"), &window);
     assert_eq!(
         after, "80",
         "a reservation of the day that ended gives nothing back"
@@ -168,7 +176,30 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     // Within its own window, the same refund is given.
     let own = format!("{}:{}:{}", now - 10, now + 86_390, now + 2 * 86_400 - 10);
     redis.cli(&["SET", "own-key", &format!("{}:000000080", now + 86_390)]);
-    assert_eq!(settle_on("own-key", "refund", "49", "50", &own), "31");
+    assert_eq!(
+        settle_on(&redis, "own-key", ("refund", "49", "50"), &own),
+        "31"
+    );
+    // A debt of a day that ended before yesterday ended: today's usage is left as it is.
+    let (old_end, old_next) = (now - 86_500, now - 100);
+    let long_gone = format!("{}:{old_end}:{old_next}", old_end - 86_400);
+    let today = format!("{}:000000080", now + 86_300);
+    redis.cli(&["SET", "today-key", &today]);
+    assert_eq!(
+        settle_on(&redis, "today-key", ("debt", "40", "0"), &long_gone),
+        "0"
+    );
+    assert_eq!(redis.cli(&["GET", "today-key"]).trim(), today);
+}
+
+/// A key reset (reset.lua) at or after a charge holds its refund; one reset before it
+/// does not. A debt is charged whatever the marker says.
+#[tokio::test]
+async fn settle_lua_refunds_nothing_after_a_reset_of_its_key() {
+    let redis = RedisServer::start();
+    let tat = include_str!("../../src/store/rate/tat.lua");
+    let now = redis_now(&redis);
+    let own = format!("{}:{}:{}", now - 10, now + 86_390, now + 2 * 86_400 - 10);
     // A key reset (reset.lua) at or after the charge refunds nothing; one reset before
     // the charge does. The marker holds the server's µs as digits.
     let reset = &[tat, include_str!("../../src/store/rate/reset.lua")].concat();
@@ -190,28 +221,31 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
     assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
     for (charged, after) in [(marker - 1, "80 1"), (marker, "80 1"), (marker + 1, "31 0")] {
         redis.cli(&["SET", "reset-key", &used]);
-        let got = settle_at(
-            "reset-key",
-            "refund",
-            "49",
-            "50",
-            &own,
-            &charged.to_string(),
-        );
+        let refund = ("refund", "49", "50");
+        let got = settle_at(&redis, "reset-key", refund, &own, &charged.to_string());
         assert_eq!(got, after, "charged at {charged}, reset at {marker}");
     }
     // Nothing to give back (a settle at what was charged) holds nothing.
     redis.cli(&["SET", "reset-key", &used]);
     assert_eq!(
-        settle_at("reset-key", "refund", "0", "0", &own, "0"),
+        settle_at(&redis, "reset-key", ("refund", "0", "0"), &own, "0"),
         "80 0"
     );
     // A debt is charged whatever the marker says.
-    assert_eq!(settle_at("reset-key", "debt", "9", "0", &own, "0"), "89 0");
+    let debt = ("debt", "9", "0");
+    assert_eq!(settle_at(&redis, "reset-key", debt, &own, "0"), "89 0");
     // A hold of 0 leaves no marker.
     redis.cli(&["EVAL", reset, "2", "plain-key", "plain-key:reset", "0"]);
     assert_eq!(redis.cli(&["EXISTS", "plain-key:reset"]).trim(), "0");
-    // rollback.lua takes a charge back, unless the key was reset since the charge.
+}
+
+/// rollback.lua takes a Cluster group's charge back, unless the key was reset since the
+/// charge, or the key moved on after the calendar window the charge went into ended.
+#[tokio::test]
+async fn rollback_lua_takes_a_charge_back_unless_reset_since_or_its_window_ended() {
+    let redis = RedisServer::start();
+    let now = redis_now(&redis);
+    let marker = now as u64 * 1_000_000;
     let rollback = include_str!("../../src/store/rate/rollback.lua");
     let later = format!("{}:000000090", now + 86_390);
     for (marker_at, after) in [(marker - 1, "85"), (marker + 1, "90")] {
@@ -269,14 +303,15 @@ async fn settle_lua_refunds_nothing_into_a_later_window_and_gcra_lua_ignores_ano
             "window ending at {window_end}: {stamp}"
         );
     }
-    // A debt of a day that ended before yesterday ended: today's usage is left as it is.
-    let (old_end, old_next) = (now - 86_500, now - 100);
-    let long_gone = format!("{}:{old_end}:{old_next}", old_end - 86_400);
-    let today = format!("{}:000000080", now + 86_300);
-    redis.cli(&["SET", "today-key", &today]);
-    assert_eq!(settle_on("today-key", "debt", "40", "0", &long_gone), "0");
-    assert_eq!(redis.cli(&["GET", "today-key"]).trim(), today);
+}
 
+/// gcra.lua reads a TAT written under another calendar as no usage of this one.
+#[tokio::test]
+async fn gcra_lua_reads_another_calendars_tat_as_no_usage() {
+    let redis = RedisServer::start();
+    let tat = include_str!("../../src/store/rate/tat.lua");
+    let gcra = &[tat, include_str!("../../src/store/rate/gcra.lua")].concat();
+    let now = redis_now(&redis);
     // A TAT written under a monthly calendar, read by a daily one: 20 days past the
     // day's end is no usage of the day, so a quota of 3 admits.
     let day = format!("{}:{}:{}", now - 10, now + 86_390, now + 2 * 86_400 - 10);
