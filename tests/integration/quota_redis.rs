@@ -234,6 +234,35 @@ async fn settle_lua_refunds_nothing_after_a_reset_of_its_key() {
     // A debt is charged whatever the marker says.
     let debt = ("debt", "9", "0");
     assert_eq!(settle_at(&redis, "reset-key", debt, &own, "0"), "89 0");
+    // Given its one-time key, a refund sent twice (a Cluster client's retry after a
+    // dropped connection) is given once.
+    redis.cli(&["DEL", "reset-key:reset"]);
+    redis.cli(&["SET", "reset-key", &used]);
+    let settle = [tat, include_str!("../../src/store/rate/settle.lua")].concat();
+    let refund_once = [
+        "EVAL",
+        &settle,
+        "3",
+        "reset-key",
+        "reset-key:reset",
+        "reset-key:once:1",
+        "refund",
+        "49",
+        "50",
+        "899999999999",
+        &own,
+        "0",
+    ];
+    let replies: Vec<String> = (0..2)
+        .map(|_| {
+            redis
+                .cli(&refund_once)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    assert_eq!(replies, ["31 0", "31 0"], "refunded once");
     // A hold of 0 leaves no marker.
     redis.cli(&["EVAL", reset, "2", "plain-key", "plain-key:reset", "0"]);
     assert_eq!(redis.cli(&["EXISTS", "plain-key:reset"]).trim(), "0");
@@ -303,6 +332,30 @@ async fn rollback_lua_takes_a_charge_back_unless_reset_since_or_its_window_ended
             "window ending at {window_end}: {stamp}"
         );
     }
+    // Given its one-time key, a rollback sent twice (a Cluster client's retry after a
+    // dropped connection) takes the charge back once.
+    redis.cli(&["SET", "rolled-key", &later]);
+    let written = format!("{}:000000085", now + 86_390);
+    let marker_arg = marker.to_string();
+    let twice = [
+        "EVAL",
+        rollback,
+        "3",
+        "rolled-key",
+        "rolled-key:reset",
+        "rolled-key:once:1",
+        &written,
+        "",
+        "1000",
+        "5",
+        &marker_arg,
+        "0",
+    ];
+    for _ in 0..2 {
+        assert_eq!(redis.cli(&twice).trim(), "1");
+    }
+    let stamp = redis.cli(&["GET", "rolled-key"]).trim().to_owned();
+    assert_eq!(stamp.rsplit(':').next(), Some("000000085"), "{stamp}");
 }
 
 /// gcra.lua reads a TAT written under another calendar as no usage of this one.

@@ -8,13 +8,21 @@
 -- unless the key still holds exactly what the charge wrote: what it holds is the next
 -- window's usage, which the charge's increment is no part of.
 --
+-- A rollback runs once: the Cluster client may send a call again after a connection
+-- dropped mid-call, and a second run would subtract the increment a second time.
+--
 -- KEYS[2i−1], KEYS[2i]  the tier's key and its reset marker
+-- KEYS[last], when the keys are odd in number: this rollback's one-time key (same slot)
 -- ARGV[6(i−1) + 1 .. 6]  written value, old value ("" = idle), old expiry ms, increment ns,
 --                        the charge's time on this server (µs since the epoch), and for a
 --                        calendar quota the end of the window charged (Unix seconds; 0
 --                        for a rate)
 local now_s = tonumber(redis.call('TIME')[1])
-for i = 1, #KEYS / 2 do
+local count = math.floor(#KEYS / 2)
+if #KEYS % 2 == 1 and not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', 60000) then
+  return count
+end
+for i = 1, count do
   local key, marker = KEYS[2 * i - 1], KEYS[2 * i]
   local base = (i - 1) * 6
   local written, old = ARGV[base + 1], ARGV[base + 2]
@@ -49,4 +57,4 @@ for i = 1, #KEYS / 2 do
     end
   end
 end
-return #KEYS / 2
+return count

@@ -271,9 +271,12 @@ pub async fn settle_remote(
         .window
         .map(|(_, b)| b.script_arg())
         .unwrap_or_default();
-    call.key(key)
-        .key(super::reset::marker(key))
-        .arg(op)
+    call.key(key).key(super::reset::marker(key));
+    if op == "refund" && ns > 0 && remote.is_cluster() {
+        // Once only: the Cluster client may send it again after a dropped connection.
+        call.key(once(key));
+    }
+    call.arg(op)
         .arg(ns)
         .arg(room)
         .arg(pending.max_debt_ns())
@@ -284,6 +287,11 @@ pub async fn settle_remote(
         u64::try_from(debt).map_err(|_| StoreError::Reply)?,
         held == 1,
     ))
+}
+
+/// A one-time key beside `key` (in its slot): a script given it runs its write once.
+pub fn once(key: &str) -> String {
+    format!("{key}:once:{}", crate::random::suffix())
 }
 
 /// The admitted tiers of settled policies, to settle once the cost is known. `in_store`:

@@ -122,6 +122,10 @@ impl<'c> Written<'c> {
                 .arg(window_end);
             any = true;
         }
+        // Once only: the Cluster client may send it again after a dropped connection.
+        if let Some(&first) = group.first() {
+            inv.key(crate::store::rate::settle::once(key_of(&self.tiers[first])));
+        }
         any.then_some(inv)
     }
 }
