@@ -252,6 +252,7 @@ async fn settle_lua_refunds_nothing_after_a_reset_of_its_key() {
         "899999999999",
         &own,
         "0",
+        "10000",
     ];
     let replies: Vec<String> = (0..2)
         .map(|_| {
@@ -350,6 +351,7 @@ async fn rollback_lua_takes_a_charge_back_unless_reset_since_or_its_window_ended
         "5",
         &marker_arg,
         "0",
+        "10000",
     ];
     for _ in 0..2 {
         assert_eq!(redis.cli(&twice).trim(), "1");

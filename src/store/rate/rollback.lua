@@ -13,14 +13,14 @@
 --
 -- KEYS[2i−1], KEYS[2i]  the tier's key and its reset marker
 -- KEYS[last], when the keys are odd in number: this rollback's one-time key (same slot),
---            kept 5 s: a retry comes within the call's own timeout
+--            kept ARGV[last] ms (twice the store timeout: a retry comes within the call's)
 -- ARGV[6(i−1) + 1 .. 6]  written value, old value ("" = idle), old expiry ms, increment ns,
 --                        the charge's time on this server (µs since the epoch), and for a
 --                        calendar quota the end of the window charged (Unix seconds; 0
 --                        for a rate)
 local now_s = tonumber(redis.call('TIME')[1])
 local count = math.floor(#KEYS / 2)
-if #KEYS % 2 == 1 and not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', 5000) then
+if #KEYS % 2 == 1 and not redis.call('SET', KEYS[#KEYS], '1', 'NX', 'PX', ARGV[count * 6 + 1]) then
   return count
 end
 for i = 1, count do

@@ -21,9 +21,8 @@
 -- ARGV[6]  the charge's time on this server (µs since the epoch, estimated early; 0:
 --          unknown, and any marker refuses the refund)
 -- KEYS[3]  optional: this refund's one-time key (same slot): a refund runs once, though
---          the Cluster client may send the call again after a connection dropped (kept
---          5 s, a retry coming within the call's own timeout: a key a refund, at 10,000
---          refunds a second 50,000 keys at once)
+--          the Cluster client may send the call again after a connection dropped; kept
+--          ARGV[7] ms (twice the store timeout: a retry comes within the call's)
 -- Returns  {the debt (TAT − now, ns; a quota: TAT − the window's end, its units used),
 --          1 when a refund was held by the key's reset marker, else 0}
 local op, ns = ARGV[1], tonumber(ARGV[2])
@@ -62,7 +61,7 @@ else
   local reset = tonumber(redis.call('GET', KEYS[2]) or '')
   if reset and reset >= (tonumber(ARGV[6]) or 0) then return {debt, 1} end
   after = math.max(debt - math.min(ns, room), 0)
-  if KEYS[3] and after ~= debt and not redis.call('SET', KEYS[3], '1', 'NX', 'PX', 5000) then
+  if KEYS[3] and after ~= debt and not redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[7]) then
     return {debt, 0}
   end
 end

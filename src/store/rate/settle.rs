@@ -281,7 +281,8 @@ pub async fn settle_remote(
         .arg(room)
         .arg(pending.max_debt_ns())
         .arg(window)
-        .arg(pending.charged_us);
+        .arg(pending.charged_us)
+        .arg(once_ms(remote));
     let (debt, held): (i64, i64) = remote.invoke(&call).await?;
     Ok((
         u64::try_from(debt).map_err(|_| StoreError::Reply)?,
@@ -292,6 +293,15 @@ pub async fn settle_remote(
 /// A one-time key beside `key` (in its slot): a script given it runs its write once.
 pub fn once(key: &str) -> String {
     format!("{key}:once:{}", crate::random::suffix())
+}
+
+/// How long a one-time key is kept (ms): twice the store timeout, within which any retry
+/// of the call comes (a key a refund: at 10,000 a second and a 50 ms timeout, 1,000 keys
+/// at once).
+pub fn once_ms(remote: &RedisStore) -> u64 {
+    u64::try_from(remote.timeout().as_millis().saturating_mul(2))
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 /// The admitted tiers of settled policies, to settle once the cost is known. `in_store`:

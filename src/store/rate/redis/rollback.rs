@@ -124,7 +124,8 @@ impl<'c> Written<'c> {
         }
         // Once only: the Cluster client may send it again after a dropped connection.
         if let Some(&first) = group.first() {
-            inv.key(crate::store::rate::settle::once(key_of(&self.tiers[first])));
+            inv.key(crate::store::rate::settle::once(key_of(&self.tiers[first])))
+                .arg(crate::store::rate::settle::once_ms(self.remote));
         }
         any.then_some(inv)
     }
