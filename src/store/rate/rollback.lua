@@ -13,7 +13,7 @@
 --
 -- KEYS[2i−1], KEYS[2i]  the tier's key and its reset marker
 -- KEYS[last], when the keys are odd in number: this rollback's one-time key (same slot),
---            kept ARGV[last] ms (twice the store timeout: a retry comes within the call's)
+--            kept ARGV[last] ms (ten store timeouts, a second at least: a retry comes within them)
 -- ARGV[6(i−1) + 1 .. 6]  written value, old value ("" = idle), old expiry ms, increment ns,
 --                        the charge's time on this server (µs since the epoch), and for a
 --                        calendar quota the end of the window charged (Unix seconds; 0

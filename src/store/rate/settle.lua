@@ -22,7 +22,7 @@
 --          unknown, and any marker refuses the refund)
 -- KEYS[3]  optional: this refund's one-time key (same slot): a refund runs once, though
 --          the Cluster client may send the call again after a connection dropped; kept
---          ARGV[7] ms (twice the store timeout: a retry comes within the call's)
+--          ARGV[7] ms (ten store timeouts, a second at least: a retry comes within them)
 -- Returns  {the debt (TAT − now, ns; a quota: TAT − the window's end, its units used),
 --          1 when a refund was held by the key's reset marker, else 0}
 local op, ns = ARGV[1], tonumber(ARGV[2])

@@ -295,13 +295,14 @@ pub fn once(key: &str) -> String {
     format!("{key}:once:{}", crate::random::suffix())
 }
 
-/// How long a one-time key is kept (ms): twice the store timeout, within which any retry
-/// of the call comes (a key a refund: at 10,000 a second and a 50 ms timeout, 1,000 keys
-/// at once).
+/// How long a one-time key is kept (ms): ten store timeouts, and a second at least. The
+/// client's retries (two, each bounded by the timeout, after a reconnect bounded by it
+/// too) come within that even when the call that asked has given up (a key a refund: at
+/// 10,000 refunds a second, 10,000 keys at once with the default timeout).
 pub fn once_ms(remote: &RedisStore) -> u64 {
-    u64::try_from(remote.timeout().as_millis().saturating_mul(2))
+    u64::try_from(remote.timeout().as_millis().saturating_mul(10))
         .unwrap_or(u64::MAX)
-        .max(1)
+        .max(1_000)
 }
 
 /// The admitted tiers of settled policies, to settle once the cost is known. `in_store`:
