@@ -58,6 +58,7 @@ mod quota_settle_reload;
 mod quotas;
 mod readme;
 mod redis;
+mod redis_scripts;
 mod rlqs;
 mod rlqs_admin;
 mod rlqs_bounds;
