@@ -282,22 +282,15 @@ async fn charge(
         inv.arg(stamp(deadline));
     }
     let values: Vec<i64> = remote.invoke(&inv).await?;
+    let reply = Reply::parse(&values, group.len(), true)?;
+    // Learnt from a late reply too: it came within the timeout, so the deadline was
+    // wrong — the server's clock moved ahead of what this gateway learned (a step, a
+    // failover to a node whose clock runs ahead) — and every call after it would be late.
+    remote.learn_server_clock(sent_ns, reply.now_abs());
     if values.get(2) == Some(&2) {
-        // The script ran after the deadline sent with it, so it decided nothing. The reply
-        // came within the timeout, so the deadline was wrong: the server's clock moved
-        // ahead of what this gateway learned (a step, a failover to a node whose clock
-        // runs ahead). Learnt from this reply, or every call after it would be late too.
-        if let (Some(&s), Some(&ns)) = (values.first(), values.get(1)) {
-            let (s, ns) = (
-                u128::try_from(s).unwrap_or(0),
-                u128::try_from(ns).unwrap_or(0),
-            );
-            remote.learn_server_clock(sent_ns, s * NANOS + ns);
-        }
+        // The script ran after the deadline sent with it: it decided nothing.
         return Err(StoreError::Timeout(remote.timeout()));
     }
-    let reply = Reply::parse(&values, group.len(), true)?;
-    remote.learn_server_clock(sent_ns, reply.now_abs());
     Ok(reply)
 }
 
