@@ -226,6 +226,30 @@ async fn a_body_dripped_before_the_decision_has_body_read_timeout_in_all() {
     assert_eq!(used(&gw, "dripper").await, 0);
 }
 
+/// A raw HTTP/1.1 request, `head` (its lines, without the blank one) with `expect:
+/// 100-continue`, and `body` sent in one write once the gateway says `100 Continue`
+/// (its body is being read); the connection, kept open.
+async fn sent_after_continue(
+    addr: std::net::SocketAddr,
+    head: &str,
+    body: &[u8],
+) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!("{head}expect: 100-continue\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut told = [0u8; 25];
+    s.read_exact(&mut told).await.unwrap();
+    assert_eq!(
+        &told,
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+        "{}",
+        String::from_utf8_lossy(&told)
+    );
+    s.write_all(body).await.unwrap();
+    s
+}
+
 #[tokio::test]
 async fn parked_bodies_cannot_hold_more_than_max_key_body_memory() {
     let up = LlmUpstream::start().await;
@@ -239,17 +263,9 @@ async fn parked_bodies_cannot_hold_more_than_max_key_body_memory() {
     // requests that follow.
     let mut parked = Vec::new();
     for _ in 0..2 {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
-        s.write_all(b"POST /v1/x HTTP/1.1\r\nhost: x\r\nx-api-key: p\r\ncontent-length: 1020\r\nexpect: 100-continue\r\n\r\n")
-            .await
-            .unwrap();
-        let mut head = [0u8; 25];
-        s.read_exact(&mut head).await.unwrap();
-        assert_eq!(&head, b"HTTP/1.1 100 Continue\r\n\r\n");
+        let head = "POST /v1/x HTTP/1.1\r\nhost: x\r\nx-api-key: p\r\ncontent-length: 1020\r\n";
         let body = format!("{{{}", "x".repeat(1018));
-        s.write_all(body.as_bytes()).await.unwrap();
-        parked.push(s);
+        parked.push(sent_after_continue(gw.addr, head, body.as_bytes()).await);
     }
     let busy = eventually_async(Duration::from_secs(20), || async {
         let r = post(
@@ -286,7 +302,6 @@ async fn parked_bodies_cannot_hold_more_than_max_key_body_memory() {
 /// declared length: the third of these took a 503 in place of its `100 Continue`.)
 #[tokio::test]
 async fn bodies_declared_but_not_sent_hold_no_memory() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let up = LlmUpstream::start().await;
     let toml = budget(1_000_000)
         .server("workers = 1\nmax_key_body = 1024\nmax_key_body_memory = 2048\nbody_read_timeout = \"30s\"\n")
@@ -316,22 +331,8 @@ async fn bodies_declared_but_not_sent_hold_no_memory() {
     // the next is sent.
     let mut sockets = Vec::new();
     for _ in 0..8 {
-        let mut s = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
-        s.write_all(
-            b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-api-key: p\r\ncontent-type: application/json\r\ncontent-length: 1000\r\nexpect: 100-continue\r\n\r\n",
-        )
-        .await
-        .unwrap();
-        let mut head = [0u8; 25];
-        s.read_exact(&mut head).await.unwrap();
-        assert_eq!(
-            &head,
-            b"HTTP/1.1 100 Continue\r\n\r\n",
-            "{}",
-            String::from_utf8_lossy(&head)
-        );
-        s.write_all(b"{").await.unwrap();
-        sockets.push(s);
+        let head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-api-key: p\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n";
+        sockets.push(sent_after_continue(gw.addr, head, b"{").await);
     }
     for client in [http1(), http2()] {
         let r = post(
