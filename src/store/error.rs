@@ -15,6 +15,8 @@ pub enum StoreError {
     Redis(#[from] redis::RedisError),
     #[error("unexpected reply from the store script")]
     Reply,
+    #[error("the store call was cut short: the gateway is shutting down")]
+    Cancelled,
     #[error("fewer than {0} Redis replicas acknowledged the decision in time (replica_ack)")]
     NotAcknowledged(u32),
 }
@@ -29,6 +31,7 @@ impl StoreError {
             StoreError::Redis(_) => "error",
             StoreError::Reply => "reply",
             StoreError::NotAcknowledged(_) => "not_acknowledged",
+            StoreError::Cancelled => "cancelled",
         }
     }
 }

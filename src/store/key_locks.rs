@@ -34,8 +34,10 @@ impl KeyLocks {
     }
 
     /// Waits until `key` is free, first come first served, and holds it until the guard
-    /// is dropped. A wait given up (the future dropped) leaves no entry behind.
-    pub async fn lock(&self, key: u64) -> KeyGuard<'_> {
+    /// is dropped (the guard owns its share of the locks: it can be moved into a task that
+    /// finishes a call for a request gone meanwhile). A wait given up (the future dropped)
+    /// leaves no entry behind.
+    pub async fn lock(self: &Arc<Self>, key: u64) -> KeyGuard {
         let lock = {
             let mut shard = self.shard(key).lock();
             let entry = shard.entry(key).or_insert_with(|| Entry {
@@ -47,7 +49,7 @@ impl KeyLocks {
         };
         // Made before waiting, so a dropped wait counts itself out too.
         let mut guard = KeyGuard {
-            locks: self,
+            locks: self.clone(),
             key,
             held: None,
         };
@@ -62,13 +64,13 @@ impl KeyLocks {
     }
 }
 
-pub struct KeyGuard<'a> {
-    locks: &'a KeyLocks,
+pub struct KeyGuard {
+    locks: Arc<KeyLocks>,
     key: u64,
     held: Option<OwnedMutexGuard<()>>,
 }
 
-impl Drop for KeyGuard<'_> {
+impl Drop for KeyGuard {
     fn drop(&mut self) {
         drop(self.held.take());
         let mut shard = self.locks.shard(self.key).lock();
@@ -91,7 +93,7 @@ mod tests {
     #[test]
     fn keys_of_one_shard_do_not_wait_on_each_other() {
         paused_runtime().block_on(async {
-            let locks = KeyLocks::default();
+            let locks = Arc::new(KeyLocks::default());
             let first = locks.lock(7).await;
             // Same shard (7 + 64), another key: at once.
             let other = tokio::time::timeout(Duration::from_secs(1), locks.lock(7 + SHARDS as u64))

@@ -27,7 +27,7 @@ fn leased_on(url_toml: &str, body: &str) -> Fixture {
         .route("api", "/", "api", &["hot"])
 }
 
-fn metric_of(text: &str, series: &str) -> f64 {
+pub(super) fn metric_of(text: &str, series: &str) -> f64 {
     let v = metric(text, series);
     if v.is_nan() {
         0.0
@@ -207,7 +207,10 @@ async fn a_cold_leased_tier_rides_in_the_requests_one_call() {
 /// config. The gateway's clock is the fake one: requests take no time on it, so slices are
 /// sized the same on any machine (1 unit decided in Redis, then a quarter of the burst:
 /// 25), and a slice goes idle only when the test moves the clock.
-async fn four_requests_into_a_slice(redis: &RedisServer, up: &Upstream) -> (TestGateway, String) {
+pub(super) async fn four_requests_into_a_slice(
+    redis: &RedisServer,
+    up: &Upstream,
+) -> (TestGateway, String) {
     let toml = leased(redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n").build();
     let gw = TestGateway::start(&toml, &up.url()).await;
     for _ in 0..4 {

@@ -44,6 +44,7 @@ mod key_secret;
 mod kubernetes;
 mod kubernetes_security;
 mod lease;
+mod lease_hangup;
 mod limits;
 mod mcp;
 mod operations;

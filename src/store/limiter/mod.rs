@@ -57,7 +57,7 @@ pub struct Limiter {
     rates: Rates,
     concurrency: Concurrency,
     /// The slices of leased keys this gateway holds.
-    slices: Slices,
+    slices: Arc<Slices>,
     /// Per-key limits set through the admin API; they beat the file's overrides.
     overrides: KeyOverrides,
     metrics: Arc<Metrics>,
@@ -75,7 +75,7 @@ impl Limiter {
             keys: KeyMaker::new(fleet, areas),
             rates: Rates::default(),
             concurrency: Concurrency::new(metrics.clone()),
-            slices: Slices::default(),
+            slices: Arc::default(),
             overrides: KeyOverrides::default(),
             metrics,
             resets: resets::Resets::default(),

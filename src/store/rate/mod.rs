@@ -53,7 +53,7 @@ impl Rates {
     /// gateway's slices (which read the clock again as they take their units).
     pub async fn decide_remote(
         remote: &Remote<'_>,
-        slices: &Slices,
+        slices: &std::sync::Arc<Slices>,
         tiers: &[RateTier],
         now: u64,
         cost: u64,

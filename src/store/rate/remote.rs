@@ -10,6 +10,6 @@ use crate::store::redis::RedisStore;
 pub struct Remote<'a> {
     pub store: &'a std::sync::Arc<RedisStore>,
     pub refusals: &'a RefusalCache,
-    pub metrics: &'a Metrics,
+    pub metrics: &'a std::sync::Arc<Metrics>,
     pub clock: &'a dyn Clock,
 }

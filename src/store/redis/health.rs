@@ -118,7 +118,8 @@ impl Health {
 /// (nothing listens), `timed_out`, `connection_lost`, `authentication`, `readonly` (a
 /// replica or demoted master), `noreplicas`, `clusterdown`, `script_error`,
 /// `not_connected` (no connection yet, or the fleet's secret not known yet),
-/// `breaker_open` (not attempted), `script_reply`, `no_replica_ack`, `other`.
+/// `breaker_open` (not attempted), `script_reply`, `no_replica_ack`, `shutting_down` (a
+/// call cut short by the gateway's own shutdown), `other`.
 pub fn cause(e: &StoreError) -> &'static str {
     match e {
         StoreError::Timeout(_) => "timed_out",
@@ -126,6 +127,7 @@ pub fn cause(e: &StoreError) -> &'static str {
         StoreError::BreakerOpen => "breaker_open",
         StoreError::Reply => "script_reply",
         StoreError::NotAcknowledged(_) => "no_replica_ack",
+        StoreError::Cancelled => "shutting_down",
         StoreError::Redis(r) => redis_cause(r),
     }
 }

@@ -9,7 +9,9 @@
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
+mod fetch;
 pub mod protocol;
 mod script;
 mod sizing;
@@ -81,7 +83,7 @@ pub struct Slices {
     seen_count: AtomicUsize,
     /// One fetch at a time per key: concurrent requests for a key with no usable slice
     /// wait for the one call instead of each making their own.
-    fetches: KeyLocks,
+    fetches: Arc<KeyLocks>,
     /// Slices held, kept beside the shards so sizing never locks them all.
     count: AtomicUsize,
     next_id: AtomicU64,
@@ -93,7 +95,7 @@ impl Default for Slices {
             shards: std::array::from_fn(|_| Mutex::default()),
             seen: std::array::from_fn(|_| Mutex::default()),
             seen_count: AtomicUsize::new(0),
-            fetches: KeyLocks::default(),
+            fetches: Arc::default(),
             count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
         }

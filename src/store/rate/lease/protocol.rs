@@ -3,12 +3,13 @@
 //! nothing; a key without units fetches a new slice (one fetch at a time per key), and
 //! slices left idle are given back.
 
+use std::sync::Arc;
+
 use arrayvec::ArrayVec;
 
-use super::script::{ask_slice, give_back_slice, SliceAnswer, SliceAsk};
+use super::script::give_back_slice;
 use super::sizing::Ask;
-use super::{Held, Slices, Taken, MAX_SLICES};
-use crate::limit::slice::Slice;
+use super::{Slices, Taken};
 use crate::limit::{Tier, Verdict, MAX_DECISIONS};
 use crate::metrics::Metrics;
 use crate::store::error::StoreError;
@@ -27,14 +28,14 @@ fn leased_debt(tier: &Tier, units: u64, got: &Taken) -> u64 {
 
 /// The key's debt (TAT − now) that a refusal of `units` with `wait` tells: `wait` is how
 /// far the TAT is beyond the room for `units`.
-fn debt_from_wait(tier: &Tier, units: u64, wait: u64) -> u64 {
+pub(super) fn debt_from_wait(tier: &Tier, units: u64, wait: u64) -> u64 {
     let (t, tau) = (tier.quota.interval_ns(), tier.quota.tolerance_ns());
     wait.saturating_add(tau)
         .saturating_sub(units.saturating_mul(t))
 }
 
 /// What a leased tier contributes to the verdict.
-enum Leased {
+pub(super) enum Leased {
     Taken(Taken),
     Refused { wait: u64 },
 }
@@ -85,7 +86,7 @@ impl Slices {
     /// real time, and a `now` from before a wait (another tier's fetch, the fetch lock)
     /// would let units be spent after their slots began.
     pub async fn check(
-        &self,
+        self: &Arc<Self>,
         remote: &Remote<'_>,
         tiers: &[RateTier],
         cost: u64,
@@ -120,7 +121,7 @@ impl Slices {
     /// Takes units for the leased tiers into `decided` and `taken`, from slices or by
     /// fetching new ones; returns the leased tiers left to ride in the request's Redis call.
     async fn take_or_fetch(
-        &self,
+        self: &Arc<Self>,
         remote: &Remote<'_>,
         tiers: &[RateTier],
         cost: u64,
@@ -178,112 +179,6 @@ impl Slices {
         Ok(in_call)
     }
 
-    /// Asks Redis for a slice of `tier`'s key, giving back what is left of the old one,
-    /// and takes `units` from it.
-    async fn fetch(
-        &self,
-        remote: &Remote<'_>,
-        tier: &RateTier,
-        units: u64,
-    ) -> Result<Leased, StoreError> {
-        let (quota, key) = (&tier.tier.quota, tier.tier.key);
-        let redis_key = tier.redis.as_ref().map_or("", |k| k.key.as_str());
-        let _one_fetch = self.fetches.lock(key).await;
-        // Another request may have fetched one meanwhile, or been refused: over the limit,
-        // the requests queued here are then refused without a call each.
-        let now = remote.clock.now_ns();
-        if let Some(t) = self.take(&tier.tier, units, now) {
-            return Ok(Leased::Taken(t));
-        }
-        if let Some(v) = remote
-            .refusals
-            .refuse(std::slice::from_ref(&tier.tier), now, units)
-        {
-            return Ok(Leased::Refused { wait: v.wait_ns });
-        }
-        let (back, ask) = self.retire(key, now, quota, self.len());
-        let ask = SliceAsk {
-            want: ask.want.max(units),
-            need: units,
-            lead: ask.lead,
-        };
-        let back = back.as_ref().map(|b| (b.ns, b.end.as_str()));
-        let answer = ask_slice(remote.store, redis_key, quota, ask, back, now).await;
-        let metrics = remote.metrics;
-        match answer {
-            Ok(SliceAnswer::Granted {
-                granted,
-                ahead,
-                left,
-                end,
-            }) => {
-                metrics.lease_calls("granted");
-                metrics.lease_units("granted", granted);
-                let grant = Grant {
-                    granted,
-                    ahead,
-                    left,
-                    end,
-                };
-                self.keep(tier, redis_key, grant, units, now)
-                    .map(Leased::Taken)
-            }
-            Ok(SliceAnswer::Refused { wait }) => {
-                metrics.lease_calls("refused");
-                let debt = debt_from_wait(&tier.tier, units, wait);
-                remote.refusals.remember(key, now.saturating_add(debt));
-                Ok(Leased::Refused { wait })
-            }
-            Err(e) => {
-                metrics.lease_calls("error");
-                Err(e)
-            }
-        }
-    }
-
-    /// Takes `units` from a slice Redis granted and keeps the rest in the table (unless
-    /// the table is full).
-    fn keep(
-        &self,
-        tier: &RateTier,
-        redis_key: &str,
-        grant: Grant,
-        units: u64,
-        now: u64,
-    ) -> Result<Taken, StoreError> {
-        let quota = tier.tier.quota;
-        let mut slice = Slice::new(now, grant.ahead, grant.granted, quota.interval_ns(), 0);
-        let local = slice.take(units, now).ok_or(StoreError::Reply)?;
-        // A full table takes no more: the request used what it was granted (one
-        // request's worth, when full), and the key stays exact.
-        let full = local == 0 && self.len() >= MAX_SLICES;
-        let id = if full {
-            0
-        } else {
-            self.install(
-                tier.tier.key,
-                Held {
-                    id: 0,
-                    quota,
-                    slice,
-                    redis_key: redis_key.to_owned(),
-                    end: grant.end,
-                    left: grant.left,
-                    last_use: now,
-                    uses: units,
-                    since: now,
-                },
-            )
-        };
-        Ok(Taken {
-            local,
-            store: grant.left,
-            slice: id,
-            last: units,
-            p: now.saturating_add(grant.ahead),
-        })
-    }
-
     /// Gives back the slices idle for `IDLE_NS` (all of them with `all`: reload,
     /// shutdown) and updates the held-units gauge.
     pub async fn give_back(&self, remote: &RedisStore, metrics: &Metrics, now: u64, all: bool) {
@@ -310,14 +205,6 @@ impl Slices {
             }
         }
     }
-}
-
-/// A slice Redis granted (the `Granted` answer's fields).
-struct Grant {
-    granted: u64,
-    ahead: u64,
-    left: u64,
-    end: String,
 }
 
 /// On a Cluster a call spanning several hash tags is rolled back group by group when a
