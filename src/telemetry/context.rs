@@ -1,6 +1,8 @@
 //! W3C Trace Context's `traceparent` (version 00): read from a request, written for the
-//! upstream. Pure. An invalid value is as if there were none (the spec's rule): the
-//! request starts a trace of its own when sampled, and the header is replaced.
+//! upstream. Pure. An invalid value (or more than one) is as if there were none (the
+//! spec's rule): the request starts a trace of its own when sampled, and the header is
+//! replaced; an unsampled request's headers pass upstream as the client sent them (the
+//! gateway is then no hop of the trace).
 
 use http::HeaderValue;
 

@@ -203,13 +203,18 @@ async fn send(config: &Telemetry, body: Vec<u8>) -> Result<(), String> {
         .await
         .map_err(|e| format!("connecting: {e}"))?;
     let _ = stream.set_nodelay(true);
-    let authority = format!("{}:{}", config.host, config.port);
+    // An IPv6 address is written in brackets, or its colons would run into the port's.
+    let authority = if config.host.contains(':') {
+        format!("[{}]:{}", config.host, config.port)
+    } else {
+        format!("{}:{}", config.host, config.port)
+    };
     match config.protocol {
         OtlpProtocol::HttpProtobuf => {
             let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
                 .await
                 .map_err(|e| e.to_string())?;
-            tokio::spawn(conn);
+            tokio::spawn(bounded(conn));
             let req = Request::post(format!("{}{HTTP_PATH}", config.base_path))
                 .header(HOST, authority)
                 .header(CONTENT_TYPE, "application/x-protobuf")
@@ -225,7 +230,7 @@ async fn send(config: &Telemetry, body: Vec<u8>) -> Result<(), String> {
                 hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
                     .await
                     .map_err(|e| e.to_string())?;
-            tokio::spawn(conn);
+            tokio::spawn(bounded(conn));
             let req = Request::post(format!("http://{authority}{EXPORT}"))
                 .header(CONTENT_TYPE, "application/grpc")
                 .header("te", "trailers")
@@ -250,6 +255,13 @@ async fn send(config: &Telemetry, body: Vec<u8>) -> Result<(), String> {
             }
         }
     }
+}
+
+/// A connection's task, ended with its export's deadline: an export given up (timed out)
+/// drops only its request, and a collector that accepted but stopped reading would
+/// otherwise hold the task and its socket forever, one more every export.
+async fn bounded<F: std::future::Future>(conn: F) {
+    let _ = tokio::time::timeout(EXPORT_TIMEOUT, conn).await;
 }
 
 fn ok_status(status: StatusCode) -> Result<(), String> {

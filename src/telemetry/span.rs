@@ -41,9 +41,13 @@ pub fn start(
     now_ns: impl FnOnce() -> u64,
     capped: &Counter,
 ) -> Option<SpanTrace> {
-    let parent = headers
-        .get(&TRACEPARENT)
-        .and_then(|v| context::parse(v.as_bytes()));
+    // More than one `traceparent` is no parent at all (W3C): which one a later hop would
+    // read is anyone's guess, and the first must not force sampling on its own.
+    let mut values = headers.get_all(&TRACEPARENT).iter();
+    let parent = match (values.next(), values.next()) {
+        (Some(one), None) => context::parse(one.as_bytes()),
+        _ => None,
+    };
     let sampled = sampler::sample(parent, Ratio::new(telemetry.sample_ratio))?;
     // The clock is read only for a sampled request: an unsampled one pays nothing for it.
     let now_ns = now_ns();
@@ -66,6 +70,39 @@ pub fn upstream_traceparent(trace: &SpanTrace) -> http::HeaderValue {
     context::format(&trace.sampled.trace_id, &trace.client_span, true)
 }
 
+/// Most bytes of a path a span carries (as an access log line: the upstream gets all of
+/// it). A client's 60 KB path in every span would fill the export queue with its bytes and
+/// push a batch past what a collector takes, the honest spans in it dropped with it.
+const MAX_PATH_BYTES: usize = 1024;
+
+/// What the HTTP conventions call a method they do not know.
+const OTHER_METHOD: &str = "_OTHER";
+
+/// `method` if the HTTP conventions know it, `_OTHER` otherwise: a client's invented
+/// method (any token, any length) is not copied into a span.
+fn known_method(method: &str) -> &str {
+    const KNOWN: [&str; 10] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "QUERY",
+    ];
+    KNOWN
+        .iter()
+        .find(|k| **k == method)
+        .copied()
+        .unwrap_or(OTHER_METHOD)
+}
+
+/// `text`'s first `max` bytes at most, cut at a character.
+fn clipped(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// How a request ended, for its spans.
 pub struct Ended<'a> {
     pub method: &'a str,
@@ -84,9 +121,17 @@ pub struct Ended<'a> {
 /// The server span and, when the request was forwarded, the client span; `unix` turns a
 /// clock reading into Unix ns.
 pub fn spans(trace: &SpanTrace, ended: &Ended<'_>, unix: impl Fn(u64) -> u64) -> Vec<Span> {
+    // The conventions' name: `{method} {route}`, `HTTP` standing for a method they do
+    // not know (a client's invented one is no name).
+    let method = known_method(ended.method);
+    let named = if method == OTHER_METHOD {
+        "HTTP"
+    } else {
+        method
+    };
     let name = match ended.route {
-        Some((_, path)) => format!("{} {path}", ended.method),
-        None => ended.method.to_owned(),
+        Some((_, path)) => format!("{named} {path}"),
+        None => named.to_owned(),
     };
     let mut server = server_span(
         trace,
@@ -137,9 +182,12 @@ fn server_attributes(trace: &SpanTrace, ended: &Ended<'_>) -> Vec<KeyValue> {
     let mut attributes = vec![
         KeyValue::new(
             "http.request.method",
-            Value::String(ended.method.to_owned()),
+            Value::String(known_method(ended.method).to_owned()),
         ),
-        KeyValue::new("url.path", Value::String(ended.path.to_owned())),
+        KeyValue::new(
+            "url.path",
+            Value::String(clipped(ended.path, MAX_PATH_BYTES).to_owned()),
+        ),
         KeyValue::new(
             "http.response.status_code",
             Value::Int(i64::from(ended.status)),
@@ -190,11 +238,9 @@ fn refusal_attributes(
 /// The upstream call's span, from `from` to `to` (Unix ns), the server span its parent.
 fn client_span(trace: &SpanTrace, ended: &Ended<'_>, (from, to): (u64, u64)) -> Span {
     let s = &trace.sampled;
+    let method = known_method(ended.method);
     let mut attributes = vec![
-        KeyValue::new(
-            "http.request.method",
-            Value::String(ended.method.to_owned()),
-        ),
+        KeyValue::new("http.request.method", Value::String(method.to_owned())),
         KeyValue::new(
             "http.response.status_code",
             Value::Int(i64::from(ended.status)),
@@ -210,7 +256,12 @@ fn client_span(trace: &SpanTrace, ended: &Ended<'_>, (from, to): (u64, u64)) -> 
         trace_id: s.trace_id.to_vec(),
         span_id: trace.client_span.to_vec(),
         parent_span_id: s.span_id.to_vec(),
-        name: ended.method.to_owned(),
+        name: if method == OTHER_METHOD {
+            "HTTP"
+        } else {
+            method
+        }
+        .to_owned(),
         kind: SpanKind::Client as i32,
         start_time_unix_nano: from,
         end_time_unix_nano: to,
@@ -239,4 +290,28 @@ pub fn rpc_span(
     refusal_attributes(&mut attributes, trace, (policy, retry_after_ms));
     let span = (unix(trace.started_ns), unix(ended_ns));
     server_span(trace, method.to_owned(), span, attributes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_clipped_at_a_character() {
+        let path = format!("/{}é/rest", "a".repeat(1022));
+        // 'é' takes bytes 1023 and 1024: cut before it, not through it.
+        assert_eq!(clipped(&path, MAX_PATH_BYTES).len(), 1023);
+        assert_eq!(clipped("/short", MAX_PATH_BYTES), "/short");
+    }
+
+    #[test]
+    fn only_the_conventions_methods_are_named() {
+        assert_eq!(known_method("PATCH"), "PATCH");
+        assert_eq!(
+            known_method("get"),
+            OTHER_METHOD,
+            "methods are case-sensitive"
+        );
+        assert_eq!(known_method(&"X".repeat(10_000)), OTHER_METHOD);
+    }
 }

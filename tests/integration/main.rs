@@ -90,6 +90,7 @@ mod store_outage;
 mod telemetry;
 mod telemetry_bound;
 mod telemetry_context;
+mod telemetry_hostile;
 mod telemetry_stream;
 mod tls;
 mod tls_names;

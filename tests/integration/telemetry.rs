@@ -29,12 +29,17 @@ pub(crate) struct Receiver {
 
 impl Receiver {
     pub(crate) async fn start() -> Self {
+        Self::start_on("127.0.0.1").await
+    }
+
+    /// The same, listening on `host` (`::1` for IPv6).
+    pub(crate) async fn start_on(host: &str) -> Self {
         let (grpc, http) = (free_port(), free_port());
         let script =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/telemetry/receiver.py");
         let mut child = Command::new("python3")
             .arg(script)
-            .args([grpc.to_string(), http.to_string()])
+            .args([grpc.to_string(), http.to_string(), host.to_owned()])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

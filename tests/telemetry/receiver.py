@@ -2,9 +2,10 @@
 (grpcio) on one port and OTLP/HTTP (protobuf bodies on POST /v1/traces) on another. Each
 span received is printed as one JSON line, for tests/integration/telemetry.rs.
 
-    python3 receiver.py GRPC_PORT HTTP_PORT
+    python3 receiver.py GRPC_PORT HTTP_PORT [HOST]
 """
 import json
+import socket
 import sys
 import threading
 from concurrent import futures
@@ -72,11 +73,18 @@ class Http(BaseHTTPRequestHandler):
         pass
 
 
+class Http6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+# An optional third argument: the address to listen on (an IPv6 one, e.g. ::1, too).
+host = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
+v6 = ":" in host
 server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
 trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
-server.add_insecure_port(f"127.0.0.1:{sys.argv[1]}")
+server.add_insecure_port(f"[{host}]:{sys.argv[1]}" if v6 else f"{host}:{sys.argv[1]}")
 server.start()
-http = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Http)
+http = (Http6 if v6 else ThreadingHTTPServer)((host, int(sys.argv[2])), Http)
 threading.Thread(target=http.serve_forever, daemon=True).start()
 print(json.dumps({"ready": True}), flush=True)
 server.wait_for_termination()
