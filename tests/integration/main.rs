@@ -67,6 +67,7 @@ mod rlqs_domains;
 mod rlqs_envoy;
 mod rlqs_together;
 mod rls;
+mod rls_cluster_reports;
 mod rls_envoy;
 mod rls_hostile;
 mod rls_ops;

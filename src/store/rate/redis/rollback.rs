@@ -79,6 +79,13 @@ impl<'c> Written<'c> {
         let mut any = false;
         for (&i, &debt) in group.iter().zip(&reply.debts) {
             let tier = &self.tiers[i].tier;
+            if tier.max_delay_ns == u64::MAX {
+                // A usage report (`RequestTiers::force_last`): usage already spent stays
+                // charged whatever the rest of the call does — a later group failing, or
+                // the caller resetting its call between two groups (Envoy's own timeout
+                // does), would otherwise let it pay less than it used.
+                continue;
+            }
             let q = tier.quota;
             let increment = tier.cost(self.cost).saturating_mul(q.interval_ns());
             let now = reply.now_abs();
