@@ -99,7 +99,7 @@ async fn a_report_reset_between_two_nodes_stays_charged_on_the_first() {
     let (a2, b2) = (a.clone(), b.clone());
     let call = tokio::spawn(async move { caller.call(report(&[(&a2, 100), (&b2, 100)])).await });
     let charged = eventually_async(Duration::from_secs(10), || {
-        let (mut rls, a) = (RlsClient::connect(addr), a.clone());
+        let (rls, a) = (RlsClient::connect(addr), a.clone());
         async move { remaining(&mut rls.await, &a).await < before }
     })
     .await;
@@ -110,7 +110,7 @@ async fn a_report_reset_between_two_nodes_stays_charged_on_the_first() {
     // A rollback runs at once (on a task of its own, to a node that takes writes): give
     // it a generous while to show, then look.
     let given_back = eventually_async(Duration::from_secs(5), || {
-        let (mut rls, a) = (RlsClient::connect(addr), a.clone());
+        let (rls, a) = (RlsClient::connect(addr), a.clone());
         async move { remaining(&mut rls.await, &a).await >= before }
     })
     .await;
