@@ -263,3 +263,31 @@ async fn gcra_lua_reads_another_calendars_tat_as_no_usage() {
         "the day's first unit, from the day's end, with a quota's mark"
     );
 }
+
+/// slice.lua refuses a need whose wait passes what a Redis integer holds (2^40 units of
+/// 10 ms: 1.1 × 10^19 ns) with a wait, capped, never a negative number a gateway reads as
+/// a broken reply (which would count against the breaker).
+#[tokio::test]
+async fn slice_lua_refuses_an_absurd_need_with_a_wait_it_can_reply() {
+    let redis = RedisServer::start();
+    let tat = include_str!("../../src/store/rate/tat.lua");
+    let slice = &[tat, include_str!("../../src/store/rate/lease/slice.lua")].concat();
+    let need = (1u64 << 40).to_string();
+    let reply = redis.cli(&[
+        "EVAL",
+        slice,
+        "1",
+        "absurd-key",
+        "10000000",
+        "10000000",
+        &need,
+        &need,
+        "0",
+        "",
+        "0",
+    ]);
+    let lines: Vec<&str> = reply.lines().map(str::trim).collect();
+    assert_eq!(lines.first(), Some(&"0"), "refused: {reply}");
+    let wait: i64 = lines.get(1).and_then(|w| w.parse().ok()).expect("a wait");
+    assert_eq!(wait, 1 << 53, "capped where doubles are exact: {reply}");
+}

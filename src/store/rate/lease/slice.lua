@@ -39,7 +39,9 @@ end
 local free = math.floor((tau - debt) / t)
 if free < need then
   if gave then store(debt) end
-  return {0, debt + need * t - tau}
+  -- Capped where doubles stay exact: an absurd `need` (a report-sized cost) times T
+  -- passes 2^63, which Redis's integer reply would turn negative.
+  return {0, math.min(debt + need * t - tau, 2^53)}
 end
 local start = math.max(debt, lead)
 if math.floor((tau - start) / t) < need then start = debt end
