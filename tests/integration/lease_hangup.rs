@@ -1,7 +1,8 @@
-//! A client that hangs up while its request fetches a leased key's next slice: the slice
-//! Redis granted goes into the table all the same, and the key's other clients are served
-//! from it. Were it lost, every hang-up would burn up to a quarter of the key's burst in
-//! Redis for the price of one request.
+//! A leased key's slice when a request or the key's state goes. A client that hangs up
+//! while its request fetches the key's next slice: the slice Redis granted goes into the
+//! table all the same, and the key's other clients are served from it (were it lost,
+//! every hang-up would burn up to a quarter of the key's burst in Redis for the price of
+//! one request). An admin reset of the key: the gateway's slice goes with it.
 
 use std::time::Duration;
 
@@ -129,4 +130,31 @@ async fn a_slice_fetched_for_an_http2_client_gone_serves_the_next() {
 #[tokio::test]
 async fn a_slice_fetched_for_an_http1_client_gone_serves_the_next() {
     a_slice_fetched_for_a_client_gone_serves_the_next(HangUp::Http1).await;
+}
+
+/// An admin reset of a leased key leaves this gateway's slices unusable: their units came
+/// from the state forgotten (the reset key's), and spent after the reset they would come
+/// on top of the fresh burst. (Every gateway of the fleet does the same when it sees the
+/// overrides' version move, within about a second.)
+#[tokio::test]
+async fn a_reset_leaves_the_gateways_slices_unusable() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let (gw, _) = four_requests_into_a_slice(&redis, &up).await;
+    let reset = send(
+        &http1(),
+        "POST",
+        &gw.admin_url("/admin/reset/hot/acme"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+    assert_eq!(remaining(&gw).await, 100, "the key forgotten in Redis");
+    assert_eq!(get(&gw.url("/"), &TENANT).await.status, 200);
+    let left = remaining(&gw).await;
+    assert!(
+        left < 100,
+        "the request after the reset is charged in Redis (a new slice), not served from the old one: {left}"
+    );
 }

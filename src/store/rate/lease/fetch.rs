@@ -33,6 +33,9 @@ struct Fetch {
     back: Option<Return>,
     units: u64,
     now: u64,
+    /// The table's epoch before the call: moved meanwhile (a reset during the call), the
+    /// slice serves nothing.
+    epoch: u64,
     /// The key's fetch lock: held until the new slice is in the table (and the units of
     /// a request gone meanwhile are back in it), so the requests queued behind it take
     /// from that slice instead of fetching another.
@@ -90,6 +93,7 @@ impl Slices {
             back,
             units,
             now,
+            epoch: self.epoch(),
             _one_fetch: one_fetch,
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -113,7 +117,7 @@ impl Slices {
     /// the table is full).
     fn keep(
         &self,
-        (key, quota): (u64, Quota),
+        (key, quota, epoch): (u64, Quota, u64),
         redis_key: String,
         grant: Grant,
         units: u64,
@@ -132,6 +136,7 @@ impl Slices {
                 Held {
                     id: 0,
                     quota,
+                    epoch,
                     slice,
                     redis_key,
                     end: grant.end,
@@ -176,7 +181,13 @@ impl Fetch {
                 };
                 let redis_key = std::mem::take(&mut self.redis_key);
                 self.slices
-                    .keep((self.key, quota), redis_key, grant, self.units, now)
+                    .keep(
+                        (self.key, quota, self.epoch),
+                        redis_key,
+                        grant,
+                        self.units,
+                        now,
+                    )
                     .map(Leased::Taken)
             }
             Ok(SliceAnswer::Refused { wait }) => {

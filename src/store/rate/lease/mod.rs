@@ -35,6 +35,8 @@ struct Held {
     id: u64,
     /// The numbers it was taken under.
     quota: Quota,
+    /// The table's epoch when it was asked for: a slice of an older one serves nothing.
+    epoch: u64,
     slice: Slice,
     redis_key: String,
     /// The TAT Redis stored for it: a give-back applies only while it is still that.
@@ -87,6 +89,9 @@ pub struct Slices {
     /// Slices held, kept beside the shards so sizing never locks them all.
     count: AtomicUsize,
     next_id: AtomicU64,
+    /// Moved when the state the slices were taken from may have changed (a key reset, an
+    /// override changed, here or elsewhere: `Limiter::forget_refusals`).
+    epoch: AtomicU64,
 }
 
 impl Default for Slices {
@@ -98,6 +103,7 @@ impl Default for Slices {
             fetches: Arc::default(),
             count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
+            epoch: AtomicU64::new(0),
         }
     }
 }
@@ -108,13 +114,14 @@ impl Slices {
     }
 
     /// Takes `cost` units of `tier`'s slice at `now`, when it has them. A slice taken
-    /// under other numbers (an override set or removed since) serves nothing: the next
-    /// fetch gives it back.
+    /// under other numbers (an override set or removed since) or before the table's epoch
+    /// moved serves nothing: the next fetch gives it back.
     pub fn take(&self, tier: &Tier, cost: u64, now: u64) -> Option<Taken> {
         let key = tier.key;
+        let epoch = self.epoch();
         let mut shard = self.shard(key).lock();
         let held = shard.get_mut(&key)?;
-        if held.quota != tier.quota {
+        if held.quota != tier.quota || held.epoch != epoch {
             return None;
         }
         let local = held.slice.take(cost, now)?;
@@ -239,6 +246,16 @@ impl Slices {
             self.seen_count.fetch_sub(1, Ordering::Relaxed);
         }
         id
+    }
+
+    /// Every slice held now serves nothing more (see [`Slices::epoch`]).
+    pub fn invalidate(&self) {
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The table's epoch: a slice asked for under an older one serves nothing.
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
     }
 
     /// Slices held now.
