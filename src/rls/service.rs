@@ -21,8 +21,12 @@ use crate::proxy::snapshot::{Shared, Snapshot};
 use crate::reply::Body;
 use crate::store::{Counted, Outcome};
 
-/// The largest request message read: a call of 32 descriptors of 8 entries is a few KiB.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// The largest request message read: gRPC's own default, as the quota stream's. A call of
+/// 32 descriptors of 8 entries is a few KiB, but Envoy copies a client's header into each
+/// descriptor that names it (60 KiB per header by default): a smaller bound would let a
+/// client with one long header push its call past it, and the error it gets is a request
+/// let through by an Envoy failing open.
+pub const MAX_MESSAGE_BYTES: usize = crate::grpc_frames::MAX_MESSAGE_BYTES;
 
 static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
