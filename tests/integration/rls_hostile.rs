@@ -125,7 +125,10 @@ async fn a_long_value_in_many_descriptors_is_decided_a_message_over_4_mib_refuse
     let mut rls = RlsClient::connect(addr).await;
     let decided = rls.call(call(&long, 32)).await.expect("decided");
     assert_eq!(decided.statuses.len(), 32);
-    assert_eq!(decided.overall_code, 2, "32 units of a burst of 3: OVER_LIMIT");
+    assert_eq!(
+        decided.overall_code, 2,
+        "32 units of a burst of 3: OVER_LIMIT"
+    );
     let huge = "x".repeat(4 * 1024 * 1024);
     let status = rls.call(call(&huge, 1)).await.expect_err("refused");
     assert_eq!(status.code(), tonic::Code::ResourceExhausted);

@@ -1,5 +1,6 @@
 //! What the admin API reads through the limiter: a key's TAT, the slots held and waited
-//! for, and the leased slices given back.
+//! for; what a reset, a reload or the fleet's version move forgets (a key's state,
+//! remembered refusals, the slices held); and the leased slices given back.
 use super::Limiter;
 use crate::store::error::StoreError;
 use crate::store::keys::StoreKey;
@@ -96,6 +97,16 @@ impl Limiter {
         self.concurrency
             .held(self.remote().map(|r| &**r), hash, redis_key)
             .await
+    }
+
+    /// Forgets remembered refusals, and makes the slices held unusable: the numbers or
+    /// the state behind them may have changed (a reload, a key reset or an override
+    /// changed here or anywhere in the fleet). A slice of a reset key spent after the
+    /// reset would come on top of the fresh burst; each is given back (where its key was
+    /// not reset) and fetched anew on its key's next request.
+    pub fn forget_refusals(&self) {
+        self.rates.refusals.clear();
+        self.slices.invalidate();
     }
 
     /// Gives back the leased slices idle for a while (all of them with `all`: reload,

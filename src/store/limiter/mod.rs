@@ -113,16 +113,6 @@ impl Limiter {
         &self.overrides
     }
 
-    /// Forgets remembered refusals, and makes the slices held unusable: the numbers or
-    /// the state behind them may have changed (a reload, a key reset or an override
-    /// changed here or anywhere in the fleet). A slice of a reset key spent after the
-    /// reset would come on top of the fresh burst; each is given back (where its key was
-    /// not reset) and fetched anew on its key's next request.
-    pub fn forget_refusals(&self) {
-        self.rates.refusals.clear();
-        self.slices.invalidate();
-    }
-
     /// Whether the store can answer now (readiness): its breaker closed and, with Redis,
     /// the fleet's key secret known.
     /// The cause a failed request is counted under: its own error's, or for a timeout or
