@@ -158,3 +158,38 @@ async fn a_reset_leaves_the_gateways_slices_unusable() {
         "the request after the reset is charged in Redis (a new slice), not served from the old one: {left}"
     );
 }
+
+/// A reload while Redis holds every call (writes paused) gives slices back within one
+/// bound, however many there are: each give-back waits out the store's timeout (twice),
+/// and a hundred of them one after another held the reload — and every reload queued
+/// behind it — for 40 s. What is not given back in time expires.
+#[tokio::test]
+async fn a_reload_with_redis_holding_every_call_is_not_held_a_timeout_per_slice() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = super::lease::leased(&redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n")
+        .build()
+        .replace("timeout = \"5s\"", "timeout = \"200ms\"");
+    assert!(toml.contains("timeout = \"200ms\""), "{toml}");
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    // Two requests a tenant: the first decided in Redis, the second takes a slice.
+    for k in 0..100 {
+        let tenant = format!("tenant-{k}");
+        for _ in 0..2 {
+            let r = get(&gw.url("/"), &[("x-tenant-id", &tenant)]).await;
+            assert_eq!(r.status, 200, "{tenant}");
+        }
+    }
+    assert!(slices_granted(&gw).await >= 100.0, "a slice a tenant");
+    assert_eq!(
+        redis.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]).trim(),
+        "OK"
+    );
+    let started = std::time::Instant::now();
+    let reloaded = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
+    let took = started.elapsed();
+    assert_eq!(redis.cli(&["CLIENT", "UNPAUSE"]).trim(), "OK");
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    // The bound is 5 s (four timeouts of 200 ms are less); a timeout per slice is 40 s.
+    assert!(took < Duration::from_secs(25), "the reload took {took:?}");
+}

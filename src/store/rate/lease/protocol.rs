@@ -186,23 +186,50 @@ impl Slices {
         metrics
             .lease_held
             .set(i64::try_from(held).unwrap_or(i64::MAX));
-        for back in returns {
-            let mut given = give_back_slice(remote, &back.redis_key, back.ns, &back.end).await;
-            if given.is_err() {
-                // A connection that broke meanwhile is reconnected by the manager on the
-                // next call. (At shutdown the workers, one of whose runtimes may drive the
-                // connection, are kept running until this is done: `Gateway::shutdown`.)
-                given = give_back_slice(remote, &back.redis_key, back.ns, &back.end).await;
+        let total = returns.len();
+        let mut given = 0;
+        // One call after another, each bounded by the store's timeout, the whole by
+        // `give_back_bound`: a Redis that holds every call (paused, black-holed) would
+        // otherwise hold a reload (and the reloads queued behind it) or a shutdown for a
+        // timeout per slice — hours for a full table. What is not given back in time
+        // expires, as a dead gateway's slices do.
+        let in_time = tokio::time::timeout(give_back_bound(remote), async {
+            for back in returns {
+                give_back_one(remote, metrics, &back).await;
+                given += 1;
             }
-            match given {
-                Ok(()) => {
-                    metrics.lease_calls("given_back");
-                    metrics.lease_units("given_back", back.units);
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "a slice could not be given back; its units expire")
-                }
-            }
+        })
+        .await;
+        if in_time.is_err() {
+            tracing::warn!(
+                left = total - given,
+                of = total,
+                "slices not given back in time (the store is not answering); their units expire"
+            );
+        }
+    }
+}
+
+/// How long giving back slices may take in all: four store timeouts, five seconds at least.
+fn give_back_bound(remote: &RedisStore) -> std::time::Duration {
+    (remote.timeout() * 4).max(std::time::Duration::from_secs(5))
+}
+
+/// Gives back one slice (tried twice: a connection that broke meanwhile is reconnected by
+/// the manager on the next call; at shutdown the workers, one of whose runtimes may drive
+/// the connection, are kept running until this is done: `Gateway::shutdown`).
+async fn give_back_one(remote: &RedisStore, metrics: &Metrics, back: &super::Return) {
+    let mut given = give_back_slice(remote, &back.redis_key, back.ns, &back.end).await;
+    if given.is_err() {
+        given = give_back_slice(remote, &back.redis_key, back.ns, &back.end).await;
+    }
+    match given {
+        Ok(()) => {
+            metrics.lease_calls("given_back");
+            metrics.lease_units("given_back", back.units);
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "a slice could not be given back; its units expire")
         }
     }
 }
