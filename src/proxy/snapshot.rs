@@ -175,16 +175,18 @@ pub struct Shared {
 
 impl Shared {
     /// The trace of a request or call with `headers` when `telemetry` samples it, within
-    /// the gateway's bound on sampled requests a second (past it: counted, not built).
+    /// the gateway's bound on sampled requests a second (past it: counted, not built);
+    /// `client`: a proxied request's, whose own sampled flag has half the bound at most.
     /// `now_ns` is read only for a sampled one.
     pub fn start_span(
         &self,
         telemetry: &crate::config::telemetry::Telemetry,
-        headers: &http::HeaderMap,
+        (headers, client): (&http::HeaderMap, bool),
         now_ns: impl FnOnce() -> u64,
     ) -> Option<crate::telemetry::span::SpanTrace> {
         let capped = &self.metrics.telemetry.over_rate;
-        crate::telemetry::span::start(telemetry, &self.sampling, headers, now_ns, capped)
+        let budget = (&self.sampling, client);
+        crate::telemetry::span::start(telemetry, budget, headers, now_ns, capped)
     }
 
     pub fn config(&self) -> Arc<Config> {

@@ -64,34 +64,44 @@ pub fn sample(parent: Option<TraceParent>, ratio: Ratio) -> Option<Sampled> {
 
 /// The bound on sampled requests a second, for the whole gateway: one GCRA TAT that only
 /// sampled requests touch (an unsampled request never reads it). Kept across reloads;
-/// the rate is read from the config in effect at each take.
+/// the rate is read from the config in effect at each take. Within it, what proxied
+/// requests' clients ask for (a sampled `traceparent`, which any client can send) has
+/// half of the bound at most: a client marking every request sampled cannot take the
+/// whole of it from the ratio's picks and the rate limit service's calls.
 #[derive(Debug, Default)]
 pub struct Budget {
     tat: AtomicU64,
+    clients: AtomicU64,
 }
 
 impl Budget {
     /// Whether one more sampled request fits `per_second` (a second's worth at once) at
-    /// the clock reading `now_ns`; a rate past what a TAT represents is no bound.
-    pub fn take(&self, per_second: u64, now_ns: u64) -> bool {
-        let Ok(quota) = Quota::new(per_second, NANOS_PER_SEC, per_second) else {
-            return true;
-        };
-        let mut current = self.tat.load(Ordering::Relaxed);
-        loop {
-            let decision = quota.decide(current, now_ns, 1, 0);
-            if !decision.admitted {
-                return false;
-            }
-            match self.tat.compare_exchange_weak(
-                current,
-                decision.tat,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => current = actual,
-            }
+    /// the clock reading `now_ns`; `by_client`: a proxied request sampled because its
+    /// client asked, which must fit half of `per_second` too.
+    pub fn take(&self, per_second: u64, now_ns: u64, by_client: bool) -> bool {
+        if by_client && !take_from(&self.clients, (per_second / 2).max(1), now_ns) {
+            return false;
+        }
+        take_from(&self.tat, per_second, now_ns)
+    }
+}
+
+/// One unit of `tat`'s bucket of `per_second` (a second's worth at once), if it has one;
+/// a rate past what a TAT represents is no bound.
+fn take_from(tat: &AtomicU64, per_second: u64, now_ns: u64) -> bool {
+    let Ok(quota) = Quota::new(per_second, NANOS_PER_SEC, per_second) else {
+        return true;
+    };
+    let mut current = tat.load(Ordering::Relaxed);
+    loop {
+        let decision = quota.decide(current, now_ns, 1, 0);
+        if !decision.admitted {
+            return false;
+        }
+        match tat.compare_exchange_weak(current, decision.tat, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => return true,
+            Err(actual) => current = actual,
         }
     }
 }
@@ -151,22 +161,39 @@ mod tests {
     fn the_budget_admits_a_second_s_worth_then_the_rate() {
         let budget = Budget::default();
         let now = 10 * NANOS_PER_SEC;
-        let taken = (0..250).filter(|_| budget.take(100, now)).count();
+        let taken = (0..250).filter(|_| budget.take(100, now, false)).count();
         assert_eq!(taken, 100, "a second's worth at once");
         assert!(
-            !budget.take(100, now + NANOS_PER_SEC / 200),
+            !budget.take(100, now + NANOS_PER_SEC / 200, false),
             "5 ms later: none yet"
         );
         assert!(
-            budget.take(100, now + NANOS_PER_SEC / 100),
+            budget.take(100, now + NANOS_PER_SEC / 100, false),
             "10 ms later: one"
         );
-        assert!(!budget.take(100, now + NANOS_PER_SEC / 100));
+        assert!(!budget.take(100, now + NANOS_PER_SEC / 100, false));
         let later = now + 3 * NANOS_PER_SEC;
-        assert_eq!((0..250).filter(|_| budget.take(100, later)).count(), 100);
+        assert_eq!(
+            (0..250).filter(|_| budget.take(100, later, false)).count(),
+            100
+        );
         assert!(
-            Budget::default().take(u64::MAX, now),
+            Budget::default().take(u64::MAX, now, true),
             "no bound past a TAT's rate"
+        );
+    }
+
+    #[test]
+    fn clients_asking_take_half_the_budget_the_rest_is_kept_for_the_others() {
+        let budget = Budget::default();
+        let now = 10 * NANOS_PER_SEC;
+        let asked = (0..250).filter(|_| budget.take(100, now, true)).count();
+        assert_eq!(asked, 50, "half a second's worth for what clients ask");
+        let others = (0..250).filter(|_| budget.take(100, now, false)).count();
+        assert_eq!(others, 50, "the other half kept");
+        assert!(
+            Budget::default().take(1, now, true),
+            "a bound of one leaves clients one"
         );
     }
 

@@ -1,7 +1,8 @@
 //! The bound on sampled requests a second (`max_sampled_per_second`), through the real
-//! OTLP receiver: a client that marks every request sampled gets the bound's worth of
+//! OTLP receiver: a client that marks every request sampled gets half the bound's worth of
 //! traces and no more, over HTTP/1.1 and HTTP/2; the rest pass their `traceparent`
-//! unchanged, build nothing and are counted.
+//! unchanged, build nothing and are counted. The other half stays for the requests the
+//! ratio picks.
 
 use std::time::Duration;
 
@@ -11,8 +12,9 @@ use crate::telemetry::{traced, traceparent};
 #[tokio::test]
 #[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
 async fn a_client_marking_every_request_sampled_gets_at_most_the_bound() {
-    // The fake clock does not move: the bound's one second's worth is all there is.
-    let (receiver, up, gw) = traced("max_sampled_per_second = 3").await;
+    // The fake clock does not move: the bound's one second's worth is all there is, and
+    // what clients ask for has half of it (3 of 6).
+    let (receiver, up, gw) = traced("max_sampled_per_second = 6").await;
     let mut sampled = Vec::new();
     for i in 0..10u32 {
         let client = if i % 2 == 0 { http1() } else { http2() };
@@ -64,4 +66,49 @@ async fn a_client_marking_every_request_sampled_gets_at_most_the_bound() {
         6,
         "nothing else reached the collector"
     );
+}
+
+/// A flood of requests marked sampled leaves the ratio's picks half the bound: without a
+/// collector (a port nothing listens on), read from what the upstream gets — a sampled
+/// request's `traceparent` is tollgate's, an unsampled one without its own gets none.
+#[tokio::test]
+async fn a_flood_marked_sampled_leaves_the_ratios_picks_half_the_bound() {
+    let up = Upstream::start().await;
+    let dead = free_port();
+    let telemetry = format!(
+        "otlp_endpoint = \"http://127.0.0.1:{dead}\"\nsample_ratio = 1.0\nmax_sampled_per_second = 4"
+    );
+    let gw = TestGateway::start(&crate::telemetry::toml(&telemetry), &up.url()).await;
+    let mut followed = 0;
+    for i in 0..10u32 {
+        let client = if i % 2 == 0 { http1() } else { http2() };
+        let trace = format!("{:032x}", 0xf100_d000 + u128::from(i));
+        let caller = traceparent(&trace, "00f067aa0ba902b7", "01");
+        let tenant = format!("flood-{i}");
+        let headers = [("x-tenant", tenant.as_str()), ("traceparent", &caller)];
+        assert_eq!(
+            send(&client, "GET", &gw.url("/api/x"), &headers, b"")
+                .await
+                .status,
+            200
+        );
+        followed += usize::from(up.last_headers()["traceparent"] != caller.as_str());
+    }
+    assert_eq!(followed, 2, "the clients' half of 4");
+    let mut picked = 0;
+    for i in 0..10u32 {
+        let client = if i % 2 == 0 { http1() } else { http2() };
+        let tenant = format!("plain-{i}");
+        let r = send(
+            &client,
+            "GET",
+            &gw.url("/api/x"),
+            &[("x-tenant", &tenant)],
+            b"",
+        )
+        .await;
+        assert_eq!(r.status, 200);
+        picked += usize::from(up.last_headers().contains_key("traceparent"));
+    }
+    assert_eq!(picked, 2, "the rest of the bound, for the ratio's picks");
 }
