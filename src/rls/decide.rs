@@ -7,6 +7,7 @@ use arrayvec::ArrayVec;
 
 use super::proto::RateLimitRequest;
 use crate::clock::Clock;
+use crate::config::policy::Missing;
 use crate::config::rls::{RlsRule, Unmatched};
 use crate::config::Rls;
 use crate::limit::{Mode, MAX_DECISIONS, MAX_TIERS};
@@ -38,6 +39,10 @@ pub enum Matched {
     Unmatched(Unmatched),
     /// The rule at this index blocks it (`requests_per_unit: 0`): over, not decided.
     Blocked(usize),
+    /// The rule at this index matched, but a value its key is made of is empty, and its
+    /// policy says `missing = "reject"`: over, not decided, as the HTTP door answers a
+    /// request lacking the key 400 and charges nothing.
+    MissingKey(usize),
 }
 
 /// A decided call: each descriptor's match, in order, and the limiter's decisions of the
@@ -58,7 +63,9 @@ impl Decided {
         self.matched.iter().any(|m| {
             matches!(
                 m,
-                Matched::Unmatched(Unmatched::OverLimit) | Matched::Blocked(_)
+                Matched::Unmatched(Unmatched::OverLimit)
+                    | Matched::Blocked(_)
+                    | Matched::MissingKey(_)
             )
         })
     }
@@ -66,7 +73,7 @@ impl Decided {
     /// The rule at `position` (a matched or blocked descriptor).
     pub fn rule_at(&self, position: usize) -> Option<usize> {
         match self.matched.get(position)? {
-            Matched::Rule(rule) | Matched::Blocked(rule) => Some(*rule),
+            Matched::Rule(rule) | Matched::Blocked(rule) | Matched::MissingKey(rule) => Some(*rule),
             Matched::Unmatched(_) => None,
         }
     }
@@ -119,6 +126,11 @@ pub async fn decide(
                 let policy = rule.policy.as_deref()?;
                 let plan = snapshot.rls_plans.get(rule_index)?.as_ref()?;
                 let d = &call.descriptors[position];
+                // A key with an empty value under `missing = "skip"`: this limit does not
+                // apply to the descriptor, as to a request lacking the key.
+                if lacking(rule, d) == Some(Missing::Skip) {
+                    return None;
+                }
                 // A refund (Envoy's `is_negative_hits`) is only a check: nothing is given
                 // back on a caller's word (see docs/rls.md).
                 let cost = match d.is_negative_hits {
@@ -158,12 +170,23 @@ pub async fn decide(
     Ok(decided)
 }
 
+/// What `rule`'s policy does with a key it lacks, when a value `d` gives one of the key's
+/// parts is empty (spaces and tabs around it removed, as the HTTP door reads a header:
+/// Envoy sends an empty header's value as `""`); `None` when the key is whole. Under
+/// `"shared"` the empty part is the HTTP door's missing marker (`RequestTiers::push_parts`).
+fn lacking(rule: &RlsRule, d: &super::proto::RateLimitDescriptor) -> Option<Missing> {
+    let policy = rule.policy.as_deref()?;
+    rule.key_parts(d.entries.iter().map(|e| e.value.as_str()))
+        .any(|part| part.trim_matches([' ', '\t']).is_empty())
+        .then_some(policy.missing)
+}
+
 /// The names of the limits another matched limit of the call replaces (the YAML's
 /// `replaces`, of limits it names): they are not decided, but answered OK without a
-/// limit, so a blocked match of one is let through here.
+/// limit, so a blocked match of one (or one lacking its key) is let through here.
 fn replaced_names<'r>(rls: &'r Rls, matched: &mut [Matched]) -> Vec<&'r str> {
     let rule_of = |m: &Matched| match m {
-        Matched::Rule(i) | Matched::Blocked(i) => rls.rules.get(*i),
+        Matched::Rule(i) | Matched::Blocked(i) | Matched::MissingKey(i) => rls.rules.get(*i),
         Matched::Unmatched(_) => None,
     };
     let replaced: Vec<&str> = matched
@@ -172,7 +195,7 @@ fn replaced_names<'r>(rls: &'r Rls, matched: &mut [Matched]) -> Vec<&'r str> {
         .flat_map(|r| r.replaces.iter().map(String::as_str))
         .collect();
     for m in matched.iter_mut() {
-        if let Matched::Blocked(i) = *m {
+        if let Matched::Blocked(i) | Matched::MissingKey(i) = *m {
             if rls.rules.get(i).is_some_and(|r| names_one_of(r, &replaced)) {
                 *m = Matched::Rule(i); // not decided: OK
             }
@@ -209,16 +232,13 @@ fn match_descriptors(
             _ => {}
         }
         let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
-        matched.push(match rls.rules.find(&call.domain, entries) {
-            Some(rule)
-                if rls
-                    .rules
-                    .get(rule)
-                    .is_some_and(|r| r.blocked.is_some_and(|(_, m)| m == Mode::Enforce)) =>
-            {
-                Matched::Blocked(rule)
+        let found = rls.rules.find(&call.domain, entries);
+        matched.push(match found.and_then(|i| Some((i, rls.rules.get(i)?))) {
+            Some((i, rule)) if rule.blocked.is_some_and(|(_, m)| m == Mode::Enforce) => {
+                Matched::Blocked(i)
             }
-            Some(rule) => Matched::Rule(rule),
+            Some((i, rule)) if lacking(rule, d) == Some(Missing::Reject) => Matched::MissingKey(i),
+            Some((i, _)) => Matched::Rule(i),
             None => Matched::Unmatched(rls.on_unmatched),
         });
     }

@@ -30,6 +30,7 @@ pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
             Matched::Unmatched(Unmatched::Ok) => status(Code::Ok),
             Matched::Unmatched(Unmatched::OverLimit) => status(Code::OverLimit),
             Matched::Blocked(rule) => blocked_status(rls, rule),
+            Matched::MissingKey(_) => status(Code::OverLimit),
             Matched::Rule(rule) => {
                 let rule = rls.rules.get(rule);
                 let policy = rule.and_then(|r| Some((r.limit_name(), r.policy.as_deref()?)));
@@ -87,7 +88,9 @@ fn refusal_body(
     statuses: &[DescriptorStatus],
 ) -> Option<(Vec<u8>, &'static str)> {
     let refused = |(m, s): (&Matched, &DescriptorStatus)| match m {
-        Matched::Rule(r) | Matched::Blocked(r) if s.code == Code::OverLimit as i32 => {
+        Matched::Rule(r) | Matched::Blocked(r) | Matched::MissingKey(r)
+            if s.code == Code::OverLimit as i32 =>
+        {
             rls.rules.get(*r)
         }
         _ => None,

@@ -316,7 +316,7 @@ fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, deci
             continue;
         }
         match (m, counters(position)) {
-            (Matched::Blocked(_), Some(c)) => c.over_limit.inc(),
+            (Matched::Blocked(_) | Matched::MissingKey(_), Some(c)) => c.over_limit.inc(),
             (Matched::Rule(r), Some(c)) if shadow_block(*r) => c.shadow_over_limit.inc(),
             (Matched::Rule(_), Some(c)) => c.ok.inc(),
             _ => 0,

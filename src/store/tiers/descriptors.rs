@@ -26,7 +26,17 @@ impl RequestTiers {
     ) {
         let mut key = plan.keys.builder(fleet);
         let mut single = None;
-        for part in policy.spelled_parts(parts) {
+        // Spaces and tabs around a value removed, as the HTTP door reads a header: `acme `
+        // is `acme`'s bucket, not one of its own.
+        for part in policy.spelled_parts(parts.map(|p| p.trim_matches([' ', '\t']))) {
+            if part.is_empty() {
+                // An empty value is a missing key, as an empty header on the HTTP door:
+                // under `missing = "shared"` the one bucket of all such requests (`"skip"`
+                // and `"reject"` never get here: `rls::decide`).
+                key.missing();
+                single = None;
+                continue;
+            }
             let part = match part {
                 Cow::Owned(spelled) => KeyPart::Bytes(Cow::Owned(spelled.into_bytes())),
                 Cow::Borrowed(part) => KeyPart::Bytes(part.as_bytes().into()),
