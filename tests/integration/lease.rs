@@ -212,7 +212,12 @@ pub(super) async fn four_requests_into_a_slice(
     up: &Upstream,
 ) -> (TestGateway, String) {
     let toml = leased(redis, "limit = 1\nperiod = \"1s\"\nburst = 100\n").build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
+    (four_requests_under(&toml, up).await, toml)
+}
+
+/// The same under `toml`: [`leased`]'s `hot` at those numbers, with more besides.
+pub(super) async fn four_requests_under(toml: &str, up: &Upstream) -> TestGateway {
+    let gw = TestGateway::start(toml, &up.url()).await;
     for _ in 0..4 {
         assert_eq!(
             get(&gw.url("/"), &[("x-tenant-id", "acme")]).await.status,
@@ -223,7 +228,7 @@ pub(super) async fn four_requests_into_a_slice(
         .await
         .json();
     assert_eq!(state["remaining"], 100 - 26, "4 used, 22 held");
-    (gw, toml)
+    gw
 }
 
 #[tokio::test]

@@ -135,7 +135,10 @@ impl Slices {
                 call_anyway = true;
                 continue;
             }
-            let units = t.tier.cost(cost);
+            if earlier(tiers, i).is_some() {
+                continue; // decided with the key's first occurrence
+            }
+            let units = key_units(tiers, i, cost);
             let now = remote.clock.now_ns();
             match self.take(&t.tier, units, now) {
                 Some(got) => {
@@ -159,7 +162,7 @@ impl Slices {
                 in_call.push(i);
                 continue;
             }
-            let (tier, units) = (&tiers[i], tiers[i].tier.cost(cost));
+            let (tier, units) = (&tiers[i], key_units(tiers, i, cost));
             match self.fetch(remote, tier, units).await? {
                 Leased::Taken(got) => {
                     decided
@@ -176,6 +179,7 @@ impl Slices {
                 }
             }
         }
+        decide_repeats(tiers, decided, &mut in_call);
         Ok(in_call)
     }
 
@@ -230,6 +234,47 @@ async fn give_back_one(remote: &RedisStore, metrics: &Metrics, back: &super::Ret
         }
         Err(e) => {
             tracing::debug!(error = %e, "a slice could not be given back; its units expire")
+        }
+    }
+}
+
+/// The leased tier before `i` on the same key, if the request names the key again (the
+/// same descriptor twice in a rate limit service call).
+fn earlier(tiers: &[RateTier], i: usize) -> Option<usize> {
+    let key = tiers[i].tier.key;
+    tiers[..i]
+        .iter()
+        .position(|t| t.leased && t.tier.key == key)
+}
+
+/// The units a leased key's first occurrence at `i` takes: its own and every later
+/// occurrence's, in one take. Taken one occurrence at a time, the verdict would read the
+/// key's debt as the last take left it and count the earlier units twice — a request the
+/// slice covers refused, and the first take's units lost.
+fn key_units(tiers: &[RateTier], i: usize, cost: u64) -> u64 {
+    let key = tiers[i].tier.key;
+    tiers[i..]
+        .iter()
+        .filter(|t| t.leased && t.tier.key == key)
+        .fold(0u64, |sum, t| sum.saturating_add(t.tier.cost(cost)))
+}
+
+/// A repeated leased key's later occurrences, decided with its first: the same debt (the
+/// key's before the request, which the verdict adds each occurrence's units to), or a
+/// ride in the same Redis call.
+fn decide_repeats(
+    tiers: &[RateTier],
+    decided: &mut Decided,
+    in_call: &mut ArrayVec<usize, MAX_DECISIONS>,
+) {
+    for j in 0..tiers.len() {
+        let Some(first) = tiers[j].leased.then(|| earlier(tiers, j)).flatten() else {
+            continue;
+        };
+        if let Some(&(_, debt)) = decided.debts.iter().find(|(i, _)| *i == first) {
+            decided.debts.push((j, debt));
+        } else if in_call.contains(&first) {
+            in_call.push(j);
         }
     }
 }
