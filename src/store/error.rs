@@ -17,6 +17,8 @@ pub enum StoreError {
     Reply,
     #[error("the store call was cut short: the gateway is shutting down")]
     Cancelled,
+    #[error("this gateway's wall clock is a calendar window or more off the store's: its calendar quotas are not decided (check its time sync)")]
+    CalendarSkew,
     #[error("fewer than {0} Redis replicas acknowledged the decision in time (replica_ack)")]
     NotAcknowledged(u32),
 }
@@ -32,6 +34,7 @@ impl StoreError {
             StoreError::Reply => "reply",
             StoreError::NotAcknowledged(_) => "not_acknowledged",
             StoreError::Cancelled => "cancelled",
+            StoreError::CalendarSkew => "calendar_skew",
         }
     }
 }

@@ -291,3 +291,48 @@ async fn slice_lua_refuses_an_absurd_need_with_a_wait_it_can_reply() {
     let wait: i64 = lines.get(1).and_then(|w| w.parse().ok()).expect("a wait");
     assert_eq!(wait, 1 << 53, "capped where doubles are exact: {reply}");
 }
+
+/// gcra.lua decides nothing for a quota whose window is a window or more off the server's
+/// clock (the gateway's wall clock set days wrong): measured from that window, the key's
+/// usage would read as another calendar's — none — and every request be admitted.
+#[tokio::test]
+async fn gcra_lua_decides_nothing_for_a_window_days_off_the_servers_clock() {
+    let redis = RedisServer::start();
+    let tat = include_str!("../../src/store/rate/tat.lua");
+    let gcra = &[tat, include_str!("../../src/store/rate/gcra.lua")].concat();
+    let now = redis_now(&redis);
+    let day = |start: i64| format!("{}:{}:{}", start, start + 86_400, start + 2 * 86_400);
+    let today = now - now.rem_euclid(86_400);
+    for (window, decided) in [
+        (day(today), true),
+        // A moment off at a boundary either way: still the server's day.
+        (day(today - 86_400), true),
+        (day(today + 86_400), true),
+        // Days off: nothing decided, nothing written.
+        (day(today - 3 * 86_400), false),
+        (day(today + 3 * 86_400), false),
+    ] {
+        redis.cli(&["DEL", "skewed-key"]);
+        let reply = redis.cli(&[
+            "EVAL",
+            gcra,
+            "1",
+            "skewed-key",
+            "1",
+            "3",
+            "0",
+            "0",
+            "1",
+            &window,
+        ]);
+        let flag = reply.lines().nth(2).map(str::trim);
+        let written = !redis.cli(&["GET", "skewed-key"]).trim().is_empty();
+        if decided {
+            assert_eq!(flag, Some("1"), "{window}: admitted: {reply}");
+            assert!(written, "{window}");
+        } else {
+            assert_eq!(flag, Some("3"), "{window}: off the server's clock: {reply}");
+            assert!(!written, "{window}: nothing written");
+        }
+    }
+}

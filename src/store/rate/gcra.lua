@@ -13,7 +13,8 @@
 -- ARGV[6(i−1) + 1 .. 6]  T, tau, max_delay (ns), shadow ("1" or "0"), cost (units),
 --                        window ("" for a rate, "start:end:next" for a quota)
 -- ARGV[6n + 1]  optional: "s:ns" on the server's clock after which the call is too late
--- Returns  { now_s, now_ns, admitted (1/0, 2: too late, nothing decided), debt_1 … debt_n }
+-- Returns  { now_s, now_ns, admitted (1/0, 2: too late, 3: a quota's window a window or
+--           more off the server's clock; nothing decided for either), debt_1 … debt_n }
 local n = #KEYS
 -- A call that reaches the server after the gateway gave up on it (the server was frozen,
 -- the network held it back) decides nothing: its request was answered per on_error.
@@ -33,7 +34,7 @@ local debts, fresh, quota = {}, {}, {}
 -- every debt is read before any write, so the later tier would overwrite the earlier's
 -- charge with one made from the old debt.
 local left, first = {}, {}
-local denied = false
+local denied, skewed = false, false
 for i = 1, n do
   local base = (i - 1) * 6
   local t = tonumber(ARGV[base + 1])
@@ -45,8 +46,13 @@ for i = 1, n do
   local basis = 0
   local ws, we, wn = string.match(ARGV[base + 6], '^(%d+):(%d+):(%d+)$')
   if ws then
-    local e = tonumber(we)
-    if now_s < tonumber(ws) then e = tonumber(ws) elseif now_s >= e then e = tonumber(wn) end
+    local s, e = tonumber(ws), tonumber(we)
+    -- The window named and the next hold the server's now, or the one before it does
+    -- (a gateway a moment ahead at a boundary). Past that, the gateway's wall clock is a
+    -- window or more off: measured from its window, the key's usage would read as
+    -- another calendar's (none) and the charge land where no correct gateway reads it.
+    if now_s >= tonumber(wn) or now_s < s - (e - s) then skewed = true end
+    if now_s < s then e = s elseif now_s >= e then e = tonumber(wn) end
     basis = (e - now_s) * 1000000000 - now_ns
   end
   -- The reply gives each key's debt before the call (the gateway replays the call's
@@ -76,6 +82,11 @@ for i = 1, n do
   elseif not shadow then
     denied = true
   end
+end
+if skewed then
+  local off = { now_s, now_ns, 3 }
+  for i = 1, n do off[3 + i] = 0 end
+  return off
 end
 local reply = { now_s, now_ns, denied and 0 or 1 }
 for i = 1, n do reply[3 + i] = debts[i] end

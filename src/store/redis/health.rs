@@ -119,7 +119,8 @@ impl Health {
 /// replica or demoted master), `noreplicas`, `clusterdown`, `script_error`,
 /// `not_connected` (no connection yet, or the fleet's secret not known yet),
 /// `breaker_open` (not attempted), `script_reply`, `no_replica_ack`, `shutting_down` (a
-/// call cut short by the gateway's own shutdown), `other`.
+/// call cut short by the gateway's own shutdown), `clock_skew` (a calendar quota's window
+/// a window or more off the server's clock), `other`.
 pub fn cause(e: &StoreError) -> &'static str {
     match e {
         StoreError::Timeout(_) => "timed_out",
@@ -128,6 +129,7 @@ pub fn cause(e: &StoreError) -> &'static str {
         StoreError::Reply => "script_reply",
         StoreError::NotAcknowledged(_) => "no_replica_ack",
         StoreError::Cancelled => "shutting_down",
+        StoreError::CalendarSkew => "clock_skew",
         StoreError::Redis(r) => redis_cause(r),
     }
 }

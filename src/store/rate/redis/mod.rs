@@ -287,9 +287,13 @@ async fn charge(
     // wrong — the server's clock moved ahead of what this gateway learned (a step, a
     // failover to a node whose clock runs ahead) — and every call after it would be late.
     remote.learn_server_clock(sent_ns, reply.now_abs());
-    if values.get(2) == Some(&2) {
+    match values.get(2) {
         // The script ran after the deadline sent with it: it decided nothing.
-        return Err(StoreError::Timeout(remote.timeout()));
+        Some(2) => return Err(StoreError::Timeout(remote.timeout())),
+        // A calendar quota's window this gateway named is a window or more off the
+        // server's clock (this gateway's wall clock is wrong): nothing decided.
+        Some(3) => return Err(StoreError::CalendarSkew),
+        _ => {}
     }
     Ok(reply)
 }
