@@ -90,6 +90,31 @@ pub fn decode(coding: Coding, body: &[u8], max: usize) -> Decoded {
     }
 }
 
+/// The first `n` bytes `body` decodes to (fewer when it ends or breaks first): what a
+/// body too large to read or decode whole begins with.
+pub fn decoded_prefix(coding: Coding, body: &[u8], n: usize) -> Vec<u8> {
+    fn first(mut decoder: impl Read, n: usize) -> Vec<u8> {
+        let mut out = vec![0; n];
+        let mut filled = 0;
+        while filled < n {
+            match decoder.read(&mut out[filled..]) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => filled += k,
+            }
+        }
+        out.truncate(filled);
+        out
+    }
+    match coding {
+        Coding::Identity => body[..body.len().min(n)].to_vec(),
+        Coding::Gzip => first(flate2::read::MultiGzDecoder::new(body), n),
+        Coding::Deflate => match first(flate2::read::ZlibDecoder::new(body), n) {
+            zlib if zlib.is_empty() => first(flate2::read::DeflateDecoder::new(body), n),
+            zlib => zlib,
+        },
+    }
+}
+
 fn bounded(decoder: impl Read, max: usize) -> Decoded {
     let mut out = Vec::new();
     let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);

@@ -10,6 +10,7 @@ mod admin;
 mod admin_overrides;
 mod admin_overrides_kept;
 mod answers;
+mod batch_bodies;
 mod body_params;
 mod body_spellings;
 mod bounds;

@@ -58,6 +58,9 @@ pub struct KeyBody {
     transcoded: Option<(Bytes, Held)>,
     /// The whole body was read (`trailers`, when it had any).
     ended: bool,
+    /// Declared past `max_key_body`: only its first bytes were to be read (to tell a
+    /// batch), and it is not walked even when they were all of it.
+    peeked: bool,
     trailers: Option<HeaderMap>,
     /// What is walked when the body is JSON only to lenient readers, made by the first
     /// walk that needs it.
@@ -116,7 +119,8 @@ impl KeyBody {
     fn plain(&self) -> Option<&Bytes> {
         match &self.decoded {
             Some((text, _)) => Some(text),
-            None => (self.coding == Coding::Identity && self.ended).then_some(&self.bytes),
+            None => (self.coding == Coding::Identity && self.ended && !self.peeked)
+                .then_some(&self.bytes),
         }
     }
 
@@ -174,11 +178,22 @@ impl KeyBody {
     }
 
     /// Refuses a JSON-RPC batch: a tier counts one call a request. Read strictly, else
-    /// from the strict copy (kept for the walk).
+    /// from the strict copy (kept for the walk). A body not read whole (past
+    /// `max_key_body`, or decoding past it) is refused when it begins, decoded, as an
+    /// array: it cannot be told from a batch, and a thousand calls padded past 64 KiB (or
+    /// gzipped into one) would otherwise be charged once.
     fn refuse_batch(&self) -> Result<(), Refused> {
-        let Some(text) = self.text().filter(|t| rpc::starts_array(t)) else {
-            return Ok(());
+        let Some(text) = self.text() else {
+            let begins = body_coding::decoded_prefix(self.coding, &self.bytes, PEEK_BYTES);
+            let begins = crate::json::to_utf8(&begins).unwrap_or(begins);
+            return match rpc::starts_array(&begins) {
+                true => Err(Box::new(jsonrpc_batch())),
+                false => Ok(()),
+            };
         };
+        if !rpc::starts_array(text) {
+            return Ok(());
+        }
         let batch = match rpc::batch(text) {
             Ok(batch) => batch,
             Err(_not_json) => match self.strict.get_or_init(|| Strict::of(text, self.share)) {
@@ -216,6 +231,7 @@ pub async fn read(
         decoded: None,
         transcoded: None,
         ended: len == Some(0),
+        peeked: false,
         trailers: None,
         strict: std::sync::OnceLock::new(),
         len,
@@ -229,15 +245,18 @@ pub async fn read(
     let coding = body_coding::coding_of(req.headers())
         .map_err(|named| Box::new(unsupported_coding(&named)))?;
     let params = readings.ok_or_else(|| Box::new(ambiguous_content_type()))?;
-    // Too large to key by: not read; forwarded as it comes.
+    // Too large to key by: not read; forwarded as it comes — but for its first bytes on a
+    // route that keys or prices by the JSON body, which tell a batch (`refuse_batch`).
     let declared_plain = declared.filter(|_| coding == Coding::Identity);
-    if declared.is_some_and(|d| d > max as u64) {
+    let too_large = declared.is_some_and(|d| d > max as u64);
+    if too_large && !route.body_always {
         return Ok(empty(declared_plain, coding));
     }
+    let limit = if too_large { PEEK_BYTES.min(max) } else { max };
     // Counted as it arrives (see `Gathered`).
     let mut held = Held(0);
-    let (bytes, ended, trailers) = collect(req, (server, share), &mut held).await?;
-    let (decoded, transcoded, len) = match ended {
+    let (bytes, ended, trailers) = collect(req, (server, share, limit), &mut held).await?;
+    let (decoded, transcoded, len) = match ended && !too_large {
         false => (None, None, declared_plain),
         true => readable(coding, &bytes, (max, route.max_body), share)?,
     };
@@ -247,6 +266,7 @@ pub async fn read(
         decoded,
         transcoded,
         ended,
+        peeked: too_large,
         trailers,
         strict: std::sync::OnceLock::new(),
         len,
@@ -263,15 +283,17 @@ pub async fn read(
     Ok(body)
 }
 
-/// Reads frames until the body ends or passes `max_key_body`, within `body_read_timeout`
+/// What is read of a body too large to read whole, to tell whether it is an array.
+const PEEK_BYTES: usize = 1024;
+
+/// Reads frames until the body ends or passes `max` (`max_key_body`), within `body_read_timeout`
 /// in all, counting what it holds in `held` within the worker's `share`: the body,
 /// whether it ended, and its trailers. Past the share: 503 `overloaded`.
 async fn collect(
     req: &mut Request<Incoming>,
-    (server, share): (&Server, usize),
+    (server, share, max): (&Server, usize, usize),
     held: &mut Held,
 ) -> Result<(Bytes, bool, Option<HeaderMap>), Refused> {
-    let max = server.max_key_body;
     let mut gathered = Gathered::default();
     let mut trailers = None;
     let body = req.body_mut();

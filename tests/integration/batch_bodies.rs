@@ -1,0 +1,97 @@
+//! A JSON-RPC batch too large to read whole (past `max_key_body` as sent, streamed
+//! without a length, or gzipped small and decoding past it) is refused like one read
+//! whole, over HTTP/1.1 and HTTP/2: its calls would otherwise be charged once. A single
+//! call as large goes through.
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::BodyExt;
+
+use crate::support::*;
+
+fn call(id: usize) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"deploy"}}}}"#)
+}
+
+/// A hundred calls: about 8 KB, past the test's `max_key_body` (4 KiB; what is sent
+/// whole fits the sockets' buffers, so a refusal before it is read is still read).
+fn batch() -> Vec<u8> {
+    let calls: Vec<String> = (0..100).map(call).collect();
+    format!("[{}]", calls.join(",")).into_bytes()
+}
+
+fn gzip(plain: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(plain).expect("gzip");
+    e.finish().expect("gzip")
+}
+
+/// `body` POSTed in 4 KiB frames without a declared length.
+async fn streamed(client: &StreamClient, url: &str, body: Vec<u8>) -> Got {
+    let body = Bytes::from(body);
+    let frames: Vec<_> = (0..body.len().div_ceil(4096))
+        .map(|i| {
+            let chunk = body.slice(i * 4096..body.len().min((i + 1) * 4096));
+            Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk))
+        })
+        .collect();
+    let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+    let req = Request::post(url)
+        .header("content-type", "application/json")
+        .body(BodyExt::boxed(body))
+        .expect("request");
+    let resp = client.request(req).await.expect("answered");
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.expect("body").to_bytes();
+    Got {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+fn refused_as_a_batch(r: &Got, how: &str) {
+    assert_eq!(r.status, 400, "{how}: {}", r.text());
+    assert_eq!(r.json()["error"]["data"]["error"], "jsonrpc_batch", "{how}");
+}
+
+#[tokio::test]
+async fn a_batch_too_large_to_read_whole_is_refused_however_it_comes() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .server("max_key_body = 4096")
+        .skipping_policy("per_tool", "json:/params/name", 1)
+        .route("mcp", "/mcp", "api", &["per_tool"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/mcp");
+    let json = [("content-type", "application/json")];
+    let gzipped = [
+        ("content-type", "application/json"),
+        ("content-encoding", "gzip"),
+    ];
+    for client in [http1(), http2()] {
+        let sent = send_bytes(&client, "POST", &url, &json, Bytes::from(batch())).await;
+        refused_as_a_batch(&sent, "with its length");
+        let small = Bytes::from(gzip(&batch()));
+        assert!(small.len() < 4096, "{} bytes gzipped", small.len());
+        let sent = send_bytes(&client, "POST", &url, &gzipped, small).await;
+        refused_as_a_batch(&sent, "gzipped");
+    }
+    for h2 in [false, true] {
+        let sent = streamed(&stream_client(h2), &url, batch()).await;
+        refused_as_a_batch(&sent, "streamed");
+    }
+    assert_eq!(up.requests(), 0, "no batch reached the upstream");
+    // One call as large is no batch: it goes through (a tool of its own each time).
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let padded = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"tool-{i}","pad":"{}"}}}}"#,
+            "x".repeat(8_000)
+        );
+        let sent = send_bytes(client, "POST", &url, &json, Bytes::from(padded)).await;
+        assert_eq!(sent.status, 200, "{}", sent.text());
+    }
+    assert_eq!(up.requests(), 2);
+}
