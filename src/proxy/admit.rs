@@ -345,9 +345,20 @@ fn record_top(
                 continue;
             }
             tiers.record(outcome.position, outcome.key, refused, now, |text| {
-                for (i, source) in policy.key.iter().enumerate() {
-                    let first = source.extract(view).ok().and_then(|v| v.into_iter().next());
-                    let value = first.as_ref().map(|v| v.as_text());
+                let values: Vec<_> = (policy.key.iter())
+                    .map(|source| source.extract(view).unwrap_or_default())
+                    .collect();
+                // The values that made the key counted (the one that refused: decoys
+                // sent beside it must not hide it), from its index among the policy's
+                // keys, each source's values combined in order, the last one's fastest.
+                let mut rest = outcome.index;
+                let mut picks = vec![0; values.len()];
+                for (pick, v) in picks.iter_mut().zip(&values).rev() {
+                    *pick = rest % v.len().max(1);
+                    rest /= v.len().max(1);
+                }
+                for (i, (v, pick)) in values.iter().zip(picks).enumerate() {
+                    let value = v.get(pick).map(|v| v.as_text());
                     text.push_part(i, value.as_deref().unwrap_or_default());
                 }
             });

@@ -165,3 +165,27 @@ async fn a_value_holding_the_part_separator_stays_one_part_of_its_row() {
     );
     assert_eq!(refusals(&rows[0]).0, 1, "{rows:?}");
 }
+
+/// A client cannot hide the key it exhausts behind decoys: with every value of a key
+/// source charged, `?user=<fresh>&user=victim` is refused by `victim`'s key, and counted
+/// there — not under the fresh value sent first, which admitted.
+#[tokio::test]
+async fn a_refusal_is_counted_under_the_key_that_refused_not_a_decoy_beside_it() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .server("workers = 1")
+        .policy("user", "query:user", 1, "1h", 1)
+        .route("a", "/a", "api", &["user"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    assert_eq!(get(&gw.url("/a?user=victim"), &[]).await.status, 200);
+    for i in 0..40 {
+        let client = if i % 2 == 0 { http1() } else { http2() };
+        let url = gw.url(&format!("/a?user=decoy-{i}&user=victim"));
+        assert_eq!(send(&client, "GET", &url, &[], b"").await.status, 429);
+    }
+    let keys = top(&gw, "policy=user").await;
+    let first = keys.first().expect("a row");
+    assert_eq!(first["key"], serde_json::json!(["victim"]), "{keys:#?}");
+    assert_eq!(refusals(first).0, 40, "{first}");
+}

@@ -5,6 +5,9 @@
 
 use smallvec::SmallVec;
 
+mod per_policy;
+pub use per_policy::{Counted, PolicyOutcome};
+
 use super::concurrency::held::Held;
 use super::keys::KeyRefusal;
 use super::rate::settle::PendingSettle;
@@ -38,27 +41,6 @@ impl From<KeyRefusal> for Outcome {
             KeyRefusal::Unpriced(position) => Outcome::UnpricedModel { position },
         }
     }
-}
-
-/// What one policy's decision counts as in the metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counted {
-    Admitted,
-    Denied,
-    ShadowDenied,
-    /// Not decided, or decided for a request another tier refused.
-    Nothing,
-}
-
-/// One applied policy of a decided request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PolicyOutcome {
-    pub position: usize,
-    pub counted: Counted,
-    /// Decided on the policy's overflow key: the store was full of keys that owe time.
-    pub overflow: bool,
-    /// The hash of its (first) key.
-    pub key: u64,
 }
 
 /// One enforcing rate policy as the rate-limit headers describe it. A policy whose key
@@ -192,75 +174,6 @@ impl Admission {
     /// The positions of the policies applied to this request (a skipped one is absent).
     pub fn applied(&self) -> impl Iterator<Item = usize> + '_ {
         self.tiers.policies.iter().map(|p| p.position)
-    }
-
-    /// The policies that were decided, in route order (rate tiers only when the rate
-    /// tiers were decided at all), with what each counts as.
-    #[inline]
-    pub fn per_policy(&self) -> impl Iterator<Item = PolicyOutcome> + '_ {
-        let decided = self.verdict.outcomes().len();
-        self.tiers
-            .policies
-            .iter()
-            .filter(move |p| p.kind == TierKind::Concurrency || p.range.end <= decided)
-            .filter(|p| !p.range.is_empty())
-            .map(|p| match p.kind {
-                TierKind::Rate => self.rate_outcome(p),
-                TierKind::Concurrency => self.slot_outcome(p),
-            })
-    }
-
-    /// A rate policy counts as denied when any of its keys denied.
-    #[inline]
-    fn rate_outcome(&self, p: &PolicyTiers) -> PolicyOutcome {
-        let outcomes = &self.verdict.outcomes()[p.range.clone()];
-        let tiers = &self.tiers.rate[p.range.clone()];
-        let mut overflow = false;
-        let mut refused = None;
-        for (o, t) in outcomes.iter().zip(tiers) {
-            overflow |= o.key != t.tier.key;
-            if refused.is_none() && !o.decision.admitted {
-                refused = Some(o.mode);
-            }
-        }
-        let counted = match refused {
-            Some(Mode::Enforce) => Counted::Denied,
-            Some(Mode::Shadow) => Counted::ShadowDenied,
-            None if self.verdict.admitted => Counted::Admitted,
-            None => Counted::Nothing,
-        };
-        PolicyOutcome {
-            position: p.position,
-            counted,
-            overflow,
-            key: tiers.first().map_or(0, |t| t.tier.key),
-        }
-    }
-
-    /// A concurrency policy, like a rate one, counts once: denied when any of its keys
-    /// found every slot taken.
-    #[inline]
-    fn slot_outcome(&self, p: &PolicyTiers) -> PolicyOutcome {
-        let slots = &self.tiers.slots[p.range.clone()];
-        let any = |o: SlotOutcome| slots.iter().any(|s| s.outcome == o);
-        let taken = |s: &&super::tiers::SlotTier| {
-            matches!(s.outcome, SlotOutcome::Held { .. } | SlotOutcome::Unchecked)
-        };
-        let counted = if any(SlotOutcome::Refused) {
-            Counted::Denied
-        } else if any(SlotOutcome::ShadowFull) {
-            Counted::ShadowDenied
-        } else if self.admitted() && slots.iter().any(|s| taken(&s)) {
-            Counted::Admitted
-        } else {
-            Counted::Nothing
-        };
-        PolicyOutcome {
-            position: p.position,
-            counted,
-            overflow: false,
-            key: slots.first().map_or(0, |s| s.key),
-        }
     }
 
     /// The shadow rate tiers that would have refused: `(position, wait)`.
