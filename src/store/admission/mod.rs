@@ -5,8 +5,7 @@
 
 use smallvec::SmallVec;
 
-mod per_policy;
-pub use per_policy::{Counted, PolicyOutcome};
+mod reports;
 
 use super::concurrency::held::Held;
 use super::keys::KeyRefusal;
@@ -41,6 +40,31 @@ impl From<KeyRefusal> for Outcome {
             KeyRefusal::Unpriced(position) => Outcome::UnpricedModel { position },
         }
     }
+}
+
+/// What one policy's decision counts as in the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    Admitted,
+    Denied,
+    ShadowDenied,
+    /// Not decided, or decided for a request another tier refused.
+    Nothing,
+}
+
+/// One applied policy of a decided request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyOutcome {
+    pub position: usize,
+    pub counted: Counted,
+    /// Decided on the policy's overflow key: the store was full of keys that owe time.
+    pub overflow: bool,
+    /// The hash of the key it is counted under: the first of its keys that refused, else
+    /// its first (a key source with several values makes one key a value).
+    pub key: u64,
+    /// Which of the policy's keys that is, in the order they were made (each source's
+    /// values combined, the last source's fastest): what names it in the top-keys view.
+    pub index: usize,
 }
 
 /// One enforcing rate policy as the rate-limit headers describe it. A policy whose key
@@ -176,6 +200,83 @@ impl Admission {
         self.tiers.policies.iter().map(|p| p.position)
     }
 
+    /// The policies that were decided, in route order (rate tiers only when the rate
+    /// tiers were decided at all), with what each counts as.
+    #[inline]
+    pub fn per_policy(&self) -> impl Iterator<Item = PolicyOutcome> + '_ {
+        let decided = self.verdict.outcomes().len();
+        self.tiers
+            .policies
+            .iter()
+            .filter(move |p| p.kind == TierKind::Concurrency || p.range.end <= decided)
+            .filter(|p| !p.range.is_empty())
+            .map(|p| match p.kind {
+                TierKind::Rate => self.rate_outcome(p),
+                TierKind::Concurrency => self.slot_outcome(p),
+            })
+    }
+
+    /// A rate policy counts as denied when any of its keys denied.
+    #[inline]
+    fn rate_outcome(&self, p: &PolicyTiers) -> PolicyOutcome {
+        let outcomes = &self.verdict.outcomes()[p.range.clone()];
+        let tiers = &self.tiers.rate[p.range.clone()];
+        let mut overflow = false;
+        let mut refused = None;
+        let mut index = 0;
+        for (i, (o, t)) in outcomes.iter().zip(tiers).enumerate() {
+            overflow |= o.key != t.tier.key;
+            if refused.is_none() && !o.decision.admitted {
+                refused = Some(o.mode);
+                index = i;
+            }
+        }
+        let counted = match refused {
+            Some(Mode::Enforce) => Counted::Denied,
+            Some(Mode::Shadow) => Counted::ShadowDenied,
+            None if self.verdict.admitted => Counted::Admitted,
+            None => Counted::Nothing,
+        };
+        PolicyOutcome {
+            position: p.position,
+            counted,
+            overflow,
+            key: tiers.get(index).map_or(0, |t| t.tier.key),
+            index,
+        }
+    }
+
+    /// A concurrency policy, like a rate one, counts once: denied when any of its keys
+    /// found every slot taken.
+    #[inline]
+    fn slot_outcome(&self, p: &PolicyTiers) -> PolicyOutcome {
+        let slots = &self.tiers.slots[p.range.clone()];
+        let any = |o: SlotOutcome| slots.iter().any(|s| s.outcome == o);
+        let taken = |s: &&super::tiers::SlotTier| {
+            matches!(s.outcome, SlotOutcome::Held { .. } | SlotOutcome::Unchecked)
+        };
+        let counted = if any(SlotOutcome::Refused) {
+            Counted::Denied
+        } else if any(SlotOutcome::ShadowFull) {
+            Counted::ShadowDenied
+        } else if self.admitted() && slots.iter().any(|s| taken(&s)) {
+            Counted::Admitted
+        } else {
+            Counted::Nothing
+        };
+        let index = match counted {
+            Counted::Denied => slots.iter().position(|s| s.outcome == SlotOutcome::Refused),
+            _ => None,
+        }
+        .unwrap_or(0);
+        PolicyOutcome {
+            position: p.position,
+            counted,
+            overflow: false,
+            key: slots.get(index).map_or(0, |s| s.key),
+            index,
+        }
+    }
     /// The shadow rate tiers that would have refused: `(position, wait)`.
     pub fn shadow_denials(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
         let outcomes = self.verdict.outcomes();
@@ -185,96 +286,6 @@ impl Admission {
                 let position = self.tiers.rate.get(i)?.position;
                 Some((position, outcomes[i].decision.wait_ns))
             })
-    }
-
-    /// The tier `X-RateLimit-*` describe, all three from that one tier (its limit, its
-    /// remaining, its reset): on admission the tightest, on a refusal the one with the
-    /// longest wait. `None` when no enforcing rate tier was decided.
-    #[inline]
-    pub fn reported(&self) -> Option<TierReport> {
-        let k = self.verdict.reporting?;
-        let (remaining, until_full_ns) = self.tier_state(k);
-        Some(TierReport {
-            position: self.tiers.rate.get(k)?.position,
-            quota: self.tiers.rate[k].tier.quota,
-            remaining,
-            until_full_ns,
-            window_s: self.tiers.rate[k].window_s(),
-        })
-    }
-
-    /// Rate tier `k` as the request left it: cost-1 requests it would admit now, and
-    /// nanoseconds until it is whole again. On a refusal every tier is as before the
-    /// request (rolled back), read from its TAT relative to the verdict's own now.
-    #[inline]
-    fn tier_state(&self, k: usize) -> (u64, u64) {
-        let verdict = &self.verdict;
-        let (o, tier) = (&verdict.outcomes()[k], &self.tiers.rate[k].tier);
-        let (d, basis) = (&o.decision, tier.basis(verdict.now));
-        if verdict.admitted {
-            (d.remaining, d.until_idle_ns)
-        } else if d.admitted {
-            let left = tier.quota.remaining(o.prior_tat, basis);
-            let until = match tier.window {
-                Some(end) => end.saturating_sub(verdict.now),
-                None => o.prior_tat.saturating_sub(verdict.now),
-            };
-            (left, until)
-        } else {
-            (tier.quota.remaining(o.prior_tat, basis), d.until_idle_ns)
-        }
-    }
-
-    /// One report per enforcing rate policy, in route order (the `RateLimit` lists). On
-    /// a refusal every tier is described as the request left it: rolled back, from its
-    /// TAT, relative to the verdict's own now.
-    #[inline]
-    pub fn rate_reports(&self) -> impl Iterator<Item = TierReport> + '_ {
-        let outcomes = self.verdict.outcomes();
-        self.tiers
-            .policies
-            .iter()
-            .filter(move |p| {
-                p.kind == TierKind::Rate
-                    && !p.range.is_empty()
-                    && p.range.end <= outcomes.len()
-                    && outcomes[p.range.start].mode == Mode::Enforce
-            })
-            .filter_map(|p| self.rate_report(p))
-    }
-
-    /// Every decided rate policy, shadow ones too, in order, with what it counts as: a
-    /// rate limit service call's statuses, one per decided descriptor.
-    pub fn policy_reports(&self) -> impl Iterator<Item = (TierReport, Counted)> + '_ {
-        let outcomes = self.verdict.outcomes();
-        self.tiers
-            .policies
-            .iter()
-            .filter(move |p| {
-                p.kind == TierKind::Rate && !p.range.is_empty() && p.range.end <= outcomes.len()
-            })
-            .filter_map(|p| Some((self.rate_report(p)?, self.rate_outcome(p).counted)))
-    }
-
-    /// The report of one decided rate policy: its key with the fewest remaining.
-    #[inline]
-    fn rate_report(&self, p: &PolicyTiers) -> Option<TierReport> {
-        let state = |k: usize| self.tier_state(k);
-        let mut best = p.range.start;
-        let (mut remaining, mut until_full_ns) = state(best);
-        for k in p.range.start + 1..p.range.end {
-            let (left, until) = state(k);
-            if left < remaining {
-                (best, remaining, until_full_ns) = (k, left, until);
-            }
-        }
-        Some(TierReport {
-            position: p.position,
-            quota: self.tiers.rate[best].tier.quota,
-            remaining,
-            until_full_ns,
-            window_s: self.tiers.rate[best].window_s(),
-        })
     }
 
     /// The positions of the enforcing rate policies that refused the request, in route
