@@ -194,7 +194,12 @@ impl Prices {
             .enumerate()
             .filter(|&(i, _)| read_by_upstream(i))
             .try_fold(None, |most: Option<u64>, (_, p)| {
-                Ok::<_, ()>(most.max(largest(p)?))
+                // 0 is no limit to some upstreams (Ollama's `num_predict`, llama.cpp's
+                // `n_predict`), never a promise of no output: it bounds nothing.
+                match largest(p)? {
+                    Some(0) => Err(()),
+                    limit => Ok(most.max(limit)),
+                }
             })
             .ok()
             .flatten()

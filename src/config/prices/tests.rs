@@ -169,3 +169,18 @@ fn choices_past_what_the_walk_keeps_bound_nothing() {
     assert!(facts.overflowed());
     assert_eq!(quote_of(&prices, &facts).most, None);
 }
+
+#[test]
+fn an_output_limit_of_zero_bounds_nothing() {
+    let prices = compile("default = { input = 1, output = 1 }").expect("valid");
+    assert_eq!(
+        output_quoted(&prices, r#"{"model":"m","max_tokens":10}"#),
+        Some(10)
+    );
+    for body in [
+        r#"{"model":"m","max_tokens":0}"#,
+        r#"{"model":"m","max_tokens":10,"max_completion_tokens":0}"#,
+    ] {
+        assert_eq!(output_quoted(&prices, body), None, "{body}");
+    }
+}
