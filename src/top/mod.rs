@@ -133,7 +133,7 @@ impl TopKeys {
                     .or_insert_with(|| TopKey {
                         policy: policy.to_owned(),
                         parts: text.split(PART_SEPARATOR).map(str::to_owned).collect(),
-                        truncated: text.len() >= sketch::TEXT_BYTES - 4,
+                        truncated: e.cut(),
                         admitted: 0,
                         refused: 0,
                         error: 0,

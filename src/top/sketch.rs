@@ -33,12 +33,19 @@ pub struct Entry {
     pub last_refused: u64,
     text: [u8; TEXT_BYTES],
     len: u8,
+    /// The key's text did not fit whole.
+    cut: bool,
 }
 
 impl Entry {
     pub fn text(&self) -> &str {
         // Only whole characters are ever stored.
         std::str::from_utf8(&self.text[..usize::from(self.len)]).unwrap_or("")
+    }
+
+    /// Whether [`Entry::text`] is only the start of the key's text.
+    pub fn cut(&self) -> bool {
+        self.cut
     }
 }
 
@@ -87,6 +94,7 @@ impl Sketch {
                 last_refused: 0,
                 text: [0; TEXT_BYTES],
                 len: 0,
+                cut: false,
             }; CAPACITY],
             used: 0,
         }
@@ -180,6 +188,7 @@ impl Sketch {
             last_refused: 0,
             text: buf.bytes,
             len: buf.len,
+            cut: buf.cut,
         };
         slot
     }
@@ -286,6 +295,8 @@ impl Sketch {
 pub struct TextBuf {
     bytes: [u8; TEXT_BYTES],
     len: u8,
+    /// Something did not fit.
+    cut: bool,
 }
 
 impl Default for TextBuf {
@@ -293,6 +304,7 @@ impl Default for TextBuf {
         Self {
             bytes: [0; TEXT_BYTES],
             len: 0,
+            cut: false,
         }
     }
 }
@@ -325,6 +337,7 @@ impl TextBuf {
         let at = usize::from(self.len);
         self.bytes[at..at + take].copy_from_slice(&s.as_bytes()[..take]);
         self.len += take as u8;
+        self.cut |= take < s.len();
     }
 }
 

@@ -113,3 +113,33 @@ async fn check_the_terminal_view(gw: &TestGateway) {
         .unwrap_or_default();
     assert!(row.contains("tenant"), "{text}");
 }
+
+/// A key of 44 to 48 bytes (a base64 of 32 random bytes is 44: a common API key) is shown
+/// whole, with its state; only a longer one is cut, and says so.
+#[tokio::test]
+async fn a_key_that_fits_is_shown_whole_with_its_state_and_a_longer_one_cut() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&gateway_toml(), &up.url()).await;
+    let fits = "A".repeat(48);
+    let long = "B".repeat(60);
+    for key in [&fits[..44], &fits[..], &long[..]] {
+        assert_eq!(get(&gw.url("/"), &[("x-k", key)]).await.status, 200);
+    }
+    let rows = get(&gw.admin_url("/admin/top?policy=tenant"), &[])
+        .await
+        .json();
+    let row = |text: &str| {
+        rows.as_array()
+            .and_then(|r| r.iter().find(|k| k["key"][0] == text))
+            .cloned()
+            .unwrap_or_else(|| panic!("{text} in {rows:#}"))
+    };
+    for key in [&fits[..44], &fits[..]] {
+        let shown = row(key);
+        assert_eq!(shown["truncated"], false, "{shown}");
+        assert_eq!(shown["remaining"], 0, "its state: {shown}");
+    }
+    let cut = row(&long[..48]);
+    assert_eq!(cut["truncated"], true, "{cut}");
+    assert!(cut["remaining"].is_null(), "no state for a cut key: {cut}");
+}
