@@ -87,6 +87,12 @@ impl Health {
         self.down.swap(false, Ordering::AcqRel)
     }
 
+    /// A background probe answered: a run of misses is over, whether or not the store
+    /// is back (a breaker may still be open).
+    pub fn answered(&self) {
+        self.missed.store(0, Ordering::Relaxed);
+    }
+
     /// Whether the store is known to be unreachable.
     pub fn is_down(&self) -> bool {
         self.down.load(Ordering::Acquire)

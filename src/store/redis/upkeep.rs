@@ -134,8 +134,10 @@ impl RedisStore {
         for attempt in 0..2 {
             let e = match self.liveness_call().await {
                 Ok(()) => {
-                    // Back only once no breaker is open (a Cluster's refusing master
-                    // answers PING).
+                    // Two misses minutes apart are no run: counted from the last answer,
+                    // whatever a breaker says. Back only once no breaker is open (a
+                    // Cluster's refusing master answers PING).
+                    self.health.answered();
                     if !self.breakers.any_open() && self.health.came_back() {
                         tracing::info!(address = %self.address(), "store reachable again");
                     }
