@@ -311,11 +311,18 @@ fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, deci
                 .is_some_and(|(_, m)| m == crate::limit::Mode::Shadow)
         })
     };
+    // A call whose reports could not be charged failed whole (`on_error = "deny"`): what
+    // it decided nothing of was not answered OK either.
+    let failed = decided
+        .reports
+        .as_ref()
+        .is_some_and(|r| r.outcome() == Outcome::StoreUnavailable);
     for (position, m) in decided.matched.iter().enumerate() {
         if decided_here.get(position) == Some(&true) {
             continue;
         }
         match (m, counters(position)) {
+            (Matched::Rule(_), Some(c)) if failed => c.store_unavailable.inc(),
             (Matched::Blocked(_) | Matched::MissingKey(_), Some(c)) => c.over_limit.inc(),
             (Matched::Rule(r), Some(c)) if shadow_block(*r) => c.shadow_over_limit.inc(),
             (Matched::Rule(_), Some(c)) => c.ok.inc(),

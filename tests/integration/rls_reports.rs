@@ -224,3 +224,33 @@ async fn checks_and_reports_on_a_leased_policy_are_decided_exactly_on_redis() {
     let r = get(&gw.url("/api"), &[("x-tenant", "acme")]).await;
     assert_eq!(r.status, 429, "and a proxied request of the key sees them");
 }
+
+/// A call whose report cannot be charged (Redis gone, `on_error = "deny"`) fails whole:
+/// its other descriptors, decided by nobody, are counted `store_unavailable` under their
+/// rule — not `ok`, which the call never answered.
+#[tokio::test]
+async fn a_call_whose_report_failed_counts_its_checks_unavailable_not_ok() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = toml(Some(&redis)).replace("timeout = \"2s\"", "timeout = \"200ms\"");
+    assert!(toml.contains("timeout = \"200ms\"") && toml.contains("on_error = \"deny\""));
+    let (gw, mut rls) = on_redis_with(&toml, &up).await;
+    redis.kill();
+    let mut both = call("tokens", "acme", 5);
+    both.descriptors
+        .push(call("tokens", "other", 0).descriptors.remove(0));
+    let failed = rls.call(both).await.expect_err("no answer without a store");
+    assert_eq!(failed.code(), tonic::Code::Unavailable, "{failed:?}");
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let line = |outcome: &str| {
+        format!("tollgate_rls_decisions_total{{domain=\"edge\",policy=\"tokens\",outcome=\"{outcome}\"}}")
+    };
+    assert!(
+        metrics.contains(&format!("{} 2\n", line("store_unavailable"))),
+        "the report and the check: {metrics}"
+    );
+    assert!(
+        metrics.contains(&format!("{} 1\n", line("ok"))),
+        "the warm-up's check alone: {metrics}"
+    );
+}
