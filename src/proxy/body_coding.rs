@@ -80,12 +80,20 @@ fn several(headers: &HeaderMap) -> String {
 /// bounded by the output, so a small body that expands without end costs `max` bytes of
 /// inflating, never more.
 pub fn decode(coding: Coding, body: &[u8], max: usize) -> Decoded {
+    use flate2::bufread::{DeflateDecoder, MultiGzDecoder, ZlibDecoder};
     match coding {
         Coding::Identity => Decoded::Whole(body.to_vec()),
-        Coding::Gzip => bounded(flate2::read::MultiGzDecoder::new(body), max),
-        Coding::Deflate => match bounded(flate2::read::ZlibDecoder::new(body), max) {
-            Decoded::Corrupt => bounded(flate2::read::DeflateDecoder::new(body), max),
-            decoded => decoded,
+        Coding::Gzip => bounded(MultiGzDecoder::new(body), max, |d| d.into_inner().len()),
+        // `deflate` is zlib by the letter, raw deflate as some clients send it: read as
+        // either, but a body both readings take whole to different texts is refused —
+        // which one the upstream takes is anyone's guess.
+        Coding::Deflate => match (
+            bounded(ZlibDecoder::new(body), max, |d| d.into_inner().len()),
+            bounded(DeflateDecoder::new(body), max, |d| d.into_inner().len()),
+        ) {
+            (Decoded::Corrupt, raw) => raw,
+            (Decoded::Whole(zlib), Decoded::Whole(raw)) if zlib != raw => Decoded::Corrupt,
+            (zlib, _) => zlib,
         },
     }
 }
@@ -115,11 +123,16 @@ pub fn decoded_prefix(coding: Coding, body: &[u8], n: usize) -> Vec<u8> {
     }
 }
 
-fn bounded(decoder: impl Read, max: usize) -> Decoded {
+/// `decoder`'s output up to `max`; `left` tells how many input bytes it did not read. A
+/// body with bytes after its stream's end is corrupt: what the upstream makes of them is
+/// not what was keyed.
+fn bounded<D: Read>(decoder: D, max: usize, left: impl FnOnce(D) -> usize) -> Decoded {
     let mut out = Vec::new();
     let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
-    match decoder.take(limit).read_to_end(&mut out) {
+    let mut take = decoder.take(limit);
+    match take.read_to_end(&mut out) {
         Ok(_) if out.len() > max => Decoded::TooLarge,
+        Ok(_) if left(take.into_inner()) > 0 => Decoded::Corrupt,
         Ok(_) => Decoded::Whole(out),
         Err(_) => Decoded::Corrupt,
     }
@@ -178,6 +191,20 @@ mod tests {
             whole
         );
         assert_eq!(decode(Coding::Gzip, json, 1024), Decoded::Corrupt);
+        // Bytes after the stream's end, zlib or raw: not what was keyed upstream.
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(json).expect("write");
+        let mut trailing = z.finish().expect("z");
+        trailing.extend_from_slice(b"XYZ");
+        assert_eq!(decode(Coding::Deflate, &trailing, 1024), Decoded::Corrupt);
+        let mut d = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        d.write_all(json).expect("write");
+        let mut trailing = d.finish().expect("d");
+        trailing.extend_from_slice(b"XYZ");
+        assert_eq!(decode(Coding::Deflate, &trailing, 1024), Decoded::Corrupt);
+        let mut trailing = gzip(json);
+        trailing.extend_from_slice(b"XYZ");
+        assert_eq!(decode(Coding::Gzip, &trailing, 1024), Decoded::Corrupt);
         let cut = gzip(json);
         assert_eq!(
             decode(Coding::Gzip, &cut[..cut.len() - 4], 1024),
