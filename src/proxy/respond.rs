@@ -58,6 +58,15 @@ async fn settle_response(
     takes_trailers: bool,
 ) -> Response<Body> {
     let by_header = settlement.split(|s| matches!(s, SettleSource::ResponseHeader(_)));
+    // An upgrade's request bytes (it had no body) are the tunnel's, if one opens; else
+    // none moved.
+    let opened = matches!(&forwarded, Ok(r) if r.status() == StatusCode::SWITCHING_PROTOCOLS);
+    if !opened {
+        let unsent = settlement.split(|s| *s == SettleSource::RequestBytes);
+        if !unsent.is_empty() {
+            unsent.finish(|_| Measured::Bytes(0));
+        }
+    }
     let resp = match forwarded {
         Err(resp) => {
             // The gateway answered (502, 504, 413…): no cost came back. Past the upstream
@@ -93,8 +102,21 @@ async fn settle_response(
         return resp;
     }
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-        // A tunnel's bytes are not the response's: it settles at its reserve.
-        settlement.finish(|_| Measured::Aborted(0));
+        let mut resp = resp;
+        // A tunnel settles when it ends, its byte tiers at what it moved each way (its
+        // other tiers at their reserve: it reports nothing).
+        let end = resp.extensions_mut().remove::<super::tunnel::TunnelEnd>();
+        tokio::spawn(async move {
+            let moved = match end {
+                Some(end) => end.moved().await,
+                None => None,
+            };
+            settlement.finish(|p| match (moved, &p.settle().source) {
+                (Some(m), SettleSource::RequestBytes) => Measured::Bytes(m.from_client),
+                (Some(m), SettleSource::ResponseBytes) => Measured::Bytes(m.from_upstream),
+                _ => Measured::Aborted(0),
+            });
+        });
         return resp;
     }
     let side = Side::Response {

@@ -150,7 +150,9 @@ async fn serve(
     }
     admission.move_held_into(slots);
     let settles = admission.take_settles();
-    let (settlement, uploaded) = Settlement::begin(shared, snapshot, routed.index, settles);
+    let tunnel = upgrade.is_some() && http_body::Body::is_end_stream(req.body());
+    let (settlement, uploaded) =
+        Settlement::begin(shared, snapshot, (routed.index, tunnel), settles);
     let pool = &snapshot.pools[routed.route.upstream_index];
     // A gRPC call waits no longer than its own deadline.
     let deadline = grpc.then(|| super::grpc::timeout(req.headers())).flatten();

@@ -1,6 +1,9 @@
 //! Upgraded connections (WebSocket and the like): bytes copied both ways until either
 //! side closes or neither sends for `tunnel_idle_timeout`. A tunnel holds one of the
-//! listener's connection permits and keeps the drain waiting, like any connection.
+//! listener's connection permits and keeps the drain waiting, like any connection. What
+//! it moved each way is told when it ends ([`TunnelEnd`]): a route's byte tiers settle
+//! at it, not at their reserve (a WebSocket would otherwise move any number of bytes for
+//! the price of the request that opened it).
 
 use std::io;
 use std::pin::Pin;
@@ -29,6 +32,35 @@ pub struct Tunnel {
     pub gauge: prometheus_client::metrics::gauge::Gauge,
     /// The request's concurrency slots.
     pub slots: super::response_body::HeldSlots,
+    /// Told what moved each way when the tunnel ends.
+    pub ended: tokio::sync::oneshot::Sender<Moved>,
+}
+
+/// What a tunnel moved: bytes read from the client (sent upstream) and from the upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Moved {
+    pub from_client: u64,
+    pub from_upstream: u64,
+}
+
+/// Where the response that opened a tunnel learns what it moved (in its extensions, for
+/// the settle): `None` once taken.
+#[derive(Clone, Default)]
+pub struct TunnelEnd(Arc<parking_lot::Mutex<Option<tokio::sync::oneshot::Receiver<Moved>>>>);
+
+impl TunnelEnd {
+    /// A tunnel's end: the sender for the tunnel, this for the response.
+    pub fn new() -> (tokio::sync::oneshot::Sender<Moved>, Self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (tx, Self(Arc::new(parking_lot::Mutex::new(Some(rx)))))
+    }
+
+    /// What the tunnel moved, once it ends; `None` when it never ran (an upgrade that
+    /// failed, a gateway shutting down).
+    pub async fn moved(&self) -> Option<Moved> {
+        let rx = self.0.lock().take()?;
+        rx.await.ok()
+    }
 }
 
 impl Tunnel {
@@ -42,19 +74,26 @@ impl Tunnel {
             idle_timeout,
             gauge,
             slots,
+            ended,
         } = self;
         gauge.inc();
         tokio::spawn(run(
-            client,
-            upstream,
+            (client, upstream),
             idle_timeout,
+            ended,
             (permit, conn, OpenGauge(gauge), slots),
         ));
     }
 }
 
-/// Copies both ways until either side closes or goes idle; `_held` lives as long.
-async fn run<H>(client: OnUpgrade, upstream: OnUpgrade, idle_timeout: Duration, _held: H) {
+/// Copies both ways until either side closes or goes idle, then tells `ended` what moved;
+/// `_held` lives as long.
+async fn run<H>(
+    (client, upstream): (OnUpgrade, OnUpgrade),
+    idle_timeout: Duration,
+    ended: tokio::sync::oneshot::Sender<Moved>,
+    _held: H,
+) {
     let (Ok(client), Ok(server)) = (client.await, upstream.await) else {
         return;
     };
@@ -67,6 +106,10 @@ async fn run<H>(client: OnUpgrade, upstream: OnUpgrade, idle_timeout: Duration, 
             tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
         }
     }
+    let _ = ended.send(Moved {
+        from_client: client.read,
+        from_upstream: server.read,
+    });
 }
 
 /// Counts the tunnel in `tollgate_open_connections` until it ends.
@@ -116,11 +159,17 @@ async fn idle(last: &LastActivity, limit: Duration) {
 struct Touching<I> {
     inner: I,
     last: Arc<LastActivity>,
+    /// Bytes read from this side.
+    read: u64,
 }
 
 impl<I> Touching<I> {
     fn new(inner: I, last: Arc<LastActivity>) -> Self {
-        Self { inner, last }
+        Self {
+            inner,
+            last,
+            read: 0,
+        }
     }
 }
 
@@ -134,6 +183,7 @@ impl<I: AsyncRead + Unpin> AsyncRead for Touching<I> {
         let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
             self.last.touch();
+            self.read += (buf.filled().len() - before) as u64;
         }
         poll
     }

@@ -100,5 +100,6 @@ mod tls;
 mod tls_names;
 mod top;
 mod top_adversarial;
+mod tunnel_bytes;
 mod upstream_http2;
 mod upstream_http2_life;

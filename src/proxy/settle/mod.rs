@@ -63,18 +63,19 @@ impl Counters {
 impl Settlement {
     /// The settled tiers of an admitted request on route `route` of `snapshot`, split by
     /// which side settles them: `(response, request body)`, each `None` when it settles
-    /// nothing.
+    /// nothing. `tunnel`: an upgrade without a body, whose request bytes are what a tunnel
+    /// sends upstream — settled with the response's tiers, when the tunnel ends.
     pub fn begin(
         shared: &Arc<Shared>,
         snapshot: &Current,
-        route: usize,
+        (route, tunnel): (usize, bool),
         pending: Option<SmallVec<[PendingSettle; 1]>>,
     ) -> (Option<Self>, Option<Self>) {
         let Some(pending) = pending.filter(|p| !p.is_empty()) else {
             return (None, None);
         };
         let mut response = Self::new(shared.clone(), snapshot.clone(), route, pending);
-        let uploaded = response.split(|source| *source == SettleSource::RequestBytes);
+        let uploaded = response.split(|source| !tunnel && *source == SettleSource::RequestBytes);
         let some = |s: Self| (!s.is_empty()).then_some(s);
         (some(response), some(uploaded))
     }

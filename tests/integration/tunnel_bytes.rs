@@ -1,0 +1,63 @@
+//! A WebSocket on a route whose tiers are charged by bytes: what the tunnel moves each
+//! way settles those tiers when it ends, not the reserve of the request that opened it (a
+//! tunnel would otherwise move any number of bytes for the price of one request). Over
+//! HTTP/1.1: an HTTP/2 request does not upgrade.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_tunnels_bytes_settle_its_byte_tiers_when_it_ends() {
+    let (ws_addr, _task) = websocket_echo().await;
+    let bytes = |settle: &str| {
+        format!("key = \"ip\"\nlimit = 10000\nperiod = \"1h\"\nburst = 10000\nreserve = 1\nsettle = \"{settle}\"\nsettle_unit = 1024\n")
+    };
+    let toml = Fixture::new()
+        .upstream("ws", "")
+        .policy_raw("up", bytes("request_bytes"))
+        .policy_raw("down", bytes("response_bytes"))
+        .route("ws", "/ws", "ws", &["up", "down"])
+        .build();
+    let gw = TestGateway::start(&toml, &format!("http://{ws_addr}")).await;
+    let (mut ws, resp) = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio_tungstenite::connect_async(format!("ws://{}/ws", gw.addr)),
+    )
+    .await
+    .expect("in time")
+    .expect("websocket handshake through the gateway");
+    assert_eq!(resp.status(), 101);
+    // 100 frames of 10 KiB each way: about 1,000 KiB up and 1,000 KiB down.
+    let frame = vec![7u8; 10 * 1024];
+    for _ in 0..100 {
+        ws.send(tokio_tungstenite::tungstenite::Message::binary(
+            frame.clone(),
+        ))
+        .await
+        .expect("send");
+        let echoed = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .expect("in time")
+            .expect("frame")
+            .expect("ok");
+        assert_eq!(echoed.into_data().len(), frame.len());
+    }
+    ws.close(None).await.expect("close");
+    drop(ws);
+    for policy in ["up", "down"] {
+        let admin = gw.admin_url(&format!("/admin/limits/{policy}/127.0.0.1"));
+        let settled = eventually_async(Duration::from_secs(30), || async {
+            let left = get(&admin, &[]).await.json()["remaining"].as_u64();
+            left.is_some_and(|l| l <= 10_000 - 1_000)
+        })
+        .await;
+        assert!(
+            settled,
+            "{policy}: the tunnel's bytes charged, not the reserve alone: {}",
+            get(&admin, &[]).await.text()
+        );
+    }
+}
