@@ -51,6 +51,24 @@ pub async fn describe(
 /// Settles what the response head tells (a header's value; a failed upstream), waiting so
 /// the headers sent describe the settled state, and meters the response body for what
 /// its bytes or trailers tell.
+/// A tunnel settles when it ends, its byte tiers at what it moved each way (its other
+/// tiers at their reserve: it reports nothing).
+fn settle_tunnel(mut resp: Response<Body>, settlement: Settlement) -> Response<Body> {
+    let end = resp.extensions_mut().remove::<super::tunnel::TunnelEnd>();
+    tokio::spawn(async move {
+        let moved = match end {
+            Some(end) => end.moved().await,
+            None => None,
+        };
+        settlement.finish(|p| match (moved, &p.settle().source) {
+            (Some(m), SettleSource::RequestBytes) => Measured::Bytes(m.from_client),
+            (Some(m), SettleSource::ResponseBytes) => Measured::Bytes(m.from_upstream),
+            _ => Measured::Aborted(0),
+        });
+    });
+    resp
+}
+
 async fn settle_response(
     forwarded: Result<Response<Body>, Response<Body>>,
     mut settlement: Settlement,
@@ -102,22 +120,7 @@ async fn settle_response(
         return resp;
     }
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
-        let mut resp = resp;
-        // A tunnel settles when it ends, its byte tiers at what it moved each way (its
-        // other tiers at their reserve: it reports nothing).
-        let end = resp.extensions_mut().remove::<super::tunnel::TunnelEnd>();
-        tokio::spawn(async move {
-            let moved = match end {
-                Some(end) => end.moved().await,
-                None => None,
-            };
-            settlement.finish(|p| match (moved, &p.settle().source) {
-                (Some(m), SettleSource::RequestBytes) => Measured::Bytes(m.from_client),
-                (Some(m), SettleSource::ResponseBytes) => Measured::Bytes(m.from_upstream),
-                _ => Measured::Aborted(0),
-            });
-        });
-        return resp;
+        return settle_tunnel(resp, settlement);
     }
     let side = Side::Response {
         server_error,

@@ -104,6 +104,29 @@ impl LlmUpstream {
     }
 }
 
+/// The request's body; a gzip one read decoded, as servers that accept one do.
+async fn body_of(req: Request<Incoming>) -> Result<Bytes, Response<LlmBody>> {
+    let gzipped_request = req
+        .headers()
+        .get(http::header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    match req.into_body().collect().await {
+        Ok(b) if gzipped_request => {
+            let mut decoded = Vec::new();
+            let read = std::io::Read::read_to_end(
+                &mut flate2::read::GzDecoder::new(&b.to_bytes()[..]),
+                &mut decoded,
+            );
+            match read {
+                Ok(_) => Ok(Bytes::from(decoded)),
+                Err(_) => Err(plain(400, "bad gzip")),
+            }
+        }
+        Ok(b) => Ok(b.to_bytes()),
+        Err(_) => Err(plain(400, "body broke")),
+    }
+}
+
 async fn answer(
     seen: Arc<LlmSeen>,
     req: Request<Incoming>,
@@ -118,25 +141,9 @@ async fn answer(
         .to_owned();
     let gzip = accepts.split(',').any(|c| c.trim().starts_with("gzip"));
     seen.encodings.lock().unwrap().push(accepts);
-    // A gzip request body is read decoded, as servers that accept one do.
-    let gzipped_request = req
-        .headers()
-        .get(http::header::CONTENT_ENCODING)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
-    let body = match req.into_body().collect().await {
-        Ok(b) if gzipped_request => {
-            let mut decoded = Vec::new();
-            let read = std::io::Read::read_to_end(
-                &mut flate2::read::GzDecoder::new(&b.to_bytes()[..]),
-                &mut decoded,
-            );
-            match read {
-                Ok(_) => Bytes::from(decoded),
-                Err(_) => return Ok(plain(400, "bad gzip")),
-            }
-        }
-        Ok(b) => b.to_bytes(),
-        Err(_) => return Ok(plain(400, "body broke")),
+    let body = match body_of(req).await {
+        Ok(body) => body,
+        Err(refused) => return Ok(refused),
     };
     seen.bodies.lock().unwrap().push(body.clone());
     if path == "/mcp" {
