@@ -3,11 +3,8 @@
 //! whole, over HTTP/1.1 and HTTP/2: its calls would otherwise be charged once. A single
 //! call as large goes through.
 
-use bytes::Bytes;
-use http::Request;
-use http_body_util::BodyExt;
-
 use crate::support::*;
+use bytes::Bytes;
 
 fn call(id: usize) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"deploy"}}}}"#)
@@ -30,25 +27,13 @@ fn gzip(plain: &[u8]) -> Vec<u8> {
 /// `body` POSTed in 4 KiB frames without a declared length.
 async fn streamed(client: &StreamClient, url: &str, body: Vec<u8>) -> Got {
     let body = Bytes::from(body);
-    let frames: Vec<_> = (0..body.len().div_ceil(4096))
-        .map(|i| {
-            let chunk = body.slice(i * 4096..body.len().min((i + 1) * 4096));
-            Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk))
-        })
+    let frames = (0..body.len().div_ceil(4096))
+        .map(|i| body.slice(i * 4096..body.len().min((i + 1) * 4096)))
         .collect();
-    let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
-    let req = Request::post(url)
-        .header("content-type", "application/json")
-        .body(BodyExt::boxed(body))
-        .expect("request");
-    let resp = client.request(req).await.expect("answered");
-    let (parts, body) = resp.into_parts();
-    let body = body.collect().await.expect("body").to_bytes();
-    Got {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    }
+    let json = [("content-type", "application/json")];
+    post_frames(client, url, &json, frames)
+        .await
+        .expect("answered")
 }
 
 fn refused_as_a_batch(r: &Got, how: &str) {

@@ -13,15 +13,6 @@ async fn shared_remaining(gw: &TestGateway) -> u64 {
     remaining.unwrap_or_else(|| panic!("{} {}", state.status, state.text()))
 }
 
-/// Keys each node holds.
-fn sizes(cluster: &RedisCluster) -> Vec<u64> {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| n.cli(&["DBSIZE"]).trim().parse().expect("DBSIZE"))
-        .collect()
-}
-
 /// A client (an `x-client` value) whose own key lives on another node than the shared
 /// key's, and that node; each one tried spends a unit of the shared tier.
 async fn a_client_on_another_node(cluster: &RedisCluster, gw: &TestGateway) -> (String, usize) {
@@ -46,12 +37,12 @@ async fn a_client_on_another_node(cluster: &RedisCluster, gw: &TestGateway) -> (
     );
     for i in 0..30 {
         let client = format!("c{i}");
-        let before = sizes(cluster);
+        let before = cluster.sizes();
         assert_eq!(
             get(&gw.url("/api"), &[("x-client", &client)]).await.status,
             200
         );
-        let after = sizes(cluster);
+        let after = cluster.sizes();
         let grew = (0..after.len()).find(|&n| after[n] > before[n]);
         if let Some(node) = grew.filter(|&n| n != shared_node) {
             return (client, node);
@@ -64,12 +55,7 @@ async fn a_client_on_another_node(cluster: &RedisCluster, gw: &TestGateway) -> (
 async fn a_client_gone_between_two_groups_gives_back_what_the_first_charged() {
     let cluster = RedisCluster::start();
     let up = Upstream::start().await;
-    // A store timeout far past the wait below: what is given back is the hang-up's doing,
-    // not the second group's timeout.
-    let store = cluster
-        .store_toml()
-        .replace("timeout = \"2s\"", "timeout = \"60s\"");
-    assert!(store.contains("timeout = \"60s\""));
+    let store = cluster.patient_store_toml();
     let toml = Fixture::new()
         .store(store)
         // One unit an hour: nothing spent comes back on its own while the test runs.
@@ -84,12 +70,7 @@ async fn a_client_gone_between_two_groups_gives_back_what_the_first_charged() {
     .await;
     assert!(warm, "the gateway answers from the Cluster");
     let (client, client_node) = a_client_on_another_node(&cluster, &gw).await;
-    // The rollback script on every node, as on a Cluster that rolled back before (its
-    // first load goes to every master, the paused one too).
-    for node in &cluster.nodes {
-        let rollback = include_str!("../../src/store/rate/rollback.lua");
-        assert_eq!(node.cli(&["SCRIPT", "LOAD", rollback]).trim().len(), 40);
-    }
+    cluster.load_rollback_everywhere();
     let before = shared_remaining(&gw).await;
     // Its node takes no writes for a while (reads and the Cluster's own traffic go on):
     // the request's second group waits on it, the first is charged.

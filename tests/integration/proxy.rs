@@ -2,8 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
-
 use crate::support::*;
 
 /// Everything goes to `api` under a limit no test reaches.
@@ -264,25 +262,13 @@ async fn websocket_is_limited_then_tunnelled() {
         .route("ws", "/ws", "ws", &["conn"])
         .build();
     let gw = TestGateway::start(&toml, &format!("http://{ws_addr}")).await;
-    let (mut ws, resp) = tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio_tungstenite::connect_async(format!("ws://{}/ws", gw.addr)),
-    )
-    .await
-    .expect("in time")
-    .expect("websocket handshake through the gateway");
+    let (mut ws, resp) = websocket_through(gw.addr, "/ws").await;
     assert_eq!(resp.status(), 101);
     assert_eq!(resp.headers()["x-ratelimit-remaining"], "0");
     for text in ["hello", "through", "tollgate"] {
-        ws.send(tokio_tungstenite::tungstenite::Message::text(text))
-            .await
-            .expect("send");
-        let echoed = tokio::time::timeout(Duration::from_secs(30), ws.next())
-            .await
-            .expect("in time")
-            .expect("frame")
-            .expect("ok");
-        assert_eq!(echoed.into_text().expect("text").as_str(), text);
+        let message = tokio_tungstenite::tungstenite::Message::text(text);
+        let echo = echoed(&mut ws, message).await;
+        assert_eq!(echo.into_text().expect("text").as_str(), text);
     }
     // The second upgrade from the same client is over the limit.
     let second = tokio_tungstenite::connect_async(format!("ws://{}/ws", gw.addr)).await;

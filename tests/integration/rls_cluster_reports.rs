@@ -25,12 +25,6 @@ async fn remaining(rls: &mut RlsClient, tenant: &str) -> u32 {
     answer.codes()[0].1
 }
 
-/// Keys each node holds.
-fn sizes(cluster: &RedisCluster) -> Vec<u64> {
-    let size = |n: &RedisServer| n.cli(&["DBSIZE"]).trim().parse().expect("DBSIZE");
-    cluster.nodes.iter().map(size).collect()
-}
-
 /// Two tenants whose keys live on two different nodes, and the second one's node.
 async fn tenants_on_two_nodes(
     cluster: &RedisCluster,
@@ -39,10 +33,10 @@ async fn tenants_on_two_nodes(
     let mut first: Option<(String, usize)> = None;
     for i in 0..60 {
         let tenant = format!("t{i}");
-        let before = sizes(cluster);
+        let before = cluster.sizes();
         let answer = rls.call(report(&[(&tenant, 1)])).await.expect("report");
         assert_eq!(answer.overall_code, OK);
-        let after = sizes(cluster);
+        let after = cluster.sizes();
         let Some(node) = (0..after.len()).find(|&n| after[n] > before[n]) else {
             continue;
         };
@@ -59,11 +53,7 @@ async fn tenants_on_two_nodes(
 async fn a_report_reset_between_two_nodes_stays_charged_on_the_first() {
     let cluster = RedisCluster::start();
     let up = Upstream::start().await;
-    // A store timeout far past the waits below: what happens is the reset's doing.
-    let store = cluster
-        .store_toml()
-        .replace("timeout = \"2s\"", "timeout = \"60s\"");
-    assert!(store.contains("timeout = \"60s\""));
+    let store = cluster.patient_store_toml();
     let toml = Fixture::new()
         .store(store)
         .policy("tokens", "header:x-tenant", 1000, "1h", 1000)
@@ -84,12 +74,7 @@ async fn a_report_reset_between_two_nodes_stays_charged_on_the_first() {
     assert!(answered, "the rate limit service answers from the Cluster");
     let mut rls = RlsClient::connect(addr).await;
     let (a, b, b_node) = tenants_on_two_nodes(&cluster, &mut rls).await;
-    // The rollback script on every node, as on a Cluster that rolled back before (its
-    // first load goes to every master, the paused one too).
-    for node in &cluster.nodes {
-        let rollback = include_str!("../../src/store/rate/rollback.lua");
-        assert_eq!(node.cli(&["SCRIPT", "LOAD", rollback]).trim().len(), 40);
-    }
+    cluster.load_rollback_everywhere();
     let before = remaining(&mut rls, &a).await;
     // The second tenant's node takes no writes: the report's second group waits there
     // after the first was charged.

@@ -114,6 +114,14 @@ pub(crate) fn toml(telemetry: &str) -> String {
         .build()
 }
 
+/// A gateway (on `up`) exporting to a port nothing listens on: spans are built, their
+/// export fails and is counted; `more`: `[telemetry]` lines besides the endpoint.
+pub(crate) async fn exporting_nowhere(up: &Upstream, more: &str) -> TestGateway {
+    let dead = free_port();
+    let telemetry = format!("otlp_endpoint = \"http://127.0.0.1:{dead}\"\n{more}");
+    TestGateway::start(&toml(&telemetry), &up.url()).await
+}
+
 /// A receiver, an upstream and a gateway exporting to the receiver over OTLP/gRPC, a
 /// request sampled only when its caller samples it; `more`: further `[telemetry]` lines.
 pub(crate) async fn traced(more: &str) -> (Receiver, Upstream, TestGateway) {

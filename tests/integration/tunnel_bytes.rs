@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
-
 use crate::support::*;
 
 #[tokio::test]
@@ -22,28 +20,16 @@ async fn a_tunnels_bytes_settle_its_byte_tiers_when_it_ends() {
         .route("ws", "/ws", "ws", &["up", "down"])
         .build();
     let gw = TestGateway::start(&toml, &format!("http://{ws_addr}")).await;
-    let (mut ws, resp) = tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio_tungstenite::connect_async(format!("ws://{}/ws", gw.addr)),
-    )
-    .await
-    .expect("in time")
-    .expect("websocket handshake through the gateway");
+    let (mut ws, resp) = websocket_through(gw.addr, "/ws").await;
     assert_eq!(resp.status(), 101);
     // 100 frames of 10 KiB each way: about 1,000 KiB up and 1,000 KiB down.
     let frame = vec![7u8; 10 * 1024];
     for _ in 0..100 {
-        ws.send(tokio_tungstenite::tungstenite::Message::binary(
-            frame.clone(),
-        ))
-        .await
-        .expect("send");
-        let echoed = tokio::time::timeout(Duration::from_secs(30), ws.next())
-            .await
-            .expect("in time")
-            .expect("frame")
-            .expect("ok");
-        assert_eq!(echoed.into_data().len(), frame.len());
+        let message = tokio_tungstenite::tungstenite::Message::binary(frame.clone());
+        assert_eq!(
+            echoed(&mut ws, message).await.into_data().len(),
+            frame.len()
+        );
     }
     ws.close(None).await.expect("close");
     drop(ws);

@@ -142,10 +142,22 @@ pub async fn upload(
 ) -> Result<Got, String> {
     const CHUNK: usize = 16 * 1024;
     let chunk = Bytes::from(vec![b'u'; CHUNK]);
-    let frames = (0..total.div_ceil(CHUNK)).map(move |i| {
-        let n = CHUNK.min(total - i * CHUNK);
-        Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk.slice(..n)))
-    });
+    let frames =
+        (0..total.div_ceil(CHUNK)).map(move |i| chunk.slice(..CHUNK.min(total - i * CHUNK)));
+    post_frames(client, url, headers, frames.collect()).await
+}
+
+/// POSTs `frames`, one DATA frame (or chunk) each, without a declared length, and reads the
+/// answer; `Err` when the exchange broke instead.
+pub async fn post_frames(
+    client: &StreamClient,
+    url: &str,
+    headers: &[(&str, &str)],
+    frames: Vec<Bytes>,
+) -> Result<Got, String> {
+    let frames = frames
+        .into_iter()
+        .map(|f| Ok::<_, std::io::Error>(hyper::body::Frame::data(f)));
     let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
     let mut req = Request::builder().method("POST").uri(url);
     for (k, v) in headers {

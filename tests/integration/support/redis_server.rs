@@ -232,6 +232,31 @@ impl RedisCluster {
         redis_store(&self.urls_toml())
     }
 
+    /// The same with a store timeout far past a test's waits (`60s`): what happens while
+    /// a node is held back is the test's doing, not a timeout's.
+    pub fn patient_store_toml(&self) -> String {
+        let store = self
+            .store_toml()
+            .replace("timeout = \"2s\"", "timeout = \"60s\"");
+        assert!(store.contains("timeout = \"60s\""), "{store}");
+        store
+    }
+
+    /// Keys each node holds.
+    pub fn sizes(&self) -> Vec<u64> {
+        let size = |n: &RedisServer| n.cli(&["DBSIZE"]).trim().parse().expect("DBSIZE");
+        self.nodes.iter().map(size).collect()
+    }
+
+    /// The rollback script loaded on every node, as on a Cluster that rolled back before
+    /// (its first load goes to every master, a paused one too).
+    pub fn load_rollback_everywhere(&self) {
+        for node in &self.nodes {
+            let rollback = include_str!("../../../src/store/rate/rollback.lua");
+            assert_eq!(node.cli(&["SCRIPT", "LOAD", rollback]).trim().len(), 40);
+        }
+    }
+
     /// The TOML value for `url`: a list of the node URLs.
     pub fn urls_toml(&self) -> String {
         let urls: Vec<String> = self

@@ -203,6 +203,42 @@ pub async fn websocket_echo() -> (SocketAddr, tokio::task::JoinHandle<()>) {
     (addr, task)
 }
 
+/// A WebSocket through the gateway.
+pub type WebSocket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A WebSocket to `path` through the gateway at `addr` (its handshake within 30 s), and
+/// the gateway's answer to the upgrade.
+pub async fn websocket_through(
+    addr: SocketAddr,
+    path: &str,
+) -> (
+    WebSocket,
+    tokio_tungstenite::tungstenite::handshake::client::Response,
+) {
+    let url = format!("ws://{addr}{path}");
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio_tungstenite::connect_async(url),
+    )
+    .await
+    .expect("in time")
+    .expect("websocket handshake through the gateway")
+}
+
+/// Sends `message` on `ws` and returns the echo (within 30 s).
+pub async fn echoed(
+    ws: &mut WebSocket,
+    message: tokio_tungstenite::tungstenite::Message,
+) -> tokio_tungstenite::tungstenite::Message {
+    ws.send(message).await.expect("send");
+    tokio::time::timeout(Duration::from_secs(30), ws.next())
+        .await
+        .expect("in time")
+        .expect("frame")
+        .expect("ok")
+}
+
 /// An upstream that answers every request head it reads with the same raw bytes, and
 /// records each head. `close` ends the connection after each answer (HTTP/1.0 style).
 pub struct RawUpstream {
