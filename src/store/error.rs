@@ -23,6 +23,18 @@ pub enum StoreError {
     NotAcknowledged(u32),
 }
 
+/// Every [`StoreError::kind`].
+pub const KINDS: [&str; 8] = [
+    "timeout",
+    "not_connected",
+    "breaker_open",
+    "error",
+    "reply",
+    "not_acknowledged",
+    "cancelled",
+    "calendar_skew",
+];
+
 impl StoreError {
     /// A short label for metrics.
     pub fn kind(&self) -> &'static str {

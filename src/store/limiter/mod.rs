@@ -7,6 +7,7 @@
 //! reads in `inspect.rs`.
 
 mod descriptors;
+mod errors;
 mod inspect;
 #[cfg(test)]
 mod quota_tests;
@@ -35,6 +36,7 @@ use crate::limit::Verdict;
 use crate::metrics::Metrics;
 use crate::store::error::StoreError;
 pub use descriptors::Descriptor;
+use errors::StoreErrors;
 pub use settle::Settled;
 
 /// Who decided a request's rate tiers.
@@ -61,6 +63,7 @@ pub struct Limiter {
     /// Per-key limits set through the admin API; they beat the file's overrides.
     overrides: KeyOverrides,
     metrics: Arc<Metrics>,
+    errors: StoreErrors,
     /// The local store's keys reset: a settle admitted before its key's gives nothing
     /// back ([`PendingSettle::reset_mark`]).
     resets: resets::Resets,
@@ -77,6 +80,7 @@ impl Limiter {
             concurrency: Concurrency::new(metrics.clone()),
             slices: Arc::default(),
             overrides: KeyOverrides::default(),
+            errors: StoreErrors::new(metrics.store_errors.clone()),
             metrics,
             resets: resets::Resets::default(),
         }
@@ -376,18 +380,14 @@ impl Limiter {
 
     /// Counts a failed store call.
     fn failed(&self, e: &StoreError) {
-        self.metrics
-            .store_errors
-            .get_or_create(&crate::metrics::StoreLabels {
-                backend: "redis",
-                kind: e.kind(),
-                cause: self.cause_of(e),
-            })
-            .inc();
-        self.metrics.store_breaker_open.set(
-            self.remote()
-                .map_or(0, |r| i64::from(r.breakers.any_open())),
-        );
+        self.errors.inc(e.kind(), self.cause_of(e));
+        // Written when it changes only: a shared line every failing request would write.
+        let open = self
+            .remote()
+            .map_or(0, |r| i64::from(r.breakers.any_open()));
+        if self.metrics.store_breaker_open.get() != open {
+            self.metrics.store_breaker_open.set(open);
+        }
         tracing::debug!(error = %e, "store call failed; applying on_error");
     }
 }

@@ -34,7 +34,8 @@ pub struct Health {
 }
 
 /// Every cause [`cause`] gives.
-const CAUSES: [&str; 13] = [
+/// Every cause a failed call is counted under.
+pub const CAUSES: [&str; 15] = [
     "connection_refused",
     "timed_out",
     "connection_lost",
@@ -47,6 +48,8 @@ const CAUSES: [&str; 13] = [
     "breaker_open",
     "script_reply",
     "no_replica_ack",
+    "shutting_down",
+    "clock_skew",
     "other",
 ];
 
