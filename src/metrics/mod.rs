@@ -107,7 +107,7 @@ impl Metrics {
             requests_overloaded: registered(
                 &mut registry,
                 "requests_overloaded",
-                "Requests refused because the gateway held max_requests already (503 overloaded)",
+                "Requests refused because the gateway held max_requests already, or the memory of bodies read before their decision (503 overloaded)",
                 ShardedCounter::default(),
             ),
             access_log_dropped: registered(

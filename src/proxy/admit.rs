@@ -102,6 +102,7 @@ pub async fn admit(
     trace: &mut Trace,
 ) -> Option<Response<Body>> {
     if body.is_some_and(BodyFacts::over_memory) {
+        shared.metrics.requests_overloaded.inc();
         return Some(super::response::overloaded());
     }
     let route = routed.route;

@@ -130,6 +130,10 @@ async fn serve(
             Ok(read) => Some(Box::new(read)),
             Err(answer) => {
                 trace.by_gateway = true;
+                if matches!(answer.extensions().get(), Some(Answer::Overloaded)) {
+                    // Past the worker's share of `max_key_body_memory`.
+                    shared.metrics.requests_overloaded.inc();
+                }
                 return *answer;
             }
         }

@@ -279,6 +279,11 @@ async fn parked_bodies_cannot_hold_more_than_max_key_body_memory() {
     })
     .await;
     assert!(busy, "a third body is refused, not buffered");
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    assert!(
+        metric(&metrics, "tollgate_requests_overloaded_total") >= 1.0,
+        "counted as overloaded: {metrics}"
+    );
     drop(parked);
     let back = eventually_async(Duration::from_secs(20), || async {
         post(
