@@ -97,6 +97,16 @@ fn as_grpc(resp: Response<Body>, snapshot: &Current, trace: &Trace) -> Response<
     super::grpc::answer(resp, &why)
 }
 
+/// The gateway's answer to a body it would not read (a coding, a charset, a batch, a
+/// stall, or past the worker's share of `max_key_body_memory`: counted as overloaded).
+fn body_refused(shared: &Shared, answer: Response<Body>, trace: &mut Trace) -> Response<Body> {
+    trace.by_gateway = true;
+    if matches!(answer.extensions().get(), Some(Answer::Overloaded)) {
+        shared.metrics.requests_overloaded.inc();
+    }
+    answer
+}
+
 /// The request path proper; `trace` collects what the log line reports, `slots` the
 /// concurrency slots the response body holds until it is done.
 async fn serve(
@@ -128,14 +138,7 @@ async fn serve(
         let read_for = (&snapshot.config.server, routed.route, readings);
         match super::key_body::read(&mut req, read_for).await {
             Ok(read) => Some(Box::new(read)),
-            Err(answer) => {
-                trace.by_gateway = true;
-                if matches!(answer.extensions().get(), Some(Answer::Overloaded)) {
-                    // Past the worker's share of `max_key_body_memory`.
-                    shared.metrics.requests_overloaded.inc();
-                }
-                return *answer;
-            }
+            Err(answer) => return body_refused(shared, *answer, trace),
         }
     } else {
         None
