@@ -305,6 +305,7 @@ mod address;
 mod body;
 mod parts;
 use body::{body_field_values, body_param_values};
+pub(crate) use parts::trim_ows_text;
 use parts::{
     cookie_values, header_value, jwt_claim, query_token_claims, query_values, underscore_values,
 };

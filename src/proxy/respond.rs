@@ -48,9 +48,6 @@ pub async fn describe(
     resp
 }
 
-/// Settles what the response head tells (a header's value; a failed upstream), waiting so
-/// the headers sent describe the settled state, and meters the response body for what
-/// its bytes or trailers tell.
 /// A tunnel settles when it ends, its byte tiers at what it moved each way (its other
 /// tiers at their reserve: it reports nothing).
 fn settle_tunnel(mut resp: Response<Body>, settlement: Settlement) -> Response<Body> {
@@ -69,6 +66,9 @@ fn settle_tunnel(mut resp: Response<Body>, settlement: Settlement) -> Response<B
     resp
 }
 
+/// Settles what the response head tells (a header's value; a failed upstream), waiting so
+/// the headers sent describe the settled state, and meters the response body for what
+/// its bytes or trailers tell.
 async fn settle_response(
     forwarded: Result<Response<Body>, Response<Body>>,
     mut settlement: Settlement,

@@ -177,7 +177,7 @@ pub async fn decide(
 fn lacking(rule: &RlsRule, d: &super::proto::RateLimitDescriptor) -> Option<Missing> {
     let policy = rule.policy.as_deref()?;
     rule.key_parts(d.entries.iter().map(|e| e.value.as_str()))
-        .any(|part| part.trim_matches([' ', '\t']).is_empty())
+        .any(|part| crate::key::source::trim_ows_text(part).is_empty())
         .then_some(policy.missing)
 }
 

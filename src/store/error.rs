@@ -38,15 +38,20 @@ pub const KINDS: [&str; 8] = [
 impl StoreError {
     /// A short label for metrics.
     pub fn kind(&self) -> &'static str {
+        KINDS[self.kind_index()]
+    }
+
+    /// Where [`StoreError::kind`] stands in [`KINDS`] (the metrics keep a series a kind).
+    pub fn kind_index(&self) -> usize {
         match self {
-            StoreError::Timeout(_) => "timeout",
-            StoreError::NotConnected => "not_connected",
-            StoreError::BreakerOpen => "breaker_open",
-            StoreError::Redis(_) => "error",
-            StoreError::Reply => "reply",
-            StoreError::NotAcknowledged(_) => "not_acknowledged",
-            StoreError::Cancelled => "cancelled",
-            StoreError::CalendarSkew => "calendar_skew",
+            StoreError::Timeout(_) => 0,
+            StoreError::NotConnected => 1,
+            StoreError::BreakerOpen => 2,
+            StoreError::Redis(_) => 3,
+            StoreError::Reply => 4,
+            StoreError::NotAcknowledged(_) => 5,
+            StoreError::Cancelled => 6,
+            StoreError::CalendarSkew => 7,
         }
     }
 }

@@ -94,6 +94,15 @@ fn known_method(method: &str) -> &str {
         .unwrap_or(OTHER_METHOD)
 }
 
+/// The method as a span's name spells it (the conventions' `{method} {route}`): `HTTP`
+/// standing for a method they do not know (a client's invented one is no name).
+fn span_method(method: &str) -> &str {
+    match known_method(method) {
+        OTHER_METHOD => "HTTP",
+        known => known,
+    }
+}
+
 /// `text`'s first `max` bytes at most, cut at a character.
 fn clipped(text: &str, max: usize) -> &str {
     if text.len() <= max {
@@ -124,14 +133,7 @@ pub struct Ended<'a> {
 /// The server span and, when the request was forwarded, the client span; `unix` turns a
 /// clock reading into Unix ns.
 pub fn spans(trace: &SpanTrace, ended: &Ended<'_>, unix: impl Fn(u64) -> u64) -> Vec<Span> {
-    // The conventions' name: `{method} {route}`, `HTTP` standing for a method they do
-    // not know (a client's invented one is no name).
-    let method = known_method(ended.method);
-    let named = if method == OTHER_METHOD {
-        "HTTP"
-    } else {
-        method
-    };
+    let named = span_method(ended.method);
     let name = match ended.route {
         Some((_, path)) => format!("{named} {path}"),
         None => named.to_owned(),
@@ -259,12 +261,7 @@ fn client_span(trace: &SpanTrace, ended: &Ended<'_>, (from, to): (u64, u64)) -> 
         trace_id: s.trace_id.to_vec(),
         span_id: trace.client_span.to_vec(),
         parent_span_id: s.span_id.to_vec(),
-        name: if method == OTHER_METHOD {
-            "HTTP"
-        } else {
-            method
-        }
-        .to_owned(),
+        name: span_method(ended.method).to_owned(),
         kind: SpanKind::Client as i32,
         start_time_unix_nano: from,
         end_time_unix_nano: to,

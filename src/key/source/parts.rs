@@ -11,6 +11,12 @@ use http::HeaderMap;
 
 use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
 
+/// Optional whitespace (RFC 9110 §5.6.3) around text: a header value as read, and a key
+/// part given as text (a rate limit service's descriptor value) read the same way.
+pub(crate) fn trim_ows_text(s: &str) -> &str {
+    s.trim_matches([' ', '\t'])
+}
+
 /// Optional whitespace (RFC 9110 §5.6.3): spaces and horizontal tabs.
 fn trim_ows(b: &[u8]) -> &[u8] {
     let is_ows = |c: &u8| *c == b' ' || *c == b'\t';
@@ -260,7 +266,7 @@ pub(super) fn jwt_claim<'a>(value: &[u8], claim: &str) -> Option<KeyPart<'a>> {
     if !scheme.eq_ignore_ascii_case("bearer") {
         return None;
     }
-    token_claim(token.trim_matches([' ', '\t']), claim)
+    token_claim(trim_ows_text(token), claim)
 }
 
 /// Every `access_token` parameter of the query, read as a bearer token: RFC 6750 lets a

@@ -6,7 +6,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
 use crate::metrics::StoreLabels;
-use crate::store::error::KINDS;
+use crate::store::error::{StoreError, KINDS};
 use crate::store::redis::health::CAUSES;
 
 /// `tollgate_store_errors_total`, each series' handle resolved the first time it is
@@ -27,18 +27,15 @@ impl StoreErrors {
         }
     }
 
-    /// Counts a failed call of `kind` for `cause`.
-    pub fn inc(&self, kind: &'static str, cause: &'static str) {
+    /// Counts a failed call `e`, for `cause`.
+    pub fn inc(&self, e: &StoreError, cause: &'static str) {
         let labels = || StoreLabels {
             backend: "redis",
-            kind,
+            kind: e.kind(),
             cause,
         };
-        let k = KINDS.iter().position(|k| *k == kind);
         let c = CAUSES.iter().position(|c| *c == cause);
-        let at = k
-            .zip(c)
-            .and_then(|(k, c)| self.series.get(k * CAUSES.len() + c));
+        let at = c.and_then(|c| self.series.get(e.kind_index() * CAUSES.len() + c));
         match at {
             Some(series) => {
                 series
@@ -60,11 +57,12 @@ mod tests {
     fn each_kind_and_cause_counts_on_its_own_series() {
         let family = Family::<StoreLabels, Counter>::default();
         let errors = StoreErrors::new(family.clone());
+        let timeout = StoreError::Timeout(std::time::Duration::from_secs(1));
         for _ in 0..3 {
-            errors.inc("timeout", "connection_refused");
+            errors.inc(&timeout, "connection_refused");
         }
-        errors.inc("calendar_skew", "clock_skew");
-        errors.inc("a kind no list has", "other");
+        errors.inc(&StoreError::CalendarSkew, "clock_skew");
+        errors.inc(&StoreError::Reply, "a cause no list has");
         let count = |kind, cause| {
             family
                 .get_or_create(&StoreLabels {
@@ -77,7 +75,7 @@ mod tests {
         assert_eq!(count("timeout", "connection_refused"), 3);
         assert_eq!(count("calendar_skew", "clock_skew"), 1);
         assert_eq!(
-            count("a kind no list has", "other"),
+            count("reply", "a cause no list has"),
             1,
             "counted all the same"
         );

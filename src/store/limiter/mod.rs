@@ -380,7 +380,7 @@ impl Limiter {
 
     /// Counts a failed store call.
     fn failed(&self, e: &StoreError) {
-        self.errors.inc(e.kind(), self.cause_of(e));
+        self.errors.inc(e, self.cause_of(e));
         // Written when it changes only: a shared line every failing request would write.
         let open = self
             .remote()

@@ -28,7 +28,7 @@ impl RequestTiers {
         let mut single = None;
         // Spaces and tabs around a value removed, as the HTTP door reads a header: `acme `
         // is `acme`'s bucket, not one of its own.
-        for part in policy.spelled_parts(parts.map(|p| p.trim_matches([' ', '\t']))) {
+        for part in policy.spelled_parts(parts.map(crate::key::source::trim_ows_text)) {
             if part.is_empty() {
                 // An empty value is a missing key, as an empty header on the HTTP door:
                 // under `missing = "shared"` the one bucket of all such requests (`"skip"`
