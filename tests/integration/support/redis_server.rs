@@ -17,6 +17,20 @@ pub fn free_port() -> u16 {
     panic!("no free port below 55535");
 }
 
+/// A free port whose bus port (port + 10000) is free too, for a cluster node.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Launches that may fail because another process took the port first (the kernel hands
+/// the same free ports to every test running beside this one).
+const LAUNCH_TRIES: usize = 5;
+
 pub struct RedisServer {
     child: Option<Child>,
     pub port: u16,
@@ -36,14 +50,33 @@ pub(super) fn redis_cli(port: u16, args: &[&str]) -> String {
 
 impl RedisServer {
     pub fn start() -> Self {
-        Self::launch(free_port(), false, tempfile::tempdir().expect("tempdir"))
+        Self::launch_on_a_free_port(false, &[])
     }
 
-    fn launch(port: u16, cluster: bool, dir: tempfile::TempDir) -> Self {
-        Self::launch_with(port, cluster, dir, &[])
+    /// A server on a port of its own: a launch that lost its port to another process is
+    /// tried again on another.
+    fn launch_on_a_free_port(cluster: bool, extra: &[&str]) -> Self {
+        for _ in 0..LAUNCH_TRIES {
+            let port = if cluster {
+                free_cluster_port()
+            } else {
+                free_port()
+            };
+            let dir = tempfile::tempdir().expect("tempdir");
+            if let Some(server) = Self::launch_with(port, cluster, dir, extra) {
+                return server;
+            }
+        }
+        panic!("redis-server did not start on any of {LAUNCH_TRIES} free ports");
     }
 
-    fn launch_with(port: u16, cluster: bool, dir: tempfile::TempDir, extra: &[&str]) -> Self {
+    /// A server on `port` (as after a crash), or `None` when it cannot have the port.
+    fn launch_with(
+        port: u16,
+        cluster: bool,
+        dir: tempfile::TempDir,
+        extra: &[&str],
+    ) -> Option<Self> {
         let mut cmd = Command::new("redis-server");
         cmd.args([
             "--bind",
@@ -73,25 +106,33 @@ impl RedisServer {
         let child = cmd
             .spawn()
             .expect("redis-server is installed (apt-get install redis-server)");
-        let server = Self {
+        let mut server = Self {
             child: Some(child),
             port,
             dir,
             cluster,
         };
-        server.wait_ready();
-        server
+        server.wait_ready().then_some(server)
     }
 
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+    /// Whether this process serves the port: another test's server answering on it, or
+    /// this one gone (it could not bind), is a lost launch.
+    fn wait_ready(&mut self) -> bool {
+        let pid = self.child.as_ref().map(Child::id).expect("a child");
+        let mine = format!("process_id:{pid}");
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if redis_cli(self.port, &["PING"]).trim() == "PONG" {
-                return;
+            let exited = self.child.as_mut().map(|c| c.try_wait());
+            if !matches!(exited, Some(Ok(None))) {
+                self.child = None;
+                return false;
+            }
+            if redis_cli(self.port, &["INFO", "server"]).contains(&mine) {
+                return true;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("redis-server on {} did not start", self.port);
+        panic!("redis-server on {} did not answer in 30 s", self.port);
     }
 
     pub fn url(&self) -> String {
@@ -166,7 +207,8 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
-        let fresh = Self::launch(self.port, self.cluster, dir);
+        let fresh = Self::launch_with(self.port, self.cluster, dir, &[])
+            .unwrap_or_else(|| panic!("port {} was taken while its server was down", self.port));
         *self = fresh;
     }
 }
@@ -189,14 +231,7 @@ impl RedisCluster {
     /// A cluster whose nodes run with `extra` settings too.
     pub fn start_with(extra: &[&str]) -> Self {
         let nodes: Vec<RedisServer> = (0..3)
-            .map(|_| {
-                RedisServer::launch_with(
-                    free_port(),
-                    true,
-                    tempfile::tempdir().expect("tempdir"),
-                    extra,
-                )
-            })
+            .map(|_| RedisServer::launch_on_a_free_port(true, extra))
             .collect();
         let mut create = Command::new("redis-cli");
         create.arg("--cluster").arg("create");
@@ -210,10 +245,11 @@ impl RedisCluster {
             .expect("redis-cli --cluster create");
         assert!(
             out.status.success(),
-            "cluster create failed: {}",
-            String::from_utf8_lossy(&out.stdout)
+            "cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let ok = nodes
                 .iter()
@@ -271,4 +307,16 @@ impl RedisCluster {
 /// `[store]` on Redis at `url` (its TOML value): a 2 s timeout, `on_error = "deny"`.
 pub fn redis_store(url: &str) -> String {
     format!("backend = \"redis\"\nurl = {url}\ntimeout = \"2s\"\non_error = \"deny\"")
+}
+
+/// A launch on a port another test's server holds is lost, not taken for its own: the
+/// other server answers PING, but not with this launch's process.
+#[test]
+fn a_launch_on_a_taken_port_is_lost_and_the_next_one_gets_a_port_of_its_own() {
+    let holder = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    assert!(RedisServer::launch_with(holder.port, false, dir, &[]).is_none());
+    let other = RedisServer::start();
+    assert_ne!(other.port, holder.port);
+    assert_eq!(other.cli(&["PING"]).trim(), "PONG");
 }

@@ -1,6 +1,7 @@
 //! A real Redis Sentinel set on free loopback ports: a master, a replica and three
 //! Sentinels (`redis-server --sentinel`) watching them with a short failover timeout.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -29,31 +30,7 @@ impl SentinelSet {
         assert!(synced, "the replica did not sync with the master");
         let dir = tempfile::tempdir().expect("tempdir");
         let sentinels = (0..3)
-            .map(|i| {
-                let port = free_port();
-                let conf = dir.path().join(format!("sentinel-{i}.conf"));
-                std::fs::write(
-                    &conf,
-                    format!(
-                        "port {port}\nbind 127.0.0.1\ndir {}\n\
-                         sentinel monitor {MASTER} 127.0.0.1 {} 2\n\
-                         sentinel down-after-milliseconds {MASTER} 1000\n\
-                         sentinel failover-timeout {MASTER} 5000\n\
-                         sentinel parallel-syncs {MASTER} 1\n",
-                        dir.path().display(),
-                        master.port
-                    ),
-                )
-                .expect("write sentinel config");
-                let child = Command::new("redis-server")
-                    .arg(&conf)
-                    .arg("--sentinel")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("redis-server runs as a Sentinel");
-                (port, child)
-            })
+            .map(|i| launch_sentinel(dir.path(), i, master.port))
             .collect();
         let set = Self {
             master,
@@ -114,6 +91,46 @@ impl Drop for SentinelSet {
             let _ = child.wait();
         }
     }
+}
+
+/// Sentinel `i` watching the master on `master_port`, on a port of its own: a launch that
+/// lost its port to another process (it exits, or another server answers) is tried again.
+fn launch_sentinel(dir: &Path, i: usize, master_port: u16) -> (u16, Child) {
+    for _ in 0..5 {
+        let port = free_port();
+        let conf = dir.join(format!("sentinel-{i}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\n\
+                 sentinel monitor {MASTER} 127.0.0.1 {master_port} 2\n\
+                 sentinel down-after-milliseconds {MASTER} 1000\n\
+                 sentinel failover-timeout {MASTER} 5000\n\
+                 sentinel parallel-syncs {MASTER} 1\n",
+                dir.display(),
+            ),
+        )
+        .expect("write sentinel config");
+        let mut child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server runs as a Sentinel");
+        let mine = format!("process_id:{}", child.id());
+        let mut alive = true;
+        let answered = wait(Duration::from_secs(30), || {
+            alive = matches!(child.try_wait(), Ok(None));
+            !alive || sentinel_cli(port, &["INFO", "server"]).contains(&mine)
+        });
+        if answered && alive {
+            return (port, child);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("no Sentinel started on any of 5 free ports");
 }
 
 fn sentinel_cli(port: u16, args: &[&str]) -> String {
