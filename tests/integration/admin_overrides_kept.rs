@@ -248,7 +248,7 @@ async fn in_redis_override_ids_are_sealed_and_earlier_ones_moved() {
 fn tenant_on_redis(redis: &RedisServer) -> String {
     Fixture::new()
         .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"500ms\"\n",
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"5s\"\n",
             redis.url()
         ))
         .policy("tenant", "header:x-tenant-id", 1, "1h", 3)

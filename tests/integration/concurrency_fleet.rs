@@ -13,7 +13,7 @@ use crate::support::*;
 fn capped_on_redis(url_toml: &str, max: u32, extra: &str) -> String {
     Fixture::new()
         .store(format!(
-            "backend = \"redis\"\nurl = {url_toml}\ntimeout = \"500ms\"\non_error = \"deny\"\n"
+            "backend = \"redis\"\nurl = {url_toml}\ntimeout = \"5s\"\non_error = \"deny\"\n"
         ))
         .policy_raw(
             "cap",

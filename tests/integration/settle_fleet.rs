@@ -25,7 +25,7 @@ async fn shared_budget(url_toml: &str) {
     let up = Upstream::start().await;
     // T = 36 s: the test cannot refill a unit.
     let toml = Fixture::new()
-        .store(format!("backend = \"redis\"\nurl = {url_toml}\ntimeout = \"500ms\"\n"))
+        .store(format!("backend = \"redis\"\nurl = {url_toml}\ntimeout = \"5s\"\n"))
         .policy_raw(
             "tokens",
             "key = \"header:x-tenant-id\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n",
