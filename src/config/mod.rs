@@ -14,6 +14,7 @@ pub mod rlqs;
 pub mod rls;
 mod rls_tree;
 pub mod route_index;
+mod store_settings;
 pub mod telemetry;
 
 pub use admin_token::AdminToken;

@@ -130,7 +130,7 @@ pub async fn forward(
     } else {
         http::Version::HTTP_11
     };
-    strip_hop_by_hop(resp.headers_mut(), switching);
+    strip_hop_by_hop(resp.headers_mut(), switching, &Default::default());
     Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
 }
 

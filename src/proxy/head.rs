@@ -7,6 +7,7 @@ use http::uri::{PathAndQuery, Uri};
 use http::{Request, Version};
 
 use super::hop::{hop_by_hop_bit, strip_hop_by_hop};
+use crate::key::KeyHeaders;
 use crate::request::host::{self, HostError};
 use crate::request::path::{self, PathError, PathRules};
 
@@ -83,7 +84,10 @@ impl<'a> Scan<'a> {
 /// `Host` naming the routed host, hop-by-hop headers removed (an upgrade request keeps
 /// `Upgrade`). Allocates only when something had to change; a request without
 /// connection-level headers costs one pass over its header names.
-pub fn normalize<B>(req: &mut Request<B>, rules: &PathRules) -> Result<Normalized, HeadError> {
+pub fn normalize<B>(
+    req: &mut Request<B>,
+    (rules, kept): (&PathRules, &KeyHeaders),
+) -> Result<Normalized, HeadError> {
     let (new_host, found) = {
         let Scan { hosts, found } = Scan::of(req.headers());
         let target = req.uri().authority().map(|a| a.as_str());
@@ -134,7 +138,7 @@ pub fn normalize<B>(req: &mut Request<B>, rules: &PathRules) -> Result<Normalize
             })
         });
     if found.hop_by_hop || upgrade.is_some() {
-        strip_hop_by_hop(headers, upgrade.is_some());
+        strip_hop_by_hop(headers, upgrade.is_some(), kept);
     }
     if trailers {
         headers.insert(TE, HeaderValue::from_static("trailers"));
@@ -199,7 +203,7 @@ mod tests {
             Version::HTTP_11,
             &[("host", "api.example.com")],
         );
-        normalize(&mut req, &PathRules::default()).expect("valid");
+        normalize(&mut req, (&PathRules::default(), &KeyHeaders::default())).expect("valid");
         assert_eq!(req.headers()[HOST], "other.example:8080");
         assert_eq!(
             req.uri().path_and_query().map(|p| p.as_str()),
@@ -219,7 +223,8 @@ mod tests {
                 ("http2-settings", "AAMAAABkAAQAoAAAAAIAAAAA"),
             ],
         );
-        let n = normalize(&mut req, &PathRules::default()).expect("valid");
+        let n =
+            normalize(&mut req, (&PathRules::default(), &KeyHeaders::default())).expect("valid");
         assert!(n.upgrade.is_none());
         assert_eq!(req.headers()[HOST], "api.example.com");
         assert!(!req.headers().contains_key(UPGRADE));
@@ -234,7 +239,7 @@ mod tests {
                 ("upgrade", "websocket"),
             ],
         );
-        let n = normalize(&mut ws, &PathRules::default()).expect("valid");
+        let n = normalize(&mut ws, (&PathRules::default(), &KeyHeaders::default())).expect("valid");
         assert_eq!(
             n.upgrade.as_ref().map(|v| v.as_bytes()),
             Some(&b"websocket"[..])
@@ -257,11 +262,11 @@ mod tests {
             &[("host", "b.example")],
         );
         assert_eq!(
-            normalize(&mut req, &PathRules::default()).map(|_| ()),
+            normalize(&mut req, (&PathRules::default(), &KeyHeaders::default())).map(|_| ()),
             Err(HeadError::Host(HostError::Mismatch))
         );
         let mut req = head("http://a.example/x", Version::HTTP_2, &[]);
-        normalize(&mut req, &PathRules::default()).expect("valid");
+        normalize(&mut req, (&PathRules::default(), &KeyHeaders::default())).expect("valid");
         assert_eq!(req.headers()[HOST], "a.example");
     }
 }

@@ -7,6 +7,7 @@ use http::header::{
 };
 use http::{HeaderMap, Request, Version};
 
+use crate::key::KeyHeaders;
 use crate::reply::Body;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -46,14 +47,15 @@ pub fn hop_by_hop_bit(name: &HeaderName) -> u8 {
     }
 }
 
-/// Removes hop-by-hop headers and any header the Connection header names. With
-/// `upgrade`, keeps `Connection: upgrade` and `Upgrade` so the tunnel can be set up.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+/// Removes hop-by-hop headers and any header the Connection header names but those in
+/// `kept` (what policies key by). With `upgrade`, keeps `Connection: upgrade` and
+/// `Upgrade` so the tunnel can be set up.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, kept: &KeyHeaders) {
     let found = headers
         .keys()
         .fold(0, |bits, name| bits | hop_by_hop_bit(name));
     if found != 0 {
-        remove_hop_by_hop(headers, upgrade, found);
+        remove_hop_by_hop(headers, (upgrade, kept), found);
     }
     if upgrade {
         headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
@@ -62,7 +64,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
 
 /// The removals of [`strip_hop_by_hop`]: the headers `Connection` names, and those of
 /// [`HOP_BY_HOP`] whose bits are in `found`.
-fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, found: u8) {
+fn remove_hop_by_hop(headers: &mut HeaderMap, (upgrade, kept): (bool, &KeyHeaders), found: u8) {
     if found & CONNECTION_BIT != 0 && !names_no_other_header(headers) {
         // Copied out (on the stack for any usual value), so the named headers can be
         // removed while reading it; `remove` by `&str` builds no header name.
@@ -83,8 +85,9 @@ fn remove_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, found: u8) {
             // reads): a client's `Connection: x-forwarded-for` passed on by a front proxy
             // that does not act on it would otherwise erase it, and the client would be
             // keyed as that proxy (nginx ignores every option).
+            // The same for any header a policy keys by (`KeyHeaders`).
             let address = name.eq_ignore_ascii_case(X_FORWARDED_FOR.as_str());
-            if name.is_empty() || listed || address {
+            if name.is_empty() || listed || address || kept.holds(name) {
                 continue;
             }
             headers.remove(name);
@@ -201,7 +204,7 @@ mod tests {
         h.insert("transfer-encoding", "chunked".parse().expect("v"));
         h.insert("upgrade", "websocket".parse().expect("v"));
         h.insert("x-keep", "yes".parse().expect("v"));
-        strip_hop_by_hop(&mut h, false);
+        strip_hop_by_hop(&mut h, false, &KeyHeaders::default());
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!(h["x-keep"], "yes");
     }
@@ -223,7 +226,7 @@ mod tests {
         h.insert("keep-alive", "timeout=5".parse().expect("v"));
         h.insert("x-a", "1".parse().expect("v"));
         h.insert("x-b", "2".parse().expect("v"));
-        strip_hop_by_hop(&mut h, false);
+        strip_hop_by_hop(&mut h, false, &KeyHeaders::default());
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!(h["x-b"], "2");
     }
@@ -235,7 +238,7 @@ mod tests {
             h.insert(CONNECTION, value.parse().expect("v"));
             h.insert("keep-alive", "timeout=5".parse().expect("v"));
             h.insert("x-b", "2".parse().expect("v"));
-            strip_hop_by_hop(&mut h, false);
+            strip_hop_by_hop(&mut h, false, &KeyHeaders::default());
             assert_eq!(h.len(), 1, "{h:?}");
             assert_eq!(h["x-b"], "2");
         }
@@ -245,7 +248,7 @@ mod tests {
         h.append(CONNECTION, "x-a".parse().expect("v"));
         h.insert("x-a", "1".parse().expect("v"));
         h.insert("x-b", "2".parse().expect("v"));
-        strip_hop_by_hop(&mut h, false);
+        strip_hop_by_hop(&mut h, false, &KeyHeaders::default());
         assert_eq!(h.len(), 1, "{h:?}");
         assert_eq!(h["x-b"], "2");
     }
@@ -255,7 +258,7 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(CONNECTION, "Upgrade".parse().expect("v"));
         h.insert(UPGRADE, "websocket".parse().expect("v"));
-        strip_hop_by_hop(&mut h, true);
+        strip_hop_by_hop(&mut h, true, &KeyHeaders::default());
         assert_eq!(h[UPGRADE], "websocket");
         assert_eq!(h[CONNECTION], "upgrade");
     }

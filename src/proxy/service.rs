@@ -207,10 +207,11 @@ fn arrive<'a>(
     trace: &mut Trace,
 ) -> Result<Arrived<'a>, Box<Response<Body>>> {
     let config = &snapshot.config;
-    let normalized = super::head::normalize(req, &config.server.paths).map_err(|e| {
-        trace.answer = Answer::BadRequest;
-        Box::new(json_error(StatusCode::BAD_REQUEST, e.code(), &[]))
-    })?;
+    let normalized = super::head::normalize(req, (&config.server.paths, &config.key_headers))
+        .map_err(|e| {
+            trace.answer = Answer::BadRequest;
+            Box::new(json_error(StatusCode::BAD_REQUEST, e.code(), &[]))
+        })?;
     if config.server.access_log.enabled() {
         trace.normalized = Some(Box::new(req.uri().clone()));
     }

@@ -248,8 +248,10 @@ impl Compiler {
         };
         let route_index =
             crate::config::route_index::RouteIndex::new(routes.iter().map(|r| r.path.as_str()));
+        let key_headers = crate::key::KeyHeaders::of(policies.values().flat_map(|p| &p.key));
         Some(Config {
             route_index,
+            key_headers,
             path: path.to_owned(),
             server: server?,
             store: store?,
