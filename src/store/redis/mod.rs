@@ -8,6 +8,7 @@ pub mod ack;
 pub mod breaker;
 pub mod events;
 pub mod health;
+mod liveness;
 pub mod secret;
 pub mod sentinel;
 mod sentinel_ask;

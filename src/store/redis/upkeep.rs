@@ -1,8 +1,8 @@
 //! The connection's upkeep: the start (`prepare`: said at once when Redis cannot be
 //! reached), then one turn every half second (sooner when woken): follows the Sentinels'
 //! master, connects a Cluster, keeps the fleet's secret, probes its open breakers, and
-//! watches the masters for data-loss events; and, on a timer of its own, the store's
-//! liveness.
+//! watches the masters for data-loss events (the store's liveness, on a timer of its own,
+//! is `liveness.rs`).
 
 use crate::store::error::StoreError;
 use std::collections::BTreeMap;
@@ -18,10 +18,6 @@ use crate::metrics::{EventLabels, Metrics};
 
 /// The time between two turns.
 const TURN: Duration = Duration::from_millis(500);
-/// How soon a missed liveness probe is asked again.
-const RECHECK: Duration = Duration::from_millis(250);
-/// The time between two liveness probes that found the store answering.
-const LIVENESS: Duration = Duration::from_millis(250);
 /// A gateway silent in the membership for this long no longer counts.
 const MEMBERSHIP_MS: u64 = 30_000;
 
@@ -104,111 +100,6 @@ impl RedisStore {
             tracing::warn!(
                 address = %self.address(),
                 "Redis did not answer at start; decisions follow on_error until it does"
-            );
-        }
-    }
-
-    /// Probes the store's liveness until the process stops, on a timer of its own: a turn's
-    /// other calls (INFO, the secret, the membership) each wait their whole timeout on a
-    /// store that hangs, and would put `/readyz` seconds behind it.
-    pub async fn watch_liveness(self: Arc<Self>, metrics: Arc<Metrics>) {
-        loop {
-            self.probe_liveness(&metrics).await;
-            tokio::time::sleep(LIVENESS).await;
-        }
-    }
-
-    /// Asks the store whether it answers and takes writes, whatever the traffic (and
-    /// before the fleet's secret is known): a failure is recorded with its cause at once,
-    /// and two in a row say the store is unreachable — logged once, `/readyz` 503. The
-    /// second is asked [`RECHECK`] after a first miss; a timed-out miss's cause is looked
-    /// for meanwhile, not before (with a store that hangs, each call waits its whole
-    /// timeout).
-    /// A single node's (or Sentinel's master's) breaker is opened then, so requests take
-    /// the `on_error` path at once instead of each waiting for its timeout. A Cluster is
-    /// unreachable when one of its masters does not answer (with the default full
-    /// coverage the Cluster then refuses every write), but its breakers stay per group:
-    /// one dead master must not stop the others' slots where they still answer.
-    async fn probe_liveness(&self, metrics: &Metrics) {
-        let mut seen: Option<StoreError> = None;
-        for attempt in 0..2 {
-            let e = match self.liveness_call().await {
-                Ok(()) => {
-                    // Two misses minutes apart are no run: counted from the last answer,
-                    // whatever a breaker says. Back only once no breaker is open (a
-                    // Cluster's refusing master answers PING).
-                    self.health.answered();
-                    if !self.breakers.any_open() && self.health.came_back() {
-                        tracing::info!(address = %self.address(), "store reachable again");
-                    }
-                    return;
-                }
-                // A timed-out call hides its cause (the client retries a refused
-                // connection until the deadline): the first miss's, found meanwhile.
-                Err(StoreError::Timeout(t)) => seen.take().unwrap_or(StoreError::Timeout(t)),
-                Err(e) => e,
-            };
-            let e = if attempt == 0 {
-                // A fresh connection attempt tells a timeout's cause, while the
-                // recheck waits its turn, not before it.
-                let (cause, ()) = tokio::join!(self.explain(e), tokio::time::sleep(RECHECK));
-                cause
-            } else {
-                e
-            };
-            self.health.record(&e);
-            if self.health.missed_probe() >= 2 {
-                self.went_down(metrics, &e);
-                return;
-            }
-            seen = Some(e);
-        }
-    }
-
-    /// A timed-out call's cause, as a fresh connection attempt finds it (the client
-    /// retries a refused connection until the deadline, so the timeout hides it); any
-    /// other error says its own.
-    async fn explain(&self, e: StoreError) -> StoreError {
-        match e {
-            StoreError::Timeout(_) => self.diagnose().await.unwrap_or(e),
-            e => e,
-        }
-    }
-
-    /// One liveness call: PING to every master of a Cluster; else the breaker's write
-    /// probe, not a PING — a node that answers but refuses writes (a demoted master, out
-    /// of memory under `noeviction`, a failed snapshot, too few replicas) fails every
-    /// decision, and with no traffic a PING would call it ready. One small write every
-    /// 250 ms per gateway.
-    async fn liveness_call(&self) -> Result<(), StoreError> {
-        match &self.connection {
-            Connection::Cluster(slot) => {
-                let mut c = self.cluster(slot)?;
-                let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                self.bounded(c.route_command(redis::cmd("PING"), all))
-                    .await
-                    .map(drop)
-            }
-            _ => {
-                let mut probe = PROBE.prepare_invoke();
-                probe.key(&self.probe_keys[0]);
-                self.invoke::<redis::Value>(&probe).await.map(drop)
-            }
-        }
-    }
-
-    /// Two probes missed: a single node's breaker opens, and the store is said down.
-    fn went_down(&self, metrics: &Metrics, e: &StoreError) {
-        if !self.is_cluster() {
-            self.breakers.get(0).trip();
-            metrics.store_breaker_open.set(1);
-        }
-        if self.health.went_down() {
-            tracing::warn!(
-                address = %self.address(),
-                cause = super::health::cause(e),
-                error = %e,
-                "store unreachable; decisions follow on_error until it answers"
             );
         }
     }
