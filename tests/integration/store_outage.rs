@@ -206,18 +206,33 @@ async fn a_reachable_sentinel_or_cluster_store_is_not_reported_down_at_start() {
 /// traffic, and ready again once it takes writes.
 #[tokio::test]
 async fn a_redis_that_refuses_writes_is_not_ready_within_a_second() {
-    let up = Upstream::start().await;
     let redis = RedisServer::start();
+    refusing_writes_is_unready(&format!("url = \"{}\"", redis.url()), &redis).await;
+}
+
+/// The same for one master of a Cluster: it answers PING, and its slots' decisions all
+/// fail.
+#[tokio::test]
+async fn a_cluster_with_a_master_that_refuses_writes_is_not_ready_within_a_second() {
+    let cluster = RedisCluster::start();
+    let url = format!("url = {}", cluster.urls_toml());
+    refusing_writes_is_unready(&url, &cluster.nodes[1]).await;
+}
+
+/// A gateway on `store` is told unready soon after `node` stops taking writes, and ready
+/// again once it takes them.
+async fn refusing_writes_is_unready(store: &str, node: &RedisServer) {
+    let up = Upstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (gw, ready_url) = gateway_on(&format!("url = \"{}\"", redis.url()), &up, dir.path());
+    let (gw, ready_url) = gateway_on(store, &up, dir.path());
     assert!(readyz_becomes(&ready_url, 200, 30).await, "{}", gw.log());
 
-    redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    node.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
     let refusing = Instant::now();
     let unready = readyz_becomes(&ready_url, 503, 10).await;
     let elapsed = refusing.elapsed();
     let answer = get(&ready_url, &[]).await.text();
-    redis.cli(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    node.cli(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
     assert!(unready, "{}", gw.log());
     assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
     assert!(answer.contains("noreplicas"), "{answer}");

@@ -137,6 +137,18 @@ pub fn slot(tag: &[u8]) -> u16 {
     crc % 16_384
 }
 
+/// A hash tag whose slot lies in `first..=last`, for a write to the master serving them;
+/// `None` for no slot.
+pub fn tag_in_slots(first: u16, last: u16) -> Option<String> {
+    if first > last || last >= 16_384 {
+        return None;
+    }
+    // Every slot has a tag among the first few hundred thousand (CRC16 spreads them).
+    (0u64..1_000_000)
+        .map(|n| format!("probe-{n}"))
+        .find(|t| (first..=last).contains(&slot(t.as_bytes())))
+}
+
 /// A hash tag whose slot falls in `group`, for probing that group's master.
 pub fn tag_in_group(group: usize) -> String {
     (0u64..)

@@ -4,9 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+use std::collections::BTreeMap;
 
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::Value;
+
+use super::breaker::tag_in_slots;
 use super::{Connection, RedisStore, PROBE};
+use crate::key::redis_key::PREFIX;
 use crate::metrics::Metrics;
 use crate::store::error::StoreError;
 
@@ -83,19 +88,26 @@ impl RedisStore {
         }
     }
 
-    /// One liveness call: PING to every master of a Cluster; else the breaker's write
-    /// probe, not a PING — a node that answers but refuses writes (a demoted master, out
-    /// of memory under `noeviction`, a failed snapshot, too few replicas) fails every
-    /// decision, and with no traffic a PING would call it ready. One small write every
-    /// 250 ms per gateway.
+    /// One liveness call: the breaker's write probe, not a PING — a node that answers but
+    /// refuses writes (a demoted master, out of memory under `noeviction`, a failed
+    /// snapshot, too few replicas) fails every decision, and with no traffic a PING would
+    /// call it ready. A Cluster gets one to each master, on a slot it serves (one of them
+    /// refusing fails the decisions of its slots as surely as one that is gone). One
+    /// small write per node every 250 ms per gateway.
     async fn liveness_call(&self) -> Result<(), StoreError> {
         match &self.connection {
             Connection::Cluster(slot) => {
                 let mut c = self.cluster(slot)?;
-                let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                self.bounded(c.route_command(redis::cmd("PING"), all))
-                    .await
-                    .map(drop)
+                let mut slots = redis::cmd("CLUSTER");
+                slots.arg("SLOTS");
+                let any = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                let reply = self.bounded(c.route_command(slots, any)).await?;
+                for key in master_probe_keys(&reply).ok_or(StoreError::Reply)? {
+                    let mut probe = PROBE.prepare_invoke();
+                    probe.key(&key);
+                    self.invoke::<redis::Value>(&probe).await?;
+                }
+                Ok(())
             }
             _ => {
                 let mut probe = PROBE.prepare_invoke();
@@ -119,5 +131,99 @@ impl RedisStore {
                 "store unreachable; decisions follow on_error until it answers"
             );
         }
+    }
+}
+
+/// One probe key per master named in a `CLUSTER SLOTS` reply, on a slot of the widest
+/// range it serves; `None` for a reply of another shape or no slot served.
+fn master_probe_keys(reply: &Value) -> Option<Vec<String>> {
+    let Value::Array(ranges) = reply else {
+        return None;
+    };
+    let mut widest: BTreeMap<String, (u16, u16)> = BTreeMap::new();
+    for range in ranges {
+        let Value::Array(fields) = range else {
+            return None;
+        };
+        let [Value::Int(first), Value::Int(last), Value::Array(master), ..] = fields.as_slice()
+        else {
+            return None;
+        };
+        let (first, last) = (u16::try_from(*first).ok()?, u16::try_from(*last).ok()?);
+        let address: Vec<String> = master
+            .iter()
+            .take(2)
+            .map(|part| match part {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                Value::SimpleString(s) => s.clone(),
+                Value::Int(n) => n.to_string(),
+                _ => String::new(),
+            })
+            .collect();
+        let held = widest.entry(address.join(":")).or_insert((first, last));
+        if last.saturating_sub(first) > held.1.saturating_sub(held.0) {
+            *held = (first, last);
+        }
+    }
+    if widest.is_empty() {
+        return None;
+    }
+    widest
+        .values()
+        .map(|&(first, last)| Some(format!("{PREFIX}:{{{}}}:probe", tag_in_slots(first, last)?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::redis::breaker::slot;
+
+    fn range(first: i64, last: i64, port: i64) -> Value {
+        let node = vec![
+            Value::BulkString(b"127.0.0.1".to_vec()),
+            Value::Int(port),
+            Value::BulkString(b"id".to_vec()),
+        ];
+        Value::Array(vec![
+            Value::Int(first),
+            Value::Int(last),
+            Value::Array(node),
+        ])
+    }
+
+    #[test]
+    fn one_key_per_master_on_a_slot_of_its_widest_range() {
+        let reply = Value::Array(vec![
+            range(0, 5460, 7000),
+            range(5461, 5461, 7001),
+            range(5462, 10922, 7001),
+            range(10923, 16383, 7002),
+        ]);
+        let keys = master_probe_keys(&reply).expect("keys");
+        let slots: Vec<u16> = keys
+            .iter()
+            .map(|k| {
+                let tag = &k[k.find('{').expect("{") + 1..k.find('}').expect("}")];
+                slot(tag.as_bytes())
+            })
+            .collect();
+        assert_eq!(slots.len(), 3, "{keys:?}");
+        assert!(slots[0] <= 5460, "{slots:?}");
+        assert!((5462..=10922).contains(&slots[1]), "{slots:?}");
+        assert!(slots[2] >= 10923, "{slots:?}");
+    }
+
+    #[test]
+    fn a_reply_of_another_shape_or_without_slots_names_no_key() {
+        assert_eq!(master_probe_keys(&Value::Array(vec![])), None);
+        assert_eq!(master_probe_keys(&Value::Int(1)), None);
+        assert_eq!(
+            master_probe_keys(&Value::Array(vec![range(9, 3, 7000)])),
+            None
+        );
+        assert_eq!(tag_in_slots(0, 16_384), None);
+        let one = tag_in_slots(12_345, 12_345).expect("a tag for one slot");
+        assert_eq!(slot(one.as_bytes()), 12_345);
     }
 }
