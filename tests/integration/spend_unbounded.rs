@@ -253,6 +253,9 @@ async fn media_in_the_prompt_is_input_the_quote_cannot_bound() {
         serde_json::json!([{"type": "image_url", "image_url": {"url": "https://x/big.png", "detail": "high"}}]),
         serde_json::json!([{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]),
         serde_json::json!([{"type": "file", "file": {"file_id": "file-1"}}]),
+        // vLLM's and SGLang's video and audio by URL.
+        serde_json::json!([{"type": "video_url", "video_url": {"url": "https://x/v.mp4"}}]),
+        serde_json::json!([{"type": "audio_url", "audio_url": {"url": "https://x/a.wav"}}]),
         serde_json::json!("a plain question"),
     ];
     for (i, client) in [http1(), http2()].iter().enumerate() {
@@ -277,15 +280,20 @@ async fn media_in_the_prompt_is_input_the_quote_cannot_bound() {
 /// kept upstream is input beyond the body: a stream whose usage never comes pays the
 /// row's `max_output` for a limit of another API (`max_output_tokens` beside `messages`,
 /// which vLLM's Chat Completions ignore), and `max_cost` for a limit in another case
-/// (`MAX_TOKENS`: Python's readers ignore it, Go's read it) or given twice, more than 128
+/// (`MAX_TOKENS`: Python's readers ignore it, Go's read it) or given twice, beside another
+/// upstream's own limit (`n_predict`, `options`, `max_new_tokens`), more than 128
 /// choices, a `previous_response_id`, several prompts or a server-side tool.
 #[tokio::test]
 async fn limits_the_upstream_may_not_read_and_chains_it_keeps_bound_nothing() {
     let up = LlmUpstream::start().await;
     let gw = TestGateway::start(&bounded_rows(), &up.url()).await;
     // mini: 1 a byte in, 2 a token out, max_output 100.
-    let cases: [(&str, Option<u64>); 8] = [
+    let cases: [(&str, Option<u64>); 11] = [
         (r#""max_tokens":10"#, Some(10)),
+        // llama.cpp's own limit wins over `max_tokens`; Ollama's and Hugging Face's.
+        (r#""max_tokens":1,"n_predict":-1"#, None),
+        (r#""max_tokens":1,"options":{"num_predict":-1}"#, None),
+        (r#""max_tokens":1,"max_new_tokens":4096"#, None),
         (r#""max_output_tokens":1"#, Some(100)),
         (r#""MAX_TOKENS":1"#, None),
         (r#""max_tokens":10,"max_tokens":null"#, None),

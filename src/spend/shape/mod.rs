@@ -20,7 +20,7 @@ mod vocabulary;
 use prompt::PromptItem;
 use vocabulary::{
     named, Named, BEYOND_MEMBERS, BEYOND_TYPES, CANDIDATES, CHOICES, GENERATION_CONFIGS,
-    MEDIA_TYPES,
+    MEDIA_TYPES, OTHER_LIMITS,
 };
 pub use vocabulary::{CHAT_LIMITS, RESPONSES_LIMIT};
 
@@ -113,6 +113,7 @@ impl Scan<'_> {
                         self.seen |= 1 << i;
                     }
                 }
+                self.shape.unsure_limit |= any_of(&OTHER_LIMITS);
                 if folds_to("messages") {
                     self.shape.chat = true;
                 }

@@ -36,6 +36,10 @@ fn images_audio_files_and_documents_are_found_however_spelled() {
         // Gemini
         r#"{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","data":"AAA"}}]}]}"#,
         r#"{"contents":[{"parts":[{"file_data":{"file_uri":"gs://b/o"}}]}]}"#,
+        // vLLM and SGLang; Ollama's native chat
+        r#"{"messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"u"}}]}]}"#,
+        r#"{"messages":[{"role":"user","content":[{"type":"audio_url","audio_url":{"url":"u"}}]}]}"#,
+        r#"{"messages":[{"role":"user","content":"what is this","images":["AAAA"]}]}"#,
         // Escaped, nested, after a text part, a part without its type
         r#"{"messages":[{"content":[{"type":"text","text":"hi"},{"type":"image\u005furl","image\u005furl":{"url":"u"}}]}]}"#,
         r#"{"messages":[{"content":[{"image_url":{"url":"u"}}]}]}"#,
@@ -117,6 +121,9 @@ fn an_output_limit_belongs_to_the_api_its_body_speaks() {
         r#"{"messages":[],"N":1}"#,
         r#"{"messages":[],"max_tokens":5,"max_tokens":null}"#,
         r#"{"messages":[],"n":2,"n":1}"#,
+        r#"{"messages":[],"max_tokens":1,"n_predict":-1}"#,
+        r#"{"messages":[],"max_tokens":1,"options":{"num_predict":-1}}"#,
+        r#"{"messages":[],"max_tokens":1,"Max_New_Tokens":9}"#,
     ] {
         assert!(shape(folded).unsure_limit, "{folded}");
     }

@@ -5,9 +5,12 @@
 use crate::json::names;
 
 /// Content part `type`s that name non-text input (OpenAI Chat Completions and Responses,
-/// Anthropic Messages).
-pub(super) const MEDIA_TYPES: [&str; 8] = [
+/// Anthropic Messages; vLLM's and SGLang's video and audio by URL).
+pub(super) const MEDIA_TYPES: [&str; 11] = [
     "image_url",
+    "video_url",
+    "audio_url",
+    "video",
     "input_image",
     "image",
     "input_audio",
@@ -48,8 +51,11 @@ pub(super) enum Named {
 }
 
 /// The names [`named`] knows, for a name spelled in another case.
-const KNOWN: [(&str, Named); 24] = [
+const KNOWN: [(&str, Named); 27] = [
     ("image_url", Named::Beyond),
+    ("video_url", Named::Beyond),
+    ("audio_url", Named::Beyond),
+    ("images", Named::Beyond),
     ("input_audio", Named::Beyond),
     ("inline_data", Named::Beyond),
     ("inlineData", Named::Beyond),
@@ -95,8 +101,8 @@ pub(super) fn named(name: &str) -> Named {
 /// [`KNOWN`] as spelled, as one `match`.
 fn exactly(name: &str) -> Named {
     match name {
-        "image_url" | "input_audio" | "inline_data" | "inlineData" | "file_data" | "fileData"
-        | "audio" => Named::Beyond,
+        "image_url" | "video_url" | "audio_url" | "images" | "input_audio" | "inline_data"
+        | "inlineData" | "file_data" | "fileData" | "audio" => Named::Beyond,
         "googleSearch"
         | "google_search"
         | "googleSearchRetrieval"
@@ -135,6 +141,12 @@ pub(super) const CANDIDATES: [&str; 2] = ["candidateCount", "candidate_count"];
 /// The top-level members whose values bound output (see `config::prices`).
 pub const CHAT_LIMITS: [&str; 2] = ["max_tokens", "max_completion_tokens"];
 pub const RESPONSES_LIMIT: &str = "max_output_tokens";
+/// Top-level members some upstreams read as the output limit instead of (or before) the
+/// ones quoted by: llama.cpp's `n_predict` wins over `max_tokens`, Ollama's native API
+/// reads `options.num_predict`, Hugging Face's `max_new_tokens`. Any of them makes the
+/// quoted limit unsure.
+pub(super) const OTHER_LIMITS: [&str; 4] =
+    ["n_predict", "num_predict", "max_new_tokens", "options"];
 pub(super) const CHOICES: &str = "n";
 
 #[cfg(test)]
