@@ -292,6 +292,30 @@ async fn slice_lua_refuses_an_absurd_need_with_a_wait_it_can_reply() {
     assert_eq!(wait, 1 << 53, "capped where doubles are exact: {reply}");
 }
 
+/// draw.lua the same, for a body's frame on a key an override throttled to one unit a
+/// week (T = 6 × 10^14 ns): 16,384 units need 9.9 × 10^18 ns, past 2^63.
+#[tokio::test]
+async fn draw_lua_refuses_a_frame_on_a_throttled_key_with_a_wait_it_can_reply() {
+    let redis = RedisServer::start();
+    let tat = include_str!("../../src/store/rate/tat.lua");
+    let draw = &[tat, include_str!("../../src/store/rate/draw.lua")].concat();
+    let week = (7u64 * 86_400 * 1_000_000_000).to_string();
+    let reply = redis.cli(&[
+        "EVAL",
+        draw,
+        "1",
+        "throttled",
+        &week,
+        &week,
+        "16384",
+        "16384",
+    ]);
+    let lines: Vec<&str> = reply.lines().map(str::trim).collect();
+    assert_eq!(lines.first(), Some(&"0"), "refused: {reply}");
+    let wait: i64 = lines.get(1).and_then(|w| w.parse().ok()).expect("a wait");
+    assert_eq!(wait, 1 << 53, "capped where doubles are exact: {reply}");
+}
+
 /// gcra.lua decides nothing for a quota whose window is a window or more off the server's
 /// clock (the gateway's wall clock set days wrong): measured from that window, the key's
 /// usage would read as another calendar's — none — and every request be admitted.

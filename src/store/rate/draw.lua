@@ -11,7 +11,9 @@ local debt = debt_at(KEYS[1])
 local fits = math.floor((bound - debt) / t)
 if fits < 0 then fits = 0 end
 if fits < need then
-  return {0, debt + need * t - bound}
+  -- Capped where doubles are exact: past 2^63 the integer reply would turn negative,
+  -- a broken reply that leaves the body's units unchecked.
+  return {0, math.min(debt + need * t - bound, 2^53)}
 end
 local units = math.max(math.min(want, fits), need)
 if units == 0 then return {0, 0} end
