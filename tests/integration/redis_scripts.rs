@@ -316,6 +316,24 @@ async fn draw_lua_refuses_a_frame_on_a_throttled_key_with_a_wait_it_can_reply() 
     assert_eq!(wait, 1 << 53, "capped where doubles are exact: {reply}");
 }
 
+/// A concurrency slot's take sent twice with one lease id (a resend after a broken
+/// connection, whose first reply was never read) holds the slot it took, not "full".
+#[tokio::test]
+async fn slot_lease_lua_takes_a_resent_lease_once() {
+    let redis = RedisServer::start();
+    let lease = include_str!("../../src/store/concurrency/slot_lease.lua");
+    let take = |id: &str| {
+        let reply = redis.cli(&["EVAL", lease, "1", "cap", "take", id, "1", "60000"]);
+        reply
+            .lines()
+            .map(|l| l.trim().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(take("lease-a"), ["1", "1"]);
+    assert_eq!(take("lease-a"), ["1", "1"], "the resend holds the one slot");
+    assert_eq!(take("lease-b"), ["0", "1"], "another lease finds it full");
+}
+
 /// gcra.lua decides nothing for a quota whose window is a window or more off the server's
 /// clock (the gateway's wall clock set days wrong): measured from that window, the key's
 /// usage would read as another calendar's — none — and every request be admitted.

@@ -34,6 +34,13 @@ if mode == 'refresh' then
   expire_with_latest()
   return { 1, redis.call('ZCARD', KEYS[1]) }
 end
+-- A take sent again (the client resent it after its connection broke, or the gateway
+-- retried after a reply it never read) holds the slot it took: refreshed, not "full".
+if redis.call('ZSCORE', KEYS[1], id) then
+  redis.call('ZADD', KEYS[1], now + ttl, id)
+  expire_with_latest()
+  return { 1, redis.call('ZCARD', KEYS[1]) }
+end
 local held = redis.call('ZCARD', KEYS[1])
 if held >= tonumber(ARGV[3]) then
   return { 0, held }
