@@ -21,6 +21,7 @@ mod budgets;
 mod busboy;
 mod charsets;
 mod cluster_hangup;
+mod cluster_partial;
 mod concurrency;
 mod concurrency_fleet;
 mod config;

@@ -304,6 +304,7 @@ impl Limiter {
             refusals: &self.rates.refusals,
             metrics: &self.metrics,
             clock,
+            keeps_answered: matches!(self.store.fallback(), Fallback::Unchecked),
         };
         let decided = if rate.iter().any(|t| t.redis.is_none()) {
             // The fleet's key is not known yet: no key to ask Redis about.

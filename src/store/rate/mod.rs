@@ -80,7 +80,7 @@ impl Rates {
         let verdict = if leased {
             slices.check(remote, tiers, cost).await?
         } else {
-            redis::check(remote.store, tiers, cost, now, &redis::Decided::default()).await?
+            redis::check(remote, tiers, cost, now, &redis::Decided::default()).await?
         };
         refusals.record(tiers, &verdict, now);
         Ok(verdict)

@@ -12,4 +12,8 @@ pub struct Remote<'a> {
     pub refusals: &'a RefusalCache,
     pub metrics: &'a std::sync::Arc<Metrics>,
     pub clock: &'a dyn Clock,
+    /// A failed call lets the request through unchecked (`on_error = "allow"`): the
+    /// charges of the Cluster groups that answered stay, so a client that steers one key
+    /// onto a master that is down does not skip the tiers the others hold.
+    pub keeps_answered: bool,
 }

@@ -98,7 +98,17 @@ impl Slices {
             .take_or_fetch(remote, tiers, cost, &mut decided, &mut untaken.units)
             .await?;
         let now = remote.clock.now_ns();
-        let verdict = check(remote.store, tiers, cost, now, &decided).await?;
+        let verdict = match check(remote, tiers, cost, now, &decided).await {
+            Ok(verdict) => verdict,
+            Err(e) => {
+                // Let through unchecked: the slices' units are used, as the charges of
+                // the groups that answered are.
+                if remote.keeps_answered {
+                    untaken.keep();
+                }
+                return Err(e);
+            }
+        };
         if !verdict.admitted {
             return Ok(verdict);
         }

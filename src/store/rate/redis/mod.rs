@@ -3,13 +3,14 @@
 //! back. The verdict is then computed by the same `evaluate` as in memory, from the TATs
 //! the scripts saw, so answers are identical to the embedded store's.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use arrayvec::ArrayVec;
 use redis::Script;
 
 use rollback::Written;
 
+use super::remote::Remote;
 use super::snapshot::{SnapshotTable, BASE};
 use smallvec::SmallVec;
 
@@ -155,7 +156,7 @@ fn window_arg(tier: &RateTier) -> String {
 /// When one of those refused, the others are only read. `now_ns` is the local clock,
 /// read only by the breaker.
 pub async fn check(
-    remote: &Arc<RedisStore>,
+    remote: &Remote<'_>,
     tiers: &[RateTier],
     cost: u64,
     now_ns: u64,
@@ -169,14 +170,19 @@ pub async fn check(
     check_groups(remote, tiers, cost, now_ns, decided).await
 }
 
-/// Each group's charge goes through the breaker of the node holding it.
+/// Each group's charge goes through the breaker of the node holding it. A group that
+/// fails leaves the others to decide: one of them refusing refuses the request (a tier a
+/// healthy master holds is not skipped because another key of the request lives on a
+/// master that is down); all of them admitting, the failure is the answer, and what they
+/// charged stays only when it lets the request through (`Remote::keeps_answered`).
 async fn check_groups(
-    remote: &Arc<RedisStore>,
+    remote: &Remote<'_>,
     tiers: &[RateTier],
     cost: u64,
     now_ns: u64,
     decided: &Decided,
 ) -> Result<Verdict, StoreError> {
+    let (remote, keeps_answered) = (remote.store, remote.keeps_answered);
     let groups = groups(remote, tiers, decided);
     let mut snapshot = decided.snapshot(tiers);
     let mut windows = Windows::default();
@@ -184,6 +190,7 @@ async fn check_groups(
     let mut written = Written::new(remote, tiers, &groups, cost);
     // A tier decided elsewhere refused: nothing is charged, the others are only read.
     let mut first_read = None;
+    let mut failed = None;
     if decided.refused {
         first_read = Some(0);
     } else {
@@ -196,8 +203,8 @@ async fn check_groups(
             let reply = match charged.await {
                 Ok(r) => r,
                 Err(e) => {
-                    written.roll_back().await;
-                    return Err(e);
+                    failed.get_or_insert(e);
+                    continue;
                 }
             };
             for (&i, &debt) in group.iter().zip(&reply.debts) {
@@ -211,6 +218,13 @@ async fn check_groups(
             }
             written.push(g, reply);
         }
+    }
+    if let (Some(e), None) = (failed, first_read) {
+        match keeps_answered {
+            true => written.keep(),
+            false => written.roll_back().await,
+        }
+        return Err(e);
     }
     if let Some(first) = first_read {
         read_groups(remote, tiers, &groups[first..], &mut snapshot, &mut windows).await;

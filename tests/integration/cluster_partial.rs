@@ -1,0 +1,81 @@
+//! A Cluster with one master down, under `on_error = "allow"`: a request whose keys live
+//! on the masters still up is decided by them, whatever another of its keys does. A
+//! client that steers one key onto the dead master (it can tell: that key's state is not
+//! answered) does not skip the tiers the healthy masters hold.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// A tenant tier of 3 an hour and a wide tier keyed by a header the client picks.
+fn config(cluster: &RedisCluster) -> String {
+    Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = {}\ntimeout = \"1s\"\non_error = \"allow\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n",
+            cluster.urls_toml()
+        ))
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
+        .policy("probe", "header:x-probe", 1_000, "1s", 1_000)
+        // The client's key first: its group is asked before the tenant's.
+        .route("api", "/", "api", &["probe", "tenant"])
+        .build()
+}
+
+/// The first of `prefix0`, `prefix1`, … whose `policy` key the admin API reads with
+/// `status` (200: on a master up; 503: on the one down).
+async fn key_answered(gw: &TestGateway, policy: &str, prefix: &str, status: u16) -> String {
+    for i in 0..200 {
+        let key = format!("{prefix}{i}");
+        let state = get(&gw.admin_url(&format!("/admin/limits/{policy}/{key}")), &[]).await;
+        if state.status == status {
+            return key;
+        }
+    }
+    panic!("no {policy} key answered {status}");
+}
+
+#[tokio::test]
+async fn a_key_on_a_dead_master_does_not_skip_the_tiers_the_others_hold() {
+    let mut cluster = RedisCluster::start_with(&["--cluster-require-full-coverage", "no"]);
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&config(&cluster), &up.url()).await;
+    gw.wait_for_store("/", "warm-up").await;
+    cluster.nodes[2].kill();
+    let gone = eventually_async(Duration::from_secs(30), || async {
+        let state = get(&gw.admin_url("/admin/limits/tenant/probe-node"), &[]).await;
+        state.status == 200 || state.status == 503
+    })
+    .await;
+    assert!(gone, "the admin API answers");
+    let healthy = key_answered(&gw, "probe", "up", 200).await;
+    let dead = key_answered(&gw, "probe", "down", 503).await;
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        // A tenant whose key is on a master up: its state is read.
+        let tenant = key_answered(&gw, "tenant", &format!("t{i}-"), 200).await;
+        for _ in 0..2 {
+            let h = [
+                ("x-tenant-id", tenant.as_str()),
+                ("x-probe", healthy.as_str()),
+            ];
+            assert_eq!(send(client, "GET", &gw.url("/"), &h, b"").await.status, 200);
+        }
+        // The last unit is let through (the probe key unchecked) and charged; then the
+        // tenant's spent tier refuses, not the dead master's `allow`.
+        let h = [("x-tenant-id", tenant.as_str()), ("x-probe", dead.as_str())];
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            statuses.push(send(client, "GET", &gw.url("/"), &h, b"").await.status);
+        }
+        assert_eq!(statuses, [200, 429, 429], "{tenant}");
+    }
+    // A request whose only failing key is on the dead master is let through, as
+    // `on_error = "allow"` says, and charged where it could be.
+    let fresh = key_answered(&gw, "tenant", "fresh-", 200).await;
+    let h = [("x-tenant-id", fresh.as_str()), ("x-probe", dead.as_str())];
+    assert_eq!(
+        send(&http1(), "GET", &gw.url("/"), &h, b"").await.status,
+        200
+    );
+    let state = get(&gw.admin_url(&format!("/admin/limits/tenant/{fresh}")), &[]).await;
+    assert_eq!(state.json()["remaining"], 2, "{}", state.text());
+}
