@@ -125,6 +125,7 @@ async fn settle_response(
     let side = Side::Response {
         server_error,
         success: resp.status().is_success(),
+        timed_out: resp.status() == StatusCode::GATEWAY_TIMEOUT,
         refused: resp.status().is_client_error(),
         strip_trailers: !takes_trailers,
     };

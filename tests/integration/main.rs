@@ -88,6 +88,7 @@ mod spend;
 mod spend_keys;
 mod spend_race;
 mod spend_unbounded;
+mod spend_upstream_broke;
 mod store_calls;
 mod store_clock;
 mod store_health;

@@ -26,12 +26,14 @@ pub enum Side {
     Request,
     /// The upstream's answer; `server_error` for a 5xx, whose missing trailer is the
     /// upstream's failure; `success` for a 2xx, whose missing usage may be the client's
-    /// doing; `refused` for a 4xx, which a model API answers without generating (nor
-    /// billing) anything. `strip_trailers`: the client did not ask for trailers, so the
-    /// ones read for a settle are not passed on.
+    /// doing; `timed_out` for a 504, a proxy in front of the model giving up while the
+    /// model may still run (and bill) the request; `refused` for a 4xx, which a model API
+    /// answers without generating (nor billing) anything. `strip_trailers`: the client did
+    /// not ask for trailers, so the ones read for a settle are not passed on.
     Response {
         server_error: bool,
         success: bool,
+        timed_out: bool,
         refused: bool,
         strip_trailers: bool,
     },
@@ -98,20 +100,27 @@ impl<B> Metered<B> {
         };
         let bytes = self.bytes;
         let usage = self.usage.as_ref().and_then(|s| s.usage());
-        let (server_error, success, refused) = match self.side {
+        let (server_error, success, refused, timed_out) = match self.side {
             Side::Response {
                 server_error,
                 success,
                 refused,
+                timed_out,
                 ..
-            } => (server_error, success, refused),
-            Side::Request => (false, false, false),
+            } => (server_error, success, refused, timed_out),
+            Side::Request => (false, false, false, false),
         };
+        // A usage the upstream may have run up and not told: an answer that streamed and
+        // broke, or a proxy's 504 in front of a model that may still run. The client can
+        // bring either about (a generation longer than a proxy waits), so it is
+        // unreported — `max_cost` for an unbounded quote — not an upstream failure.
+        let ran_untold = (success && bytes > 0) || timed_out;
         settlement.finish(|p| match (&p.settle().source, &end) {
             (SettleSource::Usage(prices), End::Trailers(_) | End::Complete) => {
                 let row = p.row.and_then(|r| prices.rows.get(r as usize));
                 match (usage, row) {
                     (Some(usage), Some(row)) => Measured::Value(row.cost(&usage)),
+                    _ if timed_out => Measured::Unreported,
                     _ if server_error => Measured::UpstreamFailed(bytes),
                     // An empty success (a 204) generated nothing to hide a usage in.
                     _ if success && bytes > 0 => Measured::Unreported,
@@ -135,6 +144,7 @@ impl<B> Metered<B> {
             (SettleSource::ResponseTrailer(_), End::Complete) => Measured::Missing,
             (_, End::Trailers(_) | End::Complete) => Measured::Bytes(bytes),
             (_, End::Broke) if self.side == Side::Request => Measured::Aborted(bytes),
+            (SettleSource::Usage(_), End::Broke) if ran_untold => Measured::Unreported,
             (_, End::Broke) => Measured::UpstreamFailed(bytes),
             (_, End::Gone) => Measured::Aborted(bytes),
             (_, End::Cut) => Measured::Cut(bytes),
