@@ -140,8 +140,8 @@ fn a_query_key_that_skips_is_warned_of_until_the_route_refuses_unread_bodies() {
 /// A rate one request of which holds its key for hours, keyed by what a client can
 /// invent: invented keys would fill the memory store's room for rate keys for as long
 /// (a key that owes is never dropped), and new keys of every rate policy would then
-/// share one overflow key each. Not for a key a client cannot invent at will, nor for a
-/// key held an hour or less, nor on Redis (whose keys expire).
+/// share one overflow key each; on Redis, its memory for as long. Not for a key a client
+/// cannot invent at will, nor for a key held an hour or less.
 #[test]
 fn a_rate_holding_an_inventable_key_for_hours_is_a_warning() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -200,10 +200,57 @@ fn a_rate_holding_an_inventable_key_for_hours_is_a_warning() {
     // A policy no route (nor rule) names holds no key.
     let unnamed = daily("header:x-api-key", 10).replace("policies = [\"p\"]", "policies = []");
     assert_eq!(held(&unnamed), None);
-    // Redis keys expire; its memory store is a fallback.
-    let redis = daily("header:x-api-key", 10).replace(
+    // Redis keeps each key to its expiry too: invented keys fill its memory.
+    let redis = on_redis(&daily("header:x-api-key", 10));
+    assert_eq!(held(&redis).as_deref(), Some("2h 24m"));
+    let warnings = warnings_of(&path, &redis);
+    assert!(
+        warnings[0].contains("on Redis, keys invented"),
+        "{warnings:?}"
+    );
+    assert!(!warnings[0].contains("calendar quota"), "{warnings:?}");
+}
+
+fn on_redis(text: &str) -> String {
+    text.replace(
         "[upstreams.api]",
         "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n\n[upstreams.api]",
+    )
+}
+
+/// On Redis a calendar quota's key lives until its window ends (a month): one keyed by
+/// what a client can invent fills Redis's memory at the rate keys are invented. Not on
+/// the memory backend, whose quota keys have a room of their own that drops the
+/// least-used, nor for a key a client cannot invent.
+#[test]
+fn a_calendar_quota_keyed_by_an_inventable_key_on_redis_is_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("quota.toml");
+    let monthly = |key: &str| {
+        BASE.replace(
+            "key = \"ip\"\nlimit = 10\nperiod = \"1s\"\nburst = 5",
+            &format!("key = \"{key}\"\nmissing = \"reject\"\nquota = 1000\nwindow = \"month\""),
+        )
+    };
+    let quota = |text: &str| {
+        let warnings = warnings_of(&path, text);
+        warnings
+            .iter()
+            .filter(|w| w.contains("a calendar quota keyed by"))
+            .count()
+    };
+    let text = on_redis(&monthly("header:x-api-key"));
+    assert!(text.contains("window = \"month\""), "{text}");
+    let warnings = warnings_of(&path, &text);
+    assert_eq!(quota(&text), 1, "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("each key lives until its window ends")),
+        "{warnings:?}"
     );
-    assert_eq!(held(&redis), None);
+    assert_eq!(quota(&on_redis(&monthly("ip/64"))), 0);
+    let memory =
+        monthly("header:x-api-key") + "\n[store]\nstate_file = \"/tmp/tollgate-quota-state\"\n";
+    assert_eq!(quota(&memory), 0);
 }

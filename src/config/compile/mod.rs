@@ -302,8 +302,8 @@ impl Compiler {
     }
 
     /// What the backend cannot keep: debts too long for Redis, or leases without Redis;
-    /// on the memory backend, keys a client can invent held for hours (`named`: the
-    /// routes and rules that name the policies).
+    /// keys a client can invent held for hours (`named`: the routes and rules that name
+    /// the policies).
     fn check_store_holds(
         &mut self,
         store: &StoreSettings,
@@ -313,9 +313,10 @@ impl Compiler {
     ) {
         if matches!(store.backend, Backend::Redis { .. }) {
             self.redis_limits(policies, spans);
+            self.lint_held(policies, (routes, rls), spans, true);
             return;
         }
-        self.lint_held(policies, routes, rls, spans);
+        self.lint_held(policies, (routes, rls), spans, false);
         if store.state_file.is_none() {
             let quota = policies.iter().find(|(_, p)| p.kind() == LimitKind::Quota);
             if let Some((name, _)) = quota {

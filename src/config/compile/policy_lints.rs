@@ -55,12 +55,18 @@ impl Compiler {
     /// fill the room every rate policy's keys share for as long, and new keys then share
     /// one overflow key a policy. Policies no route, rate limit service rule or RLQS
     /// bucket names are not said.
+    ///
+    /// On Redis (`redis`), the same rate policies are told, and every calendar quota keyed
+    /// so: Redis keeps each key to its expiry (a quota's to its window's end, up to a
+    /// month), so invented keys fill its memory, and then either evict other keys (the
+    /// rate keys first under `volatile-ttl`: their debts forgiven) or every write fails
+    /// (`noeviction`).
     pub(super) fn lint_held(
         &mut self,
         policies: &BTreeMap<String, Arc<Policy>>,
-        routes: &[Arc<Route>],
-        rls: Option<&crate::config::Rls>,
+        (routes, rls): (&[Arc<Route>], Option<&crate::config::Rls>),
         spans: &BTreeMap<String, std::ops::Range<usize>>,
+        redis: bool,
     ) {
         // The most one request (or call: one unit at least) of each named policy costs.
         let mut costs: HashMap<&str, u64> = HashMap::new();
@@ -80,12 +86,20 @@ impl Compiler {
             let (Some(rate), Some(&cost)) = (p.rate(), costs.get(name.as_str())) else {
                 continue;
             };
-            if rate.calendar.is_some() {
-                continue; // a quota's keys have a room of their own
-            }
             let Some(source) = p.key.iter().find(|s| invented(s)) else {
                 continue;
             };
+            if rate.calendar.is_some() {
+                // On the memory backend a quota's keys have a room of their own.
+                if redis {
+                    self.warn(
+                        spans.get(name).cloned().unwrap_or(0..0),
+                        format!("policy `{name}`: a calendar quota keyed by `{source}`, which a client can invent: on Redis each key lives until its window ends, so keys invented at a rate the other tiers let through fill Redis's memory for as long; past maxmemory, volatile-ttl or allkeys-lru evict other keys (rate debts forgiven) and noeviction fails every decision"),
+                        Some("put an ip/64 tier on its routes to bound how fast keys are invented, key it by something a client cannot invent, and watch Redis's used_memory (docs/redis.md)".to_owned()),
+                    );
+                }
+                continue;
+            }
             let most = rate
                 .settle
                 .as_ref()
@@ -95,10 +109,17 @@ impl Compiler {
                 continue;
             }
             let shown = Duration::from_secs(held.as_secs());
+            let fills = match redis {
+                true => "on Redis, keys invented at a rate the other tiers let through fill its memory for as long; past maxmemory, other keys are evicted (their debts forgiven) or, under noeviction, every decision fails",
+                false => "on the memory backend, keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each",
+            };
             self.warn(
                 spans.get(name).cloned().unwrap_or(0..0),
-                format!("policy `{name}`: one request can hold its key for {} (period / limit, times the most a request is charged), and a client can invent keys of `{source}`: on the memory backend, keys invented at a rate the other tiers let through fill the store's room for rate keys (max_keys) for as long, and new keys of every rate policy then share one overflow key each", humantime::format_duration(shown)),
-                Some("key it by something a client cannot invent (an IPv6 client by its network: ip/64), put an ip/64 tier on its routes to bound how fast keys are invented, or make it a calendar quota (quota = …, window = \"day\"): its keys have a room of their own, which drops its least-used keys when full".to_owned()),
+                format!("policy `{name}`: one request can hold its key for {} (period / limit, times the most a request is charged), and a client can invent keys of `{source}`: {fills}", humantime::format_duration(shown)),
+                Some(match redis {
+                    true => "key it by something a client cannot invent (an IPv6 client by its network: ip/64), or put an ip/64 tier on its routes to bound how fast keys are invented; watch Redis's used_memory (docs/redis.md)",
+                    false => "key it by something a client cannot invent (an IPv6 client by its network: ip/64), put an ip/64 tier on its routes to bound how fast keys are invented, or make it a calendar quota (quota = …, window = \"day\"): its keys have a room of their own, which drops its least-used keys when full",
+                }.to_owned()),
             );
         }
     }
