@@ -209,8 +209,8 @@ async fn a_dead_cluster_master_costs_only_its_own_slots() {
 }
 
 /// With `replica_ack = 1`, an admission counts once a replica has it: while the replica
-/// is frozen, requests are refused per on_error (deny), and they are admitted again when
-/// it answers.
+/// is frozen, requests are refused per on_error (deny) and the gateway is told unready
+/// (whatever the traffic), and they are admitted again when it answers.
 #[tokio::test]
 async fn replica_ack_waits_for_a_replica() {
     let master = RedisServer::start();
@@ -234,15 +234,28 @@ async fn replica_ack_waits_for_a_replica() {
         .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     gw.wait_for_store("/", "acme").await;
+    let readyz = gw.admin_url("/readyz");
+    assert_eq!(get(&readyz, &[]).await.status, 200);
     replica.pause();
     let r = get(&gw.url("/"), &[("x-tenant-id", "acme")]).await;
     assert_eq!(r.status, 503, "no replica acknowledged: {}", r.text());
-    replica.resume();
-    let back = eventually_async(Duration::from_secs(10), || async {
-        get(&gw.url("/"), &[("x-tenant-id", "acme")]).await.status == 200
+    let unready = eventually_async(Duration::from_secs(20), || async {
+        get(&readyz, &[]).await.status == 503
     })
     .await;
-    assert!(back, "admitted again once the replica acknowledges");
+    let said = get(&readyz, &[]).await.text();
+    replica.resume();
+    assert!(unready, "told unready while no replica acknowledges");
+    assert!(said.contains("no_replica_ack"), "{said}");
+    let back = eventually_async(Duration::from_secs(20), || async {
+        get(&gw.url("/"), &[("x-tenant-id", "acme")]).await.status == 200
+            && get(&readyz, &[]).await.status == 200
+    })
+    .await;
+    assert!(
+        back,
+        "admitted and ready again once the replica acknowledges"
+    );
 }
 
 /// A gateway killed with a slice held loses at most that slice: what it admitted stays

@@ -92,8 +92,9 @@ impl RedisStore {
     /// refuses writes (a demoted master, out of memory under `noeviction`, a failed
     /// snapshot, too few replicas) fails every decision, and with no traffic a PING would
     /// call it ready. A Cluster gets one to each master, on a slot it serves (one of them
-    /// refusing fails the decisions of its slots as surely as one that is gone). One
-    /// small write per node every 250 ms per gateway.
+    /// refusing fails the decisions of its slots as surely as one that is gone). With
+    /// `replica_ack`, the write is waited on until the replicas have it. One small write
+    /// per node every 250 ms per gateway.
     async fn liveness_call(&self) -> Result<(), StoreError> {
         match &self.connection {
             Connection::Cluster(slot) => {
@@ -109,11 +110,20 @@ impl RedisStore {
                 }
                 Ok(())
             }
-            _ => {
-                let mut probe = PROBE.prepare_invoke();
-                probe.key(&self.probe_keys[0]);
-                self.invoke::<redis::Value>(&probe).await.map(drop)
-            }
+            _ => self.write_probe(0).await,
+        }
+    }
+
+    /// The breaker's probe: a write to slot group `group`'s probe key. On a single node or
+    /// Sentinel's master with `replica_ack`, waited on until the replicas have it: a
+    /// master whose replicas are gone takes writes and fails every admission.
+    pub(super) async fn write_probe(&self, group: usize) -> Result<(), StoreError> {
+        let mut probe = PROBE.prepare_invoke();
+        probe.key(&self.probe_keys[group]);
+        self.invoke::<redis::Value>(&probe).await?;
+        match (&self.acker, &self.connection) {
+            (Some(acker), Connection::Single(_) | Connection::Sentinel(_)) => acker.acked().await,
+            _ => Ok(()),
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 
 use super::events::NodeState;
-use super::{secret, Connection, RedisStore, PROBE};
+use super::{secret, Connection, RedisStore};
 use crate::key::redis_key::PREFIX;
 use crate::metrics::{EventLabels, Metrics};
 
@@ -109,9 +109,7 @@ impl RedisStore {
     async fn probe_open(&self) {
         let open: Vec<usize> = self.breakers.open().collect();
         for group in open {
-            let mut probe = PROBE.prepare_invoke();
-            probe.key(&self.probe_keys[group]);
-            let probed = self.invoke::<redis::Value>(&probe).await;
+            let probed = self.write_probe(group).await;
             // Without the fleet's key secret no decision can be asked, whatever the probe
             // says: the breaker stays open (it closes at the first turn after the secret
             // is learned), not closed and opened again by every third request.
