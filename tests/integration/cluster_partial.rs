@@ -1,7 +1,8 @@
-//! A Cluster with one master down, under `on_error = "allow"`: a request whose keys live
-//! on the masters still up is decided by them, whatever another of its keys does. A
-//! client that steers one key onto the dead master (it can tell: that key's state is not
-//! answered) does not skip the tiers the healthy masters hold.
+//! A Cluster in part unavailable: with one master down, under `on_error = "allow"`, a
+//! request whose keys live on the masters still up is decided by them, whatever another
+//! of its keys does — a client that steers one key onto the dead master (it can tell:
+//! that key's state is not answered) does not skip the tiers the healthy masters hold;
+//! and a debt settled while its key's slot migrates is charged.
 
 use std::time::Duration;
 
@@ -78,4 +79,56 @@ async fn a_key_on_a_dead_master_does_not_skip_the_tiers_the_others_hold() {
     );
     let state = get(&gw.admin_url(&format!("/admin/limits/tenant/{fresh}")), &[]).await;
     assert_eq!(state.json()["remaining"], 2, "{}", state.text());
+}
+
+/// A debt settled while its key's slot migrates to another node (a reshard: the slot
+/// `MIGRATING` on its node, `IMPORTING` on the other) is charged: the call names the key
+/// alone, which its node still holds. (Named with its reset marker too, which is not
+/// there, it was refused `TRYAGAIN` and the client paid its reserve alone.)
+#[tokio::test]
+async fn a_debt_settled_while_its_slot_migrates_is_charged() {
+    use super::settle::{remaining, used};
+    let cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = {}\ntimeout = \"2s\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n",
+            cluster.urls_toml()
+        ))
+        .policy_raw(
+            "tokens",
+            "key = \"header:x-tenant-id\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n",
+        )
+        .route("api", "/", "api", &["tokens"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store("/v1/usage", "warm-up").await;
+    let keys = |n: &RedisServer| -> Vec<String> {
+        n.cli(&["KEYS", "*"]).lines().map(str::to_owned).collect()
+    };
+    let before: Vec<Vec<String>> = cluster.nodes.iter().map(keys).collect();
+    assert_eq!(used(&gw, "20").await.num("x-ratelimit-remaining"), 80);
+    let (source, key) = (cluster.nodes.iter().enumerate())
+        .find_map(|(i, n)| {
+            let new = keys(n).into_iter().find(|k| !before[i].contains(k))?;
+            Some((i, new))
+        })
+        .expect("the tenant's key");
+    let slot = cluster.nodes[source].cli(&["CLUSTER", "KEYSLOT", &key]);
+    let slot = slot.trim();
+    let target = (source + 1) % cluster.nodes.len();
+    let id = |i: usize| cluster.nodes[i].cli(&["CLUSTER", "MYID"]).trim().to_owned();
+    let set = |i: usize, how: &[&str]| {
+        let args = [&["CLUSTER", "SETSLOT", slot][..], how].concat();
+        assert_eq!(cluster.nodes[i].cli(&args).trim(), "OK", "{args:?}");
+    };
+    set(target, &["IMPORTING", &id(source)]);
+    set(source, &["MIGRATING", &id(target)]);
+    // 10 reserved, 60 used: 50 owed, settled while the slot migrates.
+    let r = used(&gw, "60").await;
+    set(source, &["STABLE"]);
+    set(target, &["STABLE"]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.num("x-ratelimit-remaining"), 20, "the debt settled");
+    assert_eq!(remaining(&gw, "tokens").await, 20);
 }

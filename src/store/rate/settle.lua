@@ -3,8 +3,9 @@
 -- max_debt; a refund gives back at most `room` and never takes the TAT below now.
 --
 -- KEYS[1]  the tier's key
--- KEYS[2]  its reset marker (reset.lua): a refund of a charge at or before it gives
---          nothing back, as the key's usage since the reset is not the refund's
+-- KEYS[2]  a refund's: its reset marker (reset.lua): a refund of a charge at or before
+--          it gives nothing back, as the key's usage since the reset is not the refund's
+--          (a debt is sent with KEYS[1] alone, so it is served while its slot migrates)
 -- ARGV[1]  "debt" or "refund"
 -- ARGV[2]  ns owed or refunded
 -- ARGV[3]  room (refund: ns of this request's reservation still ahead of now)

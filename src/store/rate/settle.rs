@@ -271,10 +271,16 @@ pub async fn settle_remote(
         .window
         .map(|(_, b)| b.script_arg())
         .unwrap_or_default();
-    call.key(key).key(super::reset::marker(key));
-    if op == "refund" && ns > 0 && remote.is_cluster() {
-        // Once only: the Cluster client may send it again after a dropped connection.
-        call.key(once(key));
+    call.key(key);
+    // A debt reads the key alone: sent with one key, it is served while its slot migrates
+    // between Cluster nodes (a call naming a key that is not there, the marker almost
+    // always, is refused TRYAGAIN then, and the debt was lost).
+    if op == "refund" {
+        call.key(super::reset::marker(key));
+        if ns > 0 && remote.is_cluster() {
+            // Once only: the Cluster client may send it again after a dropped connection.
+            call.key(once(key));
+        }
     }
     call.arg(op)
         .arg(ns)
