@@ -173,6 +173,36 @@ async fn a_reserve_that_no_longer_fits_is_refused_before_the_upstream_sees_it() 
     assert_eq!(up.requests(), seen);
 }
 
+/// A body in UTF-16 (which Python's servers read as JSON) is quoted at its text's UTF-8
+/// length: a character above U+07FF is two bytes of UTF-16 and three of UTF-8, each a
+/// token at worst, so the wire's length is no bound on its input. Over HTTP/1.1 and
+/// HTTP/2, against a budget between the two quotes.
+#[tokio::test]
+async fn a_utf16_body_is_quoted_at_its_utf8_length() {
+    let up = LlmUpstream::start().await;
+    let mut body = chat("mini", 2, 1);
+    body["messages"][1]["content"] = "\u{E000}".repeat(4_000).into();
+    let utf8 = body.to_string();
+    let mut utf16 = vec![0xFF, 0xFE];
+    utf16.extend(utf8.encode_utf16().flat_map(u16::to_le_bytes));
+    // mini: 1 a byte in, 2 a token out, max_tokens 1.
+    let (by_wire, by_text) = (utf16.len() as u64 + 2, utf8.len() as u64 + 2);
+    assert!(by_text > by_wire, "{by_text} {by_wire}");
+    let gw = TestGateway::start(&budget((by_wire + by_text) / 2).build(), &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let key = format!("utf16-{i}");
+        let r = post(client, &url, &key, utf16.clone()).await;
+        assert_eq!(
+            r.status,
+            429,
+            "quoted {by_text}, not {by_wire}: {}",
+            r.text()
+        );
+    }
+    assert_eq!(up.requests(), 0);
+}
+
 #[tokio::test]
 async fn a_model_named_twice_is_priced_on_the_dearest_and_an_unpriced_one_is_refused() {
     let up = LlmUpstream::start().await;

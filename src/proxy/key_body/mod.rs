@@ -348,7 +348,8 @@ fn readable(
     let plain = match coding {
         Coding::Identity => {
             let text = crate::json::to_utf8(bytes).map(kept).transpose()?;
-            return Ok((None, text, Some(bytes.len() as u64)));
+            let len = utf8_len(bytes.len(), text.as_ref());
+            return Ok((None, text, Some(len)));
         }
         Coding::Gzip | Coding::Deflate => match body_coding::decode(coding, bytes, max) {
             Decoded::Whole(plain) => plain,
@@ -359,7 +360,14 @@ fn readable(
             Decoded::Corrupt => return Err(Box::new(malformed_coding(coding.name()))),
         },
     };
-    let len = Some(plain.len() as u64);
     let text = crate::json::to_utf8(&plain).map(kept).transpose()?;
+    let len = Some(utf8_len(plain.len(), text.as_ref()));
     Ok((Some(kept(plain)?), text, len))
+}
+
+/// A body's length as its input is quoted: its UTF-8 text's when it came in another
+/// encoding and that is longer (a character above U+07FF is two bytes of UTF-16 and
+/// three of UTF-8, each byte a token at worst), else its bytes'.
+fn utf8_len(bytes: usize, text: Option<&(Bytes, Held)>) -> u64 {
+    bytes.max(text.map_or(0, |(utf8, _)| utf8.len())) as u64
 }
