@@ -205,11 +205,14 @@ impl Limiter {
         } = admission;
         pending_settles(route, tiers, verdict, (*now, marks), in_store, settles);
         if let Some(remote) = self.remote().filter(|_| in_store) {
-            let (server_ns, early_us) = (
-                remote.server_unix_ns_at(*now),
-                remote.server_unix_us_early(*now),
-            );
-            for s in settles.iter_mut().filter(|s| s.redis_key.is_some()) {
+            for s in settles.iter_mut() {
+                let Some(key) = &s.redis_key else { continue };
+                // The clock of the node holding the key (each master's its own).
+                let tag = crate::key::redis_key::tag_of(key);
+                let (server_ns, early_us) = (
+                    remote.server_unix_ns_at(tag, *now),
+                    remote.server_unix_us_early(tag, *now),
+                );
                 s.charged_on(server_ns, clock);
                 s.charged_us = early_us;
             }

@@ -12,6 +12,7 @@ mod liveness;
 pub mod secret;
 pub mod sentinel;
 mod sentinel_ask;
+mod server_clock;
 mod upkeep;
 
 use std::future::Future;
@@ -65,7 +66,9 @@ pub struct RedisStore {
     pub(super) member_id: String,
     /// The server's clock minus this gateway's monotonic clock, in ns, as the last
     /// decision's reply showed it (0: not known yet); it dates the deadline of a decision.
-    server_offset: std::sync::atomic::AtomicI64,
+    /// One per slot group (each master's clock its own: one shared estimate flipped
+    /// between masters whose clocks differ, and every call to the one ahead read late).
+    server_offsets: Box<[std::sync::atomic::AtomicI64]>,
     /// Restarts and failovers seen (each may have lost keys): a refund admitted before
     /// one gives nothing back, as it would come out of the usage made since.
     losses: std::sync::atomic::AtomicU64,
@@ -135,7 +138,9 @@ impl RedisStore {
             health: health::Health::default(),
             address: health::addresses(urls),
             member_id: crate::random::suffix(),
-            server_offset: std::sync::atomic::AtomicI64::new(0),
+            server_offsets: (0..Breakers::new(cluster).len())
+                .map(|_| std::sync::atomic::AtomicI64::new(0))
+                .collect(),
             losses: std::sync::atomic::AtomicU64::new(0),
             acker: None,
             single_client,
@@ -174,58 +179,6 @@ impl RedisStore {
     #[inline]
     pub fn losses(&self) -> u64 {
         self.losses.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// The server's time (ns since the Unix epoch) after which a decision sent at
-    /// `sent_ns` (this gateway's clock) is too late to apply: twice the store timeout
-    /// after it, so clock estimates and round trips never make a timely call late.
-    /// `None` before the server's clock was seen.
-    pub fn server_deadline(&self, sent_ns: u64) -> Option<u128> {
-        let at = self.server_unix_ns_at(sent_ns)?;
-        Some(u128::from(at) + u128::from(self.clock_margin_ns()))
-    }
-
-    /// How far a server time learned from replies may be off: twice the store timeout (a
-    /// reply slower than one is an error, not a lesson).
-    fn clock_margin_ns(&self) -> u64 {
-        2 * u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX / 4)
-    }
-
-    /// The server's time (ns since the Unix epoch) at `local_ns` on this gateway's clock,
-    /// as learned from its replies (late by up to a round trip); `None` before one.
-    pub fn server_unix_ns_at(&self, local_ns: u64) -> Option<u64> {
-        let offset = self
-            .server_offset
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if offset == 0 {
-            return None;
-        }
-        u64::try_from(i128::from(local_ns) + i128::from(offset)).ok()
-    }
-
-    /// A time (µs since the Unix epoch) the server's clock had not passed when a call
-    /// sent at `local_ns` ran: the estimate less twice the call timeout, which bounds how
-    /// late a learned offset can run (a reply slower than the timeout is an error), and
-    /// clocks of Cluster masters a little apart. 0 before the clock was seen. A reset
-    /// marked after it holds the call's refund (`settle.lua`): early errs toward holding.
-    pub fn server_unix_us_early(&self, local_ns: u64) -> u64 {
-        self.server_unix_ns_at(local_ns)
-            .map_or(0, |ns| ns.saturating_sub(self.clock_margin_ns()) / 1_000)
-    }
-
-    /// Learns the server's clock from a reply to a call sent at `sent_ns`. The estimate
-    /// runs late by up to the round trip, which only moves deadlines later; the lowest
-    /// estimate is kept (the quickest round trip's), replaced when it grew by more than
-    /// 10 ms (the clocks drifted): written rarely, never per request.
-    pub fn learn_server_clock(&self, sent_ns: u64, server_ns: u128) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let Ok(offset) = i64::try_from(server_ns as i128 - i128::from(sent_ns)) else {
-            return;
-        };
-        let known = self.server_offset.load(Relaxed);
-        if known == 0 || offset < known || offset > known + 10_000_000 {
-            self.server_offset.store(offset.max(1), Relaxed);
-        }
     }
 
     /// The number of gateways `on_error = "local"` divides each limit among, when set in

@@ -292,7 +292,11 @@ async fn charge(
             .arg(tier.cost(cost))
             .arg(window_arg(&tiers[i]));
     }
-    if let Some(deadline) = remote.server_deadline(sent_ns) {
+    let tag = tiers[group[0]]
+        .redis
+        .as_ref()
+        .map_or("", |k| k.tag.as_str());
+    if let Some(deadline) = remote.server_deadline(tag, sent_ns) {
         inv.arg(stamp(deadline));
     }
     let values: Vec<i64> = remote.invoke(&inv).await?;
@@ -300,7 +304,7 @@ async fn charge(
     // Learnt from a late reply too: it came within the timeout, so the deadline was
     // wrong — the server's clock moved ahead of what this gateway learned (a step, a
     // failover to a node whose clock runs ahead) — and every call after it would be late.
-    remote.learn_server_clock(sent_ns, reply.now_abs());
+    remote.learn_server_clock(tag, sent_ns, reply.now_abs());
     match values.get(2) {
         // The script ran after the deadline sent with it: it decided nothing.
         Some(2) => return Err(StoreError::Timeout(remote.timeout())),
