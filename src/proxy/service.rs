@@ -212,6 +212,14 @@ fn arrive<'a>(
             trace.answer = Answer::BadRequest;
             Box::new(json_error(StatusCode::BAD_REQUEST, e.code(), &[]))
         })?;
+    // An upgrade carries no body (a WebSocket handshake is a GET): one with a body would
+    // be metered as an upload, and the tunnel opened behind it would carry the client's
+    // bytes past the route's `request_bytes` tiers.
+    if normalized.upgrade.is_some() && !http_body::Body::is_end_stream(req.body()) {
+        trace.answer = Answer::BadRequest;
+        let code = "upgrade_with_body";
+        return Err(Box::new(json_error(StatusCode::BAD_REQUEST, code, &[])));
+    }
     if config.server.access_log.enabled() {
         trace.normalized = Some(Box::new(req.uri().clone()));
     }
