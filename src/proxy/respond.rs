@@ -7,7 +7,7 @@ use http_body_util::BodyExt;
 
 use super::admit::{slot_headers, Routed};
 use super::response::{concurrency_headers, rate_limit_headers, Answer};
-use super::settle::{parse_value, Measured, Metered, Settlement, Side};
+use super::settle::{parse_value, CutReason, Measured, Metered, Settlement, Side};
 use crate::config::SettleSource;
 use crate::reply::Body;
 use crate::store::Admission;
@@ -91,12 +91,27 @@ async fn settle_response(
             // timeout the upstream had the request and may still run it to the end (and
             // bill it): its cost is unreported, as when the client hangs up — else a
             // client asking for more than the timeout allows paid an upstream failure.
-            let ran = matches!(resp.extensions().get(), Some(Answer::UpstreamTimeout));
+            let answer = resp.extensions().get::<Answer>();
+            let ran = matches!(answer, Some(Answer::UpstreamTimeout));
+            // The client's own upload failed (broken, stalled, or cut for a bytes tier it
+            // spent): the client left, as when it hangs up — the value it kept from
+            // coming settles at `max_cost`, not as the upstream's failure (which
+            // `refund_on_upstream_error` would make free). A body past `max_body` is the
+            // gateway's refusal, which counts as failed (docs/decisions.md).
+            let client_left = matches!(
+                answer,
+                Some(Answer::BodyBroken | Answer::BodyStalled)
+                    | Some(Answer::BodyCut {
+                        why: CutReason::Budget | CutReason::MaxCost,
+                        ..
+                    })
+            );
             // (No byte can move after it: a bytes source is the upstream's failure.)
             for s in [by_header, settlement] {
-                s.finish(|p| match ran && !p.settle().source.measures_bytes() {
-                    true => Measured::Unreported,
-                    false => Measured::UpstreamFailed(0),
+                s.finish(|p| match (client_left, ran) {
+                    (true, _) => Measured::Aborted(0),
+                    (false, true) if !p.settle().source.measures_bytes() => Measured::Unreported,
+                    _ => Measured::UpstreamFailed(0),
                 });
             }
             return resp;
