@@ -150,8 +150,17 @@ async fn settle_response(
         // The trailers read for the settle are not passed on: none are announced.
         resp.headers_mut().remove(http::header::TRAILER);
     }
+    // A trailer settles it: the body is read to its end, so its length is not told (an
+    // HTTP/1 writer stops at a declared length, before an HTTP/2 upstream's trailers).
+    let to_its_end = settlement.reads_trailers();
+    if to_its_end {
+        resp.headers_mut().remove(http::header::CONTENT_LENGTH);
+    }
     let (parts, body) = resp.into_parts();
     let mut metered = Metered::new(body, settlement, side);
+    if to_its_end {
+        metered = metered.to_its_end();
+    }
     if reads_usage {
         // Read from the head it came with: a JSON body or an event stream.
         let content_type = parts.headers.get(http::header::CONTENT_TYPE);

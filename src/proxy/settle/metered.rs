@@ -62,6 +62,12 @@ pub struct Metered<B> {
     paused: Duration,
     /// A tier settles on the usage the answer reports: it is read as the bytes pass.
     usage: Option<Box<UsageScanner>>,
+    /// The length the body declared, when it did and it is the whole story: an HTTP/1
+    /// writer stops polling once it has written that many bytes (an HTTP/2 upstream's
+    /// stream may still be open), so a body dropped then went through whole.
+    declared: Option<u64>,
+    /// Its length is not told on (`to_its_end`).
+    open_ended: bool,
 }
 
 impl<B: Body> Metered<B> {
@@ -76,12 +82,24 @@ impl<B: Body> Metered<B> {
             waiting: None,
             paused: Duration::ZERO,
             usage: None,
+            declared: None,
+            open_ended: false,
         };
+        metered.declared = metered.inner.size_hint().exact();
         // An empty body may never be polled.
         if metered.inner.is_end_stream() {
             metered.finish(End::Complete);
         }
         metered
+    }
+
+    /// Read to its very end, trailers included, whatever length it declared: the head's
+    /// `Content-Length` is to be dropped with it, so an HTTP/1 writer sends it chunked
+    /// and polls past its last byte (a trailer settles it).
+    pub fn to_its_end(mut self) -> Self {
+        self.declared = None;
+        self.open_ended = true;
+        self
     }
 
     /// Reads the usage the answer reports as it streams (an answer of `content_type`).
@@ -300,7 +318,13 @@ where
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        if !self.open_ended {
+            return self.inner.size_hint();
+        }
+        // No exact length: the writer reads it to its end (`to_its_end`).
+        let mut hint = SizeHint::new();
+        hint.set_lower(self.inner.size_hint().lower());
+        hint
     }
 }
 
@@ -334,6 +358,8 @@ impl<B: Body> Metered<B> {
 
 impl<B> Drop for Metered<B> {
     fn drop(&mut self) {
-        self.finish(End::Gone);
+        // Every declared byte passed on: the writer had what it needed and stopped.
+        let whole = self.declared.is_some_and(|n| n == self.bytes) && self.held.is_none();
+        self.finish(if whole { End::Complete } else { End::Gone });
     }
 }
