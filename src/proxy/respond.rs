@@ -87,33 +87,7 @@ async fn settle_response(
     }
     let resp = match forwarded {
         Err(resp) => {
-            // The gateway answered (502, 504, 413…): no cost came back. Past the upstream
-            // timeout the upstream had the request and may still run it to the end (and
-            // bill it): its cost is unreported, as when the client hangs up — else a
-            // client asking for more than the timeout allows paid an upstream failure.
-            let answer = resp.extensions().get::<Answer>();
-            let ran = matches!(answer, Some(Answer::UpstreamTimeout));
-            // The client's own upload failed (broken, stalled, or cut for a bytes tier it
-            // spent): the client left, as when it hangs up — the value it kept from
-            // coming settles at `max_cost`, not as the upstream's failure (which
-            // `refund_on_upstream_error` would make free). A body past `max_body` is the
-            // gateway's refusal, which counts as failed (docs/decisions.md).
-            let client_left = matches!(
-                answer,
-                Some(Answer::BodyBroken | Answer::BodyStalled)
-                    | Some(Answer::BodyCut {
-                        why: CutReason::Budget | CutReason::MaxCost,
-                        ..
-                    })
-            );
-            // (No byte can move after it: a bytes source is the upstream's failure.)
-            for s in [by_header, settlement] {
-                s.finish(|p| match (client_left, ran) {
-                    (true, _) => Measured::Aborted(0),
-                    (false, true) if !p.settle().source.measures_bytes() => Measured::Unreported,
-                    _ => Measured::UpstreamFailed(0),
-                });
-            }
+            settle_unanswered(&resp, [by_header, settlement]);
             return resp;
         }
         Ok(resp) => resp,
@@ -131,14 +105,72 @@ async fn settle_response(
             admission.settled(tier, debt);
         }
     }
+    settle_trailers_only(&resp, &mut settlement);
     if settlement.is_empty() {
         return resp;
     }
     if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
         return settle_tunnel(resp, settlement);
     }
+    metered(resp, settlement, takes_trailers)
+}
+
+/// The gateway answered (502, 504, 408, 400…): no cost came back. Past the upstream
+/// timeout the upstream had the request and may still run it to the end (and bill it):
+/// its cost is unreported, as when the client hangs up — else a client asking for more
+/// than the timeout allows paid an upstream failure.
+fn settle_unanswered(resp: &Response<Body>, settlements: [Settlement; 2]) {
+    let answer = resp.extensions().get::<Answer>();
+    let ran = matches!(answer, Some(Answer::UpstreamTimeout));
+    // The client's own upload failed (broken, stalled, or cut for a bytes tier it spent):
+    // the client left, as when it hangs up — the value it kept from coming settles at
+    // `max_cost`, not as the upstream's failure (which `refund_on_upstream_error` would
+    // make free). A body past `max_body` is the gateway's refusal, which counts as failed
+    // (docs/decisions.md).
+    let client_left = matches!(
+        answer,
+        Some(Answer::BodyBroken | Answer::BodyStalled)
+            | Some(Answer::BodyCut {
+                why: CutReason::Budget | CutReason::MaxCost,
+                ..
+            })
+    );
+    // (No byte can move after it: a bytes source is the upstream's failure.)
+    for s in settlements {
+        s.finish(|p| match (client_left, ran) {
+            (true, _) => Measured::Aborted(0),
+            (false, true) if !p.settle().source.measures_bytes() => Measured::Unreported,
+            _ => Measured::UpstreamFailed(0),
+        });
+    }
+}
+
+/// A gRPC answer that is trailers only (no message came: an error, or an empty stream
+/// after work done): its trailers are its head, so a trailer-settled tier reads its
+/// value there — else it settled as a value that never came, the reserve.
+fn settle_trailers_only(resp: &Response<Body>, settlement: &mut Settlement) {
+    let grpc = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/grpc"));
+    if !grpc || !http_body::Body::is_end_stream(resp.body()) || !settlement.reads_trailers() {
+        return;
+    }
+    let server_error = resp.status().is_server_error();
+    let in_head = settlement.split(|s| matches!(s, SettleSource::ResponseTrailer(_)));
+    in_head.finish(|p| match &p.settle().source {
+        SettleSource::ResponseTrailer(name) => match parse_value(resp.headers(), name) {
+            Measured::Missing if server_error => Measured::UpstreamFailed(0),
+            measured => measured,
+        },
+        _ => Measured::Missing,
+    });
+}
+
+/// The answer's body, metered for what its bytes, usage or trailers tell.
+fn metered(resp: Response<Body>, settlement: Settlement, takes_trailers: bool) -> Response<Body> {
     let side = Side::Response {
-        server_error,
+        server_error: resp.status().is_server_error(),
         success: resp.status().is_success(),
         timed_out: resp.status() == StatusCode::GATEWAY_TIMEOUT,
         refused: resp.status().is_client_error(),

@@ -242,61 +242,6 @@ async fn routes_per_method_and_limits_per_method() {
     counted.expect("Count has a bucket of its own");
 }
 
-#[tokio::test]
-async fn a_tier_settles_from_a_grpc_trailer() {
-    let up = GrpcUpstream::start().await;
-    let toml = Fixture::new()
-        .upstream("api", "protocol = \"h2c\"")
-        .policy_raw(
-            "tokens",
-            r#"
-            key = "header:x-tenant-id"
-            limit = 100
-            period = "100s"
-            burst = 100
-            reserve = 1
-            settle = "response_trailer:x-usage-tokens"
-            "#,
-        )
-        .route("echo", "/test.Echo/", "api", &["tokens"])
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let mut client = EchoClient::connect(&gw.url("")).await;
-    let mut req = tonic::Request::new(Msg {
-        count: 60,
-        ..Msg::default()
-    });
-    req.metadata_mut()
-        .insert("x-tenant-id", "t".parse().expect("v"));
-    let mut replies = client.count(req).await.expect("stream").into_inner();
-    while replies.message().await.expect("reply").is_some() {}
-    // 1 reserved at admission, 59 more settled from the trailer's 60: 40 of 100 left
-    // (the fake clock stands still, so nothing has been earned back).
-    let url = gw.admin_url("/admin/limits/tokens/t");
-    let remaining = |left: u64| {
-        let url = url.clone();
-        async move {
-            let settled = eventually_async(Duration::from_secs(30), || async {
-                get(&url, &[]).await.json()["remaining"] == left
-            })
-            .await;
-            assert!(settled, "not {left}: {}", get(&url, &[]).await.text());
-        }
-    };
-    remaining(40).await;
-    // Clients that do not take trailers (no `te: trailers`), over HTTP/1.1 and HTTP/2,
-    // pay the same: the gateway asks the upstream for them anyway. Count{count: 15}.
-    let call: &'static [u8] = b"\x00\x00\x00\x00\x02\x10\x0f";
-    let headers = [("content-type", "application/grpc"), ("x-tenant-id", "t")];
-    let mut left = 40;
-    for client in [http1(), http2()] {
-        let r = send(&client, "POST", &gw.url("/test.Echo/Count"), &headers, call).await;
-        assert_eq!(r.status, 200, "{r:?}");
-        left -= 15;
-        remaining(left).await;
-    }
-}
-
 /// grpcio (gRPC's C core) as the upstream and as the client: tests/grpcio/echo.py.
 struct GrpcioServer(std::process::Child);
 

@@ -38,6 +38,7 @@ mod failover;
 mod faults;
 mod fuzz_corpus;
 mod grpc;
+mod grpc_settle;
 mod header_truth;
 mod health;
 mod hostile;

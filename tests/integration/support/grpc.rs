@@ -45,7 +45,8 @@ impl Msg {
 
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<Msg, Status>> + Send>>;
 
-/// `test.Echo`: Say (unary; `text = "fail"` answers INVALID_ARGUMENT with a trailer),
+/// `test.Echo`: Say (unary; `text = "fail"` answers INVALID_ARGUMENT with a trailer, and
+/// `x-usage-tokens: count` when `count` is set),
 /// Count (server streaming: `count` replies, `delay_ms` apart, `pad` bytes each; the
 /// trailers carry `x-usage-tokens: count`), Sum (client streaming) and Chat (bidi: each
 /// message echoed as it comes).
@@ -71,6 +72,11 @@ async fn say(req: Request<Msg>) -> Result<Response<Msg>, Status> {
         status
             .metadata_mut()
             .insert("x-detail", "failed-on-purpose".parse().expect("value"));
+        // The work a failed call still did, as a usage trailer (trailers-only).
+        if msg.count > 0 {
+            let usage = msg.count.to_string().parse().expect("value");
+            status.metadata_mut().insert("x-usage-tokens", usage);
+        }
         return Err(status);
     }
     Ok(Response::new(Msg {
