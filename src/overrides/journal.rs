@@ -164,16 +164,36 @@ pub fn read(path: &Path) -> Result<Read, FileError> {
     Ok(read)
 }
 
-/// The file's text and what it was when read (from the handle the text came from).
+/// The file's text and what it was when read (from the handle the text came from). A
+/// last line without its end that is not UTF-8 (an append cut inside a character) is a
+/// torn line: left out here, and said by `replay` as any torn line is.
 fn read_text(path: &Path) -> std::io::Result<(String, Option<Seen>)> {
     use std::io::Read as _;
     let mut file = File::open(path)?;
-    let mut text = String::new();
-    file.read_to_string(&mut text)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
     let seen = file.metadata().ok().map(|meta| Seen {
-        len: text.len() as u64,
+        len: bytes.len() as u64,
         ..Seen::of(&meta)
     });
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let bytes = e.into_bytes();
+            let last_line = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1);
+            if bytes.ends_with(b"\n") || valid < last_line {
+                let at = format!("bytes that are not UTF-8 at offset {valid}");
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, at));
+            }
+            // Whole lines, and the torn one's valid start: still a line without its end.
+            let mut text = String::from_utf8_lossy(&bytes[..valid]).into_owned();
+            if text.len() == last_line {
+                text.push('?');
+            }
+            text
+        }
+    };
     Ok((text, seen))
 }
 

@@ -69,6 +69,39 @@ fn reads_the_first_versions_file_and_drops_a_torn_last_line() {
     assert!(r.rewrite, "rewritten whole at the next change");
 }
 
+/// An append cut inside a character (a key's `é`) leaves a last line that is not UTF-8:
+/// a torn line like any other, not a file the gateway cannot start with. Bytes that are
+/// not UTF-8 in a whole line are a corrupt file, said with where.
+#[test]
+fn a_last_line_torn_inside_a_character_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("overrides.json");
+    let line = serde_json::to_string(&Change::Put(one("a"))).unwrap();
+    let torn = serde_json::to_string(&Change::Put(one("caf\u{e9}"))).unwrap();
+    let cut = torn.find('\u{e9}').unwrap() + 1;
+    let mut bytes = format!("{{\"tollgate_overrides\":2}}\n{line}\n").into_bytes();
+    bytes.extend_from_slice(&torn.as_bytes()[..cut]);
+    std::fs::write(&path, &bytes).unwrap();
+    let r = read(&path).unwrap();
+    assert_eq!(r.overrides, vec![one("a")]);
+    assert!(r.rewrite, "rewritten whole at the next change");
+    // Cut right after the line's end: nothing of the torn line is valid.
+    let mut bytes = format!("{{\"tollgate_overrides\":2}}\n{line}\n").into_bytes();
+    bytes.push(0xC3);
+    std::fs::write(&path, &bytes).unwrap();
+    let r = read(&path).unwrap();
+    assert_eq!((r.overrides, r.rewrite), (vec![one("a")], true));
+    // Inside a whole line: corrupt, with its offset.
+    let mut bytes = b"{\"tollgate_overrides\":2}\n".to_vec();
+    bytes.extend_from_slice(&torn.as_bytes()[..cut]);
+    bytes.extend_from_slice(format!("\n{line}\n").as_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let Err(e) = read(&path) else {
+        panic!("read bytes that are not UTF-8 in a whole line");
+    };
+    assert!(e.to_string().contains("not UTF-8"), "{e}");
+}
+
 #[test]
 fn a_corrupt_file_is_located() {
     let dir = tempfile::tempdir().unwrap();
