@@ -20,6 +20,14 @@ use crate::proxy::snapshot::Shared;
 /// Events closer together than this are one change (an editor writes, renames and
 /// touches; a ConfigMap swap is several renames).
 const SETTLE: Duration = Duration::from_millis(300);
+/// A change is read once the file has held still this long (no event, the same bytes): a
+/// writer slower than one settle (`cp` or `scp` on a loaded machine, a generator writing
+/// in steps) is not read half-written — a cut at a line's end is often a valid config,
+/// with a route's tiers or the admin token left out.
+const QUIET: Duration = Duration::from_secs(1);
+/// At most this many quiet waits: a file rewritten without a pause for longer is read as
+/// it then is.
+const MAX_WAITS: usize = 30;
 
 /// The folder a file is in (`.` for a bare name).
 fn folder_of(path: &Path) -> PathBuf {
@@ -58,7 +66,9 @@ pub fn spawn(
         .and_then(|r| r.ratelimit_config.clone());
     let (tx, mut rx) = mpsc::channel::<()>(1);
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if event.is_ok() {
+        // A read is no change (the watcher's own reads of the file among them).
+        let changed = event.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_)));
+        if changed {
             // Full means a change is already pending: nothing is lost by dropping this.
             let _ = tx.try_send(());
         }
@@ -80,10 +90,9 @@ pub fn spawn(
                 _ = shutdown.changed() => return,
                 got = rx.recv() => if got.is_none() { return },
             }
-            // Let the burst of events settle, then judge the file as it is now.
+            // Let the burst of events settle, then judge the file once it holds still.
             tokio::time::sleep(SETTLE).await;
-            while rx.try_recv().is_ok() {}
-            let now = contents(&path, yaml.as_deref());
+            let now = held_still(&mut rx, || contents(&path, yaml.as_deref())).await;
             if now.is_none() || now == last {
                 // Gone for a moment (mid-swap) or unchanged (another file, a touch):
                 // the next event looks again.
@@ -95,4 +104,27 @@ pub fn spawn(
             let _ = crate::reload::reload(&shared).await;
         }
     }))
+}
+
+/// What `read` gives once it gave the same twice [`QUIET`] apart with no event between
+/// (or after [`MAX_WAITS`] waits).
+async fn held_still(
+    events: &mut mpsc::Receiver<()>,
+    read: impl Fn() -> Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
+    while events.try_recv().is_ok() {}
+    let mut now = read();
+    for _ in 0..MAX_WAITS {
+        tokio::time::sleep(QUIET).await;
+        let mut quiet = true;
+        while events.try_recv().is_ok() {
+            quiet = false;
+        }
+        let again = read();
+        if quiet && again == now {
+            break;
+        }
+        now = again;
+    }
+    now
 }

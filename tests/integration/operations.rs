@@ -203,6 +203,33 @@ async fn watch_config_reloads_edits_renames_and_refuses_broken_files() {
     );
 }
 
+/// A file written in place in two steps, half a second apart (a slow `cp`, a generator
+/// writing as it goes), is read once it holds still: its first half, a valid config on
+/// its own, is never applied. One reload, of the whole file.
+#[tokio::test]
+async fn watch_config_does_not_reload_a_file_half_written() {
+    use std::io::Write as _;
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(&path, watched("/one", &up)).expect("write");
+    let gw = Process::run(&path);
+    let base = format!("http://{}", gw.addr);
+    assert_eq!(get(&format!("{base}/one"), &[]).await.status, 200);
+    let half = watched("/half", &up);
+    let rest = "\n[[routes]]\nname = \"whole\"\npath = \"/whole\"\nupstream = \"api\"\n";
+    let mut file = std::fs::File::create(&path).expect("truncate");
+    file.write_all(half.as_bytes()).expect("first half");
+    file.sync_all().expect("sync");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    file.write_all(rest.as_bytes()).expect("second half");
+    file.sync_all().expect("sync");
+    drop(file);
+    assert!(serves(&base, "/whole").await, "log:\n{}", gw.log());
+    assert_eq!(get(&format!("{base}/half"), &[]).await.status, 200);
+    assert_eq!(reloads(&gw, "ok").await, 1, "log:\n{}", gw.log());
+}
+
 #[tokio::test]
 async fn watch_config_follows_a_configmap_swap() {
     use std::os::unix::fs::symlink;
