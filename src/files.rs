@@ -1,7 +1,8 @@
 //! Files the gateway writes — runtime overrides, the ready file, state files — written so
 //! that no local account can turn them against it or read them: never through a symbolic
 //! link, readable by the gateway's user alone (0600), and never half-written (an exclusive,
-//! unpredictable temporary name beside the target, synced, then renamed over it).
+//! unpredictable temporary name beside the target, synced, then renamed over it); and
+//! read back only when they are regular files no other account wrote.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -66,6 +67,74 @@ pub fn append_to(path: &Path) -> Result<File, WriteError> {
                 source,
             },
         })
+}
+
+/// Opens `path` to read back what the gateway wrote there (its state file, its overrides
+/// file), refusing what it cannot trust: a symbolic link, anything but a regular file (a
+/// FIFO would hold the start forever, a device would be read without end), and a file
+/// with content that another user owns or that others may write (a local account could
+/// forge limits, debts or the key hasher's seeds). An empty file carries nothing and is
+/// read whoever made it (`touch` makes one). `NotFound` passes through.
+pub fn open_own(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    let refused = |kind, why: String| Err(io::Error::new(kind, why));
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "it is a symbolic link: tollgate reads back no file through a link (name the file itself)",
+            ),
+            _ => e,
+        })?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return refused(
+            io::ErrorKind::InvalidInput,
+            "it is not a regular file".to_owned(),
+        );
+    }
+    if meta.len() == 0 {
+        return Ok(file);
+    }
+    if let Some(me) = own_uid().filter(|&me| me != meta.uid()) {
+        return refused(
+            io::ErrorKind::PermissionDenied,
+            format!("it is owned by uid {}, not by the gateway's user (uid {me}): another account could have written it; remove it, or chown it to the gateway's user", meta.uid()),
+        );
+    }
+    if meta.mode() & 0o022 != 0 {
+        return refused(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "other users may write it (mode {:o}): chmod go-w it",
+                meta.mode() & 0o777
+            ),
+        );
+    }
+    Ok(file)
+}
+
+/// The user this process runs as (`/proc/self` is owned by it), where `/proc` tells.
+fn own_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+/// Whether the gateway can write beside `path` (a state file it writes every few
+/// seconds): a temporary file is made there and removed. Refused at start rather than
+/// found months later, when the next start has nothing to restore.
+pub fn check_writable(path: &Path) -> Result<(), WriteError> {
+    refuse_link(path)?;
+    let (tmp, file) = create_beside(path).map_err(|source| WriteError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    drop(file);
+    let _ = std::fs::remove_file(tmp);
+    Ok(())
 }
 
 /// A target that is a symbolic link is refused: whoever could plant it would choose
@@ -161,6 +230,51 @@ mod tests {
             .unwrap()
             .file_type()
             .is_symlink());
+    }
+
+    #[test]
+    fn reads_back_only_its_own_regular_files() {
+        use std::io::Read as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state");
+        replace(&path, |out| out.write_all(b"ours")).unwrap();
+        let mut text = String::new();
+        open_own(&path).unwrap().read_to_string(&mut text).unwrap();
+        assert_eq!(text, "ours");
+        let refused = |p: &Path| open_own(p).expect_err("refused").to_string();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(refused(&path).contains("other users may write it (mode 666)"));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(refused(&link).contains("symbolic link"));
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        assert!(refused(&fifo).contains("not a regular file"));
+        // Empty (`touch`): nothing to trust, whatever its mode.
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "").unwrap();
+        std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(open_own(&empty).is_ok());
+        let missing = open_own(&dir.path().join("missing")).expect_err("missing");
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_folder_it_cannot_write_in_is_found_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state");
+        check_writable(&path).unwrap();
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing left"
+        );
+        let gone = dir.path().join("no-such-folder").join("state");
+        assert!(matches!(check_writable(&gone), Err(WriteError::Io { .. })));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(matches!(check_writable(&link), Err(WriteError::Link(_))));
     }
 
     #[test]

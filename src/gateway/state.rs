@@ -11,10 +11,15 @@ use crate::store::state::{self, StateError};
 use crate::store::Limiter;
 
 /// Reads `config`'s state file, if it names one: the seeds keys are hashed with, and the
-/// keys to restore. A damaged or foreign file refuses the start (and `tollgate check`).
+/// keys to restore. A damaged or foreign file, one another account wrote, a link, or a
+/// folder the state cannot be written in refuses the start (and `tollgate check`).
 pub fn read(config: &Config) -> Result<Option<state::Saved>, StateError> {
     match (&config.store.backend, &config.store.state_file) {
-        (Backend::Memory, Some(path)) => state::read(path),
+        (Backend::Memory, Some(path)) => {
+            // Found now, not at the next start when there is nothing to restore.
+            crate::files::check_writable(path)?;
+            state::read(path)
+        }
         _ => Ok(None),
     }
 }

@@ -169,7 +169,7 @@ pub fn read(path: &Path) -> Result<Read, FileError> {
 /// torn line: left out here, and said by `replay` as any torn line is.
 fn read_text(path: &Path) -> std::io::Result<(String, Option<Seen>)> {
     use std::io::Read as _;
-    let mut file = File::open(path)?;
+    let mut file = crate::files::open_own(path)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     let seen = file.metadata().ok().map(|meta| Seen {

@@ -36,6 +36,7 @@ mod django;
 mod docs;
 mod failover;
 mod faults;
+mod files_at_start;
 mod fuzz_corpus;
 mod grpc;
 mod grpc_settle;

@@ -56,7 +56,13 @@ pub struct Written {
 
 /// Reads `path`: `None` when it does not exist (an empty state).
 pub fn read(path: &Path) -> Result<Option<Saved>, StateError> {
-    let bytes = match std::fs::read(path) {
+    let read_own = || -> std::io::Result<Vec<u8>> {
+        use std::io::Read as _;
+        let mut bytes = Vec::new();
+        crate::files::open_own(path)?.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    let bytes = match read_own() {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
