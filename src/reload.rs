@@ -3,6 +3,7 @@
 //! changed is said by name (`changes.rs`).
 
 mod changes;
+mod queue;
 
 use std::sync::Arc;
 
@@ -11,11 +12,12 @@ use crate::metrics::ResultLabels;
 use crate::proxy::snapshot::{Shared, Snapshot};
 
 pub use changes::{Changes, Delta};
+pub use queue::{reload, ReloadQueue};
 
 /// What a successful reload applied: the new file's counts, what changed by name, and
 /// what changed that only a restart applies. `POST /admin/reload` answers it as JSON, and
 /// `tollgate reload` reads it back.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ReloadReport {
     pub routes: usize,
     pub policies: usize,
@@ -55,19 +57,16 @@ pub enum ReloadError {
     Config(#[from] ConfigError),
     #[error("the reload task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// The outcome of a reload this caller joined (it was waiting to begin), as said.
+    #[error("{0}")]
+    Joined(String),
 }
 
-/// Reloads the file the gateway was started with. Reloads are serialized, and each runs
-/// to its end on a task of its own: an admin client hanging up mid-reload (which drops
-/// the future that asked) must not leave a new config running with half its work done
-/// (overrides, refusals and slices of the old numbers).
-pub async fn reload(shared: &Arc<Shared>) -> Result<ReloadReport, ReloadError> {
-    let shared = shared.clone();
-    tokio::spawn(async move { reload_here(&shared).await }).await?
-}
-
+/// One reload, the queue's turn taken (`queue::reload` asks for it): each runs to its end
+/// on a task of its own, as an admin client hanging up mid-reload (which drops the future
+/// that asked) must not leave a new config running with half its work done (overrides,
+/// refusals and slices of the old numbers).
 async fn reload_here(shared: &Shared) -> Result<ReloadReport, ReloadError> {
-    let _one_at_a_time = shared.reload_lock.lock().await;
     let result = reload_locked(shared).await;
     let label = if result.is_ok() { "ok" } else { "error" };
     shared

@@ -333,7 +333,7 @@ fn shared_state(
         clock,
         metrics: metrics.clone(),
         config_path,
-        reload_lock: tokio::sync::Mutex::new(()),
+        reloads: Default::default(),
         overrides: Overrides::new(kept),
         spans,
         sampling: Default::default(),

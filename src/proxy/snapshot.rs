@@ -159,8 +159,9 @@ pub struct Shared {
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     pub config_path: PathBuf,
-    /// Serializes reloads: two SIGHUPs at once cannot interleave.
-    pub reload_lock: tokio::sync::Mutex<()>,
+    /// Reloads one at a time, at most one waiting: two SIGHUPs at once cannot
+    /// interleave, and callers cannot queue them without bound.
+    pub reloads: crate::reload::ReloadQueue,
     /// Per-key limits set through the admin API.
     pub overrides: crate::overrides::Overrides,
     /// Sampled requests' spans, on their way to the OTLP exporter.

@@ -321,3 +321,28 @@ async fn admin_answers_errors_included_are_never_cached() {
         );
     }
 }
+
+/// A hundred reloads asked at once (an admin script in a loop, a caller that asks and
+/// hangs up) queue no hundred reloads: those asked while one waits to begin share its
+/// outcome. Every caller is answered with the reload that read the file after it asked.
+#[tokio::test]
+async fn reloads_asked_at_once_share_the_one_waiting() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&reloadable("/load", 3).build(), &up.url()).await;
+    gw.rewrite(&reloadable("/load", 5).build(), &up.url());
+    let url = gw.admin_url("/admin/reload");
+    let asked: Vec<_> = (0..100)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { send(&http1(), "POST", &url, &[], b"").await })
+        })
+        .collect();
+    for answer in asked {
+        let r = answer.await.expect("answered");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json()["status"], "ok");
+    }
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let done = metric(&metrics, "tollgate_config_reloads_total{result=\"ok\"}");
+    assert!((1.0..50.0).contains(&done), "{done} reloads for 100 asked");
+}
