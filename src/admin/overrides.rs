@@ -230,6 +230,11 @@ fn refused(e: ChangeError) -> Response<Body> {
             "store_unavailable",
             &[("detail", e.to_string().into())],
         ),
+        ChangeError::KeyTooLong => json_error(
+            StatusCode::BAD_REQUEST,
+            "key_too_long",
+            &[("max_bytes", crate::overrides::MAX_KEY_PART.into())],
+        ),
         ChangeError::TooMany => json_error(
             StatusCode::CONFLICT,
             "too_many_overrides",

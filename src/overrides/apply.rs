@@ -71,11 +71,15 @@ pub fn all(config: &Config, limiter: &Limiter, set: &mut OverrideSet, now_ms: u6
     }
 }
 
-/// The policy exists and the key has one part per key source.
+/// The policy exists and the key has one part per key source, none over
+/// [`MAX_KEY_PART`](super::MAX_KEY_PART) bytes.
 pub fn check_id(config: &Config, id: &OverrideId) -> Result<(), ChangeError> {
     let policy = config
         .policy(&id.policy)
         .ok_or_else(|| ChangeError::UnknownPolicy(id.policy.clone()))?;
+    if id.key.iter().any(|part| part.len() > super::MAX_KEY_PART) {
+        return Err(ChangeError::KeyTooLong);
+    }
     crate::store::keys::key_shape(policy, &id.key).map_err(|expected| ChangeError::BadKey {
         policy: id.policy.clone(),
         expected,

@@ -75,7 +75,14 @@ pub enum ChangeError {
     File(#[from] FileError),
     #[error("{MAX_OVERRIDES} runtime overrides are set already")]
     TooMany,
+    #[error("a key part of an override is at most {MAX_KEY_PART} bytes")]
+    KeyTooLong,
 }
+
+/// The longest key part an override names: what bounds the overrides' memory, in this
+/// gateway, in the file and in Redis (100,000 overrides of one such part: 100 MB), with
+/// room for any key a request makes in practice (an API key, a user id, a network).
+pub const MAX_KEY_PART: usize = 1024;
 
 /// Runtime overrides one gateway keeps at most: each costs a look-up table entry and a
 /// line in the file; a fleet needing more wants them in the config's overrides.

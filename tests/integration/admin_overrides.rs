@@ -203,12 +203,21 @@ async fn bad_overrides_are_refused_with_the_config_checks_hints() {
             r.text()
         );
     }
+    // A key part over 1 KiB: what bounds the overrides' memory (here, the file, Redis).
+    let long = "k".repeat(1025);
+    let r = put_json(&url(&format!("tenant/{long}")), None, br#"{"burst": 5}"#).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["error"], "key_too_long");
+    assert_eq!(r.json()["max_bytes"], 1024);
     let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
     assert_eq!(
         listed["overrides"],
         serde_json::json!([]),
         "nothing refused was kept"
     );
+    let fits = "k".repeat(1024);
+    let r = put_json(&url(&format!("tenant/{fits}")), None, br#"{"burst": 5}"#).await;
+    assert_eq!(r.status, 200, "{}", r.text());
 }
 
 #[tokio::test]
