@@ -87,20 +87,13 @@ async fn a_key_on_a_dead_master_does_not_skip_the_tiers_the_others_hold() {
 /// there, it was refused `TRYAGAIN` and the client paid its reserve alone.)
 #[tokio::test]
 async fn a_debt_settled_while_its_slot_migrates_is_charged() {
-    use super::settle::{remaining, used};
+    use super::settle::{hourly_tokens_on, remaining, used};
     let cluster = RedisCluster::start();
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(format!(
+    let toml = hourly_tokens_on(format!(
             "backend = \"redis\"\nurl = {}\ntimeout = \"2s\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n",
             cluster.urls_toml()
-        ))
-        .policy_raw(
-            "tokens",
-            "key = \"header:x-tenant-id\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n",
-        )
-        .route("api", "/", "api", &["tokens"])
-        .build();
+        ));
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     gw.wait_for_store("/v1/usage", "warm-up").await;
     let keys = |n: &RedisServer| -> Vec<String> {

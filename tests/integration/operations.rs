@@ -156,15 +156,23 @@ async fn reloads(gw: &Process, result: &str) -> u64 {
         .map_or(0, |v| v.trim().parse().expect("a count"))
 }
 
-#[tokio::test]
-async fn watch_config_reloads_edits_renames_and_refuses_broken_files() {
-    let up = Upstream::start().await;
+/// A gateway process watching its config, serving `/one` at the returned base URL; the
+/// config is `tollgate.toml` in the folder returned.
+async fn watched_gateway(up: &Upstream) -> (tempfile::TempDir, Process, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
-    std::fs::write(&path, watched("/one", &up)).expect("write");
+    std::fs::write(&path, watched("/one", up)).expect("write");
     let gw = Process::run(&path);
     let base = format!("http://{}", gw.addr);
     assert_eq!(get(&format!("{base}/one"), &[]).await.status, 200);
+    (dir, gw, base)
+}
+
+#[tokio::test]
+async fn watch_config_reloads_edits_renames_and_refuses_broken_files() {
+    let up = Upstream::start().await;
+    let (dir, gw, base) = watched_gateway(&up).await;
+    let path = dir.path().join("tollgate.toml");
 
     // Edited in place.
     std::fs::write(&path, watched("/two", &up)).expect("write");
@@ -210,12 +218,8 @@ async fn watch_config_reloads_edits_renames_and_refuses_broken_files() {
 async fn watch_config_does_not_reload_a_file_half_written() {
     use std::io::Write as _;
     let up = Upstream::start().await;
-    let dir = tempfile::tempdir().expect("tempdir");
+    let (dir, gw, base) = watched_gateway(&up).await;
     let path = dir.path().join("tollgate.toml");
-    std::fs::write(&path, watched("/one", &up)).expect("write");
-    let gw = Process::run(&path);
-    let base = format!("http://{}", gw.addr);
-    assert_eq!(get(&format!("{base}/one"), &[]).await.status, 200);
     let half = watched("/half", &up);
     let rest = "\n[[routes]]\nname = \"whole\"\npath = \"/whole\"\nupstream = \"api\"\n";
     let mut file = std::fs::File::create(&path).expect("truncate");

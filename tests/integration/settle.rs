@@ -19,6 +19,19 @@ pub(super) fn tokens(settle: &str, extra: &str) -> Fixture {
         .route("api", "/", "api", &["tokens"])
 }
 
+/// The tokens tier on the store `store` names (its `[store]` lines): 100 at once and 100
+/// an hour (nothing refills during a test), 10 reserved, settled from `x-usage-tokens`.
+pub(super) fn hourly_tokens_on(store: String) -> String {
+    Fixture::new()
+        .store(store)
+        .policy_raw(
+            "tokens",
+            "key = \"header:x-tenant-id\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n",
+        )
+        .route("api", "/", "api", &["tokens"])
+        .build()
+}
+
 pub(super) async fn used(gw: &TestGateway, usage: &str) -> Got {
     get(
         &gw.url("/v1/usage"),

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::settle::{remaining, used};
+use super::settle::{hourly_tokens_on, remaining, used};
 use crate::support::*;
 
 #[tokio::test]
@@ -24,14 +24,9 @@ async fn with_a_redis_cluster_two_gateways_share_a_token_budget_exactly() {
 async fn shared_budget(url_toml: &str) {
     let up = Upstream::start().await;
     // T = 36 s: the test cannot refill a unit.
-    let toml = Fixture::new()
-        .store(format!("backend = \"redis\"\nurl = {url_toml}\ntimeout = \"5s\"\n"))
-        .policy_raw(
-            "tokens",
-            "key = \"header:x-tenant-id\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n",
-        )
-        .route("api", "/", "api", &["tokens"])
-        .build();
+    let toml = hourly_tokens_on(format!(
+        "backend = \"redis\"\nurl = {url_toml}\ntimeout = \"5s\"\n"
+    ));
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     for gw in [&a, &b] {
@@ -120,17 +115,10 @@ async fn hanging_up_mid_download_pays_for_what_moved() {
 async fn an_admission_by_the_local_fallback_settles_locally() {
     let mut redis = RedisServer::start();
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\non_error = \"local\"\n",
-            redis.url()
-        ))
-        .policy_raw(
-            "tokens",
-            "key = \"header:x-tenant-id\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 10\nsettle = \"response_header:x-usage-tokens\"\n",
-        )
-        .route("api", "/", "api", &["tokens"])
-        .build();
+    let toml = hourly_tokens_on(format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\non_error = \"local\"\n",
+        redis.url()
+    ));
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     redis.kill();
     let r = used(&gw, "95").await;
