@@ -32,6 +32,7 @@
 pub mod admin;
 pub mod cli;
 pub mod clock;
+pub mod coalesce;
 pub mod config;
 pub mod conn;
 pub mod control;

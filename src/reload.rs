@@ -1,71 +1,36 @@
 //! Reload: read and validate the file off the request path, then swap the whole snapshot.
 //! A failed reload keeps the running config; limiter state is never touched. What it
-//! changed is said by name (`changes.rs`).
-
-mod changes;
-mod queue;
+//! changed is said by name (`config/changes.rs`); reloads go one at a time, at most one
+//! waiting, which later callers join (`coalesce.rs`).
 
 use std::sync::Arc;
 
-use crate::config::{self, Config, ConfigError};
+use crate::config::{self, Config};
 use crate::metrics::ResultLabels;
 use crate::proxy::snapshot::{Shared, Snapshot};
 
-pub use changes::{Changes, Delta};
-pub use queue::{reload, ReloadQueue};
+pub use crate::config::changes::{Changes, Delta};
+pub use crate::config::reload_report::{ReloadError, ReloadReport};
 
-/// What a successful reload applied: the new file's counts, what changed by name, and
-/// what changed that only a restart applies. `POST /admin/reload` answers it as JSON, and
-/// `tollgate reload` reads it back.
-#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ReloadReport {
-    pub routes: usize,
-    pub policies: usize,
-    pub needs_restart: Vec<String>,
-    /// Routes, policies and upstreams added, removed and changed; live `[server]` settings.
-    pub changes: Changes,
-    /// What the new file says that is valid but likely not meant (also logged).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-}
-
-impl ReloadReport {
-    /// What `tollgate reload` prints: the counts, one line per kind that changed (or
-    /// `nothing changed`), then what waits for a restart and the warnings.
-    pub fn lines(&self) -> Vec<String> {
-        let mut lines = vec![format!(
-            "reloaded: {} routes, {} policies",
-            self.routes, self.policies
-        )];
-        lines.extend(self.changes.lines());
-        if self.changes.is_empty() && self.needs_restart.is_empty() {
-            lines.push("nothing changed".to_owned());
-        }
-        for what in &self.needs_restart {
-            lines.push(format!(
-                "{what} changed: this takes effect only after a restart"
-            ));
-        }
-        lines.extend(self.warnings.iter().cloned());
-        lines
+/// Reloads the file the gateway was started with, or joins the reload waiting to begin
+/// (`ReloadQueue`). Each runs to its end on a task of its own: an admin client hanging
+/// up mid-reload (which drops the future that asked) must not leave a new config running
+/// with half its work done (overrides, refusals and slices of the old numbers).
+pub async fn reload(shared: &Arc<Shared>) -> Result<ReloadReport, ReloadError> {
+    let owned = shared.clone();
+    let outcome = shared
+        .reloads
+        .run(move || async move { reload_here(&owned).await })
+        .await;
+    match outcome.as_deref() {
+        Some(Ok(report)) => Ok(report.clone()),
+        Some(Err(e)) => Err(ReloadError::Joined(e.to_string())),
+        None => Err(ReloadError::Joined(
+            "the reload task ended without an outcome".into(),
+        )),
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("the reload task failed: {0}")]
-    Task(#[from] tokio::task::JoinError),
-    /// The outcome of a reload this caller joined (it was waiting to begin), as said.
-    #[error("{0}")]
-    Joined(String),
-}
-
-/// One reload, the queue's turn taken (`queue::reload` asks for it): each runs to its end
-/// on a task of its own, as an admin client hanging up mid-reload (which drops the future
-/// that asked) must not leave a new config running with half its work done (overrides,
-/// refusals and slices of the old numbers).
 async fn reload_here(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     let result = reload_locked(shared).await;
     let label = if result.is_ok() { "ok" } else { "error" };

@@ -2,6 +2,7 @@
 //! the immutable `model` (with its `policy` types) that the gateway runs on.
 
 mod admin_token;
+pub mod changes;
 pub mod compile;
 pub mod error;
 pub mod model;
@@ -10,6 +11,7 @@ pub mod policy;
 pub mod prices;
 pub mod raw;
 mod redact;
+pub mod reload_report;
 pub mod rlqs;
 pub mod rls;
 mod rls_tree;

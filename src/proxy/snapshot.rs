@@ -153,6 +153,10 @@ impl Snapshot {
     }
 }
 
+/// What one reload came to, shared by every caller that joined it.
+pub type ReloadOutcome =
+    Result<crate::config::reload_report::ReloadReport, crate::config::reload_report::ReloadError>;
+
 pub struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
     pub limiter: Limiter,
@@ -161,7 +165,7 @@ pub struct Shared {
     pub config_path: PathBuf,
     /// Reloads one at a time, at most one waiting: two SIGHUPs at once cannot
     /// interleave, and callers cannot queue them without bound.
-    pub reloads: crate::reload::ReloadQueue,
+    pub reloads: crate::coalesce::Coalescing<ReloadOutcome>,
     /// Per-key limits set through the admin API.
     pub overrides: crate::overrides::Overrides,
     /// Sampled requests' spans, on their way to the OTLP exporter.
