@@ -6,7 +6,7 @@
 
 use http::header::{HeaderName, AUTHORIZATION, COOKIE};
 
-use super::KeySource;
+use super::source::KeySource;
 
 /// The names, each once; a handful at most, so a scan beats a hash.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
