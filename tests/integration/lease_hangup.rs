@@ -110,8 +110,11 @@ async fn a_slice_fetched_for_a_client_gone_serves_the_next(how: HangUp) {
     .await;
     assert!(landed, "the fetch completed after the client left");
     assert_eq!(remaining(&gw).await, 49, "a slice of 25 charged");
-    // Its 25 units serve the key's next 25 requests, without another call.
-    for i in 0..25 {
+    // Its units serve the key's next requests without another call: 25 when the gateway
+    // saw the hang-up before the slice came (the gone request's unit went back into it),
+    // 24 when the slice came first (the request took its unit and went upstream, its
+    // client gone a moment later). Either way none is lost.
+    for i in 0..24 {
         assert_eq!(get(&gw.url("/"), &TENANT).await.status, 200, "request {i}");
     }
     assert_eq!(
