@@ -13,7 +13,7 @@ pub use crate::config::changes::{Changes, Delta};
 pub use crate::config::reload_report::{ReloadError, ReloadReport};
 
 /// Reloads the file the gateway was started with, or joins the reload waiting to begin
-/// (`ReloadQueue`). Each runs to its end on a task of its own: an admin client hanging
+/// (`Shared::reloads`). Each runs to its end on a task of its own: an admin client hanging
 /// up mid-reload (which drops the future that asked) must not leave a new config running
 /// with half its work done (overrides, refusals and slices of the old numbers).
 pub async fn reload(shared: &Arc<Shared>) -> Result<ReloadReport, ReloadError> {

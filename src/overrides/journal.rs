@@ -186,12 +186,9 @@ fn read_text(path: &Path) -> std::io::Result<(String, Option<Seen>)> {
                 let at = format!("bytes that are not UTF-8 at offset {valid}");
                 return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, at));
             }
-            // Whole lines, and the torn one's valid start: still a line without its end.
-            let mut text = String::from_utf8_lossy(&bytes[..valid]).into_owned();
-            if text.len() == last_line {
-                text.push('?');
-            }
-            text
+            // The torn line read lossily: still a line without its end, which does not
+            // parse, so `replay` drops it.
+            String::from_utf8_lossy(&bytes).into_owned()
         }
     };
     Ok((text, seen))

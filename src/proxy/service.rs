@@ -157,7 +157,9 @@ async fn serve(
     }
     admission.move_held_into(slots);
     let settles = admission.take_settles();
-    let tunnel = upgrade.is_some() && http_body::Body::is_end_stream(req.body());
+    // An upgrade has no body (`arrive` refused one with a body): its request bytes, if
+    // any, are the tunnel's.
+    let tunnel = upgrade.is_some();
     let (settlement, uploaded) =
         Settlement::begin(shared, snapshot, (routed.index, tunnel), settles);
     let pool = &snapshot.pools[routed.route.upstream_index];

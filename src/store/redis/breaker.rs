@@ -151,10 +151,13 @@ pub fn tag_in_slots(first: u16, last: u16) -> Option<String> {
 
 /// A hash tag whose slot falls in `group`, for probing that group's master.
 pub fn tag_in_group(group: usize) -> String {
-    (0u64..)
-        .map(|n| format!("probe-{n}"))
-        .find(|t| usize::from(slot(t.as_bytes()) / SLOTS_PER_GROUP) == group)
-        .unwrap_or_default()
+    let first = u16::try_from(group).map_or(u16::MAX, |g| g.saturating_mul(SLOTS_PER_GROUP));
+    tag_in_slots(first, first.saturating_add(SLOTS_PER_GROUP - 1)).unwrap_or_default()
+}
+
+/// The key the breaker's probe writes on the node holding hash tag `tag`.
+pub fn probe_key(tag: &str) -> String {
+    format!("{}:{{{tag}}}:probe", crate::key::redis_key::PREFIX)
 }
 
 #[cfg(test)]

@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::Value;
 
-use super::breaker::tag_in_slots;
+use super::breaker::{probe_key, tag_in_slots};
 use super::{Connection, RedisStore, PROBE};
-use crate::key::redis_key::PREFIX;
 use crate::metrics::Metrics;
 use crate::store::error::StoreError;
 
@@ -104,9 +103,7 @@ impl RedisStore {
                 let any = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
                 let reply = self.bounded(c.route_command(slots, any)).await?;
                 for key in master_probe_keys(&reply).ok_or(StoreError::Reply)? {
-                    let mut probe = PROBE.prepare_invoke();
-                    probe.key(&key);
-                    self.invoke::<redis::Value>(&probe).await?;
+                    self.probe_write(&key).await?;
                 }
                 Ok(())
             }
@@ -114,12 +111,17 @@ impl RedisStore {
         }
     }
 
-    /// The breaker's probe: a write to slot group `group`'s probe key. On a single node or
-    /// Sentinel's master with `replica_ack`, waited on until the replicas have it: a
-    /// master whose replicas are gone takes writes and fails every admission.
+    /// The breaker's probe: a write to slot group `group`'s probe key.
     pub(super) async fn write_probe(&self, group: usize) -> Result<(), StoreError> {
+        self.probe_write(&self.probe_keys[group]).await
+    }
+
+    /// The probe's write to `key`. On a single node or Sentinel's master with
+    /// `replica_ack`, waited on until the replicas have it: a master whose replicas are
+    /// gone takes writes and fails every admission.
+    async fn probe_write(&self, key: &str) -> Result<(), StoreError> {
         let mut probe = PROBE.prepare_invoke();
-        probe.key(&self.probe_keys[group]);
+        probe.key(key);
         self.invoke::<redis::Value>(&probe).await?;
         match (&self.acker, &self.connection) {
             (Some(acker), Connection::Single(_) | Connection::Sentinel(_)) => acker.acked().await,
@@ -180,7 +182,7 @@ fn master_probe_keys(reply: &Value) -> Option<Vec<String>> {
     }
     widest
         .values()
-        .map(|&(first, last)| Some(format!("{PREFIX}:{{{}}}:probe", tag_in_slots(first, last)?)))
+        .map(|&(first, last)| Some(probe_key(&tag_in_slots(first, last)?)))
         .collect()
 }
 

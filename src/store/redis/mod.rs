@@ -25,7 +25,6 @@ use redis::cluster_async::ClusterConnection;
 use redis::Script;
 
 use crate::config::SentinelMaster;
-use crate::key::redis_key::PREFIX;
 use crate::key::FleetSecret;
 use crate::store::error::StoreError;
 use breaker::Breakers;
@@ -122,13 +121,15 @@ impl RedisStore {
                 Some(client),
             )
         };
+        let breakers = Breakers::new(cluster);
+        let groups = breakers.len();
         Ok(Self {
             connection,
             cluster_client,
             timeout,
-            breakers: Breakers::new(cluster),
-            probe_keys: (0..Breakers::new(cluster).len())
-                .map(|g| format!("{PREFIX}:{{{}}}:probe", breaker::tag_in_group(g)))
+            breakers,
+            probe_keys: (0..groups)
+                .map(|g| breaker::probe_key(&breaker::tag_in_group(g)))
                 .collect(),
             fleet,
             events: events::Watch::default(),
@@ -138,7 +139,7 @@ impl RedisStore {
             health: health::Health::default(),
             address: health::addresses(urls),
             member_id: crate::random::suffix(),
-            server_offsets: (0..Breakers::new(cluster).len())
+            server_offsets: (0..groups)
                 .map(|_| std::sync::atomic::AtomicI64::new(0))
                 .collect(),
             losses: std::sync::atomic::AtomicU64::new(0),

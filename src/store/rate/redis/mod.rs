@@ -195,10 +195,7 @@ async fn check_groups(
         first_read = Some(0);
     } else {
         for (g, group) in groups.iter().enumerate() {
-            let tag = tiers[group[0]]
-                .redis
-                .as_ref()
-                .map_or("", |k| k.tag.as_str());
+            let tag = group_tag(tiers, group);
             let charged = remote.guarded(tag, now_ns, charge(remote, tiers, group, cost, now_ns));
             let reply = match charged.await {
                 Ok(r) => r,
@@ -261,6 +258,14 @@ fn groups(
     groups
 }
 
+/// The hash tag a group's keys share (its first tier's): the node it goes to.
+fn group_tag<'t>(tiers: &'t [RateTier], group: &Group) -> &'t str {
+    tiers[group[0]]
+        .redis
+        .as_ref()
+        .map_or("", |k| k.tag.as_str())
+}
+
 /// The tier's Redis key (every tier sent to Redis has one).
 fn key_of(tier: &RateTier) -> &str {
     tier.redis.as_ref().map_or("", |k| k.key.as_str())
@@ -292,10 +297,7 @@ async fn charge(
             .arg(tier.cost(cost))
             .arg(window_arg(&tiers[i]));
     }
-    let tag = tiers[group[0]]
-        .redis
-        .as_ref()
-        .map_or("", |k| k.tag.as_str());
+    let tag = group_tag(tiers, group);
     if let Some(deadline) = remote.server_deadline(tag, sent_ns) {
         inv.arg(stamp(deadline));
     }
