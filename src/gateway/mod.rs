@@ -85,6 +85,7 @@ impl Gateway {
         // rustls needs one process-wide crypto provider for the Redis client's TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let saved = state::read(&config)?;
+        sweep_leftovers(&config);
         let limiter = Limiter::new(store_of(&config)?, metrics.clone());
         let limiter = state::restore(limiter, saved, &config, &*clock);
         if let Some(remote) = limiter.remote() {
@@ -278,6 +279,18 @@ impl Gateway {
 pub fn preflight(config: &Config) -> Result<(), StartError> {
     state::read(config)?;
     store_of(config).map(drop)
+}
+
+/// Removes what a writer killed mid-write left beside the files this gateway writes
+/// (a full copy of its state or overrides apiece), and says so.
+fn sweep_leftovers(config: &Config) {
+    let written = [&config.store.state_file, &config.server.overrides_file];
+    for path in written.into_iter().flatten() {
+        let swept = crate::files::sweep_leftovers(path);
+        if swept > 0 {
+            tracing::info!(path = %path.display(), swept, "removed temporary files an interrupted write left beside the file");
+        }
+    }
 }
 
 fn store_of(config: &Config) -> Result<Store, StartError> {

@@ -59,6 +59,12 @@ pub fn restore(
     limiter
 }
 
+/// One state write at a time in the process, taken before the keys are read: a periodic
+/// write still on its blocking thread when the shutdown's begins (its task is not awaited)
+/// would otherwise rename its older keys over the shutdown's, and the next start would
+/// restore them — the last requests' debts forgiven. The last to take it reads last.
+static WRITING: parking_lot::Mutex<()> = parking_lot::const_mutex(());
+
 /// Writes the state file now, if the running config names one (on a blocking thread: a
 /// million keys take a few hundred milliseconds, and requests go on meanwhile).
 pub async fn write(shared: Arc<Shared>) {
@@ -69,6 +75,7 @@ pub async fn write(shared: Arc<Shared>) {
         return;
     }
     let written = tokio::task::spawn_blocking(move || {
+        let _one_at_a_time = WRITING.lock();
         let started = shared.clock.now_ns();
         let seeds = shared.limiter.keys().seeds();
         let result = state::write(&path, seeds, shared.limiter.local(), &*shared.clock);
