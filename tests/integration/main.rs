@@ -84,6 +84,7 @@ mod rls_yaml_asis;
 mod settle;
 mod settle_fleet;
 mod settle_h2_upstream;
+mod settle_local_draw;
 mod settle_upload_fault;
 mod silent_clients;
 mod spellings;

@@ -83,7 +83,11 @@ impl Limiter {
 
     /// Draws for `pending`'s streaming body where its key lives. A failed store call is
     /// answered per `on_error`: `allow` grants what was wanted, `local` draws from this
-    /// process's table, `deny` fails (the body is cut).
+    /// process's table, `deny` fails (the body is cut). What either grants is not the
+    /// Redis key's ([`Draw::Unchecked`]): the settle there gives none of it back — a
+    /// local draw refunded in Redis came out of usage Redis really holds. (A call that
+    /// timed out may still have run there: then the body pays a chunk twice, the safe
+    /// way.)
     pub async fn draw(
         &self,
         pending: &PendingSettle,
@@ -98,7 +102,10 @@ impl Limiter {
             Ok(drawn) => Ok(drawn),
             Err(e) => match self.fallback(&e) {
                 Fallback::Unchecked => Ok(Draw::Unchecked { units: want }),
-                Fallback::Local => Ok(draw_local(self.local(), pending, want, need, now)),
+                Fallback::Local => Ok(match draw_local(self.local(), pending, want, need, now) {
+                    Draw::Granted { units, .. } => Draw::Unchecked { units },
+                    other => other,
+                }),
                 Fallback::Refuse => Err(e),
             },
         }

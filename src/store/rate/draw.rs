@@ -20,7 +20,8 @@ static DRAW: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("dra
 pub enum Draw {
     /// `units` drawn; the key's TAT is now `ahead_ns` ahead of now.
     Granted { units: u64, ahead_ns: u64 },
-    /// `units` let through without a charge: the store failed and `on_error = "allow"`.
+    /// `units` let through without a charge to the key's store: it failed, and
+    /// `on_error = "allow"` granted them or the local table (`"local"`) did.
     Unchecked { units: u64 },
     /// Not even the units needed fit: they will in `wait_ns`.
     Wait { wait_ns: u64 },

@@ -37,9 +37,10 @@ pub struct PendingSettle {
     pub reserve: u64,
     /// Units drawn since, as the body streamed (bytes sources).
     pub drawn: u64,
-    /// Of those, the units let through uncharged: the store failed the draw and
-    /// `on_error = "allow"` granted it. They cover the body but were never charged, so
-    /// no refund gives them back (it would come out of the key's real usage).
+    /// Of those, the units the key's store never charged: it failed the draw, and
+    /// `on_error = "allow"` granted it or the local table did (`"local"`). They cover
+    /// the body, and no refund gives them back (it would come out of the key's real
+    /// usage).
     pub unchecked: u64,
     /// How far the TAT was ahead of now right after the last charge (the reservation, or
     /// the latest draw), and when (local clock): what may be refunded shrinks as time
@@ -104,8 +105,9 @@ impl PendingSettle {
         self.admitted_at = now;
     }
 
-    /// `units` were let through without a charge (the store failed, `on_error =
-    /// "allow"`): they cover the body, and the key's TAT is as it was.
+    /// `units` were let through without a charge to the key's store (it failed; `on_error`
+    /// allowed them or drew them locally): they cover the body, and the key's TAT is as
+    /// it was.
     pub fn let_through(&mut self, units: u64) {
         self.drawn = self.drawn.saturating_add(units);
         self.unchecked = self.unchecked.saturating_add(units);
