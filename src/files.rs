@@ -146,8 +146,8 @@ const LEFT_OVER_AFTER: std::time::Duration = std::time::Duration::from_secs(600)
 /// beside `path` — each a full copy of a state or overrides file, readable by the gateway's
 /// user only, that would otherwise pile up one per crash. Only this gateway's own names
 /// (`.NAME.<16 hex digits>.tmp`), regular files its user owns, untouched for ten minutes.
-/// Returns how many went.
-pub fn sweep_leftovers(path: &Path) -> usize {
+/// Returns how many went. `now`: the wall clock's time (file times are on it).
+pub fn sweep_leftovers(path: &Path, now: std::time::SystemTime) -> usize {
     use std::os::unix::fs::MetadataExt;
     let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
         return 0;
@@ -181,7 +181,7 @@ pub fn sweep_leftovers(path: &Path) -> usize {
         let old = meta
             .modified()
             .ok()
-            .and_then(|m| m.elapsed().ok())
+            .and_then(|m| now.duration_since(m).ok())
             .is_some_and(|age| age >= LEFT_OVER_AFTER);
         named && meta.file_type().is_file() && me.is_none_or(|me| me == meta.uid()) && old
     };
@@ -254,10 +254,16 @@ mod tests {
     fn a_start_sweeps_only_its_own_old_temporary_files() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.bin");
+        // Now, as the file system tells it (the clock rule keeps the wall clock in clock.rs).
+        std::fs::write(dir.path().join("now"), "").unwrap();
+        let now = std::fs::metadata(dir.path().join("now"))
+            .unwrap()
+            .modified()
+            .unwrap();
         let made = |name: &str, age_s: u64| {
             let file = dir.path().join(name);
             std::fs::write(&file, "left").unwrap();
-            let then = std::time::SystemTime::now() - std::time::Duration::from_secs(age_s);
+            let then = now - std::time::Duration::from_secs(age_s);
             File::options()
                 .write(true)
                 .open(&file)
@@ -280,13 +286,13 @@ mod tests {
             .status()
             .unwrap();
         assert!(dated.success());
-        assert_eq!(sweep_leftovers(&path), 1);
+        assert_eq!(sweep_leftovers(&path, now), 1);
         assert!(!left.exists(), "a killed writer's file goes");
         for kept in [&writing, &other, &odd, &target] {
             assert!(kept.exists(), "{} is kept", kept.display());
         }
         assert!(link.symlink_metadata().is_ok(), "a link is left alone");
-        assert_eq!(sweep_leftovers(&path), 0);
+        assert_eq!(sweep_leftovers(&path, now), 0);
     }
 
     #[test]

@@ -64,4 +64,5 @@ pub mod summary;
 pub mod telemetry;
 pub mod tls;
 pub mod top;
+pub mod wire_text;
 pub mod workers;

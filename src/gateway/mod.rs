@@ -85,7 +85,7 @@ impl Gateway {
         // rustls needs one process-wide crypto provider for the Redis client's TLS.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let saved = state::read(&config)?;
-        sweep_leftovers(&config);
+        sweep_leftovers(&config, &*clock);
         let limiter = Limiter::new(store_of(&config)?, metrics.clone());
         let limiter = state::restore(limiter, saved, &config, &*clock);
         if let Some(remote) = limiter.remote() {
@@ -283,10 +283,12 @@ pub fn preflight(config: &Config) -> Result<(), StartError> {
 
 /// Removes what a writer killed mid-write left beside the files this gateway writes
 /// (a full copy of its state or overrides apiece), and says so.
-fn sweep_leftovers(config: &Config) {
+fn sweep_leftovers(config: &Config, clock: &dyn Clock) {
+    let unix_ns = clock.unix_ns_at(clock.now_ns());
+    let now = std::time::UNIX_EPOCH + Duration::from_nanos(unix_ns);
     let written = [&config.store.state_file, &config.server.overrides_file];
     for path in written.into_iter().flatten() {
-        let swept = crate::files::sweep_leftovers(path);
+        let swept = crate::files::sweep_leftovers(path, now);
         if swept > 0 {
             tracing::info!(path = %path.display(), swept, "removed temporary files an interrupted write left beside the file");
         }

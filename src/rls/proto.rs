@@ -35,12 +35,49 @@ pub struct RateLimitDescriptor {
     pub is_negative_hits: bool,
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
+/// A descriptor's entry: `string`s on the wire, read as any bytes ([`crate::wire_text`]):
+/// Envoy puts a client's header bytes in them as they came.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct Entry {
-    #[prost(string, tag = "1")]
     pub key: String,
-    #[prost(string, tag = "2")]
     pub value: String,
+}
+
+impl prost::Message for Entry {
+    fn encode_raw(&self, buf: &mut impl bytes::BufMut) {
+        for (tag, text) in [(1, &self.key), (2, &self.value)] {
+            if !text.is_empty() {
+                crate::wire_text::encode(tag, text, buf);
+            }
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        match tag {
+            1 => crate::wire_text::merge(wire_type, &mut self.key, buf, ctx),
+            2 => crate::wire_text::merge(wire_type, &mut self.value, buf, ctx),
+            _ => prost::encoding::skip_field(wire_type, tag, buf, ctx),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        [(1, &self.key), (2, &self.value)]
+            .into_iter()
+            .filter(|(_, text)| !text.is_empty())
+            .map(|(tag, text)| crate::wire_text::encoded_len(tag, text))
+            .sum()
+    }
+
+    fn clear(&mut self) {
+        self.key.clear();
+        self.value.clear();
+    }
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -2,7 +2,9 @@
 //! unsent are bounded (`max_requests` in flight, then RESOURCE_EXHAUSTED at once) and cut
 //! at a second (or `body_read_timeout`, when shorter); a message over 4 MiB is refused
 //! unread; none of it charges a key or stops the service answering. Driven by a raw
-//! HTTP/2 client (the `h2` crate), which sends only what the test tells it to.
+//! HTTP/2 client (the `h2` crate), which sends only what the test tells it to. A value
+//! with bytes that are not UTF-8 (a client's header, as Envoy copies it) is keyed as it
+//! came, not refused.
 
 use std::time::{Duration, Instant};
 
@@ -179,4 +181,59 @@ async fn an_envoy_that_answers_nothing_is_closed_by_the_services_pings() {
         took >= Duration::from_secs(29) && took < Duration::from_secs(50),
         "closed after {took:?}: a ping at 30 s, 10 s to answer it"
     );
+}
+
+/// A descriptor's entries with bytes for strings: what Envoy sends when a client's header
+/// carries bytes that are not UTF-8.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawRequest {
+    #[prost(string, tag = "1")]
+    domain: String,
+    #[prost(message, repeated, tag = "2")]
+    descriptors: Vec<RawDescriptor>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawDescriptor {
+    #[prost(message, repeated, tag = "1")]
+    entries: Vec<RawEntry>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawEntry {
+    #[prost(bytes = "vec", tag = "1")]
+    key: Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+/// A value that is not UTF-8 was a decode error (INVALID_ARGUMENT), which Envoy's usual
+/// `failure_mode_deny: false` turns into a request let through uncharged: one client byte
+/// was a way past the limit. Now it is keyed by its bytes: refused past the burst, a
+/// bucket of its own (another byte is another key, and `a` is untouched).
+#[tokio::test]
+async fn a_value_that_is_not_utf8_is_keyed_by_its_bytes_not_refused() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start_real_clock(&toml(), &up.url()).await;
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let call = |value: &[u8]| {
+        tonic::Request::new(RawRequest {
+            domain: "edge".into(),
+            descriptors: vec![RawDescriptor {
+                entries: vec![RawEntry {
+                    key: b"tenant".to_vec(),
+                    value: value.to_vec(),
+                }],
+            }],
+        })
+    };
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        let answer = rls.call_message(call(b"a\xff")).await.expect("decided");
+        codes.push(answer.overall_code);
+    }
+    assert_eq!(codes, [OK, OK, OK, OVER_LIMIT], "a burst of 3");
+    let other = rls.call_message(call(b"a\xfe")).await.expect("decided");
+    assert_eq!(other.codes(), [(OK, 2)], "another byte, another key");
+    nothing_charged(&mut rls).await;
 }

@@ -189,6 +189,14 @@ impl RlsClient {
 
     /// A call with the metadata `req` carries (a `traceparent`, say).
     pub async fn call_with(&mut self, req: Request<RlsRequest>) -> Result<RlsResponse, Status> {
+        self.call_message(req).await
+    }
+
+    /// A call whose message is of the test's own type (bytes where Envoy's are strings).
+    pub async fn call_message<M: prost::Message + Send + Sync + 'static>(
+        &mut self,
+        req: Request<M>,
+    ) -> Result<RlsResponse, Status> {
         self.grpc.ready().await.expect("channel ready");
         let path = PathAndQuery::from_static(
             "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
