@@ -73,18 +73,65 @@ fn may_name_charset(body: &[u8]) -> bool {
     if memchr::memchr3_iter(0xef, 0xff, 0xfe, body).any(starts_mark) {
         return true;
     }
+    // Each `=`'s name is looked for back to the `=` before it only (beyond it, the name is
+    // the one that `=` found): one pass over the body. Looking back to the body's start
+    // from every `=` was quadratic — 64 KiB of `=` cost two billion steps, before the
+    // limiter decided anything.
+    let (mut scanned_to, mut name_end) = (0, 0);
     memchr::memchr_iter(b'=', body).any(|at| {
-        let before = &body[..at];
-        let end = before
-            .iter()
-            .rposition(|b| b.is_ascii_alphanumeric() || *b == b'*')
-            .map_or(0, |i| i + 1);
-        let name = &before[..end];
+        let is_name = |b: &u8| b.is_ascii_alphanumeric() || *b == b'*';
+        if let Some(i) = body[scanned_to..at].iter().rposition(is_name) {
+            name_end = scanned_to + i + 1;
+        }
+        scanned_to = at + 1;
+        let name = &body[..name_end];
         let tail = name.len().checked_sub(7).map(|start| &name[start..]);
         name.last()
             .is_some_and(|b| *b == b'*' || b.is_ascii_digit())
             || tail.is_some_and(|t| t.eq_ignore_ascii_case(b"charset"))
     })
+}
+
+#[cfg(test)]
+mod scan_tests {
+    use proptest::prelude::*;
+
+    /// The reading as first written: each `=`'s name looked for back to the body's start.
+    fn looked_back_to_the_start(body: &[u8]) -> bool {
+        memchr::memchr_iter(b'=', body).any(|at| {
+            let before = &body[..at];
+            let end = before
+                .iter()
+                .rposition(|b| b.is_ascii_alphanumeric() || *b == b'*')
+                .map_or(0, |i| i + 1);
+            let name = &before[..end];
+            let tail = name.len().checked_sub(7).map(|start| &name[start..]);
+            name.last()
+                .is_some_and(|b| *b == b'*' || b.is_ascii_digit())
+                || tail.is_some_and(|t| t.eq_ignore_ascii_case(b"charset"))
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn reads_as_looking_back_to_the_start_did(
+            body in proptest::collection::vec(
+                prop::sample::select(b"=* \t;aCcharsetT09\r\n\"x".to_vec()), 0..200),
+        ) {
+            prop_assert_eq!(super::may_name_charset(&body), looked_back_to_the_start(&body));
+        }
+    }
+
+    /// A body of nothing but `=` (a client's, on a route that reads the body for a key):
+    /// one pass, not a look-back per `=` (4 MiB of them were 8·10¹² steps).
+    #[test]
+    fn a_body_of_equals_signs_is_read_in_one_pass() {
+        let body = vec![b'='; 4 << 20];
+        assert!(!super::may_name_charset(&body));
+        let mut named = body.clone();
+        named[..8].copy_from_slice(b"charset=");
+        assert!(super::may_name_charset(&named));
+    }
 }
 
 /// Calls `each` with every part of `body` split at `boundary`, under each reader's split
