@@ -80,14 +80,30 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// Rewrites `req`'s head in place: canonical path (query untouched), a single valid
-/// `Host` naming the routed host, hop-by-hop headers removed (an upgrade request keeps
-/// `Upgrade`). Allocates only when something had to change; a request without
+/// A method with a lower-case letter (`get`: to HTTP an extension method of its own) is
+/// the upper-case one to the frameworks that serve it — Django, Werkzeug, Symfony
+/// upper-case it — so it is routed, keyed and forwarded upper-cased: `get` cannot slip
+/// past a route limited to `GET` into another, nor key a bucket of its own. The methods
+/// clients send are upper case already: a scan of a few bytes.
+fn upper_case_method<B>(req: &mut Request<B>) {
+    let spelled = req.method().as_str();
+    if !spelled.bytes().any(|b| b.is_ascii_lowercase()) {
+        return;
+    }
+    if let Ok(upper) = http::Method::from_bytes(spelled.to_ascii_uppercase().as_bytes()) {
+        *req.method_mut() = upper;
+    }
+}
+
+/// Rewrites `req`'s head in place: canonical path (query untouched), the method
+/// upper-cased, a single valid `Host` naming the routed host, hop-by-hop headers removed
+/// (an upgrade request keeps `Upgrade`). Allocates only when something had to change; a request without
 /// connection-level headers costs one pass over its header names.
 pub fn normalize<B>(
     req: &mut Request<B>,
     (rules, kept): (&PathRules, &KeyHeaders),
 ) -> Result<Normalized, HeadError> {
+    upper_case_method(req);
     let (new_host, found) = {
         let Scan { hosts, found } = Scan::of(req.headers());
         let target = req.uri().authority().map(|a| a.as_str());

@@ -53,7 +53,8 @@ pub async fn handle(
         }
         return Ok(resp.map(|body| ResponseBody::new(body, in_flight, None, HeldSlots::new())));
     };
-    let is_head = req.method() == http::Method::HEAD;
+    // `head` too: the head's normalising upper-cases the method it forwards.
+    let is_head = req.method().as_str().eq_ignore_ascii_case("HEAD");
     let mut record = Record::open(shared, &snapshot, conn, &req);
     let mut slots = HeldSlots::new();
     let trace = &mut record.trace;

@@ -55,6 +55,15 @@ pub(super) fn config() -> Fixture {
         .route("pair", "/k/pair", "api", &["pair"])
         .route_raw(
             r#"
+            name = "get-limited"
+            path = "/v1/get-limited"
+            methods = ["GET"]
+            upstream = "api"
+            policies = ["search"]
+            "#,
+        )
+        .route_raw(
+            r#"
             name = "get-only"
             path = "/get-only"
             methods = ["GET"]
@@ -321,4 +330,35 @@ async fn with_ignore_path_case_a_path_in_another_case_is_limited_as_the_route() 
         "{err}"
     );
     assert!(err.contains("write path = \"/v2/search\""), "{err}");
+}
+
+/// A method in lower case (`get`: an extension method to HTTP, the same method to Django,
+/// Werkzeug or Symfony, which upper-case it) is routed, keyed and forwarded as `GET`: it
+/// does not slip past a route limited to GET into an unlimited catch-all. Over a raw
+/// HTTP/1.1 socket and a raw HTTP/2 stream.
+#[tokio::test]
+async fn a_method_in_lower_case_is_limited_as_the_upper_case_one() {
+    let (up, gw) = start().await;
+    spend(&gw, "/v1/get-limited", &[]).await;
+    let before = up.requests();
+    for method in ["get", "Get"] {
+        let head = format!("{method} /v1/get-limited HTTP/1.1\r\nHost: x\r\n\r\n");
+        let (answer, _) = raw(gw.addr, head.as_bytes()).await;
+        assert_eq!(raw_status(&answer), 429, "{method}: {answer}");
+    }
+    let tcp = TcpStream::connect(gw.addr).await.expect("connect");
+    let (mut client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method("get")
+        .uri(format!("http://{}/v1/get-limited", gw.addr))
+        .body(())
+        .expect("request");
+    let (resp, _) = client.send_request(req, true).expect("send");
+    let resp = tokio::time::timeout(Duration::from_secs(30), resp)
+        .await
+        .expect("answer in time")
+        .expect("response");
+    assert_eq!(resp.status().as_u16(), 429, ":method get");
+    assert_eq!(up.requests(), before, "none reached the upstream");
 }
