@@ -5,74 +5,20 @@
 //! shadow policy become blanket rules; a decided key becomes a token bucket). A stream's
 //! buckets of one key split its share (`together.rs`).
 
-use std::collections::HashMap;
-
-use arrayvec::ArrayVec;
-use tokio::sync::mpsc;
-
-use super::holders::{Holders, StreamId, Weight};
-use super::keys::{
-    bucket_key, holder_key, id_bytes, BucketKey, MAX_BUCKET_ID_BYTES, MAX_STREAM_ID_BYTES,
-};
-use super::proto::{AbandonAction, Action, BucketAction, BucketId, BucketQuotaUsage};
+use super::holders::Weight;
+use super::keys::{bucket_key, holder_key, BucketKey};
+use super::proto::{BucketAction, BucketId, BucketQuotaUsage};
 use super::share::{self, Assignment};
-use super::together::Together;
+use super::tracked::Stream;
+pub use super::tracked::MAX_BUCKETS_PER_STREAM;
+use super::tracked::{leave, Room};
 use crate::config::rls::Unmatched;
 use crate::limit::MAX_TIERS;
-use crate::proxy::snapshot::{Shared, Snapshot};
+use crate::proxy::snapshot::Snapshot;
 use crate::store::limiter::Descriptor;
 use crate::store::tiers::PolicyPlan;
 use crate::store::Admission;
-
-/// Buckets one stream may hold; a bucket beyond is charged its usage but refused for a
-/// while and not tracked (a stream cannot grow the server's memory without bound). Checked
-/// here, where a bucket's key is made.
-pub const MAX_BUCKETS_PER_STREAM: usize = 65_536;
-
-/// A tracked bucket no report named for this long is forgotten when the stream is full:
-/// Envoy reports each bucket it still uses every few seconds.
-const STALE_NS: u64 = 300 * 1_000_000_000;
-
-/// A bucket this stream has reported, as last answered. Its domain and id are the map's
-/// key, not kept a second time here.
-pub struct Tracked {
-    /// The key it is a share of (policy and key parts), among [`Holders`].
-    pub key: String,
-    pub last_ns: u64,
-    pub demand: f64,
-    /// Its id's bytes, counted in the stream's [`Stream::id_bytes`].
-    pub bytes: usize,
-    /// What it was last told: sized with siblings, one the report did not name is told
-    /// again only when that changed.
-    pub told: Option<Assignment>,
-}
-
-/// What one stream answers with: the process's shared parts and its own identity.
-pub struct Stream<'a> {
-    pub shared: &'a Shared,
-    pub holders: &'a Holders,
-    pub id: StreamId,
-    pub nudge: &'a mpsc::Sender<String>,
-    pub buckets: HashMap<BucketKey, Tracked>,
-    /// The domain of the stream's reports: the last one a report gave.
-    pub domain: String,
-    /// When stale buckets were last looked for (a full stream looks at most every 10 s).
-    pub swept_ns: u64,
-    /// The bytes of every tracked bucket's id, bounded by [`MAX_STREAM_ID_BYTES`].
-    pub id_bytes: usize,
-    /// The tracked buckets by the key they are shares of.
-    pub together: Together,
-}
-
-/// An ended stream's buckets leave the listener's count (their holds stay until their
-/// assignments expire: `Holders::ended`).
-impl Drop for Stream<'_> {
-    fn drop(&mut self) {
-        self.holders
-            .tracked
-            .give_back(self.buckets.len(), self.id_bytes);
-    }
-}
+use arrayvec::ArrayVec;
 
 /// What one answer is about: a bucket, the usage to charge, and the requests it saw
 /// with the time they took, by Envoy's own measure when it sent one (`None`: a re-size,
@@ -119,21 +65,8 @@ pub(super) fn share_of<'s, 'i>(
     })
 }
 
-/// `member` leaves the stream's buckets of `key`; the stream's hold of the key among its
-/// holders goes with the last of them.
-fn leave(
-    together: &mut Together,
-    (holders, stream): (&Holders, StreamId),
-    key: &str,
-    member: &BucketKey,
-) {
-    if together.leave(key, member) {
-        holders.release(key, stream);
-    }
-}
-
 /// A bucket of no entry, answered per `[rls] on_unmatched` for this long.
-const UNMATCHED_TTL_S: u64 = 10;
+pub(super) const UNMATCHED_TTL_S: u64 = 10;
 
 impl Stream<'_> {
     /// Reads one usage of `domain`'s bucket and answers it; `None` for a bucket Envoy
@@ -225,9 +158,13 @@ impl Stream<'_> {
             super::top::record(top, (route, entry), &admission, &named, requests > allowed);
         }
         let now = clock.now_ns();
-        if !self.track(id, (&bkey, &key), now) {
+        let idle = requests.is_some_and(|(n, _)| n == 0);
+        match self.track(id, (&bkey, &key), idle, now) {
+            Room::Tracked => {}
             // Charged like any other, but not tracked: refused for a while.
-            return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S));
+            Room::Full => return Some(self.render(id, Assignment::DenyAll, UNMATCHED_TTL_S)),
+            // Abandoned at the answer's end when it was forgotten in this report.
+            Room::Idle => return (!self.forgotten.contains(&bkey)).then(|| self.abandon(id)),
         }
         let (together, tracked) = (&mut self.together, self.buckets.get_mut(&bkey)?);
         if tracked.key != key {
@@ -243,6 +180,9 @@ impl Stream<'_> {
             let elapsed = reported.unwrap_or_else(|| now.saturating_sub(tracked.last_ns));
             tracked.demand = share::requests_per_s(requests, elapsed);
             tracked.last_ns = now;
+            if requests > 0 {
+                tracked.used_ns = now;
+            }
         }
         if together.count(&key) > 1 {
             if requests.is_some() {
@@ -262,59 +202,6 @@ impl Stream<'_> {
         Some(self.render(id, assignment, ttl_s))
     }
 
-    /// Tracks the bucket `bkey` (a share of `key`) if it is new: `false` when the stream's
-    /// or the listener's bounds on buckets leave it no room.
-    fn track(&mut self, id: &BucketId, (bkey, key): (&BucketKey, &str), now: u64) -> bool {
-        let bytes = id_bytes(id);
-        let over = |s: &Self| {
-            s.buckets.len() >= MAX_BUCKETS_PER_STREAM || s.id_bytes + bytes > MAX_STREAM_ID_BYTES
-        };
-        let new = !self.buckets.contains_key(bkey);
-        let full = new && over(self) && (self.forget_stale(now) == 0 || over(self));
-        // The listener's bound on every stream's buckets, taken last (nothing to give
-        // back when the stream's own refused).
-        let listener_full = || new && !self.holders.tracked.take(bytes);
-        if full || bytes > MAX_BUCKET_ID_BYTES || listener_full() {
-            return false;
-        }
-        if new {
-            self.id_bytes += bytes;
-            self.together.join(key, bkey);
-            let tracked = Tracked {
-                key: key.to_owned(),
-                last_ns: now,
-                demand: 0.0,
-                bytes,
-                told: None,
-            };
-            self.buckets.insert(bkey.clone(), tracked);
-        }
-        true
-    }
-
-    /// Forgets the buckets no report named for [`STALE_NS`] (their holds go with them);
-    /// how many.
-    fn forget_stale(&mut self, now: u64) -> usize {
-        if self.swept_ns != 0 && now.saturating_sub(self.swept_ns) < UNMATCHED_TTL_S * 1_000_000_000
-        {
-            return 0;
-        }
-        self.swept_ns = now;
-        let before = self.buckets.len();
-        let (holders, id, counted) = (self.holders, self.id, &mut self.id_bytes);
-        let together = &mut self.together;
-        self.buckets.retain(|member, t| {
-            let live = now.saturating_sub(t.last_ns) < STALE_NS;
-            if !live {
-                leave(together, (holders, id), &t.key, member);
-                holders.tracked.give_back(1, t.bytes);
-                *counted -= t.bytes;
-            }
-            live
-        });
-        before - self.buckets.len()
-    }
-
     /// A bucket no entry names: abandoned when its entry went away on reload (Envoy drops
     /// the bucket and starts over), else answered per `on_unmatched`.
     fn unmatched(
@@ -328,11 +215,7 @@ impl Stream<'_> {
             leave(&mut self.together, (self.holders, self.id), &gone.key, bkey);
             self.holders.tracked.give_back(1, gone.bytes);
             self.id_bytes -= gone.bytes;
-            metrics.abandon.inc();
-            return BucketAction {
-                bucket_id: Some(id.clone()),
-                action: Some(Action::Abandon(AbandonAction {})),
-            };
+            return self.abandon(id);
         }
         metrics.unmatched.inc();
         let blanket = match rls.on_unmatched {

@@ -3,6 +3,7 @@
 //! key and answered with the Envoy's share of the key as a token bucket it enforces on
 //! its own. `stream.rs` speaks the gRPC stream (`grpc_frames` cuts its messages),
 //! `assign.rs` turns a usage into an action (`keys.rs`: what a bucket is kept as;
+//! `tracked.rs`: the buckets a stream holds and the bounds on them;
 //! `render.rs`: a decided charge as the action Envoy applies; `resize.rs`: buckets answered
 //! again between reports, and a stream's buckets of one key sized together),
 //! `holders.rs` knows which Envoys share which
@@ -20,3 +21,4 @@ pub mod share;
 pub mod stream;
 pub mod together;
 pub mod top;
+pub mod tracked;

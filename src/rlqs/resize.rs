@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 
-use super::assign::{share_of, Asked, Share, Stream, Tracked};
+use super::assign::{share_of, Asked, Share};
 use super::keys::{bucket_id, bucket_key, BucketKey};
 use super::proto::{BucketAction, BucketId};
 use super::share::Assignment;
+use super::tracked::{Stream, Tracked};
 use crate::proxy::snapshot::Snapshot;
 
 /// A member that reported within this long still asks for what it last did: Envoy

@@ -16,9 +16,9 @@ use hyper::body::{Frame, Incoming};
 use prost::Message;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::assign::Stream;
 use super::holders::Holders;
 use super::proto::{BucketAction, RateLimitQuotaResponse, RateLimitQuotaUsageReports};
+use super::tracked::Stream;
 use crate::grpc_frames::{frame, Frames};
 use crate::proxy::grpc::{is_call, set_status, trailers_only, Code};
 use crate::proxy::snapshot::Shared;
@@ -111,6 +111,7 @@ async fn serve(
         buckets: HashMap::new(),
         domain: String::new(),
         swept_ns: 0,
+        forgotten: Default::default(),
         id_bytes: 0,
         together: Default::default(),
     };
@@ -248,6 +249,7 @@ async fn read_messages(
             actions.extend(stream.usage(&snapshot, &domain, usage).await);
         }
         stream.resplit(&snapshot, &domain, &mut actions).await;
+        actions.extend(stream.take_abandoned());
         stream.domain = domain;
         if let Some(span) = span {
             export_span(stream.shared, &span, reports.bucket_quota_usages.len());

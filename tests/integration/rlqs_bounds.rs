@@ -1,6 +1,7 @@
 //! What one quota stream may make the server keep: a bucket past the stream's bound (in
 //! count, or in its ids' bytes), or with an id past 16 KiB, is charged and refused a
-//! while, not tracked; buckets no report names for five minutes make room for new ones.
+//! while, not tracked; buckets whose reports carried no request for a minute make room
+//! for new ones, and Envoy is told to abandon them.
 
 use crate::rlqs::{open, proxied, start, tenant};
 use crate::support::*;
@@ -199,4 +200,49 @@ async fn a_stream_whose_messages_keep_ending_is_never_cut() {
         Some(&b"0"[..]),
         "{ended:?}"
     );
+}
+
+/// Envoy names every bucket it caches in every report, used or not: buckets a client made
+/// once (a request each, an id of its own) held their places for good, and every new
+/// tenant after got `DENY_ALL`. A minute without a request, a full listener (or stream)
+/// forgets them to make room and tells Envoy to abandon them; named idle in the same
+/// report, they are not let back in.
+#[tokio::test]
+async fn buckets_unused_for_a_minute_make_room_and_are_abandoned() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&bounded("max_quota_buckets = 3\n"), &up.url()).await;
+    let mut envoy = open(&gw).await;
+    let made: Vec<Usage> = (0..3).map(|i| tenant(&format!("t{i}"), 1, 0)).collect();
+    let answers = envoy.ask("edge", made).await;
+    assert!(answers.iter().all(|a| matches!(a.told(), Told::Bucket(..))));
+    let refused = envoy.ask("edge", vec![tenant("early", 1, 0)]).await;
+    assert_eq!(
+        refused[0].told(),
+        Told::DenyAll(10),
+        "full, all used just now"
+    );
+    gw.advance(61 * S);
+    // A newcomer, then the idle buckets, as Envoy names every bucket it holds.
+    let mut named = vec![tenant("newcomer", 1, 0)];
+    named.extend((0..3).map(|i| tenant(&format!("t{i}"), 0, 0)));
+    let answers = envoy.ask("edge", named).await;
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    assert_eq!(answers[0].tenant(), "newcomer");
+    assert!(
+        matches!(answers[0].told(), Told::Bucket(..)),
+        "{:?}",
+        answers[0].told()
+    );
+    let mut abandoned: Vec<String> = answers[1..]
+        .iter()
+        .filter(|a| a.told() == Told::Abandon)
+        .map(BucketAction::tenant)
+        .collect();
+    abandoned.sort();
+    assert_eq!(abandoned, ["t0", "t1", "t2"], "each abandoned once");
+    // Their places are free: two more fit.
+    let more = envoy
+        .ask("edge", vec![tenant("b1", 1, 0), tenant("b2", 1, 0)])
+        .await;
+    assert!(more.iter().all(|a| matches!(a.told(), Told::Bucket(..))));
 }

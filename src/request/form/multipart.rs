@@ -92,48 +92,6 @@ fn may_name_charset(body: &[u8]) -> bool {
     })
 }
 
-#[cfg(test)]
-mod scan_tests {
-    use proptest::prelude::*;
-
-    /// The reading as first written: each `=`'s name looked for back to the body's start.
-    fn looked_back_to_the_start(body: &[u8]) -> bool {
-        memchr::memchr_iter(b'=', body).any(|at| {
-            let before = &body[..at];
-            let end = before
-                .iter()
-                .rposition(|b| b.is_ascii_alphanumeric() || *b == b'*')
-                .map_or(0, |i| i + 1);
-            let name = &before[..end];
-            let tail = name.len().checked_sub(7).map(|start| &name[start..]);
-            name.last()
-                .is_some_and(|b| *b == b'*' || b.is_ascii_digit())
-                || tail.is_some_and(|t| t.eq_ignore_ascii_case(b"charset"))
-        })
-    }
-
-    proptest! {
-        #[test]
-        fn reads_as_looking_back_to_the_start_did(
-            body in proptest::collection::vec(
-                prop::sample::select(b"=* \t;aCcharsetT09\r\n\"x".to_vec()), 0..200),
-        ) {
-            prop_assert_eq!(super::may_name_charset(&body), looked_back_to_the_start(&body));
-        }
-    }
-
-    /// A body of nothing but `=` (a client's, on a route that reads the body for a key):
-    /// one pass, not a look-back per `=` (4 MiB of them were 8·10¹² steps).
-    #[test]
-    fn a_body_of_equals_signs_is_read_in_one_pass() {
-        let body = vec![b'='; 4 << 20];
-        assert!(!super::may_name_charset(&body));
-        let mut named = body.clone();
-        named[..8].copy_from_slice(b"charset=");
-        assert!(super::may_name_charset(&named));
-    }
-}
-
 /// Calls `each` with every part of `body` split at `boundary`, under each reader's split
 /// ([`Split`]); a part two splits agree on, once.
 fn parts<'a, E>(
@@ -266,4 +224,46 @@ fn decode_base64(value: &[u8]) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD
         .decode(compact)
         .ok()
+}
+
+#[cfg(test)]
+mod scan_tests {
+    use proptest::prelude::*;
+
+    /// The reading as first written: each `=`'s name looked for back to the body's start.
+    fn looked_back_to_the_start(body: &[u8]) -> bool {
+        memchr::memchr_iter(b'=', body).any(|at| {
+            let before = &body[..at];
+            let end = before
+                .iter()
+                .rposition(|b| b.is_ascii_alphanumeric() || *b == b'*')
+                .map_or(0, |i| i + 1);
+            let name = &before[..end];
+            let tail = name.len().checked_sub(7).map(|start| &name[start..]);
+            name.last()
+                .is_some_and(|b| *b == b'*' || b.is_ascii_digit())
+                || tail.is_some_and(|t| t.eq_ignore_ascii_case(b"charset"))
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn reads_as_looking_back_to_the_start_did(
+            body in proptest::collection::vec(
+                prop::sample::select(b"=* \t;aCcharsetT09\r\n\"x".to_vec()), 0..200),
+        ) {
+            prop_assert_eq!(super::may_name_charset(&body), looked_back_to_the_start(&body));
+        }
+    }
+
+    /// A body of nothing but `=` (a client's, on a route that reads the body for a key):
+    /// one pass, not a look-back per `=` (4 MiB of them were 8·10¹² steps).
+    #[test]
+    fn a_body_of_equals_signs_is_read_in_one_pass() {
+        let body = vec![b'='; 4 << 20];
+        assert!(!super::may_name_charset(&body));
+        let mut named = body.clone();
+        named[..8].copy_from_slice(b"charset=");
+        assert!(super::may_name_charset(&named));
+    }
 }
