@@ -52,7 +52,12 @@ pub(super) fn share_of<'s, 'i>(
     let bucket = snapshot.config.rls.as_ref()?.buckets.get(entry)?;
     let policy = bucket.rule.policy.as_deref()?;
     let plan = snapshot.rlqs_plans.get(entry)?.as_ref()?;
-    let parts: ArrayVec<&str, MAX_TIERS> = bucket.key_parts(&id.bucket).collect();
+    // Trimmed as the charge trims them (`push_parts`), so ` acme` and `acme` are one
+    // key among the holders too: the holders' key named differently from the charged
+    // one gave each spelling the key's whole share.
+    let parts: ArrayVec<&str, MAX_TIERS> = (bucket.key_parts(&id.bucket))
+        .map(crate::key::source::trim_ows_text)
+        .collect();
     let named: ArrayVec<_, MAX_TIERS> = policy.spelled_parts(parts.iter().copied()).collect();
     let key = holder_key(&policy.name, &named);
     Some(Share {

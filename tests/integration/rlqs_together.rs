@@ -184,3 +184,40 @@ async fn the_pool_of_quiet_siblings_stays_with_one_for_its_period() {
         assert_eq!(given(&told), [holder], "{flip:?}");
     }
 }
+
+/// Spellings of one value that the charge reads as one key (spaces and tabs around it,
+/// as the HTTP door reads a header) are siblings among the holders too: a bucket id of
+/// ` acme`, `acme` and `acme\t` is given the key's share once, split three ways, not
+/// the whole of it three times.
+#[tokio::test]
+async fn spellings_of_one_value_split_one_share() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .policy("tenant", "header:x-tenant", 10, "1s", 20)
+        .route("api", "/", "api", &["tenant"])
+        .raw(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n[[rlqs.buckets]]\ndomain = \"edge\"\n\
+             bucket = [\"tenant\"]\npolicy = \"tenant\"\nassignment_ttl = \"10s\"\n",
+        )
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut envoy = RlqsStream::open(gw.rls.expect("[rls] listens")).await;
+    let spellings = ["acme", " acme", "acme\t"];
+    let first: Vec<Usage> = spellings
+        .iter()
+        .map(|t| usage(&[("tenant", t)], 1, 0, 0))
+        .collect();
+    let answered = envoy.ask("edge", first).await;
+    assert_eq!(answered.len(), 3, "one action a bucket");
+    let most: u32 = answered
+        .iter()
+        .map(|a| match a.told() {
+            Told::Bucket(max, ..) => max,
+            other => panic!("{other:?}"),
+        })
+        .sum();
+    assert!(
+        most <= 17,
+        "20 less the 3 charged, shared: {most} told in all"
+    );
+}
