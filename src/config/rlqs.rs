@@ -29,16 +29,27 @@ impl RlqsBucket {
             .map(move |e| id.get(e.key.as_str()).map_or("", String::as_str))
     }
 
-    fn matches(&self, domain: &str, id: &BucketMap) -> bool {
+    /// Whether `id` of `domain` is this entry's: its keys, each pinned one at its value.
+    /// `absent`: keys of any value may be missing from the id (Envoy leaves a key out of
+    /// an id when the request's value is empty), so long as every key the id has is one
+    /// of the entry's — a missing value is the policy's `missing` to answer, not an
+    /// unmatched bucket let through uncharged.
+    fn matches(&self, domain: &str, id: &BucketMap, absent: bool) -> bool {
+        let entries = &self.rule.entries;
         self.rule.domain == domain
-            && id.len() == self.rule.entries.len()
-            && self.rule.entries.iter().all(|e| {
-                id.get(e.key.as_str()).is_some_and(|v| match &e.value {
-                    Value::Any => true,
-                    Value::Prefix(p) | Value::SharedPrefix(p) => v.starts_with(p.as_str()),
-                    Value::Exact(x) => x == v,
+            && (id.len() == entries.len() || absent && !id.is_empty() && id.len() < entries.len())
+            && id.keys().all(|k| entries.iter().any(|e| e.key == *k))
+            && entries
+                .iter()
+                .all(|e| match (id.get(e.key.as_str()), &e.value) {
+                    (None, Value::Any) => absent,
+                    (None, _) => false,
+                    (Some(_), Value::Any) => true,
+                    (Some(v), Value::Prefix(p) | Value::SharedPrefix(p)) => {
+                        v.starts_with(p.as_str())
+                    }
+                    (Some(v), Value::Exact(x)) => x == v,
                 })
-            })
     }
 }
 
@@ -65,9 +76,15 @@ impl RlqsBuckets {
         Self { buckets }
     }
 
-    /// The entry deciding bucket `id` of `domain`, by index.
+    /// The entry deciding bucket `id` of `domain`, by index: one naming exactly its keys,
+    /// else one that names more keys of any value (those the id lacks are missing).
     pub fn find(&self, domain: &str, id: &BucketMap) -> Option<usize> {
-        self.buckets.iter().position(|b| b.matches(domain, id))
+        let with = |absent| {
+            self.buckets
+                .iter()
+                .position(|b| b.matches(domain, id, absent))
+        };
+        with(false).or_else(|| with(true))
     }
 
     pub fn get(&self, index: usize) -> Option<&RlqsBucket> {
@@ -137,5 +154,34 @@ mod tests {
         assert!(buckets.find("edge", &id(&[("user", "u")])).is_none());
         assert!(buckets.find("other", &id(&[("tenant", "a")])).is_none());
         assert!(buckets.find("edge", &id(&[])).is_none());
+    }
+
+    /// Envoy leaves a key out of a bucket id when the request's value is empty: such an
+    /// id is the entry's whose other keys it has (the key a missing one, for the policy's
+    /// `missing` to answer), after every entry naming exactly its keys.
+    #[test]
+    fn an_id_lacking_a_key_of_any_value_is_the_entrys_with_it_missing() {
+        let pair = RlqsBuckets::new(vec![bucket(&[("tenant", None), ("user", None)])]);
+        let lacking = id(&[("tenant", "a")]);
+        let found = pair
+            .find("edge", &lacking)
+            .expect("the pair's, user missing");
+        let b = pair.get(found).expect("bucket");
+        assert_eq!(b.key_parts(&lacking).collect::<Vec<_>>(), ["a", ""]);
+        assert!(
+            pair.find("edge", &id(&[("team", "a")])).is_none(),
+            "not its key"
+        );
+        let pinned = RlqsBuckets::new(vec![bucket(&[("tenant", None), ("path", Some("/x"))])]);
+        assert!(
+            pinned.find("edge", &lacking).is_none(),
+            "a pinned key is never missing"
+        );
+        let both = RlqsBuckets::new(vec![
+            bucket(&[("tenant", None), ("user", None)]),
+            bucket(&[("tenant", None)]),
+        ]);
+        let exact = both.find("edge", &lacking).expect("a match");
+        assert_eq!(both.get(exact).expect("bucket").rule.entries.len(), 1);
     }
 }

@@ -13,6 +13,7 @@ use super::tracked::Stream;
 pub use super::tracked::MAX_BUCKETS_PER_STREAM;
 use super::tracked::{leave, Room};
 use crate::config::rls::Unmatched;
+use crate::config::Missing;
 use crate::limit::MAX_TIERS;
 use crate::proxy::snapshot::Snapshot;
 use crate::store::limiter::Descriptor;
@@ -156,6 +157,15 @@ impl Stream<'_> {
             named,
             key,
         } = share_of(snapshot, entry, id)?;
+        if parts.iter().any(|part| part.is_empty()) {
+            // A value Envoy left out or sent empty: the policy's `missing` says, as for
+            // a request without the header (`shared`: the one bucket of all such).
+            match policy.missing {
+                Missing::Shared => {}
+                Missing::Skip => return Some(self.render(id, Assignment::AllowAll, ttl_s)),
+                Missing::Reject => return Some(self.render(id, Assignment::DenyAll, ttl_s)),
+            }
+        }
         let admission = self.charge((policy, plan, parts), allowed).await;
         let clock = &*self.shared.clock;
         if let (Some(top), Some((requests, _))) = (&snapshot.top, requests) {
