@@ -303,12 +303,12 @@ impl KeySource {
 
 mod address;
 mod body;
+mod cookie;
 mod parts;
 use body::{body_field_values, body_param_values};
+use cookie::cookie_values;
 pub(crate) use parts::trim_ows_text;
-use parts::{
-    cookie_values, header_value, jwt_claim, query_token_claims, query_values, underscore_values,
-};
+use parts::{header_value, jwt_claim, query_token_claims, query_values, underscore_values};
 
 #[cfg(test)]
 mod tests;

@@ -387,3 +387,30 @@ fn a_route_path_in_another_spelling_is_a_config_error() {
         .to_string();
     assert!(err.contains("encoded slash"), "{err}");
 }
+
+/// A cookie's name or value padded with what Python's `str.strip()` removes — Latin-1
+/// `\xa0` and `\x85` (Starlette), UTF-8 no-break and other Unicode spaces (Django,
+/// Werkzeug) — is the trimmed cookie's: not a fresh bucket per padding,
+/// nor a cookie missing (a `skip` tier skipped). Raw HTTP/1.1 bytes and HTTP/2 fields.
+#[tokio::test]
+async fn a_cookie_padded_with_what_python_strips_is_the_trimmed_cookies() {
+    let (_up, gw) = start().await;
+    spend(&gw, "/k/cookie", &[("cookie", "sid=victim")]).await;
+    let paddings: [&[u8]; 6] = [
+        b"sid=victim\xa0",
+        b"sid=victim\xa0\xa0",
+        b"sid=victim\xc2\xa0",
+        b"sid=victim\xe3\x80\x80",
+        b"\xa0sid=victim",
+        b"sid=\x85victim\x85",
+    ];
+    for cookie in paddings {
+        let mut request = b"GET /k/cookie HTTP/1.1\r\nHost: x\r\nCookie: ".to_vec();
+        request.extend_from_slice(cookie);
+        request.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+        let (answer, _) = raw(gw.addr, &request).await;
+        assert_eq!(raw_status(&answer), 429, "{cookie:?}: {answer}");
+        let (status, _) = h2_get(gw.addr, "x", "/k/cookie", &[("cookie", cookie)]).await;
+        assert_eq!(status, 429, "HTTP/2 {cookie:?}");
+    }
+}

@@ -1,12 +1,13 @@
 //! Values of the sources read from the request's text — a query string's parameters (and
-//! those of a body frameworks merge with them), a cookie, a bearer token's claim — each
+//! those of a body frameworks merge with them), a bearer token's claim (cookies:
+//! `cookie.rs`) — each
 //! read as the readers behind the gateway read them (Rack, Express, PHP, Go), every
 //! reading charged.
 
 use std::borrow::Cow;
 
 use base64::Engine;
-use http::header::{HeaderName, COOKIE};
+use http::header::HeaderName;
 use http::HeaderMap;
 
 use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
@@ -18,7 +19,7 @@ pub(crate) fn trim_ows_text(s: &str) -> &str {
 }
 
 /// Optional whitespace (RFC 9110 §5.6.3): spaces and horizontal tabs.
-fn trim_ows(b: &[u8]) -> &[u8] {
+pub(super) fn trim_ows(b: &[u8]) -> &[u8] {
     let is_ows = |c: &u8| *c == b' ' || *c == b'\t';
     let start = b.iter().position(|c| !is_ows(c)).unwrap_or(b.len());
     let end = b.iter().rposition(|c| !is_ows(c)).map_or(start, |e| e + 1);
@@ -176,82 +177,6 @@ pub(super) fn names_param(k: &str, name: &str) -> bool {
         Some(open) => format!("{}_{}", mangle(&php[..open]), &php[open + 1..]) == name,
         None => mangle(php) == name,
     }
-}
-
-/// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one,
-/// and a quoted value with a backslash is read as Python unescapes it.
-/// A value with `%` or `+` is charged as decoders read it: Express, Rack and PHP decode
-/// cookie values (`%61bc` is `abc`; Rack and PHP read `+` as a space), so each encoding of
-/// one value would otherwise be a fresh key.
-pub(super) fn cookie_values<'a>(
-    headers: &'a HeaderMap,
-    name: &str,
-    values: &mut KeyValues<'a>,
-) -> Result<(), TooManyValues> {
-    let pairs = headers
-        .get_all(COOKIE)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b';'));
-    for pair in pairs {
-        let Some(eq) = pair.iter().position(|&b| b == b'=') else {
-            continue;
-        };
-        let (k, v) = (trim_ows(&pair[..eq]), trim_ows(&pair[eq + 1..]));
-        let quoted = v.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\""));
-        let v = quoted.unwrap_or(v);
-        if k != name.as_bytes() || v.is_empty() {
-            continue;
-        }
-        // Python (Django, Starlette) unescapes a quoted value: `"\141bc"` is `abc`.
-        if quoted.is_some() && v.contains(&b'\\') {
-            push_distinct(values, KeyPart::Bytes(Cow::Owned(python_unquote(v))))?;
-            continue;
-        }
-        if !v.iter().any(|&b| b == b'%' || b == b'+') {
-            push_distinct(values, KeyPart::Bytes(Cow::Borrowed(v)))?;
-            continue;
-        }
-        // Express: percent-decoded; Rack and PHP: `+` a space first, then decoded. The
-        // value as sent is not charged: a reader that takes it raw holds another session
-        // for every other spelling, so none of them is a way around this one.
-        let decoded: Vec<u8> = percent_encoding::percent_decode(v).collect();
-        let plus: Vec<u8> = v
-            .iter()
-            .map(|&b| if b == b'+' { b' ' } else { b })
-            .collect();
-        let spaced: Vec<u8> = percent_encoding::percent_decode(&plus).collect();
-        for form in [decoded, spaced] {
-            if !form.is_empty() {
-                push_distinct(values, KeyPart::Bytes(Cow::Owned(form)))?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A quoted cookie value's inside as Python's `http.cookies` reads it: `\ooo` (the first
-/// digit 0 to 3) is that octal byte, any other `\x` is `x`.
-fn python_unquote(v: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(v.len());
-    let mut i = 0;
-    while i < v.len() {
-        match &v[i..] {
-            [b'\\', a @ b'0'..=b'3', b @ b'0'..=b'7', c @ b'0'..=b'7', ..] => {
-                out.push((a - b'0') << 6 | (b - b'0') << 3 | (c - b'0'));
-                i += 4;
-            }
-            [b'\\', x, ..] => {
-                out.push(*x);
-                i += 2;
-            }
-            [x, ..] => {
-                out.push(*x);
-                i += 1;
-            }
-            [] => break,
-        }
-    }
-    out
 }
 
 /// Longest bearer token whose payload we are willing to decode.
