@@ -109,7 +109,8 @@ pub async fn forward(
             } else {
                 tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
             }
-            return Err(e.response(upstream));
+            let deadline = sent.timeout < pool.upstream.timeout;
+            return Err(e.response(upstream, deadline));
         }
     };
     pool.observe(

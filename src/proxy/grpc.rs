@@ -94,7 +94,9 @@ pub fn code_of(answer: &Answer) -> Code {
         Answer::Unmatched | Answer::UnsupportedEncoding | Answer::UnsupportedCharset => {
             Code::Unimplemented
         }
-        Answer::UpstreamTimeout | Answer::BodyStalled => Code::DeadlineExceeded,
+        Answer::UpstreamTimeout | Answer::DeadlineExceeded | Answer::BodyStalled => {
+            Code::DeadlineExceeded
+        }
         Answer::TooManyConnections
         | Answer::Overloaded
         | Answer::StoreUnavailable
@@ -238,6 +240,7 @@ mod tests {
             (Answer::StoreUnavailable, Code::Unavailable),
             (cut(CutReason::Store), Code::Unavailable),
             (Answer::UpstreamTimeout, Code::DeadlineExceeded),
+            (Answer::DeadlineExceeded, Code::DeadlineExceeded),
             (Answer::BodyStalled, Code::DeadlineExceeded),
             (Answer::BadRequest, Code::InvalidArgument),
             (Answer::BodyTooLarge, Code::ResourceExhausted),

@@ -127,9 +127,11 @@ fn settle_unanswered(resp: &Response<Body>, settlements: [Settlement; 2]) {
     // `max_cost`, not as the upstream's failure (which `refund_on_upstream_error` would
     // make free). A body past `max_body` is the gateway's refusal, which counts as failed
     // (docs/decisions.md).
+    // A call whose own deadline passed (`grpc-timeout`) chose when to stop waiting, as
+    // a hang-up does: a request header must not turn `max_cost` into the reserve.
     let client_left = matches!(
         answer,
-        Some(Answer::BodyBroken | Answer::BodyStalled)
+        Some(Answer::BodyBroken | Answer::BodyStalled | Answer::DeadlineExceeded)
             | Some(Answer::BodyCut {
                 why: CutReason::Budget | CutReason::MaxCost,
                 ..

@@ -97,3 +97,56 @@ async fn a_trailers_only_answer_settles_from_its_head() {
     .await;
     assert!(settled, "30 of 100 used: {}", get(&url, &[]).await.text());
 }
+
+/// A call whose own deadline (`grpc-timeout`, shorter than the upstream's `timeout`)
+/// passes before the upstream answers chose when to stop waiting, as a client hanging up
+/// does: it pays `max_cost`, not the reserve an upstream timeout settles at — else a
+/// request header lowered the charge. Answered DEADLINE_EXCEEDED, over HTTP/1.1 and
+/// HTTP/2.
+#[tokio::test]
+async fn a_call_whose_own_deadline_passes_pays_max_cost() {
+    // An upstream that takes requests and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = silent.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = silent.accept().await {
+            held.push(conn);
+        }
+    });
+    let toml = Fixture::new()
+        .policy_raw(
+            "tokens",
+            "key = \"header:x-tenant-id\"\nlimit = 1000\nperiod = \"1000s\"\nburst = 1000\nreserve = 10\nmax_cost = 400\nsettle = \"response_header:x-usage-tokens\"\n",
+        )
+        .route("echo", "/test.Echo/", "api", &["tokens"])
+        .build();
+    let gw = TestGateway::start(&toml, &format!("http://{addr}")).await;
+    let call: &[u8] = b"\x00\x00\x00\x00\x02\x10\x0f";
+    for (tenant, client) in [("h1", http1()), ("h2", http2())] {
+        let headers = [
+            ("content-type", "application/grpc"),
+            ("grpc-timeout", "200m"),
+            ("x-tenant-id", tenant),
+        ];
+        let r = send(&client, "POST", &gw.url("/test.Echo/Count"), &headers, call).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(
+            r.header("grpc-status"),
+            Some("4"),
+            "DEADLINE_EXCEEDED: {r:?}"
+        );
+        let url = gw.admin_url(&format!("/admin/limits/tokens/{tenant}"));
+        let settled = eventually_async(Duration::from_secs(30), || async {
+            get(&url, &[]).await.json()["remaining"] == 600
+        })
+        .await;
+        assert!(
+            settled,
+            "{tenant}: 400 charged, not 10: {}",
+            get(&url, &[]).await.text()
+        );
+    }
+}

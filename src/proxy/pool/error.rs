@@ -96,13 +96,18 @@ impl ForwardError {
     }
 
     /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's,
-    /// carrying its typed [`Answer`].
-    pub fn response(&self, upstream: &str) -> Response<Body> {
+    /// carrying its typed [`Answer`]. `deadline`: the wait was the client's own deadline,
+    /// shorter than the upstream's `timeout` (a timeout is then the client's choice).
+    pub fn response(&self, upstream: &str, deadline: bool) -> Response<Body> {
         let named = [("upstream", upstream.into())];
         let (answer, resp) = match self {
             ForwardError::Busy { .. } => (
                 Answer::UpstreamBusy,
                 json_error(StatusCode::SERVICE_UNAVAILABLE, "upstream_busy", &named),
+            ),
+            ForwardError::Timeout { .. } if deadline => (
+                Answer::DeadlineExceeded,
+                json_error(StatusCode::GATEWAY_TIMEOUT, "deadline_exceeded", &named),
             ),
             ForwardError::Timeout { .. } => (
                 Answer::UpstreamTimeout,

@@ -55,6 +55,10 @@ pub enum Answer {
     UpstreamBusy,
     /// Admitted, then the upstream did not answer in time (504).
     UpstreamTimeout,
+    /// Admitted, then the call's own deadline (a gRPC client's `grpc-timeout`, shorter
+    /// than the upstream's `timeout`) passed before the upstream answered (504): the
+    /// client's choice, as a hang-up is.
+    DeadlineExceeded,
     /// Admitted, then the upstream could not be reached or broke (502).
     UpstreamUnavailable,
     /// Admitted, then its body went past `max_body` (413).
@@ -96,6 +100,7 @@ impl Answer {
             Answer::Admitted
             | Answer::UpstreamBusy
             | Answer::UpstreamTimeout
+            | Answer::DeadlineExceeded
             | Answer::UpstreamUnavailable
             | Answer::BodyTooLarge
             | Answer::BodyStalled
@@ -151,6 +156,7 @@ impl Answer {
             Answer::StoreUnavailable => "the rate-limit store is unavailable",
             Answer::UpstreamBusy => "every connection to the upstream is in use",
             Answer::UpstreamTimeout => "the upstream did not answer in time",
+            Answer::DeadlineExceeded => "the call's deadline passed before the upstream answered",
             Answer::UpstreamUnavailable => "the upstream is unavailable",
             Answer::BodyTooLarge => "request body over max_body",
             Answer::BodyStalled => "request body stalled past body_read_timeout",
