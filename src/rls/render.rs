@@ -109,12 +109,11 @@ fn refusal_body(
         .and_then(|p| p.rate()?.calendar.as_ref());
     let limit = quota.map(|_| "quota");
     let start = body_start(first.limit_name(), limit);
-    let wait_ns = decided.admission.wait_ns();
     let refused = Refused {
         policy: first.limit_name(),
         start: &start,
         limit,
-        retry_after_ms: crate::reply::ceil_millis(if wait_ns == u64::MAX { 0 } else { wait_ns }),
+        retry_after_ms: crate::reply::ceil_millis(told_wait_ns(rls, decided)),
         problem: (rls.refusal_body == RefusalBody::ProblemJson).then_some(&names[..]),
         rpc: None,
     };
@@ -230,9 +229,20 @@ fn headers(
             }
         }
     }
-    // The limiter's wait, or a blocking rule's unit (it is over until the unit passes,
-    // as its `duration_until_reset` says); a call over only by `on_unmatched` has no
-    // wait to tell.
+    let wait_ns = told_wait_ns(rls, decided);
+    if over && wait_ns > 0 {
+        out.push(proto::HeaderValue {
+            key: "retry-after".to_owned(),
+            value: crate::reply::ceil_secs(wait_ns).to_string(),
+        });
+    }
+    out
+}
+
+/// The wait a refused call is told, in `Retry-After` and the body's `retry_after_ms`
+/// alike: the limiter's, or a blocking rule's unit (it is over until the unit passes, as
+/// its `duration_until_reset` says); a call over only by `on_unmatched` has none to tell.
+fn told_wait_ns(rls: &Rls, decided: &Decided) -> u64 {
     let blocked_ns = decided
         .matched
         .iter()
@@ -242,18 +252,11 @@ fn headers(
         })
         .max()
         .map_or(0, |s| s.saturating_mul(SECOND_NS));
-    let wait_ns = match decided.admission.wait_ns() {
+    match decided.admission.wait_ns() {
         u64::MAX => 0,
         wait => wait,
     }
-    .max(blocked_ns);
-    if over && wait_ns > 0 {
-        out.push(proto::HeaderValue {
-            key: "retry-after".to_owned(),
-            value: crate::reply::ceil_secs(wait_ns).to_string(),
-        });
-    }
-    out
+    .max(blocked_ns)
 }
 
 /// A limit's name as a structured field string can hold it: a YAML's `rate_limit.name`

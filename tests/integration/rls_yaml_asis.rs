@@ -226,3 +226,24 @@ async fn a_limit_removed_on_reload_leaves_metrics_with_its_series() {
     assert!(after.contains(&series("kept")), "{after}");
     assert!(!after.contains("policy=\"d.gone\""), "{after}");
 }
+
+/// Under `refusal_body = "json"`, the body Envoy sends tells the wait `Retry-After` does:
+/// a blocking limit's unit, not the limiter's wait of 0.
+#[tokio::test]
+async fn a_blocking_limits_body_tells_the_wait_its_retry_after_does() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .raw(format!(
+            "[rls]\nlisten = \"127.0.0.1:0\"\nratelimit_config = \"{FIXTURES}\"\nrefusal_body = \"json\"\n"
+        ))
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let r = rls
+        .ask("asis", vec![descriptor(&[("source", "banned")])])
+        .await;
+    assert_eq!(r.overall_code, OVER_LIMIT);
+    assert_eq!(r.header("retry-after"), Some("60"));
+    let body: serde_json::Value = serde_json::from_slice(&r.raw_body).expect("a JSON body");
+    assert_eq!(body["retry_after_ms"], 60_000, "{body}");
+}

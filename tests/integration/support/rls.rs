@@ -44,6 +44,8 @@ pub struct RlsResponse {
     pub statuses: Vec<RlsStatus>,
     #[prost(message, repeated, tag = "3")]
     pub response_headers_to_add: Vec<RlsHeader>,
+    #[prost(bytes = "vec", tag = "5")]
+    pub raw_body: Vec<u8>,
     #[prost(message, optional, tag = "6")]
     pub dynamic_metadata: Option<prost_types::Struct>,
 }
