@@ -286,9 +286,7 @@ impl KeySource {
             }
             KeySource::Jwt(claim) => {
                 for value in req.headers.get_all(AUTHORIZATION) {
-                    if let Some(part) = jwt_claim(value.as_bytes(), claim) {
-                        push_distinct(values, part)?;
-                    }
+                    jwt_claims(value.as_bytes(), claim, values)?;
                 }
                 // A spelling of `access_token` holds its letters, or a `%` that encodes them.
                 let named = |q: &&str| q.contains("ccess") || q.contains('%');
@@ -308,7 +306,7 @@ mod parts;
 use body::{body_field_values, body_param_values};
 use cookie::cookie_values;
 pub(crate) use parts::trim_ows_text;
-use parts::{header_value, jwt_claim, query_token_claims, query_values, underscore_values};
+use parts::{header_value, jwt_claims, query_token_claims, query_values, underscore_values};
 
 #[cfg(test)]
 mod tests;

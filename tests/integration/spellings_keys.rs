@@ -414,3 +414,33 @@ async fn a_cookie_padded_with_what_python_strips_is_the_trimmed_cookies() {
         assert_eq!(status, 429, "HTTP/2 {cookie:?}");
     }
 }
+
+/// An `Authorization` value that holds a bearer token among other elements, or with
+/// white space Python splits at (flask-jwt-extended splits the value at commas, then the
+/// scheme from the token with `split()`), is the token's: `,Bearer <jwt>`, `Basic …,
+/// Bearer <jwt>` and `Bearer\xa0<jwt>` are not a key missing (a `skip` tier skipped).
+#[tokio::test]
+async fn a_bearer_token_among_other_credentials_is_the_tokens() {
+    let (_up, gw) = start().await;
+    let token = bearer("alice");
+    spend(
+        &gw,
+        "/k/jwt",
+        &[("authorization", &format!("Bearer {token}"))],
+    )
+    .await;
+    let spellings: Vec<Vec<u8>> = vec![
+        format!(",Bearer {token}").into_bytes(),
+        format!("Basic Zm9v, Bearer {token}").into_bytes(),
+        [b"Bearer\xa0".as_slice(), token.as_bytes()].concat(),
+    ];
+    for value in &spellings {
+        let mut request = b"GET /k/jwt HTTP/1.1\r\nHost: x\r\nAuthorization: ".to_vec();
+        request.extend_from_slice(value);
+        request.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+        let (answer, _) = raw(gw.addr, &request).await;
+        assert_eq!(raw_status(&answer), 429, "{value:?}: {answer}");
+        let (status, _) = h2_get(gw.addr, "x", "/k/jwt", &[("authorization", value)]).await;
+        assert_eq!(status, 429, "HTTP/2 {value:?}");
+    }
+}

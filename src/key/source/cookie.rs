@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use http::header::COOKIE;
 use http::HeaderMap;
 
-use super::parts::trim_ows;
+use super::parts::{trim_ows, trim_python_space};
 use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
 
 /// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one,
@@ -54,22 +54,8 @@ fn readings<'v>(k: &'v [u8], v: &'v [u8]) -> impl Iterator<Item = (&'v [u8], &'v
         (!plain && read != ows).then_some(read)
     };
     std::iter::once(ows)
-        .chain(python(strip_latin1_space))
+        .chain(python(trim_python_space))
         .chain(python(strip_unicode_space))
-}
-
-/// Python's `str.isspace` on a byte read as Latin-1.
-fn latin1_space(b: u8) -> bool {
-    matches!(b, b'\t'..=b'\r' | 0x1c..=0x20 | 0x85 | 0xa0)
-}
-
-fn strip_latin1_space(b: &[u8]) -> &[u8] {
-    let start = b.iter().position(|&c| !latin1_space(c)).unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|&c| !latin1_space(c))
-        .map_or(start, |e| e + 1);
-    &b[start..end]
 }
 
 /// Python's `str.strip()` on text that is UTF-8 (as it is, when not: its readers then

@@ -182,16 +182,49 @@ pub(super) fn names_param(k: &str, name: &str) -> bool {
 /// Longest bearer token whose payload we are willing to decode.
 const MAX_JWT_LEN: usize = 8192;
 
-/// A claim from the payload of one `Authorization: Bearer <jwt>` value. The signature is
-/// NOT verified: the gateway only reads the claim to pick a bucket (docs/configuration.md).
-/// Any run of spaces or tabs separates scheme and token, as lenient upstreams accept.
-pub(super) fn jwt_claim<'a>(value: &[u8], claim: &str) -> Option<KeyPart<'a>> {
-    let value = std::str::from_utf8(trim_ows(value)).ok()?;
-    let (scheme, token) = value.split_once([' ', '\t'])?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
+/// The claim of every bearer token in one `Authorization` value. The signature is NOT
+/// verified: the gateway only reads the claim to pick a bucket (docs/configuration.md).
+/// A value is one credential to RFC 9110, but its readers take more: flask-jwt-extended
+/// splits it at commas (`Basic Zm9v, Bearer <jwt>` and `,Bearer <jwt>` hold a token) and
+/// the scheme from the token at any white space Python's `split()` takes (`Bearer\xa0<jwt>`,
+/// the value read as Latin-1), so each such element's claim is charged; a JWT holds no
+/// comma.
+pub(super) fn jwt_claims<'a>(
+    value: &[u8],
+    claim: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    for element in value.split(|&b| b == b',') {
+        if let Some(part) = bearer_claim(element, claim) {
+            push_distinct(values, part)?;
+        }
+    }
+    Ok(())
+}
+
+/// The claim of one `Bearer <jwt>` credential: any run of white space (Python's, on
+/// Latin-1: spaces, tabs, `\xa0`, `\x85`, …) between scheme and token.
+fn bearer_claim<'a>(element: &[u8], claim: &str) -> Option<KeyPart<'a>> {
+    let space = |b: &u8| python_space(*b);
+    let element = trim_python_space(element);
+    let (scheme, token) = element.split_at(element.iter().position(space)?);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
         return None;
     }
-    token_claim(trim_ows_text(token), claim)
+    token_claim(std::str::from_utf8(trim_python_space(token)).ok()?, claim)
+}
+
+/// Python's `str.isspace` on a byte read as Latin-1 (`\t`–`\r`, `\x1c`–`\x20`, `\x85`,
+/// `\xa0`).
+pub(super) fn python_space(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | 0x1c..=0x20 | 0x85 | 0xa0)
+}
+
+/// `b` without what Python's `str.strip()` removes from its ends, read as Latin-1.
+pub(super) fn trim_python_space(b: &[u8]) -> &[u8] {
+    let start = b.iter().position(|&c| !python_space(c)).unwrap_or(b.len());
+    let end = (b.iter().rposition(|&c| !python_space(c))).map_or(start, |e| e + 1);
+    &b[start..end]
 }
 
 /// Every `access_token` parameter of the query, read as a bearer token: RFC 6750 lets a
