@@ -37,15 +37,32 @@ pub fn id_bytes(id: &BucketId) -> usize {
     id.bucket.iter().map(|(k, v)| k.len() + v.len()).sum()
 }
 
-/// The key a bucket's `parts` hold a share of under `policy`, among the holders.
+/// The key a bucket's `parts` hold a share of under `policy`, among the holders: each
+/// part after its length, so no two lists of parts make one key (`a\0b`, `c` and `a`,
+/// `b\0c` joined by a separator did, pooling two keys' demand).
 pub fn holder_key(policy: &str, parts: &[impl AsRef<str>]) -> String {
+    use std::fmt::Write as _;
     let parts = parts.iter().map(AsRef::as_ref);
     let mut key =
-        String::with_capacity(policy.len() + parts.clone().map(|p| p.len() + 1).sum::<usize>());
+        String::with_capacity(policy.len() + parts.clone().map(|p| p.len() + 4).sum::<usize>());
     key.push_str(policy);
     for p in parts {
-        key.push('\0');
+        let _ = write!(key, "\0{}:", p.len());
         key.push_str(p);
     }
     key
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn no_two_lists_of_parts_make_one_holder_key() {
+        let one = super::holder_key("p", &["a\0b", "c"]);
+        let other = super::holder_key("p", &["a", "b\0c"]);
+        assert_ne!(one, other);
+        assert_ne!(
+            super::holder_key("p", &["ab"]),
+            super::holder_key("p", &["a", "b"])
+        );
+    }
 }
