@@ -109,8 +109,7 @@ pub async fn forward(
             } else {
                 tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
             }
-            let deadline = sent.timeout < pool.upstream.timeout;
-            return Err(e.response(upstream, deadline));
+            return Err(e.response(upstream, sent.timeout < pool.upstream.timeout));
         }
     };
     pool.observe(

@@ -71,6 +71,20 @@ pub(super) fn share_of<'s, 'i>(
     })
 }
 
+/// What a bucket lacking a value (Envoy left it out, or sent it empty) is told by its
+/// policy's `missing`, as a request without the header is; `None` to charge it (all
+/// values there, or `shared`: the one bucket of all such).
+fn missing_answer(policy: &crate::config::Policy, parts: &[&str]) -> Option<Assignment> {
+    if !parts.iter().any(|part| part.is_empty()) {
+        return None;
+    }
+    match policy.missing {
+        Missing::Shared => None,
+        Missing::Skip => Some(Assignment::AllowAll),
+        Missing::Reject => Some(Assignment::DenyAll),
+    }
+}
+
 /// A bucket of no entry, answered per `[rls] on_unmatched` for this long.
 pub(super) const UNMATCHED_TTL_S: u64 = 10;
 
@@ -157,14 +171,8 @@ impl Stream<'_> {
             named,
             key,
         } = share_of(snapshot, entry, id)?;
-        if parts.iter().any(|part| part.is_empty()) {
-            // A value Envoy left out or sent empty: the policy's `missing` says, as for
-            // a request without the header (`shared`: the one bucket of all such).
-            match policy.missing {
-                Missing::Shared => {}
-                Missing::Skip => return Some(self.render(id, Assignment::AllowAll, ttl_s)),
-                Missing::Reject => return Some(self.render(id, Assignment::DenyAll, ttl_s)),
-            }
+        if let Some(blanket) = missing_answer(policy, &parts) {
+            return Some(self.render(id, blanket, ttl_s));
         }
         let admission = self.charge((policy, plan, parts), allowed).await;
         let clock = &*self.shared.clock;

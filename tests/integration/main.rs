@@ -89,6 +89,7 @@ mod settle_local_draw;
 mod settle_upload_fault;
 mod silent_clients;
 mod spellings;
+mod spellings_credentials;
 mod spellings_keys;
 mod spend;
 mod spend_keys;

@@ -42,19 +42,25 @@ async fn held_answer(
 
 const KIB: usize = 1024;
 
-#[tokio::test]
-async fn units_drawn_locally_while_redis_is_out_are_not_refunded_into_redis() {
-    let redis = RedisServer::start();
+/// A [`Held`] upstream: its URL, its gate, and the body sizes it got.
+async fn held_upstream() -> (String, Arc<Held>, mpsc::UnboundedReceiver<usize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let upstream = format!("http://{}", listener.local_addr().expect("addr"));
-    let (got, mut got_rx) = mpsc::unbounded_channel();
+    let (got, got_rx) = mpsc::unbounded_channel();
     let held = Arc::new(Held {
         got,
         answer: Semaphore::new(0),
     });
-    let _serving = serve_all(listener, held.clone(), held_answer);
+    drop(serve_all(listener, held.clone(), held_answer));
+    (upstream, held, got_rx)
+}
+
+#[tokio::test]
+async fn units_drawn_locally_while_redis_is_out_are_not_refunded_into_redis() {
+    let redis = RedisServer::start();
+    let (upstream, held, mut got_rx) = held_upstream().await;
     // 1 KiB a unit, 4 reserved, a draw takes 64 (64 KiB) at a time; T = 6 min: nothing
     // refills while the test runs.
     let toml = Fixture::new()
