@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::{IpNet, Ipv6Net};
 
-use super::KeyPart;
+use super::part::{write_text, KeyPart};
 use crate::key::client_ip::canonical;
 
 /// The key part of `ip` under `ip/{len}`: an IPv6 address cut to its first `len` bits
@@ -88,15 +88,6 @@ fn within_embedding(net: Ipv6Net) -> bool {
         .iter()
         .filter_map(|range| range.parse::<Ipv6Net>().ok())
         .any(|range| range.contains(&net))
-}
-
-/// The text of an address or network key part, written on the stack: hashed on every
-/// request, where a `String` would allocate.
-pub(super) fn write_text(part: &impl std::fmt::Display, buf: &mut [u8; 48]) -> usize {
-    use std::io::Write;
-    let mut cursor = std::io::Cursor::new(&mut buf[..]);
-    let _ = write!(cursor, "{part}");
-    cursor.position() as usize
 }
 
 #[cfg(test)]

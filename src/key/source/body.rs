@@ -6,8 +6,8 @@
 
 use std::borrow::Cow;
 
+use super::part::{push_distinct, KeyPart, KeyValues, TooManyValues};
 use super::parts::{form_values, names_param};
-use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
 use crate::json::{BodyFacts, JsonPointer};
 use crate::request::form::BodyParams;
 

@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use http::header::COOKIE;
 use http::HeaderMap;
 
+use super::part::{push_distinct, KeyPart, KeyValues, TooManyValues};
 use super::parts::{trim_ows, trim_python_space};
-use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
 
 /// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one,
 /// and a quoted value with a backslash is read as Python unescapes it.

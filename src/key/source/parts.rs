@@ -10,7 +10,7 @@ use base64::Engine;
 use http::header::HeaderName;
 use http::HeaderMap;
 
-use super::{push_distinct, KeyPart, KeyValues, TooManyValues};
+use super::part::{push_distinct, KeyPart, KeyValues, TooManyValues};
 
 /// Optional whitespace (RFC 9110 §5.6.3) around text: a header value as read, and a key
 /// part given as text (a rate limit service's descriptor value) read the same way.
