@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use super::{ChangeError, OverrideId, OverrideSet, Stored};
+use super::set::OverrideSet;
+use super::stored::{OverrideId, Stored};
+use super::ChangeError;
 use crate::config::compile::runtime::check_override;
 use crate::config::override_spec::{OverrideProblem, OverrideSpec};
 use crate::config::Applied;

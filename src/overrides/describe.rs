@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use super::{apply, journal, FileError, Stored};
+use super::journal::FileError;
+use super::stored::Stored;
+use super::{apply, journal};
 use crate::config::Config;
 
 /// The file's summary; a file that does not parse is an error.

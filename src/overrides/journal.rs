@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{OverrideId, Stored};
+use super::stored::{OverrideId, Stored};
 use crate::files::WriteError;
 
 const VERSION: u32 = 2;

@@ -15,6 +15,7 @@ mod follow;
 mod journal;
 mod set;
 mod shared;
+mod stored;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::config::override_spec::{OverrideProblem, OverrideSpec};
 use crate::config::Applied;
@@ -34,31 +35,7 @@ pub use journal::FileError;
 use journal::{Change, Journal};
 use set::OverrideSet;
 pub use shared::touch as announce_reset;
-
-/// Which key of which policy.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct OverrideId {
-    pub policy: String,
-    /// One part per key source, as in `/admin/limits`.
-    pub key: Vec<String>,
-}
-
-/// One runtime override as kept in the file and in Redis.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stored {
-    #[serde(flatten)]
-    pub id: OverrideId,
-    pub set: OverrideSpec,
-    /// Wall-clock milliseconds since the Unix epoch; absent: until deleted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at_ms: Option<u64>,
-}
-
-impl Stored {
-    fn expired(&self, now_ms: u64) -> bool {
-        self.expires_at_ms.is_some_and(|at| now_ms >= at)
-    }
-}
+pub use stored::{OverrideId, Stored, MAX_KEY_PART, MAX_OVERRIDES};
 
 /// Why a change was refused.
 #[derive(Debug, thiserror::Error)]
@@ -78,15 +55,6 @@ pub enum ChangeError {
     #[error("a key part of an override is at most {MAX_KEY_PART} bytes")]
     KeyTooLong,
 }
-
-/// The longest key part an override names: what bounds the overrides' memory, in this
-/// gateway, in the file and in Redis (100,000 overrides of one such part: 100 MB), with
-/// room for any key a request makes in practice (an API key, a user id, a network).
-pub const MAX_KEY_PART: usize = 1024;
-
-/// Runtime overrides one gateway keeps at most: each costs a look-up table entry and a
-/// line in the file; a fleet needing more wants them in the config's overrides.
-pub const MAX_OVERRIDES: usize = 100_000;
 
 /// What one gateway holds: the set, and with Redis which field names which override.
 #[derive(Default)]

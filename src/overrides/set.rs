@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{OverrideId, Stored};
+use super::stored::{OverrideId, Stored};
 use crate::config::override_spec::OverrideProblem;
 
 #[derive(Default)]

@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 use redis::Script;
 use serde::{Deserialize, Serialize};
 
-use super::{OverrideId, Stored};
+use super::stored::{OverrideId, Stored};
 use crate::config::override_spec::OverrideSpec;
 use crate::key::redis_key::PREFIX;
 use crate::key::FleetKey;
