@@ -1,7 +1,7 @@
 //! Settled costs on a fleet and when a client leaves: two gateways on Redis (single and
 //! Cluster) share one token budget exactly, a client hanging up mid-download pays for what
-//! moved, the local fallback settles locally, and a hang-up while Redis settles still
-//! settles every tier.
+//! moved, the local fallback settles locally (on this gateway's share), and a hang-up
+//! while Redis settles still settles every tier.
 
 use std::time::Duration;
 
@@ -133,6 +133,31 @@ async fn an_admission_by_the_local_fallback_settles_locally() {
         next.status, 429,
         "the local debt holds back the next request"
     );
+}
+
+/// With Redis down, `on_error = "local"` and two gateways, each decides on half of every
+/// limit — and settles on that half too: a unit owed after the answer costs this
+/// gateway's share as much as one reserved did (it cost half as much, so each gateway
+/// passed twice its share of usage-priced units, the fleet twice the limit).
+#[tokio::test]
+async fn the_local_fallback_settles_on_this_gateways_share() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = hourly_tokens_on(format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\non_error = \"local\"\nfleet_size = 2\n",
+        redis.url()
+    ));
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    redis.kill();
+    let r = used(&gw, "45").await;
+    assert_eq!(r.status, 200, "admitted by the local store");
+    assert_eq!(
+        r.num("x-ratelimit-remaining"),
+        5,
+        "45 of this gateway's 50 used"
+    );
+    let next = used(&gw, "1").await;
+    assert_eq!(next.status, 429, "5 left, 10 to reserve");
 }
 
 /// A client that hangs up while the gateway waits on Redis to settle what the answer's

@@ -97,6 +97,9 @@ pub struct Admission {
     /// Some tier was not decided: the store could not answer and `on_error = "allow"`
     /// let the request through unlimited there.
     pub(super) unchecked: bool,
+    /// The rate tiers were decided on this gateway's `share`-th of each limit: Redis
+    /// was out and `on_error = "local"` (1 otherwise). Its settles and headers use it.
+    pub(super) share: u64,
     /// Nothing was decided into it yet: its first [`reset`](Self::reset) has nothing to
     /// clear (every proxied request's admission is a fresh one).
     fresh: bool,
@@ -112,6 +115,7 @@ impl Default for Admission {
             held: SmallVec::new(),
             settles: SmallVec::new(),
             unchecked: false,
+            share: 1,
             fresh: true,
         }
     }
@@ -134,6 +138,7 @@ impl Admission {
         self.settles.clear();
         self.outcome = Outcome::Admitted;
         self.unchecked = false;
+        self.share = 1;
     }
 
     pub fn outcome(&self) -> Outcome {
@@ -180,7 +185,7 @@ impl Admission {
     /// Rate tier `tier` was settled and its key now owes `debt_ns`: the headers follow.
     pub fn settled(&mut self, tier: usize, debt_ns: u64) {
         if let Some(t) = self.tiers.rate.get(tier) {
-            let quota = t.tier.quota;
+            let quota = t.tier.quota.share(self.share);
             // A quota is whole again at its reset, however much was settled.
             let until_idle = t
                 .tier

@@ -9,6 +9,7 @@
 mod descriptors;
 mod errors;
 mod inspect;
+mod outage;
 #[cfg(test)]
 mod quota_tests;
 mod resets;
@@ -34,7 +35,6 @@ use crate::config::Route;
 use crate::key::RequestView;
 use crate::limit::Verdict;
 use crate::metrics::Metrics;
-use crate::store::error::StoreError;
 pub use descriptors::Descriptor;
 use errors::StoreErrors;
 pub use settle::Settled;
@@ -44,7 +44,7 @@ enum Decided {
     /// The configured store.
     Store,
     /// This process alone, on its share (`on_error = "local"`).
-    Local,
+    Local { share: u64 },
     /// Nobody: the store failed and `on_error = "allow"` let the request through.
     Unchecked,
     /// Nobody: the store failed and `on_error = "deny"` refuses the request.
@@ -117,21 +117,6 @@ impl Limiter {
         &self.overrides
     }
 
-    /// Whether the store can answer now (readiness): its breaker closed and, with Redis,
-    /// the fleet's key secret known.
-    /// The cause a failed request is counted under: its own error's, or for a timeout or
-    /// an open breaker (which say little) the last cause the store saw.
-    fn cause_of(&self, e: &StoreError) -> &'static str {
-        let own = crate::store::redis::health::cause(e);
-        match e {
-            StoreError::Timeout(_) | StoreError::BreakerOpen => self
-                .remote()
-                .and_then(|r| r.health.last_cause())
-                .unwrap_or(own),
-            _ => own,
-        }
-    }
-
     /// Why the store is not ready (`/readyz`'s answer), `None` when it is.
     pub fn unready(&self) -> Option<String> {
         self.remote()
@@ -201,9 +186,17 @@ impl Limiter {
             verdict,
             now,
             settles,
+            share,
             ..
         } = admission;
-        pending_settles(route, tiers, verdict, (*now, marks), in_store, settles);
+        pending_settles(
+            route,
+            tiers,
+            verdict,
+            (*now, marks),
+            (in_store, *share),
+            settles,
+        );
         if let Some(remote) = self.remote().filter(|_| in_store) {
             for s in settles.iter_mut() {
                 let Some(key) = &s.redis_key else { continue };
@@ -234,7 +227,10 @@ impl Limiter {
         let decided = self.decide_rates(tiers, now, cost, clock, verdict);
         let in_store = match decided.await {
             Decided::Store => true,
-            Decided::Local => false,
+            Decided::Local { share } => {
+                admission.share = share;
+                false
+            }
             Decided::Unchecked => {
                 admission.unchecked = true;
                 true
@@ -327,71 +323,10 @@ impl Limiter {
                 Fallback::Unchecked => Decided::Unchecked,
                 Fallback::Refuse => Decided::Refused,
                 Fallback::Local => {
-                    self.decide_share(rate, now, cost, verdict);
-                    Decided::Local
+                    let share = self.decide_share(rate, now, cost, verdict);
+                    Decided::Local { share }
                 }
             },
         }
-    }
-
-    /// With `[store] replica_ack`, waits until the replicas acknowledge the admission just
-    /// written; `false` when they did not in time and `on_error = "deny"` refuses it (the
-    /// key keeps the charge: a refusal never admits more).
-    async fn replicated(&self) -> bool {
-        let Some(acker) = self.remote().and_then(|r| r.acker()) else {
-            return true;
-        };
-        match Box::pin(acker.acked()).await {
-            Ok(()) => true,
-            Err(e) => !matches!(self.fallback(&e), Fallback::Refuse),
-        }
-    }
-
-    /// `on_error = "local"`: decides the rate tiers in this process alone, on this
-    /// gateway's share of each limit (1/N of the rate and the burst, N the fleet's
-    /// gateways), so that an outage admits no more than the limits across the fleet.
-    fn decide_share(
-        &self,
-        rate: &[super::tiers::RateTier],
-        now: u64,
-        cost: u64,
-        verdict: &mut Verdict,
-    ) {
-        let n = self.remote().map_or(1, |r| r.fleet_share());
-        if n <= 1 {
-            Rates::decide_local(self.local(), rate, now, cost, verdict);
-            return;
-        }
-        let shares: arrayvec::ArrayVec<crate::limit::Tier, { crate::limit::MAX_DECISIONS }> = rate
-            .iter()
-            .take(crate::limit::MAX_DECISIONS)
-            .map(|t| crate::limit::Tier {
-                // A quota's window stays: its share is 1/N of its units, still reset at
-                // the window's end.
-                quota: t.tier.quota.share(n),
-                ..t.tier
-            })
-            .collect();
-        crate::limit::evaluate_into(self.local(), &shares, now, cost, verdict);
-    }
-
-    /// What `on_error` makes of a failed store call (`Store::fallback`: the one place it
-    /// is read). The failure is counted.
-    fn fallback(&self, e: &StoreError) -> Fallback {
-        self.failed(e);
-        self.store.fallback()
-    }
-
-    /// Counts a failed store call.
-    fn failed(&self, e: &StoreError) {
-        self.errors.inc(e, self.cause_of(e));
-        // Written when it changes only: a shared line every failing request would write.
-        let open = self
-            .remote()
-            .map_or(0, |r| i64::from(r.breakers.any_open()));
-        if self.metrics.store_breaker_open.get() != open {
-            self.metrics.store_breaker_open.set(open);
-        }
-        tracing::debug!(error = %e, "store call failed; applying on_error");
     }
 }

@@ -102,10 +102,19 @@ impl Limiter {
             Ok(drawn) => Ok(drawn),
             Err(e) => match self.fallback(&e) {
                 Fallback::Unchecked => Ok(Draw::Unchecked { units: want }),
-                Fallback::Local => Ok(match draw_local(self.local(), pending, want, need, now) {
-                    Draw::Granted { units, .. } => Draw::Unchecked { units },
-                    other => other,
-                }),
+                // On this gateway's share of the key, as the local table decides it.
+                Fallback::Local => Ok(
+                    match draw_local(
+                        self.local(),
+                        &pending.on_share(self.fleet_share()),
+                        want,
+                        need,
+                        now,
+                    ) {
+                        Draw::Granted { units, .. } => Draw::Unchecked { units },
+                        other => other,
+                    },
+                ),
                 Fallback::Refuse => Err(e),
             },
         }

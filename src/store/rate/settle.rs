@@ -81,6 +81,19 @@ impl PendingSettle {
             .expect("a pending settle belongs to a settled rate policy")
     }
 
+    /// This tier as this gateway's `n`-th of its limit (`Quota::share`): what the local
+    /// table decides on while Redis is out (`on_error = "local"`), a unit costing `n`
+    /// times as much of it.
+    pub fn on_share(&self, n: u64) -> Self {
+        let mut shared = self.clone();
+        if n > 1 {
+            let burst = (self.tau_ns / self.t_ns.max(1)).div_ceil(n).max(1);
+            shared.t_ns = self.t_ns.saturating_mul(n);
+            shared.tau_ns = burst.saturating_mul(shared.t_ns);
+        }
+        shared
+    }
+
     /// Units the body may move before it draws again: the reservation and what was drawn
     /// while streaming.
     pub fn covered(&self) -> u64 {
@@ -314,13 +327,15 @@ pub fn once_ms(remote: &RedisStore) -> u64 {
 }
 
 /// The admitted tiers of settled policies, to settle once the cost is known. `in_store`:
-/// decided by the configured store (Redis keys apply), not by the local fallback.
+/// decided by the configured store (Redis keys apply), not by the local fallback, whose
+/// decision was on this gateway's `share` of each limit (1/N: `Quota::share`), and so is
+/// what it settles.
 pub fn pending_settles(
     route: &Route,
     tiers: &RequestTiers,
     verdict: &Verdict,
     (now, marks): (u64, ResetMarks),
-    in_store: bool,
+    (in_store, share): (bool, u64),
     settles: &mut SmallVec<[PendingSettle; 1]>,
 ) {
     for p in tiers.policies.iter() {
@@ -338,6 +353,10 @@ pub fn pending_settles(
             let redis_key = in_store
                 .then(|| t.redis.as_ref().map(|k| k.key.clone()))
                 .flatten();
+            let quota = match in_store {
+                true => t.tier.quota,
+                false => t.tier.quota.share(share),
+            };
             settles.push(PendingSettle {
                 policy: policy.clone(),
                 tier: i,
@@ -348,8 +367,8 @@ pub fn pending_settles(
                     None => marks.local,
                 },
                 redis_key,
-                t_ns: t.tier.quota.interval_ns(),
-                tau_ns: t.tier.quota.tolerance_ns(),
+                t_ns: quota.interval_ns(),
+                tau_ns: quota.tolerance_ns(),
                 reserve: t.tier.cost(route.cost),
                 drawn: 0,
                 unchecked: 0,
