@@ -29,6 +29,10 @@ pin_project! {
         #[pin]
         deadline: tokio::time::Sleep,
         idle: Duration,
+        // The clock starts at the first read: before it, the request waits for an
+        // upstream connection, and a client that sent `Expect: 100-continue` sends
+        // nothing until asked — silence the client did not choose.
+        reading: bool,
     }
 }
 
@@ -38,6 +42,7 @@ impl<B> IdleTimeout<B> {
             inner,
             deadline: tokio::time::sleep(idle),
             idle,
+            reading: false,
         }
     }
 }
@@ -55,6 +60,11 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let mut this = self.project();
+        if !*this.reading {
+            *this.reading = true;
+            let from_now = tokio::time::Instant::now() + *this.idle;
+            this.deadline.as_mut().reset(from_now);
+        }
         match this.inner.poll_frame(cx) {
             Poll::Ready(frame) => {
                 // Every frame restarts the clock: the limit is on silence, not on size.

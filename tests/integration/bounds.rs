@@ -351,3 +351,39 @@ async fn a_full_upstream_pool_answers_503_within_the_timeout() {
     );
     holder.abort();
 }
+
+/// `body_read_timeout` measures the client's silence from when the gateway first reads
+/// the body, not from when the request arrived: one that waits for an upstream connection
+/// (the pool full for 3 s) and sent `Expect: 100-continue` — so it sends nothing until
+/// asked — is told `100 Continue` and served, not cut 408 as a stalled upload.
+#[tokio::test]
+async fn a_body_waiting_for_an_upstream_connection_is_not_counted_as_silent() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = Upstream::start().await;
+    let toml = open()
+        .server("workers = 1\nbody_read_timeout = \"1s\"")
+        .upstream("api", "max_connections = 1\ntimeout = \"20s\"")
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let held_url = gw.url("/held");
+    let holder = tokio::spawn(async move { get(&held_url, &[("x-delay-ms", "3000")]).await });
+    assert!(eventually(Duration::from_secs(10), || up.requests() == 1).await);
+    let mut s = tokio::net::TcpStream::connect(gw.addr)
+        .await
+        .expect("connect");
+    let head = "POST /up HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\nexpect: 100-continue\r\n\r\n";
+    s.write_all(head.as_bytes()).await.expect("head");
+    let mut told = [0u8; 25];
+    s.read_exact(&mut told).await.expect("an answer");
+    assert_eq!(
+        &told,
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+        "{}",
+        String::from_utf8_lossy(&told)
+    );
+    s.write_all(b"hello").await.expect("body");
+    let mut answer = [0u8; 12];
+    s.read_exact(&mut answer).await.expect("the answer");
+    assert_eq!(&answer, b"HTTP/1.1 200");
+    assert_eq!(holder.await.expect("holder").status, 200);
+}
