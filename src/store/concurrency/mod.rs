@@ -149,7 +149,8 @@ impl Concurrency {
 
     /// A lease on `key` in Redis. A request that may not wait is refused here while the
     /// key is remembered full. One that may wait first takes its turn among this
-    /// gateway's waiters for the key (at most [`MAX_REDIS_WAITERS`] of them in all), then
+    /// gateway's waiters for the key (at most [`MAX_REDIS_WAITERS`] of them in all; past
+    /// that it asks once, as one that may not wait), then
     /// asks Redis until a slot frees or `max_delay` has passed — at once when this gateway
     /// gives a slot of the key back, otherwise less and less often (50 ms, doubling up to a
     /// second): a waiting key costs at most about one call a second, however many wait.
@@ -161,16 +162,16 @@ impl Concurrency {
         (policy, gauge): (&str, Option<&Gauge>),
         clock: &dyn Clock,
     ) -> Result<Option<Taken>, StoreError> {
-        let waits = tier.waits();
+        // Past the gateway's waiters (every key's together), a request that may wait
+        // asks Redis once, as one that may not: refused only if its own key is full. A
+        // client parking waiters on keys of its own refused every other key's otherwise.
+        let waiter = tier.waits().then(|| self.waiting.enter()).flatten();
+        let waits = waiter.is_some();
         if !waits && self.full.is_full(tier.key, clock.now_ns()) {
             return Ok(None);
         }
         let give_up = tokio::time::Instant::now() + tier.max_delay;
         let started = clock.now_ns();
-        let _waiter = match waits.then(|| self.waiting.enter()) {
-            Some(None) => return Ok(None),
-            waiter => waiter.flatten(),
-        };
         let _turn = if waits {
             match self.turns.acquire(tier.key, 1, true, || None) {
                 Acquired::Taken(turn) => Some(turn),
