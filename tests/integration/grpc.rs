@@ -203,14 +203,26 @@ async fn grpc_timeout_bounds_the_wait_for_the_upstream() {
         (200, Some("4")),
         "{r:?}"
     );
+    // The call's own deadline passed first: its answer, not the upstream's timeout.
     let message = r.header("grpc-message").unwrap_or_default();
-    assert_eq!(message, "tollgate: the upstream did not answer in time");
+    assert_eq!(
+        message,
+        "tollgate: the call's deadline passed before the upstream answered"
+    );
     // The call's 300 ms, not the route's 60 s (a generous margin for a busy machine).
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "{:?}",
         started.elapsed()
     );
+    // The upstream's own timeout the shorter: the upstream's answer.
+    let toml = grpc_config("timeout = \"300ms\"", &[]).build();
+    let gw = TestGateway::start(&toml, &format!("http://{addr}")).await;
+    let headers = [("grpc-timeout", "60S"), headers[0], headers[1]];
+    let r = send(&http2(), "POST", &gw.url("/test.Echo/Say"), &headers, b"").await;
+    assert_eq!(r.header("grpc-status"), Some("4"), "{r:?}");
+    let message = r.header("grpc-message").unwrap_or_default();
+    assert_eq!(message, "tollgate: the upstream did not answer in time");
     held.abort();
 }
 

@@ -24,13 +24,7 @@ async fn a_cookie_padded_with_what_python_strips_is_the_trimmed_cookies() {
         b"sid=\x85victim\x85",
     ];
     for cookie in paddings {
-        let mut request = b"GET /k/cookie HTTP/1.1\r\nHost: x\r\nCookie: ".to_vec();
-        request.extend_from_slice(cookie);
-        request.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
-        let (answer, _) = raw(gw.addr, &request).await;
-        assert_eq!(raw_status(&answer), 429, "{cookie:?}: {answer}");
-        let (status, _) = h2_get(gw.addr, "x", "/k/cookie", &[("cookie", cookie)]).await;
-        assert_eq!(status, 429, "HTTP/2 {cookie:?}");
+        refused_both_ways(&gw, "/k/cookie", ("cookie", cookie)).await;
     }
 }
 
@@ -42,24 +36,26 @@ async fn a_cookie_padded_with_what_python_strips_is_the_trimmed_cookies() {
 async fn a_bearer_token_among_other_credentials_is_the_tokens() {
     let (_up, gw) = start().await;
     let token = bearer("alice");
-    spend(
-        &gw,
-        "/k/jwt",
-        &[("authorization", &format!("Bearer {token}"))],
-    )
-    .await;
+    let spent = format!("Bearer {token}");
+    spend(&gw, "/k/jwt", &[("authorization", &spent)]).await;
     let spellings: Vec<Vec<u8>> = vec![
         format!(",Bearer {token}").into_bytes(),
         format!("Basic Zm9v, Bearer {token}").into_bytes(),
         [b"Bearer\xa0".as_slice(), token.as_bytes()].concat(),
     ];
     for value in &spellings {
-        let mut request = b"GET /k/jwt HTTP/1.1\r\nHost: x\r\nAuthorization: ".to_vec();
-        request.extend_from_slice(value);
-        request.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
-        let (answer, _) = raw(gw.addr, &request).await;
-        assert_eq!(raw_status(&answer), 429, "{value:?}: {answer}");
-        let (status, _) = h2_get(gw.addr, "x", "/k/jwt", &[("authorization", value)]).await;
-        assert_eq!(status, 429, "HTTP/2 {value:?}");
+        refused_both_ways(&gw, "/k/jwt", ("authorization", value)).await;
     }
+}
+
+/// A GET of `path` with the header `(name, value)` as raw bytes, over a raw HTTP/1.1
+/// socket and a raw HTTP/2 stream: refused both ways (its key is spent).
+async fn refused_both_ways(gw: &TestGateway, path: &str, (name, value): (&str, &[u8])) {
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{name}: ").into_bytes();
+    request.extend_from_slice(value);
+    request.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+    let (answer, _) = raw(gw.addr, &request).await;
+    assert_eq!(raw_status(&answer), 429, "{value:?}: {answer}");
+    let (status, _) = h2_get(gw.addr, "x", path, &[(name, value)]).await;
+    assert_eq!(status, 429, "HTTP/2 {value:?}");
 }
