@@ -149,31 +149,17 @@ const LEFT_OVER_AFTER: std::time::Duration = std::time::Duration::from_secs(600)
 /// Returns how many went. `now`: the wall clock's time (file times are on it).
 pub fn sweep_leftovers(path: &Path, now: std::time::SystemTime) -> usize {
     use std::os::unix::fs::MetadataExt;
-    let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+    let Some(name) = path.file_name() else {
         return 0;
     };
-    let folder = if folder.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        folder
-    };
-    let Some(name) = name.to_str() else {
-        return 0;
-    };
-    let Ok(entries) = std::fs::read_dir(folder) else {
+    let Ok(entries) = std::fs::read_dir(folder_of(path)) else {
         return 0;
     };
     let me = own_uid();
     let ours = |entry: &std::fs::DirEntry| {
-        let file_name = entry.file_name();
-        let Some(middle) = file_name
-            .to_str()
-            .and_then(|n| n.strip_prefix('.')?.strip_prefix(name)?.strip_prefix('.'))
-            .and_then(|rest| rest.strip_suffix(".tmp"))
-        else {
+        if !is_temp_name(&entry.file_name(), name) {
             return false;
-        };
-        let named = middle.len() == 16 && middle.bytes().all(|b| b.is_ascii_hexdigit());
+        }
         // Not followed: a link of that name is left alone.
         let Ok(meta) = entry.path().symlink_metadata() else {
             return false;
@@ -183,7 +169,7 @@ pub fn sweep_leftovers(path: &Path, now: std::time::SystemTime) -> usize {
             .ok()
             .and_then(|m| now.duration_since(m).ok())
             .is_some_and(|age| age >= LEFT_OVER_AFTER);
-        named && meta.file_type().is_file() && me.is_none_or(|me| me == meta.uid()) && old
+        meta.file_type().is_file() && me.is_none_or(|me| me == meta.uid()) && old
     };
     entries
         .flatten()
@@ -201,22 +187,43 @@ pub fn refuse_link(path: &Path) -> Result<(), WriteError> {
     }
 }
 
+/// The folder `path` is in (a bare file name is in the working folder).
+fn folder_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// The temporary name beside a file `name`: `.NAME.<suffix>.tmp` ([`crate::random::suffix`]:
+/// 16 hex digits).
+fn temp_name(name: &std::ffi::OsStr, suffix: &str) -> std::ffi::OsString {
+    let mut tmp = std::ffi::OsString::from(".");
+    tmp.push(name);
+    tmp.push(format!(".{suffix}.tmp"));
+    tmp
+}
+
+/// Whether `file_name` is a [`temp_name`] beside a file `name`.
+fn is_temp_name(file_name: &std::ffi::OsStr, name: &std::ffi::OsStr) -> bool {
+    let (Some(file_name), Some(name)) = (file_name.to_str(), name.to_str()) else {
+        return false;
+    };
+    let suffix = (file_name.strip_prefix('.'))
+        .and_then(|n| n.strip_prefix(name)?.strip_prefix('.'))
+        .and_then(|rest| rest.strip_suffix(".tmp"));
+    suffix.is_some_and(|s| s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// A new file beside `path` under a name nobody can guess, created exclusively (an
 /// existing file or link of that name is never opened).
 fn create_beside(path: &Path) -> io::Result<(PathBuf, File)> {
-    let folder = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let folder = folder_of(path);
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
     let mut last = None;
     for _ in 0..4 {
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".{}.tmp", crate::random::suffix()));
-        let tmp = folder.join(tmp_name);
+        let tmp = folder.join(temp_name(name, &crate::random::suffix()));
         match OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -235,12 +242,7 @@ fn create_beside(path: &Path) -> io::Result<(PathBuf, File)> {
 /// The rename is durable once the folder is synced (best effort: not every platform lets
 /// a folder be opened for it).
 fn sync_folder(path: &Path) {
-    // A bare file name is in the working folder, which is synced like any other.
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if let Ok(d) = File::open(dir) {
+    if let Ok(d) = File::open(folder_of(path)) {
         let _ = d.sync_all();
     }
 }

@@ -97,8 +97,8 @@ fn upper_case_method<B>(req: &mut Request<B>) {
 
 /// Rewrites `req`'s head in place: canonical path (query untouched), the method
 /// upper-cased, a single valid `Host` naming the routed host, hop-by-hop headers removed
-/// (an upgrade request keeps `Upgrade`). Allocates only when something had to change; a request without
-/// connection-level headers costs one pass over its header names.
+/// (an upgrade request keeps `Upgrade`). Allocates only when something had to change; a
+/// request without connection-level headers costs one pass over its header names.
 pub fn normalize<B>(
     req: &mut Request<B>,
     (rules, kept): (&PathRules, &KeyHeaders),

@@ -50,8 +50,8 @@ fn readings<'v>(k: &'v [u8], v: &'v [u8]) -> impl Iterator<Item = (&'v [u8], &'v
     };
     let plain = graphic(ows.0) && graphic(ows.1);
     let python = move |strip: fn(&[u8]) -> &[u8]| {
-        let read = (strip(k), strip(v));
-        (!plain && read != ows).then_some(read)
+        let read = (!plain).then(|| (strip(k), strip(v)));
+        read.filter(|read| *read != ows)
     };
     std::iter::once(ows)
         .chain(python(trim_python_space))

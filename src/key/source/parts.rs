@@ -1,8 +1,7 @@
 //! Values of the sources read from the request's text — a query string's parameters (and
 //! those of a body frameworks merge with them), a bearer token's claim (cookies:
-//! `cookie.rs`) — each
-//! read as the readers behind the gateway read them (Rack, Express, PHP, Go), every
-//! reading charged.
+//! `cookie.rs`) — each read as the readers behind the gateway read them (Rack, Express,
+//! PHP, Go, Python's), every reading charged.
 
 use std::borrow::Cow;
 
@@ -20,9 +19,16 @@ pub(crate) fn trim_ows_text(s: &str) -> &str {
 
 /// Optional whitespace (RFC 9110 §5.6.3): spaces and horizontal tabs.
 pub(super) fn trim_ows(b: &[u8]) -> &[u8] {
-    let is_ows = |c: &u8| *c == b' ' || *c == b'\t';
-    let start = b.iter().position(|c| !is_ows(c)).unwrap_or(b.len());
-    let end = b.iter().rposition(|c| !is_ows(c)).map_or(start, |e| e + 1);
+    trim_bytes(b, |c| c == b' ' || c == b'\t')
+}
+
+/// `b` without the bytes `trimmed` takes at either end.
+fn trim_bytes(b: &[u8], trimmed: impl Fn(u8) -> bool) -> &[u8] {
+    let start = b.iter().position(|&c| !trimmed(c)).unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|&c| !trimmed(c))
+        .map_or(start, |e| e + 1);
     &b[start..end]
 }
 
@@ -216,15 +222,13 @@ fn bearer_claim<'a>(element: &[u8], claim: &str) -> Option<KeyPart<'a>> {
 
 /// Python's `str.isspace` on a byte read as Latin-1 (`\t`–`\r`, `\x1c`–`\x20`, `\x85`,
 /// `\xa0`).
-pub(super) fn python_space(b: u8) -> bool {
+fn python_space(b: u8) -> bool {
     matches!(b, b'\t'..=b'\r' | 0x1c..=0x20 | 0x85 | 0xa0)
 }
 
 /// `b` without what Python's `str.strip()` removes from its ends, read as Latin-1.
 pub(super) fn trim_python_space(b: &[u8]) -> &[u8] {
-    let start = b.iter().position(|&c| !python_space(c)).unwrap_or(b.len());
-    let end = (b.iter().rposition(|&c| !python_space(c))).map_or(start, |e| e + 1);
-    &b[start..end]
+    trim_bytes(b, python_space)
 }
 
 /// Every `access_token` parameter of the query, read as a bearer token: RFC 6750 lets a

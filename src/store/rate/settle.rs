@@ -86,10 +86,11 @@ impl PendingSettle {
     /// times as much of it.
     pub fn on_share(&self, n: u64) -> Self {
         let mut shared = self.clone();
-        if n > 1 {
-            let burst = (self.tau_ns / self.t_ns.max(1)).div_ceil(n).max(1);
-            shared.t_ns = self.t_ns.saturating_mul(n);
-            shared.tau_ns = burst.saturating_mul(shared.t_ns);
+        // Its `T` and `τ` as a quota of one unit per `T`, shared as any quota is.
+        let burst = self.tau_ns / self.t_ns.max(1);
+        if let Ok(quota) = crate::limit::Quota::new(1, self.t_ns, burst) {
+            let quota = quota.share(n);
+            (shared.t_ns, shared.tau_ns) = (quota.interval_ns(), quota.tolerance_ns());
         }
         shared
     }
