@@ -64,6 +64,7 @@ mod quotas;
 mod readme;
 mod redis;
 mod redis_scripts;
+mod redis_scripts_marks;
 mod rlqs;
 mod rlqs_admin;
 mod rlqs_bounds;

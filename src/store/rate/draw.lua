@@ -7,7 +7,14 @@
 -- Returns  {units, debt after}  or  {0, wait} with units 0 only when `need` does not fit
 local t, bound = tonumber(ARGV[1]), tonumber(ARGV[2])
 local want, need = tonumber(ARGV[3]), tonumber(ARGV[4])
-local debt = debt_at(KEYS[1])
+-- No TAT is written further ahead than any reader counts (an override's long T could
+-- otherwise set a key's expiry decades out).
+if bound > MAX_LEAD_NS then bound = MAX_LEAD_NS end
+local debt, _, marked = debt_at(KEYS[1])
+-- A quota's usage under this name (the policy became a quota on a gateway that has
+-- reloaded; this one still runs it as a rate): neither this rate's debt nor the rate's
+-- to overwrite. The units pass uncounted until this gateway reloads too.
+if marked then return {math.max(want, need), 0} end
 local fits = math.floor((bound - debt) / t)
 if fits < 0 then fits = 0 end
 if fits < need then

@@ -50,8 +50,10 @@ if ws and ahead and ahead > 0 then
   local function from(at) return ahead >= at and ahead < at + 900000000000 end
   if not from(basis) and not from(start) then return {0, 0} end
 end
--- A quota's usage is no debt of a rate (tat.lua).
-if marked and not ws then ahead = nil end
+-- A quota's usage is no debt of a rate (tat.lua), nor the rate's to overwrite: the policy
+-- became a quota under this name on a gateway that has reloaded since this request was
+-- admitted as a rate (or this gateway has not reloaded yet). Its usage stays as it is.
+if marked and not ws then return {0, 0} end
 local debt = ahead and ahead - basis or 0
 if debt < 0 or (ws and debt >= 900000000000) then debt = 0 end
 local after

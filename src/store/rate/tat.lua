@@ -28,17 +28,17 @@ local function tat_at(key)
 end
 
 -- What `key` owes: how far its TAT lies ahead of now, 0 when it is idle, absent or
--- unreadable, or (read for a rate, `quota` false) when a quota wrote it; and the TAT as
--- written.
+-- unreadable, or (read for a rate, `quota` false) when a quota wrote it; the TAT as
+-- written; and whether a quota wrote it.
 local function debt_at(key, quota)
   local stored, ahead, marked = tat_at(key)
   if ahead and ahead > 0 and (quota or not marked) then
     -- No charge leads further (MAX_SETTLED_DEBT_NS); a key written further by an
     -- older version reads as used up, never past what an integer reply holds.
     if ahead > MAX_LEAD_NS then ahead = MAX_LEAD_NS end
-    return ahead, stored
+    return ahead, stored, marked
   end
-  return 0, stored
+  return 0, stored, marked
 end
 
 -- The stored form of the instant `ahead` ns (≥ 0) after now, marked when `quota`. fmod

@@ -1,0 +1,91 @@
+//! The Redis scripts run alone by a real Redis, on what they leave in a key: a settle or
+//! a body's draw made for a rate leaves a quota's usage under the same name as it is (the
+//! policy became a quota on a gateway that reloaded first), and a draw writes no TAT
+//! further ahead than any reader counts.
+
+use crate::support::*;
+
+/// The server's clock in Unix seconds, as the scripts read it.
+fn redis_now(redis: &RedisServer) -> u64 {
+    let time = redis.cli(&["TIME"]);
+    let seconds = time.lines().next().expect("seconds").trim();
+    seconds.parse().expect("seconds")
+}
+
+/// `script` (a file under src/store/rate/) as the gateway loads it, tat.lua first.
+fn loaded(script: &str) -> String {
+    [include_str!("../../src/store/rate/tat.lua"), script].concat()
+}
+
+/// A reply's lines, trimmed, joined by spaces.
+fn words(reply: &str) -> String {
+    reply.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[tokio::test]
+async fn a_settle_or_draw_for_a_rate_leaves_a_quotas_usage_as_it_is() {
+    let redis = RedisServer::start();
+    // A month's quota with three units used: its TAT is its window's end plus 3 ns,
+    // written marked (seconds zero-padded to 12 digits).
+    let usage = format!("{:012}:000000003", redis_now(&redis) + 20 * 86_400);
+    redis.cli(&["SET", "plan:acme", &usage]);
+    let settle = loaded(include_str!("../../src/store/rate/settle.lua"));
+    for (op, ns) in [("debt", "5000000000"), ("refund", "5000000000")] {
+        let reply = redis.cli(&[
+            "EVAL",
+            &settle,
+            "2",
+            "plan:acme",
+            "plan:acme:reset",
+            op,
+            ns,
+            ns,
+            "60000000000",
+            "",
+            "0",
+        ]);
+        assert_eq!(words(&reply), "0 0", "{op}: no debt of the rate's");
+        let kept = redis.cli(&["GET", "plan:acme"]);
+        assert_eq!(kept.trim(), usage, "a rate's {op} leaves the quota's usage");
+    }
+    let draw = loaded(include_str!("../../src/store/rate/draw.lua"));
+    let reply = redis.cli(&[
+        "EVAL",
+        &draw,
+        "1",
+        "plan:acme",
+        "1000000",
+        "60000000000",
+        "64",
+        "8",
+    ]);
+    assert_eq!(words(&reply), "64 0", "the frame passes uncounted");
+    let kept = redis.cli(&["GET", "plan:acme"]);
+    assert_eq!(kept.trim(), usage, "a rate's draw leaves the quota's usage");
+}
+
+/// An override's long T makes a body's bound (burst and `max_debt`) years long: the
+/// draw's TAT, and so its key's expiry, stays within the 2^52 ns (about 52 days) every
+/// reader caps a debt at.
+#[tokio::test]
+async fn a_draw_writes_no_lead_past_what_readers_count() {
+    let redis = RedisServer::start();
+    let draw = loaded(include_str!("../../src/store/rate/draw.lua"));
+    // T = 1,000 s a unit, a bound of about three years, 10,000 units wanted.
+    let reply = redis.cli(&[
+        "EVAL",
+        &draw,
+        "1",
+        "long",
+        "1000000000000",
+        "100000000000000000",
+        "10000",
+        "1",
+    ]);
+    let lead: u64 = 1 << 52;
+    let fits = lead / 1_000_000_000_000;
+    let after = fits * 1_000_000_000_000;
+    assert_eq!(words(&reply), format!("{fits} {after}"), "as many as fit the cap");
+    let ttl: u64 = redis.cli(&["PTTL", "long"]).trim().parse().expect("a TTL");
+    assert!(ttl <= lead / 1_000_000 + 1, "expires within the cap: {ttl} ms");
+}
