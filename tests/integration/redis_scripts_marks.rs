@@ -85,7 +85,14 @@ async fn a_draw_writes_no_lead_past_what_readers_count() {
     let lead: u64 = 1 << 52;
     let fits = lead / 1_000_000_000_000;
     let after = fits * 1_000_000_000_000;
-    assert_eq!(words(&reply), format!("{fits} {after}"), "as many as fit the cap");
+    assert_eq!(
+        words(&reply),
+        format!("{fits} {after}"),
+        "as many as fit the cap"
+    );
     let ttl: u64 = redis.cli(&["PTTL", "long"]).trim().parse().expect("a TTL");
-    assert!(ttl <= lead / 1_000_000 + 1, "expires within the cap: {ttl} ms");
+    assert!(
+        ttl <= lead / 1_000_000 + 1,
+        "expires within the cap: {ttl} ms"
+    );
 }

@@ -9,6 +9,7 @@ use crate::clock::Clock;
 use crate::config::Policy;
 use crate::limit::MAX_TIERS;
 use crate::store::admission::Admission;
+use crate::store::rate::redis::ChargeTimes;
 use crate::store::tiers::PolicyPlan;
 
 /// One descriptor a rule matched: which policy decides it, on which key, at what cost.
@@ -59,6 +60,10 @@ impl Limiter {
         if admission.tiers.rate.is_empty() {
             return;
         }
-        let _ = self.decide_rate_tiers(0, clock, admission).await;
+        // No tier of a descriptor settles: no charge time is kept.
+        let mut times = ChargeTimes::new();
+        let _ = self
+            .decide_rate_tiers(0, clock, admission, &mut times)
+            .await;
     }
 }

@@ -26,6 +26,7 @@ use super::keys::KeyMaker;
 use super::memory::MemoryStore;
 use super::overrides::KeyOverrides;
 use super::rate::lease::Slices;
+use super::rate::redis::ChargeTimes;
 use super::rate::settle::pending_settles;
 use super::rate::{Rates, Remote};
 use super::redis::RedisStore;
@@ -178,7 +179,9 @@ impl Limiter {
         }
         // Read before the decision: a reset landing during it counts as after it.
         let marks = self.reset_marks();
-        let Some(in_store) = self.decide_rate_tiers(route.cost, clock, admission).await else {
+        let mut times = ChargeTimes::new();
+        let decided = self.decide_rate_tiers(route.cost, clock, admission, &mut times);
+        let Some(in_store) = decided.await else {
             return;
         };
         let Admission {
@@ -200,14 +203,19 @@ impl Limiter {
         if let Some(remote) = self.remote().filter(|_| in_store) {
             for s in settles.iter_mut() {
                 let Some(key) = &s.redis_key else { continue };
-                // The clock of the node holding the key (each master's its own).
+                // When the script that charged it ran, on the clock of the node holding
+                // the key; a tier its slice decided, on the estimate of that clock.
+                let charged = times.iter().find(|&&(i, _)| i == s.tier);
                 let tag = crate::key::redis_key::tag_of(key);
-                let (server_ns, early_us) = (
-                    remote.server_unix_ns_at(tag, *now),
-                    remote.server_unix_us_early(tag, *now),
-                );
+                let (server_ns, charged_us) = match charged {
+                    Some(&(_, at)) => (Some(at), at / 1_000),
+                    None => (
+                        remote.server_unix_ns_at(tag, *now),
+                        remote.server_unix_us_early(tag, *now),
+                    ),
+                };
                 s.charged_on(server_ns, clock);
-                s.charged_us = early_us;
+                s.charged_us = charged_us;
             }
         }
     }
@@ -220,11 +228,12 @@ impl Limiter {
         cost: u64,
         clock: &dyn Clock,
         admission: &mut Admission,
+        times: &mut ChargeTimes,
     ) -> Option<bool> {
         let now = admission.now;
         admission.tiers.place_windows(now, clock);
         let (tiers, verdict) = (&admission.tiers, &mut admission.verdict);
-        let decided = self.decide_rates(tiers, now, cost, clock, verdict);
+        let decided = self.decide_rates(tiers, (now, cost), clock, verdict, times);
         let in_store = match decided.await {
             Decided::Store => true,
             Decided::Local { share } => {
@@ -281,14 +290,14 @@ impl Limiter {
     }
 
     /// Decides the rate tiers at `now` into `verdict`: by the configured store, or what
-    /// `on_error` made of its failure.
+    /// `on_error` made of its failure (Redis's charge times in `times`).
     async fn decide_rates(
         &self,
         tiers: &RequestTiers,
-        now: u64,
-        cost: u64,
+        (now, cost): (u64, u64),
         clock: &dyn Clock,
         verdict: &mut Verdict,
+        times: &mut ChargeTimes,
     ) -> Decided {
         let rate = &tiers.rate[..];
         let remote = match &self.store {
@@ -312,7 +321,14 @@ impl Limiter {
             // Boxed: the Redis path's state (its groups, replies, slices) is tens of
             // kilobytes, and every request's future — a parked one too — would otherwise
             // carry it.
-            Box::pin(Rates::decide_remote(&remote, &self.slices, rate, now, cost)).await
+            Box::pin(Rates::decide_remote(
+                &remote,
+                &self.slices,
+                rate,
+                (now, cost),
+                times,
+            ))
+            .await
         };
         match decided {
             Ok(decided) => {

@@ -50,13 +50,14 @@ impl Rates {
 
     /// Decides `tiers` at `now` (local clock) with Redis: refused here when the refusal
     /// cache already knows the answer, otherwise in Redis, leased tiers from this
-    /// gateway's slices (which read the clock again as they take their units).
+    /// gateway's slices (which read the clock again as they take their units). The
+    /// settled tiers' charge times on Redis's clock go into `times`.
     pub async fn decide_remote(
         remote: &Remote<'_>,
         slices: &std::sync::Arc<Slices>,
         tiers: &[RateTier],
-        now: u64,
-        cost: u64,
+        (now, cost): (u64, u64),
+        times: &mut redis::ChargeTimes,
     ) -> Result<Verdict, StoreError> {
         let refusals = remote.refusals;
         if let Some(v) = refusals.refuse(tiers, now, cost) {
@@ -78,9 +79,10 @@ impl Rates {
         };
         let leased = tiers.iter().any(|t| t.leased);
         let verdict = if leased {
-            slices.check(remote, tiers, cost).await?
+            slices.check(remote, tiers, cost, times).await?
         } else {
-            redis::check(remote, tiers, cost, now, &redis::Decided::default()).await?
+            let decided = redis::Decided::default();
+            redis::check(remote, tiers, (cost, now), &decided, times).await?
         };
         refusals.record(tiers, &verdict, now);
         Ok(verdict)

@@ -13,7 +13,7 @@ use super::{Slices, Taken};
 use crate::limit::{Tier, Verdict, MAX_DECISIONS};
 use crate::metrics::Metrics;
 use crate::store::error::StoreError;
-use crate::store::rate::redis::{check, Decided};
+use crate::store::rate::redis::{check, ChargeTimes, Decided};
 use crate::store::rate::remote::Remote;
 use crate::store::redis::RedisStore;
 use crate::store::tiers::RateTier;
@@ -90,6 +90,7 @@ impl Slices {
         remote: &Remote<'_>,
         tiers: &[RateTier],
         cost: u64,
+        times: &mut ChargeTimes,
     ) -> Result<Verdict, StoreError> {
         let mut decided = Decided::default();
         // Given back when this returns refused or failed, or is dropped before it returns.
@@ -98,7 +99,7 @@ impl Slices {
             .take_or_fetch(remote, tiers, cost, &mut decided, &mut untaken.units)
             .await?;
         let now = remote.clock.now_ns();
-        let verdict = match check(remote, tiers, cost, now, &decided).await {
+        let verdict = match check(remote, tiers, (cost, now), &decided, times).await {
             Ok(verdict) => verdict,
             Err(e) => {
                 // Let through unchecked: the slices' units are used, as the charges of

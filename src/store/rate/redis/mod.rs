@@ -103,6 +103,12 @@ fn read_as(quota: bool) -> &'static str {
     }
 }
 
+/// When Redis charged each admitted tier that settles later (Unix ns on its node's clock:
+/// its group's reply), by tier index: a settle is placed in the window of, and compared
+/// with the key's resets at, its own charge, not at an estimate of the node's clock that
+/// another reply may have moved. Empty (no allocation) for a request that settles nothing.
+pub type ChargeTimes = Vec<(usize, u64)>;
+
 /// One script call's tiers, by index into the request's tiers.
 type Group = ArrayVec<usize, MAX_DECISIONS>;
 
@@ -154,20 +160,20 @@ fn window_arg(tier: &RateTier) -> String {
 /// Decides `tiers` in Redis, some of them possibly decided elsewhere already (leased
 /// slices, in `decided`): their debts go into the verdict as given and they are not sent.
 /// When one of those refused, the others are only read. `now_ns` is the local clock,
-/// read only by the breaker.
+/// read only by the breaker. The settled tiers' charge times go into `times`.
 pub async fn check(
     remote: &Remote<'_>,
     tiers: &[RateTier],
-    cost: u64,
-    now_ns: u64,
+    (cost, now_ns): (u64, u64),
     decided: &Decided,
+    times: &mut ChargeTimes,
 ) -> Result<Verdict, StoreError> {
     if decided.debts.len() >= tiers.len() {
         // Every tier was decided from slices: Redis is not asked, so neither held nor
         // told anything by the breaker.
         return Ok(evaluate(&decided.snapshot(tiers), tiers, BASE, cost));
     }
-    check_groups(remote, tiers, cost, now_ns, decided).await
+    check_groups(remote, tiers, (cost, now_ns), decided, times).await
 }
 
 /// Each group's charge goes through the breaker of the node holding it. A group that
@@ -178,9 +184,9 @@ pub async fn check(
 async fn check_groups(
     remote: &Remote<'_>,
     tiers: &[RateTier],
-    cost: u64,
-    now_ns: u64,
+    (cost, now_ns): (u64, u64),
     decided: &Decided,
+    times: &mut ChargeTimes,
 ) -> Result<Verdict, StoreError> {
     let (remote, keeps_answered) = (remote.store, remote.keeps_answered);
     let groups = groups(remote, tiers, decided);
@@ -213,6 +219,13 @@ async fn check_groups(
                 first_read = Some(g + 1);
                 break;
             }
+            let charged_at = u64::try_from(reply.now_abs()).unwrap_or(u64::MAX);
+            times.extend(
+                group
+                    .iter()
+                    .filter(|&&i| tiers[i].settled)
+                    .map(|&i| (i, charged_at)),
+            );
             written.push(g, reply);
         }
     }
