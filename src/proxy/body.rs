@@ -88,3 +88,115 @@ where
         self.inner.size_hint()
     }
 }
+
+/// The answer to the request is over (sent, failed or abandoned) while its body was still
+/// being sent upstream.
+#[derive(Debug, thiserror::Error)]
+#[error("the answer ended before the request body")]
+pub struct Answered;
+
+pin_project! {
+    /// A request body that ends, failed, once its answer is over: an upstream that answered
+    /// early (a 401, a 200 before reading everything) and keeps reading would otherwise
+    /// hold its connection for a body trickled a frame per `body_read_timeout`, after the
+    /// request's concurrency slot, `max_requests` place and in-flight count were given
+    /// back with the answer. Cut, the upstream's HTTP/1.1 connection is closed and an
+    /// HTTP/2 stream reset.
+    pub struct UntilAnswered<B> {
+        #[pin]
+        inner: B,
+        // Resolves when the answer's [`Answering`] is dropped; `None` once it has.
+        answer: Option<tokio::sync::oneshot::Receiver<()>>,
+    }
+}
+
+/// Held by the answer's body ([`AnswerBody`]): dropped with it, it cuts the request's upload.
+pub struct Answering {
+    _sender: tokio::sync::oneshot::Sender<()>,
+}
+
+impl<B> UntilAnswered<B> {
+    pub fn new(inner: B) -> (Self, Answering) {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let body = Self {
+            inner,
+            answer: Some(receiver),
+        };
+        (body, Answering { _sender: sender })
+    }
+}
+
+impl<B> Body for UntilAnswered<B>
+where
+    B: Body<Data = Bytes, Error = BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.project();
+        let Some(answer) = this.answer else {
+            return Poll::Ready(Some(Err(Answered.into())));
+        };
+        match this.inner.poll_frame(cx) {
+            Poll::Pending => match Pin::new(answer).poll(cx) {
+                Poll::Ready(_) => {
+                    *this.answer = None;
+                    Poll::Ready(Some(Err(Answered.into())))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            ready => ready,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+pin_project! {
+    /// An upstream's answer body that cuts its request's upload ([`UntilAnswered`]) when
+    /// it is dropped.
+    pub struct AnswerBody<B> {
+        #[pin]
+        inner: B,
+        _answering: Option<Answering>,
+    }
+}
+
+impl<B> AnswerBody<B> {
+    pub fn new(inner: B, answering: Option<Answering>) -> Self {
+        Self {
+            inner,
+            _answering: answering,
+        }
+    }
+}
+
+impl<B: Body> Body for AnswerBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -10,7 +10,7 @@ use http_body::Body as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use super::body::IdleTimeout;
+use super::body::{AnswerBody, Answering, IdleTimeout, UntilAnswered};
 use super::hop::{prepare_request, strip_hop_by_hop};
 use super::key_body::{KeyBody, Prefixed};
 use super::pool::UpstreamPool;
@@ -81,7 +81,7 @@ pub async fn forward(
     let replayable = req.body().is_end_stream() && key_body.as_ref().is_none_or(|b| b.is_empty());
     // The head moves once, into the outgoing request; only the body is rebuilt.
     let (parts, body) = req.into_parts();
-    let body = outgoing_body(body, &sent, key_body, uploaded, replayable);
+    let (body, answering) = outgoing_body(body, &sent, key_body, uploaded, replayable);
     let mut outgoing = Request::from_parts(parts, body);
     prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
     if sent.ask_trailers {
@@ -131,11 +131,12 @@ pub async fn forward(
         http::Version::HTTP_11
     };
     strip_hop_by_hop(resp.headers_mut(), switching, &Default::default());
-    Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()))
+    Ok(resp.map(|b| AnswerBody::new(b.map_err(BoxError::from), answering).boxed_unsync()))
 }
 
 /// The body as it goes upstream: behind what was read of it before the decision, bounded
-/// and metered (see [`upstream_body`]).
+/// and metered (see [`upstream_body`]); one still to come is cut when its answer is over
+/// (held by the answer's body: the [`Answering`]).
 #[inline(always)]
 fn outgoing_body(
     body: Incoming,
@@ -143,18 +144,36 @@ fn outgoing_body(
     key_body: Option<Box<KeyBody>>,
     uploaded: Option<Settlement>,
     replayable: bool,
-) -> Body {
+) -> (Body, Option<Answering>) {
     let (server, route) = (sent.server, sent.route);
     let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
-    match key_body {
-        Some(read) => upstream_body(
-            Prefixed::new(*read, body),
-            server,
-            route,
-            replayable,
-            uploaded,
+    match (key_body, body.is_end_stream()) {
+        (None, true) => (
+            upstream_body(body, server, route, replayable, uploaded),
+            None,
         ),
-        None => upstream_body(body, server, route, replayable, uploaded),
+        (Some(read), true) => {
+            let body = Prefixed::new(*read, body);
+            (
+                upstream_body(body, server, route, replayable, uploaded),
+                None,
+            )
+        }
+        (None, false) => {
+            let (body, answering) = UntilAnswered::new(body);
+            (
+                upstream_body(body, server, route, replayable, uploaded),
+                Some(answering),
+            )
+        }
+        (Some(read), false) => {
+            let (body, answering) = UntilAnswered::new(body);
+            let body = Prefixed::new(*read, body);
+            (
+                upstream_body(body, server, route, replayable, uploaded),
+                Some(answering),
+            )
+        }
     }
 }
 

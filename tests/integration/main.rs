@@ -111,5 +111,6 @@ mod tls_names;
 mod top;
 mod top_adversarial;
 mod tunnel_bytes;
+mod upload_after_answer;
 mod upstream_http2;
 mod upstream_http2_life;
