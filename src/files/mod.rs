@@ -9,6 +9,12 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+mod leftovers;
+mod own;
+
+pub use leftovers::sweep_leftovers;
+pub use own::open_own;
+
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     #[error("{} is a symbolic link: tollgate writes no file through a link (name the file itself)", .0.display())]
@@ -69,60 +75,6 @@ pub fn append_to(path: &Path) -> Result<File, WriteError> {
         })
 }
 
-/// Opens `path` to read back what the gateway wrote there (its state file, its overrides
-/// file), refusing what it cannot trust: a symbolic link, anything but a regular file (a
-/// FIFO would hold the start forever, a device would be read without end), and a file
-/// with content that another user owns or that others may write (a local account could
-/// forge limits, debts or the key hasher's seeds). An empty file carries nothing and is
-/// read whoever made it (`touch` makes one). `NotFound` passes through.
-pub fn open_own(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::MetadataExt;
-    let refused = |kind, why: String| Err(io::Error::new(kind, why));
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "it is a symbolic link: tollgate reads back no file through a link (name the file itself)",
-            ),
-            _ => e,
-        })?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return refused(
-            io::ErrorKind::InvalidInput,
-            "it is not a regular file".to_owned(),
-        );
-    }
-    if meta.len() == 0 {
-        return Ok(file);
-    }
-    if let Some(me) = own_uid().filter(|&me| me != meta.uid()) {
-        return refused(
-            io::ErrorKind::PermissionDenied,
-            format!("it is owned by uid {}, not by the gateway's user (uid {me}): another account could have written it; remove it, or chown it to the gateway's user", meta.uid()),
-        );
-    }
-    if meta.mode() & 0o022 != 0 {
-        return refused(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "other users may write it (mode {:o}): chmod go-w it",
-                meta.mode() & 0o777
-            ),
-        );
-    }
-    Ok(file)
-}
-
-/// The user this process runs as (`/proc/self` is owned by it), where `/proc` tells.
-fn own_uid() -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
-}
-
 /// Whether the gateway can write beside `path` (a state file it writes every few
 /// seconds): a temporary file is made there and removed. Refused at start rather than
 /// found months later, when the next start has nothing to restore.
@@ -135,46 +87,6 @@ pub fn check_writable(path: &Path) -> Result<(), WriteError> {
     drop(file);
     let _ = std::fs::remove_file(tmp);
     Ok(())
-}
-
-/// How old a temporary file beside a target must be for a start to take it for one a
-/// killed writer left: a write takes under a second (a million keys' state, a few hundred
-/// milliseconds), so one still being written is never this old.
-const LEFT_OVER_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// Removes the temporary files a writer killed mid-write (`kill -9`, a power cut) left
-/// beside `path` — each a full copy of a state or overrides file, readable by the gateway's
-/// user only, that would otherwise pile up one per crash. Only this gateway's own names
-/// (`.NAME.<16 hex digits>.tmp`), regular files its user owns, untouched for ten minutes.
-/// Returns how many went. `now`: the wall clock's time (file times are on it).
-pub fn sweep_leftovers(path: &Path, now: std::time::SystemTime) -> usize {
-    use std::os::unix::fs::MetadataExt;
-    let Some(name) = path.file_name() else {
-        return 0;
-    };
-    let Ok(entries) = std::fs::read_dir(folder_of(path)) else {
-        return 0;
-    };
-    let me = own_uid();
-    let ours = |entry: &std::fs::DirEntry| {
-        if !is_temp_name(&entry.file_name(), name) {
-            return false;
-        }
-        // Not followed: a link of that name is left alone.
-        let Ok(meta) = entry.path().symlink_metadata() else {
-            return false;
-        };
-        let old = meta
-            .modified()
-            .ok()
-            .and_then(|m| now.duration_since(m).ok())
-            .is_some_and(|age| age >= LEFT_OVER_AFTER);
-        meta.file_type().is_file() && me.is_none_or(|me| me == meta.uid()) && old
-    };
-    entries
-        .flatten()
-        .filter(|entry| ours(entry) && std::fs::remove_file(entry.path()).is_ok())
-        .count()
 }
 
 /// A target that is a symbolic link is refused: whoever could plant it would choose
@@ -253,51 +165,6 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn a_start_sweeps_only_its_own_old_temporary_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.bin");
-        // Now, as the file system tells it (the clock rule keeps the wall clock in clock.rs).
-        std::fs::write(dir.path().join("now"), "").unwrap();
-        let now = std::fs::metadata(dir.path().join("now"))
-            .unwrap()
-            .modified()
-            .unwrap();
-        let made = |name: &str, age_s: u64| {
-            let file = dir.path().join(name);
-            std::fs::write(&file, "left").unwrap();
-            let then = now - std::time::Duration::from_secs(age_s);
-            File::options()
-                .write(true)
-                .open(&file)
-                .unwrap()
-                .set_modified(then)
-                .unwrap();
-            file
-        };
-        let left = made(".state.bin.0123456789abcdef.tmp", 3600);
-        let writing = made(".state.bin.fedcba9876543210.tmp", 1);
-        let other = made(".other.bin.0123456789abcdef.tmp", 3600);
-        let odd = made(".state.bin.not-hex-at-all!.tmp", 3600);
-        let target = made("0123456789abcdef", 3600);
-        // A link of a swept name, itself old (`touch -h` dates the link, not its target).
-        let link = dir.path().join(".state.bin.aaaaaaaaaaaaaaaa.tmp");
-        std::os::unix::fs::symlink(&target, &link).unwrap();
-        let dated = std::process::Command::new("touch")
-            .args(["-h", "-d", "2 hours ago"])
-            .arg(&link)
-            .status()
-            .unwrap();
-        assert!(dated.success());
-        assert_eq!(sweep_leftovers(&path, now), 1);
-        assert!(!left.exists(), "a killed writer's file goes");
-        for kept in [&writing, &other, &odd, &target] {
-            assert!(kept.exists(), "{} is kept", kept.display());
-        }
-        assert!(link.symlink_metadata().is_ok(), "a link is left alone");
-        assert_eq!(sweep_leftovers(&path, now), 0);
-    }
-
-    #[test]
     fn replaces_atomically_with_mode_0600_and_leaves_nothing_beside() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.json");
@@ -331,34 +198,6 @@ mod tests {
             .unwrap()
             .file_type()
             .is_symlink());
-    }
-
-    #[test]
-    fn reads_back_only_its_own_regular_files() {
-        use std::io::Read as _;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state");
-        replace(&path, |out| out.write_all(b"ours")).unwrap();
-        let mut text = String::new();
-        open_own(&path).unwrap().read_to_string(&mut text).unwrap();
-        assert_eq!(text, "ours");
-        let refused = |p: &Path| open_own(p).expect_err("refused").to_string();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(refused(&path).contains("other users may write it (mode 666)"));
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&path, &link).unwrap();
-        assert!(refused(&link).contains("symbolic link"));
-        let fifo = dir.path().join("fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
-        assert!(refused(&fifo).contains("not a regular file"));
-        // Empty (`touch`): nothing to trust, whatever its mode.
-        let empty = dir.path().join("empty");
-        std::fs::write(&empty, "").unwrap();
-        std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(open_own(&empty).is_ok());
-        let missing = open_own(&dir.path().join("missing")).expect_err("missing");
-        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
     }
 
     #[test]
