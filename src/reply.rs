@@ -8,6 +8,13 @@ use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The header every answer of the admin listener carries (value `1`), refusals included;
+/// nothing the data plane sends carries it, an upstream's answer included (the proxy
+/// strips it). `tollgate reload` and `tollgate top` see it on a token-less `GET /healthz`
+/// before they send the admin token, so a command pointed at another port does not hand
+/// the token to an upstream.
+pub const ADMIN_IDENTITY: &str = "tollgate-admin";
 pub type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
 pub fn full(bytes: impl Into<Bytes>) -> Body {

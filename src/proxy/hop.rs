@@ -15,9 +15,12 @@ static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-prot
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1), and
-/// `Upgrade` last. `Trailer` is not one of them (§6.6.2): it announces the trailer fields
-/// end to end, and an HTTP/1.1 hop sends only the trailers it announces.
-static HOP_BY_HOP: [HeaderName; 8] = [
+/// `Upgrade` seventh. `Trailer` is not one of them (§6.6.2): it announces the trailer
+/// fields end to end, and an HTTP/1.1 hop sends only the trailers it announces. Last, the
+/// admin listener's identity (`reply::ADMIN_IDENTITY`): an upstream's answer carrying it
+/// would pass a data port off as the admin listener to `tollgate reload` and `tollgate
+/// top`, which would then send it the admin token.
+static HOP_BY_HOP: [HeaderName; 9] = [
     CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -26,14 +29,15 @@ static HOP_BY_HOP: [HeaderName; 8] = [
     TE,
     TRANSFER_ENCODING,
     UPGRADE,
+    HeaderName::from_static(crate::reply::ADMIN_IDENTITY),
 ];
-const CONNECTION_BIT: u8 = 1;
-const UPGRADE_BIT: u8 = 1 << 7;
+const CONNECTION_BIT: u16 = 1;
+const UPGRADE_BIT: u16 = 1 << 7;
 
 /// `name`'s bit among [`HOP_BY_HOP`], 0 for any other header: one comparison of the
 /// name's text, so a message without connection-level headers (most of them) costs a
 /// pass over its names, not a look-up per hop-by-hop name.
-pub fn hop_by_hop_bit(name: &HeaderName) -> u8 {
+pub fn hop_by_hop_bit(name: &HeaderName) -> u16 {
     match name.as_str() {
         "connection" => CONNECTION_BIT,
         "keep-alive" => 1 << 1,
@@ -43,6 +47,7 @@ pub fn hop_by_hop_bit(name: &HeaderName) -> u8 {
         "te" => 1 << 5,
         "transfer-encoding" => 1 << 6,
         "upgrade" => UPGRADE_BIT,
+        crate::reply::ADMIN_IDENTITY => 1 << 8,
         _ => 0,
     }
 }
@@ -64,7 +69,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool, kept: &KeyHeader
 
 /// The removals of [`strip_hop_by_hop`]: the headers `Connection` names, and those of
 /// [`HOP_BY_HOP`] whose bits are in `found`.
-fn remove_hop_by_hop(headers: &mut HeaderMap, (upgrade, kept): (bool, &KeyHeaders), found: u8) {
+fn remove_hop_by_hop(headers: &mut HeaderMap, (upgrade, kept): (bool, &KeyHeaders), found: u16) {
     if found & CONNECTION_BIT != 0 && !names_no_other_header(headers) {
         // Copied out (on the stack for any usual value), so the named headers can be
         // removed while reading it; `remove` by `&str` builds no header name.
@@ -211,7 +216,7 @@ mod tests {
 
     #[test]
     fn every_hop_by_hop_name_has_its_own_bit() {
-        let bits: Vec<u8> = HOP_BY_HOP.iter().map(hop_by_hop_bit).collect();
+        let bits: Vec<u16> = HOP_BY_HOP.iter().map(hop_by_hop_bit).collect();
         for (i, bit) in bits.iter().enumerate() {
             assert_eq!(*bit, 1 << i, "{}", HOP_BY_HOP[i]);
         }

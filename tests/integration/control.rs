@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use crate::support::*;
 
-const TOKEN: &str = "a-long-enough-admin-token-0123";
+pub(super) const TOKEN: &str = "a-long-enough-admin-token-0123";
 
-fn tollgate(args: &[&str]) -> Command {
+pub(super) fn tollgate(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
     cmd.args(args)
         .env_remove("TOLLGATE_ADMIN_TOKEN")
@@ -23,7 +23,7 @@ fn tollgate(args: &[&str]) -> Command {
 }
 
 /// Runs `cmd` off the test's runtime: its exit code, stdout and stderr.
-async fn run(mut cmd: Command) -> (Option<i32>, String, String) {
+pub(super) async fn run(mut cmd: Command) -> (Option<i32>, String, String) {
     let out = tokio::task::spawn_blocking(move || cmd.output().expect("run tollgate"))
         .await
         .expect("join");
@@ -34,7 +34,7 @@ async fn run(mut cmd: Command) -> (Option<i32>, String, String) {
     )
 }
 
-fn reload(admin: SocketAddr) -> Command {
+pub(super) fn reload(admin: SocketAddr) -> Command {
     tollgate(&["reload", "--admin", &admin.to_string(), "--timeout", "20s"])
 }
 

@@ -30,6 +30,7 @@ mod config_warnings;
 mod container;
 mod container_podman;
 mod control;
+mod control_upstream;
 mod cookbook;
 mod dashboard;
 mod django;
