@@ -57,7 +57,8 @@ fn write_listeners(out: &mut String, server: &Server) {
         let guard = match (&server.admin_token, a.ip().is_loopback()) {
             (Some(_), _) => " (token required)",
             (None, true) => "",
-            (None, false) => " - warning: no admin_token: limits, config and stats are readable by anyone who reaches this port (changes are refused); set admin_token_file or listen on 127.0.0.1",
+            // Said in full among the warnings below.
+            (None, false) => " (no token: open to anyone who reaches it, see the warning)",
         };
         let _ = writeln!(out, "admin  {a}{guard}");
     }

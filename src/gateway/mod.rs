@@ -372,12 +372,6 @@ fn announce(shared: &Shared, addr: SocketAddr, admin: Option<SocketAddr>) {
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
-    if crate::admin::auth::exposed_without_token(&config) {
-        tracing::warn!(
-            "the admin listener is not on a loopback address and no admin_token is set: \
-             its read-only endpoints are open to anyone who reaches it and changes are refused"
-        );
-    }
     if config.routes.is_empty() && config.rls.is_none() {
         tracing::warn!("the configuration has no routes: every request is answered 404");
     }

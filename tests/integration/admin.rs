@@ -241,3 +241,43 @@ async fn the_overrides_file_is_never_written_through_a_planted_link() {
     let e = refused.err().expect("refused").to_string();
     assert!(e.contains("symbolic link"), "{e}");
 }
+
+/// A reload that drops the admin token while the admin listener is beyond loopback opens
+/// its read-only endpoints live: the reload's own report says so (as `tollgate check` and
+/// the start do), not only a start-up log line no reload repeats.
+#[tokio::test]
+async fn a_reload_that_drops_the_admin_token_warns_that_the_listener_is_open() {
+    let up = Upstream::start().await;
+    let token = "a-long-enough-admin-token-0123";
+    let on_all = |lines: &str| {
+        Fixture::new()
+            .server(lines)
+            .route("open", "/", "api", &[])
+            .build()
+            .replace(
+                "admin_listen = \"127.0.0.1:0\"",
+                "admin_listen = \"0.0.0.0:0\"",
+            )
+    };
+    let gw = TestGateway::start(&on_all(&format!("admin_token = \"{token}\"\n")), &up.url()).await;
+    let admin = gw.admin.expect("admin listener").port();
+    let reload_url = format!("http://127.0.0.1:{admin}/admin/reload");
+    let bearer = format!("Bearer {token}");
+    let auth = [("authorization", bearer.as_str())];
+    let quiet = send(&http1(), "POST", &reload_url, &auth, b"").await;
+    assert_eq!(quiet.status, 200, "{}", quiet.text());
+    assert!(
+        quiet.json()["report"]["warnings"].is_null(),
+        "a token guards it: {}",
+        quiet.text()
+    );
+    gw.rewrite(&on_all(""), &up.url());
+    let open = send(&http1(), "POST", &reload_url, &auth, b"").await;
+    assert_eq!(open.status, 200, "{}", open.text());
+    let warnings = open.json()["report"]["warnings"].to_string();
+    assert!(
+        warnings
+            .contains("admin_listen 0.0.0.0:0 is not a loopback address and no admin_token is set"),
+        "{warnings}"
+    );
+}

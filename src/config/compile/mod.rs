@@ -27,6 +27,7 @@ mod rls;
 mod routes;
 pub mod runtime;
 mod server;
+mod server_tls;
 mod settle;
 mod store;
 mod telemetry;
