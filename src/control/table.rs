@@ -54,16 +54,19 @@ pub fn top_table(keys: &[Value], window: Option<&str>) -> String {
     out
 }
 
-/// One key's cells.
+/// One key's cells. A part with white space at an end (or none at all) is quoted, so it
+/// cannot pass for another key's; a key the gateway kept only the start of ends in `…`,
+/// so a client's longer key cannot pass for the one it starts with.
 fn row(k: &Value) -> [String; 6] {
     let parts: Vec<String> = k["key"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|p| p.as_str().unwrap_or_default().escape_debug().to_string())
+        .map(|p| shown_part(p.as_str().unwrap_or_default()))
         .collect();
     let mut key = parts.join(" / ");
-    if key.chars().count() > KEY_WIDTH {
+    let cut = k["truncated"].as_bool() == Some(true);
+    if cut || key.chars().count() > KEY_WIDTH {
         key = key.chars().take(KEY_WIDTH - 1).collect::<String>() + "…";
     }
     let number = |v: &Value| match v {
@@ -78,6 +81,17 @@ fn row(k: &Value) -> [String; 6] {
         number(&k["remaining"]),
         number(&k["next_admit_ms"]),
     ]
+}
+
+/// A key part as the table shows it: escaped, and quoted when its ends are not plain.
+fn shown_part(part: &str) -> String {
+    let escaped = part.escape_debug().to_string();
+    let plain_ends = |c: Option<char>| c.is_some_and(|c| !c.is_whitespace() && c != '"');
+    if plain_ends(part.chars().next()) && plain_ends(part.chars().last()) {
+        escaped
+    } else {
+        format!("\"{escaped}\"")
+    }
 }
 
 #[cfg(test)]
@@ -116,5 +130,25 @@ mod tests {
             top_table(&[], Some("off")),
             "top keys are off on this gateway ([server] top_keys = false)\n"
         );
+    }
+
+    /// A key the gateway kept only the start of, or with white space at an end, does not
+    /// read as the plain key it looks like.
+    #[test]
+    fn a_cut_or_padded_key_does_not_pass_for_another() {
+        let victim = "v".repeat(48);
+        let keys = serde_json::json!([
+            {"policy": "p", "key": [victim], "truncated": true, "refused": 9, "admitted": 0},
+            {"policy": "p", "key": ["acme  "], "refused": 1, "admitted": 0},
+            {"policy": "p", "key": [""], "refused": 1, "admitted": 0},
+        ]);
+        let table = top_table(keys.as_array().expect("array"), Some("300"));
+        let rows: Vec<&str> = table.lines().skip(3).collect();
+        assert!(
+            rows[0].starts_with(&format!("p       {}…", "v".repeat(48))),
+            "{table}"
+        );
+        assert!(rows[1].starts_with("p       \"acme  \""), "{table}");
+        assert!(rows[2].starts_with("p       \"\""), "{table}");
     }
 }
