@@ -169,12 +169,19 @@ fn settle_trailers_only(resp: &Response<Body>, settlement: &mut Settlement) {
     });
 }
 
+/// Whether `status` is a proxy in front of the upstream giving up on an answer the
+/// upstream may still be working on: `504`, Cloudflare's `524`, and the `598` some
+/// proxies send for a read timeout. (`522`, `599`: the connection was never made.)
+fn proxy_timed_out(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 504 | 524 | 598)
+}
+
 /// The answer's body, metered for what its bytes, usage or trailers tell.
 fn metered(resp: Response<Body>, settlement: Settlement, takes_trailers: bool) -> Response<Body> {
     let side = Side::Response {
         server_error: resp.status().is_server_error(),
         success: resp.status().is_success(),
-        timed_out: resp.status() == StatusCode::GATEWAY_TIMEOUT,
+        timed_out: proxy_timed_out(resp.status()),
         refused: resp.status().is_client_error(),
         strip_trailers: !takes_trailers,
     };

@@ -128,11 +128,12 @@ impl<B> Metered<B> {
             } => (server_error, success, refused, timed_out),
             Side::Request => (false, false, false, false),
         };
-        // A usage the upstream may have run up and not told: an answer that streamed and
-        // broke, or a proxy's 504 in front of a model that may still run. The client can
-        // bring either about (a generation longer than a proxy waits), so it is
+        // A usage the upstream may have run up and not told: a success that broke (after
+        // bytes, or before the first: a proxy's read timeout during a long prefill), or a
+        // proxy's timeout in front of a model that may still run. The client can bring
+        // each about (a long prompt, a generation longer than a proxy waits), so it is
         // unreported — `max_cost` for an unbounded quote — not an upstream failure.
-        let ran_untold = (success && bytes > 0) || timed_out;
+        let ran_untold = success || timed_out;
         settlement.finish(|p| match (&p.settle().source, &end) {
             (SettleSource::Usage(prices), End::Trailers(_) | End::Complete) => {
                 let row = p.row.and_then(|r| prices.rows.get(r as usize));
