@@ -76,6 +76,9 @@ fn what_the_upstream_keeps_or_multiplies_is_beyond_the_body() {
         r#"{"model":"m","input":"hi","tools":[{"type":"web_search_preview"}]}"#,
         r#"{"model":"m","messages":[],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}"#,
         r#"{"contents":[],"tools":[{"googleSearch":{}}]}"#,
+        r#"{"model":"m","messages":[],"web_search_options":{}}"#,
+        r#"{"model":"m","messages":[],"mcp_servers":[{"type":"url","url":"u"}]}"#,
+        r#"{"model":"m","messages":[],"container":{"skills":[{"skill_id":"s"}]}}"#,
         // Go's readers fold member names at every level.
         r#"{"messages":[{"content":[{"Type":"text","IMAGE_URL":{"url":"u"}}]}]}"#,
         r#"{"messages":[{"content":[{"TYPE":"input_audio"}]}]}"#,
@@ -124,6 +127,8 @@ fn an_output_limit_belongs_to_the_api_its_body_speaks() {
         r#"{"messages":[],"max_tokens":1,"n_predict":-1}"#,
         r#"{"messages":[],"max_tokens":1,"options":{"num_predict":-1}}"#,
         r#"{"messages":[],"max_tokens":1,"Max_New_Tokens":9}"#,
+        r#"{"inputs":"a","messages":[],"max_tokens":1,"parameters":{"max_new_tokens":4096}}"#,
+        r#"{"text":"a","messages":[],"max_tokens":1,"sampling_params":{"max_new_tokens":4096}}"#,
     ] {
         assert!(shape(folded).unsure_limit, "{folded}");
     }

@@ -122,8 +122,10 @@ fn exactly(name: &str) -> Named {
 /// a conversation or response chain kept upstream (OpenAI Responses), a cached context
 /// (Gemini), a batch of requests, several completions generated for one returned, a
 /// predicted output (OpenAI: its rejected tokens are billed as output, at the output
-/// price, however many of them the client packs into its text).
-pub(super) const BEYOND_MEMBERS: [&str; 8] = [
+/// price, however many of them the client packs into its text), a search the upstream
+/// runs into the prompt (OpenAI's `web_search_options`), MCP servers and a code container
+/// (its skills) the upstream reads from (Anthropic).
+pub(super) const BEYOND_MEMBERS: [&str; 11] = [
     "previous_response_id",
     "conversation",
     "cachedContent",
@@ -132,6 +134,9 @@ pub(super) const BEYOND_MEMBERS: [&str; 8] = [
     "best_of",
     "background",
     "prediction",
+    "web_search_options",
+    "mcp_servers",
+    "container",
 ];
 
 /// Members of Gemini's `generationConfig` that multiply its output.
@@ -143,10 +148,17 @@ pub const CHAT_LIMITS: [&str; 2] = ["max_tokens", "max_completion_tokens"];
 pub const RESPONSES_LIMIT: &str = "max_output_tokens";
 /// Top-level members some upstreams read as the output limit instead of (or before) the
 /// ones quoted by: llama.cpp's `n_predict` wins over `max_tokens`, Ollama's native API
-/// reads `options.num_predict`, Hugging Face's `max_new_tokens`. Any of them makes the
+/// reads `options.num_predict`, Hugging Face's `max_new_tokens` (TGI's native API under
+/// `parameters`), SGLang's native API under `sampling_params`. Any of them makes the
 /// quoted limit unsure.
-pub(super) const OTHER_LIMITS: [&str; 4] =
-    ["n_predict", "num_predict", "max_new_tokens", "options"];
+pub(super) const OTHER_LIMITS: [&str; 6] = [
+    "n_predict",
+    "num_predict",
+    "max_new_tokens",
+    "options",
+    "parameters",
+    "sampling_params",
+];
 pub(super) const CHOICES: &str = "n";
 
 #[cfg(test)]
