@@ -279,6 +279,21 @@ fn warn_of_kind_changes(old: &Config, new: &mut Config) {
             }
         }
     }
+    for p in &new.policies {
+        let Some(before) = old.policy(&p.name) else {
+            continue;
+        };
+        let (was, is) = (before.key_sources(), p.key_sources());
+        if was != is {
+            warnings.push(format!(
+                "{}: warning: policy `{}` is keyed by {} now, not {}: a key's state is found by its text, so a key of the new source that spells one of the old takes its state until that runs out, and runtime overrides set before wait inactive; rename the policy to start every key afresh",
+                new.path.display(),
+                p.name,
+                is.join("/"),
+                was.join("/")
+            ));
+        }
+    }
     new.warnings.extend(warnings);
 }
 

@@ -18,7 +18,7 @@ use crate::store::Limiter;
 /// it, recording why): O(1) in the number of overrides.
 pub fn one(config: &Config, limiter: &Limiter, set: &mut OverrideSet, stored: &Stored) {
     let hash = limiter.keys().hash_of(&stored.id.policy, &stored.id.key);
-    match resolve(config, &stored.id, &stored.set) {
+    match resolve_stored(config, stored) {
         Ok(applied) => {
             limiter.overrides().set(
                 hash,
@@ -49,7 +49,7 @@ pub fn all(config: &Config, limiter: &Limiter, set: &mut OverrideSet, now_ms: u6
     let mut table = HashMap::with_capacity(set.len());
     let mut refused = Vec::new();
     for stored in set.values().filter(|s| !s.expired(now_ms)) {
-        match resolve(config, &stored.id, &stored.set) {
+        match resolve_stored(config, stored) {
             Ok(applied) => {
                 let hash = limiter.keys().hash_of(&stored.id.policy, &stored.id.key);
                 table.insert(
@@ -86,6 +86,32 @@ pub fn check_id(config: &Config, id: &OverrideId) -> Result<(), ChangeError> {
         policy: id.policy.clone(),
         expected,
     })
+}
+
+/// What `stored` makes of its key's limit under `config` ([`resolve`]); refused when the
+/// policy is keyed by other sources than when it was set: the same text is then another
+/// client's key (an `x-api-key` equal to the tenant id the override was set for).
+pub fn resolve_stored(config: &Config, stored: &Stored) -> Result<Applied, Vec<OverrideProblem>> {
+    let policy = config.policy(&stored.id.policy);
+    if let (Some(was), Some(policy)) = (&stored.keyed_by, policy) {
+        let now = policy.key_sources();
+        if *was != now {
+            return Err(vec![OverrideProblem {
+                message: format!(
+                    "set for a key of `{}` when policy `{}` was keyed by {}; it is keyed by {} now",
+                    stored.id.key.join("/"),
+                    stored.id.policy,
+                    was.join("/"),
+                    now.join("/")
+                ),
+                hint: Some(
+                    "set the override again for the key as the policy makes it now and DELETE this one"
+                        .to_owned(),
+                ),
+            }]);
+        }
+    }
+    resolve(config, &stored.id, &stored.set)
 }
 
 /// What `set` makes of `id`'s limit under `config`, or why it cannot apply.

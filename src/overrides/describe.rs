@@ -22,7 +22,7 @@ pub fn describe_file(config: &Config, now_ms: u64) -> Result<Option<String>, Fil
         path.display()
     );
     for stored in live {
-        if let Err(problems) = apply::resolve(config, &stored.id, &stored.set) {
+        if let Err(problems) = apply::resolve_stored(config, stored) {
             for p in problems {
                 let _ = writeln!(
                     out,

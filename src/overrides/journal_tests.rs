@@ -15,6 +15,7 @@ fn one(key: &str) -> Stored {
             ..Default::default()
         },
         expires_at_ms: Some(1_800_000_000_000),
+        keyed_by: Some(vec!["header:x-tenant-id".into()]),
     }
 }
 

@@ -163,6 +163,7 @@ impl Overrides {
         }
         let applied = apply::resolve(&config, &id, &set).map_err(ChangeError::Invalid)?;
         let stored = Stored {
+            keyed_by: config.policy(&id.policy).map(|p| p.key_sources()),
             id,
             set,
             expires_at_ms: ttl

@@ -109,6 +109,7 @@ mod tests {
             },
             set: Default::default(),
             expires_at_ms,
+            keyed_by: None,
         }
     }
 

@@ -36,6 +36,8 @@ struct Sealed {
     set: OverrideSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expires_at_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keyed_by: Option<Vec<String>>,
 }
 
 /// The fleet's key, which every override call needs.
@@ -55,6 +57,7 @@ pub async fn put(remote: &RedisStore, stored: &Stored) -> Result<(), StoreError>
         id: fleet.seal(&id),
         set: stored.set.clone(),
         expires_at_ms: stored.expires_at_ms,
+        keyed_by: stored.keyed_by.clone(),
     })
     .map_err(|_| StoreError::Reply)?;
     let mut call = SCRIPT.prepare_invoke();
@@ -160,6 +163,7 @@ fn open(fleet: &FleetKey, field: &str, value: &str) -> Option<Stored> {
             id,
             set: s.set,
             expires_at_ms: s.expires_at_ms,
+            keyed_by: s.keyed_by,
         })
     });
     if opened.is_none() && !value.is_empty() {

@@ -22,6 +22,11 @@ pub struct Stored {
     /// Wall-clock milliseconds since the Unix epoch; absent: until deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<u64>,
+    /// The policy's key sources when it was set (`header:x-tenant-id`, …): a reload that
+    /// keys the policy by others leaves it aside, as the same text is then another
+    /// client's key. Absent in what earlier versions kept: not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyed_by: Option<Vec<String>>,
 }
 
 impl Stored {

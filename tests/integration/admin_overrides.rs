@@ -297,3 +297,43 @@ async fn an_override_whose_policy_is_reloaded_away_waits_inactive() {
         "in effect again with its policy"
     );
 }
+
+/// An override names a key by its text; a reload that keys its policy by another source
+/// makes the same text another client's key (an `x-api-key` equal to the tenant id the
+/// override was raised for): it waits inactive, saying why, instead of following the text.
+#[tokio::test]
+async fn an_override_set_before_its_policy_was_rekeyed_waits_inactive() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&tenant_config(""), &up.url()).await;
+    put_ok(
+        &gw.admin_url("/admin/overrides/tenant/acme"),
+        br#"{"burst": 10}"#,
+    )
+    .await;
+    assert_eq!(as_tenant(&gw, "acme").await.1, 10, "in effect");
+    let rekeyed = Fixture::new()
+        .policy("tenant", "header:x-api-key", 1, "1s", 3)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    gw.rewrite(&rekeyed, &up.url());
+    let reloaded = reload(&gw).await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    let warnings = reloaded.json()["report"]["warnings"].to_string();
+    assert!(
+        warnings
+            .contains("policy `tenant` is keyed by header:x-api-key now, not header:x-tenant-id"),
+        "the reload says so: {warnings}"
+    );
+    for client in [http1(), http2()] {
+        let r = send(&client, "GET", &gw.url("/"), &[("x-api-key", "acme")], b"").await;
+        assert_eq!(r.num("x-ratelimit-limit"), 3, "the policy's own burst");
+    }
+    let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
+    let one = &listed["overrides"][0];
+    assert_eq!(one["active"], false, "{listed}");
+    let why = one["problems"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("keyed by header:x-tenant-id") && why.contains("header:x-api-key now"),
+        "{listed}"
+    );
+}

@@ -151,6 +151,11 @@ impl LimitKind {
 }
 
 impl Policy {
+    /// The sources its key is made of, as the config writes them (`header:x-tenant-id`).
+    pub fn key_sources(&self) -> Vec<String> {
+        self.key.iter().map(ToString::to_string).collect()
+    }
+
     /// The limit this policy puts on one key, in the one order every reader uses (the
     /// request path and the admin API alike): `runtime`, the key's runtime override if it
     /// is of this kind, else the file's override for the key's `text` (single-source keys;
