@@ -87,6 +87,9 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     let mut config = tokio::task::spawn_blocking(move || config::load(&path)).await??;
     crate::descriptors::fit(&mut config, crate::descriptors::raise_limit());
     let old = shared.config();
+    if old.rls.is_some() && config.rls.is_none() {
+        return Err(ReloadError::RlsRemoved(config.path.clone()));
+    }
     warn_of_kind_changes(&old, &mut config);
     let needs_restart = restart_only_changes(&old, &config);
     // What needs a restart keeps its running value, so the snapshot (and /admin/config,
@@ -175,8 +178,12 @@ fn keep_running_values(running: &Config, new: &mut Config) {
     n.max_streams = r.max_streams;
     n.overrides_file = r.overrides_file.clone();
     new.store = running.store.clone();
-    // The rate limit service's listener is bound at start: its address, mode and bound on
-    // quota streams stay (new certificates of a TLS one apply to new connections).
+    // The rate limit service's listener is bound at start: one added waits for a restart,
+    // and its address, mode and bound on quota streams stay (new certificates of a TLS one
+    // apply to new connections).
+    if running.rls.is_none() {
+        new.rls = None;
+    }
     if let (Some(r), Some(n)) = (&running.rls, &mut new.rls) {
         n.listen = r.listen;
         n.max_quota_streams = r.max_quota_streams;
@@ -198,9 +205,10 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
         }
     };
     check("server.listen", o.listen != n.listen);
+    // Removing it is refused (`ReloadError::RlsRemoved`).
     check(
-        "[rls] (adding or removing the rate limit service)",
-        old.rls.is_some() != new.rls.is_some(),
+        "[rls] (adding the rate limit service)",
+        old.rls.is_none() && new.rls.is_some(),
     );
     if let (Some(o), Some(n)) = (&old.rls, &new.rls) {
         check("rls.listen", o.listen != n.listen);

@@ -50,4 +50,8 @@ pub enum ReloadError {
     /// The outcome of a reload this caller joined (it was waiting to begin), as said.
     #[error("{0}")]
     Joined(String),
+    /// The file drops the rate limit service, which only a restart stops: its Envoys would
+    /// be answered `UNAVAILABLE` at once, and those failing open let every request pass.
+    #[error("{0}: [rls] is gone from the file, and the rate limit service stops only with a restart: nothing reloaded (keep [rls] until the gateway restarts)")]
+    RlsRemoved(std::path::PathBuf),
 }

@@ -389,3 +389,31 @@ async fn a_reload_changes_the_rules_keeps_the_buckets_and_names_what_waits_for_a
         [(OK, 1)]
     );
 }
+
+/// A reload whose file drops `[rls]` is refused whole: the service (and its buckets) goes
+/// on, where it answered every Envoy `UNAVAILABLE` at once — which an Envoy failing open
+/// turns into every request let through.
+#[tokio::test]
+async fn a_reload_that_drops_the_rate_limit_service_is_refused() {
+    let (up, gw, mut rls) = start("ok").await;
+    assert_eq!(
+        rls.ask("edge", vec![tenant("acme")]).await.codes(),
+        [(OK, 2)]
+    );
+    let without = Fixture::new()
+        .policy("tenant", "header:x-tenant", 3, "1m", 3)
+        .route("api", "/api", "api", &["tenant"])
+        .build();
+    gw.rewrite(&without, &up.url());
+    let refused = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(
+        refused.text().contains("[rls] is gone from the file"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(
+        rls.ask("edge", vec![tenant("acme")]).await.codes(),
+        [(OK, 1)]
+    );
+}
