@@ -177,6 +177,7 @@ fn keep_running_values(running: &Config, new: &mut Config) {
     n.idle_timeout = r.idle_timeout;
     n.max_streams = r.max_streams;
     n.overrides_file = r.overrides_file.clone();
+    n.watch_config = r.watch_config;
     new.store = running.store.clone();
     // The rate limit service's listener is bound at start: one added waits for a restart,
     // and its address, mode and bound on quota streams stay (new certificates of a TLS one

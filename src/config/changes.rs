@@ -28,6 +28,10 @@ pub struct Changes {
     /// `[server]` settings that changed and apply live, by field name (`access_log`);
     /// the ones that wait for a restart are the report's `needs_restart`.
     pub server: Vec<String>,
+    /// The gRPC services' and telemetry's settings that changed (they apply live):
+    /// `rls.rules`, `rls.on_unmatched`, `rls.refusal_body`, `rlqs.buckets`, `telemetry`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<String>,
 }
 
 impl Delta {
@@ -102,6 +106,7 @@ impl Changes {
                 |a, b| a.same_settings(b),
             ),
             server: live_server_changes(&old.server, &new.server),
+            services: service_changes(old, new),
         }
     }
 
@@ -110,6 +115,7 @@ impl Changes {
             && self.policies.is_empty()
             && self.upstreams.is_empty()
             && self.server.is_empty()
+            && self.services.is_empty()
     }
 
     /// One line per kind that changed (`policies: added tenant; changed search`), in the
@@ -127,8 +133,33 @@ impl Changes {
         if !self.server.is_empty() {
             lines.push(format!("server: changed {}", shown(&self.server)));
         }
+        if !self.services.is_empty() {
+            lines.push(format!("services: changed {}", shown(&self.services)));
+        }
         lines
     }
+}
+
+/// What changed of `[rls]`'s rules and answers, `[[rlqs.buckets]]` and `[telemetry]`
+/// (the rate limit service's listener and bounds wait for a restart: `needs_restart`).
+fn service_changes(old: &Config, new: &Config) -> Vec<String> {
+    let mut changed = Vec::new();
+    if let (Some(o), Some(n)) = (&old.rls, &new.rls) {
+        for (name, differs) in [
+            ("rls.rules", !o.rules.same_as(&n.rules)),
+            ("rls.on_unmatched", o.on_unmatched != n.on_unmatched),
+            ("rls.refusal_body", o.refusal_body != n.refusal_body),
+            ("rlqs.buckets", !o.buckets.same_as(&n.buckets)),
+        ] {
+            if differs {
+                changed.push(name.to_owned());
+            }
+        }
+    }
+    if old.telemetry != new.telemetry {
+        changed.push("telemetry".to_owned());
+    }
+    changed
 }
 
 /// A route's own settings: its upstream and policies by name (their settings are

@@ -63,6 +63,16 @@ pub struct RlqsBuckets {
 }
 
 impl RlqsBuckets {
+    /// The same buckets, each with the same rule and `ttl`.
+    pub fn same_as(&self, other: &Self) -> bool {
+        self.buckets.len() == other.buckets.len()
+            && self
+                .buckets
+                .iter()
+                .zip(&other.buckets)
+                .all(|(a, b)| a.rule.same_as(&b.rule) && a.ttl == b.ttl)
+    }
+
     pub fn new(mut buckets: Vec<RlqsBucket>) -> Self {
         buckets.sort_by_key(|b| {
             let pinned = b

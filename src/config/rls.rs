@@ -147,7 +147,33 @@ pub struct RlsRules {
     by_domain: HashMap<String, Tree>,
 }
 
+impl RlsRule {
+    /// The same rule, its policy named the same: a policy's numbers are the policy's
+    /// change (a reload reports it among the policies).
+    pub fn same_as(&self, other: &Self) -> bool {
+        let policy = |r: &Self| r.policy.as_ref().map(|p| p.name.clone());
+        self.domain == other.domain
+            && self.entries == other.entries
+            && policy(self) == policy(other)
+            && self.reports == other.reports
+            && self.name == other.name
+            && self.named == other.named
+            && self.replaces == other.replaces
+            && self.blocked == other.blocked
+    }
+}
+
 impl RlsRules {
+    /// The same rules in the same order ([`RlsRule::same_as`]).
+    pub fn same_as(&self, other: &Self) -> bool {
+        self.rules.len() == other.rules.len()
+            && self
+                .rules
+                .iter()
+                .zip(&other.rules)
+                .all(|(a, b)| a.same_as(b))
+    }
+
     pub fn new(rules: Vec<RlsRule>) -> Self {
         let mut ids: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, rule) in rules.iter().enumerate() {

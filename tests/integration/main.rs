@@ -81,6 +81,7 @@ mod rls_lease;
 mod rls_missing;
 mod rls_ops;
 mod rls_redis;
+mod rls_reload;
 mod rls_reports;
 mod rls_yaml;
 mod rls_yaml_asis;

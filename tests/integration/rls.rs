@@ -8,7 +8,7 @@ use crate::support::*;
 
 /// `tenant`: 3 a minute; `search`: 1 a minute; `watch`: 1 a minute in shadow mode; a
 /// route `/api` keyed like the `tenant` rule.
-fn rls_toml(unmatched: &str) -> String {
+pub(super) fn rls_toml(unmatched: &str) -> String {
     Fixture::new()
         .policy("tenant", "header:x-tenant", 3, "1m", 3)
         .policy("search", "header:x-tenant", 1, "1m", 1)
@@ -23,14 +23,14 @@ fn rls_toml(unmatched: &str) -> String {
         .build()
 }
 
-async fn start(unmatched: &str) -> (Upstream, TestGateway, RlsClient) {
+pub(super) async fn start(unmatched: &str) -> (Upstream, TestGateway, RlsClient) {
     let up = Upstream::start().await;
     let gw = TestGateway::start(&rls_toml(unmatched), &up.url()).await;
     let client = RlsClient::connect(gw.rls.expect("[rls] listens")).await;
     (up, gw, client)
 }
 
-fn tenant(t: &str) -> RlsDescriptor {
+pub(super) fn tenant(t: &str) -> RlsDescriptor {
     descriptor(&[("tenant", t)])
 }
 
@@ -352,68 +352,4 @@ async fn what_is_not_a_call_gets_a_grpc_error_that_says_why() {
     );
     // Nothing of it was charged, and the service still answers.
     assert_eq!(rls.ask("edge", vec![tenant("a")]).await.codes(), [(OK, 2)]);
-}
-
-#[tokio::test]
-async fn a_reload_changes_the_rules_keeps_the_buckets_and_names_what_waits_for_a_restart() {
-    let (up, gw, mut rls) = start("ok").await;
-    assert_eq!(
-        rls.ask("edge", vec![tenant("acme")]).await.codes(),
-        [(OK, 2)]
-    );
-    // `tenant` now decides `customer` descriptors; its bucket for acme keeps its charge.
-    let changed = rls_toml("ok")
-        .replace(
-            "descriptor = [\"tenant\"]\npolicy = \"tenant\"",
-            "descriptor = [\"customer\"]\npolicy = \"tenant\"",
-        )
-        .replace(
-            "[rls]\nlisten = \"127.0.0.1:0\"",
-            "[rls]\nlisten = \"127.0.0.1:1\"",
-        );
-    gw.rewrite(&changed, &up.url());
-    let report = gw.gw().reload().await.expect("reload");
-    assert_eq!(report.needs_restart, ["rls.listen"]);
-    assert_eq!(
-        rls.ask("edge", vec![tenant("acme")]).await.codes(),
-        [(OK, 0)]
-    );
-    assert_eq!(
-        rls.ask("edge", vec![tenant("acme")]).await.statuses[0].current_limit,
-        None
-    );
-    assert_eq!(
-        rls.ask("edge", vec![descriptor(&[("customer", "acme")])])
-            .await
-            .codes(),
-        [(OK, 1)]
-    );
-}
-
-/// A reload whose file drops `[rls]` is refused whole: the service (and its buckets) goes
-/// on, where it answered every Envoy `UNAVAILABLE` at once — which an Envoy failing open
-/// turns into every request let through.
-#[tokio::test]
-async fn a_reload_that_drops_the_rate_limit_service_is_refused() {
-    let (up, gw, mut rls) = start("ok").await;
-    assert_eq!(
-        rls.ask("edge", vec![tenant("acme")]).await.codes(),
-        [(OK, 2)]
-    );
-    let without = Fixture::new()
-        .policy("tenant", "header:x-tenant", 3, "1m", 3)
-        .route("api", "/api", "api", &["tenant"])
-        .build();
-    gw.rewrite(&without, &up.url());
-    let refused = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
-    assert_eq!(refused.status, 422, "{}", refused.text());
-    assert!(
-        refused.text().contains("[rls] is gone from the file"),
-        "{}",
-        refused.text()
-    );
-    assert_eq!(
-        rls.ask("edge", vec![tenant("acme")]).await.codes(),
-        [(OK, 1)]
-    );
 }
