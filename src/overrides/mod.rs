@@ -251,6 +251,9 @@ impl Overrides {
             self.import_first_version(remote).await;
             let seen = self.state.lock().seen.clone();
             match shared::changes(remote, seen.as_deref()).await {
+                Ok(read) if self.lost_by_redis(&read, seen.as_deref(), now_ms) => {
+                    self.put_back(remote, now_ms).await;
+                }
                 Ok(read) => (changes, whole) = self.follow(&current(), limiter, read, now_ms),
                 Err(e) => tracing::debug!(error = %e, "runtime overrides not read from Redis"),
             }
@@ -272,6 +275,43 @@ impl Overrides {
             }
         }
         changed
+    }
+
+    /// Whether `read` finds no overrides hash in Redis at all (no epoch: never made, or
+    /// lost — a restart without persistence, a `FLUSHALL`, an eviction) while this gateway
+    /// holds overrides: read whole, or unchanged since a read that found none (this
+    /// gateway's own change was lost before it read it back). Deleting the last override
+    /// keeps the hash and its epoch, so this is never a fleet's deliberate emptying.
+    fn lost_by_redis(&self, read: &shared::Changes, seen: Option<&str>, now_ms: u64) -> bool {
+        let none = |version: &str| version.starts_with("none:");
+        let found_none = match read {
+            shared::Changes::Full { version, all } => none(version) && all.is_empty(),
+            shared::Changes::Unchanged => seen.is_some_and(none),
+            shared::Changes::Delta { .. } => false,
+        };
+        found_none && self.state.lock().set.values().any(|s| !s.expired(now_ms))
+    }
+
+    /// Puts this gateway's overrides back into Redis, which lost them (or never had them:
+    /// a gateway moving to Redis with its overrides file). Dropping them instead emptied
+    /// every gateway's set and file, the only copy. The next read takes them from Redis
+    /// as any change (the whole fleet's, when several put theirs back).
+    async fn put_back(&self, remote: &crate::store::RedisStore, now_ms: u64) {
+        let kept: Vec<Stored> = {
+            let state = self.state.lock();
+            let live = state.set.values().filter(|s| !s.expired(now_ms));
+            live.cloned().collect()
+        };
+        tracing::warn!(
+            overrides = kept.len(),
+            "Redis holds no runtime overrides (its data lost, or this fleet new to Redis): this gateway's are put back"
+        );
+        for stored in &kept {
+            if let Err(e) = shared::put(remote, stored).await {
+                tracing::warn!(error = %e, "runtime overrides not all put back into Redis yet: tried again next second");
+                return;
+            }
+        }
     }
 
     /// Once per process with Redis: moves what an earlier version kept there.

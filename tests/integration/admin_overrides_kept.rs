@@ -255,3 +255,64 @@ fn tenant_on_redis(redis: &RedisServer) -> String {
         .route("api", "/", "api", &["tenant"])
         .build()
 }
+
+/// Redis loses the overrides (a restart without persistence, a `FLUSHALL`): each gateway
+/// puts back what it held, instead of dropping its set and emptying its overrides file,
+/// the only copy left.
+#[tokio::test]
+async fn overrides_redis_lost_are_put_back_not_dropped() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("overrides.jsonl");
+    let toml = tenant_on_redis(&redis).replace(
+        "[server]\n",
+        &format!(
+            "[server]\noverrides_file = {:?}\n",
+            file.display().to_string()
+        ),
+    );
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    put_ok(
+        &gw.admin_url("/admin/overrides/tenant/acme"),
+        br#"{"burst": 10}"#,
+    )
+    .await;
+    let fields = || {
+        let keys = redis.cli(&["KEYS", "*overrides*"]);
+        keys.lines()
+            .map(|k| redis.cli(&["TYPE", k.trim()]).trim() == "hash")
+            .filter(|hash| *hash)
+            .count()
+    };
+    assert_eq!(fields(), 1, "the override is in Redis");
+    // Lost once right away (the gateway may not have read its own change back yet), and
+    // once after seconds of reading it from Redis.
+    for round in 0..2 {
+        redis.cli(&["FLUSHALL"]);
+        let back = eventually(Duration::from_secs(20), || fields() == 1).await;
+        assert!(back, "round {round}: put back into Redis");
+        // Ticks of following Redis after it (once a second): still held, still in the file.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for client in [http1(), http2()] {
+            let r = send(
+                &client,
+                "GET",
+                &gw.url("/"),
+                &[("x-tenant-id", "acme")],
+                b"",
+            )
+            .await;
+            assert_eq!(
+                r.num("x-ratelimit-limit"),
+                10,
+                "round {round}: still in effect"
+            );
+        }
+        let kept = std::fs::read_to_string(&file).expect("the file");
+        assert!(
+            kept.contains("acme"),
+            "round {round}: the file keeps it: {kept}"
+        );
+    }
+}
