@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use super::{folder_of, is_temp_name, own::own_uid};
+use super::names::{folder_of, is_temp_name};
+use super::own::own_uid;
 
 /// How old a temporary file beside a target must be for a start to take it for one a
 /// killed writer left: a write takes under a second (a million keys' state, a few hundred

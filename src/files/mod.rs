@@ -10,9 +10,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 mod leftovers;
+mod names;
 mod own;
 
 pub use leftovers::sweep_leftovers;
+use names::{folder_of, temp_name};
 pub use own::open_own;
 
 #[derive(Debug, thiserror::Error)]
@@ -97,33 +99,6 @@ pub fn refuse_link(path: &Path) -> Result<(), WriteError> {
         Ok(meta) if meta.file_type().is_symlink() => Err(WriteError::Link(path.to_owned())),
         _ => Ok(()),
     }
-}
-
-/// The folder `path` is in (a bare file name is in the working folder).
-fn folder_of(path: &Path) -> &Path {
-    path.parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-}
-
-/// The temporary name beside a file `name`: `.NAME.<suffix>.tmp` ([`crate::random::suffix`]:
-/// 16 hex digits).
-fn temp_name(name: &std::ffi::OsStr, suffix: &str) -> std::ffi::OsString {
-    let mut tmp = std::ffi::OsString::from(".");
-    tmp.push(name);
-    tmp.push(format!(".{suffix}.tmp"));
-    tmp
-}
-
-/// Whether `file_name` is a [`temp_name`] beside a file `name`.
-fn is_temp_name(file_name: &std::ffi::OsStr, name: &std::ffi::OsStr) -> bool {
-    let (Some(file_name), Some(name)) = (file_name.to_str(), name.to_str()) else {
-        return false;
-    };
-    let suffix = (file_name.strip_prefix('.'))
-        .and_then(|n| n.strip_prefix(name)?.strip_prefix('.'))
-        .and_then(|rest| rest.strip_suffix(".tmp"));
-    suffix.is_some_and(|s| s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// A new file beside `path` under a name nobody can guess, created exclusively (an
