@@ -201,22 +201,7 @@ impl Limiter {
             settles,
         );
         if let Some(remote) = self.remote().filter(|_| in_store) {
-            for s in settles.iter_mut() {
-                let Some(key) = &s.redis_key else { continue };
-                // When the script that charged it ran, on the clock of the node holding
-                // the key; a tier its slice decided, on the estimate of that clock.
-                let charged = times.iter().find(|&&(i, _)| i == s.tier);
-                let tag = crate::key::redis_key::tag_of(key);
-                let (server_ns, charged_us) = match charged {
-                    Some(&(_, at)) => (Some(at), at / 1_000),
-                    None => (
-                        remote.server_unix_ns_at(tag, *now),
-                        remote.server_unix_us_early(tag, *now),
-                    ),
-                };
-                s.charged_on(server_ns, clock);
-                s.charged_us = charged_us;
-            }
+            place_charges(remote, settles, (&times, *now), clock);
         }
     }
 
@@ -344,5 +329,30 @@ impl Limiter {
                 }
             },
         }
+    }
+}
+
+/// Places each Redis-charged settle at its charge: the time the script that charged it
+/// ran, on the clock of the node holding its key (`times`); a tier its slice decided, at
+/// the estimate of that clock at `now`.
+fn place_charges(
+    remote: &RedisStore,
+    settles: &mut [crate::store::rate::settle::PendingSettle],
+    (times, now): (&ChargeTimes, u64),
+    clock: &dyn Clock,
+) {
+    for s in settles.iter_mut() {
+        let Some(key) = &s.redis_key else { continue };
+        let charged = times.iter().find(|&&(i, _)| i == s.tier);
+        let tag = crate::key::redis_key::tag_of(key);
+        let (server_ns, charged_us) = match charged {
+            Some(&(_, at)) => (Some(at), at / 1_000),
+            None => (
+                remote.server_unix_ns_at(tag, now),
+                remote.server_unix_us_early(tag, now),
+            ),
+        };
+        s.charged_on(server_ns, clock);
+        s.charged_us = charged_us;
     }
 }
