@@ -92,6 +92,8 @@ pub fn check_id(config: &Config, id: &OverrideId) -> Result<(), ChangeError> {
 /// policy is keyed by other sources than when it was set: the same text is then another
 /// client's key (an `x-api-key` equal to the tenant id the override was set for).
 pub fn resolve_stored(config: &Config, stored: &Stored) -> Result<Applied, Vec<OverrideProblem>> {
+    // The key's own checks first: they say how to spell it now (`ip` reloaded as `ip/64`).
+    let applied = resolve(config, &stored.id, &stored.set)?;
     let policy = config.policy(&stored.id.policy);
     if let (Some(was), Some(policy)) = (&stored.keyed_by, policy) {
         let now = policy.key_sources();
@@ -111,7 +113,7 @@ pub fn resolve_stored(config: &Config, stored: &Stored) -> Result<Applied, Vec<O
             }]);
         }
     }
-    resolve(config, &stored.id, &stored.set)
+    Ok(applied)
 }
 
 /// What `set` makes of `id`'s limit under `config`, or why it cannot apply.
