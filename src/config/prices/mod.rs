@@ -158,8 +158,9 @@ impl Prices {
     /// as pydantic's read as 128), values past what the walk keeps, or a body not read
     /// (too large, a form) leave the limit to the model's `max_output` and the choices
     /// unknown — the quote is then no bound, and a usage that never comes pays
-    /// `max_cost`. So do a limit the upstream may not read, more than 128 choices, and
-    /// input beyond the body's bytes (`spend::BodyShape`).
+    /// `max_cost`. So do a limit the upstream may not read (another API's, or any on a
+    /// path that is none of the APIs these limits belong to: [`reads_these_limits`]),
+    /// more than 128 choices, and input beyond the body's bytes (`spend::BodyShape`).
     fn estimate(&self, view: &RequestView<'_>) -> Estimate {
         let Some(body) = view.body else {
             return Estimate::default();
@@ -203,7 +204,7 @@ impl Prices {
             })
             .ok()
             .flatten()
-            .filter(|_| complete && !shape.unsure_limit);
+            .filter(|_| complete && !shape.unsure_limit && reads_these_limits(view.uri.path()));
         // More choices than believed are unknown, not the most believed: an upstream
         // without OpenAI's cap generates them all.
         let choices = match largest(&self.choices) {
@@ -254,3 +255,25 @@ fn dearest(rows: &[TokenPrice]) -> TokenPrice {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether a request to `path` goes to an API that reads the output limits a quote reads
+/// (`max_tokens`, `max_completion_tokens`, `max_output_tokens`): OpenAI's Chat Completions,
+/// Completions and Responses and Anthropic's Messages, as any compatible server serves
+/// them (`/v1/chat/completions`, Azure's `/openai/deployments/D/chat/completions`). A
+/// server's own API elsewhere (Ollama's `/api/chat`, TGI's `/generate`, llama.cpp's
+/// `/completion`) reads a limit of its own and ignores these: `"max_tokens": 1` there
+/// bounds nothing, and Ollama's default generates until its context is full.
+fn reads_these_limits(path: &str) -> bool {
+    let path = path.trim_end_matches('/').as_bytes();
+    [
+        "/chat/completions",
+        "/completions",
+        "/responses",
+        "/messages",
+    ]
+    .iter()
+    .any(|api| {
+        path.len() >= api.len()
+            && path[path.len() - api.len()..].eq_ignore_ascii_case(api.as_bytes())
+    })
+}

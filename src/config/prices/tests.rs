@@ -30,7 +30,7 @@ fn output_quoted(prices: &Prices, body: &str) -> Option<u64> {
 fn quote_of(prices: &Prices, facts: &crate::json::BodyFacts<'_>) -> Quote {
     let (method, uri, headers) = (
         http::Method::POST,
-        http::Uri::from_static("/"),
+        http::Uri::from_static("/v1/chat/completions"),
         http::HeaderMap::new(),
     );
     let view = RequestView {
@@ -182,5 +182,53 @@ fn an_output_limit_of_zero_bounds_nothing() {
         r#"{"model":"m","max_tokens":10,"max_completion_tokens":0}"#,
     ] {
         assert_eq!(output_quoted(&prices, body), None, "{body}");
+    }
+}
+
+/// A server's own API reads a limit of its own: `max_tokens` on Ollama's `/api/chat` (or
+/// TGI's `/generate`, llama.cpp's `/completion`) bounds nothing; on a path of the APIs
+/// that read it, in any case and with a trailing slash, it does.
+#[test]
+fn an_output_limit_counts_only_on_a_path_of_an_api_that_reads_it() {
+    let prices = compile("\"m\" = { input = 1, output = 1 }").expect("valid");
+    let body = r#"{"model":"m","messages":[],"max_tokens":1}"#;
+    let mut facts = crate::json::BodyFacts::unread(Some(body.len() as u64));
+    let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
+    crate::json::walk(body.as_bytes(), &pointers, &mut facts).expect("json");
+    let quoted = |path: &'static str| {
+        let (method, uri, headers) = (
+            http::Method::POST,
+            http::Uri::from_static(path),
+            http::HeaderMap::new(),
+        );
+        let view = RequestView {
+            method: &method,
+            uri: &uri,
+            headers: &headers,
+            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            route: "r",
+            body: Some(&facts),
+        };
+        prices.quote(&view).expect("priced").most
+    };
+    let bounded = Some(body.len() as u64 + 1);
+    for read in [
+        "/v1/chat/completions",
+        "/openai/deployments/d/chat/completions/",
+        "/v1/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/V1/Chat/Completions",
+    ] {
+        assert_eq!(quoted(read), bounded, "{read}");
+    }
+    for own in [
+        "/api/chat",
+        "/api/generate",
+        "/generate",
+        "/completion",
+        "/",
+    ] {
+        assert_eq!(quoted(own), None, "{own}: no bound");
     }
 }
