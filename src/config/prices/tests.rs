@@ -26,11 +26,16 @@ fn output_quoted(prices: &Prices, body: &str) -> Option<u64> {
     most.map(|m| m - body.len() as u64)
 }
 
-/// `prices`' quote of a POST whose body told `facts`.
+/// `prices`' quote of a POST to Chat Completions whose body told `facts`.
 fn quote_of(prices: &Prices, facts: &crate::json::BodyFacts<'_>) -> Quote {
+    quote_at(prices, facts, "/v1/chat/completions")
+}
+
+/// The same, the POST to `path`.
+fn quote_at(prices: &Prices, facts: &crate::json::BodyFacts<'_>, path: &'static str) -> Quote {
     let (method, uri, headers) = (
         http::Method::POST,
-        http::Uri::from_static("/v1/chat/completions"),
+        http::Uri::from_static(path),
         http::HeaderMap::new(),
     );
     let view = RequestView {
@@ -195,22 +200,7 @@ fn an_output_limit_counts_only_on_a_path_of_an_api_that_reads_it() {
     let mut facts = crate::json::BodyFacts::unread(Some(body.len() as u64));
     let pointers: Vec<&JsonPointer> = prices.pointers().map(|p| &**p).collect();
     crate::json::walk(body.as_bytes(), &pointers, &mut facts).expect("json");
-    let quoted = |path: &'static str| {
-        let (method, uri, headers) = (
-            http::Method::POST,
-            http::Uri::from_static(path),
-            http::HeaderMap::new(),
-        );
-        let view = RequestView {
-            method: &method,
-            uri: &uri,
-            headers: &headers,
-            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
-            route: "r",
-            body: Some(&facts),
-        };
-        prices.quote(&view).expect("priced").most
-    };
+    let quoted = |path: &'static str| quote_at(&prices, &facts, path).most;
     let bounded = Some(body.len() as u64 + 1);
     for read in [
         "/v1/chat/completions",
