@@ -101,13 +101,22 @@ pin_project! {
     /// hold its connection for a body trickled a frame per `body_read_timeout`, after the
     /// request's concurrency slot, `max_requests` place and in-flight count were given
     /// back with the answer. Cut, the upstream's HTTP/1.1 connection is closed and an
-    /// HTTP/2 stream reset.
+    /// HTTP/2 stream reset. A body already ended (most GETs) is passed as it is.
     pub struct UntilAnswered<B> {
         #[pin]
         inner: B,
-        // Resolves when the answer's [`Answering`] is dropped; `None` once it has.
-        answer: Option<tokio::sync::oneshot::Receiver<()>>,
+        watch: Watch,
     }
+}
+
+/// What an [`UntilAnswered`] body watches.
+enum Watch {
+    /// Nothing: the body had ended when the request was sent.
+    Off,
+    /// The answer's [`Answering`], which resolves this when it is dropped.
+    Answer(tokio::sync::oneshot::Receiver<()>),
+    /// The answer is over: the body is cut.
+    Answered,
 }
 
 /// Held by the answer's body ([`AnswerBody`]): dropped with it, it cuts the request's upload.
@@ -115,14 +124,25 @@ pub struct Answering {
     _sender: tokio::sync::oneshot::Sender<()>,
 }
 
-impl<B> UntilAnswered<B> {
-    pub fn new(inner: B) -> (Self, Answering) {
+impl<B: Body> UntilAnswered<B> {
+    /// `inner`, and what its answer's body holds to cut it: `None` (no channel made) for
+    /// a body already ended.
+    pub fn new(inner: B) -> (Self, Option<Answering>) {
+        if inner.is_end_stream() {
+            return (
+                Self {
+                    inner,
+                    watch: Watch::Off,
+                },
+                None,
+            );
+        }
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let body = Self {
             inner,
-            answer: Some(receiver),
+            watch: Watch::Answer(receiver),
         };
-        (body, Answering { _sender: sender })
+        (body, Some(Answering { _sender: sender }))
     }
 }
 
@@ -138,13 +158,15 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.project();
-        let Some(answer) = this.answer else {
-            return Poll::Ready(Some(Err(Answered.into())));
+        let answer = match this.watch {
+            Watch::Off => return this.inner.poll_frame(cx),
+            Watch::Answered => return Poll::Ready(Some(Err(Answered.into()))),
+            Watch::Answer(answer) => answer,
         };
         match this.inner.poll_frame(cx) {
             Poll::Pending => match Pin::new(answer).poll(cx) {
                 Poll::Ready(_) => {
-                    *this.answer = None;
+                    *this.watch = Watch::Answered;
                     Poll::Ready(Some(Err(Answered.into())))
                 }
                 Poll::Pending => Poll::Pending,

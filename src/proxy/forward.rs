@@ -147,34 +147,18 @@ fn outgoing_body(
 ) -> (Body, Option<Answering>) {
     let (server, route) = (sent.server, sent.route);
     let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
-    match (key_body, body.is_end_stream()) {
-        (None, true) => (
-            upstream_body(body, server, route, replayable, uploaded),
-            None,
+    let (body, answering) = UntilAnswered::new(body);
+    let body = match key_body {
+        Some(read) => upstream_body(
+            Prefixed::new(*read, body),
+            server,
+            route,
+            replayable,
+            uploaded,
         ),
-        (Some(read), true) => {
-            let body = Prefixed::new(*read, body);
-            (
-                upstream_body(body, server, route, replayable, uploaded),
-                None,
-            )
-        }
-        (None, false) => {
-            let (body, answering) = UntilAnswered::new(body);
-            (
-                upstream_body(body, server, route, replayable, uploaded),
-                Some(answering),
-            )
-        }
-        (Some(read), false) => {
-            let (body, answering) = UntilAnswered::new(body);
-            let body = Prefixed::new(*read, body);
-            (
-                upstream_body(body, server, route, replayable, uploaded),
-                Some(answering),
-            )
-        }
-    }
+        None => upstream_body(body, server, route, replayable, uploaded),
+    };
+    (body, answering)
 }
 
 /// Turns an upstream's 101 into a tunnel: only for the upgrade the client asked for, and
