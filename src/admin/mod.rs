@@ -7,5 +7,3 @@ pub mod listener;
 pub mod overrides;
 pub mod service;
 pub mod top;
-
-pub use crate::reply::ADMIN_IDENTITY as IDENTITY_HEADER;

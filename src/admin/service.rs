@@ -38,7 +38,7 @@ pub async fn handle(
     // And says it is the admin listener's, for the command line to check before it sends
     // a token.
     resp.headers_mut().insert(
-        http::HeaderName::from_static(super::IDENTITY_HEADER),
+        http::HeaderName::from_static(crate::reply::ADMIN_IDENTITY),
         HeaderValue::from_static("1"),
     );
     Ok(resp)

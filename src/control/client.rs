@@ -1,6 +1,6 @@
 //! One call to a gateway's admin API, over one connection: first a token-less
 //! `GET /healthz` whose answer must carry the admin listener's header
-//! ([`crate::admin::IDENTITY_HEADER`]), then the call itself with the token. Each answer is
+//! ([`crate::reply::ADMIN_IDENTITY`]), then the call itself with the token. Each answer is
 //! read up to [`ANSWER_LIMIT`] and refused past it, never buffered whole.
 
 use std::time::Duration;
@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Body as _;
 use hyper_util::rt::TokioIo;
 
-use crate::admin::IDENTITY_HEADER;
+use crate::reply::ADMIN_IDENTITY;
 
 /// The most an answer may hold: the admin API's answers are far smaller (a reload report,
 /// a thousand top keys).
@@ -58,7 +58,7 @@ pub enum CallError {
         address: String,
         path: String,
     },
-    #[error("{address} does not look like tollgate's admin listener: {what}, without the `{IDENTITY_HEADER}` header every admin answer carries (the data-plane port? --admin takes the address of [server] admin_listen){}", if *.token_withheld { "; the admin token was not sent" } else { "" })]
+    #[error("{address} does not look like tollgate's admin listener: {what}, without the `{ADMIN_IDENTITY}` header every admin answer carries (the data-plane port? --admin takes the address of [server] admin_listen){}", if *.token_withheld { "; the admin token was not sent" } else { "" })]
     NotAdmin {
         address: String,
         what: String,
@@ -210,7 +210,7 @@ impl Admin {
 /// Whether an answer carries the admin listener's header.
 fn from_admin(headers: &HeaderMap) -> bool {
     headers
-        .get(IDENTITY_HEADER)
+        .get(ADMIN_IDENTITY)
         .is_some_and(|v| v.as_bytes() == b"1")
 }
 

@@ -15,7 +15,7 @@ static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-prot
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1), and
-/// `Upgrade` seventh. `Trailer` is not one of them (§6.6.2): it announces the trailer
+/// `Upgrade` eighth. `Trailer` is not one of them (§6.6.2): it announces the trailer
 /// fields end to end, and an HTTP/1.1 hop sends only the trailers it announces. Last, the
 /// admin listener's identity (`reply::ADMIN_IDENTITY`): an upstream's answer carrying it
 /// would pass a data port off as the admin listener to `tollgate reload` and `tollgate
