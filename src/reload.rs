@@ -90,7 +90,7 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     if old.rls.is_some() && config.rls.is_none() {
         return Err(ReloadError::RlsRemoved(config.path.clone()));
     }
-    warn_of_kind_changes(&old, &mut config);
+    warn_of_policy_changes(&old, &mut config);
     let needs_restart = restart_only_changes(&old, &config);
     // What needs a restart keeps its running value, so the snapshot (and /admin/config,
     // and the next reload's report) describe what is in effect.
@@ -258,10 +258,11 @@ fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
     changed
 }
 
-/// A policy that keeps its name keeps its keys' state (algorithm.md § 7.6). Between a
-/// rate and a calendar quota the same TAT means something else: a quota's usage read as a
-/// rate's debt of up to its window, so such a change is said, with how to start afresh.
-fn warn_of_kind_changes(old: &Config, new: &mut Config) {
+/// A policy that keeps its name keeps its keys' state (algorithm.md § 7.6), which a change
+/// of its calendar, of its kind (between a rate and a calendar quota the same TAT means
+/// something else) or of its key's sources (a key's state is found by its text) makes
+/// another thing: each is said, with how to start afresh.
+fn warn_of_policy_changes(old: &Config, new: &mut Config) {
     let quota = |p: &crate::config::Policy| {
         p.rate()
             .map(|_| p.kind() == crate::config::LimitKind::Quota)
@@ -287,11 +288,6 @@ fn warn_of_kind_changes(old: &Config, new: &mut Config) {
                 ));
             }
         }
-    }
-    for p in &new.policies {
-        let Some(before) = old.policy(&p.name) else {
-            continue;
-        };
         let (was, is) = (before.key_sources(), p.key_sources());
         if was != is {
             warnings.push(format!(
