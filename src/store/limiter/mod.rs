@@ -344,13 +344,15 @@ fn place_charges(
     for s in settles.iter_mut() {
         let Some(key) = &s.redis_key else { continue };
         let charged = times.iter().find(|&&(i, _)| i == s.tier);
-        let tag = crate::key::redis_key::tag_of(key);
         let (server_ns, charged_us) = match charged {
             Some(&(_, at)) => (Some(at), at / 1_000),
-            None => (
-                remote.server_unix_ns_at(tag, now),
-                remote.server_unix_us_early(tag, now),
-            ),
+            None => {
+                let tag = crate::key::redis_key::tag_of(key);
+                (
+                    remote.server_unix_ns_at(tag, now),
+                    remote.server_unix_us_early(tag, now),
+                )
+            }
         };
         s.charged_on(server_ns, clock);
         s.charged_us = charged_us;
