@@ -1,8 +1,9 @@
 //! The state file's bytes: what [`super`] writes and reads.
 //!
 //! ```text
-//! "tollgate state\n" 0x02     16 bytes: what the file is, and its version
+//! "tollgate state\n" 0x03     16 bytes: what the file is, and its version
 //! seeds                       4 × u64: the key hasher's
+//! written at                  u64: the writer's Unix ns when it wrote the file
 //! areas                       u64, then each quota policy's area of the store:
 //!   area, unix floor, length  3 × u64
 //!   name                      `length` bytes (UTF-8)
@@ -13,10 +14,13 @@
 //! All integers little-endian. A key's hash names its area (`memory::areas`); the next
 //! process finds each area by its policy's name, so keys of a quota policy removed meanwhile
 //! are left out. Version 1 (before areas) is read too: its keys go among the rate keys,
-//! and a quota key among them moves to its area when it is next used.
+//! and a quota key among them moves to its area when it is next used; so is version 2
+//! (before the time of writing), whose TATs are taken on the reader's clock as they are.
 
-const MAGIC: &[u8; 16] = b"tollgate state\n\x02";
-/// The first version's: no areas.
+const MAGIC: &[u8; 16] = b"tollgate state\n\x03";
+/// The second version's: no time of writing.
+const MAGIC_V2: &[u8; 16] = b"tollgate state\n\x02";
+/// The first version's: no areas, no time of writing.
 const MAGIC_V1: &[u8; 16] = b"tollgate state\n\x01";
 /// Magic and seeds.
 const HEAD: usize = 16 + 32;
@@ -31,6 +35,10 @@ pub struct Saved {
     pub areas: Vec<SavedArea>,
     /// Key hash and TAT in Unix nanoseconds.
     pub keys: Vec<(u64, u64)>,
+    /// The writer's Unix nanoseconds when it wrote the file (none before version 3): what
+    /// each TAT leads by is counted from it, so a reader whose clock is behind the
+    /// writer's does not find every key that far ahead.
+    pub written_at: Option<u64>,
     /// Written by the first version: quota keys among the rate keys.
     pub legacy: bool,
 }
@@ -60,9 +68,10 @@ fn word(bytes: &[u8], at: usize) -> u64 {
 
 /// `Err(None)`: not a state file; `Err(Some(what))`: a damaged one.
 pub(super) fn decode(bytes: &[u8]) -> Result<Saved, Option<&'static str>> {
-    let legacy = match bytes.get(..MAGIC.len()) {
-        Some(m) if m == MAGIC => false,
-        Some(m) if m == MAGIC_V1 => true,
+    let (legacy, timed) = match bytes.get(..MAGIC.len()) {
+        Some(m) if m == MAGIC => (false, true),
+        Some(m) if m == MAGIC_V2 => (false, false),
+        Some(m) if m == MAGIC_V1 => (true, false),
         _ => return Err(None),
     };
     if bytes.len() < HEAD + 16 {
@@ -82,6 +91,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Saved, Option<&'static str>> {
         *at += 8;
         Ok(word(w, 0))
     };
+    let written_at = if timed { Some(next(&mut at)?) } else { None };
     let mut areas = Vec::new();
     if !legacy {
         let n = next(&mut at)?;
@@ -119,17 +129,25 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Saved, Option<&'static str>> {
         areas,
         keys,
         legacy,
+        written_at,
     })
 }
 
-/// The file's bytes for `seeds`, `areas` and `keys` (key hash, Unix TAT).
-pub(super) fn encode(seeds: [u64; 4], areas: &[SavedArea], keys: &[(u64, u64)]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEAD + 8 + 64 * areas.len() + 8 + 16 * keys.len() + 8);
+/// The file's bytes for `seeds`, `areas` and `keys` (key hash, Unix TAT), written at
+/// Unix nanoseconds `written_at`.
+pub(super) fn encode(
+    seeds: [u64; 4],
+    written_at: u64,
+    areas: &[SavedArea],
+    keys: &[(u64, u64)],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEAD + 16 + 64 * areas.len() + 8 + 16 * keys.len() + 8);
     out.extend_from_slice(MAGIC);
     let put = |out: &mut Vec<u8>, w: u64| out.extend_from_slice(&w.to_le_bytes());
     for s in seeds {
         put(&mut out, s);
     }
+    put(&mut out, written_at);
     put(&mut out, areas.len() as u64);
     for a in areas {
         put(&mut out, a.area as u64);
@@ -159,10 +177,10 @@ mod tests {
             area: 3,
             floor: 7,
         }];
-        let bytes = encode([1, 2, 3, 4], &areas, &keys);
+        let bytes = encode([1, 2, 3, 4], 77, &areas, &keys);
         assert_eq!(
             bytes.len(),
-            HEAD + 8 + (24 + 7) + 8 + 32 + 8,
+            HEAD + 8 + 8 + (24 + 7) + 8 + 32 + 8,
             "16 bytes a key"
         );
         let saved = decode(&bytes).expect("reads");
@@ -173,6 +191,7 @@ mod tests {
                 areas,
                 keys,
                 legacy: false,
+                written_at: Some(77),
             }
         );
         let mut flipped = bytes.clone();
@@ -198,5 +217,20 @@ mod tests {
         assert!(saved.legacy);
         assert_eq!(saved.keys, vec![(42, 99)]);
         assert!(saved.areas.is_empty());
+        assert_eq!(saved.written_at, None);
+    }
+
+    /// A second-version file (areas, no time of writing) reads as it did.
+    #[test]
+    fn a_second_version_file_still_reads() {
+        let mut v2 = MAGIC_V2.to_vec();
+        for w in [1u64, 2, 3, 4, 0, 1, 42, 99] {
+            v2.extend_from_slice(&w.to_le_bytes());
+        }
+        let sum = fnv1a(&v2);
+        v2.extend_from_slice(&sum.to_le_bytes());
+        let saved = decode(&v2).expect("reads");
+        assert!(!saved.legacy);
+        assert_eq!((saved.keys, saved.written_at), (vec![(42, 99)], None));
     }
 }

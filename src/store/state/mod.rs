@@ -105,7 +105,7 @@ pub fn write(
             },
         })
         .collect();
-    let bytes = encode(seeds, &areas, &keys);
+    let bytes = encode(seeds, clock.unix_ns_at(now), &areas, &keys);
     crate::files::replace(path, |out| out.write_all(&bytes))?;
     Ok(Written {
         keys: keys.len(),
@@ -120,6 +120,11 @@ pub fn write(
 /// its policy is in now — the file was written under another calendar, and such a TAT,
 /// restored, would be weighed against this calendar's usage when the area makes room (a
 /// floor that high would stop it rising to what a dropped key had used).
+///
+/// A TAT leads by what it led by when the file was written, less the time since: a reader
+/// whose clock is behind the writer's (a clock wrong at the writer's boot, corrected
+/// since) counts no time as elapsed rather than finding each key that much further
+/// ahead — a year's error would otherwise lock every key out for a year.
 pub fn restore(
     saved: &Saved,
     store: &MemoryStore,
@@ -127,6 +132,7 @@ pub fn restore(
     end_of: impl Fn(usize) -> Option<u64>,
 ) -> Restored {
     let now = clock.now_ns();
+    let to_mono = on_this_clock(saved, clock);
     let areas = store.areas();
     let this_window = |area: usize, tat: u64| end_of(area).is_some_and(|end| usage_of(tat, end));
     // The file's area → this process's area tag (hash bits), by policy name.
@@ -134,14 +140,14 @@ pub fn restore(
     for a in &saved.areas {
         let tag = areas.tag(&a.name);
         moved.insert(a.area, tag);
-        let floor = clock.mono_ns_at(a.floor);
+        let floor = to_mono(a.floor);
         if tag != 0 && a.floor != 0 && this_window(area_of(tag), floor) {
             areas.raise_floor(area_of(tag), floor);
         }
     }
     let mut restored = Restored::default();
     for &(key, unix_tat) in &saved.keys {
-        let tat = clock.mono_ns_at(unix_tat);
+        let tat = to_mono(unix_tat);
         if tat <= now {
             continue;
         }
@@ -166,6 +172,17 @@ pub fn restore(
         areas.set_legacy();
     }
     restored
+}
+
+/// Unix nanoseconds of `saved` → this process's monotonic timeline, the time since
+/// writing counted from the later of the writer's and this clock's now.
+fn on_this_clock<'c>(saved: &Saved, clock: &'c dyn Clock) -> impl Fn(u64) -> u64 + 'c {
+    let now = clock.now_ns();
+    let base = clock.unix_ns_at(now).max(saved.written_at.unwrap_or(0));
+    move |unix| match unix.checked_sub(base) {
+        Some(lead) => now.saturating_add(lead),
+        None => now.saturating_sub(base - unix),
+    }
 }
 
 #[cfg(test)]
@@ -202,6 +219,7 @@ mod tests {
                 (rate, unix(now + S)),
             ],
             legacy: false,
+            written_at: Some(unix(now)),
         };
         // The file restored into a store whose "plan" runs `calendar`, in its window
         // ending at `end`: the store, the policy's area tag, what restoring did.
@@ -241,5 +259,42 @@ mod tests {
         );
         assert_eq!(store.areas().floor(area_of(tag)), month_end + 5);
         assert_eq!(store.peek(in_area(monthly, tag)), month_end + 7);
+    }
+
+    /// A file written by a process whose clock ran a year ahead (wrong at its boot) and
+    /// read on a clock put right: each key leads by what it led by when written, not by
+    /// a year more. The writer's own elapsed time still counts when the reader is later.
+    #[test]
+    fn a_writer_clock_ahead_of_the_readers_locks_no_key_out() {
+        use crate::clock::FakeClock;
+        use crate::limit::TatTable;
+        const S: u64 = 1_000_000_000;
+        const YEAR: u64 = 365 * 86_400 * S;
+        let clock = FakeClock::at(100 * S);
+        let now = clock.now_ns();
+        let written_at = clock.unix_ns_at(now) + YEAR;
+        let saved = Saved {
+            seeds: [1, 2, 3, 4],
+            areas: Vec::new(),
+            keys: vec![(0x21, written_at + 10 * S), (0x22, written_at - S)],
+            legacy: false,
+            written_at: Some(written_at),
+        };
+        let store = MemoryStore::new(256);
+        let restored = restore(&saved, &store, &clock, |_| None);
+        assert_eq!(restored.keys, 1, "a key idle when written stays out");
+        assert_eq!(
+            store.peek(0x21),
+            now + 10 * S,
+            "ten seconds ahead, not a year"
+        );
+        // Read 4 s after it was written, on a right clock: 6 s of the lead remain.
+        let saved = Saved {
+            written_at: Some(clock.unix_ns_at(now) - 4 * S),
+            keys: vec![(0x23, clock.unix_ns_at(now) + 6 * S)],
+            ..saved
+        };
+        restore(&saved, &store, &clock, |_| None);
+        assert_eq!(store.peek(0x23), now + 6 * S);
     }
 }
