@@ -1,7 +1,9 @@
 //! The `usage` an answer reports, found while the answer streams through: a JSON body's
 //! top-level `usage` (OpenAI chat and responses, Anthropic messages), or in a
 //! `text/event-stream` each event's `usage`, `message.usage` (Anthropic's
-//! `message_start`) or `response.usage` (OpenAI's `response.completed`). A lexer follows
+//! `message_start`) or `response.usage` (OpenAI's `response.completed`); model servers'
+//! own APIs' counts too: SGLang's `meta_info`, Ollama's and llama.cpp's root members
+//! ([`native`]), also on each line of a stream of JSON lines. A lexer follows
 //! only strings and nesting, skipping string contents with `memchr`; the one object it
 //! keeps is a `usage` value (at most 4 KiB), parsed when it closes. The answer itself is
 //! never held.
@@ -14,8 +16,8 @@ use arrayvec::ArrayVec;
 
 /// Largest `usage` object kept for parsing.
 const MAX_USAGE_BYTES: usize = 4096;
-/// Longest member name compared (`response` is the longest wanted).
-const MAX_NAME: usize = 16;
+/// Longest member name compared (`prompt_eval_count` is the longest wanted).
+const MAX_NAME: usize = 17;
 /// Nesting tracked; what is deeper only counts levels.
 const TRACKED: usize = 3;
 
@@ -128,7 +130,7 @@ impl UsageScanner {
 }
 
 /// At an event's start: the bytes after the event when all of it is in `chunk` and it
-/// never writes `usage` (so it cannot report one, and is not lexed: most of a stream's
+/// never writes `usage`, `meta_info` nor `tokens_` (so it cannot report one, and is not lexed: most of a stream's
 /// events are text deltas), else `None`. The lexer's 2.6 ns a byte becomes a `memchr`
 /// walk of the lines and one `memmem` search. What an event reports does not depend on
 /// how the stream was cut into chunks: a cut event is lexed as before.
@@ -145,10 +147,20 @@ fn skip_event(chunk: &[u8]) -> Option<&[u8]> {
         }
         at = newline + 1;
     };
-    memchr::memmem::find(&chunk[..end], b"usage")
-        .is_none()
-        .then(|| &chunk[end..])
+    let event = &chunk[..end];
+    let may_report = REPORTING_NAMES
+        .iter()
+        .any(|name| name.find(event).is_some());
+    (!may_report).then(|| &chunk[end..])
 }
+
+/// What an event that may report a usage writes: `usage` (and `usageMetadata`),
+/// llama.cpp's `tokens_…` counts, SGLang's `meta_info`. Searchers built once: building
+/// one per search cost as much as the search of a short event.
+static REPORTING_NAMES: std::sync::LazyLock<[memchr::memmem::Finder<'static>; 3]> =
+    std::sync::LazyLock::new(|| {
+        [b"usage".as_slice(), b"tokens_", b"meta_info"].map(memchr::memmem::Finder::new)
+    });
 
 /// Where an event-stream line is.
 #[derive(Debug)]
@@ -171,6 +183,8 @@ enum Member {
     Usage,
     /// `message` or `response` of the root: an object whose `usage` counts too.
     Holder,
+    /// A root member holding a token count (a model server's own API).
+    Count(Count),
 }
 
 #[derive(Debug, Default)]
@@ -191,6 +205,9 @@ struct Lexer {
     member: Member,
     /// A `usage` object being kept: the level it opened at, and its bytes so far.
     kept: Option<(usize, Vec<u8>)>,
+    /// A root member's token count being read, and the counts the root wrote so far.
+    digits: Option<Digits>,
+    counts: Counts,
 }
 
 impl Lexer {
@@ -203,6 +220,17 @@ impl Lexer {
             let b = bytes[0];
             bytes = &bytes[1..];
             self.keep(&[b]);
+            if let Some(digits) = &mut self.digits {
+                match digits.push(b) {
+                    Step::More => continue,
+                    Step::Done(count) => {
+                        self.digits = None;
+                        if let Some((count, value)) = count {
+                            self.counts.set(count, value);
+                        }
+                    }
+                }
+            }
             self.structural(b, usage);
         }
     }
@@ -254,6 +282,9 @@ impl Lexer {
         match (self.depth, name) {
             (1, b"usage" | b"usageMetadata") => Member::Usage,
             (1, b"message" | b"response") => Member::Holder,
+            // SGLang's `/generate`: its counts in the shape of a chat usage.
+            (1, b"meta_info") => Member::Usage,
+            (1, name) => Count::named(name).map_or(Member::None, Member::Count),
             (2, b"usage") if self.holder[2] => Member::Usage,
             // Gemini's `streamGenerateContent` without `alt=sse`: a JSON array of the
             // stream's responses, each with its `usageMetadata`.
@@ -272,7 +303,12 @@ impl Lexer {
                 }
                 self.expect_name = false;
             }
-            b':' => self.member = std::mem::take(&mut self.named),
+            b':' => {
+                self.member = std::mem::take(&mut self.named);
+                if let Member::Count(count) = self.member {
+                    self.digits = Some(Digits::of(count));
+                }
+            }
             b'{' | b'[' => {
                 let object = b == b'{';
                 if object && self.member == Member::Usage && self.kept.is_none() {
@@ -293,6 +329,9 @@ impl Lexer {
                     if let Some((_, bytes)) = self.kept.take() {
                         merge(usage, parse(&bytes));
                     }
+                }
+                if self.depth == 0 {
+                    merge(usage, self.counts.take());
                 }
                 self.expect_name = false;
                 self.member = Member::None;
@@ -317,7 +356,9 @@ impl Lexer {
     }
 }
 
+mod native;
 mod shapes;
+use native::{Count, Counts, Digits, Step};
 pub use shapes::Usage;
 use shapes::{merge, parse};
 

@@ -96,6 +96,7 @@ mod spellings_credentials;
 mod spellings_keys;
 mod spend;
 mod spend_keys;
+mod spend_native;
 mod spend_race;
 mod spend_unbounded;
 mod spend_upstream_broke;

@@ -39,6 +39,20 @@ const ANTHROPIC_STREAM: &str = concat!(
     "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\r\n\r\n",
 );
 
+const NDJSON: Option<&[u8]> = Some(b"application/x-ndjson");
+
+/// Ollama's `/api/chat` streamed: a JSON object a line, its counts on the last.
+const OLLAMA_STREAM: &str = concat!(
+    "{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"\\\"eval_count\\\":1,\"},\"done\":false}\n",
+    "{\"model\":\"llama3\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\",\"total_duration\":4883583458,\"prompt_eval_count\":26,\"prompt_eval_duration\":342546000,\"eval_count\":282,\"eval_duration\":4535599000}\n",
+);
+
+/// llama.cpp's `/completion` streamed: its counts on the event that stops.
+const LLAMA_STREAM: &str = concat!(
+    "data: {\"content\":\"Hello\",\"stop\":false}\n\n",
+    "data: {\"content\":\"\",\"stop\":true,\"tokens_predicted\":40,\"tokens_evaluated\":12,\"tokens_cached\":51,\"timings\":{\"prompt_n\":2,\"predicted_n\":40}}\n\n",
+);
+
 #[test]
 fn a_json_answer_reports_its_usage_and_text_cannot_fake_one() {
     assert_eq!(scan(JSON, &[CHAT.as_bytes()]), usage(120, 100, 30));
@@ -112,8 +126,14 @@ fn events_without_usage_are_passed_over_and_those_with_it_read() {
 proptest! {
     /// However the answer is cut into chunks, the usage found is the same.
     #[test]
-    fn chunking_never_changes_the_usage(cuts in prop::collection::vec(0usize..400, 0..12), which in 0usize..3) {
-        let (ct, text) = [(JSON, CHAT), (SSE, CHAT_STREAM), (SSE, ANTHROPIC_STREAM)][which];
+    fn chunking_never_changes_the_usage(cuts in prop::collection::vec(0usize..400, 0..12), which in 0usize..5) {
+        let (ct, text) = [
+            (JSON, CHAT),
+            (SSE, CHAT_STREAM),
+            (SSE, ANTHROPIC_STREAM),
+            (NDJSON, OLLAMA_STREAM),
+            (SSE, LLAMA_STREAM),
+        ][which];
         let bytes = text.as_bytes();
         let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
         cuts.sort_unstable();
@@ -186,4 +206,34 @@ fn gemini_reports_its_usage_metadata() {
     // An object's member deeper down is no usage.
     let nested = r#"{"candidates":[{"usageMetadata":{"promptTokenCount":5}}]}"#;
     assert_eq!(scan(JSON, &[nested.as_bytes()]), None);
+}
+
+/// Model servers' own APIs: Ollama's counts as root members (a whole answer, and the last
+/// line of a stream of JSON lines), llama.cpp's (its cached tokens among the prompt's),
+/// SGLang's `meta_info`. Only a root member holding a plain integer counts: a count in
+/// the model's text, a nested object's, a float, a string or a negative one is none.
+#[test]
+fn model_servers_own_apis_report_their_counts() {
+    let ollama = r#"{"model":"llama3","created_at":"2026-12-06T00:00:00Z","response":"\"prompt_eval_count\": 1","done":true,"prompt_eval_count" : 26 ,"eval_count":298}"#;
+    assert_eq!(scan(JSON, &[ollama.as_bytes()]), usage(26, 0, 298));
+    assert_eq!(scan(NDJSON, &[OLLAMA_STREAM.as_bytes()]), usage(26, 0, 282));
+    let embed = r#"{"model":"all-minilm","embeddings":[[0.01,-0.002]],"prompt_eval_count":8}"#;
+    assert_eq!(scan(JSON, &[embed.as_bytes()]), usage(8, 0, 0));
+    assert_eq!(scan(SSE, &[LLAMA_STREAM.as_bytes()]), usage(12, 12, 40));
+    let sglang = r#"{"text":"Paris","meta_info":{"id":"a1","finish_reason":{"type":"stop"},"prompt_tokens":10,"completion_tokens":5,"cached_tokens":4}}"#;
+    assert_eq!(scan(JSON, &[sglang.as_bytes()]), usage(10, 4, 5));
+    let sglang_stream = "data: {\"text\":\"Par\",\"meta_info\":{\"prompt_tokens\":10,\"completion_tokens\":1}}\n\ndata: {\"text\":\"Paris\",\"meta_info\":{\"prompt_tokens\":10,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
+    assert_eq!(scan(SSE, &[sglang_stream.as_bytes()]), usage(10, 0, 2));
+    for body in [
+        r#"{"response":"{\"eval_count\":5}","done":true}"#,
+        r#"{"options":{"eval_count":5}}"#,
+        r#"{"eval_count":5.5}"#,
+        r#"{"eval_count":"5"}"#,
+        r#"{"eval_count":-5}"#,
+        r#"{"eval_count":5 6}"#,
+        r#"{"eval_count":null}"#,
+        r#"{"eval_count":5"#,
+    ] {
+        assert_eq!(scan(JSON, &[body.as_bytes()]), None, "{body}");
+    }
 }

@@ -5,7 +5,10 @@
 //! message's first word says (5 when it is not a number), at most `max_tokens`, per choice.
 //! A model named `slow-…` streams one word every 200 ms; one named `late-…` sends its
 //! answer's head after 3 s. A JSON answer is gzipped when the
-//! request accepts gzip, as real APIs do. It records every body it got.
+//! request accepts gzip, as real APIs do. It records every body it got. Under `/api/` it
+//! answers as Ollama's own API does: JSON lines (`application/x-ndjson`) unless
+//! `"stream": false`, the counts (`prompt_eval_count`, `eval_count`) as root members of the
+//! last object, no `usage`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -161,6 +164,14 @@ async fn answer(
     if model.starts_with("late-") {
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
+    if path.starts_with("/api/") {
+        return Ok(ollama(
+            &model,
+            prompt,
+            completion,
+            request["stream"] != false,
+        ));
+    }
     if request["stream"].as_bool() != Some(true) {
         let answer = json(serde_json::json!({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
@@ -218,6 +229,35 @@ fn stream_events(model: &str, completion: u64, usage: Option<serde_json::Value>)
     }
     events.push(Bytes::from_static(b"data: [DONE]\n\n"));
     events
+}
+
+/// Ollama's `/api/chat` answer: a line per token and the last with the counts, or (not
+/// streamed) one object with the whole message and the counts.
+fn ollama(model: &str, prompt: u64, completion: u64, stream: bool) -> Response<LlmBody> {
+    let line = |content: &str, done: bool| {
+        let mut object = serde_json::json!({"model": model, "created_at": "2026-12-06T00:00:00Z",
+            "message": {"role": "assistant", "content": content}, "done": done});
+        if done {
+            object["done_reason"] = "stop".into();
+            object["prompt_eval_count"] = prompt.into();
+            object["eval_count"] = completion.into();
+        }
+        object
+    };
+    let (text, content_type) = if stream {
+        let mut lines: Vec<String> = (0..completion)
+            .map(|_| line("tok ", false).to_string())
+            .collect();
+        lines.push(line("", true).to_string());
+        (lines.join("\n") + "\n", "application/x-ndjson")
+    } else {
+        let words = vec!["tok"; completion as usize].join(" ");
+        (line(&words, true).to_string(), "application/json")
+    };
+    let mut resp = Response::new(http_body_util::Full::new(Bytes::from(text)).boxed());
+    resp.headers_mut()
+        .insert("content-type", http::HeaderValue::from_static(content_type));
+    resp
 }
 
 fn tokio_stream_from(
