@@ -112,6 +112,17 @@ impl<'a> BodyFacts<'a> {
         self.over_memory = true;
     }
 
+    /// Bytes of the values the walk had to copy (strings written with escapes, numbers):
+    /// what reading the body holds beyond the body itself until the decision is made.
+    pub fn copied_len(&self) -> usize {
+        (self.found.iter())
+            .map(|(_, v)| match v {
+                Cow::Owned(copy) => copy.len(),
+                Cow::Borrowed(_) => 0,
+            })
+            .sum()
+    }
+
     /// More distinct values than the walk keeps: treated as too many key values.
     pub fn overflowed(&self) -> bool {
         self.overflowed

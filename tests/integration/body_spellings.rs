@@ -312,6 +312,16 @@ async fn a_copy_read_instead_of_the_body_counts_against_the_memory_share() {
         // Decoded, the same: 980 bytes decoded beside the compressed body do not fit.
         let r = post(&client, &url, Some("gzip"), gzip(&padded(950, "1"))).await;
         assert_eq!(r.status, 503, "{}", r.text());
+        // A key value written with an escape is a copy the walk holds beside the body
+        // through the decision: 561 bytes beside 580 pass the 1 KiB too. Unescaped, the
+        // same value is read from the body itself.
+        let long = "u".repeat(560);
+        let escaped = format!(r#"{{"user":"\u0075{long}","t":1}}"#).into_bytes();
+        let r = post(&client, &url, None, escaped).await;
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert_eq!(r.json()["error"], "overloaded");
+        let plain = format!(r#"{{"user":"u{long}","t":1}}"#).into_bytes();
+        assert_eq!(post(&client, &url, None, plain).await.status, 200);
         // Small enough for both, each is read.
         let small = br#"{"user":"u","t":NaN}"#.to_vec();
         assert_eq!(post(&client, &url, None, small.clone()).await.status, 200);

@@ -65,6 +65,9 @@ pub struct KeyBody {
     /// What is walked when the body is JSON only to lenient readers, made by the first
     /// walk that needs it.
     strict: std::sync::OnceLock<Strict>,
+    /// What the walk's copies of values (strings written with escapes) hold of the share
+    /// until the body is forwarded: `None` when they would pass it.
+    copies: std::sync::OnceLock<Option<Held>>,
     /// The body's length when known: read whole (decoded, when it was encoded), or
     /// declared when it is not encoded. An encoded body not decoded whole has none: its
     /// compressed length, or where decoding stopped, is no bound on what the upstream
@@ -147,6 +150,18 @@ impl KeyBody {
                 Strict::OverMemory => facts.mark_over_memory(),
                 Strict::None => {}
             }
+        }
+        // A value written with escapes is a copy the size of its text, held with the body
+        // through the decision (a Redis round trip): one 600-byte string beside the body
+        // would otherwise hold about as much again as was counted.
+        let copied = facts.copied_len();
+        if copied > 0
+            && self
+                .copies
+                .get_or_init(|| Held::take(copied, self.share))
+                .is_none()
+        {
+            facts.mark_over_memory();
         }
         facts
     }
@@ -234,6 +249,7 @@ pub async fn read(
         peeked: false,
         trailers: None,
         strict: std::sync::OnceLock::new(),
+        copies: std::sync::OnceLock::new(),
         len,
         held: Held(0),
         share,
@@ -269,6 +285,7 @@ pub async fn read(
         peeked: too_large,
         trailers,
         strict: std::sync::OnceLock::new(),
+        copies: std::sync::OnceLock::new(),
         len,
         held,
         share,
