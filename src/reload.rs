@@ -114,8 +114,8 @@ async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     let snapshot = Snapshot::build(
         Arc::new(config),
         Some(&previous),
-        &shared.metrics,
-        shared.limiter.keys(),
+        (&shared.metrics, shared.limiter.keys()),
+        shared.clock.now_ns(),
     );
     shared
         .metrics

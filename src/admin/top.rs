@@ -84,12 +84,13 @@ pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
     }
     with_meta(
         crate::admin::answer::json_ok(serde_json::Value::Array(out)),
-        Some(config.server.top_window.as_secs()),
+        Some(top.covered_s(now)),
     )
 }
 
 /// The answer is the array of keys (the contract's shape); what describes it goes in
-/// headers: the window in seconds (`off` when top keys are off) and the scope.
+/// headers: the seconds the counts cover (the window, less after a start or a reload;
+/// `off` when top keys are off) and the scope.
 fn with_meta(mut response: Response<Body>, window_s: Option<u64>) -> Response<Body> {
     let headers = response.headers_mut();
     let window = window_s.map_or_else(|| "off".to_owned(), |s| s.to_string());

@@ -340,7 +340,12 @@ fn shared_state(
         None => None,
     };
     let config_path = config.path.clone();
-    let snapshot = Snapshot::build(Arc::new(config), None, &metrics, limiter.keys());
+    let snapshot = Snapshot::build(
+        Arc::new(config),
+        None,
+        (&metrics, limiter.keys()),
+        clock.now_ns(),
+    );
     let (spans, queued) = crate::telemetry::export::Spans::new();
     let shared = Arc::new(Shared {
         snapshot: ArcSwap::from_pointee(snapshot),

@@ -80,13 +80,13 @@ impl RouteRuntime {
 }
 
 impl Snapshot {
-    /// Builds a snapshot for `config`, reusing the pools of `previous` whose upstream
-    /// settings did not change so their warm connections survive.
+    /// Builds a snapshot for `config` at `now_ns`, reusing the pools of `previous` whose
+    /// upstream settings did not change so their warm connections survive.
     pub fn build(
         config: Arc<Config>,
         previous: Option<&Snapshot>,
-        metrics: &Metrics,
-        keys: &crate::store::KeyMaker,
+        (metrics, keys): (&Metrics, &crate::store::KeyMaker),
+        now_ns: u64,
     ) -> Self {
         // Quota policies' areas first: their plans' keys are placed in them.
         keys.arrange(&config);
@@ -122,7 +122,7 @@ impl Snapshot {
                 .chain([rules, buckets])
                 .collect();
             let window = u64::try_from(config.server.top_window.as_nanos()).unwrap_or(u64::MAX);
-            crate::top::TopKeys::new(config.server.workers, &tiers, window)
+            crate::top::TopKeys::new(config.server.workers, &tiers, window, now_ns)
         });
         let rls_plans = config.rls.as_ref().map_or_else(Box::default, |rls| {
             rls.rules

@@ -37,6 +37,10 @@ pub struct TopKeys {
     route_offset: Vec<usize>,
     tiers: usize,
     half_ns: u64,
+    window_ns: u64,
+    /// When the sketches began (this config version's start): the window they cover is
+    /// shorter until one has passed.
+    since_ns: u64,
 }
 
 /// One key in `GET /admin/top`, merged over workers and the window.
@@ -66,8 +70,8 @@ pub const PART_SEPARATOR: char = '\u{1f}';
 
 impl TopKeys {
     /// Tables for `workers` workers and routes of `tiers_per_route` tiers each; `window`
-    /// in nanoseconds (0: top keys off).
-    pub fn new(workers: usize, tiers_per_route: &[usize], window_ns: u64) -> Self {
+    /// in nanoseconds (0: top keys off), from `since_ns` on.
+    pub fn new(workers: usize, tiers_per_route: &[usize], window_ns: u64, since_ns: u64) -> Self {
         let mut route_offset = Vec::with_capacity(tiers_per_route.len());
         let mut tiers = 0;
         for n in tiers_per_route {
@@ -79,7 +83,16 @@ impl TopKeys {
             route_offset,
             tiers,
             half_ns: (window_ns / 2).max(1),
+            window_ns,
+            since_ns,
         }
+    }
+
+    /// The seconds the counts cover at `now_ns`: the window, or the time since the
+    /// sketches began while that is shorter (after a start or a reload), rounded up.
+    pub fn covered_s(&self, now_ns: u64) -> u64 {
+        let age = now_ns.saturating_sub(self.since_ns).min(self.window_ns);
+        age.div_ceil(1_000_000_000)
     }
 
     /// Runs `f` with `worker`'s table for `route` (one lock for a request's tiers).
@@ -219,7 +232,7 @@ mod tests {
     #[test]
     fn keys_merge_over_workers_and_leave_the_window() {
         let half = 1_000;
-        let top = TopKeys::new(2, &[2, 1], 2 * half);
+        let top = TopKeys::new(2, &[2, 1], 2 * half, 0);
         let name = |r: usize, p: usize| ["a", "b", "a"][[0, 1, 2][r * 2 + p]].to_owned();
         let text = |s: &'static str| move |t: &mut TextBuf| t.push(s);
         let record = |(w, r, p): (usize, usize, usize), h, refused, now, t: &'static str| {
@@ -242,7 +255,7 @@ mod tests {
     /// counted, so both offenders come first, each with an honest bound.
     #[test]
     fn offenders_outrank_a_flood_of_one_off_keys_on_another_policy() {
-        let top = TopKeys::new(2, &[1, 1], 1_000_000);
+        let top = TopKeys::new(2, &[1, 1], 1_000_000, 0);
         let policy = |r: usize, _: usize| ["a", "b"][r].to_owned();
         let mut truth = HashMap::new();
         let mut decide = |worker: usize, route: usize, key: u64, refused: bool| {
@@ -287,7 +300,7 @@ mod tests {
     #[test]
     fn a_worker_makes_at_most_its_share_of_sketches() {
         let routes = vec![1; MAX_SKETCHES + 10];
-        let top = TopKeys::new(1, &routes, 1_000_000);
+        let top = TopKeys::new(1, &routes, 1_000_000, 0);
         for route in 0..routes.len() {
             top.on_route(0, route, |rt| {
                 rt.record(0, route as u64, true, 1, |t| t.push("k"))
@@ -303,7 +316,7 @@ mod tests {
     fn a_quiet_tiers_sketch_goes_to_a_tier_that_decides() {
         let half = 1_000;
         let routes = vec![1; MAX_SKETCHES + 2];
-        let top = TopKeys::new(1, &routes, 2 * half);
+        let top = TopKeys::new(1, &routes, 2 * half, 0);
         let record = |route: usize, now: u64| {
             top.on_route(0, route, |rt| {
                 rt.record(0, route as u64, true, now, |t| t.push("k"))
@@ -334,7 +347,7 @@ mod tests {
     #[test]
     fn the_window_turns_at_each_half_afresh_after_a_jump_and_never_back() {
         let half = 1_000;
-        let top = TopKeys::new(1, &[1], 2 * half);
+        let top = TopKeys::new(1, &[1], 2 * half, 0);
         let record = |key: u64, now: u64| {
             top.on_route(0, 0, |rt| rt.record(0, key, true, now, |t| t.push("k")));
         };

@@ -20,7 +20,13 @@ async fn the_flooding_key_tops_the_list_among_thousands() {
     let gw = TestGateway::start_real_clock(&gateway_toml(), &up.url()).await;
     flood_among_thousands(&gw.url("/")).await;
     let answer = get(&gw.admin_url("/admin/top?policy=tenant&n=100"), &[]).await;
-    assert_eq!(answer.header("x-tollgate-top-window"), Some("300"));
+    let covered: u64 = (answer.header("x-tollgate-top-window").unwrap_or_default())
+        .parse()
+        .expect("seconds");
+    assert!(
+        (1..=300).contains(&covered),
+        "the seconds since the start, within the window: {covered}"
+    );
     check_flooder_first(&answer.json());
 
     // Unknown policies and bad counts are refused.
@@ -142,4 +148,35 @@ async fn a_key_that_fits_is_shown_whole_with_its_state_and_a_longer_one_cut() {
     let cut = row(&long[..48]);
     assert_eq!(cut["truncated"], true, "{cut}");
     assert!(cut["remaining"].is_null(), "no state for a cut key: {cut}");
+}
+
+/// `x-tollgate-top-window` says what the counts cover: the seconds since the sketches
+/// began (the start, a reload) until a whole window has passed, then the window — not the
+/// window's length right after a reload emptied them.
+#[tokio::test]
+async fn the_window_header_says_what_the_counts_cover() {
+    const S: u64 = 1_000_000_000;
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&gateway_toml(), &up.url()).await;
+    let covered = || async {
+        let answer = get(&gw.admin_url("/admin/top"), &[]).await;
+        answer.header("x-tollgate-top-window").map(str::to_owned)
+    };
+    assert_eq!(covered().await.as_deref(), Some("0"));
+    gw.advance(100 * S);
+    assert_eq!(covered().await.as_deref(), Some("100"));
+    gw.advance(400 * S);
+    assert_eq!(covered().await.as_deref(), Some("300"));
+    let toml = gateway_toml().replace("burst = 1", "burst = 2");
+    assert_ne!(toml, gateway_toml(), "a change to reload");
+    gw.rewrite(&toml, &up.url());
+    let reload = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
+    assert_eq!(reload.status, 200, "{}", reload.text());
+    assert_eq!(
+        covered().await.as_deref(),
+        Some("0"),
+        "the sketches start afresh"
+    );
+    gw.advance(S / 2);
+    assert_eq!(covered().await.as_deref(), Some("1"), "rounded up");
 }
