@@ -82,7 +82,7 @@ impl Rates {
             slices.check(remote, tiers, cost, times).await?
         } else {
             let decided = redis::Decided::default();
-            redis::check(remote, tiers, (cost, now), &decided, times).await?
+            redis::check(remote, tiers, (cost, now), decided, times).await?
         };
         refusals.record(tiers, &verdict, now);
         Ok(verdict)

@@ -97,9 +97,9 @@ impl Slices {
         let mut untaken = Untaken::new(self);
         let in_call = self
             .take_or_fetch(remote, tiers, cost, &mut decided, &mut untaken.units)
-            .await?;
+            .await;
         let now = remote.clock.now_ns();
-        let verdict = match check(remote, tiers, (cost, now), &decided, times).await {
+        let verdict = match check(remote, tiers, (cost, now), decided, times).await {
             Ok(verdict) => verdict,
             Err(e) => {
                 // Let through unchecked: the slices' units are used, as the charges of
@@ -130,7 +130,8 @@ impl Slices {
     }
 
     /// Takes units for the leased tiers into `decided` and `taken`, from slices or by
-    /// fetching new ones; returns the leased tiers left to ride in the request's Redis call.
+    /// fetching new ones (a fetch that fails is noted in `decided`); returns the leased
+    /// tiers left to ride in the request's Redis call.
     async fn take_or_fetch(
         self: &Arc<Self>,
         remote: &Remote<'_>,
@@ -138,7 +139,7 @@ impl Slices {
         cost: u64,
         decided: &mut Decided,
         taken: &mut TakenUnits,
-    ) -> Result<ArrayVec<usize, MAX_DECISIONS>, StoreError> {
+    ) -> ArrayVec<usize, MAX_DECISIONS> {
         let mut missed: ArrayVec<(usize, Ask), MAX_DECISIONS> = ArrayVec::new();
         let mut call_anyway = false;
         for (i, t) in tiers.iter().enumerate() {
@@ -174,14 +175,22 @@ impl Slices {
                 continue;
             }
             let (tier, units) = (&tiers[i], key_units(tiers, i, cost));
-            match self.fetch(remote, tier, units).await? {
-                Leased::Taken(got) => {
+            match self.fetch(remote, tier, units).await {
+                // Its node is down: the tier is let through unread (a debt of none), as
+                // an exact tier's failed group is, and the failure is the answer only if
+                // no other tier refuses — a client steering a leased key onto a dead
+                // master does not skip the tiers the healthy ones hold.
+                Err(e) => {
+                    decided.failed.get_or_insert(e);
+                    decided.debts.push((i, 0));
+                }
+                Ok(Leased::Taken(got)) => {
                     decided
                         .debts
                         .push((i, leased_debt(&tier.tier, units, &got)));
                     taken.push((tier.tier.key, units, got));
                 }
-                Leased::Refused { wait } => {
+                Ok(Leased::Refused { wait }) => {
                     decided
                         .debts
                         .push((i, debt_from_wait(&tier.tier, units, wait)));
@@ -191,7 +200,7 @@ impl Slices {
             }
         }
         decide_repeats(tiers, decided, &mut in_call);
-        Ok(in_call)
+        in_call
     }
 
     /// Gives back the slices idle for `IDLE_NS` (all of them with `all`: reload,

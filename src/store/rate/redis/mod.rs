@@ -27,11 +27,14 @@ static GCRA: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("../
 static PEEK: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("../peek.lua")));
 
 /// Tiers decided before the Redis call (leased slices): each one's debt as the verdict
-/// should see it, and whether any of them refused.
+/// should see it, whether any of them refused, and the first store failure among them
+/// (a slice fetch from a node that is down: that tier is let through as a group that
+/// failed is, while the others decide).
 #[derive(Debug, Default)]
 pub struct Decided {
     pub debts: ArrayVec<(usize, u64), MAX_DECISIONS>,
     pub refused: bool,
+    pub failed: Option<StoreError>,
 }
 
 impl Decided {
@@ -165,13 +168,17 @@ pub async fn check(
     remote: &Remote<'_>,
     tiers: &[RateTier],
     (cost, now_ns): (u64, u64),
-    decided: &Decided,
+    mut decided: Decided,
     times: &mut ChargeTimes,
 ) -> Result<Verdict, StoreError> {
     if decided.debts.len() >= tiers.len() {
         // Every tier was decided from slices: Redis is not asked, so neither held nor
         // told anything by the breaker.
-        return Ok(evaluate(&decided.snapshot(tiers), tiers, BASE, cost));
+        let verdict = evaluate(&decided.snapshot(tiers), tiers, BASE, cost);
+        return match decided.failed.take() {
+            Some(e) if verdict.admitted => Err(e),
+            _ => Ok(verdict),
+        };
     }
     check_groups(remote, tiers, (cost, now_ns), decided, times).await
 }
@@ -185,18 +192,18 @@ async fn check_groups(
     remote: &Remote<'_>,
     tiers: &[RateTier],
     (cost, now_ns): (u64, u64),
-    decided: &Decided,
+    mut decided: Decided,
     times: &mut ChargeTimes,
 ) -> Result<Verdict, StoreError> {
     let (remote, keeps_answered) = (remote.store, remote.keeps_answered);
-    let groups = groups(remote, tiers, decided);
+    let groups = groups(remote, tiers, &decided);
     let mut snapshot = decided.snapshot(tiers);
     let mut windows = Windows::default();
     // Given back if this check is dropped (its client gone) between two groups.
     let mut written = Written::new(remote, tiers, &groups, cost);
     // A tier decided elsewhere refused: nothing is charged, the others are only read.
     let mut first_read = None;
-    let mut failed = None;
+    let mut failed = decided.failed.take();
     if decided.refused {
         first_read = Some(0);
     } else {
