@@ -50,6 +50,7 @@ mod kubernetes;
 mod kubernetes_security;
 mod lease;
 mod lease_hangup;
+mod lease_loss;
 mod limits;
 mod mcp;
 mod operations;

@@ -90,8 +90,10 @@ pub struct Slices {
     count: AtomicUsize,
     next_id: AtomicU64,
     /// Moved when the state the slices were taken from may have changed (a key reset, an
-    /// override changed, here or elsewhere: `Limiter::forget_refusals`).
+    /// override changed, here or elsewhere: `Limiter::forget_refusals`; Redis lost data).
     epoch: AtomicU64,
+    /// Redis's data losses seen so far (`RedisStore::losses`).
+    losses_seen: AtomicU64,
 }
 
 impl Default for Slices {
@@ -104,6 +106,7 @@ impl Default for Slices {
             count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             epoch: AtomicU64::new(0),
+            losses_seen: AtomicU64::new(0),
         }
     }
 }
@@ -253,6 +256,16 @@ impl Slices {
         self.epoch.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Every slice serves nothing more once Redis is seen to have lost data (a restart
+    /// without persistence, a fail-over to a replica that lagged): they were carved from
+    /// state that is gone, and spent on top of the fresh burst Redis now grants, the fleet
+    /// would admit a burst more than the limit. `losses`: `RedisStore::losses`.
+    pub fn follow_losses(&self, losses: u64) {
+        if self.losses_seen.swap(losses, Ordering::Relaxed) != losses {
+            self.invalidate();
+        }
+    }
+
     /// The table's epoch: a slice asked for under an older one serves nothing.
     fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Relaxed)
@@ -270,8 +283,9 @@ impl Slices {
     /// Removes the slices idle since before `now − IDLE_NS` (or all, with `all`) and
     /// those used up, and returns what to give back. A used-up slice of a key still in
     /// use leaves its record of uses, so the key's next slice is sized as before. Also
-    /// counts the usable units still held.
+    /// counts the usable units still held (of slices that still serve).
     pub fn retire_idle(&self, now: u64, all: bool) -> (Vec<Return>, u64) {
+        let epoch = self.epoch();
         let mut out = Vec::new();
         let mut held_units = 0;
         let mut still_used = Vec::new();
@@ -296,7 +310,10 @@ impl Slices {
                     out.push(back);
                 }
             }
-            held_units += shard.values().map(|h| h.slice.usable(now)).sum::<u64>();
+            held_units += (shard.values())
+                .filter(|h| h.epoch == epoch)
+                .map(|h| h.slice.usable(now))
+                .sum::<u64>();
         }
         for (key, uses, since, last_use) in still_used {
             let mut seen = self.seen_shard(key).lock();

@@ -204,8 +204,10 @@ impl Slices {
     }
 
     /// Gives back the slices idle for `IDLE_NS` (all of them with `all`: reload,
-    /// shutdown) and updates the held-units gauge.
+    /// shutdown) and updates the held-units gauge; first, a data loss Redis was seen to
+    /// have had since the last turn makes every slice serve nothing more.
     pub async fn give_back(&self, remote: &RedisStore, metrics: &Metrics, now: u64, all: bool) {
+        self.follow_losses(remote.losses());
         let (returns, held) = self.retire_idle(now, all);
         metrics
             .lease_held
