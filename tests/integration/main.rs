@@ -93,6 +93,7 @@ mod settle_local_draw;
 mod settle_upload_fault;
 mod silent_clients;
 mod spellings;
+mod spellings_cookies;
 mod spellings_credentials;
 mod spellings_keys;
 mod spend;

@@ -21,6 +21,7 @@ pub(super) fn config() -> Fixture {
         ("bearer", r#""jwt:sub""#),
         ("q", r#""query:key""#),
         ("sid", r#""cookie:sid""#),
+        ("sessid", r#""cookie:s_id""#),
         ("client", r#""ip""#),
         ("pair", r#"["header:x-a", "header:x-b"]"#),
     ] {
@@ -51,6 +52,7 @@ pub(super) fn config() -> Fixture {
         .route("bearer", "/k/jwt", "api", &["bearer"])
         .route("query", "/k/query", "api", &["q"])
         .route("cookie", "/k/cookie", "api", &["sid"])
+        .route("phpcookie", "/k/phpcookie", "api", &["sessid"])
         .route("ip", "/k/ip", "api", &["client"])
         .route("pair", "/k/pair", "api", &["pair"])
         .route_raw(

@@ -64,7 +64,7 @@ async fn bearer_tokens_with_odd_spacing_or_in_the_query_are_still_keyed() {
 }
 
 /// Each of `cases` (a path and its headers) is refused, over HTTP/1.1 and HTTP/2.
-async fn refused_everywhere(gw: &TestGateway, cases: &[(&str, Vec<(&str, &str)>)]) {
+pub(super) async fn refused_everywhere(gw: &TestGateway, cases: &[(&str, Vec<(&str, &str)>)]) {
     for client in [http1(), http2()] {
         for (path, headers) in cases {
             assert_eq!(

@@ -1,6 +1,8 @@
-//! Cookies as their readers read them: every `Cookie` header's pairs, names and values
-//! trimmed as each reader trims them, a quoted value unescaped as Python does, `%` and
-//! `+` decoded as Express, Rack and PHP do — every reading charged.
+//! Cookies as their readers read them: every `Cookie` header's pairs — split at `;`, and
+//! also where ASP.NET Core (at `,`) and Python's `SimpleCookie` (at white space) split
+//! them — names as PHP mangles them, names and values trimmed as each reader trims them,
+//! a quoted value unescaped as Python does, `%` and `+` decoded as Express, Rack and PHP
+//! do — every reading charged.
 
 use std::borrow::Cow;
 
@@ -8,7 +10,7 @@ use http::header::COOKIE;
 use http::HeaderMap;
 
 use super::part::{push_distinct, KeyPart, KeyValues, TooManyValues};
-use super::parts::{trim_ows, trim_python_space};
+use super::parts::{names_param, trim_ows, trim_python_space};
 
 /// Every cookie called `name` across all Cookie headers; `sid= "k"` and `sid=k` are one,
 /// and a quoted value with a backslash is read as Python unescapes it.
@@ -20,20 +22,92 @@ pub(super) fn cookie_values<'a>(
     name: &str,
     values: &mut KeyValues<'a>,
 ) -> Result<(), TooManyValues> {
-    let pairs = headers
+    let segments = headers
         .get_all(COOKIE)
         .iter()
         .flat_map(|v| v.as_bytes().split(|&b| b == b';'));
-    for pair in pairs {
-        let Some(eq) = pair.iter().position(|&b| b == b'=') else {
-            continue;
-        };
-        let (k, v) = (&pair[..eq], &pair[eq + 1..]);
-        for (k, v) in readings(k, v) {
-            cookie_value(name, (k, v), values)?;
+    for segment in segments {
+        if let Some(eq) = segment.iter().position(|&b| b == b'=') {
+            charge(name, (&segment[..eq], &segment[eq + 1..]), values)?;
+        }
+        if trim_ows(segment).iter().any(|&b| splits_further(b)) {
+            inner_pairs(segment, name, values)?;
         }
     }
     Ok(())
+}
+
+/// Where readers that split a `;`-segment further split it: ASP.NET Core at `,` (and,
+/// retrying a byte later on a pair it cannot parse, after white space), Python's
+/// `SimpleCookie` (Bottle, CherryPy) at white space.
+fn splits_further(b: u8) -> bool {
+    matches!(b, b',' | b' ' | b'\t')
+}
+
+/// The pairs those readers find inside one `;`-segment, charged when they name `name`:
+/// `sid=N1, sid=S` is `S` to ASP.NET Core (the last value wins) and `sid=N1 sid=S` is `S`
+/// to `SimpleCookie`, where a `;`-reader reads one cookie whose value is `N1, sid=S`. A
+/// name starts the segment or follows a splitting byte; `SimpleCookie` allows white space
+/// around `=`; the value is read to the next `,` (ASP.NET) and to the next white space
+/// (`SimpleCookie`). Only a pair whose name is the cookie's is read further: a long
+/// header of short pieces costs one pass over it.
+fn inner_pairs<'a>(
+    segment: &'a [u8],
+    name: &str,
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    let space = |b: &u8| matches!(b, b' ' | b'\t');
+    let starts = std::iter::once(0).chain(
+        (segment.iter().enumerate())
+            .filter(|(_, &b)| splits_further(b))
+            .map(|(i, _)| i + 1),
+    );
+    for start in starts {
+        let rest = &segment[start..];
+        let name_len = (rest.iter())
+            .position(|&b| b == b'=' || splits_further(b))
+            .unwrap_or(rest.len());
+        let (k, after) = rest.split_at(name_len);
+        if k.is_empty() || !names_cookie(k, name) {
+            continue;
+        }
+        let after = &after[after.iter().take_while(|b| space(b)).count()..];
+        let Some(v) = after.strip_prefix(b"=") else {
+            continue;
+        };
+        let v = &v[v.iter().take_while(|b| space(b)).count()..];
+        let to_comma = v.split(|&b| b == b',').next().unwrap_or_default();
+        let to_space = v.split(|b| space(b)).next().unwrap_or_default();
+        charge(name, (k, to_comma), values)?;
+        charge(name, (k, to_space), values)?;
+    }
+    Ok(())
+}
+
+/// One pair, charged under every reading of it.
+fn charge<'a>(
+    name: &str,
+    (k, v): (&'a [u8], &'a [u8]),
+    values: &mut KeyValues<'a>,
+) -> Result<(), TooManyValues> {
+    for (k, v) in readings(k, v) {
+        cookie_value(name, (k, v), values)?;
+    }
+    Ok(())
+}
+
+/// Whether a cookie called `k` is `name` to a common reader: the same bytes, or the name
+/// PHP registers it under (`$_COOKIE`: a `.` or a space is `_`, a `[` that never closes is
+/// `_`; the first of a name wins there, so `s.id=S; s_id=N` is `S` to PHP).
+fn names_cookie(k: &[u8], name: &str) -> bool {
+    if k == name.as_bytes() {
+        return true;
+    }
+    // PHP's mangling keeps a name's length but for an index or a NUL: a longer name
+    // cannot be this one to it, and is not read as text.
+    k.len() <= name.len() + 8
+        && k.iter().any(|b| matches!(b, b'.' | b' ' | b'[' | b']' | 0))
+        && std::str::from_utf8(k).is_ok_and(|k| names_param(k, name))
 }
 
 /// A cookie's name and value as its readers trim them: spaces and tabs (every reader);
@@ -77,7 +151,7 @@ fn cookie_value<'a>(
 ) -> Result<(), TooManyValues> {
     let quoted = v.strip_prefix(b"\"").and_then(|v| v.strip_suffix(b"\""));
     let v = quoted.unwrap_or(v);
-    if k != name.as_bytes() || v.is_empty() {
+    if v.is_empty() || !names_cookie(k, name) {
         return Ok(());
     }
     // Python (Django, Starlette) unescapes a quoted value: `"\141bc"` is `abc`.
