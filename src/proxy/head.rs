@@ -171,7 +171,8 @@ pub fn normalize<B>(
     Ok(Normalized { upgrade, trailers })
 }
 
-/// The `Upgrade` protocol when `Connection` names `upgrade` and it is not `h2c`.
+/// The `Upgrade` protocol when `Connection` names `upgrade` and no `Upgrade` line names
+/// `h2c` (every line: the upstream receives them all).
 fn requested_upgrade(headers: &http::HeaderMap) -> Option<HeaderValue> {
     let asked = headers
         .get_all(CONNECTION)
@@ -180,8 +181,10 @@ fn requested_upgrade(headers: &http::HeaderMap) -> Option<HeaderValue> {
         .flat_map(|v| v.split(','))
         .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
     let protocol = headers.get(UPGRADE)?;
-    let h2c = protocol.to_str().map_or(true, |p| {
-        p.split(',').any(|t| t.trim().eq_ignore_ascii_case("h2c"))
+    let h2c = headers.get_all(UPGRADE).iter().any(|line| {
+        line.to_str().map_or(true, |p| {
+            p.split(',').any(|t| t.trim().eq_ignore_ascii_case("h2c"))
+        })
     });
     (asked && !h2c).then(|| protocol.clone())
 }

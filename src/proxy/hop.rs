@@ -34,7 +34,27 @@ static HOP_BY_HOP: [HeaderName; 9] = [
 const CONNECTION_BIT: u16 = 1;
 const UPGRADE_BIT: u16 = 1 << 7;
 
-/// `name`'s bit among [`HOP_BY_HOP`], 0 for any other header: one comparison of the
+/// The X-Forwarded-* headers the gateway sets, spelled with `_` for some `-`: Django under
+/// ASGI and WSGI servers (gunicorn before 22) read such a name as the header and join its
+/// value after the gateway's, so a client's `X_Forwarded_For: 6.6.6.6` would read as the
+/// address closest to an upstream that trusts one proxy, and `X_Forwarded_Proto: https`
+/// make a plain request look secure. Removed from every request (nginx drops names with
+/// `_` by default); found in the same pass as the hop-by-hop names, by one bit.
+static FORWARDED_SPELLINGS: [&str; 9] = [
+    "x_forwarded_for",
+    "x-forwarded_for",
+    "x_forwarded-for",
+    "x_forwarded_proto",
+    "x-forwarded_proto",
+    "x_forwarded-proto",
+    "x_forwarded_host",
+    "x-forwarded_host",
+    "x_forwarded-host",
+];
+const FORWARDED_SPELLING_BIT: u16 = 1 << 9;
+
+/// `name`'s bit among [`HOP_BY_HOP`] (or the one of [`FORWARDED_SPELLINGS`]), 0 for any
+/// other header: one comparison of the
 /// name's text, so a message without connection-level headers (most of them) costs a
 /// pass over its names, not a look-up per hop-by-hop name.
 pub fn hop_by_hop_bit(name: &HeaderName) -> u16 {
@@ -48,6 +68,9 @@ pub fn hop_by_hop_bit(name: &HeaderName) -> u16 {
         "transfer-encoding" => 1 << 6,
         "upgrade" => UPGRADE_BIT,
         crate::reply::ADMIN_IDENTITY => 1 << 8,
+        "x_forwarded_for" | "x-forwarded_for" | "x_forwarded-for" | "x_forwarded_proto"
+        | "x-forwarded_proto" | "x_forwarded-proto" | "x_forwarded_host" | "x-forwarded_host"
+        | "x_forwarded-host" => FORWARDED_SPELLING_BIT,
         _ => 0,
     }
 }
@@ -102,6 +125,11 @@ fn remove_hop_by_hop(headers: &mut HeaderMap, (upgrade, kept): (bool, &KeyHeader
         let bit = 1 << i;
         if found & bit != 0 && !(upgrade && bit == UPGRADE_BIT) {
             headers.remove(name);
+        }
+    }
+    if found & FORWARDED_SPELLING_BIT != 0 {
+        for name in FORWARDED_SPELLINGS.iter().filter(|n| !kept.holds(n)) {
+            headers.remove(*name);
         }
     }
 }

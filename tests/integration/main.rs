@@ -95,6 +95,7 @@ mod silent_clients;
 mod spellings;
 mod spellings_cookies;
 mod spellings_credentials;
+mod spellings_forwarded;
 mod spellings_keys;
 mod spend;
 mod spend_keys;
