@@ -104,6 +104,37 @@ async fn a_killed_gateways_slots_return_within_lease_ttl() {
     );
 }
 
+/// Redis restarts (its keys gone) while a request holds a slot: the lease's next refresh
+/// takes it again, so the fleet still counts the request in flight (the set had stayed
+/// empty, and every request after was let in while it ran).
+#[tokio::test]
+async fn a_slot_redis_lost_is_taken_again_by_its_refresh() {
+    let mut redis = RedisServer::start();
+    let up = GatedUpstream::start().await;
+    let toml = capped_on_redis(&format!("\"{}\"", redis.url()), 1, "lease_ttl = \"3s\"");
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let url = gw.url("/held");
+    let held = tokio::spawn(async move {
+        send(&http1(), "GET", &url, &[("x-key", "k")], b"")
+            .await
+            .status
+    });
+    assert!(eventually(WAIT, || up.arrived().len() == 1).await);
+    assert_eq!(slots(&gw, "k").await.0, 1, "the slot is held in Redis");
+    gw.sees_restart_of(&mut redis).await;
+    assert!(
+        eventually_async(WAIT, || async { slots(&gw, "k").await.0 == 1 }).await,
+        "the refresh (a third of lease_ttl) takes the lease again"
+    );
+    let second = get(&gw.url("/refused"), &[("x-key", "k")]).await;
+    assert_eq!(
+        second.status, 429,
+        "the request in flight still holds the slot"
+    );
+    up.release();
+    assert_eq!(held.await.expect("request"), 200);
+}
+
 #[tokio::test]
 async fn cluster_slots_for_keys_in_different_hash_slots() {
     let cluster = RedisCluster::start();

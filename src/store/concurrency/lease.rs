@@ -91,9 +91,8 @@ impl Lease {
                 tokio::time::sleep(every).await;
                 match call(&s, &k, LeaseOp::Refresh, &i, 0, ttl).await {
                     Ok((true, _)) => {}
-                    Ok((false, _)) => {
-                        tracing::warn!(key = %k, "a concurrency lease expired while its request was in flight (Redis unreachable for longer than lease_ttl?)");
-                        return;
+                    Ok((false, held)) => {
+                        tracing::warn!(key = %k, held, "a concurrency lease was gone from Redis while its request was in flight (Redis restarted or failed over and lost it, or was unreachable for longer than lease_ttl): taken again, as its request is still in flight");
                     }
                     Err(e) => tracing::warn!(error = %e, "could not refresh a concurrency lease"),
                 }

@@ -26,13 +26,14 @@ end
 if mode == 'count' then
   return { 1, redis.call('ZCARD', KEYS[1]) }
 end
+-- A refresh of a lease that is gone (Redis restarted or failed over and lost it, or it
+-- expired while its gateway could not reach Redis) takes it again, full or not: its
+-- request is in flight, and a set without it would let one more in. Answers 0 then.
 if mode == 'refresh' then
-  if not redis.call('ZSCORE', KEYS[1], id) then
-    return { 0, redis.call('ZCARD', KEYS[1]) }
-  end
+  local was_there = redis.call('ZSCORE', KEYS[1], id)
   redis.call('ZADD', KEYS[1], now + ttl, id)
   expire_with_latest()
-  return { 1, redis.call('ZCARD', KEYS[1]) }
+  return { was_there and 1 or 0, redis.call('ZCARD', KEYS[1]) }
 end
 -- A take sent again (the client resent it after its connection broke, or the gateway
 -- retried after a reply it never read) holds the slot it took: refreshed, not "full".
