@@ -230,6 +230,8 @@ async fn replica_ack_waits_for_a_replica() {
             "on_error = \"deny\"\nreplica_ack = 1",
         ))
         .policy("tenant", "header:x-tenant-id", 1000, "1s", 1000)
+        .policy_raw("cap", "key = \"header:x-tenant-id\"\nmax_in_flight = 10\n")
+        .route("slots", "/slots", "api", &["cap"])
         .route("api", "/", "api", &["tenant"])
         .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
@@ -239,6 +241,14 @@ async fn replica_ack_waits_for_a_replica() {
     replica.pause();
     let r = get(&gw.url("/"), &[("x-tenant-id", "acme")]).await;
     assert_eq!(r.status, 503, "no replica acknowledged: {}", r.text());
+    // A route of concurrency slots alone: its lease is what a fail-over must not lose.
+    let r = get(&gw.url("/slots"), &[("x-tenant-id", "acme")]).await;
+    assert_eq!(
+        r.status,
+        503,
+        "no replica acknowledged the slot: {}",
+        r.text()
+    );
     let unready = eventually_async(Duration::from_secs(20), || async {
         get(&readyz, &[]).await.status == 503
     })

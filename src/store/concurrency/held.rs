@@ -8,3 +8,10 @@ pub enum Held {
     Local(Slot),
     Remote(Lease),
 }
+
+impl Held {
+    /// Whether the slot is a lease in Redis (what a replica must acknowledge).
+    pub fn in_store(&self) -> bool {
+        matches!(self, Held::Remote(_))
+    }
+}

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use super::admission::{Admission, Outcome};
 use super::backend::Fallback;
 pub use super::backend::Store;
+use super::concurrency::held::Held;
 use super::concurrency::Concurrency;
 use super::keys::KeyMaker;
 use super::memory::MemoryStore;
@@ -175,6 +176,13 @@ impl Limiter {
         }
         admission.now = clock.now_ns();
         if admission.tiers.rate.is_empty() {
+            // Slots alone: their leases are what a fail-over must not lose (`replica_ack`),
+            // as a rate tier's charge is.
+            let leased = admission.held.iter().any(Held::in_store);
+            if leased && !self.replicated().await {
+                admission.held.clear();
+                admission.outcome = Outcome::StoreUnavailable;
+            }
             return;
         }
         // Read before the decision: a reset landing during it counts as after it.
