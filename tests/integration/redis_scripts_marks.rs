@@ -1,7 +1,8 @@
 //! The Redis scripts run alone by a real Redis, on what they leave in a key: a settle or
 //! a body's draw made for a rate leaves a quota's usage under the same name as it is (the
-//! policy became a quota on a gateway that reloaded first), and a draw writes no TAT
-//! further ahead than any reader counts.
+//! policy became a quota on a gateway that reloaded first), a draw writes no TAT
+//! further ahead than any reader counts, and a slice fetch run past its deadline grants
+//! nothing.
 
 use crate::support::*;
 
@@ -95,4 +96,41 @@ async fn a_draw_writes_no_lead_past_what_readers_count() {
         ttl <= lead / 1_000_000 + 1,
         "expires within the cap: {ttl} ms"
     );
+}
+
+/// `slice.lua` run after the deadline its gateway sent (the server was frozen, the call
+/// resent after a broken connection) grants nothing and writes nothing; before it, the
+/// slice is granted.
+#[tokio::test]
+async fn a_slice_fetch_run_past_its_deadline_grants_nothing() {
+    let redis = RedisServer::start();
+    let slice = loaded(include_str!("../../src/store/rate/lease/slice.lua"));
+    let now = redis_now(&redis);
+    // T = 1 s, tau = 100 s: want 25, need 1, nothing to give back, no lead.
+    let fetch = |deadline: String| {
+        redis.cli(&[
+            "EVAL",
+            &slice,
+            "1",
+            "hot:acme",
+            "1000000000",
+            "100000000000",
+            "25",
+            "1",
+            "0",
+            "",
+            "0",
+            &deadline,
+        ])
+    };
+    let late = fetch(format!("{}:000000000", now - 5));
+    assert_eq!(words(&late), "2", "too late");
+    assert_eq!(
+        redis.cli(&["EXISTS", "hot:acme"]).trim(),
+        "0",
+        "nothing written"
+    );
+    let in_time = fetch(format!("{}:000000000", now + 60));
+    assert_eq!(words(&in_time).split(' ').next(), Some("25"), "{in_time}");
+    assert_eq!(redis.cli(&["EXISTS", "hot:acme"]).trim(), "1");
 }

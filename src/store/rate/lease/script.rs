@@ -55,13 +55,21 @@ pub async fn ask_slice(
         .arg(give_ns)
         .arg(give_end)
         .arg(lead);
+    let tag = crate::key::redis_key::tag_of(key);
+    // As a decision's call carries one (`gcra.lua`): a fetch run after this gateway gave
+    // up on it grants nothing.
+    if let Some(deadline) = remote.server_deadline(tag, now_ns) {
+        inv.arg(crate::store::rate::redis::stamp(deadline));
+    }
     let call = async {
         let reply: redis::Value = remote.invoke(&inv).await?;
+        if matches!(&reply, redis::Value::Array(items) if items.as_slice() == [redis::Value::Int(2)])
+        {
+            return Err(StoreError::Timeout(remote.timeout()));
+        }
         parse_slice(&reply)
     };
-    remote
-        .guarded(crate::key::redis_key::tag_of(key), now_ns, call)
-        .await
+    remote.guarded(tag, now_ns, call).await
 }
 
 /// Gives back `ns` of a slice that left `end` on `key` (only while it still is the key's

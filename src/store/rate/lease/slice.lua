@@ -9,8 +9,20 @@
 --
 -- KEYS[1]  the key
 -- ARGV     T, tau, want, need, give_ns (0: none), give_end (the stamp the slice left),
---          lead (ns; absent: 0)
--- Returns  {granted, ahead, left, end}  or  {0, wait}
+--          lead (ns; absent: 0), and optionally "s:ns" on the server's clock after
+--          which the call is too late
+-- Returns  {granted, ahead, left, end}  or  {0, wait}  or  {2}: too late, nothing done
+-- A fetch that reaches the server after its gateway gave up on it (the server was
+-- frozen, the network held it back, the client resent it after a broken connection)
+-- grants nothing: its units would be charged with no gateway holding them.
+local deadline = ARGV[8]
+if deadline then
+  local ds, dns = string.match(deadline, '^(%d+):(%d+)$')
+  ds, dns = tonumber(ds), tonumber(dns)
+  if ds and (now_s > ds or (now_s == ds and now_ns > dns)) then
+    return {2}
+  end
+end
 local t, tau = tonumber(ARGV[1]), tonumber(ARGV[2])
 local want, need = tonumber(ARGV[3]), tonumber(ARGV[4])
 local give_ns, give_end = tonumber(ARGV[5]), ARGV[6]

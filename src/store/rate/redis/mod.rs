@@ -83,7 +83,8 @@ impl Reply {
     }
 }
 
-fn stamp(abs_ns: u128) -> String {
+/// An instant of the server's clock as the scripts read a deadline (`s:ns`).
+pub(crate) fn stamp(abs_ns: u128) -> String {
     format!("{}:{:09}", abs_ns / NANOS, abs_ns % NANOS)
 }
 
