@@ -46,9 +46,18 @@ local function prune()
   redis.call("HSET", HASH, FLOOR, gone[2])
 end
 
--- Removes the fields ARGV[4..] (those expired by now only, when `only_expired`).
+-- Redis's clock in ms.
+local function server_ms()
+  local t = redis.call("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Removes the fields ARGV[4..] (those expired only, when `only_expired`: by Redis's clock,
+-- not the asking gateway's, so a gateway whose clock runs ahead cannot delete the fleet's
+-- overrides before their time).
 local function remove(only_expired)
-  local now, removed, live, n = tonumber(ARGV[3]), 0, 0, nil
+  local now = only_expired and server_ms() or tonumber(ARGV[3])
+  local removed, live, n = 0, 0, nil
   for i = 4, #ARGV do
     local value = redis.call("HGET", HASH, ARGV[i])
     if value and (not only_expired or expired(value, now)) then

@@ -38,6 +38,7 @@ mod docs;
 mod failover;
 mod faults;
 mod files_at_start;
+mod fleet_clocks;
 mod fuzz_corpus;
 mod grpc;
 mod grpc_settle;

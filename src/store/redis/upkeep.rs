@@ -21,6 +21,18 @@ const TURN: Duration = Duration::from_millis(500);
 /// A gateway silent in the membership for this long no longer counts.
 const MEMBERSHIP_MS: u64 = 30_000;
 
+/// A heartbeat: `ARGV[1]` (the gateway's id) scored by Redis's time in ms, those older
+/// than `ARGV[2]` ms dropped; answers how many are left.
+static MEMBERSHIP: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "local t = redis.call('TIME')
+         local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+         redis.call('ZADD', KEYS[1], now, ARGV[1])
+         redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+         return redis.call('ZCARD', KEYS[1])",
+    )
+});
+
 impl RedisStore {
     /// Background upkeep until the process stops. `wall_ms` gives the wall clock events
     /// are dated with.
@@ -40,7 +52,7 @@ impl RedisStore {
                 secret::keep(&self).await;
             }
             if turn % 10 == 0 {
-                self.keep_membership(wall_ms()).await;
+                self.keep_membership().await;
             }
             self.probe_open().await;
             tokio::select! {
@@ -136,25 +148,16 @@ impl RedisStore {
         }
     }
     /// This gateway's heartbeat in the fleet's membership (a sorted set of gateway ids by
-    /// the wall-clock time they last wrote), and the count of those seen in the last 30 s.
-    async fn keep_membership(&self, now_ms: u64) {
+    /// the time they last wrote, on Redis's clock), and the count of those seen in the
+    /// last 30 s. On Redis's clock, not the gateways': a gateway whose clock ran 30 s
+    /// ahead would drop every other heartbeat and count a fleet of one (enforcing the
+    /// whole limit alone under `on_error = "local"` while the others took a share each),
+    /// and one behind would be dropped by the others.
+    async fn keep_membership(&self) {
         let key = format!("{PREFIX}:{{fleet}}");
-        let beat = redis::cmd("ZADD")
-            .arg(&key)
-            .arg(now_ms)
-            .arg(&self.member_id)
-            .to_owned();
-        let forget = redis::cmd("ZREMRANGEBYSCORE")
-            .arg(&key)
-            .arg("-inf")
-            .arg(now_ms.saturating_sub(MEMBERSHIP_MS))
-            .to_owned();
-        let count = redis::cmd("ZCARD").arg(&key).to_owned();
-        if self.command::<i64>(&beat).await.is_err() || self.command::<i64>(&forget).await.is_err()
-        {
-            return;
-        }
-        if let Ok(n) = self.command::<u32>(&count).await {
+        let mut beat = MEMBERSHIP.prepare_invoke();
+        beat.key(&key).arg(&self.member_id).arg(MEMBERSHIP_MS);
+        if let Ok(n) = self.invoke::<u32>(&beat).await {
             self.members
                 .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
         }

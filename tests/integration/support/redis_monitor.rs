@@ -92,6 +92,25 @@ impl RedisMonitor {
     }
 }
 
+impl RedisMonitor {
+    /// The script calls (`EVALSHA` / `EVAL`) one of whose words is `word` (an operation a
+    /// script is asked for, `"expire"` of the overrides'), since the monitor started.
+    pub fn script_calls_with(&self, word: &str) -> u64 {
+        self.catch_up();
+        let quoted = format!("\"{word}\"");
+        let lines = self.lines.lock().expect("monitor lines");
+        lines
+            .iter()
+            .filter(|l| !l.contains(" lua] "))
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                l.contains("] \"evalsha\" ") || l.contains("] \"eval\" ")
+            })
+            .filter(|l| l.contains(&quoted))
+            .count() as u64
+    }
+}
+
 impl Drop for RedisMonitor {
     fn drop(&mut self) {
         let _ = self.child.kill();
