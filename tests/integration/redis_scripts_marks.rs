@@ -124,7 +124,16 @@ async fn a_slice_fetch_run_past_its_deadline_grants_nothing() {
         ])
     };
     let late = fetch(format!("{}:000000000", now - 5));
-    assert_eq!(words(&late), "2", "too late");
+    assert_eq!(
+        words(&late).split(' ').next(),
+        Some("2"),
+        "too late: {late}"
+    );
+    assert_eq!(
+        words(&late).split(' ').count(),
+        3,
+        "with the server's time: {late}"
+    );
     assert_eq!(
         redis.cli(&["EXISTS", "hot:acme"]).trim(),
         "0",
@@ -133,4 +142,39 @@ async fn a_slice_fetch_run_past_its_deadline_grants_nothing() {
     let in_time = fetch(format!("{}:000000000", now + 60));
     assert_eq!(words(&in_time).split(' ').next(), Some("25"), "{in_time}");
     assert_eq!(redis.cli(&["EXISTS", "hot:acme"]).trim(), "1");
+}
+
+/// A late fetch still gives back the old slice it names (its gateway gave it up either
+/// way): only the new grant is refused.
+#[tokio::test]
+async fn a_late_slice_fetch_still_gives_back_the_old_slice() {
+    let redis = RedisServer::start();
+    let slice = loaded(include_str!("../../src/store/rate/lease/slice.lua"));
+    let now = redis_now(&redis);
+    let run = |give_ns: &str, give_end: &str, deadline: String| {
+        redis.cli(&[
+            "EVAL",
+            &slice,
+            "1",
+            "hot:acme",
+            "1000000000",
+            "100000000000",
+            "25",
+            "1",
+            give_ns,
+            give_end,
+            "0",
+            &deadline,
+        ])
+    };
+    let granted = run("0", "", format!("{}:000000000", now + 60));
+    let end = words(&granted).split(' ').nth(3).expect("end").to_owned();
+    // 25 units of 1 s held; all 25 given back by a fetch that comes too late.
+    let late = run("25000000000", &end, format!("{}:000000000", now - 5));
+    assert_eq!(words(&late).split(' ').next(), Some("2"), "{late}");
+    assert_eq!(
+        redis.cli(&["EXISTS", "hot:acme"]).trim(),
+        "0",
+        "given back whole"
+    );
 }

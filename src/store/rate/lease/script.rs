@@ -63,8 +63,10 @@ pub async fn ask_slice(
     }
     let call = async {
         let reply: redis::Value = remote.invoke(&inv).await?;
-        if matches!(&reply, redis::Value::Array(items) if items.as_slice() == [redis::Value::Int(2)])
-        {
+        if let Some(server_ns) = too_late(&reply) {
+            // Learnt from a late reply too, as a decision's: a node whose clock stepped
+            // ahead would otherwise find every fetch late, with nothing to correct it.
+            remote.learn_server_clock(tag, now_ns, server_ns);
             return Err(StoreError::Timeout(remote.timeout()));
         }
         parse_slice(&reply)
@@ -84,6 +86,20 @@ pub async fn give_back_slice(
     inv.key(key).arg(1).arg(0).arg(0).arg(0).arg(ns).arg(end);
     let _: redis::Value = remote.invoke(&inv).await?;
     Ok(())
+}
+
+/// The server's time a too-late fetch answered with (`{2, now_s, now_ns}`).
+fn too_late(value: &redis::Value) -> Option<u128> {
+    let redis::Value::Array(items) = value else {
+        return None;
+    };
+    match items.as_slice() {
+        [redis::Value::Int(2), redis::Value::Int(s), redis::Value::Int(ns)] => {
+            let (s, ns) = (u128::try_from(*s).ok()?, u128::try_from(*ns).ok()?);
+            Some(s * 1_000_000_000 + ns)
+        }
+        _ => None,
+    }
 }
 
 /// `{granted, ahead, left, end}` or `{0, wait}`.
