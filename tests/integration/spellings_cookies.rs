@@ -4,8 +4,9 @@
 //! unclosed `[` in a name into `_`. Each such reading of a spent session is refused, over
 //! HTTP/1.1 and HTTP/2: a fresh value beside it is no fresh bucket.
 
-use super::spellings::{spend, start};
+use super::spellings::{spend, start, status};
 use super::spellings_keys::refused_everywhere;
+use crate::support::*;
 
 #[tokio::test]
 async fn cookies_split_at_commas_or_spaces_or_named_as_php_mangles_are_the_key() {
@@ -29,4 +30,11 @@ async fn cookies_split_at_commas_or_spaces_or_named_as_php_mangles_are_the_key()
         ],
     )
     .await;
+    // Those readers take a quoted value whole: `"q b"` and `"q c"` are two sessions, not
+    // one bucket of `"q`.
+    spend(&gw, "/k/cookie", &[("cookie", "sid=\"q b\"")]).await;
+    for client in [http1(), http2()] {
+        let other = [("cookie", "sid=\"q c\"")];
+        assert_eq!(status(&client, &gw.url("/k/cookie"), &other).await, 200);
+    }
 }

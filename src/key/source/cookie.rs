@@ -76,12 +76,29 @@ fn inner_pairs<'a>(
             continue;
         };
         let v = &v[v.iter().take_while(|b| space(b)).count()..];
-        let to_comma = v.split(|&b| b == b',').next().unwrap_or_default();
-        let to_space = v.split(|b| space(b)).next().unwrap_or_default();
-        charge(name, (k, to_comma), values)?;
-        charge(name, (k, to_space), values)?;
+        charge(name, (k, value_to(v, |b| b == b',')), values)?;
+        charge(name, (k, value_to(v, |b| space(&b))), values)?;
     }
     Ok(())
+}
+
+/// A value as a reader that splits further takes it: a quoted one whole, to its closing
+/// quote (`\` escaping the byte after it), as `SimpleCookie` and ASP.NET Core read a
+/// quoted string (an unclosed one to the end); else up to the first byte that `ends` it.
+fn value_to(v: &[u8], ends: impl Fn(u8) -> bool) -> &[u8] {
+    if v.first() == Some(&b'"') {
+        let mut i = 1;
+        while let Some(&b) = v.get(i) {
+            match b {
+                b'\\' => i += 2,
+                b'"' => return &v[..=i],
+                _ => i += 1,
+            }
+        }
+        return v;
+    }
+    let end = v.iter().position(|&b| ends(b)).unwrap_or(v.len());
+    &v[..end]
 }
 
 /// One pair, charged under every reading of it.
