@@ -88,11 +88,14 @@ impl TopKeys {
         }
     }
 
-    /// The seconds the counts cover at `now_ns`: the window, or the time since the
-    /// sketches began while that is shorter (after a start or a reload), rounded up.
+    /// The seconds the counts cover at `now_ns`, rounded up: the half-window filling and
+    /// the one before it (between half the window and all of it, by where `now_ns` is in
+    /// its half), or the time since the sketches began while that is shorter (after a
+    /// start or a reload).
     pub fn covered_s(&self, now_ns: u64) -> u64 {
-        let age = now_ns.saturating_sub(self.since_ns).min(self.window_ns);
-        age.div_ceil(1_000_000_000)
+        let halves = self.half_ns.saturating_add(now_ns % self.half_ns);
+        let age = now_ns.saturating_sub(self.since_ns);
+        age.min(halves).min(self.window_ns).div_ceil(1_000_000_000)
     }
 
     /// Runs `f` with `worker`'s table for `route` (one lock for a request's tiers).
