@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use tollgate::clock::Clock as _;
+
 use super::admin::put_ok;
 use crate::support::*;
 
@@ -23,10 +25,15 @@ async fn a_gateway_whose_clock_runs_ahead_counts_the_fleet_and_keeps_its_overrid
         .route("api", "/", "api", &["tenant"])
         .build();
     let right = TestGateway::start_real_clock(&toml, &up.url()).await;
-    // The fake clock's wall time is 2026-01-01; moved on 400 days it runs months ahead of
-    // this machine's (and Redis's).
+    // The fake clock's wall time starts at 2026-01-01: moved on to 60 days past this
+    // machine's (and Redis's) time, whatever the date the test runs on.
     let ahead = TestGateway::start(&toml, &up.url()).await;
-    ahead.advance(400 * DAY_NS);
+    let real_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as u64;
+    let behind_ns = real_ms.saturating_sub(ahead.clock.wall_ms()) * 1_000_000;
+    ahead.advance(behind_ns + 60 * DAY_NS);
     // Both heartbeats on Redis's clock: scored within a minute of its time, each turn's
     // (a gateway's own clock scoring its own, the one ahead dropped the other's).
     let on_redis_clock = eventually(Duration::from_secs(30), || {
