@@ -185,6 +185,9 @@ enum Member {
     Holder,
     /// A root member holding a token count (a model server's own API).
     Count(Count),
+    /// SGLang's `meta_info`: an object whose counts are read as a root's are (it may
+    /// hold logprobs far past what a kept `usage` may be).
+    Counts,
 }
 
 #[derive(Debug, Default)]
@@ -195,6 +198,8 @@ struct Lexer {
     /// Whether each tracked level (1..=TRACKED) is an object, and a usage holder.
     object: [bool; TRACKED + 1],
     holder: [bool; TRACKED + 1],
+    /// Whether each tracked level is an object whose counts are read (`meta_info`).
+    counts_in: [bool; TRACKED + 1],
     /// The next string at this level is a member name.
     expect_name: bool,
     /// A member name being read (levels 1 and 2 only), and whether it fit.
@@ -282,9 +287,12 @@ impl Lexer {
         match (self.depth, name) {
             (1, b"usage" | b"usageMetadata") => Member::Usage,
             (1, b"message" | b"response") => Member::Holder,
-            // SGLang's `/generate`: its counts in the shape of a chat usage.
-            (1, b"meta_info") => Member::Usage,
+            // SGLang's `/generate`: its counts under a chat usage's names.
+            (1, b"meta_info") => Member::Counts,
             (1, name) => Count::named(name).map_or(Member::None, Member::Count),
+            (2, name) if self.counts_in[2] => {
+                Count::in_meta_info(name).map_or(Member::None, Member::Count)
+            }
             (2, b"usage") if self.holder[2] => Member::Usage,
             // Gemini's `streamGenerateContent` without `alt=sse`: a JSON array of the
             // stream's responses, each with its `usageMetadata`.
@@ -315,10 +323,12 @@ impl Lexer {
                     self.kept = Some((self.depth, vec![b'{']));
                 }
                 let holder = object && self.member == Member::Holder;
+                let counts_in = object && self.member == Member::Counts;
                 self.depth = self.depth.saturating_add(1);
                 if self.depth <= TRACKED {
                     self.object[self.depth] = object;
                     self.holder[self.depth] = holder;
+                    self.counts_in[self.depth] = counts_in;
                 }
                 self.expect_name = object;
                 self.member = Member::None;

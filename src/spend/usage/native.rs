@@ -2,8 +2,9 @@
 //! object rather than in a `usage` object: Ollama's `/api/chat`, `/api/generate` and
 //! `/api/embed` (`prompt_eval_count`, `eval_count`, on the last line of a stream) and
 //! llama.cpp's `/completion` (`tokens_evaluated`, `tokens_cached`, `tokens_predicted`, on
-//! the last event). SGLang's `meta_info` is an object and is read as a `usage`
-//! ([`super::shapes`]).
+//! the last event) — and SGLang's, the members of the root's `meta_info` object
+//! (`prompt_tokens`, `cached_tokens`, `completion_tokens`), which is not kept whole as a
+//! `usage` is: with logprobs asked for it holds them, far past what a usage may be.
 //!
 //! Only the root's members count, and only a plain non-negative integer: the text a model
 //! writes is inside JSON strings, so it cannot be read as one.
@@ -27,6 +28,16 @@ impl Count {
             b"prompt_eval_count" | b"tokens_evaluated" => Some(Count::Input),
             b"tokens_cached" => Some(Count::Cached),
             b"eval_count" | b"tokens_predicted" => Some(Count::Output),
+            _ => None,
+        }
+    }
+
+    /// The count a member `name` of SGLang's `meta_info` holds, if it is one.
+    pub(super) fn in_meta_info(name: &[u8]) -> Option<Self> {
+        match name {
+            b"prompt_tokens" => Some(Count::Input),
+            b"cached_tokens" => Some(Count::Cached),
+            b"completion_tokens" => Some(Count::Output),
             _ => None,
         }
     }

@@ -1,9 +1,8 @@
 //! The `usage` objects answers report, in OpenAI's shapes (chat: `prompt_tokens`;
 //! responses: `input_tokens`, cached tokens among them), Anthropic's (`input_tokens`
 //! without the cache, its reads and writes beside it) and Gemini's (`usageMetadata`:
-//! `promptTokenCount` with its cached part, thinking beside the answer's tokens) and
-//! SGLang's (`meta_info`: a chat's names, `cached_tokens` beside them), read into one
-//! [`Usage`], and two reports of one answer merged.
+//! `promptTokenCount` with its cached part, thinking beside the answer's tokens), read
+//! into one [`Usage`], and two reports of one answer merged.
 
 use serde::Deserialize;
 
@@ -44,8 +43,6 @@ struct RawUsage {
     cache_read_input_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
     cache_creation: Option<CacheCreation>,
-    /// SGLang's `meta_info`: its cached prompt tokens beside `prompt_tokens`.
-    cached_tokens: Option<u64>,
     /// Gemini's: the prompt (its cached part included), what tools read into it, the
     /// answer's candidates and the thinking before them (billed as output).
     #[serde(rename = "promptTokenCount")]
@@ -87,7 +84,6 @@ pub(super) fn parse(bytes: &[u8]) -> Option<Usage> {
         .into_iter()
         .flatten()
         .find_map(|d| d.cached_tokens)
-        .or(raw.cached_tokens)
         .unwrap_or(cache_read);
     let cached = cached.min(input);
     let written = cache_written.min(input - cached);

@@ -222,6 +222,18 @@ fn model_servers_own_apis_report_their_counts() {
     assert_eq!(scan(SSE, &[LLAMA_STREAM.as_bytes()]), usage(12, 12, 40));
     let sglang = r#"{"text":"Paris","meta_info":{"id":"a1","finish_reason":{"type":"stop"},"prompt_tokens":10,"completion_tokens":5,"cached_tokens":4}}"#;
     assert_eq!(scan(JSON, &[sglang.as_bytes()]), usage(10, 4, 5));
+    // With logprobs asked for, `meta_info` holds them: far past a kept usage's 4 KiB.
+    let logprobs = vec!["[-0.5,1,null]"; 1_000].join(",");
+    let with_logprobs = format!(
+        r#"{{"text":"Paris","meta_info":{{"prompt_tokens":10,"output_token_logprobs":[{logprobs}],"completion_tokens":5,"cached_tokens":4}}}}"#
+    );
+    assert_eq!(scan(JSON, &[with_logprobs.as_bytes()]), usage(10, 4, 5));
+    let nested = r#"{"meta_info":{"x":{"prompt_tokens":10}},"y":{"completion_tokens":3}}"#;
+    assert_eq!(
+        scan(JSON, &[nested.as_bytes()]),
+        None,
+        "only meta_info's own members"
+    );
     let sglang_stream = "data: {\"text\":\"Par\",\"meta_info\":{\"prompt_tokens\":10,\"completion_tokens\":1}}\n\ndata: {\"text\":\"Paris\",\"meta_info\":{\"prompt_tokens\":10,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
     assert_eq!(scan(SSE, &[sglang_stream.as_bytes()]), usage(10, 0, 2));
     for body in [
