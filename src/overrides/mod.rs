@@ -282,10 +282,14 @@ impl Overrides {
     /// holds overrides: read whole, or unchanged since a read that found none (this
     /// gateway's own change was lost before it read it back). Deleting the last override
     /// keeps the hash and its epoch, so this is never a fleet's deliberate emptying.
+    /// So is a hash made again since this gateway read it ([`made_again`]: a change
+    /// landed just after the loss): following it would drop what the loss took.
     fn lost_by_redis(&self, read: &shared::Changes, seen: Option<&str>, now_ms: u64) -> bool {
         let none = |version: &str| version.starts_with("none:");
         let found_none = match read {
-            shared::Changes::Full { version, all } => none(version) && all.is_empty(),
+            shared::Changes::Full { version, all } => {
+                (none(version) && all.is_empty()) || made_again(seen, version)
+            }
             shared::Changes::Unchanged => seen.is_some_and(none),
             shared::Changes::Delta { .. } => false,
         };
@@ -375,4 +379,21 @@ fn forget(state: &mut State, limiter: &Limiter, id: &OverrideId) -> Option<Store
         state.fields.remove(&shared::field(&fleet, id));
     }
     state.set.remove(id)
+}
+
+/// Whether the hash read whole at `version` was made again since the read at `seen`
+/// (both `epoch:count`): another epoch than a real one seen, or a lower count under it (a
+/// gateway making it again keeps its process's epoch). An epoch is made only with the
+/// hash, and its count never goes back while it lives: neither is a deliberate change.
+fn made_again(seen: Option<&str>, version: &str) -> bool {
+    let parse = |v: &str| {
+        let (epoch, count) = v.rsplit_once(':')?;
+        Some((epoch.to_owned(), count.parse::<u64>().ok()?))
+    };
+    match (seen.and_then(parse), parse(version)) {
+        (Some((seen_epoch, seen_count)), Some((epoch, count))) => {
+            seen_epoch != "none" && (seen_epoch != epoch || count < seen_count)
+        }
+        _ => false,
+    }
 }

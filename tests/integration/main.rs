@@ -55,6 +55,7 @@ mod lease_loss;
 mod limits;
 mod mcp;
 mod operations;
+mod overrides_remade;
 mod parked;
 mod pool;
 mod problem;

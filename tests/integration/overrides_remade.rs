@@ -1,0 +1,71 @@
+//! Redis loses the runtime overrides and the hash is made again before any gateway read
+//! the loss (a change landed in the moment after it: a `PUT`, a reset's touch): the
+//! fleet reads a whole hash under a lower count, or another epoch, without them. Each
+//! gateway puts back what it held rather than following it and dropping every override.
+
+use std::time::Duration;
+
+use super::admin::put_ok;
+use crate::support::*;
+
+#[tokio::test]
+async fn a_hash_made_again_after_a_loss_gets_the_overrides_put_back() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"5s\"\n",
+            redis.url()
+        ))
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    // Three changes: the hash's count reaches 3.
+    for burst in [
+        &br#"{"burst": 8}"#[..],
+        br#"{"burst": 9}"#,
+        br#"{"burst": 10}"#,
+    ] {
+        put_ok(&a.admin_url("/admin/overrides/tenant/acme"), burst).await;
+    }
+    let lists = |gw: &TestGateway| {
+        let url = gw.admin_url("/admin/overrides");
+        async move {
+            let listed = get(&url, &[]).await.json();
+            listed["overrides"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|o| o["key"][0] == "acme"))
+        }
+    };
+    assert!(
+        eventually_async(Duration::from_secs(20), || lists(&b)).await,
+        "the other gateway follows the override"
+    );
+    // Lost, then made again at once (one change: count 1) under the same epoch, holding
+    // nothing.
+    const REMADE: &str = "local epoch = redis.call('HGET', KEYS[1], '#epoch')
+        redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+        redis.call('HSET', KEYS[1], '#epoch', epoch, '#version', 1)
+        return 1";
+    let hash = "tg:{overrides}:v2";
+    let (puts, dels) = ("tg:{overrides}:v2:puts", "tg:{overrides}:v2:dels");
+    redis.cli(&["EVAL", REMADE, "3", hash, puts, dels]);
+    let put_back = eventually(Duration::from_secs(20), || {
+        let fields = redis.cli(&["HKEYS", hash]);
+        fields
+            .lines()
+            .any(|f| !f.trim().is_empty() && !f.trim().starts_with('#'))
+    })
+    .await;
+    assert!(put_back, "a gateway puts the override back into Redis");
+    for gw in [&a, &b] {
+        assert!(
+            eventually_async(Duration::from_secs(20), || lists(gw)).await,
+            "each gateway holds it"
+        );
+        let r = get(&gw.url("/"), &[("x-tenant-id", "acme")]).await;
+        assert_eq!(r.header("x-ratelimit-limit"), Some("10"));
+    }
+}
