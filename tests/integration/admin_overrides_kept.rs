@@ -245,7 +245,7 @@ async fn in_redis_override_ids_are_sealed_and_earlier_ones_moved() {
 }
 
 /// Each tenant 3 at once, then one an hour, on `redis`.
-fn tenant_on_redis(redis: &RedisServer) -> String {
+pub(super) fn tenant_on_redis(redis: &RedisServer) -> String {
     Fixture::new()
         .store(format!(
             "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"5s\"\n",

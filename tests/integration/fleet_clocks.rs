@@ -7,6 +7,7 @@ use std::time::Duration;
 use tollgate::clock::Clock as _;
 
 use super::admin::put_ok;
+use super::admin_overrides_kept::tenant_on_redis;
 use crate::support::*;
 
 const DAY_NS: u64 = 86_400 * 1_000_000_000;
@@ -16,14 +17,7 @@ async fn a_gateway_whose_clock_runs_ahead_counts_the_fleet_and_keeps_its_overrid
     let redis = RedisServer::start();
     let monitor = RedisMonitor::start(redis.port);
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"5s\"\n",
-            redis.url()
-        ))
-        .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
-        .route("api", "/", "api", &["tenant"])
-        .build();
+    let toml = tenant_on_redis(&redis);
     let right = TestGateway::start_real_clock(&toml, &up.url()).await;
     // The fake clock's wall time starts at 2026-01-01: moved on to 60 days past this
     // machine's (and Redis's) time, whatever the date the test runs on.

@@ -6,20 +6,14 @@
 use std::time::Duration;
 
 use super::admin::put_ok;
+use super::admin_overrides_kept::tenant_on_redis;
 use crate::support::*;
 
 #[tokio::test]
 async fn a_hash_made_again_after_a_loss_gets_the_overrides_put_back() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(format!(
-            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"5s\"\n",
-            redis.url()
-        ))
-        .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
-        .route("api", "/", "api", &["tenant"])
-        .build();
+    let toml = tenant_on_redis(&redis);
     let a = TestGateway::start_real_clock(&toml, &up.url()).await;
     let b = TestGateway::start_real_clock(&toml, &up.url()).await;
     // Three changes: the hash's count reaches 3.
@@ -39,10 +33,14 @@ async fn a_hash_made_again_after_a_loss_gets_the_overrides_put_back() {
                 .is_some_and(|l| l.iter().any(|o| o["key"][0] == "acme"))
         }
     };
-    assert!(
-        eventually_async(Duration::from_secs(20), || lists(&b)).await,
-        "the other gateway follows the override"
-    );
+    // The other gateway has read the last of them (its limit is the third's).
+    let b_url = b.url("/");
+    let followed = eventually_async(Duration::from_secs(20), || async {
+        let r = get(&b_url, &[("x-tenant-id", "acme")]).await;
+        r.header("x-ratelimit-limit") == Some("10")
+    })
+    .await;
+    assert!(followed, "the other gateway follows the override");
     // Lost, then made again at once (one change: count 1) under the same epoch, holding
     // nothing.
     const REMADE: &str = "local epoch = redis.call('HGET', KEYS[1], '#epoch')

@@ -98,49 +98,44 @@ async fn a_draw_writes_no_lead_past_what_readers_count() {
     );
 }
 
+/// `slice.lua` asked for 25 units of `hot:acme` (T = 1 s, tau = 100 s, need 1, no lead),
+/// giving back `give_ns` of the slice that left `give_end`, with `deadline` (`s:ns`).
+fn slice_fetch(redis: &RedisServer, (give_ns, give_end): (&str, &str), deadline: &str) -> String {
+    let slice = loaded(include_str!("../../src/store/rate/lease/slice.lua"));
+    let reply = redis.cli(&[
+        "EVAL",
+        &slice,
+        "1",
+        "hot:acme",
+        "1000000000",
+        "100000000000",
+        "25",
+        "1",
+        give_ns,
+        give_end,
+        "0",
+        deadline,
+    ]);
+    words(&reply)
+}
+
 /// `slice.lua` run after the deadline its gateway sent (the server was frozen, the call
 /// resent after a broken connection) grants nothing and writes nothing; before it, the
 /// slice is granted.
 #[tokio::test]
 async fn a_slice_fetch_run_past_its_deadline_grants_nothing() {
     let redis = RedisServer::start();
-    let slice = loaded(include_str!("../../src/store/rate/lease/slice.lua"));
     let now = redis_now(&redis);
-    // T = 1 s, tau = 100 s: want 25, need 1, nothing to give back, no lead.
-    let fetch = |deadline: String| {
-        redis.cli(&[
-            "EVAL",
-            &slice,
-            "1",
-            "hot:acme",
-            "1000000000",
-            "100000000000",
-            "25",
-            "1",
-            "0",
-            "",
-            "0",
-            &deadline,
-        ])
-    };
-    let late = fetch(format!("{}:000000000", now - 5));
-    assert_eq!(
-        words(&late).split(' ').next(),
-        Some("2"),
-        "too late: {late}"
-    );
-    assert_eq!(
-        words(&late).split(' ').count(),
-        3,
-        "with the server's time: {late}"
-    );
+    let late = slice_fetch(&redis, ("0", ""), &format!("{}:000000000", now - 5));
+    assert_eq!(late.split(' ').next(), Some("2"), "too late: {late}");
+    assert_eq!(late.split(' ').count(), 3, "with the server's time: {late}");
     assert_eq!(
         redis.cli(&["EXISTS", "hot:acme"]).trim(),
         "0",
         "nothing written"
     );
-    let in_time = fetch(format!("{}:000000000", now + 60));
-    assert_eq!(words(&in_time).split(' ').next(), Some("25"), "{in_time}");
+    let in_time = slice_fetch(&redis, ("0", ""), &format!("{}:000000000", now + 60));
+    assert_eq!(in_time.split(' ').next(), Some("25"), "{in_time}");
     assert_eq!(redis.cli(&["EXISTS", "hot:acme"]).trim(), "1");
 }
 
@@ -149,29 +144,16 @@ async fn a_slice_fetch_run_past_its_deadline_grants_nothing() {
 #[tokio::test]
 async fn a_late_slice_fetch_still_gives_back_the_old_slice() {
     let redis = RedisServer::start();
-    let slice = loaded(include_str!("../../src/store/rate/lease/slice.lua"));
     let now = redis_now(&redis);
-    let run = |give_ns: &str, give_end: &str, deadline: String| {
-        redis.cli(&[
-            "EVAL",
-            &slice,
-            "1",
-            "hot:acme",
-            "1000000000",
-            "100000000000",
-            "25",
-            "1",
-            give_ns,
-            give_end,
-            "0",
-            &deadline,
-        ])
-    };
-    let granted = run("0", "", format!("{}:000000000", now + 60));
-    let end = words(&granted).split(' ').nth(3).expect("end").to_owned();
+    let granted = slice_fetch(&redis, ("0", ""), &format!("{}:000000000", now + 60));
+    let end = granted.split(' ').nth(3).expect("end").to_owned();
     // 25 units of 1 s held; all 25 given back by a fetch that comes too late.
-    let late = run("25000000000", &end, format!("{}:000000000", now - 5));
-    assert_eq!(words(&late).split(' ').next(), Some("2"), "{late}");
+    let late = slice_fetch(
+        &redis,
+        ("25000000000", &end),
+        &format!("{}:000000000", now - 5),
+    );
+    assert_eq!(late.split(' ').next(), Some("2"), "{late}");
     assert_eq!(
         redis.cli(&["EXISTS", "hot:acme"]).trim(),
         "0",
