@@ -66,6 +66,8 @@ struct State {
     seen: Option<String>,
     /// With Redis: whether the overrides an earlier version kept there were looked for.
     imported: bool,
+    /// With Redis: its data losses seen (`RedisStore::losses`) when it was last read.
+    losses_seen: u64,
 }
 
 /// The runtime overrides of this gateway: what is set, and what is in effect. Each change
@@ -249,12 +251,23 @@ impl Overrides {
                 }
             }
             self.import_first_version(remote).await;
-            let seen = self.state.lock().seen.clone();
-            match shared::changes(remote, seen.as_deref()).await {
-                Ok(read) if self.lost_by_redis(&read, seen.as_deref(), now_ms) => {
-                    self.put_back(remote, now_ms).await;
+            let (seen, losses_seen) = {
+                let state = self.state.lock();
+                (state.seen.clone(), state.losses_seen)
+            };
+            // Read whole after a loss the upkeep saw (a restart, a fail-over): a count put
+            // back by it, then bumped to where this gateway read, reads as unchanged.
+            let losses = remote.losses();
+            let asked = (losses == losses_seen).then_some(seen.as_deref()).flatten();
+            match shared::changes(remote, asked).await {
+                Ok(read) => {
+                    self.state.lock().losses_seen = losses;
+                    if self.lost_by_redis(&read, seen.as_deref(), now_ms) {
+                        self.put_back(remote, now_ms).await;
+                    } else {
+                        (changes, whole) = self.follow(&current(), limiter, read, now_ms);
+                    }
                 }
-                Ok(read) => (changes, whole) = self.follow(&current(), limiter, read, now_ms),
                 Err(e) => tracing::debug!(error = %e, "runtime overrides not read from Redis"),
             }
         }
@@ -282,13 +295,13 @@ impl Overrides {
     /// holds overrides: read whole, or unchanged since a read that found none (this
     /// gateway's own change was lost before it read it back). Deleting the last override
     /// keeps the hash and its epoch, so this is never a fleet's deliberate emptying.
-    /// So is a hash made again since this gateway read it ([`made_again`]: a change
+    /// So is a hash made again since this gateway read it ([`shared::made_again`]: a change
     /// landed just after the loss): following it would drop what the loss took.
     fn lost_by_redis(&self, read: &shared::Changes, seen: Option<&str>, now_ms: u64) -> bool {
         let none = |version: &str| version.starts_with("none:");
         let found_none = match read {
             shared::Changes::Full { version, all } => {
-                (none(version) && all.is_empty()) || made_again(seen, version)
+                (none(version) && all.is_empty()) || shared::made_again(seen, version)
             }
             shared::Changes::Unchanged => seen.is_some_and(none),
             shared::Changes::Delta { .. } => false,
@@ -379,21 +392,4 @@ fn forget(state: &mut State, limiter: &Limiter, id: &OverrideId) -> Option<Store
         state.fields.remove(&shared::field(&fleet, id));
     }
     state.set.remove(id)
-}
-
-/// Whether the hash read whole at `version` was made again since the read at `seen`
-/// (both `epoch:count`): another epoch than a real one seen, or a lower count under it (a
-/// gateway making it again keeps its process's epoch). An epoch is made only with the
-/// hash, and its count never goes back while it lives: neither is a deliberate change.
-fn made_again(seen: Option<&str>, version: &str) -> bool {
-    let parse = |v: &str| {
-        let (epoch, count) = v.rsplit_once(':')?;
-        Some((epoch.to_owned(), count.parse::<u64>().ok()?))
-    };
-    match (seen.and_then(parse), parse(version)) {
-        (Some((seen_epoch, seen_count)), Some((epoch, count))) => {
-            seen_epoch != "none" && (seen_epoch != epoch || count < seen_count)
-        }
-        _ => false,
-    }
 }

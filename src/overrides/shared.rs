@@ -203,3 +203,20 @@ pub async fn import_first_version(remote: &RedisStore) -> Result<usize, StoreErr
     remote.invoke::<i64>(&call("imported")).await?;
     Ok(moved)
 }
+
+/// Whether the hash read whole at `version` was made again since the read at `seen`
+/// (both `epoch:count`): another epoch than a real one seen, or a lower count under it (a
+/// gateway making it again keeps its process's epoch). An epoch is made only with the
+/// hash, and its count never goes back while it lives: neither is a deliberate change.
+pub(super) fn made_again(seen: Option<&str>, version: &str) -> bool {
+    let parse = |v: &str| {
+        let (epoch, count) = v.rsplit_once(':')?;
+        Some((epoch.to_owned(), count.parse::<u64>().ok()?))
+    };
+    match (seen.and_then(parse), parse(version)) {
+        (Some((seen_epoch, seen_count)), Some((epoch, count))) => {
+            seen_epoch != "none" && (seen_epoch != epoch || count < seen_count)
+        }
+        _ => false,
+    }
+}

@@ -2,10 +2,12 @@
 //! the loss (a change landed in the moment after it: a `PUT`, a reset's touch): the
 //! fleet reads a whole hash under a lower count, or another epoch, without them. Each
 //! gateway puts back what it held rather than following it and dropping every override.
+//! And a Redis restarted from an older snapshot whose count a change bumps back to where
+//! a gateway read: that gateway reads the hash whole after the restart, not "unchanged".
 
 use std::time::Duration;
 
-use super::admin::put_ok;
+use super::admin::{put_json, put_ok};
 use super::admin_overrides_kept::tenant_on_redis;
 use crate::support::*;
 
@@ -66,4 +68,37 @@ async fn a_hash_made_again_after_a_loss_gets_the_overrides_put_back() {
         let r = get(&gw.url("/"), &[("x-tenant-id", "acme")]).await;
         assert_eq!(r.header("x-ratelimit-limit"), Some("10"));
     }
+}
+
+/// Lists, limits: the key `key` has its override's limit of 10 on `gw`.
+async fn applies(gw: &TestGateway, key: &str) -> bool {
+    let r = get(&gw.url("/"), &[("x-tenant-id", key)]).await;
+    r.header("x-ratelimit-limit") == Some("10")
+}
+
+#[tokio::test]
+async fn after_a_restart_from_an_older_snapshot_a_gateway_reads_the_overrides_whole() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = tenant_on_redis(&redis);
+    let a = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let b = TestGateway::start_real_clock(&toml, &up.url()).await;
+    let put = |key: &str| {
+        let url = a.admin_url(&format!("/admin/overrides/tenant/{key}"));
+        async move { put_json(&url, None, br#"{"burst": 10}"#).await.status == 200 }
+    };
+    assert!(put("xray").await);
+    assert!(eventually_async(Duration::from_secs(20), || applies(&b, "xray")).await);
+    redis.cli(&["SAVE"]);
+    assert!(put("yank").await);
+    assert!(eventually_async(Duration::from_secs(20), || applies(&b, "yank")).await);
+    // Back from the snapshot (count 1: `yank` lost), then a change at once: count 2
+    // again, as `b` last read it.
+    redis.restart();
+    let zulu = eventually_async(Duration::from_secs(20), || put("zulu")).await;
+    assert!(zulu, "the change lands once the gateway reconnects");
+    assert!(
+        eventually_async(Duration::from_secs(30), || applies(&b, "zulu")).await,
+        "the other gateway reads the change the count hid"
+    );
 }
