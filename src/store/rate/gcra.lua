@@ -16,17 +16,12 @@
 -- Returns  { now_s, now_ns, admitted (1/0, 2: too late, 3: a quota's window a window or
 --           more off the server's clock; nothing decided for either), debt_1 … debt_n }
 local n = #KEYS
--- A call that reaches the server after the gateway gave up on it (the server was frozen,
--- the network held it back) decides nothing: its request was answered per on_error.
-local deadline = ARGV[6 * n + 1]
-if deadline then
-  local ds, dns = string.match(deadline, '^(%d+):(%d+)$')
-  ds, dns = tonumber(ds), tonumber(dns)
-  if ds and (now_s > ds or (now_s == ds and now_ns > dns)) then
-    local late = { now_s, now_ns, 2 }
-    for i = 1, n do late[3 + i] = 0 end
-    return late
-  end
+-- A call that reaches the server after the gateway gave up on it decides nothing: its
+-- request was answered per on_error.
+if past(ARGV[6 * n + 1]) then
+  local late = { now_s, now_ns, 2 }
+  for i = 1, n do late[3 + i] = 0 end
+  return late
 end
 local debts, fresh, quota = {}, {}, {}
 -- A key named twice in one call (a rate limit service call's descriptors may repeat one)

@@ -9,6 +9,17 @@ local MAX_LEAD_NS = 4503599627370496
 local now_s = tonumber(time[1])
 local now_ns = tonumber(time[2]) * 1000
 
+-- Whether the server's now is past `deadline` ("s:ns" on its clock, sent by a gateway
+-- with a call it gives up on after a while; absent or unreadable: never). A call run
+-- after it (the server was frozen, the network held it back, a client resent it after a
+-- broken connection) must decide and grant nothing: its gateway answered without it.
+local function past(deadline)
+  if not deadline then return false end
+  local ds, dns = string.match(deadline, '^(%d+):(%d+)$')
+  ds, dns = tonumber(ds), tonumber(dns)
+  return ds ~= nil and (now_s > ds or (now_s == ds and now_ns > dns))
+end
+
 -- A calendar quota's TAT is written with its seconds zero-padded to 12 digits, a rate's
 -- without: the mark says the value is a window's usage, not a rate's debt, so a policy
 -- switched from a quota to a rate starts its keys idle instead of owing the rest of the

@@ -13,17 +13,9 @@
 --          which the call is too late
 -- Returns  {granted, ahead, left, end}  or  {0, wait}  or  {2, now_s, now_ns}: too late,
 --          nothing granted (the server's time, for the gateway to learn its clock from)
--- A fetch that reaches the server after its gateway gave up on it (the server was
--- frozen, the network held it back, the client resent it after a broken connection)
--- grants nothing: its units would be charged with no gateway holding them. Its give-back
--- is still done: the gateway gave that slice up either way.
-local function too_late()
-  local deadline = ARGV[8]
-  if not deadline then return false end
-  local ds, dns = string.match(deadline, '^(%d+):(%d+)$')
-  ds, dns = tonumber(ds), tonumber(dns)
-  return ds ~= nil and (now_s > ds or (now_s == ds and now_ns > dns))
-end
+-- A fetch that reaches the server after its deadline (tat.lua's `past`) grants nothing:
+-- its units would be charged with no gateway holding them. Its give-back is still done:
+-- the gateway gave that slice up either way.
 local t, tau = tonumber(ARGV[1]), tonumber(ARGV[2])
 local want, need = tonumber(ARGV[3]), tonumber(ARGV[4])
 local give_ns, give_end = tonumber(ARGV[5]), ARGV[6]
@@ -49,7 +41,7 @@ if need == 0 then
   if gave then store(debt) end
   return {0, 0}
 end
-if too_late() then
+if past(ARGV[8]) then
   if gave then store(debt) end
   return {2, now_s, now_ns}
 end
