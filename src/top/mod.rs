@@ -37,7 +37,6 @@ pub struct TopKeys {
     route_offset: Vec<usize>,
     tiers: usize,
     half_ns: u64,
-    window_ns: u64,
     /// When the sketches began (this config version's start): the window they cover is
     /// shorter until one has passed.
     since_ns: u64,
@@ -83,19 +82,18 @@ impl TopKeys {
             route_offset,
             tiers,
             half_ns: (window_ns / 2).max(1),
-            window_ns,
             since_ns,
         }
     }
 
     /// The seconds the counts cover at `now_ns`, rounded up: the half-window filling and
     /// the one before it (between half the window and all of it, by where `now_ns` is in
-    /// its half), or the time since the sketches began while that is shorter (after a
-    /// start or a reload).
+    /// its half: never more than the window), or the time since the sketches began while
+    /// that is shorter (after a start or a reload).
     pub fn covered_s(&self, now_ns: u64) -> u64 {
         let halves = self.half_ns.saturating_add(now_ns % self.half_ns);
         let age = now_ns.saturating_sub(self.since_ns);
-        age.min(halves).min(self.window_ns).div_ceil(1_000_000_000)
+        age.min(halves).div_ceil(1_000_000_000)
     }
 
     /// Runs `f` with `worker`'s table for `route` (one lock for a request's tiers).
