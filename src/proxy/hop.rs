@@ -54,9 +54,9 @@ static FORWARDED_SPELLINGS: [&str; 9] = [
 const FORWARDED_SPELLING_BIT: u16 = 1 << 9;
 
 /// `name`'s bit among [`HOP_BY_HOP`] (or the one of [`FORWARDED_SPELLINGS`]), 0 for any
-/// other header: one comparison of the
-/// name's text, so a message without connection-level headers (most of them) costs a
-/// pass over its names, not a look-up per hop-by-hop name.
+/// other header: one comparison of the name's text, so a message without
+/// connection-level headers (most of them) costs a pass over its names, not a look-up per
+/// hop-by-hop name.
 pub fn hop_by_hop_bit(name: &HeaderName) -> u16 {
     match name.as_str() {
         "connection" => CONNECTION_BIT,
@@ -250,6 +250,12 @@ mod tests {
         }
         assert_eq!(hop_by_hop_bit(&HOST), 0);
         assert_eq!(hop_by_hop_bit(&HeaderName::from_static("x-connection")), 0);
+        // The spellings the `match` names are the list that is removed, and no other.
+        for name in FORWARDED_SPELLINGS {
+            let bit = hop_by_hop_bit(&HeaderName::from_static(name));
+            assert_eq!(bit, FORWARDED_SPELLING_BIT, "{name}");
+        }
+        assert_eq!(hop_by_hop_bit(&X_FORWARDED_FOR), 0);
     }
 
     #[test]
