@@ -130,9 +130,9 @@ impl UsageScanner {
 }
 
 /// At an event's start: the bytes after the event when all of it is in `chunk` and it
-/// never writes `usage`, `meta_info` nor `tokens_` (so it cannot report one, and is not lexed: most of a stream's
-/// events are text deltas), else `None`. The lexer's 2.6 ns a byte becomes a `memchr`
-/// walk of the lines and one `memmem` search. What an event reports does not depend on
+/// never writes `usage`, `meta_info` nor `tokens_` (so it cannot report one, and is not
+/// lexed: most of a stream's events are text deltas), else `None`. The lexer's 2.6 ns a
+/// byte becomes a `memchr` walk of the lines and a `memmem` search a name. What an event reports does not depend on
 /// how the stream was cut into chunks: a cut event is lexed as before.
 fn skip_event(chunk: &[u8]) -> Option<&[u8]> {
     let mut at = 0;
