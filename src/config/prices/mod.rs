@@ -265,15 +265,11 @@ mod tests;
 /// bounds nothing, and Ollama's default generates until its context is full.
 fn reads_these_limits(path: &str) -> bool {
     let path = path.trim_end_matches('/').as_bytes();
-    [
-        "/chat/completions",
-        "/completions",
-        "/responses",
-        "/messages",
-    ]
-    .iter()
-    .any(|api| {
-        path.len() >= api.len()
-            && path[path.len() - api.len()..].eq_ignore_ascii_case(api.as_bytes())
-    })
+    // `/completions` ends Chat Completions' path too.
+    ["/completions", "/responses", "/messages"]
+        .iter()
+        .any(|api| {
+            path.len() >= api.len()
+                && path[path.len() - api.len()..].eq_ignore_ascii_case(api.as_bytes())
+        })
 }
