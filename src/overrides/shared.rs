@@ -209,10 +209,10 @@ pub async fn import_first_version(remote: &RedisStore) -> Result<usize, StoreErr
 /// gateway making it again keeps its process's epoch). An epoch is made only with the
 /// hash, and its count never goes back while it lives: neither is a deliberate change.
 pub(super) fn made_again(seen: Option<&str>, version: &str) -> bool {
-    let parse = |v: &str| {
+    fn parse(v: &str) -> Option<(&str, u64)> {
         let (epoch, count) = v.rsplit_once(':')?;
-        Some((epoch.to_owned(), count.parse::<u64>().ok()?))
-    };
+        Some((epoch, count.parse().ok()?))
+    }
     match (seen.and_then(parse), parse(version)) {
         (Some((seen_epoch, seen_count)), Some((epoch, count))) => {
             seen_epoch != "none" && (seen_epoch != epoch || count < seen_count)
