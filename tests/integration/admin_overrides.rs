@@ -262,22 +262,34 @@ async fn composite_keys_and_concurrency_caps_take_overrides_too() {
     assert_eq!(limits["max_in_flight"], 5);
 }
 
-#[tokio::test]
-async fn an_override_whose_policy_is_reloaded_away_waits_inactive() {
-    let up = Upstream::start().await;
+/// A gateway of the tenant policy with tenant `acme`'s burst raised to 10 at run time.
+async fn with_acme_raised(up: &Upstream) -> TestGateway {
     let gw = TestGateway::start(&tenant_config(""), &up.url()).await;
     put_ok(
         &gw.admin_url("/admin/overrides/tenant/acme"),
         br#"{"burst": 10}"#,
     )
     .await;
+    gw
+}
+
+/// Rewrites `gw`'s file to `toml` and reloads it, which must succeed; its answer.
+async fn reloaded_with(gw: &TestGateway, up: &Upstream, toml: &str) -> Got {
+    gw.rewrite(toml, &up.url());
+    let reloaded = reload(gw).await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    reloaded
+}
+
+#[tokio::test]
+async fn an_override_whose_policy_is_reloaded_away_waits_inactive() {
+    let up = Upstream::start().await;
+    let gw = with_acme_raised(&up).await;
     let without = Fixture::new()
         .policy("other", "header:x-tenant-id", 1, "1s", 3)
         .route("api", "/", "api", &["other"])
         .build();
-    gw.rewrite(&without, &up.url());
-    let reloaded = reload(&gw).await;
-    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    reloaded_with(&gw, &up, &without).await;
     let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
     let one = &listed["overrides"][0];
     assert_eq!(one["active"], false, "{listed}");
@@ -288,9 +300,7 @@ async fn an_override_whose_policy_is_reloaded_away_waits_inactive() {
             .contains("no policy `tenant`"),
         "{listed}"
     );
-    gw.rewrite(&tenant_config(""), &up.url());
-    let reloaded = reload(&gw).await;
-    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    reloaded_with(&gw, &up, &tenant_config("")).await;
     assert_eq!(
         as_tenant(&gw, "acme").await.1,
         10,
@@ -304,20 +314,13 @@ async fn an_override_whose_policy_is_reloaded_away_waits_inactive() {
 #[tokio::test]
 async fn an_override_set_before_its_policy_was_rekeyed_waits_inactive() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&tenant_config(""), &up.url()).await;
-    put_ok(
-        &gw.admin_url("/admin/overrides/tenant/acme"),
-        br#"{"burst": 10}"#,
-    )
-    .await;
+    let gw = with_acme_raised(&up).await;
     assert_eq!(as_tenant(&gw, "acme").await.1, 10, "in effect");
     let rekeyed = Fixture::new()
         .policy("tenant", "header:x-api-key", 1, "1s", 3)
         .route("api", "/", "api", &["tenant"])
         .build();
-    gw.rewrite(&rekeyed, &up.url());
-    let reloaded = reload(&gw).await;
-    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    let reloaded = reloaded_with(&gw, &up, &rekeyed).await;
     let warnings = reloaded.json()["report"]["warnings"].to_string();
     assert!(
         warnings
