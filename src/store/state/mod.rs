@@ -121,10 +121,15 @@ pub fn write(
 /// restored, would be weighed against this calendar's usage when the area makes room (a
 /// floor that high would stop it rising to what a dropped key had used).
 ///
-/// A TAT leads by what it led by when the file was written, less the time since: a reader
-/// whose clock is behind the writer's (a clock wrong at the writer's boot, corrected
+/// A rate TAT leads by what it led by when the file was written, less the time since: a
+/// reader whose clock is behind the writer's (a clock wrong at the writer's boot, corrected
 /// since) counts no time as elapsed rather than finding each key that much further
-/// ahead — a year's error would otherwise lock every key out for a year.
+/// ahead — a year's error would otherwise lock every key out for a year. A quota key's TAT
+/// and an area's floor are its window's end plus its usage, and a window ends at an
+/// instant of the calendar, not of either clock: they are read on this clock as written.
+/// Moved with the rate keys, a reader a millisecond behind would take a million units off
+/// every key (a unit is a nanosecond) and drop those below as another calendar's; a writer
+/// ahead by a year wrote another window, which `end_of` leaves out.
 pub fn restore(
     saved: &Saved,
     store: &MemoryStore,
@@ -132,7 +137,8 @@ pub fn restore(
     end_of: impl Fn(usize) -> Option<u64>,
 ) -> Restored {
     let now = clock.now_ns();
-    let to_mono = on_this_clock(saved, clock);
+    let rate_on_this_clock = on_this_clock(saved.written_at, clock);
+    let at_its_instant = on_this_clock(None, clock);
     let areas = store.areas();
     let this_window = |area: usize, tat: u64| end_of(area).is_some_and(|end| usage_of(tat, end));
     // The file's area → this process's area tag (hash bits), by policy name.
@@ -140,14 +146,17 @@ pub fn restore(
     for a in &saved.areas {
         let tag = areas.tag(&a.name);
         moved.insert(a.area, tag);
-        let floor = to_mono(a.floor);
+        let floor = at_its_instant(a.floor);
         if tag != 0 && a.floor != 0 && this_window(area_of(tag), floor) {
             areas.raise_floor(area_of(tag), floor);
         }
     }
     let mut restored = Restored::default();
     for &(key, unix_tat) in &saved.keys {
-        let tat = to_mono(unix_tat);
+        let tat = match (saved.legacy, area_of(key)) {
+            (true, _) | (false, 0) => rate_on_this_clock(unix_tat),
+            _ => at_its_instant(unix_tat),
+        };
         if tat <= now {
             continue;
         }
@@ -174,11 +183,11 @@ pub fn restore(
     restored
 }
 
-/// Unix nanoseconds of `saved` → this process's monotonic timeline, the time since
-/// writing counted from the later of the writer's and this clock's now.
-fn on_this_clock<'c>(saved: &Saved, clock: &'c dyn Clock) -> impl Fn(u64) -> u64 + 'c {
+/// Unix nanoseconds of a file → this process's monotonic timeline, the time since writing
+/// counted from the later of the writer's now (`written_at`) and this clock's.
+fn on_this_clock(written_at: Option<u64>, clock: &dyn Clock) -> impl Fn(u64) -> u64 + '_ {
     let now = clock.now_ns();
-    let base = clock.unix_ns_at(now).max(saved.written_at.unwrap_or(0));
+    let base = clock.unix_ns_at(now).max(written_at.unwrap_or(0));
     move |unix| match unix.checked_sub(base) {
         Some(lead) => now.saturating_add(lead),
         None => now.saturating_sub(base - unix),
@@ -296,5 +305,43 @@ mod tests {
         };
         restore(&saved, &store, &clock, |_| None);
         assert_eq!(store.peek(0x23), now + 6 * S);
+    }
+
+    /// A reader whose clock is a millisecond behind the file's `written_at` (a step back
+    /// before the restart): a quota key's usage and its area's floor come back whole. A
+    /// window's end is the calendar's instant, so moving them with the rate keys would take
+    /// a million units off each and drop every key that had used fewer.
+    #[test]
+    fn a_reader_clock_behind_the_writers_keeps_every_quota_unit() {
+        use crate::clock::FakeClock;
+        use crate::limit::TatTable;
+        const S: u64 = 1_000_000_000;
+        let clock = FakeClock::at(100 * S);
+        let now = clock.now_ns();
+        let end = now + 86_400 * S;
+        let unix = |mono: u64| clock.unix_ns_at(mono);
+        let (store, tag) = MemoryStore::with_area(256, "plan", "Day UTC");
+        let file_tag = 3u64 << (64 - super::super::memory::areas::AREA_BITS);
+        let saved = Saved {
+            seeds: [1, 2, 3, 4],
+            areas: vec![SavedArea {
+                name: "plan".into(),
+                area: 3,
+                floor: unix(end + 2),
+            }],
+            keys: vec![
+                (in_area(0x31, file_tag), unix(end + 5)),
+                (0x32, unix(now + S)),
+            ],
+            legacy: false,
+            written_at: Some(unix(now) + 1_000_000),
+        };
+        let end_of = |area| (area == area_of(tag)).then_some(end);
+        let restored = restore(&saved, &store, &clock, end_of);
+        assert_eq!((restored.keys, restored.foreign), (2, 0));
+        assert_eq!(store.peek(in_area(0x31, tag)), end + 5, "five units used");
+        assert_eq!(store.areas().floor(area_of(tag)), end + 2);
+        // A rate key counts no time elapsed for the millisecond the reader is behind.
+        assert_eq!(store.peek(0x32), now + S - 1_000_000);
     }
 }
