@@ -62,11 +62,21 @@ pub struct Areas {
     rate_shards: usize,
     rate_shard_cap: AtomicUsize,
     quotas: Box<[Area]>,
-    /// Policy name → area, and each area's calendar as the config writes it.
-    names: Mutex<HashMap<String, (usize, String)>>,
+    /// Which policy holds which area, and which area a policy that left held.
+    names: Mutex<Names>,
     /// A state file of the format before areas was read: its quota keys sit among the
     /// rate keys until each is next used, and is then moved to its area.
     legacy: AtomicBool,
+}
+
+/// Policy name → area, and each area's calendar as the config writes it: of the policies
+/// the config names (`held`), and of those that left (`released`), so that one that comes
+/// back finds its area — its keys and floor — rather than starting every key over in
+/// another. A released area given to another policy is forgotten.
+#[derive(Default)]
+struct Names {
+    held: HashMap<String, (usize, String)>,
+    released: HashMap<String, (usize, String)>,
 }
 
 impl Areas {
@@ -83,7 +93,7 @@ impl Areas {
                     held: AtomicBool::new(false),
                 })
                 .collect(),
-            names: Mutex::new(HashMap::new()),
+            names: Mutex::new(Names::default()),
             legacy: AtomicBool::new(false),
         }
     }
@@ -93,6 +103,7 @@ impl Areas {
     pub fn tag(&self, policy: &str) -> u64 {
         self.names
             .lock()
+            .held
             .get(policy)
             .map_or(0, |&(area, _)| (area as u64) << AREA_SHIFT)
     }
@@ -101,6 +112,7 @@ impl Areas {
     pub fn named(&self) -> Vec<(String, usize)> {
         self.names
             .lock()
+            .held
             .iter()
             .map(|(name, &(area, _))| (name.clone(), area))
             .collect()
@@ -113,38 +125,41 @@ impl Areas {
     /// their keys are another calendar's usage, which making room would otherwise weigh
     /// against the new calendar's (a floor raised to a TAT the new calendar reads as no
     /// usage at all). Areas of policies no longer named are freed (their keys stay until idle, in
-    /// an area nobody's keys hash to). More quota policies than areas share the rate
+    /// an area nobody's keys hash to) and remembered: a policy that comes back gets its
+    /// own again unless another took it meanwhile. More quota policies than areas share the rate
     /// keys' area, as before areas; that is logged.
     pub fn arrange(&self, quotas: &[(&str, String)]) {
         let mut names = self.names.lock();
-        names.retain(|name, _| quotas.iter().any(|(q, _)| q == name));
+        let Names { held, released } = &mut *names;
+        let gone: Vec<String> = (held.keys())
+            .filter(|name| !quotas.iter().any(|(q, _)| q == name))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(area) = held.remove(&name) {
+                released.insert(name, area);
+            }
+        }
         for (name, calendar) in quotas {
-            match names.get_mut(*name) {
+            match held.get_mut(*name) {
                 Some((area, kept)) => {
                     if kept != calendar {
-                        self.quotas[*area - 1].floor.store(0, Ordering::Relaxed);
-                        self.quotas[*area - 1].stale.store(true, Ordering::Relaxed);
+                        self.start_over(*area);
                         calendar.clone_into(kept);
                     }
                 }
                 None => {
-                    let taken: Vec<usize> = names.values().map(|&(a, _)| a).collect();
-                    let Some(area) = (1..AREAS).find(|a| !taken.contains(a)) else {
+                    let Some(area) = self.area_for(name, calendar, held, released) else {
                         tracing::warn!(policy = %name, "more than {} calendar quota policies: this one's keys share the rate keys' area of the memory store", AREAS - 1);
                         continue;
                     };
-                    let given = &self.quotas[area - 1];
-                    given.floor.store(0, Ordering::Relaxed);
-                    if given.held.swap(true, Ordering::Relaxed) {
-                        given.stale.store(true, Ordering::Relaxed);
-                    }
-                    names.insert((*name).to_owned(), (area, calendar.clone()));
+                    held.insert((*name).to_owned(), (area, calendar.clone()));
                 }
             }
         }
-        let q = names.len();
+        let q = held.len();
         let each = (self.max_keys / 2).checked_div(q).unwrap_or(0);
-        for &(area, _) in names.values() {
+        for &(area, _) in held.values() {
             self.quotas[area - 1]
                 .shard_cap
                 .store((each / QUOTA_SHARDS).max(1), Ordering::Relaxed);
@@ -152,6 +167,43 @@ impl Areas {
         let rate = self.max_keys - each * q;
         self.rate_shard_cap
             .store((rate / self.rate_shards).max(1), Ordering::Relaxed);
+    }
+
+    /// The area for a quota policy that holds none: the one it held before it left (its
+    /// keys and floor still there, untouched since), else a free one no policy that left
+    /// held, else the lowest free one — none when every area is held.
+    fn area_for(
+        &self,
+        name: &str,
+        calendar: &str,
+        held: &HashMap<String, (usize, String)>,
+        released: &mut HashMap<String, (usize, String)>,
+    ) -> Option<usize> {
+        let taken = |a: usize| held.values().any(|&(h, _)| h == a);
+        if let Some((area, kept)) = released.remove(name).filter(|&(a, _)| !taken(a)) {
+            if kept != calendar {
+                self.start_over(area);
+            }
+            return Some(area);
+        }
+        let remembered = |a: usize| released.values().any(|&(r, _)| r == a);
+        let area = (1..AREAS)
+            .find(|&a| !taken(a) && !remembered(a))
+            .or_else(|| (1..AREAS).find(|&a| !taken(a)))?;
+        // Given to another policy: the one that left it would find another's keys.
+        released.retain(|_, (a, _)| *a != area);
+        let given = &self.quotas[area - 1];
+        given.floor.store(0, Ordering::Relaxed);
+        if given.held.swap(true, Ordering::Relaxed) {
+            given.stale.store(true, Ordering::Relaxed);
+        }
+        Some(area)
+    }
+
+    /// `area`'s keys are another calendar's: no floor, and the store empties it.
+    fn start_over(&self, area: usize) {
+        self.quotas[area - 1].floor.store(0, Ordering::Relaxed);
+        self.quotas[area - 1].stale.store(true, Ordering::Relaxed);
     }
 
     /// How many keys one shard of `area` may hold.
@@ -228,6 +280,73 @@ mod tests {
             0,
             "a new calendar starts without a floor"
         );
+    }
+
+    /// A quota policy taken out by one reload and put back by a later one, another
+    /// policy added between: it gets its own area back, floor and keys as they were, not
+    /// the next free one (where every key would start over). In another order too.
+    #[test]
+    fn a_policy_that_comes_back_finds_its_area() {
+        let areas = Areas::new(1024, 16);
+        let month = || "month".to_owned();
+        areas.arrange(&[("trial", month()), ("pro", month())]);
+        let trial = area_of(areas.tag("trial"));
+        areas.raise_floor(trial, 42);
+        areas.arrange(&[("pro", month())]);
+        areas.arrange(&[("pro", month()), ("enterprise", month())]);
+        assert_ne!(
+            area_of(areas.tag("enterprise")),
+            trial,
+            "a remembered area waits"
+        );
+        areas.arrange(&[
+            ("trial", month()),
+            ("enterprise", month()),
+            ("pro", month()),
+        ]);
+        assert_eq!(area_of(areas.tag("trial")), trial);
+        assert_eq!(areas.floor(trial), 42);
+        assert!(!areas.take_stale(trial), "its keys are its own");
+        // Back under another calendar: its area, started over.
+        areas.arrange(&[("pro", month())]);
+        areas.arrange(&[("pro", month()), ("trial", "day".into())]);
+        assert_eq!(area_of(areas.tag("trial")), trial);
+        assert_eq!(areas.floor(trial), 0);
+        assert!(areas.take_stale(trial));
+    }
+
+    /// Every free area remembered by a policy that left: a new policy takes one, and the
+    /// policy that held it, coming back, gets another that is started over.
+    #[test]
+    fn a_remembered_area_given_away_is_forgotten() {
+        let areas = Areas::new(1024, 16);
+        let all: Vec<(String, String)> = (1..AREAS)
+            .map(|i| (format!("q{i}"), "month".to_owned()))
+            .collect();
+        let named = |skip: &str, extra: Option<&'static str>| {
+            let mut list: Vec<(&str, String)> = (all.iter())
+                .filter(|(n, _)| n != skip)
+                .map(|(n, c)| (n.as_str(), c.clone()))
+                .collect();
+            list.extend(extra.map(|n| (n, "month".to_owned())));
+            list
+        };
+        areas.arrange(&named("", None));
+        let first = area_of(areas.tag("q1"));
+        areas.raise_floor(first, 9);
+        areas.arrange(&named("q1", None));
+        areas.arrange(&named("q1", Some("new")));
+        assert_eq!(area_of(areas.tag("new")), first, "the only free area");
+        assert_eq!(areas.floor(first), 0);
+        assert!(areas.take_stale(first));
+        areas.arrange(&named("new", Some("q1")));
+        assert_eq!(
+            area_of(areas.tag("q1")),
+            first,
+            "free again, but started over"
+        );
+        assert!(areas.take_stale(first));
+        assert_eq!(areas.floor(first), 0);
     }
 
     #[test]
