@@ -8,9 +8,10 @@ use http::header::{HeaderName, AUTHORIZATION, COOKIE};
 
 use super::source::KeySource;
 
-/// The names, each once; a handful at most, so a scan beats a hash.
+/// The names, each once; a handful at most, so a scan beats a hash. Shared: a request
+/// with a body holds them while its trailers may still come.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyHeaders(Box<[HeaderName]>);
+pub struct KeyHeaders(std::sync::Arc<[HeaderName]>);
 
 impl KeyHeaders {
     /// The headers `sources` read: a header's own name, `Cookie` for a cookie,
@@ -29,7 +30,7 @@ impl KeyHeaders {
                 names.push(name);
             }
         }
-        Self(names.into_boxed_slice())
+        Self(names.into())
     }
 
     /// Whether `name` (a `Connection` option, any case) is one of them.

@@ -1,6 +1,6 @@
 //! The data plane: the request path (`service`, drawn as its phases: `admit`, `forward`,
 //! `respond`, `access_log`), what it does to heads (`head`, `hop`), bodies (`body`,
-//! `settle`), tunnels (`tunnel`), the upstream pool (`pool`), the responses the gateway
+//! `settle`, `request_trailers`), tunnels (`tunnel`), the upstream pool (`pool`), the responses the gateway
 //! writes itself (`response`; as gRPC for gRPC calls: `grpc`), and the config snapshot a
 //! request reads (`snapshot`).
 
@@ -15,6 +15,7 @@ pub mod hop;
 pub mod key_body;
 pub mod pool;
 pub mod record;
+pub mod request_trailers;
 pub mod respond;
 pub mod response;
 pub mod response_body;

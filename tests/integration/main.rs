@@ -69,6 +69,7 @@ mod readme;
 mod redis;
 mod redis_scripts;
 mod redis_scripts_marks;
+mod request_trailers;
 mod rlqs;
 mod rlqs_admin;
 mod rlqs_bounds;

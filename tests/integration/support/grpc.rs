@@ -45,7 +45,8 @@ impl Msg {
 
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<Msg, Status>> + Send>>;
 
-/// `test.Echo`: Say (unary; `text = "fail"` answers INVALID_ARGUMENT with a trailer, and
+/// `test.Echo`: Say (unary; `text = "whoami"` answers `tenant` and the call's `x-tenant-id`;
+/// `text = "fail"` answers INVALID_ARGUMENT with a trailer, and
 /// `x-usage-tokens: count` when `count` is set),
 /// Count (server streaming: `count` replies, `delay_ms` apart, `pad` bytes each; the
 /// trailers carry `x-usage-tokens: count`), Sum (client streaming) and Chat (bidi: each
@@ -63,7 +64,16 @@ impl NamedService for Echo {
 }
 
 async fn say(req: Request<Msg>) -> Result<Response<Msg>, Status> {
+    // `whoami`: the tenant the call's metadata names, as the handler reads it.
+    let tenant = req.metadata().get("x-tenant-id").cloned();
     let msg = req.into_inner();
+    if msg.text == "whoami" {
+        let tenant = tenant
+            .as_ref()
+            .and_then(|t| t.to_str().ok())
+            .unwrap_or("none");
+        return Ok(Response::new(Msg::text(&format!("tenant {tenant}"))));
+    }
     if msg.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(msg.delay_ms)).await;
     }

@@ -26,6 +26,8 @@ pub struct Seen {
     /// The request target (path and query) of every request, in arrival order.
     pub targets: Mutex<Vec<String>>,
     pub body_bytes: AtomicUsize,
+    /// The trailers of the last request whose body was counted, if it had any.
+    pub last_trailers: Mutex<Option<HeaderMap>>,
     /// Every `Authorization` value any request carried, in arrival order.
     pub authorizations: Mutex<Vec<String>>,
     /// Lets a `drip` answer send its last chunk (one waiting answer per `notify_one`).
@@ -99,6 +101,9 @@ async fn upstream_answer(
     let mut n = 0;
     while let Some(Ok(frame)) = body.frame().await {
         n += frame.data_ref().map_or(0, |d| d.len());
+        if let Ok(trailers) = frame.into_trailers() {
+            *seen.last_trailers.lock().expect("lock") = Some(trailers);
+        }
     }
     seen.body_bytes.fetch_add(n, Ordering::SeqCst);
     Ok(Response::new(
@@ -170,6 +175,12 @@ impl Upstream {
     /// Every `Authorization` value the upstream has seen.
     pub fn authorizations(&self) -> Vec<String> {
         self.seen.authorizations.lock().expect("lock").clone()
+    }
+
+    /// The last counted request's trailers (none: an empty map).
+    pub fn last_trailers(&self) -> HeaderMap {
+        let trailers = self.seen.last_trailers.lock().expect("lock");
+        trailers.clone().unwrap_or_default()
     }
 
     pub fn last_headers(&self) -> HeaderMap {
