@@ -108,8 +108,9 @@ async fn refused_mode_logs_only_refusals_naming_their_key() {
     let line = &access_lines(&gw)[0];
     assert!(line.contains("decision=\"denied\""), "{line}");
     assert!(line.contains("policy=\"tenant\""), "{line}");
-    // Escaped as Debug text: a key cannot end the field or forge another.
-    assert!(line.contains(r#"key=["acme \"corp\""]"#), "{line}");
+    // Escaped as JSON text, the space percent-encoded: a key cannot end the field or
+    // forge another.
+    assert!(line.contains(r#"key=["acme%20\"corp\""]"#), "{line}");
 }
 
 #[tokio::test]
@@ -179,7 +180,7 @@ async fn the_json_log_writes_the_key_as_a_list_and_names_each_request() {
     assert_eq!(lines[0]["fields"]["key"], serde_json::json!([]));
     assert_eq!(
         lines[1]["fields"]["key"],
-        serde_json::json!(["acme \"corp\""])
+        serde_json::json!(["acme%20\"corp\""])
     );
     let made = lines[1]["fields"]["request_id"].as_str().expect("an id");
     assert!(made.len() > 8 && made != "req-7", "one is made: {made}");
@@ -267,4 +268,46 @@ async fn a_request_id_cannot_forge_fields_and_long_paths_are_cut() {
         assert!(line.len() < 4096, "{} bytes", line.len());
     }
     assert!(up.requests() >= 2);
+}
+
+/// A key part and a method are a client's text too: a key holding
+/// ` client=9.9.9.9 decision="admitted"` is one token (spaces percent-encoded, quotes left
+/// to the key's JSON text), each part cut at 256 bytes, a 4 KiB method at 32: a client
+/// cannot forge a field nor write lines past the bound `access_log_rate` sets the disk,
+/// over HTTP/1.1 and HTTP/2.
+#[tokio::test]
+async fn a_key_or_a_method_cannot_forge_fields_nor_lengthen_a_line() {
+    let up = Upstream::start().await;
+    let (_dir, gw) = gateway(&up, "access_log = \"refused\"");
+    let method = "M".repeat(4096);
+    for (n, client) in [http1(), http2()].into_iter().enumerate() {
+        let key = format!(
+            "t{n} client=9.9.9.9 decision=\"admitted\" {}",
+            "k".repeat(2048)
+        );
+        let url = format!("http://{}/", gw.addr);
+        let headers = [("x-k", key.as_str())];
+        assert_eq!(
+            send(&client, &method, &url, &headers, b"").await.status,
+            200
+        );
+        assert_eq!(
+            send(&client, &method, &url, &headers, b"").await.status,
+            429
+        );
+        assert!(
+            eventually(Duration::from_secs(10), || access_lines(&gw).len() == n + 1).await,
+            "{}",
+            gw.log()
+        );
+        let line = &access_lines(&gw)[n];
+        let part = key[..256].replace(' ', "%20").replace('"', "\\\"");
+        assert!(line.contains(&format!("key=[\"{part}…\"] ")), "{line}");
+        assert!(
+            line.contains(&format!("method={}… ", &method[..32])),
+            "{line}"
+        );
+        assert!(!line.contains(" client=9.9.9.9"), "{line}");
+        assert!(line.len() < 1024, "{} bytes", line.len());
+    }
 }
