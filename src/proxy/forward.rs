@@ -108,13 +108,14 @@ pub async fn forward(
     let mut resp = match result {
         Ok(resp) => resp,
         Err(e) => {
-            // The client's own body failing is the client's fault: not worth a warning.
-            if e.clients_fault() {
-                tracing::debug!(route = %route.name, error = %e, "client request body failed");
+            let deadline = sent.timeout < pool.upstream.timeout;
+            // The client's own fault (its body, its deadline): not worth a warning.
+            if e.clients_fault(deadline) {
+                tracing::debug!(route = %route.name, error = %e, "the client's request failed");
             } else {
                 tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
             }
-            return Err(e.response(upstream, sent.timeout < pool.upstream.timeout));
+            return Err(e.response(upstream, deadline));
         }
     };
     pool.observe(

@@ -311,3 +311,46 @@ async fn a_key_or_a_method_cannot_forge_fields_nor_lengthen_a_line() {
         assert!(line.len() < 1024, "{} bytes", line.len());
     }
 }
+
+/// A gRPC call's own deadline (`grpc-timeout`, shorter than the upstream's `timeout`)
+/// passing is the client's choice: answered `DEADLINE_EXCEEDED` with no "upstream failed"
+/// warning, which any client could otherwise write at its request rate, outside
+/// `access_log_rate`, naming an upstream that did nothing wrong. The upstream's own
+/// `timeout` passing is still warned of.
+#[tokio::test]
+async fn a_calls_own_deadline_is_no_upstream_failure_in_the_log() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = silent.local_addr().expect("addr");
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    let text = Fixture::new()
+        .upstream("api", "timeout = \"2s\"")
+        .route("api", "/", "api", &[])
+        .build_for(&format!("http://{addr}"));
+    std::fs::write(&path, text).expect("write");
+    let gw = Process::run(&path);
+    let url = format!("http://{}/test.Echo/Say", gw.addr);
+    let grpc = [("content-type", "application/grpc"), ("te", "trailers")];
+    let warned = || gw.log().matches("upstream failed").count();
+    for client in [http1(), http2()] {
+        let headers = [grpc[0], grpc[1], ("grpc-timeout", "1n")];
+        let r = send(&client, "POST", &url, &headers, b"").await;
+        assert_eq!(r.header("grpc-status"), Some("4"), "{r:?}");
+    }
+    let r = send(&http2(), "POST", &url, &grpc, b"").await;
+    assert_eq!(r.header("grpc-status"), Some("4"), "{r:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || warned() == 1).await,
+        "one warning, the upstream's own timeout: {}",
+        gw.log()
+    );
+    held.abort();
+}

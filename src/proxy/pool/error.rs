@@ -88,11 +88,16 @@ impl ForwardError {
         }
     }
 
-    pub fn clients_fault(&self) -> bool {
-        matches!(
-            self,
-            ForwardError::ClientBody { .. } | ForwardError::OverBudget { .. }
-        )
+    /// Whether the client brought the failure on itself: its body failed or went over a
+    /// budget, or the wait ran out at its own `deadline` (a gRPC call's `grpc-timeout`
+    /// shorter than the upstream's `timeout`: `grpc-timeout: 1n` is a choice, not an
+    /// upstream that failed, and worth no warning).
+    pub fn clients_fault(&self, deadline: bool) -> bool {
+        match self {
+            ForwardError::ClientBody { .. } | ForwardError::OverBudget { .. } => true,
+            ForwardError::Timeout { .. } => deadline,
+            _ => false,
+        }
     }
 
     /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's,
