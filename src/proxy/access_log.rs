@@ -233,6 +233,23 @@ pub fn write(
     );
 }
 
+/// One line for each shadow tier that would have refused (`denials`: its position and
+/// the wait it would have imposed), within `access_log_rate`: a client can make a shadow
+/// tier refuse every request it sends, and past the budget its lines are counted as
+/// dropped, as access lines are.
+pub fn write_shadow(
+    (config, metrics, now): (&Config, &Metrics, u64),
+    route: &crate::config::Route,
+    denials: impl Iterator<Item = (usize, u64)>,
+    client: std::net::IpAddr,
+) {
+    for (position, wait_ns) in denials {
+        if take_line(config, metrics, now) {
+            tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client, wait_ms = ceil_millis(wait_ns), "shadow tier would deny");
+        }
+    }
+}
+
 /// Most bytes of a client's `x-request-id` a line shows.
 const MAX_ID_BYTES: usize = 128;
 /// Most bytes of a method a line shows: hyper takes any token up to the head's size.

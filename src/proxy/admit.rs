@@ -18,7 +18,7 @@ use crate::json::BodyFacts;
 use crate::key::{KeySource, RequestView};
 use crate::limit::Quota;
 use crate::metrics::RouteMetrics;
-use crate::reply::{ceil_millis, json_error, Body};
+use crate::reply::{json_error, Body};
 use crate::store::{Admission, Counted, Outcome, TierReport};
 
 /// A request's `RateLimit` items: inline for the usual few rate tiers.
@@ -120,7 +120,17 @@ pub async fn admit(
         .check_request((route, policies), &view, &*shared.clock, admission)
         .await;
     let asked = (req.headers(), body);
-    let refused = answer(routed, admission, asked, client_ip, trace);
+    let refused = answer(routed, admission, asked, trace);
+    if admission.shadow_denials().next().is_some() {
+        let (config, now) = (&routed.snapshot.config, shared.clock.now_ns());
+        let denials = admission.shadow_denials();
+        super::access_log::write_shadow(
+            (config, &shared.metrics, now),
+            routed.route,
+            denials,
+            client_ip,
+        );
+    }
     if let Some(top) = &routed.snapshot.top {
         record_top(top, routed, admission, &view);
     }
@@ -161,14 +171,12 @@ pub async fn admit(
     refused
 }
 
-/// Counts the admission's decisions and logs the shadow tiers that would have refused;
-/// returns the answer when the request is refused. `headers` and `body`: the request's,
-/// for the refusal's body form.
+/// Counts the admission's decisions; returns the answer when the request is refused.
+/// `headers` and `body`: the request's, for the refusal's body form.
 pub fn answer(
     routed: &Routed<'_>,
     admission: &Admission,
     (headers, body): (&HeaderMap, Option<&BodyFacts<'_>>),
-    client: std::net::IpAddr,
     trace: &mut Trace,
 ) -> Option<Response<Body>> {
     let route = routed.route;
@@ -177,9 +185,6 @@ pub fn answer(
         return None; // an unlimited route: nothing decided, nothing to count
     }
     count(admission, &routed.runtime().policies);
-    for (position, wait_ns) in admission.shadow_denials() {
-        tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client, wait_ms = ceil_millis(wait_ns), "shadow tier would deny");
-    }
     let policy_name = |position: usize| route.policies[position].name.as_str();
     match admission.outcome() {
         Outcome::Admitted => {

@@ -11,7 +11,7 @@ use crate::support::*;
 
 /// A gateway whose `tenant` tier admits one request an hour per `x-k`, with the access
 /// log set by `logging` (lines of `[server]`).
-fn gateway(up: &Upstream, logging: &str) -> (tempfile::TempDir, Process) {
+pub(super) fn gateway(up: &Upstream, logging: &str) -> (tempfile::TempDir, Process) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
     let text = Fixture::new()
@@ -25,7 +25,7 @@ fn gateway(up: &Upstream, logging: &str) -> (tempfile::TempDir, Process) {
     (dir, gw)
 }
 
-fn access_lines(gw: &Process) -> Vec<String> {
+pub(super) fn access_lines(gw: &Process) -> Vec<String> {
     gw.log()
         .lines()
         .filter(|l| l.contains("tollgate::access"))
@@ -33,7 +33,7 @@ fn access_lines(gw: &Process) -> Vec<String> {
         .collect()
 }
 
-async fn flood(gw: &Process, over_h2: bool, requests: usize) -> Duration {
+pub(super) async fn flood(gw: &Process, over_h2: bool, requests: usize) -> Duration {
     let client = if over_h2 { http2() } else { http1() };
     let url = format!("http://{}/", gw.addr);
     let started = Instant::now();
@@ -268,89 +268,4 @@ async fn a_request_id_cannot_forge_fields_and_long_paths_are_cut() {
         assert!(line.len() < 4096, "{} bytes", line.len());
     }
     assert!(up.requests() >= 2);
-}
-
-/// A key part and a method are a client's text too: a key holding
-/// ` client=9.9.9.9 decision="admitted"` is one token (spaces percent-encoded, quotes left
-/// to the key's JSON text), each part cut at 256 bytes, a 4 KiB method at 32: a client
-/// cannot forge a field nor write lines past the bound `access_log_rate` sets the disk,
-/// over HTTP/1.1 and HTTP/2.
-#[tokio::test]
-async fn a_key_or_a_method_cannot_forge_fields_nor_lengthen_a_line() {
-    let up = Upstream::start().await;
-    let (_dir, gw) = gateway(&up, "access_log = \"refused\"");
-    let method = "M".repeat(4096);
-    for (n, client) in [http1(), http2()].into_iter().enumerate() {
-        let key = format!(
-            "t{n} client=9.9.9.9 decision=\"admitted\" {}",
-            "k".repeat(2048)
-        );
-        let url = format!("http://{}/", gw.addr);
-        let headers = [("x-k", key.as_str())];
-        assert_eq!(
-            send(&client, &method, &url, &headers, b"").await.status,
-            200
-        );
-        assert_eq!(
-            send(&client, &method, &url, &headers, b"").await.status,
-            429
-        );
-        assert!(
-            eventually(Duration::from_secs(10), || access_lines(&gw).len() == n + 1).await,
-            "{}",
-            gw.log()
-        );
-        let line = &access_lines(&gw)[n];
-        let part = key[..256].replace(' ', "%20").replace('"', "\\\"");
-        assert!(line.contains(&format!("key=[\"{part}…\"] ")), "{line}");
-        assert!(
-            line.contains(&format!("method={}… ", &method[..32])),
-            "{line}"
-        );
-        assert!(!line.contains(" client=9.9.9.9"), "{line}");
-        assert!(line.len() < 1024, "{} bytes", line.len());
-    }
-}
-
-/// A gRPC call's own deadline (`grpc-timeout`, shorter than the upstream's `timeout`)
-/// passing is the client's choice: answered `DEADLINE_EXCEEDED` with no "upstream failed"
-/// warning, which any client could otherwise write at its request rate, outside
-/// `access_log_rate`, naming an upstream that did nothing wrong. The upstream's own
-/// `timeout` passing is still warned of.
-#[tokio::test]
-async fn a_calls_own_deadline_is_no_upstream_failure_in_the_log() {
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = silent.local_addr().expect("addr");
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((stream, _)) = silent.accept().await {
-            open.push(stream);
-        }
-    });
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    let text = Fixture::new()
-        .upstream("api", "timeout = \"2s\"")
-        .route("api", "/", "api", &[])
-        .build_for(&format!("http://{addr}"));
-    std::fs::write(&path, text).expect("write");
-    let gw = Process::run(&path);
-    let url = format!("http://{}/test.Echo/Say", gw.addr);
-    let grpc = [("content-type", "application/grpc"), ("te", "trailers")];
-    let warned = || gw.log().matches("upstream failed").count();
-    for client in [http1(), http2()] {
-        let headers = [grpc[0], grpc[1], ("grpc-timeout", "1n")];
-        let r = send(&client, "POST", &url, &headers, b"").await;
-        assert_eq!(r.header("grpc-status"), Some("4"), "{r:?}");
-    }
-    let r = send(&http2(), "POST", &url, &grpc, b"").await;
-    assert_eq!(r.header("grpc-status"), Some("4"), "{r:?}");
-    assert!(
-        eventually(Duration::from_secs(10), || warned() == 1).await,
-        "one warning, the upstream's own timeout: {}",
-        gw.log()
-    );
-    held.abort();
 }
