@@ -9,7 +9,7 @@ use super::decide::Decided;
 use super::proto::RateLimitRequest;
 use crate::config::rls::RlsRule;
 use crate::config::{AccessLog, Config, LogKeys};
-use crate::proxy::access_log::{logged_part, take_line};
+use crate::proxy::access_log::{logged_part, take_service_line};
 use crate::proxy::snapshot::Shared;
 use crate::reply::ceil_millis;
 
@@ -39,7 +39,7 @@ pub fn write(
         return;
     }
     let now = shared.clock.now_ns();
-    if !take_line(config, &shared.metrics, now) {
+    if !take_service_line(config, &shared.metrics, now) {
         return;
     }
     let rule = refusing_rule(config, ended);

@@ -83,6 +83,7 @@ mod rls_cluster_reports;
 mod rls_envoy;
 mod rls_hostile;
 mod rls_lease;
+mod rls_log_budget;
 mod rls_missing;
 mod rls_ops;
 mod rls_redis;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::support::*;
 
-fn config(dir: &std::path::Path, up: &Upstream, logging: &str) -> std::path::PathBuf {
+pub(super) fn config(dir: &std::path::Path, up: &Upstream, logging: &str) -> std::path::PathBuf {
     config_on(dir, up, logging, None)
 }
 
@@ -36,7 +36,7 @@ fn config_on(
     path
 }
 
-fn rls_lines(gw: &Process) -> Vec<String> {
+pub(super) fn rls_lines(gw: &Process) -> Vec<String> {
     gw.log()
         .lines()
         .filter(|l| l.contains("tollgate::access") && l.contains("rls"))
