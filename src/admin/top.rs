@@ -61,15 +61,23 @@ pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
     let keys = top.top(policy.as_deref(), n, now, name_of);
     let mut out = Vec::with_capacity(keys.len());
     for k in keys {
+        // The key new keys share while the store is full of keys that owe time: its
+        // refusals are no one client's, and the text it was first counted with is the
+        // new key that met it, not a key of its own.
+        let overflow = config.policy(&k.policy).is_some()
+            && shared.limiter.keys().policy(&k.policy).overflow == k.hash();
         let state = match config.policy(&k.policy) {
+            Some(_) if overflow => None,
             Some(p) if !k.truncated && crate::store::keys::key_shape(p, &k.parts).is_ok() => {
                 super::key_state::key_state(shared, p, &k.parts).await.ok()
             }
             _ => None,
         };
+        let parts = if overflow { Vec::new() } else { k.parts };
         out.push(json!({
             "policy": k.policy,
-            "key": k.parts,
+            "key": parts,
+            "overflow": overflow,
             "truncated": k.truncated,
             "refused": k.refused,
             "refused_at_least": k.refused,

@@ -64,8 +64,14 @@ fn row(k: &Value) -> [String; 6] {
         .flatten()
         .map(|p| shown_part(p.as_str().unwrap_or_default()))
         .collect();
-    let mut key = parts.join(" / ");
-    let cut = k["truncated"].as_bool() == Some(true);
+    let overflow = k["overflow"].as_bool() == Some(true);
+    // New keys while the store was full: no one client's key.
+    let mut key = if overflow {
+        "(overflow)".to_owned()
+    } else {
+        parts.join(" / ")
+    };
+    let cut = k["truncated"].as_bool() == Some(true) && !overflow;
     if cut || key.chars().count() > KEY_WIDTH {
         key = key.chars().take(KEY_WIDTH - 1).collect::<String>() + "…";
     }

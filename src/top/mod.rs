@@ -61,6 +61,13 @@ pub struct TopKey {
     hash: u64,
 }
 
+impl TopKey {
+    /// The store hash it was counted under.
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+}
+
 /// A sketch in a read: its worker, its tier, which half (0 the filling one).
 type SketchId = (usize, usize, usize);
 

@@ -189,3 +189,43 @@ async fn a_refusal_is_counted_under_the_key_that_refused_not_a_decoy_beside_it()
     assert_eq!(first["key"], serde_json::json!(["victim"]), "{keys:#?}");
     assert_eq!(refusals(first).0, 40, "{first}");
 }
+
+/// A flood of fresh keys fills the store (`max_keys = 16`, each key owing an hour): new
+/// keys past it are decided on the policy's one overflow key. Its refusals show as one
+/// row marked `overflow` (no key parts, no state), not as refusals of each honest key
+/// that met it while its own state reads full — over HTTP/1.1 and HTTP/2.
+#[tokio::test]
+async fn refusals_of_the_overflow_key_are_its_own_row_not_a_victims() {
+    for client in [http1(), http2()] {
+        let up = Upstream::start().await;
+        let toml = Fixture::new()
+            .server("workers = 1")
+            .store("max_keys = 16")
+            .policy("tenant", "header:x-b", 1, "1h", 1)
+            .route("b", "/b", "api", &["tenant"])
+            .build();
+        let gw = TestGateway::start(&toml, &up.url()).await;
+        let b = gw.url("/b");
+        for i in 0..64 {
+            let key = format!("flood-{i}");
+            send(&client, "GET", &b, &[("x-b", &key)], b"").await;
+        }
+        for victim in ["alice", "bob"] {
+            let got = send(&client, "GET", &b, &[("x-b", victim)], b"").await;
+            assert_eq!(got.status, 429, "{victim}: the overflow key is spent");
+        }
+        let rows = top(&gw, "policy=tenant").await;
+        let marked: Vec<&Value> = rows.iter().filter(|k| k["overflow"] == true).collect();
+        assert_eq!(marked.len(), 1, "{rows:?}");
+        assert_eq!(marked[0]["key"], serde_json::json!([]), "{rows:?}");
+        assert!(marked[0]["refused"].as_u64() >= Some(2), "{rows:?}");
+        assert_eq!(marked[0]["remaining"], Value::Null);
+        for row in &rows {
+            let parts = row["key"].to_string();
+            assert!(
+                !parts.contains("alice") && !parts.contains("bob"),
+                "a victim named as refused: {rows:?}"
+            );
+        }
+    }
+}

@@ -60,7 +60,9 @@ pub struct PolicyOutcome {
     /// Decided on the policy's overflow key: the store was full of keys that owe time.
     pub overflow: bool,
     /// The hash of the key it is counted under: the first of its keys that refused, else
-    /// its first (a key source with several values makes one key a value).
+    /// its first (a key source with several values makes one key a value) — as decided:
+    /// the policy's overflow key when that key was decided on it (the store full), so a
+    /// refusal of the overflow key is not put on the new key that met it.
     pub key: u64,
     /// Which of the policy's keys that is, in the order they were made (each source's
     /// values combined, the last source's fastest): what names it in the top-keys view.
@@ -246,7 +248,7 @@ impl Admission {
             position: p.position,
             counted,
             overflow,
-            key: tiers.get(index).map_or(0, |t| t.tier.key),
+            key: outcomes.get(index).map_or(0, |o| o.key),
             index,
         }
     }
