@@ -54,7 +54,7 @@ impl<'a> Record<'a> {
         if let Some(telemetry) = &snapshot.config.telemetry {
             let now = || shared.clock.now_ns();
             trace.span = shared
-                .start_span(telemetry, (req.headers(), true), now)
+                .start_span(telemetry, req.headers(), now)
                 .map(Box::new);
         }
         let asked = trace

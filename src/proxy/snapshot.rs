@@ -186,12 +186,11 @@ impl Shared {
     pub fn start_span(
         &self,
         telemetry: &crate::config::telemetry::Telemetry,
-        (headers, client): (&http::HeaderMap, bool),
+        headers: &http::HeaderMap,
         now_ns: impl FnOnce() -> u64,
     ) -> Option<crate::telemetry::span::SpanTrace> {
         let capped = &self.metrics.telemetry.over_rate;
-        let budget = (&self.sampling, client);
-        crate::telemetry::span::start(telemetry, budget, headers, now_ns, capped)
+        crate::telemetry::span::start(telemetry, &self.sampling, headers, now_ns, capped)
     }
 
     pub fn config(&self) -> Arc<Config> {

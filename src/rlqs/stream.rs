@@ -243,7 +243,7 @@ async fn read_messages(
             .config
             .telemetry
             .as_ref()
-            .and_then(|t| stream.shared.start_span(t, (headers, false), || started));
+            .and_then(|t| stream.shared.start_span(t, headers, || started));
         let mut actions = Vec::with_capacity(reports.bucket_quota_usages.len());
         for usage in &reports.bucket_quota_usages {
             actions.extend(stream.usage(&snapshot, &domain, usage).await);

@@ -44,7 +44,7 @@ pub async fn handle(
         .config
         .telemetry
         .as_ref()
-        .and_then(|t| shared.start_span(t, (req.headers(), false), || started));
+        .and_then(|t| shared.start_span(t, req.headers(), || started));
     let mut call = Call::default();
     // Boxed: the call's decision and the limiter's futures are kilobytes, and the
     // connection moves this future as it polls it.

@@ -33,12 +33,13 @@ pub struct SpanTrace {
 /// The request's trace when `telemetry` samples it, given its headers (its caller's
 /// `traceparent`) and while `budget` has room (a sampled request past it is counted in
 /// `capped` and treated as unsampled); `None` builds nothing for it. `now_ns` reads the
-/// clock, asked only for a sampled request. `client`: the caller is a proxied request's
-/// client (anyone), whose sampled flag is followed within half the budget; not Envoy
-/// calling the rate limit or quota service.
+/// clock, asked only for a sampled request. A caller's sampled flag may be anyone's, and
+/// is followed within half the budget: a proxied request's client's, and Envoy's on the
+/// rate limit or quota service too (its tracer passes on the sampled flag of the request
+/// it asks about, which that request's client set).
 pub fn start(
     telemetry: &Telemetry,
-    (budget, client): (&Budget, bool),
+    budget: &Budget,
     headers: &HeaderMap,
     now_ns: impl FnOnce() -> u64,
     capped: &Counter,
@@ -53,7 +54,7 @@ pub fn start(
     let sampled = sampler::sample(parent, Ratio::new(telemetry.sample_ratio))?;
     // The clock is read only for a sampled request: an unsampled one pays nothing for it.
     let now_ns = now_ns();
-    let by_client = client && sampled.parent_id.is_some();
+    let by_client = sampled.parent_id.is_some();
     if !budget.take(telemetry.max_sampled_per_second, now_ns, by_client) {
         capped.inc();
         return None;

@@ -109,3 +109,39 @@ async fn a_flood_marked_sampled_leaves_the_ratios_picks_half_the_bound() {
     }
     assert_eq!(picked, 2, "the rest of the bound, for the ratio's picks");
 }
+
+/// Envoy's tracer passes the sampled flag of the request it asks about to the rate limit
+/// service call, and that flag is the request's client's: calls marked sampled take half
+/// the bound, as a proxied client's requests do, and leave the other half to the ratio.
+/// Counted by `over_rate` (a port nothing listens on; the fake clock stands still).
+#[tokio::test]
+async fn rate_limit_calls_marked_sampled_take_half_the_bound() {
+    let up = Upstream::start().await;
+    let dead = free_port();
+    let toml = Fixture::new()
+        .policy("tenant", "header:x-tenant", 1, "1h", 1)
+        .raw(format!(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n\
+             [telemetry]\notlp_endpoint = \"http://127.0.0.1:{dead}\"\nsample_ratio = 0.0\nmax_sampled_per_second = 4\n"
+        ))
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut client = RlsClient::connect(gw.rls.expect("rls")).await;
+    for i in 0..10u32 {
+        let mut req = tonic::Request::new(RlsRequest {
+            domain: "edge".into(),
+            descriptors: vec![descriptor(&[("tenant", &format!("t{i}"))])],
+            hits_addend: 0,
+        });
+        let trace = format!("{:032x}", 0xca11_0000 + u128::from(i));
+        let caller = traceparent(&trace, "00f067aa0ba902b7", "01");
+        req.metadata_mut()
+            .insert("traceparent", caller.parse().expect("ascii"));
+        client.call_with(req).await.expect("answered");
+    }
+    let over = metric(
+        &get(&gw.admin_url("/metrics"), &[]).await.text(),
+        "tollgate_telemetry_dropped_total{reason=\"over_rate\"}",
+    );
+    assert_eq!(over, 8.0, "two followed (half of 4), eight past it");
+}
