@@ -8,10 +8,9 @@ use http::header::{HeaderName, AUTHORIZATION, COOKIE};
 
 use super::source::KeySource;
 
-/// The names, each once; a handful at most, so a scan beats a hash. Shared: a request
-/// with a body holds them while its trailers may still come.
+/// The names, each once; a handful at most, so a scan beats a hash.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyHeaders(std::sync::Arc<[HeaderName]>);
+pub struct KeyHeaders(Box<[HeaderName]>);
 
 impl KeyHeaders {
     /// The headers `sources` read: a header's own name, `Cookie` for a cookie,
@@ -30,7 +29,7 @@ impl KeyHeaders {
                 names.push(name);
             }
         }
-        Self(names.into())
+        Self(names.into_boxed_slice())
     }
 
     /// Whether `name` (a `Connection` option, any case) is one of them.

@@ -14,7 +14,7 @@ use super::body::{AnswerBody, Answering, IdleTimeout, UntilAnswered};
 use super::hop::{prepare_request, strip_hop_by_hop};
 use super::key_body::{KeyBody, Prefixed};
 use super::pool::UpstreamPool;
-use super::request_trailers::RequestTrailers;
+use super::request_trailers::WithoutTrailers;
 use super::response::Answer;
 use super::response::CutReason;
 use super::response_body::HeldSlots;
@@ -22,7 +22,6 @@ use super::settle::{Metered, Settlement, Side};
 use super::snapshot::Shared;
 use crate::config::{Route, Server};
 use crate::conn::ConnInfo;
-use crate::key::KeyHeaders;
 use crate::reply::{json_error, Body, BoxError};
 
 /// Where an admitted request goes: what [`forward`] needs besides the request.
@@ -47,9 +46,6 @@ pub struct Sent<'a> {
     /// first, unchanged. Boxed: every request's future carries this field, and only
     /// routes that read the body fill it.
     pub key_body: Option<Box<KeyBody>>,
-    /// A gRPC call (its trailers never go upstream), and the headers policies key by
-    /// (which no request's trailer may carry there): see [`RequestTrailers`].
-    pub trailers: (bool, &'a KeyHeaders),
 }
 
 /// A tunnel the client asked for: the protocol, and its `max_connections` permit.
@@ -155,22 +151,21 @@ fn outgoing_body(
     let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
     let (body, answering) = UntilAnswered::new(body);
     if replayable {
-        // No frame to come, so no trailer: nothing to filter.
+        // No frame to come, so no trailer to stop.
         return (
             upstream_body(body, server, route, true, uploaded),
             answering,
         );
     }
-    let trailers = RequestTrailers::new(sent.trailers.0, sent.trailers.1);
     let body = match key_body {
         Some(read) => upstream_body(
-            trailers.apply(Prefixed::new(*read, body)),
+            WithoutTrailers::new(Prefixed::new(*read, body)),
             server,
             route,
             false,
             uploaded,
         ),
-        None => upstream_body(trailers.apply(body), server, route, false, uploaded),
+        None => upstream_body(WithoutTrailers::new(body), server, route, false, uploaded),
     };
     (body, answering)
 }

@@ -1,139 +1,80 @@
-//! A client's request trailers on their way upstream. A trailer arrives after the decision
+//! A client's request trailers stop at the gateway. A trailer arrives after the decision
 //! and is never read by it, yet an upstream may read it as a header: tonic merges a
-//! request's trailers into the call's metadata, replacing the header of the same name, so
-//! `x-tenant-id: r1234` in the head and `x-tenant-id: acme` in the trailers would be
-//! charged to a fresh key and served as `acme`. So a gRPC call's trailers never pass (the
-//! protocol has none from a client), and another request's pass without any field that
-//! must come before the content (RFC 9110 §6.5.1: framing, routing, authentication,
-//! content format), any the gateway sets (`X-Forwarded-*`, `Forwarded`), any hop-by-hop
-//! one (an HTTP/2 upstream refuses the whole trailer block for one, and the stream would
-//! hang until the upstream's timeout) and any header a policy keys by.
+//! request's trailers into the call's metadata whatever its content type, replacing the
+//! header of the same name, so `x-tenant-id: r1234` in the head and `x-tenant-id: acme`
+//! in the trailers would be charged to a fresh key and served as `acme`; the same goes for
+//! `X-Forwarded-For`, `Authorization`, `traceparent` and any name an upstream trusts. A
+//! list of names to hold back always misses one (and `_` spellings), and a hop-by-hop
+//! name makes an HTTP/2 upstream refuse the whole block, hanging the stream until its
+//! timeout. So none passes, as with nginx and Envoy's HTTP/1.1 codec by default.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName};
-use http_body::Frame;
-use http_body_util::BodyExt;
+use http_body::{Frame, SizeHint};
 
-use super::hop::hop_by_hop_bit;
-use crate::key::KeyHeaders;
-
-/// Fields a trailer may not carry: read before the content by any recipient, or written
-/// by the gateway. Hop-by-hop names and the headers policies key by come besides.
-static BEFORE_CONTENT: [&str; 15] = [
-    "authorization",
-    "cache-control",
-    "content-encoding",
-    "content-length",
-    "content-range",
-    "content-type",
-    "cookie",
-    "expect",
-    "forwarded",
-    "host",
-    "max-forwards",
-    "trailer",
-    "x-forwarded-for",
-    "x-forwarded-host",
-    "x-forwarded-proto",
-];
-
-/// Which of a request's trailers go upstream.
-#[derive(Clone)]
-pub enum RequestTrailers {
-    /// A gRPC call's: none.
-    None,
-    /// Another request's: those no recipient reads before the content, none the gateway
-    /// sets, none of these key headers.
-    Without(KeyHeaders),
+pin_project_lite::pin_project! {
+    /// A request body as it goes upstream: its data, without its trailers.
+    pub struct WithoutTrailers<B> {
+        #[pin]
+        body: B,
+    }
 }
 
-impl RequestTrailers {
-    pub fn new(grpc: bool, keys: &KeyHeaders) -> Self {
-        if grpc {
-            Self::None
-        } else {
-            Self::Without(keys.clone())
-        }
+impl<B> WithoutTrailers<B> {
+    pub fn new(body: B) -> Self {
+        Self { body }
     }
+}
 
-    /// `body` with its trailers (if it has any) filtered.
-    pub fn apply<B>(self, body: B) -> impl http_body::Body<Data = Bytes, Error = B::Error>
-    where
-        B: http_body::Body<Data = Bytes>,
-    {
-        body.map_frame(move |frame| match frame.into_trailers() {
-            Ok(trailers) => Frame::trailers(self.filter(trailers)),
-            Err(frame) => frame,
-        })
-    }
+impl<B> http_body::Body for WithoutTrailers<B>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
 
-    fn filter(&self, trailers: HeaderMap) -> HeaderMap {
-        let keys = match self {
-            Self::None => return HeaderMap::new(),
-            Self::Without(keys) => keys,
-        };
-        let passes = |name: &HeaderName| {
-            hop_by_hop_bit(name) == 0
-                && !BEFORE_CONTENT.contains(&name.as_str())
-                && !keys.holds(name.as_str())
-        };
-        if trailers.keys().all(passes) {
-            return trailers;
-        }
-        let mut kept = HeaderMap::new();
-        let mut name = None;
-        for (named, value) in trailers {
-            name = named.or(name);
-            if let Some(name) = name.as_ref().filter(|n| passes(n)) {
-                kept.append(name.clone(), value);
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let mut body = self.project().body;
+        loop {
+            match body.as_mut().poll_frame(cx) {
+                // Trailers end a body: what follows is its end.
+                Poll::Ready(Some(Ok(frame))) if frame.is_trailers() => continue,
+                other => return other,
             }
         }
-        kept
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::BodyExt;
 
-    fn trailers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (k, v) in pairs {
-            map.append(
-                HeaderName::from_bytes(k.as_bytes()).expect("name"),
-                v.parse().expect("v"),
-            );
-        }
-        map
-    }
-
-    #[test]
-    fn only_fields_read_after_the_content_pass() {
-        let keys = KeyHeaders::of(&["header:x-tenant-id".parse().expect("source")]);
-        let sent = trailers(&[
-            ("x-checksum", "abc"),
-            ("x-tenant-id", "acme"),
-            ("x-forwarded-for", "6.6.6.6"),
-            ("x_forwarded_for", "6.6.6.6"),
-            ("authorization", "Bearer x"),
-            ("connection", "close"),
-            ("te", "gzip"),
-            ("content-length", "0"),
-            ("x-checksum", "def"),
-        ]);
-        let kept = RequestTrailers::new(false, &keys).filter(sent);
-        let names: Vec<&str> = kept.keys().map(HeaderName::as_str).collect();
-        assert_eq!(names, ["x-checksum"]);
-        let values: Vec<_> = kept.get_all("x-checksum").iter().collect();
-        assert_eq!(values, ["abc", "def"], "every value of a name that passes");
-        let plain = trailers(&[("x-checksum", "abc")]);
-        assert_eq!(
-            RequestTrailers::new(false, &keys).filter(plain.clone()),
-            plain
-        );
-        assert!(
-            RequestTrailers::new(true, &keys).filter(plain).is_empty(),
-            "gRPC: none"
-        );
+    #[tokio::test]
+    async fn the_data_passes_and_the_trailers_stop() {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-tenant-id", "acme".parse().expect("value"));
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+            Ok(Frame::data(Bytes::from_static(b"hel"))),
+            Ok(Frame::data(Bytes::from_static(b"lo"))),
+            Ok(Frame::trailers(trailers)),
+        ];
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+        let collected = WithoutTrailers::new(body).collect().await.expect("body");
+        assert!(collected.trailers().is_none(), "no trailers upstream");
+        assert_eq!(collected.to_bytes(), "hello");
     }
 }

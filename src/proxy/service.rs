@@ -176,7 +176,6 @@ async fn serve(
         ask_trailers: settlement.as_ref().is_some_and(Settlement::reads_trailers),
         ask_identity: settlement.as_ref().is_some_and(Settlement::reads_usage),
         key_body,
-        trailers: (grpc, &snapshot.config.key_headers),
     };
     if let Some(span) = trace.span.as_deref_mut() {
         super::spans::start_forward(span, req.headers_mut(), shared.clock.now_ns());

@@ -1,9 +1,10 @@
-//! A client's request trailers arrive after the decision: none may carry upstream what a
-//! policy keyed on, what the gateway wrote (`X-Forwarded-*`) or what is read before the
-//! content. tonic merges a unary call's trailers into its metadata, replacing the header,
-//! so a trailer `x-tenant-id: acme` behind a header `x-tenant-id: r1` was charged to a
-//! fresh key and served as acme. Over a raw HTTP/1.1 socket (chunked trailers), raw
-//! HTTP/2 (the `h2` crate: a trailing HEADERS frame) and a gRPC call to tonic.
+//! A client's request trailers stop at the gateway: a trailer arrives after the decision,
+//! and tonic merges a unary call's trailers into its metadata whatever the content type,
+//! replacing the header, so a trailer `x-tenant-id: acme` behind a header
+//! `x-tenant-id: r1` was charged to a fresh key and served as acme. None reaches the
+//! upstream — over a raw HTTP/1.1 socket (chunked trailers), raw HTTP/2 (the `h2` crate:
+//! a trailing HEADERS frame), on a route that reads the body before the decision, and a
+//! gRPC call to tonic, under a gRPC content type or another.
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request};
@@ -14,7 +15,8 @@ use super::grpc::grpc_config;
 use super::spellings::start;
 use crate::support::*;
 
-/// What the upstream may not see in a trailer, and one it may.
+/// Trailers a client sends: a key header, what the gateway writes, credentials, a
+/// checksum.
 const TRAILERS: [(&str, &str); 5] = [
     ("x-api-key", "acme"),
     ("x-forwarded-for", "6.6.6.6"),
@@ -23,14 +25,12 @@ const TRAILERS: [(&str, &str); 5] = [
     ("x-checksum", "abc"),
 ];
 
-fn assert_only_the_checksum(seen: &HeaderMap, how: &str) {
-    let names: Vec<&str> = seen.keys().map(|n| n.as_str()).collect();
-    assert_eq!(names, ["x-checksum"], "{how}: {seen:?}");
-    assert_eq!(seen["x-checksum"], "abc", "{how}");
+fn assert_no_trailer(up: &Upstream, how: &str) {
+    assert_eq!(up.last_trailers(), HeaderMap::new(), "{how}");
 }
 
 #[tokio::test]
-async fn a_trailer_carries_no_key_header_and_nothing_the_gateway_wrote_over_http1() {
+async fn no_trailer_reaches_the_upstream_over_http1() {
     let (up, gw) = start().await;
     let announced = TRAILERS.map(|(name, _)| name).join(", ");
     let mut request = format!("POST /k/header HTTP/1.1\r\nHost: x\r\nX-Api-Key: r1\r\nTrailer: {announced}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n").into_bytes();
@@ -42,11 +42,11 @@ async fn a_trailer_carries_no_key_header_and_nothing_the_gateway_wrote_over_http
     assert_eq!(raw_status(&answer), 200, "{answer}");
     assert!(answer.contains("with 5 body bytes"), "{answer}");
     assert_eq!(up.last_headers()["x-api-key"], "r1");
-    assert_only_the_checksum(&up.last_trailers(), "HTTP/1.1");
+    assert_no_trailer(&up, "HTTP/1.1");
 }
 
 #[tokio::test]
-async fn a_trailer_carries_no_key_header_and_nothing_the_gateway_wrote_over_http2() {
+async fn no_trailer_reaches_the_upstream_over_http2() {
     let (up, gw) = start().await;
     let mut trailers = HeaderMap::new();
     for (name, value) in TRAILERS {
@@ -62,11 +62,12 @@ async fn a_trailer_carries_no_key_header_and_nothing_the_gateway_wrote_over_http
     let (status, body) = h2_with_trailers(gw.addr, head, b"hello", trailers).await;
     assert_eq!(status, 200, "{body:?}");
     assert_eq!(up.last_headers()["x-api-key"], "r1");
-    assert_only_the_checksum(&up.last_trailers(), "HTTP/2");
+    assert_no_trailer(&up, "HTTP/2");
 }
 
 /// A unary call keyed by `x-tenant-id`, the trailer naming another tenant: the handler
-/// reads the tenant the gateway charged.
+/// reads the tenant the gateway charged — also under a content type that does not say
+/// gRPC, which tonic serves all the same.
 #[tokio::test]
 async fn a_grpc_calls_trailers_never_reach_the_upstream() {
     let up = GrpcUpstream::start().await;
@@ -75,20 +76,60 @@ async fn a_grpc_calls_trailers_never_reach_the_upstream() {
     let msg = Msg::text("whoami").encode_to_vec();
     frame.extend_from_slice(&(msg.len() as u32).to_be_bytes());
     frame.extend_from_slice(&msg);
-    let mut trailers = HeaderMap::new();
-    trailers.insert("x-tenant-id", HeaderValue::from_static("acme"));
-    trailers.insert("x-usage", HeaderValue::from_static("1"));
-    let head = Request::post("http://x/test.Echo/Say")
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("x-tenant-id", "r1")
-        .body(())
-        .expect("request");
-    let (status, body) = h2_with_trailers(gw.addr, head, &frame, trailers).await;
-    assert_eq!(status, 200);
-    assert!(body.len() > 5, "a reply message: {body:?}");
-    let reply = Msg::decode(&body[5..]).expect("a reply");
-    assert_eq!(reply.text, "tenant r1", "charged as r1, served as r1");
+    for (i, content_type) in ["application/grpc", "application/x"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-tenant-id", HeaderValue::from_static("acme"));
+        trailers.insert("x-usage", HeaderValue::from_static("1"));
+        let tenant = format!("r{i}");
+        let head = Request::post("http://x/test.Echo/Say")
+            .header("content-type", content_type)
+            .header("te", "trailers")
+            .header("x-tenant-id", &tenant)
+            .body(())
+            .expect("request");
+        let (status, body) = h2_with_trailers(gw.addr, head, &frame, trailers).await;
+        assert_eq!(status, 200, "{content_type}");
+        assert!(body.len() > 5, "{content_type}: a reply message: {body:?}");
+        let reply = Msg::decode(&body[5..]).expect("a reply");
+        assert_eq!(
+            reply.text,
+            format!("tenant {tenant}"),
+            "{content_type}: charged and served as one"
+        );
+    }
+}
+
+/// On a route that reads the body before the decision (a `json:` key), the trailers read
+/// with it stop at the gateway too. The upstream speaks HTTP/2: to an HTTP/1.1 one, a body
+/// read whole goes with a `Content-Length`, which carries no trailers anyway.
+#[tokio::test]
+async fn no_trailer_read_with_the_body_reaches_the_upstream() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .upstream("api", "protocol = \"h2c\"")
+        .skipping_policy("per_user", "json:/user", 1)
+        .route("body", "/", "api", &["per_user"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let announced = TRAILERS.map(|(name, _)| name).join(", ");
+    let body = br#"{"user":"ada"}"#;
+    let mut request = format!("POST /x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTrailer: {announced}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n", body.len()).into_bytes();
+    request.extend_from_slice(body);
+    request.extend_from_slice(b"\r\n0\r\n");
+    for (name, value) in TRAILERS {
+        request.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+    }
+    request.extend_from_slice(b"\r\n");
+    let (answer, _) = raw(gw.addr, &request).await;
+    assert_eq!(raw_status(&answer), 200, "{answer}");
+    assert!(
+        answer.contains(&format!("with {} body bytes", body.len())),
+        "{answer}"
+    );
+    assert_no_trailer(&up, "read before the decision");
 }
 
 /// One HTTP/2 request: `head`, `data`, then `trailers` as a trailing HEADERS frame. The
