@@ -206,9 +206,14 @@ async fn refusals_of_the_overflow_key_are_its_own_row_not_a_victims() {
             .build();
         let gw = TestGateway::start(&toml, &up.url()).await;
         let b = gw.url("/b");
-        for i in 0..64 {
-            let key = format!("flood-{i}");
-            send(&client, "GET", &b, &[("x-b", &key)], b"").await;
+        // 1,024 keys over the store's 16 one-key shards: every shard is full of a key
+        // owing an hour (one left empty by chance would take a victim in).
+        for batch in (0..1_024).collect::<Vec<_>>().chunks(32) {
+            join_all(batch.iter().map(|i| {
+                let (client, b, key) = (&client, &b, format!("flood-{i}"));
+                async move { send(client, "GET", b, &[("x-b", &key)], b"").await }
+            }))
+            .await;
         }
         for victim in ["alice", "bob"] {
             let got = send(&client, "GET", &b, &[("x-b", victim)], b"").await;

@@ -18,7 +18,7 @@
 //! the state file names them).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -50,8 +50,9 @@ struct Area {
     /// The highest TAT dropped to make room: a key absent from the area is read at it.
     floor: AtomicU64,
     /// Its keys are another calendar's (its policy's changed) or another policy's (it
-    /// was freed and given again): the store empties it ([`Areas::take_stale`]).
-    stale: AtomicBool,
+    /// was freed and given again): a [`Stale`] as a number (0: neither), which the store
+    /// empties it by ([`Areas::take_stale`]).
+    stale: AtomicU8,
     /// A policy has held it in this process.
     held: AtomicBool,
 }
@@ -67,6 +68,16 @@ pub struct Areas {
     /// A state file of the format before areas was read: its quota keys sit among the
     /// rate keys until each is next used, and is then moved to its area.
     legacy: AtomicBool,
+}
+
+/// Why an area's keys are not its policy's usage now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale {
+    /// Its policy's calendar changed: the keys of a window both calendars share are
+    /// still its usage, the others not.
+    OtherCalendar = 1,
+    /// It went to another policy: no key in it is the new policy's.
+    OtherPolicy = 2,
 }
 
 /// Policy name → area, and each area's calendar as the config writes it: of the policies
@@ -89,7 +100,7 @@ impl Areas {
                 .map(|_| Area {
                     shard_cap: AtomicUsize::new(1),
                     floor: AtomicU64::new(0),
-                    stale: AtomicBool::new(false),
+                    stale: AtomicU8::new(0),
                     held: AtomicBool::new(false),
                 })
                 .collect(),
@@ -140,6 +151,7 @@ impl Areas {
                 released.insert(name, area);
             }
         }
+        let mut arriving = Vec::new();
         for (name, calendar) in quotas {
             match held.get_mut(*name) {
                 Some((area, kept)) => {
@@ -148,14 +160,18 @@ impl Areas {
                         calendar.clone_into(kept);
                     }
                 }
-                None => {
-                    let Some(area) = self.area_for(name, calendar, held, released) else {
-                        tracing::warn!(policy = %name, "more than {} calendar quota policies: this one's keys share the rate keys' area of the memory store", AREAS - 1);
-                        continue;
-                    };
-                    held.insert((*name).to_owned(), (area, calendar.clone()));
-                }
+                None => arriving.push((*name, calendar)),
             }
+        }
+        // Policies coming back first: a new one listed before them must not take their
+        // area while another is free.
+        arriving.sort_by_key(|(name, _)| !released.contains_key(*name));
+        for (name, calendar) in arriving {
+            let Some(area) = self.area_for(name, calendar, held, released) else {
+                tracing::warn!(policy = %name, "more than {} calendar quota policies: this one's keys share the rate keys' area of the memory store", AREAS - 1);
+                continue;
+            };
+            held.insert(name.to_owned(), (area, calendar.clone()));
         }
         let q = held.len();
         let each = (self.max_keys / 2).checked_div(q).unwrap_or(0);
@@ -195,7 +211,9 @@ impl Areas {
         let given = &self.quotas[area - 1];
         given.floor.store(0, Ordering::Relaxed);
         if given.held.swap(true, Ordering::Relaxed) {
-            given.stale.store(true, Ordering::Relaxed);
+            given
+                .stale
+                .fetch_max(Stale::OtherPolicy as u8, Ordering::Relaxed);
         }
         Some(area)
     }
@@ -203,7 +221,7 @@ impl Areas {
     /// `area`'s keys are another calendar's: no floor, and the store empties it.
     fn start_over(&self, area: usize) {
         self.quotas[area - 1].floor.store(0, Ordering::Relaxed);
-        self.quotas[area - 1].stale.store(true, Ordering::Relaxed);
+        (self.quotas[area - 1].stale).fetch_max(Stale::OtherCalendar as u8, Ordering::Relaxed);
     }
 
     /// How many keys one shard of `area` may hold.
@@ -234,10 +252,18 @@ impl Areas {
         }
     }
 
-    /// Whether `area` (a quota policy's) was marked stale since last asked; asking clears
-    /// the mark.
-    pub fn take_stale(&self, area: usize) -> bool {
-        area > 0 && self.quotas[area - 1].stale.swap(false, Ordering::Relaxed)
+    /// Why `area` (a quota policy's) was marked stale since last asked, if it was;
+    /// asking clears the mark.
+    pub fn take_stale(&self, area: usize) -> Option<Stale> {
+        let marked = match area {
+            0 => 0,
+            a => self.quotas[a - 1].stale.swap(0, Ordering::Relaxed),
+        };
+        match marked {
+            0 => None,
+            1 => Some(Stale::OtherCalendar),
+            _ => Some(Stale::OtherPolicy),
+        }
     }
 
     pub fn set_legacy(&self) {
@@ -306,13 +332,13 @@ mod tests {
         ]);
         assert_eq!(area_of(areas.tag("trial")), trial);
         assert_eq!(areas.floor(trial), 42);
-        assert!(!areas.take_stale(trial), "its keys are its own");
+        assert_eq!(areas.take_stale(trial), None, "its keys are its own");
         // Back under another calendar: its area, started over.
         areas.arrange(&[("pro", month())]);
         areas.arrange(&[("pro", month()), ("trial", "day".into())]);
         assert_eq!(area_of(areas.tag("trial")), trial);
         assert_eq!(areas.floor(trial), 0);
-        assert!(areas.take_stale(trial));
+        assert_eq!(areas.take_stale(trial), Some(Stale::OtherCalendar));
     }
 
     /// Every free area remembered by a policy that left: a new policy takes one, and the
@@ -338,15 +364,50 @@ mod tests {
         areas.arrange(&named("q1", Some("new")));
         assert_eq!(area_of(areas.tag("new")), first, "the only free area");
         assert_eq!(areas.floor(first), 0);
-        assert!(areas.take_stale(first));
+        assert_eq!(areas.take_stale(first), Some(Stale::OtherPolicy));
         areas.arrange(&named("new", Some("q1")));
         assert_eq!(
             area_of(areas.tag("q1")),
             first,
             "free again, but started over"
         );
-        assert!(areas.take_stale(first));
+        assert_eq!(areas.take_stale(first), Some(Stale::OtherPolicy));
         assert_eq!(areas.floor(first), 0);
+    }
+
+    /// Every area held; two policies leave; one comes back in the reload that adds a new
+    /// one listed before it: the one coming back gets its own area, the new one the
+    /// other free area (the lowest free area is the one coming back's).
+    #[test]
+    fn a_policy_coming_back_is_served_before_a_new_one() {
+        let areas = Areas::new(1024, 16);
+        let all: Vec<String> = (1..AREAS).map(|i| format!("q{i}")).collect();
+        let month = || "month".to_owned();
+        let arrange = |names: &[&str]| {
+            let list: Vec<(&str, String)> = names.iter().map(|n| (*n, month())).collect();
+            areas.arrange(&list);
+        };
+        let every: Vec<&str> = all.iter().map(String::as_str).collect();
+        arrange(&every);
+        let (q1, q2) = (area_of(areas.tag("q1")), area_of(areas.tag("q2")));
+        assert!(q1 < q2);
+        areas.raise_floor(q1, 7);
+        arrange(&every[2..]);
+        let mut back = vec!["new", "q1"];
+        back.extend_from_slice(&every[2..]);
+        arrange(&back);
+        assert_eq!(
+            area_of(areas.tag("q1")),
+            q1,
+            "its own, though `new` came first"
+        );
+        assert_eq!(areas.floor(q1), 7);
+        assert_eq!(areas.take_stale(q1), None);
+        assert_eq!(
+            area_of(areas.tag("new")),
+            q2,
+            "the area nobody came back for"
+        );
     }
 
     #[test]

@@ -144,22 +144,26 @@ impl MemoryStore {
             .sum()
     }
 
-    /// Drops the keys of the areas [`Areas::arrange`] marked stale (a quota policy's
-    /// calendar changed, or a freed area went to another policy) that are another
-    /// calendar's usage: all but those whose usage is of the window `end_of(area)` says
-    /// the area's policy is in now (the window both calendars share, when they do, carries
-    /// over). At reload, after the areas are arranged. Returns the keys dropped.
+    /// Drops the keys of the areas [`Areas::arrange`] marked stale: of an area that went
+    /// to another policy, every key (the old policy's would count against the new one's
+    /// bound and raise its floor as it makes room); of one whose policy's calendar
+    /// changed, all but those whose usage is of the window `end_of(area)` says the policy
+    /// is in now (the window both calendars share, when they do, carries over). At
+    /// reload, after the areas are arranged. Returns the keys dropped.
     pub fn empty_stale_areas(&self, end_of: impl Fn(usize) -> Option<u64>) -> usize {
         let mut dropped = 0;
         for area in 1..AREAS {
-            if !self.areas.take_stale(area) {
-                continue;
-            }
-            let end = end_of(area).unwrap_or(u64::MAX);
+            let keep = match self.areas.take_stale(area) {
+                None => continue,
+                Some(areas::Stale::OtherPolicy) => shard::Keep::Busy(u64::MAX),
+                Some(areas::Stale::OtherCalendar) => {
+                    shard::Keep::Window(end_of(area).unwrap_or(u64::MAX))
+                }
+            };
             let first = self.rate_shards + (area - 1) * QUOTA_SHARDS;
             for shard in &self.shards[first..first + QUOTA_SHARDS] {
                 let _writer = shard.writer.lock();
-                dropped += shard.rebuild(shard::Keep::Window(end), None);
+                dropped += shard.rebuild(keep, None);
             }
         }
         dropped

@@ -30,6 +30,7 @@ pub(super) struct Shard {
 }
 
 /// What a rebuild keeps.
+#[derive(Clone, Copy)]
 pub(super) enum Keep {
     All,
     /// Only keys with `TAT > now`.

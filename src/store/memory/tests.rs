@@ -246,3 +246,32 @@ fn a_changed_calendar_empties_its_area_but_a_shared_window() {
     assert_ne!(area_of(store.areas().tag("other")), area_of(tag));
     assert_eq!(store.empty_stale_areas(|_| None), 0);
 }
+
+/// An area that goes to another policy (every other area held, the same calendar) keeps
+/// none of the old policy's keys, though their usage is of this window: they would count
+/// against the new policy's bound and raise its floor as it makes room.
+#[test]
+fn an_area_given_to_another_policy_keeps_none_of_its_keys() {
+    let (store, tag) = MemoryStore::with_area(256, "plan", "month");
+    let now = 100 * S;
+    let end = now + 30 * 86_400 * S;
+    let key = areas::in_area(spread(1), tag);
+    assert!(evaluate(&store, &[quota_tier(key, 100, end)], now, 5).admitted);
+    let others: Vec<String> = (2..areas::AREAS).map(|i| format!("p{i}")).collect();
+    let mut list: Vec<(&str, String)> = (others.iter())
+        .map(|n| (n.as_str(), "month".to_owned()))
+        .collect();
+    list.push(("plan", "month".to_owned()));
+    store.areas().arrange(&list);
+    list.pop();
+    store.areas().arrange(&list);
+    list.push(("other", "month".to_owned()));
+    store.areas().arrange(&list);
+    assert_eq!(store.areas().tag("other"), tag, "the only free area");
+    assert_eq!(store.empty_stale_areas(|_| Some(end)), 1);
+    assert_eq!(
+        store.peek(key),
+        0,
+        "the plan's key is no usage of the other's"
+    );
+}
