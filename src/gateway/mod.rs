@@ -357,6 +357,7 @@ fn shared_state(
         overrides: Overrides::new(kept),
         spans,
         sampling: Default::default(),
+        service_lines: Default::default(),
         // Admin changes are rare; a quota stream 64 behind waits for Envoy's next report.
         key_changes: tokio::sync::broadcast::channel(64).0,
     });

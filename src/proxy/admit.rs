@@ -121,9 +121,9 @@ pub async fn admit(
         .await;
     let asked = (req.headers(), body);
     let refused = answer(routed, admission, asked, trace);
-    if admission.shadow_denials().next().is_some() {
+    let mut denials = admission.shadow_denials().peekable();
+    if denials.peek().is_some() {
         let (config, now) = (&routed.snapshot.config, shared.clock.now_ns());
-        let denials = admission.shadow_denials();
         super::access_log::write_shadow(
             (config, &shared.metrics, now),
             routed.route,

@@ -105,9 +105,11 @@ pub async fn forward(
         Ok(resp) => resp,
         Err(e) => {
             let deadline = sent.timeout < pool.upstream.timeout;
-            // The client's own fault (its body, its deadline): not worth a warning.
-            if e.clients_fault(deadline) {
-                tracing::debug!(route = %route.name, error = %e, "the client's request failed");
+            if e.clients_fault() {
+                // The client's own body: not worth a warning.
+                tracing::debug!(route = %route.name, error = %e, "client request body failed");
+            } else if deadline && e.timed_out() {
+                deadline_passed(route, upstream, &e, shared.clock.now_ns());
             } else {
                 tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
             }
@@ -134,6 +136,26 @@ pub async fn forward(
     };
     strip_hop_by_hop(resp.headers_mut(), switching, &Default::default());
     Ok(resp.map(|b| AnswerBody::new(b.map_err(BoxError::from), answering).boxed_unsync()))
+}
+
+/// A gRPC call's own deadline (its `grpc-timeout`, shorter than the upstream's
+/// `timeout`) passed before the upstream answered. A client's choice (`grpc-timeout: 1n`
+/// on any request would otherwise write a warning each), yet also how a hung upstream
+/// shows when its callers set deadlines: one line a second at most, for the process.
+fn deadline_passed(route: &Route, upstream: &str, e: &super::pool::ForwardError, now_ns: u64) {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let last = LAST.load(Relaxed);
+    let due = last == 0 || now_ns.saturating_sub(last) >= 1_000_000_000;
+    if due
+        && LAST
+            .compare_exchange(last, now_ns.max(1), Relaxed, Relaxed)
+            .is_ok()
+    {
+        tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "a call's deadline passed before the upstream answered (one line a second at most)");
+    } else {
+        tracing::debug!(route = %route.name, upstream = %upstream, error = %e, "a call's deadline passed before the upstream answered");
+    }
 }
 
 /// The body as it goes upstream: behind what was read of it before the decision, bounded

@@ -172,6 +172,9 @@ pub struct Shared {
     pub spans: crate::telemetry::export::Spans,
     /// The bound on sampled requests a second (`max_sampled_per_second`).
     pub sampling: crate::telemetry::sampler::Budget,
+    /// The rate limit service's share of `access_log_rate`, held by all the threads
+    /// that answer its calls.
+    pub service_lines: super::access_log::ServiceLines,
     /// Keys whose state the admin API changed (reset; an override set or removed), as
     /// their holders' key (`rlqs::keys::holder_key`): a quota stream holding a share of
     /// one re-sizes it at once rather than at Envoy's next report.
@@ -180,9 +183,9 @@ pub struct Shared {
 
 impl Shared {
     /// The trace of a request or call with `headers` when `telemetry` samples it, within
-    /// the gateway's bound on sampled requests a second (past it: counted, not built);
-    /// `client`: a proxied request's, whose own sampled flag has half the bound at most.
-    /// `now_ns` is read only for a sampled one.
+    /// the gateway's bound on sampled requests a second (past it: counted, not built; a
+    /// caller's own sampled flag has half the bound at most). `now_ns` is read only for a
+    /// sampled one.
     pub fn start_span(
         &self,
         telemetry: &crate::config::telemetry::Telemetry,

@@ -1,6 +1,6 @@
 //! The rate limit service's line in the access log (target `tollgate::access`, with
-//! `front = "rls"`): one per call, under the same `access_log` mode, per-thread budget of
-//! `access_log_rate` and `log_keys` as a proxied request's line. A refused call names the
+//! `front = "rls"`): one per call, under the same `access_log` mode and `log_keys` as a
+//! proxied request's line, within the service's share of `access_log_rate`. A refused call names the
 //! refusing descriptor, its limit and its key parts.
 
 use std::net::SocketAddr;
@@ -22,7 +22,7 @@ pub struct Ended<'a> {
     pub refusing: Option<usize>,
 }
 
-/// Writes the line of one answered call, unless the mode leaves it out or this thread's
+/// Writes the line of one answered call, unless the mode leaves it out or the service's
 /// budget for the second is spent.
 pub fn write(
     (shared, config): (&Shared, &Config),
@@ -39,7 +39,7 @@ pub fn write(
         return;
     }
     let now = shared.clock.now_ns();
-    if !take_service_line(config, &shared.metrics, now) {
+    if !take_service_line(&shared.service_lines, (config, &shared.metrics), now) {
         return;
     }
     let rule = refusing_rule(config, ended);

@@ -64,10 +64,10 @@ pub fn sample(parent: Option<TraceParent>, ratio: Ratio) -> Option<Sampled> {
 
 /// The bound on sampled requests a second, for the whole gateway: one GCRA TAT that only
 /// sampled requests touch (an unsampled request never reads it). Kept across reloads;
-/// the rate is read from the config in effect at each take. Within it, what proxied
-/// requests' clients ask for (a sampled `traceparent`, which any client can send) has
-/// half of the bound at most: a client marking every request sampled cannot take the
-/// whole of it from the ratio's picks and the rate limit service's calls.
+/// the rate is read from the config in effect at each take. Within it, what callers ask
+/// for (a sampled `traceparent`, which any client can send, and Envoy passes on to the
+/// rate limit and quota services) has half of the bound at most: a client marking every
+/// request sampled cannot take the whole of it from the ratio's picks.
 #[derive(Debug, Default)]
 pub struct Budget {
     tat: AtomicU64,
@@ -76,8 +76,8 @@ pub struct Budget {
 
 impl Budget {
     /// Whether one more sampled request fits `per_second` (a second's worth at once) at
-    /// the clock reading `now_ns`; `by_client`: a proxied request sampled because its
-    /// client asked, which must fit half of `per_second` too.
+    /// the clock reading `now_ns`; `by_client`: sampled because its caller asked, which
+    /// must fit half of `per_second` too.
     pub fn take(&self, per_second: u64, now_ns: u64, by_client: bool) -> bool {
         if by_client && !take_from(&self.clients, (per_second / 2).max(1), now_ns) {
             return false;

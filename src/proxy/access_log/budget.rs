@@ -44,11 +44,18 @@ pub fn take_line(config: &Config, metrics: &Metrics, now: u64) -> bool {
 
 /// The rate limit service's lines: its calls run on the main runtime's threads (one per
 /// core), not the data plane's workers, and a share each would let its callers write a
-/// share per core. So they hold one share between them, behind a lock taken only for a
-/// line the mode keeps.
-pub fn take_service_line(config: &Config, metrics: &Metrics, now: u64) -> bool {
-    static SERVICE: parking_lot::Mutex<Option<Budget>> = parking_lot::Mutex::new(None);
-    let mut held = SERVICE.lock();
+/// share per core. So they hold one share between them (one per gateway), behind a lock
+/// taken only for a line the mode keeps, for the few instructions of [`spend`].
+#[derive(Default)]
+pub struct ServiceLines(parking_lot::Mutex<Option<Budget>>);
+
+/// Takes one line from the rate limit service's budget at `now` (see [`take_line`]).
+pub fn take_service_line(
+    lines: &ServiceLines,
+    (config, metrics): (&Config, &Metrics),
+    now: u64,
+) -> bool {
+    let mut held = lines.0.lock();
     let (budget, written) = spend(*held, per_worker(config), metrics, now);
     *held = Some(budget);
     written

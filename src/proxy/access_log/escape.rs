@@ -85,17 +85,23 @@ fn escaped(
     Ok(())
 }
 
-/// Characters past ASCII that a log viewer or a line splitter reads as a break or a
-/// reordering: C1 controls (NEL, CSI), the line and paragraph separators, the
-/// bidirectional marks and overrides, and a byte-order mark.
+/// Characters past ASCII that a log viewer or a line splitter reads as a break, a space
+/// or a reordering, or that hide: every white space (NEL, no-break and the typographic
+/// spaces, the line and paragraph separators), the C1 controls (CSI), the zero-width
+/// characters, the bidirectional marks, embeddings, overrides and isolates, the soft
+/// hyphen and a byte-order mark.
 fn misleads(c: char) -> bool {
-    matches!(c,
-        '\u{80}'..='\u{9f}'
-        | '\u{2028}' | '\u{2029}'
-        | '\u{200e}' | '\u{200f}'
-        | '\u{202a}'..='\u{202e}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{feff}')
+    c.is_whitespace()
+        || matches!(c,
+            '\u{80}'..='\u{9f}'
+            | '\u{ad}'
+            | '\u{61c}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}')
 }
 
 #[cfg(test)]
@@ -118,6 +124,11 @@ mod tests {
             "a%C2%85b%E2%80%A8c%E2%80%AEd"
         );
         assert_eq!(part("café ünï"), "café%20ünï", "other text as it is");
+        // A no-break space, an ideographic one, a zero-width one, an Arabic letter mark.
+        assert_eq!(
+            part("a\u{a0}b\u{3000}c\u{200b}d\u{61c}"),
+            "a%C2%A0b%E3%80%80c%E2%80%8Bd%D8%9C"
+        );
         let long = "é".repeat(200);
         assert_eq!(part(&long), format!("{}…", "é".repeat(128)));
         let id = Clipped("x \"y\"\u{2029}", 64).to_string();

@@ -1,16 +1,18 @@
 //! The access log: one line per request (target `tollgate::access`), from what the
-//! request path noted along the way. Bounded: `access_log = "refused"` writes only the
-//! requests not admitted, and each worker writes at most its share of `access_log_rate`
-//! lines a second (a per-thread budget, no shared write: `budget`); the lines it could not write
-//! are counted in `tollgate_access_log_dropped_total`, added once a budget refills. So a
-//! flood costs the disk at most `access_log_rate` lines a second, whatever its size.
+//! request path noted along the way, and the shadow tiers' lines. Bounded:
+//! `access_log = "refused"` writes only the requests not admitted, and each worker writes
+//! at most its share of `access_log_rate` lines a second (a per-thread budget, no shared
+//! write), the rate limit service one more share (`budget`); the lines past it are
+//! counted in `tollgate_access_log_dropped_total`, added once a budget refills. A line
+//! shows a client's text cut and escaped (`escape`). So a flood costs the disk at most
+//! `access_log_rate` lines a second of a bounded size.
 
 mod budget;
 mod escape;
 
 use std::sync::OnceLock;
 
-pub use budget::{has_line, take_line, take_service_line};
+pub use budget::{has_line, take_line, take_service_line, ServiceLines};
 use escape::{Clipped, KeyPart, MAX_ID_BYTES, MAX_METHOD_BYTES, MAX_PATH_BYTES};
 
 use crate::config::{AccessLog, Config, LogKeys, Policy};
@@ -107,7 +109,8 @@ pub fn key_parts(
     let mut parts = Vec::new();
     for source in &policy.key {
         let Ok(values) = source.extract(view) else {
-            parts.push("(too many values)".to_owned());
+            // One token, as any part is (see `escape::KeyPart`).
+            parts.push("(too-many-values)".to_owned());
             continue;
         };
         for value in values.iter() {

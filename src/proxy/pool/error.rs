@@ -89,15 +89,17 @@ impl ForwardError {
     }
 
     /// Whether the client brought the failure on itself: its body failed or went over a
-    /// budget, or the wait ran out at its own `deadline` (a gRPC call's `grpc-timeout`
-    /// shorter than the upstream's `timeout`: `grpc-timeout: 1n` is a choice, not an
-    /// upstream that failed, and worth no warning).
-    pub fn clients_fault(&self, deadline: bool) -> bool {
-        match self {
-            ForwardError::ClientBody { .. } | ForwardError::OverBudget { .. } => true,
-            ForwardError::Timeout { .. } => deadline,
-            _ => false,
-        }
+    /// budget.
+    pub fn clients_fault(&self) -> bool {
+        matches!(
+            self,
+            ForwardError::ClientBody { .. } | ForwardError::OverBudget { .. }
+        )
+    }
+
+    /// Whether the upstream did not answer in the time it had.
+    pub fn timed_out(&self) -> bool {
+        matches!(self, ForwardError::Timeout { .. })
     }
 
     /// The answer the client gets: 4xx for its own faults, 502/503/504 for the upstream's,
