@@ -170,10 +170,12 @@ fn settle_trailers_only(resp: &Response<Body>, settlement: &mut Settlement) {
 }
 
 /// Whether `status` is a proxy in front of the upstream giving up on an answer the
-/// upstream may still be working on: `504`, Cloudflare's `524`, and the `598` some
-/// proxies send for a read timeout. (`522`, `599`: the connection was never made.)
+/// upstream may still be working on: `504`, Cloudflare's `524`, the `598` some proxies
+/// send for a read timeout, and the `408` Envoy (Istio's sidecars) answers when its
+/// `stream_idle_timeout` passes before the upstream's head — a long unstreamed generation
+/// the client chose. (`522`, `599`: the connection was never made.)
 fn proxy_timed_out(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 504 | 524 | 598)
+    matches!(status.as_u16(), 408 | 504 | 524 | 598)
 }
 
 /// The answer's body, metered for what its bytes, usage or trailers tell.

@@ -1,6 +1,6 @@
 //! An upstream failure the client can bring about is no cheaper than a usage never
-//! reported: a success that broke (after bytes or before the first), or a proxy's `504`
-//! or Cloudflare's `524` in front of a model that may still run (a generation longer than
+//! reported: a success that broke (after bytes or before the first), or a proxy's `504`,
+//! Cloudflare's `524` or Envoy's `408` in front of a model that may still run (a generation longer than
 //! the proxy waits), settles an
 //! unbounded request at `max_cost`, even with `refund_on_upstream_error`, over HTTP/1.1
 //! and HTTP/2. A `502` before any byte stays an upstream failure (the refund applies).
@@ -18,6 +18,9 @@ const BROKE_BEFORE_A_BYTE: &[u8] =
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
 const PROXY_TIMED_OUT: &[u8] =
     b"HTTP/1.1 504 Gateway Timeout\r\ncontent-type: text/plain\r\ncontent-length: 9\r\n\r\ntimed out";
+/// Envoy's (an Istio sidecar's) `stream_idle_timeout` passing before the upstream's head.
+const ENVOY_STREAM_IDLE: &[u8] =
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\ncontent-length: 14\r\n\r\nstream timeout";
 /// Cloudflare's "a timeout occurred": the origin took too long to answer.
 const CLOUDFLARE_TIMED_OUT: &[u8] =
     b"HTTP/1.1 524 A Timeout Occurred\r\ncontent-type: text/plain\r\ncontent-length: 9\r\n\r\ntimed out";
@@ -35,6 +38,7 @@ async fn an_unbounded_request_whose_upstream_broke_or_timed_out_pays_max_cost() 
         (BROKE_BEFORE_A_BYTE, 200, MAX_COST),
         (PROXY_TIMED_OUT, 504, MAX_COST),
         (CLOUDFLARE_TIMED_OUT, 524, MAX_COST),
+        (ENVOY_STREAM_IDLE, 408, MAX_COST),
         (PROXY_BAD_GATEWAY, 502, MIN_COST),
     ] {
         let up = RawUpstream::start(answer, true).await;

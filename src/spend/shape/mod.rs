@@ -73,6 +73,9 @@ enum Place {
     Type,
     /// The top-level `prompt`: text (Completions), or a stored prompt (an object).
     Prompt,
+    /// SGLang's native `text` or `input_ids`: a list of several prompts is a batch, one
+    /// generation each (the Responses API's `text` is an object, read as any other).
+    NativePrompt,
     /// Gemini's generation settings.
     GenerationConfig,
     /// A value that multiplies or extends what is billed when it is not `null`.
@@ -122,6 +125,7 @@ impl Scan<'_> {
                 }
                 match kind {
                     _ if folds_to("prompt") => Place::Prompt,
+                    _ if folds_to("text") || folds_to("input_ids") => Place::NativePrompt,
                     _ if any_of(&BEYOND_MEMBERS) => Place::Beyond,
                     _ if any_of(&GENERATION_CONFIGS) => Place::GenerationConfig,
                     Named::Type => Place::Type,
@@ -237,10 +241,10 @@ impl<'de> Visitor<'de> for Scan<'_> {
         }
         match self.place {
             Place::Beyond => self.shape.beyond = true,
-            Place::Prompt => {
+            Place::Prompt | Place::NativePrompt => {
                 // Several prompts (texts, or token lists) are a batch: one completion
                 // each. A list of numbers is one prompt's tokens.
-                self.shape.chat = true;
+                self.shape.chat |= self.place == Place::Prompt;
                 let mut prompts = 0;
                 while let Some(own) = seq.next_element::<PromptItem>()? {
                     prompts += usize::from(own.0);

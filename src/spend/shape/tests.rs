@@ -79,6 +79,11 @@ fn what_the_upstream_keeps_or_multiplies_is_beyond_the_body() {
         r#"{"model":"m","messages":[],"web_search_options":{}}"#,
         r#"{"model":"m","messages":[],"mcp_servers":[{"type":"url","url":"u"}]}"#,
         r#"{"model":"m","messages":[],"container":{"skills":[{"skill_id":"s"}]}}"#,
+        r#"{"model":"m","messages":[],"chat_template_kwargs":{"chat_template":"{% for i in range(9) %}x{% endfor %}"}}"#,
+        r#"{"model":"m","messages":[],"chat_template":"{{ messages }}"}"#,
+        // SGLang's native batches: one generation a prompt.
+        r#"{"text":["one","two"],"sampling_params":{"max_new_tokens":9}}"#,
+        r#"{"input_ids":[[1,2],[3,4]]}"#,
         // Go's readers fold member names at every level.
         r#"{"messages":[{"content":[{"Type":"text","IMAGE_URL":{"url":"u"}}]}]}"#,
         r#"{"messages":[{"content":[{"TYPE":"input_audio"}]}]}"#,
@@ -93,6 +98,9 @@ fn what_the_upstream_keeps_or_multiplies_is_beyond_the_body() {
         r#"{"model":"m","messages":[],"tools":[{"type":"function","function":{"parameters":{"properties":{"conversation":{},"requests":{}}}}}]}"#,
         r#"{"contents":[],"generationConfig":{"maxOutputTokens":8}}"#,
         r#"{"model":"m","prompt":["one"],"max_tokens":9}"#,
+        r#"{"text":"one","sampling_params":{"max_new_tokens":9}}"#,
+        r#"{"input_ids":[1,2,3]}"#,
+        r#"{"model":"m","input":"hi","text":{"format":{"type":"text"}}}"#,
         r#"{"model":"m","prompt":[1,2,3],"max_tokens":9}"#,
         r#"{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"image_url":{"type":"string"},"audio":{"type":"file"}}}}}]}"#,
         r#"{"model":"m","input":"hi","text":{"format":{"type":"json_schema","schema":{"properties":{"file":{"type":"image"}}}}}}"#,

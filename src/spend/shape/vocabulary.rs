@@ -125,7 +125,11 @@ fn exactly(name: &str) -> Named {
 /// price, however many of them the client packs into its text), a search the upstream
 /// runs into the prompt (OpenAI's `web_search_options`), MCP servers and a code container
 /// (its skills) the upstream reads from (Anthropic).
-pub(super) const BEYOND_MEMBERS: [&str; 11] = [
+pub(super) const BEYOND_MEMBERS: [&str; 13] = [
+    // A chat template the request brings (SGLang's `chat_template_kwargs`, vLLM's with
+    // `--trust-request-chat-template`): the prompt it renders is any length.
+    "chat_template",
+    "chat_template_kwargs",
     "previous_response_id",
     "conversation",
     "cachedContent",

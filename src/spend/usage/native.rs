@@ -1,8 +1,9 @@
 //! Token counts that model servers' own APIs write as plain members of the answer's root
 //! object rather than in a `usage` object: Ollama's `/api/chat`, `/api/generate` and
 //! `/api/embed` (`prompt_eval_count`, `eval_count`, on the last line of a stream) and
-//! llama.cpp's `/completion` (`tokens_evaluated`, `tokens_cached`, `tokens_predicted`, on
-//! the last event) — and SGLang's, the members of the root's `meta_info` object
+//! llama.cpp's `/completion` (`tokens_evaluated`, `tokens_predicted`, on the last event;
+//! not its `tokens_cached`, the slot's whole cache — prompt and output — rather than the
+//! prompt tokens it took from it, which would price every prompt as a cache hit) — and SGLang's, the members of the root's `meta_info` object
 //! (`prompt_tokens`, `cached_tokens`, `completion_tokens`), which is not kept whole as a
 //! `usage` is: with logprobs asked for it holds them, far past what a usage may be.
 //!
@@ -13,9 +14,9 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Count {
     /// Prompt tokens: Ollama's (those it evaluated: a prefix it kept from an earlier
-    /// request is not among them), llama.cpp's (its cached ones among them).
+    /// request is not among them), llama.cpp's and SGLang's (cached ones among them).
     Input,
-    /// llama.cpp's prompt tokens taken from its cache.
+    /// SGLang's prompt tokens taken from its cache.
     Cached,
     /// Generated tokens.
     Output,
@@ -26,7 +27,6 @@ impl Count {
     pub(super) fn named(name: &[u8]) -> Option<Self> {
         match name {
             b"prompt_eval_count" | b"tokens_evaluated" => Some(Count::Input),
-            b"tokens_cached" => Some(Count::Cached),
             b"eval_count" | b"tokens_predicted" => Some(Count::Output),
             _ => None,
         }

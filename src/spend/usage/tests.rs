@@ -219,7 +219,9 @@ fn model_servers_own_apis_report_their_counts() {
     assert_eq!(scan(NDJSON, &[OLLAMA_STREAM.as_bytes()]), usage(26, 0, 282));
     let embed = r#"{"model":"all-minilm","embeddings":[[0.01,-0.002]],"prompt_eval_count":8}"#;
     assert_eq!(scan(JSON, &[embed.as_bytes()]), usage(8, 0, 0));
-    assert_eq!(scan(SSE, &[LLAMA_STREAM.as_bytes()]), usage(12, 12, 40));
+    // `tokens_cached` is the slot's whole cache (here 51: prompt and output), no count of
+    // prompt tokens read from it: all 12 are priced as input.
+    assert_eq!(scan(SSE, &[LLAMA_STREAM.as_bytes()]), usage(12, 0, 40));
     let sglang = r#"{"text":"Paris","meta_info":{"id":"a1","finish_reason":{"type":"stop"},"prompt_tokens":10,"completion_tokens":5,"cached_tokens":4}}"#;
     assert_eq!(scan(JSON, &[sglang.as_bytes()]), usage(10, 4, 5));
     // With logprobs asked for, `meta_info` holds them: far past a kept usage's 4 KiB.
