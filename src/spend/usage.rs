@@ -31,7 +31,7 @@ pub struct UsageScanner {
     sse: Option<Line>,
     /// At an event's start (the stream's, or after the blank line that ended one).
     between_events: bool,
-    usage: Option<Usage>,
+    reported: Reported,
 }
 
 impl UsageScanner {
@@ -48,19 +48,19 @@ impl UsageScanner {
             lexer: Lexer::default(),
             sse: sse.then_some(Line::Start),
             between_events: true,
-            usage: None,
+            reported: Reported::default(),
         }
     }
 
     /// The usage reported so far; `None` when none was.
     pub fn usage(&self) -> Option<Usage> {
-        self.usage
+        self.reported.total()
     }
 
     /// Reads the next bytes of the answer.
     pub fn feed(&mut self, mut chunk: &[u8]) {
         if self.sse.is_none() {
-            self.lexer.feed(chunk, &mut self.usage);
+            self.lexer.feed(chunk, &mut self.reported);
             return;
         }
         while !chunk.is_empty() {
@@ -94,7 +94,7 @@ impl UsageScanner {
                         bytes = &bytes[1..];
                     }
                     *skip_space = false;
-                    self.lexer.feed(bytes, &mut self.usage);
+                    self.lexer.feed(bytes, &mut self.reported);
                     return;
                 }
                 Line::Other => return,
@@ -123,7 +123,7 @@ impl UsageScanner {
             // A blank line ends the event: an event that broke off takes nothing along.
             Some(Line::Start) => self.lexer = Lexer::default(),
             // An event's data lines are joined by a line break, which JSON reads as space.
-            Some(Line::Data { .. }) => self.lexer.feed(b"\n", &mut self.usage),
+            Some(Line::Data { .. }) => self.lexer.feed(b"\n", &mut self.reported),
             _ => {}
         }
     }
@@ -216,7 +216,7 @@ struct Lexer {
 }
 
 impl Lexer {
-    fn feed(&mut self, mut bytes: &[u8], usage: &mut Option<Usage>) {
+    fn feed(&mut self, mut bytes: &[u8], reported: &mut Reported) {
         while !bytes.is_empty() {
             if self.in_string {
                 bytes = self.string(bytes);
@@ -236,7 +236,7 @@ impl Lexer {
                     }
                 }
             }
-            self.structural(b, usage);
+            self.structural(b, reported);
         }
     }
 
@@ -301,7 +301,7 @@ impl Lexer {
         }
     }
 
-    fn structural(&mut self, b: u8, usage: &mut Option<Usage>) {
+    fn structural(&mut self, b: u8, reported: &mut Reported) {
         match b {
             b'"' => {
                 self.in_string = true;
@@ -337,11 +337,13 @@ impl Lexer {
                 self.depth = self.depth.saturating_sub(1);
                 if self.kept.as_ref().is_some_and(|(at, _)| *at == self.depth) {
                     if let Some((_, bytes)) = self.kept.take() {
-                        merge(usage, parse(&bytes));
+                        merge(&mut reported.usage, parse(&bytes));
                     }
                 }
                 if self.depth == 0 {
-                    merge(usage, self.counts.take());
+                    if let Some(counted) = self.counts.take() {
+                        reported.counted(counted);
+                    }
                 }
                 self.expect_name = false;
                 self.member = Member::None;
@@ -368,7 +370,7 @@ impl Lexer {
 
 mod native;
 mod shapes;
-use native::{Count, Counts, Digits, Step};
+use native::{Count, Counts, Digits, Reported, Step};
 pub use shapes::Usage;
 use shapes::{merge, parse};
 

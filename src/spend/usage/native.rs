@@ -20,6 +20,9 @@ pub(super) enum Count {
     Cached,
     /// Generated tokens.
     Output,
+    /// Which sequence of a batch the object reports (SGLang's and llama.cpp's streams of
+    /// several prompts: each event counts its own sequence).
+    Index,
 }
 
 impl Count {
@@ -28,6 +31,7 @@ impl Count {
         match name {
             b"prompt_eval_count" | b"tokens_evaluated" => Some(Count::Input),
             b"eval_count" | b"tokens_predicted" => Some(Count::Output),
+            b"index" => Some(Count::Index),
             _ => None,
         }
     }
@@ -49,6 +53,7 @@ pub(super) struct Counts {
     input: Option<u64>,
     cached: Option<u64>,
     output: Option<u64>,
+    index: Option<u64>,
 }
 
 impl Counts {
@@ -57,28 +62,78 @@ impl Counts {
             Count::Input => &mut self.input,
             Count::Cached => &mut self.cached,
             Count::Output => &mut self.output,
+            Count::Index => &mut self.index,
         };
         // Named twice, the larger: parsers disagree on which of two members wins.
         *field = Some(field.map_or(value, |v| v.max(value)));
     }
 
-    /// The usage they report, when they report any; the object's counts are taken.
-    pub(super) fn take(&mut self) -> Option<super::Usage> {
+    /// The usage they report, when they report any, and the sequence it is of (0 when
+    /// none is named); the object's counts are taken.
+    pub(super) fn take(&mut self) -> Option<(u64, super::Usage)> {
         let Counts {
             input,
             cached,
             output,
+            index,
         } = std::mem::take(self);
         if input.is_none() && output.is_none() {
             return None;
         }
         let input = input.unwrap_or(0);
-        Some(super::Usage {
+        let usage = super::Usage {
             input,
             cached: cached.unwrap_or(0).min(input),
             output: output.unwrap_or(0),
             ..super::Usage::default()
-        })
+        };
+        Some((index.unwrap_or(0), usage))
+    }
+}
+
+/// Most sequences of one answer counted apart (as many as a quote believes choices).
+const MAX_SEQUENCES: usize = 128;
+
+/// What an answer reported so far: its `usage` reports, merged (each field's largest),
+/// and a model server's own counts by sequence — each event of a stream counts its own
+/// sequence so far, so a sequence's largest, summed over sequences, is what the answer
+/// used (the largest of all would charge a batch of a thousand prompts for one).
+#[derive(Debug, Default)]
+pub(super) struct Reported {
+    pub(super) usage: Option<super::Usage>,
+    /// Allocated only for an answer of a model server's own API.
+    sequences: Vec<(u64, super::Usage)>,
+    /// More sequences than kept: what they used is unknown.
+    too_many: bool,
+}
+
+impl Reported {
+    /// One object's counts, of sequence `index`.
+    pub(super) fn counted(&mut self, (index, usage): (u64, super::Usage)) {
+        let full = self.sequences.len() >= MAX_SEQUENCES;
+        match self.sequences.iter_mut().find(|(i, _)| *i == index) {
+            Some((_, seen)) => super::shapes::merge_into(seen, usage),
+            None if full => self.too_many = true,
+            None => self.sequences.push((index, usage)),
+        }
+    }
+
+    /// The usage reported, `None` when none was or when its sequences could not all be
+    /// counted (then it settles as a usage never reported).
+    pub(super) fn total(&self) -> Option<super::Usage> {
+        if self.too_many {
+            return None;
+        }
+        let mut usage = self.usage;
+        let summed = (self.sequences.iter()).fold(None, |sum: Option<super::Usage>, (_, u)| {
+            let mut sum = sum.unwrap_or_default();
+            sum.input = sum.input.saturating_add(u.input);
+            sum.cached = sum.cached.saturating_add(u.cached);
+            sum.output = sum.output.saturating_add(u.output);
+            Some(sum)
+        });
+        super::shapes::merge(&mut usage, summed);
+        usage
     }
 }
 

@@ -124,18 +124,19 @@ fn gemini(raw: &RawUsage) -> Usage {
 /// with their input.
 pub(super) fn merge(into: &mut Option<Usage>, next: Option<Usage>) {
     let Some(next) = next else { return };
-    let merged = match *into {
-        None => next,
-        Some(mut u) => {
-            if next.input > u.input || (next.input == u.input && next.cached < u.cached) {
-                u.input = next.input;
-                u.cached = next.cached;
-                u.written = next.written;
-                u.written_1h = next.written_1h;
-            }
-            u.output = u.output.max(next.output);
-            u
-        }
-    };
-    *into = Some(merged);
+    match into {
+        None => *into = Some(next),
+        Some(u) => merge_into(u, next),
+    }
+}
+
+/// [`merge`] into a report already had.
+pub(super) fn merge_into(u: &mut Usage, next: Usage) {
+    if next.input > u.input || (next.input == u.input && next.cached < u.cached) {
+        u.input = next.input;
+        u.cached = next.cached;
+        u.written = next.written;
+        u.written_1h = next.written_1h;
+    }
+    u.output = u.output.max(next.output);
 }

@@ -251,3 +251,35 @@ fn model_servers_own_apis_report_their_counts() {
         assert_eq!(scan(JSON, &[body.as_bytes()]), None, "{body}");
     }
 }
+
+/// A stream of several sequences (SGLang's `/generate` with a list of prompts, llama.cpp's
+/// `/completion` with one): each event counts its own sequence so far, named by `index`
+/// (before or after its counts). Each sequence's largest, summed: the largest of all
+/// would charge the batch for one prompt. Past 128 sequences the sum is unknown.
+#[test]
+fn a_stream_of_several_sequences_is_charged_for_each() {
+    let event = |index: u64, prompt: u64, done: u64, first: bool| {
+        match first {
+        true => format!("data: {{\"index\":{index},\"text\":\"t\",\"meta_info\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{done}}}}}\n\n"),
+        false => format!("data: {{\"text\":\"t\",\"meta_info\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{done}}},\"index\":{index}}}\n\n"),
+    }
+    };
+    let stream = [
+        event(0, 5, 1, true),
+        event(1, 7, 1, false),
+        event(0, 5, 9, false),
+        event(1, 7, 4, true),
+    ]
+    .concat();
+    assert_eq!(scan(SSE, &[stream.as_bytes()]), usage(12, 0, 13));
+    let llama = "data: {\"index\":0,\"stop\":true,\"tokens_evaluated\":3,\"tokens_predicted\":8}\n\ndata: {\"index\":1,\"stop\":true,\"tokens_evaluated\":4,\"tokens_predicted\":6}\n\n";
+    assert_eq!(scan(SSE, &[llama.as_bytes()]), usage(7, 0, 14));
+    let many: String = (0..129).map(|i| event(i, 1, 1, true)).collect();
+    assert_eq!(
+        scan(SSE, &[many.as_bytes()]),
+        None,
+        "past what is counted apart"
+    );
+    let kept: String = (0..128).map(|i| event(i, 1, 2, true)).collect();
+    assert_eq!(scan(SSE, &[kept.as_bytes()]), usage(128, 0, 256));
+}
