@@ -61,39 +61,48 @@ pub async fn handle(shared: &Shared, query: Option<&str>) -> Response<Body> {
     let keys = top.top(policy.as_deref(), n, now, name_of);
     let mut out = Vec::with_capacity(keys.len());
     for k in keys {
-        // The key new keys share while the store is full of keys that owe time: its
-        // refusals are no one client's, and the text it was first counted with is the
-        // new key that met it, not a key of its own.
-        let overflow = config.policy(&k.policy).is_some()
-            && shared.limiter.keys().policy(&k.policy).overflow == k.hash();
-        let state = match config.policy(&k.policy) {
-            Some(_) if overflow => None,
-            Some(p) if !k.truncated && crate::store::keys::key_shape(p, &k.parts).is_ok() => {
-                super::key_state::key_state(shared, p, &k.parts).await.ok()
-            }
-            _ => None,
-        };
-        let parts = if overflow { Vec::new() } else { k.parts };
-        out.push(json!({
-            "policy": k.policy,
-            "key": parts,
-            "overflow": overflow,
-            "truncated": k.truncated,
-            "refused": k.refused,
-            "refused_at_least": k.refused,
-            "refused_at_most": k.refused.saturating_add(k.error),
-            "admitted": k.admitted,
-            "uncounted_at_most": k.error,
-            "remaining": state.as_ref().and_then(|s| s.get("remaining").or_else(|| s.get("free")).cloned()),
-            "next_admit_ms": state.as_ref().and_then(|s| s.get("next_admit_ms").cloned()),
-            "last_refused": (k.last_refused > 0)
-                .then(|| crate::clock::rfc3339(shared.clock.unix_ns_at(k.last_refused))),
-        }));
+        out.push(row(shared, config, k).await);
     }
     with_meta(
         crate::admin::answer::json_ok(serde_json::Value::Array(out)),
         Some(top.covered_s(now)),
     )
+}
+
+/// One key's row: its counts and, for a key the admin API can name, its state now.
+async fn row(
+    shared: &Shared,
+    config: &crate::config::Config,
+    k: crate::top::TopKey,
+) -> serde_json::Value {
+    // The key new keys share while the store is full of keys that owe time: its
+    // refusals are no one client's, and the text it was first counted with is the
+    // new key that met it, not a key of its own.
+    let overflow = config.policy(&k.policy).is_some()
+        && shared.limiter.keys().policy(&k.policy).overflow == k.hash();
+    let state = match config.policy(&k.policy) {
+        Some(_) if overflow => None,
+        Some(p) if !k.truncated && crate::store::keys::key_shape(p, &k.parts).is_ok() => {
+            super::key_state::key_state(shared, p, &k.parts).await.ok()
+        }
+        _ => None,
+    };
+    let parts = if overflow { Vec::new() } else { k.parts };
+    json!({
+        "policy": k.policy,
+        "key": parts,
+        "overflow": overflow,
+        "truncated": k.truncated,
+        "refused": k.refused,
+        "refused_at_least": k.refused,
+        "refused_at_most": k.refused.saturating_add(k.error),
+        "admitted": k.admitted,
+        "uncounted_at_most": k.error,
+        "remaining": state.as_ref().and_then(|s| s.get("remaining").or_else(|| s.get("free")).cloned()),
+        "next_admit_ms": state.as_ref().and_then(|s| s.get("next_admit_ms").cloned()),
+        "last_refused": (k.last_refused > 0)
+            .then(|| crate::clock::rfc3339(shared.clock.unix_ns_at(k.last_refused))),
+    })
 }
 
 /// The answer is the array of keys (the contract's shape); what describes it goes in

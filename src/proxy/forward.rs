@@ -85,6 +85,10 @@ pub async fn forward(
     let (body, answering) = outgoing_body(body, &sent, key_body, uploaded, replayable);
     let mut outgoing = Request::from_parts(parts, body);
     prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
+    if !replayable {
+        // Its trailers stop here: announcing them would promise fields that never come.
+        outgoing.headers_mut().remove(http::header::TRAILER);
+    }
     if sent.ask_trailers {
         let te = http::HeaderValue::from_static("trailers");
         outgoing.headers_mut().insert(http::header::TE, te);
@@ -100,21 +104,9 @@ pub async fn forward(
     let result = pool
         .send(outgoing, *now, replayable, &conn.upstream, sent.timeout)
         .await;
-    let upstream = &pool.upstream.name;
     let mut resp = match result {
         Ok(resp) => resp,
-        Err(e) => {
-            let deadline = sent.timeout < pool.upstream.timeout;
-            if e.clients_fault() {
-                // The client's own body: not worth a warning.
-                tracing::debug!(route = %route.name, error = %e, "client request body failed");
-            } else if deadline && e.timed_out() {
-                deadline_passed(route, upstream, &e, shared.clock.now_ns());
-            } else {
-                tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
-            }
-            return Err(e.response(upstream, deadline));
-        }
+        Err(e) => return Err(failed(shared, &sent, &e)),
     };
     pool.observe(
         resp.status().as_u16(),
@@ -138,24 +130,29 @@ pub async fn forward(
     Ok(resp.map(|b| AnswerBody::new(b.map_err(BoxError::from), answering).boxed_unsync()))
 }
 
-/// A gRPC call's own deadline (its `grpc-timeout`, shorter than the upstream's
-/// `timeout`) passed before the upstream answered. A client's choice (`grpc-timeout: 1n`
-/// on any request would otherwise write a warning each), yet also how a hung upstream
-/// shows when its callers set deadlines: one line a second at most, for the process.
-fn deadline_passed(route: &Route, upstream: &str, e: &super::pool::ForwardError, now_ns: u64) {
-    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    let last = LAST.load(Relaxed);
-    let due = last == 0 || now_ns.saturating_sub(last) >= 1_000_000_000;
-    if due
-        && LAST
-            .compare_exchange(last, now_ns.max(1), Relaxed, Relaxed)
-            .is_ok()
-    {
-        tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "a call's deadline passed before the upstream answered (one line a second at most)");
+/// The answer to an exchange with the upstream that failed, and its log line: none worth
+/// a warning for the client's own body; for a call's own deadline (its `grpc-timeout`,
+/// the client's choice, yet how a hung upstream shows when its callers set deadlines)
+/// one a second at most for each upstream; a warning for anything else.
+fn failed(shared: &Shared, sent: &Sent<'_>, e: &super::pool::ForwardError) -> Response<Body> {
+    let (route, pool) = (sent.route, sent.pool);
+    let upstream = &pool.upstream.name;
+    let deadline = sent.timeout < pool.upstream.timeout;
+    if e.clients_fault() {
+        tracing::debug!(route = %route.name, error = %e, "client request body failed");
+    } else if deadline && e.timed_out() {
+        match pool.warn_of_deadline(shared.clock.now_ns()) {
+            Some(unwarned) => {
+                tracing::warn!(route = %route.name, upstream = %upstream, error = %e, unwarned, "a call's deadline passed before the upstream answered (one line a second at most for each upstream; `unwarned`: those since the last)")
+            }
+            None => {
+                tracing::debug!(route = %route.name, upstream = %upstream, error = %e, "a call's deadline passed before the upstream answered")
+            }
+        }
     } else {
-        tracing::debug!(route = %route.name, upstream = %upstream, error = %e, "a call's deadline passed before the upstream answered");
+        tracing::warn!(route = %route.name, upstream = %upstream, error = %e, "upstream failed");
     }
+    e.response(upstream, deadline)
 }
 
 /// The body as it goes upstream: behind what was read of it before the decision, bounded

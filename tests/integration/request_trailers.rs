@@ -43,6 +43,10 @@ async fn no_trailer_reaches_the_upstream_over_http1() {
     assert!(answer.contains("with 5 body bytes"), "{answer}");
     assert_eq!(up.last_headers()["x-api-key"], "r1");
     assert_no_trailer(&up, "HTTP/1.1");
+    assert!(
+        up.last_headers().get("trailer").is_none(),
+        "nothing announced"
+    );
 }
 
 #[tokio::test]
@@ -82,7 +86,8 @@ async fn a_grpc_calls_trailers_never_reach_the_upstream() {
     {
         let mut trailers = HeaderMap::new();
         trailers.insert("x-tenant-id", HeaderValue::from_static("acme"));
-        trailers.insert("x-usage", HeaderValue::from_static("1"));
+        // No policy keys by it: a name filter would have let it through.
+        trailers.insert("x-role", HeaderValue::from_static("admin"));
         let tenant = format!("r{i}");
         let head = Request::post("http://x/test.Echo/Say")
             .header("content-type", content_type)
@@ -96,8 +101,8 @@ async fn a_grpc_calls_trailers_never_reach_the_upstream() {
         let reply = Msg::decode(&body[5..]).expect("a reply");
         assert_eq!(
             reply.text,
-            format!("tenant {tenant}"),
-            "{content_type}: charged and served as one"
+            format!("tenant {tenant} role none"),
+            "{content_type}: charged and served as one, no role given after the decision"
         );
     }
 }

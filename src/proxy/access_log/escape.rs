@@ -86,22 +86,31 @@ fn escaped(
 }
 
 /// Characters past ASCII that a log viewer or a line splitter reads as a break, a space
-/// or a reordering, or that hide: every white space (NEL, no-break and the typographic
-/// spaces, the line and paragraph separators), the C1 controls (CSI), the zero-width
-/// characters, the bidirectional marks, embeddings, overrides and isolates, the soft
-/// hyphen and a byte-order mark.
+/// or a reordering, or that show nothing: every white space (NEL, no-break and the
+/// typographic spaces, the line and paragraph separators), the C1 controls (CSI), the
+/// zero-width and filler characters (the combining grapheme joiner, the Hangul fillers),
+/// the bidirectional marks, embeddings, overrides and isolates, the soft hyphen, the
+/// variation selectors, a byte-order mark and the tag characters (text hidden in plain
+/// sight).
 fn misleads(c: char) -> bool {
     c.is_whitespace()
         || matches!(c,
             '\u{80}'..='\u{9f}'
             | '\u{ad}'
+            | '\u{34f}'
             | '\u{61c}'
-            | '\u{180e}'
+            | '\u{115f}' | '\u{1160}'
+            | '\u{180b}'..='\u{180f}'
             | '\u{200b}'..='\u{200f}'
             | '\u{202a}'..='\u{202e}'
             | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
             | '\u{feff}'
-            | '\u{fff9}'..='\u{fffb}')
+            | '\u{ffa0}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{e0000}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}')
 }
 
 #[cfg(test)]
@@ -128,6 +137,11 @@ mod tests {
         assert_eq!(
             part("a\u{a0}b\u{3000}c\u{200b}d\u{61c}"),
             "a%C2%A0b%E3%80%80c%E2%80%8Bd%D8%9C"
+        );
+        // A Hangul filler, a tag letter, a variation selector.
+        assert_eq!(
+            part("a\u{3164}b\u{e0041}c\u{fe0f}"),
+            "a%E3%85%A4b%F3%A0%81%81c%EF%B8%8F"
         );
         let long = "é".repeat(200);
         assert_eq!(part(&long), format!("{}…", "é".repeat(128)));

@@ -61,6 +61,9 @@ pub struct UpstreamPool {
     latency: [Histogram; 5],
     /// Connections open to the upstream, every worker's.
     connections: prometheus_client::metrics::gauge::Gauge,
+    /// Clock nanoseconds of the last warning that a call's own deadline passed before
+    /// this upstream answered, and how many such went unwarned since.
+    deadline_warned: (AtomicU64, AtomicU64),
 }
 
 impl UpstreamPool {
@@ -78,7 +81,26 @@ impl UpstreamPool {
             resting_until,
             latency,
             connections: metrics.upstream_connections(&upstream_name),
+            deadline_warned: Default::default(),
         }
+    }
+
+    /// Whether a call's deadline passing before this upstream answered is worth a warning
+    /// at `now_ns`: once a second at most, for a client chooses it (`grpc-timeout: 1n`),
+    /// yet a hung upstream shows this way when callers set deadlines. `Some(n)`: warn,
+    /// with `n` that went unwarned since the last.
+    pub fn warn_of_deadline(&self, now_ns: u64) -> Option<u64> {
+        let (last, quiet) = &self.deadline_warned;
+        let seen = last.load(Ordering::Relaxed);
+        let due = seen == 0 || now_ns.saturating_sub(seen) >= 1_000_000_000;
+        if due
+            && (last.compare_exchange(seen, now_ns.max(1), Ordering::Relaxed, Ordering::Relaxed))
+                .is_ok()
+        {
+            return Some(quiet.swap(0, Ordering::Relaxed));
+        }
+        quiet.fetch_add(1, Ordering::Relaxed);
+        None
     }
 
     /// Whether this pool was built for the same settings.

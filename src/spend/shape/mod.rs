@@ -20,7 +20,7 @@ mod vocabulary;
 use prompt::PromptItem;
 use vocabulary::{
     named, Named, BEYOND_MEMBERS, BEYOND_TYPES, CANDIDATES, CHOICES, GENERATION_CONFIGS,
-    MEDIA_TYPES, OTHER_LIMITS,
+    MEDIA_TYPES, OTHER_LIMITS, TEMPLATE_KWARGS,
 };
 pub use vocabulary::{CHAT_LIMITS, RESPONSES_LIMIT};
 
@@ -76,6 +76,8 @@ enum Place {
     /// SGLang's native `text` or `input_ids`: a list of several prompts is a batch, one
     /// generation each (the Responses API's `text` is an object, read as any other).
     NativePrompt,
+    /// `chat_template_kwargs`: a `chat_template` in it is beyond the body.
+    TemplateKwargs,
     /// Gemini's generation settings.
     GenerationConfig,
     /// A value that multiplies or extends what is billed when it is not `null`.
@@ -126,6 +128,7 @@ impl Scan<'_> {
                 match kind {
                     _ if folds_to("prompt") => Place::Prompt,
                     _ if folds_to("text") || folds_to("input_ids") => Place::NativePrompt,
+                    _ if folds_to(TEMPLATE_KWARGS) => Place::TemplateKwargs,
                     _ if any_of(&BEYOND_MEMBERS) => Place::Beyond,
                     _ if any_of(&GENERATION_CONFIGS) => Place::GenerationConfig,
                     Named::Type => Place::Type,
@@ -133,6 +136,7 @@ impl Scan<'_> {
                 }
             }
             Place::GenerationConfig if any_of(&CANDIDATES) => Place::Beyond,
+            Place::TemplateKwargs if folds_to("chat_template") => Place::Beyond,
             _ => match kind {
                 Named::Schema => Place::Schema,
                 Named::Type => Place::Type,

@@ -84,6 +84,8 @@ fn what_the_upstream_keeps_or_multiplies_is_beyond_the_body() {
         // SGLang's native batches: one generation a prompt.
         r#"{"text":["one","two"],"sampling_params":{"max_new_tokens":9}}"#,
         r#"{"input_ids":[[1,2],[3,4]]}"#,
+        r#"{"text":"what is this","image_data":"https://example.com/cat.png"}"#,
+        r#"{"model":"m","messages":[],"Chat_Template_Kwargs":{"CHAT_TEMPLATE":"{{ x }}"}}"#,
         // Go's readers fold member names at every level.
         r#"{"messages":[{"content":[{"Type":"text","IMAGE_URL":{"url":"u"}}]}]}"#,
         r#"{"messages":[{"content":[{"TYPE":"input_audio"}]}]}"#,
@@ -101,6 +103,9 @@ fn what_the_upstream_keeps_or_multiplies_is_beyond_the_body() {
         r#"{"text":"one","sampling_params":{"max_new_tokens":9}}"#,
         r#"{"input_ids":[1,2,3]}"#,
         r#"{"model":"m","input":"hi","text":{"format":{"type":"text"}}}"#,
+        r#"{"model":"m","messages":[],"chat_template_kwargs":{"enable_thinking":false}}"#,
+        r#"{"model":"m","messages":[],"chat_template_kwargs":{}}"#,
+        r#"{"model":"m","messages":[],"chat_template_kwargs":{"chat_template":null}}"#,
         r#"{"model":"m","prompt":[1,2,3],"max_tokens":9}"#,
         r#"{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"image_url":{"type":"string"},"audio":{"type":"file"}}}}}]}"#,
         r#"{"model":"m","input":"hi","text":{"format":{"type":"json_schema","schema":{"properties":{"file":{"type":"image"}}}}}}"#,

@@ -51,8 +51,12 @@ pub(super) enum Named {
 }
 
 /// The names [`named`] knows, for a name spelled in another case.
-const KNOWN: [(&str, Named); 27] = [
+const KNOWN: [(&str, Named); 30] = [
     ("image_url", Named::Beyond),
+    // SGLang's native `/generate`: media given by URL or data beside the text.
+    ("image_data", Named::Beyond),
+    ("video_data", Named::Beyond),
+    ("audio_data", Named::Beyond),
     ("video_url", Named::Beyond),
     ("audio_url", Named::Beyond),
     ("images", Named::Beyond),
@@ -102,7 +106,8 @@ pub(super) fn named(name: &str) -> Named {
 fn exactly(name: &str) -> Named {
     match name {
         "image_url" | "video_url" | "audio_url" | "images" | "input_audio" | "inline_data"
-        | "inlineData" | "file_data" | "fileData" | "audio" => Named::Beyond,
+        | "inlineData" | "file_data" | "fileData" | "audio" | "image_data" | "video_data"
+        | "audio_data" => Named::Beyond,
         "googleSearch"
         | "google_search"
         | "googleSearchRetrieval"
@@ -125,11 +130,11 @@ fn exactly(name: &str) -> Named {
 /// price, however many of them the client packs into its text), a search the upstream
 /// runs into the prompt (OpenAI's `web_search_options`), MCP servers and a code container
 /// (its skills) the upstream reads from (Anthropic).
-pub(super) const BEYOND_MEMBERS: [&str; 13] = [
-    // A chat template the request brings (SGLang's `chat_template_kwargs`, vLLM's with
-    // `--trust-request-chat-template`): the prompt it renders is any length.
+pub(super) const BEYOND_MEMBERS: [&str; 12] = [
+    // A chat template the request brings (vLLM's with `--trust-request-chat-template`;
+    // SGLang's inside `chat_template_kwargs`, see `TEMPLATE_KWARGS`): the prompt it
+    // renders is any length.
     "chat_template",
-    "chat_template_kwargs",
     "previous_response_id",
     "conversation",
     "cachedContent",
@@ -142,6 +147,10 @@ pub(super) const BEYOND_MEMBERS: [&str; 13] = [
     "mcp_servers",
     "container",
 ];
+
+/// The top-level member whose `chat_template` (SGLang's) is a template the request
+/// brings; its other members (`enable_thinking`) are settings, bounded by the body.
+pub(super) const TEMPLATE_KWARGS: &str = "chat_template_kwargs";
 
 /// Members of Gemini's `generationConfig` that multiply its output.
 pub(super) const GENERATION_CONFIGS: [&str; 2] = ["generationConfig", "generation_config"];

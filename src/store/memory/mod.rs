@@ -5,6 +5,8 @@
 //! freezing each slot as it is copied, so no concurrent update is ever lost.
 
 pub mod areas;
+#[cfg(test)]
+mod areas_tests;
 mod cache;
 mod decide;
 #[cfg(test)]
@@ -161,9 +163,15 @@ impl MemoryStore {
                 }
             };
             let first = self.rate_shards + (area - 1) * QUOTA_SHARDS;
-            for shard in &self.shards[first..first + QUOTA_SHARDS] {
-                let _writer = shard.writer.lock();
+            let shards = &self.shards[first..first + QUOTA_SHARDS];
+            let _writers: Vec<_> = shards.iter().map(|s| s.writer.lock()).collect();
+            for shard in shards {
                 dropped += shard.rebuild(keep, None);
+            }
+            if matches!(keep, shard::Keep::Busy(u64::MAX)) {
+                // Between the arrangement and now, the old policy's keys may have raised
+                // it (a settle in flight, a full area making room).
+                self.areas.clear_floor(area);
             }
         }
         dropped

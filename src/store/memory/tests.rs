@@ -240,7 +240,7 @@ fn a_changed_calendar_empties_its_area_but_a_shared_window() {
     );
     assert_eq!(store.empty_stale_areas(|_| Some(day_end)), 0, "once");
     // An area freed is kept for its policy: another takes a fresh one, nothing emptied
-    // (one given away after all is started over: `areas::tests`).
+    // (one given away after all is started over: `areas_tests`).
     store.areas().arrange(&[]);
     store.areas().arrange(&[("other", "week".into())]);
     assert_ne!(area_of(store.areas().tag("other")), area_of(tag));

@@ -45,7 +45,7 @@ impl Msg {
 
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<Msg, Status>> + Send>>;
 
-/// `test.Echo`: Say (unary; `text = "whoami"` answers `tenant` and the call's `x-tenant-id`;
+/// `test.Echo`: Say (unary; `text = "whoami"` answers the call's `x-tenant-id` and `x-role`;
 /// `text = "fail"` answers INVALID_ARGUMENT with a trailer, and
 /// `x-usage-tokens: count` when `count` is set),
 /// Count (server streaming: `count` replies, `delay_ms` apart, `pad` bytes each; the
@@ -64,15 +64,17 @@ impl NamedService for Echo {
 }
 
 async fn say(req: Request<Msg>) -> Result<Response<Msg>, Status> {
-    // `whoami`: the tenant the call's metadata names, as the handler reads it.
-    let tenant = req.metadata().get("x-tenant-id").cloned();
+    // `whoami`: the tenant and role the call's metadata names, as the handler reads them.
+    let named = |name: &str| {
+        let value = req.metadata().get(name).and_then(|t| t.to_str().ok());
+        value.unwrap_or("none").to_owned()
+    };
+    let (tenant, role) = (named("x-tenant-id"), named("x-role"));
     let msg = req.into_inner();
     if msg.text == "whoami" {
-        let tenant = tenant
-            .as_ref()
-            .and_then(|t| t.to_str().ok())
-            .unwrap_or("none");
-        return Ok(Response::new(Msg::text(&format!("tenant {tenant}"))));
+        return Ok(Response::new(Msg::text(&format!(
+            "tenant {tenant} role {role}"
+        ))));
     }
     if msg.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(msg.delay_ms)).await;
