@@ -268,7 +268,10 @@ fn an_area_given_to_another_policy_keeps_none_of_its_keys() {
     list.push(("other", "month".to_owned()));
     store.areas().arrange(&list);
     assert_eq!(store.areas().tag("other"), tag, "the only free area");
+    // A settle of the plan's, or room made, before the store empties the area.
+    store.areas().raise_floor(areas::area_of(tag), end + 9);
     assert_eq!(store.empty_stale_areas(|_| Some(end)), 1);
+    assert_eq!(store.areas().floor(areas::area_of(tag)), 0, "nor its floor");
     assert_eq!(
         store.peek(key),
         0,
