@@ -58,16 +58,8 @@ async fn a_key_or_a_method_cannot_forge_fields_nor_lengthen_a_line() {
 /// own `timeout` passing is still warned of each time.
 #[tokio::test]
 async fn a_calls_own_deadline_is_warned_of_once_a_second_at_most() {
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = silent.local_addr().expect("addr");
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((stream, _)) = silent.accept().await {
-            open.push(stream);
-        }
-    });
+    // An upstream that takes connections and never answers anything.
+    let (addr, held) = silent_upstream().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
     let text = Fixture::new()

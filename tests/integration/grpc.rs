@@ -178,16 +178,7 @@ async fn gateway_errors_are_grpc_statuses() {
 #[tokio::test]
 async fn grpc_timeout_bounds_the_wait_for_the_upstream() {
     // An upstream that takes connections and never answers anything.
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = silent.local_addr().expect("addr");
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((stream, _)) = silent.accept().await {
-            open.push(stream);
-        }
-    });
+    let (addr, held) = silent_upstream().await;
     let toml = grpc_config("timeout = \"60s\"", &[]).build();
     let gw = TestGateway::start(&toml, &format!("http://{addr}")).await;
     // A raw HTTP/2 client: tonic's would give up on its own at the same moment.

@@ -310,6 +310,20 @@ impl RawUpstream {
     }
 }
 
+/// An upstream that takes connections and never answers anything (nor closes one): its
+/// address, and the task holding them (abort it to let them go).
+pub async fn silent_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = silent.local_addr().expect("addr");
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    (addr, held)
+}
+
 /// A port that refuses connections (bound, then closed).
 pub async fn dead_port() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
