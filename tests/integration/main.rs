@@ -104,6 +104,7 @@ mod spellings_forwarded;
 mod spellings_keys;
 mod spend;
 mod spend_keys;
+mod spend_limits;
 mod spend_native;
 mod spend_race;
 mod spend_unbounded;

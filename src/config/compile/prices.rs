@@ -1,5 +1,6 @@
 //! `[prices.NAME]`: `model` (where the model's name is read), `default` (the row of models
-//! not listed; without it they are refused) and one row per model:
+//! not listed; without it they are refused), `upstream_reads` (the output limits the
+//! upstream reads) and one row per model:
 //! `{ input = …, output = …, cached_input = …, max_output = … }`, prices in units per
 //! token (fractions allowed, to a millionth).
 
@@ -37,6 +38,10 @@ impl Compiler {
         let default = table
             .remove("default")
             .map(|d| self.price_row(&name, "default", &d));
+        let reads = match table.remove("upstream_reads") {
+            Some(r) => self.upstream_reads(&name, &r),
+            None => Some([true; 3]),
+        };
         let mut rows = Vec::with_capacity(table.len());
         let mut ok = true;
         for (model, row) in &table {
@@ -54,8 +59,40 @@ impl Compiler {
             Some(Some(d)) => Some(d),
             None => None,
         };
-        let model = model?;
-        ok.then(|| Prices::new(name, model, rows, default))
+        let (model, reads) = (model?, reads?);
+        ok.then(|| Prices::reading(name, model, (rows, default), reads))
+    }
+
+    /// `upstream_reads = ["max_tokens", …]`: the output limits the upstream reads, of
+    /// those a quote knows.
+    fn upstream_reads(&mut self, name: &str, raw: &S<toml::Value>) -> Option<[bool; 3]> {
+        use crate::config::prices::OUTPUT_LIMITS;
+        let known = OUTPUT_LIMITS.map(|l| l.trim_start_matches('/'));
+        let hint = || {
+            Some(format!(
+                "name those the upstream reads, of {} (Ollama's OpenAI endpoint: [\"max_tokens\"])",
+                known.join(", ")
+            ))
+        };
+        let Some(list) = raw.get_ref().as_array() else {
+            let what = format!("[prices.{name}] upstream_reads must be a list of output limits");
+            self.error(raw.span(), what, hint());
+            return None;
+        };
+        let mut reads = [false; 3];
+        for item in list {
+            match known.iter().position(|k| item.as_str() == Some(*k)) {
+                Some(i) => reads[i] = true,
+                None => {
+                    let what = format!(
+                        "[prices.{name}] upstream_reads: {item} is no output limit a quote reads"
+                    );
+                    self.error(raw.span(), what, hint());
+                    return None;
+                }
+            }
+        }
+        Some(reads)
     }
 
     fn price_model(&mut self, name: &str, raw: &S<toml::Value>) -> Option<KeySource> {

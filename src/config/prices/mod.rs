@@ -17,7 +17,8 @@ const MAX_CHOICES: u64 = 128;
 /// The body members that bound a request's output tokens (the largest one given counts,
 /// of those of the API its body speaks: `spend::BodyShape`) and the number of choices
 /// they apply to each. The last is the Responses API's.
-const OUTPUT_LIMITS: [&str; 3] = [
+/// The output limits a quote reads, as `upstream_reads` names them (without the `/`).
+pub const OUTPUT_LIMITS: [&str; 3] = [
     "/max_tokens",
     "/max_completion_tokens",
     "/max_output_tokens",
@@ -40,6 +41,10 @@ pub struct Prices {
     /// row by padding its body or naming a cheap model beside a dear one.
     dearest: Option<u32>,
     output_limits: [Arc<JsonPointer>; 3],
+    /// Which of [`OUTPUT_LIMITS`] the upstream reads (`upstream_reads`, all by default): a
+    /// limit it ignores bounds nothing it generates (Ollama's OpenAI endpoint ignores
+    /// `max_completion_tokens`).
+    upstream_reads: [bool; 3],
     choices: Arc<JsonPointer>,
 }
 
@@ -64,6 +69,17 @@ impl Prices {
         named: Vec<(String, TokenPrice)>,
         default: Option<TokenPrice>,
     ) -> Self {
+        Self::reading(name, model, (named, default), [true; 3])
+    }
+
+    /// [`Prices::new`] in front of an upstream that reads only the output limits
+    /// `upstream_reads` marks (in [`OUTPUT_LIMITS`]' order).
+    pub fn reading(
+        name: String,
+        model: KeySource,
+        (named, default): (Vec<(String, TokenPrice)>, Option<TokenPrice>),
+        upstream_reads: [bool; 3],
+    ) -> Self {
         let mut rows = Vec::with_capacity(named.len() + 1);
         let mut by_model = HashMap::with_capacity(named.len());
         for (model, price) in named {
@@ -87,6 +103,7 @@ impl Prices {
             default,
             dearest,
             output_limits: OUTPUT_LIMITS.map(pointer),
+            upstream_reads,
             choices: pointer(CHOICES),
         }
     }
@@ -193,7 +210,7 @@ impl Prices {
             .output_limits
             .iter()
             .enumerate()
-            .filter(|&(i, _)| read_by_upstream(i))
+            .filter(|&(i, _)| self.upstream_reads[i] && read_by_upstream(i))
             .try_fold(None, |most: Option<u64>, (_, p)| {
                 // 0 is no limit to some upstreams (Ollama's `num_predict`, llama.cpp's
                 // `n_predict`), never a promise of no output: it bounds nothing.

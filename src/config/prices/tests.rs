@@ -222,3 +222,36 @@ fn an_output_limit_counts_only_on_a_path_of_an_api_that_reads_it() {
         assert_eq!(quoted(own), None, "{own}: no bound");
     }
 }
+
+/// `upstream_reads` names the output limits the upstream reads: in front of Ollama's
+/// OpenAI endpoint (`["max_tokens"]`), `max_completion_tokens` alone bounds nothing (the
+/// row's `max_output` counts), while `max_tokens` still does. A limit a quote does not
+/// know, or a value that is no list, is refused with the list it takes.
+#[test]
+fn a_limit_the_upstream_does_not_read_bounds_nothing() {
+    let table =
+        "upstream_reads = [\"max_tokens\"]\n\"m\" = { input = 1, output = 1, max_output = 100 }";
+    let prices = compile(table).expect("valid");
+    let quote = |body: &str| output_quoted(&prices, body);
+    assert_eq!(
+        quote(r#"{"model":"m","messages":[],"max_completion_tokens":1}"#),
+        Some(100)
+    );
+    assert_eq!(
+        quote(r#"{"model":"m","messages":[],"max_tokens":7}"#),
+        Some(7)
+    );
+    let all = compile("\"m\" = { input = 1, output = 1, max_output = 100 }").expect("valid");
+    let body = r#"{"model":"m","messages":[],"max_completion_tokens":1}"#;
+    assert_eq!(output_quoted(&all, body), Some(1), "read by default");
+    for bad in [
+        "upstream_reads = [\"num_predict\"]",
+        "upstream_reads = \"max_tokens\"",
+    ] {
+        let e = compile(&format!("{bad}\n\"m\" = {{ input = 1, output = 1 }}")).expect_err(bad);
+        assert!(
+            e.contains("upstream_reads") && e.contains("max_completion_tokens"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,59 @@
+//! An output limit the upstream does not read bounds nothing it generates: Ollama's
+//! OpenAI endpoint ignores `max_completion_tokens`, so a stream asked with
+//! `"max_completion_tokens": 1` and no usage generated as much as it liked and settled at
+//! a one-token quote. `upstream_reads = ["max_tokens"]` tells the price table what the
+//! upstream reads: such a request's output is then unknown, and the stream that reports
+//! nothing pays `max_cost` — over HTTP/1.1 and HTTP/2.
+
+use crate::spend::{chat, used_reaches, PRICES};
+use crate::support::*;
+
+const MAX_COST: u64 = 6_000;
+
+/// A stream without a usage, as Ollama's OpenAI endpoint sends one not asked for it.
+const NO_USAGE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 73\r\n\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"a long answer\"}}]}\n\ndata: [DONE]\n\n";
+
+fn gateway_toml(prices: &str) -> String {
+    Fixture::new()
+        .raw(prices)
+        .policy_raw(
+            "spend",
+            format!("key = \"header:x-api-key\"\nquota = 1000000\nwindow = \"month\"\nreserve = \"price:llm\"\nsettle = \"usage:llm\"\nmax_cost = {MAX_COST}\n"),
+        )
+        .route("llm", "/v1", "api", &["spend"])
+        .build()
+}
+
+#[tokio::test]
+async fn a_limit_the_upstream_ignores_leaves_a_stream_without_usage_at_max_cost() {
+    let up = RawUpstream::start(NO_USAGE, true).await;
+    let mut body = chat("mini", 6, 0);
+    let fields = body.as_object_mut().expect("object");
+    fields.remove("max_tokens");
+    fields.insert("max_completion_tokens".into(), 1.into());
+    fields.insert("stream".into(), true.into());
+    let input = serde_json::to_vec(&body).expect("json").len() as u64;
+    let reads_only_max_tokens = PRICES.replace(
+        "[prices.llm]\n",
+        "[prices.llm]\nupstream_reads = [\"max_tokens\"]\n",
+    );
+    // mini: 1 unit an input byte, 2 an output token.
+    for (prices, charged) in [
+        (PRICES.to_owned(), input + 2),
+        (reads_only_max_tokens, MAX_COST),
+    ] {
+        let gw = TestGateway::start(&gateway_toml(&prices), &up.url()).await;
+        for (i, client) in [http1(), http2()].iter().enumerate() {
+            let key = format!("k{i}-{charged}");
+            let headers = [
+                ("content-type", "application/json"),
+                ("x-api-key", key.as_str()),
+            ];
+            let url = gw.url("/v1/chat/completions");
+            let sent = bytes::Bytes::from(body.to_string());
+            let r = send_bytes(client, "POST", &url, &headers, sent).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            assert_eq!(used_reaches(&gw, &key, charged).await, charged, "{prices}");
+        }
+    }
+}
