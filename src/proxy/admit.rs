@@ -121,16 +121,12 @@ pub async fn admit(
         .await;
     let asked = (req.headers(), body);
     let refused = answer(routed, admission, asked, trace);
-    let mut denials = admission.shadow_denials().peekable();
-    if denials.peek().is_some() {
-        let (config, now) = (&routed.snapshot.config, shared.clock.now_ns());
-        super::access_log::write_shadow(
-            (config, &shared.metrics, now),
-            routed.route,
-            denials,
-            client_ip,
-        );
-    }
+    super::access_log::write_shadow(
+        (&routed.snapshot.config, &shared.metrics, admission.now()),
+        routed.route,
+        admission.shadow_denials(),
+        client_ip,
+    );
     if let Some(top) = &routed.snapshot.top {
         record_top(top, routed, admission, &view);
     }
