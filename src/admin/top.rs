@@ -78,11 +78,12 @@ async fn row(
     // The key new keys share while the store is full of keys that owe time: its
     // refusals are no one client's, and the text it was first counted with is the
     // new key that met it, not a key of its own.
-    let overflow = config.policy(&k.policy).is_some()
-        && shared.limiter.keys().policy(&k.policy).overflow == k.hash();
-    let state = match config.policy(&k.policy) {
-        Some(_) if overflow => None,
-        Some(p) if !k.truncated && crate::store::keys::key_shape(p, &k.parts).is_ok() => {
+    let policy = config.policy(&k.policy);
+    let overflow = policy.is_some() && shared.limiter.keys().policy(&k.policy).overflow == k.hash();
+    let state = match policy {
+        Some(p)
+            if !overflow && !k.truncated && crate::store::keys::key_shape(p, &k.parts).is_ok() =>
+        {
             super::key_state::key_state(shared, p, &k.parts).await.ok()
         }
         _ => None,
