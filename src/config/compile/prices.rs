@@ -60,7 +60,7 @@ impl Compiler {
             None => None,
         };
         let (model, reads) = (model?, reads?);
-        ok.then(|| Prices::reading(name, model, (rows, default), reads))
+        ok.then(|| Prices::new(name, model, (rows, default), reads))
     }
 
     /// `upstream_reads = ["max_tokens", …]`: the output limits the upstream reads, of

@@ -63,18 +63,9 @@ pub struct Quote {
 pub struct Unpriced;
 
 impl Prices {
+    /// A table in front of an upstream that reads the output limits `upstream_reads`
+    /// marks (in [`OUTPUT_LIMITS`]' order; all three for most).
     pub fn new(
-        name: String,
-        model: KeySource,
-        named: Vec<(String, TokenPrice)>,
-        default: Option<TokenPrice>,
-    ) -> Self {
-        Self::reading(name, model, (named, default), [true; 3])
-    }
-
-    /// [`Prices::new`] in front of an upstream that reads only the output limits
-    /// `upstream_reads` marks (in [`OUTPUT_LIMITS`]' order).
-    pub fn reading(
         name: String,
         model: KeySource,
         (named, default): (Vec<(String, TokenPrice)>, Option<TokenPrice>),
