@@ -156,7 +156,7 @@ impl Areas {
             match held.get_mut(*name) {
                 Some((area, kept)) => {
                     if kept != calendar {
-                        self.start_over(*area);
+                        self.start_over(*area, Some(Stale::OtherCalendar));
                         calendar.clone_into(kept);
                     }
                 }
@@ -198,7 +198,7 @@ impl Areas {
         let taken = |a: usize| held.values().any(|&(h, _)| h == a);
         if let Some((area, kept)) = released.remove(name).filter(|&(a, _)| !taken(a)) {
             if kept != calendar {
-                self.start_over(area);
+                self.start_over(area, Some(Stale::OtherCalendar));
             }
             return Some(area);
         }
@@ -208,13 +208,8 @@ impl Areas {
             .or_else(|| (1..AREAS).find(|&a| !taken(a)))?;
         // Given to another policy: the one that left it would find another's keys.
         released.retain(|_, (a, _)| *a != area);
-        let given = &self.quotas[area - 1];
-        given.floor.store(0, Ordering::Relaxed);
-        if given.held.swap(true, Ordering::Relaxed) {
-            given
-                .stale
-                .fetch_max(Stale::OtherPolicy as u8, Ordering::Relaxed);
-        }
+        let held_before = self.quotas[area - 1].held.swap(true, Ordering::Relaxed);
+        self.start_over(area, held_before.then_some(Stale::OtherPolicy));
         Some(area)
     }
 
@@ -227,10 +222,13 @@ impl Areas {
         }
     }
 
-    /// `area`'s keys are another calendar's: no floor, and the store empties it.
-    fn start_over(&self, area: usize) {
-        self.quotas[area - 1].floor.store(0, Ordering::Relaxed);
-        (self.quotas[area - 1].stale).fetch_max(Stale::OtherCalendar as u8, Ordering::Relaxed);
+    /// `area` starts over: no floor, and, when its keys are `stale` (another calendar's
+    /// or another policy's), the store empties it.
+    fn start_over(&self, area: usize, stale: Option<Stale>) {
+        self.clear_floor(area);
+        if let Some(why) = stale {
+            (self.quotas[area - 1].stale).fetch_max(why as u8, Ordering::Relaxed);
+        }
     }
 
     /// How many keys one shard of `area` may hold.

@@ -155,10 +155,12 @@ impl MemoryStore {
     pub fn empty_stale_areas(&self, end_of: impl Fn(usize) -> Option<u64>) -> usize {
         let mut dropped = 0;
         for area in 1..AREAS {
-            let keep = match self.areas.take_stale(area) {
-                None => continue,
-                Some(areas::Stale::OtherPolicy) => shard::Keep::Busy(u64::MAX),
-                Some(areas::Stale::OtherCalendar) => {
+            let Some(stale) = self.areas.take_stale(area) else {
+                continue;
+            };
+            let keep = match stale {
+                areas::Stale::OtherPolicy => shard::Keep::Busy(u64::MAX),
+                areas::Stale::OtherCalendar => {
                     shard::Keep::Window(end_of(area).unwrap_or(u64::MAX))
                 }
             };
@@ -168,7 +170,7 @@ impl MemoryStore {
             for shard in shards {
                 dropped += shard.rebuild(keep, None);
             }
-            if matches!(keep, shard::Keep::Busy(u64::MAX)) {
+            if stale == areas::Stale::OtherPolicy {
                 // Between the arrangement and now, the old policy's keys may have raised
                 // it (a settle in flight, a full area making room).
                 self.areas.clear_floor(area);
