@@ -153,22 +153,23 @@ pub fn restore(
     }
     let mut restored = Restored::default();
     for &(key, unix_tat) in &saved.keys {
-        let tat = match (saved.legacy, area_of(key)) {
-            (true, _) | (false, 0) => rate_on_this_clock(unix_tat),
-            _ => at_its_instant(unix_tat),
+        // The file's area of the key: none for a rate key (or any key of a file before
+        // areas), which counts no time elapsed for a reader behind the writer.
+        let quota_area = Some(area_of(key)).filter(|&area| area != 0 && !saved.legacy);
+        let tat = match quota_area {
+            None => rate_on_this_clock(unix_tat),
+            Some(_) => at_its_instant(unix_tat),
         };
         if tat <= now {
             continue;
         }
-        let key = match (saved.legacy, area_of(key)) {
-            (true, _) | (false, 0) => in_area(key, 0),
-            (false, area) => match moved.get(&area) {
-                Some(&tag) if tag != 0 => in_area(key, tag),
-                _ => {
-                    restored.dropped += 1;
-                    continue;
-                }
-            },
+        let key = match quota_area.map(|area| moved.get(&area)) {
+            None => in_area(key, 0),
+            Some(Some(&tag)) if tag != 0 => in_area(key, tag),
+            Some(_) => {
+                restored.dropped += 1;
+                continue;
+            }
         };
         if area_of(key) != 0 && !this_window(area_of(key), tat) {
             restored.foreign += 1;
