@@ -19,7 +19,7 @@
 
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
-use http::{HeaderMap, Request, Response};
+use http::{Request, Response};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -56,12 +56,11 @@ pub struct KeyBody {
     /// What the JSON walk reads instead: the body (decoded) in UTF-16 or UTF-32 or behind
     /// a byte order mark, as UTF-8.
     transcoded: Option<(Bytes, Held)>,
-    /// The whole body was read (`trailers`, when it had any).
+    /// The whole body was read.
     ended: bool,
     /// Declared past `max_key_body`: only its first bytes were to be read (to tell a
     /// batch), and it is not walked even when they were all of it.
     peeked: bool,
-    trailers: Option<HeaderMap>,
     /// What is walked when the body is JSON only to lenient readers, made by the first
     /// walk that needs it.
     strict: std::sync::OnceLock<Strict>,
@@ -168,7 +167,7 @@ impl KeyBody {
 
     /// Whether the request can be sent again as it is (nothing of its body was read).
     pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty() && self.trailers.is_none()
+        self.bytes.is_empty()
     }
 
     /// Refuses a body some upstreams read as other text than its bytes: one with a byte
@@ -247,7 +246,6 @@ pub async fn read(
         transcoded: None,
         ended: len == Some(0),
         peeked: false,
-        trailers: None,
         strict: std::sync::OnceLock::new(),
         copies: std::sync::OnceLock::new(),
         len,
@@ -271,7 +269,7 @@ pub async fn read(
     let limit = if too_large { PEEK_BYTES.min(max) } else { max };
     // Counted as it arrives (see `Gathered`).
     let mut held = Held(0);
-    let (bytes, ended, trailers) = collect(req, (server, share, limit), &mut held).await?;
+    let (bytes, ended) = collect(req, (server, share, limit), &mut held).await?;
     let (decoded, transcoded, len) = match ended && !too_large {
         false => (None, None, declared_plain),
         true => readable(coding, &bytes, (max, route.max_body), share)?,
@@ -283,7 +281,6 @@ pub async fn read(
         transcoded,
         ended,
         peeked: too_large,
-        trailers,
         strict: std::sync::OnceLock::new(),
         copies: std::sync::OnceLock::new(),
         len,
@@ -304,15 +301,15 @@ pub async fn read(
 const PEEK_BYTES: usize = 1024;
 
 /// Reads frames until the body ends or passes `max` (`max_key_body`), within `body_read_timeout`
-/// in all, counting what it holds in `held` within the worker's `share`: the body,
-/// whether it ended, and its trailers. Past the share: 503 `overloaded`.
+/// in all, counting what it holds in `held` within the worker's `share`: the body, and
+/// whether it ended (its trailers, which stop at the gateway (`request_trailers`), left
+/// behind). Past the share: 503 `overloaded`.
 async fn collect(
     req: &mut Request<Incoming>,
     (server, share, max): (&Server, usize, usize),
     held: &mut Held,
-) -> Result<(Bytes, bool, Option<HeaderMap>), Refused> {
+) -> Result<(Bytes, bool), Refused> {
     let mut gathered = Gathered::default();
-    let mut trailers = None;
     let body = req.body_mut();
     // The whole read before the decision, not only each silence in it: a body dripped a
     // byte at a time would otherwise hold its share of `max_key_body_memory` for as long
@@ -333,17 +330,15 @@ async fn collect(
                         return Err(Box::new(overloaded()));
                     }
                 }
-                Err(frame) => {
-                    trailers = frame.into_trailers().ok();
-                    break true;
-                }
+                // Trailers: the body's end.
+                Err(_) => break true,
             },
         }
         if body.is_end_stream() {
             break true;
         }
     };
-    Ok((gathered.into_bytes(), ended, trailers))
+    Ok((gathered.into_bytes(), ended))
 }
 
 /// A body read whole as its upstream reads it: decoded (gzip, deflate), then as UTF-8

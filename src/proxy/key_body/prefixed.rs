@@ -4,7 +4,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::HeaderMap;
 use http_body::{Frame, SizeHint};
 
 use super::{Held, KeyBody};
@@ -13,7 +12,6 @@ pin_project_lite::pin_project! {
     /// The body upstream: what was read before the decision, then the rest as it comes.
     pub struct Prefixed<B> {
         prefix: Option<Bytes>,
-        trailers: Option<HeaderMap>,
         #[pin]
         rest: Option<B>,
         held: Option<Held>,
@@ -24,7 +22,6 @@ impl<B> Prefixed<B> {
     pub fn new(read: KeyBody, rest: B) -> Self {
         Self {
             prefix: Some(read.bytes).filter(|b| !b.is_empty()),
-            trailers: read.trailers,
             rest: (!read.ended).then_some(rest),
             held: Some(read.held),
         }
@@ -48,9 +45,6 @@ where
         }
         // The buffer is on its way: no longer held here.
         this.held.take();
-        if let Some(trailers) = this.trailers.take() {
-            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
-        }
         match this.rest.as_pin_mut() {
             Some(rest) => rest.poll_frame(cx),
             None => Poll::Ready(None),
@@ -58,9 +52,7 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.prefix.is_none()
-            && self.trailers.is_none()
-            && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
+        self.prefix.is_none() && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
