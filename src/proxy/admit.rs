@@ -121,12 +121,12 @@ pub async fn admit(
         .await;
     let asked = (req.headers(), body);
     let refused = answer(routed, admission, asked, trace);
-    super::access_log::write_shadow(
-        (&routed.snapshot.config, &shared.metrics, admission.now()),
-        routed.route,
-        admission.shadow_denials(),
-        client_ip,
-    );
+    // Most requests have no shadow denial: nothing more to do for them.
+    let mut denials = admission.shadow_denials().peekable();
+    if denials.peek().is_some() {
+        let at = (&*routed.snapshot.config, &*shared.metrics, admission.now());
+        super::access_log::write_shadow(at, routed.route, denials, client_ip);
+    }
     if let Some(top) = &routed.snapshot.top {
         record_top(top, routed, admission, &view);
     }
