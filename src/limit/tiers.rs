@@ -16,6 +16,9 @@ pub const MAX_KEYS_PER_TIER: usize = 4;
 pub const MAX_DECISIONS: usize = MAX_TIERS * MAX_KEYS_PER_TIER;
 /// Decisions a request's state holds without allocating: routes rarely have more tiers.
 pub const INLINE_DECISIONS: usize = 4;
+/// The furthest a forced charge (a usage report) takes a key's TAT past now: about 52
+/// days, what the Redis script keeps exactly in doubles (2^52 ns).
+pub const MAX_FORCED_LEAD_NS: u64 = 1 << 52;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -88,6 +91,7 @@ impl Tier {
     #[inline]
     pub fn decide(&self, tat: u64, now: u64, cost: u64) -> Decision {
         match self.window {
+            None if self.max_delay_ns == u64::MAX => self.forced(tat, now, cost),
             None => self.quota.decide(tat, now, cost, self.max_delay_ns),
             Some(end) => {
                 let tat = super::calendar::carried(tat, end);
@@ -108,6 +112,26 @@ impl Tier {
                 d
             }
         }
+    }
+}
+
+impl Tier {
+    /// A forced rate tier (a usage report, `max_delay_ns` unbounded:
+    /// `RequestTiers::force_last`) is charged whatever it owes, but never takes its key
+    /// further than [`MAX_FORCED_LEAD_NS`] past now, as the Redis script caps it: reports
+    /// add up, and without the cap each absurd one would push the key another 52 days on.
+    /// A key already further (written so before the cap) is left as it is, not refunded.
+    #[cold]
+    fn forced(&self, tat: u64, now: u64, cost: u64) -> Decision {
+        let mut d = self.quota.decide(tat, now, cost, u64::MAX);
+        let most = tat.max(now.saturating_add(MAX_FORCED_LEAD_NS));
+        if d.tat > most {
+            d.tat = most;
+            d.remaining = self.quota.remaining(most, now);
+            d.delay_ns = (most - now).saturating_sub(self.quota.tolerance_ns());
+            d.until_idle_ns = most - now;
+        }
+        d
     }
 }
 

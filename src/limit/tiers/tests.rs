@@ -220,3 +220,30 @@ fn a_forced_quota_tier_is_charged_past_its_quota_and_never_wraps_to_unused() {
     assert!(used() >= 100, "still used up, not another calendar's");
     assert!(!evaluate(&table, &checked, 10, 1).admitted);
 }
+
+/// Forced charges on a rate add up to at most `MAX_FORCED_LEAD_NS` past now, as the
+/// Redis script caps them: three absurd reports do not lock the key for 156 days. A key
+/// already further than that is left where it is (no refund).
+#[test]
+fn forced_rate_charges_add_up_to_at_most_the_cap() {
+    let forced = [Tier {
+        max_delay_ns: u64::MAX,
+        ..tier(1000, 1000, 7)
+    }];
+    let table = MapTable::default();
+    let now = 10 * S;
+    let big = MAX_FORCED_LEAD_NS / (S / 1000) - 1;
+    for _ in 0..3 {
+        let report = evaluate(&table, &forced, now, big);
+        assert!(report.admitted, "{report:?}");
+    }
+    assert_eq!(table.peek(7), now + MAX_FORCED_LEAD_NS);
+    let checked = [tier(1000, 1000, 7)];
+    assert!(
+        !evaluate(&table, &checked, now, 1).admitted,
+        "still used up"
+    );
+    table.0.borrow_mut().insert(7, now + 2 * MAX_FORCED_LEAD_NS);
+    assert!(evaluate(&table, &forced, now, 1).admitted);
+    assert_eq!(table.peek(7), now + 2 * MAX_FORCED_LEAD_NS, "not refunded");
+}
