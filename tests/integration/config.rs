@@ -60,6 +60,16 @@ const MISTAKES: &[(&str, &str, &str)] = &[
         "FILE:10:10: duration must be greater than zero",
     ),
     (
+        "period = \"1s\"",
+        "period = \"1000000y\"",
+        "FILE:10:10: `1000000y` is longer than 100 years",
+    ),
+    (
+        "listen = \"127.0.0.1:0\"",
+        "listen = \"127.0.0.1:0\"\nheader_read_timeout = \"10000000000000000000s\"",
+        "is longer than 100 years",
+    ),
+    (
         "key = \"ip\"",
         "key = \"ipv6\"",
         "FILE:8:7: unknown key source `ipv6`",

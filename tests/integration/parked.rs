@@ -206,3 +206,29 @@ async fn max_delay_holds_then_forwards() {
     assert!(took[2] >= Duration::from_secs(2), "held: {took:?}");
     assert_eq!(up.requests(), 3);
 }
+
+/// A bound written as large as TOML holds (`i64::MAX`) is no bound, not a start that
+/// panics: `max_connections` and `max_requests` past what a semaphore counts are
+/// clamped, and requests and rate limit calls are served.
+#[tokio::test]
+async fn the_largest_bounds_toml_holds_start_and_serve() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .server("max_connections = 9223372036854775807\nmax_requests = 9223372036854775807\n")
+        .policy("tenant", "header:x-tenant", 10, "1s", 10)
+        .route("api", "/", "api", &[])
+        .raw("[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n")
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    for client in [http1(), http2()] {
+        let r = send(&client, "GET", &gw.url("/v1/echo"), &[], b"").await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let call = RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![descriptor(&[("tenant", "acme")])],
+        hits_addend: 1,
+    };
+    assert_eq!(rls.call(call).await.expect("answered").overall_code, OK);
+}

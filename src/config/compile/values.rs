@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// The longest duration a setting takes: 100 years (humantime's year is 365.25 days).
+/// Every period fits in a u64 of nanoseconds below it, and every deadline added to an
+/// instant stays far from what `Instant + Duration` panics on.
+const MAX_DURATION: Duration = Duration::from_secs(100 * 31_557_600);
+
 impl Compiler {
     pub(super) fn socket_addr(&mut self, raw: &S<String>) -> Option<SocketAddr> {
         match raw.get_ref().parse() {
@@ -19,6 +24,14 @@ impl Compiler {
 
     pub(super) fn duration(&mut self, raw: &S<String>, zero_ok: bool) -> Option<Duration> {
         match humantime::parse_duration(raw.get_ref().trim()) {
+            Ok(d) if d > MAX_DURATION => {
+                self.error(
+                    raw.span(),
+                    format!("`{}` is longer than 100 years", raw.get_ref()),
+                    Some("write at most \"100y\": a deadline or period past that is never reached, and the clock arithmetic of one past 292 billion years overflows".to_owned()),
+                );
+                None
+            }
             Ok(d) if zero_ok || !d.is_zero() => Some(d),
             Ok(_) => {
                 self.error(
