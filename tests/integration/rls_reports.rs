@@ -61,10 +61,7 @@ async fn a_report_over_the_limit_is_charged(rls: &mut RlsClient, tenant: &str) {
         assert_eq!(still.overall_code, OVER_LIMIT, "{kind}: still used up");
         // Used up for at most about 52 days (2^52 ns), however many absurd reports: they
         // do not add up to a key locked for months, in any store.
-        let reset = still.statuses[0]
-            .duration_until_reset
-            .clone()
-            .expect("a reset");
+        let reset = still.statuses[0].duration_until_reset.expect("a reset");
         assert!(
             reset.seconds <= 4_503_600,
             "{kind}: the key is used up for {} s, past the cap",
