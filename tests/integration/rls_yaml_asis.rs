@@ -247,3 +247,36 @@ async fn a_blocking_limits_body_tells_the_wait_its_retry_after_does() {
     let body: serde_json::Value = serde_json::from_slice(&r.raw_body).expect("a JSON body");
     assert_eq!(body["retry_after_ms"], 60_000, "{body}");
 }
+
+/// A YAML limit whose debt Redis cannot keep (a year; a month at one request) is refused
+/// on the redis backend naming its unit and what to write instead — the YAML has no
+/// burst or period to lower. The same limits load on the memory backend, and a month at
+/// two requests on Redis.
+#[test]
+fn a_limit_too_long_for_redis_is_refused_naming_its_unit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let limit = |unit: &str, n: u32| {
+        format!("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: {unit}\n      requests_per_unit: {n}\n")
+    };
+    let on = |store: &str, unit: &str, n: u32| {
+        std::fs::write(dir.path().join("limits.yaml"), limit(unit, n)).expect("write");
+        let text = toml(&dir.path().display().to_string())
+            .replace("[rls]", &format!("{store}\n[rls]"))
+            .replace("{upstream}", "http://127.0.0.1:9");
+        check_text(&text)
+    };
+    let redis = "[store]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:6379\"\n";
+    for (unit, n) in [("year", 1000), ("month", 1)] {
+        let (ok, out) = on(redis, unit, n);
+        assert!(!ok, "{out}");
+        assert!(
+            out.contains(&format!("per {unit}, keeps a key's debt up to one {unit}")),
+            "{out}"
+        );
+        assert!(out.contains("calendar quota"), "{out}");
+        let (ok, out) = on("", unit, n);
+        assert!(ok, "memory: {out}");
+    }
+    let (ok, out) = on(redis, "month", 2);
+    assert!(ok, "{out}");
+}

@@ -227,10 +227,12 @@ impl Compiler {
             .rlqs
             .map(|r| self.rlqs(r, has_rls, (&policies, &defined)))
             .unwrap_or_default();
+        let mut yaml_policies = HashSet::new();
         let rls = match raw.rls {
             Some(r) => {
                 let (mut rls, from_yaml, span) = self.rls(r, &policies, &defined, data_plane)?;
                 for p in from_yaml {
+                    yaml_policies.insert(p.name.clone());
                     raw_policy_spans.insert(p.name.clone(), span.clone());
                     policies.entry(p.name.clone()).or_insert(p);
                 }
@@ -241,7 +243,8 @@ impl Compiler {
         };
         if let (Some(store), true) = (&store, !policies.is_empty()) {
             let named = (&routes[..], rls.as_ref());
-            self.check_store_holds(store, &policies, named, &raw_policy_spans);
+            let spans = (&raw_policy_spans, &yaml_policies);
+            self.check_store_holds(store, &policies, named, spans);
         }
         let telemetry = match &raw.telemetry {
             Some(t) => Some(self.telemetry(t)?),
@@ -310,10 +313,10 @@ impl Compiler {
         store: &StoreSettings,
         policies: &BTreeMap<String, Arc<Policy>>,
         (routes, rls): (&[Arc<Route>], Option<&Rls>),
-        spans: &BTreeMap<String, std::ops::Range<usize>>,
+        (spans, yaml): (&BTreeMap<String, std::ops::Range<usize>>, &HashSet<String>),
     ) {
         if matches!(store.backend, Backend::Redis { .. }) {
-            self.redis_limits(policies, spans);
+            self.redis_limits(policies, (spans, yaml));
             self.lint_held(policies, (routes, rls), spans, true);
             return;
         }

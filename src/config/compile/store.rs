@@ -5,10 +5,12 @@ use crate::key::KeySecret;
 
 impl Compiler {
     /// The Redis script keeps debts in doubles: τ + max_delay must stay below 2^52 ns.
+    /// (`yaml`: the policies of envoyproxy/ratelimit's YAML, which has no burst or period
+    /// to lower.)
     pub(super) fn redis_limits(
         &mut self,
         policies: &BTreeMap<String, Arc<Policy>>,
-        spans: &BTreeMap<String, std::ops::Range<usize>>,
+        (spans, yaml): (&BTreeMap<String, std::ops::Range<usize>>, &HashSet<String>),
     ) {
         for (name, p) in policies {
             let Some(rate) = p.rate() else {
@@ -17,7 +19,14 @@ impl Compiler {
             let too_long = std::iter::once(&rate.quota)
                 .chain(rate.overrides.values())
                 .any(|q| redis_cannot_hold(q, p.max_delay));
-            if too_long {
+            if too_long && yaml.contains(name) {
+                let unit = super::ratelimit_yaml::unit_name(rate.period.as_secs());
+                self.error(
+                    spans.get(name).cloned().unwrap_or(0..0),
+                    format!("ratelimit_config: the limit `{name}`, {} per {unit}, keeps a key's debt up to one {unit} and one request: past the 52 days the redis backend keeps", rate.limit),
+                    Some("envoyproxy/ratelimit counts fixed windows, tollgate a rate (GCRA). On Redis write this limit as a calendar quota ([policies.NAME] quota = N, window = \"month\") named by an [[rls.rules]] of the same descriptor, or use the memory backend".to_owned()),
+                );
+            } else if too_long {
                 self.error(
                     spans.get(name).cloned().unwrap_or(0..0),
                     format!("policy `{name}`: (burst + 1) × period / limit + max_delay exceeds 52 days, too long for the redis backend"),

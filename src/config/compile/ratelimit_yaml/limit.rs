@@ -21,16 +21,31 @@ pub(super) fn full_key(domain: &str, path: &[RuleEntry]) -> String {
 /// A unit's length in seconds, as envoyproxy/ratelimit counts it (a month is 30 days, a
 /// year 365).
 pub(super) fn unit_seconds(unit: &str) -> Option<u64> {
-    Some(match unit.to_ascii_lowercase().as_str() {
-        "second" => 1,
-        "minute" => 60,
-        "hour" => 3_600,
-        "day" => 86_400,
-        "week" => 7 * 86_400,
-        "month" => 30 * 86_400,
-        "year" => 365 * 86_400,
-        _ => return None,
-    })
+    let unit = unit.to_ascii_lowercase();
+    UNITS
+        .iter()
+        .find(|(name, _)| *name == unit)
+        .map(|(_, s)| *s)
+}
+
+/// envoyproxy/ratelimit's units and their length in seconds (a month is 30 days, a
+/// year 365, as there).
+const UNITS: [(&str, u64); 7] = [
+    ("second", 1),
+    ("minute", 60),
+    ("hour", 3_600),
+    ("day", 86_400),
+    ("week", 7 * 86_400),
+    ("month", 30 * 86_400),
+    ("year", 365 * 86_400),
+];
+
+/// The unit of a limit's period in seconds, as the YAML names it.
+pub(in crate::config::compile) fn unit_name(seconds: u64) -> &'static str {
+    UNITS
+        .iter()
+        .find(|(_, s)| *s == seconds)
+        .map_or("period", |(name, _)| name)
 }
 
 /// A policy name from a limit's full key: the key itself when a policy name allows all its

@@ -9,6 +9,7 @@ use serde_saphyr::Spanned;
 
 use super::*;
 use crate::config::rls::{RlsRule, RuleEntry, Value};
+pub(super) use limit::unit_name;
 use limit::{full_key, unit_seconds, yaml_policy};
 
 mod limit;
