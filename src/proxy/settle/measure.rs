@@ -83,13 +83,18 @@ pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<Se
     }
 }
 
-/// A header or trailer value: a whole number, surrounding spaces allowed.
+/// A header or trailer value: a whole number, surrounding spaces allowed. One past
+/// what a u64 holds is the most there is (capped at `max_cost` like any large value),
+/// never an invalid one settled at the smaller reserve.
 pub fn parse_value(headers: &HeaderMap, name: &http::HeaderName) -> Measured {
     let Some(value) = headers.get(name) else {
         return Measured::Missing;
     };
     match std::str::from_utf8(value.as_bytes().trim_ascii()).map(str::parse::<u64>) {
         Ok(Ok(v)) => Measured::Value(v),
+        Ok(Err(e)) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+            Measured::Value(u64::MAX)
+        }
         _ => Measured::Invalid,
     }
 }
@@ -227,7 +232,9 @@ mod tests {
             ("-1", Measured::Invalid),
             ("1e3", Measured::Invalid),
             ("", Measured::Invalid),
-            ("99999999999999999999999", Measured::Invalid),
+            ("18446744073709551615", Measured::Value(u64::MAX)),
+            ("99999999999999999999999", Measured::Value(u64::MAX)),
+            ("-99999999999999999999999", Measured::Invalid),
         ] {
             h.insert(&name, http::HeaderValue::from_str(text).unwrap());
             assert_eq!(parse_value(&h, &name), expected, "{text:?}");
