@@ -254,3 +254,27 @@ fn a_calendar_quota_keyed_by_an_inventable_key_on_redis_is_a_warning() {
         monthly("header:x-api-key") + "\n[store]\nstate_file = \"/tmp/tollgate-quota-state\"\n";
     assert_eq!(quota(&memory), 0);
 }
+
+/// A rate whose interval loses more than 1 % to whole nanoseconds is said: 600,000,000 a
+/// second is kept as one a nanosecond, 67 % more than written. 500,000,000 a second
+/// (2 ns exactly) and 3 a second (333,333,333 ns, a billionth off) are not.
+#[test]
+fn a_rate_rounded_to_whole_nanoseconds_is_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("fast.toml");
+    let with_limit = |limit: &str| {
+        BASE.replace("limit = 10", &format!("limit = {limit}"))
+            .replace("key = \"ip\"", "key = \"ip/24\"")
+    };
+    let warnings = warnings_of(&path, &with_limit("600_000_000"));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].ends_with("fast.toml:9:9: warning: policy `p`: period / limit is 1.667 ns, kept as 1 ns (whole nanoseconds): the policy admits 67 % more than 600000000 per 1s\n    hint: count in larger units (a cost of thousands of tokens or bytes: `settle_unit`, a price table's units) so that period / limit is 100 ns or more"),
+        "{}",
+        warnings[0]
+    );
+    for exact in ["500_000_000", "3"] {
+        let none = warnings_of(&path, &with_limit(exact));
+        assert!(none.is_empty(), "{exact}: {none:?}");
+    }
+}

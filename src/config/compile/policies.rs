@@ -101,6 +101,7 @@ impl Compiler {
         let limit = self.positive(raw_limit, "limit");
         let burst = self.positive(raw_burst, "burst");
         let quota = self.quota(limit, period, burst, raw_limit.span());
+        self.lint_rounding(name, quota.as_ref(), (limit, period), raw_limit.span());
         let max_delay = raw
             .max_delay
             .as_ref()

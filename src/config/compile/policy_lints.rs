@@ -20,6 +20,30 @@ impl Compiler {
         }
     }
 
+    /// A rate whose interval (period / limit) loses more than 1 % to whole nanoseconds:
+    /// the GCRA keeps one, so the policy admits more than it says (600,000,000 a second
+    /// is kept as one a nanosecond: 1e9 a second, 67 % more).
+    pub(super) fn lint_rounding(
+        &mut self,
+        name: &str,
+        quota: Option<&crate::limit::Quota>,
+        (limit, period): (Option<u64>, Option<Duration>),
+        span: std::ops::Range<usize>,
+    ) {
+        let (Some(q), Some(limit), Some(period)) = (quota, limit, period) else {
+            return;
+        };
+        let kept = q.interval_ns() as f64 * limit as f64;
+        let more = period.as_nanos() as f64 / kept - 1.0;
+        if more > 0.01 {
+            self.warn(
+                span,
+                format!("policy `{name}`: period / limit is {:.3} ns, kept as {} ns (whole nanoseconds): the policy admits {:.0} % more than {limit} per {}", period.as_nanos() as f64 / limit as f64, q.interval_ns(), more * 100.0, humantime::format_duration(period)),
+                Some("count in larger units (a cost of thousands of tokens or bytes: `settle_unit`, a price table's units) so that period / limit is 100 ns or more".to_owned()),
+            );
+        }
+    }
+
     /// A rate's period written in months or years.
     pub(super) fn lint_period(&mut self, name: &str, raw_period: &S<String>, raw_limit: &S<i64>) {
         if let Some(unit) = calendar_unit(raw_period.get_ref()) {

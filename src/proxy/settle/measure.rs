@@ -92,9 +92,7 @@ pub fn parse_value(headers: &HeaderMap, name: &http::HeaderName) -> Measured {
     };
     match std::str::from_utf8(value.as_bytes().trim_ascii()).map(str::parse::<u64>) {
         Ok(Ok(v)) => Measured::Value(v),
-        Ok(Err(e)) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
-            Measured::Value(u64::MAX)
-        }
+        Ok(Err(e)) if *e.kind() == std::num::IntErrorKind::PosOverflow => Measured::Value(u64::MAX),
         _ => Measured::Invalid,
     }
 }
