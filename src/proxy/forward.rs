@@ -167,15 +167,16 @@ fn outgoing_body(
     replayable: bool,
 ) -> (Body, Option<Answering>) {
     let (server, route) = (sent.server, sent.route);
+    if replayable {
+        // No byte and no frame to come (so no trailer to stop, nothing to cut): sent as
+        // an empty body, which hyper sees as it sees the ended one (no frame, an exact
+        // size of 0) and which boxes without allocating (it has no size).
+        drop((body, key_body));
+        let empty = http_body_util::Empty::new().map_err(|never| match never {});
+        return (upstream_body(empty, server, route, true, uploaded), None);
+    }
     let body = body.map_err(|e| BoxError::from(super::body::ClientBodyError(e)));
     let (body, answering) = UntilAnswered::new(body);
-    if replayable {
-        // No frame to come, so no trailer to stop.
-        return (
-            upstream_body(body, server, route, true, uploaded),
-            answering,
-        );
-    }
     let body = match key_body {
         Some(read) => upstream_body(
             WithoutTrailers::new(Prefixed::new(*read, body)),
