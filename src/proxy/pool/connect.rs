@@ -44,7 +44,10 @@ pub struct Slots {
     open: AtomicUsize,
     cap: usize,
     /// Woken when a place frees up or a connection comes back idle.
-    pub freed: Notify,
+    freed: Notify,
+    /// Requests waiting on `freed`: a connection checked in wakes them only when there
+    /// are any (waking none still takes the notifier's lock, on every request).
+    waiting: AtomicUsize,
     /// The upstream's open connections, every worker's (moved per connection, not per
     /// request).
     gauge: prometheus_client::metrics::gauge::Gauge,
@@ -56,8 +59,34 @@ impl Slots {
             open: AtomicUsize::new(0),
             cap: cap.max(1),
             freed: Notify::new(),
+            waiting: AtomicUsize::new(0),
             gauge,
         })
+    }
+
+    /// Waits until a place frees up or a connection comes back idle; `false` when
+    /// `give_up` came first.
+    pub async fn wait_freed(&self, give_up: tokio::time::Instant) -> bool {
+        /// Counts the wait until it ends, however it ends (the request may be dropped).
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(&self.waiting);
+        // Created after the count: a check-in from now on sees a waiter and wakes it
+        // (`notify_waiters` reaches a `Notified` made before it, polled or not).
+        let freed = self.freed.notified();
+        tokio::time::timeout_at(give_up, freed).await.is_ok()
+    }
+
+    /// Wakes every request waiting for a place or an idle connection, if any waits.
+    pub fn wake_waiters(&self) {
+        if self.waiting.load(Ordering::Relaxed) > 0 {
+            self.freed.notify_waiters();
+        }
     }
 
     /// Takes a place if one is free.

@@ -125,7 +125,7 @@ impl LocalPool {
         idle.push(conn);
         // Every waiter looks again: the one for this target takes the connection; those
         // for other targets may now close an idle one to make room.
-        self.slots.freed.notify_waiters();
+        self.slots.wake_waiters();
     }
 
     /// Closes the longest-idle connection to some target other than `target` (from the

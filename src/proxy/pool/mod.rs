@@ -272,39 +272,42 @@ impl UpstreamPool {
         affinity: &AtomicU64,
     ) -> Result<(Idle, bool), ForwardError> {
         let target = &self.upstream.targets[index];
-        let busy_wait = self.upstream.timeout - self.upstream.timeout / 20;
-        let give_up = tokio::time::Instant::now() + busy_wait;
+        // When to stop waiting for a place, read from the clock only once a request
+        // waits (most find an idle connection): its first wait starts with no await
+        // before it, so the deadline is the one counted from the checkout.
+        let mut give_up = None;
         let preferred = affinity.load(Ordering::Relaxed);
         loop {
-            let (idle, slot, slots) = with_local(self, |local| {
-                let idle = local.checkout(index, preferred);
-                let slot = if idle.is_none() {
-                    let slot = local.slots.try_take();
-                    if slot.is_none() {
-                        // At the share with nothing idle for this target: an idle
-                        // connection to another target gives its place up (it closes, and
-                        // its place frees), or that target's idle stack could starve this
-                        // one for as long as it stays warm.
-                        local.close_idle_elsewhere(index);
-                    }
-                    slot
-                } else {
-                    None
-                };
-                (idle, slot, local.slots.clone())
+            let taken = with_local(self, |local| {
+                if let Some(idle) = local.checkout(index, preferred) {
+                    return Ok(idle);
+                }
+                let slot = local.slots.try_take();
+                if slot.is_none() {
+                    // At the share with nothing idle for this target: an idle
+                    // connection to another target gives its place up (it closes, and
+                    // its place frees), or that target's idle stack could starve this
+                    // one for as long as it stays warm.
+                    local.close_idle_elsewhere(index);
+                }
+                Err(slot.ok_or_else(|| local.slots.clone()))
             });
-            if let Some(conn) = idle {
-                return Ok((conn, true));
-            }
-            if let Some(slot) = slot {
-                // Boxed: connecting (TCP, TLS, handshake) is a large future and a rare one;
-                // inline, every request's future would carry and move its size.
-                return Box::pin(self.open(index, slot, now_ns))
-                    .await
-                    .map(|c| (c, false));
-            }
-            let freed = slots.freed.notified();
-            if tokio::time::timeout_at(give_up, freed).await.is_err() {
+            let slots = match taken {
+                Ok(conn) => return Ok((conn, true)),
+                // Boxed: connecting (TCP, TLS, handshake) is a large future and a rare
+                // one; inline, every request's future would carry and move its size.
+                Err(Ok(slot)) => {
+                    return Box::pin(self.open(index, slot, now_ns))
+                        .await
+                        .map(|c| (c, false))
+                }
+                Err(Err(slots)) => slots,
+            };
+            let give_up = *give_up.get_or_insert_with(|| {
+                let busy_wait = self.upstream.timeout - self.upstream.timeout / 20;
+                tokio::time::Instant::now() + busy_wait
+            });
+            if !slots.wait_freed(give_up).await {
                 return Err(ForwardError::Busy {
                     target: target.to_string(),
                     cap: self.upstream.max_connections,

@@ -55,7 +55,7 @@ impl Drop for Opening<'_> {
         // `with_existing`: a drop at the worker's teardown must not make a pool.
         with_existing(self.pool.id, |local| {
             local.streams[self.target].opening = false;
-            local.slots.freed.notify_waiters();
+            local.slots.wake_waiters();
         });
     }
 }
@@ -184,8 +184,7 @@ impl UpstreamPool {
                 }
                 Pick::Wait => {
                     let since = Instant::now();
-                    let freed = slots.freed.notified();
-                    if tokio::time::timeout_at(give_up, freed).await.is_err() {
+                    if !slots.wait_freed(give_up).await {
                         return Err(ForwardError::Busy {
                             target: self.upstream.targets[index].to_string(),
                             cap: self.upstream.max_connections,
