@@ -91,7 +91,6 @@ impl Tier {
     #[inline]
     pub fn decide(&self, tat: u64, now: u64, cost: u64) -> Decision {
         match self.window {
-            None if self.max_delay_ns == u64::MAX => self.forced(tat, now, cost),
             None => self.quota.decide(tat, now, cost, self.max_delay_ns),
             Some(end) => {
                 let tat = super::calendar::carried(tat, end);
@@ -112,26 +111,6 @@ impl Tier {
                 d
             }
         }
-    }
-}
-
-impl Tier {
-    /// A forced rate tier (a usage report, `max_delay_ns` unbounded:
-    /// `RequestTiers::force_last`) is charged whatever it owes, but never takes its key
-    /// further than [`MAX_FORCED_LEAD_NS`] past now, as the Redis script caps it: reports
-    /// add up, and without the cap each absurd one would push the key another 52 days on.
-    /// A key already further (written so before the cap) is left as it is, not refunded.
-    #[cold]
-    fn forced(&self, tat: u64, now: u64, cost: u64) -> Decision {
-        let mut d = self.quota.decide(tat, now, cost, u64::MAX);
-        let most = tat.max(now.saturating_add(MAX_FORCED_LEAD_NS));
-        if d.tat > most {
-            d.tat = most;
-            d.remaining = self.quota.remaining(most, now);
-            d.delay_ns = (most - now).saturating_sub(self.quota.tolerance_ns());
-            d.until_idle_ns = most - now;
-        }
-        d
     }
 }
 
@@ -293,6 +272,10 @@ pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
         // addresses of them.
         let mut decide = move |tat| tier.decide(tat, now, cost);
         // After a denial nothing may move: later tiers are only looked at, for the wait.
+        if tier.max_delay_ns == u64::MAX && verdict.first_denier.is_none() {
+            forced_into(table, tier, (now, cost), verdict);
+            continue;
+        }
         let (key, prior_tat, decision) = if verdict.first_denier.is_some() {
             let tat = table.peek(tier.key);
             (tier.key, tat, decide(tat))
@@ -319,6 +302,41 @@ pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
         roll_back(table, &verdict.outcomes, tiers, now);
     }
     summarize(verdict, tiers, now);
+}
+
+/// A forced tier (a usage report, `max_delay_ns` unbounded:
+/// `RequestTiers::force_last`) is charged whatever it owes; a rate's, up to what takes its key
+/// [`MAX_FORCED_LEAD_NS`] past now (to within one interval), as the Redis script caps it:
+/// reports add up, and uncut, each absurd one would push the key another 52 days on. A
+/// key already that far is charged nothing more (and not refunded). Decided apart from
+/// the other tiers, its outcome pushed here (it never denies): a cut in their closure,
+/// or a decision merged with theirs, spilled every decision to the stack.
+#[cold]
+#[inline(never)]
+fn forced_into<T: TatTable + ?Sized>(
+    table: &T,
+    tier: &Tier,
+    (now, cost): (u64, u64),
+    verdict: &mut Verdict,
+) {
+    let (key, prior_tat, decision) = if tier.window.is_some() {
+        // A quota's usage is capped in its own decision (`Tier::decide`).
+        table.apply_tier(tier, now, &mut |tat| tier.decide(tat, now, cost))
+    } else {
+        table.apply_tier(tier, now, &mut |tat: u64| {
+            let room = now
+                .saturating_add(MAX_FORCED_LEAD_NS)
+                .saturating_sub(tat.max(now));
+            let cost = cost.min(room / tier.quota.interval_ns());
+            tier.decide(tat, now, cost)
+        })
+    };
+    verdict.outcomes.push(TierOutcome {
+        key,
+        prior_tat: tier.carried(prior_tat),
+        decision,
+        mode: tier.mode,
+    });
 }
 
 fn roll_back<T: TatTable + ?Sized, D: AsRef<Tier>>(
