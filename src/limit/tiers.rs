@@ -6,6 +6,8 @@ use std::num::NonZeroU64;
 use smallvec::SmallVec;
 
 use super::gcra::{Decision, Quota};
+use forced::forced_into;
+pub use forced::MAX_FORCED_LEAD_NS;
 
 /// Most tiers one route may name; keeps a request's verdict on the stack.
 pub const MAX_TIERS: usize = 8;
@@ -16,9 +18,6 @@ pub const MAX_KEYS_PER_TIER: usize = 4;
 pub const MAX_DECISIONS: usize = MAX_TIERS * MAX_KEYS_PER_TIER;
 /// Decisions a request's state holds without allocating: routes rarely have more tiers.
 pub const INLINE_DECISIONS: usize = 4;
-/// The furthest a forced charge (a usage report) takes a key's TAT past now: about 52
-/// days, what the Redis script keeps exactly in doubles (2^52 ns).
-pub const MAX_FORCED_LEAD_NS: u64 = 1 << 52;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -304,41 +303,6 @@ pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
     summarize(verdict, tiers, now);
 }
 
-/// A forced tier (a usage report, `max_delay_ns` unbounded:
-/// `RequestTiers::force_last`) is charged whatever it owes; a rate's, up to what takes its key
-/// [`MAX_FORCED_LEAD_NS`] past now (to within one interval), as the Redis script caps it:
-/// reports add up, and uncut, each absurd one would push the key another 52 days on. A
-/// key already that far is charged nothing more (and not refunded). Decided apart from
-/// the other tiers, its outcome pushed here (it never denies): a cut in their closure,
-/// or a decision merged with theirs, spilled every decision to the stack.
-#[cold]
-#[inline(never)]
-fn forced_into<T: TatTable + ?Sized>(
-    table: &T,
-    tier: &Tier,
-    (now, cost): (u64, u64),
-    verdict: &mut Verdict,
-) {
-    let (key, prior_tat, decision) = if tier.window.is_some() {
-        // A quota's usage is capped in its own decision (`Tier::decide`).
-        table.apply_tier(tier, now, &mut |tat| tier.decide(tat, now, cost))
-    } else {
-        table.apply_tier(tier, now, &mut |tat: u64| {
-            let room = now
-                .saturating_add(MAX_FORCED_LEAD_NS)
-                .saturating_sub(tat.max(now));
-            let cost = cost.min(room / tier.quota.interval_ns());
-            tier.decide(tat, now, cost)
-        })
-    };
-    verdict.outcomes.push(TierOutcome {
-        key,
-        prior_tat: tier.carried(prior_tat),
-        decision,
-        mode: tier.mode,
-    });
-}
-
 fn roll_back<T: TatTable + ?Sized, D: AsRef<Tier>>(
     table: &T,
     outcomes: &[TierOutcome],
@@ -398,5 +362,6 @@ fn summarize<D: AsRef<Tier>>(verdict: &mut Verdict, tiers: &[D], now: u64) {
     verdict.reporting = best.map(|(i, _)| i);
 }
 
+mod forced;
 #[cfg(test)]
 mod tests;
