@@ -108,6 +108,9 @@ pub fn normalize<B>(
         let Scan { hosts, found } = Scan::of(req.headers());
         let target = req.uri().authority().map(|a| a.as_str());
         let http2 = req.version() == Version::HTTP_2;
+        if hosts.is_empty() && target.is_none() && req.version() == Version::HTTP_11 {
+            return Err(HostError::Missing.into());
+        }
         let new_host = match host::of_request(target, &mut hosts.iter().copied(), http2)? {
             Some(h) if hosts.first().copied() != Some(h.forward.as_bytes()) => {
                 Some(HeaderValue::from_str(&h.forward).map_err(|_| HostError::Invalid)?)

@@ -39,8 +39,16 @@ const UPGRADE_BIT: u16 = 1 << 7;
 /// value after the gateway's, so a client's `X_Forwarded_For: 6.6.6.6` would read as the
 /// address closest to an upstream that trusts one proxy, and `X_Forwarded_Proto: https`
 /// make a plain request look secure. Removed from every request (nginx drops names with
-/// `_` by default); found in the same pass as the hop-by-hop names, by one bit.
-static FORWARDED_SPELLINGS: [&str; 9] = [
+/// `_` by default); found in the same pass as the hop-by-hop names, by one bit. With them
+/// go the client's `Forwarded` (RFC 7239, which Rack 3 and Spring's forwarded filter read
+/// before X-Forwarded-Host: a host the gateway did not route) and `X-Original-URL` /
+/// `X-Rewrite-URL` (a path older Symfony, Laminas and IIS apps serve instead of the one
+/// routed): the upstream learns host, scheme and address from the X-Forwarded-* the
+/// gateway writes, and serves the path it routed.
+static FORWARDED_SPELLINGS: [&str; 12] = [
+    "forwarded",
+    "x-original-url",
+    "x-rewrite-url",
     "x_forwarded_for",
     "x-forwarded_for",
     "x_forwarded-for",
@@ -70,7 +78,9 @@ pub fn hop_by_hop_bit(name: &HeaderName) -> u16 {
         crate::reply::ADMIN_IDENTITY => 1 << 8,
         "x_forwarded_for" | "x-forwarded_for" | "x_forwarded-for" | "x_forwarded_proto"
         | "x-forwarded_proto" | "x_forwarded-proto" | "x_forwarded_host" | "x-forwarded_host"
-        | "x_forwarded-host" => FORWARDED_SPELLING_BIT,
+        | "x_forwarded-host" | "forwarded" | "x-original-url" | "x-rewrite-url" => {
+            FORWARDED_SPELLING_BIT
+        }
         _ => 0,
     }
 }
@@ -177,8 +187,16 @@ pub fn prepare_request(req: &mut Request<Body>, peer_text: &HeaderValue, tls: bo
         X_FORWARDED_PROTO.clone(),
         HeaderValue::from_static(if tls { "https" } else { "http" }),
     );
-    if let Some(host) = headers.get(HOST).cloned() {
-        headers.insert(X_FORWARDED_HOST.clone(), host);
+    // The routed host, never the client's word: a request without one (HTTP/1.0, or
+    // HTTP/2 without an authority) matched only routes that name no host, and its own
+    // X-Forwarded-Host would have the upstream serve whichever host it claims.
+    match headers.get(HOST).cloned() {
+        Some(host) => {
+            headers.insert(X_FORWARDED_HOST.clone(), host);
+        }
+        None => {
+            headers.remove(&X_FORWARDED_HOST);
+        }
     }
     if req.version() == Version::HTTP_2 {
         join_cookie_crumbs(req.headers_mut());

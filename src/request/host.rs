@@ -15,6 +15,11 @@ pub enum HostError {
     Mismatch,
     #[error("the host is not a valid `host[:port]`")]
     Invalid,
+    /// An HTTP/1.1 request names no host (RFC 9112 §3.2: answered 400). Let through,
+    /// it could only match a route with no `host`, while an upstream that trusts a
+    /// forwarded host would serve whichever host the client claims.
+    #[error("an HTTP/1.1 request without a Host header")]
+    Missing,
 }
 
 impl HostError {
@@ -24,6 +29,7 @@ impl HostError {
             HostError::Several => "several_hosts",
             HostError::Mismatch => "host_mismatch",
             HostError::Invalid => "bad_host",
+            HostError::Missing => "missing_host",
         }
     }
 }

@@ -44,3 +44,62 @@ async fn underscore_spellings_of_the_forwarded_headers_never_reach_the_upstream(
     assert_eq!(status, 200, "{body}");
     assert_none_spelled(&up.last_headers(), "HTTP/2");
 }
+
+/// Names for another host or path than the routed one: RFC 7239's `Forwarded` (Rack 3
+/// and Spring's forwarded filter read its `host=` before X-Forwarded-Host) and the
+/// rewrite headers older Symfony, Laminas and IIS apps serve instead of the path. A
+/// client sending them to the unlimited catch-all would have the upstream serve
+/// `api.example.com` or `/v1/search`, both limited: none reaches the upstream, over a
+/// raw HTTP/1.1 socket and HTTP/2.
+#[tokio::test]
+async fn another_host_or_path_named_by_the_client_never_reaches_the_upstream() {
+    const NAMED: [(&str, &[u8]); 3] = [
+        ("forwarded", b"for=6.6.6.6;host=api.example.com;proto=https"),
+        ("x-original-url", b"/v1/search"),
+        ("x-rewrite-url", b"/v1/search"),
+    ];
+    let assert_none = |seen: &http::HeaderMap, how: &str| {
+        for (name, _) in NAMED {
+            assert!(
+                seen.get(name).is_none(),
+                "{how}: {name} reached it: {seen:?}"
+            );
+        }
+        assert_eq!(seen["x-forwarded-host"], "www.example.com", "{how}");
+    };
+    let (up, gw) = start().await;
+    let (answer, _) = raw(
+        gw.addr,
+        b"GET /public HTTP/1.1\r\nHost: www.example.com\r\nForwarded: for=6.6.6.6;host=api.example.com;proto=https\r\nX-Original-URL: /v1/search\r\nX-Rewrite-URL: /v1/search\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw_status(&answer), 200, "{answer}");
+    assert_none(&up.last_headers(), "HTTP/1.1");
+    let (status, body) = h2_get(gw.addr, "www.example.com", "/public", &NAMED).await;
+    assert_eq!(status, 200, "{body}");
+    assert_none(&up.last_headers(), "HTTP/2");
+}
+
+/// A request that names no host: HTTP/1.1 is answered 400 `missing_host` (RFC 9112
+/// §3.2); HTTP/1.0, served on the routes that name no host, never passes the client's own
+/// X-Forwarded-Host on (an upstream trusting it would serve `api.example.com`, limited).
+#[tokio::test]
+async fn a_request_without_a_host_cannot_name_one_upstream() {
+    let (up, gw) = start().await;
+    let (answer, _) = raw(
+        gw.addr,
+        b"GET /v1/echo HTTP/1.1\r\nX-Forwarded-Host: api.example.com\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw_status(&answer), 400, "{answer}");
+    assert!(answer.contains("\"missing_host\""), "{answer}");
+    assert_eq!(up.requests(), 0, "nothing forwarded");
+    let (answer, _) = raw(
+        gw.addr,
+        b"GET /v1/echo HTTP/1.0\r\nX-Forwarded-Host: api.example.com\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw_status(&answer), 200, "{answer}");
+    let seen = up.last_headers();
+    assert!(seen.get("x-forwarded-host").is_none(), "{seen:?}");
+}
