@@ -3,8 +3,11 @@
 //! matches and skips the rest unbuilt, so the body is parsed once, whatever the number of
 //! pointers, and a string without escapes is borrowed from the body, not copied.
 //!
-//! The whole body must be one JSON value (trailing bytes make it not JSON), so the values
-//! found are the ones any JSON parser upstream sees. A member given twice yields both
+//! The body's first JSON value is walked, and what follows it is not read: Go's
+//! `json.Decoder` (gin, echo, many MCP servers) and Jackson (Spring, by default) read the
+//! first value and ignore the rest, so `{"user":"u1"}x` is user `u1` there — read as not
+//! JSON here, every `json:` key of it was missing. A parser that refuses trailing bytes
+//! refuses the request itself. A member given twice yields both
 //! values: parsers upstream disagree on which one wins, so a key charges each. A member
 //! is the pointer's when its name is the token's under case folding too: Go's
 //! encoding/json takes `{"Model":…}` as a struct's `model` (`bytes.EqualFold`).
@@ -166,13 +169,24 @@ pub fn walk<'a>(
         out: &mut found,
     };
     node.deserialize(&mut de).map_err(|_| NotJson)?;
-    de.end().map_err(|_| NotJson)?;
-    facts.json = Some(body);
+    // The first value, without what trails it (see the module's comment): found by a
+    // second pass only when something trails it.
+    facts.json = Some(match de.end() {
+        Ok(()) => body,
+        Err(_) => first_value(body),
+    });
     facts.overflowed |= found.overflowed;
     for (p, v) in found.found {
         facts.record(p, v);
     }
     Ok(())
+}
+
+/// `body` up to the end of its first JSON value (which the walk found whole).
+fn first_value(body: &[u8]) -> &[u8] {
+    let mut values = serde_json::Deserializer::from_slice(body).into_iter::<IgnoredAny>();
+    let _ = values.next();
+    &body[..values.byte_offset()]
 }
 
 /// One value of the body, at `depth`, that the `active` pointers still match.

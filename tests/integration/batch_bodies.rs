@@ -80,3 +80,39 @@ async fn a_batch_too_large_to_read_whole_is_refused_however_it_comes() {
     }
     assert_eq!(up.requests(), 2);
 }
+
+/// What trails a body's first JSON value is not read by Go's `json.Decoder` (gin, echo,
+/// many MCP servers) or Jackson (Spring): `[{call},{call}] {}` is served as the batch
+/// and `{call} x` as the call. Both are read here as those upstreams read them: the batch
+/// refused, the call keyed by its tool (a spent tool refused, not let through as a body
+/// with no key), over HTTP/1.1 and HTTP/2.
+#[tokio::test]
+async fn what_trails_the_first_json_value_hides_no_batch_and_no_key() {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .skipping_policy("per_tool", "json:/params/name", 1)
+        .route("mcp", "/mcp", "api", &["per_tool"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/mcp");
+    let json = [("content-type", "application/json")];
+    for client in [http1(), http2()] {
+        let trailing_batch = format!("[{},{}] {{}}", call(1), call(2));
+        let r = send_bytes(&client, "POST", &url, &json, Bytes::from(trailing_batch)).await;
+        refused_as_a_batch(&r, "a batch with a value after it");
+    }
+    let first = send_bytes(&http1(), "POST", &url, &json, Bytes::from(call(1))).await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    for (client, how) in [(http1(), "HTTP/1.1"), (http2(), "HTTP/2")] {
+        for tail in [" x", "{}", r#"{"params":{"name":"free"}}"#] {
+            let body = format!("{}{tail}", call(2));
+            let r = send_bytes(&client, "POST", &url, &json, Bytes::from(body)).await;
+            assert_eq!(
+                r.status,
+                429,
+                "{how} {tail:?}: deploy is spent: {}",
+                r.text()
+            );
+        }
+    }
+}

@@ -59,7 +59,6 @@ fn what_is_not_one_json_value_finds_nothing() {
     let pointers = [ptr("/model")];
     for body in [
         &b""[..],
-        b"{\"model\":\"a\"} trailing",
         b"{\"model\":\"a\"",
         b"model=a",
         b"{\"model\":\"a\",}",
@@ -192,4 +191,25 @@ fn a_member_named_in_another_case_is_the_pointers_too() {
     );
     assert!(super::names("σς", "ΣΣ"));
     assert!(super::names("s", "\u{17F}"), "the long s is s");
+}
+
+/// What trails the first value is not read, as Go's `json.Decoder` and Jackson do not
+/// read it: the keys are the first value's (not missing), and the body kept as JSON is
+/// that value alone.
+#[test]
+fn the_first_value_is_read_and_what_trails_it_is_not() {
+    let pointers = [ptr("/model")];
+    for (body, first) in [
+        (
+            &b"{\"model\":\"a\"} trailing"[..],
+            &b"{\"model\":\"a\"}"[..],
+        ),
+        (b"{\"model\":\"a\"}{\"model\":\"b\"}", b"{\"model\":\"a\"}"),
+        // Only whitespace after it: one JSON value, kept whole.
+        (b" {\"model\":\"a\"}\n", b" {\"model\":\"a\"}\n"),
+    ] {
+        let facts = found(body, &pointers).expect("json");
+        assert_eq!(texts(&facts, &pointers[0]), ["a"], "{body:?}");
+        assert_eq!(facts.json(), Some(first), "{body:?}");
+    }
 }
