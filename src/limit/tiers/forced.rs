@@ -7,10 +7,12 @@ use super::{TatTable, Tier, TierOutcome, Verdict};
 pub const MAX_FORCED_LEAD_NS: u64 = 1 << 52;
 
 /// A forced tier (a usage report, `max_delay_ns` unbounded:
-/// `RequestTiers::force_last`) is charged whatever it owes; a rate's, up to what takes its key
-/// [`MAX_FORCED_LEAD_NS`] past now (to within one interval), as the Redis script caps it:
-/// reports add up, and uncut, each absurd one would push the key another 52 days on. A
-/// key already that far is charged nothing more (and not refunded). Decided apart from
+/// `RequestTiers::force_last`) is charged whatever it owes; a rate's, up to what takes its
+/// key [`MAX_FORCED_LEAD_NS`] past now (to within one interval), as the Redis script caps
+/// it — or, for a rate longer than that (the memory backend keeps them), a whole burst and
+/// one more, so a report still uses the key up: reports add up, and uncut, each absurd one
+/// would push the key another 52 days on. A key already that far is charged nothing more
+/// (and not refunded). Decided apart from
 /// the other tiers, its outcome pushed here (it never denies): a cut in their closure,
 /// or a decision merged with theirs, spilled every decision to the stack.
 #[cold]
@@ -25,10 +27,10 @@ pub(super) fn forced_into<T: TatTable + ?Sized>(
         // A quota's usage is capped in its own decision (`Tier::decide`).
         table.apply_tier(tier, now, &mut |tat| tier.decide(tat, now, cost))
     } else {
+        let q = &tier.quota;
+        let most = MAX_FORCED_LEAD_NS.max(q.tolerance_ns().saturating_add(q.interval_ns()));
         table.apply_tier(tier, now, &mut |tat: u64| {
-            let room = now
-                .saturating_add(MAX_FORCED_LEAD_NS)
-                .saturating_sub(tat.max(now));
+            let room = now.saturating_add(most).saturating_sub(tat.max(now));
             let cost = cost.min(room / tier.quota.interval_ns());
             tier.decide(tat, now, cost)
         })

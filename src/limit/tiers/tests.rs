@@ -252,3 +252,26 @@ fn forced_rate_charges_add_up_to_at_most_the_cap() {
     assert!(evaluate(&table, &forced, now, 1).admitted);
     assert_eq!(table.peek(7), now + 2 * MAX_FORCED_LEAD_NS, "not refunded");
 }
+
+/// A rate longer than the cap (the memory backend keeps one of 1,000 a year): a report
+/// still uses its key up, a whole burst and one more past now, never further.
+#[test]
+fn a_forced_charge_on_a_rate_longer_than_the_cap_still_uses_the_key_up() {
+    let year = 365 * 86_400 * S;
+    let forced = [Tier {
+        quota: Quota::new(1000, year, 1000).expect("valid"),
+        max_delay_ns: u64::MAX,
+        ..tier(1, 1, 7)
+    }];
+    let table = MapTable::default();
+    let now = 10 * S;
+    for _ in 0..3 {
+        assert!(evaluate(&table, &forced, now, 1000).admitted);
+    }
+    assert_eq!(table.peek(7), now + 1001 * (year / 1000), "τ + T past now");
+    let checked = [Tier {
+        max_delay_ns: 0,
+        ..forced[0]
+    }];
+    assert!(!evaluate(&table, &checked, now, 1).admitted, "used up");
+}
