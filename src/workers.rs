@@ -58,9 +58,7 @@ pub fn spawn(
     shared: &Arc<Shared>,
     shutdown: &watch::Receiver<bool>,
 ) -> std::io::Result<Vec<Worker>> {
-    // A bound past what a semaphore counts (2^61 − 1) is no bound: clamped, not a panic.
-    let most = shared.config().server.max_connections;
-    let permits = Arc::new(Semaphore::new(most.min(Semaphore::MAX_PERMITS)));
+    let permits = Arc::new(Semaphore::new(shared.config().server.max_connections));
     let mut workers = Vec::with_capacity(listeners.len());
     for (index, listener) in listeners.into_iter().enumerate() {
         let (shared, shutdown, permits) = (shared.clone(), shutdown.clone(), permits.clone());

@@ -48,10 +48,7 @@ impl Services {
             shared: shared.clone(),
             // Calls in flight, every connection's: beyond it a call is answered
             // RESOURCE_EXHAUSTED at once, so parked calls cannot grow memory without bound.
-            // (A bound past what a semaphore counts is no bound: clamped, not a panic.)
-            in_flight: Arc::new(Semaphore::new(
-                config.server.max_requests.min(Semaphore::MAX_PERMITS),
-            )),
+            in_flight: Arc::new(Semaphore::new(config.server.max_requests)),
             holders: Arc::new(crate::rlqs::holders::Holders::new(max_quota_buckets)),
             streams: crate::rlqs::stream::StreamBound::new(max_quota_streams),
             ending,

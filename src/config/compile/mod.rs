@@ -232,9 +232,14 @@ impl Compiler {
             Some(r) => {
                 let (mut rls, from_yaml, span) = self.rls(r, &policies, &defined, data_plane)?;
                 for p in from_yaml {
-                    yaml_policies.insert(p.name.clone());
-                    raw_policy_spans.insert(p.name.clone(), span.clone());
-                    policies.entry(p.name.clone()).or_insert(p);
+                    // A TOML policy of the same name stays, with its own place.
+                    if let std::collections::btree_map::Entry::Vacant(slot) =
+                        policies.entry(p.name.clone())
+                    {
+                        yaml_policies.insert(p.name.clone());
+                        raw_policy_spans.insert(p.name.clone(), span.clone());
+                        slot.insert(p);
+                    }
                 }
                 rls.buckets = buckets;
                 Some(rls)

@@ -170,7 +170,10 @@ impl Compiler {
             drain_timeout: drain_timeout?,
             body_read_timeout: body_read_timeout?,
             workers: usize::try_from(workers?).ok()?,
-            max_connections: usize::try_from(max_connections?).ok()?,
+            // Past what a semaphore counts (2^61 − 1) is no bound: clamped, not a panic.
+            max_connections: usize::try_from(max_connections?)
+                .ok()?
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
             max_header_bytes: usize::try_from(max_header_bytes?).ok()?,
         })
     }
@@ -222,7 +225,9 @@ impl Compiler {
             idle_timeout: idle_timeout?,
             tunnel_idle_timeout: tunnel_idle_timeout?,
             max_streams: u32::try_from(max_streams?).unwrap_or(u32::MAX),
-            max_requests: usize::try_from(max_requests?).unwrap_or(usize::MAX),
+            max_requests: usize::try_from(max_requests?)
+                .unwrap_or(usize::MAX)
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
         })
     }
 

@@ -24,7 +24,7 @@ impl Compiler {
                 self.error(
                     spans.get(name).cloned().unwrap_or(0..0),
                     format!("ratelimit_config: the limit `{name}`, {} per {unit}, keeps a key's debt up to one {unit} and one request: past the 52 days the redis backend keeps", rate.limit),
-                    Some("envoyproxy/ratelimit counts fixed windows, tollgate a rate (GCRA). On Redis write this limit as a calendar quota ([policies.NAME] quota = N, window = \"month\") named by an [[rls.rules]] of the same descriptor, or use the memory backend".to_owned()),
+                    Some("envoyproxy/ratelimit counts fixed windows, tollgate a rate (GCRA). On Redis write this limit as a calendar quota ([policies.NAME] quota = N, window = \"day\", \"week\" or \"month\": a year's allowance as a month's twelfth) named by an [[rls.rules]] of the same descriptor, or use the memory backend".to_owned()),
                 );
             } else if too_long {
                 self.error(
