@@ -270,11 +270,12 @@ pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
         // By value: the closure then carries the tier's address and two numbers, not
         // addresses of them.
         let mut decide = move |tat| tier.decide(tat, now, cost);
-        // After a denial nothing may move: later tiers are only looked at, for the wait.
+        // A usage report's tier (which never denies) is charged apart (`forced_into`).
         if tier.max_delay_ns == u64::MAX && verdict.first_denier.is_none() {
             forced_into(table, tier, (now, cost), verdict);
             continue;
         }
+        // After a denial nothing may move: later tiers are only looked at, for the wait.
         let (key, prior_tat, decision) = if verdict.first_denier.is_some() {
             let tat = table.peek(tier.key);
             (tier.key, tat, decide(tat))

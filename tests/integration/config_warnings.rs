@@ -277,4 +277,30 @@ fn a_rate_rounded_to_whole_nanoseconds_is_a_warning() {
         let none = warnings_of(&path, &with_limit(exact));
         assert!(none.is_empty(), "{exact}: {none:?}");
     }
+    // A key's own numbers, and a limit of envoyproxy/ratelimit's YAML, are said alike.
+    let overridden = with_limit("3").replace(
+        "burst = 5\n",
+        "burst = 5\n[policies.p.overrides.\"10.0.0.0\"]\nlimit = 600_000_000\n",
+    );
+    let warnings = warnings_of(&path, &overridden);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("policy `p` override `10.0.0.0`: period / limit is 1.667 ns"),
+        "{}",
+        warnings[0]
+    );
+    let yaml = dir.path().join("limits.yaml");
+    std::fs::write(&yaml, "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 600000000\n").expect("write");
+    let with_yaml = format!(
+        "{}\n[rls]\nlisten = \"127.0.0.1:0\"\nratelimit_config = \"{}\"\n",
+        with_limit("3"),
+        yaml.display()
+    );
+    let warnings = warnings_of(&path, &with_yaml);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("policy `d.k`: period / limit is 1.667 ns"),
+        "{}",
+        warnings[0]
+    );
 }

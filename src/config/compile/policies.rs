@@ -182,7 +182,9 @@ impl Compiler {
                 .period
                 .as_ref()
                 .map_or(period, |p| self.duration(p, false));
-            if let Some(q) = self.quota(limit, period, burst, span) {
+            if let Some(q) = self.quota(limit, period, burst, span.clone()) {
+                let what = format!("{name}` override `{key_text}");
+                self.lint_rounding(&what, Some(&q), (limit, period), span);
                 overrides.insert(key_text, q);
             }
         }

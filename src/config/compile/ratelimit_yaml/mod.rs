@@ -283,6 +283,10 @@ impl Compiler {
                     node,
                     (l.requests_per_unit, seconds),
                 ) {
+                    let period = std::time::Duration::from_secs(seconds);
+                    let numbers = (Some(l.requests_per_unit), Some(period));
+                    let quota = policy.rate().map(|r| &r.quota);
+                    self.lint_rounding(&policy.name, quota, numbers, raw.span());
                     Some(Arc::new(policy))
                 } else {
                     fail(self, format!("requests_per_unit {} per {} cannot be a limit: at most 1e9 a second (0 blocks)", l.requests_per_unit, unit.unwrap_or("")));
