@@ -231,16 +231,8 @@ impl Compiler {
         let rls = match raw.rls {
             Some(r) => {
                 let (mut rls, from_yaml, span) = self.rls(r, &policies, &defined, data_plane)?;
-                for p in from_yaml {
-                    // A TOML policy of the same name stays, with its own place.
-                    if let std::collections::btree_map::Entry::Vacant(slot) =
-                        policies.entry(p.name.clone())
-                    {
-                        yaml_policies.insert(p.name.clone());
-                        raw_policy_spans.insert(p.name.clone(), span.clone());
-                        slot.insert(p);
-                    }
-                }
+                let spans = &mut raw_policy_spans;
+                rls::add_yaml_policies((from_yaml, span), &mut policies, spans, &mut yaml_policies);
                 rls.buckets = buckets;
                 Some(rls)
             }

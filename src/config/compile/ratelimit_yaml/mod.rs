@@ -222,6 +222,14 @@ impl Compiler {
         }
     }
 
+    /// A limit whose interval loses to whole nanoseconds is said, as a policy's is.
+    fn lint_yaml_rounding(&mut self, policy: &Policy, at: std::ops::Range<usize>) {
+        if let Some(r) = policy.rate() {
+            let numbers = (Some(r.limit), Some(r.period));
+            self.lint_rounding(&policy.name, Some(&r.quota), numbers, at);
+        }
+    }
+
     /// The rule (and policy) of one `rate_limit`.
     fn yaml_limit(
         &mut self,
@@ -283,10 +291,7 @@ impl Compiler {
                     node,
                     (l.requests_per_unit, seconds),
                 ) {
-                    let period = std::time::Duration::from_secs(seconds);
-                    let numbers = (Some(l.requests_per_unit), Some(period));
-                    let quota = policy.rate().map(|r| &r.quota);
-                    self.lint_rounding(&policy.name, quota, numbers, raw.span());
+                    self.lint_yaml_rounding(&policy, raw.span());
                     Some(Arc::new(policy))
                 } else {
                     fail(self, format!("requests_per_unit {} per {} cannot be a limit: at most 1e9 a second (0 blocks)", l.requests_per_unit, unit.unwrap_or("")));
