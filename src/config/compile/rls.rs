@@ -263,22 +263,24 @@ impl Compiler {
         }
         Some(entries)
     }
-}
 
-/// The policies of envoyproxy/ratelimit's YAML beside the TOML's, each placed at
-/// `ratelimit_config` (`span`) and named in `yaml`. A TOML policy of the same name stays,
-/// with its own place.
-pub(super) fn add_yaml_policies(
-    (from_yaml, span): (Vec<Arc<Policy>>, std::ops::Range<usize>),
-    policies: &mut BTreeMap<String, Arc<Policy>>,
-    spans: &mut BTreeMap<String, std::ops::Range<usize>>,
-    yaml: &mut HashSet<String>,
-) {
-    for p in from_yaml {
-        if let std::collections::btree_map::Entry::Vacant(slot) = policies.entry(p.name.clone()) {
-            yaml.insert(p.name.clone());
-            spans.insert(p.name.clone(), span.clone());
-            slot.insert(p);
+    /// The policies of envoyproxy/ratelimit's YAML beside the TOML's, each placed at
+    /// `ratelimit_config` (`span`) and named in `yaml`. A TOML policy of the same name stays,
+    /// with its own place.
+    pub(super) fn add_yaml_policies(
+        &self,
+        (from_yaml, span): (Vec<Arc<Policy>>, std::ops::Range<usize>),
+        policies: &mut BTreeMap<String, Arc<Policy>>,
+        spans: &mut BTreeMap<String, std::ops::Range<usize>>,
+        yaml: &mut HashSet<String>,
+    ) {
+        for p in from_yaml {
+            if let std::collections::btree_map::Entry::Vacant(slot) = policies.entry(p.name.clone())
+            {
+                yaml.insert(p.name.clone());
+                spans.insert(p.name.clone(), span.clone());
+                slot.insert(p);
+            }
         }
     }
 }
