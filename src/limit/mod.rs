@@ -9,7 +9,7 @@ pub mod tiers;
 pub use gcra::{Decision, Quota, QuotaError};
 pub use tiers::{
     evaluate, evaluate_into, Mode, TatTable, Tier, TierOutcome, Verdict, INLINE_DECISIONS,
-    MAX_DECISIONS, MAX_KEYS_PER_TIER, MAX_TIERS,
+    MAX_DECISIONS, MAX_FORCED_LEAD_NS, MAX_KEYS_PER_TIER, MAX_TIERS,
 };
 
 #[cfg(test)]

@@ -108,8 +108,9 @@ impl SettleSource {
 }
 
 /// A settled debt never takes a key's TAT further than this beyond now (about 52 days):
-/// the Redis script keeps debts exactly in doubles below 2^52 ns.
-pub const MAX_SETTLED_DEBT_NS: u64 = 1 << 52;
+/// the Redis script keeps debts exactly in doubles below 2^52 ns. The same bound as a
+/// usage report's forced charge.
+pub const MAX_SETTLED_DEBT_NS: u64 = crate::limit::MAX_FORCED_LEAD_NS;
 
 impl RateLimit {
     /// Its numbers as `/admin/config` shows them (a calendar quota's, with its current
