@@ -4,7 +4,7 @@
 
 use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::uri::{PathAndQuery, Uri};
-use http::{Request, Version};
+use http::Request;
 
 use super::hop::{hop_by_hop_bit, strip_hop_by_hop};
 use crate::key::KeyHeaders;
@@ -107,11 +107,8 @@ pub fn normalize<B>(
     let (new_host, found) = {
         let Scan { hosts, found } = Scan::of(req.headers());
         let target = req.uri().authority().map(|a| a.as_str());
-        let http2 = req.version() == Version::HTTP_2;
-        if hosts.is_empty() && target.is_none() && req.version() == Version::HTTP_11 {
-            return Err(HostError::Missing.into());
-        }
-        let new_host = match host::of_request(target, &mut hosts.iter().copied(), http2)? {
+        let version = req.version();
+        let new_host = match host::of_request(target, &mut hosts.iter().copied(), version)? {
             Some(h) if hosts.first().copied() != Some(h.forward.as_bytes()) => {
                 Some(HeaderValue::from_str(&h.forward).map_err(|_| HostError::Invalid)?)
             }
@@ -209,6 +206,7 @@ pub fn upgrade_matches(asked: &HeaderValue, answered: Option<&HeaderValue>) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Version;
 
     fn head(uri: &str, version: Version, headers: &[(&str, &str)]) -> Request<()> {
         let mut req = Request::builder().uri(uri).version(version);

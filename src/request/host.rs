@@ -137,12 +137,14 @@ fn lowercase(s: &str) -> Cow<'_, str> {
 
 /// The request's host from its target authority (if any) and its `Host` header lines.
 /// An HTTP/1 absolute-form target wins over `Host` (RFC 9112 §3.2.2); over HTTP/2 the
-/// two must agree (RFC 9113 §8.3.1). `None`: no host at all (HTTP/1.0).
+/// two must agree (RFC 9113 §8.3.1); HTTP/1.1 must name one (RFC 9112 §3.2). `None`: no
+/// host at all (HTTP/1.0, HTTP/2 without an authority).
 pub fn of_request<'a>(
     target: Option<&'a str>,
     host_lines: &mut dyn Iterator<Item = &'a [u8]>,
-    http2: bool,
+    version: http::Version,
 ) -> Result<Option<RequestHost<'a>>, HostError> {
+    let http2 = version == http::Version::HTTP_2;
     let first = host_lines.next();
     if host_lines.next().is_some() {
         return Err(HostError::Several);
@@ -160,6 +162,7 @@ pub fn of_request<'a>(
         }
         (Some(t), None) => parse(t).map(Some),
         (None, Some(h)) => parse(h).map(Some),
+        (None, None) if version == http::Version::HTTP_11 => Err(HostError::Missing),
         (None, None) => Ok(None),
     }
 }
@@ -252,7 +255,14 @@ mod tests {
     #[test]
     fn one_host_per_request() {
         let lines = |v: &'static [&'static str]| v.iter().map(|s| s.as_bytes());
-        let host = |t, v, h2| of_request(t, &mut lines(v), h2).map(|h| h.map(|h| h.name));
+        let host = |t, v, h2: bool| {
+            let version = if h2 {
+                http::Version::HTTP_2
+            } else {
+                http::Version::HTTP_11
+            };
+            of_request(t, &mut lines(v), version).map(|h| h.map(|h| h.name))
+        };
         assert_eq!(host(None, &["a.b"], false), Ok(Some("a.b".into())));
         assert_eq!(host(None, &["a.b", "a.b"], false), Err(HostError::Several));
         assert_eq!(host(Some("x.y"), &["a.b"], false), Ok(Some("x.y".into())));
@@ -260,6 +270,9 @@ mod tests {
         assert_eq!(host(Some("x.y"), &["a.b"], true), Err(HostError::Mismatch));
         assert_eq!(host(Some("x.y"), &["X.Y"], true), Ok(Some("x.y".into())));
         assert_eq!(host(Some("x.y"), &[], true), Ok(Some("x.y".into())));
-        assert_eq!(host(None, &[], false), Ok(None));
+        assert_eq!(host(None, &[], false), Err(HostError::Missing));
+        assert_eq!(host(None, &[], true), Ok(None));
+        let http10 = of_request(None, &mut lines(&[]), http::Version::HTTP_10);
+        assert_eq!(http10, Ok(None));
     }
 }
