@@ -34,7 +34,9 @@ static HOP_BY_HOP: [HeaderName; 9] = [
 const CONNECTION_BIT: u16 = 1;
 const UPGRADE_BIT: u16 = 1 << 7;
 
-/// The X-Forwarded-* headers the gateway sets, spelled with `_` for some `-`: Django under
+/// What a client may claim of where its request came from or went, that only the
+/// gateway says: first, the X-Forwarded-* headers the gateway sets, spelled with `_` for
+/// some `-`. Django under
 /// ASGI and WSGI servers (gunicorn before 22) read such a name as the header and join its
 /// value after the gateway's, so a client's `X_Forwarded_For: 6.6.6.6` would read as the
 /// address closest to an upstream that trusts one proxy, and `X_Forwarded_Proto: https`
@@ -45,7 +47,7 @@ const UPGRADE_BIT: u16 = 1 << 7;
 /// `X-Rewrite-URL` (a path older Symfony, Laminas and IIS apps serve instead of the one
 /// routed): the upstream learns host, scheme and address from the X-Forwarded-* the
 /// gateway writes, and serves the path it routed.
-static FORWARDED_SPELLINGS: [&str; 12] = [
+static FORWARDING_CLAIMS: [&str; 12] = [
     "forwarded",
     "x-original-url",
     "x-rewrite-url",
@@ -59,9 +61,9 @@ static FORWARDED_SPELLINGS: [&str; 12] = [
     "x-forwarded_host",
     "x_forwarded-host",
 ];
-const FORWARDED_SPELLING_BIT: u16 = 1 << 9;
+const FORWARDING_CLAIM_BIT: u16 = 1 << 9;
 
-/// `name`'s bit among [`HOP_BY_HOP`] (or the one of [`FORWARDED_SPELLINGS`]), 0 for any
+/// `name`'s bit among [`HOP_BY_HOP`] (or the one of [`FORWARDING_CLAIMS`]), 0 for any
 /// other header: one comparison of the name's text, so a message without
 /// connection-level headers (most of them) costs a pass over its names, not a look-up per
 /// hop-by-hop name.
@@ -79,7 +81,7 @@ pub fn hop_by_hop_bit(name: &HeaderName) -> u16 {
         "x_forwarded_for" | "x-forwarded_for" | "x_forwarded-for" | "x_forwarded_proto"
         | "x-forwarded_proto" | "x_forwarded-proto" | "x_forwarded_host" | "x-forwarded_host"
         | "x_forwarded-host" | "forwarded" | "x-original-url" | "x-rewrite-url" => {
-            FORWARDED_SPELLING_BIT
+            FORWARDING_CLAIM_BIT
         }
         _ => 0,
     }
@@ -137,8 +139,8 @@ fn remove_hop_by_hop(headers: &mut HeaderMap, (upgrade, kept): (bool, &KeyHeader
             headers.remove(name);
         }
     }
-    if found & FORWARDED_SPELLING_BIT != 0 {
-        for name in FORWARDED_SPELLINGS.iter().filter(|n| !kept.holds(n)) {
+    if found & FORWARDING_CLAIM_BIT != 0 {
+        for name in FORWARDING_CLAIMS.iter().filter(|n| !kept.holds(n)) {
             headers.remove(*name);
         }
     }
@@ -269,9 +271,9 @@ mod tests {
         assert_eq!(hop_by_hop_bit(&HOST), 0);
         assert_eq!(hop_by_hop_bit(&HeaderName::from_static("x-connection")), 0);
         // The spellings the `match` names are the list that is removed, and no other.
-        for name in FORWARDED_SPELLINGS {
+        for name in FORWARDING_CLAIMS {
             let bit = hop_by_hop_bit(&HeaderName::from_static(name));
-            assert_eq!(bit, FORWARDED_SPELLING_BIT, "{name}");
+            assert_eq!(bit, FORWARDING_CLAIM_BIT, "{name}");
         }
         assert_eq!(hop_by_hop_bit(&X_FORWARDED_FOR), 0);
     }

@@ -232,7 +232,12 @@ impl Compiler {
             Some(r) => {
                 let (mut rls, from_yaml, span) = self.rls(r, &policies, &defined, data_plane)?;
                 let spans = &mut raw_policy_spans;
-                self.add_yaml_policies((from_yaml, span), &mut policies, spans, &mut yaml_policies);
+                Self::add_yaml_policies(
+                    (from_yaml, span),
+                    &mut policies,
+                    spans,
+                    &mut yaml_policies,
+                );
                 rls.buckets = buckets;
                 Some(rls)
             }

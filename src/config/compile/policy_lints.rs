@@ -33,12 +33,12 @@ impl Compiler {
         let (Some(q), Some(limit), Some(period)) = (quota, limit, period) else {
             return;
         };
-        let kept = q.interval_ns() as f64 * limit as f64;
-        let more = period.as_nanos() as f64 / kept - 1.0;
+        let written = period.as_nanos() as f64 / limit as f64;
+        let more = written / q.interval_ns() as f64 - 1.0;
         if more > 0.01 {
             self.warn(
                 span,
-                format!("policy `{name}`: period / limit is {:.3} ns, kept as {} ns (whole nanoseconds): the policy admits {:.0} % more than {limit} per {}", period.as_nanos() as f64 / limit as f64, q.interval_ns(), more * 100.0, humantime::format_duration(period)),
+                format!("policy `{name}`: period / limit is {written:.3} ns, kept as {} ns (whole nanoseconds): the policy admits {:.0} % more than {limit} per {}", q.interval_ns(), more * 100.0, humantime::format_duration(period)),
                 Some("count in larger units (a cost of thousands of tokens or bytes: `settle_unit`, a price table's units) so that period / limit is 100 ns or more".to_owned()),
             );
         }

@@ -268,7 +268,6 @@ impl Compiler {
     /// `ratelimit_config` (`span`) and named in `yaml`. A TOML policy of the same name stays,
     /// with its own place.
     pub(super) fn add_yaml_policies(
-        &self,
         (from_yaml, span): (Vec<Arc<Policy>>, std::ops::Range<usize>),
         policies: &mut BTreeMap<String, Arc<Policy>>,
         spans: &mut BTreeMap<String, std::ops::Range<usize>>,

@@ -19,20 +19,23 @@ impl Compiler {
             let too_long = std::iter::once(&rate.quota)
                 .chain(rate.overrides.values())
                 .any(|q| redis_cannot_hold(q, p.max_delay));
-            if too_long && yaml.contains(name) {
-                let unit = super::ratelimit_yaml::unit_name(rate.period.as_secs());
-                self.error(
-                    spans.get(name).cloned().unwrap_or(0..0),
-                    format!("ratelimit_config: the limit `{name}`, {} per {unit}, keeps a key's debt up to one {unit} and one request: past the 52 days the redis backend keeps", rate.limit),
-                    Some("envoyproxy/ratelimit counts fixed windows, tollgate a rate (GCRA). On Redis write this limit as a calendar quota ([policies.NAME] quota = N, window = \"day\", \"week\" or \"month\": a year's allowance as a month's twelfth) named by an [[rls.rules]] of the same descriptor, or use the memory backend".to_owned()),
-                );
-            } else if too_long {
-                self.error(
-                    spans.get(name).cloned().unwrap_or(0..0),
-                    format!("policy `{name}`: (burst + 1) × period / limit + max_delay exceeds 52 days, too long for the redis backend"),
-                    Some("lower burst or period, or use the memory backend".to_owned()),
-                );
+            if !too_long {
+                continue;
             }
+            let (message, hint) = if yaml.contains(name) {
+                let unit = super::ratelimit_yaml::unit_name(rate.period.as_secs());
+                (
+                    format!("ratelimit_config: the limit `{name}`, {} per {unit}, keeps a key's debt up to one {unit} and one request: past the 52 days the redis backend keeps", rate.limit),
+                    "envoyproxy/ratelimit counts fixed windows, tollgate a rate (GCRA). On Redis write this limit as a calendar quota ([policies.NAME] quota = N, window = \"day\", \"week\" or \"month\": a year's allowance as a month's twelfth) named by an [[rls.rules]] of the same descriptor, or use the memory backend",
+                )
+            } else {
+                (
+                    format!("policy `{name}`: (burst + 1) × period / limit + max_delay exceeds 52 days, too long for the redis backend"),
+                    "lower burst or period, or use the memory backend",
+                )
+            };
+            let at = spans.get(name).cloned().unwrap_or(0..0);
+            self.error(at, message, Some(hint.to_owned()));
         }
     }
 

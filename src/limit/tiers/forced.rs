@@ -12,9 +12,9 @@ pub const MAX_FORCED_LEAD_NS: u64 = 1 << 52;
 /// it — or, for a rate longer than that (the memory backend keeps them), a whole burst and
 /// one more, so a report still uses the key up: reports add up, and uncut, each absurd one
 /// would push the key another 52 days on. A key already that far is charged nothing more
-/// (and not refunded). Decided apart from
-/// the other tiers, its outcome pushed here (it never denies): a cut in their closure,
-/// or a decision merged with theirs, spilled every decision to the stack.
+/// (and not refunded). Decided apart from the other tiers, its outcome pushed here (it
+/// never denies): a cut in their closure, or a decision merged with theirs, spilled every
+/// decision to the stack.
 #[cold]
 #[inline(never)]
 pub(super) fn forced_into<T: TatTable + ?Sized>(
@@ -31,7 +31,7 @@ pub(super) fn forced_into<T: TatTable + ?Sized>(
         let most = MAX_FORCED_LEAD_NS.max(q.tolerance_ns().saturating_add(q.interval_ns()));
         table.apply_tier(tier, now, &mut |tat: u64| {
             let room = now.saturating_add(most).saturating_sub(tat.max(now));
-            let cost = cost.min(room / tier.quota.interval_ns());
+            let cost = cost.min(room / q.interval_ns());
             tier.decide(tat, now, cost)
         })
     };
