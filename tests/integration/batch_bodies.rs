@@ -36,6 +36,19 @@ async fn streamed(client: &StreamClient, url: &str, body: Vec<u8>) -> Got {
         .expect("answered")
 }
 
+/// A gateway with `server` settings whose route `/mcp` allows each tool (by
+/// `json:/params/name`, skipped when absent) one call.
+async fn per_tool(server: &str) -> (Upstream, TestGateway) {
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .server(server)
+        .skipping_policy("per_tool", "json:/params/name", 1)
+        .route("mcp", "/mcp", "api", &["per_tool"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    (up, gw)
+}
+
 fn refused_as_a_batch(r: &Got, how: &str) {
     assert_eq!(r.status, 400, "{how}: {}", r.text());
     assert_eq!(r.json()["error"]["data"]["error"], "jsonrpc_batch", "{how}");
@@ -43,13 +56,7 @@ fn refused_as_a_batch(r: &Got, how: &str) {
 
 #[tokio::test]
 async fn a_batch_too_large_to_read_whole_is_refused_however_it_comes() {
-    let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .server("max_key_body = 4096")
-        .skipping_policy("per_tool", "json:/params/name", 1)
-        .route("mcp", "/mcp", "api", &["per_tool"])
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
+    let (up, gw) = per_tool("max_key_body = 4096").await;
     let url = gw.url("/mcp");
     let json = [("content-type", "application/json")];
     let gzipped = [
@@ -88,12 +95,7 @@ async fn a_batch_too_large_to_read_whole_is_refused_however_it_comes() {
 /// with no key), over HTTP/1.1 and HTTP/2.
 #[tokio::test]
 async fn what_trails_the_first_json_value_hides_no_batch_and_no_key() {
-    let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .skipping_policy("per_tool", "json:/params/name", 1)
-        .route("mcp", "/mcp", "api", &["per_tool"])
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
+    let (_up, gw) = per_tool("").await;
     let url = gw.url("/mcp");
     let json = [("content-type", "application/json")];
     for client in [http1(), http2()] {

@@ -282,12 +282,15 @@ fn a_rate_rounded_to_whole_nanoseconds_is_a_warning() {
         "burst = 5\n",
         "burst = 5\n[policies.p.overrides.\"10.0.0.0\"]\nlimit = 600_000_000\n",
     );
-    let warnings = warnings_of(&path, &overridden);
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(
-        warnings[0].contains("policy `p` override `10.0.0.0`: period / limit is 1.667 ns"),
-        "{}",
-        warnings[0]
+    // The one warning `text` gives, which says `what`.
+    let one_saying = |text: &str, what: &str| {
+        let warnings = warnings_of(&path, text);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains(what), "{}", warnings[0]);
+    };
+    one_saying(
+        &overridden,
+        "policy `p` override `10.0.0.0`: period / limit is 1.667 ns",
     );
     let yaml = dir.path().join("limits.yaml");
     std::fs::write(&yaml, "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 600000000\n").expect("write");
@@ -296,11 +299,5 @@ fn a_rate_rounded_to_whole_nanoseconds_is_a_warning() {
         with_limit("3"),
         yaml.display()
     );
-    let warnings = warnings_of(&path, &with_yaml);
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(
-        warnings[0].contains("policy `d.k`: period / limit is 1.667 ns"),
-        "{}",
-        warnings[0]
-    );
+    one_saying(&with_yaml, "policy `d.k`: period / limit is 1.667 ns");
 }
