@@ -22,6 +22,7 @@ mod policy_lints;
 mod prices;
 mod quotas;
 pub mod ratelimit_yaml;
+mod redis_bounds;
 mod rlqs;
 mod rls;
 mod routes;
@@ -227,21 +228,15 @@ impl Compiler {
             .rlqs
             .map(|r| self.rlqs(r, has_rls, (&policies, &defined)))
             .unwrap_or_default();
-        let mut yaml_policies = HashSet::new();
-        let rls = match raw.rls {
+        let (rls, yaml_policies) = match raw.rls {
             Some(r) => {
                 let (mut rls, from_yaml, span) = self.rls(r, &policies, &defined, data_plane)?;
-                let spans = &mut raw_policy_spans;
-                Self::add_yaml_policies(
-                    (from_yaml, span),
-                    &mut policies,
-                    spans,
-                    &mut yaml_policies,
-                );
+                let (all, spans) = (&mut policies, &mut raw_policy_spans);
+                let yaml = Self::add_yaml_policies((from_yaml, span), all, spans);
                 rls.buckets = buckets;
-                Some(rls)
+                (Some(rls), yaml)
             }
-            None => None,
+            None => (None, HashSet::new()),
         };
         if let (Some(store), true) = (&store, !policies.is_empty()) {
             let named = (&routes[..], rls.as_ref());

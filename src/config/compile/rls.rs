@@ -265,21 +265,22 @@ impl Compiler {
     }
 
     /// The policies of envoyproxy/ratelimit's YAML beside the TOML's, each placed at
-    /// `ratelimit_config` (`span`) and named in `yaml`. A TOML policy of the same name stays,
-    /// with its own place.
+    /// `ratelimit_config` (`span`); the names of those added. A TOML policy of the same
+    /// name stays, with its own place.
     pub(super) fn add_yaml_policies(
         (from_yaml, span): (Vec<Arc<Policy>>, std::ops::Range<usize>),
         policies: &mut BTreeMap<String, Arc<Policy>>,
         spans: &mut BTreeMap<String, std::ops::Range<usize>>,
-        yaml: &mut HashSet<String>,
-    ) {
+    ) -> HashSet<String> {
+        let mut added = HashSet::new();
         for p in from_yaml {
             if let std::collections::btree_map::Entry::Vacant(slot) = policies.entry(p.name.clone())
             {
-                yaml.insert(p.name.clone());
+                added.insert(p.name.clone());
                 spans.insert(p.name.clone(), span.clone());
                 slot.insert(p);
             }
         }
+        added
     }
 }

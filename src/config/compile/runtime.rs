@@ -3,7 +3,7 @@
 //! gives the file's `[policies.NAME.overrides]`. The same check runs again after every
 //! reload, so an override never applies numbers the running config would refuse.
 
-use super::store::redis_cannot_hold;
+use super::redis_bounds::redis_cannot_hold;
 use super::*;
 use crate::config::override_spec::{OverrideProblem, OverrideSpec};
 use crate::config::raw::RawOverride;
