@@ -21,10 +21,13 @@ pub const UNITS: [(Unit, u64); 7] = [
 ];
 
 /// `current_limit`'s `requests_per_unit` and `unit` for `policy` deciding on `quota`: a
-/// calendar quota's units per its window; a rate's requests per the smallest unit that
-/// states it exactly (10/s, 100/min, 7/h, a YAML's 10/month); a rate no unit states
-/// exactly (7 per 11 s) per the smallest unit of a day or more holding at least one
-/// request, rounded down (at least 1 per year).
+/// calendar quota's units per its window; a rate as written when its period is a unit
+/// (a YAML's 60/minute, `limit = 60, period = "1m"`: 60 per minute, as
+/// envoyproxy/ratelimit echoes its config, not the 1/s it equals); a key's own quota (an
+/// override) per the unit that holds exactly its burst, when one does; otherwise per
+/// the smallest unit that states it exactly (10 per 1 s, 100 per 60 s, 7 per 3,600 s); a
+/// rate no unit states exactly (7 per 11 s) per the smallest unit of a day or more
+/// holding at least one request, rounded down (at least 1 per year).
 pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
     let saturate = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
     if let Some(calendar) = policy.rate().and_then(|r| r.calendar.as_ref()) {
@@ -35,12 +38,28 @@ pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
         };
         return (saturate(quota.burst()), unit);
     }
+    if let Some(written) = policy.rate().filter(|r| r.quota == *quota) {
+        let period = u64::try_from(written.period.as_nanos()).unwrap_or(u64::MAX);
+        if let Some((unit, _)) = UNITS.iter().find(|(_, length)| *length == period) {
+            return (saturate(written.limit), *unit);
+        }
+    }
     let t = quota.interval_ns().max(1);
     // The interval is the period over the limit rounded down to the nanosecond, so a
     // unit holding exactly `n` requests holds `n` intervals and less than `n` ns more.
-    for (unit, length) in UNITS {
+    let exact = |length: u64| {
         let n = length / t;
-        if n >= 1 && length - n * t < n {
+        (n >= 1 && length - n * t < n).then_some(n)
+    };
+    let burst = quota.burst();
+    let as_burst = UNITS
+        .iter()
+        .find(|(_, length)| exact(*length) == Some(burst));
+    if let Some((unit, _)) = as_burst {
+        return (saturate(burst), *unit);
+    }
+    for (unit, length) in UNITS {
+        if let Some(n) = exact(length) {
             return (saturate(n), unit);
         }
     }
@@ -58,18 +77,55 @@ mod tests {
 
     use super::*;
 
-    /// A rate policy of `limit` per `period`, as the config compiles it, and what
-    /// `current_limit` states of it.
-    fn stated_of(limit: u64, period: Duration) -> (u32, Unit) {
+    /// A rate policy of `limit` per `period` with a burst of `burst`, as the config
+    /// compiles it.
+    fn config_of(limit: u64, period: Duration, burst: u64) -> crate::config::Config {
         let text = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[policies.p]\nkey = \"header:x\"\nlimit = {limit}\nperiod = \"{}s\"\nburst = {limit}\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\n[policies.p]\nkey = \"header:x\"\nlimit = {limit}\nperiod = \"{}s\"\nburst = {burst}\n",
             period.as_secs()
         );
-        let config = crate::config::compile(std::path::Path::new("t.toml"), &text)
-            .unwrap_or_else(|e| panic!("{e}"));
+        crate::config::compile(std::path::Path::new("t.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// What `current_limit` states of a rate policy of `limit` per `period`, burst `limit`.
+    fn stated_of(limit: u64, period: Duration) -> (u32, Unit) {
+        let config = config_of(limit, period, limit);
         let policy = config.policy("p").expect("policy p");
         let quota = policy.rate().expect("a rate").quota;
         stated(policy, &quota)
+    }
+
+    /// A rate written per a unit is stated per that unit, as envoyproxy/ratelimit echoes
+    /// its config (60/minute, not the 1/second it equals); a key's own quota per the unit
+    /// holding its burst, else per the smallest exact unit.
+    #[test]
+    fn a_rate_written_per_a_unit_is_stated_as_written() {
+        let s = Duration::from_secs;
+        let day = 86_400;
+        for (limit, period, want) in [
+            (60, s(60), (60, Unit::Minute)),
+            (120, s(60), (120, Unit::Minute)),
+            (3_600, s(3_600), (3_600, Unit::Hour)),
+            (86_400, s(day), (86_400, Unit::Day)),
+            (30, s(30 * day), (30, Unit::Month)),
+            (365, s(365 * day), (365, Unit::Year)),
+        ] {
+            assert_eq!(stated_of(limit, period), want, "{limit} per {period:?}");
+        }
+        // Written per a unit, whatever the burst.
+        let config = config_of(60, s(60), 5);
+        let policy = config.policy("p").expect("policy p");
+        assert_eq!(
+            stated(policy, &policy.rate().expect("a rate").quota),
+            (60, Unit::Minute)
+        );
+        // A key's own quota: per the unit holding its burst, else the smallest exact one.
+        let minute = 60 * SECOND_NS;
+        let own = Quota::new(300, minute, 300).expect("quota");
+        assert_eq!(stated(policy, &own), (300, Unit::Minute));
+        let own = Quota::new(300, minute, 7).expect("quota");
+        assert_eq!(stated(policy, &own), (5, Unit::Second));
     }
 
     #[test]

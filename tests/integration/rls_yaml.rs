@@ -268,11 +268,13 @@ async fn with_watch_config_a_changed_yaml_folder_reloads_by_itself() {
 async fn every_unit_of_the_yaml_is_stated_back_as_written() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut yaml = String::from("domain: d\ndescriptors:\n");
+    // 60/minute, 3,600/hour and 24/day are 1/second, 1/second and 1/hour too: stated
+    // back per the unit written, as envoyproxy/ratelimit echoes its config.
     let units = [
         ("second", 10, 1),
-        ("minute", 100, 2),
-        ("hour", 7, 3),
-        ("day", 2, 4),
+        ("minute", 60, 2),
+        ("hour", 3_600, 3),
+        ("day", 24, 4),
         ("month", 10, 5),
         ("year", 3, 6),
         ("week", 1, 7),
