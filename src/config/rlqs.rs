@@ -45,9 +45,7 @@ impl RlqsBucket {
                     (None, Value::Any) => absent,
                     (None, _) => false,
                     (Some(_), Value::Any) => true,
-                    (Some(v), Value::Prefix(p) | Value::SharedPrefix(p)) => {
-                        v.starts_with(p.as_str())
-                    }
+                    (Some(v), Value::Wildcard(p) | Value::SharedWildcard(p)) => p.takes(v),
                     (Some(v), Value::Exact(x)) => x == v,
                 })
     }

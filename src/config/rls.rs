@@ -15,7 +15,7 @@ pub const DEFAULT_MAX_QUOTA_STREAMS: usize = 16_384;
 /// `[rls] max_quota_buckets` unless set: about 0.9 KiB a tracked bucket, under 1 GiB for
 /// the listener (one stream's bound, 65,536, alone allowed 16,384 streams 0.9 TiB).
 pub const DEFAULT_MAX_QUOTA_BUCKETS: usize = 1_048_576;
-pub use super::rls_tree::{RuleEntry, Value};
+pub use super::rls_tree::{Pattern, RuleEntry, Value};
 
 /// What a descriptor no rule names is answered with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,8 +82,8 @@ impl RlsRule {
             .iter()
             .map(|e| match &e.value {
                 Value::Exact(v) => format!("{}={v}", e.key),
-                Value::Prefix(p) => format!("{}={p}*", e.key),
-                Value::SharedPrefix(p) => format!("{}={p}* (shared)", e.key),
+                Value::Wildcard(p) => format!("{}={}", e.key, p.written()),
+                Value::SharedWildcard(p) => format!("{}={} (shared)", e.key, p.written()),
                 Value::Any => e.key.clone(),
             })
             .collect();
@@ -114,7 +114,7 @@ impl RlsRule {
             .zip(&self.entries)
             .filter(|(_, rule)| !matches!(rule.value, Value::Exact(_)))
             .map(|(value, rule)| match &rule.value {
-                Value::SharedPrefix(p) => p.as_str(),
+                Value::SharedWildcard(p) => p.shared_part(),
                 _ => value,
             })
     }
@@ -138,13 +138,23 @@ impl RlsRule {
 }
 
 /// The rules, and by domain the tree of their entries (`rls_tree`): a descriptor's rule
-/// is the most specific that takes it — at each entry, an exact value before a prefix
+/// is the most specific that takes it — at each entry, an exact value before a wildcard
 /// before any value (as envoyproxy/ratelimit looks up `key_value`, then its wildcards,
 /// then `key`); the file's order between equals.
 #[derive(Debug, Clone, Default)]
 pub struct RlsRules {
     rules: Vec<RlsRule>,
+    yaml_nodes: Vec<YamlNode>,
     by_domain: HashMap<String, Tree>,
+}
+
+/// A descriptor envoyproxy/ratelimit's YAML writes, with a `rate_limit` or without (a
+/// node that only holds others, or one that exempts its value): a node of the tree
+/// that service walks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlNode {
+    pub domain: String,
+    pub entries: Vec<RuleEntry>,
 }
 
 impl RlsRule {
@@ -164,9 +174,11 @@ impl RlsRule {
 }
 
 impl RlsRules {
-    /// The same rules in the same order ([`RlsRule::same_as`]).
+    /// The same rules in the same order ([`RlsRule::same_as`]) and the same YAML
+    /// nodes.
     pub fn same_as(&self, other: &Self) -> bool {
-        self.rules.len() == other.rules.len()
+        self.yaml_nodes == other.yaml_nodes
+            && self.rules.len() == other.rules.len()
             && self
                 .rules
                 .iter()
@@ -174,38 +186,53 @@ impl RlsRules {
                 .all(|(a, b)| a.same_as(b))
     }
 
-    pub fn new(rules: Vec<RlsRule>) -> Self {
-        let mut ids: HashMap<&str, Vec<usize>> = HashMap::new();
+    /// `rules`, and `yaml_nodes`: every descriptor envoyproxy/ratelimit's YAML writes
+    /// (domain and entries), with a limit or without, in the files' order — the tree
+    /// that service walks.
+    pub fn new(rules: Vec<RlsRule>, yaml_nodes: Vec<YamlNode>) -> Self {
+        let mut ids: HashMap<&str, (Vec<usize>, Vec<usize>)> = HashMap::new();
+        for (i, node) in yaml_nodes.iter().enumerate() {
+            ids.entry(node.domain.as_str()).or_default().0.push(i);
+        }
         for (i, rule) in rules.iter().enumerate() {
-            ids.entry(rule.domain.as_str()).or_default().push(i);
+            ids.entry(rule.domain.as_str()).or_default().1.push(i);
         }
         let by_domain = ids
             .into_iter()
-            .map(|(domain, ids)| {
+            .map(|(domain, (node_ids, ids))| {
+                let nodes = node_ids.iter().map(|&i| yaml_nodes[i].entries.as_slice());
                 let of_domain = ids
                     .iter()
                     .map(|&i| (i, rules[i].entries.as_slice(), rules[i].is_yaml_limit()));
-                (domain.to_owned(), Tree::new(of_domain))
+                (domain.to_owned(), Tree::new(nodes, of_domain))
             })
             .collect();
-        Self { rules, by_domain }
+        Self {
+            rules,
+            yaml_nodes,
+            by_domain,
+        }
     }
 
     /// The rule deciding a descriptor of `domain` with `entries` (key, value), by index:
-    /// the most specific that matches. A limit of envoyproxy/ratelimit's YAML is found as
-    /// that service walks its tree — at each level the most specific branch the entry
-    /// takes, never back up — so a descriptor that enters a more specific branch and finds
-    /// no limit there is not matched by a less specific one. Its cost grows with the
-    /// descriptor's entries, not with the domain's rules.
+    /// the most specific that matches. Where that is a limit of envoyproxy/ratelimit's
+    /// YAML, the limit is the one that service finds walking its tree — at each level
+    /// the exact value's node, else the first wildcard written that takes the value,
+    /// else the key alone, never backing up — so a descriptor that enters a more specific
+    /// node (with a limit or without) and finds no limit there is not matched by a less
+    /// specific one. Its cost grows with the descriptor's entries, not with the domain's
+    /// rules.
     pub fn find<'a, I>(&self, domain: &str, entries: I) -> Option<usize>
     where
         I: ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
     {
         let tree = self.by_domain.get(domain)?;
         let found = tree.most_specific(|i| &self.rules[i].entries, entries.clone())?;
-        let rule = &self.rules[found];
-        let branched = rule.is_yaml_limit() && tree.passed_by(&rule.entries, entries);
-        (!branched).then_some(found)
+        if !self.rules[found].is_yaml_limit() {
+            return Some(found);
+        }
+        tree.yaml_walk(entries)
+            .filter(|&walked| self.rules[walked].is_yaml_limit())
     }
 
     pub fn get(&self, index: usize) -> Option<&RlsRule> {

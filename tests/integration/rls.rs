@@ -147,10 +147,18 @@ async fn hits_addend_is_the_cost_at_both_levels_and_zero_only_checks() {
     );
     // Over: nothing is left for this call (as envoyproxy/ratelimit says), though one
     // cost-1 request still is — the next call shows it.
-    assert_eq!(
-        rls.call(two).await.expect("answered").codes(),
-        [(OVER_LIMIT, 0)]
-    );
+    let over = rls.call(two).await.expect("answered");
+    assert_eq!(over.codes(), [(OVER_LIMIT, 0)]);
+    assert!(over.header("retry-after").is_some(), "a wait helps: told");
+    // More than the burst at once: no wait admits it, none is told.
+    let never = RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![tenant("b")],
+        hits_addend: 10,
+    };
+    let never = rls.call(never).await.expect("answered");
+    assert_eq!(never.codes(), [(OVER_LIMIT, 0)]);
+    assert_eq!(never.header("retry-after"), None);
     // A descriptor's own cost beats the call's.
     let one = RlsRequest {
         domain: "edge".into(),

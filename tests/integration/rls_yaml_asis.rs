@@ -1,7 +1,9 @@
 //! envoyproxy/ratelimit's YAML beyond the basics, answered as that service answers it: a
 //! blocking limit (`requests_per_unit: 0`), `quota_mode`, `metadata` and the metric flags
 //! accepted, a shared wildcard (`share_threshold`), `replaces` of named limits only,
-//! unlimited descriptors with all the room there is, nested branches walked greedily,
+//! unlimited descriptors with all the room there is, nested branches walked greedily (a
+//! value written without a limit exempting it; a `*` anywhere in a value, wildcards tried
+//! in the order written),
 //! `limit_remaining` 0 when over, a call with no descriptors refused, and two files of
 //! one domain refused.
 
@@ -138,6 +140,55 @@ async fn unlimited_shared_and_greedy_descriptors_answer_as_envoyproxy_ratelimit(
         rls.ask("asis", call("bob", "/b")).await.codes(),
         [(OVER_LIMIT, 0)]
     );
+    // A value written without a limit exempts it from its key's limit of 1 a minute.
+    let address = |a: &str| vec![descriptor(&[("remote_address", a)])];
+    for _ in 0..3 {
+        let r = rls.ask("asis", address("10.0.0.1")).await;
+        assert_eq!(r.codes(), [(OK, 0)]);
+        assert_eq!(r.statuses[0].current_limit, None);
+    }
+    let once = rls.ask("asis", address("10.0.0.2")).await;
+    assert_eq!(once.codes(), [(OK, 0)]);
+    assert!(once.statuses[0].current_limit.is_some(), "its key's limit");
+    assert_eq!(
+        rls.ask("asis", address("10.0.0.2")).await.codes(),
+        [(OVER_LIMIT, 0)]
+    );
+}
+
+#[tokio::test]
+async fn wildcards_anywhere_in_a_value_are_tried_in_the_order_written() {
+    let (_up, _gw, mut rls) = start().await;
+    // `/v1/*/users`: a `*` inside the value, 1 a minute.
+    let path = |p: &str| vec![descriptor(&[("path", p)])];
+    assert_eq!(
+        rls.ask("asis", path("/v1/acme/users")).await.codes(),
+        [(OK, 0)]
+    );
+    assert_eq!(
+        rls.ask("asis", path("/v1/acme/users")).await.codes(),
+        [(OVER_LIMIT, 0)]
+    );
+    assert_eq!(
+        rls.ask("asis", path("/v1/bob/users")).await.codes(),
+        [(OK, 0)],
+        "every value the pattern takes is a key of its own"
+    );
+    let other = rls.ask("asis", path("/v1/users")).await;
+    assert_eq!(other.codes(), [(OK, 0)]);
+    assert_eq!(
+        other.statuses[0].current_limit, None,
+        "not taken: unmatched"
+    );
+    // `/v1/*` is written before `/v1/admin/*`: /v1/admin/x enters it, where any user
+    // has 100 a minute — the later wildcard's 1 a minute for root is not reached.
+    let root = || vec![descriptor(&[("area", "/v1/admin/x"), ("user", "root")])];
+    for remaining in [99, 98, 97] {
+        let r = rls.ask("asis", root()).await;
+        assert_eq!(r.codes(), [(OK, remaining)]);
+        let limit = r.statuses[0].current_limit.clone().expect("a limit");
+        assert_eq!((limit.requests_per_unit, limit.unit), (100, MINUTE));
+    }
 }
 
 #[tokio::test]

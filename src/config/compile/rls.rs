@@ -67,7 +67,7 @@ impl Compiler {
             },
             on_unmatched: on_unmatched?,
             refusal_body: refusal_body?,
-            rules: RlsRules::new(rules),
+            rules: RlsRules::new(rules, yaml.nodes),
             ratelimit_config: raw
                 .ratelimit_config
                 .as_ref()

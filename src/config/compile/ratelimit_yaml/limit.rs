@@ -6,12 +6,12 @@ use super::*;
 use crate::config::rls::{RuleEntry, Value};
 
 /// A limit's full key, as envoyproxy/ratelimit names it: the domain, then each entry's
-/// key with its value (`key_value`, a prefix as `key_prefix*`), joined by dots.
+/// key with its value (`key_value`, a wildcard as written: `key_prefix*`), joined by dots.
 pub(super) fn full_key(domain: &str, path: &[RuleEntry]) -> String {
     std::iter::once(domain.to_owned())
         .chain(path.iter().map(|e| match &e.value {
             Value::Any => e.key.clone(),
-            Value::Prefix(p) | Value::SharedPrefix(p) => format!("{}_{p}*", e.key),
+            Value::Wildcard(p) | Value::SharedWildcard(p) => format!("{}_{}", e.key, p.written()),
             Value::Exact(v) => format!("{}_{v}", e.key),
         }))
         .collect::<Vec<_>>()

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::*;
-use crate::config::rls::{RlsRule, RuleEntry, Value};
+use crate::config::rls::{Pattern, RlsRule, RuleEntry, Value, YamlNode};
 pub(super) use limit::unit_name;
 use limit::{full_key, unit_seconds, yaml_policy};
 
@@ -79,6 +79,8 @@ struct YamlReplaces {
 pub(super) struct FromYaml {
     pub rules: Vec<RlsRule>,
     pub policies: Vec<Arc<Policy>>,
+    /// Every descriptor the files write, with a limit or without, in their order.
+    pub nodes: Vec<YamlNode>,
 }
 
 /// One place in one file, for messages: `ratelimit/config.yaml:7:5`.
@@ -183,16 +185,24 @@ impl Compiler {
         for node in nodes {
             let place = at(file, &node.key);
             let key = node.key.value.clone();
+            // A `*` anywhere is a wildcard, as envoyproxy/ratelimit reads it since it
+            // took more than a trailing one.
             let value = match node.value.as_deref() {
                 None | Some("") => Value::Any,
-                Some(v) => match v.strip_suffix('*') {
-                    Some(prefix) if node.share_threshold => Value::SharedPrefix(prefix.to_owned()),
-                    Some(prefix) => Value::Prefix(prefix.to_owned()),
+                Some(v) => match Pattern::new(v) {
+                    Some(p) if node.share_threshold => Value::SharedWildcard(p),
+                    Some(p) => Value::Wildcard(p),
                     None => Value::Exact(v.to_owned()),
                 },
             };
-            if node.share_threshold && !matches!(value, Value::SharedPrefix(_)) {
-                self.error(raw.span(), format!("ratelimit_config {place}: share_threshold applies to a value ending in `*`"), None);
+            if node.share_threshold && !matches!(value, Value::SharedWildcard(_)) {
+                self.error(
+                    raw.span(),
+                    format!(
+                        "ratelimit_config {place}: share_threshold applies to a value with a `*`"
+                    ),
+                    None,
+                );
                 continue;
             }
             if node.quota_mode {
@@ -211,6 +221,12 @@ impl Compiler {
                 continue;
             }
             path.push(RuleEntry { key, value });
+            // Every node, a limit's or not, in the file's order: the walk enters one
+            // without a limit too, and tries wildcards in the order they are written.
+            out.nodes.push(YamlNode {
+                domain: domain.to_owned(),
+                entries: path.clone(),
+            });
             if let Some(limit) = &node.rate_limit {
                 if let Some(rule) = self.yaml_limit(raw, (file, domain), path, node, limit, names) {
                     out.policies.extend(rule.policy.clone());
