@@ -270,6 +270,16 @@ mod tests {
         rules.find(domain, entries.iter().copied())
     }
 
+    /// `[rls]` with nothing but its address: an unnamed descriptor is OK and no body.
+    #[test]
+    fn a_bare_rls_table_passes_unmatched_descriptors() {
+        let text = "[server]\nlisten = \"127.0.0.1:0\"\n[rls]\nlisten = \"127.0.0.1:0\"\n";
+        let config = crate::config::compile(Path::new("t.toml"), text).expect("valid");
+        let rls = config.rls.expect("[rls]");
+        assert_eq!(rls.on_unmatched, super::Unmatched::Ok);
+        assert_eq!(rls.refusal_body, super::RefusalBody::None);
+    }
+
     #[test]
     fn a_pinned_value_beats_any_value_and_keys_must_match_in_order_and_number() {
         let rules = rules(
