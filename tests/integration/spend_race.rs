@@ -148,7 +148,18 @@ async fn the_openai_client_is_charged_what_each_answer_reports() {
         got["stream"]["completion_tokens"], 9,
         "the stream's last event, read by the client"
     );
-    let expected = price(&got["json"], 1, 2) + price(&got["stream"], 10, 30);
+    assert_eq!(
+        (
+            got["responses_json"]["completion_tokens"].as_u64(),
+            got["responses_stream"]["completion_tokens"].as_u64()
+        ),
+        (Some(6), Some(8)),
+        "the Responses API's usage, JSON and streamed, read by the client: {got}"
+    );
+    let expected = price(&got["json"], 1, 2)
+        + price(&got["stream"], 10, 30)
+        + price(&got["responses_json"], 1, 2)
+        + price(&got["responses_stream"], 10, 30);
     assert_eq!(used_reaches(&gw, "openai-user", expected).await, expected);
     let refused = &got["refused"];
     assert_eq!(refused["status"], 429, "{got}");
@@ -161,7 +172,7 @@ async fn the_openai_client_is_charged_what_each_answer_reports() {
     assert_eq!(refused["error"], "rate_limited");
     assert_eq!(
         up.requests(),
-        2,
+        4,
         "the refused call never reached the upstream"
     );
 }

@@ -1,5 +1,6 @@
 """The official `openai` client through tollgate: one chat completion answered as JSON, one
-streamed with its usage as the last event, then one the budget no longer covers. Prints
+streamed with its usage as the last event, a Responses API call of each kind, then one the
+budget no longer covers. Prints
 what the client got, as JSON, for the Rust test to price (tests/integration/spend_race.rs).
 
     python3 openai_client.py BASE_URL API_KEY
@@ -38,6 +39,28 @@ for chunk in stream:
     if chunk.usage is not None:
         usage = chunk.usage.model_dump(include={"prompt_tokens", "completion_tokens"})
 got["stream"] = {"model": "big", **usage}
+
+# The Responses API: JSON, then streamed (its usage in `response.completed`).
+answer = client.responses.create(model="mini", input="6 words please", max_output_tokens=50)
+got["responses_json"] = {
+    "model": "mini",
+    "prompt_tokens": answer.usage.input_tokens,
+    "completion_tokens": answer.usage.output_tokens,
+}
+usage = None
+for event in client.responses.create(
+    model="big",
+    input=[{"role": "user", "content": "8 words please"}],
+    max_output_tokens=50,
+    stream=True,
+):
+    if event.type == "response.completed":
+        usage = event.response.usage
+got["responses_stream"] = {
+    "model": "big",
+    "prompt_tokens": usage.input_tokens,
+    "completion_tokens": usage.output_tokens,
+}
 
 try:
     client.chat.completions.create(

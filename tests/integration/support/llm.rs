@@ -1,4 +1,5 @@
-//! An OpenAI-compatible upstream for the spend tests: `POST /v1/chat/completions`, JSON or
+//! An OpenAI-compatible upstream for the spend tests: `POST /v1/chat/completions` (and the
+//! Responses API: `llm_responses.rs`), JSON or
 //! streamed (`text/event-stream`, the usage as the last event when
 //! `stream_options.include_usage`), with a usage the test can predict: the prompt is the
 //! words of every message plus one per message; the answer is as many words as the last
@@ -157,6 +158,13 @@ async fn answer(
     let Ok(request) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return Ok(plain(400, "not json"));
     };
+    if path.ends_with("/responses") {
+        let (content_type, text) = super::llm_responses::answer(&request);
+        let mut resp = Response::new(http_body_util::Full::new(text).boxed());
+        resp.headers_mut()
+            .insert("content-type", http::HeaderValue::from_static(content_type));
+        return Ok(resp);
+    }
     let model = request["model"].as_str().unwrap_or("unknown").to_owned();
     let (prompt, completion) = predicted_usage(&request);
     let usage = serde_json::json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});

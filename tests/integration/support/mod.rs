@@ -14,6 +14,7 @@ mod fixture;
 mod gateway;
 mod grpc;
 mod llm;
+mod llm_responses;
 mod poll;
 mod process;
 mod redis_monitor;
