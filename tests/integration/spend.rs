@@ -290,6 +290,32 @@ async fn a_client_that_hangs_up_mid_stream_pays_max_cost() {
 }
 
 #[tokio::test]
+async fn a_client_that_hangs_up_before_the_answers_head_pays_max_cost() {
+    let up = LlmUpstream::start().await;
+    let max_cost = 200_000;
+    let toml = budget_with(10_000_000, &format!("max_cost = {max_cost}\n")).build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    for (i, client) in [http1(), http2()].into_iter().enumerate() {
+        let key = format!("early-leaver-{i}");
+        // `late-…`: the upstream's head comes after 3 s; the client waits half a second.
+        let req = Request::post(gw.url("/v1/chat/completions"))
+            .header("x-api-key", &key)
+            .body(Full::new(Bytes::from(
+                chat("late-model", 20, 30).to_string(),
+            )))
+            .unwrap();
+        let waited = tokio::time::timeout(Duration::from_millis(500), client.request(req)).await;
+        assert!(waited.is_err(), "no head yet");
+        drop(client);
+        assert_eq!(
+            used_reaches(&gw, &key, max_cost).await,
+            max_cost,
+            "a usage that never arrives because the client left: max_cost"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_body_too_large_to_read_is_priced_at_the_dearest_row_so_padding_saves_nothing() {
     let up = LlmUpstream::start().await;
     let toml = budget(10_000_000).server("max_key_body = 1024\n").build();
