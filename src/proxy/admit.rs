@@ -180,6 +180,9 @@ pub fn answer(
         trace.answer = Answer::Admitted;
         return None; // an unlimited route: nothing decided, nothing to count
     }
+    // A JSON-RPC refusal only where a policy reads the body for itself (a `json:` key, a
+    // price): a `query:` key reads a body too, and its 429 keeps the contract's body.
+    let body = body.filter(|_| route.body_always);
     count(admission, &routed.runtime().policies);
     let policy_name = |position: usize| route.policies[position].name.as_str();
     match admission.outcome() {

@@ -231,3 +231,25 @@ async fn content_type_lines_naming_more_bodies_than_are_read_are_refused() {
     assert_eq!(get(&format!("{url}?api_key=four"), &[]).await.status, 429);
     assert_eq!(up.requests(), 1);
 }
+
+/// A `query:` key reads the body too, but its route's 429 is the contract's JSON body,
+/// a JSON-RPC request's included: only a route whose policies key or price by the body
+/// answers a refused JSON-RPC call with a JSON-RPC error.
+#[tokio::test]
+async fn a_query_keyed_routes_refusal_of_a_json_rpc_body_is_the_contracts_body() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&per_key_route(), &up.url()).await;
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let url = gw.url(&format!("/v1/rpc?api_key=r{i}"));
+        let call = || r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#.to_owned();
+        assert_eq!(
+            post(client, &url, "application/json", call()).await.status,
+            200
+        );
+        let refused = post(client, &url, "application/json", call()).await;
+        assert_eq!(refused.status, 429);
+        let body = refused.json();
+        assert_eq!(body["error"], "rate_limited", "{body}");
+        assert_eq!(body["policy"], "per_key", "{body}");
+    }
+}
