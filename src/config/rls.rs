@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::policy::Policy;
-use super::rls_tree::Tree;
+use super::rls_tree::{Tree, Walked};
 
 /// `[rls] max_quota_streams` unless set: at about 64 KiB an idle stream, 1 GiB of idle
 /// streams (each tracked bucket adds about 0.9 KiB; a stream tracks at most 65,536).
@@ -148,6 +148,18 @@ pub struct RlsRules {
     by_domain: HashMap<String, Tree>,
 }
 
+/// What decides a descriptor ([`RlsRules::find`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The rule at this index.
+    Rule(usize),
+    /// envoyproxy/ratelimit's YAML writes the descriptor without a limit (a value
+    /// exempted from its key's): OK, as that service answers it, whatever `on_unmatched`.
+    Exempt,
+    /// No rule, and no YAML node, names it: `on_unmatched` answers.
+    Unnamed,
+}
+
 /// A descriptor envoyproxy/ratelimit's YAML writes, with a `rate_limit` or without (a
 /// node that only holds others, or one that exempts its value): a node of the tree
 /// that service walks.
@@ -214,25 +226,31 @@ impl RlsRules {
         }
     }
 
-    /// The rule deciding a descriptor of `domain` with `entries` (key, value), by index:
-    /// the most specific that matches. Where that is a limit of envoyproxy/ratelimit's
-    /// YAML, the limit is the one that service finds walking its tree — at each level
-    /// the exact value's node, else the first wildcard written that takes the value,
-    /// else the key alone, never backing up — so a descriptor that enters a more specific
-    /// node (with a limit or without) and finds no limit there is not matched by a less
-    /// specific one. Its cost grows with the descriptor's entries, not with the domain's
-    /// rules.
-    pub fn find<'a, I>(&self, domain: &str, entries: I) -> Option<usize>
+    /// What decides a descriptor of `domain` with `entries` (key, value): the most
+    /// specific rule that matches, by index. Where that is a limit of
+    /// envoyproxy/ratelimit's YAML, or no rule matches, the descriptor is found as that
+    /// service walks its tree — at each level the exact value's node, else the first
+    /// wildcard written that takes the value, else the key alone, never backing up — so
+    /// a descriptor that enters a more specific node and finds no limit there is not
+    /// matched by a less specific one: it is [`Found::Exempt`] when the YAML writes a node
+    /// for its every entry, else [`Found::Unnamed`]. Its cost grows with the descriptor's
+    /// entries, not with the domain's rules.
+    pub fn find<'a, I>(&self, domain: &str, entries: I) -> Found
     where
         I: ExactSizeIterator<Item = (&'a str, &'a str)> + Clone,
     {
-        let tree = self.by_domain.get(domain)?;
-        let found = tree.most_specific(|i| &self.rules[i].entries, entries.clone())?;
-        if !self.rules[found].is_yaml_limit() {
-            return Some(found);
+        let Some(tree) = self.by_domain.get(domain) else {
+            return Found::Unnamed;
+        };
+        let found = tree.most_specific(|i| &self.rules[i].entries, entries.clone());
+        if let Some(rule) = found.filter(|&i| !self.rules[i].is_yaml_limit()) {
+            return Found::Rule(rule);
         }
-        tree.yaml_walk(entries)
-            .filter(|&walked| self.rules[walked].is_yaml_limit())
+        match tree.yaml_walk(entries) {
+            Walked::Reached(Some(rule)) => Found::Rule(rule),
+            Walked::Reached(None) => Found::Exempt,
+            Walked::Stopped => Found::Unnamed,
+        }
     }
 
     pub fn get(&self, index: usize) -> Option<&RlsRule> {
@@ -267,7 +285,10 @@ mod tests {
     }
 
     fn find(rules: &super::RlsRules, domain: &str, entries: &[(&str, &str)]) -> Option<usize> {
-        rules.find(domain, entries.iter().copied())
+        match rules.find(domain, entries.iter().copied()) {
+            super::Found::Rule(i) => Some(i),
+            _ => None,
+        }
     }
 
     /// `[rls]` with nothing but its address: an unnamed descriptor is OK and no body.

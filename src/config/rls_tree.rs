@@ -241,14 +241,13 @@ impl Tree {
         }
     }
 
-    /// The YAML limit envoyproxy/ratelimit finds for a descriptor (`entries`), by index:
-    /// walking that YAML's own nodes, at each entry the node of its exact value, else
-    /// the first wildcard (in the file's order) that takes it, else the key alone, never
-    /// backing up; the limit of the node the last entry reaches, if it has one.
+    /// Where envoyproxy/ratelimit's walk takes a descriptor (`entries`): over that
+    /// YAML's own nodes, at each entry the node of its exact value, else the first
+    /// wildcard (in the file's order) that takes it, else the key alone, never backing up.
     pub(super) fn yaml_walk<'a>(
         &self,
         entries: impl Iterator<Item = (&'a str, &'a str)>,
-    ) -> Option<usize> {
+    ) -> Walked {
         let yaml = |child: &usize| self.nodes[*child].yaml_below;
         let mut at = 0;
         for (key, value) in entries {
@@ -263,12 +262,25 @@ impl Tree {
                     .find(|(e, c)| e.key == key && e.value.takes(value) && yaml(c))
                     .map(|(_, c)| c)
             };
-            at = *exact
+            let next = exact
                 .or_else(wildcard)
-                .or_else(|| node.any.get(key).filter(|c| yaml(c)))?;
+                .or_else(|| node.any.get(key).filter(|c| yaml(c)));
+            match next {
+                Some(&child) => at = child,
+                None => return Walked::Stopped,
+            }
         }
-        self.nodes[at].rules.first().copied()
+        Walked::Reached(self.nodes[at].rules.first().copied())
     }
+}
+
+/// Where the YAML's walk took a descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Walked {
+    /// A node the YAML writes for its last entry, and the first rule there, if any.
+    Reached(Option<usize>),
+    /// No node for one of its entries: the YAML does not write it whole.
+    Stopped,
 }
 
 /// Whether rule `a` (index `ai`) comes before rule `b` (index `bi`) in the order rules

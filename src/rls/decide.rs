@@ -8,7 +8,7 @@ use arrayvec::ArrayVec;
 use super::proto::RateLimitRequest;
 use crate::clock::Clock;
 use crate::config::policy::Missing;
-use crate::config::rls::{RlsRule, Unmatched};
+use crate::config::rls::{Found, RlsRule, Unmatched};
 use crate::config::Rls;
 use crate::limit::{Mode, MAX_DECISIONS, MAX_TIERS};
 use crate::proxy::snapshot::Snapshot;
@@ -232,8 +232,16 @@ fn match_descriptors(
             _ => {}
         }
         let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
-        let found = rls.rules.find(&call.domain, entries);
-        matched.push(match found.and_then(|i| Some((i, rls.rules.get(i)?))) {
+        let found = match rls.rules.find(&call.domain, entries) {
+            Found::Rule(i) => rls.rules.get(i).map(|rule| (i, rule)),
+            // Written without a limit: OK, as envoyproxy/ratelimit answers it.
+            Found::Exempt => {
+                matched.push(Matched::Unmatched(Unmatched::Ok));
+                continue;
+            }
+            Found::Unnamed => None,
+        };
+        matched.push(match found {
             Some((i, rule)) if rule.blocked.is_some_and(|(_, m)| m == Mode::Enforce) => {
                 Matched::Blocked(i)
             }

@@ -38,7 +38,10 @@ pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
         };
         return (saturate(quota.burst()), unit);
     }
-    if let Some(written) = policy.rate().filter(|r| r.quota == *quota) {
+    // As written only where a u32 holds it: 5e9 an hour is 1,388,888/SECOND, not
+    // 4,294,967,295/HOUR.
+    let fits = |r: &&crate::config::policy::RateLimit| u32::try_from(r.limit).is_ok();
+    if let Some(written) = (policy.rate()).filter(|r| r.quota == *quota).filter(fits) {
         let period = u64::try_from(written.period.as_nanos()).unwrap_or(u64::MAX);
         if let Some((unit, _)) = UNITS.iter().find(|(_, length)| *length == period) {
             return (saturate(written.limit), *unit);
@@ -52,8 +55,8 @@ pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
         (n >= 1 && length - n * t < n).then_some(n)
     };
     let burst = quota.burst();
-    let as_burst = UNITS
-        .iter()
+    let as_burst = (UNITS.iter())
+        .filter(|_| u32::try_from(burst).is_ok())
         .find(|(_, length)| exact(*length) == Some(burst));
     if let Some((unit, _)) = as_burst {
         return (saturate(burst), *unit);
@@ -113,6 +116,11 @@ mod tests {
         ] {
             assert_eq!(stated_of(limit, period), want, "{limit} per {period:?}");
         }
+        // Too many to state as written in a u32: the smallest exact unit.
+        assert_eq!(
+            stated_of(5_000_000_000, s(3_600)),
+            (1_388_888, Unit::Second)
+        );
         // Written per a unit, whatever the burst.
         let config = config_of(60, s(60), 5);
         let policy = config.policy("p").expect("policy p");

@@ -189,6 +189,36 @@ async fn wildcards_anywhere_in_a_value_are_tried_in_the_order_written() {
         let limit = r.statuses[0].current_limit.clone().expect("a limit");
         assert_eq!((limit.requests_per_unit, limit.unit), (100, MINUTE));
     }
+    // Nor is it tried when the first has nothing below for the next key: `tier` is
+    // written only under `/v1/admin/*` (1 a minute), and the walk never goes there.
+    let tier = || vec![descriptor(&[("area", "/v1/admin/x"), ("tier", "gold")])];
+    for _ in 0..3 {
+        let r = rls.ask("asis", tier()).await;
+        assert_eq!(r.codes(), [(OK, 0)]);
+        assert_eq!(r.statuses[0].current_limit, None);
+    }
+}
+
+/// Under `on_unmatched = "over_limit"` a value the YAML writes without a limit is still
+/// exempt (envoyproxy/ratelimit answers it OK); a descriptor the YAML does not write is
+/// refused.
+#[tokio::test]
+async fn a_value_written_without_a_limit_is_exempt_whatever_on_unmatched_says() {
+    let up = Upstream::start().await;
+    let toml = toml(FIXTURES).replace(
+        "ratelimit_config",
+        "on_unmatched = \"over_limit\"\nratelimit_config",
+    );
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    for _ in 0..3 {
+        let r = rls
+            .ask("asis", vec![descriptor(&[("remote_address", "10.0.0.1")])])
+            .await;
+        assert_eq!(r.codes(), [(OK, 0)]);
+    }
+    let unwritten = rls.ask("asis", vec![descriptor(&[("nowhere", "x")])]).await;
+    assert_eq!(unwritten.codes(), [(OVER_LIMIT, 0)]);
 }
 
 #[tokio::test]

@@ -1,16 +1,28 @@
 //! The tree against an independent model: the rules sorted most specific first, the first
-//! that takes every entry, and where that is a YAML limit, envoyproxy/ratelimit's walk
-//! over the YAML's nodes read off the paths written (how rules were found before the
-//! tree, at a cost of every rule of the domain); wildcards against a recursive glob.
+//! that takes every entry, and where that is a YAML limit (or none is), envoyproxy/
+//! ratelimit's walk over the YAML's nodes read off the paths written (how rules were found
+//! before the tree, at a cost of every rule of the domain); wildcards read by a recursive
+//! glob in the model, and `Pattern` against that glob.
 
 use std::cmp::Reverse;
 
 use proptest::prelude::*;
 
-use crate::config::rls::{Pattern, RlsRule, RlsRules, RuleEntry, Value, YamlNode};
+use crate::config::rls::{Found, Pattern, RlsRule, RlsRules, RuleEntry, Value, YamlNode};
 
 fn ranks(rule: &RlsRule) -> Vec<u8> {
     rule.entries.iter().map(|e| e.value.rank()).collect()
+}
+
+/// Whether `e` takes `value`, a wildcard read by the recursive glob (not `Pattern`).
+fn takes(e: &RuleEntry, value: &str) -> bool {
+    match &e.value {
+        Value::Any => true,
+        Value::Wildcard(p) | Value::SharedWildcard(p) => {
+            glob(p.written().as_bytes(), value.as_bytes())
+        }
+        Value::Exact(v) => v == value,
+    }
 }
 
 fn matches(rule: &RlsRule, entries: &[(&str, &str)]) -> bool {
@@ -18,20 +30,20 @@ fn matches(rule: &RlsRule, entries: &[(&str, &str)]) -> bool {
         && entries
             .iter()
             .zip(&rule.entries)
-            .all(|(&(key, value), e)| key == e.key && e.value.takes(value))
+            .all(|(&(key, value), e)| key == e.key && takes(e, value))
 }
 
 /// envoyproxy/ratelimit's walk over its YAML's nodes (`yaml`: every node's entries,
 /// the domain's descriptors written without a limit and its YAML limits), wildcards
 /// tried in the order `written` first writes them: at each level the exact value's node,
 /// else the first wildcard that takes the value, else the key alone, never backing up;
-/// then the first rule of the node reached, if it is a YAML limit.
+/// then the first rule of the node reached (none: exempt).
 fn model_walk(
     rules: &[RlsRule],
     (yaml, written): (&[Vec<RuleEntry>], &[Vec<RuleEntry>]),
     domain: &str,
     entries: &[(&str, &str)],
-) -> Option<usize> {
+) -> Found {
     let mut chosen: Vec<RuleEntry> = Vec::new();
     for &(key, value) in entries {
         let level = chosen.len();
@@ -47,16 +59,20 @@ fn model_walk(
         }
         let here: Vec<&RuleEntry> = order
             .into_iter()
-            .filter(|e| e.key == key && e.value.takes(value) && leads(e))
+            .filter(|e| e.key == key && takes(e, value) && leads(e))
             .collect();
         let pick = (here.iter().find(|e| e.value.rank() == 2))
             .or_else(|| here.iter().find(|e| e.value.rank() == 1))
-            .or_else(|| here.iter().find(|e| e.value.rank() == 0))?;
-        chosen.push((*pick).clone());
+            .or_else(|| here.iter().find(|e| e.value.rank() == 0));
+        match pick {
+            Some(pick) => chosen.push((*pick).clone()),
+            None => return Found::Unnamed,
+        }
     }
-    let first =
-        (0..rules.len()).find(|&i| rules[i].domain == domain && rules[i].entries == chosen)?;
-    rules[first].name.is_some().then_some(first)
+    match (0..rules.len()).find(|&i| rules[i].domain == domain && rules[i].entries == chosen) {
+        Some(first) => Found::Rule(first),
+        None => Found::Exempt,
+    }
 }
 
 fn model_find(
@@ -64,14 +80,15 @@ fn model_find(
     nodes: &[YamlNode],
     domain: &str,
     entries: &[(&str, &str)],
-) -> Option<usize> {
+) -> Found {
     let mut ids: Vec<usize> = (0..rules.len())
         .filter(|&i| rules[i].domain == domain)
         .collect();
     ids.sort_by_key(|&i| Reverse(ranks(&rules[i])));
-    let found = ids.iter().copied().find(|&i| matches(&rules[i], entries))?;
-    if rules[found].name.is_none() {
-        return Some(found);
+    let found = ids.iter().copied().find(|&i| matches(&rules[i], entries));
+    // A TOML rule, most specific, decides; a YAML limit, or nothing, is the walk's.
+    if let Some(toml) = found.filter(|&i| rules[i].name.is_none()) {
+        return Found::Rule(toml);
     }
     let of_domain = nodes
         .iter()
