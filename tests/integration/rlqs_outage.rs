@@ -26,7 +26,7 @@ struct Outage {
     during: Told,
     redis: RedisServer,
     envoy: RlqsStream,
-    _gateway: (TestGateway, Upstream),
+    gateway: (TestGateway, Upstream),
 }
 
 async fn outage(on_error: &str) -> Outage {
@@ -42,7 +42,7 @@ async fn outage(on_error: &str) -> Outage {
         during,
         redis,
         envoy,
-        _gateway: (gw, up),
+        gateway: (gw, up),
     }
 }
 
@@ -86,4 +86,17 @@ async fn a_dead_store_under_allow_lets_the_bucket_through_and_local_shares_from_
         "{:?}",
         local.during
     );
+    // Decided in memory, not a stale answer: the store's failure was met and counted.
+    assert!(store_errors(&local.gateway.0).await > 0);
+}
+
+/// The store errors the gateway counted.
+async fn store_errors(gw: &TestGateway) -> u64 {
+    let metrics = send(&http1(), "GET", &gw.admin_url("/metrics"), &[], b"")
+        .await
+        .text();
+    (metrics.lines())
+        .filter(|l| l.starts_with("tollgate_store_errors_total{backend=\"redis\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
