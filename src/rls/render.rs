@@ -241,8 +241,18 @@ fn headers(
 
 /// The wait a refused call is told, in `Retry-After` and the body's `retry_after_ms`
 /// alike: the limiter's, or a blocking rule's unit (it is over until the unit passes, as
-/// its `duration_until_reset` says); a call over only by `on_unmatched` has none to tell.
+/// its `duration_until_reset` says). A call refused whenever it comes — by `on_unmatched`
+/// or a missing key's `reject`, also beside a descriptor that would wait — has none.
 fn told_wait_ns(rls: &Rls, decided: &Decided) -> u64 {
+    let never = decided.matched.iter().any(|m| {
+        matches!(
+            m,
+            Matched::Unmatched(Unmatched::OverLimit) | Matched::MissingKey(_)
+        )
+    });
+    if never {
+        return 0;
+    }
     let blocked_ns = decided
         .matched
         .iter()

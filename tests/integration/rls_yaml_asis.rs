@@ -201,7 +201,7 @@ async fn wildcards_anywhere_in_a_value_are_tried_in_the_order_written() {
 
 /// Under `on_unmatched = "over_limit"` a value the YAML writes without a limit is still
 /// exempt (envoyproxy/ratelimit answers it OK); a descriptor the YAML does not write is
-/// refused.
+/// refused, and a call it refuses is told no wait.
 #[tokio::test]
 async fn a_value_written_without_a_limit_is_exempt_whatever_on_unmatched_says() {
     let up = Upstream::start().await;
@@ -219,6 +219,14 @@ async fn a_value_written_without_a_limit_is_exempt_whatever_on_unmatched_says() 
     }
     let unwritten = rls.ask("asis", vec![descriptor(&[("nowhere", "x")])]).await;
     assert_eq!(unwritten.codes(), [(OVER_LIMIT, 0)]);
+    // Blocked for a minute and unnamed: no wait admits the call, and none is told.
+    let both = vec![
+        descriptor(&[("source", "banned")]),
+        descriptor(&[("nowhere", "x")]),
+    ];
+    let both = rls.ask("asis", both).await;
+    assert_eq!(both.codes(), [(OVER_LIMIT, 0), (OVER_LIMIT, 0)]);
+    assert_eq!(both.header("retry-after"), None);
 }
 
 #[tokio::test]
