@@ -28,6 +28,39 @@ pub struct SpanTrace {
     /// An admitted request's policy nearest to refusing it (the one its `RateLimit`
     /// headers report): named on its span as a refusal's is.
     pub nearest: Option<String>,
+    /// The caller's `tracestate` of a trace the gateway follows (the state it passes on
+    /// unchanged), the spans' own; empty otherwise.
+    pub trace_state: String,
+}
+
+/// `tracestate` past this many bytes is none (W3C asks at least 512 be passed on).
+const MAX_TRACE_STATE: usize = 512;
+
+/// The caller's `tracestate` lines as one list, when it is one W3C allows: at most
+/// [`MAX_TRACE_STATE`] bytes and 32 members, of printable ASCII; empty otherwise.
+fn trace_state(headers: &HeaderMap) -> String {
+    let mut state = String::new();
+    for line in headers.get_all("tracestate") {
+        let Ok(text) = line.to_str() else {
+            return String::new();
+        };
+        let text = text.trim_matches([' ', '\t']);
+        if text.is_empty() {
+            continue;
+        }
+        if !state.is_empty() {
+            state.push(',');
+        }
+        state.push_str(text);
+        if state.len() > MAX_TRACE_STATE {
+            return String::new();
+        }
+    }
+    let members = state.split(',').filter(|m| !m.trim().is_empty()).count();
+    if members > 32 || !state.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        return String::new();
+    }
+    state
 }
 
 /// The request's trace when `telemetry` samples it, given its headers (its caller's
@@ -66,6 +99,11 @@ pub fn start(
         forward: None,
         key_hash: None,
         nearest: None,
+        trace_state: if by_client {
+            trace_state(headers)
+        } else {
+            String::new()
+        },
     })
 }
 
@@ -179,7 +217,7 @@ fn server_span(
         status: None,
         // W3C flags (sampled), then "is_remote is known" and whether the parent is remote.
         flags: 0x01 | 0x100 | u32::from(s.parent_id.is_some()) << 9,
-        trace_state: String::new(),
+        trace_state: trace.trace_state.clone(),
     }
 }
 
@@ -269,7 +307,7 @@ fn client_span(trace: &SpanTrace, ended: &Ended<'_>, (from, to): (u64, u64)) -> 
         attributes,
         status: None,
         flags: 0x01 | 0x100,
-        trace_state: String::new(),
+        trace_state: trace.trace_state.clone(),
     }
 }
 
@@ -314,5 +352,30 @@ mod tests {
             "methods are case-sensitive"
         );
         assert_eq!(known_method(&"X".repeat(10_000)), OTHER_METHOD);
+    }
+}
+
+#[cfg(test)]
+mod trace_state_tests {
+    use super::*;
+
+    fn of(lines: &[&str]) -> String {
+        let mut headers = HeaderMap::new();
+        for line in lines {
+            let value = http::HeaderValue::from_bytes(line.as_bytes()).expect("a value");
+            headers.append("tracestate", value);
+        }
+        trace_state(&headers)
+    }
+
+    #[test]
+    fn a_tracestate_is_its_lines_as_one_list_within_w3c_bounds() {
+        assert_eq!(of(&["a=1", " b=2 "]), "a=1,b=2");
+        assert_eq!(of(&[]), "");
+        let long = format!("a={}", "x".repeat(MAX_TRACE_STATE));
+        assert_eq!(of(&[&long]), "", "past 512 bytes: none");
+        let many: Vec<String> = (0..33).map(|i| format!("k{i}=v")).collect();
+        assert_eq!(of(&[&many.join(",")]), "", "33 members: none");
+        assert_eq!(of(&["a=\u{e9}"]), "", "not ASCII: none");
     }
 }

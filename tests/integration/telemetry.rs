@@ -193,6 +193,13 @@ async fn a_sampled_callers_trace_runs_through_the_gateway_to_the_upstream() {
         assert_eq!(a["tollgate.retry_after_ms"], 0);
         assert!(a["tollgate.key_hash"].is_string(), "{a}");
         assert_eq!(client_span["parent"], server["span_id"]);
+        // The state the gateway passes on is its spans' own.
+        for span in [server, client_span] {
+            assert_eq!(
+                span["trace_state"],
+                "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+            );
+        }
         assert_eq!(
             upstream_saw,
             traceparent(&trace, client_span["span_id"].as_str().unwrap(), "01"),

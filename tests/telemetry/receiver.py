@@ -41,6 +41,7 @@ def emit(request, transport):
                     "attributes": {a.key: value(a.value) for a in s.attributes},
                     "status": s.status.code,
                     "flags": s.flags,
+                    "trace_state": s.trace_state,
                 }
                 with lock:
                     print(json.dumps(line), flush=True)
