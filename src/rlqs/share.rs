@@ -235,6 +235,44 @@ mod tests {
         assert_eq!(share(&k, (1.0, 4.0), 10), Assignment::DenyAll);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+
+        /// The contract's bound: what every Envoy holding a key may admit within a TTL
+        /// together is what the key has free now and refills meanwhile, plus at most one
+        /// fill (the rounding up a bucket needs) and one token per Envoy.
+        #[test]
+        fn the_shares_of_every_envoy_never_add_up_to_more_than_the_bound(
+            (limit, period_s, burst) in (1u64..2_000, 1u64..7_200, 1u64..2_000),
+            free_part in 0.0f64..=1.0,
+            until_full_s in 0u64..100,
+            demands in proptest::collection::vec(MIN_DEMAND..1_000.0f64, 1..9),
+            ttl_s in 1u64..120,
+        ) {
+            let k = KeyState {
+                quota: Quota::new(limit, period_s * S, burst).expect("quota"),
+                calendar: false,
+                free: (burst as f64 * free_part) as u64,
+                until_full_ns: until_full_s * S,
+            };
+            let all: f64 = demands.iter().sum();
+            let (mut most, mut fills) = (0u64, 0u64);
+            for d in &demands {
+                let a = share(&k, (*d, all), ttl_s);
+                most += a.most(ttl_s).expect("a bucket or none");
+                if let Assignment::Bucket { tokens_per_fill, .. } = a {
+                    fills += u64::from(tokens_per_fill);
+                }
+            }
+            let bound = k.free as f64 + k.refill_per_s(ttl_s) * ttl_s as f64;
+            let envoys = demands.len() as u64;
+            proptest::prop_assert!(
+                most as f64 <= bound.floor() + (fills + envoys) as f64,
+                "{most} > {bound} + {fills} + {envoys}"
+            );
+        }
+    }
+
     #[test]
     fn demand_follows_requests() {
         assert_eq!(demand(requests_per_s(50, 5 * S)), 10.0);
