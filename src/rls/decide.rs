@@ -232,22 +232,18 @@ fn match_descriptors(
             _ => {}
         }
         let entries = d.entries.iter().map(|e| (e.key.as_str(), e.value.as_str()));
-        let found = match rls.rules.find(&call.domain, entries) {
-            Found::Rule(i) => rls.rules.get(i).map(|rule| (i, rule)),
+        matched.push(match rls.rules.find(&call.domain, entries) {
+            Found::Rule(i) => match rls.rules.get(i) {
+                Some(rule) if rule.blocked.is_some_and(|(_, m)| m == Mode::Enforce) => {
+                    Matched::Blocked(i)
+                }
+                Some(rule) if lacking(rule, d) == Some(Missing::Reject) => Matched::MissingKey(i),
+                Some(_) => Matched::Rule(i),
+                None => Matched::Unmatched(rls.on_unmatched),
+            },
             // Written without a limit: OK, as envoyproxy/ratelimit answers it.
-            Found::Exempt => {
-                matched.push(Matched::Unmatched(Unmatched::Ok));
-                continue;
-            }
-            Found::Unnamed => None,
-        };
-        matched.push(match found {
-            Some((i, rule)) if rule.blocked.is_some_and(|(_, m)| m == Mode::Enforce) => {
-                Matched::Blocked(i)
-            }
-            Some((i, rule)) if lacking(rule, d) == Some(Missing::Reject) => Matched::MissingKey(i),
-            Some((i, _)) => Matched::Rule(i),
-            None => Matched::Unmatched(rls.on_unmatched),
+            Found::Exempt => Matched::Unmatched(Unmatched::Ok),
+            Found::Unnamed => Matched::Unmatched(rls.on_unmatched),
         });
     }
     Ok(matched)

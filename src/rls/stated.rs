@@ -40,11 +40,11 @@ pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
     }
     // As written only where a u32 holds it: 5e9 an hour is 1,388,888/SECOND, not
     // 4,294,967,295/HOUR.
-    let fits = |r: &&crate::config::policy::RateLimit| u32::try_from(r.limit).is_ok();
-    if let Some(written) = (policy.rate()).filter(|r| r.quota == *quota).filter(fits) {
+    if let Some(written) = policy.rate().filter(|r| r.quota == *quota) {
         let period = u64::try_from(written.period.as_nanos()).unwrap_or(u64::MAX);
-        if let Some((unit, _)) = UNITS.iter().find(|(_, length)| *length == period) {
-            return (saturate(written.limit), *unit);
+        let unit = UNITS.iter().find(|(_, length)| *length == period);
+        if let (Ok(limit), Some((unit, _))) = (u32::try_from(written.limit), unit) {
+            return (limit, *unit);
         }
     }
     let t = quota.interval_ns().max(1);
@@ -54,12 +54,13 @@ pub fn stated(policy: &Policy, quota: &Quota) -> (u32, Unit) {
         let n = length / t;
         (n >= 1 && length - n * t < n).then_some(n)
     };
-    let burst = quota.burst();
-    let as_burst = (UNITS.iter())
-        .filter(|_| u32::try_from(burst).is_ok())
-        .find(|(_, length)| exact(*length) == Some(burst));
-    if let Some((unit, _)) = as_burst {
-        return (saturate(burst), *unit);
+    if let Ok(burst) = u32::try_from(quota.burst()) {
+        let as_burst = UNITS
+            .iter()
+            .find(|(_, length)| exact(*length) == Some(u64::from(burst)));
+        if let Some((unit, _)) = as_burst {
+            return (burst, *unit);
+        }
     }
     for (unit, length) in UNITS {
         if let Some(n) = exact(length) {
