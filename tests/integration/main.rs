@@ -118,6 +118,7 @@ mod telemetry;
 mod telemetry_bound;
 mod telemetry_context;
 mod telemetry_hostile;
+mod telemetry_services;
 mod telemetry_stream;
 mod tls;
 mod tls_names;

@@ -4,8 +4,8 @@
 //! tollgate's server and client spans to the upstream, over HTTP/1.1 and HTTP/2; a
 //! refusal's span naming the policy, the wait and the key as a hash; unsampled requests
 //! building nothing and passing `traceparent` unchanged; a ratio of one over OTLP/HTTP
-//! after a reload; a dead collector costing requests nothing; a rate limit service call's
-//! and a quota service report's span from their metadata's `traceparent`.
+//! after a reload; a dead collector costing requests nothing. The rate limit and quota
+//! services' spans: `telemetry_services.rs`.
 
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
@@ -135,7 +135,7 @@ pub(crate) async fn traced(more: &str) -> (Receiver, Upstream, TestGateway) {
     (receiver, up, gw)
 }
 
-const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+pub(crate) const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 pub(crate) fn traceparent(trace: &str, parent: &str, flags: &str) -> String {
     format!("00-{trace}-{parent}-{flags}")
@@ -329,73 +329,4 @@ async fn a_dead_collector_costs_requests_nothing_and_its_spans_are_counted_dropp
     })
     .await;
     assert!(counted, "20 spans counted dropped");
-}
-
-#[tokio::test]
-#[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
-async fn a_traced_rate_limit_service_call_exports_its_span_with_the_refusing_policy() {
-    let receiver = Receiver::start().await;
-    let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .policy("tenant", "header:x-tenant", 1, "1h", 1)
-        .raw(format!(
-            "[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n\
-             [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\n",
-            receiver.grpc
-        ))
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let mut client = RlsClient::connect(gw.rls.expect("rls")).await;
-    for (i, expected) in ["ok", "over_limit"].iter().enumerate() {
-        let trace = format!("{}{i:02x}", &CALLER_TRACE[..30]);
-        let mut req = tonic::Request::new(RlsRequest {
-            domain: "edge".into(),
-            descriptors: vec![descriptor(&[("tenant", "acme")])],
-            hits_addend: 0,
-        });
-        let caller = traceparent(&trace, "00f067aa0ba902b7", "01");
-        req.metadata_mut()
-            .insert("traceparent", caller.parse().expect("ascii"));
-        client.call_with(req).await.expect("answered");
-        let spans = receiver.trace(&trace, 1).await;
-        let a = &spans[0]["attributes"];
-        assert_eq!(spans[0]["parent"], "00f067aa0ba902b7");
-        assert_eq!(a["rpc.method"], "ShouldRateLimit");
-        assert_eq!(a["tollgate.decision"], *expected, "{a}");
-        if *expected == "over_limit" {
-            assert_eq!(a["tollgate.policy"], "tenant");
-            assert!(a["tollgate.retry_after_ms"].as_i64() > Some(0));
-            assert!(a["tollgate.key_hash"]
-                .as_str()
-                .is_some_and(|h| !h.contains("acme")));
-        }
-    }
-}
-
-#[tokio::test]
-#[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
-async fn a_traced_quota_stream_exports_a_span_per_report() {
-    let receiver = Receiver::start().await;
-    let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .policy("tenant", "header:x-tenant", 10, "1s", 10)
-        .raw(format!(
-            "[rls]\nlisten = \"127.0.0.1:0\"\n[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\n\
-             [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\n",
-            receiver.grpc
-        ))
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let caller = traceparent(CALLER_TRACE, "00f067aa0ba902b7", "01");
-    let mut stream = RlqsStream::open_with(gw.rls.expect("rls"), Some(&caller)).await;
-    let usages = vec![
-        usage(&[("tenant", "a")], 1, 0, 0),
-        usage(&[("tenant", "b")], 1, 0, 0),
-    ];
-    assert_eq!(stream.ask("edge", usages).await.len(), 2);
-    let spans = receiver.trace(CALLER_TRACE, 1).await;
-    let a = &spans[0]["attributes"];
-    assert_eq!(spans[0]["parent"], "00f067aa0ba902b7");
-    assert_eq!(a["rpc.method"], "StreamRateLimitQuotas");
-    assert_eq!(a["tollgate.buckets"], 2);
 }
