@@ -12,16 +12,26 @@ use crate::support::*;
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ratelimit-asis");
 
 fn toml(yaml: &str) -> String {
+    toml_with(yaml, "")
+}
+
+/// [`toml`] with more `[rls]` lines.
+fn toml_with(yaml: &str, rls: &str) -> String {
     Fixture::new()
         .raw(format!(
-            "[rls]\nlisten = \"127.0.0.1:0\"\nratelimit_config = \"{yaml}\"\n"
+            "[rls]\nlisten = \"127.0.0.1:0\"\nratelimit_config = \"{yaml}\"\n{rls}"
         ))
         .build()
 }
 
 async fn start() -> (Upstream, TestGateway, RlsClient) {
+    start_on(&toml(FIXTURES)).await
+}
+
+/// A gateway on `toml` and a client of its rate limit service.
+async fn start_on(toml: &str) -> (Upstream, TestGateway, RlsClient) {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&toml(FIXTURES), &up.url()).await;
+    let gw = TestGateway::start(toml, &up.url()).await;
     let rls = RlsClient::connect(gw.rls.expect("rls")).await;
     (up, gw, rls)
 }
@@ -204,13 +214,8 @@ async fn wildcards_anywhere_in_a_value_are_tried_in_the_order_written() {
 /// refused, and a call it refuses is told no wait.
 #[tokio::test]
 async fn a_value_written_without_a_limit_is_exempt_whatever_on_unmatched_says() {
-    let up = Upstream::start().await;
-    let toml = toml(FIXTURES).replace(
-        "ratelimit_config",
-        "on_unmatched = \"over_limit\"\nratelimit_config",
-    );
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let toml = toml_with(FIXTURES, "on_unmatched = \"over_limit\"\n");
+    let (_up, _gw, mut rls) = start_on(&toml).await;
     for _ in 0..3 {
         let r = rls
             .ask("asis", vec![descriptor(&[("remote_address", "10.0.0.1")])])
@@ -283,9 +288,7 @@ async fn a_limit_removed_on_reload_leaves_metrics_with_its_series() {
         ),
     )
     .expect("write");
-    let up = Upstream::start().await;
-    let gw = TestGateway::start(&toml(&file.display().to_string()), &up.url()).await;
-    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let (_up, gw, mut rls) = start_on(&toml(&file.display().to_string())).await;
     for key in ["kept", "gone"] {
         assert_eq!(
             rls.ask("d", vec![descriptor(&[(key, "v")])])
@@ -320,14 +323,8 @@ async fn a_limit_removed_on_reload_leaves_metrics_with_its_series() {
 /// a blocking limit's unit, not the limiter's wait of 0.
 #[tokio::test]
 async fn a_blocking_limits_body_tells_the_wait_its_retry_after_does() {
-    let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .raw(format!(
-            "[rls]\nlisten = \"127.0.0.1:0\"\nratelimit_config = \"{FIXTURES}\"\nrefusal_body = \"json\"\n"
-        ))
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
-    let mut rls = RlsClient::connect(gw.rls.expect("rls")).await;
+    let toml = toml_with(FIXTURES, "refusal_body = \"json\"\n");
+    let (_up, _gw, mut rls) = start_on(&toml).await;
     let r = rls
         .ask("asis", vec![descriptor(&[("source", "banned")])])
         .await;

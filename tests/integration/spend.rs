@@ -254,12 +254,19 @@ async fn a_model_named_twice_is_priced_on_the_dearest_and_an_unpriced_one_is_ref
     assert_eq!(ok.status, 200);
 }
 
-#[tokio::test]
-async fn a_client_that_hangs_up_mid_stream_pays_max_cost() {
+/// A budget of ten million units with a `max_cost` far above any reserve here, in front
+/// of the LLM upstream, and that `max_cost`: what a client that leaves pays.
+async fn leavers_gateway() -> (LlmUpstream, TestGateway, u64) {
     let up = LlmUpstream::start().await;
     let max_cost = 200_000;
     let toml = budget_with(10_000_000, &format!("max_cost = {max_cost}\n")).build();
     let gw = TestGateway::start(&toml, &up.url()).await;
+    (up, gw, max_cost)
+}
+
+#[tokio::test]
+async fn a_client_that_hangs_up_mid_stream_pays_max_cost() {
+    let (_up, gw, max_cost) = leavers_gateway().await;
     for (i, http2_) in [false, true].into_iter().enumerate() {
         let key = format!("leaver-{i}");
         let mut body = chat("slow-model", 20, 30);
@@ -291,10 +298,7 @@ async fn a_client_that_hangs_up_mid_stream_pays_max_cost() {
 
 #[tokio::test]
 async fn a_client_that_hangs_up_before_the_answers_head_pays_max_cost() {
-    let up = LlmUpstream::start().await;
-    let max_cost = 200_000;
-    let toml = budget_with(10_000_000, &format!("max_cost = {max_cost}\n")).build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
+    let (_up, gw, max_cost) = leavers_gateway().await;
     for (i, client) in [http1(), http2()].into_iter().enumerate() {
         let key = format!("early-leaver-{i}");
         // `late-…`: the upstream's head comes after 3 s; the client waits half a second.
