@@ -6,20 +6,28 @@
 use crate::support::*;
 use crate::telemetry::{traceparent, Receiver, CALLER_TRACE};
 
-#[tokio::test]
-#[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
-async fn a_traced_rate_limit_service_call_exports_its_span_with_the_refusing_policy() {
+/// A gateway of `fixture` whose rate limit service serves `entries` (TOML rules or quota
+/// buckets), exporting to a fresh receiver and sampling only what its callers sampled.
+async fn traced_service(fixture: Fixture, entries: &str) -> (Receiver, Upstream, TestGateway) {
     let receiver = Receiver::start().await;
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .policy("tenant", "header:x-tenant", 1, "1h", 1)
+    let toml = fixture
         .raw(format!(
-            "[rls]\nlisten = \"127.0.0.1:0\"\n[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n\
+            "[rls]\nlisten = \"127.0.0.1:0\"\n{entries}\
              [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\n",
             receiver.grpc
         ))
         .build();
     let gw = TestGateway::start(&toml, &up.url()).await;
+    (receiver, up, gw)
+}
+
+#[tokio::test]
+#[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
+async fn a_traced_rate_limit_service_call_exports_its_span_with_the_refusing_policy() {
+    let tenant = Fixture::new().policy("tenant", "header:x-tenant", 1, "1h", 1);
+    let rule = "[[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"tenant\"]\npolicy = \"tenant\"\n";
+    let (receiver, _up, gw) = traced_service(tenant, rule).await;
     let mut client = RlsClient::connect(gw.rls.expect("rls")).await;
     for (i, expected) in ["ok", "over_limit"].iter().enumerate() {
         let trace = format!("{}{i:02x}", &CALLER_TRACE[..30]);
@@ -50,17 +58,10 @@ async fn a_traced_rate_limit_service_call_exports_its_span_with_the_refusing_pol
 #[tokio::test]
 #[ignore = "needs Python's opentelemetry-proto and grpcio: scripts/test installs them"]
 async fn a_traced_quota_stream_exports_a_span_per_report() {
-    let receiver = Receiver::start().await;
-    let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .policy("tenant", "header:x-tenant", 10, "1s", 10)
-        .raw(format!(
-            "[rls]\nlisten = \"127.0.0.1:0\"\n[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\n\
-             [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\nsample_ratio = 0.0\n",
-            receiver.grpc
-        ))
-        .build();
-    let gw = TestGateway::start(&toml, &up.url()).await;
+    let tenant = Fixture::new().policy("tenant", "header:x-tenant", 10, "1s", 10);
+    let bucket =
+        "[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\n";
+    let (receiver, _up, gw) = traced_service(tenant, bucket).await;
     let caller = traceparent(CALLER_TRACE, "00f067aa0ba902b7", "01");
     let mut stream = RlqsStream::open_with(gw.rls.expect("rls"), Some(&caller)).await;
     let usages = vec![
