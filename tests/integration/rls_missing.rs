@@ -78,6 +78,13 @@ async fn an_empty_value_under_reject_refuses_the_call_and_charges_nothing() {
     let answer = rls.ask("edge", call).await;
     assert_eq!(answer.overall_code, OVER_LIMIT);
     assert_eq!(answer.statuses[1].code, OVER_LIMIT);
+    // Its limit stated, so Envoy's `X-RateLimit-Limit` names the policy that refused.
+    let limit = answer.statuses[1].current_limit.as_ref().expect("a limit");
+    assert_eq!(
+        (limit.name.as_str(), limit.requests_per_unit, limit.unit),
+        ("orgs", 10, HOUR)
+    );
+    assert_eq!(answer.statuses[1].limit_remaining, 0);
     let after = rls.ask("edge", vec![descriptor(&[("tenant", "t1")])]).await;
     assert_eq!(after.codes(), [(OK, 9)], "the refused call charged nothing");
 }
