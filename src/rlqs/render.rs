@@ -53,6 +53,53 @@ pub fn action(
     }
 }
 
+/// `actions` as a response that starts each token bucket full at its size: a
+/// `DENY_ALL` for the same bucket just before it. Envoy 1.40 starts a bucket that changed
+/// from one token bucket to another at the old one's fill ratio, and one that comes from a
+/// blanket rule full, and applies a response's actions in order before its workers see
+/// them. A share sized on what the key has left after a report's charge is already net of
+/// what that Envoy spent: the ratio would take it off a second time (a monthly quota
+/// locked out at three quarters), and a reset's whole key would start at a drained
+/// bucket's ratio, 0. Only for answers to a report (its usage just charged) and for
+/// admin changes: a re-size because another Envoy joined keeps the ratio, so a client
+/// joining and leaving cannot hand the others fresh buckets over usage not yet reported.
+pub fn started_full(actions: Vec<BucketAction>) -> Vec<BucketAction> {
+    let buckets = actions.iter().filter(|a| is_token_bucket(a)).count();
+    if buckets == 0 {
+        return actions;
+    }
+    let mut out = Vec::with_capacity(actions.len() + buckets);
+    for action in actions {
+        if is_token_bucket(&action) {
+            if let Some(Action::QuotaAssignment(q)) = &action.action {
+                out.push(BucketAction {
+                    bucket_id: action.bucket_id.clone(),
+                    action: Some(Action::QuotaAssignment(QuotaAssignmentAction {
+                        assignment_time_to_live: q.assignment_time_to_live,
+                        rate_limit_strategy: Some(RateLimitStrategy {
+                            strategy: Some(Strategy::BlanketRule(BlanketRule::DenyAll as i32)),
+                        }),
+                    })),
+                });
+            }
+        }
+        out.push(action);
+    }
+    out
+}
+
+fn is_token_bucket(action: &BucketAction) -> bool {
+    matches!(
+        &action.action,
+        Some(Action::QuotaAssignment(QuotaAssignmentAction {
+            rate_limit_strategy: Some(RateLimitStrategy {
+                strategy: Some(Strategy::TokenBucket(_)),
+            }),
+            ..
+        }))
+    )
+}
+
 /// The share a decided charge leaves this Envoy: the typed outcome first (a store that
 /// could not answer is `on_error`'s blanket), then the key's state split by `weight`.
 pub fn decided(

@@ -18,6 +18,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::holders::Holders;
 use super::proto::{BucketAction, RateLimitQuotaResponse, RateLimitQuotaUsageReports};
+use super::render;
 use super::tracked::Stream;
 use crate::grpc_frames::{frame, Frames};
 use crate::proxy::grpc::{is_call, set_status, trailers_only, Code};
@@ -148,6 +149,7 @@ async fn serve(
                 Code::DeadlineExceeded,
                 format!("a message begun {} ago has not ended", humantime::format_duration(read_timeout)),
             )),
+            // Another Envoy joined the key: its share shrinks at Envoy's fill ratio.
             Some(key) = nudged.recv() => {
                 let snapshot = shared.snapshot.load_full();
                 let actions = stream.resize(&snapshot, &key).await;
@@ -155,10 +157,11 @@ async fn serve(
                     break Ok(());
                 }
             }
+            // The admin API changed the key: the new share, whole.
             key = changed(&mut changes) => {
                 let snapshot = shared.snapshot.load_full();
                 let actions = stream.resize(&snapshot, &key).await;
-                if !send(&out, actions).await {
+                if !send(&out, render::started_full(actions)).await {
                     break Ok(());
                 }
             }
@@ -254,7 +257,8 @@ async fn read_messages(
         if let Some(span) = span {
             export_span(stream.shared, &span, reports.bucket_quota_usages.len());
         }
-        if !send(out, actions).await {
+        // The report's usage is charged: its shares are net of it, whole.
+        if !send(out, render::started_full(actions)).await {
             return Ok(None);
         }
     }
@@ -281,12 +285,40 @@ fn export_span(shared: &Shared, span: &crate::telemetry::span::SpanTrace, bucket
     shared.spans.push(exported, &shared.metrics.telemetry);
 }
 
-/// Sends one response holding `actions` (none: nothing is sent); `false` once the client
-/// is gone.
+/// The most one response message holds, well below the 4 MiB a gRPC client takes by
+/// default: a report of thousands of buckets is answered in several.
+const MAX_RESPONSE_BYTES: usize = 1 << 20;
+
+/// Sends `actions` (none: nothing is sent) in responses of at most
+/// [`MAX_RESPONSE_BYTES`], a bucket's actions never split between two (its `DENY_ALL`
+/// and the token bucket it starts full must arrive together); `false` once the client is
+/// gone.
 async fn send(out: &Out, actions: Vec<BucketAction>) -> bool {
-    if actions.is_empty() {
-        return true;
+    let mut chunk = Vec::new();
+    let mut bytes = 0;
+    for action in actions {
+        let size = action.encoded_len() + 8;
+        if bytes + size > MAX_RESPONSE_BYTES && !chunk.is_empty() && !ends_a_pair(&chunk, &action) {
+            if !send_one(out, std::mem::take(&mut chunk)).await {
+                return false;
+            }
+            bytes = 0;
+        }
+        bytes += size;
+        chunk.push(action);
     }
+    chunk.is_empty() || send_one(out, chunk).await
+}
+
+/// Whether `action` is the second of a bucket's two actions, the first ending `chunk`.
+fn ends_a_pair(chunk: &[BucketAction], action: &BucketAction) -> bool {
+    chunk
+        .last()
+        .is_some_and(|last| last.bucket_id == action.bucket_id)
+}
+
+/// Sends one response holding `actions`; `false` once the client is gone.
+async fn send_one(out: &Out, actions: Vec<BucketAction>) -> bool {
     let response = RateLimitQuotaResponse {
         bucket_action: actions,
     };

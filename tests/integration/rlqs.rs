@@ -99,13 +99,20 @@ async fn a_second_envoy_halves_the_first_share_at_once_and_demand_moves_the_spli
         one.ask("edge", a(1, 0)).await[0].told(),
         Told::Bucket(19, 10, 1, 10)
     );
+    // An answer to a report starts Envoy's bucket full at its size (its usage is
+    // charged, the share net of it): a DENY_ALL for the bucket just before it.
+    two.report("edge", a(1, 0)).await;
+    let raw = two.next_raw().await.expect("an answer").actions;
+    let told: Vec<Told> = raw.iter().map(BucketAction::told).collect();
     assert_eq!(
-        two.ask("edge", a(1, 0)).await[0].told(),
-        Told::Bucket(9, 5, 1, 10),
+        told,
+        [Told::DenyAll(10), Told::Bucket(9, 5, 1, 10)],
         "half of what is free (18) and of the rate"
     );
-    // The first is told its new share without reporting anything.
-    let pushed = one.next().await.expect("a re-size").actions;
+    // The first is told its new share without reporting anything, at Envoy's fill
+    // ratio (no DENY_ALL): another Envoy joining hands out no fresh tokens.
+    let pushed = one.next_raw().await.expect("a re-size").actions;
+    assert_eq!(pushed.len(), 1);
     assert_eq!(pushed[0].told(), Told::Bucket(9, 5, 1, 10));
     // The second asks for fifty a second, the first for one: the split follows.
     let Told::Bucket(m2, f2, _, _) = two.ask("edge", a(5, 45)).await[0].told() else {

@@ -33,13 +33,16 @@ async fn a_reset_sends_the_envoys_holding_the_key_the_whole_key_at_once() {
     assert_eq!(proxied(&gw, "a").await, 429);
 
     admin(&gw, "POST", "/admin/reset/tenant/a", b"").await;
-    let pushed = holder.next().await.expect("a re-size").actions;
-    assert_eq!(pushed.len(), 1);
-    assert_eq!(pushed[0].tenant(), "a");
+    // The whole key, started full (a DENY_ALL just before it: Envoy would otherwise
+    // start it at the drained bucket's fill ratio), before Envoy's next report.
+    let pushed = holder.next_raw().await.expect("a re-size").actions;
+    let told: Vec<(String, Told)> = pushed.iter().map(|a| (a.tenant(), a.told())).collect();
     assert_eq!(
-        pushed[0].told(),
-        Told::Bucket(20, 10, 1, 10),
-        "the whole key, before Envoy's next report"
+        told,
+        [
+            ("a".to_owned(), Told::DenyAll(10)),
+            ("a".to_owned(), Told::Bucket(20, 10, 1, 10))
+        ]
     );
     assert_eq!(proxied(&gw, "a").await, 200);
     // The other stream holds no share of `a`: its next message answers its own report.

