@@ -123,6 +123,8 @@ async fn serve(
     // server's `body_read_timeout` from its first byte, the stream ends.
     let read_timeout = shared.snapshot.load().config.server.body_read_timeout;
     let mut stall: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    let idle = tokio::time::sleep(IDLE);
+    tokio::pin!(idle);
     let ended: Ended = loop {
         tokio::select! {
             frame = body.frame() => match frame {
@@ -136,6 +138,9 @@ async fn serve(
                         Ok(None) => break Ok(()),
                         Err(e) => break Err(e),
                     };
+                    if answered > 0 {
+                        idle.as_mut().reset(tokio::time::Instant::now() + IDLE);
+                    }
                     // The timer is a message's: one that ended lets the next, begun in the
                     // same frames, have its own whole `body_read_timeout`.
                     match (frames.pending(), answered) {
@@ -145,6 +150,10 @@ async fn serve(
                     }
                 }
             },
+            () = &mut idle => break Err((
+                Code::DeadlineExceeded,
+                format!("no report for {}: the stream's place is given back", humantime::format_duration(IDLE)),
+            )),
             () = stalled(&mut stall) => break Err((
                 Code::DeadlineExceeded,
                 format!("a message begun {} ago has not ended", humantime::format_duration(read_timeout)),
@@ -284,6 +293,12 @@ fn export_span(shared: &Shared, span: &crate::telemetry::span::SpanTrace, bucket
         ));
     shared.spans.push(exported, &shared.metrics.telemetry);
 }
+
+/// How long a stream may go without a whole report before it ends. Envoy reports every
+/// 5 s, buckets or none; a stream that sends nothing would hold one of the listener's
+/// places (`max_quota_streams`) for good, and an Envoy refused a place loses the report
+/// it opened the stream with (its counters are cleared as the report is built).
+const IDLE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The most one response message holds, well below the 4 MiB a gRPC client takes by
 /// default: a report of thousands of buckets is answered in several.

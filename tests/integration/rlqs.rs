@@ -12,7 +12,7 @@ use crate::support::*;
 
 /// `tenant`: 10 a second, burst 20, keyed like the `/api` route's tier; its buckets keyed
 /// by the `tenant` of Envoy's bucket id, assigned for 10 s.
-fn rlqs_toml(buckets: bool) -> String {
+pub(crate) fn rlqs_toml(buckets: bool) -> String {
     let entries = if buckets {
         "[[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"tenant\"\nassignment_ttl = \"10s\"\n"
     } else {
@@ -362,8 +362,9 @@ async fn streams_past_the_listeners_bound_are_refused_until_one_ends() {
             }
         }
     };
-    assert_eq!(third.ask("edge", vec![tenant("c", 1, 0)]).await.len(), 1); // The bound is the listener's from its start: a reload that changes it keeps it and
-                                                                           // says so, each time, until a restart.
+    assert_eq!(third.ask("edge", vec![tenant("c", 1, 0)]).await.len(), 1);
+    // The bound is the listener's from its start: a reload that changes it keeps it and
+    // says so, each time, until a restart.
     let raised = toml.replace("max_quota_streams = 2", "max_quota_streams = 5");
     for _ in 0..2 {
         gw.rewrite(&raised, &up.url());

@@ -1,9 +1,10 @@
 //! What one quota stream may make the server keep: a bucket past the stream's bound (in
 //! count, or in its ids' bytes), or with an id past 16 KiB, is charged and refused a
 //! while, not tracked; buckets whose reports carried no request for a minute make room
-//! for new ones, and Envoy is told to abandon them.
+//! for new ones, and Envoy is told to abandon them. A stream that sends no report for
+//! 30 s ends, giving its place among the listener's streams back.
 
-use crate::rlqs::{open, proxied, start, tenant};
+use crate::rlqs::{open, proxied, rlqs_toml, start, tenant};
 use crate::support::*;
 
 #[tokio::test]
@@ -247,4 +248,56 @@ async fn buckets_unused_for_a_minute_make_room_and_are_abandoned() {
         .ask("edge", vec![tenant("b1", 1, 0), tenant("b2", 1, 0)])
         .await;
     assert!(more.iter().all(|a| matches!(a.told(), Told::Bucket(..))));
+}
+
+/// A stream that never reports would hold one of the listener's places for good, and an
+/// Envoy refused a place loses the report it opened its stream with: after 30 s without
+/// a whole report a stream ends, while one reporting every 5 s (as Envoy does) goes on.
+#[tokio::test]
+async fn a_stream_silent_for_30_s_ends_and_gives_its_place_back() {
+    let up = Upstream::start().await;
+    let toml = rlqs_toml(true).replace(
+        "[rls]\nlisten = \"127.0.0.1:0\"\n",
+        "[rls]\nlisten = \"127.0.0.1:0\"\nmax_quota_streams = 2\n",
+    );
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let addr = gw.rls.expect("rls");
+    let opened = std::time::Instant::now();
+    let mut silent = open(&gw).await;
+    let mut reporting = open(&gw).await;
+    let silent_end = tokio::spawn(async move {
+        let limit = std::time::Duration::from_secs(120);
+        (silent.next_within(limit).await, opened.elapsed())
+    });
+    // Reports every 5 s until the silent stream has ended (well past its 30 s).
+    let (ended, after) = loop {
+        assert_eq!(
+            reporting.ask("edge", vec![tenant("a", 0, 0)]).await.len(),
+            1
+        );
+        if silent_end.is_finished() {
+            break silent_end.await.expect("joined");
+        }
+        assert!(
+            opened.elapsed() < std::time::Duration::from_secs(120),
+            "the silent stream is still open"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    };
+    let status = ended.expect_err("ended with a status");
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+    assert_eq!(
+        status.message(),
+        "no report for 30s: the stream's place is given back"
+    );
+    assert!(after >= std::time::Duration::from_secs(30), "{after:?}");
+    // The reporting stream, open as long, goes on; the silent one's place is free.
+    assert_eq!(
+        reporting.ask("edge", vec![tenant("a", 0, 0)]).await.len(),
+        1
+    );
+    let mut third = RlqsStream::try_open(addr, None)
+        .await
+        .expect("a free place");
+    assert_eq!(third.ask("edge", vec![tenant("c", 1, 0)]).await.len(), 1);
 }

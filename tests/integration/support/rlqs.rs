@@ -235,11 +235,16 @@ impl RlqsStream {
 
     /// The next response as sent, within 30 s.
     pub async fn next_raw(&mut self) -> Result<QuotaResponse, tonic::Status> {
-        match tokio::time::timeout(Duration::from_secs(30), self.answers.message()).await {
+        self.next_within(Duration::from_secs(30)).await
+    }
+
+    /// The next response as sent, within `limit`.
+    pub async fn next_within(&mut self, limit: Duration) -> Result<QuotaResponse, tonic::Status> {
+        match tokio::time::timeout(limit, self.answers.message()).await {
             Ok(Ok(Some(m))) => Ok(m),
             Ok(Ok(None)) => Err(tonic::Status::unknown("the stream ended")),
             Ok(Err(status)) => Err(status),
-            Err(_) => panic!("no answer within 30 s"),
+            Err(_) => panic!("no answer within {limit:?}"),
         }
     }
 
