@@ -44,7 +44,7 @@ pub fn write(
     }
     let rule = refusing_rule(config, ended);
     let key = refusing_key(shared, (rule, call, ended), server.log_keys);
-    let wait_ns = ended.decided.map_or(0, |d| d.admission.wait_ns());
+    let wait_ns = ended.decided.map_or(0, super::render::told_wait_ns);
     tracing::info!(
         target: "tollgate::access",
         front = "rls",
@@ -94,7 +94,7 @@ pub fn export_span(
     if over {
         span.key_hash = Some(refusing_key(shared, (rule, call, ended), LogKeys::Hash).join(","));
     }
-    let wait = ended.decided.map_or(0, |d| d.admission.wait_ns());
+    let wait = ended.decided.map_or(0, super::render::told_wait_ns);
     let clock = &*shared.clock;
     let unix = |ns| clock.unix_ns_at(ns);
     let method = super::proto::SHOULD_RATE_LIMIT.trim_start_matches('/');

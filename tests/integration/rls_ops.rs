@@ -88,6 +88,30 @@ async fn each_call_has_a_line_and_a_refused_one_names_who_refused_it() {
     assert!(refused.contains("over_limit"), "{refused}");
 }
 
+/// A call no wait admits (here a cost of 5 against a burst of 1) is logged with the wait
+/// it was told, none, not the limiter's "never" as milliseconds.
+#[tokio::test]
+async fn a_call_no_wait_admits_is_logged_with_no_wait() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = Process::run(&config(dir.path(), &up, ""));
+    let mut rls = RlsClient::connect(gw.rls.expect("the ready file names the rls address")).await;
+    let costly = descriptor_costing(&[("tenant", "x"), ("kind", "api")], 5);
+    let r = rls.ask("edge", vec![costly]).await;
+    assert_eq!(
+        (r.overall_code, r.header("retry-after")),
+        (OVER_LIMIT, None)
+    );
+    let found = eventually(Duration::from_secs(10), || !rls_lines(&gw).is_empty()).await;
+    let lines = rls_lines(&gw);
+    assert!(found, "{lines:?}");
+    assert!(
+        lines[0].contains("decision=\"over_limit\"") && lines[0].contains("wait_ms=0 "),
+        "{}",
+        lines[0]
+    );
+}
+
 #[tokio::test]
 async fn refused_only_and_hashed_keys_apply_to_rls_lines_too() {
     let up = Upstream::start().await;

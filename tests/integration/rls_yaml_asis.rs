@@ -65,7 +65,8 @@ async fn a_blocking_limit_is_over_charges_nothing_else_and_can_be_replaced() {
         );
         let reset = r.statuses[1].duration_until_reset.expect("a reset");
         assert_eq!((reset.seconds, reset.nanos), (60, 0));
-        assert_eq!(r.header("retry-after"), Some("60"));
+        // Over in every minute: no wait helps, and none is told.
+        assert_eq!(r.header("retry-after"), None);
         assert_eq!(
             r.metadata("policy"),
             Some(&prost_types::value::Kind::StringValue(
@@ -320,18 +321,19 @@ async fn a_limit_removed_on_reload_leaves_metrics_with_its_series() {
 }
 
 /// Under `refusal_body = "json"`, the body Envoy sends tells the wait `Retry-After` does:
-/// a blocking limit's unit, not the limiter's wait of 0.
+/// none for a blocking limit, over in every unit (a unit's wait would only bring the same
+/// refusal back), and the access log line says the same.
 #[tokio::test]
-async fn a_blocking_limits_body_tells_the_wait_its_retry_after_does() {
+async fn a_blocking_limits_body_tells_no_wait_as_its_headers_do() {
     let toml = toml_with(FIXTURES, "refusal_body = \"json\"\n");
     let (_up, _gw, mut rls) = start_on(&toml).await;
     let r = rls
         .ask("asis", vec![descriptor(&[("source", "banned")])])
         .await;
     assert_eq!(r.overall_code, OVER_LIMIT);
-    assert_eq!(r.header("retry-after"), Some("60"));
+    assert_eq!(r.header("retry-after"), None);
     let body: serde_json::Value = serde_json::from_slice(&r.raw_body).expect("a JSON body");
-    assert_eq!(body["retry_after_ms"], 60_000, "{body}");
+    assert_eq!(body["retry_after_ms"], 0, "{body}");
 }
 
 /// A YAML limit whose debt Redis cannot keep (a year; a month at one request) is refused
