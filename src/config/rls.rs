@@ -351,7 +351,8 @@ mod tests {
             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = []\npolicy = \"p\"\n\
             [[rls.rules]]\ndomain = \"\"\ndescriptor = [\"tenant\"]\npolicy = \"p\"\n\
             [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"user\"]\npolicy = \"p\"\n\
-            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"user\"]\npolicy = \"p\"\n";
+            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [\"user\"]\npolicy = \"p\"\n\
+            [[rls.rules]]\ndomain = \"edge\"\ndescriptor = [{ generic_key = \"slow\" }]\npolicy = \"p\"\n";
         let err = crate::config::compile(Path::new("t.toml"), text)
             .expect_err("invalid")
             .to_string();
@@ -366,6 +367,8 @@ mod tests {
             "t.toml:32:14: an [[rls.rules]] descriptor needs at least one entry",
             "t.toml:35:10: an [[rls.rules]] entry has an empty domain",
             "t.toml:42:1: two [[rls.rules]] entries name the descriptor `edge: user`",
+            "t.toml:48:14: this descriptor keys policy `p` by 0 value(s)",
+            "a descriptor of pinned values only (a global limit, e.g. by generic_key) is one bucket: write it in envoyproxy/ratelimit's YAML",
         ] {
             assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
         }

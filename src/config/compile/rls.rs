@@ -191,7 +191,12 @@ impl Compiler {
                     policy.key.len(),
                     sources.join(", ")
                 ),
-                Some("an RLS key is the values of the entries that are not pinned, in order, so that a proxied request and an Envoy's descriptor share one bucket: make the counts equal".to_owned()),
+                Some(match any_values {
+                    // Every entry pinned: one bucket for all such descriptors, which a
+                    // TOML policy (always keyed by something) cannot name.
+                    0 => "a descriptor of pinned values only (a global limit, e.g. by generic_key) is one bucket: write it in envoyproxy/ratelimit's YAML (`ratelimit_config`, a `rate_limit` under `key: generic_key` / `value: slowpath`), or leave one entry unpinned (`descriptor = [\"generic_key\"]`: one bucket per value)".to_owned(),
+                    _ => "an RLS key is the values of the entries that are not pinned, in order, so that a proxied request and an Envoy's descriptor share one bucket: make the counts equal".to_owned(),
+                }),
             );
             return None;
         }
