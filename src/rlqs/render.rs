@@ -53,51 +53,41 @@ pub fn action(
     }
 }
 
-/// `actions` as a response that starts each token bucket full at its size: a
-/// `DENY_ALL` for the same bucket just before it. Envoy 1.40 starts a bucket that changed
-/// from one token bucket to another at the old one's fill ratio, and one that comes from a
-/// blanket rule full, and applies a response's actions in order before its workers see
-/// them. A share sized on what the key has left after a report's charge is already net of
-/// what that Envoy spent: the ratio would take it off a second time (a monthly quota
-/// locked out at three quarters), and a reset's whole key would start at a drained
-/// bucket's ratio, 0. Only for answers to a report (its usage just charged) and for
-/// admin changes: a re-size because another Envoy joined keeps the ratio, so a client
-/// joining and leaving cannot hand the others fresh buckets over usage not yet reported.
-pub fn started_full(actions: Vec<BucketAction>) -> Vec<BucketAction> {
-    let buckets = actions.iter().filter(|a| is_token_bucket(a)).count();
-    if buckets == 0 {
-        return actions;
-    }
-    let mut out = Vec::with_capacity(actions.len() + buckets);
-    for action in actions {
-        if is_token_bucket(&action) {
-            if let Some(Action::QuotaAssignment(q)) = &action.action {
-                out.push(BucketAction {
-                    bucket_id: action.bucket_id.clone(),
-                    action: Some(Action::QuotaAssignment(QuotaAssignmentAction {
-                        assignment_time_to_live: q.assignment_time_to_live,
-                        rate_limit_strategy: Some(RateLimitStrategy {
-                            strategy: Some(Strategy::BlanketRule(BlanketRule::DenyAll as i32)),
-                        }),
-                    })),
-                });
-            }
+/// Writes `action` as one `bucket_action` of a response (field 1), after a `DENY_ALL`
+/// for the same bucket when `full` and it is a token bucket: that starts the bucket full
+/// at its size. Envoy 1.40 starts a bucket that changed from one token bucket to another
+/// at the old one's fill ratio, one that comes from a blanket rule full, and applies a
+/// response's actions in order before its workers see them. A share sized on what the
+/// key has left after a report's charge is already net of what that Envoy spent: the
+/// ratio would take it off a second time (a monthly quota locked out at three quarters),
+/// and a reset's whole key would start at a drained bucket's ratio, 0. `full` only for
+/// answers to a report (its usage just charged) and admin changes: a re-size because
+/// another Envoy joined keeps the ratio, so a client joining and leaving cannot hand the
+/// others fresh buckets over usage not yet reported. The `DENY_ALL` is written from the
+/// token bucket's own id, not a copy of it.
+pub fn encode_action(action: &BucketAction, full: bool, buf: &mut Vec<u8>) {
+    use prost::encoding::{encode_key, encode_varint, message, WireType};
+    if let (true, Some(Action::QuotaAssignment(q)), Some(id)) =
+        (full, &action.action, &action.bucket_id)
+    {
+        if let Some(RateLimitStrategy {
+            strategy: Some(Strategy::TokenBucket(_)),
+        }) = &q.rate_limit_strategy
+        {
+            let deny = Action::QuotaAssignment(QuotaAssignmentAction {
+                assignment_time_to_live: q.assignment_time_to_live,
+                rate_limit_strategy: Some(RateLimitStrategy {
+                    strategy: Some(Strategy::BlanketRule(BlanketRule::DenyAll as i32)),
+                }),
+            });
+            let len = message::encoded_len(1, id) + deny.encoded_len();
+            encode_key(1, WireType::LengthDelimited, buf);
+            encode_varint(len as u64, buf);
+            message::encode(1, id, buf);
+            deny.encode(buf);
         }
-        out.push(action);
     }
-    out
-}
-
-fn is_token_bucket(action: &BucketAction) -> bool {
-    matches!(
-        &action.action,
-        Some(Action::QuotaAssignment(QuotaAssignmentAction {
-            rate_limit_strategy: Some(RateLimitStrategy {
-                strategy: Some(Strategy::TokenBucket(_)),
-            }),
-            ..
-        }))
-    )
+    message::encode(1, action, buf);
 }
 
 /// The share a decided charge leaves this Envoy: the typed outcome first (a store that

@@ -254,3 +254,36 @@ fn when_every_part_is_small_an_idle_holder_keeps_the_whole_share_for_its_period(
     let split = split_key(&slow, (whole(), &[0.0, 0.6]), (10, &mut period(1)));
     assert_eq!(given(&split), [1], "the next period: one of those asking");
 }
+
+/// A token bucket written to start full is a `DENY_ALL` for its bucket, then itself, in
+/// one response as a client decodes it; a blanket rule, or a bucket not to start full, is
+/// itself alone.
+#[test]
+fn a_bucket_written_to_start_full_is_preceded_by_a_deny_all_for_it() {
+    use super::super::proto::{BucketId, RateLimitQuotaResponse};
+    use prost::Message;
+    let metrics = crate::metrics::rlqs::RlqsFamilies::register(
+        &mut prometheus_client::registry::Registry::default(),
+    );
+    let id = BucketId {
+        bucket: [("tenant".to_owned(), "acme".to_owned())].into(),
+    };
+    let bucket = Assignment::Bucket {
+        max_tokens: 20,
+        tokens_per_fill: 10,
+        fill_s: 1,
+    };
+    let written = |assignment, full| {
+        let mut buf = Vec::new();
+        encode_action(&action(&metrics, &id, assignment, 10), full, &mut buf);
+        let response = RateLimitQuotaResponse::decode(&buf[..]).expect("a response");
+        response.bucket_action
+    };
+    let full = written(bucket, true);
+    assert_eq!(full.len(), 2);
+    assert_eq!(full[1], action(&metrics, &id, bucket, 10));
+    assert_eq!(full[0], action(&metrics, &id, Assignment::DenyAll, 10));
+    assert_eq!(written(bucket, false), [action(&metrics, &id, bucket, 10)]);
+    let deny = action(&metrics, &id, Assignment::DenyAll, 10);
+    assert_eq!(written(Assignment::DenyAll, true), [deny]);
+}

@@ -17,7 +17,7 @@ use prost::Message;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::holders::Holders;
-use super::proto::{BucketAction, RateLimitQuotaResponse, RateLimitQuotaUsageReports};
+use super::proto::{BucketAction, RateLimitQuotaUsageReports};
 use super::render;
 use super::tracked::Stream;
 use crate::grpc_frames::{frame, Frames};
@@ -162,7 +162,7 @@ async fn serve(
             Some(key) = nudged.recv() => {
                 let snapshot = shared.snapshot.load_full();
                 let actions = stream.resize(&snapshot, &key).await;
-                if !send(&out, actions).await {
+                if !send(&out, actions, false).await {
                     break Ok(());
                 }
             }
@@ -170,7 +170,7 @@ async fn serve(
             key = changed(&mut changes) => {
                 let snapshot = shared.snapshot.load_full();
                 let actions = stream.resize(&snapshot, &key).await;
-                if !send(&out, render::started_full(actions)).await {
+                if !send(&out, actions, true).await {
                     break Ok(());
                 }
             }
@@ -267,7 +267,7 @@ async fn read_messages(
             export_span(stream.shared, &span, reports.bucket_quota_usages.len());
         }
         // The report's usage is charged: its shares are net of it, whole.
-        if !send(out, render::started_full(actions)).await {
+        if !send(out, actions, true).await {
             return Ok(None);
         }
     }
@@ -304,40 +304,27 @@ const IDLE: std::time::Duration = std::time::Duration::from_secs(30);
 /// default: a report of thousands of buckets is answered in several.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
 
-/// Sends `actions` (none: nothing is sent) in responses of at most
-/// [`MAX_RESPONSE_BYTES`], a bucket's actions never split between two (its `DENY_ALL`
-/// and the token bucket it starts full must arrive together); `false` once the client is
-/// gone.
-async fn send(out: &Out, actions: Vec<BucketAction>) -> bool {
-    let mut chunk = Vec::new();
-    let mut bytes = 0;
-    for action in actions {
-        let size = action.encoded_len() + 8;
-        if bytes + size > MAX_RESPONSE_BYTES && !chunk.is_empty() && !ends_a_pair(&chunk, &action) {
-            if !send_one(out, std::mem::take(&mut chunk)).await {
+/// Sends `actions` (none: nothing is sent), each token bucket started full when `full`
+/// ([`render::encode_action`]), in responses of at most [`MAX_RESPONSE_BYTES`] (a
+/// bucket's two actions always in one); `false` once the client is gone. The response
+/// is `repeated BucketAction bucket_action = 1`: its actions written one after another.
+async fn send(out: &Out, actions: Vec<BucketAction>, full: bool) -> bool {
+    let mut buf = Vec::new();
+    for action in &actions {
+        let before = buf.len();
+        render::encode_action(action, full, &mut buf);
+        if buf.len() > MAX_RESPONSE_BYTES && before > 0 {
+            let rest = buf.split_off(before);
+            if !send_encoded(out, &buf).await {
                 return false;
             }
-            bytes = 0;
+            buf = rest;
         }
-        bytes += size;
-        chunk.push(action);
     }
-    chunk.is_empty() || send_one(out, chunk).await
+    buf.is_empty() || send_encoded(out, &buf).await
 }
 
-/// Whether `action` is the second of a bucket's two actions, the first ending `chunk`.
-fn ends_a_pair(chunk: &[BucketAction], action: &BucketAction) -> bool {
-    chunk
-        .last()
-        .is_some_and(|last| last.bucket_id == action.bucket_id)
-}
-
-/// Sends one response holding `actions`; `false` once the client is gone.
-async fn send_one(out: &Out, actions: Vec<BucketAction>) -> bool {
-    let response = RateLimitQuotaResponse {
-        bucket_action: actions,
-    };
-    out.send(Ok(Frame::data(frame(&response.encode_to_vec()))))
-        .await
-        .is_ok()
+/// Sends one encoded response; `false` once the client is gone.
+async fn send_encoded(out: &Out, response: &[u8]) -> bool {
+    out.send(Ok(Frame::data(frame(response)))).await.is_ok()
 }
