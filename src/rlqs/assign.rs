@@ -217,6 +217,7 @@ impl Stream<'_> {
         let demand = share::demand(tracked.demand);
         let weight = self.weight(&key, demand, (now, ttl_s)).await;
         let assignment = super::render::decided(&admission, policy.mode, weight, ttl_s);
+        self.holders.told(&key, self.id, assignment.tokens());
         // What it holds now: sized with siblings later (one joins, in this report or
         // after), it is told again unless that is what it would be told.
         if let Some(tracked) = self.buckets.get_mut(&bkey) {

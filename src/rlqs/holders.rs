@@ -20,6 +20,9 @@ struct Holder {
     /// Its stream, told to re-size its share when another Envoy joins the key; `None`
     /// once the stream ended.
     nudge: Option<mpsc::Sender<String>>,
+    /// The tokens its buckets of the key were last told to hold at most: what it may
+    /// still admit of what the key has free (its spending since is not reported yet).
+    told: u64,
 }
 
 /// Every key's holders; a key's list is short (the Envoys that route its traffic).
@@ -107,6 +110,10 @@ impl Tracked {
 pub struct Weight {
     pub mine: f64,
     pub all: f64,
+    /// The tokens this server's other holders of the key were last told to hold: a share
+    /// that starts full must leave them room, as their spending since is not charged yet
+    /// (0 for a newcomer: the others are nudged to shrink at once).
+    pub others_told: u64,
 }
 
 impl Holders {
@@ -146,6 +153,7 @@ impl Holders {
                     demand,
                     expires_ns,
                     nudge: Some(nudge.clone()),
+                    told: 0,
                 });
             }
         }
@@ -160,6 +168,22 @@ impl Holders {
         Weight {
             mine: demand,
             all: holders.iter().map(|h| h.demand).sum(),
+            others_told: if joined {
+                0
+            } else {
+                others_told(holders, stream)
+            },
+        }
+    }
+
+    /// `stream` told its buckets of `key` to hold at most `tokens` together.
+    pub fn told(&self, key: &str, stream: StreamId, tokens: u64) {
+        let mut keys = self.keys.lock();
+        let holder = keys
+            .get_mut(key)
+            .and_then(|holders| holders.iter_mut().find(|h| h.stream == stream));
+        if let Some(holder) = holder {
+            holder.told = tokens;
         }
     }
 
@@ -172,6 +196,7 @@ impl Holders {
         Some(Weight {
             mine,
             all: holders.iter().map(|h| h.demand).sum(),
+            others_told: others_told(holders, stream),
         })
     }
 
@@ -229,6 +254,13 @@ impl Holders {
     }
 }
 
+/// What the holders of a key other than `stream` were last told to hold, together.
+fn others_told(holders: &[Holder], stream: StreamId) -> u64 {
+    (holders.iter())
+        .filter(|h| h.stream != stream)
+        .fold(0u64, |sum, h| sum.saturating_add(h.told))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,7 +287,8 @@ mod tests {
             a,
             Weight {
                 mine: 3.0,
-                all: 3.0
+                all: 3.0,
+                others_told: 0,
             }
         );
         let b = holders.hold("k", (2, &b_tx), 1.0, (1, 11));
@@ -263,7 +296,8 @@ mod tests {
             b,
             Weight {
                 mine: 1.0,
-                all: 4.0
+                all: 4.0,
+                others_told: 0,
             }
         );
         assert_eq!(
@@ -277,7 +311,8 @@ mod tests {
             holders.weight("k", 2, 5),
             Some(Weight {
                 mine: 1.0,
-                all: 4.0
+                all: 4.0,
+                others_told: 0,
             }),
             "a's share is held until its assignment expires"
         );
@@ -285,7 +320,8 @@ mod tests {
             holders.weight("k", 2, 10),
             Some(Weight {
                 mine: 1.0,
-                all: 1.0
+                all: 1.0,
+                others_told: 0,
             })
         );
         holders.release("k", 2);

@@ -22,6 +22,7 @@ fn whole() -> Weight {
     Weight {
         mine: 1.0,
         all: 1.0,
+        others_told: 0,
     }
 }
 
@@ -175,6 +176,7 @@ fn a_quiet_part_stays_refused_when_the_largest_cannot_spare_a_token() {
     let weight = Weight {
         mine: 0.06,
         all: 1.0,
+        others_told: 0,
     };
     let split = split_key(&key(20), (weight, &[9.0, 0.05]), (10, &mut period(0)));
     assert_eq!(split[1], Assignment::DenyAll, "{split:?}");

@@ -138,6 +138,11 @@ impl Stream<'_> {
         let split = super::render::split(&admission, mode, (weight, &demands), (ttl_s, &mut turn));
         let holder = turn.holder.and_then(|i| kept.get(i)).map(|&(m, ..)| m);
         self.together.keep_turn(key, period, holder);
+        let tokens = split
+            .iter()
+            .map(Assignment::tokens)
+            .fold(0u64, u64::saturating_add);
+        self.holders.told(key, self.id, tokens);
         self.tell(kept.into_iter().zip(split), &mut actions);
         actions
     }

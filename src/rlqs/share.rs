@@ -67,6 +67,15 @@ pub enum Assignment {
 }
 
 impl Assignment {
+    /// The most Envoy's bucket holds at once under it (0 for a blanket rule: `DENY_ALL`
+    /// holds nothing, and `ALLOW_ALL` is no share of the key).
+    pub fn tokens(&self) -> u64 {
+        match *self {
+            Assignment::Bucket { max_tokens, .. } => u64::from(max_tokens),
+            Assignment::AllowAll | Assignment::DenyAll => 0,
+        }
+    }
+
     /// The most Envoy can admit under this assignment within `ttl_s` seconds of getting
     /// it (a bucket starts at most full and refills whole fills).
     pub fn most(&self, ttl_s: u64) -> Option<u64> {
