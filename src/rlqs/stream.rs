@@ -5,7 +5,6 @@
 //! buckets between reports. The stream ends with the client's, at shutdown, or with a
 //! gRPC error for a message it cannot read.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -104,18 +103,7 @@ async fn serve(
     let (nudge, mut nudged) = mpsc::channel::<String>(64);
     let mut changes = Some(shared.key_changes.subscribe());
     let id = holders.new_stream();
-    let mut stream = Stream {
-        shared: &shared,
-        holders: &holders,
-        id,
-        nudge: &nudge,
-        buckets: HashMap::new(),
-        domain: String::new(),
-        swept_ns: 0,
-        forgotten: Default::default(),
-        id_bytes: 0,
-        together: Default::default(),
-    };
+    let mut stream = Stream::new((&shared, &holders), id, &nudge);
     let metrics = &shared.metrics.rlqs;
     metrics.streams.inc();
     let mut frames = Frames::default();
@@ -159,21 +147,13 @@ async fn serve(
                 format!("a message begun {} ago has not ended", humantime::format_duration(read_timeout)),
             )),
             // Another Envoy joined the key: its share shrinks at Envoy's fill ratio.
-            Some(key) = nudged.recv() => {
-                let snapshot = shared.snapshot.load_full();
-                let actions = stream.resize(&snapshot, &key).await;
-                if !send(&out, actions, false).await {
-                    break Ok(());
-                }
-            }
+            Some(key) = nudged.recv() => if !resized(&mut stream, &key, &out, false).await {
+                break Ok(());
+            },
             // The admin API changed the key: the new share, whole.
-            key = changed(&mut changes) => {
-                let snapshot = shared.snapshot.load_full();
-                let actions = stream.resize(&snapshot, &key).await;
-                if !send(&out, actions, true).await {
-                    break Ok(());
-                }
-            }
+            key = changed(&mut changes) => if !resized(&mut stream, &key, &out, true).await {
+                break Ok(());
+            },
             _ = shutdown.changed() => break Ok(()),
         }
     };
@@ -181,6 +161,14 @@ async fn serve(
     holders.ended((id, now), stream.buckets.values().map(|t| t.key.as_str()));
     metrics.streams.dec();
     let _ = out.send(Ok(Frame::trailers(trailers(ended)))).await;
+}
+
+/// The stream's buckets of `key` re-sized and sent (started `full` or not); `false` once
+/// the client is gone.
+async fn resized(stream: &mut Stream<'_>, key: &str, out: &Out, full: bool) -> bool {
+    let snapshot = stream.shared.snapshot.load_full();
+    let actions = stream.resize(&snapshot, key).await;
+    send(out, actions, full).await
 }
 
 /// The trailers a stream ends with: OK, or the error that ended it.

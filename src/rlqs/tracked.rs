@@ -64,6 +64,28 @@ pub struct Stream<'a> {
     pub forgotten: std::collections::HashSet<BucketKey>,
 }
 
+impl<'a> Stream<'a> {
+    /// A new stream `id` of the listener's `holders`, nudged through `nudge`.
+    pub fn new(
+        (shared, holders): (&'a Shared, &'a Holders),
+        id: StreamId,
+        nudge: &'a mpsc::Sender<String>,
+    ) -> Self {
+        Self {
+            shared,
+            holders,
+            id,
+            nudge,
+            buckets: HashMap::new(),
+            domain: String::new(),
+            swept_ns: 0,
+            forgotten: Default::default(),
+            id_bytes: 0,
+            together: Default::default(),
+        }
+    }
+}
+
 /// An ended stream's buckets leave the listener's count (their holds stay until their
 /// assignments expire: `Holders::ended`).
 impl Drop for Stream<'_> {
