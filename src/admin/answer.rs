@@ -47,9 +47,13 @@ fn percent_decode(s: &str) -> String {
 /// Tells the quota streams (RLQS) that `policy`'s key `parts` changed (a reset, an
 /// override set or removed): an Envoy holding a share of it is sent its new share now, not
 /// at its next report. Another gateway's streams learn it at their Envoys' next report.
-pub fn tell_quota_streams(shared: &crate::proxy::snapshot::Shared, policy: &str, parts: &[String]) {
+pub fn tell_quota_streams(
+    shared: &crate::proxy::snapshot::Shared,
+    (policy, parts): (&str, &[String]),
+    change: crate::proxy::snapshot::KeyChange,
+) {
     // No receiver (no stream open) is no one to tell.
     let _ = shared
         .key_changes
-        .send(crate::rlqs::keys::holder_key(policy, parts).into());
+        .send((crate::rlqs::keys::holder_key(policy, parts).into(), change));
 }

@@ -58,7 +58,11 @@ pub async fn handle(
         // matched, or under the policy's earlier key) is still removable.
         Method::DELETE => match delete_typed_or_spelled(shared, &id, typed, now_ms).await {
             Ok(Some(removed)) => {
-                super::answer::tell_quota_streams(shared, &removed.policy, &removed.key);
+                super::answer::tell_quota_streams(
+                    shared,
+                    (&removed.policy, &removed.key),
+                    crate::proxy::snapshot::KeyChange::Renumbered,
+                );
                 json_ok(json!({"status": "ok", "policy": removed.policy, "key": removed.key}))
             }
             Ok(None) => json_error(
@@ -91,7 +95,11 @@ async fn put(shared: &Arc<Shared>, id: OverrideId, req: Request<Incoming>) -> Re
         .put(current, limiter, id.clone(), set.clone(), ttl, now_ms);
     match put.await {
         Ok(applied) => {
-            super::answer::tell_quota_streams(shared, &id.policy, &id.key);
+            super::answer::tell_quota_streams(
+                shared,
+                (&id.policy, &id.key),
+                crate::proxy::snapshot::KeyChange::Renumbered,
+            );
             let policy = current();
             let policy = policy.policy(&id.policy).map(|p| &**p);
             json_ok(json!({

@@ -185,7 +185,11 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
                     }
                 };
             }
-            super::answer::tell_quota_streams(shared, &policy.name, &parts);
+            super::answer::tell_quota_streams(
+                shared,
+                (&policy.name, &parts),
+                crate::proxy::snapshot::KeyChange::Reset,
+            );
             tracing::info!(policy = %policy.name, "a key's state was reset through the admin API");
             json_ok(answer)
         }

@@ -175,10 +175,22 @@ pub struct Shared {
     /// The rate limit service's share of `access_log_rate`, held by all the threads
     /// that answer its calls.
     pub service_lines: super::access_log::ServiceLines,
-    /// Keys whose state the admin API changed (reset; an override set or removed), as
-    /// their holders' key (`rlqs::keys::holder_key`): a quota stream holding a share of
-    /// one re-sizes it at once rather than at Envoy's next report.
-    pub key_changes: tokio::sync::broadcast::Sender<Arc<str>>,
+    /// Keys whose state the admin API changed, as their holders' key
+    /// (`rlqs::keys::holder_key`), and whether it was reset (else an override set or
+    /// removed): a quota stream holding a share of one re-sizes it at once rather than at
+    /// Envoy's next report.
+    pub key_changes: tokio::sync::broadcast::Sender<(Arc<str>, KeyChange)>,
+}
+
+/// How the admin API changed a key (what a quota stream's re-size of it sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyChange {
+    /// Reset: the key is whole again, and so is each holder's new bucket.
+    Reset,
+    /// An override set or removed: new numbers, each holder's bucket re-sized at Envoy's
+    /// fill ratio (its spending since its last report is not charged yet, so a bucket
+    /// started full would hand it out again).
+    Renumbered,
 }
 
 impl Shared {

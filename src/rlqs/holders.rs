@@ -212,6 +212,12 @@ impl Holders {
             if let Some(holders) = keys.get_mut(key) {
                 for h in holders.iter_mut().filter(|h| h.stream == stream) {
                     h.nudge = None;
+                    // Its Envoy may still spend its cached assignment, and its share
+                    // stays out of the split until it expires; but the room a share
+                    // leaves is for holders still told: an Envoy reconnecting would
+                    // otherwise be cut by its own old stream's tokens (refused until
+                    // they expire). What it spends meanwhile is one assignment per TTL.
+                    h.told = 0;
                 }
             }
         }
@@ -326,6 +332,24 @@ mod tests {
         );
         holders.release("k", 2);
         assert!(holders.is_empty());
+    }
+
+    /// A holder is cut by what the others were told, not by its own; a newcomer is not
+    /// cut (the others are nudged to shrink), and an ended stream's tokens leave no room
+    /// taken (its Envoy, reconnecting, would be cut by its own old stream).
+    #[test]
+    fn a_weight_counts_what_the_other_live_holders_were_told() {
+        let holders = Holders::default();
+        let (tx, _rx) = mpsc::channel(8);
+        holders.hold("k", (1, &tx), 1.0, (0, 100));
+        holders.told("k", 1, 150);
+        assert_eq!(holders.hold("k", (2, &tx), 1.0, (1, 100)).others_told, 0);
+        holders.told("k", 2, 120);
+        assert_eq!(holders.hold("k", (1, &tx), 1.0, (2, 100)).others_told, 120);
+        assert_eq!(holders.hold("k", (2, &tx), 1.0, (3, 100)).others_told, 150);
+        holders.ended((1, 4), ["k"].into_iter());
+        let two = holders.weight("k", 2, 5).expect("held");
+        assert_eq!((two.all, two.others_told), (2.0, 0));
     }
 
     #[test]

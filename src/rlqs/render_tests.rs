@@ -289,3 +289,28 @@ fn a_bucket_written_to_start_full_is_preceded_by_a_deny_all_for_it() {
     let deny = action(&metrics, &id, Assignment::DenyAll, 10);
     assert_eq!(written(Assignment::DenyAll, true), [deny]);
 }
+
+/// A share leaves room for what the key's other holders were told: half of 300 free is
+/// 150, but with 200 told elsewhere only the 100 left; with the others told all of it, a
+/// calendar quota's share is refused; with nothing told elsewhere, the whole half.
+#[test]
+fn a_share_leaves_room_for_what_the_other_holders_were_told() {
+    let calendar = |free| KeyState {
+        quota: crate::limit::Quota::new(1, 1, 300).expect("quota"),
+        calendar: true,
+        free,
+        until_full_ns: 0,
+    };
+    let half = |others_told| Weight {
+        mine: 1.0,
+        all: 2.0,
+        others_told,
+    };
+    let max = |a: Assignment| a.tokens();
+    let share = |key: KeyState, w: Weight| share::share(&room_left(key, w), (w.mine, w.all), 10);
+    assert_eq!(max(share(calendar(300), half(0))), 150);
+    assert_eq!(max(share(calendar(300), half(100))), 150);
+    assert_eq!(max(share(calendar(300), half(200))), 100);
+    assert_eq!(share(calendar(300), half(300)), Assignment::DenyAll);
+    assert_eq!(share(calendar(300), half(1_000)), Assignment::DenyAll);
+}

@@ -21,7 +21,7 @@ use super::render;
 use super::tracked::Stream;
 use crate::grpc_frames::{frame, Frames};
 use crate::proxy::grpc::{is_call, set_status, trailers_only, Code};
-use crate::proxy::snapshot::Shared;
+use crate::proxy::snapshot::{KeyChange, Shared};
 use crate::reply::{Body, BoxError};
 
 /// The quota streams one listener lets be open at once (`[rls] max_quota_streams`; an
@@ -121,12 +121,14 @@ async fn serve(
                 Some(Ok(frame)) => {
                     let Ok(data) = frame.into_data() else { continue };
                     frames.push(&data);
-                    let answered = match read_messages(&mut stream, (&mut frames, &headers), &out).await {
-                        Ok(Some(answered)) => answered,
+                    let (answered, reported) = match read_messages(&mut stream, (&mut frames, &headers), &out).await {
+                        Ok(Some(read)) => read,
                         Ok(None) => break Ok(()),
                         Err(e) => break Err(e),
                     };
-                    if answered > 0 {
+                    // Only a report of some bucket keeps the stream's place: an empty
+                    // message every 29 s would hold it for good.
+                    if reported {
                         idle.as_mut().reset(tokio::time::Instant::now() + IDLE);
                     }
                     // The timer is a message's: one that ended lets the next, begun in the
@@ -150,8 +152,8 @@ async fn serve(
             Some(key) = nudged.recv() => if !resized(&mut stream, &key, &out, false).await {
                 break Ok(());
             },
-            // The admin API changed the key: the new share, whole.
-            key = changed(&mut changes) => if !resized(&mut stream, &key, &out, true).await {
+            // The admin API reset the key: the new share, whole; new numbers: at the ratio.
+            (key, change) = changed(&mut changes) => if !resized(&mut stream, &key, &out, change == KeyChange::Reset).await {
                 break Ok(());
             },
             _ = shutdown.changed() => break Ok(()),
@@ -198,7 +200,9 @@ async fn stalled(stall: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>) {
 /// The next key the admin API changed. Changes missed while the stream was behind (64
 /// queued) are answered at Envoy's next report of their buckets, as without this. Pending
 /// for ever once the sender is gone.
-async fn changed(changes: &mut Option<broadcast::Receiver<Arc<str>>>) -> Arc<str> {
+async fn changed(
+    changes: &mut Option<broadcast::Receiver<(Arc<str>, KeyChange)>>,
+) -> (Arc<str>, KeyChange) {
     loop {
         let Some(rx) = changes else {
             return std::future::pending().await;
@@ -211,17 +215,18 @@ async fn changed(changes: &mut Option<broadcast::Receiver<Arc<str>>>) -> Arc<str
     }
 }
 
-/// Answers every whole message read: how many, or `None` once the client is gone.
+/// Answers every whole message read: how many, and whether any reported a bucket, or
+/// `None` once the client is gone.
 async fn read_messages(
     stream: &mut Stream<'_>,
     (frames, headers): (&mut Frames, &HeaderMap),
     out: &Out,
-) -> Result<Option<usize>, (Code, String)> {
-    let mut answered = 0;
+) -> Result<Option<(usize, bool)>, (Code, String)> {
+    let (mut answered, mut reported) = (0, false);
     loop {
         let message = match frames.next_message() {
             Ok(Some(m)) => m,
-            Ok(None) => return Ok(Some(answered)),
+            Ok(None) => return Ok(Some((answered, reported))),
             Err(e) => return Err((Code::ResourceExhausted, e.to_string())),
         };
         answered += 1;
@@ -244,6 +249,7 @@ async fn read_messages(
             .telemetry
             .as_ref()
             .and_then(|t| stream.shared.start_span(t, headers, || started));
+        reported |= !reports.bucket_quota_usages.is_empty();
         let mut actions = Vec::with_capacity(reports.bucket_quota_usages.len());
         for usage in &reports.bucket_quota_usages {
             actions.extend(stream.usage(&snapshot, &domain, usage).await);
@@ -312,7 +318,13 @@ async fn send(out: &Out, actions: Vec<BucketAction>, full: bool) -> bool {
     buf.is_empty() || send_encoded(out, &buf).await
 }
 
-/// Sends one encoded response; `false` once the client is gone.
+/// Sends one encoded response; `false` once the client is gone, or has not taken an
+/// answer for [`SEND_TIMEOUT`] (a client that sends reports and never reads the answers
+/// would otherwise hold the stream, its timers unpolled, for good).
 async fn send_encoded(out: &Out, response: &[u8]) -> bool {
-    out.send(Ok(Frame::data(frame(response)))).await.is_ok()
+    let sent = tokio::time::timeout(SEND_TIMEOUT, out.send(Ok(Frame::data(frame(response)))));
+    matches!(sent.await, Ok(Ok(())))
 }
+
+/// How long an answer may wait for the client to take it.
+const SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

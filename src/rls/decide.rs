@@ -35,6 +35,8 @@ pub enum Matched {
     Rule(usize),
     /// No rule names it: answered per `on_unmatched`.
     Unmatched(Unmatched),
+    /// It has no entries (Envoy's `skip_if_absent` left nothing): OK, not counted.
+    Empty,
     /// The rule at this index blocks it (`requests_per_unit: 0`): over, not decided.
     Blocked(usize),
     /// The rule at this index matched, but a value its key is made of is empty, and its
@@ -72,7 +74,7 @@ impl Decided {
     pub fn rule_at(&self, position: usize) -> Option<usize> {
         match self.matched.get(position)? {
             Matched::Rule(rule) | Matched::Blocked(rule) | Matched::MissingKey(rule) => Some(*rule),
-            Matched::Unmatched(_) => None,
+            Matched::Unmatched(_) | Matched::Empty => None,
         }
     }
 
@@ -185,7 +187,7 @@ fn lacking(rule: &RlsRule, d: &super::proto::RateLimitDescriptor) -> Option<Miss
 fn replaced_names<'r>(rls: &'r Rls, matched: &mut [Matched]) -> Vec<&'r str> {
     let rule_of = |m: &Matched| match m {
         Matched::Rule(i) | Matched::Blocked(i) | Matched::MissingKey(i) => rls.rules.get(*i),
-        Matched::Unmatched(_) => None,
+        Matched::Unmatched(_) | Matched::Empty => None,
     };
     let replaced: Vec<&str> = matched
         .iter()
@@ -230,7 +232,7 @@ fn match_descriptors(
             // `on_unmatched` says, as envoyproxy/ratelimit answers it. An error would
             // undo the call's other descriptors for a client leaving a header out.
             0 => {
-                matched.push(Matched::Unmatched(Unmatched::Ok));
+                matched.push(Matched::Empty);
                 continue;
             }
             n if n > MAX_TIERS => return Err(CallError::TooManyEntries { index, entries: n }),

@@ -27,7 +27,7 @@ pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
     let mut refusing = None;
     for (position, m) in decided.matched.iter().enumerate() {
         let status = match *m {
-            Matched::Unmatched(Unmatched::Ok) => status(Code::Ok),
+            Matched::Unmatched(Unmatched::Ok) | Matched::Empty => status(Code::Ok),
             Matched::Unmatched(Unmatched::OverLimit) => status(Code::OverLimit),
             Matched::Blocked(rule) => blocked_status(rls, rule),
             Matched::MissingKey(rule) => missing_key_status(rls, rule),
@@ -157,7 +157,11 @@ fn blocked_status(rls: &Rls, rule: usize) -> DescriptorStatus {
 fn missing_key_status(rls: &Rls, rule: usize) -> DescriptorStatus {
     let rule = rls.rules.get(rule);
     let limit = rule.and_then(|r| {
-        let policy = r.policy.as_deref()?;
+        // A shadow policy shows the client no limit (as `rule_status`'s callers).
+        let policy = r
+            .policy
+            .as_deref()
+            .filter(|p| p.mode != crate::limit::Mode::Shadow)?;
         let (requests_per_unit, unit) = stated(policy, &policy.rate()?.quota);
         Some(RateLimit {
             name: r.limit_name().to_owned(),

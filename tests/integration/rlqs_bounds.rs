@@ -265,6 +265,14 @@ async fn a_stream_silent_for_30_s_ends_and_gives_its_place_back() {
     let opened = std::time::Instant::now();
     let mut silent = open(&gw).await;
     let mut reporting = open(&gw).await;
+    // The bound is two: a third is refused while the silent one holds its place.
+    let third = RlqsStream::try_open(addr, None)
+        .await
+        .err()
+        .map(|s| s.code());
+    assert_eq!(third, Some(tonic::Code::ResourceExhausted));
+    // A report of no bucket keeps no place: only reports of buckets do.
+    silent.report("edge", Vec::new()).await;
     let silent_end = tokio::spawn(async move {
         let limit = std::time::Duration::from_secs(120);
         (silent.next_within(limit).await, opened.elapsed())

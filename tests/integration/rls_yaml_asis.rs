@@ -322,7 +322,7 @@ async fn a_limit_removed_on_reload_leaves_metrics_with_its_series() {
 
 /// Under `refusal_body = "json"`, the body Envoy sends tells the wait `Retry-After` does:
 /// none for a blocking limit, over in every unit (a unit's wait would only bring the same
-/// refusal back), and the access log line says the same.
+/// refusal back).
 #[tokio::test]
 async fn a_blocking_limits_body_tells_no_wait_as_its_headers_do() {
     let toml = toml_with(FIXTURES, "refusal_body = \"json\"\n");
