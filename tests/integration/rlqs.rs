@@ -325,14 +325,20 @@ async fn absurd_counts_are_charged_and_answered_and_the_listener_stays_up() {
     assert_eq!(next[0].told(), Told::Bucket(19, 10, 1, 10));
 }
 
-#[tokio::test]
-async fn streams_past_the_listeners_bound_are_refused_until_one_ends() {
+/// A gateway whose listener lets two quota streams be open at once, and its config.
+pub(crate) async fn two_stream_places() -> (Upstream, TestGateway, String) {
     let up = Upstream::start().await;
     let toml = rlqs_toml(true).replace(
         "[rls]\nlisten = \"127.0.0.1:0\"\n",
         "[rls]\nlisten = \"127.0.0.1:0\"\nmax_quota_streams = 2\n",
     );
     let gw = TestGateway::start(&toml, &up.url()).await;
+    (up, gw, toml)
+}
+
+#[tokio::test]
+async fn streams_past_the_listeners_bound_are_refused_until_one_ends() {
+    let (up, gw, toml) = two_stream_places().await;
     let addr = gw.rls.expect("rls");
     let mut first = open(&gw).await;
     let mut second = open(&gw).await;

@@ -4,7 +4,7 @@
 //! for new ones, and Envoy is told to abandon them. A stream that sends no report for
 //! 30 s ends, giving its place among the listener's streams back.
 
-use crate::rlqs::{open, proxied, rlqs_toml, start, tenant};
+use crate::rlqs::{open, proxied, start, tenant, two_stream_places};
 use crate::support::*;
 
 #[tokio::test]
@@ -255,12 +255,7 @@ async fn buckets_unused_for_a_minute_make_room_and_are_abandoned() {
 /// a whole report a stream ends, while one reporting every 5 s (as Envoy does) goes on.
 #[tokio::test]
 async fn a_stream_silent_for_30_s_ends_and_gives_its_place_back() {
-    let up = Upstream::start().await;
-    let toml = rlqs_toml(true).replace(
-        "[rls]\nlisten = \"127.0.0.1:0\"\n",
-        "[rls]\nlisten = \"127.0.0.1:0\"\nmax_quota_streams = 2\n",
-    );
-    let gw = TestGateway::start(&toml, &up.url()).await;
+    let (_up, gw, _) = two_stream_places().await;
     let addr = gw.rls.expect("rls");
     let opened = std::time::Instant::now();
     let mut silent = open(&gw).await;

