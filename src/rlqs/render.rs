@@ -44,13 +44,18 @@ pub fn action(
     };
     BucketAction {
         bucket_id: Some(id.clone()),
-        action: Some(Action::QuotaAssignment(QuotaAssignmentAction {
-            assignment_time_to_live: Some(seconds(ttl_s)),
-            rate_limit_strategy: Some(RateLimitStrategy {
-                strategy: Some(strategy),
-            }),
-        })),
+        action: Some(quota_assignment(Some(seconds(ttl_s)), strategy)),
     }
+}
+
+/// The action that assigns `strategy` for `ttl`.
+fn quota_assignment(ttl: Option<prost_types::Duration>, strategy: Strategy) -> Action {
+    Action::QuotaAssignment(QuotaAssignmentAction {
+        assignment_time_to_live: ttl,
+        rate_limit_strategy: Some(RateLimitStrategy {
+            strategy: Some(strategy),
+        }),
+    })
 }
 
 /// Writes `action` as one `bucket_action` of a response (field 1), after a `DENY_ALL`
@@ -74,12 +79,10 @@ pub fn encode_action(action: &BucketAction, full: bool, buf: &mut Vec<u8>) {
             strategy: Some(Strategy::TokenBucket(_)),
         }) = &q.rate_limit_strategy
         {
-            let deny = Action::QuotaAssignment(QuotaAssignmentAction {
-                assignment_time_to_live: q.assignment_time_to_live,
-                rate_limit_strategy: Some(RateLimitStrategy {
-                    strategy: Some(Strategy::BlanketRule(BlanketRule::DenyAll as i32)),
-                }),
-            });
+            let deny = quota_assignment(
+                q.assignment_time_to_live,
+                Strategy::BlanketRule(BlanketRule::DenyAll as i32),
+            );
             let len = message::encoded_len(1, id) + deny.encoded_len();
             encode_key(1, WireType::LengthDelimited, buf);
             encode_varint(len as u64, buf);
@@ -113,11 +116,7 @@ fn room_left(mut key: KeyState, weight: Weight) -> KeyState {
     if weight.others_told == 0 {
         return key;
     }
-    let part = if weight.all > 0.0 {
-        (weight.mine / weight.all).clamp(0.0, 1.0)
-    } else {
-        1.0
-    };
+    let part = share::part(weight.mine, weight.all);
     let room = key.free.saturating_sub(weight.others_told) as f64;
     let free = if part > 0.0 {
         (room / part).floor()
@@ -177,11 +176,7 @@ pub fn split_key(
     (weight, demands): (Weight, &[f64]),
     (ttl_s, turn): (u64, &mut Turn),
 ) -> Vec<Assignment> {
-    let stream = if weight.all > 0.0 {
-        (weight.mine / weight.all).clamp(0.0, 1.0)
-    } else {
-        1.0
-    };
+    let stream = share::part(weight.mine, weight.all);
     let each = |d: f64| d.clamp(0.001, 1e9);
     let total: f64 = demands.iter().map(|&d| each(d)).sum();
     let mut parts: Vec<f64> = demands.iter().map(|&d| stream * each(d) / total).collect();

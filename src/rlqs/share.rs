@@ -98,11 +98,7 @@ const SLOWEST_FILL_S: u64 = 3_600;
 /// Envoy `i`'s share of `key` for the next `ttl_s` seconds, `mine` of `all` demand (any
 /// unit, each at least [`MIN_DEMAND`] by the caller).
 pub fn share(key: &KeyState, (mine, all): (f64, f64), ttl_s: u64) -> Assignment {
-    let weight = if all > 0.0 {
-        (mine / all).clamp(0.0, 1.0)
-    } else {
-        1.0
-    };
+    let weight = part(mine, all);
     let rate = key.refill_per_s(ttl_s) * weight;
     let burst = (key.free as f64 * weight).floor();
     let (tokens_per_fill, fill_s) = if rate >= 1.0 {
@@ -123,6 +119,15 @@ pub fn share(key: &KeyState, (mine, all): (f64, f64), ttl_s: u64) -> Assignment 
         max_tokens,
         tokens_per_fill,
         fill_s,
+    }
+}
+
+/// `mine` of `all` demand as a part of the key, 0 to 1 (the whole when nobody asks).
+pub fn part(mine: f64, all: f64) -> f64 {
+    if all > 0.0 {
+        (mine / all).clamp(0.0, 1.0)
+    } else {
+        1.0
     }
 }
 
