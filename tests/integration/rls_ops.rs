@@ -44,6 +44,14 @@ pub(super) fn rls_lines(gw: &Process) -> Vec<String> {
         .collect()
 }
 
+/// The gateway's RLS access log lines, once there are at least `n` (within 10 s).
+async fn rls_lines_once(gw: &Process, n: usize) -> Vec<String> {
+    let found = eventually(Duration::from_secs(10), || rls_lines(gw).len() >= n).await;
+    let lines = rls_lines(gw);
+    assert!(found, "{n} lines: {lines:?}");
+    lines
+}
+
 async fn two_calls(gw: &Process) {
     let mut rls = RlsClient::connect(gw.rls.expect("the ready file names the rls address")).await;
     let d = || {
@@ -62,9 +70,7 @@ async fn each_call_has_a_line_and_a_refused_one_names_who_refused_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = Process::run(&config(dir.path(), &up, ""));
     two_calls(&gw).await;
-    let found = eventually(Duration::from_secs(10), || rls_lines(&gw).len() >= 2).await;
-    let lines = rls_lines(&gw);
-    assert!(found, "{lines:?}");
+    let lines = rls_lines_once(&gw, 2).await;
     assert!(
         lines[0].contains("decision=\"ok\"") && lines[0].contains("descriptor=-1"),
         "{}",
@@ -102,9 +108,7 @@ async fn a_call_no_wait_admits_is_logged_with_no_wait() {
         (r.overall_code, r.header("retry-after")),
         (OVER_LIMIT, None)
     );
-    let found = eventually(Duration::from_secs(10), || !rls_lines(&gw).is_empty()).await;
-    let lines = rls_lines(&gw);
-    assert!(found, "{lines:?}");
+    let lines = rls_lines_once(&gw, 1).await;
     assert!(
         lines[0].contains("decision=\"over_limit\"") && lines[0].contains("wait_ms=0 "),
         "{}",
@@ -122,12 +126,8 @@ async fn refused_only_and_hashed_keys_apply_to_rls_lines_too() {
         "access_log = \"refused\"\nlog_keys = \"hash\"",
     ));
     two_calls(&gw).await;
-    let found = eventually(Duration::from_secs(10), || !rls_lines(&gw).is_empty()).await;
-    let lines = rls_lines(&gw);
-    assert!(
-        found && lines.len() == 1,
-        "only the refused call: {lines:?}"
-    );
+    let lines = rls_lines_once(&gw, 1).await;
+    assert!(lines.len() == 1, "only the refused call: {lines:?}");
     assert!(
         lines[0].contains("over_limit") && !lines[0].contains("key=[\"x\"]"),
         "{}",
@@ -170,9 +170,8 @@ async fn refused_only_keeps_a_call_let_through_without_a_store() {
     // Let through without a decision. (A spent key's refusal is remembered from its
     // admission: `acme` would be refused without asking Redis.)
     assert_eq!(rls.ask("edge", call("globex")).await.overall_code, OK);
-    let found = eventually(Duration::from_secs(10), || !rls_lines(&gw).is_empty()).await;
-    let lines = rls_lines(&gw);
-    assert!(found && lines.len() == 1, "{lines:?}");
+    let lines = rls_lines_once(&gw, 1).await;
+    assert!(lines.len() == 1, "{lines:?}");
     assert!(
         lines[0].contains("decision=\"store_unavailable_allowed\""),
         "{}",
