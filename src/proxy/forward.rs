@@ -214,8 +214,8 @@ fn open_tunnel(
         ));
     };
     if let Some(permit) = permit {
-        let (ended, end) = super::tunnel::TunnelEnd::new();
-        resp.extensions_mut().insert(end);
+        let (settle, handle) = super::tunnel::TunnelSettle::new();
+        resp.extensions_mut().insert(handle);
         let tunnel = super::tunnel::Tunnel {
             client,
             upstream: hyper::upgrade::on(resp),
@@ -224,7 +224,7 @@ fn open_tunnel(
             idle_timeout: sent.server.tunnel_idle_timeout,
             gauge: shared.metrics.open_connections.clone(),
             slots: std::mem::take(slots),
-            ended,
+            settle,
         };
         tunnel.spawn();
     }

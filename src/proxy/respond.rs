@@ -48,21 +48,16 @@ pub async fn describe(
     resp
 }
 
-/// A tunnel settles when it ends, its byte tiers at what it moved each way (its other
-/// tiers at their reserve: it reports nothing).
+/// A tunnel meters its byte tiers as its bytes pass and settles them when it ends (its
+/// other tiers at their reserve: it reports nothing): handed over with the response.
 fn settle_tunnel(mut resp: Response<Body>, settlement: Settlement) -> Response<Body> {
-    let end = resp.extensions_mut().remove::<super::tunnel::TunnelEnd>();
-    tokio::spawn(async move {
-        let moved = match end {
-            Some(end) => end.moved().await,
-            None => None,
-        };
-        settlement.finish(|p| match (moved, &p.settle().source) {
-            (Some(m), SettleSource::RequestBytes) => Measured::Bytes(m.from_client),
-            (Some(m), SettleSource::ResponseBytes) => Measured::Bytes(m.from_upstream),
-            _ => Measured::Aborted(0),
-        });
-    });
+    if let Some(tunnel) = resp
+        .extensions_mut()
+        .remove::<super::tunnel::TunnelSettle>()
+    {
+        tunnel.hand_over(settlement);
+    }
+    // Else no tunnel runs: dropped, the settlement settles as nothing moved.
     resp
 }
 

@@ -125,6 +125,7 @@ mod tls_names;
 mod top;
 mod top_adversarial;
 mod tunnel_bytes;
+mod tunnel_metered;
 mod upload_after_answer;
 mod upstream_http2;
 mod upstream_http2_life;

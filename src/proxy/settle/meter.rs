@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::Settlement;
-use crate::config::Policy;
+use crate::config::{Policy, SettleSource};
 pub use crate::proxy::response::{BudgetExhausted, CutReason};
 use crate::store::rate::draw::{Draw, Need};
 use crate::store::StoreError;
@@ -54,12 +54,19 @@ impl Settlement {
     /// Makes every bytes tier pay for `bytes` moved in all (drawing a chunk ahead when
     /// it runs short), or says what stops the body.
     pub fn cover(&mut self, bytes: u64) -> Cover {
+        self.cover_each(|_| bytes)
+    }
+
+    /// As [`cover`](Self::cover), each tier for the bytes its source has moved (a
+    /// tunnel's two ways).
+    pub fn cover_each(&mut self, bytes: impl Fn(&SettleSource) -> u64) -> Cover {
         let now = self.shared.clock.now_ns();
         for (i, p) in self.pending.iter_mut().enumerate() {
-            if !p.settle().source.measures_bytes() {
+            let source = &p.settle().source;
+            if !source.measures_bytes() {
                 continue;
             }
-            let (want, need) = match p.need(bytes) {
+            let (want, need) = match p.need(bytes(source)) {
                 Need::Paid => continue,
                 Need::OverMaxCost => {
                     let policy = p.policy.clone();

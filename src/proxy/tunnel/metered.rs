@@ -1,0 +1,190 @@
+//! A tunnel's bytes metered as they pass: before bytes read from one side are written to
+//! the other, every byte tier of that way (`request_bytes` for the client's,
+//! `response_bytes` for the upstream's) has drawn the units for them from its key, as a
+//! metered body's do. At the key's bound that way waits while the key refills (within
+//! the tier's `max_delay`), then the tunnel is closed; `max_cost` closes it too. What
+//! passed each way settles the tiers when the tunnel ends.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::config::SettleSource;
+use crate::proxy::settle::{BudgetExhausted, Cover, CutReason, Measured, Settlement};
+use crate::store::rate::draw::Draw;
+use crate::store::StoreError;
+
+/// What one read may carry: the unit a way pays for at a time.
+const CHUNK: usize = 16 * 1024;
+
+/// Which way bytes move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// Read from the client, written upstream.
+    Up,
+    /// Read from the upstream, written to the client.
+    Down,
+}
+
+/// A tunnel's tiers, and what has passed each way.
+pub(super) struct Meter(parking_lot::Mutex<State>);
+
+struct State {
+    settlement: Settlement,
+    /// Bytes passed from the client, and from the upstream.
+    up: u64,
+    down: u64,
+    /// A tier closed the tunnel.
+    cut: bool,
+}
+
+impl State {
+    /// Makes every tier pay for what has passed plus `n` bytes more `way`.
+    fn cover(&mut self, way: Way, n: u64) -> Cover {
+        let (up, down) = match way {
+            Way::Up => (self.up.saturating_add(n), self.down),
+            Way::Down => (self.up, self.down.saturating_add(n)),
+        };
+        self.settlement.cover_each(|source| match source {
+            SettleSource::RequestBytes => up,
+            _ => down,
+        })
+    }
+}
+
+impl Meter {
+    pub(super) fn new(settlement: Settlement) -> Self {
+        Self(parking_lot::Mutex::new(State {
+            settlement,
+            up: 0,
+            down: 0,
+            cut: false,
+        }))
+    }
+
+    /// Carries bytes both ways until both sides have closed, one fails, or a tier
+    /// closes the tunnel.
+    pub(super) async fn carry<C, S>(&self, client: &mut C, server: &mut S)
+    where
+        C: AsyncRead + AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let (mut client_in, mut client_out) = tokio::io::split(client);
+        let (mut server_in, mut server_out) = tokio::io::split(server);
+        let up = self.pump(&mut client_in, &mut server_out, Way::Up);
+        let down = self.pump(&mut server_in, &mut client_out, Way::Down);
+        if let Err(Stop::Cut(cut)) = tokio::try_join!(up, down) {
+            tracing::info!(policy = %cut.policy.name, "tunnel closed: {cut}");
+            self.0.lock().cut = true;
+        }
+    }
+
+    /// Settles every tier at what passed its way (a tier that does not count bytes at
+    /// its reserve: a tunnel reports nothing).
+    pub(super) fn finish(self) {
+        let State {
+            settlement,
+            up,
+            down,
+            cut,
+        } = self.0.into_inner();
+        settlement.finish(|p| {
+            let moved = match p.settle().source {
+                SettleSource::RequestBytes => up,
+                SettleSource::ResponseBytes => down,
+                _ => return Measured::Aborted(0),
+            };
+            if cut {
+                Measured::Cut(moved)
+            } else {
+                Measured::Bytes(moved)
+            }
+        });
+    }
+
+    /// Copies `from` to `to`, each read paid for before it is written; at `from`'s end,
+    /// `to` is shut for writing (the other way may go on).
+    async fn pump<R, W>(&self, from: &mut R, to: &mut W, way: Way) -> Result<(), Stop>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let mut buf = vec![0u8; CHUNK];
+        let mut paused = Duration::ZERO;
+        loop {
+            let n = from.read(&mut buf).await.map_err(|_| Stop::Closed)?;
+            if n == 0 {
+                let _already_closed = to.shutdown().await;
+                return Ok(());
+            }
+            self.pay(way, n as u64, &mut paused).await?;
+            let sent = to.write_all(&buf[..n]).await;
+            // Paid for: counted as passed, whether or not the write went through.
+            self.passed(way, n as u64);
+            sent.map_err(|_| Stop::Closed)?;
+            to.flush().await.map_err(|_| Stop::Closed)?;
+        }
+    }
+
+    /// Waits until every tier has paid for `n` more bytes `way`, or says which closes
+    /// the tunnel. `paused`: how long this way has waited for its keys, in a row.
+    async fn pay(&self, way: Way, n: u64, paused: &mut Duration) -> Result<(), Stop> {
+        let mut cover = self.0.lock().cover(way, n);
+        loop {
+            cover = match cover {
+                Cover::Paid => {
+                    *paused = Duration::ZERO;
+                    return Ok(());
+                }
+                Cover::Cut(cut) => return Err(Stop::Cut(cut)),
+                Cover::Call(call) => {
+                    let (i, answer) = call.await;
+                    self.drew(i, answer, way, n)
+                }
+                Cover::Pause {
+                    wait_ns,
+                    max_delay_ns,
+                    policy,
+                } => {
+                    let wait = Duration::from_nanos(wait_ns.max(1));
+                    if paused.saturating_add(wait) > Duration::from_nanos(max_delay_ns) {
+                        let why = CutReason::Budget;
+                        return Err(Stop::Cut(BudgetExhausted { policy, why }));
+                    }
+                    *paused += wait;
+                    tokio::time::sleep(wait).await;
+                    self.0.lock().cover(way, n)
+                }
+            };
+        }
+    }
+}
+
+impl Meter {
+    /// Counts `n` bytes as passed `way`.
+    fn passed(&self, way: Way, n: u64) {
+        let mut state = self.0.lock();
+        match way {
+            Way::Up => state.up = state.up.saturating_add(n),
+            Way::Down => state.down = state.down.saturating_add(n),
+        }
+    }
+
+    /// What a Redis draw for tier `i` answered, and what covering `n` more bytes `way`
+    /// asks next.
+    fn drew(&self, i: usize, answer: Result<Draw, StoreError>, way: Way, n: u64) -> Cover {
+        let mut state = self.0.lock();
+        match state.settlement.drew(i, answer) {
+            Some(next) => next,
+            None => state.cover(way, n),
+        }
+    }
+}
+
+/// Why one way stopped before its end.
+enum Stop {
+    /// A side failed or went away.
+    Closed,
+    /// A tier closed the tunnel.
+    Cut(BudgetExhausted),
+}

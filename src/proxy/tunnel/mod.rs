@@ -1,0 +1,132 @@
+//! Upgraded connections (WebSocket and the like): bytes copied both ways until either
+//! side closes or neither sends for `tunnel_idle_timeout`. A tunnel holds one of the
+//! listener's connection permits and keeps the drain waiting, like any connection. A
+//! route's byte tiers meter its bytes as they pass, each way, as they meter a body
+//! ([`metered`]): a WebSocket would otherwise move any number of bytes for the price of
+//! the request that opened it, and paying at its end would let one tunnel run a key
+//! as far into debt as it likes.
+
+mod activity;
+mod metered;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
+
+use crate::conn::ConnInfo;
+use crate::proxy::settle::Settlement;
+use activity::{idle, LastActivity, Touching};
+
+/// A tunnel about to run: both upgraded connections, and what it holds for its life.
+pub struct Tunnel {
+    pub client: OnUpgrade,
+    pub upstream: OnUpgrade,
+    /// Its connection slot (`max_connections`).
+    pub permit: OwnedSemaphorePermit,
+    /// The client connection's facts (and the drain's count of it).
+    pub conn: ConnInfo,
+    pub idle_timeout: Duration,
+    pub gauge: prometheus_client::metrics::gauge::Gauge,
+    /// The request's concurrency slots.
+    pub slots: super::response_body::HeldSlots,
+    /// Where the tiers its bytes settle come from ([`TunnelSettle::hand_over`]).
+    pub settle: oneshot::Receiver<Settlement>,
+}
+
+/// Where the response that opened a tunnel hands it the tiers its bytes settle (in the
+/// response's extensions): `None` once handed over.
+#[derive(Clone)]
+pub struct TunnelSettle(Arc<parking_lot::Mutex<Option<oneshot::Sender<Settlement>>>>);
+
+impl TunnelSettle {
+    /// A tunnel's settle: the receiver for the tunnel, this for the response.
+    pub fn new() -> (oneshot::Receiver<Settlement>, Self) {
+        let (tx, rx) = oneshot::channel();
+        (rx, Self(Arc::new(parking_lot::Mutex::new(Some(tx)))))
+    }
+
+    /// Gives the tunnel the tiers it settles. When no tunnel runs (an upgrade that
+    /// failed, a gateway shutting down) they are dropped, which settles them as having
+    /// moved nothing.
+    pub fn hand_over(&self, settlement: Settlement) {
+        if let Some(tx) = self.0.lock().take() {
+            let _unsent_settles_on_drop = tx.send(settlement);
+        }
+    }
+}
+
+impl Tunnel {
+    /// Runs the tunnel between the client's and the upstream's upgraded connections.
+    pub fn spawn(self) {
+        let Tunnel {
+            client,
+            upstream,
+            permit,
+            conn,
+            idle_timeout,
+            gauge,
+            slots,
+            settle,
+        } = self;
+        gauge.inc();
+        tokio::spawn(run(
+            (client, upstream),
+            idle_timeout,
+            settle,
+            (permit, conn, OpenGauge(gauge), slots),
+        ));
+    }
+}
+
+/// Copies both ways until either side closes or goes idle, metering the bytes its
+/// settlement's tiers are paid by; `_held` lives as long.
+async fn run<H>(
+    (client, upstream): (OnUpgrade, OnUpgrade),
+    idle_timeout: Duration,
+    mut settle: oneshot::Receiver<Settlement>,
+    _held: H,
+) {
+    let (Ok(client), Ok(server)) = (client.await, upstream.await) else {
+        return;
+    };
+    // The client's side opens once the 101 is written, which is after the response
+    // handed over its settlement, if it has one: nothing to wait for.
+    let settlement = settle.try_recv().ok();
+    let last = Arc::new(LastActivity::new());
+    let mut client = Touching::new(TokioIo::new(client), last.clone());
+    let mut server = Touching::new(TokioIo::new(server), last.clone());
+    match settlement {
+        Some(settlement) if settlement.meters() => {
+            let meter = metered::Meter::new(settlement);
+            tokio::select! {
+                () = meter.carry(&mut client, &mut server) => {}
+                () = idle(&last, idle_timeout) => {
+                    tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
+                }
+            }
+            meter.finish();
+        }
+        // Tiers that settle on no byte (a trailer, a usage): a tunnel reports nothing,
+        // so they settle at their reserve when dropped at its end.
+        _unmetered => {
+            tokio::select! {
+                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                () = idle(&last, idle_timeout) => {
+                    tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
+                }
+            }
+        }
+    }
+}
+
+/// Counts the tunnel in `tollgate_open_connections` until it ends.
+struct OpenGauge(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for OpenGauge {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

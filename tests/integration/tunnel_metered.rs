@@ -1,0 +1,265 @@
+//! A tunnel's bytes are metered as they pass, each way, as a body's are: at its key's
+//! bound a tunnel waits for the key to refill (within `max_delay`) and is then closed,
+//! so one WebSocket cannot move more than its `request_bytes` / `response_bytes` tiers
+//! allow while it runs, nor run its key into a debt it pays only at its end. Raw sockets
+//! on both sides (a client and an upstream that answer nothing on their own: a flood
+//! and a sink), on the memory store and on Redis. HTTP/1.1 only: an HTTP/2 request
+//! does not upgrade.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::support::*;
+
+const KIB: u64 = 1024;
+/// The most a test moves through a tunnel its tier does not close: ten times the burst.
+const FLOOD: u64 = 1000 * KIB;
+
+/// What the raw upstream does once it has answered `101`.
+#[derive(Clone, Copy)]
+enum After {
+    /// Writes bytes until the connection fails.
+    Flood,
+    /// Reads and counts every byte.
+    Sink,
+}
+
+/// What a sink read: bytes so far, and whether its connection has ended.
+#[derive(Clone, Default)]
+struct Sunk {
+    bytes: Arc<AtomicU64>,
+    ended: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// An upstream that answers any request head with a WebSocket `101`, then floods or
+/// sinks.
+async fn tunnel_upstream(after: After) -> (SocketAddr, Sunk) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let received = Sunk::default();
+    let count = received.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let count = count.clone();
+            tokio::spawn(async move {
+                if read_head(&mut s).await.is_none() {
+                    return;
+                }
+                let answer = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+                if s.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut buf = vec![7u8; 16 * 1024];
+                match after {
+                    After::Flood => while s.write_all(&buf).await.is_ok() {},
+                    After::Sink => {
+                        while let Ok(n @ 1..) = s.read(&mut buf).await {
+                            count.bytes.fetch_add(n as u64, Ordering::SeqCst);
+                        }
+                        count.ended.store(true, Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    (addr, received)
+}
+
+/// Reads an HTTP/1 head; `None` when the peer closed first. What follows it is kept
+/// out of it: the caller counts it.
+async fn read_head(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut read = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
+        read.extend_from_slice(&chunk[..n]);
+        if let Some(end) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = read.split_off(end + 4);
+            return Some((String::from_utf8_lossy(&read).into_owned(), rest));
+        }
+    }
+}
+
+/// Opens a tunnel through the gateway at `addr`; returns the socket and the bytes that
+/// came after the `101`.
+async fn open(addr: SocketAddr) -> (TcpStream, u64) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let handshake = "GET /t HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    s.write_all(handshake.as_bytes()).await.expect("handshake");
+    let (head, rest) = tokio::time::timeout(Duration::from_secs(30), read_head(&mut s))
+        .await
+        .expect("an answer in time")
+        .expect("an answer");
+    assert_eq!(raw_status(&head), 101, "{head}");
+    (s, rest.len() as u64)
+}
+
+/// A route `/t` to `upstream` with one tier paid by `settle` bytes, a KiB a unit:
+/// `burst` KiB, refilled at `limit` a `period`, no debt (a key's bound is its burst).
+fn tunnel_route(settle: &str, (limit, period, burst): (u64, &str, u64), extra: &str) -> Fixture {
+    Fixture::new().upstream("ws", "").policy_raw(
+        "bytes",
+        format!("key = \"ip\"\nlimit = {limit}\nperiod = \"{period}\"\nburst = {burst}\nreserve = 1\nsettle = \"{settle}\"\nsettle_unit = 1024\nmax_debt = 0\n{extra}"),
+    ).route("ws", "/t", "ws", &["bytes"])
+}
+
+/// Reads until the tunnel closes or `FLOOD` bytes came (then the tier did not close it).
+async fn download(s: &mut TcpStream, mut got: u64) -> (u64, bool) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while got < FLOOD {
+        match tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return (got, true),
+            Ok(Ok(n)) => got += n as u64,
+            Err(_) => return (got, false),
+        }
+    }
+    (got, false)
+}
+
+/// Writes `FLOOD` bytes (what the kernel's buffers take, once the gateway stops reading)
+/// and reads: whether the gateway then closed the tunnel (within 30 s).
+async fn upload(s: &mut TcpStream) -> bool {
+    let chunk = vec![1u8; 16 * 1024];
+    let mut sent = 0;
+    while sent < FLOOD {
+        match tokio::time::timeout(Duration::from_secs(5), s.write_all(&chunk)).await {
+            Ok(Ok(())) => sent += chunk.len() as u64,
+            Ok(Err(_)) => return true,
+            Err(_) => break, // the buffers are full: the gateway stopped reading
+        }
+    }
+    let mut buf = [0u8; 1024];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+/// The key's units left, as the admin API shows them.
+async fn remaining(gw: &TestGateway) -> u64 {
+    let state = get(&gw.admin_url("/admin/limits/bytes/127.0.0.1"), &[]).await;
+    state.json()["remaining"].as_u64().expect("remaining")
+}
+
+#[tokio::test]
+async fn a_tunnel_is_closed_when_its_response_bytes_run_out() {
+    let (up, _) = tunnel_upstream(After::Flood).await;
+    let toml = tunnel_route("response_bytes", (100, "1h", 100), "").build();
+    let gw = TestGateway::start(&toml, &format!("http://{up}")).await;
+    let (mut s, after_head) = open(gw.addr).await;
+    let (got, closed) = download(&mut s, after_head).await;
+    assert!(closed, "the tier closed the flood: {got} bytes came");
+    assert!(got <= 100 * KIB, "no more than the burst came: {got}");
+    assert!(
+        got >= 50 * KIB,
+        "the burst's bytes came before the close: {got}"
+    );
+    charged_for(&gw, got).await;
+}
+
+#[tokio::test]
+async fn a_tunnel_is_closed_when_its_request_bytes_run_out() {
+    let (up, received) = tunnel_upstream(After::Sink).await;
+    let toml = tunnel_route("request_bytes", (100, "1h", 100), "").build();
+    let gw = TestGateway::start(&toml, &format!("http://{up}")).await;
+    let (mut s, _) = open(gw.addr).await;
+    let closed = upload(&mut s).await;
+    let ended = eventually(Duration::from_secs(30), || {
+        received.ended.load(Ordering::SeqCst)
+    })
+    .await;
+    let arrived = received.bytes.load(Ordering::SeqCst);
+    assert!(
+        closed && ended,
+        "the tier closed the upload: {arrived} bytes arrived"
+    );
+    assert!(
+        arrived <= 100 * KIB,
+        "no more than the burst arrived: {arrived}"
+    );
+    assert!(arrived >= 50 * KIB, "the burst's bytes arrived: {arrived}");
+    charged_for(&gw, arrived).await;
+}
+
+/// Waits until the key's units left show `passed` bytes charged (a KiB a unit, of a
+/// burst of 100).
+async fn charged_for(gw: &TestGateway, passed: u64) {
+    let units = passed.div_ceil(KIB);
+    let settled = eventually_async(Duration::from_secs(30), || async {
+        remaining(gw).await + units <= 100
+    })
+    .await;
+    assert!(
+        settled,
+        "{units} units passed: {} left",
+        remaining(gw).await
+    );
+}
+
+/// On Redis, the draws are the store's calls: the same bound, across two tunnels of one
+/// key through two gateways.
+#[tokio::test]
+async fn tunnels_through_two_gateways_on_redis_share_the_bound() {
+    let redis = RedisServer::start();
+    let (up, _) = tunnel_upstream(After::Flood).await;
+    let store = format!(
+        "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"5s\"\n",
+        redis.url()
+    );
+    let toml = tunnel_route("response_bytes", (200, "1h", 200), "")
+        .store(store)
+        .build();
+    let a = TestGateway::start(&toml, &format!("http://{up}")).await;
+    let b = TestGateway::start(&toml, &format!("http://{up}")).await;
+    let (mut sa, head_a) = open(a.addr).await;
+    let (mut sb, head_b) = open(b.addr).await;
+    let ((got_a, closed_a), (got_b, closed_b)) =
+        tokio::join!(download(&mut sa, head_a), download(&mut sb, head_b));
+    assert!(
+        closed_a && closed_b,
+        "both closed: {got_a} and {got_b} bytes came"
+    );
+    let got = got_a + got_b;
+    assert!(got <= 200 * KIB, "together no more than the burst: {got}");
+    assert!(got >= 100 * KIB, "the burst's bytes came: {got}");
+}
+
+/// At the bound a tunnel waits for its key to refill, within `max_delay`: it stays open
+/// and moves what the rate refills, no more.
+#[tokio::test]
+async fn a_tunnel_at_its_bound_waits_for_the_refill() {
+    let (up, _) = tunnel_upstream(After::Flood).await;
+    // 20 KiB of burst, refilled at 50 KiB a second.
+    let toml = tunnel_route("response_bytes", (50, "1s", 20), "max_delay = \"30s\"\n").build();
+    let gw = TestGateway::start_real_clock(&toml, &format!("http://{up}")).await;
+    let started = Instant::now();
+    let (mut s, mut got) = open(gw.addr).await;
+    let mut buf = vec![0u8; 64 * 1024];
+    while started.elapsed() < Duration::from_secs(3) {
+        let read = tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf)).await;
+        let n = read
+            .expect("the tunnel waits, it does not stall")
+            .expect("open");
+        assert!(
+            n > 0,
+            "the tunnel stays open at its bound: {got} bytes came"
+        );
+        got += n as u64;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // The admission reserved a unit; the chunk a draw takes ahead is at most the burst.
+    let bound = (20.0 + 50.0 * elapsed + 20.0) * KIB as f64;
+    assert!(
+        (got as f64) <= bound,
+        "{got} bytes in {elapsed:.1} s: no more than the rate refills ({bound:.0})"
+    );
+    assert!(
+        got > 20 * KIB,
+        "more than the burst came, as the key refilled: {got}"
+    );
+}
