@@ -217,7 +217,7 @@ impl Stream<'_> {
         let demand = share::demand(tracked.demand);
         let weight = self.weight(&key, demand, (now, ttl_s)).await;
         let assignment = super::render::decided(&admission, policy.mode, weight, ttl_s);
-        self.holders.told(&key, self.id, assignment.tokens());
+        self.told(&key, assignment.tokens(), (demand, ttl_s)).await;
         // What it holds now: sized with siblings later (one joins, in this report or
         // after), it is told again unless that is what it would be told.
         if let Some(tracked) = self.buckets.get_mut(&bkey) {
@@ -257,14 +257,45 @@ impl Stream<'_> {
         let mut weight = self
             .holders
             .hold(key, (self.id, self.nudge), demand, (now, expires));
-        if let Some(remote) = self.shared.limiter.remote() {
-            let field = self.holders.field(self.id);
-            let fleet = super::fleet::demand(remote, key, (&field, demand), ttl_s * 1000).await;
-            if let Ok(all) = fleet {
-                weight.all = all.max(weight.mine);
-            }
+        let told = self.holders.told_of(key, self.id);
+        if let Ok(fleet) = self.hold_in_fleet(key, (demand, told), ttl_s).await {
+            weight.all = fleet.demand.max(weight.mine);
+            weight.others_told = weight.others_told.saturating_add(fleet.others_told);
         }
         weight
+    }
+
+    /// Records that this stream's buckets of `key` (with `demand`, held `ttl_s`) were told
+    /// to hold `tokens` together: here, and in the fleet's record when it changed, so the
+    /// other servers leave room for them before this stream reports again.
+    pub(super) async fn told(&self, key: &str, tokens: u64, (demand, ttl_s): (f64, u64)) {
+        let before = self.holders.told_of(key, self.id);
+        self.holders.told(key, self.id, tokens);
+        if tokens != before {
+            // A failure leaves the last record: the next report writes it again.
+            let _unrecorded = self.hold_in_fleet(key, (demand, tokens), ttl_s).await;
+        }
+    }
+
+    /// This stream's place among every server's holders of `key` on Redis, and what the
+    /// fleet holds; `NotConnected` on the memory store.
+    async fn hold_in_fleet(
+        &self,
+        key: &str,
+        (demand, told): (f64, u64),
+        ttl_s: u64,
+    ) -> Result<super::fleet::FleetHolders, crate::store::StoreError> {
+        let Some(remote) = self.shared.limiter.remote() else {
+            return Err(crate::store::StoreError::NotConnected);
+        };
+        let (field, server) = (self.holders.field(self.id), self.holders.server_prefix());
+        let place = super::fleet::Place {
+            field: &field,
+            server: &server,
+            demand,
+            told,
+        };
+        super::fleet::hold(remote, key, place, ttl_s * 1000).await
     }
 
     /// `assignment` as the action Envoy applies, for `ttl_s` seconds; counted.

@@ -1,8 +1,10 @@
 //! The holders of a key across a fleet of tollgate servers on one Redis: each server
-//! records its streams' demand for the key in one hash (`holders.lua`) and splits by the
-//! demand of every server's Envoys, so two servers do not each hand out the whole key.
-//! Another server's newcomer is seen at this server's next report of the key (within
-//! Envoy's 5 s); this server's own newcomers re-size its streams at once (`holders.rs`).
+//! records its streams' demand for the key, and the tokens each was told, in one hash
+//! (`holders.lua`); it splits by the demand of every server's Envoys, so two servers do
+//! not each hand out the whole key, and leaves room for what the other servers' Envoys
+//! were told, as it does for its own. Another server's newcomer is seen at this server's
+//! next report of the key (within Envoy's 5 s); this server's own newcomers re-size its
+//! streams at once (`holders.rs`).
 
 use std::sync::LazyLock;
 
@@ -14,21 +16,66 @@ use crate::store::StoreError;
 
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("holders.lua")));
 
-/// Records the `demand` of the stream named `field` (see `Holders::field`) for `key`
-/// until `ttl_ms` from now and returns the live demand of every server's holders of it.
-pub async fn demand(
+/// One stream's place among a key's holders, as recorded in Redis.
+pub struct Place<'a> {
+    /// Its name among every server's streams (`Holders::field`).
+    pub field: &'a str,
+    /// Its server's prefix of that name (`Holders::server_prefix`).
+    pub server: &'a str,
+    pub demand: f64,
+    /// The tokens it was last told to hold.
+    pub told: u64,
+}
+
+/// What the fleet holds of a key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FleetHolders {
+    /// The live demand of every server's holders.
+    pub demand: f64,
+    /// The tokens the other servers' live holders were told.
+    pub others_told: u64,
+}
+
+/// Records `place` for `key` until `ttl_ms` from now and returns what the fleet holds.
+pub async fn hold(
     remote: &RedisStore,
     key: &str,
-    (field, demand): (&str, f64),
+    place: Place<'_>,
     ttl_ms: u64,
-) -> Result<f64, StoreError> {
+) -> Result<FleetHolders, StoreError> {
     // The key's name in Redis is a keyed hash: bucket values are the Envoys' clients'.
     let fleet = remote.fleet().key().ok_or(StoreError::NotConnected)?;
     let mut call = SCRIPT.prepare_invoke();
     call.key(format!("{PREFIX}:rlqs:{{{}}}", fleet.field(key.as_bytes())))
-        .arg(field)
-        .arg(format!("{demand:.3}"))
-        .arg(ttl_ms);
-    let total: String = remote.invoke(&call).await?;
-    total.parse().map_err(|_| StoreError::Reply)
+        .arg(place.field)
+        .arg(format!("{:.3}", place.demand))
+        .arg(ttl_ms)
+        .arg(place.told)
+        .arg(place.server);
+    let answer: String = remote.invoke(&call).await?;
+    parse(&answer).ok_or(StoreError::Reply)
+}
+
+/// The script's answer: the demand, a space, the other servers' told tokens.
+fn parse(answer: &str) -> Option<FleetHolders> {
+    let (demand, told) = answer.split_once(' ')?;
+    Some(FleetHolders {
+        demand: demand.parse().ok()?,
+        others_told: told.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scripts_answer_reads_as_demand_and_tokens() {
+        let read = parse("3.5 120").expect("read");
+        assert_eq!(read.demand, 3.5);
+        assert_eq!(read.others_told, 120);
+        assert_eq!(parse("2 0").map(|h| h.others_told), Some(0));
+        assert_eq!(parse("3.5"), None);
+        assert_eq!(parse("x 1"), None);
+    }
 }

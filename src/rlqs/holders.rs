@@ -123,7 +123,22 @@ impl Holders {
 
     /// `stream`'s name among every server's streams.
     pub fn field(&self, stream: StreamId) -> String {
-        format!("{}:{stream}", self.server)
+        format!("{}{stream}", self.server_prefix())
+    }
+
+    /// What every one of this server's streams' names starts with.
+    pub fn server_prefix(&self) -> String {
+        format!("{}:", self.server)
+    }
+
+    /// The tokens `stream`'s buckets of `key` were last told to hold (0 when none).
+    pub fn told_of(&self, key: &str, stream: StreamId) -> u64 {
+        let keys = self.keys.lock();
+        let holders = keys.get(key).map(Vec::as_slice).unwrap_or_default();
+        holders
+            .iter()
+            .find(|h| h.stream == stream)
+            .map_or(0, |h| h.told)
     }
 
     /// Records `stream`'s demand for `key` (holding its share until `expires_ns`) and

@@ -142,7 +142,7 @@ impl Stream<'_> {
             .iter()
             .map(Assignment::tokens)
             .fold(0u64, u64::saturating_add);
-        self.holders.told(key, self.id, tokens);
+        self.told(key, tokens, (demand, longest)).await;
         self.tell(kept.into_iter().zip(split), &mut actions);
         actions
     }

@@ -76,6 +76,7 @@ mod rlqs_admin;
 mod rlqs_bounds;
 mod rlqs_domains;
 mod rlqs_envoy;
+mod rlqs_envoy_fleet;
 mod rlqs_missing;
 mod rlqs_outage;
 mod rlqs_together;

