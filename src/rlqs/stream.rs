@@ -113,6 +113,8 @@ async fn serve(
     let mut stall: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     let idle = tokio::time::sleep(IDLE);
     tokio::pin!(idle);
+    // An answer was not taken: the client is gone, or has not read for `SEND_TIMEOUT`.
+    let mut untaken = false;
     let ended: Ended = loop {
         tokio::select! {
             frame = body.frame() => match frame {
@@ -123,7 +125,7 @@ async fn serve(
                     frames.push(&data);
                     let (answered, reported) = match read_messages(&mut stream, (&mut frames, &headers), &out).await {
                         Ok(Some(read)) => read,
-                        Ok(None) => break Ok(()),
+                        Ok(None) => { untaken = true; break Ok(()) }
                         Err(e) => break Err(e),
                     };
                     // Only a report of some bucket keeps the stream's place: an empty
@@ -150,10 +152,12 @@ async fn serve(
             )),
             // Another Envoy joined the key: its share shrinks at Envoy's fill ratio.
             Some(key) = nudged.recv() => if !resized(&mut stream, &key, &out, false).await {
+                untaken = true;
                 break Ok(());
             },
             // The admin API reset the key: the new share, whole; new numbers: at the ratio.
             (key, change) = changed(&mut changes) => if !resized(&mut stream, &key, &out, change == KeyChange::Reset).await {
+                untaken = true;
                 break Ok(());
             },
             _ = shutdown.changed() => break Ok(()),
@@ -162,7 +166,19 @@ async fn serve(
     let now = shared.clock.now_ns();
     holders.ended((id, now), stream.buckets.values().map(|t| t.key.as_str()));
     metrics.streams.dec();
-    let _ = out.send(Ok(Frame::trailers(trailers(ended)))).await;
+    send_trailers(&out, ended, untaken).await;
+}
+
+/// Ends the stream with the trailers `ended` makes. A client gone, or not taking its
+/// answers (`untaken`), would not take them either: waiting for room would hold the
+/// stream's place for good.
+async fn send_trailers(out: &Out, ended: Ended, untaken: bool) {
+    let last = Ok(Frame::trailers(trailers(ended)));
+    if untaken {
+        let _ = out.try_send(last);
+    } else {
+        let _ = tokio::time::timeout(SEND_TIMEOUT, out.send(last)).await;
+    }
 }
 
 /// The stream's buckets of `key` re-sized and sent (started `full` or not); `false` once

@@ -108,10 +108,22 @@ async fn the_listeners_bound_on_buckets_holds_across_streams() {
 async fn raw_stream(
     gw: &TestGateway,
 ) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    raw_stream_taking(gw, 65_535).await
+}
+
+/// [`raw_stream`], its stream taking at most `window` bytes of answers.
+async fn raw_stream_taking(
+    gw: &TestGateway,
+    window: u32,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
     let tcp = tokio::net::TcpStream::connect(gw.rls.expect("rls"))
         .await
         .expect("connect");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("h2");
+    let (client, connection) = h2::client::Builder::new()
+        .initial_window_size(window)
+        .handshake(tcp)
+        .await
+        .expect("h2");
     tokio::spawn(connection);
     let head = http::Request::post(format!(
         "http://rls{}",
@@ -303,4 +315,53 @@ async fn a_stream_silent_for_30_s_ends_and_gives_its_place_back() {
         .await
         .expect("a free place");
     assert_eq!(third.ask("edge", vec![tenant("c", 1, 0)]).await.len(), 1);
+}
+
+/// A client that sends reports and never takes the answers (its stream's window shut)
+/// would hold its stream's place, and the stream's timers, for good: an answer not taken
+/// within 10 s ends the stream, and its place is given back — before the 30 s a silent
+/// stream gets, since the stream here keeps reporting.
+#[tokio::test]
+async fn a_stream_whose_answers_are_never_taken_ends_and_gives_its_place_back() {
+    let (_up, gw, _) = two_stream_places().await;
+    let addr = gw.rls.expect("rls");
+    let (_response, mut stalled) = raw_stream_taking(&gw, 0).await;
+    // The other place's stream reports as Envoy does, so it keeps its place.
+    let mut other = open(&gw).await;
+    let started = std::time::Instant::now();
+    // A report of a new tenant each, each answered: more answers than the stream queues.
+    for i in 0..40 {
+        let report = Reports {
+            domain: "edge".into(),
+            usages: vec![tenant(&format!("t{i}"), 1, 0)],
+        };
+        let body = prost::Message::encode_to_vec(&report);
+        let mut message = vec![0u8];
+        message.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        message.extend_from_slice(&body);
+        stalled
+            .send_data(bytes::Bytes::from(message), false)
+            .expect("data");
+    }
+    let reported = std::time::Instant::now();
+    let mut opened = None;
+    while opened.is_none() && reported.elapsed() < std::time::Duration::from_secs(60) {
+        assert_eq!(other.ask("edge", vec![tenant("o", 0, 0)]).await.len(), 1);
+        opened = RlqsStream::try_open(addr, None).await.ok();
+        if opened.is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    }
+    let after = reported.elapsed();
+    assert!(opened.is_some(), "the stalled stream still holds its place");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(9),
+        "ended by the send timeout, not at once: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        after < std::time::Duration::from_secs(28),
+        "ended by the send timeout, before the silent stream's 30 s: {after:?}"
+    );
+    drop(stalled);
 }
