@@ -49,7 +49,8 @@ pub async fn describe(
 }
 
 /// A tunnel meters its byte tiers as its bytes pass and settles them when it ends (its
-/// other tiers at their reserve: it reports nothing): handed over with the response.
+/// other tiers as a request cut short: it reports no value): handed over with the
+/// response.
 fn settle_tunnel(mut resp: Response<Body>, settlement: Settlement) -> Response<Body> {
     if let Some(tunnel) = resp
         .extensions_mut()

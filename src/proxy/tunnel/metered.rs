@@ -79,8 +79,8 @@ impl Meter {
         }
     }
 
-    /// Settles every tier at what passed its way (a tier that does not count bytes at
-    /// its reserve: a tunnel reports nothing).
+    /// Settles every tier at what passed its way (a tier that does not count bytes as a
+    /// request cut short: a tunnel reports no value).
     pub(super) fn finish(self) {
         let State {
             settlement,
@@ -118,10 +118,10 @@ impl Meter {
                 return Ok(());
             }
             self.pay(way, n as u64, &mut paused).await?;
-            let sent = to.write_all(&buf[..n]).await;
-            // Paid for: counted as passed, whether or not the write went through.
+            // Paid for: counted as passed before the write, which may not finish (the
+            // other way closing the tunnel drops it part-way).
             self.passed(way, n as u64);
-            sent.map_err(|_| Stop::Closed)?;
+            to.write_all(&buf[..n]).await.map_err(|_| Stop::Closed)?;
             to.flush().await.map_err(|_| Stop::Closed)?;
         }
     }

@@ -109,8 +109,9 @@ async fn run<H>(
             }
             meter.finish();
         }
-        // Tiers that settle on no byte (a trailer, a usage): a tunnel reports nothing,
-        // so they settle at their reserve when dropped at its end.
+        // Tiers that settle on no byte (a trailer, a usage): a tunnel reports no value,
+        // so they settle as a request cut short (`Measured::Aborted`) when dropped at its
+        // end, as before tunnels were metered.
         _unmetered => {
             tokio::select! {
                 _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
