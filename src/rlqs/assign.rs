@@ -271,7 +271,10 @@ impl Stream<'_> {
     pub(super) async fn told(&self, key: &str, tokens: u64, (demand, ttl_s): (f64, u64)) {
         let before = self.holders.told_of(key, self.id);
         self.holders.told(key, self.id, tokens);
-        if tokens != before {
+        // None told is no room taken from the others; not written, they leave room a while
+        // longer (until the next report), and a store that failed (a blanket answer) is
+        // not called twice.
+        if tokens != before && tokens > 0 {
             // A failure leaves the last record: the next report writes it again.
             let _unrecorded = self.hold_in_fleet(key, (demand, tokens), ttl_s).await;
         }

@@ -1,6 +1,6 @@
 //! The holders of a key across a fleet of tollgate servers on one Redis: each server
-//! records its streams' demand for the key, and the tokens each was told, in one hash
-//! (`holders.lua`); it splits by the demand of every server's Envoys, so two servers do
+//! records its streams' demand for the key in one hash, and the tokens each was told in
+//! another (`holders.lua`); it splits by the demand of every server's Envoys, so two servers do
 //! not each hand out the whole key, and leaves room for what the other servers' Envoys
 //! were told, as it does for its own. Another server's newcomer is seen at this server's
 //! next report of the key (within Envoy's 5 s); this server's own newcomers re-size its
@@ -43,10 +43,10 @@ pub async fn hold(
     place: Place<'_>,
     ttl_ms: u64,
 ) -> Result<FleetHolders, StoreError> {
-    // The key's name in Redis is a keyed hash: bucket values are the Envoys' clients'.
-    let fleet = remote.fleet().key().ok_or(StoreError::NotConnected)?;
+    let (holders, told) = names(remote, key)?;
     let mut call = SCRIPT.prepare_invoke();
-    call.key(format!("{PREFIX}:rlqs:{{{}}}", fleet.field(key.as_bytes())))
+    call.key(holders)
+        .key(told)
         .arg(place.field)
         .arg(format!("{:.3}", place.demand))
         .arg(ttl_ms)
@@ -54,6 +54,24 @@ pub async fn hold(
         .arg(place.server);
     let answer: String = remote.invoke(&call).await?;
     parse(&answer).ok_or(StoreError::Reply)
+}
+
+/// Forgets the tokens the stream named `field` was told for `key` (it ended: an Envoy
+/// reconnecting through another server is not cut by its own old stream's tokens).
+pub async fn forget_told(remote: &RedisStore, key: &str, field: &str) -> Result<(), StoreError> {
+    let (_, told) = names(remote, key)?;
+    remote
+        .command(redis::cmd("HDEL").arg(told).arg(field))
+        .await
+}
+
+/// The names in Redis of `key`'s holders hash and of its told tokens hash: a keyed hash
+/// of the key (bucket values are the Envoys' clients'), one slot for both.
+fn names(remote: &RedisStore, key: &str) -> Result<(String, String), StoreError> {
+    let fleet = remote.fleet().key().ok_or(StoreError::NotConnected)?;
+    let holders = format!("{PREFIX}:rlqs:{{{}}}", fleet.field(key.as_bytes()));
+    let told = format!("{holders}:told");
+    Ok((holders, told))
 }
 
 /// The script's answer: the demand, a space, the other servers' told tokens.

@@ -15,7 +15,7 @@ use hyper::body::{Frame, Incoming};
 use prost::Message;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::holders::Holders;
+use super::holders::{Holders, StreamId};
 use super::proto::{BucketAction, RateLimitQuotaUsageReports};
 use super::render;
 use super::tracked::Stream;
@@ -165,8 +165,35 @@ async fn serve(
     };
     let now = shared.clock.now_ns();
     holders.ended((id, now), stream.buckets.values().map(|t| t.key.as_str()));
+    forget_told_in_fleet(&shared, &holders, id, &stream);
     metrics.streams.dec();
     send_trailers(&out, ended, untaken).await;
+}
+
+/// On Redis, forgets the tokens the ended stream was told for each key it held, as
+/// `Holders::ended` does here, in a task of its own (the stream's end waits for none).
+fn forget_told_in_fleet(
+    shared: &Arc<Shared>,
+    holders: &Holders,
+    id: StreamId,
+    stream: &Stream<'_>,
+) {
+    if shared.limiter.remote().is_none() || stream.buckets.is_empty() {
+        return;
+    }
+    let mut keys: Vec<String> = stream.buckets.values().map(|t| t.key.clone()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let (shared, field) = (shared.clone(), holders.field(id));
+    tokio::spawn(async move {
+        let Some(remote) = shared.limiter.remote() else {
+            return;
+        };
+        for key in keys {
+            // A failure leaves them until the stream's record expires.
+            let _kept = super::fleet::forget_told(remote, &key, &field).await;
+        }
+    });
 }
 
 /// Ends the stream with the trailers `ended` makes. A client gone, or not taking its

@@ -77,6 +77,7 @@ mod rlqs_bounds;
 mod rlqs_domains;
 mod rlqs_envoy;
 mod rlqs_envoy_fleet;
+mod rlqs_fleet_told;
 mod rlqs_missing;
 mod rlqs_outage;
 mod rlqs_together;
