@@ -113,6 +113,21 @@ impl Settlement {
     }
 }
 
+/// How long a body (or a tunnel's way) that has waited `paused` in a row waits for a
+/// `Cover::Pause`: `paused` grows by it; `Err` when the wait would pass `max_delay`.
+pub fn pause_for(
+    paused: &mut std::time::Duration,
+    (wait_ns, max_delay_ns, policy): (u64, u64, Arc<Policy>),
+) -> Result<std::time::Duration, BudgetExhausted> {
+    let wait = std::time::Duration::from_nanos(wait_ns.max(1));
+    if paused.saturating_add(wait) > std::time::Duration::from_nanos(max_delay_ns) {
+        let why = CutReason::Budget;
+        return Err(BudgetExhausted { policy, why });
+    }
+    *paused += wait;
+    Ok(wait)
+}
+
 /// The pause tier `p` asks for: `wait_ns`, within its `max_delay`.
 fn pause(p: &crate::store::rate::settle::PendingSettle, wait_ns: u64) -> Cover {
     Cover::Pause {

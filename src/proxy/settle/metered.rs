@@ -13,7 +13,7 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
 use super::measure::{parse_value, Measured};
-use super::meter::{BudgetExhausted, Call, Cover, CutReason};
+use super::meter::{BudgetExhausted, Call, Cover};
 use super::Settlement;
 use crate::config::SettleSource;
 use crate::reply::BoxError;
@@ -222,14 +222,7 @@ impl<B> Metered<B> {
                 max_delay_ns,
                 policy,
             } => {
-                let wait = Duration::from_nanos(wait_ns.max(1));
-                if self.paused.saturating_add(wait) > Duration::from_nanos(max_delay_ns) {
-                    return Err(BudgetExhausted {
-                        policy,
-                        why: CutReason::Budget,
-                    });
-                }
-                self.paused += wait;
+                let wait = super::pause_for(&mut self.paused, (wait_ns, max_delay_ns, policy))?;
                 let sleep = Box::pin(tokio::time::sleep(wait));
                 self.waiting = Some(Waiting::Refill(sleep));
                 Ok(())

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::SettleSource;
-use crate::proxy::settle::{BudgetExhausted, Cover, CutReason, Measured, Settlement};
+use crate::proxy::settle::{pause_for, BudgetExhausted, Cover, Measured, Settlement};
 use crate::store::rate::draw::Draw;
 use crate::store::StoreError;
 
@@ -146,12 +146,8 @@ impl Meter {
                     max_delay_ns,
                     policy,
                 } => {
-                    let wait = Duration::from_nanos(wait_ns.max(1));
-                    if paused.saturating_add(wait) > Duration::from_nanos(max_delay_ns) {
-                        let why = CutReason::Budget;
-                        return Err(Stop::Cut(BudgetExhausted { policy, why }));
-                    }
-                    *paused += wait;
+                    let wait =
+                        pause_for(paused, (wait_ns, max_delay_ns, policy)).map_err(Stop::Cut)?;
                     tokio::time::sleep(wait).await;
                     self.0.lock().cover(way, n)
                 }
