@@ -132,7 +132,9 @@ pub fn normalize<B>(
         *req.uri_mut() = Uri::from_parts(parts).map_err(|_| PathError::BadEscape)?;
     }
 
-    let upgrade = if found.connection && found.upgrade {
+    // An HTTP/1.0 request's `Upgrade` is ignored (RFC 9110 §7.8): its connection cannot
+    // switch protocols.
+    let upgrade = if found.connection && found.upgrade && req.version() == http::Version::HTTP_11 {
         requested_upgrade(req.headers())
     } else {
         None

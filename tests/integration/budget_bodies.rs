@@ -162,3 +162,30 @@ async fn a_body_at_its_bound_waits_for_the_key_within_max_delay() {
         );
     }
 }
+
+/// A key whose whole bound is smaller than a frame the body arrives in (5,000 bytes here,
+/// against reads of 8 KiB and more) passes the frame a piece at a time as the key
+/// refills: a frame larger than the bound was held whole, could never be paid for, and
+/// cut the body at its first frame.
+#[tokio::test]
+async fn a_frame_larger_than_the_keys_bound_passes_in_pieces() {
+    let up = Upstream::start().await;
+    let small = "key = \"header:x-tenant-id\"\nlimit = 100000\nperiod = \"1s\"\nburst = 5000\nmax_debt = 0\nsettle = \"response_bytes\"\nmax_delay = \"30s\"\n";
+    let toml = Fixture::new()
+        .policy_raw("small", small)
+        .route("down", "/down", "api", &["small"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    for (i, http2) in [false, true].into_iter().enumerate() {
+        let client = if http2 {
+            super::support::http2()
+        } else {
+            http1()
+        };
+        let tenant = format!("t{i}");
+        let url = gw.url("/down/bytes?n=50000");
+        let r = send(&client, "GET", &url, &[("x-tenant-id", &tenant)], b"").await;
+        let got = (r.status.as_u16(), r.body.len());
+        assert_eq!(got, (200, 50_000), "http2 {http2}");
+    }
+}

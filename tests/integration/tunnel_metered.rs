@@ -27,6 +27,8 @@ enum After {
     Flood,
     /// Reads and counts every byte.
     Sink,
+    /// Writes this many bytes, then keeps the tunnel open (reading what comes).
+    Send(usize),
 }
 
 /// What a sink read: bytes so far, and whether its connection has ended.
@@ -57,6 +59,10 @@ async fn tunnel_upstream(after: After) -> (SocketAddr, Sunk) {
                 let mut buf = vec![7u8; 16 * 1024];
                 match after {
                     After::Flood => while s.write_all(&buf).await.is_ok() {},
+                    After::Send(n) => {
+                        let _ = s.write_all(&vec![7u8; n]).await;
+                        while let Ok(1..) = s.read(&mut buf).await {}
+                    }
                     After::Sink => {
                         while let Ok(n @ 1..) = s.read(&mut buf).await {
                             count.bytes.fetch_add(n as u64, Ordering::SeqCst);
@@ -262,4 +268,100 @@ async fn a_tunnel_at_its_bound_waits_for_the_refill() {
         got > 20 * KIB,
         "more than the burst came, as the key refilled: {got}"
     );
+}
+
+/// A tunnel draws only what its bytes need: units drawn a chunk ahead (as a body does)
+/// were held for as long as the tunnel stayed open, and two idle WebSockets of a key
+/// that had moved 4 KiB refused its plain requests for 18 minutes.
+#[tokio::test]
+async fn an_open_tunnel_holds_no_units_ahead_of_its_bytes() {
+    let (up, _) = tunnel_upstream(After::Send(2000)).await;
+    let toml = tunnel_route("response_bytes", (100, "1h", 100), "").build();
+    let gw = TestGateway::start(&toml, &format!("http://{up}")).await;
+    let (mut s, mut got) = open(gw.addr).await;
+    let mut buf = [0u8; 4096];
+    while got < 2000 {
+        let n = tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf))
+            .await
+            .expect("the bytes in time")
+            .expect("open");
+        assert!(n > 0, "the tunnel stays open");
+        got += n as u64;
+    }
+    // The reserve and the 2 units the bytes took, while the tunnel is open.
+    let left = remaining(&gw).await;
+    assert!(left >= 97, "{left} left: units held ahead of the bytes");
+    drop(s);
+}
+
+/// A key whose whole bound is smaller than a read (10 KiB here, against 16 KiB reads)
+/// still moves what it holds: a read is never larger than the bound, which a larger one
+/// could never be paid from (the tunnel moved nothing, then closed).
+#[tokio::test]
+async fn a_key_whose_bound_is_under_a_read_still_moves_its_bytes() {
+    let (up, _) = tunnel_upstream(After::Flood).await;
+    let toml = Fixture::new()
+        .upstream("ws", "")
+        .policy_raw(
+            "bytes",
+            "key = \"ip\"\nlimit = 1\nperiod = \"1h\"\nburst = 5\nreserve = 1\nsettle = \"response_bytes\"\nsettle_unit = 1024\nmax_debt = 5\n",
+        )
+        .route("ws", "/t", "ws", &["bytes"])
+        .build();
+    let gw = TestGateway::start(&toml, &format!("http://{up}")).await;
+    let (mut s, after_head) = open(gw.addr).await;
+    let (got, closed) = download(&mut s, after_head).await;
+    assert!(closed, "closed at the bound: {got} bytes came");
+    assert!(got >= 5 * KIB, "what the key holds came: {got}");
+    assert!(got <= 10 * KIB, "no more than the bound: {got}");
+}
+
+/// A shadow tier never holds or cuts what it counts (`mode = "shadow"`): a tunnel or a
+/// download through one passes whole, and the tier is charged what moved at the end.
+#[tokio::test]
+async fn a_shadow_bytes_tier_cuts_no_tunnel_and_no_body() {
+    let (ws, _) = tunnel_upstream(After::Flood).await;
+    let up = Upstream::start().await;
+    let shadow = "key = \"ip\"\nlimit = 100\nperiod = \"1h\"\nburst = 100\nreserve = 1\nsettle = \"response_bytes\"\nsettle_unit = 1024\nmax_debt = 0\nmode = \"shadow\"\n";
+    let toml = Fixture::new()
+        .upstream_raw("ws", format!("targets = [\"http://{ws}\"]\n"))
+        .policy_raw("bytes", shadow)
+        .route("ws", "/t", "ws", &["bytes"])
+        .route("down", "/down", "api", &["bytes"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let (mut s, after_head) = open(gw.addr).await;
+    let (got, closed) = download(&mut s, after_head).await;
+    assert!(
+        !closed && got >= FLOOD,
+        "the flood passed: {got} bytes, closed {closed}"
+    );
+    drop(s);
+    for http2 in [false, true] {
+        let client = if http2 {
+            super::support::http2()
+        } else {
+            http1()
+        };
+        let url = gw.url("/down/bytes?n=400000");
+        let r = send(&client, "GET", &url, &[], b"").await;
+        assert_eq!(
+            (r.status.as_u16(), r.body.len()),
+            (200, 400_000),
+            "http2 {http2}"
+        );
+    }
+}
+
+/// An HTTP/1.0 request's `Upgrade` is ignored (RFC 9110 §7.8): not asked of the upstream,
+/// and a `101` it answers anyway is the upstream's mistake, not a tunnel.
+#[tokio::test]
+async fn an_http10_request_does_not_upgrade() {
+    let (up, _) = tunnel_upstream(After::Flood).await;
+    let toml = tunnel_route("response_bytes", (100, "1h", 100), "").build();
+    let gw = TestGateway::start(&toml, &format!("http://{up}")).await;
+    let head = "GET /t HTTP/1.0\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    let (answer, _) = raw(gw.addr, head.as_bytes()).await;
+    assert_eq!(raw_status(&answer), 502, "{answer}");
+    assert!(answer.contains("upstream_bad_upgrade"), "{answer}");
 }

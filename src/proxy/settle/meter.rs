@@ -12,10 +12,22 @@ use super::Settlement;
 use crate::config::{Policy, SettleSource};
 pub use crate::proxy::response::{BudgetExhausted, CutReason};
 use crate::store::rate::draw::{Draw, Need};
+use crate::store::rate::settle::PendingSettle;
 use crate::store::StoreError;
 
 /// A draw in Redis under way: which tier, and its answer.
 pub type Call = Pin<Box<dyn Future<Output = (usize, Result<Draw, StoreError>)> + Send>>;
+
+/// How far ahead of the bytes a tier draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ahead {
+    /// A chunk (64 KiB, or an eighth of the burst): a body lasts seconds, and with Redis
+    /// one call moves a chunk.
+    Chunk,
+    /// Only what the bytes need: a tunnel lasts minutes, and units drawn ahead for it
+    /// would hold its key (its other requests and tunnels) for as long.
+    None,
+}
 
 /// What covering the bytes moved so far asks of the body.
 pub enum Cover {
@@ -44,6 +56,18 @@ impl Settlement {
         })
     }
 
+    /// The most bytes one read may carry for every enforcing bytes tier here to pay for
+    /// it at once from a key at its bound (`burst` and `max_debt`, in its units): a larger
+    /// read could never pass. `None` when no tier is paid as the bytes pass.
+    pub fn most_at_once(&self) -> Option<u64> {
+        let paid = |p: &&PendingSettle| {
+            p.settle().source.measures_bytes() && p.policy.mode != crate::limit::Mode::Shadow
+        };
+        (self.pending.iter().filter(paid))
+            .map(|p| (p.bound_ns() / p.t_ns.max(1)).saturating_mul(p.settle().unit.get()))
+            .min()
+    }
+
     /// Whether any tier here is metered as the body streams.
     pub fn meters(&self) -> bool {
         self.pending
@@ -54,16 +78,17 @@ impl Settlement {
     /// Makes every bytes tier pay for `bytes` moved in all (drawing a chunk ahead when
     /// it runs short), or says what stops the body.
     pub fn cover(&mut self, bytes: u64) -> Cover {
-        self.cover_each(|_| bytes)
+        self.cover_each(|_| bytes, Ahead::Chunk)
     }
 
     /// As [`cover`](Self::cover), each tier for the bytes its source has moved (a
-    /// tunnel's two ways).
-    pub fn cover_each(&mut self, bytes: impl Fn(&SettleSource) -> u64) -> Cover {
+    /// tunnel's two ways), drawing `ahead` as said. A shadow tier is not paid as the
+    /// bytes pass (it never holds nor cuts them): it settles at what moved, at the end.
+    pub fn cover_each(&mut self, bytes: impl Fn(&SettleSource) -> u64, ahead: Ahead) -> Cover {
         let now = self.shared.clock.now_ns();
         for (i, p) in self.pending.iter_mut().enumerate() {
             let source = &p.settle().source;
-            if !source.measures_bytes() {
+            if !source.measures_bytes() || p.policy.mode == crate::limit::Mode::Shadow {
                 continue;
             }
             let (want, need) = match p.need(bytes(source)) {
@@ -73,7 +98,8 @@ impl Settlement {
                     let why = CutReason::MaxCost;
                     return Cover::Cut(BudgetExhausted { policy, why });
                 }
-                Need::Draw { want, need } => (want, need),
+                Need::Draw { want, need } if ahead == Ahead::Chunk => (want, need),
+                Need::Draw { need, .. } => (need, need),
             };
             let Some(drawn) = self.shared.limiter.draw_local(p, want, need, now) else {
                 let (shared, pending) = (self.shared.clone(), p.clone());
@@ -129,7 +155,7 @@ pub fn pause_for(
 }
 
 /// The pause tier `p` asks for: `wait_ns`, within its `max_delay`.
-fn pause(p: &crate::store::rate::settle::PendingSettle, wait_ns: u64) -> Cover {
+fn pause(p: &PendingSettle, wait_ns: u64) -> Cover {
     Cover::Pause {
         wait_ns,
         max_delay_ns: u64::try_from(p.policy.max_delay.as_nanos()).unwrap_or(u64::MAX),

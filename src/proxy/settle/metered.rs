@@ -57,6 +57,11 @@ pub struct Metered<B> {
     metering: bool,
     /// A data frame waiting for its units.
     held: Option<Bytes>,
+    /// What is left of a frame larger than a key's whole bound, held a piece at a time
+    /// (a larger piece could never be paid for).
+    rest: Bytes,
+    /// The most bytes held at once (`Settlement::most_at_once`).
+    piece: usize,
     waiting: Option<Waiting>,
     /// How long this body has waited for its key so far, in a row.
     paused: Duration,
@@ -72,6 +77,7 @@ pub struct Metered<B> {
 
 impl<B: Body> Metered<B> {
     pub fn new(inner: B, settlement: Settlement, side: Side) -> Self {
+        let most = settlement.most_at_once();
         let mut metered = Self {
             inner,
             side,
@@ -79,6 +85,10 @@ impl<B: Body> Metered<B> {
             metering: settlement.meters(),
             settlement: Some(settlement),
             held: None,
+            rest: Bytes::new(),
+            piece: most.map_or(usize::MAX, |m| {
+                usize::try_from(m).unwrap_or(usize::MAX).max(1)
+            }),
             waiting: None,
             paused: Duration::ZERO,
             usage: None,
@@ -255,6 +265,9 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        if this.held.is_none() && !this.rest.is_empty() {
+            this.held = Some(this.next_piece());
+        }
         if this.held.is_some() {
             match std::task::ready!(this.release(cx)) {
                 Ok(()) => return Poll::Ready(this.pass_held().map(Ok)),
@@ -275,7 +288,8 @@ where
         };
         let frame = match frame.into_data() {
             Ok(data) if this.metering && this.settlement.is_some() => {
-                this.held = Some(data);
+                this.rest = data;
+                this.held = Some(this.next_piece());
                 return match std::task::ready!(this.release(cx)) {
                     Ok(()) => Poll::Ready(this.pass_held().map(Ok)),
                     Err(cut) => Poll::Ready(Some(Err(this.cut(cut)))),
@@ -308,7 +322,7 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.held.is_none() && self.inner.is_end_stream()
+        self.held.is_none() && self.rest.is_empty() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -323,6 +337,11 @@ where
 }
 
 impl<B: Body> Metered<B> {
+    /// The next piece of `rest` to hold.
+    fn next_piece(&mut self) -> Bytes {
+        self.rest.split_to(self.piece.min(self.rest.len()))
+    }
+
     /// The held frame, paid for: passed on, and the body settled when it was the last.
     fn pass_held(&mut self) -> Option<Frame<Bytes>> {
         let data = self.held.take()?;
@@ -336,7 +355,7 @@ impl<B: Body> Metered<B> {
 
     /// A body of known length may not be polled past its last bytes: settled now.
     fn finish_if_done(&mut self) {
-        if self.inner.is_end_stream() {
+        if self.rest.is_empty() && self.inner.is_end_stream() {
             self.finish(End::Complete);
         }
     }
@@ -344,6 +363,7 @@ impl<B: Body> Metered<B> {
     /// Cuts the body: settled at what moved, and the error the exchange ends with.
     fn cut(&mut self, cut: BudgetExhausted) -> BoxError {
         self.held = None;
+        self.rest = Bytes::new();
         self.waiting = None;
         self.finish(End::Cut);
         Box::new(cut)
@@ -353,7 +373,9 @@ impl<B: Body> Metered<B> {
 impl<B> Drop for Metered<B> {
     fn drop(&mut self) {
         // Every declared byte passed on: the writer had what it needed and stopped.
-        let whole = self.declared.is_some_and(|n| n == self.bytes) && self.held.is_none();
+        let whole = self.declared.is_some_and(|n| n == self.bytes)
+            && self.held.is_none()
+            && self.rest.is_empty();
         self.finish(if whole { End::Complete } else { End::Gone });
     }
 }

@@ -18,7 +18,7 @@ use crate::store::rate::settle::PendingSettle;
 
 pub use crate::proxy::response::{BudgetExhausted, CutReason};
 pub use measure::{parse_value, units_for, Measured};
-pub use meter::{pause_for, Cover};
+pub use meter::{pause_for, Ahead, Cover};
 pub use metered::{Metered, Side};
 
 /// `(tier index, debt after)` of each tier the store answered for.

@@ -10,7 +10,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::SettleSource;
-use crate::proxy::settle::{pause_for, BudgetExhausted, Cover, Measured, Settlement};
+use crate::proxy::settle::{
+    pause_for, Ahead, BudgetExhausted, Cover, CutReason, Measured, Settlement,
+};
 use crate::store::rate::draw::Draw;
 use crate::store::StoreError;
 
@@ -45,10 +47,11 @@ impl State {
             Way::Up => (self.up.saturating_add(n), self.down),
             Way::Down => (self.up, self.down.saturating_add(n)),
         };
-        self.settlement.cover_each(|source| match source {
+        let moved = |source: &SettleSource| match source {
             SettleSource::RequestBytes => up,
             _ => down,
-        })
+        };
+        self.settlement.cover_each(moved, Ahead::None)
     }
 }
 
@@ -69,13 +72,25 @@ impl Meter {
         C: AsyncRead + AsyncWrite + Unpin,
         S: AsyncRead + AsyncWrite + Unpin,
     {
+        // A read no larger than a key's whole bound: a larger one could never be paid.
+        let most = self.0.lock().settlement.most_at_once();
+        let read = most.map_or(CHUNK, |m| {
+            usize::try_from(m).unwrap_or(CHUNK).clamp(1, CHUNK)
+        });
         let (mut client_in, mut client_out) = tokio::io::split(client);
         let (mut server_in, mut server_out) = tokio::io::split(server);
-        let up = self.pump(&mut client_in, &mut server_out, Way::Up);
-        let down = self.pump(&mut server_in, &mut client_out, Way::Down);
+        let up = self.pump(&mut client_in, &mut server_out, (Way::Up, read));
+        let down = self.pump(&mut server_in, &mut client_out, (Way::Down, read));
         if let Err(Stop::Cut(cut)) = tokio::try_join!(up, down) {
-            tracing::info!(policy = %cut.policy.name, "tunnel closed: {cut}");
-            self.0.lock().cut = true;
+            let mut state = self.0.lock();
+            state.cut = true;
+            let why = match cut.why {
+                CutReason::Budget => "the key's budget ran out",
+                CutReason::MaxCost => "it reached max_cost",
+                CutReason::Store => "the store could not meter it",
+            };
+            let (up, down) = (state.up, state.down);
+            tracing::info!(policy = %cut.policy.name, bytes_up = up, bytes_down = down, "tunnel closed for policy `{}`: {why}", cut.policy.name);
         }
     }
 
@@ -102,14 +117,20 @@ impl Meter {
         });
     }
 
-    /// Copies `from` to `to`, each read paid for before it is written; at `from`'s end,
+    /// Copies `from` to `to`, `read` bytes at most at a time, each read paid for before it
+    /// is written; at `from`'s end,
     /// `to` is shut for writing (the other way may go on).
-    async fn pump<R, W>(&self, from: &mut R, to: &mut W, way: Way) -> Result<(), Stop>
+    async fn pump<R, W>(
+        &self,
+        from: &mut R,
+        to: &mut W,
+        (way, read): (Way, usize),
+    ) -> Result<(), Stop>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
-        let mut buf = vec![0u8; CHUNK];
+        let mut buf = vec![0u8; read];
         let mut paused = Duration::ZERO;
         loop {
             let n = from.read(&mut buf).await.map_err(|_| Stop::Closed)?;
