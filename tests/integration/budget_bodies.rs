@@ -166,14 +166,21 @@ async fn a_body_at_its_bound_waits_for_the_key_within_max_delay() {
 /// A key whose whole bound is smaller than a frame the body arrives in (5,000 bytes here,
 /// against reads of 8 KiB and more) passes the frame a piece at a time as the key
 /// refills: a frame larger than the bound was held whole, could never be paid for, and
-/// cut the body at its first frame.
+/// cut the body at its first frame. A piece is also no more than half of what refills
+/// within `max_delay` (`/tight`: 20 ms, against the bound's 50 ms): after a piece of the
+/// whole bound the next one waits the bound, past `max_delay`, and the body was cut at
+/// its second piece.
 #[tokio::test]
 async fn a_frame_larger_than_the_keys_bound_passes_in_pieces() {
     let up = Upstream::start().await;
-    let small = "key = \"header:x-tenant-id\"\nlimit = 100000\nperiod = \"1s\"\nburst = 5000\nmax_debt = 0\nsettle = \"response_bytes\"\nmax_delay = \"30s\"\n";
+    let small = |max_delay: &str| {
+        format!("key = \"header:x-tenant-id\"\nlimit = 100000\nperiod = \"1s\"\nburst = 5000\nmax_debt = 0\nsettle = \"response_bytes\"\nmax_delay = \"{max_delay}\"\n")
+    };
     let toml = Fixture::new()
-        .policy_raw("small", small)
+        .policy_raw("small", small("30s"))
+        .policy_raw("tight", small("20ms"))
         .route("down", "/down", "api", &["small"])
+        .route("tight", "/tight", "api", &["tight"])
         .build();
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     for (i, http2) in [false, true].into_iter().enumerate() {
@@ -183,9 +190,17 @@ async fn a_frame_larger_than_the_keys_bound_passes_in_pieces() {
             http1()
         };
         let tenant = format!("t{i}");
-        let url = gw.url("/down/bytes?n=50000");
-        let r = send(&client, "GET", &url, &[("x-tenant-id", &tenant)], b"").await;
-        let got = (r.status.as_u16(), r.body.len());
-        assert_eq!(got, (200, 50_000), "http2 {http2}");
+        for path in ["/down/bytes?n=50000", "/tight/bytes?n=50000"] {
+            let r = send(
+                &client,
+                "GET",
+                &gw.url(path),
+                &[("x-tenant-id", &tenant)],
+                b"",
+            )
+            .await;
+            let got = (r.status.as_u16(), r.body.len());
+            assert_eq!(got, (200, 50_000), "{path}, http2 {http2}");
+        }
     }
 }

@@ -337,6 +337,21 @@ async fn a_shadow_bytes_tier_cuts_no_tunnel_and_no_body() {
         "the flood passed: {got} bytes, closed {closed}"
     );
     drop(s);
+    // Charged at the end, at most what an enforcing tier could have been: its key's
+    // bound (100 units of 36 s), not the ~1,000 KiB that passed (10 hours of debt).
+    let admin = gw.admin_url("/admin/limits/bytes/127.0.0.1");
+    let ahead = || async {
+        get(&admin, &[]).await.json()["tat_ms"]
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    let settled = eventually_async(Duration::from_secs(30), || async { ahead().await > 0.0 }).await;
+    assert!(settled, "the shadow tier is charged what moved");
+    let ahead_ms = ahead().await;
+    assert!(
+        ahead_ms <= 3_600_000.0,
+        "charged past its bound: {ahead_ms} ms ahead"
+    );
     for http2 in [false, true] {
         let client = if http2 {
             super::support::http2()

@@ -47,24 +47,37 @@ pub enum Cover {
 }
 
 impl Settlement {
-    /// The first bytes tier that does not let one request move `bytes` (its `max_cost`).
+    /// The first enforcing bytes tier that does not let one request move `bytes` (its
+    /// `max_cost`; a shadow tier refuses nothing).
     pub fn over_max_cost(&self, bytes: u64) -> Option<&Arc<Policy>> {
         self.pending.iter().find_map(|p| {
             let settle = p.settle();
             let moved = bytes.div_ceil(settle.unit.get());
-            (settle.source.measures_bytes() && moved > settle.max_cost).then_some(&p.policy)
+            let enforced = p.policy.mode != crate::limit::Mode::Shadow;
+            let over = settle.source.measures_bytes() && moved > settle.max_cost;
+            (enforced && over).then_some(&p.policy)
         })
     }
 
-    /// The most bytes one read may carry for every enforcing bytes tier here to pay for
-    /// it at once from a key at its bound (`burst` and `max_debt`, in its units): a larger
-    /// read could never pass. `None` when no tier is paid as the bytes pass.
+    /// The most bytes one piece (a tunnel's read, a part of a body's frame) may carry for
+    /// every enforcing bytes tier to pay for it: a piece larger than a key's bound could
+    /// never be paid, and one after a piece of the whole bound waits the bound, so a piece
+    /// is also at most what refills within `max_delay` (when that is a unit or more). A
+    /// key Redis holds counts on this gateway's share of it too (its local fallback's).
+    /// `None` when no tier is paid as the bytes pass.
     pub fn most_at_once(&self) -> Option<u64> {
+        let share = self.shared.limiter.remote().map_or(1, |r| r.fleet_share());
         let paid = |p: &&PendingSettle| {
             p.settle().source.measures_bytes() && p.policy.mode != crate::limit::Mode::Shadow
         };
         (self.pending.iter().filter(paid))
-            .map(|p| (p.bound_ns() / p.t_ns.max(1)).saturating_mul(p.settle().unit.get()))
+            .map(|p| {
+                let mut units = piece_units(p);
+                if p.redis_key.is_some() && share > 1 {
+                    units = units.min(piece_units(&p.on_share(share)));
+                }
+                units.saturating_mul(p.settle().unit.get())
+            })
             .min()
     }
 
@@ -152,6 +165,20 @@ pub fn pause_for(
     }
     *paused += wait;
     Ok(wait)
+}
+
+/// The units of one piece of tier `p` (see [`Settlement::most_at_once`]).
+fn piece_units(p: &PendingSettle) -> u64 {
+    let t = p.t_ns.max(1);
+    let bound = p.bound_ns();
+    let max_delay = u64::try_from(p.policy.max_delay.as_nanos()).unwrap_or(u64::MAX);
+    // Half of `max_delay`: the wait for a whole piece stays inside it, whatever rounding.
+    let span = if max_delay >= t {
+        bound.min((max_delay / 2).max(t))
+    } else {
+        bound
+    };
+    (span / t).max(1)
 }
 
 /// The pause tier `p` asks for: `wait_ns`, within its `max_delay`.

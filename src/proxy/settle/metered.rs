@@ -326,12 +326,15 @@ where
     }
 
     fn size_hint(&self) -> SizeHint {
-        if !self.open_ended {
-            return self.inner.size_hint();
-        }
-        // No exact length: the writer reads it to its end (`to_its_end`).
+        // What is held of a frame read from the inner body is still to come.
+        let kept = (self.held.as_ref().map_or(0, Bytes::len) + self.rest.len()) as u64;
+        let inner = self.inner.size_hint();
         let mut hint = SizeHint::new();
-        hint.set_lower(self.inner.size_hint().lower());
+        hint.set_lower(inner.lower().saturating_add(kept));
+        // No exact length when open-ended: the writer reads it to its end (`to_its_end`).
+        if let Some(upper) = inner.upper().filter(|_| !self.open_ended) {
+            hint.set_upper(upper.saturating_add(kept));
+        }
         hint
     }
 }

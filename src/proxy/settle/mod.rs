@@ -170,9 +170,16 @@ impl Settlement {
         (settled, remote, now)
     }
 
-    /// The units for `measured`, counted.
+    /// The units for `measured`, counted. A shadow bytes tier, paid nothing as its bytes
+    /// passed, is charged at most what an enforcing one could have been: its `max_cost`,
+    /// and its key's bound (else one large download left its key in debt for days, a
+    /// shadow that no longer shows what enforcing would do).
     fn units(&self, p: &PendingSettle, measured: Measured) -> u64 {
-        let (units, why) = units_for(p, measured);
+        let (mut units, why) = units_for(p, measured);
+        if p.policy.mode == crate::limit::Mode::Shadow && p.settle().source.measures_bytes() {
+            let bound = p.bound_ns() / p.t_ns.max(1);
+            units = units.min(p.settle().max_cost).min(bound);
+        }
         if let Some(c) = self.counters.of(p) {
             c.units.observe(units as f64);
             let result = match units.cmp(&p.reserve) {

@@ -90,7 +90,7 @@ impl Meter {
                 CutReason::Store => "the store could not meter it",
             };
             let (up, down) = (state.up, state.down);
-            tracing::info!(policy = %cut.policy.name, bytes_up = up, bytes_down = down, "tunnel closed for policy `{}`: {why}", cut.policy.name);
+            tracing::info!(policy = %cut.policy.name, bytes_up = up, bytes_down = down, "tunnel closed for its policy: {why}");
         }
     }
 
