@@ -63,6 +63,8 @@ pub struct Metrics {
     pub reloads: Family<ResultLabels, Counter>,
     pub keys_tracked: Gauge<i64, AtomicI64Compat>,
     pub open_connections: Gauge,
+    /// Upgraded tunnels closed, by why ([`tunnel_end`]).
+    pub tunnels_closed: Family<ResultLabels, Counter>,
     /// Slots held per concurrency policy.
     pub in_flight: Family<PolicyLabels, Gauge>,
     /// How long requests waited in a concurrency queue (admitted or not).
@@ -81,6 +83,15 @@ pub struct Metrics {
     pub rls: rls::RlsFamilies,
     pub rlqs: rlqs::RlqsFamilies,
     pub telemetry: telemetry::TelemetryFamilies,
+}
+
+/// Why a tunnel closed, as `tollgate_tunnels_closed_total` counts it.
+pub mod tunnel_end {
+    pub const ENDED: &str = "ended";
+    pub const IDLE: &str = "idle";
+    pub const BUDGET: &str = "budget";
+    pub const MAX_COST: &str = "max_cost";
+    pub const STORE: &str = "store";
 }
 
 /// A family of histograms built by `f`.
@@ -130,6 +141,7 @@ impl Metrics {
             reloads: registered(&mut registry, "config_reloads", "Configuration reloads by result", Family::default()),
             keys_tracked: registered(&mut registry, "keys_tracked", "Keys held by the embedded store", Gauge::default()),
             open_connections: registered(&mut registry, "open_connections", "Open data-plane connections", Gauge::default()),
+            tunnels_closed: registered(&mut registry, "tunnels_closed", "Upgraded tunnels closed, by why: ended (a side closed or failed), idle (tunnel_idle_timeout), budget, max_cost or store (a bytes tier closed it)", Family::default()),
             in_flight: registered(&mut registry, "in_flight", "Requests holding a slot of a concurrency policy (max_in_flight), by policy", Family::default()),
             queue_wait: registered(&mut registry, "queue_wait_seconds", "Time requests waited for a concurrency slot (max_delay), admitted or refused", ShardedHistogram::new(exponential_buckets(0.001, 4.0, 9))),
             settled_units: registered(&mut registry, "settled_units", "Costs settled after the response, in units, by policy", histograms(units_histogram)),

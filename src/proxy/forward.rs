@@ -223,6 +223,7 @@ fn open_tunnel(
             conn: sent.conn.clone(),
             idle_timeout: sent.server.tunnel_idle_timeout,
             gauge: shared.metrics.open_connections.clone(),
+            closed: shared.metrics.tunnels_closed.clone(),
             slots: std::mem::take(slots),
             settle,
         };

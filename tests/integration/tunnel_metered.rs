@@ -166,6 +166,9 @@ async fn a_tunnel_is_closed_when_its_response_bytes_run_out() {
         "the burst's bytes came before the close: {got}"
     );
     charged_for(&gw, got).await;
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let counted = "tollgate_tunnels_closed_total{result=\"budget\"} 1\n";
+    assert!(metrics.contains(counted), "{metrics}");
 }
 
 #[tokio::test]
@@ -292,6 +295,14 @@ async fn an_open_tunnel_holds_no_units_ahead_of_its_bytes() {
     let left = remaining(&gw).await;
     assert!(left >= 97, "{left} left: units held ahead of the bytes");
     drop(s);
+    // Both sides closed: counted as ended.
+    let metrics = gw.admin_url("/metrics");
+    let counted = "tollgate_tunnels_closed_total{result=\"ended\"} 1\n";
+    let ended = eventually_async(Duration::from_secs(30), || async {
+        get(&metrics, &[]).await.text().contains(counted)
+    })
+    .await;
+    assert!(ended, "{}", get(&metrics, &[]).await.text());
 }
 
 /// A key whose whole bound is smaller than a read (10 KiB here, against 16 KiB reads)

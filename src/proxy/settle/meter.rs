@@ -64,11 +64,12 @@ impl Settlement {
     /// never be paid, and one after a piece of the whole bound waits the bound, so a piece
     /// is also at most what refills within `max_delay` (when that is a unit or more). A
     /// key Redis holds counts on this gateway's share of it too (its local fallback's).
-    /// `None` when no tier is paid as the bytes pass.
-    pub fn most_at_once(&self) -> Option<u64> {
+    /// Of the tiers whose source `of` names; `None` when none is paid as the bytes pass.
+    pub fn most_at_once(&self, of: impl Fn(&SettleSource) -> bool) -> Option<u64> {
         let share = self.shared.limiter.remote().map_or(1, |r| r.fleet_share());
         let paid = |p: &&PendingSettle| {
-            p.settle().source.measures_bytes() && p.policy.mode != crate::limit::Mode::Shadow
+            let source = &p.settle().source;
+            source.measures_bytes() && of(source) && p.policy.mode != crate::limit::Mode::Shadow
         };
         (self.pending.iter().filter(paid))
             .map(|p| {

@@ -77,7 +77,7 @@ pub struct Metered<B> {
 
 impl<B: Body> Metered<B> {
     pub fn new(inner: B, settlement: Settlement, side: Side) -> Self {
-        let most = settlement.most_at_once();
+        let most = settlement.most_at_once(|_| true);
         let mut metered = Self {
             inner,
             side,

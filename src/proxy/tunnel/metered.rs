@@ -66,21 +66,31 @@ impl Meter {
     }
 
     /// Carries bytes both ways until both sides have closed, one fails, or a tier
-    /// closes the tunnel.
-    pub(super) async fn carry<C, S>(&self, client: &mut C, server: &mut S)
+    /// closes the tunnel (then: why).
+    pub(super) async fn carry<C, S>(&self, client: &mut C, server: &mut S) -> Option<CutReason>
     where
         C: AsyncRead + AsyncWrite + Unpin,
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        // A read no larger than a key's whole bound: a larger one could never be paid.
-        let most = self.0.lock().settlement.most_at_once();
-        let read = most.map_or(CHUNK, |m| {
-            usize::try_from(m).unwrap_or(CHUNK).clamp(1, CHUNK)
-        });
+        // Each way's reads no larger than its tiers' pieces: a larger one could never be
+        // paid (`Settlement::most_at_once`).
+        let (up_read, down_read) = {
+            let state = self.0.lock();
+            let read = |most: Option<u64>| {
+                most.map_or(CHUNK, |m| {
+                    usize::try_from(m).unwrap_or(CHUNK).clamp(1, CHUNK)
+                })
+            };
+            let uploads = |s: &SettleSource| *s == SettleSource::RequestBytes;
+            (
+                read(state.settlement.most_at_once(uploads)),
+                read(state.settlement.most_at_once(|s| !uploads(s))),
+            )
+        };
         let (mut client_in, mut client_out) = tokio::io::split(client);
         let (mut server_in, mut server_out) = tokio::io::split(server);
-        let up = self.pump(&mut client_in, &mut server_out, (Way::Up, read));
-        let down = self.pump(&mut server_in, &mut client_out, (Way::Down, read));
+        let up = self.pump(&mut client_in, &mut server_out, (Way::Up, up_read));
+        let down = self.pump(&mut server_in, &mut client_out, (Way::Down, down_read));
         if let Err(Stop::Cut(cut)) = tokio::try_join!(up, down) {
             let mut state = self.0.lock();
             state.cut = true;
@@ -91,7 +101,9 @@ impl Meter {
             };
             let (up, down) = (state.up, state.down);
             tracing::info!(policy = %cut.policy.name, bytes_up = up, bytes_down = down, "tunnel closed for its policy: {why}");
+            return Some(cut.why);
         }
+        None
     }
 
     /// Settles every tier at what passed its way (a tier that does not count bytes as a

@@ -16,8 +16,12 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
 use crate::conn::ConnInfo;
-use crate::proxy::settle::Settlement;
+use crate::metrics::{tunnel_end, ResultLabels};
+use crate::proxy::settle::{CutReason, Settlement};
 use activity::{idle, LastActivity, Touching};
 
 /// A tunnel about to run: both upgraded connections, and what it holds for its life.
@@ -30,6 +34,8 @@ pub struct Tunnel {
     pub conn: ConnInfo,
     pub idle_timeout: Duration,
     pub gauge: prometheus_client::metrics::gauge::Gauge,
+    /// `tollgate_tunnels_closed_total`, counted when it ends.
+    pub closed: Family<ResultLabels, Counter>,
     /// The request's concurrency slots.
     pub slots: super::response_body::HeldSlots,
     /// Where the tiers its bytes settle come from ([`TunnelSettle::hand_over`]).
@@ -68,29 +74,32 @@ impl Tunnel {
             conn,
             idle_timeout,
             gauge,
+            closed,
             slots,
             settle,
         } = self;
         gauge.inc();
-        tokio::spawn(run(
-            (client, upstream),
-            idle_timeout,
-            settle,
-            (permit, conn, OpenGauge(gauge), slots),
-        ));
+        tokio::spawn(async move {
+            let held = (permit, conn, OpenGauge(gauge), slots);
+            let why = run((client, upstream), idle_timeout, settle, held).await;
+            if let Some(why) = why {
+                closed.get_or_create(&ResultLabels { result: why }).inc();
+            }
+        });
     }
 }
 
 /// Copies both ways until either side closes or goes idle, metering the bytes its
-/// settlement's tiers are paid by; `_held` lives as long.
+/// settlement's tiers are paid by; `_held` lives as long. Why it closed (`None`: it
+/// never opened).
 async fn run<H>(
     (client, upstream): (OnUpgrade, OnUpgrade),
     idle_timeout: Duration,
     mut settle: oneshot::Receiver<Settlement>,
     _held: H,
-) {
+) -> Option<&'static str> {
     let (Ok(client), Ok(server)) = (client.await, upstream.await) else {
-        return;
+        return None;
     };
     // The client's side opens once the 101 is written, which is after the response
     // handed over its settlement, if it has one: nothing to wait for.
@@ -101,24 +110,33 @@ async fn run<H>(
     match settlement {
         Some(settlement) if settlement.meters() => {
             let meter = metered::Meter::new(settlement);
-            tokio::select! {
-                () = meter.carry(&mut client, &mut server) => {}
+            let why = tokio::select! {
+                cut = meter.carry(&mut client, &mut server) => match cut {
+                    None => tunnel_end::ENDED,
+                    Some(CutReason::Budget) => tunnel_end::BUDGET,
+                    Some(CutReason::MaxCost) => tunnel_end::MAX_COST,
+                    Some(CutReason::Store) => tunnel_end::STORE,
+                },
                 () = idle(&last, idle_timeout) => {
                     tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
+                    tunnel_end::IDLE
                 }
-            }
+            };
             meter.finish();
+            Some(why)
         }
         // Tiers that settle on no byte (a trailer, a usage): a tunnel reports no value,
         // so they settle as a request cut short (`Measured::Aborted`) when dropped at its
         // end, as before tunnels were metered.
         _unmetered => {
-            tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+            let why = tokio::select! {
+                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => tunnel_end::ENDED,
                 () = idle(&last, idle_timeout) => {
                     tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
+                    tunnel_end::IDLE
                 }
-            }
+            };
+            Some(why)
         }
     }
 }
