@@ -269,8 +269,7 @@ impl Stream<'_> {
     /// to hold `tokens` together: here, and in the fleet's record when it changed, so the
     /// other servers leave room for them before this stream reports again.
     pub(super) async fn told(&self, key: &str, tokens: u64, (demand, ttl_s): (f64, u64)) {
-        let before = self.holders.told_of(key, self.id);
-        self.holders.told(key, self.id, tokens);
+        let before = self.holders.told(key, self.id, tokens);
         // None told is no room taken from the others; not written, they leave room a while
         // longer (until the next report), and a store that failed (a blanket answer) is
         // not called twice.

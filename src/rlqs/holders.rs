@@ -191,15 +191,14 @@ impl Holders {
         }
     }
 
-    /// `stream` told its buckets of `key` to hold at most `tokens` together.
-    pub fn told(&self, key: &str, stream: StreamId, tokens: u64) {
+    /// `stream` told its buckets of `key` to hold at most `tokens` together; what it had
+    /// told them before (0 when none).
+    pub fn told(&self, key: &str, stream: StreamId, tokens: u64) -> u64 {
         let mut keys = self.keys.lock();
         let holder = keys
             .get_mut(key)
             .and_then(|holders| holders.iter_mut().find(|h| h.stream == stream));
-        if let Some(holder) = holder {
-            holder.told = tokens;
-        }
+        holder.map_or(0, |h| std::mem::replace(&mut h.told, tokens))
     }
 
     /// `stream`'s weight for `key` as things stand (for a nudged re-size).

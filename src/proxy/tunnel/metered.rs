@@ -36,8 +36,6 @@ struct State {
     /// Bytes passed from the client, and from the upstream.
     up: u64,
     down: u64,
-    /// A tier closed the tunnel.
-    cut: bool,
 }
 
 impl State {
@@ -61,7 +59,6 @@ impl Meter {
             settlement,
             up: 0,
             down: 0,
-            cut: false,
         }))
     }
 
@@ -92,8 +89,7 @@ impl Meter {
         let up = self.pump(&mut client_in, &mut server_out, (Way::Up, up_read));
         let down = self.pump(&mut server_in, &mut client_out, (Way::Down, down_read));
         if let Err(Stop::Cut(cut)) = tokio::try_join!(up, down) {
-            let mut state = self.0.lock();
-            state.cut = true;
+            let state = self.0.lock();
             let why = match cut.why {
                 CutReason::Budget => "the key's budget ran out",
                 CutReason::MaxCost => "it reached max_cost",
@@ -106,14 +102,14 @@ impl Meter {
         None
     }
 
-    /// Settles every tier at what passed its way (a tier that does not count bytes as a
-    /// request cut short: a tunnel reports no value).
-    pub(super) fn finish(self) {
+    /// Settles every tier at what passed its way, as cut short when a tier closed the
+    /// tunnel (`cut`); a tier that does not count bytes as a request cut short: a tunnel
+    /// reports no value.
+    pub(super) fn finish(self, cut: bool) {
         let State {
             settlement,
             up,
             down,
-            cut,
         } = self.0.into_inner();
         settlement.finish(|p| {
             let moved = match p.settle().source {
@@ -130,8 +126,7 @@ impl Meter {
     }
 
     /// Copies `from` to `to`, `read` bytes at most at a time, each read paid for before it
-    /// is written; at `from`'s end,
-    /// `to` is shut for writing (the other way may go on).
+    /// is written; at `from`'s end, `to` is shut for writing (the other way may go on).
     async fn pump<R, W>(
         &self,
         from: &mut R,
@@ -187,9 +182,7 @@ impl Meter {
             };
         }
     }
-}
 
-impl Meter {
     /// Counts `n` bytes as passed `way`.
     fn passed(&self, way: Way, n: u64) {
         let mut state = self.0.lock();

@@ -107,38 +107,35 @@ async fn run<H>(
     let last = Arc::new(LastActivity::new());
     let mut client = Touching::new(TokioIo::new(client), last.clone());
     let mut server = Touching::new(TokioIo::new(server), last.clone());
-    match settlement {
-        Some(settlement) if settlement.meters() => {
-            let meter = metered::Meter::new(settlement);
-            let why = tokio::select! {
-                cut = meter.carry(&mut client, &mut server) => match cut {
-                    None => tunnel_end::ENDED,
-                    Some(CutReason::Budget) => tunnel_end::BUDGET,
-                    Some(CutReason::MaxCost) => tunnel_end::MAX_COST,
-                    Some(CutReason::Store) => tunnel_end::STORE,
-                },
-                () = idle(&last, idle_timeout) => {
-                    tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
-                    tunnel_end::IDLE
-                }
-            };
-            meter.finish();
-            Some(why)
+    // Tiers that settle on no byte (a trailer, a usage): a tunnel reports no value, so
+    // they settle as a request cut short (`Measured::Aborted`) when dropped at its end.
+    let (meter, _unmetered) = match settlement {
+        Some(settlement) if settlement.meters() => (Some(metered::Meter::new(settlement)), None),
+        other => (None, other),
+    };
+    let carried = async {
+        let Some(meter) = &meter else {
+            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+            return None;
+        };
+        meter.carry(&mut client, &mut server).await
+    };
+    let (why, cut) = tokio::select! {
+        cut = carried => match cut {
+            None => (tunnel_end::ENDED, false),
+            Some(CutReason::Budget) => (tunnel_end::BUDGET, true),
+            Some(CutReason::MaxCost) => (tunnel_end::MAX_COST, true),
+            Some(CutReason::Store) => (tunnel_end::STORE, true),
+        },
+        () = idle(&last, idle_timeout) => {
+            tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
+            (tunnel_end::IDLE, false)
         }
-        // Tiers that settle on no byte (a trailer, a usage): a tunnel reports no value,
-        // so they settle as a request cut short (`Measured::Aborted`) when dropped at its
-        // end, as before tunnels were metered.
-        _unmetered => {
-            let why = tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => tunnel_end::ENDED,
-                () = idle(&last, idle_timeout) => {
-                    tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
-                    tunnel_end::IDLE
-                }
-            };
-            Some(why)
-        }
+    };
+    if let Some(meter) = meter {
+        meter.finish(cut);
     }
+    Some(why)
 }
 
 /// Counts the tunnel in `tollgate_open_connections` until it ends.
