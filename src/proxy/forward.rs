@@ -10,6 +10,7 @@ use http_body::Body as _;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
+use super::access_log::TunnelOpened;
 use super::body::{AnswerBody, Answering, IdleTimeout, UntilAnswered};
 use super::hop::{prepare_request, strip_hop_by_hop};
 use super::key_body::{KeyBody, Prefixed};
@@ -20,13 +21,13 @@ use super::response::CutReason;
 use super::response_body::HeldSlots;
 use super::settle::{Metered, Settlement, Side};
 use super::snapshot::Shared;
-use crate::config::{Route, Server};
+use crate::config::{Config, Route, Server};
 use crate::conn::ConnInfo;
 use crate::reply::{json_error, Body, BoxError};
 
 /// Where an admitted request goes: what [`forward`] needs besides the request.
 pub struct Sent<'a> {
-    pub server: &'a Server,
+    pub config: &'a Arc<Config>,
     pub route: &'a Route,
     pub pool: &'a Arc<UpstreamPool>,
     /// How long the upstream has to answer: its `timeout`, or a gRPC call's shorter
@@ -48,8 +49,15 @@ pub struct Sent<'a> {
     pub key_body: Option<Box<KeyBody>>,
 }
 
-/// A tunnel the client asked for: the protocol, and its `max_connections` permit.
-pub type Upgrade = (http::HeaderValue, tokio::sync::OwnedSemaphorePermit);
+/// A tunnel the client asked for: the protocol, its `max_connections` permit, and what
+/// its access log line names (the request's own line is written at the 101).
+pub struct Upgrade {
+    pub protocol: http::HeaderValue,
+    pub permit: tokio::sync::OwnedSemaphorePermit,
+    pub client: std::net::IpAddr,
+    /// The client's `x-request-id`.
+    pub request_id: Option<http::HeaderValue>,
+}
 
 /// Sends an admitted request upstream and maps the answer or the failure to a response
 /// (`Err`: the gateway answered itself). A tunnel takes the request's concurrency slots
@@ -72,7 +80,6 @@ pub async fn forward(
     } = &sent;
     // HTTP/2 has no Upgrade: to such an upstream, the request goes as a plain one.
     let upgrade = upgrade.filter(|_| !pool.upstream.protocol.multiplexed());
-    let (upgrade, tunnel_permit) = upgrade.unzip();
     let client_version = req.version();
     if let Some(refused) = declared_too_large(&req, route, uploaded.as_ref()) {
         return Err(refused);
@@ -115,7 +122,7 @@ pub async fn forward(
     let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
     if switching {
         let asked = upgrade.zip(client_upgrade);
-        if let Some(refused) = open_tunnel(shared, &sent, &mut resp, asked, tunnel_permit, slots) {
+        if let Some(refused) = open_tunnel(shared, &sent, &mut resp, asked, slots) {
             return Err(refused);
         }
     }
@@ -166,7 +173,7 @@ fn outgoing_body(
     uploaded: Option<Settlement>,
     replayable: bool,
 ) -> (Body, Option<Answering>) {
-    let (server, route) = (sent.server, sent.route);
+    let (server, route) = (&sent.config.server, sent.route);
     if replayable {
         // No byte and no frame to come (so no trailer to stop, nothing to cut): sent as
         // an empty body, which hyper sees as it sees the ended one (no frame, an exact
@@ -198,14 +205,13 @@ fn open_tunnel(
     shared: &Shared,
     sent: &Sent<'_>,
     resp: &mut Response<super::pool::PooledBody>,
-    asked: Option<(http::HeaderValue, hyper::upgrade::OnUpgrade)>,
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    asked: Option<(Upgrade, hyper::upgrade::OnUpgrade)>,
     slots: &mut HeldSlots,
 ) -> Option<Response<Body>> {
     let upstream = &sent.pool.upstream.name;
     let answered = resp.headers().get(UPGRADE);
-    let agreed = asked.filter(|(protocol, _)| super::head::upgrade_matches(protocol, answered));
-    let Some((_, client)) = agreed else {
+    let agreed = asked.filter(|(up, _)| super::head::upgrade_matches(&up.protocol, answered));
+    let Some((upgrade, client)) = agreed else {
         tracing::warn!(route = %sent.route.name, upstream = %upstream, "upstream answered 101 to a request that did not ask for that upgrade");
         return Some(json_error(
             StatusCode::BAD_GATEWAY,
@@ -213,22 +219,29 @@ fn open_tunnel(
             &[("upstream", upstream.as_str().into())],
         ));
     };
-    if let Some(permit) = permit {
-        let (settle, handle) = super::tunnel::TunnelSettle::new();
-        resp.extensions_mut().insert(handle);
-        let tunnel = super::tunnel::Tunnel {
-            client,
-            upstream: hyper::upgrade::on(resp),
-            permit,
-            conn: sent.conn.clone(),
-            idle_timeout: sent.server.tunnel_idle_timeout,
-            gauge: shared.metrics.open_connections.clone(),
-            closed: shared.metrics.tunnels_closed.clone(),
-            slots: std::mem::take(slots),
-            settle,
-        };
-        tunnel.spawn();
-    }
+    let (settle, handle) = super::tunnel::TunnelSettle::new();
+    resp.extensions_mut().insert(handle);
+    let tunnel = super::tunnel::Tunnel {
+        client,
+        upstream: hyper::upgrade::on(resp),
+        permit: upgrade.permit,
+        conn: sent.conn.clone(),
+        idle_timeout: sent.config.server.tunnel_idle_timeout,
+        gauge: shared.metrics.open_connections.clone(),
+        closed: shared.metrics.tunnels_closed.clone(),
+        slots: std::mem::take(slots),
+        settle,
+        opened: TunnelOpened {
+            config: sent.config.clone(),
+            metrics: shared.metrics.clone(),
+            clock: shared.clock.clone(),
+            route: sent.route.name.as_str().into(),
+            client: upgrade.client,
+            request_id: upgrade.request_id,
+            at_ns: shared.clock.now_ns(),
+        },
+    };
+    tunnel.spawn();
     None
 }
 

@@ -167,7 +167,7 @@ async fn serve(
     // A gRPC call waits no longer than its own deadline.
     let deadline = grpc.then(|| super::grpc::timeout(req.headers())).flatten();
     let sent = Sent {
-        server: &snapshot.config.server,
+        config: &snapshot.config,
         route: routed.route,
         pool,
         timeout: deadline.map_or(pool.upstream.timeout, |d| d.min(pool.upstream.timeout)),
@@ -245,7 +245,7 @@ fn arrive<'a>(
             return Err(Box::new(unsupported_charset(named)));
         }
     }
-    let upgrade = tunnel_permit(normalized.upgrade, conn).map_err(|_| {
+    let upgrade = tunnel_permit(normalized.upgrade, conn, client_ip, req).map_err(|_| {
         trace.answer = Answer::TooManyConnections;
         let code = "too_many_connections";
         Box::new(json_error(StatusCode::SERVICE_UNAVAILABLE, code, &[]))
@@ -269,12 +269,19 @@ fn arrive<'a>(
 fn tunnel_permit(
     protocol: Option<http::HeaderValue>,
     conn: &ConnInfo,
+    client: std::net::IpAddr,
+    req: &Request<Incoming>,
 ) -> Result<Option<Upgrade>, tokio::sync::TryAcquireError> {
     let Some(protocol) = protocol else {
         return Ok(None);
     };
     let permit = conn.permits.clone().try_acquire_owned()?;
-    Ok(Some((protocol, permit)))
+    Ok(Some(Upgrade {
+        protocol,
+        permit,
+        client,
+        request_id: req.headers().get(&super::access_log::X_REQUEST_ID).cloned(),
+    }))
 }
 
 #[cfg(test)]

@@ -127,6 +127,7 @@ mod tls_names;
 mod top;
 mod top_adversarial;
 mod tunnel_bytes;
+mod tunnel_log;
 mod tunnel_metered;
 mod upload_after_answer;
 mod upstream_http2;

@@ -22,7 +22,7 @@ const FLOOD: u64 = 1000 * KIB;
 
 /// What the raw upstream does once it has answered `101`.
 #[derive(Clone, Copy)]
-enum After {
+pub(super) enum After {
     /// Writes bytes until the connection fails.
     Flood,
     /// Reads and counts every byte.
@@ -33,14 +33,14 @@ enum After {
 
 /// What a sink read: bytes so far, and whether its connection has ended.
 #[derive(Clone, Default)]
-struct Sunk {
-    bytes: Arc<AtomicU64>,
-    ended: Arc<std::sync::atomic::AtomicBool>,
+pub(super) struct Sunk {
+    pub(super) bytes: Arc<AtomicU64>,
+    pub(super) ended: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// An upstream that answers any request head with a WebSocket `101`, then floods or
 /// sinks.
-async fn tunnel_upstream(after: After) -> (SocketAddr, Sunk) {
+pub(super) async fn tunnel_upstream(after: After) -> (SocketAddr, Sunk) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let received = Sunk::default();
@@ -78,7 +78,7 @@ async fn tunnel_upstream(after: After) -> (SocketAddr, Sunk) {
 
 /// Reads an HTTP/1 head; `None` when the peer closed first. What follows it is kept
 /// out of it: the caller counts it.
-async fn read_head(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+pub(super) async fn read_head(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut read = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -107,7 +107,11 @@ async fn open(addr: SocketAddr) -> (TcpStream, u64) {
 
 /// A route `/t` to `upstream` with one tier paid by `settle` bytes, a KiB a unit:
 /// `burst` KiB, refilled at `limit` a `period`, no debt (a key's bound is its burst).
-fn tunnel_route(settle: &str, (limit, period, burst): (u64, &str, u64), extra: &str) -> Fixture {
+pub(super) fn tunnel_route(
+    settle: &str,
+    (limit, period, burst): (u64, &str, u64),
+    extra: &str,
+) -> Fixture {
     Fixture::new().upstream("ws", "").policy_raw(
         "bytes",
         format!("key = \"ip\"\nlimit = {limit}\nperiod = \"{period}\"\nburst = {burst}\nreserve = 1\nsettle = \"{settle}\"\nsettle_unit = 1024\nmax_debt = 0\n{extra}"),
@@ -115,7 +119,7 @@ fn tunnel_route(settle: &str, (limit, period, burst): (u64, &str, u64), extra: &
 }
 
 /// Reads until the tunnel closes or `FLOOD` bytes came (then the tier did not close it).
-async fn download(s: &mut TcpStream, mut got: u64) -> (u64, bool) {
+pub(super) async fn download(s: &mut TcpStream, mut got: u64) -> (u64, bool) {
     let mut buf = vec![0u8; 64 * 1024];
     while got < FLOOD {
         match tokio::time::timeout(Duration::from_secs(30), s.read(&mut buf)).await {

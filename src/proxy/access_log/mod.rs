@@ -9,11 +9,13 @@
 
 mod budget;
 mod escape;
+mod tunnel;
 
 use std::sync::OnceLock;
 
 pub use budget::{has_line, take_line, take_service_line, ServiceLines};
 use escape::{Clipped, KeyPart, MAX_ID_BYTES, MAX_METHOD_BYTES, MAX_PATH_BYTES};
+pub use tunnel::{write_tunnel, TunnelClosed, TunnelOpened};
 
 use crate::config::{AccessLog, Config, LogKeys, Policy};
 use crate::conn::ConnInfo;

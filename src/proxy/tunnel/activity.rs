@@ -46,15 +46,25 @@ pub(super) async fn idle(last: &LastActivity, limit: Duration) {
     }
 }
 
-/// An I/O stream that records when bytes last moved either way.
+/// An I/O stream that records when bytes last moved either way, and how many it read.
 pub(super) struct Touching<I> {
     inner: I,
     last: Arc<LastActivity>,
+    read: u64,
 }
 
 impl<I> Touching<I> {
     pub(super) fn new(inner: I, last: Arc<LastActivity>) -> Self {
-        Self { inner, last }
+        Self {
+            inner,
+            last,
+            read: 0,
+        }
+    }
+
+    /// Bytes read from this side so far (what it sent into the tunnel).
+    pub(super) fn read(&self) -> u64 {
+        self.read
     }
 }
 
@@ -66,7 +76,9 @@ impl<I: AsyncRead + Unpin> AsyncRead for Touching<I> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
+        let got = buf.filled().len().saturating_sub(before);
+        if got > 0 {
+            self.read = self.read.saturating_add(got as u64);
             self.last.touch();
         }
         poll

@@ -10,9 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::SettleSource;
-use crate::proxy::settle::{
-    pause_for, Ahead, BudgetExhausted, Cover, CutReason, Measured, Settlement,
-};
+use crate::proxy::settle::{pause_for, Ahead, BudgetExhausted, Cover, Measured, Settlement};
 use crate::store::rate::draw::Draw;
 use crate::store::StoreError;
 
@@ -63,8 +61,12 @@ impl Meter {
     }
 
     /// Carries bytes both ways until both sides have closed, one fails, or a tier
-    /// closes the tunnel (then: why).
-    pub(super) async fn carry<C, S>(&self, client: &mut C, server: &mut S) -> Option<CutReason>
+    /// closes the tunnel (then: which, and why).
+    pub(super) async fn carry<C, S>(
+        &self,
+        client: &mut C,
+        server: &mut S,
+    ) -> Option<BudgetExhausted>
     where
         C: AsyncRead + AsyncWrite + Unpin,
         S: AsyncRead + AsyncWrite + Unpin,
@@ -88,18 +90,10 @@ impl Meter {
         let (mut server_in, mut server_out) = tokio::io::split(server);
         let up = self.pump(&mut client_in, &mut server_out, (Way::Up, up_read));
         let down = self.pump(&mut server_in, &mut client_out, (Way::Down, down_read));
-        if let Err(Stop::Cut(cut)) = tokio::try_join!(up, down) {
-            let state = self.0.lock();
-            let why = match cut.why {
-                CutReason::Budget => "the key's budget ran out",
-                CutReason::MaxCost => "it reached max_cost",
-                CutReason::Store => "the store could not meter it",
-            };
-            let (up, down) = (state.up, state.down);
-            tracing::info!(policy = %cut.policy.name, bytes_up = up, bytes_down = down, "tunnel closed for its policy: {why}");
-            return Some(cut.why);
+        match tokio::try_join!(up, down) {
+            Err(Stop::Cut(cut)) => Some(cut),
+            _ => None,
         }
-        None
     }
 
     /// Settles every tier at what passed its way, as cut short when a tier closed the

@@ -21,6 +21,7 @@ use prometheus_client::metrics::family::Family;
 
 use crate::conn::ConnInfo;
 use crate::metrics::{tunnel_end, ResultLabels};
+use crate::proxy::access_log::{write_tunnel, TunnelClosed as Closed, TunnelOpened as Opened};
 use crate::proxy::settle::{CutReason, Settlement};
 use activity::{idle, LastActivity, Touching};
 
@@ -40,6 +41,8 @@ pub struct Tunnel {
     pub slots: super::response_body::HeldSlots,
     /// Where the tiers its bytes settle come from ([`TunnelSettle::hand_over`]).
     pub settle: oneshot::Receiver<Settlement>,
+    /// What its access log line names, taken as it opened.
+    pub opened: Opened,
 }
 
 /// Where the response that opened a tunnel hands it the tiers its bytes settle (in the
@@ -77,27 +80,30 @@ impl Tunnel {
             closed,
             slots,
             settle,
+            opened,
         } = self;
         gauge.inc();
         tokio::spawn(async move {
             let held = (permit, conn, OpenGauge(gauge), slots);
-            let why = run((client, upstream), idle_timeout, settle, held).await;
-            if let Some(why) = why {
-                closed.get_or_create(&ResultLabels { result: why }).inc();
+            let ended = run((client, upstream), idle_timeout, settle, held).await;
+            if let Some(ended) = ended {
+                let result = ended.result;
+                closed.get_or_create(&ResultLabels { result }).inc();
+                write_tunnel(&opened, &ended);
             }
         });
     }
 }
 
 /// Copies both ways until either side closes or goes idle, metering the bytes its
-/// settlement's tiers are paid by; `_held` lives as long. Why it closed (`None`: it
+/// settlement's tiers are paid by; `_held` lives as long. How it closed (`None`: it
 /// never opened).
 async fn run<H>(
     (client, upstream): (OnUpgrade, OnUpgrade),
     idle_timeout: Duration,
     mut settle: oneshot::Receiver<Settlement>,
     _held: H,
-) -> Option<&'static str> {
+) -> Option<Closed> {
     let (Ok(client), Ok(server)) = (client.await, upstream.await) else {
         return None;
     };
@@ -120,22 +126,29 @@ async fn run<H>(
         };
         meter.carry(&mut client, &mut server).await
     };
-    let (why, cut) = tokio::select! {
+    let (result, cut) = tokio::select! {
         cut = carried => match cut {
-            None => (tunnel_end::ENDED, false),
-            Some(CutReason::Budget) => (tunnel_end::BUDGET, true),
-            Some(CutReason::MaxCost) => (tunnel_end::MAX_COST, true),
-            Some(CutReason::Store) => (tunnel_end::STORE, true),
+            None => (tunnel_end::ENDED, None),
+            Some(cut) => (match cut.why {
+                CutReason::Budget => tunnel_end::BUDGET,
+                CutReason::MaxCost => tunnel_end::MAX_COST,
+                CutReason::Store => tunnel_end::STORE,
+            }, Some(cut.policy)),
         },
         () = idle(&last, idle_timeout) => {
             tracing::debug!(?idle_timeout, "tunnel closed: no bytes either way");
-            (tunnel_end::IDLE, false)
+            (tunnel_end::IDLE, None)
         }
     };
     if let Some(meter) = meter {
-        meter.finish(cut);
+        meter.finish(cut.is_some());
     }
-    Some(why)
+    Some(Closed {
+        result,
+        policy: cut,
+        from_client: client.read(),
+        from_upstream: server.read(),
+    })
 }
 
 /// Counts the tunnel in `tollgate_open_connections` until it ends.
