@@ -66,7 +66,7 @@ pub async fn forward(
     shared: &Shared,
     mut sent: Sent<'_>,
     mut req: Request<Incoming>,
-    upgrade: Option<Upgrade>,
+    upgrade: Option<Box<Upgrade>>,
     slots: &mut HeldSlots,
     uploaded: Option<Settlement>,
 ) -> Result<Response<Body>, Response<Body>> {
@@ -205,7 +205,7 @@ fn open_tunnel(
     shared: &Shared,
     sent: &Sent<'_>,
     resp: &mut Response<super::pool::PooledBody>,
-    asked: Option<(Upgrade, hyper::upgrade::OnUpgrade)>,
+    asked: Option<(Box<Upgrade>, hyper::upgrade::OnUpgrade)>,
     slots: &mut HeldSlots,
 ) -> Option<Response<Body>> {
     let upstream = &sent.pool.upstream.name;

@@ -194,7 +194,7 @@ async fn serve(
 struct Arrived<'a> {
     routed: Routed<'a>,
     client_ip: std::net::IpAddr,
-    upgrade: Option<Upgrade>,
+    upgrade: Option<Box<Upgrade>>,
     /// The client takes trailers (`TE: trailers`).
     trailers: bool,
 }
@@ -271,17 +271,18 @@ fn tunnel_permit(
     conn: &ConnInfo,
     client: std::net::IpAddr,
     req: &Request<Incoming>,
-) -> Result<Option<Upgrade>, tokio::sync::TryAcquireError> {
+) -> Result<Option<Box<Upgrade>>, tokio::sync::TryAcquireError> {
     let Some(protocol) = protocol else {
         return Ok(None);
     };
     let permit = conn.permits.clone().try_acquire_owned()?;
-    Ok(Some(Upgrade {
+    // Boxed: every request's future carries the option, and few requests upgrade.
+    Ok(Some(Box::new(Upgrade {
         protocol,
         permit,
         client,
         request_id: req.headers().get(&super::access_log::X_REQUEST_ID).cloned(),
-    }))
+    })))
 }
 
 #[cfg(test)]
