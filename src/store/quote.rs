@@ -16,16 +16,19 @@ pub(super) struct PricedPlan {
 
 impl PricedPlan {
     /// The units a tier whose key has `burst` reserves for `quote`: the most the request
-    /// can cost, within `min_cost` and `max_cost`. A request whose cost the body does not
-    /// bound (no output limit, no `max_output`) reserves `max_cost` when it was written
-    /// (at most the key's whole burst), else its input's price: its usage is charged when
-    /// the answer reports it (and `max_cost` if it never does).
+    /// can cost, within `min_cost` and `max_cost`, and at most the key's whole burst (a
+    /// larger reserve could never be taken: the request would be refused whenever it
+    /// came, while it may well use less; what it uses past the burst is charged when it
+    /// settles, as any usage). A request whose cost the body does not bound (no output
+    /// limit, no `max_output`) reserves `max_cost` when it was written, else its input's
+    /// price: its usage is charged when the answer reports it (and `max_cost` if it never
+    /// does).
     pub fn reserve(&self, quote: &Quote, burst: u64) -> u64 {
         let units = match quote.most {
             Some(most) => most.min(self.max_cost),
-            None if self.max_cost_given => self.max_cost.min(burst),
+            None if self.max_cost_given => self.max_cost,
             None => quote.input.min(self.max_cost),
         };
-        units.max(self.min_cost).max(1)
+        units.min(burst).max(self.min_cost).max(1)
     }
 }

@@ -57,3 +57,26 @@ async fn a_limit_the_upstream_ignores_leaves_a_stream_without_usage_at_max_cost(
         }
     }
 }
+
+/// A quote above the key's whole burst could never be reserved: the request was refused
+/// whenever it came, told to retry in 584 years (`u64::MAX` ns), while the same body
+/// without `max_tokens` (quoted without a bound) went through. It reserves the burst now,
+/// passes on a full key, and pays its usage — over HTTP/1.1 and HTTP/2.
+#[tokio::test]
+async fn a_quote_above_the_burst_reserves_the_burst_and_pays_its_usage() {
+    use crate::spend::{budget_with, post, priced, reserve_of};
+    let up = LlmUpstream::start().await;
+    let body = chat("big", 6, 600);
+    let quota = 10_000;
+    assert!(reserve_of(&body) > quota && priced(&body) < quota, "{body}");
+    let toml = budget_with(quota, &format!("max_cost = {}\n", 4 * quota)).build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let key = format!("wide-{i}");
+        let r = post(client, &url, &key, body.to_string().into_bytes()).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let charged = priced(&body);
+        assert_eq!(used_reaches(&gw, &key, charged).await, charged);
+    }
+}
