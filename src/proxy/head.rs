@@ -20,6 +20,12 @@ pub enum HeadError {
     Path(#[from] PathError),
     #[error(transparent)]
     Host(#[from] HostError),
+    /// A gateway in front of APIs opens no tunnel to a place the client names: a
+    /// `CONNECT` (authority-form, or an origin-form one no server takes) would otherwise
+    /// be routed by its path and sent on, and an upstream's `2xx` to it turns the
+    /// upstream connection into a tunnel nobody reads, its answer lost and its cost unsettled.
+    #[error("CONNECT is not supported")]
+    Connect,
 }
 
 impl HeadError {
@@ -28,6 +34,7 @@ impl HeadError {
         match self {
             HeadError::Path(e) => e.code(),
             HeadError::Host(e) => e.code(),
+            HeadError::Connect => "connect_not_supported",
         }
     }
 }
@@ -104,6 +111,9 @@ pub fn normalize<B>(
     (rules, kept): (&PathRules, &KeyHeaders),
 ) -> Result<Normalized, HeadError> {
     upper_case_method(req);
+    if req.method() == http::Method::CONNECT {
+        return Err(HeadError::Connect);
+    }
     let (new_host, found) = {
         let Scan { hosts, found } = Scan::of(req.headers());
         let target = req.uri().authority().map(|a| a.as_str());
