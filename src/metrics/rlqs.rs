@@ -28,6 +28,18 @@ pub struct RlqsFamilies {
     pub unmatched: Counter,
 }
 
+/// Adds `n` to `counter`, stopping at `u64::MAX`: a count an Envoy reports is its word, and
+/// one report of 2⁶⁴ − 1 requests would otherwise wrap the counter back to a few, which
+/// Prometheus reads as a reset (a spike of 1.8 × 10¹⁹, then nothing).
+pub fn add_reported(counter: &Counter, n: u64) {
+    use std::sync::atomic::Ordering;
+    let _always_some = counter
+        .inner()
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some(v.saturating_add(n))
+        });
+}
+
 impl RlqsFamilies {
     pub fn register(registry: &mut prometheus_client::registry::Registry) -> Self {
         let streams = Gauge::default();
@@ -78,5 +90,17 @@ impl RlqsFamilies {
             abandon: action("abandon"),
             unmatched,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_reported_count_stops_at_the_top_rather_than_wrap() {
+        let counter = super::Counter::default();
+        super::add_reported(&counter, 5);
+        super::add_reported(&counter, u64::MAX);
+        super::add_reported(&counter, 2);
+        assert_eq!(counter.get(), u64::MAX);
     }
 }

@@ -15,6 +15,7 @@ use super::tracked::{leave, Room};
 use crate::config::rls::Unmatched;
 use crate::config::Missing;
 use crate::limit::MAX_TIERS;
+use crate::metrics::rlqs::add_reported;
 use crate::proxy::snapshot::Snapshot;
 use crate::store::limiter::Descriptor;
 use crate::store::tiers::PolicyPlan;
@@ -103,8 +104,8 @@ impl Stream<'_> {
             .filter(|id| !id.bucket.is_empty())?;
         let metrics = &self.shared.metrics.rlqs;
         metrics.usages.inc();
-        metrics.allowed.inc_by(usage.num_requests_allowed);
-        metrics.denied.inc_by(usage.num_requests_denied);
+        add_reported(&metrics.allowed, usage.num_requests_allowed);
+        add_reported(&metrics.denied, usage.num_requests_denied);
         let requests = usage
             .num_requests_allowed
             .saturating_add(usage.num_requests_denied);
