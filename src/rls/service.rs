@@ -317,6 +317,9 @@ fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, deci
         .reports
         .as_ref()
         .is_some_and(|r| r.outcome() == Outcome::StoreUnavailable);
+    // A call refused whatever the limiter says: what it would have admitted counts under
+    // neither, as a descriptor admitted in a call the limiter refused does.
+    let refused = decided.refused_outright();
     for (position, m) in decided.matched.iter().enumerate() {
         if decided_here.get(position) == Some(&true) {
             continue;
@@ -325,6 +328,7 @@ fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, deci
             (Matched::Rule(_), Some(c)) if failed => c.store_unavailable.inc(),
             (Matched::Blocked(_) | Matched::MissingKey(_), Some(c)) => c.over_limit.inc(),
             (Matched::Rule(r), Some(c)) if shadow_block(*r) => c.shadow_over_limit.inc(),
+            (Matched::Rule(_), Some(_)) if refused => 0,
             (Matched::Rule(_), Some(c)) => c.ok.inc(),
             _ => 0,
         };
@@ -335,16 +339,19 @@ fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, deci
         .filter(|m| matches!(m, Matched::Unmatched(_)))
         .count();
     calls.unmatched.inc_by(unmatched as u64);
-    for admission in decided.admissions() {
-        count_decision(&counters, admission, decided.matched.len());
+    let descriptors = decided.matched.len();
+    count_decision(&counters, &decided.admission, (descriptors, refused));
+    if let Some(reports) = &decided.reports {
+        count_decision(&counters, reports, (descriptors, false));
     }
 }
 
-/// Counts one decision's descriptors under their rules.
+/// Counts one decision's descriptors under their rules; `refused`: the call is over
+/// whatever this decision says (what it admitted counts under neither).
 fn count_decision<'a>(
     counters: &impl Fn(usize) -> Option<&'a RlsRuleCounters>,
     admission: &crate::store::Admission,
-    descriptors: usize,
+    (descriptors, refused): (usize, bool),
 ) {
     if admission.outcome() == Outcome::StoreUnavailable || admission.unchecked() {
         let deny = admission.outcome() == Outcome::StoreUnavailable;
@@ -365,6 +372,7 @@ fn count_decision<'a>(
             continue;
         };
         match outcome.counted {
+            Counted::Admitted if refused => {}
             Counted::Admitted => {
                 c.ok.inc();
             }

@@ -73,7 +73,7 @@ async fn an_empty_value_under_skip_leaves_the_limit_out() {
 
 #[tokio::test]
 async fn an_empty_value_under_reject_refuses_the_call_and_charges_nothing() {
-    let (_up, _gw, mut rls) = started().await;
+    let (_up, gw, mut rls) = started().await;
     let call = vec![descriptor(&[("tenant", "t1")]), descriptor(&[("org", " ")])];
     let answer = rls.ask("edge", call).await;
     assert_eq!(answer.overall_code, OVER_LIMIT);
@@ -85,6 +85,19 @@ async fn an_empty_value_under_reject_refuses_the_call_and_charges_nothing() {
         ("orgs", 10, HOUR)
     );
     assert_eq!(answer.statuses[1].limit_remaining, 0);
+    // Counted as the call was answered: the refusing descriptor over, the one it
+    // refused with it under neither (it was counted `ok`).
+    let counted = |policy: &str, outcome: &str| {
+        format!("tollgate_rls_decisions_total{{domain=\"edge\",policy=\"{policy}\",outcome=\"{outcome}\"}} 1\n")
+    };
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    assert!(
+        metrics.contains(&counted("orgs", "over_limit")),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(&counted("tenants", "ok")), "{metrics}");
     let after = rls.ask("edge", vec![descriptor(&[("tenant", "t1")])]).await;
     assert_eq!(after.codes(), [(OK, 9)], "the refused call charged nothing");
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    assert!(metrics.contains(&counted("tenants", "ok")), "{metrics}");
 }
