@@ -50,6 +50,7 @@ pub mod limit;
 pub mod log_format;
 pub mod metrics;
 pub mod overrides;
+pub mod proto_wire;
 pub mod proxy;
 pub mod random;
 pub mod reload;

@@ -10,6 +10,34 @@ use super::proto::BucketId;
 pub const MAX_BUCKET_ID_BYTES: usize = 16 * 1024;
 pub const MAX_STREAM_ID_BYTES: usize = 16 * 1024 * 1024;
 
+/// The most keys one bucket id may have: Envoy's `bucket_id_builder` names a few.
+pub const MAX_BUCKET_ID_KEYS: usize = 64;
+
+/// Refuses, before it is decoded, a report (`message`, a `RateLimitQuotaUsageReports`)
+/// of more buckets than a stream tracks, or a bucket id of more keys than
+/// [`MAX_BUCKET_ID_KEYS`]: counted on the wire, since an empty usage is two bytes there
+/// and a hundred decoded (two million of them took 330 MiB).
+pub fn within_bounds(message: &[u8]) -> Result<(), String> {
+    use crate::proto_wire::{count, each_field};
+    let most = super::tracked::MAX_BUCKETS_PER_STREAM;
+    let mut widest = 0;
+    // BucketQuotaUsage's field 1 is its id; BucketId's field 1, its map's entries.
+    let usages = each_field(message, 2, |usage| {
+        each_field(usage, 1, |id| {
+            widest = widest.max(count(id, 1).unwrap_or(0));
+        });
+    });
+    match usages {
+        Some(n) if n > most => Err(format!(
+            "a report names at most {most} buckets; this one names {n}"
+        )),
+        _ if widest > MAX_BUCKET_ID_KEYS => Err(format!(
+            "a bucket id has at most {MAX_BUCKET_ID_KEYS} keys; one of this report has {widest}"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A bucket as a stream tracks it, in a form that hashes: the domain it was reported
 /// under and its id's pairs, sorted. The same id under two domains is two buckets (two
 /// entries may share it out by different policies).

@@ -28,6 +28,26 @@ pub enum CallError {
     NoDescriptors,
 }
 
+/// Refuses, before it is decoded, a `RateLimitRequest` (`message`) naming more
+/// descriptors, or a descriptor of more entries, than [`decide`] takes: counted on the
+/// wire, since an empty descriptor is two bytes there and a hundred decoded.
+pub fn within_bounds(message: &[u8]) -> Result<(), CallError> {
+    use crate::proto_wire::{count, each_field};
+    let (mut index, mut wide) = (0, None);
+    let descriptors = each_field(message, 2, |descriptor| {
+        let entries = count(descriptor, 1).unwrap_or(0);
+        if entries > MAX_TIERS && wide.is_none() {
+            wide = Some(CallError::TooManyEntries { index, entries });
+        }
+        index += 1;
+    });
+    match (descriptors, wide) {
+        (Some(n), _) if n > MAX_DECISIONS => Err(CallError::TooManyDescriptors(n)),
+        (_, Some(wide)) => Err(wide),
+        _ => Ok(()),
+    }
+}
+
 /// How one descriptor of a call was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Matched {
@@ -254,4 +274,47 @@ fn match_descriptors(
         });
     }
     Ok(matched)
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    use super::*;
+    use crate::rls::proto::{Entry, RateLimitDescriptor, RateLimitRequest};
+
+    fn call(descriptors: &[usize]) -> Vec<u8> {
+        let entry = |i: usize| Entry {
+            key: format!("k{i}"),
+            value: "v".repeat(i),
+        };
+        let descriptor = |&n: &usize| RateLimitDescriptor {
+            entries: (0..n).map(entry).collect(),
+            ..RateLimitDescriptor::default()
+        };
+        let request = RateLimitRequest {
+            domain: "edge".into(),
+            descriptors: descriptors.iter().map(descriptor).collect(),
+            hits_addend: 7,
+        };
+        request.encode_to_vec()
+    }
+
+    /// What the wire count refuses is what `decide` refuses once decoded, in its words.
+    #[test]
+    fn the_wire_count_refuses_what_the_decoded_call_would_be_refused_for() {
+        assert_eq!(within_bounds(&call(&[MAX_TIERS; MAX_DECISIONS])), Ok(()));
+        assert_eq!(within_bounds(&call(&[0, 1, 2])), Ok(()));
+        assert_eq!(
+            within_bounds(&call(&[1; MAX_DECISIONS + 1])),
+            Err(CallError::TooManyDescriptors(MAX_DECISIONS + 1))
+        );
+        assert_eq!(
+            within_bounds(&call(&[1, MAX_TIERS + 1, MAX_TIERS + 2])),
+            Err(CallError::TooManyEntries {
+                index: 1,
+                entries: MAX_TIERS + 1
+            })
+        );
+    }
 }

@@ -238,6 +238,7 @@ async fn read(snapshot: &Snapshot, req: Request<Incoming>) -> Result<RateLimitRe
         }
     };
     let message = unframe(bytes)?;
+    super::decide::within_bounds(&message).map_err(|e| (Code::InvalidArgument, e.to_string()))?;
     let request = RateLimitRequest::decode(message).map_err(|e| {
         (
             Code::InvalidArgument,

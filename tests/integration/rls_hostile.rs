@@ -32,7 +32,11 @@ async fn raw_h2(addr: std::net::SocketAddr) -> h2::client::SendRequest<Bytes> {
 }
 
 fn call_head() -> Request<()> {
-    Request::post(format!("http://rls{PATH}"))
+    call_head_to(PATH)
+}
+
+fn call_head_to(path: &str) -> Request<()> {
+    Request::post(format!("http://rls{path}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .body(())
@@ -236,4 +240,60 @@ async fn a_value_that_is_not_utf8_is_keyed_by_its_bytes_not_refused() {
     let other = rls.call_message(call(b"a\xfe")).await.expect("decided");
     assert_eq!(other.codes(), [(OK, 2)], "another byte, another key");
     nothing_charged(&mut rls).await;
+}
+
+/// The gateway's peak resident memory, in KiB.
+fn peak_kib(gw: &Process) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", gw.child.id()));
+    let status = status.expect("the gateway's status");
+    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"));
+    let kib = line.expect("VmHWM").trim().trim_end_matches("kB").trim();
+    kib.parse().expect("KiB")
+}
+
+/// Two million empty descriptors are 4 MB on the wire and ~230 MB decoded: one call took
+/// the gateway from 36 to 270 MiB (and a second of CPU) to be told it names too many. They
+/// are counted on the wire now, and refused before a struct is made. A call of too many
+/// entries in one descriptor, a quota report of too many usages or of an id of too many
+/// keys, the same.
+#[tokio::test]
+async fn a_call_of_millions_of_empty_descriptors_is_refused_before_it_is_decoded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tollgate.toml");
+    std::fs::write(&path, toml().replace("{upstream}", "http://127.0.0.1:9")).expect("write");
+    let gw = Process::run(&path);
+    let mut client = raw_h2(gw.rls.expect("rls")).await;
+    let mut nothing_but_descriptors = b"\x0a\x04edge".to_vec();
+    nothing_but_descriptors.extend([0x12u8, 0x00].repeat(2_000_000));
+    // One descriptor (field 2) of two million empty entries (its field 1).
+    let entries = [0x0au8, 0x00].repeat(2_000_000);
+    let mut wide = b"\x0a\x04edge\x12".to_vec();
+    prost::encoding::encode_varint(entries.len() as u64, &mut wide);
+    wide.extend(entries);
+    // A quota report (field 2: its usages) of two million empty usages, and one whose
+    // usage's id (field 1) has a hundred keys (its field 1, each an entry).
+    let mut empty_usages = b"\x0a\x04edge".to_vec();
+    empty_usages.extend([0x12u8, 0x00].repeat(2_000_000));
+    let mut id = Vec::new();
+    for i in 0..100u8 {
+        id.extend([0x0a, 0x03, 0x0a, 0x01, i]);
+    }
+    let usage = [&[0x0a, id.len() as u8][..], &id].concat();
+    let mut wide_id = b"\x0a\x04edge\x12".to_vec();
+    prost::encoding::encode_varint(usage.len() as u64, &mut wide_id);
+    wide_id.extend(usage);
+    let quota_call = call_head_to(tollgate::rlqs::proto::STREAM_RATE_LIMIT_QUOTAS);
+    let before = peak_kib(&gw);
+    for (head, message) in [
+        (call_head(), nothing_but_descriptors),
+        (call_head(), wide),
+        (quota_call.clone(), empty_usages),
+        (quota_call, wide_id),
+    ] {
+        let (response, mut send) = client.send_request(head, false).expect("send");
+        send.send_data(framed(&message), true).expect("message");
+        assert_eq!(grpc_status(response).await, "3", "INVALID_ARGUMENT");
+    }
+    let grown = peak_kib(&gw).saturating_sub(before);
+    assert!(grown < 64 * 1024, "the peak grew by {grown} KiB");
 }
