@@ -105,6 +105,13 @@ impl Tracked {
     }
 }
 
+/// Whether a holder's part of a key's demand, `(mine, all)` before and after, grew by a
+/// tenth or more: small moves re-size at the others' next reports, not a push to each.
+fn grew_by_a_tenth((was, all_was): (f64, f64), (now, all_now): (f64, f64)) -> bool {
+    let part = |mine: f64, all: f64| if all > 0.0 { mine / all } else { 0.0 };
+    part(now, all_now) > part(was, all_was) * 1.1 + f64::EPSILON
+}
+
 /// One holder's place in a key's split.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Weight {
@@ -142,8 +149,9 @@ impl Holders {
     }
 
     /// Records `stream`'s demand for `key` (holding its share until `expires_ns`) and
-    /// returns its weight among the key's holders now. When it is new to the key, the
-    /// other live holders are nudged to re-size their shares at once.
+    /// returns its weight among the key's holders now. When it is new to the key, or its
+    /// part of the key's demand grew by a tenth or more, the other live holders are
+    /// nudged to re-size their shares at once.
     pub fn hold(
         &self,
         key: &str,
@@ -155,9 +163,16 @@ impl Holders {
         self.sweep(&mut keys, now);
         let holders = keys.entry(key.to_owned()).or_default();
         holders.retain(|h| h.nudge.is_some() || h.expires_ns > now);
+        let all_before: f64 = holders.iter().map(|h| h.demand).sum();
         let mut joined = false;
+        let mut grew = false;
         match holders.iter_mut().find(|h| h.stream == stream) {
             Some(h) => {
+                // Its part of the key's demand grew: the others' shares shrink, and
+                // until they are told, the key refills at its rate plus what they keep
+                // above their new shares (two Envoys told 9/s each of 10/s).
+                let all_now = all_before - h.demand + demand;
+                grew = grew_by_a_tenth((h.demand, all_before), (demand, all_now));
                 h.demand = demand;
                 h.expires_ns = expires_ns;
             }
@@ -172,7 +187,7 @@ impl Holders {
                 });
             }
         }
-        if joined {
+        if joined || grew {
             for other in holders.iter().filter(|h| h.stream != stream) {
                 if let Some(n) = &other.nudge {
                     // A full queue already has work queued for that stream.
@@ -282,101 +297,5 @@ fn others_told(holders: &[Holder], stream: StreamId) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_listeners_tracked_buckets_are_bounded_in_count_and_bytes() {
-        let holders = Holders::new(2);
-        assert!(holders.tracked.take(10));
-        assert!(holders.tracked.take(500), "bytes: 256 a bucket on average");
-        assert!(!holders.tracked.take(1), "two buckets at most");
-        holders.tracked.give_back(1, 500);
-        assert!(!holders.tracked.take(600), "past 512 bytes together");
-        assert_eq!(holders.tracked.buckets(), 1, "a refusal takes nothing");
-        assert!(holders.tracked.take(500));
-    }
-
-    #[test]
-    fn a_new_holder_nudges_the_others_and_an_ended_one_holds_until_expiry() {
-        let holders = Holders::default();
-        let (a_tx, mut a_rx) = mpsc::channel(4);
-        let (b_tx, mut b_rx) = mpsc::channel(4);
-        let a = holders.hold("k", (1, &a_tx), 3.0, (0, 10));
-        assert_eq!(
-            a,
-            Weight {
-                mine: 3.0,
-                all: 3.0,
-                others_told: 0,
-            }
-        );
-        let b = holders.hold("k", (2, &b_tx), 1.0, (1, 11));
-        assert_eq!(
-            b,
-            Weight {
-                mine: 1.0,
-                all: 4.0,
-                others_told: 0,
-            }
-        );
-        assert_eq!(
-            a_rx.try_recv().ok().as_deref(),
-            Some("k"),
-            "a re-sizes at once"
-        );
-        assert!(b_rx.try_recv().is_err(), "the newcomer is not nudged");
-        holders.ended((1, 2), ["k"].into_iter());
-        assert_eq!(
-            holders.weight("k", 2, 5),
-            Some(Weight {
-                mine: 1.0,
-                all: 4.0,
-                others_told: 0,
-            }),
-            "a's share is held until its assignment expires"
-        );
-        assert_eq!(
-            holders.weight("k", 2, 10),
-            Some(Weight {
-                mine: 1.0,
-                all: 1.0,
-                others_told: 0,
-            })
-        );
-        holders.release("k", 2);
-        assert!(holders.is_empty());
-    }
-
-    /// A holder is cut by what the others were told, not by its own; a newcomer is not
-    /// cut (the others are nudged to shrink), and an ended stream's tokens leave no room
-    /// taken (its Envoy, reconnecting, would be cut by its own old stream).
-    #[test]
-    fn a_weight_counts_what_the_other_live_holders_were_told() {
-        let holders = Holders::default();
-        let (tx, _rx) = mpsc::channel(8);
-        holders.hold("k", (1, &tx), 1.0, (0, 100));
-        holders.told("k", 1, 150);
-        assert_eq!(holders.hold("k", (2, &tx), 1.0, (1, 100)).others_told, 0);
-        holders.told("k", 2, 120);
-        assert_eq!(holders.hold("k", (1, &tx), 1.0, (2, 100)).others_told, 120);
-        assert_eq!(holders.hold("k", (2, &tx), 1.0, (3, 100)).others_told, 150);
-        holders.ended((1, 4), ["k"].into_iter());
-        let two = holders.weight("k", 2, 5).expect("held");
-        assert_eq!((two.all, two.others_told), (2.0, 0));
-    }
-
-    #[test]
-    fn holds_of_ended_streams_leave_the_map_once_expired() {
-        let holders = Holders::default();
-        let (tx, _rx) = mpsc::channel(4);
-        for key in ["a", "b", "c"] {
-            holders.hold(key, (1, &tx), 1.0, (0, 10_000_000_000));
-        }
-        holders.ended((1, 0), ["a", "b", "c"].into_iter());
-        assert_eq!(holders.len(), 3, "held until their assignments expire");
-        // Another stream's report after the TTL sweeps the expired keys away.
-        holders.hold("d", (2, &tx), 1.0, (11_000_000_000, 21_000_000_000));
-        assert_eq!(holders.len(), 1);
-    }
-}
+#[path = "holders_tests.rs"]
+mod tests;

@@ -14,12 +14,14 @@ pub const MAX_STREAM_ID_BYTES: usize = 16 * 1024 * 1024;
 pub const MAX_BUCKET_ID_KEYS: usize = 64;
 
 /// Refuses, before it is decoded, a report (`message`, a `RateLimitQuotaUsageReports`)
-/// of more buckets than a stream tracks, or a bucket id of more keys than
+/// of more than twice the buckets a stream tracks, or a bucket id of more keys than
 /// [`MAX_BUCKET_ID_KEYS`]: counted on the wire, since an empty usage is two bytes there
 /// and a hundred decoded (two million of them took 330 MiB).
 pub fn within_bounds(message: &[u8]) -> Result<(), String> {
     use crate::proto_wire::{count, each_field};
-    let most = super::tracked::MAX_BUCKETS_PER_STREAM;
+    // Twice what a stream tracks: a report past the bound has its extra buckets
+    // charged and refused (the contract's answer), up to this.
+    let most = 2 * super::tracked::MAX_BUCKETS_PER_STREAM;
     let mut widest = 0;
     // BucketQuotaUsage's field 1 is its id; BucketId's field 1, its map's entries.
     let usages = each_field(message, 2, |usage| {

@@ -134,6 +134,13 @@ async fn many_siblings_hold_no_more_than_the_key_starve_no_other_envoy_and_split
         busy_one(&one.ask("edge", reports.clone()).await),
         Told::Bucket(4, 4, 1, 10)
     );
+    // The first's part of the key's demand grew (a sliver to half): the second is pushed
+    // its smaller share at once, not left at 9 a second until its next report.
+    let pushed = two.next().await.expect("a re-size").actions;
+    assert_eq!(
+        buckets(&pushed),
+        [("2001:db8:9:9::ffff".to_owned(), 10, 5, 1)]
+    );
     // The second reports itself idle: shrunk to its sliver, it leaves the room, and the
     // first's next report has its half of the burst.
     let idle_two = usage(&[("client", "2001:db8:9:9::ffff")], 0, 0, 5);
