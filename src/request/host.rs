@@ -74,7 +74,7 @@ fn plain(value: &str) -> Option<RequestHost<'_>> {
         return None;
     }
     if let Some(digits) = port.strip_prefix(b":") {
-        if digits.is_empty() || digits.len() > 5 || !digits.iter().all(u8::is_ascii_digit) {
+        if digits.is_empty() || !is_port(digits) {
             return None;
         }
     }
@@ -82,6 +82,17 @@ fn plain(value: &str) -> Option<RequestHost<'_>> {
         name: Cow::Borrowed(&value[..colon]),
         forward: Cow::Borrowed(value),
     })
+}
+
+/// Whether `digits` are a port, 0 to 65535 (or none): `:99999` is no port any upstream
+/// listens on, and forwarded as written it only confuses the upstream's own parse.
+fn is_port(digits: &[u8]) -> bool {
+    digits.len() <= 5
+        && digits.iter().all(u8::is_ascii_digit)
+        && digits
+            .iter()
+            .fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'))
+            <= u32::from(u16::MAX)
 }
 
 /// The bytes of a plain host name: lower-case letters, digits, `-` and `.`.
@@ -111,11 +122,7 @@ fn parse_authority(value: &str) -> Result<RequestHost<'_>, HostError> {
     let start = value.find(host).ok_or(HostError::Invalid)?;
     let port = &value[start + host.len()..];
     let digits = port.strip_prefix(':').unwrap_or(port);
-    if start != 0
-        || (!port.is_empty() && !port.starts_with(':'))
-        || digits.len() > 5
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-    {
+    if start != 0 || (!port.is_empty() && !port.starts_with(':')) || !is_port(digits.as_bytes()) {
         return Err(HostError::Invalid);
     }
     let name = lowercase(&value[..trimmed.len()]);
@@ -219,6 +226,8 @@ mod tests {
             ".",
             "a..",
             "api.example.com:port",
+            "api.example.com:99999",
+            "api.example.com:65536",
         ] {
             assert_eq!(parse(bad), Err(HostError::Invalid), "{bad:?}");
         }
