@@ -20,7 +20,8 @@ fn varint(buf: &mut &[u8]) -> Option<u64> {
 
 /// Calls `each` with the bytes of every length-delimited field `number` of `message`
 /// (a repeated message's items, in order) and returns how many there were; `None` when
-/// the bytes are no message, which the decoder then says.
+/// the walk cannot read them: a field past the end, a group (which prost skips over, so a
+/// caller must refuse it, or what follows it goes uncounted).
 pub fn each_field(message: &[u8], number: u32, mut each: impl FnMut(&[u8])) -> Option<usize> {
     let mut buf = message;
     let mut count = 0;
@@ -82,7 +83,7 @@ mod tests {
     }
 
     #[test]
-    fn bytes_that_are_no_message_are_left_to_the_decoder() {
+    fn what_the_walk_cannot_read_is_none() {
         for broken in [
             &[2 << 3 | 2, 5, b'a'][..], // shorter than its length
             &[1 << 3 | 3],              // a group

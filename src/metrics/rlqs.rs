@@ -28,11 +28,18 @@ pub struct RlqsFamilies {
     pub unmatched: Counter,
 }
 
-/// Adds `n` to `counter`, stopping at `u64::MAX`: a count an Envoy reports is its word, and
-/// one report of 2⁶⁴ − 1 requests would otherwise wrap the counter back to a few, which
-/// Prometheus reads as a reset (a spike of 1.8 × 10¹⁹, then nothing).
+/// The most requests one report adds to the series: no Envoy admits four billion
+/// requests of one bucket between two reports.
+const MOST_IN_A_REPORT: u64 = u32::MAX as u64;
+
+/// Adds what one report says, `n`, to `counter`: at most [`MOST_IN_A_REPORT`], and
+/// stopping at `u64::MAX`. A count an Envoy reports is its word; one report of 2⁶⁴ − 1
+/// requests wrapped the counter back to a few, which Prometheus reads as a reset (a
+/// spike of 1.8 × 10¹⁹, then nothing), and added whole it would pin the series at its
+/// top for good.
 pub fn add_reported(counter: &Counter, n: u64) {
     use std::sync::atomic::Ordering;
+    let n = n.min(MOST_IN_A_REPORT);
     let _always_some = counter
         .inner()
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
@@ -96,11 +103,14 @@ impl RlqsFamilies {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn a_reported_count_stops_at_the_top_rather_than_wrap() {
+    fn a_reported_count_is_bounded_and_never_wraps() {
         let counter = super::Counter::default();
         super::add_reported(&counter, 5);
         super::add_reported(&counter, u64::MAX);
         super::add_reported(&counter, 2);
-        assert_eq!(counter.get(), u64::MAX);
+        assert_eq!(counter.get(), 7 + super::MOST_IN_A_REPORT);
+        counter.inc_by(u64::MAX - counter.get() - 1);
+        super::add_reported(&counter, 5);
+        assert_eq!(counter.get(), u64::MAX, "stops at the top");
     }
 }

@@ -27,7 +27,7 @@ use crate::reply::{json_error, Body, BoxError};
 
 /// Where an admitted request goes: what [`forward`] needs besides the request.
 pub struct Sent<'a> {
-    pub config: &'a Arc<Config>,
+    pub config: &'a Config,
     pub route: &'a Route,
     pub pool: &'a Arc<UpstreamPool>,
     /// How long the upstream has to answer: its `timeout`, or a gRPC call's shorter
@@ -232,7 +232,8 @@ fn open_tunnel(
         slots: std::mem::take(slots),
         settle,
         opened: TunnelOpened {
-            config: sent.config.clone(),
+            mode: sent.config.server.access_log,
+            lines_per_second: super::access_log::per_worker(sent.config),
             metrics: shared.metrics.clone(),
             clock: shared.clock.clone(),
             route: sent.route.name.as_str().into(),

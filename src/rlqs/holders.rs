@@ -106,10 +106,12 @@ impl Tracked {
 }
 
 /// Whether a holder's part of a key's demand, `(mine, all)` before and after, grew by a
-/// tenth or more: small moves re-size at the others' next reports, not a push to each.
-fn grew_by_a_tenth((was, all_was): (f64, f64), (now, all_now): (f64, f64)) -> bool {
+/// twentieth of the key or more: the others' shares then shrink by as much. Smaller moves
+/// (demand moves a little at every report) re-size at the others' next reports, not a
+/// push to each.
+fn grew_by_a_twentieth((was, all_was): (f64, f64), (now, all_now): (f64, f64)) -> bool {
     let part = |mine: f64, all: f64| if all > 0.0 { mine / all } else { 0.0 };
-    part(now, all_now) > part(was, all_was) * 1.1 + f64::EPSILON
+    part(now, all_now) - part(was, all_was) >= 0.05
 }
 
 /// One holder's place in a key's split.
@@ -150,8 +152,8 @@ impl Holders {
 
     /// Records `stream`'s demand for `key` (holding its share until `expires_ns`) and
     /// returns its weight among the key's holders now. When it is new to the key, or its
-    /// part of the key's demand grew by a tenth or more, the other live holders are
-    /// nudged to re-size their shares at once.
+    /// part of the key's demand grew by a twentieth of the key or more, the other live
+    /// holders are nudged to re-size their shares at once.
     pub fn hold(
         &self,
         key: &str,
@@ -172,7 +174,7 @@ impl Holders {
                 // until they are told, the key refills at its rate plus what they keep
                 // above their new shares (two Envoys told 9/s each of 10/s).
                 let all_now = all_before - h.demand + demand;
-                grew = grew_by_a_tenth((h.demand, all_before), (demand, all_now));
+                grew = grew_by_a_twentieth((h.demand, all_before), (demand, all_now));
                 h.demand = demand;
                 h.expires_ns = expires_ns;
             }

@@ -116,7 +116,10 @@ fn a_holder_whose_part_grows_nudges_the_others() {
     holders.hold("k", (1, &a_tx), 27.0, (2, 12));
     holders.hold("k", (2, &b_tx), 1.05, (2, 12));
     assert!(a_rx.try_recv().is_err() && b_rx.try_recv().is_err());
-    // b's part doubles: a is pushed.
+    // b's part grows by under a twentieth of the key (1.05 of 28.05 to 2.5 of 29.5): no
+    // push; then by more (to 5 of 32): a is pushed.
     holders.hold("k", (2, &b_tx), 2.5, (3, 13));
+    assert!(a_rx.try_recv().is_err());
+    holders.hold("k", (2, &b_tx), 5.0, (3, 13));
     assert_eq!(a_rx.try_recv().ok().as_deref(), Some("k"));
 }

@@ -26,26 +26,37 @@ pub enum CallError {
     NoDomain,
     #[error("the call names no descriptors")]
     NoDescriptors,
+    #[error(
+        "not a RateLimitRequest: its fields cannot be read (a group, or a field past the end)"
+    )]
+    Unreadable,
 }
 
 /// Refuses, before it is decoded, a `RateLimitRequest` (`message`) naming more
 /// descriptors, or a descriptor of more entries, than [`decide`] takes: counted on the
-/// wire, since an empty descriptor is two bytes there and a hundred decoded.
+/// wire, since an empty descriptor is two bytes there and a hundred decoded. A message
+/// whose fields the count cannot read (a group, which the decoder would skip) is refused
+/// too: otherwise it would be decoded uncounted.
 pub fn within_bounds(message: &[u8]) -> Result<(), CallError> {
     use crate::proto_wire::{count, each_field};
-    let (mut index, mut wide) = (0, None);
+    let (mut index, mut wide, mut unreadable) = (0, None, false);
     let descriptors = each_field(message, 2, |descriptor| {
-        let entries = count(descriptor, 1).unwrap_or(0);
-        if entries > MAX_TIERS && wide.is_none() {
-            wide = Some(CallError::TooManyEntries { index, entries });
+        match count(descriptor, 1) {
+            None => unreadable = true,
+            Some(entries) if entries > MAX_TIERS && wide.is_none() => {
+                wide = Some(CallError::TooManyEntries { index, entries });
+            }
+            Some(_) => {}
         }
         index += 1;
     });
-    match (descriptors, wide) {
-        (Some(n), _) if n > MAX_DECISIONS => Err(CallError::TooManyDescriptors(n)),
-        (_, Some(wide)) => Err(wide),
-        _ => Ok(()),
+    let Some(descriptors) = descriptors.filter(|_| !unreadable) else {
+        return Err(CallError::Unreadable);
+    };
+    if descriptors > MAX_DECISIONS {
+        return Err(CallError::TooManyDescriptors(descriptors));
     }
+    wide.map_or(Ok(()), Err)
 }
 
 /// How one descriptor of a call was taken.
@@ -308,6 +319,14 @@ mod tests {
         assert_eq!(
             within_bounds(&call(&[1; MAX_DECISIONS + 1])),
             Err(CallError::TooManyDescriptors(MAX_DECISIONS + 1))
+        );
+        // A group (wire type 3, then its end, 4), which the decoder would skip over.
+        let mut grouped = call(&[1; MAX_DECISIONS + 1]);
+        grouped.extend([15 << 3 | 3, 15 << 3 | 4]);
+        assert_eq!(within_bounds(&grouped), Err(CallError::Unreadable));
+        assert!(
+            RateLimitRequest::decode(&grouped[..]).is_ok(),
+            "prost skips it"
         );
         assert_eq!(
             within_bounds(&call(&[1, MAX_TIERS + 1, MAX_TIERS + 2])),

@@ -326,10 +326,10 @@ fn count(snapshot: &Snapshot, calls: &crate::metrics::rls::RlsCallCounters, deci
             continue;
         }
         match (m, counters(position)) {
-            (Matched::Rule(_), Some(c)) if failed => c.store_unavailable.inc(),
             (Matched::Blocked(_) | Matched::MissingKey(_), Some(c)) => c.over_limit.inc(),
             (Matched::Rule(r), Some(c)) if shadow_block(*r) => c.shadow_over_limit.inc(),
             (Matched::Rule(_), Some(_)) if refused => 0,
+            (Matched::Rule(_), Some(c)) if failed => c.store_unavailable.inc(),
             (Matched::Rule(_), Some(c)) => c.ok.inc(),
             _ => 0,
         };
@@ -355,6 +355,10 @@ fn count_decision<'a>(
     (descriptors, refused): (usize, bool),
 ) {
     if admission.outcome() == Outcome::StoreUnavailable || admission.unchecked() {
+        if refused {
+            // Over whatever the store says: neither let through nor refused for it.
+            return;
+        }
         let deny = admission.outcome() == Outcome::StoreUnavailable;
         for position in admission.applied().take(descriptors) {
             if let Some(c) = counters(position) {

@@ -52,18 +52,29 @@ fn framed(message: &[u8]) -> Bytes {
 
 /// The `grpc-status` of an answer's headers (trailers-only) or, failing that, trailers.
 async fn grpc_status(response: h2::client::ResponseFuture) -> String {
+    grpc_answer(response).await.0
+}
+
+/// The `grpc-status` and `grpc-message` of an answer (trailers-only, or trailers).
+async fn grpc_answer(response: h2::client::ResponseFuture) -> (String, String) {
+    let field = |map: &http::HeaderMap, name: &str| {
+        map.get(name)
+            .map_or("none".to_owned(), |v| v.to_str().unwrap_or("?").to_owned())
+    };
     let response = response.await.expect("answered");
-    if let Some(s) = response.headers().get("grpc-status") {
-        return s.to_str().unwrap_or("?").to_owned();
+    if response.headers().contains_key("grpc-status") {
+        let head = response.headers();
+        return (field(head, "grpc-status"), field(head, "grpc-message"));
     }
     let mut body = response.into_body();
     while let Some(chunk) = body.data().await {
         let _ = chunk.expect("body");
     }
     let trailers = body.trailers().await.expect("trailers").unwrap_or_default();
-    trailers
-        .get("grpc-status")
-        .map_or("none".to_owned(), |v| v.to_str().unwrap_or("?").to_owned())
+    (
+        field(&trailers, "grpc-status"),
+        field(&trailers, "grpc-message"),
+    )
 }
 
 /// The service answers, and tenant `a` has its whole burst of 3: nothing was charged.
@@ -278,21 +289,29 @@ async fn a_call_of_millions_of_empty_descriptors_is_refused_before_it_is_decoded
     for i in 0..100u8 {
         id.extend([0x0a, 0x03, 0x0a, 0x01, i]);
     }
-    let usage = [&[0x0a, id.len() as u8][..], &id].concat();
+    let mut usage = vec![0x0a];
+    prost::encoding::encode_varint(id.len() as u64, &mut usage);
+    usage.extend(id);
     let mut wide_id = b"\x0a\x04edge\x12".to_vec();
     prost::encoding::encode_varint(usage.len() as u64, &mut wide_id);
     wide_id.extend(usage);
     let quota_call = call_head_to(tollgate::rlqs::proto::STREAM_RATE_LIMIT_QUOTAS);
     let before = peak_kib(&gw);
-    for (head, message) in [
-        (call_head(), nothing_but_descriptors),
-        (call_head(), wide),
-        (quota_call.clone(), empty_usages),
-        (quota_call, wide_id),
+    for (head, message, says) in [
+        (call_head(), nothing_but_descriptors, "names 2000000"),
+        (call_head(), wide, "has 2000000 entries"),
+        (quota_call.clone(), empty_usages, "names 2000000"),
+        (
+            quota_call,
+            wide_id,
+            "at most 64 keys; one of this report has 100",
+        ),
     ] {
         let (response, mut send) = client.send_request(head, false).expect("send");
         send.send_data(framed(&message), true).expect("message");
-        assert_eq!(grpc_status(response).await, "3", "INVALID_ARGUMENT");
+        let (status, message) = grpc_answer(response).await;
+        assert_eq!(status, "3", "INVALID_ARGUMENT: {message}");
+        assert!(message.contains(says), "{says}: {message}");
     }
     let grown = peak_kib(&gw).saturating_sub(before);
     assert!(grown < 64 * 1024, "the peak grew by {grown} KiB");

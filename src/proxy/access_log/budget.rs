@@ -29,7 +29,7 @@ thread_local! {
 
 /// One share of `access_log_rate` lines a second: each data-plane worker has one, and the
 /// rate limit service, when configured, one more (see [`take_service_line`]).
-fn per_worker(config: &Config) -> u64 {
+pub fn per_worker(config: &Config) -> u64 {
     let shares = config.server.workers.max(1) as u64 + u64::from(config.rls.is_some());
     u64::from(config.server.access_log_rate).div_ceil(shares)
 }
@@ -37,7 +37,12 @@ fn per_worker(config: &Config) -> u64 {
 /// Takes one line from this thread's budget at `now`; when it has none, counts a drop.
 /// Drops are added to the metric when the budget has lines again.
 pub fn take_line(config: &Config, metrics: &Metrics, now: u64) -> bool {
-    let (budget, written) = spend(BUDGET.get(), per_worker(config), metrics, now);
+    take_line_of(per_worker(config), metrics, now)
+}
+
+/// [`take_line`], at `share` ([`per_worker`]) lines a second.
+pub fn take_line_of(share: u64, metrics: &Metrics, now: u64) -> bool {
+    let (budget, written) = spend(BUDGET.get(), share, metrics, now);
     BUDGET.set(Some(budget));
     written
 }

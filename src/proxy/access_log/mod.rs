@@ -13,7 +13,7 @@ mod tunnel;
 
 use std::sync::OnceLock;
 
-pub use budget::{has_line, take_line, take_service_line, ServiceLines};
+pub use budget::{has_line, per_worker, take_line, take_line_of, take_service_line, ServiceLines};
 use escape::{Clipped, KeyPart, MAX_ID_BYTES, MAX_METHOD_BYTES, MAX_PATH_BYTES};
 pub use tunnel::{write_tunnel, TunnelClosed, TunnelOpened};
 

@@ -2,22 +2,23 @@
 //! "tunnel"`), written when it closes: the request that opened it has its line at the
 //! 101, before a byte went through, so this one says how it ended and what moved. Under
 //! the same `access_log` mode (`"refused"`: only a tunnel a tier closed) and within the
-//! worker's share of `access_log_rate`, as any line.
+//! worker's share of `access_log_rate`, as any line — both as they were when it opened.
 
 use super::escape::{Clipped, MAX_ID_BYTES};
-use super::take_line;
+use super::take_line_of;
 use crate::config::AccessLog;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::config::Config;
 use crate::metrics::Metrics;
 
 /// What a tunnel's line in the access log names of the request that opened it: the
 /// request's own line was written at the 101, before a byte went through.
 pub struct TunnelOpened {
-    /// The config it opened under: its `access_log` mode and rate.
-    pub config: Arc<Config>,
+    /// The access log's mode and this worker's share of `access_log_rate` as it opened
+    /// (numbers, not the config: a tunnel may outlive many reloads).
+    pub mode: AccessLog,
+    pub lines_per_second: u64,
     pub metrics: Arc<Metrics>,
     pub clock: Arc<dyn Clock>,
     pub route: Box<str>,
@@ -40,13 +41,12 @@ pub struct TunnelClosed {
 /// Writes the line of a tunnel that closed `closed`, unless the mode leaves it out or
 /// this worker's budget for the second is spent.
 pub fn write_tunnel(opened: &TunnelOpened, closed: &TunnelClosed) {
-    let config = &opened.config;
-    let mode = config.server.access_log;
+    let mode = opened.mode;
     if !mode.enabled() || (mode == AccessLog::Refused && closed.policy.is_none()) {
         return;
     }
     let now = opened.clock.now_ns();
-    if !take_line(config, &opened.metrics, now) {
+    if !take_line_of(opened.lines_per_second, &opened.metrics, now) {
         return;
     }
     let request_id = opened.request_id.as_ref().and_then(|v| v.to_str().ok());
