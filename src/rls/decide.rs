@@ -85,9 +85,28 @@ pub struct Decided {
     /// key and outcome (kilobytes), and a call's future is moved as it is polled.
     pub admission: Box<Admission>,
     pub reports: Option<Box<Admission>>,
+    /// What each matched descriptor asked to be charged, by position (0 for the rest).
+    pub costs: ArrayVec<u64, MAX_DECISIONS>,
 }
 
 impl Decided {
+    /// Whether descriptors on one key asked more of it together than its whole burst:
+    /// each alone may fit, but together (the call is all or nothing) they never pass.
+    pub fn over_a_burst_together(&self) -> bool {
+        let keys: ArrayVec<(usize, u64), MAX_DECISIONS> = (self.admission.per_policy())
+            .map(|p| (p.position, p.key))
+            .collect();
+        let cost = |position: usize| self.costs.get(position).copied().unwrap_or(0);
+        self.admission.rate_reports().any(|report| {
+            let Some(&(_, key)) = keys.iter().find(|(p, _)| *p == report.position) else {
+                return false;
+            };
+            let together = (keys.iter().filter(|(_, k)| *k == key))
+                .fold(0u64, |sum, &(p, _)| sum.saturating_add(cost(p)));
+            together > report.quota.burst()
+        })
+    }
+
     /// Whether the call is over whatever the limiter says: a descriptor no rule names
     /// (`on_unmatched = "over_limit"`), or one a blocking rule matched.
     pub fn refused_outright(&self) -> bool {
@@ -129,16 +148,23 @@ pub async fn decide(
     let mut matched = match_descriptors(rls, call)?;
     let replaced = replaced_names(rls, &mut matched);
     let is_replaced = |rule: &RlsRule| names_one_of(rule, &replaced);
-    let mut decided = Decided {
-        matched,
-        admission: Box::default(),
-        reports: None,
-    };
-    let check_only = decided.refused_outright();
     let call_cost = match call.hits_addend {
         0 => 1,
         n => u64::from(n),
     };
+    let costs = (call.descriptors.iter().zip(&matched))
+        .map(|(d, m)| match m {
+            Matched::Rule(_) => asked_cost(d, call_cost),
+            _ => 0,
+        })
+        .collect();
+    let mut decided = Decided {
+        matched,
+        admission: Box::default(),
+        reports: None,
+        costs,
+    };
+    let check_only = decided.refused_outright();
     let descriptors = |reports: bool| {
         let is_replaced = &is_replaced;
         decided
@@ -162,12 +188,7 @@ pub async fn decide(
                 if lacking(rule, d) == Some(Missing::Skip) {
                     return None;
                 }
-                // A refund (Envoy's `is_negative_hits`) is only a check: nothing is given
-                // back on a caller's word (see docs/rls.md).
-                let cost = match d.is_negative_hits {
-                    true => 0,
-                    false => d.hits_addend.unwrap_or(call_cost),
-                };
+                let cost = asked_cost(d, call_cost);
                 let report = rule.reports && cost > 0;
                 (report == reports).then(|| Descriptor {
                     position,
@@ -199,6 +220,16 @@ pub async fn decide(
         .await;
     decided.admission = admission;
     Ok(decided)
+}
+
+/// What descriptor `d` asks to be charged: its `hits_addend`, else the call's. A refund
+/// (Envoy's `is_negative_hits`) is only a check: nothing is given back on a caller's word
+/// (see docs/rls.md).
+fn asked_cost(d: &super::proto::RateLimitDescriptor, call_cost: u64) -> u64 {
+    match d.is_negative_hits {
+        true => 0,
+        false => d.hits_addend.unwrap_or(call_cost),
+    }
 }
 
 /// What `rule`'s policy does with a key it lacks, when a value `d` gives one of the key's

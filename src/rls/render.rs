@@ -274,7 +274,8 @@ fn headers(
 /// access log and the span alike: the limiter's. A call refused whenever it comes — by
 /// `on_unmatched`, a missing key's `reject` or a blocking limit (`requests_per_unit: 0`
 /// is over in every unit), also beside a descriptor that would wait, or asking one
-/// policy for more than its burst — has none (0).
+/// policy for more than its burst, alone or with other descriptors on the same key —
+/// has none (0).
 pub fn told_wait_ns(decided: &Decided) -> u64 {
     let never = decided.matched.iter().any(|m| {
         matches!(
@@ -283,8 +284,10 @@ pub fn told_wait_ns(decided: &Decided) -> u64 {
         )
     });
     match decided.admission.wait_ns() {
+        0 => 0,
         _ if never => 0,
         u64::MAX => 0,
+        _ if decided.over_a_burst_together() => 0,
         wait => wait,
     }
 }

@@ -159,6 +159,16 @@ async fn hits_addend_is_the_cost_at_both_levels_and_zero_only_checks() {
     let never = rls.call(never).await.expect("answered");
     assert_eq!(never.codes(), [(OVER_LIMIT, 0)]);
     assert_eq!(never.header("retry-after"), None);
+    // The same key twice, 2 + 2 of a burst of 3: each fits alone, together never (the
+    // call is all or nothing). It was told to wait 20 s, and again after that.
+    let twice = RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![tenant("c"), tenant("c")],
+        hits_addend: 2,
+    };
+    let twice = rls.call(twice).await.expect("answered");
+    assert_eq!(twice.overall_code, OVER_LIMIT);
+    assert_eq!(twice.header("retry-after"), None);
     // A descriptor's own cost beats the call's.
     let one = RlsRequest {
         domain: "edge".into(),
