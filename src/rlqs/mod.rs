@@ -22,3 +22,4 @@ pub mod stream;
 pub mod together;
 pub mod top;
 pub mod tracked;
+pub mod wire_bounds;

@@ -273,7 +273,7 @@ async fn read_messages(
             Err(e) => return Err((Code::ResourceExhausted, e.to_string())),
         };
         answered += 1;
-        super::keys::within_bounds(&message).map_err(|e| (Code::InvalidArgument, e))?;
+        super::wire_bounds::within_bounds(&message).map_err(|e| (Code::InvalidArgument, e))?;
         let reports = RateLimitQuotaUsageReports::decode(message).map_err(|e| {
             (
                 Code::InvalidArgument,
