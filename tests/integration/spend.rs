@@ -176,10 +176,12 @@ async fn a_reserve_that_no_longer_fits_is_refused_before_the_upstream_sees_it() 
 /// A body in UTF-16 (which Python's servers read as JSON) is quoted at its text's UTF-8
 /// length: a character above U+07FF is two bytes of UTF-16 and three of UTF-8, each a
 /// token at worst, so the wire's length is no bound on its input. Over HTTP/1.1 and
-/// HTTP/2, against a budget between the two quotes.
+/// HTTP/2; the upstream fails (a 500 without a usage), which settles at the reserve: the
+/// quote.
 #[tokio::test]
 async fn a_utf16_body_is_quoted_at_its_utf8_length() {
-    let up = LlmUpstream::start().await;
+    const FAILED: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\n\r\n";
+    let up = RawUpstream::start(FAILED, false).await;
     let mut body = chat("mini", 2, 1);
     body["messages"][1]["content"] = "\u{E000}".repeat(4_000).into();
     let utf8 = body.to_string();
@@ -188,19 +190,16 @@ async fn a_utf16_body_is_quoted_at_its_utf8_length() {
     // mini: 1 a byte in, 2 a token out, max_tokens 1.
     let (by_wire, by_text) = (utf16.len() as u64 + 2, utf8.len() as u64 + 2);
     assert!(by_text > by_wire, "{by_text} {by_wire}");
-    let gw = TestGateway::start(&budget((by_wire + by_text) / 2).build(), &up.url()).await;
+    let gw = TestGateway::start(&budget(4 * by_text).build(), &up.url()).await;
     let url = gw.url("/v1/chat/completions");
     for (i, client) in [http1(), http2()].iter().enumerate() {
         let key = format!("utf16-{i}");
         let r = post(client, &url, &key, utf16.clone()).await;
-        assert_eq!(
-            r.status,
-            429,
-            "quoted {by_text}, not {by_wire}: {}",
-            r.text()
-        );
+        assert_eq!(r.status, 500, "{}", r.text());
+        let charged = used_reaches(&gw, &key, by_text).await;
+        assert_eq!(charged, by_text, "quoted {by_text}, not {by_wire}");
     }
-    assert_eq!(up.requests(), 0);
+    assert_eq!(up.heads().len(), 2);
 }
 
 #[tokio::test]
