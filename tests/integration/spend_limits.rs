@@ -80,3 +80,51 @@ async fn a_quote_above_the_burst_reserves_the_burst_and_pays_its_usage() {
         assert_eq!(used_reaches(&gw, &key, charged).await, charged);
     }
 }
+
+/// A reserve cut to the burst bounds nothing: a stream whose usage never comes pays
+/// `max_cost`, not the burst it reserved (a review: a quote of 2,100 reserved as a burst
+/// of 100 paid 100 where the same answer with its usage paid 1,150).
+#[tokio::test]
+async fn a_quote_cut_to_the_burst_pays_max_cost_when_no_usage_comes() {
+    let up = RawUpstream::start(NO_USAGE, true).await;
+    let mut body = chat("big", 6, 600);
+    body["stream"] = true.into();
+    let quota = 10_000;
+    let toml = crate::spend::budget_with(quota, &format!("max_cost = {MAX_COST}0\n")).build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let key = format!("cut-{i}");
+        let headers = [("content-type", "application/json"), ("x-api-key", &key)];
+        let url = gw.url("/v1/chat/completions");
+        let sent = bytes::Bytes::from(body.to_string());
+        let r = send_bytes(client, "POST", &url, &headers, sent).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let charged = used_reaches(&gw, &key, MAX_COST * 10).await;
+        assert_eq!(
+            charged,
+            MAX_COST * 10,
+            "max_cost, not the burst it reserved"
+        );
+    }
+}
+
+/// `min_cost` raises a reserve, but not past the key's burst: a key whose override made
+/// its burst smaller than `min_cost` was refused for good, told `Retry-After:
+/// 18446744074`.
+#[tokio::test]
+async fn a_burst_below_min_cost_still_admits_on_a_whole_key() {
+    let up = LlmUpstream::start().await;
+    let extra = format!("max_cost = {MAX_COST}\nmin_cost = 50\n");
+    let toml = crate::spend::budget_with(1000, &extra).build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    let url = gw.url("/v1/chat/completions");
+    let body = chat("mini", 2, 1).to_string().into_bytes();
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let key = format!("small-{i}");
+        let path = format!("/admin/overrides/spend/{key}");
+        let put = crate::admin::put_ok(&gw.admin_url(&path), br#"{"quota": 10}"#).await;
+        assert_eq!(put.status, 200, "{}", put.text());
+        let r = crate::spend::post(client, &url, &key, body.clone()).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+}

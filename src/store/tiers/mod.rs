@@ -268,7 +268,7 @@ impl RequestTiers {
             let units = plan.reserve(&quote, t.tier.quota.burst());
             t.tier.reserve = std::num::NonZeroU64::new(units);
             t.row = Some(quote.row);
-            t.unbounded = quote.most.is_none();
+            t.unbounded = !plan.bounds(&quote, units);
         }
         Ok(())
     }
