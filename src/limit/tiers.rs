@@ -302,6 +302,9 @@ pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
         roll_back(table, &verdict.outcomes, tiers, now);
     }
     summarize(verdict, tiers, now);
+    if !verdict.admitted {
+        shared::wait_for_shared_keys(verdict, tiers, (now, cost));
+    }
 }
 
 fn roll_back<T: TatTable + ?Sized, D: AsRef<Tier>>(
@@ -364,5 +367,6 @@ fn summarize<D: AsRef<Tier>>(verdict: &mut Verdict, tiers: &[D], now: u64) {
 }
 
 mod forced;
+mod shared;
 #[cfg(test)]
 mod tests;

@@ -169,6 +169,22 @@ async fn hits_addend_is_the_cost_at_both_levels_and_zero_only_checks() {
     let twice = rls.call(twice).await.expect("answered");
     assert_eq!(twice.overall_code, OVER_LIMIT);
     assert_eq!(twice.header("retry-after"), None);
+    // 1 + 1 on a drained key (3 a minute): the call waits until the key holds both, 40 s,
+    // not the 20 s one of them needs (it was told 20, and refused again then).
+    let drain = RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![tenant("d")],
+        hits_addend: 3,
+    };
+    assert_eq!(rls.call(drain).await.expect("answered").codes(), [(OK, 0)]);
+    let both = RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![tenant("d"), tenant("d")],
+        hits_addend: 1,
+    };
+    let both = rls.call(both).await.expect("answered");
+    assert_eq!(both.overall_code, OVER_LIMIT);
+    assert_eq!(both.header("retry-after"), Some("40"));
     // A descriptor's own cost beats the call's.
     let one = RlsRequest {
         domain: "edge".into(),

@@ -124,7 +124,7 @@ fn a_verdict_filled_in_place_forgets_the_one_before() {
 /// enforcing tiers' fewest remaining (the first such tier reported) and longest hold; on
 /// denial their remaining as before the request and longest wait (the first denying tier
 /// with it reported).
-fn summary_by_definition(v: &Verdict, tiers: &[Tier]) -> (u64, u64, u64, Option<usize>) {
+fn summary_by_definition(v: &Verdict, tiers: &[Tier], cost: u64) -> (u64, u64, u64, Option<usize>) {
     let enforcing = || {
         v.outcomes()
             .iter()
@@ -151,8 +151,35 @@ fn summary_by_definition(v: &Verdict, tiers: &[Tier]) -> (u64, u64, u64, Option<
             }
         }
     }
+    if !v.admitted {
+        wait = wait.max(shared_keys_wait(v, tiers, cost));
+    }
     let least = least.unwrap_or(u64::MAX);
     (least, delay, wait, reporting.map(|(i, _)| i))
+}
+
+/// On denial, the enforcing tiers of one key (the same limit) charged together: from the
+/// key's TAT before the request, all their costs at once within the burst and hold; no
+/// wait when no wait would do (the front door's).
+fn shared_keys_wait(v: &Verdict, tiers: &[Tier], cost: u64) -> u64 {
+    let enforcing: Vec<(&TierOutcome, &Tier)> = (v.outcomes().iter().zip(tiers))
+        .filter(|(o, _)| o.mode == Mode::Enforce)
+        .collect();
+    let mut wait = 0;
+    for (i, &(first, tier)) in enforcing.iter().enumerate() {
+        // The key's first tier read its TAT before the request.
+        if enforcing[..i].iter().any(|(o, _)| o.key == first.key) {
+            continue;
+        }
+        let group = enforcing.iter().filter(|(o, _)| o.key == first.key).count() as u64;
+        let q = &tier.quota;
+        let ahead = first.prior_tat.max(v.now) + group * cost * q.interval_ns() - v.now;
+        let allowance = q.tolerance_ns() + tier.max_delay_ns;
+        if group > 1 && group * cost * q.interval_ns() <= allowance {
+            wait = wait.max(ahead.saturating_sub(allowance));
+        }
+    }
+    wait
 }
 
 proptest::proptest! {
@@ -160,13 +187,16 @@ proptest::proptest! {
     /// summary is what its definition says of its outcomes.
     #[test]
     fn a_verdicts_summary_is_its_definition(
-        shapes in proptest::collection::vec((1u64..=5, 1u64..=4, 0u64..=3, 0u8..=3, 0u64..=2), 1..=4),
+        limits in proptest::collection::vec((1u64..=5, 1u64..=4, 0u64..=2), 4),
+        shapes in proptest::collection::vec((0usize..=3, 0u8..=3), 1..=4),
         steps in proptest::collection::vec((0u64..=1_500, 1u64..=3), 1..40),
     ) {
+        // A key is one policy's: the tiers sharing it share its limit.
         let tiers: Vec<Tier> = shapes
             .iter()
-            .map(|&(limit, burst, key, shape, delay_s)| {
-                let mut t = tier(limit, burst, key);
+            .map(|&(key, shape)| {
+                let (limit, burst, delay_s) = limits[key];
+                let mut t = tier(limit, burst, key as u64);
                 t.mode = if shape == 0 { Mode::Shadow } else { Mode::Enforce };
                 t.max_delay_ns = delay_s * S;
                 t
@@ -178,7 +208,7 @@ proptest::proptest! {
         for (gap_ms, cost) in steps {
             now += gap_ms * 1_000_000;
             evaluate_into(&table, &tiers, now, cost, &mut verdict);
-            let (remaining, delay, wait, reporting) = summary_by_definition(&verdict, &tiers);
+            let (remaining, delay, wait, reporting) = summary_by_definition(&verdict, &tiers, cost);
             proptest::prop_assert_eq!(verdict.remaining, remaining);
             proptest::prop_assert_eq!(verdict.delay_ns, delay);
             proptest::prop_assert_eq!(verdict.wait_ns, wait);
@@ -274,4 +304,25 @@ fn a_forced_charge_on_a_rate_longer_than_the_cap_still_uses_the_key_up() {
         ..forced[0]
     }];
     assert!(!evaluate(&table, &checked, now, 1).admitted, "used up");
+}
+
+/// Two tiers on one key are charged together or not at all: on a drained key the request
+/// waits until the key holds both (5 + 5 of 10 a second: 1 s), not the one that denied.
+#[test]
+fn tiers_sharing_a_key_wait_until_it_holds_them_all() {
+    let table = MapTable::default();
+    let drained = [tier(10, 10, 7)];
+    assert!(evaluate(&table, &drained, 100 * S, 10).admitted);
+    let twice = [tier(10, 10, 7), tier(10, 10, 7)];
+    let verdict = evaluate(&table, &twice, 100 * S, 5);
+    assert!(!verdict.admitted);
+    assert_eq!(verdict.wait_ns, S, "both fit in 1 s, one in 0.5 s");
+    // Together over the burst (6 + 6 of 10): never; the tiers' own wait is left as is.
+    let verdict = evaluate(&MapTable::default(), &twice, 100 * S, 6);
+    assert!(!verdict.admitted);
+    assert_eq!(
+        verdict.wait_ns,
+        S / 5,
+        "the second's own: 2 units past the burst"
+    );
 }

@@ -1,0 +1,42 @@
+//! Tiers of one request on one key: charged together or not at all, so a denial waits
+//! for them together.
+
+use super::{Tier, TierOutcome, Verdict};
+
+/// A denied request's wait where several of its enforcing tiers share a key (an RLS
+/// call naming one descriptor twice, a key source giving one value twice): they are
+/// charged together or not at all, so the request waits until the key holds all of them
+/// at once — from the key's TAT before the request, their costs summed — not until it
+/// holds the one that denied (5 + 5 on a drained key of 10 a minute waits 60 s, not 30).
+/// Off the admitted path, and a loop only where a key repeats.
+#[cold]
+#[inline(never)]
+pub(super) fn wait_for_shared_keys<D: AsRef<Tier>>(
+    verdict: &mut Verdict,
+    tiers: &[D],
+    (now, cost): (u64, u64),
+) {
+    let shared = |t: &Tier, o: &TierOutcome| o.enforcing() && t.max_delay_ns != u64::MAX;
+    let pairs = || tiers.iter().map(AsRef::as_ref).zip(&verdict.outcomes);
+    let mut wait = verdict.wait_ns;
+    for (i, (first, outcome)) in pairs().enumerate() {
+        if !shared(first, outcome) {
+            continue;
+        }
+        let same = |(t, o): &(&Tier, &TierOutcome)| shared(t, o) && o.key == outcome.key;
+        // Each key once, from its first tier (whose TAT read is the key's before the request).
+        if pairs().take(i).any(|p| same(&p)) || pairs().filter(same).nth(1).is_none() {
+            continue;
+        }
+        let together = pairs()
+            .filter(same)
+            .fold(0u64, |sum, (t, _)| sum.saturating_add(t.cost(cost)));
+        // Never (together over the burst) is left to the front door: the rate limit
+        // service tells no wait; a proxied 429 keeps the wait its tiers gave.
+        match first.decide(outcome.prior_tat, now, together).wait_ns {
+            u64::MAX => {}
+            w => wait = wait.max(w),
+        }
+    }
+    verdict.wait_ns = wait;
+}
