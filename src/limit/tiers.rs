@@ -302,7 +302,8 @@ pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
         roll_back(table, &verdict.outcomes, tiers, now);
     }
     summarize(verdict, tiers, now);
-    if !verdict.admitted {
+    // A key can repeat only among two tiers or more: a refusal of one costs no call.
+    if !verdict.admitted && tiers.len() > 1 {
         shared::wait_for_shared_keys(verdict, tiers, (now, cost));
     }
 }
