@@ -152,12 +152,7 @@ pub async fn decide(
         0 => 1,
         n => u64::from(n),
     };
-    let costs = (call.descriptors.iter().zip(&matched))
-        .map(|(d, m)| match m {
-            Matched::Rule(_) => asked_cost(d, call_cost),
-            _ => 0,
-        })
-        .collect();
+    let costs = asked_costs(call, &matched, call_cost);
     let mut decided = Decided {
         matched,
         admission: Box::default(),
@@ -220,6 +215,20 @@ pub async fn decide(
         .await;
     decided.admission = admission;
     Ok(decided)
+}
+
+/// What each matched descriptor of `call` asks to be charged, by position (0 for the rest).
+fn asked_costs(
+    call: &RateLimitRequest,
+    matched: &[Matched],
+    call_cost: u64,
+) -> ArrayVec<u64, MAX_DECISIONS> {
+    (call.descriptors.iter().zip(matched))
+        .map(|(d, m)| match m {
+            Matched::Rule(_) => asked_cost(d, call_cost),
+            _ => 0,
+        })
+        .collect()
 }
 
 /// What descriptor `d` asks to be charged: its `hits_addend`, else the call's. A refund

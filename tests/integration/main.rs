@@ -92,6 +92,7 @@ mod rls_ops;
 mod rls_redis;
 mod rls_reload;
 mod rls_reports;
+mod rls_same_key;
 mod rls_yaml;
 mod rls_yaml_asis;
 mod settle;

@@ -159,32 +159,6 @@ async fn hits_addend_is_the_cost_at_both_levels_and_zero_only_checks() {
     let never = rls.call(never).await.expect("answered");
     assert_eq!(never.codes(), [(OVER_LIMIT, 0)]);
     assert_eq!(never.header("retry-after"), None);
-    // The same key twice, 2 + 2 of a burst of 3: each fits alone, together never (the
-    // call is all or nothing). It was told to wait 20 s, and again after that.
-    let twice = RlsRequest {
-        domain: "edge".into(),
-        descriptors: vec![tenant("c"), tenant("c")],
-        hits_addend: 2,
-    };
-    let twice = rls.call(twice).await.expect("answered");
-    assert_eq!(twice.overall_code, OVER_LIMIT);
-    assert_eq!(twice.header("retry-after"), None);
-    // 1 + 1 on a drained key (3 a minute): the call waits until the key holds both, 40 s,
-    // not the 20 s one of them needs (it was told 20, and refused again then).
-    let drain = RlsRequest {
-        domain: "edge".into(),
-        descriptors: vec![tenant("d")],
-        hits_addend: 3,
-    };
-    assert_eq!(rls.call(drain).await.expect("answered").codes(), [(OK, 0)]);
-    let both = RlsRequest {
-        domain: "edge".into(),
-        descriptors: vec![tenant("d"), tenant("d")],
-        hits_addend: 1,
-    };
-    let both = rls.call(both).await.expect("answered");
-    assert_eq!(both.overall_code, OVER_LIMIT);
-    assert_eq!(both.header("retry-after"), Some("40"));
     // A descriptor's own cost beats the call's.
     let one = RlsRequest {
         domain: "edge".into(),
