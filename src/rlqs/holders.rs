@@ -110,7 +110,7 @@ impl Tracked {
 /// (demand moves a little at every report) re-size at the others' next reports, not a
 /// push to each.
 fn grew_by_a_twentieth((was, all_was): (f64, f64), (now, all_now): (f64, f64)) -> bool {
-    let part = |mine: f64, all: f64| if all > 0.0 { mine / all } else { 0.0 };
+    use super::share::part;
     part(now, all_now) - part(was, all_was) >= 0.05
 }
 

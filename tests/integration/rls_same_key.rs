@@ -8,30 +8,22 @@ use crate::support::*;
 #[tokio::test]
 async fn descriptors_of_one_key_are_told_the_wait_for_all_of_them() {
     let (_up, _gw, mut rls) = start("ok").await;
+    // `n` descriptors of tenant `t`, at the call's cost `hits`.
+    let call = |t: &str, n: usize, hits: u32| RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![tenant(t); n],
+        hits_addend: hits,
+    };
     // The same key twice, 2 + 2 of a burst of 3: each fits alone, together never (the
     // call is all or nothing). It was told to wait 20 s, and again after that.
-    let twice = RlsRequest {
-        domain: "edge".into(),
-        descriptors: vec![tenant("c"), tenant("c")],
-        hits_addend: 2,
-    };
-    let twice = rls.call(twice).await.expect("answered");
+    let twice = rls.call(call("c", 2, 2)).await.expect("answered");
     assert_eq!(twice.overall_code, OVER_LIMIT);
     assert_eq!(twice.header("retry-after"), None);
     // 1 + 1 on a drained key (3 a minute): the call waits until the key holds both, 40 s,
     // not the 20 s one of them needs (it was told 20, and refused again then).
-    let drain = RlsRequest {
-        domain: "edge".into(),
-        descriptors: vec![tenant("d")],
-        hits_addend: 3,
-    };
-    assert_eq!(rls.call(drain).await.expect("answered").codes(), [(OK, 0)]);
-    let both = RlsRequest {
-        domain: "edge".into(),
-        descriptors: vec![tenant("d"), tenant("d")],
-        hits_addend: 1,
-    };
-    let both = rls.call(both).await.expect("answered");
+    let drain = rls.call(call("d", 1, 3)).await.expect("answered");
+    assert_eq!(drain.codes(), [(OK, 0)]);
+    let both = rls.call(call("d", 2, 1)).await.expect("answered");
     assert_eq!(both.overall_code, OVER_LIMIT);
     assert_eq!(both.header("retry-after"), Some("40"));
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::tunnel_metered::{download, read_head, tunnel_route, tunnel_upstream, After};
+use super::tunnel_metered::{download, open_with, tunnel_route, tunnel_upstream, After};
 use crate::support::*;
 
 /// A gateway with a `/t` route whose tunnels are paid by `response_bytes` (`burst` KiB,
@@ -32,15 +32,7 @@ fn gateway(up: SocketAddr, burst: u64, access_log: &str) -> (tempfile::TempDir, 
 
 /// Opens a tunnel named `request_id`; the socket and the bytes that came after the 101.
 async fn open_named(addr: SocketAddr, request_id: &str) -> (TcpStream, u64) {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    let handshake = format!("GET /t HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nx-request-id: {request_id}\r\n\r\n");
-    s.write_all(handshake.as_bytes()).await.expect("handshake");
-    let (head, rest) = tokio::time::timeout(Duration::from_secs(30), read_head(&mut s))
-        .await
-        .expect("an answer in time")
-        .expect("an answer");
-    assert_eq!(raw_status(&head), 101, "{head}");
-    (s, rest.len() as u64)
+    open_with(addr, &format!("x-request-id: {request_id}\r\n")).await
 }
 
 /// The tunnels' lines so far.

@@ -78,7 +78,7 @@ pub(super) async fn tunnel_upstream(after: After) -> (SocketAddr, Sunk) {
 
 /// Reads an HTTP/1 head; `None` when the peer closed first. What follows it is kept
 /// out of it: the caller counts it.
-pub(super) async fn read_head(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+async fn read_head(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut read = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -94,8 +94,13 @@ pub(super) async fn read_head(s: &mut TcpStream) -> Option<(String, Vec<u8>)> {
 /// Opens a tunnel through the gateway at `addr`; returns the socket and the bytes that
 /// came after the `101`.
 async fn open(addr: SocketAddr) -> (TcpStream, u64) {
+    open_with(addr, "").await
+}
+
+/// [`open`], the handshake carrying the header lines `extra` (each ending in CRLF).
+pub(super) async fn open_with(addr: SocketAddr, extra: &str) -> (TcpStream, u64) {
     let mut s = TcpStream::connect(addr).await.expect("connect");
-    let handshake = "GET /t HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    let handshake = format!("GET /t HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{extra}\r\n");
     s.write_all(handshake.as_bytes()).await.expect("handshake");
     let (head, rest) = tokio::time::timeout(Duration::from_secs(30), read_head(&mut s))
         .await
