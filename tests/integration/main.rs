@@ -130,6 +130,7 @@ mod top_adversarial;
 mod tunnel_bytes;
 mod tunnel_log;
 mod tunnel_metered;
+mod tunnel_raw;
 mod upload_after_answer;
 mod upstream_http2;
 mod upstream_http2_life;

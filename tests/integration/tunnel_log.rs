@@ -10,7 +10,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::tunnel_metered::{download, open_with, tunnel_route, tunnel_upstream, After};
+use super::tunnel_metered::{download, tunnel_route};
+use super::tunnel_raw::{open_with, tunnel_upstream, After};
 use crate::support::*;
 
 /// A gateway with a `/t` route whose tunnels are paid by `response_bytes` (`burst` KiB,
