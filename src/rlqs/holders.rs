@@ -23,6 +23,9 @@ struct Holder {
     /// The tokens its buckets of the key were last told to hold at most: what it may
     /// still admit of what the key has free (its spending since is not reported yet).
     told: u64,
+    /// Its part of the key's demand when its share was last sized (0 to 1): what it
+    /// keeps until it is sized again, whatever the others ask since.
+    sized_part: f64,
 }
 
 /// Every key's holders; a key's list is short (the Envoys that route its traffic).
@@ -105,14 +108,22 @@ impl Tracked {
     }
 }
 
-/// Whether a holder's part of a key's demand, `(mine, all)` before and after, grew by a
-/// twentieth of the key or more: the others' shares then shrink by as much. Smaller moves
-/// (demand moves a little at every report) re-size at the others' next reports, not a
-/// push to each.
-fn grew_by_a_twentieth((was, all_was): (f64, f64), (now, all_now): (f64, f64)) -> bool {
+/// What the holders of a key other than `stream` keep above their parts of its demand
+/// now, together (0 to 1 of the key): each keeps the share it was last sized at until it
+/// is sized again, so while they keep more, the key refills at its rate plus this part
+/// of it (two Envoys told 9/s each of 10/s).
+fn others_excess(holders: &[Holder], stream: StreamId, all: f64) -> f64 {
     use super::share::part;
-    part(now, all_now) - part(was, all_was) >= 0.05
+    (holders.iter())
+        .filter(|h| h.stream != stream && h.nudge.is_some())
+        .map(|h| (h.sized_part - part(h.demand, all)).max(0.0))
+        .sum()
 }
+
+/// The excess above which the others are pushed their new shares at once: smaller moves
+/// (demand moves a little at every report) re-size at the others' next reports, not a
+/// push to each; however small the steps, the excess adds up across reports.
+const PUSH_EXCESS: f64 = 0.05;
 
 /// One holder's place in a key's split.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -151,9 +162,10 @@ impl Holders {
     }
 
     /// Records `stream`'s demand for `key` (holding its share until `expires_ns`) and
-    /// returns its weight among the key's holders now. When it is new to the key, or its
-    /// part of the key's demand grew by a twentieth of the key or more, the other live
-    /// holders are nudged to re-size their shares at once.
+    /// returns its weight among the key's holders now. When it is new to the key, the
+    /// other live holders are nudged to re-size their shares at once; otherwise those
+    /// whose parts shrank are, once the others together keep a twentieth of the key or
+    /// more above their parts (see [`others_excess`]).
     pub fn hold(
         &self,
         key: &str,
@@ -161,50 +173,52 @@ impl Holders {
         demand: f64,
         (now, expires_ns): (u64, u64),
     ) -> Weight {
+        use super::share::part;
         let mut keys = self.keys.lock();
         self.sweep(&mut keys, now);
         let holders = keys.entry(key.to_owned()).or_default();
         holders.retain(|h| h.nudge.is_some() || h.expires_ns > now);
-        let all_before: f64 = holders.iter().map(|h| h.demand).sum();
-        let mut joined = false;
-        let mut grew = false;
-        match holders.iter_mut().find(|h| h.stream == stream) {
+        let joined = match holders.iter_mut().find(|h| h.stream == stream) {
             Some(h) => {
-                // Its part of the key's demand grew: the others' shares shrink, and
-                // until they are told, the key refills at its rate plus what they keep
-                // above their new shares (two Envoys told 9/s each of 10/s).
-                let all_now = all_before - h.demand + demand;
-                grew = grew_by_a_twentieth((h.demand, all_before), (demand, all_now));
                 h.demand = demand;
                 h.expires_ns = expires_ns;
+                false
             }
             None => {
-                joined = true;
                 holders.push(Holder {
                     stream,
                     demand,
                     expires_ns,
                     nudge: Some(nudge.clone()),
                     told: 0,
+                    sized_part: 1.0,
                 });
+                true
             }
-        }
-        if joined || grew {
+        };
+        let all: f64 = holders.iter().map(|h| h.demand).sum();
+        // A newcomer starts with none of the others' tokens counted: they shrink at once.
+        if joined || others_excess(holders, stream, all) >= PUSH_EXCESS {
             for other in holders.iter().filter(|h| h.stream != stream) {
-                if let Some(n) = &other.nudge {
+                let shrank = part(other.demand, all) < other.sized_part;
+                if let (Some(n), true) = (&other.nudge, joined || shrank) {
                     // A full queue already has work queued for that stream.
                     let _ = n.try_send(key.to_owned());
                 }
             }
         }
+        let others_told = if joined {
+            0
+        } else {
+            others_told(holders, stream)
+        };
+        if let Some(h) = holders.iter_mut().find(|h| h.stream == stream) {
+            h.sized_part = part(demand, all);
+        }
         Weight {
             mine: demand,
-            all: holders.iter().map(|h| h.demand).sum(),
-            others_told: if joined {
-                0
-            } else {
-                others_told(holders, stream)
-            },
+            all,
+            others_told,
         }
     }
 
@@ -218,16 +232,20 @@ impl Holders {
         holder.map_or(0, |h| std::mem::replace(&mut h.told, tokens))
     }
 
-    /// `stream`'s weight for `key` as things stand (for a nudged re-size).
+    /// `stream`'s weight for `key` as things stand (for a nudged re-size), its share
+    /// sized at it.
     pub fn weight(&self, key: &str, stream: StreamId, now: u64) -> Option<Weight> {
         let mut keys = self.keys.lock();
         let holders = keys.get_mut(key)?;
         holders.retain(|h| h.nudge.is_some() || h.expires_ns > now);
-        let mine = holders.iter().find(|h| h.stream == stream)?.demand;
+        let all: f64 = holders.iter().map(|h| h.demand).sum();
+        let others_told = others_told(holders, stream);
+        let holder = holders.iter_mut().find(|h| h.stream == stream)?;
+        holder.sized_part = super::share::part(holder.demand, all);
         Some(Weight {
-            mine,
-            all: holders.iter().map(|h| h.demand).sum(),
-            others_told: others_told(holders, stream),
+            mine: holder.demand,
+            all,
+            others_told,
         })
     }
 

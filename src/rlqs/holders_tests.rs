@@ -112,6 +112,8 @@ fn a_holder_whose_part_grows_nudges_the_others() {
     let a = holders.hold("k", (1, &a_tx), 28.0, (1, 11));
     assert_eq!((a.mine, a.all), (28.0, 29.0));
     assert_eq!(b_rx.try_recv().ok().as_deref(), Some("k"), "b shrinks now");
+    // b re-sizes (its stream does, pushed), at 1 of 29.
+    holders.hold("k", (2, &b_tx), 1.0, (1, 11));
     // The same again, a little less, and b a little more: no push.
     holders.hold("k", (1, &a_tx), 27.0, (2, 12));
     holders.hold("k", (2, &b_tx), 1.05, (2, 12));
@@ -122,4 +124,30 @@ fn a_holder_whose_part_grows_nudges_the_others() {
     assert!(a_rx.try_recv().is_err());
     holders.hold("k", (2, &b_tx), 5.0, (3, 13));
     assert_eq!(a_rx.try_recv().ok().as_deref(), Some("k"));
+}
+
+/// Steps each under a twentieth add up: the others are pushed once together they keep a
+/// twentieth of the key above their parts (a re-attack saw 11/s handed out on a 10/s key
+/// while one Envoy's demand grew a little at every report).
+#[test]
+fn small_steps_of_growth_push_the_others_once_they_add_up() {
+    let holders = Holders::default();
+    let (a_tx, mut a_rx) = mpsc::channel(4);
+    let (b_tx, mut b_rx) = mpsc::channel(4);
+    holders.hold("k", (1, &a_tx), 27.0, (0, 10));
+    holders.hold("k", (2, &b_tx), 1.0, (0, 10));
+    assert_eq!(a_rx.try_recv().ok().as_deref(), Some("k"), "b joined");
+    // a is sized at 27 of 28.
+    holders.hold("k", (1, &a_tx), 27.0, (1, 11));
+    assert!(b_rx.try_recv().is_err(), "a's part did not grow");
+    // b: 1 → 2 (a keeps 27/28 where its part is 27/29: 0.033 over): no push.
+    holders.hold("k", (2, &b_tx), 2.0, (2, 12));
+    assert!(a_rx.try_recv().is_err());
+    // b: 2 → 3, a step of 0.031 of the key like the last; a keeps 0.064 over: pushed.
+    holders.hold("k", (2, &b_tx), 3.0, (3, 13));
+    assert_eq!(a_rx.try_recv().ok().as_deref(), Some("k"));
+    // a re-sizes at 27 of 30; b's next step (to 4) leaves it 0.029 over: no push.
+    holders.hold("k", (1, &a_tx), 27.0, (4, 14));
+    holders.hold("k", (2, &b_tx), 4.0, (4, 14));
+    assert!(a_rx.try_recv().is_err() && b_rx.try_recv().is_err());
 }
