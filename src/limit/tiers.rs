@@ -300,6 +300,10 @@ pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
     verdict.admitted = verdict.first_denier.is_none();
     if !verdict.admitted {
         roll_back(table, &verdict.outcomes, tiers, now);
+        // A key can repeat only among two tiers or more.
+        if tiers.len() > 1 {
+            shared::read_before_the_request(&mut verdict.outcomes);
+        }
     }
     summarize(verdict, tiers, now);
     // A key can repeat only among two tiers or more: a refusal of one costs no call.

@@ -122,3 +122,43 @@ async fn a_refusal_from_redis_describes_every_tier() {
     assert!(items.starts_with("\"tenant\";r=9;"), "{items}");
     assert!(items.contains("\"strict\";r=0;"), "{items}");
 }
+
+/// A key source that gives one value twice is one tier of that key (its values are
+/// distinct), so a refusal by another tier shows the key untouched, not one charge down
+/// as a rate limit service call naming one key twice once did (`rls_same_key`): on memory
+/// and on Redis, over HTTP/1.1 and HTTP/2.
+#[tokio::test]
+async fn a_refusal_shows_a_key_given_twice_untouched() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let url = format!("\"{}\"", redis.url());
+    let policies = |f: Fixture| {
+        f.policy("tenant", "header:x-tenant-id", 1, "1h", 10)
+            .policy("strict", "header:x-strict", 1, "1h", 1)
+    };
+    let memory = policies(Fixture::new())
+        .route("api", "/", "api", &["tenant", "strict"])
+        .build();
+    let on_redis = policies(on_redis(&url, "deny", &["tenant", "strict"])).build();
+    for toml in [memory, on_redis] {
+        let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+        for (client, key) in [(http1(), "one"), (http2(), "two")] {
+            let strict = [("x-strict", key)];
+            assert_eq!(
+                send(&client, "GET", &gw.url("/"), &strict, b"")
+                    .await
+                    .status,
+                200
+            );
+            let twice = [
+                ("x-tenant-id", key),
+                ("x-tenant-id", key),
+                ("x-strict", key),
+            ];
+            let denied = send(&client, "GET", &gw.url("/"), &twice, b"").await;
+            assert_eq!(denied.status, 429);
+            let items = denied.header("ratelimit").expect("RateLimit").to_owned();
+            assert!(items.starts_with("\"tenant\";r=10;t=0, "), "{items}");
+        }
+    }
+}

@@ -27,3 +27,23 @@ async fn descriptors_of_one_key_are_told_the_wait_for_all_of_them() {
     assert_eq!(both.overall_code, OVER_LIMIT);
     assert_eq!(both.header("retry-after"), Some("40"));
 }
+
+/// A refused call charges nothing, so each of its descriptors is shown as the call found
+/// its key: two of one key before the refusing one both say what the key holds (the
+/// second said one less, the first's charge undone).
+#[tokio::test]
+async fn a_refused_calls_descriptors_of_one_key_each_show_the_key_untouched() {
+    let (_up, _gw, mut rls) = start("ok").await;
+    let search = descriptor(&[("tenant", "e"), ("path", "/v1/search")]);
+    let first = rls.ask("edge", vec![search.clone()]).await;
+    assert_eq!(first.codes(), [(OK, 0)]);
+    let refused = rls
+        .ask("edge", vec![tenant("e"), tenant("e"), search])
+        .await;
+    assert_eq!(refused.overall_code, OVER_LIMIT);
+    assert_eq!(refused.codes(), [(OK, 3), (OK, 3), (OVER_LIMIT, 0)]);
+    assert_eq!(
+        refused.header("ratelimit").map(str::to_owned),
+        Some("\"tenant\";r=3;t=0, \"tenant\";r=3;t=0, \"search\";r=0;t=60".to_owned())
+    );
+}

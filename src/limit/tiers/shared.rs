@@ -3,8 +3,25 @@
 
 use super::{Tier, TierOutcome, Verdict};
 
+/// On a denial, every tier as the request found its key: a tier whose key an earlier tier
+/// shares read it after that tier's charge, which the denial undid. Each then reads the
+/// TAT the key's first tier read (same key, same policy, same reading of it), so what a
+/// refusal reports of it (the `RateLimit` lists, an RLS call's statuses, the Redis
+/// refusal cache) is the key untouched, not one charge down for each earlier tier.
+#[cold]
+#[inline(never)]
+pub(super) fn read_before_the_request(outcomes: &mut [TierOutcome]) {
+    for i in 1..outcomes.len() {
+        let key = outcomes[i].key;
+        if let Some(first) = outcomes[..i].iter().find(|o| o.key == key) {
+            outcomes[i].prior_tat = first.prior_tat;
+        }
+    }
+}
+
 /// A denied request's wait where several of its enforcing tiers share a key (an RLS
-/// call naming one descriptor twice, a key source giving one value twice): they are
+/// call naming one descriptor twice; a proxied request's key sources give distinct
+/// values): they are
 /// charged together or not at all, so the request waits until the key holds all of them
 /// at once — from the key's TAT before the request, their costs summed — not until it
 /// holds the one that denied (5 + 5 on a drained key of 10 a minute waits 60 s, not 30).
@@ -24,7 +41,7 @@ pub(super) fn wait_for_shared_keys<D: AsRef<Tier>>(
             continue;
         }
         let same = |(t, o): &(&Tier, &TierOutcome)| shared(t, o) && o.key == outcome.key;
-        // Each key once, from its first tier (whose TAT read is the key's before the request).
+        // Each key once, from its first tier.
         if pairs().take(i).any(|p| same(&p)) || pairs().filter(same).nth(1).is_none() {
             continue;
         }

@@ -120,11 +120,15 @@ fn a_verdict_filled_in_place_forgets_the_one_before() {
     assert!(!verdict.outcomes().is_empty());
 }
 
-/// A verdict's summary as its definition reads, from its outcomes alone: on admission the
-/// enforcing tiers' fewest remaining (the first such tier reported) and longest hold; on
-/// denial their remaining as before the request and longest wait (the first denying tier
-/// with it reported).
-fn summary_by_definition(v: &Verdict, tiers: &[Tier], cost: u64) -> (u64, u64, u64, Option<usize>) {
+/// A verdict's summary as its definition reads, from its outcomes and the tiers' TATs
+/// before the request (`before`, by tier): on admission the enforcing tiers' fewest
+/// remaining (the first such tier reported) and longest hold; on denial their remaining
+/// as before the request and longest wait (the first denying tier with it reported).
+fn summary_by_definition(
+    v: &Verdict,
+    (tiers, before): (&[Tier], &[u64]),
+    cost: u64,
+) -> (u64, u64, u64, Option<usize>) {
     let enforcing = || {
         v.outcomes()
             .iter()
@@ -132,17 +136,17 @@ fn summary_by_definition(v: &Verdict, tiers: &[Tier], cost: u64) -> (u64, u64, u
             .enumerate()
             .filter(|(_, (o, _))| o.mode == Mode::Enforce)
     };
-    let remaining = |o: &TierOutcome, t: &Tier| match v.admitted {
+    let remaining = |i: usize, o: &TierOutcome, t: &Tier| match v.admitted {
         true => o.decision.remaining,
-        false => t.quota.remaining(o.prior_tat, v.now),
+        false => t.quota.remaining(before[i], v.now),
     };
-    let least = enforcing().map(|(_, (o, t))| remaining(o, t)).min();
+    let least = enforcing().map(|(i, (o, t))| remaining(i, o, t)).min();
     let (mut delay, mut wait, mut reporting) = (0, 0, None::<(usize, u64)>);
     for (i, (o, t)) in enforcing() {
         if v.admitted {
             delay = delay.max(o.decision.delay_ns);
-            if reporting.is_none_or(|(_, r)| remaining(o, t) < r) {
-                reporting = Some((i, remaining(o, t)));
+            if reporting.is_none_or(|(_, r)| remaining(i, o, t) < r) {
+                reporting = Some((i, remaining(i, o, t)));
             }
         } else {
             wait = wait.max(o.decision.wait_ns);
@@ -152,7 +156,7 @@ fn summary_by_definition(v: &Verdict, tiers: &[Tier], cost: u64) -> (u64, u64, u
         }
     }
     if !v.admitted {
-        wait = wait.max(shared_keys_wait(v, tiers, cost));
+        wait = wait.max(shared_keys_wait(v, (tiers, before), cost));
     }
     let least = least.unwrap_or(u64::MAX);
     (least, delay, wait, reporting.map(|(i, _)| i))
@@ -161,19 +165,23 @@ fn summary_by_definition(v: &Verdict, tiers: &[Tier], cost: u64) -> (u64, u64, u
 /// On denial, the enforcing tiers of one key (the same limit) charged together: from the
 /// key's TAT before the request, all their costs at once within the burst and hold; no
 /// wait when no wait would do (the front door's).
-fn shared_keys_wait(v: &Verdict, tiers: &[Tier], cost: u64) -> u64 {
-    let enforcing: Vec<(&TierOutcome, &Tier)> = (v.outcomes().iter().zip(tiers))
-        .filter(|(o, _)| o.mode == Mode::Enforce)
+fn shared_keys_wait(v: &Verdict, (tiers, before): (&[Tier], &[u64]), cost: u64) -> u64 {
+    let enforcing: Vec<(&TierOutcome, &Tier, u64)> = (v.outcomes().iter().zip(tiers))
+        .zip(before)
+        .filter(|((o, _), _)| o.mode == Mode::Enforce)
+        .map(|((o, t), &tat)| (o, t, tat))
         .collect();
     let mut wait = 0;
-    for (i, &(first, tier)) in enforcing.iter().enumerate() {
-        // The key's first tier read its TAT before the request.
-        if enforcing[..i].iter().any(|(o, _)| o.key == first.key) {
+    for (i, &(first, tier, tat)) in enforcing.iter().enumerate() {
+        if enforcing[..i].iter().any(|(o, ..)| o.key == first.key) {
             continue;
         }
-        let group = enforcing.iter().filter(|(o, _)| o.key == first.key).count() as u64;
+        let group = enforcing
+            .iter()
+            .filter(|(o, ..)| o.key == first.key)
+            .count() as u64;
         let q = &tier.quota;
-        let ahead = first.prior_tat.max(v.now) + group * cost * q.interval_ns() - v.now;
+        let ahead = tat.max(v.now) + group * cost * q.interval_ns() - v.now;
         let allowance = q.tolerance_ns() + tier.max_delay_ns;
         if group > 1 && group * cost * q.interval_ns() <= allowance {
             wait = wait.max(ahead.saturating_sub(allowance));
@@ -207,8 +215,15 @@ proptest::proptest! {
         let mut now = 100 * S;
         for (gap_ms, cost) in steps {
             now += gap_ms * 1_000_000;
+            let before: Vec<u64> = tiers.iter().map(|t| table.peek(t.key)).collect();
             evaluate_into(&table, &tiers, now, cost, &mut verdict);
-            let (remaining, delay, wait, reporting) = summary_by_definition(&verdict, &tiers, cost);
+            let (remaining, delay, wait, reporting) =
+                summary_by_definition(&verdict, (&tiers, &before), cost);
+            if !verdict.admitted {
+                // A denial reports every tier as the request found its key.
+                let read: Vec<u64> = verdict.outcomes().iter().map(|o| o.prior_tat).collect();
+                proptest::prop_assert_eq!(read, before);
+            }
             proptest::prop_assert_eq!(verdict.remaining, remaining);
             proptest::prop_assert_eq!(verdict.delay_ns, delay);
             proptest::prop_assert_eq!(verdict.wait_ns, wait);
