@@ -3,7 +3,7 @@
 //! a request can be routed or keyed one way and forwarded another.
 
 use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
-use http::uri::{PathAndQuery, Uri};
+use http::uri::{PathAndQuery, Scheme, Uri};
 use http::Request;
 
 use super::hop::{hop_by_hop_bit, strip_hop_by_hop};
@@ -26,6 +26,11 @@ pub enum HeadError {
     /// upstream connection into a tunnel nobody reads, its answer lost and its cost unsettled.
     #[error("CONNECT is not supported")]
     Connect,
+    /// An absolute-form target, or HTTP/2's `:scheme`, naming a scheme other than `http`
+    /// or `https` (`GET ftp://host/x`): the gateway forwards HTTP only, and such a
+    /// request would otherwise be routed and sent on as an HTTP one.
+    #[error("only http and https requests are forwarded")]
+    Scheme,
 }
 
 impl HeadError {
@@ -35,6 +40,7 @@ impl HeadError {
             HeadError::Path(e) => e.code(),
             HeadError::Host(e) => e.code(),
             HeadError::Connect => "connect_not_supported",
+            HeadError::Scheme => "unsupported_scheme",
         }
     }
 }
@@ -113,6 +119,11 @@ pub fn normalize<B>(
     upper_case_method(req);
     if req.method() == http::Method::CONNECT {
         return Err(HeadError::Connect);
+    }
+    if let Some(scheme) = req.uri().scheme() {
+        if *scheme != Scheme::HTTP && *scheme != Scheme::HTTPS {
+            return Err(HeadError::Scheme);
+        }
     }
     let (new_host, found) = {
         let Scan { hosts, found } = Scan::of(req.headers());
@@ -241,6 +252,23 @@ mod tests {
             req.uri().path_and_query().map(|p| p.as_str()),
             Some("/a/b?x=1")
         );
+    }
+
+    #[test]
+    fn schemes_other_than_http_are_refused() {
+        let normalized = |uri: &str| {
+            let mut req = head(uri, Version::HTTP_11, &[("host", "api.example.com")]);
+            normalize(&mut req, (&PathRules::default(), &KeyHeaders::default())).map(|_| ())
+        };
+        for scheme in ["ftp", "wss", "ws", "file", "httpx"] {
+            assert_eq!(
+                normalized(&format!("{scheme}://h/x")),
+                Err(HeadError::Scheme)
+            );
+        }
+        for scheme in ["http", "https", "HTTPS", "Http"] {
+            assert_eq!(normalized(&format!("{scheme}://h/x")), Ok(()), "{scheme}");
+        }
     }
 
     #[test]

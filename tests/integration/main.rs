@@ -106,6 +106,7 @@ mod spellings_cookies;
 mod spellings_credentials;
 mod spellings_forwarded;
 mod spellings_keys;
+mod spellings_targets;
 mod spend;
 mod spend_keys;
 mod spend_limits;
