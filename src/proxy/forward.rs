@@ -221,6 +221,13 @@ fn open_tunnel(
     };
     let (settle, handle) = super::tunnel::TunnelSettle::new();
     resp.extensions_mut().insert(handle);
+    // One id names the 101's line and the tunnel's: made here when the client sent none
+    // (the 101's line, written later, reads it from the response).
+    let request_id = upgrade.request_id.clone().or_else(|| {
+        let made = super::access_log::MadeRequestId::make();
+        resp.extensions_mut().insert(made.clone());
+        Some(made.0)
+    });
     let tunnel = super::tunnel::Tunnel {
         client,
         upstream: hyper::upgrade::on(resp),
@@ -238,7 +245,7 @@ fn open_tunnel(
             clock: shared.clock.clone(),
             route: sent.route.name.as_str().into(),
             client: upgrade.client,
-            request_id: upgrade.request_id,
+            request_id,
             at_ns: shared.clock.now_ns(),
         },
     };

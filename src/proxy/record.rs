@@ -72,6 +72,13 @@ impl<'a> Record<'a> {
         }
     }
 
+    /// Names the access line `id` when the client named the request nothing.
+    pub fn name_if_unnamed(&mut self, id: &http::HeaderValue) {
+        if let Some(head) = &mut self.head {
+            head.request_id.get_or_insert_with(|| id.clone());
+        }
+    }
+
     /// The request was answered `status`: its line written and its response counted; its
     /// spans returned, to end with the response body.
     #[inline]

@@ -65,6 +65,12 @@ pub async fn handle(
             trace.answer = answer.clone();
         }
     }
+    if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+        // The tunnel's id, made for it: its 101's line names it too.
+        if let Some(made) = resp.extensions().get::<super::access_log::MadeRequestId>() {
+            record.name_if_unnamed(&made.0);
+        }
+    }
     // Logged and counted by what the gateway decided (a 429), sent as gRPC asks (a 200).
     // A sampled request's spans end with its response body.
     let spans = record.close(resp.status().as_u16());

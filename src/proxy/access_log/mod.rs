@@ -89,6 +89,20 @@ pub struct Head {
 /// The header a client (or a proxy before tollgate) names a request with.
 pub static X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
+/// A request id the gateway made for a request that carried none, before its access line
+/// was written: a tunnel's, so its `101` line and its closing line share it. Carried on
+/// the response.
+#[derive(Debug, Clone)]
+pub struct MadeRequestId(pub http::HeaderValue);
+
+impl MadeRequestId {
+    /// A fresh id, unique in this process.
+    pub fn make() -> Self {
+        let made = made_request_id();
+        Self(http::HeaderValue::from_str(&made).unwrap_or(http::HeaderValue::from_static("-")))
+    }
+}
+
 /// A line's request id when the client sent none: this process's prefix and a count, unique
 /// per process and cheap (made only for a line that is written).
 fn made_request_id() -> String {
