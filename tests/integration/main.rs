@@ -132,6 +132,7 @@ mod tunnel_bytes;
 mod tunnel_log;
 mod tunnel_metered;
 mod tunnel_raw;
+mod tunnel_store_calls;
 mod upload_after_answer;
 mod upstream_http2;
 mod upstream_http2_life;

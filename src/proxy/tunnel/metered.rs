@@ -133,13 +133,23 @@ impl Meter {
     {
         let mut buf = vec![0u8; read];
         let mut paused = Duration::ZERO;
+        let mut next_call_at = None;
         loop {
+            // A way that just called the store reads again only after a gap, and then
+            // whatever came meanwhile: a tunnel draws no units ahead of its bytes, so a
+            // client writing a byte at a time made one Redis call each (Redis working
+            // for a byte of budget a call).
+            if let Some(at) = next_call_at.take() {
+                tokio::time::sleep_until(at).await;
+            }
             let n = from.read(&mut buf).await.map_err(|_| Stop::Closed)?;
             if n == 0 {
                 let _already_closed = to.shutdown().await;
                 return Ok(());
             }
-            self.pay(way, n as u64, &mut paused).await?;
+            if self.pay(way, n as u64, &mut paused).await? {
+                next_call_at = Some(tokio::time::Instant::now() + STORE_CALL_GAP);
+            }
             // Paid for: counted as passed before the write, which may not finish (the
             // other way closing the tunnel drops it part-way).
             self.passed(way, n as u64);
@@ -148,18 +158,21 @@ impl Meter {
         }
     }
 
-    /// Waits until every tier has paid for `n` more bytes `way`, or says which closes
-    /// the tunnel. `paused`: how long this way has waited for its keys, in a row.
-    async fn pay(&self, way: Way, n: u64, paused: &mut Duration) -> Result<(), Stop> {
+    /// Waits until every tier has paid for `n` more bytes `way` (`true`: it called the
+    /// store), or says which closes the tunnel. `paused`: how long this way has waited
+    /// for its keys, in a row.
+    async fn pay(&self, way: Way, n: u64, paused: &mut Duration) -> Result<bool, Stop> {
         let mut cover = self.0.lock().cover(way, n);
+        let mut called = false;
         loop {
             cover = match cover {
                 Cover::Paid => {
                     *paused = Duration::ZERO;
-                    return Ok(());
+                    return Ok(called);
                 }
                 Cover::Cut(cut) => return Err(Stop::Cut(cut)),
                 Cover::Call(call) => {
+                    called = true;
                     let (i, answer) = call.await;
                     self.drew(i, answer, way, n)
                 }
@@ -196,6 +209,12 @@ impl Meter {
         }
     }
 }
+
+/// The least time between two store calls of one way of a tunnel: at most 100 a second,
+/// whatever the client's writes, for at most this much added to a byte's way through a
+/// tunnel whose keys Redis holds (on the memory store a draw is no call, and no way
+/// waits).
+const STORE_CALL_GAP: Duration = Duration::from_millis(10);
 
 /// Why one way stopped before its end.
 enum Stop {
