@@ -302,7 +302,7 @@ pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
         roll_back(table, &verdict.outcomes, tiers, now);
         // A key can repeat only among two tiers or more.
         if tiers.len() > 1 {
-            shared::read_before_the_request(&mut verdict.outcomes);
+            shared::read_before_the_request(&mut verdict.outcomes, tiers, now);
         }
     }
     summarize(verdict, tiers, now);

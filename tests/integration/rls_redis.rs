@@ -125,6 +125,20 @@ async fn a_call_of_three_descriptors_is_one_script_call_and_a_refusal_moves_noth
         )
         .await;
     assert_eq!(tenant.codes(), [(OK, 8), (OK, 98)]);
+    // One key twice before the refusing one: both show it untouched, from Redis's answer
+    // and from what the gateway remembers of the refusal alike (the second showed one
+    // less, and the refusal cache kept that).
+    let twice = || {
+        vec![
+            descriptor(&[("tenant", "acme")]),
+            descriptor(&[("tenant", "acme")]),
+            descriptor(&[("tenant", "acme"), ("path", "/v1/search")]),
+        ]
+    };
+    for _ in 0..3 {
+        let refused = rls.ask("edge", twice()).await;
+        assert_eq!(refused.codes(), [(OK, 8), (OK, 8), (OVER_LIMIT, 0)]);
+    }
 }
 
 #[tokio::test]

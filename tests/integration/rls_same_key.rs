@@ -46,4 +46,18 @@ async fn a_refused_calls_descriptors_of_one_key_each_show_the_key_untouched() {
         refused.header("ratelimit").map(str::to_owned),
         Some("\"tenant\";r=3;t=0, \"tenant\";r=3;t=0, \"search\";r=0;t=60".to_owned())
     );
+    // The key itself refusing (2 asked, 1 left of 3 a minute): both descriptors are the
+    // key with 1 left, whole again in 40 s (the refusing one said 60, from the charge).
+    let drain = rls.call(RlsRequest {
+        domain: "edge".into(),
+        descriptors: vec![tenant("f")],
+        hits_addend: 2,
+    });
+    assert_eq!(drain.await.expect("answered").codes(), [(OK, 1)]);
+    let both = rls.ask("edge", vec![tenant("f"), tenant("f")]).await;
+    assert_eq!(both.codes(), [(OK, 1), (OVER_LIMIT, 0)]);
+    let resets: Vec<i64> = (both.statuses.iter())
+        .map(|s| s.duration_until_reset.expect("reset").seconds)
+        .collect();
+    assert_eq!(resets, [40, 40]);
 }

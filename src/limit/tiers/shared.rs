@@ -5,25 +5,45 @@ use super::{Tier, TierOutcome, Verdict};
 
 /// On a denial, every tier as the request found its key: a tier whose key an earlier tier
 /// shares read it after that tier's charge, which the denial undid. Each then reads the
-/// TAT the key's first tier read (same key, same policy, same reading of it), so what a
-/// refusal reports of it (the `RateLimit` lists, an RLS call's statuses, the Redis
-/// refusal cache) is the key untouched, not one charge down for each earlier tier.
+/// TAT the key's first tier read (same key, same policy, same reading of it), and a
+/// denying one's own numbers (its TAT, what is left, until it is whole) are of that TAT
+/// too, so what a refusal reports of the key (the `RateLimit` lists, an RLS call's
+/// statuses, the Redis refusal cache) is the key untouched, not a charge down for each
+/// earlier tier. Its wait stays its own: [`wait_for_shared_keys`] sets the request's.
 #[cold]
 #[inline(never)]
-pub(super) fn read_before_the_request(outcomes: &mut [TierOutcome]) {
-    for i in 1..outcomes.len() {
+pub(super) fn read_before_the_request<D: AsRef<Tier>>(
+    outcomes: &mut [TierOutcome],
+    tiers: &[D],
+    now: u64,
+) {
+    for i in 1..outcomes.len().min(tiers.len()) {
         let key = outcomes[i].key;
-        if let Some(first) = outcomes[..i].iter().find(|o| o.key == key) {
-            outcomes[i].prior_tat = first.prior_tat;
+        let Some(prior) = outcomes[..i]
+            .iter()
+            .find(|o| o.key == key)
+            .map(|o| o.prior_tat)
+        else {
+            continue;
+        };
+        let (outcome, tier) = (&mut outcomes[i], tiers[i].as_ref());
+        outcome.prior_tat = prior;
+        let d = &mut outcome.decision;
+        if !d.admitted {
+            d.tat = prior;
+            d.remaining = tier.quota.remaining(prior, tier.basis(now));
+            // A calendar quota's denial is whole again at its reset, whatever its TAT.
+            if tier.window.is_none() {
+                d.until_idle_ns = prior.saturating_sub(now);
+            }
         }
     }
 }
 
-/// A denied request's wait where several of its enforcing tiers share a key (an RLS
-/// call naming one descriptor twice; a proxied request's key sources give distinct
-/// values): they are
-/// charged together or not at all, so the request waits until the key holds all of them
-/// at once — from the key's TAT before the request, their costs summed — not until it
+/// A denied request's wait where several of its enforcing tiers share a key (an RLS call
+/// naming one descriptor twice; a proxied request's key sources give distinct values, so
+/// its tiers never do): they are charged together or not at all, so the request waits
+/// until the key holds all of them at once — from the key's TAT before the request, their costs summed — not until it
 /// holds the one that denied (5 + 5 on a drained key of 10 a minute waits 60 s, not 30).
 /// Off the admitted path, and a loop only where a key repeats.
 #[cold]

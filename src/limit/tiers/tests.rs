@@ -220,9 +220,16 @@ proptest::proptest! {
             let (remaining, delay, wait, reporting) =
                 summary_by_definition(&verdict, (&tiers, &before), cost);
             if !verdict.admitted {
-                // A denial reports every tier as the request found its key.
+                // A denial reports every tier as the request found its key, a denying
+                // tier's own numbers too.
                 let read: Vec<u64> = verdict.outcomes().iter().map(|o| o.prior_tat).collect();
-                proptest::prop_assert_eq!(read, before);
+                proptest::prop_assert_eq!(&read, &before);
+                for ((o, t), tat) in verdict.outcomes().iter().zip(&tiers).zip(&before) {
+                    if !o.decision.admitted {
+                        proptest::prop_assert_eq!(o.decision.until_idle_ns, tat.saturating_sub(now));
+                        proptest::prop_assert_eq!(o.decision.remaining, t.quota.remaining(*tat, now));
+                    }
+                }
             }
             proptest::prop_assert_eq!(verdict.remaining, remaining);
             proptest::prop_assert_eq!(verdict.delay_ns, delay);

@@ -223,6 +223,11 @@ impl RefusalCache {
             Some((tat, at_limit))
         };
         if !(0..outcomes.len()).any(|i| matches!(state(i), Some((_, true)))) {
+            // Nothing to refuse here; but a key already remembered (beside another at
+            // its limit) moved: a refusal served here describes it, as Redis now has it.
+            if verdict.admitted {
+                self.refresh_remembered(tiers, outcomes.len(), (state, now));
+            }
             return;
         }
         for (i, tier) in tiers
@@ -250,6 +255,24 @@ impl RefusalCache {
             } else {
                 self.remember_beside(tier.key, tat, until);
             }
+        }
+    }
+
+    /// Rewrites the remembered TATs of the first `decided` of `tiers` to what `state`
+    /// says an admission left them (a lookup a tier, a write only for a key remembered).
+    fn refresh_remembered(
+        &self,
+        tiers: &[RateTier],
+        decided: usize,
+        (state, now): (impl Fn(usize) -> Option<(u64, bool)>, u64),
+    ) {
+        for (i, tier) in tiers.iter().enumerate().take(decided) {
+            let key = tier.tier.key;
+            let Some((tat, _)) = state(i).filter(|_| self.tat(key, now).is_some()) else {
+                continue;
+            };
+            let until = self.slot(key).until.load(Ordering::Acquire);
+            self.remember_beside(key, now.saturating_add(tat.saturating_sub(BASE)), until);
         }
     }
 

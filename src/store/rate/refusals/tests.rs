@@ -74,6 +74,35 @@ fn a_refusal_given_here_describes_the_other_tiers_as_redis_left_them() {
     assert_eq!(left, 8, "as Redis left it, not as an idle key");
 }
 
+/// A key remembered beside a refusing one, then moved by an admission of its own through
+/// Redis: a refusal served here describes it as the admission left it, not as the
+/// refusal found it (a rate limit service call told 9 left where 8 were).
+#[test]
+fn an_admission_keeps_a_key_remembered_beside_a_refusal_current() {
+    let cache = RefusalCache::default();
+    let mut roomy = tier(40);
+    roomy.tier.quota = Quota::new(1, S, 10).expect("quota");
+    let tiers = [roomy, tier(41)];
+    let now = 100 * S;
+    // Tier 41 takes its last unit: both remembered, the roomy one 2 of 10 spent.
+    let table = SnapshotTable::default();
+    table.insert(40, S);
+    table.insert(41, S);
+    cache.record(&tiers, &evaluate(&table, &tiers, BASE, 1), now);
+    // The roomy tier alone is admitted through Redis: 3 spent.
+    table.insert(40, 2 * S);
+    let alone = evaluate(&table, &tiers[..1], BASE, 1);
+    assert!(alone.admitted);
+    cache.record(&tiers[..1], &alone, now);
+    let refused = cache.refuse(&tiers, now, 1).expect("refused here");
+    let left = tiers[0]
+        .tier
+        .quota
+        .remaining(refused.outcomes()[0].prior_tat, refused.now);
+    assert_eq!(left, 7, "as the last admission left it");
+    assert!(!cache.known(&tiers[..1], now), "still only beside");
+}
+
 #[test]
 fn admissions_with_room_and_tiers_served_from_slices_are_not_remembered() {
     let cache = RefusalCache::default();
