@@ -135,10 +135,12 @@ impl Meter {
         let mut paused = Duration::ZERO;
         let mut next_call_at = None;
         loop {
-            // A way that just called the store reads again only after a gap, and then
-            // whatever came meanwhile: a tunnel draws no units ahead of its bytes, so a
-            // client writing a byte at a time made one Redis call each (Redis working
-            // for a byte of budget a call).
+            // A way whose last short read called the store reads again only after a
+            // gap, and then whatever came meanwhile: a tunnel draws no units ahead of its
+            // bytes, so a client writing a byte at a time made one Redis call each
+            // (Redis working for a byte of budget a call). A full read is a backlog, not
+            // a trickle: it reads on at once (a gap after each would cap a bulk tunnel
+            // at a buffer per gap).
             if let Some(at) = next_call_at.take() {
                 tokio::time::sleep_until(at).await;
             }
@@ -147,7 +149,8 @@ impl Meter {
                 let _already_closed = to.shutdown().await;
                 return Ok(());
             }
-            if self.pay(way, n as u64, &mut paused).await? {
+            let called = self.pay(way, n as u64, &mut paused).await?;
+            if paces(called, n, buf.len()) {
                 next_call_at = Some(tokio::time::Instant::now() + STORE_CALL_GAP);
             }
             // Paid for: counted as passed before the write, which may not finish (the
@@ -210,11 +213,19 @@ impl Meter {
     }
 }
 
-/// The least time between two store calls of one way of a tunnel: at most 100 a second,
-/// whatever the client's writes, for at most this much added to a byte's way through a
+/// The least time between a store call of one way of a tunnel for a short read and its
+/// next read: at most 100 such calls a second, whatever the client's writes (each other
+/// call pays for a full buffer), for at most this much added to a byte's way through a
 /// tunnel whose keys Redis holds (on the memory store a draw is no call, and no way
 /// waits).
 const STORE_CALL_GAP: Duration = Duration::from_millis(10);
+
+/// Whether a way waits [`STORE_CALL_GAP`] before its next read: after a read of `n` bytes
+/// into a buffer of `capacity` that `called` the store, when the read was short (the
+/// client trickles; a full one means more is waiting).
+fn paces(called: bool, n: usize, capacity: usize) -> bool {
+    called && n < capacity
+}
 
 /// Why one way stopped before its end.
 enum Stop {
@@ -222,4 +233,16 @@ enum Stop {
     Closed,
     /// A tier closed the tunnel.
     Cut(BudgetExhausted),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::paces;
+
+    #[test]
+    fn only_a_short_read_that_called_the_store_waits() {
+        assert!(paces(true, 1, 16_384), "a trickle that called the store");
+        assert!(!paces(true, 16_384, 16_384), "a backlog reads on at once");
+        assert!(!paces(false, 1, 16_384), "no call, no wait");
+    }
 }
