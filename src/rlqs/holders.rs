@@ -26,6 +26,10 @@ struct Holder {
     /// Its part of the key's demand when its share was last sized (0 to 1): what it
     /// keeps until it is sized again, whatever the others ask since.
     sized_part: f64,
+    /// Nudged to re-size and not sized since: the re-sizes of the others pushed with it
+    /// do not push it again (each would, until enough of them had re-sized: N²/2
+    /// nudges for N Envoys on a key).
+    pushed: bool,
 }
 
 /// Every key's holders; a key's list is short (the Envoys that route its traffic).
@@ -192,6 +196,7 @@ impl Holders {
                     nudge: Some(nudge.clone()),
                     told: 0,
                     sized_part: 1.0,
+                    pushed: false,
                 });
                 true
             }
@@ -199,11 +204,12 @@ impl Holders {
         let all: f64 = holders.iter().map(|h| h.demand).sum();
         // A newcomer starts with none of the others' tokens counted: they shrink at once.
         if joined || others_excess(holders, stream, all) >= PUSH_EXCESS {
-            for other in holders.iter().filter(|h| h.stream != stream) {
+            for other in holders.iter_mut().filter(|h| h.stream != stream) {
                 let shrank = part(other.demand, all) < other.sized_part;
-                if let (Some(n), true) = (&other.nudge, joined || shrank) {
-                    // A full queue already has work queued for that stream.
-                    let _ = n.try_send(key.to_owned());
+                if let (Some(n), false, true) = (&other.nudge, other.pushed, joined || shrank) {
+                    // A full queue already has work queued for that stream (maybe not
+                    // this key: then the next report tries again).
+                    other.pushed = n.try_send(key.to_owned()).is_ok();
                 }
             }
         }
@@ -214,6 +220,7 @@ impl Holders {
         };
         if let Some(h) = holders.iter_mut().find(|h| h.stream == stream) {
             h.sized_part = part(demand, all);
+            h.pushed = false;
         }
         Weight {
             mine: demand,
@@ -232,20 +239,18 @@ impl Holders {
         holder.map_or(0, |h| std::mem::replace(&mut h.told, tokens))
     }
 
-    /// `stream`'s weight for `key` as things stand (for a nudged re-size), its share
-    /// sized at it.
+    /// `stream`'s weight for `key` as things stand, without a report (the tests: a
+    /// stream's re-size reports again, through [`hold`](Self::hold)).
+    #[cfg(test)]
     pub fn weight(&self, key: &str, stream: StreamId, now: u64) -> Option<Weight> {
         let mut keys = self.keys.lock();
         let holders = keys.get_mut(key)?;
         holders.retain(|h| h.nudge.is_some() || h.expires_ns > now);
-        let all: f64 = holders.iter().map(|h| h.demand).sum();
-        let others_told = others_told(holders, stream);
-        let holder = holders.iter_mut().find(|h| h.stream == stream)?;
-        holder.sized_part = super::share::part(holder.demand, all);
+        let mine = holders.iter().find(|h| h.stream == stream)?.demand;
         Some(Weight {
-            mine: holder.demand,
-            all,
-            others_told,
+            mine,
+            all: holders.iter().map(|h| h.demand).sum(),
+            others_told: others_told(holders, stream),
         })
     }
 

@@ -151,3 +151,32 @@ fn small_steps_of_growth_push_the_others_once_they_add_up() {
     holders.hold("k", (2, &b_tx), 4.0, (4, 14));
     assert!(a_rx.try_recv().is_err() && b_rx.try_recv().is_err());
 }
+
+/// Holders pushed together are pushed once each: the re-size of one (a report at its old
+/// demand) does not push again the others still on their way to re-size.
+#[test]
+fn holders_pushed_together_are_pushed_once_each() {
+    let holders = Holders::default();
+    let mut rx: Vec<_> = (0..4).map(|_| mpsc::channel::<String>(16)).collect();
+    for (i, (tx, _)) in rx.iter().enumerate() {
+        holders.hold("k", (i as u64, tx), 1.0, (0, 10));
+        holders.hold("k", (i as u64, tx), 1.0, (0, 10));
+    }
+    let drain = |rx: &mut mpsc::Receiver<String>| std::iter::from_fn(|| rx.try_recv().ok()).count();
+    for (_, r) in rx.iter_mut() {
+        drain(r);
+    }
+    // Every holder re-sized at a quarter; 0 grows to 10 of 13: the others are pushed.
+    for (i, (tx, _)) in rx.iter().enumerate() {
+        holders.hold("k", (i as u64, tx), 1.0, (1, 11));
+    }
+    for (_, r) in rx.iter_mut() {
+        drain(r);
+    }
+    holders.hold("k", (0, &rx[0].0), 10.0, (2, 12));
+    // 1 and 2 re-size (their demand unchanged); 3 has not yet.
+    holders.hold("k", (1, &rx[1].0), 1.0, (3, 13));
+    holders.hold("k", (2, &rx[2].0), 1.0, (3, 13));
+    let pushes: Vec<usize> = rx.iter_mut().map(|(_, r)| drain(r)).collect();
+    assert_eq!(pushes, [0, 1, 1, 1], "each pushed once");
+}
