@@ -3,7 +3,7 @@
 //! a request can be routed or keyed one way and forwarded another.
 
 use http::header::{HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
-use http::uri::{PathAndQuery, Scheme, Uri};
+use http::uri::{PathAndQuery, Uri};
 use http::Request;
 
 use super::hop::{hop_by_hop_bit, strip_hop_by_hop};
@@ -121,7 +121,10 @@ pub fn normalize<B>(
         return Err(HeadError::Connect);
     }
     if let Some(scheme) = req.uri().scheme() {
-        if *scheme != Scheme::HTTP && *scheme != Scheme::HTTPS {
+        // HTTP/2's `:scheme` is parsed case-sensitively (`HTTPS` is another scheme to
+        // it), HTTP/1.1's absolute form not: either case is HTTP.
+        let http = |name: &str| scheme.as_str().eq_ignore_ascii_case(name);
+        if !http("http") && !http("https") {
             return Err(HeadError::Scheme);
         }
     }
@@ -269,6 +272,15 @@ mod tests {
         for scheme in ["http", "https", "HTTPS", "Http"] {
             assert_eq!(normalized(&format!("{scheme}://h/x")), Ok(()), "{scheme}");
         }
+        // HTTP/2's `:scheme` keeps its case: `HTTPS` is a scheme of its own to `http`.
+        let mut h2 = head("/x", Version::HTTP_2, &[]);
+        let scheme = http::uri::Scheme::try_from("HTTPS").expect("a scheme");
+        assert_ne!(scheme, http::uri::Scheme::HTTPS);
+        let mut parts = h2.uri().clone().into_parts();
+        (parts.scheme, parts.authority) = (Some(scheme), Some("h".parse().expect("authority")));
+        *h2.uri_mut() = Uri::from_parts(parts).expect("uri");
+        let kept = (&PathRules::default(), &KeyHeaders::default());
+        assert_eq!(normalize(&mut h2, kept).map(|_| ()), Ok(()));
     }
 
     #[test]
