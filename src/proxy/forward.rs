@@ -222,12 +222,14 @@ fn open_tunnel(
     let (settle, handle) = super::tunnel::TunnelSettle::new();
     resp.extensions_mut().insert(handle);
     // One id names the 101's line and the tunnel's: made here when the client sent none
-    // (the 101's line, written later, reads it from the response).
-    let request_id = upgrade.request_id.clone().or_else(|| {
+    // that a line can show (the 101's line, written later, reads it from the response).
+    let text = |v: &http::HeaderValue| v.to_str().is_ok();
+    let mut request_id = upgrade.request_id.clone().filter(text);
+    if request_id.is_none() && sent.config.server.access_log.enabled() {
         let made = super::access_log::MadeRequestId::make();
-        resp.extensions_mut().insert(made.clone());
-        Some(made.0)
-    });
+        request_id = Some(made.0.clone());
+        resp.extensions_mut().insert(made);
+    }
     let tunnel = super::tunnel::Tunnel {
         client,
         upstream: hyper::upgrade::on(resp),

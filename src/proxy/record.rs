@@ -72,10 +72,13 @@ impl<'a> Record<'a> {
         }
     }
 
-    /// Names the access line `id` when the client named the request nothing.
+    /// Names the access line `id` when the client named the request nothing a line can
+    /// show.
     pub fn name_if_unnamed(&mut self, id: &http::HeaderValue) {
         if let Some(head) = &mut self.head {
-            head.request_id.get_or_insert_with(|| id.clone());
+            if head.request_id.as_ref().is_none_or(|v| v.to_str().is_err()) {
+                head.request_id = Some(id.clone());
+            }
         }
     }
 

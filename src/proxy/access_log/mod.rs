@@ -104,7 +104,7 @@ impl MadeRequestId {
 }
 
 /// A line's request id when the client sent none: this process's prefix and a count, unique
-/// per process and cheap (made only for a line that is written).
+/// per process and cheap (made only for a line that is written, or a tunnel's two).
 fn made_request_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static PREFIX: OnceLock<String> = OnceLock::new();

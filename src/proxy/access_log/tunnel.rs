@@ -23,7 +23,8 @@ pub struct TunnelOpened {
     pub clock: Arc<dyn Clock>,
     pub route: Box<str>,
     pub client: std::net::IpAddr,
-    /// The client's `x-request-id`, which names the 101's line too.
+    /// The client's `x-request-id`, or the id made for the tunnel when it sent none a
+    /// line can show: the 101's line shows it too.
     pub request_id: Option<http::HeaderValue>,
     /// The clock reading it opened at.
     pub at_ns: u64,
