@@ -108,15 +108,9 @@ fn upper_case_method<B>(req: &mut Request<B>) {
     }
 }
 
-/// Rewrites `req`'s head in place: canonical path (query untouched), the method
-/// upper-cased, a single valid `Host` naming the routed host, hop-by-hop headers removed
-/// (an upgrade request keeps `Upgrade`). Allocates only when something had to change; a
-/// request without connection-level headers costs one pass over its header names.
-pub fn normalize<B>(
-    req: &mut Request<B>,
-    (rules, kept): (&PathRules, &KeyHeaders),
-) -> Result<Normalized, HeadError> {
-    upper_case_method(req);
+/// Refuses what the gateway does not forward: a `CONNECT`, a target of a scheme other
+/// than HTTP's.
+fn forwardable<B>(req: &Request<B>) -> Result<(), HeadError> {
     if req.method() == http::Method::CONNECT {
         return Err(HeadError::Connect);
     }
@@ -128,6 +122,19 @@ pub fn normalize<B>(
             return Err(HeadError::Scheme);
         }
     }
+    Ok(())
+}
+
+/// Rewrites `req`'s head in place: canonical path (query untouched), the method
+/// upper-cased, a single valid `Host` naming the routed host, hop-by-hop headers removed
+/// (an upgrade request keeps `Upgrade`). Allocates only when something had to change; a
+/// request without connection-level headers costs one pass over its header names.
+pub fn normalize<B>(
+    req: &mut Request<B>,
+    (rules, kept): (&PathRules, &KeyHeaders),
+) -> Result<Normalized, HeadError> {
+    upper_case_method(req);
+    forwardable(req)?;
     let (new_host, found) = {
         let Scan { hosts, found } = Scan::of(req.headers());
         let target = req.uri().authority().map(|a| a.as_str());
