@@ -154,3 +154,46 @@ async fn a_quota_switched_to_a_rate_on_redis_starts_its_keys_idle() {
         .json();
     assert_eq!(state["remaining"], 3, "{state}");
 }
+
+/// A 429 from Redis describes a calendar quota it did not refuse as the request left it:
+/// 9 of 10 left, whole again at its reset — as on the memory store. It read `r=0;t=0`
+/// (the local window end on Redis's timeline), telling a client its quota was spent and
+/// reset now. Over HTTP/1.1 and HTTP/2, each store.
+#[tokio::test]
+async fn a_refusal_on_redis_describes_a_quota_it_did_not_refuse() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let fixture = |f: Fixture| {
+        f.policy("hourly", "header:x-key", 1, "1h", 1)
+            .policy_raw(
+                "daily",
+                "key = \"header:x-key\"\nquota = 10\nwindow = \"day\"\n",
+            )
+            .route("both", "/both", "api", &["hourly", "daily"])
+    };
+    for toml in [
+        fixture(Fixture::new().store(redis.store_toml())),
+        fixture(Fixture::new()),
+    ] {
+        let gw = TestGateway::start_real_clock(&toml.build(), &up.url()).await;
+        gw.wait_for_store_with("/both", "x-key", "warm-up").await;
+        for (client, key) in [(http1(), "one"), (http2(), "two")] {
+            let headers = [("x-key", key)];
+            let first = send(&client, "GET", &gw.url("/both"), &headers, b"").await;
+            assert_eq!(first.status, 200);
+            let refused = send(&client, "GET", &gw.url("/both"), &headers, b"").await;
+            assert_eq!(refused.status, 429);
+            let list = refused.header("ratelimit").expect("RateLimit").to_owned();
+            let daily = list.split(", ").nth(1).expect("the quota's item");
+            let t: u64 = daily
+                .strip_prefix("\"daily\";r=9;t=")
+                .unwrap_or_else(|| panic!("9 of 10 left: {list}"))
+                .parse()
+                .expect("t");
+            assert!(
+                (1..=25 * 3600).contains(&t),
+                "until the day's reset: {list}"
+            );
+        }
+    }
+}

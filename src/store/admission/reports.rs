@@ -30,19 +30,20 @@ impl Admission {
     fn tier_state(&self, k: usize) -> (u64, u64) {
         let verdict = &self.verdict;
         let (o, tier) = (&verdict.outcomes()[k], &self.tiers.rate[k].tier);
-        let (d, basis) = (&o.decision, tier.basis(verdict.now));
+        let d = &o.decision;
         if verdict.admitted {
-            (d.remaining, d.until_idle_ns)
-        } else if d.admitted {
-            let left = tier.quota.remaining(o.prior_tat, basis);
-            let until = match tier.window {
-                Some(end) => end.saturating_sub(verdict.now),
-                None => o.prior_tat.saturating_sub(verdict.now),
-            };
-            (left, until)
-        } else {
-            (tier.quota.remaining(o.prior_tat, basis), d.until_idle_ns)
+            return (d.remaining, d.until_idle_ns);
         }
+        // The verdict's timeline is not this gateway's clock when Redis decided (its now
+        // is `BASE`), so a calendar quota's window end is read from the decision — it
+        // was decided at its end, and is idle at its reset — not from the tier's local
+        // end (which read every quota a refusal did not cause as `r=0;t=0`).
+        let (basis, until) = match tier.window {
+            Some(_) => (verdict.now.saturating_add(d.until_idle_ns), d.until_idle_ns),
+            None if d.admitted => (verdict.now, o.prior_tat.saturating_sub(verdict.now)),
+            None => (verdict.now, d.until_idle_ns),
+        };
+        (tier.quota.remaining(o.prior_tat, basis), until)
     }
 
     /// One report per enforcing rate policy, in route order (the `RateLimit` lists). On
