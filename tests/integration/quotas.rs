@@ -338,3 +338,50 @@ async fn a_reload_that_turns_a_quota_into_a_rate_says_what_its_keys_keep() {
         "{warnings}"
     );
 }
+
+/// Every gateway reads time zones from the database built into the binary: a zone the
+/// host's files (`TZDIR`, `/usr/share/zoneinfo`) alone name is no zone. Read from the
+/// host, two gateways of a fleet on different tzdata — or one whose `TZDIR` named
+/// another zone `America/New_York` — kept different windows of one key on Redis, each
+/// reading the other's usage as another calendar's: 30 of a quota of 10 admitted.
+#[test]
+fn time_zones_come_from_the_bundled_database_not_the_host() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zones = dir.path().join("zoneinfo");
+    std::fs::create_dir_all(zones.join("Fake")).expect("mkdir");
+    // A TZif file of UTC (version 1: no transitions, one type, "UTC"), which the host's
+    // reader takes.
+    let mut utc = b"TZif".to_vec();
+    utc.extend_from_slice(&[0; 16]);
+    for count in [0u32, 0, 0, 0, 1, 4] {
+        utc.extend_from_slice(&count.to_be_bytes());
+    }
+    utc.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    utc.extend_from_slice(b"UTC\0");
+    std::fs::write(zones.join("Fake/Zone"), utc).expect("write the zone");
+    for zone in ["Fake/Zone", "localtime", "posixrules"] {
+        let path = dir.path().join("tollgate.toml");
+        let text = Fixture::new()
+            .policy_raw(
+                "daily",
+                format!(
+                    "key = \"header:x-key\"\nquota = 3\nwindow = \"day\"\ntimezone = \"{zone}\"\n"
+                ),
+            )
+            .route("api", "/", "api", &["daily"])
+            .build_for("http://127.0.0.1:9");
+        std::fs::write(&path, text).expect("write");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["check", "--config"])
+            .arg(&path)
+            .env("TZDIR", &zones)
+            .output()
+            .expect("tollgate check runs");
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{zone}: not a bundled zone");
+        assert!(
+            said.contains("is not a time zone") && said.contains(zone),
+            "{zone}: {said}"
+        );
+    }
+}
