@@ -122,7 +122,7 @@ async fn an_override_survives_a_reload_and_ends_at_its_ttl() {
 
 /// Overrides the admin API refuses: the path after `/admin/overrides/`, the body, the
 /// status and what the answer says (the config check's words).
-const BAD_OVERRIDES: [(&str, &[u8], u16, &str); 11] = [
+const BAD_OVERRIDES: [(&str, &[u8], u16, &str); 12] = [
     ("nope/acme", br#"{"burst": 5}"#, 404, "unknown_policy"),
     ("tenant/a/b", br#"{"burst": 5}"#, 400, "bad_key"),
     (
@@ -156,6 +156,12 @@ const BAD_OVERRIDES: [(&str, &[u8], u16, &str); 11] = [
         "below the cost 3 of route `heavy`",
     ),
     (
+        "monthly/acme",
+        br#"{"quota": 2}"#,
+        400,
+        "quota 2 is below the cost 3 of route `heavy`",
+    ),
+    (
         "tenant/acme",
         br#"{"max_in_flight": 2}"#,
         400,
@@ -182,7 +188,8 @@ async fn bad_overrides_are_refused_with_the_config_checks_hints() {
     let toml = Fixture::new()
         .policy("tenant", "header:x-tenant-id", 1, "1s", 3)
         .policy_raw("inflight", "key = \"header:x-tenant-id\"\nmax_in_flight = 2\n")
-        .route_raw("name = \"heavy\"\npath = \"/heavy\"\nupstream = \"api\"\npolicies = [\"tenant\"]\ncost = 3\n")
+        .policy_raw("monthly", "key = \"header:x-tenant-id\"\nquota = 100\nwindow = \"month\"\n")
+        .route_raw("name = \"heavy\"\npath = \"/heavy\"\nupstream = \"api\"\npolicies = [\"tenant\", \"monthly\"]\ncost = 3\n")
         .route("api", "/", "api", &["tenant", "inflight"])
         .build();
     let gw = TestGateway::start(&toml, &up.url()).await;

@@ -167,15 +167,22 @@ impl Compiler {
             let lists = route.policies.iter().any(|p| p.name == policy.name);
             let charged = reserve.map_or(route.cost, std::num::NonZeroU64::get);
             if lists && charged > quota.burst() {
+                // A calendar quota's burst is its quota: named as the operator wrote it.
+                let field = match policy.kind() {
+                    crate::config::LimitKind::Quota => "quota",
+                    _ => "burst",
+                };
                 self.error(
                     0..0,
                     format!(
-                        "burst {} is below the cost {} of route `{}`",
+                        "{field} {} is below the cost {} of route `{}`",
                         quota.burst(),
                         charged,
                         route.name
                     ),
-                    Some("such a request could never be admitted: raise burst".to_owned()),
+                    Some(format!(
+                        "such a request could never be admitted: raise {field}"
+                    )),
                 );
             }
         }
