@@ -43,9 +43,10 @@ pub(super) fn read_before_the_request<D: AsRef<Tier>>(
 /// A denied request's wait where several of its enforcing tiers share a key (an RLS call
 /// naming one descriptor twice; a proxied request's key sources give distinct values, so
 /// its tiers never do): they are charged together or not at all, so the request waits
-/// until the key holds all of them at once — from the key's TAT before the request, their costs summed — not until it
-/// holds the one that denied (5 + 5 on a drained key of 10 a minute waits 60 s, not 30).
-/// Off the admitted path, and a loop only where a key repeats.
+/// until the key holds all of them at once — from the key's TAT before the request, their
+/// costs summed — not until it holds the one that denied (5 + 5 on a drained key of 10 a
+/// minute waits 60 s, not 30). Off the admitted path, and a loop only where a key
+/// repeats.
 #[cold]
 #[inline(never)]
 pub(super) fn wait_for_shared_keys<D: AsRef<Tier>>(
