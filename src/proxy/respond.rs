@@ -97,8 +97,11 @@ async fn settle_response(
             },
             _ => Measured::Missing,
         });
-        for (tier, debt) in by_header.finish_waiting(measured).await {
-            admission.settled(tier, debt);
+        let clock = by_header.clock();
+        let settled = by_header.finish_waiting(measured).await;
+        let now = clock.now_ns();
+        for (tier, debt) in settled {
+            admission.settled(tier, debt, (now, &*clock));
         }
     }
     settle_trailers_only(&resp, &mut settlement);

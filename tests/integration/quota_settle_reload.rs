@@ -221,3 +221,35 @@ async fn a_refund_after_redis_lost_its_keys_gives_nothing_back() {
     used_up_since_the_reset(&gw, held).await;
     assert_eq!(refunds_held(&gw).await, 1.0, "the held refund is counted");
 }
+
+/// A call admitted a second before midnight and settled after it charges the new day,
+/// and its headers say so: whole again at the next midnight, a day away. They said the
+/// old day's reset (`t=1`, counted from the admission), as if the usage were gone at
+/// once. The memory store under the fake clock, over HTTP/1.1.
+#[tokio::test]
+async fn a_settle_after_the_windows_end_tells_the_new_windows_reset() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&plan("backend = \"memory\"", "window = \"day\""), &up.url()).await;
+    // The fake clock starts at 00:16:40 UTC: to a second before midnight.
+    gw.advance((86_400 - 1_000 - 1) * 1_000_000_000);
+    let seen = up.requests();
+    let held = {
+        let (client, url) = (http1(), gw.url("/v1/usage"));
+        tokio::spawn(async move {
+            let headers = [("x-key", "late"), ("x-usage", "2"), ("x-delay-ms", "2000")];
+            send(&client, "GET", &url, &headers, b"").await
+        })
+    };
+    let reached = eventually(Duration::from_secs(30), || up.requests() > seen).await;
+    assert!(reached, "the held call reached the upstream");
+    gw.advance(2 * 1_000_000_000);
+    let settled = held.await.expect("the held call");
+    assert_eq!(settled.status, 200);
+    let list = settled.header("ratelimit").expect("RateLimit").to_owned();
+    let t: u64 = list
+        .rsplit(";t=")
+        .next()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a reset: {list}"));
+    assert!(t > 86_000, "the new day's reset, a day away: {list}");
+}

@@ -127,6 +127,11 @@ impl Settlement {
         self.pending.iter().map(measure).collect()
     }
 
+    /// The clock the settles read (the headers describe the settled state at its time).
+    pub fn clock(&self) -> Arc<dyn crate::clock::Clock> {
+        self.shared.clock.clone()
+    }
+
     /// Settles every pending tier at its `measured` value and waits for it, so what the
     /// response says about the limit is the settled state: `(tier index, debt after)` of
     /// each tier the store answered for. The Redis calls run in a task of their own, so a

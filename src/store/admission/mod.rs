@@ -11,6 +11,7 @@ use super::concurrency::held::Held;
 use super::keys::KeyRefusal;
 use super::rate::settle::PendingSettle;
 use super::tiers::{PolicyTiers, RequestTiers, SlotOutcome, TierKind};
+use crate::clock::Clock;
 use crate::limit::{Mode, Quota, Verdict};
 
 /// What decided a request.
@@ -184,15 +185,23 @@ impl Admission {
         (!self.settles.is_empty()).then(|| std::mem::take(&mut self.settles))
     }
 
-    /// Rate tier `tier` was settled and its key now owes `debt_ns`: the headers follow.
-    pub fn settled(&mut self, tier: usize, debt_ns: u64) {
+    /// Rate tier `tier` was settled at `now` and its key now owes `debt_ns`: the headers
+    /// follow.
+    pub fn settled(&mut self, tier: usize, debt_ns: u64, (now, clock): (u64, &dyn Clock)) {
         if let Some(t) = self.tiers.rate.get(tier) {
             let quota = t.tier.quota.share(self.share);
-            // A quota is whole again at its reset, however much was settled.
-            let until_idle = t
-                .tier
-                .window
-                .map_or(debt_ns, |end| end.saturating_sub(self.now));
+            // A quota is whole again at its reset, however much was settled: the reset of
+            // the window the settle fell in (past a rollover since the admission, the
+            // settle charged the new window, whose reset is a window away, not the old
+            // one's a few seconds after the admission).
+            let until_idle = match (&t.bounds, t.tier.window) {
+                (Some(bounds), _) => {
+                    let end = clock.mono_ns_at(bounds.end_at(clock.unix_ns_at(now)));
+                    end.saturating_sub(now)
+                }
+                (None, Some(end)) => end.saturating_sub(self.now),
+                (None, None) => debt_ns,
+            };
             self.verdict.settled(tier, (debt_ns, until_idle), &quota);
         }
     }
