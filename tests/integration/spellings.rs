@@ -245,16 +245,20 @@ pub(super) async fn h2_get(
     path: &str,
     headers: &[(&str, &[u8])],
 ) -> (u16, String) {
-    let tcp = TcpStream::connect(addr).await.expect("connect");
-    let (mut client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
-    tokio::spawn(conn);
     let mut req = Request::builder().uri(format!("http://{authority}{path}"));
     for (k, v) in headers {
         req = req.header(*k, HeaderValue::from_bytes(v).expect("value"));
     }
-    let (resp, _) = client
-        .send_request(req.body(()).expect("request"), true)
-        .expect("send");
+    h2_send(addr, req.body(()).expect("request")).await
+}
+
+/// `req` alone on a raw HTTP/2 connection (the `h2` crate: any method, scheme or target
+/// it can encode): the answer's status and body.
+pub(super) async fn h2_send(addr: std::net::SocketAddr, req: Request<()>) -> (u16, String) {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let (mut client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    tokio::spawn(conn);
+    let (resp, _) = client.send_request(req, true).expect("send");
     let resp = tokio::time::timeout(Duration::from_secs(30), resp)
         .await
         .expect("answer in time")
@@ -348,19 +352,11 @@ async fn a_method_in_lower_case_is_limited_as_the_upper_case_one() {
         let (answer, _) = raw(gw.addr, head.as_bytes()).await;
         assert_eq!(raw_status(&answer), 429, "{method}: {answer}");
     }
-    let tcp = TcpStream::connect(gw.addr).await.expect("connect");
-    let (mut client, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
-    tokio::spawn(conn);
     let req = Request::builder()
         .method("get")
         .uri(format!("http://{}/v1/get-limited", gw.addr))
         .body(())
         .expect("request");
-    let (resp, _) = client.send_request(req, true).expect("send");
-    let resp = tokio::time::timeout(Duration::from_secs(30), resp)
-        .await
-        .expect("answer in time")
-        .expect("response");
-    assert_eq!(resp.status().as_u16(), 429, ":method get");
+    assert_eq!(h2_send(gw.addr, req).await.0, 429, ":method get");
     assert_eq!(up.requests(), before, "none reached the upstream");
 }
