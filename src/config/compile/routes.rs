@@ -295,8 +295,12 @@ impl Compiler {
             .as_ref()
             .and_then(|s| s.reserve)
             .map_or(cost, std::num::NonZeroU64::get);
+        // A settled policy's key reserves at most its burst and pays the rest when it
+        // settles (`RequestTiers::cap_reserves`): an override may go below the reserve, as
+        // a runtime one may; the policy's own burst below it is a mistake.
+        let overrides = rate.overrides.values().filter(|_| rate.settle.is_none());
         let too_small = std::iter::once(rate.quota.burst())
-            .chain(rate.overrides.values().map(Quota::burst))
+            .chain(overrides.map(Quota::burst))
             .any(|b| charged > b);
         if too_small {
             let span = raw.cost.as_ref().map_or(listed.span(), S::span);

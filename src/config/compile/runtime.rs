@@ -156,16 +156,16 @@ impl Compiler {
         self.in_flight(&spanned(max)).map(Applied::Concurrency)
     }
 
-    /// Every route listing `policy` must still be able to admit its cost.
+    /// Every route listing `policy` must still be able to admit its cost. A settled
+    /// policy's key reserves at most its burst (`RequestTiers::cap_reserves`) and pays
+    /// the rest when it settles: any burst admits it.
     pub(super) fn fits_routes(&mut self, config: &Config, policy: &Policy, quota: &Quota) {
-        let settle = policy.rate().and_then(|r| r.settle.as_ref());
-        if settle.is_some_and(|s| s.priced.is_some()) {
-            return; // each request is quoted: no one charge to check
+        if policy.rate().is_some_and(|r| r.settle.is_some()) {
+            return;
         }
-        let reserve = settle.and_then(|s| s.reserve);
         for route in &config.routes {
             let lists = route.policies.iter().any(|p| p.name == policy.name);
-            let charged = reserve.map_or(route.cost, std::num::NonZeroU64::get);
+            let charged = route.cost;
             if lists && charged > quota.burst() {
                 // A calendar quota's burst is its quota: named as the operator wrote it.
                 let field = match policy.kind() {

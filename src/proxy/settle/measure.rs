@@ -41,7 +41,9 @@ pub enum Measured {
 /// one above `max_cost` is capped there. Nothing settles below `min_cost`.
 pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<SettleFallback>) {
     let settle = pending.settle();
-    let reserve = pending.reserve;
+    // What the request is charged when its cost is not known: the reserve as written,
+    // also where the key's burst cut what was reserved (`RequestTiers::cap_reserves`).
+    let reserve = pending.fallback;
     let bytes = |n: u64| n.div_ceil(settle.unit.get());
     let measures_bytes = settle.source.measures_bytes();
     let (units, why) = match measured {
@@ -117,6 +119,7 @@ mod tests {
             t_ns: 1_000_000_000,
             tau_ns: 100_000_000_000,
             reserve: 10,
+            fallback: 10,
             drawn: 0,
             unchecked: 0,
             ahead_ns: 10_000_000_000,

@@ -95,6 +95,7 @@ fn started(policy: &Arc<Policy>, reserve: u64, ahead_ns: u64, now: u64) -> Strea
             t_ns: quota.interval_ns(),
             tau_ns: quota.tolerance_ns(),
             reserve,
+            fallback: reserve,
             drawn: 0,
             unchecked: 0,
             ahead_ns,

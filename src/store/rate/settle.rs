@@ -35,6 +35,9 @@ pub struct PendingSettle {
     pub tau_ns: u64,
     /// Units charged at admission.
     pub reserve: u64,
+    /// Units a settle that learns nothing falls back to: the reserve as written (or the
+    /// route's cost), even where the key's burst cut what was charged; a quote's reserve.
+    pub fallback: u64,
     /// Units drawn since, as the body streamed (bytes sources).
     pub drawn: u64,
     /// Of those, the units the key's store never charged: it failed the draw, and
@@ -341,9 +344,9 @@ pub fn pending_settles(
 ) {
     for p in tiers.policies.iter() {
         let policy = &route.policies[p.position];
-        if policy.rate().is_none_or(|r| r.settle.is_none()) {
+        let Some(settle) = policy.rate().and_then(|r| r.settle.as_ref()) else {
             continue;
-        }
+        };
         for i in p.range.clone() {
             let (t, Some(outcome)) = (&tiers.rate[i], verdict.outcomes().get(i)) else {
                 continue; // not decided (the store failed open)
@@ -371,6 +374,10 @@ pub fn pending_settles(
                 t_ns: quota.interval_ns(),
                 tau_ns: quota.tolerance_ns(),
                 reserve: t.tier.cost(route.cost),
+                fallback: match (t.row, &settle.reserve) {
+                    (Some(_), _) => t.tier.cost(route.cost),
+                    (None, reserve) => reserve.map_or(route.cost, std::num::NonZeroU64::get),
+                },
                 drawn: 0,
                 unchecked: 0,
                 ahead_ns: outcome.decision.until_idle_ns,

@@ -222,9 +222,15 @@ impl RequestTiers {
                 self.push(plan, overrides, (position, policy), partial, clock);
             }
             let range = start..self.len_of(kind);
-            if let Some(priced) = plan.rate.as_ref().and_then(|r| r.priced.as_ref()) {
-                self.quote(priced, view, range.clone())
-                    .map_err(|_| KeyRefusal::Unpriced(position))?;
+            match &plan.rate {
+                Some(RatePlan {
+                    priced: Some(priced),
+                    ..
+                }) => self
+                    .quote(priced, view, range.clone())
+                    .map_err(|_| KeyRefusal::Unpriced(position))?,
+                Some(rate) if rate.settled => self.cap_reserves(route.cost, range.clone()),
+                _ => {}
             }
             self.policies.push(PolicyTiers {
                 position,
@@ -271,6 +277,21 @@ impl RequestTiers {
             t.unbounded = !plan.bounds(&quote, units);
         }
         Ok(())
+    }
+
+    /// A settled policy's tiers in `range` reserve at most their key's whole burst, as a
+    /// priced quote does: a runtime override set below the policy's reserve (or the
+    /// route's cost) before a reload raised it would otherwise never admit — or, set
+    /// aside, lift the key's restriction. What the request uses past it is charged when
+    /// it settles, and a settle that learns nothing falls back to the reserve as written
+    /// (`PendingSettle::fallback`). One comparison a settled tier.
+    fn cap_reserves(&mut self, cost: u64, range: Range<usize>) {
+        for t in &mut self.rate[range] {
+            let burst = t.tier.quota.burst();
+            if t.tier.cost(cost) > burst {
+                t.tier.reserve = std::num::NonZeroU64::new(burst);
+            }
+        }
     }
 
     fn len_of(&self, kind: TierKind) -> usize {
