@@ -74,3 +74,22 @@ fn settle_settings_are_checked_where_they_are_written() {
         assert!(e.contains(says), "{policy}: expected {says:?} in\n{e}");
     }
 }
+
+#[test]
+fn an_override_may_go_below_a_settled_policys_reserve_but_its_own_burst_may_not() {
+    // The key reserves its whole burst (`RequestTiers::cap_reserves`): a runtime override
+    // may go there too, so the file's may.
+    let under = "reserve = 10\nsettle = \"response_header:x-used\"\n[policies.p.overrides]\n\"10.0.0.1\" = { burst = 5 }";
+    check(&format!("{RATE}{under}")).expect("an override below the reserve");
+    let own =
+        "limit = 60\nperiod = \"1m\"\nburst = 5\nreserve = 10\nsettle = \"response_header:x-used\"";
+    let e = check(own).unwrap_err();
+    assert!(e.contains("cost 10 of route `r` exceeds the burst"), "{e}");
+    // Unsettled, the route's cost is the charge: an override under it never admits.
+    let unsettled = "[policies.p.overrides]\n\"10.0.0.1\" = { burst = 499 }";
+    let e = check(&format!(
+        "limit = 60\nperiod = \"1m\"\nburst = 600\n{unsettled}"
+    ))
+    .unwrap_err();
+    assert!(e.contains("cost 500 of route `r` exceeds the burst"), "{e}");
+}
