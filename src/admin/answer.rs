@@ -30,18 +30,31 @@ pub fn json_status(status: StatusCode, value: serde_json::Value) -> Response<Bod
 }
 
 /// `{policy}/{part}[/{part}…]`: the policy's name and the key's parts, each one
-/// percent-encoded path segment.
-pub fn key_path(rest: &str) -> (String, Vec<String>) {
+/// percent-encoded path segment; or the `400` for a segment whose bytes are not UTF-8
+/// text. The admin API names keys by their text: such a segment (`caf%E9`) read as text
+/// (`caf\u{FFFD}`) would name another key, and a reset or an override would act on it
+/// while saying it acted on the one asked for.
+pub fn key_path(rest: &str) -> Result<(String, Vec<String>), Box<Response<Body>>> {
+    let decode = |segment: &str| {
+        percent_encoding::percent_decode_str(segment)
+            .decode_utf8()
+            .map(std::borrow::Cow::into_owned)
+            .map_err(|_| {
+                Box::new(crate::reply::json_error(
+                    StatusCode::BAD_REQUEST,
+                    "key_not_text",
+                    &[(
+                        "detail",
+                        format!("`{segment}` decodes to bytes that are not UTF-8: the admin API names policies and keys by their UTF-8 text").into(),
+                    )],
+                ))
+            })
+    };
+    // `+` stays a plus: this is a path, not a form.
     let mut segments = rest.split('/');
-    let policy = percent_decode(segments.next().unwrap_or(""));
-    (policy, segments.map(percent_decode).collect())
-}
-
-/// One path segment, percent-decoded (`+` stays a plus: this is a path, not a form).
-fn percent_decode(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
+    let policy = decode(segments.next().unwrap_or(""))?;
+    let parts = segments.map(decode).collect::<Result<_, _>>()?;
+    Ok((policy, parts))
 }
 
 /// Tells the quota streams (RLQS) that `policy`'s key `parts` changed (a reset, an

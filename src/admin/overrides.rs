@@ -41,7 +41,10 @@ pub async fn handle(
             ),
         };
     }
-    let (policy, typed) = key_path(rest);
+    let (policy, typed) = match key_path(rest) {
+        Ok(named) => named,
+        Err(refused) => return *refused,
+    };
     let current = || shared.config();
     // Stored as requests spell the key (an address in its canonical text, under `ip/64`
     // its network), so the override applies to them and a DELETE finds it however typed.

@@ -116,7 +116,7 @@ type NamedKey = (Arc<crate::config::Policy>, Vec<String>);
 /// `{policy}/{part}[/{part}…]` of the running config: the policy and the key's parts,
 /// or the answer that says why not (404 unknown policy, 400 a key of the wrong shape).
 fn named_key(shared: &Shared, rest: &str) -> Result<NamedKey, Box<Response<Body>>> {
-    let (policy_name, mut parts) = key_path(rest);
+    let (policy_name, mut parts) = key_path(rest)?;
     let config = shared.config();
     let Some(policy) = config.policy(&policy_name) else {
         return Err(Box::new(json_error(

@@ -281,3 +281,64 @@ async fn a_reload_that_drops_the_admin_token_warns_that_the_listener_is_open() {
         "{warnings}"
     );
 }
+
+/// A key whose bytes are not UTF-8 (`x-tenant-id: caf\xE9`) is charged as its own key,
+/// but the admin API names keys by their text: `caf%E9` read as text was `caf\u{FFFD}`,
+/// another key, and an inspection said it was unused, a reset said it was done and an
+/// override was set, each on that other key. Now each is a `400` that says why.
+#[tokio::test]
+async fn a_key_path_that_is_not_text_is_refused_not_read_as_another_key() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&tenant_config(""), &up.url()).await;
+    let raw_get = |key: &'static [u8]| {
+        let mut bytes = b"GET / HTTP/1.1\r\nhost: t\r\nconnection: close\r\nx-tenant-id: ".to_vec();
+        bytes.extend_from_slice(key);
+        bytes.extend_from_slice(b"\r\n\r\n");
+        let addr = gw.addr;
+        async move { raw_status(&raw(addr, &bytes).await.0) }
+    };
+    for _ in 0..3 {
+        assert_eq!(raw_get(b"caf\xe9").await, 200);
+    }
+    assert_eq!(raw_get(b"caf\xe9").await, 429, "its own key, spent");
+    let (h2, _) = crate::spellings::h2_get(gw.addr, "t", "/", &[("x-tenant-id", b"caf\xe9")]).await;
+    assert_eq!(h2, 429, "the same key over HTTP/2");
+    assert_eq!(
+        raw_get("caf\u{FFFD}".as_bytes()).await,
+        200,
+        "the text's key is another"
+    );
+    let refused = [
+        get(&gw.admin_url("/admin/limits/tenant/caf%E9"), &[]).await,
+        send(
+            &http1(),
+            "POST",
+            &gw.admin_url("/admin/reset/tenant/caf%E9"),
+            &[],
+            b"",
+        )
+        .await,
+        put_json(
+            &gw.admin_url("/admin/overrides/tenant/caf%E9"),
+            None,
+            br#"{"burst": 100}"#,
+        )
+        .await,
+    ];
+    for answer in refused {
+        assert_eq!(answer.status, 400, "{}", answer.text());
+        let body = answer.json();
+        assert_eq!(body["error"], "key_not_text", "{body}");
+        assert!(
+            body["detail"].as_str().unwrap_or("").contains("`caf%E9`"),
+            "{body}"
+        );
+    }
+    let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
+    assert_eq!(
+        listed["overrides"],
+        serde_json::json!([]),
+        "nothing was set"
+    );
+    assert_eq!(raw_get(b"caf\xe9").await, 429, "nothing was reset");
+}
