@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::set::OverrideSet;
 use super::stored::{OverrideId, Stored};
 use super::ChangeError;
-use crate::config::compile::runtime::check_override;
+use crate::config::compile::runtime::{check_override, OverrideAge};
 use crate::config::override_spec::{OverrideProblem, OverrideSpec};
 use crate::config::Applied;
 use crate::config::Config;
@@ -34,6 +34,26 @@ pub fn one(config: &Config, limiter: &Limiter, set: &mut OverrideSet, stored: &S
             set.set_problems(&stored.id, Some(problems));
         }
     }
+}
+
+/// Of the overrides in effect, those whose burst is below a route's cost (a reload raised
+/// it after they were set), with the check's words: that route refuses their key's
+/// requests (`429 cost_above_burst`), the others keep the override. Checked after a reload
+/// only, to say so.
+pub fn refusing_routes(
+    config: &Config,
+    set: &OverrideSet,
+    now_ms: u64,
+) -> Vec<(OverrideId, Vec<OverrideProblem>)> {
+    let active = set
+        .values()
+        .filter(|s| !s.expired(now_ms) && set.problems(&s.id).is_empty());
+    active
+        .filter_map(|s| {
+            let problems = resolve(config, &s.id, &s.set, OverrideAge::New).err()?;
+            Some((s.id.clone(), problems))
+        })
+        .collect()
 }
 
 /// Takes `id`'s override out of effect.
@@ -93,7 +113,7 @@ pub fn check_id(config: &Config, id: &OverrideId) -> Result<(), ChangeError> {
 /// client's key (an `x-api-key` equal to the tenant id the override was set for).
 pub fn resolve_stored(config: &Config, stored: &Stored) -> Result<Applied, Vec<OverrideProblem>> {
     // The key's own checks first: they say how to spell it now (`ip` reloaded as `ip/64`).
-    let applied = resolve(config, &stored.id, &stored.set)?;
+    let applied = resolve(config, &stored.id, &stored.set, OverrideAge::Kept)?;
     let policy = config.policy(&stored.id.policy);
     if let (Some(was), Some(policy)) = (&stored.keyed_by, policy) {
         let now = policy.key_sources();
@@ -116,11 +136,13 @@ pub fn resolve_stored(config: &Config, stored: &Stored) -> Result<Applied, Vec<O
     Ok(applied)
 }
 
-/// What `set` makes of `id`'s limit under `config`, or why it cannot apply.
+/// What `set` makes of `id`'s limit under `config`, or why it cannot apply (`age`: see
+/// [`OverrideAge`]).
 pub fn resolve(
     config: &Config,
     id: &OverrideId,
     set: &OverrideSpec,
+    age: OverrideAge,
 ) -> Result<Applied, Vec<OverrideProblem>> {
     let problem = |message: String, hint: &str| {
         vec![OverrideProblem {
@@ -169,5 +191,5 @@ pub fn resolve(
             "set the override again with the key as requests make it and DELETE this one",
         ));
     }
-    check_override(config, policy, set)
+    check_override(config, policy, set, age)
 }

@@ -22,17 +22,23 @@ pub fn describe_file(config: &Config, now_ms: u64) -> Result<Option<String>, Fil
         path.display()
     );
     for stored in live {
-        if let Err(problems) = apply::resolve_stored(config, stored) {
-            for p in problems {
-                let _ = writeln!(
-                    out,
-                    "  {}/{} - warning: not applied: {}{}",
-                    stored.id.policy,
-                    stored.id.key.join("/"),
-                    p.message,
-                    p.hint.map(|h| format!(" ({h})")).unwrap_or_default()
-                );
-            }
+        let age = crate::config::compile::runtime::OverrideAge::New;
+        let (problems, what) = match apply::resolve_stored(config, stored) {
+            Err(problems) => (problems, "not applied"),
+            Ok(_) => match apply::resolve(config, &stored.id, &stored.set, age) {
+                Err(problems) => (problems, "applied, refusing a route (429 cost_above_burst)"),
+                Ok(_) => continue,
+            },
+        };
+        for p in problems {
+            let _ = writeln!(
+                out,
+                "  {}/{} - warning: {what}: {}{}",
+                stored.id.policy,
+                stored.id.key.join("/"),
+                p.message,
+                p.hint.map(|h| format!(" ({h})")).unwrap_or_default()
+            );
         }
     }
     Ok(Some(out))

@@ -26,8 +26,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::config::override_spec::{OverrideProblem, OverrideSpec};
-use crate::config::Applied;
-use crate::config::Config;
+use crate::config::{Applied, Config};
 use crate::store::Limiter;
 
 pub use describe::describe_file;
@@ -131,13 +130,18 @@ impl Overrides {
     fn apply_all(&self, config: &Config, limiter: &Limiter, now_ms: u64) {
         let mut state = self.state.lock();
         apply::all(config, limiter, &mut state.set, now_ms);
-        for (id, problems) in state.set.inactive() {
+        let refusing = apply::refusing_routes(config, &state.set, now_ms);
+        let inactive = state.set.inactive().map(|(id, p)| (id, p, "not applied"));
+        let refusing = refusing
+            .iter()
+            .map(|(id, p)| (id, p, "applied, refusing a route"));
+        for (id, problems, what) in inactive.chain(refusing) {
             for p in problems {
                 tracing::warn!(
                     policy = %id.policy,
                     key = %id.key.join("/"),
                     hint = p.hint.as_deref().unwrap_or(""),
-                    "runtime override not applied: {}",
+                    "runtime override {what}: {}",
                     p.message
                 );
             }
@@ -163,7 +167,8 @@ impl Overrides {
                 return Err(ChangeError::TooMany);
             }
         }
-        let applied = apply::resolve(&config, &id, &set).map_err(ChangeError::Invalid)?;
+        let age = crate::config::compile::runtime::OverrideAge::New;
+        let applied = apply::resolve(&config, &id, &set, age).map_err(ChangeError::Invalid)?;
         let stored = Stored {
             keyed_by: config.policy(&id.policy).map(|p| p.key_sources()),
             id,

@@ -9,8 +9,8 @@ use hyper::body::Incoming;
 
 use super::access_log::Trace;
 use super::response::{
-    concurrency_refused, too_many_requests, wants_problem_json, Answer, PolicyAnswer,
-    PolicyHeaders, RouteHeaders, TierItem,
+    concurrency_refused, cost_above_burst, too_many_requests, wants_problem_json, Answer,
+    PolicyAnswer, PolicyHeaders, RouteHeaders, TierItem,
 };
 use super::snapshot::{PolicyRuntime, RouteRuntime, Shared, Snapshot};
 use crate::config::{Policy, Route};
@@ -234,6 +234,11 @@ pub fn answer(
             trace.refused(answer, position, 0);
             let policy = [("policy", policy_name(position).into())];
             Some(json_error(StatusCode::BAD_REQUEST, code, &policy))
+        }
+        Outcome::CostAboveBurst { position } => {
+            routed.runtime().policies[position].counters.denied.inc();
+            trace.refused(Answer::CostAboveBurst, position, 0);
+            Some(cost_above_burst(policy_name(position)))
         }
         Outcome::StoreUnavailable => {
             trace.answer = Answer::StoreUnavailable;

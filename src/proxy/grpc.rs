@@ -77,7 +77,10 @@ pub struct Refusal<'a> {
 /// server answers for a method it lacks: UNIMPLEMENTED.
 pub fn code_of(answer: &Answer) -> Code {
     match answer {
-        Answer::Denied | Answer::BodyTooLarge | Answer::DecodedTooLarge => Code::ResourceExhausted,
+        Answer::Denied
+        | Answer::CostAboveBurst
+        | Answer::BodyTooLarge
+        | Answer::DecodedTooLarge => Code::ResourceExhausted,
         Answer::BodyCut { why, .. } => match why {
             CutReason::Store => Code::Unavailable,
             CutReason::Budget | CutReason::MaxCost => Code::ResourceExhausted,
@@ -109,7 +112,8 @@ pub fn code_of(answer: &Answer) -> Code {
 
 /// Turns the gateway's own HTTP answer to a gRPC call into a trailers-only gRPC answer.
 /// The headers it had (`retry-after`, the rate-limit headers) stay; a refusal adds
-/// `grpc-retry-pushback-ms`, the exact wait, which gRPC clients' retry policies obey.
+/// `grpc-retry-pushback-ms`, the exact wait, which gRPC clients' retry policies obey (`-1`,
+/// do not retry, where no wait admits it).
 pub fn answer(resp: Response<Body>, why: &Refusal<'_>) -> Response<Body> {
     let (mut parts, _) = resp.into_parts();
     let status = parts.status;
@@ -118,7 +122,10 @@ pub fn answer(resp: Response<Body>, why: &Refusal<'_>) -> Response<Body> {
     let headers = &mut parts.headers;
     headers.remove(CONTENT_LENGTH);
     set_status(headers, code, &message);
-    if status == StatusCode::TOO_MANY_REQUESTS {
+    if *why.answer == Answer::CostAboveBurst {
+        // No wait admits it: a negative pushback asks the client not to retry (gRFC A6).
+        headers.insert(GRPC_PUSHBACK.clone(), HeaderValue::from_static("-1"));
+    } else if status == StatusCode::TOO_MANY_REQUESTS {
         headers.insert(
             GRPC_PUSHBACK.clone(),
             HeaderValue::from(ceil_millis(why.wait_ns)),

@@ -14,7 +14,8 @@ use crate::key::{
     MAX_KEY_VALUES,
 };
 
-/// Why a request cannot be keyed (400), with the position of the policy.
+/// Why a request cannot be keyed or decided (400; 429 for a cost no wait admits), with the
+/// position of the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyRefusal {
     /// `missing = "reject"` and the source is absent.
@@ -24,6 +25,10 @@ pub enum KeyRefusal {
     /// A priced policy's table has no row for the model the request names (and no
     /// `default`).
     Unpriced(usize),
+    /// The route's cost is above the burst a runtime override gives this key (a reload
+    /// raised the cost after the override was set): no request of the route is ever
+    /// admitted for the key (429, no wait to tell).
+    AboveBurst(usize),
 }
 
 /// One (policy, key parts) as the store identifies it.

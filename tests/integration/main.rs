@@ -56,6 +56,7 @@ mod lease_loss;
 mod limits;
 mod mcp;
 mod operations;
+mod override_below_cost;
 mod override_below_reserve;
 mod overrides_remade;
 mod parked;

@@ -174,7 +174,6 @@ impl Compiler {
     /// A runtime override of a calendar quota: `quota` only.
     pub(super) fn runtime_quota_override(
         &mut self,
-        config: &Config,
         policy: &Policy,
         spec: &OverrideSpec,
     ) -> Option<Applied> {
@@ -202,7 +201,6 @@ impl Compiler {
             return None;
         };
         let quota = self.quota_units(&spanned(q)).and_then(quotas::units)?;
-        self.fits_routes(config, policy, &quota);
         Some(Applied::Rate(quota))
     }
 

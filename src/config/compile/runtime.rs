@@ -37,11 +37,23 @@ pub fn override_spec(
     })
 }
 
+/// Whether an override is being set (`New`: every route listing its policy must be
+/// able to admit its cost under it, or the `PUT` is refused) or was set before and is
+/// checked again after a reload (`Kept`: a route whose cost a reload raised above its
+/// burst refuses that key's requests of the route, `429 cost_above_burst`; setting the
+/// override aside would lift it on every route of the policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverrideAge {
+    New,
+    Kept,
+}
+
 /// What `spec` makes of `policy`'s limit in `config`, or why it cannot apply.
 pub fn check_override(
     config: &Config,
     policy: &Policy,
     spec: &OverrideSpec,
+    age: OverrideAge,
 ) -> Result<Applied, Vec<OverrideProblem>> {
     let mut c = Compiler {
         problems: Vec::new(),
@@ -51,6 +63,9 @@ pub fn check_override(
         prices: BTreeMap::new(),
     };
     let applied = c.runtime_override(config, policy, spec);
+    if let (Some(Applied::Rate(quota)), OverrideAge::New) = (&applied, age) {
+        c.fits_routes(config, policy, quota);
+    }
     match applied {
         Some(applied) if c.problems.is_empty() => Ok(applied),
         _ => Err(c
@@ -75,7 +90,7 @@ impl Compiler {
         let spanned = |v: i64| S::new(0..0, v);
         match &policy.kind {
             PolicyKind::Rate(rate) if rate.calendar.is_some() => {
-                self.runtime_quota_override(config, policy, spec)
+                self.runtime_quota_override(policy, spec)
             }
             PolicyKind::Rate(rate) => {
                 if spec.quota.is_some() {
@@ -112,7 +127,6 @@ impl Compiler {
                     self.duration(&S::new(0..0, p.clone()), false)
                 });
                 let quota = self.quota(limit, period, burst, 0..0)?;
-                self.fits_routes(config, policy, &quota);
                 if matches!(config.store.backend, Backend::Redis { .. })
                     && redis_cannot_hold(&quota, policy.max_delay)
                 {
@@ -159,7 +173,7 @@ impl Compiler {
     /// Every route listing `policy` must still be able to admit its cost. A settled
     /// policy's key reserves at most its burst (`RequestTiers::cap_reserves`) and pays
     /// the rest when it settles: any burst admits it.
-    pub(super) fn fits_routes(&mut self, config: &Config, policy: &Policy, quota: &Quota) {
+    fn fits_routes(&mut self, config: &Config, policy: &Policy, quota: &Quota) {
         if policy.rate().is_some_and(|r| r.settle.is_some()) {
             return;
         }

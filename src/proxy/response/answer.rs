@@ -26,6 +26,9 @@ pub enum Answer {
     TooManyKeyValues,
     /// A priced policy has no price for the model the request names (400).
     UnpricedModel,
+    /// The route's cost is above the burst a runtime override gives the key: refused
+    /// whenever it comes (429 without `Retry-After`).
+    CostAboveBurst,
     /// The path or host was refused before routing (400).
     BadRequest,
     /// A route that reads the body got one in a coding it does not read (415).
@@ -86,6 +89,7 @@ impl Answer {
             Answer::MissingKey => "missing_key",
             Answer::TooManyKeyValues => "too_many_key_values",
             Answer::UnpricedModel => "unpriced_model",
+            Answer::CostAboveBurst => "cost_above_burst",
             Answer::BadRequest => "bad_request",
             Answer::UnsupportedEncoding => "unsupported_content_encoding",
             Answer::JsonRpcBatch => "jsonrpc_batch",
@@ -138,6 +142,9 @@ impl Answer {
             Answer::UnpricedModel => {
                 return format!("tollgate: policy {policy} has no price for the model asked for")
             }
+            Answer::CostAboveBurst => {
+                return format!("tollgate: this call costs more than policy {policy} lets its key hold: refused whenever it comes")
+            }
             Answer::Unmatched => "no route for this call",
             Answer::Admitted | Answer::StoreUnavailableAllowed => "forwarded",
             Answer::BadRequest => "the path or host was refused",
@@ -172,6 +179,21 @@ impl Answer {
         resp.extensions_mut().insert(self);
         resp
     }
+}
+
+/// 429 for a request whose route costs more than the burst a runtime override gives its
+/// key of `policy`: no wait admits it, so it tells none (no `Retry-After`, as the rate
+/// limit service tells none for a call over a burst); the body says why.
+pub fn cost_above_burst(policy: &str) -> Response<Body> {
+    let resp = json_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        Answer::CostAboveBurst.decision(),
+        &[
+            ("policy", policy.into()),
+            ("detail", "the route's cost is above the burst this key's override allows: no request of this route is admitted for the key until the override or the cost changes".into()),
+        ],
+    );
+    Answer::CostAboveBurst.on(resp)
 }
 
 /// 503 for a request past what the gateway holds at once (`max_requests`, or the memory

@@ -13,8 +13,8 @@ mod refusal_body;
 
 pub use accept::wants_problem_json;
 pub use answer::{
-    ambiguous_content_type, body_cut, decoded_too_large, jsonrpc_batch, malformed_coding,
-    overloaded, unsupported_charset, unsupported_coding, Answer,
+    ambiguous_content_type, body_cut, cost_above_burst, decoded_too_large, jsonrpc_batch,
+    malformed_coding, overloaded, unsupported_charset, unsupported_coding, Answer,
 };
 pub use cut::{BudgetExhausted, CutReason};
 pub use headers::{

@@ -29,6 +29,9 @@ pub enum Outcome {
     TooManyKeyValues { position: usize },
     /// 400: the priced policy at `position` has no price for the model the request names.
     UnpricedModel { position: usize },
+    /// 429: the route's cost is above the burst a runtime override gives the key of the
+    /// policy at `position`: no wait admits it.
+    CostAboveBurst { position: usize },
     /// 503: the store failed and `on_error = "deny"`.
     StoreUnavailable,
 }
@@ -39,6 +42,7 @@ impl From<KeyRefusal> for Outcome {
             KeyRefusal::Missing(position) => Outcome::MissingKey { position },
             KeyRefusal::TooManyValues(position) => Outcome::TooManyKeyValues { position },
             KeyRefusal::Unpriced(position) => Outcome::UnpricedModel { position },
+            KeyRefusal::AboveBurst(position) => Outcome::CostAboveBurst { position },
         }
     }
 }

@@ -230,6 +230,11 @@ impl RequestTiers {
                     .quote(priced, view, range.clone())
                     .map_err(|_| KeyRefusal::Unpriced(position))?,
                 Some(rate) if rate.settled => self.cap_reserves(route.cost, range.clone()),
+                // A runtime override kept across a reload that raised the route's cost
+                // above its burst: refused whenever it comes, before any store work.
+                Some(_) if policy.mode == Mode::Enforce && self.above_burst(route.cost, &range) => {
+                    return Err(KeyRefusal::AboveBurst(position));
+                }
                 _ => {}
             }
             self.policies.push(PolicyTiers {
@@ -292,6 +297,14 @@ impl RequestTiers {
                 t.tier.reserve = std::num::NonZeroU64::new(burst);
             }
         }
+    }
+
+    /// Whether a tier in `range` has a burst below `cost` (only a runtime override can
+    /// make one: `check` refuses it in the file). One comparison an unsettled tier.
+    fn above_burst(&self, cost: u64, range: &Range<usize>) -> bool {
+        self.rate[range.clone()]
+            .iter()
+            .any(|t| t.tier.quota.burst() < cost)
     }
 
     fn len_of(&self, kind: TierKind) -> usize {

@@ -1,0 +1,96 @@
+//! A runtime override whose burst a reload put below a route's cost (an unsettled
+//! policy): it stays in force. That route refuses the key for good — `429
+//! cost_above_burst`, no wait told, nothing charged — and the policy's other routes keep
+//! the override. Setting it aside, as before, lifted the key's restriction on every route
+//! of the policy.
+
+use crate::admin::{put_ok, reload};
+use crate::support::*;
+
+/// One a second per tenant, a burst of 3; `/heavy` costs `heavy`.
+fn config(heavy: u64) -> String {
+    Fixture::new()
+        .policy("tenant", "header:x-tenant-id", 1, "1s", 3)
+        .route("api", "/", "api", &["tenant"])
+        .route_raw(format!(
+            "name = \"heavy\"\npath = \"/heavy\"\nupstream = \"api\"\npolicies = [\"tenant\"]\ncost = {heavy}\n"
+        ))
+        .build()
+}
+
+async fn as_tenant(gw: &TestGateway, client: &HttpClient, path: &str, tenant: &str) -> Got {
+    send(
+        client,
+        "GET",
+        &gw.url(path),
+        &[("x-tenant-id", tenant)],
+        b"",
+    )
+    .await
+}
+
+#[tokio::test]
+async fn an_override_below_a_raised_cost_refuses_that_route_and_keeps_the_others() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&config(2), &up.url()).await;
+    for tenant in ["acme-1", "acme-2"] {
+        let url = gw.admin_url(&format!("/admin/overrides/tenant/{tenant}"));
+        put_ok(&url, br#"{"burst": 2}"#).await;
+    }
+    gw.rewrite(&config(3), &up.url());
+    let reloaded = reload(&gw).await;
+    assert_eq!(reloaded.status, 200, "{}", reloaded.text());
+    let listed = get(&gw.admin_url("/admin/overrides"), &[]).await.json();
+    for one in listed["overrides"].as_array().expect("a list") {
+        assert_eq!(one["active"], true, "in force: {listed}");
+    }
+    let seen = up.requests();
+    for (i, client) in [http1(), http2()].iter().enumerate() {
+        let tenant = format!("acme-{}", i + 1);
+        let heavy = as_tenant(&gw, client, "/heavy", &tenant).await;
+        assert_eq!(heavy.status, 429, "{}", heavy.text());
+        assert_eq!(heavy.header("retry-after"), None, "no wait admits it");
+        let body = heavy.json();
+        assert_eq!(body["error"], "cost_above_burst", "{body}");
+        assert_eq!(body["policy"], "tenant", "{body}");
+        // Nothing was charged: the override's 2 are whole on the other route.
+        for _ in 0..2 {
+            assert_eq!(as_tenant(&gw, client, "/", &tenant).await.status, 200);
+        }
+        let third = as_tenant(&gw, client, "/", &tenant).await;
+        assert_eq!(
+            third.status, 429,
+            "the override's burst of 2, not the policy's 3"
+        );
+        assert_eq!(third.num("x-ratelimit-limit"), 2);
+        // A key without an override pays the 3 within the policy's burst.
+        let other = format!("other-{i}");
+        assert_eq!(as_tenant(&gw, client, "/heavy", &other).await.status, 200);
+    }
+    assert_eq!(up.requests(), seen + 6, "no refused request went upstream");
+    // A gRPC call is told not to retry (a negative pushback).
+    for client in [http2(), http1()] {
+        let headers = [
+            ("x-tenant-id", "acme-1"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ];
+        let r = send(&client, "POST", &gw.url("/heavy"), &headers, b"").await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("grpc-status"), Some("8"));
+        assert_eq!(r.header("grpc-retry-pushback-ms"), Some("-1"));
+        assert_eq!(
+            r.header("grpc-message"),
+            Some("tollgate: this call costs more than policy tenant lets its key hold: refused whenever it comes")
+        );
+    }
+    // `PUT` still refuses an override no route can admit.
+    let url = gw.admin_url("/admin/overrides/tenant/acme-3");
+    let refused = crate::admin::put_json(&url, None, br#"{"burst": 2}"#).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(
+        refused.text().contains("below the cost 3 of route `heavy`"),
+        "{}",
+        refused.text()
+    );
+}
