@@ -342,3 +342,31 @@ async fn a_key_path_that_is_not_text_is_refused_not_read_as_another_key() {
     );
     assert_eq!(raw_get(b"caf\xe9").await, 429, "nothing was reset");
 }
+
+/// A key as long as a client may send (20 KiB in a header, under `max_header_bytes`) can be
+/// inspected and reset: the admin listener's head held 16 KiB, and such a key got `431`.
+#[tokio::test]
+async fn a_key_as_long_as_a_request_may_send_can_be_inspected_and_reset() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&tenant_config(""), &up.url()).await;
+    let key = "k".repeat(20 * 1024);
+    let (url, headers) = (gw.url("/"), [("x-tenant-id", key.as_str())]);
+    for client in [http1(), http2()] {
+        let spend = || send(&client, "GET", &url, &headers, b"");
+        let mut admitted = 0;
+        while admitted < 10 && spend().await.status == 200 {
+            admitted += 1;
+        }
+        assert!(
+            (1..=3).contains(&admitted),
+            "{admitted} admitted of a burst of 3"
+        );
+        let state = get(&gw.admin_url(&format!("/admin/limits/tenant/{key}")), &[]).await;
+        assert_eq!(state.status, 200, "{}", state.text());
+        assert_eq!(state.json()["remaining"], 0, "the spent key");
+        let reset = format!("/admin/reset/tenant/{key}");
+        let reset = send(&http1(), "POST", &gw.admin_url(&reset), &[], b"").await;
+        assert_eq!(reset.status, 200, "{}", reset.text());
+        assert_eq!(spend().await.status, 200, "whole again");
+    }
+}
