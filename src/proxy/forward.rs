@@ -223,8 +223,8 @@ fn open_tunnel(
     resp.extensions_mut().insert(handle);
     // One id names the 101's line and the tunnel's: made here when the client sent none
     // that a line can show (the 101's line, written later, reads it from the response).
-    let text = |v: &http::HeaderValue| v.to_str().is_ok();
-    let mut request_id = upgrade.request_id.clone().filter(text);
+    let shown = |v: &http::HeaderValue| super::access_log::shown_id(v).is_some();
+    let mut request_id = upgrade.request_id.clone().filter(shown);
     if request_id.is_none() && sent.config.server.access_log.enabled() {
         let made = super::access_log::MadeRequestId::make();
         request_id = Some(made.0.clone());

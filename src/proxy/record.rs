@@ -76,7 +76,11 @@ impl<'a> Record<'a> {
     /// show.
     pub fn name_if_unnamed(&mut self, id: &http::HeaderValue) {
         if let Some(head) = &mut self.head {
-            if head.request_id.as_ref().is_none_or(|v| v.to_str().is_err()) {
+            let shown = head
+                .request_id
+                .as_ref()
+                .and_then(super::access_log::shown_id);
+            if shown.is_none() {
                 head.request_id = Some(id.clone());
             }
         }

@@ -89,6 +89,13 @@ pub struct Head {
 /// The header a client (or a proxy before tollgate) names a request with.
 pub static X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
+/// The request id `value` as a line can show it: its text (`to_str`: visible ASCII and
+/// spaces); `None` for one that is not, which the line names by an id the gateway makes.
+/// The one rule for the access line, the tunnel's lines and the id a tunnel is named by.
+pub fn shown_id(value: &http::HeaderValue) -> Option<&str> {
+    value.to_str().ok()
+}
+
 /// A request id the gateway made for a request that carried none, before its access line
 /// was written: a tunnel's, so its `101` line and its closing line share it. Carried on
 /// the response.
@@ -172,7 +179,7 @@ pub fn write(
     // JSON text, so the JSON log can carry the parts as a list (see `JsonLines`); the text
     // log shows the same `["part", …]`.
     let key = serde_json::to_string(trace.key.as_deref().unwrap_or(&[])).unwrap_or_default();
-    let request_id = match head.request_id.as_ref().and_then(|v| v.to_str().ok()) {
+    let request_id = match head.request_id.as_ref().and_then(shown_id) {
         Some(id) => std::borrow::Cow::Borrowed(id),
         None => std::borrow::Cow::Owned(made_request_id()),
     };

@@ -50,7 +50,7 @@ pub fn write_tunnel(opened: &TunnelOpened, closed: &TunnelClosed) {
     if !take_line_of(opened.lines_per_second, &opened.metrics, now) {
         return;
     }
-    let request_id = opened.request_id.as_ref().and_then(|v| v.to_str().ok());
+    let request_id = opened.request_id.as_ref().and_then(super::shown_id);
     tracing::info!(
         target: "tollgate::access",
         front = "tunnel",
