@@ -98,8 +98,7 @@ async fn settle_response(
             _ => Measured::Missing,
         });
         let clock = by_header.clock();
-        let settled = by_header.finish_waiting(measured).await;
-        let now = clock.now_ns();
+        let (settled, now) = by_header.finish_waiting(measured).await;
         for (tier, debt) in settled {
             admission.settled(tier, debt, (now, &*clock));
         }

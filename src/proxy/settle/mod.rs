@@ -134,10 +134,11 @@ impl Settlement {
 
     /// Settles every pending tier at its `measured` value and waits for it, so what the
     /// response says about the limit is the settled state: `(tier index, debt after)` of
-    /// each tier the store answered for. The Redis calls run in a task of their own, so a
-    /// request dropped while it waits (its client gone) still settles every tier: a
-    /// client cannot hang up at the right moment to leave a debt unpaid.
-    pub async fn finish_waiting(mut self, measured: SmallVec<[Measured; 1]>) -> Settled {
+    /// each tier the store answered for, and the clock reading they settled at. The Redis
+    /// calls run in a task of their own, so a request dropped while it waits (its client
+    /// gone) still settles every tier: a client cannot hang up at the right moment to
+    /// leave a debt unpaid.
+    pub async fn finish_waiting(mut self, measured: SmallVec<[Measured; 1]>) -> (Settled, u64) {
         let (mut settled, remote, now) = self.count_and_settle_local(measured);
         let counters = self.counters.clone();
         if let Some(task) = spawn_remote(self.shared.clone(), counters, remote, now) {
@@ -148,7 +149,7 @@ impl Settlement {
                 Err(_) => {}
             }
         }
-        settled
+        (settled, now)
     }
 
     /// Takes every pending tier, counts its units (at `measured`, in order) and settles
