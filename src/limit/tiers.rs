@@ -298,16 +298,17 @@ pub fn evaluate_into<T: TatTable + ?Sized, D: AsRef<Tier>>(
     }
 
     verdict.admitted = verdict.first_denier.is_none();
+    let mut repeated = false;
     if !verdict.admitted {
         roll_back(table, &verdict.outcomes, tiers, now);
-        // A key can repeat only among two tiers or more.
+        // A key can repeat only among two tiers or more: a refusal of one costs no call.
         if tiers.len() > 1 {
-            shared::read_before_the_request(&mut verdict.outcomes, tiers, now);
+            repeated = shared::read_before_the_request(&mut verdict.outcomes, tiers, now);
         }
     }
     summarize(verdict, tiers, now);
-    // A key can repeat only among two tiers or more: a refusal of one costs no call.
-    if !verdict.admitted && tiers.len() > 1 {
+    // Only where a key repeats: the search above found none otherwise.
+    if repeated {
         shared::wait_for_shared_keys(verdict, tiers, (now, cost));
     }
 }

@@ -10,13 +10,15 @@ use super::{Tier, TierOutcome, Verdict};
 /// too, so what a refusal reports of the key (the `RateLimit` lists, an RLS call's
 /// statuses, the Redis refusal cache) is the key untouched, not a charge down for each
 /// earlier tier. Its wait stays its own: [`wait_for_shared_keys`] sets the request's.
+/// Whether any key repeated (else that has nothing to do).
 #[cold]
 #[inline(never)]
 pub(super) fn read_before_the_request<D: AsRef<Tier>>(
     outcomes: &mut [TierOutcome],
     tiers: &[D],
     now: u64,
-) {
+) -> bool {
+    let mut repeated = false;
     for i in 1..outcomes.len().min(tiers.len()) {
         let key = outcomes[i].key;
         let Some(prior) = outcomes[..i]
@@ -26,6 +28,7 @@ pub(super) fn read_before_the_request<D: AsRef<Tier>>(
         else {
             continue;
         };
+        repeated = true;
         let (outcome, tier) = (&mut outcomes[i], tiers[i].as_ref());
         outcome.prior_tat = prior;
         let d = &mut outcome.decision;
@@ -38,6 +41,7 @@ pub(super) fn read_before_the_request<D: AsRef<Tier>>(
             }
         }
     }
+    repeated
 }
 
 /// A denied request's wait where several of its enforcing tiers share a key (an RLS call
