@@ -99,13 +99,19 @@ impl KeyOverrides {
         self.active.store(active, Ordering::Release);
     }
 
+    /// Whether any runtime override is set (expired ones included): one flag's load.
+    #[inline]
+    pub fn any(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
     /// The runtime limit of `key`, unless none is set or it has expired.
     ///
     /// Inlined: every tier of every request asks, and most gateways have no override
     /// set, so the answer is one flag's load in the caller; the look-up is out of line.
     #[inline]
     pub fn get(&self, key: u64, clock: &dyn Clock) -> Option<Applied> {
-        if !self.active.load(Ordering::Acquire) {
+        if !self.any() {
             return None;
         }
         self.look_up(key, clock)

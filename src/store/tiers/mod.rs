@@ -231,8 +231,13 @@ impl RequestTiers {
                     .map_err(|_| KeyRefusal::Unpriced(position))?,
                 Some(rate) if rate.settled => self.cap_reserves(route.cost, range.clone()),
                 // A runtime override kept across a reload that raised the route's cost
-                // above its burst: refused whenever it comes, before any store work.
-                Some(_) if policy.mode == Mode::Enforce && self.above_burst(route.cost, &range) => {
+                // above its burst (nothing else can: `check` refuses it in the file):
+                // refused whenever it comes, before any store work.
+                Some(_)
+                    if overrides.any()
+                        && policy.mode == Mode::Enforce
+                        && self.above_burst(route.cost, &range) =>
+                {
                     return Err(KeyRefusal::AboveBurst(position));
                 }
                 _ => {}
@@ -299,8 +304,8 @@ impl RequestTiers {
         }
     }
 
-    /// Whether a tier in `range` has a burst below `cost` (only a runtime override can
-    /// make one: `check` refuses it in the file). One comparison an unsettled tier.
+    /// Whether a tier in `range` has a burst below `cost`. One comparison an unsettled
+    /// tier, asked only while a runtime override is set.
     fn above_burst(&self, cost: u64, range: &Range<usize>) -> bool {
         self.rate[range.clone()]
             .iter()
