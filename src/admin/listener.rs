@@ -15,20 +15,18 @@ use crate::proxy::snapshot::Shared;
 use crate::server::deadline::SendDeadline;
 use crate::server::{accept_bounded, preface};
 
-/// Admin requests are small: their headers fit in this, or in three times the data
-/// plane's `max_header_bytes` if larger ([`head_bytes`]).
+/// Admin requests are small: their headers fit in this, beside a request target of up
+/// to [`MAX_TARGET_BYTES`].
 const ADMIN_MAX_HEADER_BYTES: usize = 16 * 1024;
 const _: () = assert!(crate::config::AdminToken::MAX_LEN + 1024 < ADMIN_MAX_HEADER_BYTES);
 
-/// The largest admin request head: room for any key a request can make, percent-encoded
-/// in the path (three bytes a byte), so a key of any length a client can send can be
-/// inspected and reset. Read from the running config for each connection.
-fn head_bytes(server: &crate::config::Server) -> usize {
-    server
-        .max_header_bytes
-        .saturating_mul(3)
-        .saturating_add(ADMIN_MAX_HEADER_BYTES)
-}
+/// The longest request target hyper reads (a longer one is `414` whatever the head's
+/// room): a key path up to it can be inspected and reset, a key of up to 64 KiB of
+/// plain bytes (a third of that where every byte is percent-encoded).
+const MAX_TARGET_BYTES: usize = 64 * 1024;
+
+/// The largest admin request head: the target's room and the headers'. Past it is `431`.
+const ADMIN_MAX_HEAD_BYTES: usize = MAX_TARGET_BYTES + ADMIN_MAX_HEADER_BYTES;
 
 /// Serves admin connections until `shutdown` flips, then drains them for up to `drain`.
 pub async fn serve(
@@ -41,7 +39,8 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(server.header_read_timeout);
+        .header_read_timeout(server.header_read_timeout)
+        .max_buf_size(ADMIN_MAX_HEAD_BYTES);
     loop {
         let Some((permit, stream, _)) =
             accept_bounded(&listener, &permits, &mut shutdown, "admin accept failed").await
@@ -49,8 +48,7 @@ pub async fn serve(
             break;
         };
         let shared = shared.clone();
-        let mut http = http.clone();
-        http.max_buf_size(head_bytes(&shared.config().server));
+        let http = http.clone();
         let watcher = graceful.watcher();
         let (deadline, send_timeout) = (server.header_read_timeout, server.send_timeout);
         tokio::spawn(async move {
