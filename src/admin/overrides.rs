@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::answer::{json_ok, key_path};
-use crate::config::compile::runtime::override_spec;
+use crate::config::compile::runtime::{override_spec, refused_routes};
 use crate::config::override_spec::OverrideProblem;
 use crate::config::Applied;
 use crate::overrides::{ChangeError, OverrideId};
@@ -33,7 +33,10 @@ pub async fn handle(
     let now_ms = shared.clock.wall_ms();
     if rest.is_empty() {
         return match *method {
-            Method::GET => json_ok(json!({ "overrides": shared.overrides.list(now_ms) })),
+            Method::GET => {
+                let listed = shared.overrides.list(&shared.config(), now_ms);
+                json_ok(json!({ "overrides": listed }))
+            }
             _ => json_error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
@@ -103,15 +106,21 @@ async fn put(shared: &Arc<Shared>, id: OverrideId, req: Request<Incoming>) -> Re
                 (&id.policy, &id.key),
                 crate::proxy::snapshot::KeyChange::Renumbered,
             );
-            let policy = current();
-            let policy = policy.policy(&id.policy).map(|p| &**p);
-            json_ok(json!({
+            let config = current();
+            let policy = config.policy(&id.policy).map(|p| &**p);
+            let mut answer = json!({
                 "status": "ok",
                 "policy": id.policy,
                 "key": id.key,
                 "applied": written_json(policy, &set, &applied),
                 "expires_in_ms": ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-            }))
+            });
+            // Set as asked, and told: these routes refuse the key whenever it comes.
+            let refused = policy.map(|p| refused_routes(&config, p, &applied));
+            if let Some(routes) = refused.filter(|r| !r.is_empty()) {
+                answer["refused_routes"] = json!(routes);
+            }
+            json_ok(answer)
         }
         Err(e) => refused(e),
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::set::OverrideSet;
 use super::stored::{OverrideId, Stored};
 use super::ChangeError;
-use crate::config::compile::runtime::{check_override, OverrideAge};
+use crate::config::compile::runtime::{check_override, refused_routes};
 use crate::config::override_spec::{OverrideProblem, OverrideSpec};
 use crate::config::Applied;
 use crate::config::Config;
@@ -36,24 +36,30 @@ pub fn one(config: &Config, limiter: &Limiter, set: &mut OverrideSet, stored: &S
     }
 }
 
-/// Of the overrides in effect, those whose burst is below a route's cost (a reload raised
-/// it after they were set), with the check's words: that route refuses their key's
-/// requests (`429 cost_above_burst`), the others keep the override. Checked after a reload
-/// only, to say so.
+/// Of the overrides in effect, those that some route refuses for good (their burst below
+/// its cost: `refused_routes`), with those routes: said after a reload, and listed.
 pub fn refusing_routes(
     config: &Config,
     set: &OverrideSet,
     now_ms: u64,
-) -> Vec<(OverrideId, Vec<OverrideProblem>)> {
+) -> Vec<(OverrideId, Vec<String>)> {
     let active = set
         .values()
         .filter(|s| !s.expired(now_ms) && set.problems(&s.id).is_empty());
     active
         .filter_map(|s| {
-            let problems = resolve(config, &s.id, &s.set, OverrideAge::New).err()?;
-            Some((s.id.clone(), problems))
+            let routes = refused_by(config, s)?;
+            Some((s.id.clone(), routes))
         })
         .collect()
+}
+
+/// The routes that refuse `stored`'s key for good under `config`, if any.
+pub fn refused_by(config: &Config, stored: &Stored) -> Option<Vec<String>> {
+    let applied = resolve_stored(config, stored).ok()?;
+    let policy = config.policy(&stored.id.policy)?;
+    let routes = refused_routes(config, policy, &applied);
+    (!routes.is_empty()).then_some(routes)
 }
 
 /// Takes `id`'s override out of effect.
@@ -113,7 +119,7 @@ pub fn check_id(config: &Config, id: &OverrideId) -> Result<(), ChangeError> {
 /// client's key (an `x-api-key` equal to the tenant id the override was set for).
 pub fn resolve_stored(config: &Config, stored: &Stored) -> Result<Applied, Vec<OverrideProblem>> {
     // The key's own checks first: they say how to spell it now (`ip` reloaded as `ip/64`).
-    let applied = resolve(config, &stored.id, &stored.set, OverrideAge::Kept)?;
+    let applied = resolve(config, &stored.id, &stored.set)?;
     let policy = config.policy(&stored.id.policy);
     if let (Some(was), Some(policy)) = (&stored.keyed_by, policy) {
         let now = policy.key_sources();
@@ -136,13 +142,11 @@ pub fn resolve_stored(config: &Config, stored: &Stored) -> Result<Applied, Vec<O
     Ok(applied)
 }
 
-/// What `set` makes of `id`'s limit under `config`, or why it cannot apply (`age`: see
-/// [`OverrideAge`]).
+/// What `set` makes of `id`'s limit under `config`, or why it cannot apply.
 pub fn resolve(
     config: &Config,
     id: &OverrideId,
     set: &OverrideSpec,
-    age: OverrideAge,
 ) -> Result<Applied, Vec<OverrideProblem>> {
     let problem = |message: String, hint: &str| {
         vec![OverrideProblem {
@@ -191,5 +195,5 @@ pub fn resolve(
             "set the override again with the key as requests make it and DELETE this one",
         ));
     }
-    check_override(config, policy, set, age)
+    check_override(config, policy, set)
 }

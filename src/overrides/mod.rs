@@ -23,13 +23,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::config::override_spec::{OverrideProblem, OverrideSpec};
 use crate::config::{Applied, Config};
 use crate::store::Limiter;
 
-pub use describe::describe_file;
+pub use describe::{describe_file, Listed};
 pub use journal::FileError;
 use journal::{Change, Journal};
 use set::OverrideSet;
@@ -130,21 +128,19 @@ impl Overrides {
     fn apply_all(&self, config: &Config, limiter: &Limiter, now_ms: u64) {
         let mut state = self.state.lock();
         apply::all(config, limiter, &mut state.set, now_ms);
-        let refusing = apply::refusing_routes(config, &state.set, now_ms);
-        let inactive = state.set.inactive().map(|(id, p)| (id, p, "not applied"));
-        let refusing = refusing
-            .iter()
-            .map(|(id, p)| (id, p, "applied, refusing a route"));
-        for (id, problems, what) in inactive.chain(refusing) {
+        for (id, problems) in state.set.inactive() {
             for p in problems {
                 tracing::warn!(
                     policy = %id.policy,
                     key = %id.key.join("/"),
                     hint = p.hint.as_deref().unwrap_or(""),
-                    "runtime override {what}: {}",
+                    "runtime override not applied: {}",
                     p.message
                 );
             }
+        }
+        for (id, routes) in apply::refusing_routes(config, &state.set, now_ms) {
+            tracing::warn!(policy = %id.policy, key = %id.key.join("/"), routes = %routes.join(","), "runtime override applied; its burst is below these routes' cost: they refuse its key (429 cost_above_burst)");
         }
     }
 
@@ -167,8 +163,7 @@ impl Overrides {
                 return Err(ChangeError::TooMany);
             }
         }
-        let age = crate::config::compile::runtime::OverrideAge::New;
-        let applied = apply::resolve(&config, &id, &set, age).map_err(ChangeError::Invalid)?;
+        let applied = apply::resolve(&config, &id, &set).map_err(ChangeError::Invalid)?;
         let stored = Stored {
             keyed_by: config.policy(&id.policy).map(|p| p.key_sources()),
             id,
@@ -215,8 +210,9 @@ impl Overrides {
         Ok(existed)
     }
 
-    /// Every override set and not expired, with whether it is in effect.
-    pub fn list(&self, now_ms: u64) -> Vec<Listed> {
+    /// Every override set and not expired, with whether it is in effect under `config`
+    /// (and which routes refuse its key).
+    pub fn list(&self, config: &Config, now_ms: u64) -> Vec<Listed> {
         let state = self.state.lock();
         state
             .set
@@ -231,6 +227,7 @@ impl Overrides {
                     expires_at_ms: s.expires_at_ms,
                     expires_in_ms: s.expires_at_ms.map(|at| at.saturating_sub(now_ms)),
                     active: problems.is_empty(),
+                    refused_routes: apply::refused_by(config, s).unwrap_or_default(),
                     problems,
                 }
             })
@@ -372,22 +369,6 @@ impl Overrides {
             .await
             .map_err(|e| FileError::Task(e.to_string()))?
     }
-}
-
-/// One override as `GET /admin/overrides` lists it.
-#[derive(Debug, Serialize)]
-pub struct Listed {
-    pub policy: String,
-    pub key: Vec<String>,
-    pub set: OverrideSpec,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires_at_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires_in_ms: Option<u64>,
-    /// Whether requests see it: `false` when the running config refuses it (`problems`).
-    pub active: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<OverrideProblem>,
 }
 
 /// Takes `id`'s override out of effect and out of `state`; the one it was.

@@ -37,23 +37,11 @@ pub fn override_spec(
     })
 }
 
-/// Whether an override is being set (`New`: every route listing its policy must be
-/// able to admit its cost under it, or the `PUT` is refused) or was set before and is
-/// checked again after a reload (`Kept`: a route whose cost a reload raised above its
-/// burst refuses that key's requests of the route, `429 cost_above_burst`; setting the
-/// override aside would lift it on every route of the policy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OverrideAge {
-    New,
-    Kept,
-}
-
 /// What `spec` makes of `policy`'s limit in `config`, or why it cannot apply.
 pub fn check_override(
     config: &Config,
     policy: &Policy,
     spec: &OverrideSpec,
-    age: OverrideAge,
 ) -> Result<Applied, Vec<OverrideProblem>> {
     let mut c = Compiler {
         problems: Vec::new(),
@@ -63,9 +51,6 @@ pub fn check_override(
         prices: BTreeMap::new(),
     };
     let applied = c.runtime_override(config, policy, spec);
-    if let (Some(Applied::Rate(quota)), OverrideAge::New) = (&applied, age) {
-        c.fits_routes(config, policy, quota);
-    }
     match applied {
         Some(applied) if c.problems.is_empty() => Ok(applied),
         _ => Err(c
@@ -169,36 +154,59 @@ impl Compiler {
         };
         self.in_flight(&spanned(max)).map(Applied::Concurrency)
     }
+}
 
-    /// Every route listing `policy` must still be able to admit its cost. A settled
-    /// policy's key reserves at most its burst (`RequestTiers::cap_reserves`) and pays
-    /// the rest when it settles: any burst admits it.
-    fn fits_routes(&mut self, config: &Config, policy: &Policy, quota: &Quota) {
-        if policy.rate().is_some_and(|r| r.settle.is_some()) {
-            return;
-        }
-        for route in &config.routes {
-            let lists = route.policies.iter().any(|p| p.name == policy.name);
-            let charged = route.cost;
-            if lists && charged > quota.burst() {
-                // A calendar quota's burst is its quota: named as the operator wrote it.
-                let field = match policy.kind() {
-                    crate::config::LimitKind::Quota => "quota",
-                    _ => "burst",
-                };
-                self.error(
-                    0..0,
-                    format!(
-                        "{field} {} is below the cost {} of route `{}`",
-                        quota.burst(),
-                        charged,
-                        route.name
-                    ),
-                    Some(format!(
-                        "such a request could never be admitted: raise {field}"
-                    )),
-                );
-            }
-        }
+/// The routes listing `policy` that refuse a key under `applied` (a runtime override)
+/// whenever it comes: an unsettled route whose cost is above its burst (`429
+/// cost_above_burst`). A settled policy's key reserves at most its burst and pays the
+/// rest when it settles (`RequestTiers::cap_reserves`); a shadow policy refuses nothing.
+/// The file's own overrides never do: `check` refuses them.
+pub fn refused_routes(config: &Config, policy: &Policy, applied: &Applied) -> Vec<String> {
+    let Applied::Rate(quota) = applied else {
+        return Vec::new();
+    };
+    if policy.mode == crate::limit::Mode::Shadow || policy.rate().is_none_or(|r| r.settle.is_some())
+    {
+        return Vec::new();
+    }
+    let lists = |route: &Route| route.policies.iter().any(|p| p.name == policy.name);
+    config
+        .routes
+        .iter()
+        .filter(|route| lists(route) && route.cost > quota.burst())
+        .map(|route| route.name.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(mode: &str, settle: &str) -> Config {
+        let text = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[upstreams.api]\ntargets = [\"http://127.0.0.1:1\"]\n[policies.p]\nkey = \"ip\"\nlimit = 1\nperiod = \"1s\"\nburst = 5\n{mode}{settle}\n[[routes]]\nname = \"light\"\npath = \"/\"\nupstream = \"api\"\npolicies = [\"p\"]\n[[routes]]\nname = \"heavy\"\npath = \"/heavy\"\nupstream = \"api\"\npolicies = [\"p\"]\ncost = 3\n"
+        );
+        crate::config::compile(std::path::Path::new("t.toml"), &text).expect("valid")
+    }
+
+    fn refused(config: &Config, burst: i64) -> Vec<String> {
+        let policy = config.policy("p").expect("p");
+        let spec = OverrideSpec {
+            burst: Some(burst),
+            ..OverrideSpec::default()
+        };
+        let applied = check_override(config, policy, &spec).expect("an override it takes");
+        refused_routes(config, policy, &applied)
+    }
+
+    #[test]
+    fn a_route_refuses_a_key_whose_override_is_below_its_cost_unless_shadow_or_settled() {
+        let enforced = config("", "");
+        assert_eq!(refused(&enforced, 2), ["heavy"]);
+        assert!(refused(&enforced, 3).is_empty(), "a burst of the cost admits it");
+        // A shadow policy refuses nothing; a settled one reserves at most the burst.
+        assert!(refused(&config("mode = \"shadow\"\n", ""), 2).is_empty());
+        let settled = "settle = \"response_header:x-used\"\n";
+        assert!(refused(&config("", settled), 2).is_empty());
     }
 }

@@ -211,6 +211,9 @@ pub fn write_shadow(
     client: std::net::IpAddr,
 ) {
     for (position, wait_ns) in denials {
+        // A wait no time ends (a cost above the key's burst) is told as none, as the
+        // `cost_above_burst` refusal's line and the rate limit service tell it.
+        let wait_ns = if wait_ns == u64::MAX { 0 } else { wait_ns };
         if take_line(config, metrics, now) {
             tracing::info!(target: "tollgate::shadow", route = %route.name, policy = %route.policies[position].name, client = %client, wait_ms = ceil_millis(wait_ns), "shadow tier would deny");
         }

@@ -176,13 +176,8 @@ fn a_quota_raised_by_a_runtime_override_unblocks_at_once_and_keeps_the_usage() {
         quota: Some(5),
         ..Default::default()
     };
-    let applied = crate::config::compile::runtime::check_override(
-        &b.config,
-        policy,
-        &spec,
-        crate::config::compile::runtime::OverrideAge::New,
-    )
-    .unwrap_or_else(|p| panic!("{p:?}"));
+    let applied = crate::config::compile::runtime::check_override(&b.config, policy, &spec)
+        .unwrap_or_else(|p| panic!("{p:?}"));
     let key = b.limiter.keys().key_of("daily", &["k".to_owned()]);
     let value = crate::store::overrides::KeyOverride {
         applied,
