@@ -238,7 +238,9 @@ pub fn answer(
         Outcome::CostAboveBurst { position } => {
             routed.runtime().policies[position].counters.denied.inc();
             trace.refused(Answer::CostAboveBurst, position, 0);
-            Some(cost_above_burst(policy_name(position)))
+            let rpc = body.and_then(BodyFacts::json_rpc_id);
+            let form = (wants_problem_json(headers), rpc.as_ref());
+            Some(cost_above_burst(policy_name(position), form))
         }
         Outcome::StoreUnavailable => {
             trace.answer = Answer::StoreUnavailable;

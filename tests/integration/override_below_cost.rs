@@ -53,6 +53,19 @@ async fn an_override_below_a_raised_cost_refuses_that_route_and_keeps_the_others
         let body = heavy.json();
         assert_eq!(body["error"], "cost_above_burst", "{body}");
         assert_eq!(body["policy"], "tenant", "{body}");
+        let accept = [
+            ("x-tenant-id", tenant.as_str()),
+            ("accept", "application/problem+json"),
+        ];
+        let problem = send(client, "GET", &gw.url("/heavy"), &accept, b"").await;
+        assert_eq!(
+            problem.header("content-type"),
+            Some("application/problem+json")
+        );
+        assert_eq!(
+            problem.json()["violated-policies"],
+            serde_json::json!(["tenant"])
+        );
         // Nothing was charged: the override's 2 are whole on the other route.
         for _ in 0..2 {
             assert_eq!(as_tenant(&gw, client, "/", &tenant).await.status, 200);

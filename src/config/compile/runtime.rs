@@ -203,7 +203,10 @@ mod tests {
     fn a_route_refuses_a_key_whose_override_is_below_its_cost_unless_shadow_or_settled() {
         let enforced = config("", "");
         assert_eq!(refused(&enforced, 2), ["heavy"]);
-        assert!(refused(&enforced, 3).is_empty(), "a burst of the cost admits it");
+        assert!(
+            refused(&enforced, 3).is_empty(),
+            "a burst of the cost admits it"
+        );
         // A shadow policy refuses nothing; a settled one reserves at most the burst.
         assert!(refused(&config("mode = \"shadow\"\n", ""), 2).is_empty());
         let settled = "settle = \"response_header:x-used\"\n";

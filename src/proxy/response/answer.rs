@@ -181,21 +181,6 @@ impl Answer {
     }
 }
 
-/// 429 for a request whose route costs more than the burst a runtime override gives its
-/// key of `policy`: no wait admits it, so it tells none (no `Retry-After`, as the rate
-/// limit service tells none for a call over a burst); the body says why.
-pub fn cost_above_burst(policy: &str) -> Response<Body> {
-    let resp = json_error(
-        StatusCode::TOO_MANY_REQUESTS,
-        Answer::CostAboveBurst.decision(),
-        &[
-            ("policy", policy.into()),
-            ("detail", "the route's cost is above the burst this key's override allows: no request of this route is admitted for the key until the override or the cost changes".into()),
-        ],
-    );
-    Answer::CostAboveBurst.on(resp)
-}
-
 /// 503 for a request past what the gateway holds at once (`max_requests`, or the memory
 /// of bodies read before their decision): try again in a second. It carries its
 /// `Answer`, so every caller renders the same one.

@@ -13,13 +13,13 @@ mod refusal_body;
 
 pub use accept::wants_problem_json;
 pub use answer::{
-    ambiguous_content_type, body_cut, cost_above_burst, decoded_too_large, jsonrpc_batch,
-    malformed_coding, overloaded, unsupported_charset, unsupported_coding, Answer,
+    ambiguous_content_type, body_cut, decoded_too_large, jsonrpc_batch, malformed_coding,
+    overloaded, unsupported_charset, unsupported_coding, Answer,
 };
 pub use cut::{BudgetExhausted, CutReason};
 pub use headers::{
     concurrency_headers, lists as rate_limit_lists, rate_limit_headers, PolicyAnswer,
     PolicyHeaders, RouteHeaders, TierItem,
 };
-pub use refusal::{concurrency_refused, too_many_requests};
+pub use refusal::{concurrency_refused, cost_above_burst, too_many_requests};
 pub use refusal_body::{body_start, Refused, QUOTA_EXCEEDED_TYPE};

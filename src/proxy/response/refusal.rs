@@ -139,6 +139,53 @@ pub fn concurrency_refused(
     resp
 }
 
+/// The 429 for a request whose route costs more than the burst a runtime override gives
+/// its key of `policy`: no wait admits it, so it tells none (no `Retry-After`, as the rate
+/// limit service tells none for a call over a burst); the body says why, in the form the
+/// request asked for: RFC 9457 problem details (`problem`), a JSON-RPC error to the
+/// request of this id (`rpc`), else the gateway's JSON error.
+pub fn cost_above_burst(
+    policy: &str,
+    (problem, rpc): (bool, Option<&RequestId>),
+) -> Response<Body> {
+    let why = super::Answer::CostAboveBurst;
+    let detail = "the route's cost is above the burst this key's override allows: no request of this route is admitted for the key until the override or the cost changes";
+    let plain = serde_json::json!({"error": why.decision(), "policy": policy, "detail": detail});
+    let (body, content_type) = match (rpc, problem) {
+        (Some(id), _) => {
+            let error = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": id.value(),
+                "error": {
+                    "code": super::refusal_body::JSON_RPC_RATE_LIMITED,
+                    "message": format!("rate limited by {policy}"),
+                    "data": plain,
+                },
+            });
+            (error, "application/json")
+        }
+        (None, true) => {
+            let mut body = serde_json::json!({
+                "type": super::refusal_body::QUOTA_EXCEEDED_TYPE,
+                "title": super::refusal_body::QUOTA_EXCEEDED_TITLE,
+                "status": 429,
+                "violated-policies": [policy],
+            });
+            if let (Some(all), Some(own)) = (body.as_object_mut(), plain.as_object()) {
+                all.extend(own.clone());
+            }
+            (body, "application/problem+json")
+        }
+        (None, false) => (plain, "application/json"),
+    };
+    let mut resp = Response::new(full(body.to_string()));
+    *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    let headers = resp.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(VARY, HeaderValue::from_static("accept"));
+    why.on(resp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::headers::tests::{tenant_item, user_item};
@@ -210,5 +257,40 @@ mod tests {
         assert_eq!(h["ratelimit"], "\"inflight\";r=0");
         assert!(h.get("x-ratelimit-limit").is_none());
         assert_eq!(h.len(), 5);
+    }
+
+    #[test]
+    fn a_cost_above_the_burst_is_told_in_the_form_asked_and_with_no_wait() {
+        let body = |resp: Response<Body>| {
+            let (parts, body) = resp.into_parts();
+            let bytes =
+                futures_util::FutureExt::now_or_never(http_body_util::BodyExt::collect(body))
+                    .expect("a full body")
+                    .expect("its bytes")
+                    .to_bytes();
+            let json: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+            (parts, json)
+        };
+        let (parts, plain) = body(cost_above_burst("tenant", (false, None)));
+        assert_eq!(parts.status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(
+            parts.headers.get(RETRY_AFTER).is_none(),
+            "no wait admits it"
+        );
+        assert_eq!(parts.headers[VARY], "accept");
+        assert_eq!(plain["error"], "cost_above_burst");
+        assert_eq!(plain["policy"], "tenant");
+        let (parts, problem) = body(cost_above_burst("tenant", (true, None)));
+        assert_eq!(parts.headers[CONTENT_TYPE], "application/problem+json");
+        assert_eq!(problem["violated-policies"], serde_json::json!(["tenant"]));
+        assert_eq!(problem["error"], "cost_above_burst");
+        let id = crate::json::rpc::request_id(br#"{"jsonrpc":"2.0","id":7,"method":"m"}"#);
+        let (_, rpc) = body(cost_above_burst("tenant", (true, id.as_ref())));
+        assert_eq!(rpc["id"], 7);
+        assert_eq!(
+            rpc["error"]["code"],
+            super::super::refusal_body::JSON_RPC_RATE_LIMITED
+        );
+        assert_eq!(rpc["error"]["data"], plain);
     }
 }

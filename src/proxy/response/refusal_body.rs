@@ -14,7 +14,7 @@ pub const JSON_RPC_RATE_LIMITED: i64 = -32029;
 /// (RFC 9457 problem details), with its title.
 pub const QUOTA_EXCEEDED_TYPE: &str =
     "https://iana.org/assignments/http-problem-types#quota-exceeded";
-const QUOTA_EXCEEDED_TITLE: &str =
+pub const QUOTA_EXCEEDED_TITLE: &str =
     "Request cannot be satisfied as assigned quota has been exceeded";
 
 /// What a 429's body says, in either of its forms.
