@@ -235,8 +235,7 @@ pub fn answer(
             let policy = [("policy", policy_name(position).into())];
             Some(json_error(StatusCode::BAD_REQUEST, code, &policy))
         }
-        Outcome::CostAboveBurst { position } => {
-            routed.runtime().policies[position].counters.denied.inc();
+        Outcome::CostAboveBurst { position, .. } => {
             trace.refused(Answer::CostAboveBurst, position, 0);
             let rpc = body.and_then(BodyFacts::json_rpc_id);
             let form = (wants_problem_json(headers), rpc.as_ref());

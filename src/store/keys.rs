@@ -27,8 +27,8 @@ pub enum KeyRefusal {
     Unpriced(usize),
     /// The route's cost is above the burst a runtime override gives this key (a reload
     /// raised the cost after the override was set): no request of the route is ever
-    /// admitted for the key (429, no wait to tell).
-    AboveBurst(usize),
+    /// admitted for the key (429, no wait to tell); `index`: which of the policy's keys.
+    AboveBurst { position: usize, index: usize },
 }
 
 /// One (policy, key parts) as the store identifies it.

@@ -81,6 +81,30 @@ async fn an_override_below_a_raised_cost_refuses_that_route_and_keeps_the_others
         assert_eq!(as_tenant(&gw, client, "/heavy", &other).await.status, 200);
     }
     assert_eq!(up.requests(), seen + 6, "no refused request went upstream");
+    // Counted as refusals of the key that refused, in the top-keys view and the metrics.
+    let top = get(&gw.admin_url("/admin/top?policy=tenant&n=10"), &[])
+        .await
+        .json();
+    let of = |tenant: &str| {
+        (top.as_array().expect("a list").iter())
+            .find(|k| k["key"] == serde_json::json!([tenant]))
+            .cloned()
+    };
+    for tenant in ["acme-1", "acme-2"] {
+        let entry = of(tenant).unwrap_or_else(|| panic!("{tenant} in {top}"));
+        // Two on `/heavy` (its form asked twice), one on `/` past the override's 2.
+        assert_eq!(
+            (&entry["refused"], &entry["admitted"]),
+            (&3.into(), &2.into()),
+            "{entry}"
+        );
+    }
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let denied = metrics
+        .lines()
+        .find(|l| l.contains("route=\"heavy\"") && l.contains("outcome=\"denied\""))
+        .unwrap_or_else(|| panic!("heavy's denials in {metrics}"));
+    assert!(denied.ends_with(" 4"), "{denied}");
     // A gRPC call is told not to retry (a negative pushback).
     for client in [http2(), http1()] {
         let headers = [

@@ -30,8 +30,8 @@ pub enum Outcome {
     /// 400: the priced policy at `position` has no price for the model the request names.
     UnpricedModel { position: usize },
     /// 429: the route's cost is above the burst a runtime override gives the key of the
-    /// policy at `position`: no wait admits it.
-    CostAboveBurst { position: usize },
+    /// policy at `position` (its `index`-th key): no wait admits it.
+    CostAboveBurst { position: usize, index: usize },
     /// 503: the store failed and `on_error = "deny"`.
     StoreUnavailable,
 }
@@ -42,7 +42,9 @@ impl From<KeyRefusal> for Outcome {
             KeyRefusal::Missing(position) => Outcome::MissingKey { position },
             KeyRefusal::TooManyValues(position) => Outcome::TooManyKeyValues { position },
             KeyRefusal::Unpriced(position) => Outcome::UnpricedModel { position },
-            KeyRefusal::AboveBurst(position) => Outcome::CostAboveBurst { position },
+            KeyRefusal::AboveBurst { position, index } => {
+                Outcome::CostAboveBurst { position, index }
+            }
         }
     }
 }
@@ -234,6 +236,28 @@ impl Admission {
                 TierKind::Rate => self.rate_outcome(p),
                 TierKind::Concurrency => self.slot_outcome(p),
             })
+            .chain(self.above_burst())
+    }
+
+    /// A policy that refused before deciding, the route's cost above a key's burst: counted
+    /// denied under that key (in the metrics and the top-keys view).
+    fn above_burst(&self) -> Option<PolicyOutcome> {
+        let Outcome::CostAboveBurst { position, index } = self.outcome else {
+            return None;
+        };
+        let p = self
+            .tiers
+            .policies
+            .iter()
+            .find(|p| p.position == position)?;
+        let tier = self.tiers.rate.get(p.range.start + index)?;
+        Some(PolicyOutcome {
+            position,
+            counted: Counted::Denied,
+            overflow: false,
+            key: tier.tier.key,
+            index,
+        })
     }
 
     /// A rate policy counts as denied when any of its keys denied.

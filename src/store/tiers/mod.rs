@@ -222,6 +222,7 @@ impl RequestTiers {
                 self.push(plan, overrides, (position, policy), partial, clock);
             }
             let range = start..self.len_of(kind);
+            let mut above_burst = None;
             match &plan.rate {
                 Some(RatePlan {
                     priced: Some(priced),
@@ -230,15 +231,11 @@ impl RequestTiers {
                     .quote(priced, view, range.clone())
                     .map_err(|_| KeyRefusal::Unpriced(position))?,
                 Some(rate) if rate.settled => self.cap_reserves(route.cost, range.clone()),
-                // A runtime override kept across a reload that raised the route's cost
-                // above its burst (nothing else can: `check` refuses it in the file):
-                // refused whenever it comes, before any store work.
-                Some(_)
-                    if overrides.any()
-                        && policy.mode == Mode::Enforce
-                        && self.above_burst(route.cost, &range) =>
-                {
-                    return Err(KeyRefusal::AboveBurst(position));
+                // A runtime override below the route's cost (nothing else can be: `check`
+                // refuses it in the file): refused whenever it comes, before any store
+                // work; the policy's tiers kept, to count the key that refused.
+                Some(_) if overrides.any() && policy.mode == Mode::Enforce => {
+                    above_burst = self.above_burst(route.cost, &range);
                 }
                 _ => {}
             }
@@ -247,6 +244,9 @@ impl RequestTiers {
                 kind,
                 range,
             });
+            if let Some(index) = above_burst {
+                return Err(KeyRefusal::AboveBurst { position, index });
+            }
         }
         Ok(())
     }
@@ -304,12 +304,12 @@ impl RequestTiers {
         }
     }
 
-    /// Whether a tier in `range` has a burst below `cost`. One comparison an unsettled
-    /// tier, asked only while a runtime override is set.
-    fn above_burst(&self, cost: u64, range: &Range<usize>) -> bool {
+    /// The first tier in `range` whose burst is below `cost`, by its index among them. One
+    /// comparison an unsettled tier, asked only while a runtime override is set.
+    fn above_burst(&self, cost: u64, range: &Range<usize>) -> Option<usize> {
         self.rate[range.clone()]
             .iter()
-            .any(|t| t.tier.quota.burst() < cost)
+            .position(|t| t.tier.quota.burst() < cost)
     }
 
     fn len_of(&self, kind: TierKind) -> usize {
