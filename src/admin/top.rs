@@ -80,12 +80,17 @@ async fn row(
     // new key that met it, not a key of its own.
     let policy = config.policy(&k.policy);
     let overflow = policy.is_some() && shared.limiter.keys().policy(&k.policy).overflow == k.hash();
+    // The parts shown name the key counted only where its bytes are their text: a key
+    // value that is not UTF-8 is shown with U+FFFD, which names another key.
+    let keys = shared.limiter.keys();
+    let nameable = policy.is_some_and(|p| {
+        !overflow
+            && !k.truncated
+            && crate::store::keys::key_shape(p, &k.parts).is_ok()
+            && keys.hash_of(&k.policy, &k.parts) == k.hash()
+    });
     let state = match policy {
-        Some(p)
-            if !overflow && !k.truncated && crate::store::keys::key_shape(p, &k.parts).is_ok() =>
-        {
-            super::key_state::key_state(shared, p, &k.parts).await.ok()
-        }
+        Some(p) if nameable => super::key_state::key_state(shared, p, &k.parts).await.ok(),
         _ => None,
     };
     let parts = if overflow { Vec::new() } else { k.parts };
@@ -94,6 +99,7 @@ async fn row(
         "key": parts,
         "overflow": overflow,
         "truncated": k.truncated,
+        "nameable": nameable,
         "refused": k.refused,
         "refused_at_least": k.refused,
         "refused_at_most": k.refused.saturating_add(k.error),

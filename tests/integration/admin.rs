@@ -341,6 +341,25 @@ async fn a_key_path_that_is_not_text_is_refused_not_read_as_another_key() {
         "nothing was set"
     );
     assert_eq!(raw_get(b"caf\xe9").await, 429, "nothing was reset");
+    // The top-keys view shows it as text it is not (beside the key that text is): it says
+    // so, and tells no state read under that text (the other key's: `remaining: 2`).
+    let top = get(&gw.admin_url("/admin/top?policy=tenant"), &[])
+        .await
+        .json();
+    let rows = top.as_array().expect("a list");
+    let shown = |nameable: bool| {
+        (rows.iter())
+            .find(|k| k["key"] == serde_json::json!(["caf\u{FFFD}"]) && k["nameable"] == nameable)
+            .unwrap_or_else(|| panic!("nameable {nameable} in {top}"))
+    };
+    let spent = shown(false);
+    assert_eq!(
+        (&spent["admitted"], &spent["refused"]),
+        (&3.into(), &3.into()),
+        "{spent}"
+    );
+    assert_eq!(spent["remaining"], serde_json::Value::Null, "{spent}");
+    assert_eq!(shown(true)["remaining"], 2, "the text's own key");
 }
 
 /// A key whose path is up to 64 KiB (60 KiB in a header, under `max_header_bytes`) can be
