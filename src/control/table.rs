@@ -75,6 +75,10 @@ fn row(k: &Value) -> [String; 6] {
     if cut || key.chars().count() > KEY_WIDTH {
         key = key.chars().take(KEY_WIDTH - 1).collect::<String>() + "…";
     }
+    // Its bytes are not the text shown (not UTF-8): that text is another key's.
+    if k["nameable"].as_bool() == Some(false) && !cut && !overflow {
+        key.push_str(" (not text)");
+    }
     let number = |v: &Value| match v {
         Value::Number(n) => n.to_string(),
         _ => "-".to_owned(),
@@ -147,6 +151,7 @@ mod tests {
             {"policy": "p", "key": [victim], "truncated": true, "refused": 9, "admitted": 0},
             {"policy": "p", "key": ["acme  "], "refused": 1, "admitted": 0},
             {"policy": "p", "key": [""], "refused": 1, "admitted": 0},
+            {"policy": "p", "key": ["caf\u{FFFD}"], "nameable": false, "refused": 1, "admitted": 0},
         ]);
         let table = top_table(keys.as_array().expect("array"), Some("300"));
         let rows: Vec<&str> = table.lines().skip(3).collect();
@@ -156,5 +161,9 @@ mod tests {
         );
         assert!(rows[1].starts_with("p       \"acme  \""), "{table}");
         assert!(rows[2].starts_with("p       \"\""), "{table}");
+        assert!(
+            rows[3].starts_with("p       caf\u{FFFD} (not text)"),
+            "{table}"
+        );
     }
 }
