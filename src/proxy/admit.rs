@@ -200,27 +200,12 @@ pub fn answer(
             trace.refused(Answer::Denied, position, admission.wait_ns());
             Some(rate_refusal(routed, admission, (headers, body)))
         }
-        Outcome::SlotsFull { position, max } => {
-            let policy = &route.policies[position];
-            let retry_after = policy
-                .concurrency()
-                .map_or(Duration::from_secs(1), |c| c.retry_after);
-            let wait = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
-            trace.refused(Answer::Denied, position, wait);
-            let answer = routed.answer(position);
-            let constant = &answer.headers;
-            let own = slot_headers(policy, max, constant);
-            let problem = wants_problem_json(headers);
-            let rpc = body.and_then(BodyFacts::json_rpc_id);
-            let start = &answer.refusal_body;
-            Some(concurrency_refused(
-                &policy.name,
-                start,
-                retry_after,
-                &own,
-                (problem, rpc.as_ref()),
-            ))
-        }
+        Outcome::SlotsFull { position, max } => Some(slots_refusal(
+            routed,
+            (position, max),
+            (headers, body),
+            trace,
+        )),
         Outcome::MissingKey { position }
         | Outcome::TooManyKeyValues { position }
         | Outcome::UnpricedModel { position } => {
@@ -250,6 +235,27 @@ pub fn answer(
             ))
         }
     }
+}
+
+/// The 429 of a concurrency refusal: every slot of the policy at `position` (at most
+/// `max`) was taken; its `Retry-After` is the policy's hint.
+fn slots_refusal(
+    routed: &Routed<'_>,
+    (position, max): (usize, u32),
+    (headers, body): (&HeaderMap, Option<&BodyFacts<'_>>),
+    trace: &mut Trace,
+) -> Response<Body> {
+    let policy = &routed.route.policies[position];
+    let retry_after = policy
+        .concurrency()
+        .map_or(Duration::from_secs(1), |c| c.retry_after);
+    let wait = u64::try_from(retry_after.as_nanos()).unwrap_or(u64::MAX);
+    trace.refused(Answer::Denied, position, wait);
+    let answer = routed.answer(position);
+    let own = slot_headers(policy, max, &answer.headers);
+    let rpc = body.and_then(BodyFacts::json_rpc_id);
+    let form = (wants_problem_json(headers), rpc.as_ref());
+    concurrency_refused(&policy.name, &answer.refusal_body, retry_after, &own, form)
 }
 
 /// The 429 of a rate refusal: headers describe every tier as the refusal left it.
