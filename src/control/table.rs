@@ -75,9 +75,10 @@ fn row(k: &Value) -> [String; 6] {
     if cut || key.chars().count() > KEY_WIDTH {
         key = key.chars().take(KEY_WIDTH - 1).collect::<String>() + "…";
     }
-    // Its bytes are not the text shown (not UTF-8): that text is another key's.
+    // The admin API cannot name it by the text shown: its bytes are not UTF-8 (that
+    // text is another key's), or a part is missing (the key of `missing = "shared"`).
     if k["nameable"].as_bool() == Some(false) && !cut && !overflow {
-        key.push_str(" (not text)");
+        key.push_str(" (not nameable)");
     }
     let number = |v: &Value| match v {
         Value::Number(n) => n.to_string(),
@@ -162,7 +163,7 @@ mod tests {
         assert!(rows[1].starts_with("p       \"acme  \""), "{table}");
         assert!(rows[2].starts_with("p       \"\""), "{table}");
         assert!(
-            rows[3].starts_with("p       caf\u{FFFD} (not text)"),
+            rows[3].starts_with("p       caf\u{FFFD} (not nameable)"),
             "{table}"
         );
     }

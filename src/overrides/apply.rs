@@ -54,6 +54,32 @@ pub fn refusing_routes(
         .collect()
 }
 
+/// Says, after a reload, which overrides in effect some route refuses (the first
+/// [`LOGGED_REFUSING`] one line each, then one line for them all: an operator may keep
+/// many keys off an expensive route on purpose).
+pub fn log_refusing(config: &Config, set: &OverrideSet, now_ms: u64) {
+    let refusing = refusing_routes(config, set, now_ms);
+    for (id, routes) in refusing.iter().take(LOGGED_REFUSING) {
+        let word = limit_word(config, &id.policy);
+        tracing::warn!(policy = %id.policy, key = %id.key.join("/"), routes = %routes.join(","), "runtime override applied; its {word} is below these routes' cost: they refuse its key (429 cost_above_burst)");
+    }
+    if refusing.len() > LOGGED_REFUSING {
+        tracing::warn!(count = refusing.len(), "runtime overrides applied with routes refusing their key (429 cost_above_burst): the first {LOGGED_REFUSING} logged, GET /admin/overrides lists each");
+    }
+}
+
+/// Overrides a reload names one line each when routes refuse their key.
+const LOGGED_REFUSING: usize = 10;
+
+/// What a policy's override limits, as the operator wrote it: a calendar quota's
+/// `quota`, else its `burst`.
+pub fn limit_word(config: &Config, policy: &str) -> &'static str {
+    match config.policy(policy).map(|p| p.kind()) {
+        Some(crate::config::LimitKind::Quota) => "quota",
+        _ => "burst",
+    }
+}
+
 /// The routes that refuse `stored`'s key for good under `config`, if any.
 pub fn refused_by(config: &Config, stored: &Stored) -> Option<Vec<String>> {
     let applied = resolve_stored(config, stored).ok()?;

@@ -139,9 +139,7 @@ impl Overrides {
                 );
             }
         }
-        for (id, routes) in apply::refusing_routes(config, &state.set, now_ms) {
-            tracing::warn!(policy = %id.policy, key = %id.key.join("/"), routes = %routes.join(","), "runtime override applied; its burst is below these routes' cost: they refuse its key (429 cost_above_burst)");
-        }
+        apply::log_refusing(config, &state.set, now_ms);
     }
 
     /// Sets (or replaces) one override; in effect when this returns.
@@ -212,14 +210,21 @@ impl Overrides {
 
     /// Every override set and not expired, with whether it is in effect under `config`
     /// (and which routes refuse its key).
+    /// The routes refusing each are worked out after the lock is let go: a change waits
+    /// for a copy of the set, not for every override checked against every route.
     pub fn list(&self, config: &Config, now_ms: u64) -> Vec<Listed> {
-        let state = self.state.lock();
-        state
-            .set
-            .values()
-            .filter(|s| !s.expired(now_ms))
-            .map(|s| {
-                let problems = state.set.problems(&s.id).to_vec();
+        let live: Vec<(Stored, Vec<OverrideProblem>)> = {
+            let state = self.state.lock();
+            (state.set.values().filter(|s| !s.expired(now_ms)))
+                .map(|s| (s.clone(), state.set.problems(&s.id).to_vec()))
+                .collect()
+        };
+        live.into_iter()
+            .map(|(s, problems)| {
+                let refused_routes = match problems.is_empty() {
+                    true => apply::refused_by(config, &s).unwrap_or_default(),
+                    false => Vec::new(),
+                };
                 Listed {
                     policy: s.id.policy.clone(),
                     key: s.id.key.clone(),
@@ -227,7 +232,7 @@ impl Overrides {
                     expires_at_ms: s.expires_at_ms,
                     expires_in_ms: s.expires_at_ms.map(|at| at.saturating_sub(now_ms)),
                     active: problems.is_empty(),
-                    refused_routes: apply::refused_by(config, s).unwrap_or_default(),
+                    refused_routes,
                     problems,
                 }
             })
