@@ -37,7 +37,7 @@ pub fn one(config: &Config, limiter: &Limiter, set: &mut OverrideSet, stored: &S
 }
 
 /// Of the overrides in effect, those that some route refuses for good (their burst below
-/// its cost: `refused_routes`), with those routes: said after a reload, and listed.
+/// its cost: `refused_routes`), with those routes, for a reload to say.
 pub fn refusing_routes(
     config: &Config,
     set: &OverrideSet,

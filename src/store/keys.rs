@@ -25,8 +25,8 @@ pub enum KeyRefusal {
     /// A priced policy's table has no row for the model the request names (and no
     /// `default`).
     Unpriced(usize),
-    /// The route's cost is above the burst a runtime override gives this key (a reload
-    /// raised the cost after the override was set): no request of the route is ever
+    /// The route's cost is above the burst a runtime override gives this key (set so, or
+    /// left so by a reload that raised the cost): no request of the route is ever
     /// admitted for the key (429, no wait to tell); `index`: which of the policy's keys.
     AboveBurst { position: usize, index: usize },
 }
