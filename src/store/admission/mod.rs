@@ -200,13 +200,13 @@ impl Admission {
             // the window the settle fell in (past a rollover since the admission, the
             // settle charged the new window, whose reset is a window away, not the old
             // one's a few seconds after the admission).
-            let until_idle = match (&t.bounds, t.tier.window) {
-                (Some(bounds), _) => {
+            // (A tier has a window only with a calendar's bounds: `place_windows`.)
+            let until_idle = match &t.bounds {
+                Some(bounds) => {
                     let end = clock.mono_ns_at(bounds.end_at(clock.unix_ns_at(now)));
                     end.saturating_sub(now)
                 }
-                (None, Some(end)) => end.saturating_sub(self.now),
-                (None, None) => debt_ns,
+                None => debt_ns,
             };
             self.verdict.settled(tier, (debt_ns, until_idle), &quota);
         }
