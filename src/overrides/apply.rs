@@ -36,31 +36,19 @@ pub fn one(config: &Config, limiter: &Limiter, set: &mut OverrideSet, stored: &S
     }
 }
 
-/// Of the overrides in effect, those that some route refuses for good (their burst below
-/// its cost: `refused_routes`), with those routes, for a reload to say.
-pub fn refusing_routes(
-    config: &Config,
-    set: &OverrideSet,
-    now_ms: u64,
-) -> Vec<(OverrideId, Vec<String>)> {
+/// Says, after a reload, which overrides in effect some route refuses for good (their
+/// burst below its cost: `refused_routes`): the first [`LOGGED_REFUSING`] one line each,
+/// then one line for them all (an operator may keep many keys off an expensive route on
+/// purpose).
+pub fn log_refusing(config: &Config, set: &OverrideSet, now_ms: u64) {
     let active = set
         .values()
         .filter(|s| !s.expired(now_ms) && set.problems(&s.id).is_empty());
-    active
-        .filter_map(|s| {
-            let routes = refused_by(config, s)?;
-            Some((s.id.clone(), routes))
-        })
-        .collect()
-}
-
-/// Says, after a reload, which overrides in effect some route refuses (the first
-/// [`LOGGED_REFUSING`] one line each, then one line for them all: an operator may keep
-/// many keys off an expensive route on purpose).
-pub fn log_refusing(config: &Config, set: &OverrideSet, now_ms: u64) {
-    let refusing = refusing_routes(config, set, now_ms);
-    for (id, routes) in refusing.iter().take(LOGGED_REFUSING) {
-        let word = limit_word(config, &id.policy);
+    let refusing: Vec<(&Stored, Vec<String>)> = active
+        .filter_map(|s| Some((s, refused_by(config, s)?)))
+        .collect();
+    for (s, routes) in refusing.iter().take(LOGGED_REFUSING) {
+        let (id, word) = (&s.id, bound_field(config, &s.id.policy));
         tracing::warn!(policy = %id.policy, key = %id.key.join("/"), routes = %routes.join(","), "runtime override applied; its {word} is below these routes' cost: they refuse its key (429 cost_above_burst)");
     }
     if refusing.len() > LOGGED_REFUSING {
@@ -71,13 +59,13 @@ pub fn log_refusing(config: &Config, set: &OverrideSet, now_ms: u64) {
 /// Overrides a reload names one line each when routes refuse their key.
 const LOGGED_REFUSING: usize = 10;
 
-/// What a policy's override limits, as the operator wrote it: a calendar quota's
-/// `quota`, else its `burst`.
-pub fn limit_word(config: &Config, policy: &str) -> &'static str {
-    match config.policy(policy).map(|p| p.kind()) {
-        Some(crate::config::LimitKind::Quota) => "quota",
-        _ => "burst",
-    }
+/// The field `policy`'s overrides bound a key in ([`LimitKind::bound_field`]).
+///
+/// [`LimitKind::bound_field`]: crate::config::LimitKind::bound_field
+pub fn bound_field(config: &Config, policy: &str) -> &'static str {
+    config
+        .policy(policy)
+        .map_or("burst", |p| p.kind().bound_field())
 }
 
 /// The routes that refuse `stored`'s key for good under `config`, if any.

@@ -37,7 +37,7 @@ pub fn describe_file(config: &Config, now_ms: u64) -> Result<Option<String>, Fil
                 );
             }
         } else if let Some(routes) = apply::refused_by(config, stored) {
-            let word = apply::limit_word(config, &stored.id.policy);
+            let word = apply::bound_field(config, &stored.id.policy);
             let _ = writeln!(
                 out,
                 "  {name} - warning: its {word} is below the cost of route(s) {}: they refuse its key (429 cost_above_burst)",

@@ -140,6 +140,16 @@ impl LimitKind {
         }
     }
 
+    /// The field a key's limit is written in (an override's, as the operator sets it): a
+    /// rate's `burst`, a calendar quota's `quota`, a cap's `max_in_flight`.
+    pub fn bound_field(self) -> &'static str {
+        match self {
+            LimitKind::Rate => "burst",
+            LimitKind::Quota => "quota",
+            LimitKind::Concurrency => "max_in_flight",
+        }
+    }
+
     /// The refusal body's `limit` word (none for a rate, the contract's first kind).
     pub fn body_word(self) -> Option<&'static str> {
         match self {
