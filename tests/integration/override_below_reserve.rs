@@ -28,16 +28,10 @@ async fn call(gw: &TestGateway, client: &HttpClient, key: &str, usage: Option<&s
     send(client, "GET", &gw.url("/v1/usage"), &headers, b"").await
 }
 
-/// Units `key` used this month, as the admin API says, polled until they are
-/// `expected` (a settle may land just after the answer).
+/// Units `key` used this month, polled until they are `expected` (a settle may land just
+/// after the answer).
 async fn used_reaches(gw: &TestGateway, key: &str, expected: u64) -> u64 {
-    let url = gw.admin_url(&format!("/admin/limits/plan/{key}"));
-    let used = || async { get(&url, &[]).await.json()["used"].as_u64() };
-    eventually_async(std::time::Duration::from_secs(10), || async {
-        used().await == Some(expected)
-    })
-    .await;
-    used().await.unwrap_or(0)
+    crate::spend::used_reaches_of(gw, ("plan", key), expected).await
 }
 
 async fn an_override_below_a_raised_reserve_stays_in_force(

@@ -68,7 +68,12 @@ pub(super) async fn post(client: &HttpClient, url: &str, key: &str, body: Vec<u8
 
 /// Units the key `key` used this month, as the admin API says.
 pub(super) async fn used(gw: &TestGateway, key: &str) -> u64 {
-    let state = get(&gw.admin_url(&format!("/admin/limits/spend/{key}")), &[])
+    used_of(gw, ("spend", key)).await
+}
+
+/// Units `policy`'s key `key` used this window, as the admin API says.
+pub(super) async fn used_of(gw: &TestGateway, (policy, key): (&str, &str)) -> u64 {
+    let state = get(&gw.admin_url(&format!("/admin/limits/{policy}/{key}")), &[])
         .await
         .json();
     state["used"]
@@ -78,9 +83,18 @@ pub(super) async fn used(gw: &TestGateway, key: &str) -> u64 {
 
 /// Polls until `key` has used `expected` (a settle may land just after the last byte).
 pub(super) async fn used_reaches(gw: &TestGateway, key: &str, expected: u64) -> u64 {
+    used_reaches_of(gw, ("spend", key), expected).await
+}
+
+/// Polls until `policy`'s key `key` has used `expected`; what it last used.
+pub(super) async fn used_reaches_of(
+    gw: &TestGateway,
+    (policy, key): (&str, &str),
+    expected: u64,
+) -> u64 {
     let mut last = 0;
     for _ in 0..200 {
-        last = used(gw, key).await;
+        last = used_of(gw, (policy, key)).await;
         if last == expected {
             return last;
         }
