@@ -31,7 +31,7 @@ async fn call(gw: &TestGateway, client: &HttpClient, key: &str, usage: Option<&s
 /// Units `key` used this month, polled until they are `expected` (a settle may land just
 /// after the answer).
 async fn used_reaches(gw: &TestGateway, key: &str, expected: u64) -> u64 {
-    crate::spend::used_reaches_of(gw, ("plan", key), expected).await
+    used_reaches_of(gw, ("plan", key), expected).await
 }
 
 async fn an_override_below_a_raised_reserve_stays_in_force(

@@ -71,36 +71,9 @@ pub(super) async fn used(gw: &TestGateway, key: &str) -> u64 {
     used_of(gw, ("spend", key)).await
 }
 
-/// Units `policy`'s key `key` used this window, as the admin API says.
-pub(super) async fn used_of(gw: &TestGateway, (policy, key): (&str, &str)) -> u64 {
-    let state = get(&gw.admin_url(&format!("/admin/limits/{policy}/{key}")), &[])
-        .await
-        .json();
-    state["used"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("used in {state}"))
-}
-
 /// Polls until `key` has used `expected` (a settle may land just after the last byte).
 pub(super) async fn used_reaches(gw: &TestGateway, key: &str, expected: u64) -> u64 {
     used_reaches_of(gw, ("spend", key), expected).await
-}
-
-/// Polls until `policy`'s key `key` has used `expected`; what it last used.
-pub(super) async fn used_reaches_of(
-    gw: &TestGateway,
-    (policy, key): (&str, &str),
-    expected: u64,
-) -> u64 {
-    let mut last = 0;
-    for _ in 0..200 {
-        last = used_of(gw, (policy, key)).await;
-        if last == expected {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    last
 }
 
 #[tokio::test]
