@@ -69,12 +69,18 @@ async fn two_servers_on_one_redis_admit_a_calendar_quota_and_no_more() {
     let (n1, n2, _) =
         two_servers(config, Duration::from_millis(400), Duration::from_secs(45)).await;
     eprintln!("rlqs two servers on redis, calendar quota 300: {n1} + {n2} admitted");
-    // The quota, and what the Envoys admitted between building a report and applying its
-    // answer (charged at their next report): a few at this pace.
+    // The quota, and what each Envoy admitted between building its last reports and
+    // applying their answers (charged at its next report): its demand, 10 a second, times
+    // that time, which on a loaded machine (three Redis calls a report, two Envoys, two
+    // servers) can pass half a second. Without the room left for the other server's
+    // holders the two admitted 326.
     let total = n1 + n2;
-    assert!(total <= 306, "{total} admitted of a quota of 300");
     assert!(
-        total >= 270,
-        "the Envoys were locked out early: {total} of 300"
+        total <= 312,
+        "{total} ({n1} + {n2}) admitted of a quota of 300"
+    );
+    assert!(
+        total >= 260,
+        "the Envoys were locked out early: {total} ({n1} + {n2}) of 300"
     );
 }
