@@ -5,5 +5,6 @@ pub mod auth;
 pub mod key_state;
 pub mod listener;
 pub mod overrides;
+mod overrides_list;
 pub mod service;
 pub mod top;

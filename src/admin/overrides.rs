@@ -1,4 +1,5 @@
-//! `/admin/overrides`: runtime per-key limits. `GET /admin/overrides` lists them;
+//! `/admin/overrides`: runtime per-key limits. `GET /admin/overrides` lists them
+//! (`overrides_list`);
 //! `PUT /admin/overrides/{policy}/{key parts…}` with a JSON body (`limit`, `period`,
 //! `burst` or `max_in_flight`, and `ttl`) sets one, `DELETE` on the same path removes it.
 
@@ -32,17 +33,12 @@ pub async fn handle(
 ) -> Response<Body> {
     let now_ms = shared.clock.wall_ms();
     if rest.is_empty() {
-        return match *method {
-            Method::GET => {
-                let listed = shared.overrides.list(&shared.config(), now_ms);
-                json_ok(json!({ "overrides": listed }))
-            }
-            _ => json_error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                &[("allow", "GET".into())],
-            ),
-        };
+        // Not a GET: the list's GET is `overrides_list`'s.
+        return json_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            &[("allow", "GET".into())],
+        );
     }
     let (policy, typed) = match key_path(rest) {
         Ok(named) => named,

@@ -97,6 +97,9 @@ async fn route(
         (&Method::GET, p) if p.starts_with("/admin/limits/") => {
             limit_json(shared, &p["/admin/limits/".len()..]).await
         }
+        (&Method::GET, "/admin/overrides") => {
+            super::overrides_list::handle(shared, req.uri().query())
+        }
         (_, "/admin/overrides") => super::overrides::handle(shared, method, "", req).await,
         (_, p) if p.starts_with("/admin/overrides/") => {
             super::overrides::handle(shared, method, &p["/admin/overrides/".len()..], req).await

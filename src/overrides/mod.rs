@@ -27,7 +27,7 @@ use crate::config::override_spec::{OverrideProblem, OverrideSpec};
 use crate::config::{Applied, Config};
 use crate::store::Limiter;
 
-pub use describe::{describe_file, Listed};
+pub use describe::{describe_file, Listed, Page};
 pub use journal::FileError;
 use journal::{Change, Journal};
 use set::OverrideSet;
@@ -206,37 +206,6 @@ impl Overrides {
             self.record(vec![Change::Del(id.clone())], false).await?;
         }
         Ok(existed)
-    }
-
-    /// Every override set and not expired, with whether it is in effect under `config`
-    /// (and which routes refuse its key).
-    /// The routes refusing each are worked out after the lock is let go: a change waits
-    /// for a copy of the set, not for every override checked against every route.
-    pub fn list(&self, config: &Config, now_ms: u64) -> Vec<Listed> {
-        let live: Vec<(Stored, Vec<OverrideProblem>)> = {
-            let state = self.state.lock();
-            (state.set.values().filter(|s| !s.expired(now_ms)))
-                .map(|s| (s.clone(), state.set.problems(&s.id).to_vec()))
-                .collect()
-        };
-        live.into_iter()
-            .map(|(s, problems)| {
-                let refused_routes = match problems.is_empty() {
-                    true => apply::refused_by(config, &s).unwrap_or_default(),
-                    false => Vec::new(),
-                };
-                Listed {
-                    policy: s.id.policy.clone(),
-                    key: s.id.key.clone(),
-                    set: s.set.clone(),
-                    expires_at_ms: s.expires_at_ms,
-                    expires_in_ms: s.expires_at_ms.map(|at| at.saturating_sub(now_ms)),
-                    active: problems.is_empty(),
-                    refused_routes,
-                    problems,
-                }
-            })
-            .collect()
     }
 
     /// Upkeep, once a second: drops expired overrides (from Redis too), and with Redis

@@ -45,6 +45,32 @@ impl OverrideSet {
         self.all.values()
     }
 
+    /// The overrides in id order (policy, then key) from just after `after` (from the
+    /// first), only `policy`'s when given: a page of the list starts here without walking
+    /// the ones before it.
+    pub fn from<'a>(
+        &'a self,
+        after: Option<&OverrideId>,
+        policy: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Stored> + 'a {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let first = policy.map(|p| OverrideId {
+            policy: p.to_owned(),
+            key: Vec::new(),
+        });
+        let start = match (after, &first) {
+            // The later of the two: a cursor before the policy's first starts at it.
+            (Some(a), Some(f)) if a < f => Included(f.clone()),
+            (Some(a), _) => Excluded(a.clone()),
+            (None, Some(f)) => Included(f.clone()),
+            (None, None) => Unbounded,
+        };
+        self.all
+            .range((start, Unbounded))
+            .map(|(_, stored)| stored)
+            .take_while(move |s| policy.is_none_or(|p| s.id.policy == p))
+    }
+
     /// Sets `stored`, replacing the override of its id (and forgetting why that one was
     /// not in effect); the one it replaced.
     pub fn insert(&mut self, stored: Stored) -> Option<Stored> {

@@ -10,6 +10,7 @@ mod access_log_hostile;
 mod admin;
 mod admin_overrides;
 mod admin_overrides_kept;
+mod admin_overrides_pages;
 mod answers;
 mod batch_bodies;
 mod body_params;
