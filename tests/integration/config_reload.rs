@@ -10,7 +10,7 @@ use crate::support::*;
 
 /// Two routes: `limited` (each tenant `burst` at once, then one a minute) and `load` on
 /// `path_prefix`, under a limit no test reaches.
-fn reloadable(path_prefix: &str, burst: u64) -> Fixture {
+pub(super) fn reloadable(path_prefix: &str, burst: u64) -> Fixture {
     Fixture::new()
         .policy("tenant", "header:x-tenant-id", 1, "1m", burst)
         .policy("open", "ip", 1_000_000, "1s", 1_000_000)

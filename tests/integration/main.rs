@@ -28,6 +28,7 @@ mod concurrency;
 mod concurrency_fleet;
 mod config;
 mod config_reload;
+mod config_reload_files;
 mod config_warnings;
 mod container;
 mod container_podman;

@@ -81,7 +81,7 @@ pub const MIN_LEASE_TTL: Duration = Duration::from_secs(1);
 
 /// Reads and compiles the file at `path`.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = crate::files::read_text_bounded(path).map_err(|source| ConfigError::Read {
         path: path.to_owned(),
         source,
     })?;
