@@ -34,11 +34,17 @@ pub async fn reload(shared: &Arc<Shared>) -> Result<ReloadReport, ReloadError> {
 async fn reload_here(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     let result = reload_locked(shared).await;
     let label = if result.is_ok() { "ok" } else { "error" };
-    shared
-        .metrics
+    let metrics = &shared.metrics;
+    metrics
         .reloads
         .get_or_create(&ResultLabels { result: label })
         .inc();
+    metrics.config_last_reload_ok.set(i64::from(result.is_ok()));
+    if result.is_ok() {
+        metrics
+            .config_applied_at
+            .set(unix_seconds(shared.clock.wall_ms()));
+    }
     match &result {
         Ok(report) => {
             tracing::info!(
@@ -324,4 +330,9 @@ fn calendar_change(old: &crate::config::Policy, new: &crate::config::Policy) -> 
         format!("{}{anchor} in {}", c.period_name(), c.zone_name)
     };
     Some(format!("{} -> {}", describe(&was), describe(&is)))
+}
+
+/// Whole Unix seconds of a wall-clock reading in milliseconds.
+pub fn unix_seconds(wall_ms: u64) -> i64 {
+    i64::try_from(wall_ms / 1000).unwrap_or(i64::MAX)
 }

@@ -340,6 +340,8 @@ fn shared_state(
         None => None,
     };
     let config_path = config.path.clone();
+    metrics.config_last_reload_ok.set(1);
+    (metrics.config_applied_at).set(crate::reload::unix_seconds(clock.wall_ms()));
     let snapshot = Snapshot::build(
         Arc::new(config),
         None,

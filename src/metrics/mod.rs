@@ -61,6 +61,12 @@ pub struct Metrics {
     pub store_events: Family<EventLabels, Counter>,
     pub store_breaker_open: Gauge,
     pub reloads: Family<ResultLabels, Counter>,
+    /// 1 while the last reload applied its file (or none was asked since the start), 0
+    /// after one was refused: what an alert waits on (the counter only says one failed).
+    pub config_last_reload_ok: Gauge,
+    /// When the file in effect was applied (the start or the last good reload), in Unix
+    /// seconds.
+    pub config_applied_at: Gauge,
     pub keys_tracked: Gauge<i64, AtomicI64Compat>,
     pub open_connections: Gauge,
     /// Upgraded tunnels closed, by why ([`tunnel_end`]).
@@ -139,6 +145,8 @@ impl Metrics {
             store_events: registered(&mut registry, "store_events", "Redis data-loss events seen (a restart, a failover), by kind", Family::default()),
             store_breaker_open: registered(&mut registry, "store_breaker_open", "1 while a store circuit breaker is open (with a Cluster: that of any group of hash slots)", Gauge::default()),
             reloads: registered(&mut registry, "config_reloads", "Configuration reloads by result", Family::default()),
+            config_last_reload_ok: registered(&mut registry, "config_last_reload_successful", "1 while the last reload applied its file (or none was asked since the start), 0 after one was refused", Gauge::default()),
+            config_applied_at: registered(&mut registry, "config_last_reload_success_timestamp_seconds", "When the configuration in effect was applied (the start or the last good reload), in Unix seconds", Gauge::default()),
             keys_tracked: registered(&mut registry, "keys_tracked", "Keys held by the embedded store", Gauge::default()),
             open_connections: registered(&mut registry, "open_connections", "Open data-plane connections", Gauge::default()),
             tunnels_closed: registered(&mut registry, "tunnels_closed", "Upgraded tunnels closed, by why: ended (a side closed or failed), idle (tunnel_idle_timeout), budget, max_cost or store (a bytes tier closed it)", Family::default()),

@@ -134,6 +134,23 @@ async fn reloads_under_load_drop_nothing() {
     );
 }
 
+/// `tollgate_config_last_reload_successful` and `…_success_timestamp_seconds` of `gw`.
+async fn last_reload(gw: &TestGateway) -> (i64, i64) {
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let value = |name: &str| {
+        let line = metrics.lines().find(|l| l.starts_with(&format!("{name} ")));
+        let line = line.unwrap_or_else(|| panic!("no {name} in {metrics}"));
+        line[name.len() + 1..]
+            .trim()
+            .parse::<i64>()
+            .expect("a whole number")
+    };
+    (
+        value("tollgate_config_last_reload_successful"),
+        value("tollgate_config_last_reload_success_timestamp_seconds"),
+    )
+}
+
 #[tokio::test]
 async fn admin_reload_reports_errors_as_json() {
     let up = Upstream::start().await;
@@ -150,10 +167,20 @@ async fn admin_reload_reports_errors_as_json() {
             .contains("burst must be a whole number"),
         "{body}"
     );
+    // An alert can wait on the last reload's outcome, not only on the error counter.
+    let applied = last_reload(&gw).await;
+    assert_eq!(applied.0, 0, "the last reload was refused");
+    assert!(
+        applied.1 > 1_700_000_000,
+        "applied at the start: {applied:?}"
+    );
     gw.rewrite(&reloadable("/load", 4).build(), &up.url());
     let r = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["status"], "ok");
+    let again = last_reload(&gw).await;
+    assert_eq!(again.0, 1, "the last reload applied its file");
+    assert!(again.1 >= applied.1, "{again:?} after {applied:?}");
     assert_eq!(
         get(&gw.url("/limited"), &[("x-tenant-id", "t")])
             .await
