@@ -92,9 +92,14 @@ async fn put(shared: &Arc<Shared>, id: OverrideId, req: Request<Incoming>) -> Re
     let now_ms = shared.clock.wall_ms();
     let current = || shared.config();
     let limiter = &shared.limiter;
-    let put = shared
-        .overrides
-        .put(current, limiter, id.clone(), set.clone(), ttl, now_ms);
+    let put = shared.overrides.put(
+        current,
+        limiter,
+        id.clone(),
+        set.clone(),
+        ttl,
+        (now_ms, &*shared.clock),
+    );
     match put.await {
         Ok(applied) => {
             super::answer::tell_quota_streams(
@@ -139,12 +144,14 @@ async fn delete_typed_or_spelled(
     let overrides = &shared.overrides;
     if as_typed != *id
         && overrides
-            .delete(current, limiter, &as_typed, now_ms)
+            .delete(current, limiter, &as_typed, (now_ms, &*shared.clock))
             .await?
     {
         return Ok(Some(as_typed));
     }
-    let removed = overrides.delete(current, limiter, id, now_ms).await?;
+    let removed = overrides
+        .delete(current, limiter, id, (now_ms, &*shared.clock))
+        .await?;
     Ok(removed.then(|| id.clone()))
 }
 

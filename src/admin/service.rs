@@ -172,7 +172,8 @@ async fn reset_json(shared: &Shared, rest: &str) -> Response<Body> {
         Duration::from_secs(secs.saturating_sub(unix_now / 1_000_000_000))
     });
     let hold = marker_hold(policy, &parts, next_end_in);
-    match shared.limiter.forget(&key, quota_end, hold).await {
+    let now = shared.clock.now_ns();
+    match shared.limiter.forget(&key, quota_end, (hold, now)).await {
         Ok(()) => {
             let mut answer =
                 serde_json::json!({"status": "reset", "policy": policy.name, "key": parts});

@@ -142,7 +142,9 @@ impl Overrides {
         apply::log_refusing(config, &state.set, now_ms);
     }
 
-    /// Sets (or replaces) one override; in effect when this returns.
+    /// Sets (or replaces) one override; in effect when this returns. `now_ms`: the wall
+    /// clock its TTL counts from; `clock`: read as it goes to Redis (a change that reaches
+    /// Redis too late is not made there).
     pub async fn put(
         &self,
         current: impl Fn() -> Arc<Config>,
@@ -150,7 +152,7 @@ impl Overrides {
         id: OverrideId,
         set: OverrideSpec,
         ttl: Option<Duration>,
-        now_ms: u64,
+        (now_ms, clock): (u64, &dyn crate::clock::Clock),
     ) -> Result<Applied, ChangeError> {
         let _one_at_a_time = self.changes.lock().await;
         let config = current();
@@ -170,7 +172,7 @@ impl Overrides {
                 .map(|t| now_ms.saturating_add(u64::try_from(t.as_millis()).unwrap_or(u64::MAX))),
         };
         if let Some(remote) = limiter.remote() {
-            shared::put(remote, &stored).await?;
+            shared::put(remote, &stored, Some(clock.now_ns())).await?;
         }
         {
             let mut state = self.state.lock();
@@ -186,19 +188,21 @@ impl Overrides {
         Ok(applied)
     }
 
-    /// Removes one override; whether there was one.
+    /// Removes one override; whether there was one. `clock`: as for [`Self::put`].
     pub async fn delete(
         &self,
         _current: impl Fn() -> Arc<Config>,
         limiter: &Limiter,
         id: &OverrideId,
-        now_ms: u64,
+        (now_ms, clock): (u64, &dyn crate::clock::Clock),
     ) -> Result<bool, ChangeError> {
         let _one_at_a_time = self.changes.lock().await;
         // With Redis, one set through another gateway and not read here yet exists too.
         let mut existed = false;
         if let Some(remote) = limiter.remote() {
-            existed = shared::remove(remote, std::slice::from_ref(id), now_ms, false).await? > 0;
+            let ids = std::slice::from_ref(id);
+            let sent_ns = Some(clock.now_ns());
+            existed = shared::remove(remote, ids, (now_ms, sent_ns), false).await? > 0;
         }
         let removed = forget(&mut self.state.lock(), limiter, id);
         existed |= removed.as_ref().is_some_and(|s| !s.expired(now_ms));
@@ -222,7 +226,7 @@ impl Overrides {
         if let Some(remote) = limiter.remote() {
             if !expired.is_empty() {
                 // Whoever notices first removes them; an override set again since stays.
-                if let Err(e) = shared::remove(remote, &expired, now_ms, true).await {
+                if let Err(e) = shared::remove(remote, &expired, (now_ms, None), true).await {
                     tracing::debug!(error = %e, "expired overrides not removed from Redis yet");
                 }
             }
@@ -300,7 +304,7 @@ impl Overrides {
             "Redis holds no runtime overrides (its data lost, or this fleet new to Redis): this gateway's are put back"
         );
         for stored in &kept {
-            if let Err(e) = shared::put(remote, stored).await {
+            if let Err(e) = shared::put(remote, stored, None).await {
                 tracing::warn!(error = %e, "runtime overrides not all put back into Redis yet: tried again next second");
                 return;
             }

@@ -5,8 +5,12 @@
 -- V and gets only that; one whose V is too old (deletions below #floor were pruned) or of
 -- another epoch gets everything.
 --   KEYS     the hash, the puts, the deletions (v2); for import: the old hash, the import
---   ARGV[1]  "put" epoch field value | "del" epoch now_ms field… | "expire" epoch now_ms
---            field… | "touch" epoch | "read" seen-epoch seen-counter | "import" | "imported"
+--   ARGV[1]  "put" epoch field value deadline | "del" epoch now_ms deadline field… |
+--            "expire" epoch now_ms "" field… | "touch" epoch | "read" seen-epoch
+--            seen-counter | "import" | "imported"
+-- A put or del run after its deadline ("s:ns" on Redis's clock; "": none) changes nothing
+-- and answers "late": its gateway gave up on it and answered the operator that it
+-- failed (a frozen Redis resumed, a held network drained).
 -- touch bumps the version alone: a key was reset, and every gateway that reads the change
 -- forgets what it remembers of refusals.
 -- put/expire answer the new version; del answers {version, removed}, removed counting the
@@ -52,13 +56,23 @@ local function server_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Removes the fields ARGV[4..] (those expired only, when `only_expired`: by Redis's clock,
+-- Whether Redis's clock is past `deadline` ("s:ns"; "" or unreadable: never).
+local function past(deadline)
+  local ds, dns = string.match(deadline or "", '^(%d+):(%d+)$')
+  if not ds then return false end
+  local t = redis.call("TIME")
+  local s, ns = tonumber(t[1]), tonumber(t[2]) * 1000
+  ds, dns = tonumber(ds), tonumber(dns)
+  return s > ds or (s == ds and ns > dns)
+end
+
+-- Removes the fields ARGV[5..] (those expired only, when `only_expired`: by Redis's clock,
 -- not the asking gateway's, so a gateway whose clock runs ahead cannot delete the fleet's
 -- overrides before their time).
 local function remove(only_expired)
   local now = only_expired and server_ms() or tonumber(ARGV[3])
   local removed, live, n = 0, 0, nil
-  for i = 4, #ARGV do
+  for i = 5, #ARGV do
     local value = redis.call("HGET", HASH, ARGV[i])
     if value and (not only_expired or expired(value, now)) then
       n = n or bump(ARGV[2])
@@ -74,12 +88,14 @@ local function remove(only_expired)
 end
 
 if op == "put" then
+  if past(ARGV[5]) then return "late" end
   local n = bump(ARGV[2])
   redis.call("HSET", HASH, ARGV[3], ARGV[4])
   redis.call("ZADD", PUTS, n, ARGV[3])
   redis.call("ZREM", DELS, ARGV[3])
   return version()
 elseif op == "del" then
+  if past(ARGV[4]) then return {"late", 0} end
   local live = remove(false)
   return {version(), live}
 elseif op == "touch" then

@@ -50,7 +50,34 @@ pub fn field(fleet: &FleetKey, id: &OverrideId) -> String {
     fleet.field(&serde_json::to_vec(id).unwrap_or_default())
 }
 
-pub async fn put(remote: &RedisStore, stored: &Stored) -> Result<(), StoreError> {
+/// The deadline a change sent at `sent_ns` (the gateway's clock; `None`: none, for the
+/// upkeep's own writes) carries: past it, the script changes nothing (`shared.lua`).
+fn deadline(remote: &RedisStore, sent_ns: Option<u64>) -> String {
+    sent_ns
+        .and_then(|sent| remote.server_deadline(TAG, sent))
+        .map(crate::store::rate::redis::stamp)
+        .unwrap_or_default()
+}
+
+/// The hash tag every override key carries (`keys`: one slot).
+const TAG: &str = "overrides";
+
+/// A change the script ran after its deadline made nothing: as the timeout its gateway
+/// already answered.
+fn in_time(remote: &RedisStore, version: &str) -> Result<(), StoreError> {
+    match version {
+        "late" => Err(StoreError::Timeout(remote.timeout())),
+        _ => Ok(()),
+    }
+}
+
+/// Sets `stored` for the fleet; `sent_ns`: when it is sent (the gateway's clock), for
+/// its deadline.
+pub async fn put(
+    remote: &RedisStore,
+    stored: &Stored,
+    sent_ns: Option<u64>,
+) -> Result<(), StoreError> {
     let fleet = fleet(remote)?;
     let id = serde_json::to_vec(&stored.id).map_err(|_| StoreError::Reply)?;
     let value = serde_json::to_string(&Sealed {
@@ -65,8 +92,10 @@ pub async fn put(remote: &RedisStore, stored: &Stored) -> Result<(), StoreError>
     call.arg("put")
         .arg(EPOCH.as_str())
         .arg(field(&fleet, &stored.id))
-        .arg(value);
-    remote.invoke::<String>(&call).await.map(drop)
+        .arg(value)
+        .arg(deadline(remote, sent_ns));
+    let version: String = remote.invoke(&call).await?;
+    in_time(remote, &version)
 }
 
 /// Tells the fleet that a key was reset: the version moves, so every gateway's next read
@@ -80,11 +109,12 @@ pub async fn touch(remote: &RedisStore) -> Result<(), StoreError> {
 
 /// Removes `ids` (all, or with `only_expired` those whose stored override has expired by
 /// `now_ms`: one set again since is kept); how many of them were set and not expired,
-/// whichever gateway set them (this one may not have read them yet).
+/// whichever gateway set them (this one may not have read them yet). `sent_ns`: when a
+/// deletion is sent (the gateway's clock), for its deadline.
 pub async fn remove(
     remote: &RedisStore,
     ids: &[OverrideId],
-    now_ms: u64,
+    (now_ms, sent_ns): (u64, Option<u64>),
     only_expired: bool,
 ) -> Result<u64, StoreError> {
     let fleet = fleet(remote)?;
@@ -92,14 +122,20 @@ pub async fn remove(
     keys(&mut call);
     call.arg(if only_expired { "expire" } else { "del" })
         .arg(EPOCH.as_str())
-        .arg(now_ms);
+        .arg(now_ms)
+        .arg(if only_expired {
+            String::new()
+        } else {
+            deadline(remote, sent_ns)
+        });
     for id in ids {
         call.arg(field(&fleet, id));
     }
     if only_expired {
         return remote.invoke::<String>(&call).await.map(|_| 0);
     }
-    let (_version, removed): (String, u64) = remote.invoke(&call).await?;
+    let (version, removed): (String, u64) = remote.invoke(&call).await?;
+    in_time(remote, &version)?;
     Ok(removed)
 }
 
@@ -194,7 +230,7 @@ pub async fn import_first_version(remote: &RedisStore) -> Result<usize, StoreErr
     for pair in old.chunks(2) {
         match pair.get(1).map(|v| serde_json::from_str::<Stored>(v)) {
             Some(Ok(stored)) => {
-                put(remote, &stored).await?;
+                put(remote, &stored, None).await?;
                 moved += 1;
             }
             _ => tracing::warn!("a runtime override of an earlier version does not parse; dropped"),

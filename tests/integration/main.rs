@@ -52,6 +52,7 @@ mod ip_networks;
 mod key_secret;
 mod kubernetes;
 mod kubernetes_security;
+mod late_admin_changes;
 mod lease;
 mod lease_hangup;
 mod lease_loss;

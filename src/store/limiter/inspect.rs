@@ -41,16 +41,18 @@ impl Limiter {
     /// Redis has no floor, and an absent key there has used nothing. `hold`: how long a
     /// request decided before may still move the key (a settle, a Cluster rollback): in
     /// Redis the key's reset marker is kept that long, and none of them takes back out of
-    /// the usage made since.
+    /// the usage made since. `now`: the clock's reading as the reset is asked (a reset that
+    /// reaches Redis too late resets nothing).
     pub async fn forget(
         &self,
         key: &StoreKey,
         quota_end: Option<u64>,
-        hold: std::time::Duration,
+        (hold, now): (std::time::Duration, u64),
     ) -> Result<(), StoreError> {
         match (self.remote(), &key.redis) {
             (Some(remote), Some(redis_key)) => {
-                crate::store::rate::reset::reset_remote(remote, &redis_key.key, hold).await?;
+                let reset = crate::store::rate::reset::reset_remote;
+                reset(remote, &redis_key.key, hold, now).await?;
             }
             (Some(_), None) => return Err(StoreError::NotConnected),
             (None, _) => {
