@@ -251,3 +251,36 @@ async fn an_unusable_secret_keeps_the_breaker_open_without_flapping() {
         .json();
     assert_eq!(stats["store"]["breaker"], "open", "{stats}");
 }
+
+/// A Redis at `maxmemory` under `noeviction` refuses the decisions' writes: the cause is
+/// named `out_of_memory` (it read `script_error`, the refusal's message naming the script
+/// that made the write), in the metric and in `/admin/stats`.
+#[tokio::test]
+async fn a_redis_out_of_memory_is_named_so() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let toml = Fixture::new()
+        .store(format!(
+            "backend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\n",
+            redis.url()
+        ))
+        .policy("tenant", "header:x-k", 10, "1s", 10)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
+    gw.wait_for_store("/", "warm").await;
+    let filler = "x".repeat(30_000);
+    for i in 0..50 {
+        redis.cli(&["SET", &format!("filler{i}"), &filler]);
+    }
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    redis.cli(&["CONFIG", "SET", "maxmemory", "1mb"]);
+    assert_eq!(get(&gw.url("/"), &[("x-k", "new")]).await.status, 503);
+    let stats = get(&gw.admin_url("/admin/stats"), &[]).await.json();
+    assert_eq!(
+        stats["store"]["last_error"]["cause"], "out_of_memory",
+        "{stats}"
+    );
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    assert!(metrics.contains("cause=\"out_of_memory\""), "{metrics}");
+}

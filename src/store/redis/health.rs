@@ -35,12 +35,13 @@ pub struct Health {
 
 /// Every cause [`cause`] gives.
 /// Every cause a failed call is counted under.
-pub const CAUSES: [&str; 15] = [
+pub const CAUSES: [&str; 16] = [
     "connection_refused",
     "timed_out",
     "connection_lost",
     "authentication",
     "readonly",
+    "out_of_memory",
     "noreplicas",
     "clusterdown",
     "script_error",
@@ -125,7 +126,8 @@ impl Health {
 
 /// Why a store call failed, in one word an operator can act on: `connection_refused`
 /// (nothing listens), `timed_out`, `connection_lost`, `authentication`, `readonly` (a
-/// replica or demoted master), `noreplicas`, `clusterdown`, `script_error`,
+/// replica or demoted master), `out_of_memory` (`maxmemory` reached under
+/// `noeviction`), `noreplicas`, `clusterdown`, `script_error`,
 /// `not_connected` (no connection yet, or the fleet's secret not known yet),
 /// `breaker_open` (not attempted), `script_reply`, `no_replica_ack`, `shutting_down` (a
 /// call cut short by the gateway's own shutdown), `clock_skew` (a calendar quota's window
@@ -152,6 +154,8 @@ fn redis_cause(r: &redis::RedisError) -> &'static str {
     }
     match r.code() {
         Some("READONLY") => return "readonly",
+        // Also when a script's write was refused: its message names the script too.
+        Some("OOM") => return "out_of_memory",
         Some("NOREPLICAS") => return "noreplicas",
         Some("CLUSTERDOWN") => return "clusterdown",
         Some("NOAUTH" | "WRONGPASS" | "NOPERM") => return "authentication",
