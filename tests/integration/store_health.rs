@@ -2,7 +2,8 @@
 //! metric names the cause, `/readyz` says why it is not ready and `/admin/stats` shows the
 //! store's address, breaker and last error — never its password, and from the first
 //! request also when the fleet's key secret could never be read; with Sentinel, how many
-//! Sentinels answer (none: still ready, said once).
+//! Sentinels answer (none: still ready, said once); a Redis out of memory named so, and
+//! which gateway drew the fleet's secret.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -283,4 +284,23 @@ async fn a_redis_out_of_memory_is_named_so() {
     );
     let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
     assert!(metrics.contains("cause=\"out_of_memory\""), "{metrics}");
+}
+
+/// With no `key_secret` configured, the first gateway on a fresh Redis says it drew the
+/// fleet's secret and stored it, and the next one that it read it (both said "read").
+#[tokio::test]
+async fn the_gateway_that_draws_the_fleets_secret_says_so() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let store = format!("backend = \"redis\"\nurl = \"{}\"\n", redis.url());
+    let (_first_dir, first) = gateway_on(store.clone(), &up);
+    let drawn = "the fleet's key secret drawn by this gateway and stored in Redis";
+    let said = eventually(Duration::from_secs(20), || first.log().contains(drawn)).await;
+    assert!(said, "{}", first.log());
+    let (_second_dir, second) = gateway_on(store, &up);
+    let read = "the fleet's key secret read from Redis";
+    let said = eventually(Duration::from_secs(20), || second.log().contains(read)).await;
+    assert!(said, "{}", second.log());
+    assert!(!first.log().contains(read), "{}", first.log());
+    assert!(!second.log().contains(drawn), "{}", second.log());
 }

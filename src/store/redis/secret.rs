@@ -21,8 +21,8 @@ pub async fn keep(store: &RedisStore) {
     }
     let known = fleet.key().map(|k| k.secret().clone());
     let proposal = known.clone().unwrap_or_else(KeySecret::random);
-    let text = match read_or_store(store, &proposal).await {
-        Ok(text) => text,
+    let (text, stored) = match read_or_store(store, &proposal).await {
+        Ok(read) => read,
         Err(e) => {
             if known.is_none() {
                 tracing::debug!(error = %e, "the fleet's key secret not read from Redis yet");
@@ -42,6 +42,9 @@ pub async fn keep(store: &RedisStore) {
     };
     if fleet.learn(secret) {
         match known {
+            None if stored => tracing::info!(
+                "the fleet's key secret drawn by this gateway and stored in Redis (the first of the fleet there)"
+            ),
             None => tracing::info!("the fleet's key secret read from Redis"),
             Some(_) => tracing::warn!(
                 "the fleet's key secret in Redis changed (Redis lost it and another gateway drew a new one): Redis keys start over; set [store] key_secret_file to keep them"
@@ -56,16 +59,15 @@ pub async fn keep(store: &RedisStore) {
 async fn read_or_store(
     store: &RedisStore,
     proposal: &KeySecret,
-) -> Result<String, crate::store::error::StoreError> {
+) -> Result<(String, bool), crate::store::error::StoreError> {
     let get = || redis::cmd("GET").arg(secret_key()).to_owned();
     if let Some(text) = store.command::<Option<String>>(&get()).await? {
-        return Ok(text);
+        return Ok((text, false));
     }
     let mut set = redis::cmd("SET");
     set.arg(secret_key()).arg(proposal.as_bytes()).arg("NX");
-    store.command::<Option<String>>(&set).await?;
-    store
-        .command::<Option<String>>(&get())
-        .await?
-        .ok_or(crate::store::error::StoreError::Reply)
+    // "OK" when this gateway's proposal was stored; none when another's won the race.
+    let stored = store.command::<Option<String>>(&set).await?.is_some();
+    let text = store.command::<Option<String>>(&get()).await?;
+    Ok((text.ok_or(crate::store::error::StoreError::Reply)?, stored))
 }
