@@ -54,8 +54,7 @@ pub fn field(fleet: &FleetKey, id: &OverrideId) -> String {
 /// upkeep's own writes) carries: past it, the script changes nothing (`shared.lua`).
 fn deadline(remote: &RedisStore, sent_ns: Option<u64>) -> String {
     sent_ns
-        .and_then(|sent| remote.server_deadline(TAG, sent))
-        .map(crate::store::rate::redis::stamp)
+        .and_then(|sent| remote.server_deadline_arg(TAG, sent))
         .unwrap_or_default()
 }
 

@@ -31,8 +31,8 @@ pub async fn reset_remote(
     let mut call = RESET_SCRIPT.prepare_invoke();
     call.key(key).key(marker(key)).arg(hold_ms);
     let tag = crate::key::redis_key::tag_of(key);
-    if let Some(deadline) = remote.server_deadline(tag, sent_ns) {
-        call.arg(super::redis::stamp(deadline));
+    if let Some(deadline) = remote.server_deadline_arg(tag, sent_ns) {
+        call.arg(deadline);
     }
     let done: i64 = remote.invoke(&call).await?;
     if done == 2 {

@@ -16,6 +16,13 @@ impl RedisStore {
         Some(u128::from(at) + u128::from(self.clock_margin_ns()))
     }
 
+    /// [`Self::server_deadline`] as the scripts read it: `s:ns` on the server's clock.
+    pub fn server_deadline_arg(&self, tag: &str, sent_ns: u64) -> Option<String> {
+        const NANOS: u128 = 1_000_000_000;
+        let at = self.server_deadline(tag, sent_ns)?;
+        Some(format!("{}:{:09}", at / NANOS, at % NANOS))
+    }
+
     /// How far a server time learned from replies may be off: twice the store timeout (a
     /// reply slower than one is an error, not a lesson).
     fn clock_margin_ns(&self) -> u64 {
