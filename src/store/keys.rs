@@ -110,6 +110,10 @@ impl KeyMaker {
             })
             .collect();
         self.areas.arrange(&quotas);
+        let other_kinds = (config.policies.iter())
+            .map(|p| p.name.as_str())
+            .filter(|name| !quotas.iter().any(|(q, _)| q == name));
+        self.areas.forget_turned(other_kinds);
     }
 
     /// Each of `config`'s calendar quota policies that has an area: the area and the end

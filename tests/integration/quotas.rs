@@ -323,7 +323,9 @@ async fn a_quota_settles_from_the_upstreams_header_in_memory_and_on_redis() {
 async fn a_reload_that_turns_a_quota_into_a_rate_says_what_its_keys_keep() {
     let up = Upstream::start().await;
     let gw = TestGateway::start(&daily("backend = \"memory\""), &up.url()).await;
-    assert_eq!(call(&http1(), &gw, "k").await.status, 200);
+    for status in [200, 200, 200, 429] {
+        assert_eq!(call(&http1(), &gw, "k").await.status, status);
+    }
     let as_rate = daily("backend = \"memory\"").replace(
         "quota = 3\nwindow = \"day\"\ntimezone = \"UTC\"\n",
         "limit = 3\nperiod = \"1h\"\nburst = 3\n",
@@ -337,6 +339,11 @@ async fn a_reload_that_turns_a_quota_into_a_rate_says_what_its_keys_keep() {
         warnings.contains("policy `daily` changed between a rate and a calendar quota"),
         "{warnings}"
     );
+    // And back: afresh too, as the warning says (it found the usage it left, 0 of 3).
+    gw.rewrite(&daily("backend = \"memory\""), &up.url());
+    let answer = send(&http1(), "POST", &gw.admin_url("/admin/reload"), &[], b"").await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(call(&http1(), &gw, "k").await.status, 200, "a quota afresh");
 }
 
 /// Every gateway reads time zones from the database built into the binary: a zone the

@@ -137,7 +137,8 @@ impl Areas {
     /// against the new calendar's (a floor raised to a TAT the new calendar reads as no
     /// usage at all). Areas of policies no longer named are freed (their keys stay until idle, in
     /// an area nobody's keys hash to) and remembered: a policy that comes back gets its
-    /// own again unless another took it meanwhile. More quota policies than areas share the rate
+    /// own again unless another took it meanwhile (not one that left for another kind:
+    /// [`Self::forget_turned`]). More quota policies than areas share the rate
     /// keys' area, as before areas; that is logged.
     pub fn arrange(&self, quotas: &[(&str, String)]) {
         let mut names = self.names.lock();
@@ -183,6 +184,18 @@ impl Areas {
         let rate = self.max_keys - each * q;
         self.rate_shard_cap
             .store((rate / self.rate_shards).max(1), Ordering::Relaxed);
+    }
+
+    /// Forgets the areas remembered for `names`: policies that left the quotas for another
+    /// kind (a rate, a cap). Turned back into a quota, such a policy starts its keys afresh
+    /// — as the reload's warning says, and as its keys do on Redis — instead of finding the
+    /// usage it left: its old area, given to anyone, is then another policy's and emptied.
+    /// A policy removed and restored keeps finding its own.
+    pub fn forget_turned<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        let mut all = self.names.lock();
+        for name in names {
+            all.released.remove(name);
+        }
     }
 
     /// The area for a quota policy that holds none: the one it held before it left (its

@@ -140,3 +140,22 @@ fn a_hash_keeps_its_low_bits_in_an_area() {
     assert_eq!(tagged & !AREA_MASK, h & !AREA_MASK);
     assert_eq!(area_of(in_area(h, 0)), 0);
 }
+
+/// A quota policy turned into a rate and back starts its keys afresh: its old area is not
+/// given back as it was (a removed and restored policy's is), but emptied when given.
+#[test]
+fn a_policy_turned_into_another_kind_and_back_starts_afresh() {
+    let areas = Areas::new(1024, 16);
+    areas.arrange(&[("plan", "month".into())]);
+    let area = area_of(areas.tag("plan"));
+    areas.raise_floor(area, 77);
+    areas.arrange(&[]);
+    areas.forget_turned(["plan"]);
+    areas.arrange(&[("plan", "month".into())]);
+    let again = area_of(areas.tag("plan"));
+    assert_ne!(again, 0, "a quota again, with an area of its own");
+    assert_eq!(areas.floor(again), 0, "no floor of the usage it left");
+    if again == area {
+        assert!(areas.take_stale(area).is_some(), "its old keys are emptied");
+    }
+}
