@@ -79,10 +79,10 @@ async fn row(
     // refusals are no one client's, and the text it was first counted with is the
     // new key that met it, not a key of its own.
     let policy = config.policy(&k.policy);
-    let overflow = policy.is_some() && shared.limiter.keys().policy(&k.policy).overflow == k.hash();
+    let keys = shared.limiter.keys();
+    let overflow = policy.is_some() && keys.policy(&k.policy).overflow == k.hash();
     // The parts shown name the key counted only where its bytes are their text: a key
     // value that is not UTF-8 is shown with U+FFFD, which names another key.
-    let keys = shared.limiter.keys();
     let nameable = policy.is_some_and(|p| {
         !overflow
             && !k.truncated

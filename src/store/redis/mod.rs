@@ -13,6 +13,7 @@ pub mod secret;
 pub mod sentinel;
 mod sentinel_ask;
 mod server_clock;
+pub use server_clock::stamp;
 mod upkeep;
 
 use std::future::Future;

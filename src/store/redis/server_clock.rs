@@ -6,6 +6,13 @@
 
 use super::RedisStore;
 
+/// An instant of the server's clock (ns since the Unix epoch) as the scripts read a
+/// deadline or a rate's TAT: `s:ns`.
+pub fn stamp(abs_ns: u128) -> String {
+    const NANOS: u128 = 1_000_000_000;
+    format!("{}:{:09}", abs_ns / NANOS, abs_ns % NANOS)
+}
+
 impl RedisStore {
     /// The server's time (ns since the Unix epoch) after which a decision sent at
     /// `sent_ns` (this gateway's clock) to the node of hash tag `tag` is too late to
@@ -16,11 +23,9 @@ impl RedisStore {
         Some(u128::from(at) + u128::from(self.clock_margin_ns()))
     }
 
-    /// [`Self::server_deadline`] as the scripts read it: `s:ns` on the server's clock.
+    /// [`Self::server_deadline`] as the scripts read it ([`stamp`]).
     pub fn server_deadline_arg(&self, tag: &str, sent_ns: u64) -> Option<String> {
-        const NANOS: u128 = 1_000_000_000;
-        let at = self.server_deadline(tag, sent_ns)?;
-        Some(format!("{}:{:09}", at / NANOS, at % NANOS))
+        self.server_deadline(tag, sent_ns).map(stamp)
     }
 
     /// How far a server time learned from replies may be off: twice the store timeout (a

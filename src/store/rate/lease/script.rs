@@ -58,8 +58,8 @@ pub async fn ask_slice(
     let tag = crate::key::redis_key::tag_of(key);
     // As a decision's call carries one (`gcra.lua`): a fetch run after this gateway gave
     // up on it grants nothing.
-    if let Some(deadline) = remote.server_deadline(tag, now_ns) {
-        inv.arg(crate::store::rate::redis::stamp(deadline));
+    if let Some(deadline) = remote.server_deadline_arg(tag, now_ns) {
+        inv.arg(deadline);
     }
     let call = async {
         let reply: redis::Value = remote.invoke(&inv).await?;

@@ -83,18 +83,13 @@ impl Reply {
     }
 }
 
-/// An instant of the server's clock as the scripts read a deadline (`s:ns`).
-pub(crate) fn stamp(abs_ns: u128) -> String {
-    format!("{}:{:09}", abs_ns / NANOS, abs_ns % NANOS)
-}
-
 /// A TAT's stored form as the tier writes it (`tat.lua`): a calendar quota's seconds
 /// zero-padded to 12 digits, its mark.
 fn tat_stamp(abs_ns: u128, quota: bool) -> String {
     if quota {
         format!("{:012}:{:09}", abs_ns / NANOS, abs_ns % NANOS)
     } else {
-        stamp(abs_ns)
+        crate::store::redis::stamp(abs_ns)
     }
 }
 
@@ -319,8 +314,8 @@ async fn charge(
             .arg(window_arg(&tiers[i]));
     }
     let tag = group_tag(tiers, group);
-    if let Some(deadline) = remote.server_deadline(tag, sent_ns) {
-        inv.arg(stamp(deadline));
+    if let Some(deadline) = remote.server_deadline_arg(tag, sent_ns) {
+        inv.arg(deadline);
     }
     let values: Vec<i64> = remote.invoke(&inv).await?;
     let reply = Reply::parse(&values, group.len(), true)?;
