@@ -18,6 +18,18 @@ pub(super) fn store(backend: &str, extra: &str) -> String {
     )
 }
 
+/// One route limited per `x-tenant-id`, 4 an hour, on `redis` under `on_error = "deny"`.
+pub(super) fn tenant_of_four(redis: &RedisServer) -> String {
+    Fixture::new()
+        .store(store(
+            &format!("url = \"{}\"", redis.url()),
+            "on_error = \"deny\"",
+        ))
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 4)
+        .route("api", "/", "api", &["tenant"])
+        .build()
+}
+
 /// A Redis restarted empty is a data-loss event: seen, counted and shown; the fleet's
 /// secret the gateways use is stored again.
 #[tokio::test]
@@ -47,14 +59,7 @@ async fn a_redis_restart_is_seen_and_counted() {
 async fn a_decision_that_runs_after_its_request_was_answered_charges_nothing() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(store(
-            &format!("url = \"{}\"", redis.url()),
-            "on_error = \"deny\"",
-        ))
-        .policy("tenant", "header:x-tenant-id", 1, "1h", 4)
-        .route("api", "/", "api", &["tenant"])
-        .build();
+    let toml = tenant_of_four(&redis);
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     let h = [("x-tenant-id", "acme")];
     gw.wait_for_store("/", "acme").await; // one of the key's 4 used

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::admin::{delete, put_json};
-use super::faults::store;
+use super::faults::tenant_of_four;
 use crate::support::*;
 
 const TENANT: [(&str, &str); 1] = [("x-tenant-id", "spent")];
@@ -44,14 +44,7 @@ where
 async fn admin_changes_answered_503_stay_unmade_when_redis_resumes() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
-    let toml = Fixture::new()
-        .store(store(
-            &format!("url = \"{}\"", redis.url()),
-            "on_error = \"deny\"",
-        ))
-        .policy("tenant", "header:x-tenant-id", 1, "1h", 4)
-        .route("api", "/", "api", &["tenant"])
-        .build();
+    let toml = tenant_of_four(&redis);
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     gw.wait_for_store("/", "other").await;
     let kept = gw.admin_url("/admin/overrides/tenant/kept");
