@@ -86,7 +86,7 @@ impl Gateway {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let saved = state::read(&config)?;
         sweep_leftovers(&config, &*clock);
-        let limiter = Limiter::new(store_of(&config)?, metrics.clone());
+        let limiter = Limiter::new(store_of(&config, clock.clone())?, metrics.clone());
         let limiter = state::restore(limiter, saved, &config, &*clock);
         if let Some(remote) = limiter.remote() {
             // Decisions need the fleet's key secret: read it now if Redis answers soon
@@ -271,14 +271,12 @@ impl Gateway {
     }
 }
 
-/// The store `config` names: the embedded one, or Redis with the embedded one beside it
-/// for `on_error = "local"`.
 /// What `run` checks of a compiled config before it binds, beyond the config itself:
 /// the store's clients can be made (nothing connects). `tollgate check` runs it, so
 /// the two agree.
 pub fn preflight(config: &Config) -> Result<(), StartError> {
     state::read(config)?;
-    store_of(config).map(drop)
+    store_of(config, Arc::new(MonotonicClock::default())).map(drop)
 }
 
 /// Removes what a writer killed mid-write left beside the files this gateway writes
@@ -295,7 +293,10 @@ fn sweep_leftovers(config: &Config, clock: &dyn Clock) {
     }
 }
 
-fn store_of(config: &Config) -> Result<Store, StartError> {
+/// The store `config` names: the embedded one, or Redis with the embedded one beside it
+/// for `on_error = "local"`. `clock`: the one requests read (a reply's arrival is read on
+/// it to date the deadline a Redis call carries).
+fn store_of(config: &Config, clock: Arc<dyn Clock>) -> Result<Store, StartError> {
     let local = Arc::new(MemoryStore::new(config.store.max_keys));
     Ok(match &config.store.backend {
         Backend::Memory => Store::Memory(local),
@@ -310,10 +311,13 @@ fn store_of(config: &Config) -> Result<Store, StartError> {
                     *cluster,
                     sentinel.as_ref(),
                     config.store.timeout,
-                    Arc::new(match &config.store.key_secret {
-                        Some(secret) => FleetSecret::configured(secret.clone()),
-                        None => FleetSecret::from_redis(),
-                    }),
+                    (
+                        Arc::new(match &config.store.key_secret {
+                            Some(secret) => FleetSecret::configured(secret.clone()),
+                            None => FleetSecret::from_redis(),
+                        }),
+                        clock,
+                    ),
                 )?
                 .with_fleet_size(config.store.fleet_size)
                 .with_replica_ack(config.store.replica_ack),

@@ -25,6 +25,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::Script;
 
+use crate::clock::Clock;
 use crate::config::SentinelMaster;
 use crate::key::FleetSecret;
 use crate::store::error::StoreError;
@@ -64,11 +65,14 @@ pub struct RedisStore {
     pub(super) address: String,
     /// This gateway's name in the membership.
     pub(super) member_id: String,
-    /// The server's clock minus this gateway's monotonic clock, in ns, as the last
-    /// decision's reply showed it (0: not known yet); it dates the deadline of a decision.
-    /// One per slot group (each master's clock its own: one shared estimate flipped
-    /// between masters whose clocks differ, and every call to the one ahead read late).
-    server_offsets: Box<[std::sync::atomic::AtomicI64]>,
+    /// The server's clock against this gateway's monotonic clock, as the replies showed
+    /// it; it dates the deadline a call carries. One per slot group (each master's clock
+    /// its own: one shared estimate flipped between masters whose clocks differ, and
+    /// every call to the one ahead read late).
+    node_clocks: Box<[server_clock::NodeClock]>,
+    /// This gateway's clock, which the requests' instants are read on: a reply's arrival
+    /// is read on it too.
+    clock: Arc<dyn Clock>,
     /// Restarts and failovers seen (each may have lost keys): a refund admitted before
     /// one gives nothing back, as it would come out of the usage made since.
     losses: std::sync::atomic::AtomicU64,
@@ -91,7 +95,7 @@ impl RedisStore {
         cluster: bool,
         sentinel: Option<&SentinelMaster>,
         timeout: Duration,
-        fleet: Arc<FleetSecret>,
+        (fleet, clock): (Arc<FleetSecret>, Arc<dyn Clock>),
     ) -> Result<Self, StoreError> {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
@@ -140,9 +144,8 @@ impl RedisStore {
             health: health::Health::default(),
             address: health::addresses(urls),
             member_id: crate::random::suffix(),
-            server_offsets: (0..groups)
-                .map(|_| std::sync::atomic::AtomicI64::new(0))
-                .collect(),
+            node_clocks: (0..groups).map(|_| Default::default()).collect(),
+            clock,
             losses: std::sync::atomic::AtomicU64::new(0),
             acker: None,
             single_client,
