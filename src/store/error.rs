@@ -21,6 +21,10 @@ pub enum StoreError {
     CalendarSkew,
     #[error("fewer than {0} Redis replicas acknowledged the decision in time (replica_ack)")]
     NotAcknowledged(u32),
+    /// No master to call: the Redis Sentinels named none, or the one they named does not
+    /// answer as one; `cause` says why in one word (see `health::cause`).
+    #[error("no Redis master: {detail}")]
+    NoMaster { cause: &'static str, detail: String },
 }
 
 /// Every [`StoreError::kind`].
@@ -45,7 +49,7 @@ impl StoreError {
     pub fn kind_index(&self) -> usize {
         match self {
             StoreError::Timeout(_) => 0,
-            StoreError::NotConnected => 1,
+            StoreError::NotConnected | StoreError::NoMaster { .. } => 1,
             StoreError::BreakerOpen => 2,
             StoreError::Redis(_) => 3,
             StoreError::Reply => 4,

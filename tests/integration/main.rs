@@ -100,6 +100,7 @@ mod rls_reports;
 mod rls_same_key;
 mod rls_yaml;
 mod rls_yaml_asis;
+mod sentinel_causes;
 mod settle;
 mod settle_fleet;
 mod settle_h2_upstream;

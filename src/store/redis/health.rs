@@ -35,7 +35,7 @@ pub struct Health {
 
 /// Every cause [`cause`] gives.
 /// Every cause a failed call is counted under.
-pub const CAUSES: [&str; 16] = [
+pub const CAUSES: [&str; 17] = [
     "connection_refused",
     "timed_out",
     "connection_lost",
@@ -46,6 +46,7 @@ pub const CAUSES: [&str; 16] = [
     "clusterdown",
     "script_error",
     "not_connected",
+    "unknown_master",
     "breaker_open",
     "script_reply",
     "no_replica_ack",
@@ -129,6 +130,7 @@ impl Health {
 /// replica or demoted master), `out_of_memory` (`maxmemory` reached under
 /// `noeviction`), `noreplicas`, `clusterdown`, `script_error`,
 /// `not_connected` (no connection yet, or the fleet's secret not known yet),
+/// `unknown_master` (the Redis Sentinels monitor no master of the configured name),
 /// `breaker_open` (not attempted), `script_reply`, `no_replica_ack`, `shutting_down` (a
 /// call cut short by the gateway's own shutdown), `clock_skew` (a calendar quota's window
 /// a window or more off the server's clock), `other`.
@@ -136,6 +138,7 @@ pub fn cause(e: &StoreError) -> &'static str {
     match e {
         StoreError::Timeout(_) => "timed_out",
         StoreError::NotConnected => "not_connected",
+        StoreError::NoMaster { cause, .. } => cause,
         StoreError::BreakerOpen => "breaker_open",
         StoreError::Reply => "script_reply",
         StoreError::NotAcknowledged(_) => "no_replica_ack",

@@ -15,7 +15,7 @@ use arc_swap::ArcSwapOption;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::IntoConnectionInfo;
 
-use super::sentinel_ask::Sentinels;
+use super::sentinel_ask::{NoMaster, Sentinels};
 
 use crate::config::SentinelMaster;
 use crate::store::error::StoreError;
@@ -38,6 +38,9 @@ pub struct SentinelLink {
     /// The new master's host and port of the last `+switch-master`, not yet tried.
     announced: std::sync::Mutex<Option<(String, u16)>>,
     config: ConnectionManagerConfig,
+    /// Why there is no master in use, when the last search for one failed: what a call
+    /// meanwhile fails with, so the operator is told the Sentinels' own reason.
+    why: parking_lot::Mutex<Option<NoMaster>>,
 }
 
 struct Master {
@@ -71,6 +74,7 @@ impl SentinelLink {
             stale: AtomicBool::new(true),
             announced: std::sync::Mutex::new(None),
             config,
+            why: parking_lot::Mutex::new(None),
         })
     }
 
@@ -80,7 +84,13 @@ impl SentinelLink {
             .load()
             .as_ref()
             .map(|m| m.connection.clone())
-            .ok_or(StoreError::NotConnected)
+            .ok_or_else(|| match &*self.why.lock() {
+                Some(why) => StoreError::NoMaster {
+                    cause: why.cause,
+                    detail: why.detail.clone(),
+                },
+                None => StoreError::NotConnected,
+            })
     }
 
     /// A call to the master failed: the next upkeep asks the Sentinels again.
@@ -112,7 +122,13 @@ impl SentinelLink {
             }
         }
         // None answering is said by `newest`, once.
-        let named = self.sentinels.newest(&self.name, limit).await?;
+        let named = match self.sentinels.newest(&self.name, limit).await {
+            Ok(named) => named,
+            Err(why) => {
+                *self.why.lock() = Some(why);
+                return None;
+            }
+        };
         let epoch = self.epoch.load(Ordering::Relaxed);
         if named.epoch < epoch && self.master.load().is_some() {
             // A Sentinel that has not heard of the failover this gateway followed (with
@@ -185,14 +201,20 @@ impl SentinelLink {
                     return None;
                 }
             };
-        if !says_master(&connection, limit).await {
-            // Named before it was promoted, or still a replica: stop writing to the old
-            // master all the same (Sentinel has replaced it), and ask again next turn.
+        if let Err(why) = says_master(&connection, limit).await {
+            // Named before it was promoted, still a replica, or not answering: stop
+            // writing to the old master all the same (Sentinel has replaced it), and ask
+            // again next turn.
             self.stale.store(true, Ordering::Relaxed);
             self.master.store(None);
-            tracing::warn!(master = %addr, "the node Sentinel names does not say it is a master yet");
+            tracing::warn!(master = %addr, cause = why.cause, "{}", why.detail);
+            *self.why.lock() = Some(NoMaster {
+                detail: format!("the master Redis Sentinel names ({addr}): {}", why.detail),
+                ..why
+            });
             return None;
         }
+        *self.why.lock() = None;
         tracing::info!(master = %addr, "following the master Redis Sentinel names");
         self.master.store(Some(Arc::new(Master {
             addr: addr.clone(),
@@ -248,16 +270,28 @@ impl SentinelLink {
     }
 }
 
-/// Whether the node behind `connection` answers `ROLE` as a master, within `limit`.
-async fn says_master(connection: &ConnectionManager, limit: Duration) -> bool {
+/// Whether the node behind `connection` answers `ROLE` as a master, within `limit`;
+/// why not, if not.
+async fn says_master(connection: &ConnectionManager, limit: Duration) -> Result<(), NoMaster> {
     let mut c = connection.clone();
     let cmd = redis::cmd("ROLE");
     let role = cmd.query_async::<redis::Value>(&mut c);
+    let failed = |e: redis::RedisError| NoMaster {
+        cause: super::health::cause(&StoreError::Redis(e.clone())),
+        detail: format!("it does not answer: {e}"),
+    };
     match tokio::time::timeout(limit, role).await {
-        Ok(Ok(redis::Value::Array(items))) => matches!(
-            items.first(),
-            Some(redis::Value::BulkString(b)) if b.as_slice() == b"master"
-        ),
-        _ => false,
+        Ok(Ok(redis::Value::Array(items))) if matches!(items.first(), Some(redis::Value::BulkString(b)) if b.as_slice() == b"master") => {
+            Ok(())
+        }
+        Ok(Ok(_)) => Err(NoMaster {
+            cause: "readonly",
+            detail: "it does not say it is a master yet".to_owned(),
+        }),
+        Ok(Err(e)) => Err(failed(e)),
+        Err(_) => Err(NoMaster {
+            cause: "timed_out",
+            detail: format!("it did not answer within {limit:?}"),
+        }),
     }
 }

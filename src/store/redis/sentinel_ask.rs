@@ -22,6 +22,15 @@ pub struct Named {
     pub failing: bool,
 }
 
+/// Why no Sentinel named the master: in one word an operator acts on
+/// (`health::cause`'s, or `unknown_master`: the Sentinels answer but monitor no master
+/// of that name), and in the Sentinels' own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoMaster {
+    pub cause: &'static str,
+    pub detail: String,
+}
+
 /// The Sentinels, each with a connection kept between turns.
 pub struct Sentinels {
     clients: Vec<redis::Client>,
@@ -52,35 +61,68 @@ impl Sentinels {
     }
 
     /// Every Sentinel's answer for `name`, each within `limit`, and the newest of them
-    /// (`None` when none answered), `failing` when any Sentinel of that epoch holds its
-    /// master down or is failing it over. Sentinels that failed are reconnected next time.
-    pub async fn newest(&self, name: &str, limit: Duration) -> Option<Named> {
+    /// (why none named it, when none did), `failing` when any Sentinel of that epoch
+    /// holds its master down or is failing it over. Sentinels that failed are
+    /// reconnected next time.
+    pub async fn newest(&self, name: &str, limit: Duration) -> Result<Named, NoMaster> {
         let mut connections = self.connections.lock().await;
         let asks = self
             .clients
             .iter()
             .zip(connections.iter_mut())
             .map(|(client, slot)| ask(client, slot, name, limit));
-        let answers: Vec<Named> = futures_util::future::join_all(asks)
+        let (answers, failures): (Vec<_>, Vec<_>) = futures_util::future::join_all(asks)
             .await
             .into_iter()
-            .flatten()
-            .collect();
+            .partition(Result::is_ok);
+        let answers: Vec<Named> = answers.into_iter().flatten().collect();
         let before = self
             .answering
             .swap(answers.len(), std::sync::atomic::Ordering::Relaxed);
         // Said once each way: with no Sentinel answering, the master still serves, but a
         // failover can no longer be followed.
-        if answers.is_empty() && before > 0 {
-            tracing::warn!("no Redis Sentinel answers: decisions go on at the master last named, but a failover cannot be followed until one does");
-        } else if !answers.is_empty() && before == 0 {
+        let Some(newest) = answers.iter().max_by_key(|n| n.epoch) else {
+            let why = why_none(name, failures.into_iter().filter_map(Result::err));
+            if before > 0 {
+                tracing::warn!(cause = why.cause, "{}: decisions go on at the master last named, if any, but a failover cannot be followed until a Sentinel names one", why.detail);
+            }
+            return Err(why);
+        };
+        if before == 0 {
             tracing::info!(answering = answers.len(), "Redis Sentinels answer again");
         }
-        let mut newest = answers.iter().max_by_key(|n| n.epoch)?.clone();
+        let mut newest = newest.clone();
         newest.failing = answers.iter().any(|n| {
             n.failing && n.epoch == newest.epoch && n.host == newest.host && n.port == newest.port
         });
-        Some(newest)
+        Ok(newest)
+    }
+}
+
+/// Why no Sentinel named master `name`, from each one's failure: what a Sentinel said
+/// (it refused the credentials, it monitors no such master) before what the network did
+/// (nothing listens, no answer in time), which says less.
+fn why_none(name: &str, errors: impl Iterator<Item = redis::RedisError>) -> NoMaster {
+    let said = |e: &redis::RedisError| !(e.is_io_error() || e.is_timeout());
+    let mut errors: Vec<_> = errors.collect();
+    errors.sort_by_key(|e| !said(e));
+    match errors.first() {
+        Some(e) if e.to_string().contains("No such master") => NoMaster {
+            cause: "unknown_master",
+            detail: format!("the Redis Sentinels monitor no master named {name:?}"),
+        },
+        Some(e) => NoMaster {
+            cause: super::health::cause(&crate::store::StoreError::Redis(e.clone())),
+            detail: if said(e) {
+                format!("the Redis Sentinels name no master: {e}")
+            } else {
+                format!("no Redis Sentinel answers: {e}")
+            },
+        },
+        None => NoMaster {
+            cause: "not_connected",
+            detail: "no Redis Sentinel answers".to_owned(),
+        },
     }
 }
 
@@ -89,7 +131,7 @@ async fn ask(
     slot: &mut Option<MultiplexedConnection>,
     name: &str,
     limit: Duration,
-) -> Option<Named> {
+) -> Result<Named, redis::RedisError> {
     let asked = async {
         if slot.is_none() {
             *slot = Some(client.get_multiplexed_async_connection().await?);
@@ -105,10 +147,22 @@ async fn ask(
         Ok::<_, redis::RedisError>(parse(&reply))
     };
     match tokio::time::timeout(limit, asked).await {
-        Ok(Ok(named)) => named,
-        _ => {
+        Ok(Ok(Some(named))) => Ok(named),
+        Ok(Ok(None)) => Err(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "a Sentinel's SENTINEL MASTER reply names no address and epoch",
+        ))),
+        Ok(Err(e)) => {
             *slot = None;
-            None
+            Err(e)
+        }
+        Err(_) => {
+            *slot = None;
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("a Sentinel did not answer within {limit:?}"),
+            )
+            .into())
         }
     }
 }
