@@ -54,7 +54,7 @@ fn value_of(bytes: Vec<u8>) -> Option<HeaderValue> {
 
 /// The same, empty in the case the config's name rules rule out (bytes that are no
 /// header value).
-fn value_or_empty(bytes: Vec<u8>) -> HeaderValue {
+pub(super) fn value_or_empty(bytes: Vec<u8>) -> HeaderValue {
     value_of(bytes).unwrap_or_else(|| HeaderValue::from_static(""))
 }
 
@@ -198,7 +198,7 @@ impl RateLimitValues {
                 &built
             }
         };
-        let (policy, current) = lists(items, route);
+        let (policy, current) = super::rate_lists::lists(items, route);
         Self {
             limit: constant.limit.clone(),
             remaining: number(r.remaining),
@@ -215,48 +215,6 @@ impl RateLimitValues {
         headers.insert(RATELIMIT_POLICY.clone(), self.policy);
         headers.insert(RATELIMIT.clone(), self.current);
     }
-}
-
-/// The IETF draft's `RateLimit-Policy` and `RateLimit` values of `items`, one list item
-/// each in order (`route`: its constant list, used when every item is its policy's own).
-pub fn lists(items: &[TierItem<'_>], route: Option<&RouteHeaders>) -> (HeaderValue, HeaderValue) {
-    let all_constant = items.iter().all(|i| i.constant.is_some());
-    let policy = match (items, route.and_then(|r| r.rate_list.as_ref())) {
-        // Every enforcing tier, each on its own quota: the list built at config load.
-        (_, Some((count, list))) if all_constant && *count == items.len() => list.clone(),
-        (
-            [TierItem {
-                constant: Some(c), ..
-            }],
-            _,
-        ) => c.policy.clone(),
-        _ => {
-            let mut policies = Vec::with_capacity(items.len() * 32);
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    policies.extend_from_slice(b", ");
-                }
-                match item.constant {
-                    Some(c) => policies.extend_from_slice(c.policy.as_bytes()),
-                    None => policy_item(&mut policies, item.policy, &item.quota, item.window_s),
-                }
-            }
-            value_or_empty(policies)
-        }
-    };
-    let mut current = Vec::with_capacity(items.len() * 32);
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            current.extend_from_slice(b", ");
-        }
-        current.push(b'"');
-        current.extend_from_slice(item.policy.as_bytes());
-        current.extend_from_slice(b"\";r=");
-        push_number(&mut current, item.remaining);
-        current.extend_from_slice(b";t=");
-        push_number(&mut current, ceil_secs(item.until_full_ns));
-    }
-    (policy, value_or_empty(current))
 }
 
 /// Adds a concurrency tier to `RateLimit-Policy` and `RateLimit` (as list items after any

@@ -8,6 +8,7 @@ mod accept;
 mod answer;
 mod cut;
 mod headers;
+mod rate_lists;
 mod refusal;
 mod refusal_body;
 
@@ -18,8 +19,8 @@ pub use answer::{
 };
 pub use cut::{BudgetExhausted, CutReason};
 pub use headers::{
-    concurrency_headers, lists as rate_limit_lists, rate_limit_headers, PolicyAnswer,
-    PolicyHeaders, RouteHeaders, TierItem,
+    concurrency_headers, rate_limit_headers, PolicyAnswer, PolicyHeaders, RouteHeaders, TierItem,
 };
+pub use rate_lists::lists as rate_limit_lists;
 pub use refusal::{concurrency_refused, cost_above_burst, too_many_requests};
 pub use refusal_body::{body_start, Refused, QUOTA_EXCEEDED_TYPE};

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+mod top;
+
 use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
@@ -15,14 +17,17 @@ use super::response::{
 use super::snapshot::{PolicyRuntime, RouteRuntime, Shared, Snapshot};
 use crate::config::{Policy, Route};
 use crate::json::BodyFacts;
-use crate::key::{KeySource, RequestView};
+use crate::key::RequestView;
 use crate::limit::Quota;
 use crate::metrics::RouteMetrics;
 use crate::reply::{json_error, Body};
-use crate::store::{Admission, Counted, Outcome, TierReport};
+use crate::store::{Admission, Counted, Outcome, PolicyOutcome, TierReport};
 
 /// A request's `RateLimit` items: inline for the usual few rate tiers.
 pub type TierItems<'a> = smallvec::SmallVec<[TierItem<'a>; 4]>;
+
+/// What each decided policy counts as, worked out once for the metrics and the top keys.
+type Decided = smallvec::SmallVec<[PolicyOutcome; 8]>;
 
 /// One route of one snapshot: what the phases after routing read.
 pub struct Routed<'a> {
@@ -120,7 +125,8 @@ pub async fn admit(
         .check_request((route, policies), &view, &*shared.clock, admission)
         .await;
     let asked = (req.headers(), body);
-    let refused = answer(routed, admission, asked, trace);
+    let decided: Decided = admission.per_policy().collect();
+    let refused = answer(routed, (admission, &decided), asked, trace);
     // Most requests have no shadow denial: nothing more to do for them.
     let mut denials = admission.shadow_denials().peekable();
     if denials.peek().is_some() {
@@ -128,7 +134,7 @@ pub async fn admit(
         super::access_log::write_shadow(at, routed.route, denials, client_ip);
     }
     if let Some(top) = &routed.snapshot.top {
-        record_top(top, routed, admission, &view);
+        top::record(top, routed, (admission, &decided), &view);
     }
     // The deciding tier's key parts, for a line that will be written, and as a keyed hash
     // for a sampled request's span (admitted: the tier nearest to refusing it).
@@ -167,11 +173,12 @@ pub async fn admit(
     refused
 }
 
-/// Counts the admission's decisions; returns the answer when the request is refused.
-/// `headers` and `body`: the request's, for the refusal's body form.
-pub fn answer(
+/// Counts the admission's decisions (`decided`: its per-policy outcomes); returns the
+/// answer when the request is refused. `headers` and `body`: the request's, for the
+/// refusal's body form.
+fn answer(
     routed: &Routed<'_>,
-    admission: &Admission,
+    (admission, decided): (&Admission, &[PolicyOutcome]),
     (headers, body): (&HeaderMap, Option<&BodyFacts<'_>>),
     trace: &mut Trace,
 ) -> Option<Response<Body>> {
@@ -183,7 +190,7 @@ pub fn answer(
     // A JSON-RPC refusal only where a policy reads the body for itself (a `json:` key, a
     // price): a `query:` key reads a body too, and its 429 keeps the contract's body.
     let body = body.filter(|_| route.body_always);
-    count(admission, &routed.runtime().policies);
+    count((admission, decided), &routed.runtime().policies);
     let policy_name = |position: usize| route.policies[position].name.as_str();
     match admission.outcome() {
         Outcome::Admitted => {
@@ -312,7 +319,7 @@ pub fn slot_headers<'a>(
 
 /// Counts one decision per applied policy.
 #[inline]
-fn count(admission: &Admission, policies: &[PolicyRuntime]) {
+fn count((admission, decided): (&Admission, &[PolicyOutcome]), policies: &[PolicyRuntime]) {
     if admission.unchecked() {
         for p in admission.applied() {
             policies[p].counters.store_unavailable_allowed.inc();
@@ -325,7 +332,7 @@ fn count(admission: &Admission, policies: &[PolicyRuntime]) {
         }
         return;
     }
-    for p in admission.per_policy() {
+    for p in decided {
         let counters = &policies[p.position].counters;
         if p.overflow {
             counters.overflow.inc();
@@ -337,50 +344,6 @@ fn count(admission: &Admission, policies: &[PolicyRuntime]) {
             Counted::Nothing => {}
         }
     }
-}
-
-/// Counts the request's decided tiers in the top-keys sketches; a key's parts are
-/// written only when it enters one.
-fn record_top(
-    top: &crate::top::TopKeys,
-    routed: &Routed<'_>,
-    admission: &Admission,
-    view: &RequestView<'_>,
-) {
-    let worker = crate::conn::worker::current();
-    let now = admission.now();
-    top.on_route(worker, routed.index, |tiers| {
-        for outcome in admission.per_policy() {
-            let refused = match outcome.counted {
-                Counted::Denied => true,
-                Counted::Admitted => false,
-                _ => continue,
-            };
-            let policy = &routed.route.policies[outcome.position];
-            if policy.key.iter().all(|k| matches!(k, KeySource::Route)) {
-                // One key per route: its counts are the route's, in /admin/stats.
-                continue;
-            }
-            tiers.record(outcome.position, outcome.key, refused, now, |text| {
-                let values: Vec<_> = (policy.key.iter())
-                    .map(|source| source.extract(view).unwrap_or_default())
-                    .collect();
-                // The values that made the key counted (the one that refused: decoys
-                // sent beside it must not hide it), from its index among the policy's
-                // keys, each source's values combined in order, the last one's fastest.
-                let mut rest = outcome.index;
-                let mut picks = vec![0; values.len()];
-                for (pick, v) in picks.iter_mut().zip(&values).rev() {
-                    *pick = rest % v.len().max(1);
-                    rest /= v.len().max(1);
-                }
-                for (i, (v, pick)) in values.iter().zip(picks).enumerate() {
-                    let value = v.get(pick).map(|v| v.as_text());
-                    text.push_part(i, value.as_deref().unwrap_or_default());
-                }
-            });
-        }
-    });
 }
 
 /// The enforcing rate policy with the fewest requests left after an admission (the one
