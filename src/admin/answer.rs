@@ -21,6 +21,20 @@ pub fn text(
     resp
 }
 
+/// 405 for a method a path does not take: the `Allow` header names the ones it does
+/// (RFC 9110), and so does the body.
+pub fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let fields = [("allow", allow.into())];
+    let mut resp = crate::reply::json_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        &fields,
+    );
+    resp.headers_mut()
+        .insert(http::header::ALLOW, HeaderValue::from_static(allow));
+    resp
+}
+
 pub fn json_ok(value: serde_json::Value) -> Response<Body> {
     json_status(StatusCode::OK, value)
 }

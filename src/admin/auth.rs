@@ -91,7 +91,7 @@ fn on_loopback(config: &Config) -> bool {
 /// The host a request names: the target's authority (HTTP/2's `:authority`, an
 /// absolute-form target) or else its `Host` header, without the port. `None` when it names
 /// none (HTTP/1.0 without `Host`: no browser sends that). `Some("")` for a value that is not
-/// text, which matches nothing.
+/// text, or several `Host` headers (each reader would pick another), which match nothing.
 fn named_host<'a>(uri: &'a http::Uri, headers: &'a HeaderMap) -> Option<&'a str> {
     if let Some(authority) = uri.authority() {
         return Some(
@@ -101,8 +101,9 @@ fn named_host<'a>(uri: &'a http::Uri, headers: &'a HeaderMap) -> Option<&'a str>
                 .trim_end_matches(']'),
         );
     }
-    let host = headers.get(http::header::HOST)?;
-    let Ok(host) = host.to_str() else {
+    let mut hosts = headers.get_all(http::header::HOST).iter();
+    let host = hosts.next()?;
+    let (Ok(host), None) = (host.to_str(), hosts.next()) else {
         return Some("");
     };
     Some(match host.strip_prefix('[') {

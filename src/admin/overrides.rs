@@ -34,11 +34,7 @@ pub async fn handle(
     let now_ms = shared.clock.wall_ms();
     if rest.is_empty() {
         // Not a GET: the list's GET is `overrides_list`'s.
-        return json_error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            &[("allow", "GET".into())],
-        );
+        return super::answer::method_not_allowed("GET");
     }
     let (policy, typed) = match key_path(rest) {
         Ok(named) => named,
@@ -74,11 +70,7 @@ pub async fn handle(
             ),
             Err(e) => refused(e),
         },
-        _ => json_error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            &[("allow", "PUT, DELETE".into())],
-        ),
+        _ => super::answer::method_not_allowed("PUT, DELETE"),
     }
 }
 

@@ -9,7 +9,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
 
-use super::answer::{json_ok, json_status, key_path, text};
+use super::answer::{json_ok, json_status, key_path, method_not_allowed, text};
 use crate::config::Policy;
 use crate::proxy::snapshot::Shared;
 use crate::reply::{json_error, Body};
@@ -97,19 +97,30 @@ async fn route(
         (&Method::GET, p) if p.starts_with("/admin/limits/") => {
             limit_json(shared, &p["/admin/limits/".len()..]).await
         }
-        (&Method::GET, "/admin/overrides") => {
+        (&Method::GET, "/admin/overrides" | "/admin/overrides/") => {
             super::overrides_list::handle(shared, req.uri().query())
         }
         (_, "/admin/overrides") => super::overrides::handle(shared, method, "", req).await,
         (_, p) if p.starts_with("/admin/overrides/") => {
             super::overrides::handle(shared, method, &p["/admin/overrides/".len()..], req).await
         }
-        (_, "/admin/reload") => json_error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            &[("allow", "POST".into())],
-        ),
-        _ => json_error(StatusCode::NOT_FOUND, "not_found", &[]),
+        (_, p) => match allowed_methods(p) {
+            Some(allow) => method_not_allowed(allow),
+            None => json_error(StatusCode::NOT_FOUND, "not_found", &[]),
+        },
+    }
+}
+
+/// The methods a path of the admin API takes (beside the overrides', which answer their
+/// own 405), for the 405 of another.
+fn allowed_methods(path: &str) -> Option<&'static str> {
+    match path {
+        "/healthz" | "/readyz" | "/metrics" | "/" | "/admin/config" | "/admin/stats"
+        | "/admin/top" => Some("GET"),
+        "/admin/reload" => Some("POST"),
+        p if p.starts_with("/admin/reset/") => Some("POST"),
+        p if p.starts_with("/admin/limits/") => Some("GET"),
+        _ => None,
     }
 }
 

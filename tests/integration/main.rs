@@ -8,6 +8,7 @@ mod support;
 mod access_log;
 mod access_log_hostile;
 mod admin;
+mod admin_http;
 mod admin_overrides;
 mod admin_overrides_kept;
 mod admin_overrides_pages;
