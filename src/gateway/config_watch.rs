@@ -4,7 +4,8 @@
 //! both counted in `tollgate_config_reloads_total`. The folder, not the file, is watched so that
 //! every way of replacing it is seen: an edit in place, an editor's rename over it, and a
 //! Kubernetes ConfigMap's swap of its `..data` link (the file itself is a link through
-//! `..data` to a dated folder that is replaced whole). `[rls] ratelimit_config` (the YAML
+//! `..data` to a dated folder that is replaced whole). A file that is a link into another
+//! folder has that folder watched too, where its edits happen. `[rls] ratelimit_config` (the YAML
 //! file's folder, or the folder of YAML files) is watched the same way: a change of either
 //! reloads.
 
@@ -75,6 +76,7 @@ pub fn spawn(
     })?;
     watcher.watch(&folder, notify::RecursiveMode::NonRecursive)?;
     tracing::info!(folder = %folder.display(), "watching the config file for changes");
+    watch_link_target(&mut watcher, &path, &folder);
     if let Some(y) = &yaml {
         let yaml_folder = if y.is_dir() { y.clone() } else { folder_of(y) };
         if yaml_folder != folder {
@@ -104,6 +106,29 @@ pub fn spawn(
             let _ = crate::reload::reload(&shared).await;
         }
     }))
+}
+
+/// Watches the folder the config file's link leads to, when that is another folder than
+/// the link's own: an edit of the target (in place, or an editor's rename there) changes
+/// nothing in the link's folder. A Kubernetes ConfigMap's dated folder is one too (its
+/// swap is seen in the link's folder). Not watched is only logged: the link's folder is.
+fn watch_link_target(watcher: &mut impl Watcher, path: &Path, folder: &Path) {
+    let Ok(target) = std::fs::canonicalize(path) else {
+        return;
+    };
+    let target_folder = folder_of(&target);
+    let same = std::fs::canonicalize(folder).is_ok_and(|f| f == target_folder);
+    if same {
+        return;
+    }
+    match watcher.watch(&target_folder, notify::RecursiveMode::NonRecursive) {
+        Ok(()) => {
+            tracing::info!(folder = %target_folder.display(), "watching the folder the config file links to")
+        }
+        Err(e) => {
+            tracing::warn!(folder = %target_folder.display(), error = %e, "cannot watch the folder the config file links to: an edit there is applied on SIGHUP or a change in the link's folder")
+        }
+    }
 }
 
 /// What `read` gives once it gave the same twice [`QUIET`] apart with no event between

@@ -211,6 +211,38 @@ async fn watch_config_reloads_edits_renames_and_refuses_broken_files() {
     );
 }
 
+/// A config file that is a link into another folder (a checkout, a mounted volume):
+/// edits of its target there are seen — in place, and by an editor's rename over it.
+#[tokio::test]
+async fn watch_config_follows_a_link_into_another_folder() {
+    let up = Upstream::start().await;
+    let (real, links) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let target = real.path().join("tollgate.toml");
+    std::fs::write(&target, watched("/one", &up)).expect("write");
+    let link = links.path().join("tollgate.toml");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let gw = Process::run(&link);
+    let base = format!("http://{}", gw.addr);
+    assert_eq!(get(&format!("{base}/one"), &[]).await.status, 200);
+    std::fs::write(&target, watched("/two", &up)).expect("write");
+    assert!(
+        serves(&base, "/two").await,
+        "in-place edit of the target; log:\n{}",
+        gw.log()
+    );
+    let aside = real.path().join(".tollgate.toml.new");
+    std::fs::write(&aside, watched("/three", &up)).expect("write");
+    std::fs::rename(&aside, &target).expect("rename");
+    assert!(
+        serves(&base, "/three").await,
+        "rename over the target; log:\n{}",
+        gw.log()
+    );
+}
+
 /// A file written in place in two steps, half a second apart (a slow `cp`, a generator
 /// writing as it goes), is read once it holds still: its first half, a valid config on
 /// its own, is never applied. One reload, of the whole file.
