@@ -265,6 +265,12 @@ impl Journal {
         self.rewrite || self.lines > 2 * live + COMPACT_SLACK || !self.still_ours()
     }
 
+    /// Whether a change answered as not written is still not in the file: the next
+    /// write writes it whole.
+    pub fn behind(&self) -> bool {
+        self.rewrite
+    }
+
     /// Whether the path still names the file this journal left, as it left it.
     fn still_ours(&self) -> bool {
         let Some(seen) = self.seen else {

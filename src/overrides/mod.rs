@@ -208,6 +208,11 @@ impl Overrides {
         existed |= removed.as_ref().is_some_and(|s| !s.expired(now_ms));
         if removed.is_some() {
             self.record(vec![Change::Del(id.clone())], false).await?;
+        } else if self.journal.as_ref().is_some_and(|j| j.lock().behind()) {
+            // Nothing to remove here, but an earlier change was answered as not written
+            // (this removal, most likely): repeating it is how the operator makes it
+            // stick at the next start, so the file is written whole now.
+            self.record(Vec::new(), true).await?;
         }
         Ok(existed)
     }

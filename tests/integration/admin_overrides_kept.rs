@@ -316,3 +316,47 @@ async fn overrides_redis_lost_are_put_back_not_dropped() {
         );
     }
 }
+
+/// A DELETE the file could not take (answered `500`, in effect) is made to stick by
+/// repeating it once the disk is fixed: the repeat finds no override (`404`), and writes
+/// the file whole all the same — the removed override does not come back at the restart.
+#[tokio::test]
+async fn a_delete_repeated_after_a_failed_write_sticks_across_a_restart() {
+    let up = Upstream::start().await;
+    let keep = tempfile::tempdir().unwrap();
+    let file = keep.path().join("overrides.json");
+    let toml = tenant_config(&format!(
+        "overrides_file = {:?}\n",
+        file.display().to_string()
+    ));
+    let first = TestGateway::start(&toml, &up.url()).await;
+    for tenant in ["gone", "kept"] {
+        let url = first.admin_url(&format!("/admin/overrides/tenant/{tenant}"));
+        put_ok(&url, br#"{"burst": 10}"#).await;
+    }
+    // The file cannot be written: a folder in its place.
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    let gone = first.admin_url("/admin/overrides/tenant/gone");
+    let failed = delete(&gone).await;
+    assert_eq!(failed.status, 500, "{}", failed.text());
+    assert_eq!(failed.json()["error"], "overrides_file_not_written");
+    std::fs::remove_dir(&file).unwrap();
+    let repeated = delete(&gone).await;
+    assert_eq!(
+        repeated.status,
+        404,
+        "in effect already: {}",
+        repeated.text()
+    );
+    let written = std::fs::read_to_string(&file).expect("written whole");
+    assert!(
+        written.contains("kept") && !written.contains("gone"),
+        "{written}"
+    );
+    drop(first);
+
+    let second = TestGateway::start(&toml, &up.url()).await;
+    assert_eq!(as_tenant(&second, "kept").await.1, 10);
+    assert_eq!(as_tenant(&second, "gone").await.1, 3, "removed for good");
+}
