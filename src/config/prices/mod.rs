@@ -123,7 +123,12 @@ impl Prices {
     /// whose body was not read; no row it names could be trusted to dominate the others.
     pub fn quote(&self, view: &RequestView<'_>) -> Result<Quote, Unpriced> {
         let estimate = self.estimate(view);
-        let models = self.model.extract(view).map_err(|_| Unpriced)?;
+        let Ok(models) = self.model.extract(view) else {
+            // More models named than a key takes: with a `default` every one is priced, so
+            // the dearest prices bound them all; without, one may be priced by none.
+            let row = self.default.and(self.dearest).ok_or(Unpriced)?;
+            return Ok(self.quote_row(row, estimate));
+        };
         let mut rows = models.iter().map(|m| self.row_of(m.as_text().as_bytes()));
         let row = match rows.next() {
             None => {

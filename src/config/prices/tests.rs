@@ -78,6 +78,42 @@ fn two_models_named_are_priced_at_the_dearest_of_every_price() {
     assert_eq!((row.input, row.output), (10_000_000, 30_000_000));
 }
 
+/// More models named than a key takes (five): with a `default`, priced at the dearest of
+/// every price, as two are; without one, refused (one of them may be priced by no row).
+#[test]
+fn more_models_than_a_key_takes_are_priced_at_the_dearest_given_a_default() {
+    let rows = "\"cheap\" = { input = 1, output = 2 }\n\"dear\" = { input = 10, output = 30 }";
+    let body = br#"{"model":"cheap","model":"dear","model":"x1","model":"x2","model":"x3"}"#;
+    let quote = |prices: &Prices| {
+        let model = prices.pointers().next().expect("the model's").clone();
+        let mut facts = crate::json::BodyFacts::default();
+        crate::json::walk(body, &[&model], &mut facts).expect("json");
+        let (method, uri, headers) = (
+            http::Method::POST,
+            http::Uri::from_static("/"),
+            http::HeaderMap::new(),
+        );
+        let view = RequestView {
+            method: &method,
+            uri: &uri,
+            headers: &headers,
+            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
+            route: "r",
+            body: Some(&facts),
+        };
+        prices
+            .quote(&view)
+            .ok()
+            .map(|q| prices.rows[q.row as usize])
+    };
+    let with_default =
+        compile(&format!("default = {{ input = 1, output = 1 }}\n{rows}")).expect("valid");
+    let row = quote(&with_default).expect("priced");
+    assert_eq!((row.input, row.output), (10_000_000, 30_000_000));
+    let without = compile(rows).expect("valid");
+    assert!(quote(&without).is_none(), "refused without a default");
+}
+
 #[test]
 fn a_body_not_read_is_priced_at_the_dearest_of_every_price() {
     let prices = compile(
