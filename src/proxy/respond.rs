@@ -176,13 +176,22 @@ fn proxy_timed_out(status: StatusCode) -> bool {
     matches!(status.as_u16(), 408 | 504 | 524 | 598)
 }
 
+/// Whether `status` is a 4xx the HTTP status code registry names: what a model API
+/// answers before it runs a request (a bad request, a refused key, its own rate limit).
+/// Another 4xx is a gateway in front of the model speaking for itself — Portkey's `446`,
+/// an output guardrail's refusal of what the model generated (and billed).
+fn registered_client_error(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 400..=418 | 421..=426 | 428 | 429 | 431 | 451)
+}
+
 /// The answer's body, metered for what its bytes, usage or trailers tell.
 fn metered(resp: Response<Body>, settlement: Settlement, takes_trailers: bool) -> Response<Body> {
     let side = Side::Response {
         server_error: resp.status().is_server_error(),
         success: resp.status().is_success(),
-        timed_out: proxy_timed_out(resp.status()),
-        refused: resp.status().is_client_error(),
+        may_have_run: proxy_timed_out(resp.status())
+            || (resp.status().is_client_error() && !registered_client_error(resp.status())),
+        refused: registered_client_error(resp.status()),
         strip_trailers: !takes_trailers,
     };
     let reads_usage = settlement.reads_usage();

@@ -119,6 +119,7 @@ mod spend_keys;
 mod spend_limits;
 mod spend_native;
 mod spend_race;
+mod spend_refused;
 mod spend_unbounded;
 mod spend_upstream_broke;
 mod store_calls;

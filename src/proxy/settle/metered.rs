@@ -26,14 +26,16 @@ pub enum Side {
     Request,
     /// The upstream's answer; `server_error` for a 5xx, whose missing trailer is the
     /// upstream's failure; `success` for a 2xx, whose missing usage may be the client's
-    /// doing; `timed_out` for a 504, a proxy in front of the model giving up while the
-    /// model may still run (and bill) the request; `refused` for a 4xx, which a model API
-    /// answers without generating (nor billing) anything. `strip_trailers`: the client did
-    /// not ask for trailers, so the ones read for a settle are not passed on.
+    /// doing; `may_have_run` for a 504, a proxy in front of the model giving up while the
+    /// model may still run (and bill) the request, or a 4xx no registry names, a gateway
+    /// in front of the model refusing what it generated; `refused` for any other 4xx,
+    /// which a model API answers without generating (nor billing) anything.
+    /// `strip_trailers`: the client did not ask for trailers, so the ones read for a
+    /// settle are not passed on.
     Response {
         server_error: bool,
         success: bool,
-        timed_out: bool,
+        may_have_run: bool,
         refused: bool,
         strip_trailers: bool,
     },
@@ -128,28 +130,30 @@ impl<B> Metered<B> {
         };
         let bytes = self.bytes;
         let usage = self.usage.as_ref().and_then(|s| s.usage());
-        let (server_error, success, refused, timed_out) = match self.side {
+        let (server_error, success, refused, may_have_run) = match self.side {
             Side::Response {
                 server_error,
                 success,
                 refused,
-                timed_out,
+                may_have_run,
                 ..
-            } => (server_error, success, refused, timed_out),
+            } => (server_error, success, refused, may_have_run),
             Side::Request => (false, false, false, false),
         };
         // A usage the upstream may have run up and not told: a success that broke (after
-        // bytes, or before the first: a proxy's read timeout during a long prefill), or a
-        // proxy's timeout in front of a model that may still run. The client can bring
-        // each about (a long prompt, a generation longer than a proxy waits), so it is
-        // unreported — `max_cost` for an unbounded quote — not an upstream failure.
-        let ran_untold = success || timed_out;
+        // bytes, or before the first: a proxy's read timeout during a long prefill), a
+        // proxy's timeout in front of a model that may still run, or a gateway's refusal
+        // of what the model generated (an output guardrail's). The client can bring each
+        // about (a long prompt, a generation longer than a proxy waits, an output it knows
+        // is refused), so it is unreported — `max_cost` for an unbounded quote — not an
+        // upstream failure.
+        let ran_untold = success || may_have_run;
         settlement.finish(|p| match (&p.settle().source, &end) {
             (SettleSource::Usage(prices), End::Trailers(_) | End::Complete) => {
                 let row = p.row.and_then(|r| prices.rows.get(r as usize));
                 match (usage, row) {
                     (Some(usage), Some(row)) => Measured::Value(row.cost(&usage)),
-                    _ if timed_out => Measured::Unreported,
+                    _ if may_have_run => Measured::Unreported,
                     _ if server_error => Measured::UpstreamFailed(bytes),
                     // An empty success (a 204) generated nothing to hide a usage in.
                     _ if success && bytes > 0 => Measured::Unreported,

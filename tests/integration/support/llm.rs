@@ -5,7 +5,8 @@
 //! words of every message plus one per message; the answer is as many words as the last
 //! message's first word says (5 when it is not a number), at most `max_tokens`, per choice.
 //! A model named `slow-…` streams one word every 200 ms; one named `late-…` sends its
-//! answer's head after 3 s. A JSON answer is gzipped when the
+//! answer's head after 3 s; one named `refused-NNN` answers status NNN with an error
+//! body and no usage (as an AI gateway's output guardrail does after the model ran). A JSON answer is gzipped when the
 //! request accepts gzip, as real APIs do. It records every body it got. Under `/api/` it
 //! answers as Ollama's own API does: JSON lines (`application/x-ndjson`) unless
 //! `"stream": false`, the counts (`prompt_eval_count`, `eval_count`) as root members of the
@@ -169,6 +170,12 @@ async fn answer(
     let (prompt, completion) = predicted_usage(&request);
     let usage = serde_json::json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});
     let words = vec!["tok"; completion as usize].join(" ");
+    if let Some(status) = model.strip_prefix("refused-").and_then(|s| s.parse().ok()) {
+        let error = serde_json::json!({"error": {"message": "refused", "type": "guardrail"}});
+        let mut resp = json(error);
+        *resp.status_mut() = http::StatusCode::from_u16(status).expect("a status");
+        return Ok(resp);
+    }
     if model.starts_with("late-") {
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
