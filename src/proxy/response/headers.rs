@@ -8,7 +8,6 @@ use http::HeaderMap;
 
 use crate::config::policy_item;
 use crate::limit::Quota;
-use crate::reply::ceil_secs;
 
 pub(super) static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 pub(super) static X_RATELIMIT_REMAINING: HeaderName =
@@ -163,60 +162,6 @@ pub struct TierItem<'a> {
     pub window_s: Option<u64>,
 }
 
-/// Writes X-RateLimit-* (from the reported tier) and the IETF draft's RateLimit-Policy /
-/// RateLimit lists, one item per enforcing rate tier in route order (`items`). `route`:
-/// the route's constant values, used when every item is its policy's own.
-pub fn rate_limit_headers(
-    headers: &mut HeaderMap,
-    r: &TierItem<'_>,
-    items: &[TierItem<'_>],
-    route: Option<&RouteHeaders>,
-) {
-    RateLimitValues::of(r, items, route).insert_into(headers);
-}
-
-/// The values of the rate-limit headers of one response (see [`rate_limit_headers`]).
-pub(super) struct RateLimitValues {
-    pub(super) limit: HeaderValue,
-    pub(super) remaining: HeaderValue,
-    pub(super) reset: HeaderValue,
-    pub(super) policy: HeaderValue,
-    pub(super) current: HeaderValue,
-}
-
-impl RateLimitValues {
-    pub(super) fn of(
-        r: &TierItem<'_>,
-        items: &[TierItem<'_>],
-        route: Option<&RouteHeaders>,
-    ) -> Self {
-        let built;
-        let constant = match r.constant {
-            Some(c) => c,
-            None => {
-                built = PolicyHeaders::new(r.policy, &r.quota, r.window_s);
-                &built
-            }
-        };
-        let (policy, current) = super::rate_lists::lists(items, route);
-        Self {
-            limit: constant.limit.clone(),
-            remaining: number(r.remaining),
-            reset: number(ceil_secs(r.until_full_ns)),
-            policy,
-            current,
-        }
-    }
-
-    fn insert_into(self, headers: &mut HeaderMap) {
-        headers.insert(X_RATELIMIT_LIMIT.clone(), self.limit);
-        headers.insert(X_RATELIMIT_REMAINING.clone(), self.remaining);
-        headers.insert(X_RATELIMIT_RESET.clone(), self.reset);
-        headers.insert(RATELIMIT_POLICY.clone(), self.policy);
-        headers.insert(RATELIMIT.clone(), self.current);
-    }
-}
-
 /// Adds a concurrency tier to `RateLimit-Policy` and `RateLimit` (as list items after any
 /// rate tier's): its quota is requests in flight, `r` the slots left free.
 pub fn concurrency_headers(
@@ -263,32 +208,6 @@ pub(super) mod tests {
             remaining: 19,
             window_s: None,
         }
-    }
-
-    #[test]
-    fn headers_follow_the_contract() {
-        let mut h = HeaderMap::new();
-        let user = user_item(2);
-        rate_limit_headers(&mut h, &user, &[user], None);
-        assert_eq!(h["x-ratelimit-limit"], "5");
-        assert_eq!(h["x-ratelimit-remaining"], "2");
-        assert_eq!(h["x-ratelimit-reset"], "1");
-        assert_eq!(h["ratelimit-policy"], "\"user\";q=5;w=1");
-        assert_eq!(h["ratelimit"], "\"user\";r=2;t=1");
-
-        // One list item per enforcing tier, in route order.
-        let tenant = tenant_item();
-        let mut h = HeaderMap::new();
-        rate_limit_headers(&mut h, &user, &[tenant, user], None);
-        assert_eq!(
-            h["ratelimit-policy"],
-            "\"tenant\";q=20;w=12, \"user\";q=5;w=1"
-        );
-        assert_eq!(h["ratelimit"], "\"tenant\";r=19;t=3, \"user\";r=2;t=1");
-        assert_eq!(
-            h["x-ratelimit-remaining"], "2",
-            "X-RateLimit-* stay one tier's"
-        );
     }
 
     /// A 429's headers set in place on the cloned [`REFUSAL_HEADERS`] are the ones the

@@ -1,5 +1,5 @@
 //! Responses the gateway writes itself on the data plane: the rate-limit headers on every
-//! response from a limited route (`headers`), the 429 (`refusal`), why a request ended as
+//! response from a limited route (`headers`, `rate_values`), the 429 (`refusal`), why a request ended as
 //! it did (`answer`: the typed answer every front door renders, and the answer to a cut
 //! upload), and the one choice `Accept` makes (`accept`). The body type and JSON errors every listener shares are in
 //! [`crate::reply`].
@@ -8,7 +8,7 @@ mod accept;
 mod answer;
 mod cut;
 mod headers;
-mod rate_lists;
+mod rate_values;
 mod refusal;
 mod refusal_body;
 
@@ -18,9 +18,7 @@ pub use answer::{
     overloaded, unsupported_charset, unsupported_coding, Answer,
 };
 pub use cut::{BudgetExhausted, CutReason};
-pub use headers::{
-    concurrency_headers, rate_limit_headers, PolicyAnswer, PolicyHeaders, RouteHeaders, TierItem,
-};
-pub use rate_lists::lists as rate_limit_lists;
+pub use headers::{concurrency_headers, PolicyAnswer, PolicyHeaders, RouteHeaders, TierItem};
+pub use rate_values::{lists as rate_limit_lists, rate_limit_headers};
 pub use refusal::{concurrency_refused, cost_above_burst, too_many_requests};
 pub use refusal_body::{body_start, Refused, QUOTA_EXCEEDED_TYPE};

@@ -8,10 +8,10 @@ use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER, VARY};
 use http::{HeaderMap, Response, StatusCode};
 
 use super::headers::{
-    concurrency_headers, number, PolicyAnswer, PolicyHeaders, RateLimitValues, RouteHeaders,
-    TierItem, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
-    X_RATELIMIT_RESET,
+    concurrency_headers, number, PolicyAnswer, PolicyHeaders, RouteHeaders, TierItem, RATELIMIT,
+    RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
+use super::rate_values::RateLimitValues;
 use super::refusal_body::Refused;
 use crate::json::rpc::RequestId;
 use crate::reply::{ceil_millis, ceil_secs, full, Body};

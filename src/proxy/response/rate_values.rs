@@ -1,10 +1,15 @@
-//! The IETF draft's `RateLimit-Policy` and `RateLimit` list values of a response: one
-//! item per enforcing tier, the first from the lists built once per config load when it
-//! can be, the second written per response (on the stack when it fits).
+//! The rate-limit headers' values of one response: `X-RateLimit-*` of the reported tier,
+//! and the IETF draft's `RateLimit-Policy` and `RateLimit` lists, one item per enforcing
+//! tier — the first from the lists built once per config load when it can be, the second
+//! written per response (on the stack when it fits).
 
 use http::header::HeaderValue;
+use http::HeaderMap;
 
-use super::headers::{value_or_empty, RouteHeaders, TierItem};
+use super::headers::{
+    number, value_or_empty, PolicyHeaders, RouteHeaders, TierItem, RATELIMIT, RATELIMIT_POLICY,
+    X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+};
 use crate::config::policy_item;
 use crate::reply::ceil_secs;
 
@@ -12,6 +17,60 @@ use crate::reply::ceil_secs;
 /// ones are written on the heap). On the stack, the value's one allocation is the copy a
 /// `HeaderValue` keeps.
 const STACK_TEXT: usize = 256;
+
+/// Writes X-RateLimit-* (from the reported tier) and the IETF draft's RateLimit-Policy /
+/// RateLimit lists, one item per enforcing rate tier in route order (`items`). `route`:
+/// the route's constant values, used when every item is its policy's own.
+pub fn rate_limit_headers(
+    headers: &mut HeaderMap,
+    r: &TierItem<'_>,
+    items: &[TierItem<'_>],
+    route: Option<&RouteHeaders>,
+) {
+    RateLimitValues::of(r, items, route).insert_into(headers);
+}
+
+/// The values of the rate-limit headers of one response (see [`rate_limit_headers`]).
+pub(super) struct RateLimitValues {
+    pub(super) limit: HeaderValue,
+    pub(super) remaining: HeaderValue,
+    pub(super) reset: HeaderValue,
+    pub(super) policy: HeaderValue,
+    pub(super) current: HeaderValue,
+}
+
+impl RateLimitValues {
+    pub(super) fn of(
+        r: &TierItem<'_>,
+        items: &[TierItem<'_>],
+        route: Option<&RouteHeaders>,
+    ) -> Self {
+        let built;
+        let constant = match r.constant {
+            Some(c) => c,
+            None => {
+                built = PolicyHeaders::new(r.policy, &r.quota, r.window_s);
+                &built
+            }
+        };
+        let (policy, current) = lists(items, route);
+        Self {
+            limit: constant.limit.clone(),
+            remaining: number(r.remaining),
+            reset: number(ceil_secs(r.until_full_ns)),
+            policy,
+            current,
+        }
+    }
+
+    fn insert_into(self, headers: &mut HeaderMap) {
+        headers.insert(X_RATELIMIT_LIMIT.clone(), self.limit);
+        headers.insert(X_RATELIMIT_REMAINING.clone(), self.remaining);
+        headers.insert(X_RATELIMIT_RESET.clone(), self.reset);
+        headers.insert(RATELIMIT_POLICY.clone(), self.policy);
+        headers.insert(RATELIMIT.clone(), self.current);
+    }
+}
 
 /// The IETF draft's `RateLimit-Policy` and `RateLimit` values of `items`, one list item
 /// each in order (`route`: its constant list, used when every item is its policy's own).
@@ -80,8 +139,34 @@ fn write_current(
 
 #[cfg(test)]
 mod tests {
-    use super::super::headers::tests::user_item;
+    use super::super::headers::tests::{tenant_item, user_item};
     use super::*;
+
+    #[test]
+    fn headers_follow_the_contract() {
+        let mut h = HeaderMap::new();
+        let user = user_item(2);
+        rate_limit_headers(&mut h, &user, &[user], None);
+        assert_eq!(h["x-ratelimit-limit"], "5");
+        assert_eq!(h["x-ratelimit-remaining"], "2");
+        assert_eq!(h["x-ratelimit-reset"], "1");
+        assert_eq!(h["ratelimit-policy"], "\"user\";q=5;w=1");
+        assert_eq!(h["ratelimit"], "\"user\";r=2;t=1");
+
+        // One list item per enforcing tier, in route order.
+        let tenant = tenant_item();
+        let mut h = HeaderMap::new();
+        rate_limit_headers(&mut h, &user, &[tenant, user], None);
+        assert_eq!(
+            h["ratelimit-policy"],
+            "\"tenant\";q=20;w=12, \"user\";q=5;w=1"
+        );
+        assert_eq!(h["ratelimit"], "\"tenant\";r=19;t=3, \"user\";r=2;t=1");
+        assert_eq!(
+            h["x-ratelimit-remaining"], "2",
+            "X-RateLimit-* stay one tier's"
+        );
+    }
 
     /// A `RateLimit` list too long for the stack is written on the heap, the same.
     #[test]
