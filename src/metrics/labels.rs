@@ -116,10 +116,12 @@ pub enum SettleFallback {
     /// A refund held: the key was reset (or Redis lost its keys) since admission, and it
     /// would have come out of the usage made after.
     Reset,
+    /// The client left before the request was sent upstream: nothing used there.
+    NotSent,
 }
 
 impl SettleFallback {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Missing,
         Self::Invalid,
         Self::Capped,
@@ -129,6 +131,7 @@ impl SettleFallback {
         Self::Budget,
         Self::MinCost,
         Self::Reset,
+        Self::NotSent,
     ];
 
     pub fn name(self) -> &'static str {
@@ -142,6 +145,7 @@ impl SettleFallback {
             Self::Budget => "budget_exhausted",
             Self::MinCost => "min_cost",
             Self::Reset => "reset",
+            Self::NotSent => "not_sent",
         }
     }
 }

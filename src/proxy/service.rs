@@ -159,16 +159,21 @@ async fn serve(
         return refused;
     }
     drop(facts);
-    if admission.delay_ns() > 0 {
-        tokio::time::sleep(Duration::from_nanos(admission.delay_ns())).await;
-    }
-    admission.move_held_into(slots);
     let settles = admission.take_settles();
     // An upgrade has no body (`arrive` refused one with a body): its request bytes, if
     // any, are the tunnel's.
     let tunnel = upgrade.is_some();
-    let (settlement, uploaded) =
+    let (mut settlement, uploaded) =
         Settlement::begin(shared, snapshot, (routed.index, tunnel), settles);
+    if let Some(settlement) = &mut settlement {
+        // A client that leaves before the request is sent (held by `max_delay`, waiting
+        // for a connection) used nothing upstream, and is charged so.
+        settlement.sent_by(super::pool::SentMark::on(&mut req));
+    }
+    if admission.delay_ns() > 0 {
+        tokio::time::sleep(Duration::from_nanos(admission.delay_ns())).await;
+    }
+    admission.move_held_into(slots);
     let pool = &snapshot.pools[routed.route.upstream_index];
     // A gRPC call waits no longer than its own deadline.
     let deadline = grpc.then(|| super::grpc::timeout(req.headers())).flatten();

@@ -106,6 +106,7 @@ mod settle;
 mod settle_fleet;
 mod settle_h2_upstream;
 mod settle_local_draw;
+mod settle_not_sent;
 mod settle_upload_fault;
 mod silent_clients;
 mod spellings;

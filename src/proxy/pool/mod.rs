@@ -10,6 +10,7 @@ mod error;
 mod fate;
 mod local;
 mod multiplex;
+mod sent;
 mod streams;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,7 @@ use hyper_util::rt::TokioIo;
 pub use body::PooledBody;
 pub use connect::ConnectError;
 pub use error::{ClientBodyFault, ForwardError};
+pub use sent::SentMark;
 
 use body::CheckIn;
 use connect::Connector;
@@ -234,6 +236,7 @@ impl UpstreamPool {
                 }
                 return Err(ForwardError::classify(target, e));
             }
+            sent::mark(&req);
             match sender.try_send_request(req).await {
                 Ok(resp) => {
                     // A 101 hands the connection to the tunnel; anything else comes back.

@@ -78,6 +78,7 @@ impl UpstreamPool {
         let mut resends = 0;
         loop {
             let (mut sender, stream) = self.stream_checkout(index, now_ns).await?;
+            super::sent::mark(&req);
             match sender.try_send_request(req).await {
                 Ok(resp) => return Ok(resp.map(|body| PooledBody::streamed(body, stream))),
                 Err(mut e) => {

@@ -31,6 +31,9 @@ pub enum Measured {
     /// The gateway cut the body where a tier's budget (or `max_cost`) ran out, after this
     /// many bytes.
     Cut(u64),
+    /// The client left before the request was handed to an upstream connection: nothing
+    /// was used upstream.
+    NotSent,
 }
 
 /// The units `pending` settles at for `measured`, and why, when it is not the value as
@@ -77,6 +80,7 @@ pub fn units_for(pending: &PendingSettle, measured: Measured) -> (u64, Option<Se
         // arriving: the client can cause that cut (by spending its bytes tier), so it
         // settles at the most, like a value the client hung up on.
         Measured::Cut(_) => (settle.max_cost, Some(SettleFallback::Budget)),
+        Measured::NotSent => (0, Some(SettleFallback::NotSent)),
     };
     if units < settle.min_cost {
         (settle.min_cost, why.or(Some(SettleFallback::MinCost)))

@@ -7,6 +7,7 @@ mod measure;
 mod meter;
 mod metered;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -32,6 +33,10 @@ pub struct Settlement {
     /// The route's metric handles: the snapshot that admitted the request, and the route.
     counters: Counters,
     pending: SmallVec<[PendingSettle; 1]>,
+    /// Set once the request was handed to an upstream connection (`SentMark`): what is
+    /// dropped unsettled before that used nothing upstream. `None`: not watched (charged
+    /// as a hang-up).
+    sent: Option<Arc<AtomicBool>>,
 }
 
 /// Where a settled tier's series are: prebuilt on the snapshot, by route and position.
@@ -92,7 +97,14 @@ impl Settlement {
             shared,
             counters: Counters { snapshot, route },
             pending,
+            sent: None,
         }
+    }
+
+    /// Watches `sent` (the request's `SentMark`): dropped before it is set, the tiers left
+    /// settle as a request that never left ([`Measured::NotSent`]).
+    pub fn sent_by(&mut self, sent: Arc<AtomicBool>) {
+        self.sent = Some(sent);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -211,6 +223,7 @@ impl Settlement {
             shared: self.shared.clone(),
             counters: self.counters.clone(),
             pending: taken,
+            sent: self.sent.clone(),
         }
     }
 }
@@ -218,12 +231,20 @@ impl Settlement {
 impl Drop for Settlement {
     fn drop(&mut self) {
         if !self.pending.is_empty() {
+            let never_sent = (self.sent.as_ref()).is_some_and(|s| !s.load(Ordering::Acquire));
             let rest = Settlement {
                 shared: self.shared.clone(),
                 counters: self.counters.clone(),
                 pending: std::mem::take(&mut self.pending),
+                sent: None,
             };
-            rest.finish(|_| Measured::Aborted(0));
+            rest.finish(|_| {
+                if never_sent {
+                    Measured::NotSent
+                } else {
+                    Measured::Aborted(0)
+                }
+            });
         }
     }
 }
