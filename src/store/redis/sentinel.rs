@@ -157,6 +157,10 @@ impl SentinelLink {
         if self.master.load().as_ref().is_some_and(|m| m.addr == addr) {
             self.master.store(None);
             tracing::warn!(master = %addr, "Redis Sentinel holds the master down or is failing it over: not writing to it until the next master is named");
+            *self.why.lock() = Some(NoMaster {
+                cause: "not_connected",
+                detail: format!("Redis Sentinel holds the master ({addr}) down or is failing it over: not writing to it until the next master is named"),
+            });
         }
     }
 
