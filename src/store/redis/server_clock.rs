@@ -17,36 +17,28 @@ pub fn stamp(abs_ns: u128) -> String {
 }
 
 /// What this gateway learned of one node's clock: the server's time minus this gateway's
-/// monotonic clock, bounded from both sides by the replies (0: not known yet).
+/// monotonic clock, the lowest (time the script read − time it was sent) over the
+/// replies — never below the true offset, above it by at most the quickest reply's way
+/// out (0: not known yet).
 #[derive(Default)]
 pub(super) struct NodeClock {
-    /// Not below the true offset: the lowest (time the script read − time it was sent),
-    /// late by up to a round trip. What the node's time is estimated by.
-    at_most: AtomicI64,
-    /// Not above the true offset: the highest (time the script read − time its reply was
-    /// in), early by up to a round trip. What a deadline is dated by: a deadline must
-    /// never fall after the moment its gateway gave up.
-    at_least: AtomicI64,
+    offset: AtomicI64,
 }
 
 impl RedisStore {
     /// The server's time (ns since the Unix epoch) after which a call sent at `sent_ns`
     /// (this gateway's clock) to the node of hash tag `tag` is too late to apply: the
-    /// store timeout after it on the earliest the node's clock can have read then, so
-    /// that a call that runs after this gateway answered for it (a timeout) changes
-    /// nothing; one that runs within a round trip of the timeout is refused as late
-    /// (and answered so). Sent now, if that is later: a call is sent as its deadline is
-    /// made and its timeout runs from then (a request's second Cluster group is sent a
-    /// round trip after the instant it was decided at). `None` before that node's clock
-    /// was seen.
+    /// store timeout after it on the node's clock as learned. Never before the true
+    /// moment a timeout after the send (the estimate is never early), so a timely call is
+    /// never judged late; after it by at most the quickest reply's way out, so what runs
+    /// later than that after this gateway answered for it (a timeout) changes nothing.
+    /// Sent now, if that is later: a call is sent as its deadline is made and its timeout
+    /// runs from then (a request's second Cluster group is sent a round trip after the
+    /// instant it was decided at). `None` before that node's clock was seen.
     pub fn server_deadline(&self, tag: &str, sent_ns: u64) -> Option<u128> {
         let sent_ns = sent_ns.max(self.clock.now_ns());
-        let offset = self.node_clock(tag).at_least.load(Relaxed);
-        if offset == 0 {
-            return None;
-        }
-        let at = u128::try_from(i128::from(sent_ns) + i128::from(offset)).ok()?;
-        Some(at + self.timeout.as_nanos())
+        let at = self.server_unix_ns_at(tag, sent_ns)?;
+        Some(u128::from(at) + self.timeout.as_nanos())
     }
 
     /// [`Self::server_deadline`] as the scripts read it ([`stamp`]).
@@ -69,7 +61,7 @@ impl RedisStore {
     /// gateway's clock, as learned from its replies (late by up to a round trip); `None`
     /// before one.
     pub fn server_unix_ns_at(&self, tag: &str, local_ns: u64) -> Option<u64> {
-        let offset = self.node_clock(tag).at_most.load(Relaxed);
+        let offset = self.node_clock(tag).offset.load(Relaxed);
         if offset == 0 {
             return None;
         }
@@ -87,25 +79,17 @@ impl RedisStore {
     }
 
     /// Learns the clock of the node holding `tag` from a reply to a call sent at
-    /// `sent_ns` whose script read `server_ns`; the reply is in now. Each bound keeps
-    /// its tightest value (the quickest round trip's) and is written rarely, never per
-    /// request: the upper one is replaced when it grew by more than 10 ms (the clocks
-    /// drifted, or the node's stepped ahead), the lower one when a reply's upper bound
-    /// fell below it (the node's clock stepped back).
+    /// `sent_ns` whose script read `server_ns`. The estimate keeps its lowest value (the
+    /// quickest reply's), replaced when it grew by more than 10 ms (the clocks drifted,
+    /// or the node's stepped ahead): written rarely, never per request.
     pub fn learn_server_clock(&self, tag: &str, sent_ns: u64, server_ns: u128) {
-        let reply_ns = self.clock.now_ns().max(sent_ns);
-        let offset_at = |local_ns: u64| i64::try_from(server_ns as i128 - i128::from(local_ns));
-        let (Ok(at_most), Ok(at_least)) = (offset_at(sent_ns), offset_at(reply_ns)) else {
+        let Ok(offset) = i64::try_from(server_ns as i128 - i128::from(sent_ns)) else {
             return;
         };
         let node = self.node_clock(tag);
-        let known = node.at_most.load(Relaxed);
-        if known == 0 || at_most < known || at_most > known + 10_000_000 {
-            node.at_most.store(at_most.max(1), Relaxed);
-        }
-        let known = node.at_least.load(Relaxed);
-        if known == 0 || at_least > known || at_most < known {
-            node.at_least.store(at_least.max(1), Relaxed);
+        let known = node.offset.load(Relaxed);
+        if known == 0 || offset < known || offset > known + 10_000_000 {
+            node.offset.store(offset.max(1), Relaxed);
         }
     }
 }
@@ -150,50 +134,43 @@ mod tests {
         assert_eq!(deadline(&tag_in_group(7)), None, "not heard from");
     }
 
-    /// A deadline never falls after the moment its gateway gave up, however long the
-    /// round trip it was learned from: it is dated from the earliest the node's clock can
-    /// have read, and a quicker round trip later moves it closer.
+    /// A deadline is the timeout after the send on the node's clock as learned from the
+    /// quickest reply; a call sent after the instant it was decided at is dated from its
+    /// send.
     #[test]
-    fn a_deadline_is_dated_from_the_earliest_the_nodes_clock_can_read() {
+    fn a_deadline_is_dated_from_the_quickest_reply_and_the_send() {
         let clock = FakeClock::at(5_000 * MS);
         let store = cluster(&clock);
         let tag = tag_in_group(0);
-        // Sent at 5 s, the script read 1,000.010 s, the reply came 30 ms after sending:
-        // the node read between 1,000.010 − 0.030 and 1,000.010 s when it was sent.
-        clock.set(5_030 * MS);
-        store.learn_server_clock(&tag, 5_000 * MS, 1_000 * S + 10_000_000);
+        // Sent at 5 s, the script read 1,000.030 s (its way out took up to 30 ms).
+        store.learn_server_clock(&tag, 5_000 * MS, 1_000 * S + 30_000_000);
         let sent = 6_000 * MS;
-        let earliest = 1_001 * S - 20_000_000;
-        assert_eq!(store.server_deadline(&tag, sent), Some(earliest + TIMEOUT));
-        assert_eq!(
-            store.server_unix_ns_at(&tag, sent),
-            Some((1_001 * S + 10_000_000) as u64),
-            "the estimate is the latest the node can have read"
-        );
-        // A 2 ms round trip: the node read 1,000.011 s at most 2 ms before the reply.
-        clock.set(5_102 * MS);
-        store.learn_server_clock(&tag, 5_100 * MS, 1_000 * S + 111_000_000);
         assert_eq!(
             store.server_deadline(&tag, sent),
-            Some(1_001 * S + 9_000_000 + TIMEOUT)
+            Some(1_001 * S + 30_000_000 + TIMEOUT)
         );
-        // A longer round trip teaches nothing new of the lower bound.
-        clock.set(5_300 * MS);
-        store.learn_server_clock(&tag, 5_200 * MS, 1_000 * S + 250_000_000);
+        // A quicker reply: 1 ms out.
+        store.learn_server_clock(&tag, 5_100 * MS, 1_000 * S + 101_000_000);
         assert_eq!(
             store.server_deadline(&tag, sent),
-            Some(1_001 * S + 9_000_000 + TIMEOUT)
+            Some(1_001 * S + 1_000_000 + TIMEOUT)
+        );
+        // A slower one (by less than 10 ms: more is the clocks drifting) teaches nothing.
+        store.learn_server_clock(&tag, 5_200 * MS, 1_000 * S + 206_000_000);
+        assert_eq!(
+            store.server_deadline(&tag, sent),
+            Some(1_001 * S + 1_000_000 + TIMEOUT)
         );
         // Sent a second after the instant it was decided at: its timeout runs from then.
         clock.set(7_000 * MS);
         assert_eq!(
             store.server_deadline(&tag, sent),
-            Some(1_002 * S + 9_000_000 + TIMEOUT)
+            Some(1_002 * S + 1_000_000 + TIMEOUT)
         );
     }
 
-    /// A node whose clock stepped back a second is believed at once: its old lower bound
-    /// would date every deadline a second late; one that stepped ahead, too.
+    /// A node whose clock stepped back is believed at once (the lowest estimate); one
+    /// that stepped ahead more than 10 ms, too.
     #[test]
     fn a_node_clock_that_steps_is_followed_both_ways() {
         let clock = FakeClock::at(5_000 * MS);
