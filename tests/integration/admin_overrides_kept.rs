@@ -13,10 +13,7 @@ async fn the_overrides_file_carries_them_across_a_restart() {
     let up = Upstream::start().await;
     let keep = tempfile::tempdir().unwrap();
     let file = keep.path().join("overrides.json");
-    let toml = tenant_config(&format!(
-        "overrides_file = {:?}\n",
-        file.display().to_string()
-    ));
+    let toml = kept_in(&file);
     let first = TestGateway::start(&toml, &up.url()).await;
     put_ok(
         &first.admin_url("/admin/overrides/tenant/acme"),
@@ -38,6 +35,14 @@ async fn the_overrides_file_carries_them_across_a_restart() {
     );
     check_reports_the_file(&second.config_path());
     a_corrupt_file_refuses_the_start(&file, &second.config_path()).await;
+}
+
+/// The tenant config with its runtime overrides kept in `file`.
+fn kept_in(file: &Path) -> String {
+    tenant_config(&format!(
+        "overrides_file = {:?}\n",
+        file.display().to_string()
+    ))
 }
 
 /// A journal: a header line, then one line per change; readable by the gateway alone.
@@ -325,10 +330,7 @@ async fn a_delete_repeated_after_a_failed_write_sticks_across_a_restart() {
     let up = Upstream::start().await;
     let keep = tempfile::tempdir().unwrap();
     let file = keep.path().join("overrides.json");
-    let toml = tenant_config(&format!(
-        "overrides_file = {:?}\n",
-        file.display().to_string()
-    ));
+    let toml = kept_in(&file);
     let first = TestGateway::start(&toml, &up.url()).await;
     for tenant in ["gone", "kept"] {
         let url = first.admin_url(&format!("/admin/overrides/tenant/{tenant}"));

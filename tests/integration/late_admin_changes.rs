@@ -44,23 +44,18 @@ async fn frozen_while<F, Fut>(
     assert!(ready, "{what}: the gateway is ready again");
 }
 
-#[tokio::test]
-async fn admin_changes_answered_503_stay_unmade_when_redis_resumes() {
-    let redis = RedisServer::start();
+/// A gateway on `redis` whose tenant `spent` used its four, and to which Redis answers
+/// a reset (it has the reset script from now on: one it lacked would be asked for by
+/// name, refused, and never sent whole by a gateway that gave up on the call).
+async fn spent_tenant(redis: &RedisServer) -> (Upstream, TestGateway) {
     let up = Upstream::start().await;
-    let toml = tenant_of_four(&redis);
+    let toml = tenant_of_four(redis);
     let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
     gw.wait_for_store("/", "other").await;
-    let kept = gw.admin_url("/admin/overrides/tenant/kept");
-    let set = put_json(&kept, None, br#"{"burst": 9}"#).await;
-    assert_eq!(set.status, 200, "{}", set.text());
     for _ in 0..4 {
         assert_eq!(get(&gw.url("/"), &TENANT).await.status, 200);
     }
     assert_eq!(get(&gw.url("/"), &TENANT).await.status, 429, "spent");
-    assert_eq!(overrides_in_redis(&redis), 1);
-    // Redis has the reset script from now on (one it lacked would be asked for by name,
-    // refused, and never sent whole by a gateway that gave up on the call).
     let warm = send(
         &http1(),
         "POST",
@@ -70,6 +65,17 @@ async fn admin_changes_answered_503_stay_unmade_when_redis_resumes() {
     )
     .await;
     assert_eq!(warm.status, 200, "{}", warm.text());
+    (up, gw)
+}
+
+#[tokio::test]
+async fn admin_changes_answered_503_stay_unmade_when_redis_resumes() {
+    let redis = RedisServer::start();
+    let (_up, gw) = spent_tenant(&redis).await;
+    let kept = gw.admin_url("/admin/overrides/tenant/kept");
+    let set = put_json(&kept, None, br#"{"burst": 9}"#).await;
+    assert_eq!(set.status, 200, "{}", set.text());
+    assert_eq!(overrides_in_redis(&redis), 1);
 
     // Well past twice the store timeout (300 ms): the queued script is late when it runs.
     let long = Duration::from_millis(1000);
@@ -117,22 +123,7 @@ async fn admin_changes_answered_503_stay_unmade_when_redis_resumes() {
 #[tokio::test]
 async fn what_redis_runs_just_after_the_timeout_changes_nothing() {
     let redis = RedisServer::start();
-    let up = Upstream::start().await;
-    let toml = tenant_of_four(&redis);
-    let gw = TestGateway::start_real_clock(&toml, &up.url()).await;
-    gw.wait_for_store("/", "other").await;
-    for _ in 0..4 {
-        assert_eq!(get(&gw.url("/"), &TENANT).await.status, 200);
-    }
-    let warm = send(
-        &http1(),
-        "POST",
-        &gw.admin_url("/admin/reset/tenant/other"),
-        &[],
-        b"",
-    )
-    .await;
-    assert_eq!(warm.status, 200, "{}", warm.text());
+    let (_up, gw) = spent_tenant(&redis).await;
     let thaw = Duration::from_millis(150);
 
     // First, so that Redis is called (three failures in a row open the breaker).

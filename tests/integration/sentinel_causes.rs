@@ -11,15 +11,7 @@ use crate::support::*;
 /// last error names `cause`; returns the store's state then and `/readyz`'s answer.
 async fn cause_of(store: String, cause: &str) -> (serde_json::Value, Got, String) {
     let up = Upstream::start().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("tollgate.toml");
-    let text = Fixture::new()
-        .store(store)
-        .policy("tenant", "header:x-k", 10, "1s", 10)
-        .route("api", "/", "api", &["tenant"])
-        .build_for(&up.url());
-    std::fs::write(&path, text).expect("write");
-    let gw = Process::run(&path);
+    let (_dir, gw) = super::store_health::gateway_on(store, &up);
     let admin = gw.admin.expect("admin");
     let stats = || async move {
         get(&format!("http://{admin}/admin/stats"), &[])

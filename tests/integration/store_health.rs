@@ -56,7 +56,7 @@ fn unreachable_redis(port: u16) -> String {
 
 /// The binary on `store` (its `[store]` table's body): one `tenant` tier, 10 a second,
 /// keyed by `x-k` on every path.
-fn gateway_on(store: String, up: &Upstream) -> (tempfile::TempDir, Process) {
+pub(super) fn gateway_on(store: String, up: &Upstream) -> (tempfile::TempDir, Process) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("tollgate.toml");
     let text = Fixture::new()

@@ -124,9 +124,8 @@ impl Prices {
     pub fn quote(&self, view: &RequestView<'_>) -> Result<Quote, Unpriced> {
         let estimate = self.estimate(view);
         let Ok(models) = self.model.extract(view) else {
-            // More models named than a key takes: with a `default` every one is priced, so
-            // the dearest prices bound them all; without, one may be priced by none.
-            let row = self.default.and(self.dearest).ok_or(Unpriced)?;
+            // More models named than a key takes: priced as models not seen.
+            let row = self.dearest_if_default().ok_or(Unpriced)?;
             return Ok(self.quote_row(row, estimate));
         };
         let mut rows = models.iter().map(|m| self.row_of(m.as_text().as_bytes()));
@@ -135,8 +134,7 @@ impl Prices {
                 let unread = matches!(self.model, KeySource::Json(_))
                     && view.body.is_none_or(|b| !b.read_whole());
                 if unread {
-                    // Without a `default`, a model not shown is refused as one not priced.
-                    self.default.and(self.dearest)
+                    self.dearest_if_default()
                 } else {
                     self.default
                 }
@@ -153,6 +151,13 @@ impl Prices {
             }
         };
         Ok(self.quote_row(row.ok_or(Unpriced)?, estimate))
+    }
+
+    /// The row of models the gateway cannot all see (a body not read, more named than a
+    /// key takes): with a `default` every model is priced, so the dearest prices bound
+    /// them all; without, one may be priced by no row (refused as unpriced).
+    fn dearest_if_default(&self) -> Option<u32> {
+        self.default.and(self.dearest)
     }
 
     fn quote_row(&self, row: u32, estimate: Estimate) -> Quote {

@@ -33,6 +33,15 @@ fn quote_of(prices: &Prices, facts: &crate::json::BodyFacts<'_>) -> Quote {
 
 /// The same, the POST to `path`.
 fn quote_at(prices: &Prices, facts: &crate::json::BodyFacts<'_>, path: &'static str) -> Quote {
+    try_quote_at(prices, facts, path).expect("priced")
+}
+
+/// `prices`' quote of a POST to `path` whose body told `facts`, or its refusal.
+fn try_quote_at(
+    prices: &Prices,
+    facts: &crate::json::BodyFacts<'_>,
+    path: &'static str,
+) -> Result<Quote, Unpriced> {
     let (method, uri, headers) = (
         http::Method::POST,
         http::Uri::from_static(path),
@@ -46,7 +55,7 @@ fn quote_at(prices: &Prices, facts: &crate::json::BodyFacts<'_>, path: &'static 
         route: "r",
         body: Some(facts),
     };
-    prices.quote(&view).expect("priced")
+    prices.quote(&view)
 }
 
 #[test]
@@ -88,23 +97,8 @@ fn more_models_than_a_key_takes_are_priced_at_the_dearest_given_a_default() {
         let model = prices.pointers().next().expect("the model's").clone();
         let mut facts = crate::json::BodyFacts::default();
         crate::json::walk(body, &[&model], &mut facts).expect("json");
-        let (method, uri, headers) = (
-            http::Method::POST,
-            http::Uri::from_static("/"),
-            http::HeaderMap::new(),
-        );
-        let view = RequestView {
-            method: &method,
-            uri: &uri,
-            headers: &headers,
-            client_ip: std::net::Ipv4Addr::LOCALHOST.into(),
-            route: "r",
-            body: Some(&facts),
-        };
-        prices
-            .quote(&view)
-            .ok()
-            .map(|q| prices.rows[q.row as usize])
+        let quote = try_quote_at(prices, &facts, "/v1/chat/completions");
+        quote.ok().map(|q| prices.rows[q.row as usize])
     };
     let with_default =
         compile(&format!("default = {{ input = 1, output = 1 }}\n{rows}")).expect("valid");
