@@ -148,7 +148,7 @@ pub fn cause(e: &StoreError) -> &'static str {
     }
 }
 
-fn redis_cause(r: &redis::RedisError) -> &'static str {
+pub(super) fn redis_cause(r: &redis::RedisError) -> &'static str {
     if r.is_connection_refusal() {
         return "connection_refused";
     }

@@ -280,10 +280,6 @@ async fn says_master(connection: &ConnectionManager, limit: Duration) -> Result<
     let mut c = connection.clone();
     let cmd = redis::cmd("ROLE");
     let role = cmd.query_async::<redis::Value>(&mut c);
-    let failed = |e: redis::RedisError| NoMaster {
-        cause: super::health::cause(&StoreError::Redis(e.clone())),
-        detail: format!("it does not answer: {e}"),
-    };
     match tokio::time::timeout(limit, role).await {
         Ok(Ok(redis::Value::Array(items))) if matches!(items.first(), Some(redis::Value::BulkString(b)) if b.as_slice() == b"master") => {
             Ok(())
@@ -292,7 +288,10 @@ async fn says_master(connection: &ConnectionManager, limit: Duration) -> Result<
             cause: "readonly",
             detail: "it does not say it is a master yet".to_owned(),
         }),
-        Ok(Err(e)) => Err(failed(e)),
+        Ok(Err(e)) => Err(NoMaster {
+            cause: super::health::redis_cause(&e),
+            detail: format!("it does not answer: {e}"),
+        }),
         Err(_) => Err(NoMaster {
             cause: "timed_out",
             detail: format!("it did not answer within {limit:?}"),

@@ -112,7 +112,7 @@ fn why_none(name: &str, errors: impl Iterator<Item = redis::RedisError>) -> NoMa
             detail: format!("the Redis Sentinels monitor no master named {name:?}"),
         },
         Some(e) => NoMaster {
-            cause: super::health::cause(&crate::store::StoreError::Redis(e.clone())),
+            cause: super::health::redis_cause(e),
             detail: if said(e) {
                 format!("the Redis Sentinels name no master: {e}")
             } else {
