@@ -282,13 +282,14 @@ async fn media_in_the_prompt_is_input_the_quote_cannot_bound() {
 /// which vLLM's Chat Completions ignore), and `max_cost` for a limit in another case
 /// (`MAX_TOKENS`: Python's readers ignore it, Go's read it) or given twice, beside another
 /// upstream's own limit (`n_predict`, `options`, `max_new_tokens`), more than 128
-/// choices, a `previous_response_id`, several prompts or a server-side tool.
+/// choices, a `previous_response_id`, several prompts, a server-side tool, or a cache or a
+/// limit inside `extra_body`.
 #[tokio::test]
 async fn limits_the_upstream_may_not_read_and_chains_it_keeps_bound_nothing() {
     let up = LlmUpstream::start().await;
     let gw = TestGateway::start(&bounded_rows(), &up.url()).await;
     // mini: 1 a byte in, 2 a token out, max_output 100.
-    let cases: [(&str, Option<u64>); 11] = [
+    let cases: [(&str, Option<u64>); 13] = [
         (r#""max_tokens":10"#, Some(10)),
         // llama.cpp's own limit wins over `max_tokens`; Ollama's and Hugging Face's.
         (r#""max_tokens":1,"n_predict":-1"#, None),
@@ -304,6 +305,13 @@ async fn limits_the_upstream_may_not_read_and_chains_it_keeps_bound_nothing() {
             r#""max_tokens":10,"tools":[{"type":"web_search_preview"}]"#,
             None,
         ),
+        // Gemini's OpenAI-compatible API reads its cache from a literal `extra_body`;
+        // a proxy merging `extra_body` reads a second limit there.
+        (
+            r#""max_tokens":10,"extra_body":{"google":{"cached_content":"cachedContents/c"}}"#,
+            None,
+        ),
+        (r#""max_tokens":10,"extra_body":{"max_tokens":4096}"#, None),
     ];
     for (i, client) in [http1(), http2()].iter().enumerate() {
         for (j, (members, output)) in cases.into_iter().enumerate() {

@@ -19,8 +19,8 @@ mod vocabulary;
 
 use prompt::PromptItem;
 use vocabulary::{
-    named, Named, BEYOND_MEMBERS, BEYOND_TYPES, CANDIDATES, CHOICES, GENERATION_CONFIGS,
-    MEDIA_TYPES, OTHER_LIMITS, TEMPLATE_KWARGS,
+    named, Named, BEYOND_MEMBERS, BEYOND_TYPES, CANDIDATES, CHOICES, EXTRA_BODY,
+    EXTRA_BODY_PROVIDER, GENERATION_CONFIGS, MEDIA_TYPES, OTHER_LIMITS, TEMPLATE_KWARGS,
 };
 pub use vocabulary::{CHAT_LIMITS, RESPONSES_LIMIT};
 
@@ -80,6 +80,10 @@ enum Place {
     TemplateKwargs,
     /// Gemini's generation settings.
     GenerationConfig,
+    /// A top-level `extra_body` (and its `google`): provider settings some upstreams
+    /// read from it as written (Gemini's OpenAI-compatible API) and some proxies merge
+    /// into the top level, so its members are read as the top level's.
+    Extra,
     /// A value that multiplies or extends what is billed when it is not `null`.
     Beyond,
     /// A JSON Schema: skipped.
@@ -109,25 +113,29 @@ impl Scan<'_> {
         };
         let any_of = |list: &[&str]| list.iter().any(|m| folds_to(m));
         match self.place {
-            Place::Top => {
+            Place::Top | Place::Extra => {
+                let top = self.place == Place::Top;
                 let limits = CHAT_LIMITS.iter().chain([&RESPONSES_LIMIT, &CHOICES]);
                 for (i, limit) in limits.enumerate() {
                     if folds_to(limit) {
-                        let twice = self.seen & (1 << i) != 0;
+                        // In `extra_body`, a limit is a second one some reader merges.
+                        let twice = !top || self.seen & (1 << i) != 0;
                         self.shape.unsure_limit |= *limit != name || twice;
                         self.seen |= 1 << i;
                     }
                 }
                 self.shape.unsure_limit |= any_of(&OTHER_LIMITS);
-                if folds_to("messages") {
+                if top && folds_to("messages") {
                     self.shape.chat = true;
                 }
-                if folds_to("input") {
+                if top && folds_to("input") {
                     self.shape.responses = true;
                 }
                 match kind {
-                    _ if folds_to("prompt") => Place::Prompt,
-                    _ if folds_to("text") || folds_to("input_ids") => Place::NativePrompt,
+                    _ if top && folds_to("prompt") => Place::Prompt,
+                    _ if top && (folds_to("text") || folds_to("input_ids")) => Place::NativePrompt,
+                    _ if top && folds_to(EXTRA_BODY) => Place::Extra,
+                    _ if !top && folds_to(EXTRA_BODY_PROVIDER) => Place::Extra,
                     _ if folds_to(TEMPLATE_KWARGS) => Place::TemplateKwargs,
                     _ if any_of(&BEYOND_MEMBERS) => Place::Beyond,
                     _ if any_of(&GENERATION_CONFIGS) => Place::GenerationConfig,

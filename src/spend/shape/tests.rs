@@ -147,3 +147,36 @@ fn an_output_limit_belongs_to_the_api_its_body_speaks() {
     }
     assert!(!shape(r#"{"messages":[],"max_tokens":1,"n":2}"#).unsure_limit);
 }
+
+/// Gemini's OpenAI-compatible API reads provider settings from a literal `extra_body`
+/// member (`extra_body.google.cached_content`, its documented spelling), and a proxy that
+/// merges `extra_body` into the request it sends on reads the limits there: what the
+/// body keeps or limits there is read as at the top level.
+#[test]
+fn what_extra_body_carries_is_read_as_the_top_level() {
+    for beyond in [
+        r#"{"model":"gemini-2.5-flash","messages":[],"extra_body":{"google":{"cached_content":"cachedContents/x"}}}"#,
+        r#"{"model":"m","messages":[],"extra_body":{"cachedContent":"cachedContents/x"}}"#,
+        r#"{"model":"m","messages":[],"Extra_Body":{"Google":{"Cached_Content":"c"}}}"#,
+        r#"{"model":"m","messages":[],"extra_body":{"best_of":4}}"#,
+        r#"{"model":"m","messages":[],"extra_body":{"google":{"generation_config":{"candidate_count":8}}}}"#,
+        r#"{"model":"m","messages":[],"extra_body":{"chat_template_kwargs":{"chat_template":"{{ x }}"}}}"#,
+    ] {
+        assert!(carries_media(beyond.as_bytes()), "{beyond}");
+    }
+    for within in [
+        r#"{"model":"m","messages":[],"extra_body":{"google":{"thinking_config":{"include_thoughts":true}}}}"#,
+        r#"{"model":"m","messages":[],"extra_body":{"google":{"cached_content":null}}}"#,
+        r#"{"model":"m","messages":[],"metadata":{"google":{"cached_content":"c"}}}"#,
+    ] {
+        assert!(!carries_media(within.as_bytes()), "{within}");
+    }
+    for unsure in [
+        r#"{"messages":[],"max_tokens":9,"extra_body":{"max_tokens":100000}}"#,
+        r#"{"messages":[],"max_tokens":9,"extra_body":{"google":{"max_output_tokens":100000}}}"#,
+        r#"{"messages":[],"n":1,"extra_body":{"n":8}}"#,
+        r#"{"messages":[],"max_tokens":9,"extra_body":{"options":{"num_predict":-1}}}"#,
+    ] {
+        assert!(body_shape(unsure.as_bytes()).unsure_limit, "{unsure}");
+    }
+}

@@ -152,6 +152,15 @@ pub(super) const BEYOND_MEMBERS: [&str; 12] = [
 /// brings; its other members (`enable_thinking`) are settings, bounded by the body.
 pub(super) const TEMPLATE_KWARGS: &str = "chat_template_kwargs";
 
+/// The top-level member whose members some upstreams read as settings of their own:
+/// Gemini's OpenAI-compatible API reads `extra_body.google.cached_content` (a cached
+/// context of any length) as written, and a proxy in front may merge it into the
+/// request it sends on. The OpenAI Python client's `extra_body=` argument is merged by the client
+/// itself and reaches the wire at the top level.
+pub(super) const EXTRA_BODY: &str = "extra_body";
+/// The member of an `extra_body` holding Gemini's settings.
+pub(super) const EXTRA_BODY_PROVIDER: &str = "google";
+
 /// Members of Gemini's `generationConfig` that multiply its output.
 pub(super) const GENERATION_CONFIGS: [&str; 2] = ["generationConfig", "generation_config"];
 pub(super) const CANDIDATES: [&str; 2] = ["candidateCount", "candidate_count"];
