@@ -217,7 +217,9 @@ impl Stream<'_> {
         }
         let demand = share::demand(tracked.demand);
         let weight = self.weight(&key, demand, (now, ttl_s)).await;
-        let assignment = super::render::decided(&admission, policy.mode, weight, ttl_s);
+        let told = self.buckets.get(&bkey).and_then(|t| t.told);
+        let assignment =
+            super::render::decided(&admission, policy.mode, weight, ttl_s).told_apart_from(told);
         self.told(&key, assignment.tokens(), (demand, ttl_s)).await;
         // What it holds now: sized with siblings later (one joins, in this report or
         // after), it is told again unless that is what it would be told.

@@ -1,7 +1,6 @@
 //! A decided charge rendered as what Envoy applies: the typed outcome first (a store that
 //! could not answer, a shadow policy, an unchecked key are blanket rules), then the key's
-//! state split by the bucket's weight as a token bucket, with the fill interval Envoy
-//! compares.
+//! state split by the bucket's weight as a token bucket of whole-second fills.
 
 use super::holders::Weight;
 use super::proto::{
@@ -30,7 +29,7 @@ pub fn action(
             Strategy::TokenBucket(TokenBucket {
                 max_tokens,
                 tokens_per_fill: Some(tokens_per_fill),
-                fill_interval: Some(fill_interval(fill_s)),
+                fill_interval: Some(seconds(fill_s)),
             })
         }
         Assignment::AllowAll => {
@@ -263,20 +262,6 @@ fn pool_the_few_asking(room: Room, parts: &mut [f64], demands: &[f64], turn: &mu
         parts[i] = 0.0;
     }
     parts[chosen] = pool + raise;
-}
-
-/// A fill interval of `s` whole seconds, marked in its nanoseconds: Envoy's RLQS filter
-/// tells a changed token bucket from an unchanged one by `max_tokens`, `tokens_per_fill`
-/// and the interval's nanos only (its seconds are not compared), so a share that changes
-/// only its interval (1 per 10 s, then 1 per 20 s) would keep the old, faster bucket.
-/// Envoy counts the interval in whole seconds (it truncates), so `s` nanoseconds more
-/// change nothing but that comparison.
-fn fill_interval(s: u64) -> prost_types::Duration {
-    prost_types::Duration {
-        // Below a second for every interval a share has (at most a year of seconds).
-        nanos: i32::try_from(s % 1_000_000_000).unwrap_or(0),
-        ..seconds(s)
-    }
 }
 
 fn seconds(s: u64) -> prost_types::Duration {

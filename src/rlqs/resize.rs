@@ -136,6 +136,9 @@ impl Stream<'_> {
         let mut turn = (self.together).turn(key, period, kept.iter().map(|&(m, ..)| m));
         let mode = policy.mode;
         let split = super::render::split(&admission, mode, (weight, &demands), (ttl_s, &mut turn));
+        let split: Vec<Assignment> = (kept.iter().zip(split))
+            .map(|(&(m, ..), a)| a.told_apart_from(self.buckets.get(m).and_then(|t| t.told)))
+            .collect();
         let holder = turn.holder.and_then(|i| kept.get(i)).map(|&(m, ..)| m);
         self.together.keep_turn(key, period, holder);
         let tokens = split

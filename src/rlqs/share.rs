@@ -91,6 +91,45 @@ impl Assignment {
     }
 }
 
+impl Assignment {
+    /// This share as Envoy can tell it from `told`, the last it was told: Envoy 1.40
+    /// tells a changed token bucket by `max_tokens`, `tokens_per_fill` and the fill
+    /// interval's nanos only (its seconds are not compared), so a share that changes only
+    /// its whole-second interval (1 per 10 s, then 1 per 20 s) would keep the old, faster
+    /// bucket. Such a share is told doubled (2 per 40 s: the same rate; a bucket of at
+    /// least the fill, as every bucket holds), and a share whose doubled form was told is
+    /// kept as told, not flipped back and forth.
+    pub fn told_apart_from(self, told: Option<Assignment>) -> Assignment {
+        let Assignment::Bucket {
+            max_tokens,
+            tokens_per_fill,
+            fill_s,
+        } = self
+        else {
+            return self;
+        };
+        let Some(Assignment::Bucket {
+            max_tokens: told_max,
+            tokens_per_fill: told_per_fill,
+            fill_s: told_fill_s,
+        }) = told
+        else {
+            return self;
+        };
+        let per_fill = tokens_per_fill.saturating_mul(2);
+        let doubled = Assignment::Bucket {
+            max_tokens: max_tokens.max(per_fill),
+            tokens_per_fill: per_fill,
+            fill_s: fill_s.saturating_mul(2),
+        };
+        let alike = (max_tokens, tokens_per_fill) == (told_max, told_per_fill);
+        match told == Some(doubled) || (alike && fill_s != told_fill_s) {
+            true => doubled,
+            false => self,
+        }
+    }
+}
+
 /// The fill interval of a share that refills less than once a second and more than this
 /// rarely; slower still is no refill within the assignment at all.
 const SLOWEST_FILL_S: u64 = 3_600;
@@ -164,6 +203,54 @@ mod tests {
             free,
             until_full_ns: until_full_s * S,
         }
+    }
+
+    fn bucket(max_tokens: u32, tokens_per_fill: u32, fill_s: u64) -> Assignment {
+        Assignment::Bucket {
+            max_tokens,
+            tokens_per_fill,
+            fill_s,
+        }
+    }
+
+    /// What Envoy compares of two buckets (the interval's nanos are always 0).
+    fn compared(a: Assignment) -> (u32, u32) {
+        match a {
+            Assignment::Bucket {
+                max_tokens,
+                tokens_per_fill,
+                ..
+            } => (max_tokens, tokens_per_fill),
+            _ => (0, 0),
+        }
+    }
+
+    #[test]
+    fn a_share_changing_only_its_interval_is_told_at_the_same_rate_in_another_form() {
+        let was = bucket(3, 1, 10);
+        let slower = bucket(3, 1, 20).told_apart_from(Some(was));
+        assert_eq!(slower, bucket(3, 2, 40));
+        assert_ne!(compared(slower), compared(was), "Envoy sees it change");
+        // Told doubled, the same share again is kept as told (no flip back).
+        assert_eq!(bucket(3, 1, 20).told_apart_from(Some(slower)), slower);
+        // A bucket of one token holds a fill of two.
+        assert_eq!(
+            bucket(1, 1, 20).told_apart_from(Some(bucket(1, 1, 10))),
+            bucket(2, 2, 40)
+        );
+        // Anything else changed, or nothing: as it is.
+        for (now, told) in [
+            (bucket(4, 1, 20), Some(bucket(3, 1, 10))),
+            (bucket(3, 1, 10), Some(bucket(3, 1, 10))),
+            (bucket(3, 1, 10), None),
+            (bucket(3, 1, 10), Some(Assignment::DenyAll)),
+        ] {
+            assert_eq!(now.told_apart_from(told), now, "{now:?} after {told:?}");
+        }
+        assert_eq!(
+            Assignment::DenyAll.told_apart_from(Some(was)),
+            Assignment::DenyAll
+        );
     }
 
     #[test]

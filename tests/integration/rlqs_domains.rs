@@ -92,12 +92,16 @@ async fn demand_is_measured_over_the_time_envoy_says_the_report_covers() {
     );
 }
 
+/// Whole-second fill intervals, and a share that changes only its interval told in a form
+/// Envoy 1.40 sees change: it compares `max_tokens`, `tokens_per_fill` and the interval's
+/// nanos only, and would keep the old, faster bucket.
 #[tokio::test]
-async fn a_fill_interval_carries_its_seconds_in_its_nanos_so_envoy_sees_it_change() {
+async fn a_share_changing_only_its_interval_is_told_so_that_envoy_sees_it_change() {
     let up = Upstream::start().await;
     let gw = TestGateway::start(&toml(), &up.url()).await;
     let addr = gw.rls.expect("rls");
-    let interval = |actions: &[BucketAction]| {
+    // What Envoy compares, and the rate in tokens a minute.
+    let told = |actions: &[BucketAction]| {
         let a = actions[0].assignment.as_ref().expect("an assignment");
         let tb = a
             .strategy
@@ -105,20 +109,26 @@ async fn a_fill_interval_carries_its_seconds_in_its_nanos_so_envoy_sees_it_chang
             .and_then(|s| s.token_bucket.as_ref())
             .expect("a bucket");
         let d = tb.fill_interval.expect("an interval");
-        (d.seconds, d.nanos)
+        assert_eq!(d.nanos, 0, "whole seconds: {tb:?}");
+        let per_fill = tb.tokens_per_fill.expect("tokens per fill");
+        let per_minute = f64::from(per_fill) * 60.0 / d.seconds as f64;
+        ((tb.max_tokens, per_fill), per_minute)
     };
     let mut one = RlqsStream::open(addr).await;
-    // 6 a minute alone: 1 per 10 s. Envoy compares only the nanos of two intervals.
+    // 6 a minute alone: 1 per 10 s.
     let alone = one
         .ask("slow", vec![usage(&[("tenant", "s")], 1, 0, 5)])
         .await;
-    assert_eq!(interval(&alone), (10, 10));
-    // A second Envoy with the same demand: each 1 per 20 s, and the nanos say so.
+    let (alone, rate) = told(&alone);
+    assert_eq!((alone, rate), ((1, 1), 6.0));
+    // A second Envoy with the same demand: each 3 a minute.
     let mut two = RlqsStream::open(addr).await;
     let half = two
         .ask("slow", vec![usage(&[("tenant", "s")], 1, 0, 5)])
         .await;
-    assert_eq!(interval(&half), (20, 20));
+    assert_eq!(told(&half).1, 3.0);
     let pushed = one.next().await.expect("re-sized at once").actions;
-    assert_eq!(interval(&pushed), (20, 20));
+    let (pushed, rate) = told(&pushed);
+    assert_eq!(rate, 3.0);
+    assert_ne!(pushed, alone, "Envoy would keep 1 per 10 s");
 }
