@@ -9,7 +9,7 @@ use crate::config::{self, Config};
 use crate::metrics::ResultLabels;
 use crate::proxy::snapshot::{Shared, Snapshot};
 
-pub use crate::config::changes::{Changes, Delta};
+pub use crate::config::changes::Changes;
 pub use crate::config::reload_report::{ReloadError, ReloadReport};
 
 /// Reloads the file the gateway was started with, or joins the reload waiting to begin
@@ -90,7 +90,9 @@ async fn reload_here(shared: &Shared) -> Result<ReloadReport, ReloadError> {
 async fn reload_locked(shared: &Shared) -> Result<ReloadReport, ReloadError> {
     let path = shared.config_path.clone();
     // Reading files (config, certificates) stays off the request path's threads.
-    let mut config = tokio::task::spawn_blocking(move || config::load(&path)).await??;
+    let mut config = tokio::task::spawn_blocking(move || config::load(&path))
+        .await
+        .map_err(|e| ReloadError::Task(e.to_string()))??;
     crate::descriptors::fit(&mut config, crate::descriptors::raise_limit());
     let old = shared.config();
     if old.rls.is_some() && config.rls.is_none() {

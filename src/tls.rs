@@ -46,7 +46,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    crate::files::read_bounded(path).map_err(|source| TlsError::Read {
+    crate::read_file::read_bounded(path).map_err(|source| TlsError::Read {
         path: path.to_owned(),
         source,
     })

@@ -94,3 +94,16 @@ pub fn spawn(
     }
     Ok(workers)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The config clamps `max_connections` and `max_requests` to its own copy of the bound
+    /// (it stays free of the runtime): past tokio's, `Semaphore::new` would panic.
+    #[test]
+    fn the_configs_permit_bound_is_tokios() {
+        assert_eq!(
+            crate::config::MAX_PERMITS,
+            tokio::sync::Semaphore::MAX_PERMITS
+        );
+    }
+}

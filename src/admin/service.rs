@@ -83,7 +83,7 @@ async fn route(
         (&Method::GET, "/") => text(StatusCode::OK, "text/html; charset=utf-8", STATUS_PAGE),
         (&Method::GET, "/admin/config") => json_ok(config_json(shared)),
         (&Method::GET, "/admin/stats") => json_ok(stats_json(shared)),
-        (&Method::POST, "/admin/reload") => match crate::reload::reload(shared).await {
+        (&Method::POST, "/admin/reload") => match (shared.reload)(shared).await {
             Ok(report) => json_ok(json!({"status": "ok", "report": report})),
             Err(e) => json_status(
                 StatusCode::UNPROCESSABLE_ENTITY,

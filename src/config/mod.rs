@@ -20,8 +20,8 @@ mod store_settings;
 pub mod telemetry;
 
 pub use admin_token::AdminToken;
-pub use compile::{compile, load, ADMIN_MAX_CONNECTIONS};
-pub use error::{ConfigError, Located};
+pub use compile::{compile, load, ADMIN_MAX_CONNECTIONS, MAX_PERMITS};
+pub use error::ConfigError;
 pub use model::*;
 pub use policy::*;
 pub use prices::{Prices, Quote, Unpriced};

@@ -45,8 +45,10 @@ impl ReloadReport {
 pub enum ReloadError {
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The task that read the files panicked or was cancelled (tokio's `JoinError`, as
+    /// said: the config stays free of the runtime).
     #[error("the reload task failed: {0}")]
-    Task(#[from] tokio::task::JoinError),
+    Task(String),
     /// The outcome of a reload this caller joined (it was waiting to begin), as said.
     #[error("{0}")]
     Joined(String),

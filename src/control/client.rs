@@ -236,7 +236,7 @@ async fn read_bounded(mut body: hyper::body::Incoming) -> Result<Option<Bytes>, 
 /// `TOLLGATE_ADMIN_TOKEN`; none when neither is given.
 pub fn token(file: Option<&std::path::Path>) -> Result<Option<String>, String> {
     if let Some(path) = file {
-        let text = crate::files::read_text_bounded(path)
+        let text = crate::read_file::read_text_bounded(path)
             .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
         return Ok(Some(text.trim().to_owned()));
     }

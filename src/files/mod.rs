@@ -12,12 +12,10 @@ use std::path::{Path, PathBuf};
 mod leftovers;
 mod names;
 mod own;
-mod read;
 
 pub use leftovers::sweep_leftovers;
 use names::{folder_of, temp_name};
 pub use own::open_own;
-pub use read::{read_bounded, read_text_bounded, MAX_READ};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {

@@ -40,13 +40,13 @@ fn folder_of(path: &Path) -> PathBuf {
 /// What a change is judged by: the config file's bytes, then each YAML file's (name and
 /// bytes). `None` while the config file is missing (mid-swap).
 fn contents(path: &Path, yaml: Option<&Path>) -> Option<Vec<u8>> {
-    let mut all = crate::files::read_bounded(path).ok()?;
+    let mut all = crate::read_file::read_bounded(path).ok()?;
     let files = yaml.map_or_else(Vec::new, |y| {
         crate::config::compile::ratelimit_yaml::yaml_files(y).unwrap_or_default()
     });
     for file in files {
         all.extend_from_slice(file.as_os_str().as_encoded_bytes());
-        all.extend(crate::files::read_bounded(&file).unwrap_or_default());
+        all.extend(crate::read_file::read_bounded(&file).unwrap_or_default());
     }
     Some(all)
 }

@@ -355,6 +355,7 @@ fn shared_state(
     let (spans, queued) = crate::telemetry::export::Spans::new();
     let shared = Arc::new(Shared {
         snapshot: ArcSwap::from_pointee(snapshot),
+        reload: |shared| Box::pin(crate::reload::reload(shared)),
         limiter,
         clock,
         metrics: metrics.clone(),

@@ -1,7 +1,9 @@
 //! The running gateway's shared state: the current config snapshot (swapped whole on
 //! reload), the limiter store, the clock and the metrics.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -11,8 +13,8 @@ use super::response::{PolicyAnswer, RouteHeaders};
 use crate::clock::Clock;
 use crate::config::{Config, Route};
 use crate::metrics::{Metrics, RouteMetrics, TierCounters};
-use crate::store::tiers::PolicyPlan;
 use crate::store::Limiter;
+use crate::store::PolicyPlan;
 
 /// Everything one request needs from one config version. A request loads it once, so a
 /// reload never mixes two versions within a request.
@@ -157,8 +159,16 @@ impl Snapshot {
 pub type ReloadOutcome =
     Result<crate::config::reload_report::ReloadReport, crate::config::reload_report::ReloadError>;
 
+/// Reloads the config file and says what came of it: the wiring's `reload::reload`,
+/// handed down in [`Shared::reload`] so that the admin API (an adapter) asks for one
+/// without importing the layer above it.
+pub type Reload =
+    for<'a> fn(&'a Arc<Shared>) -> Pin<Box<dyn Future<Output = ReloadOutcome> + Send + 'a>>;
+
 pub struct Shared {
     pub snapshot: ArcSwap<Snapshot>,
+    /// How a reload is asked for (see [`Reload`]).
+    pub reload: Reload,
     pub limiter: Limiter,
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,

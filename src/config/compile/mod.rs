@@ -28,6 +28,7 @@ mod rls;
 mod routes;
 pub mod runtime;
 mod server;
+pub use server::MAX_PERMITS;
 mod server_tls;
 mod settle;
 mod store;
@@ -81,7 +82,7 @@ pub const MIN_LEASE_TTL: Duration = Duration::from_secs(1);
 
 /// Reads and compiles the file at `path`.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = crate::files::read_text_bounded(path).map_err(|source| ConfigError::Read {
+    let text = crate::read_file::read_text_bounded(path).map_err(|source| ConfigError::Read {
         path: path.to_owned(),
         source,
     })?;

@@ -3,6 +3,10 @@
 use super::*;
 use crate::request::path::{EscapedSlash, PathRules};
 
+/// The most permits a tokio semaphore counts (`Semaphore::MAX_PERMITS`, 2^61 − 1), written
+/// here so the config stays free of the runtime; a test in `workers.rs` holds them equal.
+pub const MAX_PERMITS: usize = usize::MAX >> 3;
+
 /// The `[server]` limits on one connection: how long each phase may take, and how
 /// many connections and workers share the load.
 struct ConnectionLimits {
@@ -171,9 +175,7 @@ impl Compiler {
             body_read_timeout: body_read_timeout?,
             workers: usize::try_from(workers?).ok()?,
             // Past what a semaphore counts (2^61 − 1) is no bound: clamped, not a panic.
-            max_connections: usize::try_from(max_connections?)
-                .ok()?
-                .min(tokio::sync::Semaphore::MAX_PERMITS),
+            max_connections: usize::try_from(max_connections?).ok()?.min(MAX_PERMITS),
             max_header_bytes: usize::try_from(max_header_bytes?).ok()?,
         })
     }
@@ -227,7 +229,7 @@ impl Compiler {
             max_streams: u32::try_from(max_streams?).unwrap_or(u32::MAX),
             max_requests: usize::try_from(max_requests?)
                 .unwrap_or(usize::MAX)
-                .min(tokio::sync::Semaphore::MAX_PERMITS),
+                .min(MAX_PERMITS),
         })
     }
 

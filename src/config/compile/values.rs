@@ -155,7 +155,7 @@ impl Compiler {
             (Some(text), None) => Some(Some((text.get_ref().clone(), text.span()))),
             (None, Some(file)) => {
                 let path = self.base.join(file.get_ref());
-                match crate::files::read_text_bounded(&path) {
+                match crate::read_file::read_text_bounded(&path) {
                     Ok(text) => Some(Some((text, file.span()))),
                     Err(e) => {
                         self.error(

@@ -4,7 +4,7 @@
 use http::HeaderMap;
 
 use crate::metrics::SettleFallback;
-use crate::store::rate::settle::PendingSettle;
+use crate::store::PendingSettle;
 
 /// What was learned of one tier's cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,9 +11,8 @@ use std::sync::Arc;
 use super::Settlement;
 use crate::config::{Policy, SettleSource};
 pub use crate::proxy::response::{BudgetExhausted, CutReason};
-use crate::store::rate::draw::{Draw, Need};
-use crate::store::rate::settle::PendingSettle;
 use crate::store::StoreError;
+use crate::store::{Draw, Need, PendingSettle};
 
 /// A draw in Redis under way: which tier, and its answer.
 pub type Call = Pin<Box<dyn Future<Output = (usize, Result<Draw, StoreError>)> + Send>>;

@@ -15,7 +15,7 @@ use smallvec::SmallVec;
 use crate::config::SettleSource;
 use crate::metrics::{SettleCounters, SettleFallback, SettleResult};
 use crate::proxy::snapshot::{Current, Shared};
-use crate::store::rate::settle::PendingSettle;
+use crate::store::PendingSettle;
 
 pub use crate::proxy::response::{BudgetExhausted, CutReason};
 pub use measure::{parse_value, units_for, Measured};

@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::config::SettleSource;
 use crate::proxy::settle::{pause_for, Ahead, BudgetExhausted, Cover, Measured, Settlement};
-use crate::store::rate::draw::Draw;
+use crate::store::Draw;
 use crate::store::StoreError;
 
 /// What one read may carry: the unit a way pays for at a time.

@@ -121,7 +121,7 @@ impl Compiler {
         let mut domains: HashMap<String, String> = HashMap::new();
         for file in files {
             let shown = file.display().to_string();
-            let text = match crate::files::read_text_bounded(&file) {
+            let text = match crate::read_file::read_text_bounded(&file) {
                 Ok(t) => t,
                 Err(e) => {
                     self.error(raw.span(), format!("ratelimit_config {shown}: {e}"), None);
