@@ -10,7 +10,7 @@ mod table;
 
 use http::{Method, StatusCode};
 
-pub use client::{token, Admin, Answer, CallError, ANSWER_LIMIT};
+pub use client::{token, Admin, Answer, CallError};
 pub use table::top_table;
 
 use crate::reload::ReloadReport;

@@ -12,6 +12,4 @@ pub use compose::KeyHasher;
 pub use fleet::{FleetKey, FleetSecret, KeySecret};
 pub use headers::KeyHeaders;
 pub use redis_key::{RedisKey, RedisKeyBuilder};
-pub use source::{
-    KeyPart, KeySource, KeySourceError, KeyValues, RequestView, TooManyValues, MAX_KEY_VALUES,
-};
+pub use source::{KeyPart, KeySource, KeyValues, RequestView, MAX_KEY_VALUES};

@@ -27,7 +27,7 @@ use crate::config::override_spec::{OverrideProblem, OverrideSpec};
 use crate::config::{Applied, Config};
 use crate::store::Limiter;
 
-pub use describe::{describe_file, Listed, Page};
+pub use describe::{describe_file, Page};
 pub use journal::FileError;
 use journal::{Change, Journal};
 use set::OverrideSet;

@@ -13,7 +13,7 @@ use super::response::Answer;
 use super::response::CutReason;
 use crate::reply::{ceil_millis, Body};
 
-static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+pub static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 static GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 static GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
 static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");

@@ -13,7 +13,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Method};
 
 mod multipart;
-pub use multipart::{fields, foreign_charset, Field};
+pub use multipart::{fields, foreign_charset};
 
 /// One reading of a body frameworks take parameters from.
 #[derive(Debug, Clone, PartialEq, Eq)]

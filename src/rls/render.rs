@@ -12,7 +12,8 @@ use crate::config::Rls;
 use crate::proxy::response::{body_start, rate_limit_lists, Refused, TierItem};
 use crate::store::{Counted, TierReport};
 
-/// The response for `decided` under `rls`: `retry_after_s` is the call's wait when over.
+/// The response for `decided` under `rls`, with the call's wait (`Retry-After`, the
+/// metadata's `retry_after_ms`) when over.
 pub fn response(rls: &Rls, decided: &Decided) -> RateLimitResponse {
     let mut reports: [Option<(TierReport, Counted)>; crate::limit::MAX_DECISIONS] =
         [None; crate::limit::MAX_DECISIONS];

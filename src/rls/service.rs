@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -16,7 +16,7 @@ use super::decide::{decide, Decided, Matched};
 use super::proto::{RateLimitRequest, SHOULD_RATE_LIMIT};
 use super::render;
 use crate::metrics::rls::RlsRuleCounters;
-use crate::proxy::grpc::{is_call, trailers_only, Code};
+use crate::proxy::grpc::{is_call, trailers_only, Code, GRPC_STATUS};
 use crate::proxy::snapshot::{Shared, Snapshot};
 use crate::reply::Body;
 use crate::store::{Counted, Outcome};
@@ -27,8 +27,6 @@ use crate::store::{Counted, Outcome};
 /// client with one long header push its call past it, and the error it gets is a request
 /// let through by an Envoy failing open.
 pub const MAX_MESSAGE_BYTES: usize = crate::grpc_frames::MAX_MESSAGE_BYTES;
-
-static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
 /// Answers one request of the `[rls]` listener from `peer`, and logs it.
 pub async fn handle(

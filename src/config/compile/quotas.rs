@@ -177,30 +177,8 @@ impl Compiler {
         policy: &Policy,
         spec: &OverrideSpec,
     ) -> Option<Applied> {
-        let name = &policy.name;
-        let spanned = |v: i64| S::new(0..0, v);
-        let given = |set: bool| set.then_some(0..0);
-        self.refuse_fields(
-            [
-                ("limit", given(spec.limit.is_some())),
-                ("period", given(spec.period.is_some())),
-                ("burst", given(spec.burst.is_some())),
-                ("max_in_flight", given(spec.max_in_flight.is_some())),
-            ],
-            |field| {
-                format!("policy `{name}` is a calendar quota: an override cannot set `{field}`")
-            },
-            "override quota here",
-        );
-        let Some(q) = spec.quota else {
-            self.error(
-                0..0,
-                "the override sets no quota",
-                Some("give quota = 1 or more".to_owned()),
-            );
-            return None;
-        };
-        let quota = self.quota_units(&spanned(q)).and_then(quotas::units)?;
+        let q = self.only_field(policy, "calendar quota", ("quota", spec.quota), spec)?;
+        let quota = self.quota_units(&q).and_then(quotas::units)?;
         Some(Applied::Rate(quota))
     }
 

@@ -129,30 +129,45 @@ impl Compiler {
 
     /// A runtime override of a concurrency cap: `max_in_flight` only.
     fn runtime_cap_override(&mut self, policy: &Policy, spec: &OverrideSpec) -> Option<Applied> {
+        let max = spec.max_in_flight;
+        let max = self.only_field(policy, "concurrency cap", ("max_in_flight", max), spec)?;
+        self.in_flight(&max).map(Applied::Concurrency)
+    }
+
+    /// The one number a runtime override of a policy of `kind` may set (`field`, given as
+    /// `value`), every other field of `spec` refused.
+    pub(super) fn only_field(
+        &mut self,
+        policy: &Policy,
+        kind: &str,
+        (field, value): (&str, Option<i64>),
+        spec: &OverrideSpec,
+    ) -> Option<S<i64>> {
         let name = &policy.name;
-        let spanned = |v: i64| S::new(0..0, v);
-        let given = |set: bool| set.then_some(0..0);
+        let given = |other: &str, set: bool| (set && other != field).then_some(0..0);
         self.refuse_fields(
             [
-                ("limit", given(spec.limit.is_some())),
-                ("period", given(spec.period.is_some())),
-                ("burst", given(spec.burst.is_some())),
-                ("quota", given(spec.quota.is_some())),
+                ("limit", given("limit", spec.limit.is_some())),
+                ("period", given("period", spec.period.is_some())),
+                ("burst", given("burst", spec.burst.is_some())),
+                ("quota", given("quota", spec.quota.is_some())),
+                (
+                    "max_in_flight",
+                    given("max_in_flight", spec.max_in_flight.is_some()),
+                ),
             ],
-            |field| {
-                format!("policy `{name}` is a concurrency cap: an override cannot set `{field}`")
-            },
-            "override max_in_flight here",
+            |other| format!("policy `{name}` is a {kind}: an override cannot set `{other}`"),
+            &format!("override {field} here"),
         );
-        let Some(max) = spec.max_in_flight else {
+        let Some(value) = value else {
             self.error(
                 0..0,
-                "the override sets no max_in_flight",
-                Some("give max_in_flight = 1 or more".to_owned()),
+                format!("the override sets no {field}"),
+                Some(format!("give {field} = 1 or more")),
             );
             return None;
         };
-        self.in_flight(&spanned(max)).map(Applied::Concurrency)
+        Some(S::new(0..0, value))
     }
 }
 

@@ -1,8 +1,13 @@
 //! Upstream connections: per upstream, round robin over targets with passive health; per
-//! worker, a pool of HTTP/1.1 connections (`hyper::client::conn::http1`) that the worker
-//! drives itself. A request checks a connection out (preferring the one its client
-//! connection used last), sends, and the connection goes back when the response body
-//! ends — no lock, channel or other thread on the way.
+//! worker, a pool of HTTP/1.1 connections (`hyper::client::conn::http1`, `local.rs`) that
+//! the worker drives itself, or for an HTTP/2 upstream a few connections per target with
+//! every request a stream on one of them (`streams.rs`, `multiplex.rs`). An HTTP/1.1
+//! request checks a connection out (preferring the one its client connection used last),
+//! sends, and the connection goes back when the response body ends — no lock, channel or
+//! other thread on the way. `connect.rs` opens connections (TLS too), `body.rs` is a
+//! pooled response body, `error.rs` classifies a failed exchange and its answer,
+//! `fate.rs` says why a request body sent to an HTTP/2 upstream failed, and `sent.rs` is
+//! the mark a request gets as it is handed to a connection.
 
 mod body;
 mod connect;

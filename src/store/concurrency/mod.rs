@@ -2,7 +2,8 @@
 //! slot table (memory backend, or `on_error = "local"`), or as a lease in Redis shared by
 //! the fleet. Requests that may wait (`max_delay`) are served first come first served per
 //! gateway: with Redis, they take turns per key here and only the one whose turn it is
-//! asks Redis, again every 50 ms until a slot frees or `max_delay` has passed.
+//! asks Redis, again after 50 ms, then twice as long each time up to a second, until a
+//! slot frees or `max_delay` has passed.
 
 pub mod full;
 pub mod held;
