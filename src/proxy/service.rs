@@ -132,12 +132,7 @@ async fn serve(
             return *answer;
         }
     };
-    let Arrived {
-        routed,
-        client_ip,
-        upgrade,
-        trailers,
-    } = arrived;
+    let routed = &arrived.routed;
     // The body, read before the decision where a key or a price needs it (`body_readings`),
     // behind the check: a future made even to return nothing is moved into this one's
     // state on every request.
@@ -152,8 +147,8 @@ async fn serve(
     };
     let mut admission = Admission::default();
     let facts = key_body.as_ref().map(|b| b.facts(routed.route));
-    let asked = (&req, client_ip, facts.as_ref());
-    let refused = super::admit::admit(shared, &routed, asked, &mut admission, trace);
+    let asked = (&req, arrived.client_ip, facts.as_ref());
+    let refused = super::admit::admit(shared, routed, asked, &mut admission, trace);
     if let Some(refused) = refused.await {
         trace.by_gateway = true;
         return refused;
@@ -162,7 +157,7 @@ async fn serve(
     let settles = admission.take_settles();
     // An upgrade has no body (`arrive` refused one with a body): its request bytes, if
     // any, are the tunnel's.
-    let tunnel = upgrade.is_some();
+    let tunnel = arrived.upgrade.is_some();
     let (mut settlement, uploaded) =
         Settlement::begin(shared, snapshot, (routed.index, tunnel), settles);
     if let Some(settlement) = &mut settlement {
@@ -192,13 +187,13 @@ async fn serve(
         super::spans::start_forward(span, req.headers_mut(), shared.clock.now_ns());
     }
     // A tunnel takes the slots it needs; what it leaves is held until the body is done.
-    let forwarded = forward(shared, sent, req, upgrade, slots, uploaded).await;
+    let forwarded = forward(shared, sent, req, arrived.upgrade, slots, uploaded).await;
     if let Some(span) = trace.span.as_deref_mut() {
         span.forward = span.forward.map(|(from, _)| (from, shared.clock.now_ns()));
     }
     trace.by_gateway = forwarded.is_err();
-    let answered = (forwarded, settlement, trailers);
-    super::respond::describe(&routed, answered, &mut admission).await
+    let answered = (forwarded, settlement, arrived.trailers);
+    super::respond::describe(routed, answered, &mut admission).await
 }
 
 /// A request that has a route: which, who sent it, and the tunnel it may open.

@@ -46,65 +46,10 @@ async fn an_override_below_a_raised_cost_refuses_that_route_and_keeps_the_others
     }
     let seen = up.requests();
     for (i, client) in [http1(), http2()].iter().enumerate() {
-        let tenant = format!("acme-{}", i + 1);
-        let heavy = as_tenant(&gw, client, "/heavy", &tenant).await;
-        assert_eq!(heavy.status, 429, "{}", heavy.text());
-        assert_eq!(heavy.header("retry-after"), None, "no wait admits it");
-        let body = heavy.json();
-        assert_eq!(body["error"], "cost_above_burst", "{body}");
-        assert_eq!(body["policy"], "tenant", "{body}");
-        let accept = [
-            ("x-tenant-id", tenant.as_str()),
-            ("accept", "application/problem+json"),
-        ];
-        let problem = send(client, "GET", &gw.url("/heavy"), &accept, b"").await;
-        assert_eq!(
-            problem.header("content-type"),
-            Some("application/problem+json")
-        );
-        assert_eq!(
-            problem.json()["violated-policies"],
-            serde_json::json!(["tenant"])
-        );
-        // Nothing was charged: the override's 2 are whole on the other route.
-        for _ in 0..2 {
-            assert_eq!(as_tenant(&gw, client, "/", &tenant).await.status, 200);
-        }
-        let third = as_tenant(&gw, client, "/", &tenant).await;
-        assert_eq!(
-            third.status, 429,
-            "the override's burst of 2, not the policy's 3"
-        );
-        assert_eq!(third.num("x-ratelimit-limit"), 2);
-        // A key without an override pays the 3 within the policy's burst.
-        let other = format!("other-{i}");
-        assert_eq!(as_tenant(&gw, client, "/heavy", &other).await.status, 200);
+        refused_on_heavy_only(&gw, client, i).await;
     }
     assert_eq!(up.requests(), seen + 6, "no refused request went upstream");
-    // Counted as refusals of the key that refused, in the top-keys view and the metrics.
-    let top = get(&gw.admin_url("/admin/top?policy=tenant&n=10"), &[])
-        .await
-        .json();
-    let of = |tenant: &str| {
-        (top.as_array().expect("a list").iter())
-            .find(|k| k["key"] == serde_json::json!([tenant]))
-            .cloned()
-    };
-    for tenant in ["acme-1", "acme-2"] {
-        let entry = of(tenant).unwrap_or_else(|| panic!("{tenant} in {top}"));
-        // Two on `/heavy` (its form asked twice), one on `/` past the override's 2.
-        assert_eq!(
-            (&entry["refused"], &entry["admitted"]),
-            (&3.into(), &2.into()),
-            "{entry}"
-        );
-    }
-    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
-    let denied = metrics
-        .lines()
-        .find(|l| l.contains("route=\"heavy\"") && l.contains("outcome=\"denied\""))
-        .unwrap_or_else(|| panic!("heavy's denials in {metrics}"));
-    assert!(denied.ends_with(" 4"), "{denied}");
+    counted_as_refusals_of_the_key(&gw).await;
     // A gRPC call is told not to retry (a negative pushback).
     for client in [http2(), http1()] {
         let headers = [
@@ -134,4 +79,69 @@ async fn an_override_below_a_raised_cost_refuses_that_route_and_keeps_the_others
     let url = gw.admin_url("/admin/overrides/tenant/acme-1");
     let again = put_ok(&url, br#"{"burst": 2, "ttl": "1h"}"#).await;
     assert_eq!(again.json()["refused_routes"], serde_json::json!(["heavy"]));
+}
+
+/// Tenant `acme-{i + 1}` (its override's burst of 2 below `/heavy`'s cost of 3) through
+/// `client`: `/heavy` refused whenever it comes, in both bodies, charging nothing; `/`
+/// under the override's 2; a key without an override pays `/heavy` within the policy's 3.
+async fn refused_on_heavy_only(gw: &TestGateway, client: &HttpClient, i: usize) {
+    let tenant = format!("acme-{}", i + 1);
+    let heavy = as_tenant(gw, client, "/heavy", &tenant).await;
+    assert_eq!(heavy.status, 429, "{}", heavy.text());
+    assert_eq!(heavy.header("retry-after"), None, "no wait admits it");
+    let body = heavy.json();
+    assert_eq!(body["error"], "cost_above_burst", "{body}");
+    assert_eq!(body["policy"], "tenant", "{body}");
+    let accept = [
+        ("x-tenant-id", tenant.as_str()),
+        ("accept", "application/problem+json"),
+    ];
+    let problem = send(client, "GET", &gw.url("/heavy"), &accept, b"").await;
+    assert_eq!(
+        problem.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(
+        problem.json()["violated-policies"],
+        serde_json::json!(["tenant"])
+    );
+    // Nothing was charged: the override's 2 are whole on the other route.
+    for _ in 0..2 {
+        assert_eq!(as_tenant(gw, client, "/", &tenant).await.status, 200);
+    }
+    let third = as_tenant(gw, client, "/", &tenant).await;
+    assert_eq!(
+        third.status, 429,
+        "the override's burst of 2, not the policy's 3"
+    );
+    assert_eq!(third.num("x-ratelimit-limit"), 2);
+    let other = format!("other-{i}");
+    assert_eq!(as_tenant(gw, client, "/heavy", &other).await.status, 200);
+}
+
+/// The refusals counted under the key that refused, in the top-keys view and the metrics.
+async fn counted_as_refusals_of_the_key(gw: &TestGateway) {
+    let top = get(&gw.admin_url("/admin/top?policy=tenant&n=10"), &[])
+        .await
+        .json();
+    let of = |tenant: &str| {
+        (top.as_array().expect("a list").iter())
+            .find(|k| k["key"] == serde_json::json!([tenant]))
+            .cloned()
+    };
+    for tenant in ["acme-1", "acme-2"] {
+        let entry = of(tenant).unwrap_or_else(|| panic!("{tenant} in {top}"));
+        // Two on `/heavy` (its form asked twice), one on `/` past the override's 2.
+        assert_eq!(
+            (&entry["refused"], &entry["admitted"]),
+            (&3.into(), &2.into()),
+            "{entry}"
+        );
+    }
+    let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+    let denied = metrics
+        .lines()
+        .find(|l| l.contains("route=\"heavy\"") && l.contains("outcome=\"denied\""))
+        .unwrap_or_else(|| panic!("heavy's denials in {metrics}"));
+    assert!(denied.ends_with(" 4"), "{denied}");
 }

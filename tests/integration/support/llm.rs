@@ -196,9 +196,14 @@ async fn answer(
         return Ok(if gzip { gzipped(answer).await } else { answer });
     }
     let include_usage = request["stream_options"]["include_usage"].as_bool() == Some(true);
-    let slow = model.starts_with("slow-");
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
     let events = stream_events(&model, completion, include_usage.then_some(usage));
+    Ok(streamed(seen, events, model.starts_with("slow-")))
+}
+
+/// `events` as a `text/event-stream` answer, sent one at a time (`slow`: 200 ms apart); a
+/// client gone mid-stream is counted in `streams_cut`.
+fn streamed(seen: Arc<LlmSeen>, events: Vec<Bytes>, slow: bool) -> Response<LlmBody> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
     tokio::spawn(async move {
         for event in events {
             if slow {
@@ -216,7 +221,7 @@ async fn answer(
         "content-type",
         http::HeaderValue::from_static("text/event-stream"),
     );
-    Ok(resp)
+    resp
 }
 
 /// A streamed chat completion's events: the role, a `tok ` chunk per completion token,
