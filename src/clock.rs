@@ -1,5 +1,6 @@
-//! The only place that reads time. Everything else takes `now` as integer nanoseconds,
-//! so the limiter can be driven by a fake clock in tests.
+//! The time every decision is made at: everything the limiter decides or keeps takes `now`
+//! as integer nanoseconds from a [`Clock`], so it can be driven by a fake clock in tests.
+//! Timers that only bound waiting (I/O deadlines, idle ages) read the runtime's clock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

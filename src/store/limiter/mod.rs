@@ -1,5 +1,6 @@
 //! The one door to the limiter: [`Limiter::check_request`] decides every tier of a
-//! request — keys, then concurrency slots, then the rate tiers at one clock reading —
+//! request — keys, then (with Redis) the refusal cache, then concurrency slots, then the
+//! rate tiers at one clock reading —
 //! and applies `on_error` in one place when the store fails. Each limit kind is a room
 //! the limiter owns and calls (`rate`, `concurrency`, `slices`); a new kind is one more
 //! room and one more arm in [`Limiter::check_request`]. The slot tiers are taken in
@@ -131,7 +132,8 @@ impl Limiter {
     }
 
     /// Decides `route`'s tiers (`plans`: its policies', by position) for the
-    /// request `view` into `admission`: first the
+    /// request `view` into `admission`: first, with Redis, the refusal cache (a rate tier
+    /// remembered at its limit refuses at once, before any slot is taken); then the
     /// concurrency tiers (taking a slot each, waiting for one up to `max_delay`), then
     /// every rate tier at one clock reading taken after that. A refusal anywhere leaves no
     /// slot held and no TAT moved. A store failure is counted here and answered per
