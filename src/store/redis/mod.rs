@@ -252,12 +252,7 @@ impl RedisStore {
             Connection::Sentinel(link) => {
                 let mut c = link.connection()?;
                 let result = self.bounded(invocation.invoke_async(&mut c)).await;
-                if result.is_err() {
-                    // The master may have moved (or been demoted: READONLY).
-                    link.failed();
-                    self.wake.notify_one();
-                }
-                result
+                self.sentinel_answered(link, result)
             }
             Connection::Cluster(slot) => {
                 let mut c = self.cluster(slot)?;
@@ -279,17 +274,28 @@ impl RedisStore {
             Connection::Sentinel(link) => {
                 let mut c = link.connection()?;
                 let result = self.bounded(command.query_async(&mut c)).await;
-                if result.is_err() {
-                    link.failed();
-                    self.wake.notify_one();
-                }
-                result
+                self.sentinel_answered(link, result)
             }
             Connection::Cluster(slot) => {
                 let mut c = self.cluster(slot)?;
                 self.bounded(command.query_async(&mut c)).await
             }
         }
+    }
+
+    /// What a call to a Sentinel-followed master answered: on a failure the master may
+    /// have moved (or been demoted: READONLY), so the link is marked and the upkeep woken
+    /// to ask the Sentinels at once.
+    fn sentinel_answered<T>(
+        &self,
+        link: &SentinelLink,
+        result: Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if result.is_err() {
+            link.failed();
+            self.wake.notify_one();
+        }
+        result
     }
 
     pub(super) fn cluster(
