@@ -50,8 +50,9 @@ pub enum Command {
     },
     /// Reload one running gateway through its admin API (`POST /admin/reload`) and say
     /// what changed: exit 0 when the new config is in use, 2 when it was refused (its
-    /// errors printed, the running config kept) or when the address is not a tollgate
-    /// admin listener (the token is then not sent), 1 when the gateway could not be asked.
+    /// errors printed, the running config kept), when the admin API answered otherwise
+    /// (401, 403, 5xx: the answer printed) or when the address is not a tollgate admin
+    /// listener (the token is then not sent), 1 when no answer came.
     Reload {
         /// The gateway's admin listener, HOST:PORT (as in `admin_listen`).
         #[arg(long, value_name = "HOST:PORT", env = "TOLLGATE_ADMIN")]

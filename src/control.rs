@@ -55,11 +55,13 @@ pub enum ControlError {
 }
 
 impl ControlError {
-    /// The exit code: 2 for an address that is not tollgate's admin listener, 1 otherwise.
+    /// The exit code: 2 for an answer of the admin API that is no success (a `401`,
+    /// `403` or `5xx`, printed with its hint: the contract's "prints the answer, exit 0 or
+    /// 2") or an address that is not tollgate's admin listener; 1 when no answer came.
     pub fn exit_code(&self) -> u8 {
         match self {
             ControlError::Call(e) | ControlError::ReloadUnread(e) => e.exit_code(),
-            ControlError::Status { .. } => 1,
+            ControlError::Status { .. } => 2,
             ControlError::Unrecognised { .. } => 2,
         }
     }

@@ -386,7 +386,7 @@ async fn top_without_the_token_says_how_to_send_it() {
     let admin = gw.admin.expect("admin listener").to_string();
 
     let (code, out, err) = run(tollgate(&["top", "--admin", &admin, "--once"])).await;
-    assert_eq!(code, Some(1), "stdout: {out}\nstderr: {err}");
+    assert_eq!(code, Some(2), "stdout: {out}\nstderr: {err}");
     assert!(
         err.contains("answered 401 Unauthorized (send the admin token: --token-file or TOLLGATE_ADMIN_TOKEN)"),
         "{err}"

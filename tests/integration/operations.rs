@@ -97,7 +97,8 @@ async fn reload_command_sends_the_token_from_a_file_or_the_environment() {
     let (code, _, err) = tokio::task::spawn_blocking(move || run(reload_cmd(admin)))
         .await
         .expect("join");
-    assert_eq!(code, Some(1), "{err}");
+    // Answered, and not reloaded: 2, as a refused file (the contract's "exit 0 or 2").
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("answered 401 Unauthorized (send the admin token"),
         "{err}"
