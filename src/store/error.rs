@@ -25,6 +25,10 @@ pub enum StoreError {
     /// answer as one; `cause` says why in one word (see `health::cause`).
     #[error("no Redis master: {detail}")]
     NoMaster { cause: &'static str, detail: String },
+    /// The Redis Cluster was never reached: `cause` is what the last attempt met, in one
+    /// word (see `health::cause`).
+    #[error("the Redis Cluster is not connected yet: {detail}")]
+    ClusterUnreached { cause: &'static str, detail: String },
 }
 
 /// Every [`StoreError::kind`].
@@ -49,7 +53,9 @@ impl StoreError {
     pub fn kind_index(&self) -> usize {
         match self {
             StoreError::Timeout(_) => 0,
-            StoreError::NotConnected | StoreError::NoMaster { .. } => 1,
+            StoreError::NotConnected
+            | StoreError::NoMaster { .. }
+            | StoreError::ClusterUnreached { .. } => 1,
             StoreError::BreakerOpen => 2,
             StoreError::Redis(_) => 3,
             StoreError::Reply => 4,

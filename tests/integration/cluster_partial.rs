@@ -141,3 +141,60 @@ async fn a_debt_settled_while_its_slot_migrates_is_charged() {
     assert_eq!(r.num("x-ratelimit-remaining"), 20, "the debt settled");
     assert_eq!(remaining(&gw, "tokens").await, 20);
 }
+
+/// A Cluster that lost a master for good (no replica: `cluster_state:fail`, every node
+/// answering `CLUSTERDOWN`): each request's failure is told as the cluster being down,
+/// at once — not held the whole store timeout by the client's retries (whose default wait
+/// outlasted it) and told as a timeout with its cause hidden.
+#[tokio::test]
+async fn a_cluster_that_is_down_is_told_so_by_each_request() {
+    let mut cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    let store = format!(
+        "backend = \"redis\"\nurl = {}\ntimeout = \"1s\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n",
+        cluster.urls_toml()
+    );
+    let toml = Fixture::new()
+        .store(store)
+        .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
+        .route("api", "/", "api", &["tenant"])
+        .build();
+    let gw = TestGateway::start(&toml, &up.url()).await;
+    assert_eq!(tenant(&gw, "t0").await, 200);
+    cluster.nodes[2].kill();
+    let down = eventually(Duration::from_secs(60), || {
+        let info = cluster.nodes[0].cli(&["CLUSTER", "INFO"]);
+        info.contains("cluster_state:fail")
+    })
+    .await;
+    assert!(down, "the cluster never noticed its lost master");
+    let clusterdown = || async {
+        let metrics = get(&gw.admin_url("/metrics"), &[]).await.text();
+        metrics.lines().any(|l| {
+            l.starts_with("tollgate_store_errors_total{") && l.contains("cause=\"clusterdown\"")
+        })
+    };
+    // Each key, whatever master it hashes to, meets CLUSTERDOWN.
+    let mut i = 0;
+    let told = eventually_async(Duration::from_secs(30), || {
+        i += 1;
+        let key = format!("t{i}");
+        let gw = &gw;
+        async move {
+            assert_eq!(tenant(gw, &key).await, 503);
+            clusterdown().await
+        }
+    })
+    .await;
+    let stats = get(&gw.admin_url("/admin/stats"), &[]).await.json();
+    assert!(told, "{stats}");
+    assert_eq!(
+        stats["store"]["last_error"]["cause"], "clusterdown",
+        "{stats}"
+    );
+}
+
+/// A `GET /` as tenant `key`: its status.
+async fn tenant(gw: &TestGateway, key: &str) -> http::StatusCode {
+    get(&gw.url("/"), &[("x-tenant-id", key)]).await.status
+}

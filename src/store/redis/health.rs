@@ -138,7 +138,7 @@ pub fn cause(e: &StoreError) -> &'static str {
     match e {
         StoreError::Timeout(_) => "timed_out",
         StoreError::NotConnected => "not_connected",
-        StoreError::NoMaster { cause, .. } => cause,
+        StoreError::NoMaster { cause, .. } | StoreError::ClusterUnreached { cause, .. } => cause,
         StoreError::BreakerOpen => "breaker_open",
         StoreError::Reply => "script_reply",
         StoreError::NotAcknowledged(_) => "no_replica_ack",
@@ -167,6 +167,9 @@ pub(super) fn redis_cause(r: &redis::RedisError) -> &'static str {
     }
     match r.kind() {
         redis::ErrorKind::AuthenticationFailed => "authentication",
+        // The Cluster client's first connection says its nodes' refusals only in words
+        // ("Failed to create initial connections - Io: Connection refused").
+        _ if r.to_string().contains("Connection refused") => "connection_refused",
         _ if r.is_connection_dropped() || r.is_io_error() => "connection_lost",
         _ => {
             let text = r.to_string();

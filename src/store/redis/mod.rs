@@ -44,6 +44,9 @@ pub(super) enum Connection {
 pub struct RedisStore {
     pub(super) connection: Connection,
     cluster_client: Option<redis::cluster::ClusterClient>,
+    /// Why the Cluster is not connected yet (its cause in one word, and the error), once an
+    /// attempt failed: what a call before the first connection fails with.
+    cluster_unreached: parking_lot::Mutex<Option<(&'static str, String)>>,
     pub(super) timeout: Duration,
     /// One breaker, or one per group of Cluster hash slots.
     pub breakers: Breakers,
@@ -116,10 +119,16 @@ impl RedisStore {
                 None,
             )
         } else {
+            // Its retries wait within the call's timeout: the client's default waits (1.28 s
+            // at least) outlasted every timeout, so a CLUSTERDOWN or a refused connection
+            // held each call the whole timeout and was told as one, its cause hidden.
+            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
             let client = redis::cluster::ClusterClient::builder(urls.to_vec())
                 .connection_timeout(timeout)
                 .response_timeout(timeout)
                 .retries(2)
+                .min_retry_wait((ms / 10).max(1))
+                .max_retry_wait((ms / 4).max(2))
                 .build()?;
             (
                 Connection::Cluster(Arc::new(ArcSwapOption::empty())),
@@ -131,6 +140,7 @@ impl RedisStore {
         Ok(Self {
             connection,
             cluster_client,
+            cluster_unreached: parking_lot::Mutex::new(None),
             timeout,
             breakers,
             probe_keys: (0..groups)
@@ -217,14 +227,31 @@ impl RedisStore {
         if slot.load().is_some() {
             return;
         }
-        match tokio::time::timeout(self.timeout * 20, client.get_async_connection()).await {
+        let why = match tokio::time::timeout(self.timeout * 20, client.get_async_connection()).await
+        {
             Ok(Ok(conn)) => {
                 slot.store(Some(Arc::new(conn)));
+                *self.cluster_unreached.lock() = None;
                 tracing::info!("connected to the Redis Cluster");
+                return;
             }
-            Ok(Err(e)) => tracing::warn!(error = %e, "Redis Cluster not reachable yet"),
-            Err(_) => tracing::warn!("Redis Cluster did not answer in time"),
-        }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "Redis Cluster not reachable yet");
+                (health::redis_cause(&e), e.to_string())
+            }
+            Err(_) => {
+                tracing::warn!("Redis Cluster did not answer in time");
+                let detail = format!("no seed node answered within {:?}", self.timeout * 20);
+                ("timed_out", detail)
+            }
+        };
+        // Told from the first attempt, calls or none (`/admin/stats`, `/readyz`).
+        let unreached = StoreError::ClusterUnreached {
+            cause: why.0,
+            detail: why.1.clone(),
+        };
+        self.health.record(&unreached);
+        *self.cluster_unreached.lock() = Some(why);
     }
 
     async fn bounded<T>(
@@ -302,11 +329,13 @@ impl RedisStore {
         &self,
         slot: &ArcSwapOption<ClusterConnection>,
     ) -> Result<ClusterConnection, StoreError> {
-        Ok(slot
-            .load_full()
-            .ok_or(StoreError::NotConnected)?
-            .as_ref()
-            .clone())
+        let Some(connection) = slot.load_full() else {
+            return Err(match self.cluster_unreached.lock().clone() {
+                Some((cause, detail)) => StoreError::ClusterUnreached { cause, detail },
+                None => StoreError::NotConnected,
+            });
+        };
+        Ok(connection.as_ref().clone())
     }
 
     /// Runs `call` (a decision: a request waits on it, on the node holding hash tag `tag`)
