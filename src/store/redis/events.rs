@@ -66,6 +66,10 @@ const KEPT: usize = 16;
 #[derive(Default)]
 pub struct Watch {
     masters: Mutex<Option<BTreeMap<String, NodeState>>>,
+    /// Every master seen, as last seen: one that was gone for some turns (a Cluster
+    /// master killed and started again on its address) is judged against what it was,
+    /// not taken for a new master.
+    known: Mutex<BTreeMap<String, NodeState>>,
     recent: Mutex<VecDeque<StoreEvent>>,
 }
 
@@ -74,12 +78,14 @@ impl Watch {
     /// events, each logged once. The first turn sees no event.
     pub fn observe(&self, masters: BTreeMap<String, NodeState>, now_ms: u64) -> Vec<StoreEvent> {
         let mut last = self.masters.lock();
+        let mut known = self.known.lock();
         let Some(before) = last.replace(masters.clone()) else {
+            known.extend(masters);
             return Vec::new();
         };
         let mut events = Vec::new();
         for (addr, now) in &masters {
-            let event = match before.get(addr) {
+            let event = match before.get(addr).or_else(|| known.get(addr)) {
                 None => Some((
                     EventKind::Failover,
                     format!("a new master at {addr} (before: {})", names(&before)),
@@ -107,6 +113,8 @@ impl Watch {
                 });
             }
         }
+        known.extend(masters);
+        drop(known);
         let mut recent = self.recent.lock();
         for e in &events {
             if recent.len() == KEPT {
@@ -166,6 +174,30 @@ mod tests {
         let e = w.observe(seen(&[("b:2", node("r3", "w"))]), 5);
         assert_eq!(e[0].kind, EventKind::Failover, "promoted in place");
         assert_eq!(w.recent().len(), 3);
+    }
+
+    /// A Cluster master gone for some turns and started again on its address, its data
+    /// lost: a restart of that master, not a new one; back with its data (a partition
+    /// healed), nothing.
+    #[test]
+    fn a_master_back_on_its_address_is_judged_against_what_it_was() {
+        let w = Watch::default();
+        let three = |c: &str| {
+            seen(&[
+                ("a:1", node("r1", "x")),
+                ("b:2", node("r2", "y")),
+                ("c:3", node(c, "z")),
+            ])
+        };
+        let two = seen(&[("a:1", node("r1", "x")), ("b:2", node("r2", "y"))]);
+        assert!(w.observe(three("r3"), 0).is_empty());
+        assert!(w.observe(two.clone(), 1).is_empty());
+        assert!(w.observe(three("r3"), 2).is_empty(), "back with its data");
+        assert!(w.observe(two, 3).is_empty());
+        let e = w.observe(three("r4"), 4);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].kind, EventKind::Restart);
+        assert!(e[0].detail.starts_with("c:3 restarted"), "{}", e[0].detail);
     }
 
     #[test]
