@@ -121,14 +121,15 @@ impl RedisStore {
         } else {
             // Its retries wait within the call's timeout: the client's default waits (1.28 s
             // at least) outlasted every timeout, so a CLUSTERDOWN or a refused connection
-            // held each call the whole timeout and was told as one, its cause hidden.
+            // held each call the whole timeout and was told as one, its cause hidden. A
+            // long timeout waits no longer than that default.
             let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
             let client = redis::cluster::ClusterClient::builder(urls.to_vec())
                 .connection_timeout(timeout)
                 .response_timeout(timeout)
                 .retries(2)
-                .min_retry_wait((ms / 10).max(1))
-                .max_retry_wait((ms / 4).max(2))
+                .min_retry_wait((ms / 10).clamp(1, 1_280))
+                .max_retry_wait((ms / 4).clamp(2, 2_560))
                 .build()?;
             (
                 Connection::Cluster(Arc::new(ArcSwapOption::empty())),
