@@ -77,7 +77,9 @@ impl RedisMonitor {
     /// The gateway's script calls (`EVALSHA` / `EVAL`: its decisions, draws and settles)
     /// since the monitor started — not the commands a script runs, and not the calls on
     /// the fleet's overrides (`tg:{overrides}:…`), which every gateway reads once a second
-    /// whatever its traffic, nor its store probe (`…:probe`, a write each half second).
+    /// whatever its traffic, nor its store probe (`…:probe`, a write each half second),
+    /// nor its heartbeat in the fleet's membership (`tg:{fleet}`, a script of its own
+    /// each upkeep turn: one landing between two counts read as a second decision).
     /// Commands and names are compared in any case.
     pub fn decision_calls(&self) -> u64 {
         self.catch_up();
@@ -88,6 +90,7 @@ impl RedisMonitor {
             .map(|l| l.to_ascii_lowercase())
             .filter(|l| l.contains("] \"evalsha\" ") || l.contains("] \"eval\" "))
             .filter(|l| !l.contains("{overrides}") && !l.contains(":probe\""))
+            .filter(|l| !l.contains("\"tg:{fleet}\""))
             .count() as u64
     }
 }
