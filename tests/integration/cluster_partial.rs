@@ -150,10 +150,11 @@ async fn a_debt_settled_while_its_slot_migrates_is_charged() {
 async fn a_cluster_that_is_down_is_told_so_by_each_request() {
     let mut cluster = RedisCluster::start();
     let up = Upstream::start().await;
-    let store = format!(
-        "backend = \"redis\"\nurl = {}\ntimeout = \"1s\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n",
-        cluster.urls_toml()
-    );
+    // A timeout under the client's default retry wait, which the old waits outlasted.
+    let store = cluster
+        .store_toml()
+        .replace("timeout = \"2s\"", "timeout = \"1s\"");
+    assert!(store.contains("timeout = \"1s\""), "{store}");
     let toml = Fixture::new()
         .store(store)
         .policy("tenant", "header:x-tenant-id", 1, "1h", 3)
