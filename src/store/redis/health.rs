@@ -165,14 +165,14 @@ pub(super) fn redis_cause(r: &redis::RedisError) -> &'static str {
         Some("NOSCRIPT" | "BUSY") => return "script_error",
         _ => {}
     }
+    let text = r.to_string();
     match r.kind() {
         redis::ErrorKind::AuthenticationFailed => "authentication",
         // The Cluster client's first connection says its nodes' refusals only in words
         // ("Failed to create initial connections - Io: Connection refused").
-        _ if r.to_string().contains("Connection refused") => "connection_refused",
+        _ if text.contains("Connection refused") => "connection_refused",
         _ if r.is_connection_dropped() || r.is_io_error() => "connection_lost",
         _ => {
-            let text = r.to_string();
             if text.contains("script") || text.contains("Script") {
                 "script_error"
             } else {
