@@ -11,7 +11,8 @@
 //!    [`request`] (canonical path and host, bodies read as frameworks read them),
 //!    [`config`] (TOML → validated, immutable config; it reads only the files the config
 //!    names, through [`read_file`]), [`reply`] (the body type and JSON answers every
-//!    listener writes), [`clock`], [`tls`], [`random`], [`read_file`].
+//!    listener writes), [`clock`], [`tls`], [`random`], [`read_file`], [`clip`] (client
+//!    text cut at a bound, at a character).
 //!    No network, no clock reads, no tokio.
 //! 2. **Adapters** — [`metrics`], [`store`] (embedded lock-free store, Redis;
 //!    [`store::Limiter`] is the one door the request path calls, one room per limit kind
@@ -37,6 +38,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod clip;
 pub mod clock;
 pub mod coalesce;
 pub mod config;

@@ -77,7 +77,7 @@ pub fn locate(text: &str, problems: Vec<Problem>) -> Vec<Located> {
         .into_iter()
         .map(|p| {
             let offset = p.span.start.min(text.len());
-            let before = &text[..floor_char_boundary(text, offset)];
+            let before = &text[..crate::clip::floor_char_boundary(text, offset)];
             let line = before.matches('\n').count() + 1;
             let line_start = before.rfind('\n').map_or(0, |i| i + 1);
             let column = before[line_start..].chars().count() + 1;
@@ -91,11 +91,4 @@ pub fn locate(text: &str, problems: Vec<Problem>) -> Vec<Located> {
         .collect();
     located.sort_by_key(|l| (l.line, l.column));
     located
-}
-
-fn floor_char_boundary(text: &str, mut i: usize) -> usize {
-    while !text.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
 }

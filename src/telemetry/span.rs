@@ -9,6 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use super::context;
 use super::proto::{KeyValue, Span, SpanKind, Status, StatusCode, Value};
 use super::sampler::{self, Budget, Ratio, Sampled};
+use crate::clip::{clipped, MAX_PATH_BYTES};
 use crate::config::telemetry::Telemetry;
 
 /// `traceparent`, the W3C header.
@@ -112,11 +113,6 @@ pub fn upstream_traceparent(trace: &SpanTrace) -> http::HeaderValue {
     context::format(&trace.sampled.trace_id, &trace.client_span, true)
 }
 
-/// Most bytes of a path a span carries (as an access log line: the upstream gets all of
-/// it). A client's 60 KB path in every span would fill the export queue with its bytes and
-/// push a batch past what a collector takes, the honest spans in it dropped with it.
-const MAX_PATH_BYTES: usize = 1024;
-
 /// What the HTTP conventions call a method they do not know.
 const OTHER_METHOD: &str = "_OTHER";
 
@@ -140,18 +136,6 @@ fn span_method(method: &str) -> &str {
         OTHER_METHOD => "HTTP",
         known => known,
     }
-}
-
-/// `text`'s first `max` bytes at most, cut at a character.
-fn clipped(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// How a request ended, for its spans.

@@ -330,10 +330,7 @@ impl TextBuf {
     /// Appends `s`, as much of it as fits.
     pub fn push(&mut self, s: &str) {
         let room = TEXT_BYTES - usize::from(self.len);
-        let mut take = s.len().min(room);
-        while !s.is_char_boundary(take) {
-            take -= 1;
-        }
+        let take = crate::clip::floor_char_boundary(s, room);
         let at = usize::from(self.len);
         self.bytes[at..at + take].copy_from_slice(&s.as_bytes()[..take]);
         self.len += take as u8;

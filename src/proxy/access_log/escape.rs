@@ -7,9 +7,6 @@ pub(super) const MAX_ID_BYTES: usize = 128;
 pub(super) const MAX_METHOD_BYTES: usize = 32;
 /// Most bytes of one key part a line shows (a key has at most four parts a source).
 const MAX_KEY_PART_BYTES: usize = 256;
-/// Most bytes of a path a line shows (the upstream gets all of it): a line's size, not
-/// only the number of lines, is what `access_log_rate` bounds the disk by.
-pub(super) const MAX_PATH_BYTES: usize = 1024;
 
 /// A client's text in a log line: at most `.1` bytes (cut at a character, `…` after),
 /// with a space, `"`, a backslash and control characters (a tab among them, and the
@@ -48,11 +45,7 @@ fn escaped(
     max: usize,
     ascii: impl Fn(u8) -> bool,
 ) -> std::fmt::Result {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let shown = &text[..end];
+    let shown = crate::clip::clipped(text, max);
     let (mut plain, mut i) = (0, 0);
     while let Some(&b) = shown.as_bytes().get(i) {
         let width = match b {
@@ -79,7 +72,7 @@ fn escaped(
         plain = i;
     }
     f.write_str(&shown[plain..])?;
-    if end < text.len() {
+    if shown.len() < text.len() {
         f.write_str("…")?;
     }
     Ok(())
