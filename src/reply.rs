@@ -137,7 +137,6 @@ fn string(out: &mut Vec<u8>, text: &str) {
 }
 
 fn escaped(out: &mut Vec<u8>, text: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     for &b in text.as_bytes() {
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
@@ -146,9 +145,10 @@ fn escaped(out: &mut Vec<u8>, text: &str) {
             b'\r' => out.extend_from_slice(b"\\r"),
             b'\t' => out.extend_from_slice(b"\\t"),
             0..=0x1f => {
+                let mut digits = [0; 2];
+                crate::random::write_hex(&mut digits, &[b]);
                 out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(b >> 4)]);
-                out.push(HEX[usize::from(b & 0xf)]);
+                out.extend_from_slice(&digits);
             }
             _ => out.push(b),
         }

@@ -5,10 +5,11 @@
 
 use super::decide::{Decided, Matched};
 use super::proto::{self, Code, DescriptorStatus, RateLimit, RateLimitResponse, Unit};
-use super::stated::{stated, SECOND_NS, UNITS};
+use super::stated::{stated, UNITS};
 use crate::config::rls::{RefusalBody, Unmatched};
 use crate::config::Policy;
 use crate::config::Rls;
+use crate::limit::gcra::NANOS_PER_SEC as SECOND_NS;
 use crate::proxy::response::{body_start, rate_limit_lists, Refused, TierItem};
 use crate::store::{Counted, TierReport};
 

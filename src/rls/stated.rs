@@ -4,9 +4,9 @@
 use super::proto::Unit;
 use crate::config::Policy;
 use crate::limit::calendar::Period;
+use crate::limit::gcra::NANOS_PER_SEC as SECOND_NS;
 use crate::limit::Quota;
 
-pub const SECOND_NS: u64 = 1_000_000_000;
 const DAY_NS: u64 = 86_400 * SECOND_NS;
 /// The units a rate is stated in, smallest first, with their length as
 /// envoyproxy/ratelimit counts it (a month is 30 days, a year 365).

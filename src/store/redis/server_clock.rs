@@ -12,7 +12,7 @@ use super::RedisStore;
 /// An instant of the server's clock (ns since the Unix epoch) as the scripts read a
 /// deadline or a rate's TAT: `s:ns`.
 pub fn stamp(abs_ns: u128) -> String {
-    const NANOS: u128 = 1_000_000_000;
+    const NANOS: u128 = crate::limit::gcra::NANOS_PER_SEC as u128;
     format!("{}:{:09}", abs_ns / NANOS, abs_ns % NANOS)
 }
 

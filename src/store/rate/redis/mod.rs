@@ -21,7 +21,7 @@ use crate::store::tiers::RateTier;
 
 mod rollback;
 
-const NANOS: u128 = 1_000_000_000;
+const NANOS: u128 = crate::limit::gcra::NANOS_PER_SEC as u128;
 
 static GCRA: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("../gcra.lua")));
 static PEEK: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("../peek.lua")));
