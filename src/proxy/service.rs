@@ -157,17 +157,8 @@ async fn serve(
         trace.by_gateway = true;
         return refused;
     }
-    let settles = admission.take_settles();
-    // An upgrade has no body (`arrive` refused one with a body): its request bytes, if
-    // any, are the tunnel's.
-    let tunnel = arrived.upgrade.is_some();
-    let (mut settlement, uploaded) =
-        Settlement::begin(shared, snapshot, (routed.index, tunnel), settles);
-    if let Some(settlement) = &mut settlement {
-        // A client that leaves before the request is sent (held by `max_delay`, waiting
-        // for a connection) used nothing upstream, and is charged so.
-        settlement.sent_by(super::pool::SentMark::on(&mut req));
-    }
+    let (settlement, uploaded) =
+        begin_settling((shared, snapshot), &arrived, &mut admission, &mut req);
     if admission.delay_ns() > 0 {
         tokio::time::sleep(Duration::from_nanos(admission.delay_ns())).await;
     }
@@ -197,6 +188,28 @@ async fn serve(
     trace.by_gateway = forwarded.is_err();
     let answered = (forwarded, settlement, arrived.trailers);
     super::respond::describe(routed, answered, &mut admission).await
+}
+
+/// The settles the admission left, begun (`Settlement::begin`: the answer's, and the
+/// upload's).
+fn begin_settling(
+    (shared, snapshot): (&Arc<Shared>, &Current),
+    arrived: &Arrived<'_>,
+    admission: &mut Admission,
+    req: &mut Request<Incoming>,
+) -> (Option<Settlement>, Option<Settlement>) {
+    // An upgrade has no body (`arrive` refused one with a body): its request bytes, if
+    // any, are the tunnel's.
+    let tunnel = arrived.upgrade.is_some();
+    let settles = admission.take_settles();
+    let route = (arrived.routed.index, tunnel);
+    let (mut settlement, uploaded) = Settlement::begin(shared, snapshot, route, settles);
+    if let Some(settlement) = &mut settlement {
+        // A client that leaves before the request is sent (held by `max_delay`, waiting
+        // for a connection) used nothing upstream, and is charged so.
+        settlement.sent_by(super::pool::SentMark::on(req));
+    }
+    (settlement, uploaded)
 }
 
 /// A request that has a route: which, who sent it, and the tunnel it may open.
