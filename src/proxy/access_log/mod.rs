@@ -13,11 +13,11 @@ mod tunnel;
 
 use std::sync::OnceLock;
 
-use crate::clip::MAX_PATH_BYTES;
 pub use budget::{has_line, per_worker, take_line, take_line_of, take_service_line, ServiceLines};
 use escape::{Clipped, KeyPart, MAX_ID_BYTES, MAX_METHOD_BYTES};
 pub use tunnel::{write_tunnel, TunnelClosed, TunnelOpened};
 
+use crate::clip::MAX_PATH_BYTES;
 use crate::config::{AccessLog, Config, LogKeys, Policy};
 use crate::conn::ConnInfo;
 use crate::key::fleet::{FleetKey, KeySecret};
