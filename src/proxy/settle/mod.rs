@@ -32,7 +32,9 @@ pub struct Settlement {
     shared: Arc<Shared>,
     /// The route's metric handles: the snapshot that admitted the request, and the route.
     counters: Counters,
-    pending: SmallVec<[PendingSettle; 1]>,
+    /// On the heap: an `Option<Settlement>` is moved with the request through every layer,
+    /// and a request with nothing to settle (most) would carry the inline tier's bytes.
+    pending: Vec<PendingSettle>,
     /// Set once the request was handed to an upstream connection (`SentMark`): what is
     /// dropped unsettled before that used nothing upstream. `None`: not watched (charged
     /// as a hang-up).
@@ -96,7 +98,7 @@ impl Settlement {
         Self {
             shared,
             counters: Counters { snapshot, route },
-            pending,
+            pending: pending.into_vec(),
             sent: None,
         }
     }
