@@ -47,6 +47,8 @@ pub struct Sent<'a> {
     /// first, unchanged. Boxed: every request's future carries this field, and only
     /// routes that read the body fill it.
     pub key_body: Option<Box<KeyBody>>,
+    /// The request's `Host` as normalised: what `X-Forwarded-Host` says.
+    pub host: Option<http::HeaderValue>,
 }
 
 /// A tunnel the client asked for: the protocol, its `max_connections` permit, and what
@@ -71,6 +73,7 @@ pub async fn forward(
     uploaded: Option<Settlement>,
 ) -> Result<Response<Body>, Response<Body>> {
     let key_body = sent.key_body.take();
+    let host = sent.host.take();
     let Sent {
         route,
         pool,
@@ -91,7 +94,7 @@ pub async fn forward(
     let (parts, body) = req.into_parts();
     let (body, answering) = outgoing_body(body, &sent, key_body, uploaded, replayable);
     let mut outgoing = Request::from_parts(parts, body);
-    prepare_request(&mut outgoing, &conn.peer_text, conn.tls);
+    prepare_request(&mut outgoing, (&conn.peer_text, conn.tls), host);
     if !replayable {
         // Its trailers stop here: announcing them would promise fields that never come.
         outgoing.headers_mut().remove(http::header::TRAILER);

@@ -52,13 +52,16 @@ pub struct Normalized {
     pub upgrade: Option<HeaderValue>,
     /// The client takes trailers (`TE: trailers`).
     pub trailers: bool,
+    /// The request's `Host` as forwarded (`None`: an HTTP/1.0 request without one): what
+    /// routes it and what the upstream is told in `X-Forwarded-Host`, taken once.
+    pub host: Option<HeaderValue>,
 }
 
 /// What one pass over a request's header names found: the `Host` lines (two are enough
 /// to refuse), and which connection-level headers are there to deal with.
 #[derive(Default)]
 struct Scan<'a> {
-    hosts: arrayvec::ArrayVec<&'a [u8], 2>,
+    hosts: arrayvec::ArrayVec<&'a HeaderValue, 2>,
     found: Found,
 }
 
@@ -79,7 +82,7 @@ impl<'a> Scan<'a> {
         let found = &mut scan.found;
         for (name, value) in headers {
             if *name == HOST {
-                let _ = scan.hosts.try_push(value.as_bytes());
+                let _ = scan.hosts.try_push(value);
             } else if hop_by_hop_bit(name) != 0 {
                 found.hop_by_hop = true;
                 found.connection |= *name == CONNECTION;
@@ -135,17 +138,21 @@ pub fn normalize<B>(
 ) -> Result<Normalized, HeadError> {
     upper_case_method(req);
     forwardable(req)?;
-    let (new_host, found) = {
+    let (new_host, sent_host, found) = {
         let Scan { hosts, found } = Scan::of(req.headers());
         let target = req.uri().authority().map(|a| a.as_str());
         let version = req.version();
-        let new_host = match host::of_request(target, &mut hosts.iter().copied(), version)? {
-            Some(h) if hosts.first().copied() != Some(h.forward.as_bytes()) => {
+        let lines = &mut hosts.iter().map(|v| v.as_bytes());
+        let sent_host = hosts.first().map(|&v| v.clone());
+        let new_host = match host::of_request(target, lines, version)? {
+            Some(h)
+                if sent_host.as_ref().map(HeaderValue::as_bytes) != Some(h.forward.as_bytes()) =>
+            {
                 Some(HeaderValue::from_str(&h.forward).map_err(|_| HostError::Invalid)?)
             }
             _ => None,
         };
-        (new_host, found)
+        (new_host, sent_host, found)
     };
 
     let new_path = match path::normalize(req.uri().path(), rules)? {
@@ -171,11 +178,9 @@ pub fn normalize<B>(
         None
     };
     let headers = req.headers_mut();
-    let new_host = match new_host {
-        // `Connection: host` would strip it below; keep the value to put back.
-        None if found.connection => headers.get(HOST).cloned(),
-        other => other,
-    };
+    // `Connection: host` would strip the one sent below: it is put back too.
+    let put_back = new_host.is_some() || found.connection;
+    let host = new_host.or(sent_host);
     // `TE: trailers` says the client takes trailers; many upstreams send them (a settled
     // cost among them) only when asked, and the gateway passes them on.
     let trailers = found.te
@@ -198,10 +203,14 @@ pub fn normalize<B>(
         headers.remove(&HTTP2_SETTINGS);
     }
     // After stripping, so `Connection: host` cannot remove the host that was routed.
-    if let Some(value) = new_host {
-        headers.insert(HOST, value);
+    if let Some(value) = host.as_ref().filter(|_| put_back) {
+        headers.insert(HOST, value.clone());
     }
-    Ok(Normalized { upgrade, trailers })
+    Ok(Normalized {
+        upgrade,
+        trailers,
+        host,
+    })
 }
 
 /// The `Upgrade` protocol when `Connection` names `upgrade` and no `Upgrade` line names

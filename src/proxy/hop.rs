@@ -2,9 +2,7 @@
 //! the way upstream. Forwarding itself is in [`super::forward`]; the connections, and how
 //! a failed exchange is classified and answered, in [`super::pool`].
 
-use http::header::{
-    Entry, HeaderName, HeaderValue, CONNECTION, HOST, TE, TRANSFER_ENCODING, UPGRADE,
-};
+use http::header::{Entry, HeaderName, HeaderValue, CONNECTION, TE, TRANSFER_ENCODING, UPGRADE};
 use http::{HeaderMap, Request, Version};
 
 use crate::key::KeyHeaders;
@@ -158,10 +156,14 @@ fn names_no_other_header(headers: &HeaderMap) -> bool {
 }
 
 /// Adds what the upstream learns from the gateway: X-Forwarded-For (every line the
-/// client sent, as one list, then the peer: `peer_text`), -Proto and -Host. The head was
-/// normalised before routing (`head::normalize`), so Host and hop-by-hop headers are
-/// already right.
-pub fn prepare_request(req: &mut Request<Body>, peer_text: &HeaderValue, tls: bool) {
+/// client sent, as one list, then the peer: `peer_text`), -Proto and -Host (`host`: the
+/// `Host` the head was normalised to before routing, `head::normalize`, which also made
+/// the hop-by-hop headers right).
+pub fn prepare_request(
+    req: &mut Request<Body>,
+    (peer_text, tls): (&HeaderValue, bool),
+    host: Option<HeaderValue>,
+) {
     let headers = req.headers_mut();
     // One look-up of the name whether or not the client sent it (a custom name is hashed
     // byte by byte on every look-up).
@@ -192,7 +194,7 @@ pub fn prepare_request(req: &mut Request<Body>, peer_text: &HeaderValue, tls: bo
     // The routed host, never the client's word: a request without one (HTTP/1.0, or
     // HTTP/2 without an authority) matched only routes that name no host, and its own
     // X-Forwarded-Host would have the upstream serve whichever host it claims.
-    match headers.get(HOST).cloned() {
+    match host {
         Some(host) => {
             headers.insert(X_FORWARDED_HOST.clone(), host);
         }
@@ -268,7 +270,7 @@ mod tests {
         for (i, bit) in bits.iter().enumerate() {
             assert_eq!(*bit, 1 << i, "{}", HOP_BY_HOP[i]);
         }
-        assert_eq!(hop_by_hop_bit(&HOST), 0);
+        assert_eq!(hop_by_hop_bit(&http::header::HOST), 0);
         assert_eq!(hop_by_hop_bit(&HeaderName::from_static("x-connection")), 0);
         // The spellings the `match` names are the list that is removed, and no other.
         for name in FORWARDING_CLAIMS {

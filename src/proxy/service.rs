@@ -6,7 +6,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::HOST;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
@@ -125,7 +124,7 @@ async fn serve(
     trace: &mut Trace,
     slots: &mut HeldSlots,
 ) -> Response<Body> {
-    let arrived = match arrive(shared, snapshot, conn, &mut req, trace) {
+    let mut arrived = match arrive(shared, snapshot, conn, &mut req, trace) {
         Ok(arrived) => arrived,
         Err(answer) => {
             trace.by_gateway = true;
@@ -176,6 +175,7 @@ async fn serve(
         ask_trailers: settlement.as_ref().is_some_and(Settlement::reads_trailers),
         ask_identity: settlement.as_ref().is_some_and(Settlement::reads_usage),
         key_body,
+        host: arrived.host.take(),
     };
     if let Some(span) = trace.span.as_deref_mut() {
         super::spans::start_forward(span, req.headers_mut(), shared.clock.now_ns());
@@ -219,6 +219,8 @@ struct Arrived<'a> {
     upgrade: Option<Box<Upgrade>>,
     /// The client takes trailers (`TE: trailers`).
     trailers: bool,
+    /// Its `Host` as normalised.
+    host: Option<http::HeaderValue>,
 }
 
 /// Normalises the head, matches the route and tells who the client is; the answer when
@@ -248,7 +250,7 @@ fn arrive<'a>(
     if config.server.access_log.enabled() {
         trace.normalized = Some(Box::new(req.uri().clone()));
     }
-    let host = req.headers().get(HOST).and_then(|h| h.to_str().ok());
+    let host = normalized.host.as_ref().and_then(|h| h.to_str().ok());
     let Some(index) = config.find_route(host, req.uri().path(), req.method()) else {
         shared.metrics.requests_unmatched.inc();
         return Err(Box::new(json_error(StatusCode::NOT_FOUND, "no_route", &[])));
@@ -282,6 +284,7 @@ fn arrive<'a>(
         client_ip,
         upgrade,
         trailers: normalized.trailers,
+        host: normalized.host,
     })
 }
 
