@@ -118,7 +118,17 @@ async fn under_the_bound(url_toml: &str) {
 /// `step` after each: the Redis calls that granted slices, the units granted, the metrics.
 async fn hundred_requests(redis: &RedisServer, body: &str, step: u64) -> (f64, f64, String) {
     let up = Upstream::start().await;
+    let monitor = redis.monitor();
     let gw = TestGateway::start(&leased(redis, body).build(), &up.url()).await;
+    // The gateway's first read of the fleet's overrides is whole, and a whole read makes
+    // the slices held serve nothing more (a change may have come before it): landing
+    // among the hundred, it would cost one more slice. Its reads come one a second, one
+    // after the other, so once a second has reached Redis the first was followed.
+    let followed = eventually(Duration::from_secs(30), || {
+        monitor.script_calls_with("read") >= 2
+    })
+    .await;
+    assert!(followed, "the gateway reads the fleet's overrides");
     for i in 0..100 {
         let r = get(&gw.url("/"), &[("x-tenant-id", "acme")]).await;
         assert_eq!(r.status, 200, "request {i}");
