@@ -25,6 +25,7 @@ mod busboy;
 mod charsets;
 mod cluster_hangup;
 mod cluster_partial;
+mod cluster_unreached;
 mod concurrency;
 mod concurrency_fleet;
 mod config;

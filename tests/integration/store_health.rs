@@ -222,48 +222,6 @@ async fn a_redis_never_answered_counts_each_request_and_opens_the_breaker() {
     );
 }
 
-/// A Redis Cluster never reached: what the operator is told names why — the refused
-/// connections its client met — from the first attempt, and each request's failure says
-/// the same, not "not connected yet".
-#[tokio::test]
-async fn a_cluster_never_answered_says_why() {
-    let up = Upstream::start().await;
-    let seeds: Vec<String> = (0..3)
-        .map(|_| format!("\"redis://127.0.0.1:{}\"", free_port()))
-        .collect();
-    let store = format!(
-        "backend = \"redis\"\nurl = [{}]\ntimeout = \"100ms\"\nkey_secret = \"a-fleet-secret-of-enough-bytes\"\n",
-        seeds.join(", ")
-    );
-    let (_dir, gw) = gateway_on(store, &up);
-    let admin = gw.admin.expect("admin");
-    let stats = || async {
-        get(&format!("http://{admin}/admin/stats"), &[])
-            .await
-            .json()["store"]
-            .clone()
-    };
-    let told = eventually_async(Duration::from_secs(20), || async {
-        stats().await["last_error"]["cause"] == "connection_refused"
-    })
-    .await;
-    assert!(told, "{}", stats().await);
-    let url = format!("http://{}/", gw.addr);
-    for _ in 0..5 {
-        assert_eq!(get(&url, &[("x-k", "a")]).await.status, 503);
-    }
-    let store = stats().await;
-    assert_eq!(
-        store["last_error"]["cause"], "connection_refused",
-        "{store}"
-    );
-    let metrics = get(&format!("http://{admin}/metrics"), &[]).await.text();
-    assert!(
-        !metrics.contains("cause=\"not_connected\""),
-        "every failure told by its cause: {metrics}"
-    );
-}
-
 /// Redis answers but the fleet's key secret in it is unusable: no decision can be asked,
 /// and the breaker stays open (requests refused at once) while the probes' writes
 /// succeed — not closed by each probe and opened by each third request, flapping the

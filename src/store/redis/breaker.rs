@@ -112,6 +112,22 @@ impl Breakers {
         self.groups.iter().any(Breaker::is_open)
     }
 
+    /// Opens every group until each is closed: a Cluster never reached answers for none
+    /// of its slots, and its breakers say so from the first attempt (not "closed" until
+    /// three requests of one group have failed).
+    pub fn trip_all(&self) {
+        for breaker in &self.groups {
+            breaker.trip();
+        }
+    }
+
+    /// Closes every group: the Cluster [`Breakers::trip_all`] opened has been reached.
+    pub fn close_all(&self) {
+        for breaker in &self.groups {
+            breaker.success();
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.groups.len()
     }

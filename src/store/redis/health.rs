@@ -288,7 +288,7 @@ pub fn report(store: &super::RedisStore) -> serde_json::Value {
         "reachable": !store.health.is_down(),
         "breaker": match (open_groups, store.breakers.len()) {
             (0, _) => "closed".to_owned(),
-            (_, 1) => "open".to_owned(),
+            (n, all) if n == all => "open".to_owned(),
             (n, all) => format!("open for {n} of {all} slot groups"),
         },
         "ready": unready(store).is_none(),

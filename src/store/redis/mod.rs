@@ -233,6 +233,7 @@ impl RedisStore {
             Ok(Ok(conn)) => {
                 slot.store(Some(Arc::new(conn)));
                 *self.cluster_unreached.lock() = None;
+                self.breakers.close_all();
                 tracing::info!("connected to the Redis Cluster");
                 return;
             }
@@ -253,6 +254,9 @@ impl RedisStore {
         };
         self.health.record(&unreached);
         *self.cluster_unreached.lock() = Some(why);
+        // No slot of it answers: its requests take `on_error` at once, as a single
+        // node's do once its breaker is open, and the breaker shown is true.
+        self.breakers.trip_all();
     }
 
     async fn bounded<T>(

@@ -119,6 +119,13 @@ impl RedisStore {
     /// Probes every open breaker group with a write to a key of its own, closing those
     /// whose node takes it: the store recovers by itself, even with no traffic.
     async fn probe_open(&self) {
+        // A Cluster not reached yet has every group open and nothing to probe them on:
+        // its connection (tried every turn) closes them all.
+        if let Connection::Cluster(slot) = &self.connection {
+            if slot.load().is_none() {
+                return;
+            }
+        }
         let open: Vec<usize> = self.breakers.open().collect();
         for group in open {
             let probed = self.write_probe(group).await;
