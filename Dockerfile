@@ -10,8 +10,8 @@
 # image's architecture). .dockerignore keeps every target/ folder out of the build
 # context, so copy the binary to dist/ (TOLLGATE_BINARY, a path inside the context):
 #
-#   cargo build --release --locked && install -D target/release/tollgate dist/tollgate
-#   strip --strip-debug dist/tollgate     # the release profile keeps debug info (~50 MB)
+#   cargo build --profile dist --locked && install -D target/dist/tollgate dist/tollgate
+#   strip --strip-debug dist/tollgate     # the dist profile keeps debug info (~50 MB)
 #   docker build --target prebuilt -t tollgate .
 #   docker build --target prebuilt --build-arg TOLLGATE_BINARY=elsewhere/tollgate -t tollgate .
 #
@@ -97,13 +97,14 @@ FROM rust:1.95.0-bookworm AS builder
 WORKDIR /src
 COPY . .
 # Cache mounts keep the registry and target/ between builds. The binary is copied out in
-# the same step because target/ is a cache. Debug info (Cargo.toml's release profile keeps
-# it for profiling) is stripped; symbol names stay, so panics still show function names.
+# the same step because target/ is a cache. The dist profile (Cargo.toml: release with
+# whole-program LTO) is what production runs. Debug info (kept for profiling) is
+# stripped; symbol names stay, so panics still show function names.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin tollgate \
-    && install -D -m 0755 target/release/tollgate /out/tollgate \
+    cargo build --profile dist --locked --bin tollgate \
+    && install -D -m 0755 target/dist/tollgate /out/tollgate \
     && strip --strip-debug /out/tollgate
 
 # ---- the default target: the base with the binary built from source -------------------
