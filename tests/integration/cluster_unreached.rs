@@ -4,16 +4,8 @@
 
 use std::time::Duration;
 
-use crate::store_health::gateway_on;
+use crate::store_health::{gateway_on, store_stats};
 use crate::support::*;
-
-/// The store's part of `/admin/stats`.
-async fn store_stats(admin: std::net::SocketAddr) -> serde_json::Value {
-    get(&format!("http://{admin}/admin/stats"), &[])
-        .await
-        .json()["store"]
-        .clone()
-}
 
 /// Seed nodes that refuse every connection: the cause is told from the first attempt,
 /// the breaker is open (as a single Redis's is), `/readyz` says so, and each request's

@@ -116,6 +116,14 @@ async fn readyz_saying_why(admin: SocketAddr, address: &str) -> String {
     why
 }
 
+/// The store's part of `/admin/stats`.
+pub(super) async fn store_stats(admin: SocketAddr) -> serde_json::Value {
+    get(&format!("http://{admin}/admin/stats"), &[])
+        .await
+        .json()["store"]
+        .clone()
+}
+
 /// `/admin/stats`, which shows the store's address, breaker and last error.
 async fn stats_showing_the_store(admin: SocketAddr, address: &str) -> serde_json::Value {
     let stats = get(&format!("http://{admin}/admin/stats"), &[])
@@ -146,12 +154,7 @@ async fn sentinels_that_stopped_answering_are_shown_while_the_master_serves() {
     );
     let (_dir, gw) = gateway_on(store, &up);
     let admin = gw.admin.expect("admin");
-    let stats = || async move {
-        get(&format!("http://{admin}/admin/stats"), &[])
-            .await
-            .json()["store"]
-            .clone()
-    };
+    let stats = || store_stats(admin);
     let all = eventually_async(Duration::from_secs(30), || async {
         stats().await["sentinels"] == serde_json::json!({"answering": 3, "of": 3})
     })
@@ -207,10 +210,7 @@ async fn a_redis_never_answered_counts_each_request_and_opens_the_breaker() {
         .sum();
     // At most three failures open it: seven of the ten at least were refused at once.
     assert!(refused_at_once >= 7.0, "{metrics}");
-    let stats = get(&format!("http://{admin}/admin/stats"), &[])
-        .await
-        .json();
-    let store = &stats["store"];
+    let store = &store_stats(admin).await;
     assert_eq!(store["breaker"], "open", "{store}");
     assert_eq!(
         store["last_error"]["cause"], "connection_refused",
@@ -247,10 +247,8 @@ async fn an_unusable_secret_keeps_the_breaker_open_without_flapping() {
     assert!(log.contains("key secret in Redis is unusable"), "{log}");
     assert!(!log.contains("reachable again"), "{log}");
     let admin = gw.admin.expect("admin");
-    let stats = get(&format!("http://{admin}/admin/stats"), &[])
-        .await
-        .json();
-    assert_eq!(stats["store"]["breaker"], "open", "{stats}");
+    let store = store_stats(admin).await;
+    assert_eq!(store["breaker"], "open", "{store}");
 }
 
 /// A Redis at `maxmemory` under `noeviction` refuses the decisions' writes: the cause is
