@@ -9,7 +9,7 @@ use crate::support::*;
 
 /// Seed nodes that refuse every connection: the cause is told from the first attempt,
 /// the breaker is open (as a single Redis's is), `/readyz` says so, and each request's
-/// failure says the same cause, not "not connected yet".
+/// failure (HTTP/1.1 and HTTP/2) says the same cause, not "not connected yet".
 #[tokio::test]
 async fn a_cluster_never_answered_says_why_and_its_breakers_are_open() {
     let up = Upstream::start().await;
@@ -40,8 +40,9 @@ async fn a_cluster_never_answered_says_why_and_its_breakers_are_open() {
     );
 
     let url = format!("http://{}/", gw.addr);
-    for _ in 0..5 {
-        assert_eq!(get(&url, &[("x-k", "a")]).await.status, 503);
+    for client in [http1(), http2(), http1(), http2(), http1()] {
+        let r = send(&client, "GET", &url, &[("x-k", "a")], b"").await;
+        assert_eq!(r.status, 503);
     }
     let store = store_stats(admin).await;
     assert_eq!(
